@@ -1,0 +1,141 @@
+//! Validated runtime settings. The CLI parses raw values (flags and environment variables);
+//! [`RuntimeConfig::validate`] is the one place they become the typed settings the runtime
+//! uses, so no other module re-checks a number. Pure: no I/O.
+
+use std::time::Duration;
+
+use crate::graph::RetryPolicy;
+
+/// Settings of the scheduler and task handlers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeConfig {
+    /// Quiet time after the newest inbound message before planning starts.
+    pub debounce: Duration,
+    /// Tasks running at once across all conversations.
+    pub max_in_flight: usize,
+    /// Attempts and spacing of failed tasks.
+    pub retry: RetryPolicy,
+    /// Longest a single task may run.
+    pub task_timeout: Duration,
+    /// Messages of history fetched for planning.
+    pub history_limit: usize,
+    /// How long shutdown waits for tasks in flight before abandoning them (they resume on
+    /// the next start).
+    pub shutdown_grace: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            debounce: Duration::from_secs(2),
+            max_in_flight: 16,
+            retry: RetryPolicy {
+                max_attempts: 10,
+                interval: Duration::from_secs(10),
+            },
+            task_timeout: Duration::from_secs(180),
+            history_limit: 500,
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Raw runtime settings as the CLI reads them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawRuntimeConfig {
+    pub debounce_ms: u64,
+    pub max_in_flight: usize,
+    pub retry_attempts: u32,
+    pub retry_interval_secs: f64,
+    pub task_timeout_secs: f64,
+    pub history_limit: usize,
+}
+
+/// A setting out of range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid setting {name}: {reason}")]
+pub struct ConfigError {
+    pub name: &'static str,
+    pub reason: String,
+}
+
+fn positive_secs(name: &'static str, v: f64) -> Result<Duration, ConfigError> {
+    if v.is_finite() && v > 0.0 && v < 1e9 {
+        Ok(Duration::from_secs_f64(v))
+    } else {
+        Err(ConfigError {
+            name,
+            reason: format!("{v} is not a positive number of seconds"),
+        })
+    }
+}
+
+impl RawRuntimeConfig {
+    /// The one validation step from raw values to [`RuntimeConfig`].
+    pub fn validate(&self) -> Result<RuntimeConfig, ConfigError> {
+        if self.max_in_flight == 0 {
+            return Err(ConfigError {
+                name: "max-in-flight",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if self.retry_attempts == 0 {
+            return Err(ConfigError {
+                name: "retry-attempts",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if self.history_limit == 0 {
+            return Err(ConfigError {
+                name: "history-limit",
+                reason: "must be at least 1".into(),
+            });
+        }
+        Ok(RuntimeConfig {
+            debounce: Duration::from_millis(self.debounce_ms),
+            max_in_flight: self.max_in_flight,
+            retry: RetryPolicy {
+                max_attempts: self.retry_attempts,
+                interval: positive_secs("retry-interval", self.retry_interval_secs)?,
+            },
+            task_timeout: positive_secs("task-timeout", self.task_timeout_secs)?,
+            history_limit: self.history_limit,
+            ..RuntimeConfig::default()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw() -> RawRuntimeConfig {
+        RawRuntimeConfig {
+            debounce_ms: 2000,
+            max_in_flight: 16,
+            retry_attempts: 10,
+            retry_interval_secs: 10.0,
+            task_timeout_secs: 180.0,
+            history_limit: 500,
+        }
+    }
+
+    #[test]
+    fn defaults_validate_to_the_documented_values() {
+        assert_eq!(raw().validate(), Ok(RuntimeConfig::default()));
+    }
+
+    #[test]
+    fn out_of_range_values_name_the_setting() {
+        let mut r = raw();
+        r.retry_interval_secs = -1.0;
+        let err = r.validate().err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("invalid setting retry-interval: -1 is not a positive number of seconds")
+        );
+        let mut r = raw();
+        r.max_in_flight = 0;
+        assert!(r.validate().is_err());
+    }
+}

@@ -1,0 +1,508 @@
+//! Task graphs: the plan of one agent in one chat, as pure data and state transitions. A
+//! graph is a list of tasks with dependencies; the scheduler asks it which task is ready,
+//! marks tasks active or done, records failures and appends planned tasks. No I/O happens
+//! here: [`codec`] turns graphs into the on-disk Markdown form and `store` writes them.
+
+pub mod codec;
+
+use std::fmt;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::clock;
+use crate::telegram::{Chat, ChatId};
+
+/// Version of the on-disk graph format written by this build.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Which conversation a graph belongs to: one agent in one chat.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConversationKey {
+    pub agent: String,
+    pub chat: ChatId,
+}
+
+impl ConversationKey {
+    pub fn new(agent: impl Into<String>, chat: ChatId) -> ConversationKey {
+        ConversationKey {
+            agent: agent.into(),
+            chat,
+        }
+    }
+}
+
+impl fmt::Display for ConversationKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.agent, self.chat)
+    }
+}
+
+/// Every kind of task the runtime knows. Each has one handler module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TaskKind {
+    Received,
+    Send,
+    Sticker,
+    Wait,
+    React,
+    Block,
+    Unblock,
+    ClearConversation,
+    Shutdown,
+}
+
+impl TaskKind {
+    pub const ALL: [TaskKind; 9] = [
+        TaskKind::Received,
+        TaskKind::Send,
+        TaskKind::Sticker,
+        TaskKind::Wait,
+        TaskKind::React,
+        TaskKind::Block,
+        TaskKind::Unblock,
+        TaskKind::ClearConversation,
+        TaskKind::Shutdown,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskKind::Received => "received",
+            TaskKind::Send => "send",
+            TaskKind::Sticker => "sticker",
+            TaskKind::Wait => "wait",
+            TaskKind::React => "react",
+            TaskKind::Block => "block",
+            TaskKind::Unblock => "unblock",
+            TaskKind::ClearConversation => "clear-conversation",
+            TaskKind::Shutdown => "shutdown",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<TaskKind> {
+        TaskKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl fmt::Display for TaskKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TaskStatus {
+    Pending,
+    Active,
+    Done,
+    Failed,
+}
+
+impl TaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Pending => "pending",
+            TaskStatus::Active => "active",
+            TaskStatus::Done => "done",
+            TaskStatus::Failed => "failed",
+        }
+    }
+}
+
+/// One node of a graph.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    pub id: String,
+    pub kind: TaskKind,
+    #[serde(default)]
+    pub params: Map<String, Value>,
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+    pub status: TaskStatus,
+    #[serde(default)]
+    pub attempts: u32,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// The task is not ready before this instant: the debounce of a `received`, the deadline
+    /// of an armed `wait`. Persisted so a restart keeps the remaining time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+impl Task {
+    /// A fresh pending task with a random id derived from its kind.
+    pub fn new(kind: TaskKind, params: Map<String, Value>, now: Timestamp) -> Task {
+        Task {
+            id: new_id(kind.as_str()),
+            kind,
+            params,
+            depends_on: Vec::new(),
+            status: TaskStatus::Pending,
+            attempts: 0,
+            created_at: now,
+            updated_at: now,
+            not_before: None,
+            last_error: None,
+        }
+    }
+
+    /// The delay of a `wait` task (`delay_secs` parameter); zero when absent or invalid.
+    pub fn wait_delay(&self) -> Duration {
+        clock::secs_f64(
+            self.params
+                .get("delay_secs")
+                .and_then(Value::as_f64)
+                .unwrap_or(0.0),
+        )
+    }
+
+    pub fn param_str(&self, name: &str) -> Option<&str> {
+        self.params.get(name).and_then(Value::as_str)
+    }
+
+    pub fn param_i64(&self, name: &str) -> Option<i64> {
+        self.params.get(name).and_then(Value::as_i64)
+    }
+}
+
+/// A random identifier `<prefix>-<12 hex digits>`.
+pub fn new_id(prefix: &str) -> String {
+    format!("{prefix}-{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff)
+}
+
+/// What to do after a task failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureVerdict {
+    /// A retry wait was inserted; the task runs again after it.
+    Retry { attempt: u32 },
+    /// No attempts left (or the error is permanent): the graph must be dropped.
+    Drop,
+}
+
+/// How failed tasks are retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub interval: Duration,
+}
+
+/// The plan of one agent in one chat.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskGraph {
+    pub format: u32,
+    pub id: String,
+    pub agent: String,
+    pub chat: Chat,
+    /// Incremented on every save: a test oracle and a guard against stale writes.
+    pub seq: u64,
+    pub created_at: Timestamp,
+    pub tasks: Vec<Task>,
+}
+
+impl TaskGraph {
+    /// A graph holding one `received` task for `message_id`, ready at `not_before`.
+    pub fn with_received(
+        agent: &str,
+        chat: Chat,
+        now: Timestamp,
+        params: Map<String, Value>,
+        not_before: Timestamp,
+    ) -> TaskGraph {
+        let mut received = Task::new(TaskKind::Received, params, now);
+        received.not_before = Some(not_before);
+        TaskGraph {
+            format: FORMAT_VERSION,
+            id: new_id("g"),
+            agent: agent.to_string(),
+            chat,
+            seq: 0,
+            created_at: now,
+            tasks: vec![received],
+        }
+    }
+
+    pub fn key(&self) -> ConversationKey {
+        ConversationKey::new(self.agent.clone(), self.chat.id)
+    }
+
+    pub fn task(&self, id: &str) -> Option<&Task> {
+        self.tasks.iter().find(|t| t.id == id)
+    }
+
+    fn task_mut(&mut self, id: &str) -> Option<&mut Task> {
+        self.tasks.iter_mut().find(|t| t.id == id)
+    }
+
+    fn deps_done(&self, task: &Task) -> bool {
+        task.depends_on.iter().all(|d| {
+            self.task(d)
+                .is_some_and(|t| t.status == TaskStatus::Done)
+        })
+    }
+
+    /// Fixes the deadline of every `wait` whose dependencies just finished (now + delay).
+    /// Returns whether anything changed (and so must be saved).
+    pub fn arm_waits(&mut self, now: Timestamp) -> bool {
+        let to_arm: Vec<usize> = (0..self.tasks.len())
+            .filter(|&i| {
+                let t = &self.tasks[i];
+                t.kind == TaskKind::Wait
+                    && t.status == TaskStatus::Pending
+                    && t.not_before.is_none()
+                    && self.deps_done(t)
+            })
+            .collect();
+        for &i in &to_arm {
+            let t = &mut self.tasks[i];
+            t.not_before = Some(clock::add(now, t.wait_delay()));
+            t.updated_at = now;
+        }
+        !to_arm.is_empty()
+    }
+
+    /// The first task (in graph order) that may run now.
+    pub fn ready_task(&self, now: Timestamp) -> Option<&Task> {
+        self.tasks.iter().find(|t| {
+            t.status == TaskStatus::Pending
+                && self.deps_done(t)
+                && match t.not_before {
+                    Some(at) => at <= now,
+                    // An unarmed wait is never ready; `arm_waits` fixes its deadline first.
+                    None => t.kind != TaskKind::Wait,
+                }
+        })
+    }
+
+    /// The earliest future instant at which a task whose dependencies are done turns ready.
+    pub fn next_deadline(&self) -> Option<Timestamp> {
+        self.tasks
+            .iter()
+            .filter(|t| t.status == TaskStatus::Pending && self.deps_done(t))
+            .filter_map(|t| t.not_before)
+            .min()
+    }
+
+    /// True when no task is left to run.
+    pub fn is_finished(&self) -> bool {
+        self.tasks.iter().all(|t| t.status == TaskStatus::Done)
+    }
+
+    pub fn has_active(&self) -> bool {
+        self.tasks.iter().any(|t| t.status == TaskStatus::Active)
+    }
+
+    /// Marks a task active (the moment before its side effect starts).
+    pub fn mark_active(&mut self, id: &str, now: Timestamp) -> bool {
+        self.set_status(id, TaskStatus::Active, now)
+    }
+
+    /// Marks a task done.
+    pub fn mark_done(&mut self, id: &str, now: Timestamp) -> bool {
+        self.set_status(id, TaskStatus::Done, now)
+    }
+
+    fn set_status(&mut self, id: &str, status: TaskStatus, now: Timestamp) -> bool {
+        match self.task_mut(id) {
+            Some(t) => {
+                t.status = status;
+                t.updated_at = now;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Records a failure of `id`. A transient failure with attempts left inserts a `wait`
+    /// of the retry interval that the task then depends on; otherwise the graph is doomed.
+    pub fn record_failure(
+        &mut self,
+        id: &str,
+        error: &str,
+        transient: bool,
+        policy: RetryPolicy,
+        now: Timestamp,
+    ) -> FailureVerdict {
+        let Some(idx) = self.tasks.iter().position(|t| t.id == id) else {
+            return FailureVerdict::Drop;
+        };
+        let task = &mut self.tasks[idx];
+        task.attempts = task.attempts.saturating_add(1);
+        task.last_error = Some(error.to_string());
+        task.updated_at = now;
+        let attempt = task.attempts;
+        if !transient || attempt >= policy.max_attempts {
+            task.status = TaskStatus::Failed;
+            return FailureVerdict::Drop;
+        }
+        task.status = TaskStatus::Pending;
+        let mut params = Map::new();
+        params.insert(
+            "delay_secs".into(),
+            Value::from(policy.interval.as_secs_f64()),
+        );
+        params.insert("retry_of".into(), Value::from(id));
+        let mut wait = Task::new(TaskKind::Wait, params, now);
+        wait.id = format!("retry-{attempt}-{id}");
+        // The retry wait starts counting now: it has no dependencies of its own.
+        wait.not_before = Some(clock::add(now, policy.interval));
+        let wait_id = wait.id.clone();
+        self.tasks[idx].depends_on.push(wait_id);
+        self.tasks.insert(idx, wait);
+        FailureVerdict::Retry { attempt }
+    }
+
+    /// Appends `tasks` as a strict chain after task `after`: the first depends on `after`,
+    /// each later one on its predecessor.
+    pub fn append_chain(&mut self, after: &str, tasks: Vec<Task>) {
+        let mut prev = after.to_string();
+        for mut t in tasks {
+            t.depends_on = vec![prev.clone()];
+            prev = t.id.clone();
+            self.tasks.push(t);
+        }
+    }
+
+    /// After a restart nothing is in flight: every `active` task becomes `pending` again.
+    /// Returns the ids that were reset.
+    pub fn reset_active(&mut self, now: Timestamp) -> Vec<String> {
+        let mut reset = Vec::new();
+        for t in &mut self.tasks {
+            if t.status == TaskStatus::Active {
+                t.status = TaskStatus::Pending;
+                t.updated_at = now;
+                reset.push(t.id.clone());
+            }
+        }
+        reset
+    }
+
+    /// Tasks not yet done, for status displays.
+    pub fn open_tasks(&self) -> usize {
+        self.tasks
+            .iter()
+            .filter(|t| t.status != TaskStatus::Done)
+            .count()
+    }
+
+    /// Checks the invariants a loaded graph must hold: unique ids, dependencies that exist.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.format != FORMAT_VERSION {
+            return Err(format!(
+                "unsupported format version {} (this build reads {FORMAT_VERSION})",
+                self.format
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for t in &self.tasks {
+            if !seen.insert(t.id.as_str()) {
+                return Err(format!("duplicate task id {:?}", t.id));
+            }
+        }
+        for t in &self.tasks {
+            for d in &t.depends_on {
+                if !seen.contains(d.as_str()) {
+                    return Err(format!("task {:?} depends on unknown task {d:?}", t.id));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telegram::ChatKind;
+
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + secs).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    fn graph() -> TaskGraph {
+        let chat = Chat {
+            id: ChatId(7),
+            kind: ChatKind::Direct,
+            title: "Ann".into(),
+        };
+        TaskGraph::with_received("a", chat, at(0), Map::new(), at(2))
+    }
+
+    fn wait(secs: f64) -> Task {
+        let mut p = Map::new();
+        p.insert("delay_secs".into(), Value::from(secs));
+        Task::new(TaskKind::Wait, p, at(0))
+    }
+
+    #[test]
+    fn received_waits_for_its_debounce_deadline() {
+        let g = graph();
+        assert!(g.ready_task(at(1)).is_none());
+        assert_eq!(g.next_deadline(), Some(at(2)));
+        assert_eq!(g.ready_task(at(2)).map(|t| t.kind), Some(TaskKind::Received));
+    }
+
+    #[test]
+    fn wait_deadline_is_fixed_when_its_dependencies_finish() {
+        let mut g = graph();
+        let rid = g.tasks[0].id.clone();
+        g.append_chain(&rid, vec![wait(60.0)]);
+        assert!(!g.arm_waits(at(5)), "dependency not done: nothing to arm");
+        g.mark_done(&rid, at(10));
+        assert!(g.arm_waits(at(10)));
+        assert_eq!(g.tasks[1].not_before, Some(at(70)));
+        assert!(g.ready_task(at(69)).is_none());
+        assert!(g.ready_task(at(70)).is_some());
+    }
+
+    #[test]
+    fn failures_retry_through_a_wait_then_doom_the_graph() {
+        let mut g = graph();
+        let rid = g.tasks[0].id.clone();
+        let policy = RetryPolicy {
+            max_attempts: 3,
+            interval: Duration::from_secs(10),
+        };
+        assert_eq!(
+            g.record_failure(&rid, "boom", true, policy, at(2)),
+            FailureVerdict::Retry { attempt: 1 }
+        );
+        assert!(g.ready_task(at(11)).is_none());
+        let ready = g.ready_task(at(12)).map(|t| t.id.clone());
+        assert!(
+            ready.as_deref().is_some_and(|id| id.starts_with("retry-1-")),
+            "the retry wait runs first, got {ready:?}"
+        );
+        assert_eq!(
+            g.record_failure(&rid, "boom", true, policy, at(12)),
+            FailureVerdict::Retry { attempt: 2 }
+        );
+        assert_eq!(
+            g.record_failure(&rid, "boom", true, policy, at(22)),
+            FailureVerdict::Drop
+        );
+        assert!(g.validate().is_ok());
+    }
+
+    #[test]
+    fn permanent_failure_dooms_at_once() {
+        let mut g = graph();
+        let rid = g.tasks[0].id.clone();
+        let policy = RetryPolicy {
+            max_attempts: 10,
+            interval: Duration::from_secs(10),
+        };
+        assert_eq!(
+            g.record_failure(&rid, "forbidden", false, policy, at(2)),
+            FailureVerdict::Drop
+        );
+    }
+}

@@ -1,0 +1,18 @@
+//! `block`: blocks the other user of a direct chat. Does nothing (with a warning) in groups.
+
+use super::{HandlerResult, Outcome, TaskContext, TaskHandler, direct_only};
+use crate::clock::BoxFuture;
+
+pub struct Block;
+
+impl TaskHandler for Block {
+    fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {
+        Box::pin(async move {
+            if direct_only(ctx) {
+                ctx.telegram.block(ctx.chat.id).await?;
+                tracing::info!(agent = %ctx.key.agent, chat = %ctx.key.chat, "blocked the user");
+            }
+            Ok(Outcome::Done)
+        })
+    }
+}

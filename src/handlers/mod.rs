@@ -1,0 +1,150 @@
+//! Task handlers: one module per task kind, all registered in [`handler_for`], the single
+//! place that maps a [`TaskKind`] to the code that runs it. A handler performs one task's side
+//! effect through the Telegram trait (or the planner) and reports an [`Outcome`]; it never
+//! touches the graph, the queue or the disk: the scheduler applies outcomes and persists.
+
+mod block;
+mod clear_conversation;
+mod react;
+mod received;
+mod send;
+mod shutdown;
+mod sticker;
+mod unblock;
+mod wait;
+
+use std::sync::Arc;
+
+use crate::clock::{BoxFuture, SharedClock};
+use crate::config::RuntimeConfig;
+use crate::graph::{ConversationKey, Task, TaskKind};
+use crate::persona::Persona;
+use crate::planner::{PlanError, SharedPlanner};
+use crate::telegram::{Chat, MessageId, Telegram, TelegramError};
+
+pub use received::{new_idempotency_key, tasks_from_actions};
+
+/// Everything a handler may use while running one task.
+#[derive(Clone)]
+pub struct TaskContext {
+    pub key: ConversationKey,
+    pub chat: Chat,
+    pub task: Task,
+    pub persona: Arc<Persona>,
+    pub telegram: Arc<dyn Telegram>,
+    pub planner: SharedPlanner,
+    pub clock: SharedClock,
+    pub config: Arc<RuntimeConfig>,
+}
+
+impl TaskContext {
+    /// The `reply_to` parameter of the task, if any.
+    pub fn reply_to(&self) -> Option<MessageId> {
+        self.task.param_i64("reply_to").map(MessageId)
+    }
+
+    /// The idempotency key stored in the task before it started.
+    pub fn idempotency_key(&self) -> Result<i64, TaskError> {
+        self.task
+            .param_i64(IDEMPOTENCY_KEY)
+            .ok_or_else(|| TaskError::Permanent("task has no idempotency key".into()))
+    }
+}
+
+/// Name of the task parameter that carries an outbound action's idempotency key.
+pub const IDEMPOTENCY_KEY: &str = "idempotency_key";
+
+/// Whether a task kind has an outbound side effect that must not happen twice.
+pub fn needs_idempotency_key(kind: TaskKind) -> bool {
+    matches!(kind, TaskKind::Send | TaskKind::Sticker)
+}
+
+/// Whether a task can be abandoned mid-flight without leaving anything half done.
+pub fn cancel_safe(kind: TaskKind) -> bool {
+    matches!(kind, TaskKind::Received | TaskKind::Wait)
+}
+
+/// What a finished task asks the scheduler to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Mark the task done.
+    Done,
+    /// Mark the task done and append these tasks as a chain after it.
+    Planned(Vec<Task>),
+    /// Mark the task done and stop the daemon gracefully.
+    Shutdown { reason: String },
+}
+
+/// Why a task failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TaskError {
+    /// Try again after the retry interval.
+    #[error("{0}")]
+    Transient(String),
+    /// Trying again cannot help: drop the graph.
+    #[error("{0}")]
+    Permanent(String),
+}
+
+impl TaskError {
+    pub fn is_transient(&self) -> bool {
+        matches!(self, TaskError::Transient(_))
+    }
+}
+
+impl From<TelegramError> for TaskError {
+    fn from(e: TelegramError) -> Self {
+        if e.is_transient() {
+            TaskError::Transient(e.to_string())
+        } else {
+            TaskError::Permanent(e.to_string())
+        }
+    }
+}
+
+impl From<PlanError> for TaskError {
+    fn from(e: PlanError) -> Self {
+        match e {
+            PlanError::Transient(m) => TaskError::Transient(format!("planning failed: {m}")),
+            PlanError::Permanent(m) => TaskError::Permanent(format!("planning failed: {m}")),
+        }
+    }
+}
+
+pub type HandlerResult = Result<Outcome, TaskError>;
+
+/// Runs one kind of task.
+pub trait TaskHandler: Send + Sync {
+    fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult>;
+}
+
+/// The registry: the handler of every task kind.
+pub fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
+    match kind {
+        TaskKind::Received => &received::Received,
+        TaskKind::Send => &send::Send,
+        TaskKind::Sticker => &sticker::Sticker,
+        TaskKind::Wait => &wait::Wait,
+        TaskKind::React => &react::React,
+        TaskKind::Block => &block::Block,
+        TaskKind::Unblock => &unblock::Unblock,
+        TaskKind::ClearConversation => &clear_conversation::ClearConversation,
+        TaskKind::Shutdown => &shutdown::Shutdown,
+    }
+}
+
+/// For tasks that only make sense in a one-on-one chat: `Ok(false)` (and a warning) in a
+/// group, so the task completes without acting.
+fn direct_only(ctx: &TaskContext) -> bool {
+    if ctx.chat.kind.is_direct() {
+        true
+    } else {
+        tracing::warn!(
+            agent = %ctx.key.agent,
+            chat = %ctx.key.chat,
+            kind = %ctx.task.kind,
+            "skipped: this task acts only in direct messages"
+        );
+        false
+    }
+}

@@ -1,0 +1,28 @@
+//! personad: a Telegram userbot daemon that gives user accounts LLM personas.
+//!
+//! Module map (one concept each):
+//! - [`clock`]: the one source of time; real, or virtual for tests and `chat --fast`.
+//! - [`config`]: validated runtime settings (debounce, retries, caps, timeouts).
+//! - [`persona`]: persona files and role prompts, parsed and validated into `Persona`.
+//! - [`graph`]: task graphs as pure data and transitions; [`graph::codec`] is their on-disk form.
+//! - [`store`]: every disk write (crash-safe, private permissions) and the state-dir layout.
+//! - [`telegram`]: the Telegram boundary (domain types, trait, errors) and its in-memory twin.
+//! - [`planner`]: the planning trait and the closed set of actions a plan may contain.
+//! - [`handlers`]: one handler per task kind, registered in one place.
+//! - [`runtime`]: work queue, tick loop, round-robin scheduling, replanning and retries.
+//! - [`playground`]: the `chat` command's driver (interactive and JSONL) on the in-memory backend.
+//! - [`cli`]: command-line definitions and the commands behind them.
+//! - [`logging`]: tracing subscriber setup (text or JSON).
+
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod graph;
+pub mod handlers;
+pub mod logging;
+pub mod persona;
+pub mod planner;
+pub mod playground;
+pub mod runtime;
+pub mod store;
+pub mod telegram;

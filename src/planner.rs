@@ -1,0 +1,85 @@
+//! Planning: turning a chat's history into the actions a persona takes next. The [`Planner`]
+//! trait is what the `received` handler calls; an LLM-backed planner implements it, and so do
+//! the scripted planners of tests. [`Action`] is the closed set of things a plan may ask for:
+//! operator-only tasks (shutdown) are not in it, and no action can name another chat.
+//!
+//! [`EchoPlanner`] is an offline planner for trying the runtime without an LLM.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+
+use crate::clock::BoxFuture;
+use crate::persona::Persona;
+use crate::telegram::{Chat, Message, MessageId, StickerChoice};
+
+/// One step of a plan, always about the chat being planned for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Send {
+        text: String,
+        reply_to: Option<MessageId>,
+    },
+    Sticker {
+        sticker: StickerChoice,
+        reply_to: Option<MessageId>,
+    },
+    Wait {
+        secs: f64,
+    },
+    React {
+        message: MessageId,
+        emoji: String,
+    },
+    Block,
+    Unblock,
+    ClearConversation,
+}
+
+/// What a planner gets to see.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanRequest<'a> {
+    pub persona: &'a Persona,
+    pub chat: &'a Chat,
+    /// Oldest first.
+    pub history: &'a [Message],
+    /// The message to respond to, when the plan was triggered by one.
+    pub target: Option<MessageId>,
+    pub now: Timestamp,
+}
+
+/// Why planning failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// Worth trying again later (rate limits, overload, network).
+    #[error("{0}")]
+    Transient(String),
+    /// Retrying cannot help (bad request, bad key, unknown model).
+    #[error("{0}")]
+    Permanent(String),
+}
+
+/// Produces a plan; an empty plan means the persona stays silent.
+pub trait Planner: Send + Sync + 'static {
+    fn plan<'a>(&'a self, req: PlanRequest<'a>) -> BoxFuture<'a, Result<Vec<Action>, PlanError>>;
+}
+
+pub type SharedPlanner = Arc<dyn Planner>;
+
+/// Offline planner: answers the newest inbound text by echoing it. No LLM involved.
+#[derive(Debug, Default)]
+pub struct EchoPlanner;
+
+impl Planner for EchoPlanner {
+    fn plan<'a>(&'a self, req: PlanRequest<'a>) -> BoxFuture<'a, Result<Vec<Action>, PlanError>> {
+        let target = match req.target {
+            Some(id) => req.history.iter().find(|m| m.id == id),
+            None => req.history.iter().rev().find(|m| !m.outgoing),
+        };
+        let reply = target.map(|m| Action::Send {
+                text: format!("{} heard: {}", req.persona.name, m.text),
+                reply_to: None,
+            });
+        Box::pin(async move { Ok(reply.into_iter().collect()) })
+    }
+}

@@ -1,0 +1,616 @@
+//! The runtime: per-conversation task graphs, the work queue and the tick loop that runs
+//! them. Inbound events only land in the queue; the loop consumes them (replacing a chat's
+//! graph by a fresh `received` task), then takes one ready task per tick, round-robin across
+//! conversations, marks it active on disk, and spawns its handler. Different conversations
+//! run concurrently, one task per conversation at a time, under a global cap. Between ticks
+//! the loop sleeps until the next event or the earliest deadline.
+//!
+//! The runtime owns graph state and decides when it is saved (through `store`); it never
+//! talks to Telegram or an LLM itself: handlers do, through the traits in their context.
+
+pub mod queue;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use serde_json::{Map, Value};
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+use tracing::{debug, error, info, warn};
+
+use crate::clock::{self, Hold, SharedClock};
+use crate::config::RuntimeConfig;
+use crate::graph::{ConversationKey, FailureVerdict, TaskGraph, TaskKind};
+use crate::handlers::{
+    self, IDEMPOTENCY_KEY, Outcome, TaskContext, TaskError, cancel_safe, needs_idempotency_key,
+};
+use crate::persona::Persona;
+use crate::planner::SharedPlanner;
+use crate::store::{GraphStore, StoreError};
+use crate::telegram::{Chat, Message, Telegram};
+pub use queue::{Event, WorkQueue};
+
+/// One agent the runtime serves: its persona and its Telegram account.
+#[derive(Clone)]
+pub struct AgentHandle {
+    pub persona: Arc<Persona>,
+    pub telegram: Arc<dyn Telegram>,
+}
+
+/// A snapshot of what the runtime is doing, published after every loop iteration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Status {
+    /// Conversations with unfinished graphs.
+    pub graphs: usize,
+    /// Tasks running right now.
+    pub in_flight: usize,
+    /// Graphs kept on disk for agents that are not running.
+    pub orphaned: usize,
+    /// The loop has ended.
+    pub stopped: bool,
+}
+
+impl Status {
+    pub fn idle(&self) -> bool {
+        self.graphs == 0 && self.in_flight == 0
+    }
+}
+
+/// Why the runtime stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// A graph could not be made durable: continuing could lose or duplicate work.
+    #[error("state could not be saved: {0}")]
+    Store(#[from] StoreError),
+    #[error("a background task failed: {0}")]
+    Join(String),
+}
+
+/// How the loop ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StopReport {
+    pub reason: String,
+}
+
+/// A cloneable handle for feeding the runtime and watching it.
+#[derive(Clone)]
+pub struct RuntimeHandle {
+    queue: Arc<WorkQueue>,
+    status: watch::Receiver<Status>,
+}
+
+impl RuntimeHandle {
+    /// Hands an inbound message to the runtime (what Telegram event handlers call).
+    pub fn push_inbound(&self, agent: &str, chat: Chat, message: Message, trigger: bool) {
+        self.queue.push(Event::Inbound {
+            agent: agent.to_string(),
+            chat,
+            message,
+            trigger,
+        });
+    }
+
+    /// Asks the runtime to stop gracefully.
+    pub fn shutdown(&self, reason: &str) {
+        self.queue.push(Event::Shutdown {
+            reason: reason.to_string(),
+        });
+    }
+
+    pub fn status(&self) -> Status {
+        self.status.borrow().clone()
+    }
+
+    /// Resolves once no graph has work left and no event is waiting (or the loop stopped).
+    pub async fn wait_idle(&self) {
+        let mut rx = self.status.clone();
+        loop {
+            {
+                let st = rx.borrow_and_update();
+                if st.stopped || (st.idle() && self.queue.is_empty()) {
+                    return;
+                }
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Resolves when the loop has ended.
+    pub async fn wait_stopped(&self) {
+        let mut rx = self.status.clone();
+        while !rx.borrow_and_update().stopped {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+struct InFlight {
+    graph_id: String,
+    task_id: String,
+    kind: TaskKind,
+    abort: AbortHandle,
+}
+
+/// The scheduler and its state.
+pub struct Runtime {
+    config: Arc<RuntimeConfig>,
+    agents: HashMap<String, AgentHandle>,
+    planner: SharedPlanner,
+    store: GraphStore,
+    clock: SharedClock,
+    queue: Arc<WorkQueue>,
+    status_tx: watch::Sender<Status>,
+    status_rx: watch::Receiver<Status>,
+    graphs: BTreeMap<ConversationKey, TaskGraph>,
+    orphans: BTreeMap<ConversationKey, TaskGraph>,
+    in_flight: HashMap<ConversationKey, InFlight>,
+    cursor: Option<ConversationKey>,
+    /// Set once shutdown began: the reason and the end of the grace period.
+    stopping: Option<(String, Timestamp)>,
+}
+
+impl Runtime {
+    pub fn new(
+        config: RuntimeConfig,
+        agents: Vec<AgentHandle>,
+        planner: SharedPlanner,
+        store: GraphStore,
+        clock: SharedClock,
+    ) -> Runtime {
+        let (status_tx, status_rx) = watch::channel(Status::default());
+        Runtime {
+            config: Arc::new(config),
+            agents: agents
+                .into_iter()
+                .map(|a| (a.persona.name.clone(), a))
+                .collect(),
+            planner,
+            store,
+            queue: Arc::new(WorkQueue::new(Arc::clone(&clock))),
+            clock,
+            status_tx,
+            status_rx,
+            graphs: BTreeMap::new(),
+            orphans: BTreeMap::new(),
+            in_flight: HashMap::new(),
+            cursor: None,
+            stopping: None,
+        }
+    }
+
+    pub fn handle(&self) -> RuntimeHandle {
+        RuntimeHandle {
+            queue: Arc::clone(&self.queue),
+            status: self.status_rx.clone(),
+        }
+    }
+
+    /// Loads persisted graphs, then runs the tick loop until shutdown.
+    pub async fn run(mut self) -> Result<StopReport, RuntimeError> {
+        let result = self.run_inner().await;
+        if result.is_err() {
+            for f in self.in_flight.values() {
+                f.abort.abort();
+            }
+        }
+        self.status_tx.send_modify(|s| s.stopped = true);
+        result
+    }
+
+    async fn run_inner(&mut self) -> Result<StopReport, RuntimeError> {
+        let hold = self.clock.hold();
+        self.load().await?;
+        drop(hold);
+        let mut wake: Option<Hold> = None;
+        loop {
+            let hold = self.clock.hold();
+            drop(wake.take());
+            let (events, queued_hold) = self.queue.drain();
+            for event in events {
+                self.apply(event).await?;
+            }
+            drop(queued_hold);
+            if let Some((reason, grace_end)) = &self.stopping {
+                if !self.in_flight.is_empty() && self.clock.now() >= *grace_end {
+                    warn!(
+                        tasks = self.in_flight.len(),
+                        "grace period over: tasks still running are abandoned and will run again after the next start"
+                    );
+                    for (_, f) in self.in_flight.drain() {
+                        f.abort.abort();
+                    }
+                }
+                if self.in_flight.is_empty() {
+                    info!(reason = %reason, "runtime stopped; all state is saved");
+                    return Ok(StopReport {
+                        reason: reason.clone(),
+                    });
+                }
+            } else {
+                while self.in_flight.len() < self.config.max_in_flight {
+                    if !self.tick().await? {
+                        break;
+                    }
+                }
+            }
+            let deadline = self.next_deadline();
+            self.publish();
+            drop(hold);
+            wake = self.sleep(deadline).await;
+        }
+    }
+
+    /// Sleeps until an event arrives or the deadline passes; returns the clock's wake hold.
+    async fn sleep(&self, deadline: Option<Timestamp>) -> Option<Hold> {
+        match deadline {
+            Some(at) => {
+                tokio::select! {
+                    () = self.queue.notified() => None,
+                    hold = self.clock.sleep_until(at) => Some(hold),
+                }
+            }
+            None => {
+                self.queue.notified().await;
+                None
+            }
+        }
+    }
+
+    /// The earliest moment a graph without a task in flight turns ready. While stopping,
+    /// only the shutdown grace deadline matters.
+    fn next_deadline(&self) -> Option<Timestamp> {
+        if let Some((_, grace_end)) = &self.stopping {
+            return Some(*grace_end);
+        }
+        self.graphs
+            .iter()
+            .filter(|(k, _)| !self.in_flight.contains_key(*k))
+            .filter_map(|(_, g)| g.next_deadline())
+            .min()
+    }
+
+    fn publish(&self) {
+        let status = Status {
+            graphs: self.graphs.len(),
+            in_flight: self.in_flight.len(),
+            orphaned: self.orphans.len(),
+            stopped: false,
+        };
+        self.status_tx.send_replace(status);
+    }
+
+    async fn load(&mut self) -> Result<(), RuntimeError> {
+        let store = self.store.clone();
+        let loaded = tokio::task::spawn_blocking(move || store.load_all())
+            .await
+            .map_err(|e| RuntimeError::Join(e.to_string()))??;
+        if loaded.stale_temp_files_removed > 0 {
+            info!(
+                count = loaded.stale_temp_files_removed,
+                "removed temp files left by an interrupted save"
+            );
+        }
+        for q in &loaded.quarantined {
+            error!(
+                file = %q.original.display(),
+                moved_to = %q.moved_to.display(),
+                reason = %q.reason,
+                "unreadable graph file moved to quarantine"
+            );
+        }
+        let now = self.clock.now();
+        for mut graph in loaded.graphs {
+            let key = graph.key();
+            let reset = graph.reset_active(now);
+            if !reset.is_empty() {
+                info!(conversation = %key, tasks = ?reset, "tasks interrupted by the last stop will run again");
+            }
+            if !self.agents.contains_key(&graph.agent) {
+                warn!(conversation = %key, "graph kept on disk: its agent is not running");
+                self.orphans.insert(key, graph);
+                continue;
+            }
+            let armed = graph.arm_waits(now);
+            if !reset.is_empty() || armed {
+                self.persist(&mut graph).await?;
+            }
+            self.graphs.insert(key, graph);
+        }
+        info!(graphs = self.graphs.len(), "loaded task graphs");
+        Ok(())
+    }
+
+    async fn persist(&self, graph: &mut TaskGraph) -> Result<(), RuntimeError> {
+        graph.seq += 1;
+        let snapshot = graph.clone();
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || store.save(&snapshot))
+            .await
+            .map_err(|e| RuntimeError::Join(e.to_string()))??;
+        Ok(())
+    }
+
+    async fn remove_graph(&mut self, key: &ConversationKey) -> Result<(), RuntimeError> {
+        self.graphs.remove(key);
+        let store = self.store.clone();
+        let key = key.clone();
+        tokio::task::spawn_blocking(move || store.delete(&key))
+            .await
+            .map_err(|e| RuntimeError::Join(e.to_string()))??;
+        Ok(())
+    }
+
+    async fn apply(&mut self, event: Event) -> Result<(), RuntimeError> {
+        match event {
+            Event::Inbound {
+                agent,
+                chat,
+                message,
+                trigger,
+            } => self.on_inbound(agent, chat, message, trigger).await,
+            Event::Finished {
+                key,
+                graph_id,
+                task_id,
+                result,
+            } => self.on_finished(key, graph_id, task_id, result).await,
+            Event::Shutdown { reason } => {
+                self.begin_stop(reason);
+                Ok(())
+            }
+        }
+    }
+
+    fn begin_stop(&mut self, reason: String) {
+        if self.stopping.is_some() {
+            return;
+        }
+        info!(reason = %reason, in_flight = self.in_flight.len(), "stopping");
+        // Tasks that can be abandoned stop now; their graphs still mark them active, so
+        // they run again after the next start.
+        let abandon: Vec<ConversationKey> = self
+            .in_flight
+            .iter()
+            .filter(|(_, f)| cancel_safe(f.kind))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in abandon {
+            if let Some(f) = self.in_flight.remove(&key) {
+                f.abort.abort();
+            }
+        }
+        let grace_end = clock::add(self.clock.now(), self.config.shutdown_grace);
+        self.stopping = Some((reason, grace_end));
+    }
+
+    async fn on_inbound(
+        &mut self,
+        agent: String,
+        chat: Chat,
+        message: Message,
+        trigger: bool,
+    ) -> Result<(), RuntimeError> {
+        if !self.agents.contains_key(&agent) {
+            warn!(agent = %agent, chat = %chat.id, "message for an agent that is not running ignored");
+            return Ok(());
+        }
+        if !trigger || self.stopping.is_some() {
+            return Ok(());
+        }
+        let key = ConversationKey::new(agent.clone(), chat.id);
+        let now = self.clock.now();
+        let mut params = Map::new();
+        params.insert("message_id".into(), Value::from(message.id.0));
+        let not_before = clock::add(now, self.config.debounce);
+        let mut graph = TaskGraph::with_received(&agent, chat, now, params, not_before);
+        if let Some(old) = self.graphs.get(&key) {
+            debug!(conversation = %key, old = %old.id, new = %graph.id, "replanning");
+        }
+        // A planning step of the superseded graph is abandoned; a side effect in flight is
+        // allowed to finish, but whatever it returns is discarded.
+        if self
+            .in_flight
+            .get(&key)
+            .is_some_and(|f| cancel_safe(f.kind))
+            && let Some(f) = self.in_flight.remove(&key)
+        {
+            f.abort.abort();
+        }
+        self.persist(&mut graph).await?;
+        self.graphs.insert(key, graph);
+        Ok(())
+    }
+
+    async fn on_finished(
+        &mut self,
+        key: ConversationKey,
+        graph_id: String,
+        task_id: String,
+        result: Result<Outcome, TaskError>,
+    ) -> Result<(), RuntimeError> {
+        if self
+            .in_flight
+            .get(&key)
+            .is_some_and(|f| f.graph_id == graph_id && f.task_id == task_id)
+        {
+            self.in_flight.remove(&key);
+        }
+        let now = self.clock.now();
+        let mut stop_reason = None;
+        let Some(graph) = self.graphs.get_mut(&key).filter(|g| g.id == graph_id) else {
+            debug!(conversation = %key, task = %task_id, "result of a superseded graph discarded");
+            return Ok(());
+        };
+        match result {
+            Ok(outcome) => {
+                graph.mark_done(&task_id, now);
+                match outcome {
+                    Outcome::Done => {}
+                    Outcome::Planned(tasks) => {
+                        if !tasks.is_empty() {
+                            info!(conversation = %key, tasks = tasks.len(), "planned");
+                        }
+                        graph.append_chain(&task_id, tasks);
+                    }
+                    Outcome::Shutdown { reason } => stop_reason = Some(reason),
+                }
+            }
+            Err(e) => {
+                let policy = self.config.retry;
+                match graph.record_failure(&task_id, &e.to_string(), e.is_transient(), policy, now)
+                {
+                    FailureVerdict::Retry { attempt } => {
+                        warn!(
+                            conversation = %key,
+                            task = %task_id,
+                            attempt,
+                            max_attempts = policy.max_attempts,
+                            error = %e,
+                            "task failed; will retry"
+                        );
+                    }
+                    FailureVerdict::Drop => {
+                        let attempts = graph.task(&task_id).map_or(0, |t| t.attempts);
+                        error!(
+                            conversation = %key,
+                            task = %task_id,
+                            attempts,
+                            error = %e,
+                            "task failed for good; the conversation's plan is dropped"
+                        );
+                        return self.remove_graph(&key).await;
+                    }
+                }
+            }
+        }
+        self.settle(&key).await?;
+        if let Some(reason) = stop_reason {
+            self.begin_stop(reason);
+        }
+        Ok(())
+    }
+
+    /// After a change: arm waits, then save the graph or delete it when finished.
+    async fn settle(&mut self, key: &ConversationKey) -> Result<(), RuntimeError> {
+        let now = self.clock.now();
+        let Some(mut graph) = self.graphs.remove(key) else {
+            return Ok(());
+        };
+        if graph.is_finished() {
+            debug!(conversation = %key, "plan finished");
+            let store = self.store.clone();
+            let k = key.clone();
+            tokio::task::spawn_blocking(move || store.delete(&k))
+                .await
+                .map_err(|e| RuntimeError::Join(e.to_string()))??;
+            return Ok(());
+        }
+        graph.arm_waits(now);
+        self.persist(&mut graph).await?;
+        self.graphs.insert(key.clone(), graph);
+        Ok(())
+    }
+
+    /// One tick: picks the next ready task round-robin, marks it active on disk, spawns it.
+    /// Returns false when nothing is ready.
+    async fn tick(&mut self) -> Result<bool, RuntimeError> {
+        let now = self.clock.now();
+        let Some(key) = self.next_ready(now) else {
+            return Ok(false);
+        };
+        self.cursor = Some(key.clone());
+        let Some(mut graph) = self.graphs.remove(&key) else {
+            return Ok(false);
+        };
+        let Some(task_id) = graph.ready_task(now).map(|t| t.id.clone()) else {
+            self.graphs.insert(key, graph);
+            return Ok(false);
+        };
+        graph.mark_active(&task_id, now);
+        if let Some(task) = graph.tasks.iter_mut().find(|t| t.id == task_id)
+            && needs_idempotency_key(task.kind)
+            && !task.params.contains_key(IDEMPOTENCY_KEY)
+        {
+            task.params.insert(
+                IDEMPOTENCY_KEY.into(),
+                Value::from(handlers::new_idempotency_key()),
+            );
+        }
+        self.persist(&mut graph).await?;
+        let task = graph.task(&task_id).cloned();
+        let graph_id = graph.id.clone();
+        let chat = graph.chat.clone();
+        self.graphs.insert(key.clone(), graph);
+        let (Some(task), Some(agent)) = (task, self.agents.get(&key.agent)) else {
+            return Ok(true);
+        };
+        let ctx = TaskContext {
+            key: key.clone(),
+            chat,
+            task,
+            persona: Arc::clone(&agent.persona),
+            telegram: Arc::clone(&agent.telegram),
+            planner: Arc::clone(&self.planner),
+            clock: Arc::clone(&self.clock),
+            config: Arc::clone(&self.config),
+        };
+        let kind = ctx.task.kind;
+        debug!(conversation = %key, task = %task_id, kind = %kind, "task started");
+        let queue = Arc::clone(&self.queue);
+        let clock = Arc::clone(&self.clock);
+        let timeout = self.config.task_timeout;
+        let hold = self.clock.hold();
+        let (k, gid, tid) = (key.clone(), graph_id.clone(), task_id.clone());
+        let join = tokio::spawn(async move {
+            let _hold = hold;
+            let deadline = clock::add(clock.now(), timeout);
+            let result = tokio::select! {
+                r = handlers::handler_for(kind).run(&ctx) => r,
+                _ = clock.sleep_until(deadline) => Err(TaskError::Transient(format!(
+                    "timed out after {} s", timeout.as_secs()
+                ))),
+            };
+            queue.push(Event::Finished {
+                key: k,
+                graph_id: gid,
+                task_id: tid,
+                result,
+            });
+        });
+        self.in_flight.insert(
+            key,
+            InFlight {
+                graph_id,
+                task_id,
+                kind,
+                abort: join.abort_handle(),
+            },
+        );
+        Ok(true)
+    }
+
+    /// Round robin: the first conversation after the cursor (wrapping) that has a ready task
+    /// and nothing in flight.
+    fn next_ready(&self, now: Timestamp) -> Option<ConversationKey> {
+        let eligible = |(k, g): (&ConversationKey, &TaskGraph)| {
+            (!self.in_flight.contains_key(k) && g.ready_task(now).is_some()).then(|| k.clone())
+        };
+        let after = match &self.cursor {
+            Some(c) => self
+                .graphs
+                .range::<ConversationKey, _>((
+                    std::ops::Bound::Excluded(c),
+                    std::ops::Bound::Unbounded,
+                ))
+                .find_map(eligible),
+            None => None,
+        };
+        after.or_else(|| self.graphs.iter().find_map(eligible))
+    }
+}
+

@@ -1,0 +1,92 @@
+//! The locked work queue between the outside world and the tick loop. Telegram event
+//! handlers, finished tasks and shutdown requests only push [`Event`]s here and wake the loop;
+//! nothing else happens on their side. While events wait to be consumed the queue holds the
+//! clock, so virtual time cannot skip past work that has not been looked at yet.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::Notify;
+
+use crate::clock::{Hold, SharedClock};
+use crate::graph::ConversationKey;
+use crate::handlers::HandlerResult;
+use crate::telegram::{Chat, Message};
+
+/// Something the tick loop must look at.
+#[derive(Debug)]
+pub enum Event {
+    /// A message arrived (or was recorded) in a chat of `agent`.
+    Inbound {
+        agent: String,
+        chat: Chat,
+        message: Message,
+        /// Whether the message should (re)plan the conversation.
+        trigger: bool,
+    },
+    /// A task finished running.
+    Finished {
+        key: ConversationKey,
+        graph_id: String,
+        task_id: String,
+        result: HandlerResult,
+    },
+    /// Stop gracefully.
+    Shutdown { reason: String },
+}
+
+struct Inner {
+    events: VecDeque<Event>,
+    hold: Option<Hold>,
+}
+
+/// The queue itself. Shared by `Arc` between the runtime and its handles.
+pub struct WorkQueue {
+    inner: Mutex<Inner>,
+    notify: Notify,
+    clock: SharedClock,
+}
+
+impl WorkQueue {
+    pub fn new(clock: SharedClock) -> WorkQueue {
+        WorkQueue {
+            inner: Mutex::new(Inner {
+                events: VecDeque::new(),
+                hold: None,
+            }),
+            notify: Notify::new(),
+            clock,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds an event and wakes the tick loop.
+    pub fn push(&self, event: Event) {
+        {
+            let mut inner = self.lock();
+            if inner.hold.is_none() {
+                inner.hold = Some(self.clock.hold());
+            }
+            inner.events.push_back(event);
+        }
+        self.notify.notify_one();
+    }
+
+    /// Takes every queued event, and the clock hold that covered them.
+    pub fn drain(&self) -> (Vec<Event>, Option<Hold>) {
+        let mut inner = self.lock();
+        (inner.events.drain(..).collect(), inner.hold.take())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().events.is_empty()
+    }
+
+    /// Resolves when something was pushed since the last call.
+    pub async fn notified(&self) {
+        self.notify.notified().await
+    }
+}

@@ -1,0 +1,402 @@
+//! Everything the daemon writes to disk goes through this module: crash-safe whole-file
+//! replacement (temp file in the same directory, fsync, rename, fsync the directory), private
+//! permissions (files 0600, directories 0700), and the layout of the state directory. On top
+//! of that it owns the graph files: saving, deleting, loading them all at startup, moving
+//! unreadable ones to `quarantine/` and removing stale temp files.
+//!
+//! All functions block; async callers run them through `tokio::task::spawn_blocking`. Other
+//! modules must not write files themselves.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::graph::codec::{self, CodecError};
+use crate::graph::{ConversationKey, TaskGraph};
+use crate::telegram::ChatId;
+
+/// Prefix of temp files; anything starting with it is debris from an interrupted write.
+const TEMP_PREFIX: &str = ".personad-tmp-";
+
+/// A filesystem failure, naming the path involved.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("could not encode graph {key}: {source}")]
+    Encode {
+        key: String,
+        #[source]
+        source: CodecError,
+    },
+}
+
+fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
+    move |source| StoreError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Creates `dir` and its missing parents with mode 0700.
+pub fn ensure_private_dir(dir: &Path) -> Result<(), StoreError> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io_err("cannot create directory", dir))
+}
+
+/// Replaces `path` with `bytes` so that after a crash at any moment the file holds either
+/// the old or the new content, never a mix. Creates the parent directory (0700) if needed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    ensure_private_dir(dir)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .permissions(fs::Permissions::from_mode(0o600))
+        .tempfile_in(dir)
+        .map_err(io_err("cannot create temp file in", dir))?;
+    tmp.write_all(bytes)
+        .map_err(io_err("cannot write temp file for", path))?;
+    tmp.as_file()
+        .sync_all()
+        .map_err(io_err("cannot sync temp file for", path))?;
+    tmp.persist(path).map_err(|e| StoreError::Io {
+        action: "cannot rename temp file onto",
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    sync_dir(dir)
+}
+
+/// Removes `path` (absent is fine) and makes the removal durable.
+pub fn remove(path: &Path) -> Result<(), StoreError> {
+    match fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err("cannot remove", path)(e)),
+    }
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
+/// Moves `from` to `to` (same filesystem), durable in both directories.
+pub fn move_file(from: &Path, to: &Path) -> Result<(), StoreError> {
+    if let Some(dir) = to.parent() {
+        ensure_private_dir(dir)?;
+    }
+    fs::rename(from, to).map_err(io_err("cannot move", from))?;
+    if let Some(dir) = to.parent() {
+        sync_dir(dir)?;
+    }
+    sync_dir(from.parent().unwrap_or(Path::new(".")))
+}
+
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err("cannot sync directory", dir))
+}
+
+/// Creates a new private file (0600) that must not exist yet, for callers that need a file
+/// handle (session files). Parent created 0700.
+pub fn create_private_file(path: &Path) -> Result<File, StoreError> {
+    if let Some(dir) = path.parent() {
+        ensure_private_dir(dir)?;
+    }
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io_err("cannot create", path))
+}
+
+/// Reads a whole file, naming it in the error.
+pub fn read_to_string(path: &Path) -> Result<String, StoreError> {
+    fs::read_to_string(path).map_err(io_err("cannot read", path))
+}
+
+/// Turns an agent name into a directory name: ASCII letters, digits, `_` and `-` stay, every
+/// other byte becomes `%XX`, so distinct names never share a directory.
+pub fn fs_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The layout of the state directory.
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    root: PathBuf,
+}
+
+impl StateDir {
+    pub fn new(root: impl Into<PathBuf>) -> StateDir {
+        StateDir { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn graphs_dir(&self) -> PathBuf {
+        self.root.join("graphs")
+    }
+
+    pub fn quarantine_dir(&self) -> PathBuf {
+        self.root.join("quarantine")
+    }
+
+    /// Per-agent private data (session file, playground transcripts).
+    pub fn agent_dir(&self, agent: &str) -> PathBuf {
+        self.root.join(fs_name(agent))
+    }
+
+    pub fn graph_path(&self, key: &ConversationKey) -> PathBuf {
+        self.graphs_dir()
+            .join(fs_name(&key.agent))
+            .join(format!("{}.md", key.chat))
+    }
+}
+
+/// A graph file that could not be read and was moved aside.
+#[derive(Debug, Clone)]
+pub struct Quarantined {
+    pub original: PathBuf,
+    pub moved_to: PathBuf,
+    pub reason: String,
+}
+
+/// Everything found in the state directory at startup.
+#[derive(Debug, Default)]
+pub struct LoadedGraphs {
+    pub graphs: Vec<TaskGraph>,
+    pub quarantined: Vec<Quarantined>,
+    pub stale_temp_files_removed: usize,
+}
+
+/// One graph file as read by `state list`/`show`: parsed, or the reason it is not.
+#[derive(Debug)]
+pub struct GraphFile {
+    pub path: PathBuf,
+    pub graph: Result<TaskGraph, String>,
+}
+
+/// Reads and writes graph files.
+#[derive(Debug, Clone)]
+pub struct GraphStore {
+    dir: StateDir,
+}
+
+impl GraphStore {
+    pub fn new(dir: StateDir) -> GraphStore {
+        GraphStore { dir }
+    }
+
+    pub fn state_dir(&self) -> &StateDir {
+        &self.dir
+    }
+
+    /// Writes the graph crash-safely.
+    pub fn save(&self, graph: &TaskGraph) -> Result<(), StoreError> {
+        let key = graph.key();
+        let text = codec::encode(graph).map_err(|source| StoreError::Encode {
+            key: key.to_string(),
+            source,
+        })?;
+        write_atomic(&self.dir.graph_path(&key), text.as_bytes())
+    }
+
+    /// Deletes the graph file of a conversation.
+    pub fn delete(&self, key: &ConversationKey) -> Result<(), StoreError> {
+        remove(&self.dir.graph_path(key))
+    }
+
+    /// Lists every graph file without changing anything (for `state list`/`show`).
+    pub fn scan(&self) -> Result<Vec<GraphFile>, StoreError> {
+        let mut out = Vec::new();
+        for path in self.graph_files()? {
+            let graph = read_to_string(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|text| self.decode_at(&path, &text));
+            out.push(GraphFile { path, graph });
+        }
+        Ok(out)
+    }
+
+    /// Startup load: removes stale temp files, parses every graph, and moves files that do
+    /// not parse to `quarantine/` (never deleting them).
+    pub fn load_all(&self) -> Result<LoadedGraphs, StoreError> {
+        let mut loaded = LoadedGraphs {
+            stale_temp_files_removed: self.remove_stale_temp_files()?,
+            ..LoadedGraphs::default()
+        };
+        let mut seen = std::collections::HashSet::new();
+        for file in self.scan()? {
+            let verdict = file.graph.and_then(|g| {
+                if seen.insert(g.key()) {
+                    Ok(g)
+                } else {
+                    Err(format!("a second file for conversation {}", g.key()))
+                }
+            });
+            match verdict {
+                Ok(g) => loaded.graphs.push(g),
+                Err(reason) => {
+                    let moved_to = self.quarantine(&file.path)?;
+                    loaded.quarantined.push(Quarantined {
+                        original: file.path,
+                        moved_to,
+                        reason,
+                    });
+                }
+            }
+        }
+        Ok(loaded)
+    }
+
+    /// Removes every chat's graph file of one agent's chat (used by `state clear`).
+    pub fn clear(&self, agent: Option<&str>, chat: Option<ChatId>) -> Result<usize, StoreError> {
+        let mut removed = 0;
+        for file in self.scan()? {
+            let matches = match &file.graph {
+                Ok(g) => {
+                    agent.is_none_or(|a| a == g.agent) && chat.is_none_or(|c| c == g.chat.id)
+                }
+                // Unreadable files are only cleared by a clear-everything request.
+                Err(_) => agent.is_none() && chat.is_none(),
+            };
+            if matches {
+                remove(&file.path)?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    fn decode_at(&self, path: &Path, text: &str) -> Result<TaskGraph, String> {
+        let graph = codec::decode(text).map_err(|e| e.to_string())?;
+        let expected = self.dir.graph_path(&graph.key());
+        if expected != path {
+            return Err(format!(
+                "it describes conversation {} whose file is {}",
+                graph.key(),
+                expected.display()
+            ));
+        }
+        Ok(graph)
+    }
+
+    fn quarantine(&self, path: &Path) -> Result<PathBuf, StoreError> {
+        let agent_dir = path
+            .parent()
+            .and_then(Path::file_name)
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let file = path
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let stamp = jiff::Timestamp::now().as_millisecond();
+        let target = self
+            .dir
+            .quarantine_dir()
+            .join(format!("{agent_dir}--{stamp}--{file}"));
+        move_file(path, &target)?;
+        Ok(target)
+    }
+
+    fn agent_dirs(&self) -> Result<Vec<PathBuf>, StoreError> {
+        let root = self.dir.graphs_dir();
+        let entries = match fs::read_dir(&root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_err("cannot list", &root)(e)),
+        };
+        let mut dirs = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(io_err("cannot list", &root))?;
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(entry.path());
+            }
+        }
+        dirs.sort();
+        Ok(dirs)
+    }
+
+    fn graph_files(&self) -> Result<Vec<PathBuf>, StoreError> {
+        let mut files = Vec::new();
+        for dir in self.agent_dirs()? {
+            for entry in fs::read_dir(&dir).map_err(io_err("cannot list", &dir))? {
+                let entry = entry.map_err(io_err("cannot list", &dir))?;
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                if name.ends_with(".md") && !name.starts_with('.') {
+                    files.push(entry.path());
+                }
+            }
+        }
+        files.sort();
+        Ok(files)
+    }
+
+    fn remove_stale_temp_files(&self) -> Result<usize, StoreError> {
+        let mut removed = 0;
+        let mut dirs = self.agent_dirs()?;
+        dirs.push(self.dir.graphs_dir());
+        for dir in dirs {
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
+                    remove(&entry.path())?;
+                    removed += 1;
+                }
+            }
+        }
+        Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fs_name_keeps_distinct_names_distinct() {
+        assert_eq!(fs_name("Mary"), "Mary");
+        assert_eq!(fs_name("a/b"), "a%2Fb");
+        assert_ne!(fs_name("a b"), fs_name("a_b"));
+        assert_eq!(fs_name(".."), "%2E%2E");
+    }
+
+    #[test]
+    fn atomic_write_creates_private_files_and_dirs() -> Result<(), Box<dyn std::error::Error>> {
+        let tmp = tempfile::tempdir()?;
+        let path = tmp.path().join("sub").join("f.md");
+        write_atomic(&path, b"one")?;
+        write_atomic(&path, b"two")?;
+        assert_eq!(fs::read_to_string(&path)?, "two");
+        let file_mode = fs::metadata(&path)?.permissions().mode() & 0o777;
+        let dir_mode = fs::metadata(tmp.path().join("sub"))?.permissions().mode() & 0o777;
+        assert_eq!((file_mode, dir_mode), (0o600, 0o700));
+        let leftovers = fs::read_dir(tmp.path().join("sub"))?.count();
+        assert_eq!(leftovers, 1, "no temp file may remain");
+        Ok(())
+    }
+}

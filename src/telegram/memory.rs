@@ -1,0 +1,531 @@
+//! An in-memory Telegram account: the twin of the real backend used by tests and the `chat`
+//! playground. It keeps per-chat transcripts (optionally persisted as JSON under the state
+//! dir, so a restarted playground still has its history), records every outbound action with
+//! the clock's time, answers a repeated idempotency key with the message it already sent (as
+//! Telegram does with `random_id`), and can be told to fail the next call of an operation.
+//!
+//! It never touches the network. Writes go through `store`, off the async threads.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use super::{
+    Chat, ChatId, MediaInfo, Mention, Message, MessageId, OutgoingSticker, OutgoingText, Sender,
+    StickerChoice, Telegram, TelegramError, TgResult,
+};
+use crate::clock::{BoxFuture, SharedClock};
+use crate::store;
+
+/// An operation of the trait, for fault injection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    Chat,
+    SendText,
+    SendSticker,
+    React,
+    Typing,
+    MarkRead,
+    Block,
+    Unblock,
+    DeleteHistory,
+    FetchHistory,
+    Download,
+}
+
+/// An outbound action as recorded by the fake.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Action {
+    Send {
+        chat: ChatId,
+        message: Message,
+    },
+    Sticker {
+        chat: ChatId,
+        message: Message,
+        sticker: StickerChoice,
+    },
+    React {
+        chat: ChatId,
+        message_id: MessageId,
+        emoji: String,
+    },
+    Typing {
+        chat: ChatId,
+    },
+    Read {
+        chat: ChatId,
+        upto: MessageId,
+    },
+    Block {
+        chat: ChatId,
+    },
+    Unblock {
+        chat: ChatId,
+    },
+    Clear {
+        chat: ChatId,
+    },
+}
+
+/// An action and when it happened on the runtime's clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    pub at: Timestamp,
+    pub action: Action,
+}
+
+/// A message to put into a chat as if someone else wrote it.
+#[derive(Debug, Clone, Default)]
+pub struct Incoming {
+    pub from: String,
+    pub text: String,
+    pub reply_to: Option<MessageId>,
+    pub media: Option<MediaInfo>,
+    pub mentions: Vec<Mention>,
+}
+
+/// One chat's persisted log.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ChatLog {
+    chat: Chat,
+    next_id: i64,
+    messages: Vec<Message>,
+    /// Idempotency key → the message it produced.
+    #[serde(default)]
+    sent_keys: BTreeMap<i64, MessageId>,
+    #[serde(default)]
+    blocked: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    read_upto: Option<MessageId>,
+}
+
+#[derive(Default)]
+struct State {
+    chats: BTreeMap<ChatId, ChatLog>,
+    actions: Vec<Recorded>,
+    faults: HashMap<Op, VecDeque<TelegramError>>,
+    media: HashMap<String, Vec<u8>>,
+}
+
+/// The in-memory account.
+pub struct MemoryTelegram {
+    self_id: i64,
+    self_name: String,
+    dir: Option<PathBuf>,
+    clock: SharedClock,
+    state: Mutex<State>,
+    persist_lock: tokio::sync::Mutex<()>,
+    observer: Mutex<Option<mpsc::UnboundedSender<Recorded>>>,
+}
+
+/// Deterministic user id for a display name, so a restarted playground keeps its ids.
+pub fn user_id_for(name: &str) -> i64 {
+    // FNV-1a, folded into a positive range that stays clear of small hand-picked ids.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    1_000_000 + (h % 1_000_000_000) as i64
+}
+
+impl MemoryTelegram {
+    /// A fresh account. With `dir`, transcripts are loaded from and saved to
+    /// `dir/<chat>.json`.
+    pub fn new(
+        self_name: &str,
+        clock: SharedClock,
+        dir: Option<PathBuf>,
+    ) -> Result<MemoryTelegram, store::StoreError> {
+        let mut state = State::default();
+        if let Some(dir) = &dir
+            && let Ok(entries) = std::fs::read_dir(dir)
+        {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.extension().is_some_and(|e| e == "json") {
+                    let text = store::read_to_string(&path)?;
+                    match serde_json::from_str::<ChatLog>(&text) {
+                        Ok(log) => {
+                            state.chats.insert(log.chat.id, log);
+                        }
+                        Err(e) => tracing::error!(
+                            file = %path.display(),
+                            error = %e,
+                            "playground transcript unreadable; that chat starts empty and the file is left as it is"
+                        ),
+                    }
+                }
+            }
+        }
+        Ok(MemoryTelegram {
+            self_id: user_id_for(self_name),
+            self_name: self_name.to_string(),
+            dir,
+            clock,
+            state: Mutex::new(state),
+            persist_lock: tokio::sync::Mutex::new(()),
+            observer: Mutex::new(None),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Receives every recorded action as it happens.
+    pub fn observe(&self) -> mpsc::UnboundedReceiver<Recorded> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        *self.observer.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx);
+        rx
+    }
+
+    /// Makes the next call of `op` fail with `error` (queued: several calls fail in order).
+    pub fn fail_next(&self, op: Op, error: TelegramError) {
+        self.lock().faults.entry(op).or_default().push_back(error);
+    }
+
+    /// Registers the bytes `download_media` returns for a media id.
+    pub fn put_media(&self, unique_id: &str, bytes: Vec<u8>) {
+        self.lock().media.insert(unique_id.to_string(), bytes);
+    }
+
+    /// Every action recorded so far.
+    pub fn actions(&self) -> Vec<Recorded> {
+        self.lock().actions.clone()
+    }
+
+    /// The messages of a chat, oldest first.
+    pub fn transcript(&self, chat: ChatId) -> Vec<Message> {
+        self.lock()
+            .chats
+            .get(&chat)
+            .map(|c| c.messages.clone())
+            .unwrap_or_default()
+    }
+
+    /// Makes a chat known (idempotent: an existing chat keeps its log).
+    pub fn ensure_chat(&self, chat: Chat) {
+        self.lock().chats.entry(chat.id).or_insert(ChatLog {
+            chat,
+            next_id: 1,
+            messages: Vec::new(),
+            sent_keys: BTreeMap::new(),
+            blocked: false,
+            read_upto: None,
+        });
+    }
+
+    /// Appends a message from someone else and returns it; the caller hands it to the
+    /// runtime, as the real backend's event handler does.
+    pub async fn inject(&self, chat: ChatId, incoming: Incoming) -> TgResult<Message> {
+        let now = self.clock.now();
+        let msg = {
+            let mut st = self.lock();
+            let log = st
+                .chats
+                .get_mut(&chat)
+                .ok_or_else(|| TelegramError::NotFound(format!("chat {chat}")))?;
+            let msg = Message {
+                id: MessageId(log.next_id),
+                chat,
+                sender: Sender {
+                    id: user_id_for(&incoming.from),
+                    name: incoming.from,
+                    username: None,
+                    is_bot: false,
+                },
+                outgoing: false,
+                text: incoming.text,
+                mentions: incoming.mentions,
+                reply_to: incoming.reply_to,
+                date: now,
+                media: incoming.media,
+            };
+            log.next_id += 1;
+            log.messages.push(msg.clone());
+            msg
+        };
+        self.persist(chat).await?;
+        Ok(msg)
+    }
+
+    fn take_fault(&self, op: Op) -> TgResult<()> {
+        match self.lock().faults.get_mut(&op).and_then(VecDeque::pop_front) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    async fn persist(&self, chat: ChatId) -> TgResult<()> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        let _serial = self.persist_lock.lock().await;
+        let snapshot = self.lock().chats.get(&chat).cloned();
+        let Some(log) = snapshot else {
+            return Ok(());
+        };
+        let path = dir.join(format!("{chat}.json"));
+        let bytes = serde_json::to_vec_pretty(&log)
+            .map_err(|e| TelegramError::Other(format!("cannot encode transcript: {e}")))?;
+        tokio::task::spawn_blocking(move || store::write_atomic(&path, &bytes))
+            .await
+            .map_err(|e| TelegramError::Other(e.to_string()))?
+            .map_err(|e| TelegramError::Other(e.to_string()))
+    }
+
+    fn record(&self, action: Action) {
+        let rec = Recorded {
+            at: self.clock.now(),
+            action,
+        };
+        self.lock().actions.push(rec.clone());
+        if let Some(tx) = self
+            .observer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            let _ = tx.send(rec);
+        }
+    }
+
+    fn with_chat<T>(&self, chat: ChatId, f: impl FnOnce(&mut ChatLog) -> T) -> TgResult<T> {
+        let mut st = self.lock();
+        let log = st
+            .chats
+            .get_mut(&chat)
+            .ok_or_else(|| TelegramError::NotFound(format!("chat {chat}")))?;
+        Ok(f(log))
+    }
+
+    /// Appends our own message unless the key was used before; returns the message and
+    /// whether it is new.
+    async fn post(
+        &self,
+        chat: ChatId,
+        key: i64,
+        text: String,
+        reply_to: Option<MessageId>,
+        media: Option<MediaInfo>,
+    ) -> TgResult<(Message, bool)> {
+        let now = self.clock.now();
+        let (self_id, self_name) = (self.self_id, self.self_name.clone());
+        let (msg, fresh) = self.with_chat(chat, |log| {
+            if log.blocked && log.chat.kind.is_direct() {
+                return Err(TelegramError::Forbidden("you blocked this user".into()));
+            }
+            if let Some(id) = log.sent_keys.get(&key)
+                && let Some(m) = log.messages.iter().find(|m| m.id == *id)
+            {
+                return Ok((m.clone(), false));
+            }
+            let msg = Message {
+                id: MessageId(log.next_id),
+                chat,
+                sender: Sender {
+                    id: self_id,
+                    name: self_name,
+                    username: None,
+                    is_bot: false,
+                },
+                outgoing: true,
+                text,
+                mentions: Vec::new(),
+                reply_to,
+                date: now,
+                media,
+            };
+            log.next_id += 1;
+            log.sent_keys.insert(key, msg.id);
+            log.messages.push(msg.clone());
+            Ok((msg, true))
+        })??;
+        if fresh {
+            self.persist(chat).await?;
+        }
+        Ok((msg, fresh))
+    }
+}
+
+impl Telegram for MemoryTelegram {
+    fn self_id(&self) -> i64 {
+        self.self_id
+    }
+
+    fn chat(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Chat>> {
+        Box::pin(async move {
+            self.take_fault(Op::Chat)?;
+            self.with_chat(chat, |log| log.chat.clone())
+        })
+    }
+
+    fn send_text(&self, msg: OutgoingText) -> BoxFuture<'_, TgResult<Message>> {
+        Box::pin(async move {
+            self.take_fault(Op::SendText)?;
+            let (sent, fresh) = self
+                .post(msg.chat, msg.idempotency_key, msg.text, msg.reply_to, None)
+                .await?;
+            if fresh {
+                self.record(Action::Send {
+                    chat: msg.chat,
+                    message: sent.clone(),
+                });
+            }
+            Ok(sent)
+        })
+    }
+
+    fn send_sticker(&self, msg: OutgoingSticker) -> BoxFuture<'_, TgResult<Message>> {
+        Box::pin(async move {
+            self.take_fault(Op::SendSticker)?;
+            let media = MediaInfo {
+                kind: super::MediaKind::Sticker,
+                unique_id: format!("sticker:{}:{}", msg.sticker.set, msg.sticker.name),
+                mime: Some("image/webp".into()),
+                size: None,
+                duration_secs: None,
+                file_name: None,
+                sticker: Some(super::StickerInfo {
+                    set: Some(msg.sticker.set.clone()),
+                    name: msg.sticker.name.clone(),
+                    emoji: None,
+                }),
+            };
+            let (sent, fresh) = self
+                .post(
+                    msg.chat,
+                    msg.idempotency_key,
+                    String::new(),
+                    msg.reply_to,
+                    Some(media),
+                )
+                .await?;
+            if fresh {
+                self.record(Action::Sticker {
+                    chat: msg.chat,
+                    message: sent.clone(),
+                    sticker: msg.sticker,
+                });
+            }
+            Ok(sent)
+        })
+    }
+
+    fn react(&self, chat: ChatId, message: MessageId, emoji: &str) -> BoxFuture<'_, TgResult<()>> {
+        let emoji = emoji.to_string();
+        Box::pin(async move {
+            self.take_fault(Op::React)?;
+            let exists = self.with_chat(chat, |log| log.messages.iter().any(|m| m.id == message))?;
+            if !exists {
+                return Err(TelegramError::Invalid(format!("no message {message} in chat {chat}")));
+            }
+            self.record(Action::React {
+                chat,
+                message_id: message,
+                emoji,
+            });
+            Ok(())
+        })
+    }
+
+    fn typing(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.take_fault(Op::Typing)?;
+            self.with_chat(chat, |_| ())?;
+            self.record(Action::Typing { chat });
+            Ok(())
+        })
+    }
+
+    fn mark_read(&self, chat: ChatId, upto: MessageId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.take_fault(Op::MarkRead)?;
+            self.with_chat(chat, |log| log.read_upto = Some(upto))?;
+            self.record(Action::Read { chat, upto });
+            Ok(())
+        })
+    }
+
+    fn block(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.take_fault(Op::Block)?;
+            self.with_chat(chat, |log| log.blocked = true)?;
+            self.persist(chat).await?;
+            self.record(Action::Block { chat });
+            Ok(())
+        })
+    }
+
+    fn unblock(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.take_fault(Op::Unblock)?;
+            self.with_chat(chat, |log| log.blocked = false)?;
+            self.persist(chat).await?;
+            self.record(Action::Unblock { chat });
+            Ok(())
+        })
+    }
+
+    fn delete_history(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.take_fault(Op::DeleteHistory)?;
+            self.with_chat(chat, |log| log.messages.clear())?;
+            self.persist(chat).await?;
+            self.record(Action::Clear { chat });
+            Ok(())
+        })
+    }
+
+    fn fetch_history(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, TgResult<Vec<Message>>> {
+        Box::pin(async move {
+            self.take_fault(Op::FetchHistory)?;
+            self.with_chat(chat, |log| {
+                let skip = log.messages.len().saturating_sub(limit);
+                log.messages[skip..].to_vec()
+            })
+        })
+    }
+
+    fn download_media(
+        &self,
+        chat: ChatId,
+        message: MessageId,
+        max_bytes: u64,
+    ) -> BoxFuture<'_, TgResult<Vec<u8>>> {
+        Box::pin(async move {
+            self.take_fault(Op::Download)?;
+            let uid = self
+                .with_chat(chat, |log| {
+                    log.messages
+                        .iter()
+                        .find(|m| m.id == message)
+                        .and_then(|m| m.media.as_ref().map(|x| x.unique_id.clone()))
+                })?
+                .ok_or_else(|| TelegramError::NotFound(format!("no media in message {message}")))?;
+            let bytes = self
+                .lock()
+                .media
+                .get(&uid)
+                .cloned()
+                .ok_or_else(|| TelegramError::NotFound(format!("media {uid}")))?;
+            if bytes.len() as u64 > max_bytes {
+                return Err(TelegramError::Invalid(format!(
+                    "media is {} bytes, over the {max_bytes} byte cap",
+                    bytes.len()
+                )));
+            }
+            Ok(bytes)
+        })
+    }
+}
+
+/// Shared handle type used by the playground and tests.
+pub type SharedMemory = Arc<MemoryTelegram>;
