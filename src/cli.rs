@@ -1,0 +1,258 @@
+//! Command-line definitions (clap). Every option can also come from an environment variable,
+//! named in `--help`. This module only describes the interface; `commands` and `playground`
+//! carry the commands out, and the binary maps their errors to exit codes.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::RawRuntimeConfig;
+use crate::logging::LogFormat;
+
+/// A Telegram userbot daemon: gives user accounts LLM personas written as Markdown files.
+#[derive(Debug, Parser)]
+#[command(name = "personad", version, about, long_about = None)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command understands.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Directory holding persona files (every *.md directly in it).
+    #[arg(
+        long = "agents",
+        value_name = "DIR",
+        env = "PERSONAD_AGENTS_DIR",
+        default_value = "agents",
+        global = true
+    )]
+    pub agents_dir: PathBuf,
+    /// Where role prompts are looked up, as DIR[:DIR...]; the first directory holding
+    /// <name>.md wins.
+    #[arg(
+        long = "prompts",
+        value_name = "DIR[:DIR...]",
+        env = "PERSONAD_PROMPTS_PATH",
+        default_value = "prompts",
+        global = true
+    )]
+    pub prompts_path: String,
+    /// Directory for runtime state (task graphs, sessions, caches). Keep it private.
+    #[arg(
+        long = "state",
+        value_name = "DIR",
+        env = "PERSONAD_STATE_DIR",
+        default_value = "state",
+        global = true
+    )]
+    pub state_dir: PathBuf,
+    /// Log line format (logs go to stderr).
+    #[arg(
+        long,
+        value_enum,
+        env = "PERSONAD_LOG_FORMAT",
+        default_value = "text",
+        global = true
+    )]
+    pub log_format: LogFormat,
+    /// More log output (-v debug, -vv trace).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Less log output (-q warnings only, -qq errors only).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub quiet: u8,
+}
+
+impl GlobalArgs {
+    /// The prompt search path as a list of directories.
+    pub fn prompt_dirs(&self) -> Vec<PathBuf> {
+        std::env::split_paths(&self.prompts_path)
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect()
+    }
+
+    /// The -v/-q balance.
+    pub fn verbosity(&self) -> i8 {
+        let v = i8::try_from(self.verbose).unwrap_or(i8::MAX);
+        let q = i8::try_from(self.quiet).unwrap_or(i8::MAX);
+        v.saturating_sub(q)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon: every valid agent on its Telegram account.
+    Run(RunArgs),
+    /// Load configuration and every persona, report problems with file:line, exit non-zero
+    /// when an agent is unusable.
+    Check(CheckArgs),
+    /// Talk to a persona in the terminal, on an in-memory Telegram (no account needed).
+    Chat(ChatArgs),
+    /// Inspect or clear persisted task graphs.
+    #[command(subcommand)]
+    State(StateCommand),
+    /// Log an agent's Telegram account in (creates its session file).
+    Login(LoginArgs),
+    /// Crash-safety harness: save graphs in a loop, printing `ACK <chat> <seq>` after each
+    /// durable save (used by the SIGKILL test).
+    #[command(hide = true)]
+    SaveLoop(SaveLoopArgs),
+}
+
+/// Settings of the scheduler, shared by `run`, `chat` and `check`.
+#[derive(Debug, Clone, Args)]
+pub struct RuntimeArgs {
+    /// Quiet time after the newest message of a chat before planning a reply.
+    #[arg(
+        long,
+        value_name = "MS",
+        env = "PERSONAD_DEBOUNCE_MS",
+        default_value_t = 2000
+    )]
+    pub debounce_ms: u64,
+    /// Tasks running at once across all conversations.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PERSONAD_MAX_IN_FLIGHT",
+        default_value_t = 16
+    )]
+    pub max_in_flight: usize,
+    /// Attempts of a failing task before its conversation's plan is dropped.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PERSONAD_RETRY_ATTEMPTS",
+        default_value_t = 10
+    )]
+    pub retry_attempts: u32,
+    /// Seconds between attempts of a failing task.
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "PERSONAD_RETRY_INTERVAL_SECS",
+        default_value_t = 10.0
+    )]
+    pub retry_interval_secs: f64,
+    /// Longest a single task may run, in seconds.
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "PERSONAD_TASK_TIMEOUT_SECS",
+        default_value_t = 180.0
+    )]
+    pub task_timeout_secs: f64,
+    /// Messages of chat history read for planning.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PERSONAD_HISTORY_LIMIT",
+        default_value_t = 500
+    )]
+    pub history_limit: usize,
+}
+
+impl RuntimeArgs {
+    pub fn raw(&self) -> RawRuntimeConfig {
+        RawRuntimeConfig {
+            debounce_ms: self.debounce_ms,
+            max_in_flight: self.max_in_flight,
+            retry_attempts: self.retry_attempts,
+            retry_interval_secs: self.retry_interval_secs,
+            task_timeout_secs: self.task_timeout_secs,
+            history_limit: self.history_limit,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+}
+
+/// Which planner answers in the playground.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlannerChoice {
+    /// Offline: echoes the message it answers (no LLM, no key needed).
+    Echo,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ChatArgs {
+    /// The persona to talk to (its `Agent Name`).
+    #[arg(long, env = "PERSONAD_AGENT")]
+    pub agent: String,
+    /// Make the chat a group with this title; typed lines then read `Name: text`.
+    #[arg(long, value_name = "TITLE")]
+    pub group: Option<String>,
+    /// Your display name in a direct chat.
+    #[arg(long, value_name = "NAME", default_value = "User")]
+    pub user: String,
+    /// Machine mode: JSON objects in and out, one per line (see docs/playground.md).
+    #[arg(long)]
+    pub jsonl: bool,
+    /// Virtual time: waits and pacing cost no real time.
+    #[arg(long)]
+    pub fast: bool,
+    /// Who plans the persona's replies.
+    #[arg(long, value_enum, env = "PERSONAD_PLANNER", default_value = "echo")]
+    pub planner: PlannerChoice,
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StateCommand {
+    /// One line per persisted graph; unreadable files are reported, not fatal.
+    List,
+    /// Show one conversation's graph task by task.
+    Show {
+        /// Agent name.
+        agent: String,
+        /// Chat id.
+        chat: i64,
+    },
+    /// Delete persisted graphs (pending plans are forgotten). Stop the daemon first.
+    Clear {
+        /// Only this agent's graphs.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only this chat's graph (with --agent).
+        #[arg(long, requires = "agent")]
+        chat: Option<i64>,
+        /// Every graph, readable or not.
+        #[arg(long, conflicts_with_all = ["agent", "chat"])]
+        all: bool,
+    },
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LoginArgs {
+    /// The persona whose account to log in.
+    #[arg(long)]
+    pub agent: String,
+    /// Sign out and delete the session instead.
+    #[arg(long)]
+    pub logout: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SaveLoopArgs {
+    /// Conversations to save in turn.
+    #[arg(long, default_value_t = 8)]
+    pub chats: i64,
+    /// Stop after this many saves (0 = until killed).
+    #[arg(long, default_value_t = 0)]
+    pub saves: u64,
+}

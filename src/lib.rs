@@ -11,11 +11,13 @@
 //! - [`handlers`]: one handler per task kind, registered in one place.
 //! - [`runtime`]: work queue, tick loop, round-robin scheduling, replanning and retries.
 //! - [`playground`]: the `chat` command's driver (interactive and JSONL) on the in-memory backend.
-//! - [`cli`]: command-line definitions and the commands behind them.
+//! - [`cli`]: command-line definitions (clap), options and their environment variables.
+//! - [`commands`]: `check`, `state`, `run`, `login`: what each command does, and exit codes.
 //! - [`logging`]: tracing subscriber setup (text or JSON).
 
 pub mod cli;
 pub mod clock;
+pub mod commands;
 pub mod config;
 pub mod graph;
 pub mod handlers;

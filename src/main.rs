@@ -1,1 +1,44 @@
-fn main(){}
+//! The `personad` binary: parses the command line, sets up logging, runs one command and
+//! maps its outcome to an exit code (documented in README.md). All logic lives in the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use personad::cli::{Cli, Command};
+use personad::commands::{self, CommandError, exit};
+use personad::{logging, playground};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let quiet_by_default = matches!(cli.command, Command::Chat(_) | Command::SaveLoop(_));
+    let verbosity = cli.global.verbosity() - i8::from(quiet_by_default);
+    logging::init(cli.global.log_format, verbosity);
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            let code = e
+                .downcast_ref::<CommandError>()
+                .map_or(exit::FAILURE, CommandError::exit_code);
+            eprintln!("personad: {e:#}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    let global = cli.global;
+    let code = match cli.command {
+        Command::Check(args) => commands::check(&global, &args)?,
+        Command::State(cmd) => commands::state(&global, &cmd)?,
+        Command::Run(args) => commands::run(&global, &args)?,
+        Command::Login(args) => commands::login(&global, &args)?,
+        Command::SaveLoop(args) => commands::save_loop(&global, &args)?,
+        Command::Chat(args) => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(playground::chat(global, args))?
+        }
+    };
+    Ok(code)
+}

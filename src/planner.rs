@@ -77,9 +77,9 @@ impl Planner for EchoPlanner {
             None => req.history.iter().rev().find(|m| !m.outgoing),
         };
         let reply = target.map(|m| Action::Send {
-                text: format!("{} heard: {}", req.persona.name, m.text),
-                reply_to: None,
-            });
+            text: format!("{} heard: {}", req.persona.name, m.text),
+            reply_to: None,
+        });
         Box::pin(async move { Ok(reply.into_iter().collect()) })
     }
 }

@@ -1,0 +1,463 @@
+//! The `chat` playground: the real runtime on the in-memory Telegram, driven from the
+//! terminal. Interactive mode reads one message per line and prints the persona's actions as
+//! they happen; `--jsonl` speaks JSON objects on both sides (docs/playground.md); `--fast`
+//! runs the scheduler on virtual time, which moves only when the input says time passes
+//! (`after_ms`) and at end of input. Graphs and transcripts persist in the state dir, so a
+//! playground killed mid-plan resumes when started again. Called by the binary.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::mpsc;
+
+use crate::cli::{ChatArgs, GlobalArgs, PlannerChoice};
+use crate::clock::{self, Hold, SharedClock, SystemClock, VirtualClock};
+use crate::commands::{CmdResult, CommandError, find_persona, load_personas, playground_dir};
+use crate::planner::{EchoPlanner, SharedPlanner};
+use crate::runtime::{AgentHandle, Runtime, RuntimeHandle};
+use crate::store::{GraphStore, StateDir};
+use crate::telegram::memory::{Action, Incoming, MemoryTelegram, Recorded, user_id_for};
+use crate::telegram::{Chat, ChatId, ChatKind, MediaInfo, MediaKind, MessageId, StickerInfo};
+
+/// Largest media file the playground reads from disk.
+const MAX_MEDIA_BYTES: u64 = 20 * 1024 * 1024;
+
+/// One line of `--jsonl` input.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InputLine {
+    #[serde(default)]
+    from: Option<String>,
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    reply_to: Option<i64>,
+    #[serde(default)]
+    after_ms: u64,
+    #[serde(default)]
+    media: Option<InputMedia>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InputMedia {
+    kind: InputMediaKind,
+    #[serde(default)]
+    path: Option<PathBuf>,
+    #[serde(default)]
+    set: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    emoji: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum InputMediaKind {
+    Photo,
+    Sticker,
+    Voice,
+    Audio,
+    Video,
+    Gif,
+    Document,
+}
+
+impl From<InputMediaKind> for MediaKind {
+    fn from(k: InputMediaKind) -> MediaKind {
+        match k {
+            InputMediaKind::Photo => MediaKind::Photo,
+            InputMediaKind::Sticker => MediaKind::Sticker,
+            InputMediaKind::Voice => MediaKind::Voice,
+            InputMediaKind::Audio => MediaKind::Audio,
+            InputMediaKind::Video => MediaKind::Video,
+            InputMediaKind::Gif => MediaKind::Gif,
+            InputMediaKind::Document => MediaKind::Document,
+        }
+    }
+}
+
+/// A message ready to inject, plus how long to wait before it.
+struct Pending {
+    after: Duration,
+    incoming: Incoming,
+    media_bytes: Option<Vec<u8>>,
+}
+
+/// `personad chat`.
+pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
+    let config = args.runtime.raw().validate()?;
+    let report = {
+        let g = global.clone();
+        tokio::task::spawn_blocking(move || load_personas(&g))
+            .await
+            .map_err(|e| CommandError::Failed(e.to_string()))??
+    };
+    let persona = Arc::new(find_persona(&report, &args.agent)?);
+    let clock: SharedClock = if args.fast {
+        Arc::new(VirtualClock::new(Timestamp::now(), true))
+    } else {
+        Arc::new(SystemClock)
+    };
+    let chat = match &args.group {
+        Some(title) => Chat {
+            id: ChatId(-user_id_for(title)),
+            kind: ChatKind::Group,
+            title: title.clone(),
+        },
+        None => Chat {
+            id: ChatId(user_id_for(&args.user)),
+            kind: ChatKind::Direct,
+            title: args.user.clone(),
+        },
+    };
+    let dir = playground_dir(&global, &persona.name);
+    let memory = {
+        let (name, c, d) = (persona.name.clone(), Arc::clone(&clock), dir.clone());
+        tokio::task::spawn_blocking(move || MemoryTelegram::new(&name, c, Some(d)))
+            .await
+            .map_err(|e| CommandError::Failed(e.to_string()))??
+    };
+    let memory = Arc::new(memory);
+    memory.ensure_chat(chat.clone());
+    let planner: SharedPlanner = match args.planner {
+        PlannerChoice::Echo => Arc::new(EchoPlanner),
+    };
+    let runtime = Runtime::new(
+        config,
+        vec![AgentHandle {
+            persona: Arc::clone(&persona),
+            telegram: memory.clone(),
+        }],
+        planner,
+        GraphStore::new(StateDir::new(&global.state_dir)),
+        Arc::clone(&clock),
+    );
+    let handle = runtime.handle();
+    let start = clock.now();
+    let printer = tokio::spawn(print_actions(
+        memory.observe(),
+        start,
+        args.jsonl,
+        persona.name.clone(),
+    ));
+    // In fast mode virtual time stands still while input is read.
+    let mut hold = Some(clock.hold());
+    let run = tokio::spawn(runtime.run());
+    if !args.jsonl {
+        let who = match &args.group {
+            Some(t) => format!("the group {t:?} (type `Name: message`)"),
+            None => format!("a direct chat as {}", args.user),
+        };
+        eprintln!(
+            "Talking to {} in {who}. Type a message and press Enter; Ctrl-D ends the session.",
+            persona.name
+        );
+    }
+    let driver = Driver {
+        args: &args,
+        memory: &memory,
+        handle: &handle,
+        clock: &clock,
+        chat: &chat,
+        agent: &persona.name,
+    };
+    let interrupted = tokio::select! {
+        r = driver.feed(&mut hold) => { r?; false }
+        _ = tokio::signal::ctrl_c() => true,
+    };
+    drop(hold);
+    if interrupted {
+        handle.shutdown("interrupted");
+    } else {
+        handle.wait_idle().await;
+        handle.shutdown("end of input");
+    }
+    let result = run
+        .await
+        .map_err(|e| CommandError::Failed(format!("runtime task failed: {e}")))?;
+    memory.stop_observing();
+    let _ = printer.await;
+    match result {
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(CommandError::Io(e.to_string())),
+    }
+}
+
+struct Driver<'a> {
+    args: &'a ChatArgs,
+    memory: &'a Arc<MemoryTelegram>,
+    handle: &'a RuntimeHandle,
+    clock: &'a SharedClock,
+    chat: &'a Chat,
+    agent: &'a str,
+}
+
+impl Driver<'_> {
+    /// Reads stdin to its end, injecting each message into the chat.
+    async fn feed(&self, hold: &mut Option<Hold>) -> Result<(), CommandError> {
+        let mut lines = BufReader::new(tokio::io::stdin()).lines();
+        let mut line_no = 0usize;
+        loop {
+            let line = lines
+                .next_line()
+                .await
+                .map_err(|e| CommandError::Io(format!("cannot read stdin: {e}")))?;
+            let Some(line) = line else {
+                return Ok(());
+            };
+            line_no += 1;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let pending = if self.args.jsonl {
+                match self.parse_jsonl(&line).await {
+                    Ok(p) => p,
+                    Err(message) => {
+                        emit_error(&format!("line {line_no}: {message}"));
+                        continue;
+                    }
+                }
+            } else {
+                self.parse_typed(&line)
+            };
+            if !pending.after.is_zero() {
+                // Let time pass (virtual in fast mode): the persona may act meanwhile.
+                drop(hold.take());
+                *hold = Some(clock::sleep(self.clock.as_ref(), pending.after).await);
+            }
+            self.deliver(pending).await;
+        }
+    }
+
+    fn parse_typed(&self, line: &str) -> Pending {
+        let speaker = line.split_once(':').filter(|(name, _)| {
+            let name = name.trim();
+            !name.is_empty() && name.chars().count() <= 32 && name.split_whitespace().count() <= 3
+        });
+        let (from, text) = match (&self.args.group, speaker) {
+            (Some(_), Some((name, text))) => (name.trim().to_string(), text.trim().to_string()),
+            _ => (self.args.user.clone(), line.to_string()),
+        };
+        Pending {
+            after: Duration::ZERO,
+            incoming: Incoming {
+                from,
+                text,
+                ..Incoming::default()
+            },
+            media_bytes: None,
+        }
+    }
+
+    async fn parse_jsonl(&self, line: &str) -> Result<Pending, String> {
+        let input: InputLine = serde_json::from_str(line).map_err(|e| e.to_string())?;
+        let from = input
+            .from
+            .filter(|f| !f.trim().is_empty())
+            .unwrap_or_else(|| self.args.user.clone());
+        let (media, media_bytes) = match input.media {
+            Some(m) => {
+                let (info, bytes) = media_from_input(m).await?;
+                (Some(info), bytes)
+            }
+            None => (None, None),
+        };
+        if input.text.is_empty() && media.is_none() {
+            return Err("a message needs `text` or `media`".into());
+        }
+        Ok(Pending {
+            after: Duration::from_millis(input.after_ms),
+            incoming: Incoming {
+                from,
+                text: input.text,
+                reply_to: input.reply_to.map(MessageId),
+                media,
+                mentions: Vec::new(),
+            },
+            media_bytes,
+        })
+    }
+
+    async fn deliver(&self, pending: Pending) {
+        let media_id = pending.incoming.media.as_ref().map(|m| m.unique_id.clone());
+        if let (Some(id), Some(bytes)) = (media_id, pending.media_bytes) {
+            self.memory.put_media(&id, bytes);
+        }
+        match self.memory.inject(self.chat.id, pending.incoming).await {
+            Ok(msg) => self
+                .handle
+                .push_inbound(self.agent, self.chat.clone(), msg, true),
+            Err(e) => emit_error(&format!("could not deliver the message: {e}")),
+        }
+    }
+}
+
+/// Builds media info (and reads the file, if any) for a `--jsonl` media object.
+async fn media_from_input(m: InputMedia) -> Result<(MediaInfo, Option<Vec<u8>>), String> {
+    let bytes = match &m.path {
+        Some(path) => {
+            let path = path.clone();
+            let read = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, String> {
+                let meta = std::fs::metadata(&path)
+                    .map_err(|e| format!("media file {}: {e}", path.display()))?;
+                if meta.len() > MAX_MEDIA_BYTES {
+                    return Err(format!(
+                        "media file {} is over {MAX_MEDIA_BYTES} bytes",
+                        path.display()
+                    ));
+                }
+                std::fs::read(&path).map_err(|e| format!("media file {}: {e}", path.display()))
+            })
+            .await
+            .map_err(|e| e.to_string())??;
+            Some(read)
+        }
+        None => None,
+    };
+    let kind = MediaKind::from(m.kind);
+    let unique_id = match (&bytes, &m.set, &m.name) {
+        (Some(b), _, _) => format!("local-{:016x}", fnv64(b)),
+        (None, Some(set), Some(name)) => format!("sticker-{set}-{name}"),
+        _ => format!("local-{}-{:016x}", kind.as_str(), fastrand::u64(..)),
+    };
+    let sticker = (kind == MediaKind::Sticker).then(|| StickerInfo {
+        set: m.set.clone(),
+        name: m
+            .name
+            .clone()
+            .or_else(|| m.emoji.clone())
+            .unwrap_or_default(),
+        emoji: m.emoji.clone(),
+    });
+    let info = MediaInfo {
+        kind,
+        unique_id,
+        mime: None,
+        size: bytes.as_ref().map(|b| b.len() as u64),
+        duration_secs: None,
+        file_name: m
+            .path
+            .as_ref()
+            .and_then(|p| p.file_name())
+            .map(|f| f.to_string_lossy().into_owned()),
+        sticker,
+    };
+    Ok((info, bytes))
+}
+
+fn fnv64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn emit_line(line: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
+}
+
+fn emit_error(message: &str) {
+    emit_line(&json!({"event": "error", "at_ms": 0, "message": message}).to_string());
+}
+
+/// Prints every recorded action until the backend stops observing.
+async fn print_actions(
+    mut rx: mpsc::UnboundedReceiver<Recorded>,
+    start: Timestamp,
+    jsonl: bool,
+    agent: String,
+) {
+    while let Some(rec) = rx.recv().await {
+        let at_ms = rec.at.duration_since(start).as_millis().max(0);
+        let line = if jsonl {
+            Some(json_event(&rec.action, at_ms).to_string())
+        } else {
+            human_event(&rec.action, at_ms, &agent)
+        };
+        if let Some(line) = line {
+            emit_line(&line);
+        }
+    }
+}
+
+/// The `--jsonl` output object of an action.
+pub fn json_event(action: &Action, at_ms: i128) -> Value {
+    let mut v = match action {
+        Action::Inbound { message, .. } => json!({
+            "event": "inbound", "id": message.id, "from": message.sender.name,
+            "text": message.text, "reply_to": message.reply_to,
+        }),
+        Action::Send { message, .. } => json!({
+            "event": "send", "id": message.id, "text": message.text, "reply_to": message.reply_to,
+        }),
+        Action::Sticker {
+            message, sticker, ..
+        } => json!({
+            "event": "sticker", "id": message.id, "set": sticker.set, "name": sticker.name,
+            "reply_to": message.reply_to,
+        }),
+        Action::React {
+            message_id, emoji, ..
+        } => json!({"event": "react", "message_id": message_id, "emoji": emoji}),
+        Action::Typing { .. } => json!({"event": "typing"}),
+        Action::Read { upto, .. } => json!({"event": "read", "upto": upto}),
+        Action::Block { .. } => json!({"event": "block"}),
+        Action::Unblock { .. } => json!({"event": "unblock"}),
+        Action::Clear { .. } => json!({"event": "clear"}),
+    };
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("at_ms".into(), Value::from(at_ms as i64));
+    }
+    v
+}
+
+fn human_event(action: &Action, at_ms: i128, agent: &str) -> Option<String> {
+    let t = format!("[{:>7.1}s]", at_ms as f64 / 1000.0);
+    let reply =
+        |r: &Option<MessageId>| r.map(|id| format!(" (reply to #{id})")).unwrap_or_default();
+    Some(match action {
+        // Echoed with its id, so replies and reactions can be followed.
+        Action::Inbound { message, .. } => {
+            format!(
+                "{t} #{} {}: {}",
+                message.id, message.sender.name, message.text
+            )
+        }
+        Action::Send { message, .. } => format!(
+            "{t} #{} {agent}{}: {}",
+            message.id,
+            reply(&message.reply_to),
+            message.text
+        ),
+        Action::Sticker {
+            message, sticker, ..
+        } => format!(
+            "{t} #{} {agent}{} sends sticker {} / {}",
+            message.id,
+            reply(&message.reply_to),
+            sticker.set,
+            sticker.name
+        ),
+        Action::React {
+            message_id, emoji, ..
+        } => format!("{t} {agent} reacts {emoji} to #{message_id}"),
+        Action::Typing { .. } => format!("{t} {agent} is typing..."),
+        Action::Read { .. } => return None,
+        Action::Block { .. } => format!("{t} {agent} blocked you"),
+        Action::Unblock { .. } => format!("{t} {agent} unblocked you"),
+        Action::Clear { .. } => format!("{t} {agent} cleared the conversation"),
+    })
+}

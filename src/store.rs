@@ -274,9 +274,7 @@ impl GraphStore {
         let mut removed = 0;
         for file in self.scan()? {
             let matches = match &file.graph {
-                Ok(g) => {
-                    agent.is_none_or(|a| a == g.agent) && chat.is_none_or(|c| c == g.chat.id)
-                }
+                Ok(g) => agent.is_none_or(|a| a == g.agent) && chat.is_none_or(|c| c == g.chat.id),
                 // Unreadable files are only cleared by a clear-everything request.
                 Err(_) => agent.is_none() && chat.is_none(),
             };

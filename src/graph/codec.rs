@@ -207,7 +207,10 @@ mod tests {
         let json_end = text.rfind('}').unwrap_or(0);
         for cut in 0..=json_end {
             if text.is_char_boundary(cut) {
-                assert!(decode(&text[..cut]).is_err(), "prefix of {cut} bytes parsed");
+                assert!(
+                    decode(&text[..cut]).is_err(),
+                    "prefix of {cut} bytes parsed"
+                );
             }
         }
     }

@@ -243,10 +243,9 @@ impl TaskGraph {
     }
 
     fn deps_done(&self, task: &Task) -> bool {
-        task.depends_on.iter().all(|d| {
-            self.task(d)
-                .is_some_and(|t| t.status == TaskStatus::Done)
-        })
+        task.depends_on
+            .iter()
+            .all(|d| self.task(d).is_some_and(|t| t.status == TaskStatus::Done))
     }
 
     /// Fixes the deadline of every `wait` whose dependencies just finished (now + delay).
@@ -447,7 +446,10 @@ mod tests {
         let g = graph();
         assert!(g.ready_task(at(1)).is_none());
         assert_eq!(g.next_deadline(), Some(at(2)));
-        assert_eq!(g.ready_task(at(2)).map(|t| t.kind), Some(TaskKind::Received));
+        assert_eq!(
+            g.ready_task(at(2)).map(|t| t.kind),
+            Some(TaskKind::Received)
+        );
     }
 
     #[test]
@@ -478,7 +480,9 @@ mod tests {
         assert!(g.ready_task(at(11)).is_none());
         let ready = g.ready_task(at(12)).map(|t| t.id.clone());
         assert!(
-            ready.as_deref().is_some_and(|id| id.starts_with("retry-1-")),
+            ready
+                .as_deref()
+                .is_some_and(|id| id.starts_with("retry-1-")),
             "the retry wait runs first, got {ready:?}"
         );
         assert_eq!(

@@ -9,9 +9,10 @@ pub struct React;
 impl TaskHandler for React {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {
         Box::pin(async move {
-            let (Some(message), Some(emoji)) =
-                (ctx.task.param_i64("message_id"), ctx.task.param_str("emoji"))
-            else {
+            let (Some(message), Some(emoji)) = (
+                ctx.task.param_i64("message_id"),
+                ctx.task.param_str("emoji"),
+            ) else {
                 return Err(TaskError::Permanent(
                     "react task needs `message_id` and `emoji`".into(),
                 ));

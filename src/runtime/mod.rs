@@ -86,7 +86,7 @@ impl RuntimeHandle {
         self.queue.push(Event::Inbound {
             agent: agent.to_string(),
             chat,
-            message,
+            message: Box::new(message),
             trigger,
         });
     }
@@ -392,7 +392,7 @@ impl Runtime {
         &mut self,
         agent: String,
         chat: Chat,
-        message: Message,
+        message: Box<Message>,
         trigger: bool,
     ) -> Result<(), RuntimeError> {
         if !self.agents.contains_key(&agent) {
@@ -613,4 +613,3 @@ impl Runtime {
         after.or_else(|| self.graphs.iter().find_map(eligible))
     }
 }
-

@@ -20,7 +20,7 @@ pub enum Event {
     Inbound {
         agent: String,
         chat: Chat,
-        message: Message,
+        message: Box<Message>,
         /// Whether the message should (re)plan the conversation.
         trigger: bool,
     },

@@ -41,6 +41,11 @@ pub enum Op {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Action {
+    /// A message from someone else, put in by [`MemoryTelegram::inject`].
+    Inbound {
+        chat: ChatId,
+        message: Message,
+    },
     Send {
         chat: ChatId,
         message: Message,
@@ -253,11 +258,25 @@ impl MemoryTelegram {
             msg
         };
         self.persist(chat).await?;
+        self.record(Action::Inbound {
+            chat,
+            message: msg.clone(),
+        });
         Ok(msg)
     }
 
+    /// Stops sending actions to the observer (its channel closes).
+    pub fn stop_observing(&self) {
+        *self.observer.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
     fn take_fault(&self, op: Op) -> TgResult<()> {
-        match self.lock().faults.get_mut(&op).and_then(VecDeque::pop_front) {
+        match self
+            .lock()
+            .faults
+            .get_mut(&op)
+            .and_then(VecDeque::pop_front)
+        {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -423,9 +442,12 @@ impl Telegram for MemoryTelegram {
         let emoji = emoji.to_string();
         Box::pin(async move {
             self.take_fault(Op::React)?;
-            let exists = self.with_chat(chat, |log| log.messages.iter().any(|m| m.id == message))?;
+            let exists =
+                self.with_chat(chat, |log| log.messages.iter().any(|m| m.id == message))?;
             if !exists {
-                return Err(TelegramError::Invalid(format!("no message {message} in chat {chat}")));
+                return Err(TelegramError::Invalid(format!(
+                    "no message {message} in chat {chat}"
+                )));
             }
             self.record(Action::React {
                 chat,
