@@ -127,14 +127,18 @@ impl VirtualInner {
         if !st.auto_advance || st.holds > 0 {
             return;
         }
-        while let Some(&(at, _)) = st.sleepers.keys().next() {
-            if at > st.now {
-                st.now = at;
+        while let Some((&key, tx)) = st.sleepers.iter().next() {
+            if tx.is_closed() {
+                // A cancelled sleeper (a timeout that lost its race) must not move time.
+                st.sleepers.remove(&key);
+                continue;
+            }
+            if key.0 > st.now {
+                st.now = key.0;
             }
             if self.wake_due(st) > 0 {
                 return;
             }
-            // Every due sleeper had been cancelled; look further ahead.
         }
     }
 
@@ -239,6 +243,14 @@ pub fn sleep(clock: &dyn Clock, d: Duration) -> BoxFuture<'static, Hold> {
     clock.sleep_until(add(clock.now(), d))
 }
 
+/// Sleeps for `d`, giving up `hold` only once the sleeper is registered, so a virtual clock
+/// cannot jump past this deadline in between. Returns the hold handed over at wake-up.
+pub async fn sleep_releasing(clock: &dyn Clock, d: Duration, hold: Option<Hold>) -> Hold {
+    let wake = sleep(clock, d);
+    drop(hold);
+    wake.await
+}
+
 /// Shared handle to whichever clock the process runs on.
 pub type SharedClock = Arc<dyn Clock>;
 
@@ -277,6 +289,15 @@ mod tests {
         drop(held);
         let _h = later.await;
         assert_eq!(clock.now(), add(t0(), Duration::from_secs(2)));
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_timeout_does_not_move_time() {
+        let clock = VirtualClock::new(t0(), true);
+        let held = clock.hold();
+        drop(clock.sleep_until(add(t0(), Duration::from_secs(180))));
+        drop(held);
+        assert_eq!(clock.now(), t0());
     }
 
     #[tokio::test]

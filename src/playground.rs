@@ -231,8 +231,9 @@ impl Driver<'_> {
             };
             if !pending.after.is_zero() {
                 // Let time pass (virtual in fast mode): the persona may act meanwhile.
-                drop(hold.take());
-                *hold = Some(clock::sleep(self.clock.as_ref(), pending.after).await);
+                let taken = hold.take();
+                *hold =
+                    Some(clock::sleep_releasing(self.clock.as_ref(), pending.after, taken).await);
             }
             self.deliver(pending).await;
         }

@@ -47,13 +47,18 @@ pub struct Status {
     pub in_flight: usize,
     /// Graphs kept on disk for agents that are not running.
     pub orphaned: usize,
+    /// Persisted graphs have been loaded and the loop is running.
+    pub started: bool,
+    /// Events applied so far (compare with the queue's push count).
+    pub applied: u64,
     /// The loop has ended.
     pub stopped: bool,
 }
 
 impl Status {
+    /// Running, with no graph left to work on and nothing in flight.
     pub fn idle(&self) -> bool {
-        self.graphs == 0 && self.in_flight == 0
+        self.started && self.graphs == 0 && self.in_flight == 0
     }
 }
 
@@ -108,7 +113,7 @@ impl RuntimeHandle {
         loop {
             {
                 let st = rx.borrow_and_update();
-                if st.stopped || (st.idle() && self.queue.is_empty()) {
+                if st.stopped || (st.idle() && st.applied == self.queue.pushed()) {
                     return;
                 }
             }
@@ -152,6 +157,7 @@ pub struct Runtime {
     cursor: Option<ConversationKey>,
     /// Set once shutdown began: the reason and the end of the grace period.
     stopping: Option<(String, Timestamp)>,
+    applied: u64,
 }
 
 impl Runtime {
@@ -180,6 +186,7 @@ impl Runtime {
             in_flight: HashMap::new(),
             cursor: None,
             stopping: None,
+            applied: 0,
         }
     }
 
@@ -211,6 +218,7 @@ impl Runtime {
             let hold = self.clock.hold();
             drop(wake.take());
             let (events, queued_hold) = self.queue.drain();
+            self.applied += events.len() as u64;
             for event in events {
                 self.apply(event).await?;
             }
@@ -240,18 +248,20 @@ impl Runtime {
             }
             let deadline = self.next_deadline();
             self.publish();
-            drop(hold);
-            wake = self.sleep(deadline).await;
+            wake = self.sleep(deadline, hold).await;
         }
     }
 
     /// Sleeps until an event arrives or the deadline passes; returns the clock's wake hold.
-    async fn sleep(&self, deadline: Option<Timestamp>) -> Option<Hold> {
-        match deadline {
-            Some(at) => {
+    /// The loop's own hold is released only after the sleeper is registered.
+    async fn sleep(&self, deadline: Option<Timestamp>, hold: Hold) -> Option<Hold> {
+        let timer = deadline.map(|at| self.clock.sleep_until(at));
+        drop(hold);
+        match timer {
+            Some(timer) => {
                 tokio::select! {
                     () = self.queue.notified() => None,
-                    hold = self.clock.sleep_until(at) => Some(hold),
+                    hold = timer => Some(hold),
                 }
             }
             None => {
@@ -267,10 +277,14 @@ impl Runtime {
         if let Some((_, grace_end)) = &self.stopping {
             return Some(*grace_end);
         }
+        // Deadlines already passed belong to ready tasks waiting for a free slot; a finishing
+        // task wakes the loop for those.
+        let now = self.clock.now();
         self.graphs
             .iter()
             .filter(|(k, _)| !self.in_flight.contains_key(*k))
             .filter_map(|(_, g)| g.next_deadline())
+            .filter(|at| *at > now)
             .min()
     }
 
@@ -279,6 +293,8 @@ impl Runtime {
             graphs: self.graphs.len(),
             in_flight: self.in_flight.len(),
             orphaned: self.orphans.len(),
+            started: true,
+            applied: self.applied,
             stopped: false,
         };
         self.status_tx.send_replace(status);

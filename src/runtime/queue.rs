@@ -38,6 +38,7 @@ pub enum Event {
 struct Inner {
     events: VecDeque<Event>,
     hold: Option<Hold>,
+    pushed: u64,
 }
 
 /// The queue itself. Shared by `Arc` between the runtime and its handles.
@@ -53,6 +54,7 @@ impl WorkQueue {
             inner: Mutex::new(Inner {
                 events: VecDeque::new(),
                 hold: None,
+                pushed: 0,
             }),
             notify: Notify::new(),
             clock,
@@ -71,6 +73,7 @@ impl WorkQueue {
                 inner.hold = Some(self.clock.hold());
             }
             inner.events.push_back(event);
+            inner.pushed += 1;
         }
         self.notify.notify_one();
     }
@@ -81,8 +84,10 @@ impl WorkQueue {
         (inner.events.drain(..).collect(), inner.hold.take())
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.lock().events.is_empty()
+    /// How many events were ever pushed; the loop reports how many it has applied, so a
+    /// watcher can tell whether everything pushed so far has been looked at.
+    pub fn pushed(&self) -> u64 {
+        self.lock().pushed
     }
 
     /// Resolves when something was pushed since the last call.

@@ -37,6 +37,15 @@ pub enum Op {
     Download,
 }
 
+/// Makes calls of one operation stop until the test lets them through.
+#[derive(Debug, Default)]
+pub struct Gate {
+    /// Signalled each time a call reaches the gate.
+    pub entered: tokio::sync::Notify,
+    /// Signal once per call to let it continue.
+    pub release: tokio::sync::Notify,
+}
+
 /// An outbound action as recorded by the fake.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -115,6 +124,7 @@ struct State {
     chats: BTreeMap<ChatId, ChatLog>,
     actions: Vec<Recorded>,
     faults: HashMap<Op, VecDeque<TelegramError>>,
+    gates: HashMap<Op, Arc<Gate>>,
     media: HashMap<String, Vec<u8>>,
 }
 
@@ -270,6 +280,26 @@ impl MemoryTelegram {
         *self.observer.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }
 
+    /// From now on every call of `op` waits at the returned gate.
+    pub fn gate(&self, op: Op) -> Arc<Gate> {
+        Arc::clone(self.lock().gates.entry(op).or_default())
+    }
+
+    /// Removes the gate of `op`.
+    pub fn ungate(&self, op: Op) {
+        self.lock().gates.remove(&op);
+    }
+
+    /// Passes the gate of `op` (if any), then any injected fault.
+    async fn enter(&self, op: Op) -> TgResult<()> {
+        let gate = self.lock().gates.get(&op).cloned();
+        if let Some(gate) = gate {
+            gate.entered.notify_one();
+            gate.release.notified().await;
+        }
+        self.take_fault(op)
+    }
+
     fn take_fault(&self, op: Op) -> TgResult<()> {
         match self
             .lock()
@@ -381,14 +411,14 @@ impl Telegram for MemoryTelegram {
 
     fn chat(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Chat>> {
         Box::pin(async move {
-            self.take_fault(Op::Chat)?;
+            self.enter(Op::Chat).await?;
             self.with_chat(chat, |log| log.chat.clone())
         })
     }
 
     fn send_text(&self, msg: OutgoingText) -> BoxFuture<'_, TgResult<Message>> {
         Box::pin(async move {
-            self.take_fault(Op::SendText)?;
+            self.enter(Op::SendText).await?;
             let (sent, fresh) = self
                 .post(msg.chat, msg.idempotency_key, msg.text, msg.reply_to, None)
                 .await?;
@@ -404,7 +434,7 @@ impl Telegram for MemoryTelegram {
 
     fn send_sticker(&self, msg: OutgoingSticker) -> BoxFuture<'_, TgResult<Message>> {
         Box::pin(async move {
-            self.take_fault(Op::SendSticker)?;
+            self.enter(Op::SendSticker).await?;
             let media = MediaInfo {
                 kind: super::MediaKind::Sticker,
                 unique_id: format!("sticker:{}:{}", msg.sticker.set, msg.sticker.name),
@@ -441,7 +471,7 @@ impl Telegram for MemoryTelegram {
     fn react(&self, chat: ChatId, message: MessageId, emoji: &str) -> BoxFuture<'_, TgResult<()>> {
         let emoji = emoji.to_string();
         Box::pin(async move {
-            self.take_fault(Op::React)?;
+            self.enter(Op::React).await?;
             let exists =
                 self.with_chat(chat, |log| log.messages.iter().any(|m| m.id == message))?;
             if !exists {
@@ -460,7 +490,7 @@ impl Telegram for MemoryTelegram {
 
     fn typing(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
-            self.take_fault(Op::Typing)?;
+            self.enter(Op::Typing).await?;
             self.with_chat(chat, |_| ())?;
             self.record(Action::Typing { chat });
             Ok(())
@@ -469,7 +499,7 @@ impl Telegram for MemoryTelegram {
 
     fn mark_read(&self, chat: ChatId, upto: MessageId) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
-            self.take_fault(Op::MarkRead)?;
+            self.enter(Op::MarkRead).await?;
             self.with_chat(chat, |log| log.read_upto = Some(upto))?;
             self.record(Action::Read { chat, upto });
             Ok(())
@@ -478,7 +508,7 @@ impl Telegram for MemoryTelegram {
 
     fn block(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
-            self.take_fault(Op::Block)?;
+            self.enter(Op::Block).await?;
             self.with_chat(chat, |log| log.blocked = true)?;
             self.persist(chat).await?;
             self.record(Action::Block { chat });
@@ -488,7 +518,7 @@ impl Telegram for MemoryTelegram {
 
     fn unblock(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
-            self.take_fault(Op::Unblock)?;
+            self.enter(Op::Unblock).await?;
             self.with_chat(chat, |log| log.blocked = false)?;
             self.persist(chat).await?;
             self.record(Action::Unblock { chat });
@@ -498,7 +528,7 @@ impl Telegram for MemoryTelegram {
 
     fn delete_history(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
-            self.take_fault(Op::DeleteHistory)?;
+            self.enter(Op::DeleteHistory).await?;
             self.with_chat(chat, |log| log.messages.clear())?;
             self.persist(chat).await?;
             self.record(Action::Clear { chat });
@@ -508,7 +538,7 @@ impl Telegram for MemoryTelegram {
 
     fn fetch_history(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, TgResult<Vec<Message>>> {
         Box::pin(async move {
-            self.take_fault(Op::FetchHistory)?;
+            self.enter(Op::FetchHistory).await?;
             self.with_chat(chat, |log| {
                 let skip = log.messages.len().saturating_sub(limit);
                 log.messages[skip..].to_vec()
@@ -523,7 +553,7 @@ impl Telegram for MemoryTelegram {
         max_bytes: u64,
     ) -> BoxFuture<'_, TgResult<Vec<u8>>> {
         Box::pin(async move {
-            self.take_fault(Op::Download)?;
+            self.enter(Op::Download).await?;
             let uid = self
                 .with_chat(chat, |log| {
                     log.messages

@@ -1,0 +1,297 @@
+//! Test harness: the real runtime on the in-memory Telegram, a scripted planner and a
+//! virtual clock that only moves when everything has settled (so tests never sleep).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use personad::clock::{self, BoxFuture, SharedClock, VirtualClock};
+use personad::config::RuntimeConfig;
+use personad::persona::{self, Persona};
+use personad::planner::{Action, PlanError, PlanRequest, Planner};
+use personad::runtime::{AgentHandle, Runtime, RuntimeError, RuntimeHandle, StopReport};
+use personad::store::{GraphStore, StateDir};
+use personad::telegram::memory::{Incoming, MemoryTelegram};
+use personad::telegram::{Chat, ChatId, ChatKind, Message};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+pub type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+pub fn t0() -> Timestamp {
+    Timestamp::from_second(1_750_000_000).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+pub fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// Elapsed time since `t0()`, in milliseconds.
+pub fn ms_since_t0(t: Timestamp) -> i64 {
+    t.duration_since(t0()).as_millis() as i64
+}
+
+/// What a scripted planner does with one request.
+pub type Script = dyn Fn(&PlanRequest<'_>, usize) -> Result<Vec<Action>, PlanError> + Send + Sync;
+
+/// A planner driven by a closure, counting its calls; optionally blocking each call until
+/// the test releases it.
+pub struct ScriptedPlanner {
+    script: Box<Script>,
+    calls: AtomicUsize,
+    gate: Option<Arc<Notify>>,
+    entered: Notify,
+    seen: Mutex<Vec<(ChatId, usize)>>,
+}
+
+impl ScriptedPlanner {
+    pub fn new(
+        f: impl Fn(&PlanRequest<'_>, usize) -> Result<Vec<Action>, PlanError> + Send + Sync + 'static,
+    ) -> ScriptedPlanner {
+        ScriptedPlanner {
+            script: Box::new(f),
+            calls: AtomicUsize::new(0),
+            gate: None,
+            entered: Notify::new(),
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every call waits for `gate.notify_one()` before answering.
+    pub fn gated(mut self, gate: Arc<Notify>) -> ScriptedPlanner {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// Resolves once a call has reached the planner (since the last time this resolved).
+    pub async fn entered(&self) {
+        self.entered.notified().await
+    }
+
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// (chat, history length) of every call, in order.
+    pub fn seen(&self) -> Vec<(ChatId, usize)> {
+        self.seen.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
+impl Planner for ScriptedPlanner {
+    fn plan<'a>(&'a self, req: PlanRequest<'a>) -> BoxFuture<'a, Result<Vec<Action>, PlanError>> {
+        Box::pin(async move {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst);
+            if let Ok(mut seen) = self.seen.lock() {
+                seen.push((req.chat.id, req.history.len()));
+            }
+            self.entered.notify_one();
+            if let Some(gate) = &self.gate {
+                gate.notified().await;
+            }
+            (self.script)(&req, n)
+        })
+    }
+}
+
+/// A planner that answers every message with one text.
+pub fn reply_with(text: &'static str) -> ScriptedPlanner {
+    ScriptedPlanner::new(move |_, _| {
+        Ok(vec![Action::Send {
+            text: text.to_string(),
+            reply_to: None,
+        }])
+    })
+}
+
+pub fn send(text: &str) -> Action {
+    Action::Send {
+        text: text.to_string(),
+        reply_to: None,
+    }
+}
+
+/// A minimal persona, parsed through the real parser.
+pub fn persona(name: &str) -> Persona {
+    let src = format!(
+        "# Agent Name\n{name}\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nBe yourself.\n"
+    );
+    persona::parse_persona(Path::new("test.md"), &src, &[])
+        .persona
+        .unwrap_or_else(|| panic!("test persona {name} must parse"))
+}
+
+pub fn dm(id: i64) -> Chat {
+    Chat {
+        id: ChatId(id),
+        kind: ChatKind::Direct,
+        title: format!("user{id}"),
+    }
+}
+
+pub fn group(id: i64) -> Chat {
+    Chat {
+        id: ChatId(id),
+        kind: ChatKind::Group,
+        title: format!("group{id}"),
+    }
+}
+
+/// Settings for fast tests: defaults except what a test overrides.
+pub fn config() -> RuntimeConfig {
+    RuntimeConfig::default()
+}
+
+/// One running runtime with one agent named "ann".
+pub struct Harness {
+    pub clock: VirtualClock,
+    pub shared_clock: SharedClock,
+    pub telegram: Arc<MemoryTelegram>,
+    pub handle: RuntimeHandle,
+    pub state: PathBuf,
+    pub run: JoinHandle<Result<StopReport, RuntimeError>>,
+    pub planner: Arc<ScriptedPlanner>,
+    /// Keeps virtual time still while the test sets things up.
+    pub hold: Option<personad::clock::Hold>,
+}
+
+pub const AGENT: &str = "ann";
+
+impl Harness {
+    /// Starts the runtime at `start` on a state dir, holding the clock until `release()`.
+    pub fn start_at(
+        state: &Path,
+        planner: ScriptedPlanner,
+        config: RuntimeConfig,
+        chats: &[Chat],
+        start: Timestamp,
+    ) -> Harness {
+        let clock = VirtualClock::new(start, true);
+        let shared: SharedClock = Arc::new(clock.clone());
+        let hold = Some(shared.hold());
+        let telegram = Arc::new(
+            MemoryTelegram::new(AGENT, Arc::clone(&shared), Some(state.join("memory")))
+                .unwrap_or_else(|e| panic!("memory backend: {e}")),
+        );
+        for c in chats {
+            telegram.ensure_chat(c.clone());
+        }
+        let planner = Arc::new(planner);
+        let runtime = Runtime::new(
+            config,
+            vec![AgentHandle {
+                persona: Arc::new(persona(AGENT)),
+                telegram: telegram.clone(),
+            }],
+            planner.clone(),
+            GraphStore::new(StateDir::new(state)),
+            Arc::clone(&shared),
+        );
+        let handle = runtime.handle();
+        let run = tokio::spawn(runtime.run());
+        Harness {
+            clock,
+            shared_clock: shared,
+            telegram,
+            handle,
+            state: state.to_path_buf(),
+            run,
+            planner,
+            hold,
+        }
+    }
+
+    pub fn start(
+        state: &Path,
+        planner: ScriptedPlanner,
+        config: RuntimeConfig,
+        chats: &[Chat],
+    ) -> Harness {
+        Harness::start_at(state, planner, config, chats, t0())
+    }
+
+    /// A message from `from` arrives in `chat` now.
+    pub async fn say(&self, chat: &Chat, from: &str, text: &str) -> Message {
+        let msg = self
+            .telegram
+            .inject(
+                chat.id,
+                Incoming {
+                    from: from.to_string(),
+                    text: text.to_string(),
+                    ..Incoming::default()
+                },
+            )
+            .await
+            .unwrap_or_else(|e| panic!("inject: {e}"));
+        self.handle
+            .push_inbound(AGENT, chat.clone(), msg.clone(), true);
+        msg
+    }
+
+    /// Lets virtual time run until `d` from now has passed (everything due earlier runs).
+    pub async fn pass(&mut self, d: Duration) {
+        let hold = clock::sleep_releasing(&self.clock, d, self.hold.take()).await;
+        self.hold = Some(hold);
+    }
+
+    /// Lets time run until no work is left.
+    pub async fn settle(&mut self) {
+        drop(self.hold.take());
+        self.handle.wait_idle().await;
+        self.hold = Some(self.shared_clock.hold());
+    }
+
+    /// Texts sent by the agent, with the chat and the time (ms since t0).
+    pub fn sends(&self) -> Vec<(ChatId, String, i64)> {
+        self.telegram
+            .actions()
+            .into_iter()
+            .filter_map(|r| match r.action {
+                personad::telegram::memory::Action::Send { chat, message } => {
+                    Some((chat, message.text, ms_since_t0(r.at)))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Stops gracefully and waits for the loop to end.
+    pub async fn stop(mut self) -> Result<StopReport, String> {
+        self.handle.shutdown("test over");
+        drop(self.hold.take());
+        match self.run.await {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Simulates a crash: the loop is aborted where it stands; disk keeps what was saved.
+    pub async fn crash(self) {
+        self.run.abort();
+        let _ = self.run.await;
+    }
+}
+
+/// Files below `dir` (recursively), as sorted relative paths.
+pub fn files_below(dir: &Path) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(root, &p, out);
+                } else if let Ok(rel) = p.strip_prefix(root) {
+                    out.push(rel.to_string_lossy().into_owned());
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}

@@ -1,0 +1,361 @@
+//! End-to-end scenarios through the real runtime: in-memory Telegram, scripted planner,
+//! virtual time. Each test names the property it proves.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use personad::clock::Clock;
+use personad::graph::codec;
+use personad::graph::{ConversationKey, Task, TaskGraph, TaskKind, TaskStatus};
+use personad::planner::{Action, PlanError};
+use personad::store::{GraphStore, StateDir};
+use personad::telegram::memory::Op;
+use personad::telegram::{ChatId, TelegramError};
+use personad::telegram::{OutgoingText, Telegram};
+use serde_json::Map;
+use tokio::sync::Notify;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dm_gets_an_answer_after_the_debounce_window() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(10);
+    let mut h = Harness::start(dir.path(), reply_with("hello!"), config(), &[chat.clone()]);
+    h.say(&chat, "Bob", "hi").await;
+    h.settle().await;
+    assert_eq!(h.sends(), vec![(ChatId(10), "hello!".to_string(), 2000)]);
+    assert_eq!(h.planner.calls(), 1);
+    // A finished plan leaves no graph file behind.
+    let graphs = files_below(&dir.path().join("graphs"));
+    assert!(graphs.is_empty(), "left over: {graphs:?}");
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_robin_serves_conversations_in_turn() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chats = [dm(1), dm(2), dm(3)];
+    let planner = ScriptedPlanner::new(|req, _| {
+        let c = req.chat.id.0;
+        Ok((1..=3).map(|i| send(&format!("{c}.{i}"))).collect())
+    });
+    let mut cfg = config();
+    cfg.max_in_flight = 1; // one task at a time makes the tick order visible
+    let mut h = Harness::start(dir.path(), planner, cfg, &chats);
+    for c in &chats {
+        h.say(c, "Bob", "hi").await;
+    }
+    h.settle().await;
+    let order: Vec<String> = h.sends().into_iter().map(|(_, t, _)| t).collect();
+    assert_eq!(
+        order,
+        [
+            "1.1", "2.1", "3.1", "1.2", "2.2", "3.2", "1.3", "2.3", "3.3"
+        ],
+        "each conversation gets one task per round"
+    );
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_inside_the_debounce_window_costs_one_plan() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(5);
+    let mut h = Harness::start(dir.path(), reply_with("ok"), config(), &[chat.clone()]);
+    for i in 0..5 {
+        h.say(&chat, "Bob", &format!("part {i}")).await;
+        h.pass(secs(1)).await; // 1 s apart: each inside the 2 s window of the previous
+    }
+    h.settle().await;
+    assert_eq!(h.planner.calls(), 1, "one plan for the whole burst");
+    assert_eq!(
+        h.planner.seen(),
+        vec![(ChatId(5), 5)],
+        "the plan saw all five messages"
+    );
+    // The last message arrived at 4 s; planning waited 2 s of quiet.
+    assert_eq!(h.sends(), vec![(ChatId(5), "ok".to_string(), 6000)]);
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_message_abandons_the_planning_in_flight() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(7);
+    let gate = Arc::new(Notify::new());
+    let planner =
+        ScriptedPlanner::new(|_, n| Ok(vec![send(&format!("plan {n}"))])).gated(gate.clone());
+    let mut h = Harness::start(dir.path(), planner, config(), &[chat.clone()]);
+    h.say(&chat, "Bob", "first").await;
+    h.pass(secs(2)).await; // planning of "first" starts at 2 s and blocks in the planner
+    h.planner.entered().await;
+    h.say(&chat, "Bob", "second").await;
+    gate.notify_one(); // whatever the abandoned call would return must never be carried out
+    h.settle().await;
+    assert_eq!(h.planner.calls(), 2);
+    let sends = h.sends();
+    assert_eq!(
+        sends,
+        vec![(ChatId(7), "plan 1".to_string(), 4000)],
+        "only the newest plan is carried out, 2 s after the second message"
+    );
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_result_of_a_superseded_send_is_discarded() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(6);
+    let planner = ScriptedPlanner::new(|_, n| {
+        Ok(match n {
+            0 => vec![send("old one"), send("old two")],
+            _ => vec![send("new")],
+        })
+    });
+    let mut h = Harness::start(dir.path(), planner, config(), &[chat.clone()]);
+    let gate = h.telegram.gate(Op::SendText);
+    h.say(&chat, "Bob", "hi").await;
+    h.pass(secs(2)).await;
+    gate.entered.notified().await; // "old one" is in flight, stopped inside Telegram
+    h.say(&chat, "Bob", "actually...").await;
+    h.telegram.ungate(Op::SendText);
+    gate.release.notify_one();
+    h.settle().await;
+    let texts: Vec<String> = h.sends().into_iter().map(|(_, t, _)| t).collect();
+    assert_eq!(
+        texts,
+        vec!["old one".to_string(), "new".to_string()],
+        "the send in flight completes; the rest of its plan is gone"
+    );
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_side_effect_in_flight_finishes_but_the_rest_of_its_plan_is_dropped() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(8);
+    let planner = ScriptedPlanner::new(|_, n| {
+        Ok(match n {
+            0 => vec![
+                send("old one"),
+                Action::Wait { secs: 30.0 },
+                send("old two"),
+            ],
+            _ => vec![send("new")],
+        })
+    });
+    let mut h = Harness::start(dir.path(), planner, config(), &[chat.clone()]);
+    h.say(&chat, "Bob", "hi").await;
+    h.pass(secs(10)).await; // "old one" sent, the 30 s wait is running
+    h.say(&chat, "Bob", "wait, something else").await;
+    h.settle().await;
+    let texts: Vec<String> = h.sends().into_iter().map(|(_, t, _)| t).collect();
+    assert_eq!(texts, vec!["old one".to_string(), "new".to_string()]);
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_resumes_after_a_crash_with_its_remaining_time() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(9);
+    let planner = ScriptedPlanner::new(|_, _| Ok(vec![Action::Wait { secs: 60.0 }, send("late")]));
+    let mut h = Harness::start(dir.path(), planner, config(), &[chat.clone()]);
+    h.say(&chat, "Bob", "ping").await;
+    // Planning at 2 s arms the wait until 62 s. Crash at 42 s, with 20 s left.
+    h.pass(secs(42)).await;
+    let key = ConversationKey::new(AGENT, ChatId(9));
+    let path = StateDir::new(dir.path()).graph_path(&key);
+    let saved = codec::decode(&std::fs::read_to_string(&path)?)?;
+    let wait = saved
+        .tasks
+        .iter()
+        .find(|t| t.kind == TaskKind::Wait)
+        .ok_or("wait task persisted")?;
+    assert_eq!(wait.not_before.map(ms_since_t0), Some(62_000));
+    assert!(h.sends().is_empty());
+    h.crash().await;
+
+    // Restart 42 s after t0: the wait still has 20 s to go.
+    let restart_at = personad::clock::add(t0(), secs(42));
+    let planner =
+        ScriptedPlanner::new(|_, _| Err(PlanError::Permanent("no replanning expected".into())));
+    let mut h = Harness::start_at(dir.path(), planner, config(), &[chat.clone()], restart_at);
+    h.settle().await;
+    assert_eq!(h.sends(), vec![(ChatId(9), "late".to_string(), 62_000)]);
+    assert_eq!(h.planner.calls(), 0);
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_task_is_retried_then_its_graph_dropped() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(11);
+    let mut cfg = config();
+    cfg.retry.max_attempts = 3;
+    let mut h = Harness::start(
+        dir.path(),
+        reply_with("never arrives"),
+        cfg,
+        &[chat.clone()],
+    );
+    for _ in 0..3 {
+        h.telegram.fail_next(
+            Op::SendText,
+            TelegramError::Network("connection reset".into()),
+        );
+    }
+    h.say(&chat, "Bob", "hi").await;
+    h.settle().await;
+    assert!(h.sends().is_empty());
+    // Attempts at 2 s, 12 s and 22 s; the third failure drops the graph.
+    assert_eq!(ms_since_t0(h.clock.now()), 22_000);
+    assert!(
+        files_below(&dir.path().join("graphs")).is_empty(),
+        "dropped graph is deleted"
+    );
+    // A fourth attempt would have succeeded: nothing else was queued.
+    h.say(&chat, "Bob", "again").await;
+    h.settle().await;
+    assert_eq!(h.sends().len(), 1, "a new message plans afresh");
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permanent_error_drops_the_graph_without_retrying() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(12);
+    let mut h = Harness::start(dir.path(), reply_with("x"), config(), &[chat.clone()]);
+    h.telegram.fail_next(
+        Op::SendText,
+        TelegramError::Forbidden("CHAT_WRITE_FORBIDDEN".into()),
+    );
+    h.say(&chat, "Bob", "hi").await;
+    h.settle().await;
+    assert!(h.sends().is_empty());
+    assert_eq!(ms_since_t0(h.clock.now()), 2000, "no retry wait happened");
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_graph_file_is_quarantined_and_the_others_load() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (good, bad) = (dm(21), dm(22));
+    // First run: leave a pending plan for `good` on disk.
+    let planner =
+        ScriptedPlanner::new(|_, _| Ok(vec![Action::Wait { secs: 100.0 }, send("resumed")]));
+    let mut h = Harness::start(dir.path(), planner, config(), &[good.clone(), bad.clone()]);
+    h.say(&good, "Bob", "hi").await;
+    h.pass(secs(5)).await;
+    h.crash().await;
+    let layout = StateDir::new(dir.path());
+    let bad_path = layout.graph_path(&ConversationKey::new(AGENT, ChatId(22)));
+    std::fs::write(&bad_path, "# Task graph\n\n```json\n{ not json\n```\n")?;
+    let stale = bad_path.with_file_name(".personad-tmp-leftover");
+    std::fs::write(&stale, "half a file")?;
+
+    let planner = ScriptedPlanner::new(|_, _| Ok(vec![]));
+    let mut h = Harness::start_at(
+        dir.path(),
+        planner,
+        config(),
+        &[good.clone(), bad.clone()],
+        personad::clock::add(t0(), secs(5)),
+    );
+    h.settle().await;
+    assert_eq!(
+        h.sends().into_iter().map(|(_, t, _)| t).collect::<Vec<_>>(),
+        vec!["resumed".to_string()]
+    );
+    let quarantined = files_below(&dir.path().join("quarantine"));
+    assert_eq!(quarantined.len(), 1, "{quarantined:?}");
+    assert!(quarantined[0].ends_with("--22.md"), "{quarantined:?}");
+    let kept = std::fs::read_to_string(dir.path().join("quarantine").join(&quarantined[0]))?;
+    assert!(
+        kept.contains("{ not json"),
+        "quarantined content is kept as it was"
+    );
+    assert!(!bad_path.exists() && !stale.exists());
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_interrupted_after_it_reached_telegram_is_not_repeated() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(31);
+    // The state a crash leaves between "sent" and "marked done": the send task is active on
+    // disk, and Telegram already has the message under the task's idempotency key.
+    let now = t0();
+    let mut g = TaskGraph::with_received(AGENT, chat.clone(), now, Map::new(), now);
+    g.tasks[0].status = TaskStatus::Done;
+    let key = 4242_i64;
+    let mut p = Map::new();
+    p.insert("text".into(), "only once".into());
+    p.insert("idempotency_key".into(), key.into());
+    let mut send_task = Task::new(TaskKind::Send, p, now);
+    send_task.status = TaskStatus::Active;
+    let first = g.tasks[0].id.clone();
+    g.append_chain(&first, vec![send_task]);
+    GraphStore::new(StateDir::new(dir.path())).save(&g)?;
+
+    let mut h = Harness::start(dir.path(), reply_with("unused"), config(), &[chat.clone()]);
+    h.telegram
+        .send_text(OutgoingText {
+            chat: chat.id,
+            text: "only once".into(),
+            reply_to: None,
+            idempotency_key: key,
+        })
+        .await?;
+    h.settle().await;
+    let outgoing = h
+        .telegram
+        .transcript(chat.id)
+        .into_iter()
+        .filter(|m| m.outgoing)
+        .count();
+    assert_eq!(
+        outgoing, 1,
+        "the resumed send reused its key and posted nothing new"
+    );
+    assert_eq!(h.sends().len(), 1);
+    assert!(
+        files_below(&dir.path().join("graphs")).is_empty(),
+        "the plan completed"
+    );
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_task_stops_the_runtime_after_saving() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(41);
+    let h = Harness::start(dir.path(), reply_with("x"), config(), &[chat.clone()]);
+    // Operators create shutdown tasks; here one is put on disk before the runtime starts.
+    drop(h.stop().await?);
+    let now = t0();
+    let mut g = TaskGraph::with_received(AGENT, chat.clone(), now, Map::new(), now);
+    g.tasks[0].status = TaskStatus::Done;
+    let shutdown = Task::new(TaskKind::Shutdown, Map::new(), now);
+    let first = g.tasks[0].id.clone();
+    g.append_chain(&first, vec![shutdown]);
+    GraphStore::new(StateDir::new(dir.path())).save(&g)?;
+    let mut h = Harness::start(dir.path(), reply_with("x"), config(), &[chat.clone()]);
+    drop(h.hold.take());
+    h.handle.wait_stopped().await;
+    let report = h.run.await??;
+    assert_eq!(report.reason, "shutdown task");
+    assert!(files_below(&dir.path().join("graphs")).is_empty());
+    Ok(())
+}
