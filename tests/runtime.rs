@@ -21,7 +21,12 @@ use tokio::sync::Notify;
 async fn a_dm_gets_an_answer_after_the_debounce_window() -> TestResult {
     let dir = tempfile::tempdir()?;
     let chat = dm(10);
-    let mut h = Harness::start(dir.path(), reply_with("hello!"), config(), &[chat.clone()]);
+    let mut h = Harness::start(
+        dir.path(),
+        reply_with("hello!"),
+        config(),
+        std::slice::from_ref(&chat),
+    );
     h.say(&chat, "Bob", "hi").await;
     h.settle().await;
     assert_eq!(h.sends(), vec![(ChatId(10), "hello!".to_string(), 2000)]);
@@ -64,7 +69,12 @@ async fn round_robin_serves_conversations_in_turn() -> TestResult {
 async fn a_burst_inside_the_debounce_window_costs_one_plan() -> TestResult {
     let dir = tempfile::tempdir()?;
     let chat = dm(5);
-    let mut h = Harness::start(dir.path(), reply_with("ok"), config(), &[chat.clone()]);
+    let mut h = Harness::start(
+        dir.path(),
+        reply_with("ok"),
+        config(),
+        std::slice::from_ref(&chat),
+    );
     for i in 0..5 {
         h.say(&chat, "Bob", &format!("part {i}")).await;
         h.pass(secs(1)).await; // 1 s apart: each inside the 2 s window of the previous
@@ -89,7 +99,7 @@ async fn a_new_message_abandons_the_planning_in_flight() -> TestResult {
     let gate = Arc::new(Notify::new());
     let planner =
         ScriptedPlanner::new(|_, n| Ok(vec![send(&format!("plan {n}"))])).gated(gate.clone());
-    let mut h = Harness::start(dir.path(), planner, config(), &[chat.clone()]);
+    let mut h = Harness::start(dir.path(), planner, config(), std::slice::from_ref(&chat));
     h.say(&chat, "Bob", "first").await;
     h.pass(secs(2)).await; // planning of "first" starts at 2 s and blocks in the planner
     h.planner.entered().await;
@@ -117,7 +127,7 @@ async fn the_result_of_a_superseded_send_is_discarded() -> TestResult {
             _ => vec![send("new")],
         })
     });
-    let mut h = Harness::start(dir.path(), planner, config(), &[chat.clone()]);
+    let mut h = Harness::start(dir.path(), planner, config(), std::slice::from_ref(&chat));
     let gate = h.telegram.gate(Op::SendText);
     h.say(&chat, "Bob", "hi").await;
     h.pass(secs(2)).await;
@@ -150,7 +160,7 @@ async fn a_side_effect_in_flight_finishes_but_the_rest_of_its_plan_is_dropped() 
             _ => vec![send("new")],
         })
     });
-    let mut h = Harness::start(dir.path(), planner, config(), &[chat.clone()]);
+    let mut h = Harness::start(dir.path(), planner, config(), std::slice::from_ref(&chat));
     h.say(&chat, "Bob", "hi").await;
     h.pass(secs(10)).await; // "old one" sent, the 30 s wait is running
     h.say(&chat, "Bob", "wait, something else").await;
@@ -166,7 +176,7 @@ async fn a_wait_resumes_after_a_crash_with_its_remaining_time() -> TestResult {
     let dir = tempfile::tempdir()?;
     let chat = dm(9);
     let planner = ScriptedPlanner::new(|_, _| Ok(vec![Action::Wait { secs: 60.0 }, send("late")]));
-    let mut h = Harness::start(dir.path(), planner, config(), &[chat.clone()]);
+    let mut h = Harness::start(dir.path(), planner, config(), std::slice::from_ref(&chat));
     h.say(&chat, "Bob", "ping").await;
     // Planning at 2 s arms the wait until 62 s. Crash at 42 s, with 20 s left.
     h.pass(secs(42)).await;
@@ -186,7 +196,13 @@ async fn a_wait_resumes_after_a_crash_with_its_remaining_time() -> TestResult {
     let restart_at = personad::clock::add(t0(), secs(42));
     let planner =
         ScriptedPlanner::new(|_, _| Err(PlanError::Permanent("no replanning expected".into())));
-    let mut h = Harness::start_at(dir.path(), planner, config(), &[chat.clone()], restart_at);
+    let mut h = Harness::start_at(
+        dir.path(),
+        planner,
+        config(),
+        std::slice::from_ref(&chat),
+        restart_at,
+    );
     h.settle().await;
     assert_eq!(h.sends(), vec![(ChatId(9), "late".to_string(), 62_000)]);
     assert_eq!(h.planner.calls(), 0);
@@ -204,7 +220,7 @@ async fn a_failing_task_is_retried_then_its_graph_dropped() -> TestResult {
         dir.path(),
         reply_with("never arrives"),
         cfg,
-        &[chat.clone()],
+        std::slice::from_ref(&chat),
     );
     for _ in 0..3 {
         h.telegram.fail_next(
@@ -233,7 +249,12 @@ async fn a_failing_task_is_retried_then_its_graph_dropped() -> TestResult {
 async fn a_permanent_error_drops_the_graph_without_retrying() -> TestResult {
     let dir = tempfile::tempdir()?;
     let chat = dm(12);
-    let mut h = Harness::start(dir.path(), reply_with("x"), config(), &[chat.clone()]);
+    let mut h = Harness::start(
+        dir.path(),
+        reply_with("x"),
+        config(),
+        std::slice::from_ref(&chat),
+    );
     h.telegram.fail_next(
         Op::SendText,
         TelegramError::Forbidden("CHAT_WRITE_FORBIDDEN".into()),
@@ -308,7 +329,12 @@ async fn a_send_interrupted_after_it_reached_telegram_is_not_repeated() -> TestR
     g.append_chain(&first, vec![send_task]);
     GraphStore::new(StateDir::new(dir.path())).save(&g)?;
 
-    let mut h = Harness::start(dir.path(), reply_with("unused"), config(), &[chat.clone()]);
+    let mut h = Harness::start(
+        dir.path(),
+        reply_with("unused"),
+        config(),
+        std::slice::from_ref(&chat),
+    );
     h.telegram
         .send_text(OutgoingText {
             chat: chat.id,
@@ -341,7 +367,12 @@ async fn a_send_interrupted_after_it_reached_telegram_is_not_repeated() -> TestR
 async fn shutdown_task_stops_the_runtime_after_saving() -> TestResult {
     let dir = tempfile::tempdir()?;
     let chat = dm(41);
-    let h = Harness::start(dir.path(), reply_with("x"), config(), &[chat.clone()]);
+    let h = Harness::start(
+        dir.path(),
+        reply_with("x"),
+        config(),
+        std::slice::from_ref(&chat),
+    );
     // Operators create shutdown tasks; here one is put on disk before the runtime starts.
     drop(h.stop().await?);
     let now = t0();
@@ -351,7 +382,12 @@ async fn shutdown_task_stops_the_runtime_after_saving() -> TestResult {
     let first = g.tasks[0].id.clone();
     g.append_chain(&first, vec![shutdown]);
     GraphStore::new(StateDir::new(dir.path())).save(&g)?;
-    let mut h = Harness::start(dir.path(), reply_with("x"), config(), &[chat.clone()]);
+    let mut h = Harness::start(
+        dir.path(),
+        reply_with("x"),
+        config(),
+        std::slice::from_ref(&chat),
+    );
     drop(h.hold.take());
     h.handle.wait_stopped().await;
     let report = h.run.await??;

@@ -1,0 +1,327 @@
+//! The binary as an operator uses it: `check`, `state`, `run`, and the `chat` playground in
+//! JSONL mode on virtual time. Exit codes and the lines operators rely on are asserted.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use jiff::Timestamp;
+use personad::graph::TaskGraph;
+use personad::store::{GraphStore, StateDir};
+use personad::telegram::{Chat, ChatId, ChatKind};
+use serde_json::{Map, Value};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn personad(args: &[&str], cwd: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+    cmd.args(args).current_dir(cwd);
+    for var in [
+        "PERSONAD_AGENTS_DIR",
+        "PERSONAD_PROMPTS_PATH",
+        "PERSONAD_STATE_DIR",
+        "PERSONAD_LOG",
+        "PERSONAD_AGENT",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+fn run(args: &[&str], cwd: &Path) -> Result<Output, std::io::Error> {
+    personad(args, cwd).output()
+}
+
+fn run_with_stdin(
+    args: &[&str],
+    cwd: &Path,
+    input: &str,
+) -> Result<Output, Box<dyn std::error::Error>> {
+    let mut child = personad(args, cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    child
+        .stdin
+        .take()
+        .ok_or("no stdin")?
+        .write_all(input.as_bytes())?;
+    Ok(child.wait_with_output()?)
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn check_accepts_the_shipped_samples() -> TestResult {
+    let out = run(&["check"], &root())?;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("Wren"), "{stdout}");
+    assert!(
+        stdout.contains("+1555*****01"),
+        "phones are masked: {stdout}"
+    );
+    assert!(!stdout.contains("+15550100001"), "{stdout}");
+    Ok(())
+}
+
+#[test]
+fn check_names_file_and_line_of_a_broken_persona_and_fails() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let agents = dir.path().join("agents");
+    std::fs::create_dir_all(&agents)?;
+    std::fs::create_dir_all(dir.path().join("prompts"))?;
+    std::fs::write(
+        agents.join("good.md"),
+        "# Agent Name\nGood\n# Agent Phone\n+15550100009\n# Agent Instructions\nHi.\n",
+    )?;
+    std::fs::write(
+        agents.join("bad.md"),
+        "# Agent Name\nBad\n# Agent Phone\n+15550100008\n# Agent Timezone\nMars/Olympus\n# Agent Instructions\nHi.\n",
+    )?;
+    let out = run(&["check"], dir.path())?;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(65), "{stdout}");
+    assert!(stdout.contains("UNUSABLE"), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains("bad.md:6: error:") && l.contains("Mars/Olympus")),
+        "the problem names file and line: {stdout}"
+    );
+    Ok(())
+}
+
+#[test]
+fn check_loads_the_python_originals_persona_files_unchanged() -> TestResult {
+    let data = root().join("../shared/data/cw-telegram-agent");
+    if !data.is_dir() {
+        eprintln!("skipped: {} is absent", data.display());
+        return Ok(());
+    }
+    for (agents, prompts) in [
+        ("v27bdb37/agents", "v27bdb37/prompts".to_string()),
+        (
+            "head/agents",
+            format!(
+                "{}:{}",
+                data.join("head/prompts").display(),
+                data.join("head/configprompts").display()
+            ),
+        ),
+    ] {
+        let prompts = if prompts.contains(':') {
+            prompts
+        } else {
+            data.join(prompts).display().to_string()
+        };
+        let agents = data.join(agents).display().to_string();
+        let out = run(
+            &["--agents", &agents, "--prompts", &prompts, "check"],
+            &root(),
+        )?;
+        let stdout = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{agents}: {stdout}");
+        assert!(stdout.contains(" 0 error(s)"), "{stdout}");
+    }
+    Ok(())
+}
+
+#[test]
+fn options_come_from_the_environment_too() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let out = personad(&["check"], dir.path())
+        .env("PERSONAD_AGENTS_DIR", root().join("agents"))
+        .env("PERSONAD_PROMPTS_PATH", root().join("prompts"))
+        .output()?;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    let out = personad(&["check"], dir.path())
+        .env("PERSONAD_AGENTS_DIR", dir.path().join("nowhere"))
+        .output()?;
+    assert_eq!(out.status.code(), Some(66));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("nowhere") && stderr.lines().count() == 1,
+        "one clear line: {stderr}"
+    );
+    Ok(())
+}
+
+fn sample_graph(chat: i64) -> TaskGraph {
+    let now = Timestamp::from_second(1_750_000_000).unwrap_or(Timestamp::UNIX_EPOCH);
+    let chat = Chat {
+        id: ChatId(chat),
+        kind: ChatKind::Direct,
+        title: "Bob".into(),
+    };
+    let mut p = Map::new();
+    p.insert("message_id".into(), Value::from(3));
+    TaskGraph::with_received("Wren", chat, now, p, now)
+}
+
+#[test]
+fn state_list_and_show_print_graphs_and_report_corrupt_files() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    let store = GraphStore::new(StateDir::new(&state));
+    store.save(&sample_graph(42))?;
+    std::fs::write(state.join("graphs/Wren/43.md"), "not a graph")?;
+    let st = state.display().to_string();
+
+    let out = run(&["--state", &st, "state", "list"], dir.path())?;
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a corrupt file is reported, not fatal: {stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("Wren") && l.contains("42") && l.contains("received")),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("UNREADABLE") && l.contains("43.md")),
+        "{stdout}"
+    );
+
+    let out = run(&["--state", &st, "state", "show", "Wren", "42"], dir.path())?;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("received")
+            && stdout.contains("pending")
+            && stdout.contains("\"message_id\":3"),
+        "{stdout}"
+    );
+
+    let out = run(&["--state", &st, "state", "show", "Wren", "43"], dir.path())?;
+    assert_eq!(out.status.code(), Some(65));
+    let out = run(&["--state", &st, "state", "show", "Wren", "44"], dir.path())?;
+    assert_eq!(out.status.code(), Some(66));
+
+    let out = run(
+        &[
+            "--state", &st, "state", "clear", "--agent", "Wren", "--chat", "42",
+        ],
+        dir.path(),
+    )?;
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!state.join("graphs/Wren/42.md").exists());
+    assert!(
+        state.join("graphs/Wren/43.md").exists(),
+        "clearing one chat leaves the others"
+    );
+    Ok(())
+}
+
+#[test]
+fn run_without_usable_agents_exits_unavailable() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    std::fs::create_dir_all(dir.path().join("agents"))?;
+    let out = run(&["run"], dir.path())?;
+    assert_eq!(out.status.code(), Some(69));
+    assert!(text(&out.stderr).contains("no usable agent"));
+    Ok(())
+}
+
+fn playground_args<'a>(state: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        "--state", state, "chat", "--agent", "Wren", "--jsonl", "--fast",
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
+fn events(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect()
+}
+
+#[test]
+fn playground_burst_in_the_debounce_window_gets_one_reply() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state").display().to_string();
+    let input = (0..5)
+        .map(|i| format!("{{\"text\":\"part {i}\",\"after_ms\":300}}\n"))
+        .collect::<String>();
+    let out = run_with_stdin(&playground_args(&state, &[]), &root(), &input)?;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let evs = events(&stdout);
+    let inbound = evs.iter().filter(|e| e["event"] == "inbound").count();
+    let sends: Vec<&Value> = evs.iter().filter(|e| e["event"] == "send").collect();
+    assert_eq!(inbound, 5, "{stdout}");
+    assert_eq!(sends.len(), 1, "one plan for the burst: {stdout}");
+    assert_eq!(sends[0]["text"], "Wren heard: part 4");
+    // The last message came at 1500 ms; the reply follows the 2 s debounce on virtual time.
+    assert_eq!(sends[0]["at_ms"], 3500);
+    Ok(())
+}
+
+#[test]
+fn playground_reports_bad_input_lines_and_keeps_going() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state").display().to_string();
+    let input = "{\"txt\":\"typo\"}\nnot json\n{\"from\":\"Ann\",\"text\":\"hello\"}\n";
+    let out = run_with_stdin(
+        &playground_args(&state, &["--group", "Readers"]),
+        &root(),
+        input,
+    )?;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let evs = events(&stdout);
+    let errors: Vec<&Value> = evs.iter().filter(|e| e["event"] == "error").collect();
+    assert_eq!(errors.len(), 2, "{stdout}");
+    assert!(
+        errors[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("line 1:"))
+    );
+    let inbound: Vec<&Value> = evs.iter().filter(|e| e["event"] == "inbound").collect();
+    assert_eq!(inbound.len(), 1);
+    assert_eq!(inbound[0]["from"], "Ann");
+    Ok(())
+}
+
+#[test]
+fn playground_keeps_its_transcript_across_runs() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state").display().to_string();
+    let out = run_with_stdin(
+        &playground_args(&state, &[]),
+        &root(),
+        "{\"text\":\"one\"}\n",
+    )?;
+    assert_eq!(out.status.code(), Some(0));
+    let out = run_with_stdin(
+        &playground_args(&state, &[]),
+        &root(),
+        "{\"text\":\"two\"}\n",
+    )?;
+    let evs = events(&text(&out.stdout));
+    let ids: Vec<i64> = evs
+        .iter()
+        .filter(|e| e["event"] == "inbound")
+        .filter_map(|e| e["id"].as_i64())
+        .collect();
+    assert_eq!(
+        ids,
+        vec![3],
+        "message ids continue after the first run's two messages"
+    );
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! The state format: the graph codec round-trips any message text, garbage never panics the
+//! decoder, and a process killed at random moments while saving leaves every graph file
+//! parseable with no acknowledged save lost.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use jiff::Timestamp;
+use personad::graph::codec::{decode, encode};
+use personad::graph::{Task, TaskGraph, TaskKind};
+use personad::store::{GraphStore, StateDir};
+use personad::telegram::{Chat, ChatId, ChatKind};
+use proptest::prelude::*;
+use serde_json::{Map, Value};
+
+/// Strings rich in what breaks naive formats: fences, CRLF, NUL, bidi marks, emoji.
+fn nasty_text() -> impl Strategy<Value = String> {
+    let pieces = prop::sample::select(vec![
+        "```",
+        "````json",
+        "```json\n{}\n```",
+        "\r\n",
+        "\n",
+        "\0",
+        "\u{200F}",
+        "\u{202E}",
+        "😀",
+        "👩‍👩‍👧",
+        "|",
+        "<!--",
+        "# «send»",
+        "\"",
+        "\\",
+        "{",
+        "}",
+        "a",
+        " ",
+        "`",
+    ]);
+    prop::collection::vec(
+        prop_oneof![pieces.prop_map(String::from), any::<String>()],
+        0..12,
+    )
+    .prop_map(|v| v.concat())
+}
+
+fn graph_with(text: &str, title: &str, chat: i64) -> TaskGraph {
+    let now = Timestamp::from_second(1_700_000_000).unwrap_or(Timestamp::UNIX_EPOCH);
+    let chat = Chat {
+        id: ChatId(chat),
+        kind: if chat < 0 {
+            ChatKind::Group
+        } else {
+            ChatKind::Direct
+        },
+        title: title.to_string(),
+    };
+    let mut g = TaskGraph::with_received("agent", chat, now, Map::new(), now);
+    let mut p = Map::new();
+    p.insert("text".into(), Value::from(text));
+    let first = g.tasks[0].id.clone();
+    g.append_chain(&first, vec![Task::new(TaskKind::Send, p, now)]);
+    g
+}
+
+proptest! {
+    #[test]
+    fn codec_round_trips_any_text(text in nasty_text(), title in nasty_text(), chat in any::<i64>()) {
+        let g = graph_with(&text, &title, chat);
+        let encoded = encode(&g).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let back = decode(&encoded).map_err(|e| TestCaseError::fail(format!("{e}\n{encoded}")))?;
+        prop_assert_eq!(&back, &g);
+        // Rendering is deterministic: encoding the decoded graph gives the same file.
+        prop_assert_eq!(encode(&back).ok(), Some(encoded));
+    }
+
+    #[test]
+    fn decoding_garbage_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..2048)) {
+        let text = String::from_utf8_lossy(&bytes);
+        let _ = decode(&text);
+        let _ = decode(&format!("```json\n{text}\n```\n"));
+    }
+}
+
+fn harness_binary() -> &'static str {
+    env!("CARGO_BIN_EXE_personad")
+}
+
+/// Runs the save loop, reads `acks` acknowledgements, then SIGKILLs it mid-stream.
+/// Returns the last acknowledged seq per chat.
+fn run_and_kill(state: &Path, acks: usize) -> Result<Vec<(i64, u64)>, Box<dyn std::error::Error>> {
+    let mut child = Command::new(harness_binary())
+        .args(["--state"])
+        .arg(state)
+        .args(["-qq", "save-loop", "--chats", "4"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let mut last: Vec<(i64, u64)> = Vec::new();
+    for line in BufReader::new(stdout).lines().take(acks) {
+        let line = line?;
+        let mut parts = line.split_whitespace().skip(1);
+        let (Some(chat), Some(seq)) = (parts.next(), parts.next()) else {
+            return Err(format!("unexpected line {line:?}").into());
+        };
+        let (chat, seq): (i64, u64) = (chat.parse()?, seq.parse()?);
+        match last.iter_mut().find(|(c, _)| *c == chat) {
+            Some(slot) => slot.1 = seq,
+            None => last.push((chat, seq)),
+        }
+    }
+    // The child keeps saving while we get here: the kill lands at an arbitrary point.
+    child.kill()?;
+    child.wait()?;
+    Ok(last)
+}
+
+#[test]
+fn sigkill_while_saving_never_corrupts_or_loses_an_acknowledged_save()
+-> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let cycles: usize = std::env::var("PERSONAD_CRASH_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(25);
+    let store = GraphStore::new(StateDir::new(dir.path()));
+    for cycle in 0..cycles {
+        let acks = 1 + fastrand::usize(..40);
+        let acked = run_and_kill(dir.path(), acks)?;
+        for file in store.scan()? {
+            let g = file
+                .graph
+                .map_err(|e| format!("cycle {cycle}: {} unreadable: {e}", file.path.display()))?;
+            if let Some((_, seq)) = acked.iter().find(|(c, _)| *c == g.chat.id.0) {
+                assert!(
+                    g.seq >= *seq,
+                    "cycle {cycle}: chat {} on disk at seq {} but seq {seq} was acknowledged",
+                    g.chat.id,
+                    g.seq
+                );
+            }
+        }
+    }
+    // A startup load removes temp debris and quarantines nothing.
+    let loaded = store.load_all()?;
+    assert!(loaded.quarantined.is_empty(), "{:?}", loaded.quarantined);
+    assert_eq!(loaded.graphs.len(), 4);
+    let debris: Vec<_> = std::fs::read_dir(dir.path().join("graphs").join("harness"))?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(debris.is_empty(), "temp files left after load: {debris:?}");
+    Ok(())
+}
