@@ -154,6 +154,22 @@ pub struct RuntimeArgs {
         default_value_t = 500
     )]
     pub history_limit: usize,
+    /// Typing speed of personas without a `Typing Speed`, in characters per second.
+    #[arg(
+        long,
+        value_name = "CPS",
+        env = "PERSONAD_TYPING_SPEED",
+        default_value_t = 10.0
+    )]
+    pub typing_speed: f64,
+    /// Pause before a plan's first message for personas without a `Start Typing Delay`.
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "PERSONAD_START_TYPING_DELAY",
+        default_value_t = 2.0
+    )]
+    pub start_typing_delay: f64,
 }
 
 impl RuntimeArgs {
@@ -165,6 +181,8 @@ impl RuntimeArgs {
             retry_interval_secs: self.retry_interval_secs,
             task_timeout_secs: self.task_timeout_secs,
             history_limit: self.history_limit,
+            typing_speed: self.typing_speed,
+            start_typing_delay_secs: self.start_typing_delay,
         }
     }
 }

@@ -251,6 +251,33 @@ pub async fn sleep_releasing(clock: &dyn Clock, d: Duration, hold: Option<Hold>)
     wake.await
 }
 
+tokio::task_local! {
+    /// The hold a running task keeps on the clock (see [`with_task_hold`]).
+    static TASK_HOLD: std::cell::RefCell<Option<Hold>>;
+}
+
+/// Runs `f` as a task that holds the clock, so virtual time stands still while it works
+/// (an HTTP call in flight, say); [`pause`] inside it lets time move while it waits.
+pub async fn with_task_hold<F: Future>(hold: Hold, f: F) -> F::Output {
+    TASK_HOLD
+        .scope(std::cell::RefCell::new(Some(hold)), f)
+        .await
+}
+
+/// Waits `d` from inside a task run by [`with_task_hold`]: the task's hold is given up for
+/// the wait (after the sleeper is registered) and taken back at wake-up. Outside such a task
+/// it is a plain sleep. Use this for delays a task chooses itself, such as retry backoff.
+pub async fn pause(clock: &dyn Clock, d: Duration) {
+    let wake = sleep(clock, d);
+    let released = TASK_HOLD
+        .try_with(|cell| cell.borrow_mut().take())
+        .ok()
+        .flatten();
+    drop(released);
+    let hold = wake.await;
+    let _ = TASK_HOLD.try_with(move |cell| *cell.borrow_mut() = Some(hold));
+}
+
 /// Shared handle to whichever clock the process runs on.
 pub type SharedClock = Arc<dyn Clock>;
 
@@ -298,6 +325,19 @@ mod tests {
         drop(clock.sleep_until(add(t0(), Duration::from_secs(180))));
         drop(held);
         assert_eq!(clock.now(), t0());
+    }
+
+    #[tokio::test]
+    async fn a_pause_inside_a_holding_task_lets_time_move() {
+        let clock = VirtualClock::new(t0(), true);
+        let shared: SharedClock = Arc::new(clock.clone());
+        let hold = shared.hold();
+        let c = Arc::clone(&shared);
+        with_task_hold(hold, async move {
+            pause(c.as_ref(), Duration::from_secs(7)).await;
+        })
+        .await;
+        assert_eq!(clock.now(), add(t0(), Duration::from_secs(7)));
     }
 
     #[tokio::test]

@@ -22,6 +22,30 @@ pub struct RuntimeConfig {
     /// How long shutdown waits for tasks in flight before abandoning them (they resume on
     /// the next start).
     pub shutdown_grace: Duration,
+    /// Human pacing of outbound messages, unless a persona sets its own.
+    pub pacing: Pacing,
+}
+
+/// How fast a persona "types": a pause before its first message of a plan, then a typing
+/// indicator for a time proportional to each message's length.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pacing {
+    /// Characters per second.
+    pub chars_per_sec: f64,
+    /// Seconds before the first message of a plan (reading, thinking).
+    pub start_delay_secs: f64,
+    /// Longest typing pause for one message.
+    pub max_typing_secs: f64,
+}
+
+impl Default for Pacing {
+    fn default() -> Self {
+        Pacing {
+            chars_per_sec: 10.0,
+            start_delay_secs: 2.0,
+            max_typing_secs: 20.0,
+        }
+    }
 }
 
 impl Default for RuntimeConfig {
@@ -36,6 +60,7 @@ impl Default for RuntimeConfig {
             task_timeout: Duration::from_secs(180),
             history_limit: 500,
             shutdown_grace: Duration::from_secs(10),
+            pacing: Pacing::default(),
         }
     }
 }
@@ -49,6 +74,8 @@ pub struct RawRuntimeConfig {
     pub retry_interval_secs: f64,
     pub task_timeout_secs: f64,
     pub history_limit: usize,
+    pub typing_speed: f64,
+    pub start_typing_delay_secs: f64,
 }
 
 /// A setting out of range.
@@ -91,7 +118,30 @@ impl RawRuntimeConfig {
                 reason: "must be at least 1".into(),
             });
         }
+        if !(self.typing_speed.is_finite() && self.typing_speed > 0.0) {
+            return Err(ConfigError {
+                name: "typing-speed",
+                reason: format!(
+                    "{} is not a positive number of characters per second",
+                    self.typing_speed
+                ),
+            });
+        }
+        if !(self.start_typing_delay_secs.is_finite() && self.start_typing_delay_secs >= 0.0) {
+            return Err(ConfigError {
+                name: "start-typing-delay",
+                reason: format!(
+                    "{} is not a number of seconds",
+                    self.start_typing_delay_secs
+                ),
+            });
+        }
         Ok(RuntimeConfig {
+            pacing: Pacing {
+                chars_per_sec: self.typing_speed,
+                start_delay_secs: self.start_typing_delay_secs,
+                ..Pacing::default()
+            },
             debounce: Duration::from_millis(self.debounce_ms),
             max_in_flight: self.max_in_flight,
             retry: RetryPolicy {
@@ -117,6 +167,8 @@ mod tests {
             retry_interval_secs: 10.0,
             task_timeout_secs: 180.0,
             history_limit: 500,
+            typing_speed: 10.0,
+            start_typing_delay_secs: 2.0,
         }
     }
 

@@ -8,6 +8,10 @@
 //! - [`store`]: every disk write (crash-safe, private permissions) and the state-dir layout.
 //! - [`telegram`]: the Telegram boundary (domain types, trait, errors) and its in-memory twin.
 //! - [`planner`]: the planning trait and the closed set of actions a plan may contain.
+//! - [`blocks`]: parses the model's task-block reply into actions (pure, adversarial input).
+//! - [`prompt`]: builds the cache-stable LLM request from persona and chat history (pure).
+//! - [`llm`]: the provider-neutral LLM boundary (trait, request, outcomes, errors) and Gemini.
+//! - [`llm_planner`]: the planner over an LLM: prompt, generate, parse.
 //! - [`handlers`]: one handler per task kind, registered in one place.
 //! - [`runtime`]: work queue, tick loop, round-robin scheduling, replanning and retries.
 //! - [`playground`]: the `chat` command's driver (interactive and JSONL) on the in-memory backend.
@@ -15,16 +19,20 @@
 //! - [`commands`]: `check`, `state`, `run`, `login`: what each command does, and exit codes.
 //! - [`logging`]: tracing subscriber setup (text or JSON).
 
+pub mod blocks;
 pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod graph;
 pub mod handlers;
+pub mod llm;
+pub mod llm_planner;
 pub mod logging;
 pub mod persona;
 pub mod planner;
 pub mod playground;
+pub mod prompt;
 pub mod runtime;
 pub mod store;
 pub mod telegram;

@@ -108,6 +108,9 @@ pub struct Persona {
     /// `true` when a `# Disabled` heading is present and its value is not
     /// `false`, `no` or `0`.
     pub disabled: bool,
+    /// `true` when a `# Allow Clear Conversation` heading is present (same values as
+    /// `Disabled`): the model may then delete a direct chat's history.
+    pub allow_clear_conversation: bool,
     /// Headings this version does not know, keyed by the heading as written
     /// (trimmed, inner whitespace collapsed), valued by their raw Markdown.
     pub extra: BTreeMap<String, String>,
@@ -145,6 +148,7 @@ impl fmt::Debug for Persona {
             .field("start_typing_delay", &self.start_typing_delay)
             .field("llm_model", &self.llm_model)
             .field("disabled", &self.disabled)
+            .field("allow_clear_conversation", &self.allow_clear_conversation)
             .field("extra", &self.extra)
             .field("source", &self.source)
             .finish_non_exhaustive()
@@ -759,10 +763,11 @@ enum Field {
     StartTypingDelay,
     LlmModel,
     Disabled,
+    AllowClearConversation,
 }
 
 impl Field {
-    const ALL: [Field; 12] = [
+    const ALL: [Field; 13] = [
         Field::Name,
         Field::Phone,
         Field::Instructions,
@@ -775,6 +780,7 @@ impl Field {
         Field::StartTypingDelay,
         Field::LlmModel,
         Field::Disabled,
+        Field::AllowClearConversation,
     ];
 
     /// The canonical heading text.
@@ -792,6 +798,7 @@ impl Field {
             Field::StartTypingDelay => "Start Typing Delay",
             Field::LlmModel => "LLM Model",
             Field::Disabled => "Disabled",
+            Field::AllowClearConversation => "Allow Clear Conversation",
         }
     }
 
@@ -893,6 +900,31 @@ fn required<'s, 'a>(
             None
         }
         Some(sec) => Some(*sec),
+    }
+}
+
+/// A yes/no heading: present with an empty value, `true`, `yes` or `1` means on; `false`, `no`
+/// or `0` off; anything else warns and counts as on (the heading's presence shows intent).
+fn parse_flag(report: &mut Report, field: Field, sec: &Section<'_>) -> bool {
+    match sec.value.to_ascii_lowercase().as_str() {
+        "false" | "no" | "0" => false,
+        "" | "true" | "yes" | "1" => true,
+        _ => {
+            let meaning = if field == Field::Disabled {
+                "the agent is disabled"
+            } else {
+                "taken as yes"
+            };
+            report.warning(
+                sec.value_line,
+                format!(
+                    "{} value {} is not one of `true`, `yes`, `1`, `false`, `no`, `0` (or empty); {meaning}",
+                    heading(field),
+                    show(sec.value)
+                ),
+            );
+            true
+        }
     }
 }
 
@@ -1224,25 +1256,12 @@ fn parse_persona_inner(
         .and_then(|sec| single_line(&mut report, Field::LlmModel, sec))
         .map(str::to_owned);
 
-    let mut disabled = false;
-    if let Some(sec) = fields.get(&Field::Disabled) {
-        let value = sec.value.to_ascii_lowercase();
-        disabled = match value.as_str() {
-            "false" | "no" | "0" => false,
-            "" | "true" | "yes" | "1" => true,
-            _ => {
-                report.warning(
-                    sec.value_line,
-                    format!(
-                        "{} value {} is not one of `true`, `yes`, `1`, `false`, `no`, `0` (or empty); the agent is disabled",
-                        heading(Field::Disabled),
-                        show(sec.value)
-                    ),
-                );
-                true
-            }
-        };
-    }
+    let disabled = fields
+        .get(&Field::Disabled)
+        .is_some_and(|sec| parse_flag(&mut report, Field::Disabled, sec));
+    let allow_clear_conversation = fields
+        .get(&Field::AllowClearConversation)
+        .is_some_and(|sec| parse_flag(&mut report, Field::AllowClearConversation, sec));
 
     let persona = match (report.has_errors(), &name, phone, instructions) {
         (false, Some(name), Some(phone), Some(instructions)) => Some(Persona {
@@ -1258,6 +1277,7 @@ fn parse_persona_inner(
             start_typing_delay,
             llm_model,
             disabled,
+            allow_clear_conversation,
             extra,
             source: path.to_path_buf(),
         }),

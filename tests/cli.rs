@@ -266,8 +266,16 @@ fn playground_burst_in_the_debounce_window_gets_one_reply() -> TestResult {
     assert_eq!(inbound, 5, "{stdout}");
     assert_eq!(sends.len(), 1, "one plan for the burst: {stdout}");
     assert_eq!(sends[0]["text"], "Wren heard: part 4");
-    // The last message came at 1500 ms; the reply follows the 2 s debounce on virtual time.
-    assert_eq!(sends[0]["at_ms"], 3500);
+    // The last message came at 1500 ms; planning follows the 2 s debounce (3500 ms). Wren's
+    // pacing then adds her Start Typing Delay (3 s) and typing at 6 chars/s for the 18-char
+    // answer (3 s), all on virtual time.
+    assert_eq!(sends[0]["at_ms"], 9500);
+    let typing: Vec<i64> = evs
+        .iter()
+        .filter(|e| e["event"] == "typing")
+        .filter_map(|e| e["at_ms"].as_i64())
+        .collect();
+    assert_eq!(typing, vec![6500], "typing shows while the answer is typed: {stdout}");
     Ok(())
 }
 

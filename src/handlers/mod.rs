@@ -22,7 +22,7 @@ use crate::persona::Persona;
 use crate::planner::{PlanError, SharedPlanner};
 use crate::telegram::{Chat, MessageId, Telegram, TelegramError};
 
-pub use received::{new_idempotency_key, tasks_from_actions};
+pub use received::{new_idempotency_key, persona_pacing, tasks_from_actions};
 
 /// Everything a handler may use while running one task.
 #[derive(Clone)]

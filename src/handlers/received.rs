@@ -6,7 +6,9 @@ use serde_json::{Map, Value};
 
 use super::{HandlerResult, IDEMPOTENCY_KEY, Outcome, TaskContext, TaskHandler};
 use crate::clock::BoxFuture;
+use crate::config::Pacing;
 use crate::graph::{Task, TaskKind};
+use crate::persona::Persona;
 use crate::planner::{Action, PlanRequest};
 use crate::telegram::MessageId;
 
@@ -40,48 +42,103 @@ impl TaskHandler for Received {
             if actions.is_empty() {
                 tracing::info!(agent = %ctx.key.agent, chat = %ctx.key.chat, "planner chose silence");
             }
-            Ok(Outcome::Planned(tasks_from_actions(actions, now)))
+            let pacing = persona_pacing(&ctx.persona, ctx.config.pacing);
+            Ok(Outcome::Planned(tasks_from_actions(actions, now, pacing)))
         })
     }
 }
 
-/// Turns planned actions into pending tasks (not yet chained). Outbound tasks get their
-/// idempotency key here, long before their side effect can start.
-pub fn tasks_from_actions(actions: Vec<Action>, now: jiff::Timestamp) -> Vec<Task> {
-    actions
-        .into_iter()
-        .map(|action| {
-            let mut p = Map::new();
-            let kind = match action {
-                Action::Send { text, reply_to } => {
-                    p.insert("text".into(), Value::from(text));
-                    put_reply_to(&mut p, reply_to);
-                    put_key(&mut p);
-                    TaskKind::Send
+/// The persona's own pacing where it sets one, the configured defaults otherwise.
+pub fn persona_pacing(persona: &Persona, defaults: Pacing) -> Pacing {
+    Pacing {
+        chars_per_sec: persona.typing_speed.unwrap_or(defaults.chars_per_sec),
+        start_delay_secs: persona
+            .start_typing_delay
+            .unwrap_or(defaults.start_delay_secs),
+        ..defaults
+    }
+}
+
+/// Longest single typing pause: Telegram shows "typing..." for about five seconds, so longer
+/// pauses are split, each part starting with a fresh indicator.
+const TYPING_CHUNK_SECS: f64 = 5.0;
+
+/// Seconds spent "choosing" a sticker.
+const STICKER_PAUSE_SECS: f64 = 1.5;
+
+/// Turns planned actions into pending tasks (not yet chained), adding human pacing: a pause
+/// before the plan's first message, and before every text a typing indicator for a time
+/// proportional to its length. Outbound tasks get their idempotency key here, long before
+/// their side effect can start.
+pub fn tasks_from_actions(actions: Vec<Action>, now: jiff::Timestamp, pacing: Pacing) -> Vec<Task> {
+    let mut tasks = Vec::with_capacity(actions.len() * 3);
+    let mut first_outbound = true;
+    for action in actions {
+        let outbound = matches!(action, Action::Send { .. } | Action::Sticker { .. });
+        if outbound && first_outbound && pacing.start_delay_secs > 0.0 {
+            tasks.push(wait_task(pacing.start_delay_secs, false, now));
+        }
+        if outbound {
+            first_outbound = false;
+        }
+        match &action {
+            Action::Send { text, .. } => {
+                let chars = text.chars().count() as f64;
+                let mut left = (chars / pacing.chars_per_sec).min(pacing.max_typing_secs);
+                while left > 0.0 {
+                    tasks.push(wait_task(0.0, true, now));
+                    let part = left.min(TYPING_CHUNK_SECS);
+                    tasks.push(wait_task(part, false, now));
+                    left -= part;
                 }
-                Action::Sticker { sticker, reply_to } => {
-                    p.insert("set".into(), Value::from(sticker.set));
-                    p.insert("name".into(), Value::from(sticker.name));
-                    put_reply_to(&mut p, reply_to);
-                    put_key(&mut p);
-                    TaskKind::Sticker
-                }
-                Action::Wait { secs } => {
-                    p.insert("delay_secs".into(), Value::from(secs.max(0.0)));
-                    TaskKind::Wait
-                }
-                Action::React { message, emoji } => {
-                    p.insert("message_id".into(), Value::from(message.0));
-                    p.insert("emoji".into(), Value::from(emoji));
-                    TaskKind::React
-                }
-                Action::Block => TaskKind::Block,
-                Action::Unblock => TaskKind::Unblock,
-                Action::ClearConversation => TaskKind::ClearConversation,
-            };
-            Task::new(kind, p, now)
-        })
-        .collect()
+            }
+            Action::Sticker { .. } => tasks.push(wait_task(STICKER_PAUSE_SECS, false, now)),
+            _ => {}
+        }
+        tasks.push(task_for(action, now));
+    }
+    tasks
+}
+
+fn wait_task(secs: f64, typing: bool, now: jiff::Timestamp) -> Task {
+    let mut p = Map::new();
+    p.insert("delay_secs".into(), Value::from(secs));
+    if typing {
+        p.insert("typing".into(), Value::from(true));
+    }
+    Task::new(TaskKind::Wait, p, now)
+}
+
+fn task_for(action: Action, now: jiff::Timestamp) -> Task {
+    let mut p = Map::new();
+    let kind = match action {
+        Action::Send { text, reply_to } => {
+            p.insert("text".into(), Value::from(text));
+            put_reply_to(&mut p, reply_to);
+            put_key(&mut p);
+            TaskKind::Send
+        }
+        Action::Sticker { sticker, reply_to } => {
+            p.insert("set".into(), Value::from(sticker.set));
+            p.insert("name".into(), Value::from(sticker.name));
+            put_reply_to(&mut p, reply_to);
+            put_key(&mut p);
+            TaskKind::Sticker
+        }
+        Action::Wait { secs } => {
+            p.insert("delay_secs".into(), Value::from(secs.max(0.0)));
+            TaskKind::Wait
+        }
+        Action::React { message, emoji } => {
+            p.insert("message_id".into(), Value::from(message.0));
+            p.insert("emoji".into(), Value::from(emoji));
+            TaskKind::React
+        }
+        Action::Block => TaskKind::Block,
+        Action::Unblock => TaskKind::Unblock,
+        Action::ClearConversation => TaskKind::ClearConversation,
+    };
+    Task::new(kind, p, now)
 }
 
 fn put_reply_to(p: &mut Map<String, Value>, reply_to: Option<MessageId>) {

@@ -582,8 +582,7 @@ impl Runtime {
         let timeout = self.config.task_timeout;
         let hold = self.clock.hold();
         let (k, gid, tid) = (key.clone(), graph_id.clone(), task_id.clone());
-        let join = tokio::spawn(async move {
-            let _hold = hold;
+        let join = tokio::spawn(clock::with_task_hold(hold, async move {
             let deadline = clock::add(clock.now(), timeout);
             let result = tokio::select! {
                 r = handlers::handler_for(kind).run(&ctx) => r,
@@ -597,7 +596,7 @@ impl Runtime {
                 task_id: tid,
                 result,
             });
-        });
+        }));
         self.in_flight.insert(
             key,
             InFlight {

@@ -141,8 +141,16 @@ pub fn group(id: i64) -> Chat {
 }
 
 /// Settings for fast tests: defaults except what a test overrides.
+/// No human pacing, so tests can reason about exact times unless they ask for pacing.
 pub fn config() -> RuntimeConfig {
-    RuntimeConfig::default()
+    RuntimeConfig {
+        pacing: personad::config::Pacing {
+            chars_per_sec: 1e9,
+            start_delay_secs: 0.0,
+            max_typing_secs: 0.0,
+        },
+        ..RuntimeConfig::default()
+    }
 }
 
 /// One running runtime with one agent named "ann".
