@@ -202,8 +202,42 @@ pub struct CheckArgs {
 /// Which planner answers in the playground.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PlannerChoice {
+    /// Gemini when an API key is set, otherwise echo (with a notice).
+    Auto,
+    /// Gemini (needs GEMINI_API_KEY; GEMINI_BASE_URL points it elsewhere, e.g. a mock).
+    Gemini,
     /// Offline: echoes the message it answers (no LLM, no key needed).
     Echo,
+}
+
+/// Settings of the LLM planner.
+#[derive(Debug, Clone, Args)]
+pub struct LlmArgs {
+    /// Chat model for personas without an `LLM Model` heading.
+    #[arg(long, value_name = "MODEL", env = "PERSONAD_MODEL", default_value = crate::llm_planner::DEFAULT_MODEL)]
+    pub model: String,
+    /// Sampling temperature (provider default when unset).
+    #[arg(long, value_name = "T", env = "PERSONAD_TEMPERATURE")]
+    pub temperature: Option<f32>,
+    /// Cap on tokens the model may generate per reply.
+    #[arg(long, value_name = "N", env = "PERSONAD_MAX_OUTPUT_TOKENS")]
+    pub max_output_tokens: Option<u32>,
+    /// Most tasks taken from one reply of the model.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PERSONAD_MAX_TASKS",
+        default_value_t = 12
+    )]
+    pub max_tasks: usize,
+    /// Attempts of one LLM request (transient failures), before the task's own retries.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PERSONAD_LLM_ATTEMPTS",
+        default_value_t = 3
+    )]
+    pub llm_attempts: u32,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -224,8 +258,10 @@ pub struct ChatArgs {
     #[arg(long)]
     pub fast: bool,
     /// Who plans the persona's replies.
-    #[arg(long, value_enum, env = "PERSONAD_PLANNER", default_value = "echo")]
+    #[arg(long, value_enum, env = "PERSONAD_PLANNER", default_value = "auto")]
     pub planner: PlannerChoice,
+    #[command(flatten)]
+    pub llm: LlmArgs,
     #[command(flatten)]
     pub runtime: RuntimeArgs,
 }

@@ -42,6 +42,29 @@ impl Default for LlmPlannerConfig {
     }
 }
 
+/// Builds a Gemini-backed planner from the environment (`GEMINI_API_KEY` or
+/// `GOOGLE_GEMINI_API_KEY`, optional `GEMINI_BASE_URL`). Retry delays run on `clock`.
+pub fn gemini_from_env(
+    config: LlmPlannerConfig,
+    attempts: u32,
+    clock: crate::clock::SharedClock,
+) -> Result<LlmPlanner, crate::llm::LlmError> {
+    let mut gemini = crate::llm::gemini::GeminiConfig::from_env()?;
+    gemini.max_attempts = attempts.max(1);
+    let client = crate::llm::gemini::GeminiClient::new(gemini, clock)?;
+    Ok(LlmPlanner::new(Arc::new(client), config))
+}
+
+/// Whether a Gemini API key is present in the environment (its value is not read further).
+pub fn gemini_key_present() -> bool {
+    [
+        crate::llm::gemini::API_KEY_ENV,
+        crate::llm::gemini::API_KEY_ENV_FALLBACK,
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+}
+
 /// Plans replies with an LLM.
 pub struct LlmPlanner {
     llm: Arc<dyn Llm>,

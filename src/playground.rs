@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 use crate::cli::{ChatArgs, GlobalArgs, PlannerChoice};
 use crate::clock::{self, Hold, SharedClock, SystemClock, VirtualClock};
 use crate::commands::{CmdResult, CommandError, find_persona, load_personas, playground_dir};
+use crate::llm_planner::{LlmPlannerConfig, gemini_from_env, gemini_key_present};
 use crate::planner::{EchoPlanner, SharedPlanner};
 use crate::runtime::{AgentHandle, Runtime, RuntimeHandle};
 use crate::store::{GraphStore, StateDir};
@@ -128,9 +129,7 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     };
     let memory = Arc::new(memory);
     memory.ensure_chat(chat.clone());
-    let planner: SharedPlanner = match args.planner {
-        PlannerChoice::Echo => Arc::new(EchoPlanner),
-    };
+    let planner = choose_planner(&args, config.history_limit, Arc::clone(&clock))?;
     let runtime = Runtime::new(
         config,
         vec![AgentHandle {
@@ -190,6 +189,45 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(e) => Err(CommandError::Io(e.to_string())),
     }
+}
+
+/// The planner the playground runs: Gemini when asked for (or when `auto` finds a key),
+/// otherwise the offline echo planner.
+fn choose_planner(
+    args: &ChatArgs,
+    history_size: usize,
+    clock: SharedClock,
+) -> Result<SharedPlanner, CommandError> {
+    let use_gemini = match args.planner {
+        PlannerChoice::Gemini => true,
+        PlannerChoice::Echo => false,
+        PlannerChoice::Auto => {
+            let found = gemini_key_present();
+            if !found {
+                eprintln!(
+                    "No GEMINI_API_KEY set: using the offline echo planner (set the key, or pass --planner echo to silence this)."
+                );
+            }
+            found
+        }
+    };
+    if !use_gemini {
+        return Ok(Arc::new(EchoPlanner));
+    }
+    let config = LlmPlannerConfig {
+        default_model: args.llm.model.clone(),
+        temperature: args.llm.temperature,
+        max_output_tokens: args.llm.max_output_tokens,
+        max_tasks: args.llm.max_tasks,
+        history_size,
+    };
+    let planner = gemini_from_env(config, args.llm.llm_attempts, clock).map_err(|e| {
+        CommandError::Config(crate::config::ConfigError {
+            name: "llm",
+            reason: e.to_string(),
+        })
+    })?;
+    Ok(Arc::new(planner))
 }
 
 struct Driver<'a> {

@@ -26,6 +26,10 @@ fn personad(args: &[&str], cwd: &Path) -> Command {
         "PERSONAD_STATE_DIR",
         "PERSONAD_LOG",
         "PERSONAD_AGENT",
+        "PERSONAD_PLANNER",
+        "GEMINI_API_KEY",
+        "GOOGLE_GEMINI_API_KEY",
+        "GEMINI_BASE_URL",
     ] {
         cmd.env_remove(var);
     }
@@ -275,7 +279,11 @@ fn playground_burst_in_the_debounce_window_gets_one_reply() -> TestResult {
         .filter(|e| e["event"] == "typing")
         .filter_map(|e| e["at_ms"].as_i64())
         .collect();
-    assert_eq!(typing, vec![6500], "typing shows while the answer is typed: {stdout}");
+    assert_eq!(
+        typing,
+        vec![6500],
+        "typing shows while the answer is typed: {stdout}"
+    );
     Ok(())
 }
 

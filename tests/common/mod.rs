@@ -11,7 +11,7 @@ use jiff::Timestamp;
 use personad::clock::{self, BoxFuture, SharedClock, VirtualClock};
 use personad::config::RuntimeConfig;
 use personad::persona::{self, Persona};
-use personad::planner::{Action, PlanError, PlanRequest, Planner};
+use personad::planner::{Action, PlanError, PlanRequest, Planner, SharedPlanner};
 use personad::runtime::{AgentHandle, Runtime, RuntimeError, RuntimeHandle, StopReport};
 use personad::store::{GraphStore, StateDir};
 use personad::telegram::memory::{Incoming, MemoryTelegram};
@@ -168,8 +168,15 @@ pub struct Harness {
 
 pub const AGENT: &str = "ann";
 
+type MakePlanner = Box<dyn FnOnce(SharedClock) -> SharedPlanner>;
+
+enum Planned {
+    Ready(SharedPlanner),
+    Make(MakePlanner),
+}
+
 impl Harness {
-    /// Starts the runtime at `start` on a state dir, holding the clock until `release()`.
+    /// Starts the runtime at `start` on a state dir, holding the clock until time is let run.
     pub fn start_at(
         state: &Path,
         planner: ScriptedPlanner,
@@ -177,9 +184,45 @@ impl Harness {
         chats: &[Chat],
         start: Timestamp,
     ) -> Harness {
+        let planner = Arc::new(planner);
+        let shared: SharedPlanner = planner.clone();
+        Harness::boot(state, Planned::Ready(shared), planner, config, chats, start)
+    }
+
+    /// Starts the runtime with any planner (an LLM planner against a mock server, say),
+    /// built on the harness's clock.
+    pub fn start_with(
+        state: &Path,
+        make_planner: impl FnOnce(SharedClock) -> SharedPlanner + 'static,
+        config: RuntimeConfig,
+        chats: &[Chat],
+    ) -> Harness {
+        let unused = Arc::new(ScriptedPlanner::new(|_, _| Ok(Vec::new())));
+        Harness::boot(
+            state,
+            Planned::Make(Box::new(make_planner)),
+            unused,
+            config,
+            chats,
+            t0(),
+        )
+    }
+
+    fn boot(
+        state: &Path,
+        planner: Planned,
+        scripted: Arc<ScriptedPlanner>,
+        config: RuntimeConfig,
+        chats: &[Chat],
+        start: Timestamp,
+    ) -> Harness {
         let clock = VirtualClock::new(start, true);
         let shared: SharedClock = Arc::new(clock.clone());
         let hold = Some(shared.hold());
+        let planner = match planner {
+            Planned::Ready(p) => p,
+            Planned::Make(f) => f(Arc::clone(&shared)),
+        };
         let telegram = Arc::new(
             MemoryTelegram::new(AGENT, Arc::clone(&shared), Some(state.join("memory")))
                 .unwrap_or_else(|e| panic!("memory backend: {e}")),
@@ -187,14 +230,13 @@ impl Harness {
         for c in chats {
             telegram.ensure_chat(c.clone());
         }
-        let planner = Arc::new(planner);
         let runtime = Runtime::new(
             config,
             vec![AgentHandle {
                 persona: Arc::new(persona(AGENT)),
                 telegram: telegram.clone(),
             }],
-            planner.clone(),
+            planner,
             GraphStore::new(StateDir::new(state)),
             Arc::clone(&shared),
         );
@@ -207,7 +249,7 @@ impl Harness {
             handle,
             state: state.to_path_buf(),
             run,
-            planner,
+            planner: scripted,
             hold,
         }
     }

@@ -1,0 +1,608 @@
+//! Planning with an LLM, end to end: the real runtime and LLM planner talking to a mock
+//! Gemini server on 127.0.0.1, on virtual time; the prompt's cache-stable layout; and the
+//! playground binary against the same mock (burst → one request, kill mid-plan → resume
+//! without duplicates, the API key never printed).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use personad::clock::{BoxFuture, SharedClock};
+use personad::config::RuntimeConfig;
+use personad::llm::gemini::{GeminiClient, GeminiConfig};
+use personad::llm::{ApiKey, Llm, LlmError, LlmOutcome, LlmRequest};
+use personad::llm_planner::{LlmPlanner, LlmPlannerConfig};
+use personad::planner::{PlanRequest, Planner, SharedPlanner};
+use personad::telegram::{Chat, ChatId, Message, MessageId, Sender};
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path_regex};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const KEY: &str = "SENTINEL_KEY_7f3a";
+
+fn answer(text: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}]
+    }))
+}
+
+async fn mock_with(response: ResponseTemplate) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
+        .respond_with(response)
+        .mount(&server)
+        .await;
+    server
+}
+
+fn gemini_planner(uri: String, attempts: u32) -> impl FnOnce(SharedClock) -> SharedPlanner {
+    move |clock| {
+        let mut cfg = GeminiConfig::new(ApiKey::new(KEY));
+        cfg.base_url = uri;
+        cfg.max_attempts = attempts;
+        let client = GeminiClient::new(cfg, clock).unwrap_or_else(|e| panic!("client: {e}"));
+        Arc::new(LlmPlanner::new(
+            Arc::new(client),
+            LlmPlannerConfig::default(),
+        ))
+    }
+}
+
+async fn bodies(server: &MockServer) -> Vec<Value> {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|r| serde_json::from_slice(&r.body).ok())
+        .collect()
+}
+
+/// The request rules Gemini enforces: user/model roles only, a non-empty system
+/// instruction, and contents ending with a user turn.
+fn assert_well_formed(body: &Value) {
+    let system = body["systemInstruction"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        !system.trim().is_empty(),
+        "systemInstruction must not be empty"
+    );
+    let contents = body["contents"].as_array().cloned().unwrap_or_default();
+    assert!(!contents.is_empty());
+    for c in &contents {
+        let role = c["role"].as_str().unwrap_or("");
+        assert!(role == "user" || role == "model", "role {role:?}");
+    }
+    assert_eq!(
+        contents.last().map(|c| c["role"].clone()),
+        Some(json!("user"))
+    );
+}
+
+fn start(
+    dir: &std::path::Path,
+    server: &MockServer,
+    cfg: RuntimeConfig,
+    attempts: u32,
+) -> (Harness, Chat) {
+    let chat = dm(100);
+    let h = Harness::start_with(
+        dir,
+        gemini_planner(server.uri(), attempts),
+        cfg,
+        std::slice::from_ref(&chat),
+    );
+    (h, chat)
+}
+
+#[tokio::test]
+async fn a_dm_gets_an_answer_through_gemini() -> TestResult {
+    let server = mock_with(answer("# «send»\nHello there!\n\n# «send»\nHow are you?")).await;
+    let dir = tempfile::tempdir()?;
+    let (mut h, chat) = start(dir.path(), &server, config(), 3);
+    h.say(&chat, "Bob", "hi").await;
+    h.settle().await;
+    let texts: Vec<String> = h.sends().into_iter().map(|(_, t, _)| t).collect();
+    assert_eq!(
+        texts,
+        vec!["Hello there!".to_string(), "How are you?".to_string()]
+    );
+    let reqs = bodies(&server).await;
+    assert_eq!(reqs.len(), 1);
+    assert_well_formed(&reqs[0]);
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn reply_to_ids_from_the_model_are_honoured() -> TestResult {
+    let server = mock_with(answer("# «send» 1\nyes, that one")).await;
+    let dir = tempfile::tempdir()?;
+    let (mut h, chat) = start(dir.path(), &server, config(), 3);
+    h.say(&chat, "Bob", "which book?").await;
+    h.say(&chat, "Bob", "the blue one?").await;
+    h.settle().await;
+    let ours: Vec<Message> = h
+        .telegram
+        .transcript(chat.id)
+        .into_iter()
+        .filter(|m| m.outgoing)
+        .collect();
+    assert_eq!(ours.len(), 1);
+    assert_eq!(ours[0].reply_to, Some(MessageId(1)));
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_burst_inside_the_debounce_window_makes_one_request() -> TestResult {
+    let server = mock_with(answer("ok")).await;
+    let dir = tempfile::tempdir()?;
+    let (mut h, chat) = start(dir.path(), &server, config(), 3);
+    for i in 0..5 {
+        h.say(&chat, "Bob", &format!("line {i}")).await;
+        h.pass(secs(1)).await;
+    }
+    h.settle().await;
+    let reqs = bodies(&server).await;
+    assert_eq!(reqs.len(), 1, "one generateContent call for the burst");
+    // Five history turns plus the final context turn.
+    assert_eq!(reqs[0]["contents"].as_array().map(Vec::len), Some(6));
+    assert_eq!(h.sends().len(), 1);
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn rate_limit_with_retry_delay_then_success() -> TestResult {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(429).set_body_json(json!({"error": {
+            "code": 429, "message": "Resource has been exhausted", "status": "RESOURCE_EXHAUSTED",
+            "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "9s"}]
+        }})))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(answer("back again"))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir()?;
+    let (mut h, chat) = start(dir.path(), &server, config(), 3);
+    h.say(&chat, "Bob", "hi").await;
+    h.settle().await;
+    let sends = h.sends();
+    assert_eq!(sends.len(), 1);
+    assert!(
+        sends[0].2 >= 11_000,
+        "sent after the 2 s debounce and the 9 s retry delay: {sends:?}"
+    );
+    assert_eq!(bodies(&server).await.len(), 2);
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn overload_on_every_attempt_drops_the_plan_after_the_configured_attempts() -> TestResult {
+    let server = mock_with(ResponseTemplate::new(503).set_body_json(json!({"error": {
+        "code": 503, "message": "The model is overloaded", "status": "UNAVAILABLE"
+    }})))
+    .await;
+    let dir = tempfile::tempdir()?;
+    let mut cfg = config();
+    cfg.retry.max_attempts = 2;
+    let (mut h, chat) = start(dir.path(), &server, cfg, 3);
+    h.say(&chat, "Bob", "hi").await;
+    h.settle().await;
+    assert!(h.sends().is_empty());
+    assert_eq!(
+        bodies(&server).await.len(),
+        6,
+        "3 client attempts × 2 task attempts"
+    );
+    assert!(
+        files_below(&dir.path().join("graphs")).is_empty(),
+        "the plan was dropped"
+    );
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_permanent_error_drops_the_plan_without_a_retry_storm() -> TestResult {
+    let server = mock_with(ResponseTemplate::new(404).set_body_json(json!({"error": {
+        "code": 404, "message": "models/nope is not found", "status": "NOT_FOUND"
+    }})))
+    .await;
+    let dir = tempfile::tempdir()?;
+    let (mut h, chat) = start(dir.path(), &server, config(), 3);
+    h.say(&chat, "Bob", "hi").await;
+    h.settle().await;
+    assert!(h.sends().is_empty());
+    assert_eq!(bodies(&server).await.len(), 1);
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_blocked_prompt_means_silence() -> TestResult {
+    let server = mock_with(ResponseTemplate::new(200).set_body_json(json!({
+        "promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}
+    })))
+    .await;
+    let dir = tempfile::tempdir()?;
+    let (mut h, chat) = start(dir.path(), &server, config(), 3);
+    h.say(&chat, "Bob", "something awful").await;
+    h.settle().await;
+    assert!(h.sends().is_empty());
+    assert_eq!(bodies(&server).await.len(), 1, "a block is not retried");
+    assert!(
+        files_below(&dir.path().join("graphs")).is_empty(),
+        "silence completes the plan"
+    );
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn malformed_blocks_are_skipped_and_the_rest_still_runs() -> TestResult {
+    let reply = "# «sticker»\nonly-one-line\n\n# «teleport»\nsomewhere\n\n# «wait»\ndelay: soon\n\n# «send»\nstill here";
+    let server = mock_with(answer(reply)).await;
+    let dir = tempfile::tempdir()?;
+    let (mut h, chat) = start(dir.path(), &server, config(), 3);
+    h.say(&chat, "Bob", "hi").await;
+    h.settle().await;
+    let texts: Vec<String> = h.sends().into_iter().map(|(_, t, _)| t).collect();
+    assert_eq!(texts, vec!["still here".to_string()]);
+    h.stop().await?;
+    Ok(())
+}
+
+/// Records every request and answers with silence.
+#[derive(Default)]
+struct RecordingLlm {
+    requests: Mutex<Vec<LlmRequest>>,
+}
+
+impl Llm for RecordingLlm {
+    fn generate<'a>(&'a self, req: &'a LlmRequest) -> BoxFuture<'a, Result<LlmOutcome, LlmError>> {
+        if let Ok(mut r) = self.requests.lock() {
+            r.push(req.clone());
+        }
+        Box::pin(async { Ok(LlmOutcome::Text(String::new())) })
+    }
+}
+
+/// The request as bytes, the way the provider sees its prefix: system instruction, then
+/// each turn in order. `upto` leaves out the final (volatile) turn.
+fn serialized(req: &LlmRequest, without_last: bool) -> String {
+    let n = if without_last {
+        req.turns.len() - 1
+    } else {
+        req.turns.len()
+    };
+    let mut s = format!("{:?}\n", req.system);
+    for t in &req.turns[..n] {
+        s.push_str(&format!("{t:?}\n"));
+    }
+    s
+}
+
+fn conversation_message(i: i64) -> Message {
+    let ours = i % 2 == 0;
+    Message {
+        id: MessageId(i),
+        chat: ChatId(5),
+        sender: Sender {
+            id: if ours { 1 } else { 2 },
+            name: if ours { "ann".into() } else { "Bob".into() },
+            username: None,
+            is_bot: false,
+        },
+        outgoing: ours,
+        text: format!("message number {i} ```with a fence```"),
+        mentions: vec![],
+        reply_to: (i > 3).then(|| MessageId(i - 2)),
+        date: personad::clock::add(t0(), secs(i as u64 * 60)),
+        media: None,
+    }
+}
+
+/// Runs a scripted 30-turn conversation through the planner and returns the requests.
+async fn thirty_turns(history_size: usize) -> Vec<LlmRequest> {
+    let llm = Arc::new(RecordingLlm::default());
+    let planner = LlmPlanner::new(
+        llm.clone(),
+        LlmPlannerConfig {
+            history_size,
+            ..LlmPlannerConfig::default()
+        },
+    );
+    let persona = persona(AGENT);
+    let chat = dm(5);
+    let history: Vec<Message> = (1..=60).map(conversation_message).collect();
+    for turn in 0..30 {
+        let seen = &history[..(turn * 2 + 1)]; // Bob speaks; ann's answer joins next turn
+        let req = PlanRequest {
+            persona: &persona,
+            chat: &chat,
+            history: seen,
+            target: seen.last().map(|m| m.id),
+            now: personad::clock::add(t0(), secs(turn as u64 * 3600 + 17)),
+        };
+        let _ = planner.plan(req).await;
+    }
+    llm.requests.lock().map(|r| r.clone()).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn each_request_is_a_byte_prefix_of_the_next() {
+    let reqs = thirty_turns(500).await;
+    assert_eq!(reqs.len(), 30);
+    for (i, pair) in reqs.windows(2).enumerate() {
+        let (a, b) = (serialized(&pair[0], true), serialized(&pair[1], false));
+        assert!(
+            b.starts_with(&a),
+            "request {i} is not a prefix of request {}",
+            i + 1
+        );
+        assert_eq!(
+            pair[0].system, pair[1].system,
+            "the system instruction never changes"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_capped_window_breaks_the_prefix_only_when_it_advances() {
+    let reqs = thirty_turns(20).await;
+    let mut advances = 0;
+    for pair in reqs.windows(2) {
+        let (a, b) = (serialized(&pair[0], true), serialized(&pair[1], false));
+        if !b.starts_with(&a) {
+            advances += 1;
+            assert_ne!(
+                pair[0].turns.first(),
+                pair[1].turns.first(),
+                "a broken prefix must come from a window that advanced"
+            );
+        }
+        assert!(
+            pair[1].turns.len() <= 21,
+            "20 history turns at most, plus the context"
+        );
+    }
+    // 59 messages through a window of 20 that drops 4 at a time: at most 10 advances,
+    // so most consecutive requests still share their prefix.
+    assert!((1..=10).contains(&advances), "{advances} advances");
+}
+
+// ---- the playground binary against the mock ----
+
+fn playground(
+    state: &std::path::Path,
+    agents: &std::path::Path,
+    server: &MockServer,
+    fast: bool,
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+    cmd.arg("--agents")
+        .arg(agents)
+        .arg("--prompts")
+        .arg(agents)
+        .arg("--state")
+        .arg(state)
+        .args([
+            "-vv",
+            "chat",
+            "--agent",
+            "Tess",
+            "--jsonl",
+            "--planner",
+            "gemini",
+        ]);
+    if fast {
+        cmd.arg("--fast");
+    }
+    cmd.env("GEMINI_API_KEY", KEY)
+        .env("GEMINI_BASE_URL", server.uri())
+        .env_remove("GOOGLE_GEMINI_API_KEY")
+        .env_remove("PERSONAD_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
+
+/// A persona that types instantly, so real-time runs are quick.
+fn tess_dir() -> Result<tempfile::TempDir, std::io::Error> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(
+        dir.path().join("Tess.md"),
+        "# Agent Name\nTess\n\n# Agent Phone\n+15550100042\n\n# Typing Speed\n100000\n\n# Start Typing Delay\n0\n\n# Agent Instructions\nYou are Tess.\n",
+    )?;
+    Ok(dir)
+}
+
+async fn run_to_end(
+    mut cmd: std::process::Command,
+    input: String,
+) -> Result<std::process::Output, String> {
+    tokio::task::spawn_blocking(move || -> Result<std::process::Output, String> {
+        let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(input.as_bytes())
+                .map_err(|e| e.to_string())?;
+        }
+        child.wait_with_output().map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+fn json_lines(out: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[tokio::test]
+async fn playground_burst_makes_one_well_formed_request_and_never_prints_the_key() -> TestResult {
+    let server = mock_with(answer("# «send»\nhi from the mock")).await;
+    let agents = tess_dir()?;
+    let state = tempfile::tempdir()?;
+    let input: String = (0..5)
+        .map(|i| format!("{{\"text\":\"burst {i}\",\"after_ms\":200}}\n"))
+        .collect();
+    let out = run_to_end(
+        playground(state.path(), agents.path(), &server, true),
+        input,
+    )
+    .await?;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let reqs = bodies(&server).await;
+    assert_eq!(
+        reqs.len(),
+        1,
+        "exactly one generateContent request for the burst"
+    );
+    assert_well_formed(&reqs[0]);
+    let sends: Vec<Value> = json_lines(&out.stdout)
+        .into_iter()
+        .filter(|e| e["event"] == "send")
+        .collect();
+    assert_eq!(sends.len(), 1);
+    assert_eq!(sends[0]["text"], "hi from the mock");
+    assert!(
+        !stdout.contains(KEY) && !stderr.contains(KEY),
+        "the key leaked into the output"
+    );
+    let received = server.received_requests().await.unwrap_or_default();
+    assert!(
+        received.iter().all(|r| !r.url.as_str().contains(KEY)),
+        "the key must not be in a URL"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_rejected_key_is_reported_without_printing_it() -> TestResult {
+    let server = mock_with(ResponseTemplate::new(403).set_body_string(format!(
+        "{{\"error\":{{\"code\":403,\"message\":\"API key {KEY} is not valid\",\"status\":\"PERMISSION_DENIED\"}}}}"
+    )))
+    .await;
+    let agents = tess_dir()?;
+    let state = tempfile::tempdir()?;
+    let out = run_to_end(
+        playground(state.path(), agents.path(), &server, true),
+        "{\"text\":\"hi\"}\n".into(),
+    )
+    .await?;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("403"), "the failure is logged: {stderr}");
+    assert!(
+        !stdout.contains(KEY) && !stderr.contains(KEY),
+        "the key leaked: {stderr}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_playground_killed_mid_plan_finishes_it_after_restart_without_sending_twice() -> TestResult
+{
+    let server = mock_with(answer(
+        "# «send»\none\n\n# «wait»\ndelay: 40\n\n# «send»\ntwo",
+    ))
+    .await;
+    let agents = tess_dir()?;
+    let state = tempfile::tempdir()?;
+    // First run on real time: kill it once "one" was sent, while it waits 40 s.
+    let mut cmd = playground(state.path(), agents.path(), &server, false);
+    cmd.args(["--debounce-ms", "0"]);
+    let first_send = tokio::task::spawn_blocking(move || -> Result<Value, String> {
+        let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+        let mut stdin = child.stdin.take().ok_or("stdin")?;
+        stdin
+            .write_all(b"{\"text\":\"hello\"}\n")
+            .map_err(|e| e.to_string())?;
+        let stdout = child.stdout.take().ok_or("stdout")?;
+        let mut found = None;
+        for line in BufReader::new(stdout).lines() {
+            let line = line.map_err(|e| e.to_string())?;
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && v["event"] == "send"
+            {
+                found = Some(v);
+                break;
+            }
+        }
+        child.kill().map_err(|e| e.to_string())?; // SIGKILL mid-plan
+        let _ = child.wait();
+        drop(stdin);
+        found.ok_or_else(|| "no send before the kill".to_string())
+    })
+    .await??;
+    assert_eq!(first_send["text"], "one");
+    // Second run, no new input: the plan resumes (on virtual time) and finishes.
+    let out = run_to_end(
+        playground(state.path(), agents.path(), &server, true),
+        String::new(),
+    )
+    .await?;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let texts: Vec<Value> = json_lines(&out.stdout)
+        .into_iter()
+        .filter(|e| e["event"] == "send")
+        .map(|e| e["text"].clone())
+        .collect();
+    assert_eq!(
+        texts,
+        vec![json!("two")],
+        "only the rest of the plan is sent"
+    );
+    assert_eq!(
+        bodies(&server).await.len(),
+        1,
+        "resuming does not plan again"
+    );
+    // The persisted transcript holds each message exactly once.
+    let transcripts = files_below(&state.path().join("Tess").join("playground"));
+    assert_eq!(transcripts.len(), 1);
+    let log: Value = serde_json::from_str(&std::fs::read_to_string(
+        state
+            .path()
+            .join("Tess")
+            .join("playground")
+            .join(&transcripts[0]),
+    )?)?;
+    let ours: Vec<Value> = log["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m["outgoing"] == json!(true))
+        .map(|m| m["text"].clone())
+        .collect();
+    assert_eq!(ours, vec![json!("one"), json!("two")]);
+    Ok(())
+}
