@@ -216,7 +216,17 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
                 ));
             }
             let n = store.clear(agent.as_deref(), chat.map(ChatId))?;
-            out(&format!("removed {n} graph file(s)\n"))?;
+            let mut text = format!("removed {n} graph file(s)\n");
+            // Clearing a chat also lifts its "disabled" mark, so the agent may write there again.
+            if let (Some(agent), Some(chat)) = (agent, chat) {
+                let dir = store.state_dir();
+                let (mut st, _) = crate::store::load_agent_state(dir, agent)?;
+                if st.disabled_chats.remove(&ChatId(*chat)).is_some() {
+                    crate::store::save_agent_state(dir, agent, &st)?;
+                    text.push_str(&format!("chat {chat} of {agent} is enabled again\n"));
+                }
+            }
+            out(&text)?;
             Ok(ExitCode::SUCCESS)
         }
     }

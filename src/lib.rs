@@ -5,6 +5,7 @@
 //! - [`config`]: validated runtime settings (debounce, retries, caps, timeouts).
 //! - [`persona`]: persona files and role prompts, parsed and validated into `Persona`.
 //! - [`graph`]: task graphs as pure data and transitions; [`graph::codec`] is their on-disk form.
+//! - [`agent_state`]: per-agent safety state kept across restarts (disabled chats, breaker).
 //! - [`store`]: every disk write (crash-safe, private permissions) and the state-dir layout.
 //! - [`telegram`]: the Telegram boundary (domain types, trait, errors) and its in-memory twin.
 //! - [`planner`]: the planning trait and the closed set of actions a plan may contain.
@@ -19,6 +20,7 @@
 //! - [`commands`]: `check`, `state`, `run`, `login`: what each command does, and exit codes.
 //! - [`logging`]: tracing subscriber setup (text or JSON).
 
+pub mod agent_state;
 pub mod blocks;
 pub mod cli;
 pub mod clock;

@@ -12,6 +12,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::agent_state::{self, AgentState};
 use crate::graph::codec::{self, CodecError};
 use crate::graph::{ConversationKey, TaskGraph};
 use crate::telegram::ChatId;
@@ -171,6 +172,51 @@ impl StateDir {
             .join(fs_name(&key.agent))
             .join(format!("{}.md", key.chat))
     }
+}
+
+/// Loads an agent's persisted safety state. A missing file is a fresh state; an unreadable
+/// one is moved to `quarantine/` (returned so the caller can log it) and a fresh state used.
+pub fn load_agent_state(
+    dir: &StateDir,
+    agent: &str,
+) -> Result<(AgentState, Option<Quarantined>), StoreError> {
+    let path = dir.agent_dir(agent).join(agent_state::FILE_NAME);
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((AgentState::default(), None)),
+        Err(e) => return Err(io_err("cannot read", &path)(e)),
+    };
+    match serde_json::from_str(&text) {
+        Ok(state) => Ok((state, None)),
+        Err(e) => {
+            let moved_to = dir.quarantine_dir().join(format!(
+                "{}--{}--{}",
+                fs_name(agent),
+                jiff::Timestamp::now().as_millisecond(),
+                agent_state::FILE_NAME
+            ));
+            move_file(&path, &moved_to)?;
+            Ok((
+                AgentState::default(),
+                Some(Quarantined {
+                    original: path,
+                    moved_to,
+                    reason: e.to_string(),
+                }),
+            ))
+        }
+    }
+}
+
+/// Saves an agent's safety state crash-safely.
+pub fn save_agent_state(dir: &StateDir, agent: &str, state: &AgentState) -> Result<(), StoreError> {
+    let path = dir.agent_dir(agent).join(agent_state::FILE_NAME);
+    let bytes = serde_json::to_vec_pretty(state).map_err(|e| StoreError::Io {
+        action: "cannot encode",
+        path: path.clone(),
+        source: io::Error::other(e),
+    })?;
+    write_atomic(&path, &bytes)
 }
 
 /// A graph file that could not be read and was moved aside.

@@ -205,6 +205,10 @@ pub struct TaskGraph {
     /// Incremented on every save: a test oracle and a guard against stale writes.
     pub seq: u64,
     pub created_at: Timestamp,
+    /// Nothing in this conversation runs before this instant (Telegram asked us to wait:
+    /// flood wait, slow mode). Carried over when the graph is replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parked_until: Option<Timestamp>,
     pub tasks: Vec<Task>,
 }
 
@@ -226,8 +230,39 @@ impl TaskGraph {
             chat,
             seq: 0,
             created_at: now,
+            parked_until: None,
             tasks: vec![received],
         }
+    }
+
+    /// A graph that starts with the given chain of tasks (no `received`): operator tasks,
+    /// alerts.
+    pub fn with_tasks(agent: &str, chat: Chat, now: Timestamp, tasks: Vec<Task>) -> TaskGraph {
+        let mut graph = TaskGraph {
+            format: FORMAT_VERSION,
+            id: new_id("g"),
+            agent: agent.to_string(),
+            chat,
+            seq: 0,
+            created_at: now,
+            parked_until: None,
+            tasks: Vec::new(),
+        };
+        let mut prev: Option<String> = None;
+        for mut t in tasks {
+            t.depends_on = prev.iter().cloned().collect();
+            prev = Some(t.id.clone());
+            graph.tasks.push(t);
+        }
+        graph
+    }
+
+    /// Whether the plan answers someone who wrote in this chat (it starts from a `received`
+    /// task for an inbound message).
+    pub fn answers_inbound(&self) -> bool {
+        self.tasks
+            .first()
+            .is_some_and(|t| t.kind == TaskKind::Received && t.params.contains_key("message_id"))
     }
 
     pub fn key(&self) -> ConversationKey {
@@ -270,6 +305,9 @@ impl TaskGraph {
 
     /// The first task (in graph order) that may run now.
     pub fn ready_task(&self, now: Timestamp) -> Option<&Task> {
+        if self.parked_until.is_some_and(|until| until > now) {
+            return None;
+        }
         self.tasks.iter().find(|t| {
             t.status == TaskStatus::Pending
                 && self.deps_done(t)
@@ -283,11 +321,27 @@ impl TaskGraph {
 
     /// The earliest future instant at which a task whose dependencies are done turns ready.
     pub fn next_deadline(&self) -> Option<Timestamp> {
-        self.tasks
+        let task_deadline = self
+            .tasks
             .iter()
             .filter(|t| t.status == TaskStatus::Pending && self.deps_done(t))
             .filter_map(|t| t.not_before)
-            .min()
+            .min();
+        match (task_deadline, self.parked_until) {
+            (Some(t), Some(p)) => Some(t.max(p)),
+            (t, p) => t.or(p),
+        }
+    }
+
+    /// Puts the task back to pending without counting an attempt, and parks the whole
+    /// conversation until `until`.
+    pub fn park(&mut self, id: &str, until: Timestamp, reason: &str, now: Timestamp) {
+        if let Some(t) = self.task_mut(id) {
+            t.status = TaskStatus::Pending;
+            t.last_error = Some(reason.to_string());
+            t.updated_at = now;
+        }
+        self.parked_until = Some(self.parked_until.map_or(until, |p| p.max(until)));
     }
 
     /// True when no task is left to run.

@@ -75,7 +75,7 @@ pub enum Outcome {
     Shutdown { reason: String },
 }
 
-/// Why a task failed.
+/// Why a task failed, and what that means for its conversation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TaskError {
     /// Try again after the retry interval.
@@ -84,6 +84,21 @@ pub enum TaskError {
     /// Trying again cannot help: drop the graph.
     #[error("{0}")]
     Permanent(String),
+    /// Telegram asked us to wait (flood wait, slow mode): park the conversation for `secs`
+    /// without counting an attempt.
+    #[error("{reason}")]
+    Park { secs: u64, reason: String },
+    /// We may not write in this chat (banned, write forbidden): drop the graph and disable
+    /// the chat.
+    #[error("{0}")]
+    ChatForbidden(String),
+    /// The account is limited by Telegram (peer flood, spam reports): drop the graph and trip
+    /// the agent's breaker.
+    #[error("{0}")]
+    AccountLimited(String),
+    /// The session is gone: stop the agent.
+    #[error("{0}")]
+    Unauthorized(String),
 }
 
 impl TaskError {
@@ -94,10 +109,16 @@ impl TaskError {
 
 impl From<TelegramError> for TaskError {
     fn from(e: TelegramError) -> Self {
-        if e.is_transient() {
-            TaskError::Transient(e.to_string())
-        } else {
-            TaskError::Permanent(e.to_string())
+        let text = e.to_string();
+        match e {
+            TelegramError::FloodWait { secs } | TelegramError::SlowmodeWait { secs } => {
+                TaskError::Park { secs, reason: text }
+            }
+            TelegramError::Forbidden(_) => TaskError::ChatForbidden(text),
+            TelegramError::AccountLimited(_) => TaskError::AccountLimited(text),
+            TelegramError::Unauthorized(_) => TaskError::Unauthorized(text),
+            TelegramError::Network(_) | TelegramError::Other(_) => TaskError::Transient(text),
+            TelegramError::NotFound(_) | TelegramError::Invalid(_) => TaskError::Permanent(text),
         }
     }
 }

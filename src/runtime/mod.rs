@@ -19,15 +19,17 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tracing::{debug, error, info, warn};
 
+use crate::agent_state::{AgentState, Breaker, Disabled};
 use crate::clock::{self, Hold, SharedClock};
 use crate::config::RuntimeConfig;
+use crate::graph::Task;
 use crate::graph::{ConversationKey, FailureVerdict, TaskGraph, TaskKind};
 use crate::handlers::{
     self, IDEMPOTENCY_KEY, Outcome, TaskContext, TaskError, cancel_safe, needs_idempotency_key,
 };
 use crate::persona::Persona;
 use crate::planner::SharedPlanner;
-use crate::store::{GraphStore, StoreError};
+use crate::store::{self, GraphStore, StoreError};
 use crate::telegram::{Chat, Message, Telegram};
 pub use queue::{Event, WorkQueue};
 
@@ -47,6 +49,8 @@ pub struct Status {
     pub in_flight: usize,
     /// Graphs kept on disk for agents that are not running.
     pub orphaned: usize,
+    /// Agents that run (stopped ones excluded).
+    pub agents: usize,
     /// Persisted graphs have been loaded and the loop is running.
     pub started: bool,
     /// Events applied so far (compare with the queue's push count).
@@ -76,6 +80,8 @@ pub enum RuntimeError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StopReport {
     pub reason: String,
+    /// Every agent had to stop (sessions gone): the daemon cannot go on.
+    pub no_agents_left: bool,
 }
 
 /// A cloneable handle for feeding the runtime and watching it.
@@ -158,7 +164,14 @@ pub struct Runtime {
     /// Set once shutdown began: the reason and the end of the grace period.
     stopping: Option<(String, Timestamp)>,
     applied: u64,
+    /// Per-agent safety state (disabled chats, breaker), saved on every change.
+    agent_states: HashMap<String, AgentState>,
+    /// Agents stopped for good in this run (their session is gone).
+    stopped_agents: Vec<String>,
 }
+
+/// How long the account breaker holds after Telegram limits an account.
+const BREAKER_HOLD: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 impl Runtime {
     pub fn new(
@@ -187,6 +200,8 @@ impl Runtime {
             cursor: None,
             stopping: None,
             applied: 0,
+            agent_states: HashMap::new(),
+            stopped_agents: Vec::new(),
         }
     }
 
@@ -237,6 +252,7 @@ impl Runtime {
                     info!(reason = %reason, "runtime stopped; all state is saved");
                     return Ok(StopReport {
                         reason: reason.clone(),
+                        no_agents_left: self.agents.is_empty(),
                     });
                 }
             } else {
@@ -293,6 +309,7 @@ impl Runtime {
             graphs: self.graphs.len(),
             in_flight: self.in_flight.len(),
             orphaned: self.orphans.len(),
+            agents: self.agents.len(),
             started: true,
             applied: self.applied,
             stopped: false,
@@ -318,6 +335,25 @@ impl Runtime {
                 reason = %q.reason,
                 "unreadable graph file moved to quarantine"
             );
+        }
+        let agents: Vec<String> = self.agents.keys().cloned().collect();
+        for agent in agents {
+            let dir = self.store.state_dir().clone();
+            let a = agent.clone();
+            let (state, quarantined) =
+                tokio::task::spawn_blocking(move || store::load_agent_state(&dir, &a))
+                    .await
+                    .map_err(|e| RuntimeError::Join(e.to_string()))??;
+            if let Some(q) = quarantined {
+                error!(
+                    agent = %agent,
+                    file = %q.original.display(),
+                    moved_to = %q.moved_to.display(),
+                    reason = %q.reason,
+                    "unreadable agent state moved to quarantine; starting with no disabled chats and no breaker"
+                );
+            }
+            self.agent_states.insert(agent, state);
         }
         let now = self.clock.now();
         for mut graph in loaded.graphs {
@@ -418,6 +454,14 @@ impl Runtime {
         if !trigger || self.stopping.is_some() {
             return Ok(());
         }
+        if self
+            .agent_states
+            .get(&agent)
+            .is_some_and(|s| s.is_disabled(chat.id))
+        {
+            debug!(agent = %agent, chat = %chat.id, "message in a disabled chat: not planning");
+            return Ok(());
+        }
         let key = ConversationKey::new(agent.clone(), chat.id);
         let now = self.clock.now();
         let mut params = Map::new();
@@ -426,6 +470,8 @@ impl Runtime {
         let mut graph = TaskGraph::with_received(&agent, chat, now, params, not_before);
         if let Some(old) = self.graphs.get(&key) {
             debug!(conversation = %key, old = %old.id, new = %graph.id, "replanning");
+            // Telegram's "wait" applies to the conversation, not to one plan.
+            graph.parked_until = old.parked_until.filter(|until| *until > now);
         }
         // A planning step of the superseded graph is abandoned; a side effect in flight is
         // allowed to finish, but whatever it returns is discarded.
@@ -476,6 +522,49 @@ impl Runtime {
                     Outcome::Shutdown { reason } => stop_reason = Some(reason),
                 }
             }
+            Err(TaskError::Park { secs, reason }) => {
+                let until = clock::add(now, std::time::Duration::from_secs(secs));
+                graph.park(&task_id, until, &reason, now);
+                warn!(
+                    conversation = %key,
+                    task = %task_id,
+                    until = %until,
+                    reason = %reason,
+                    "Telegram asked us to wait: conversation parked"
+                );
+            }
+            Err(TaskError::ChatForbidden(reason)) => {
+                error!(
+                    conversation = %key,
+                    task = %task_id,
+                    reason = %reason,
+                    "we may not write in this chat: plan dropped and chat disabled (`personad state clear --agent {} --chat {}` enables it again)",
+                    key.agent,
+                    key.chat
+                );
+                self.remove_graph(&key).await?;
+                return self.disable_chat(&key, reason, now).await;
+            }
+            Err(TaskError::AccountLimited(reason)) => {
+                error!(
+                    conversation = %key,
+                    task = %task_id,
+                    reason = %reason,
+                    "Telegram limits this account: plan dropped, breaker tripped for 24 h, owner alerted"
+                );
+                self.remove_graph(&key).await?;
+                return self.trip_breaker(&key.agent, reason, now).await;
+            }
+            Err(TaskError::Unauthorized(reason)) => {
+                error!(
+                    agent = %key.agent,
+                    reason = %reason,
+                    "the agent's Telegram session is no longer valid; stopping this agent. Log in again: personad login --agent {:?}",
+                    key.agent
+                );
+                self.stop_agent(&key.agent);
+                return Ok(());
+            }
             Err(e) => {
                 let policy = self.config.retry;
                 match graph.record_failure(&task_id, &e.to_string(), e.is_transient(), policy, now)
@@ -509,6 +598,116 @@ impl Runtime {
             self.begin_stop(reason);
         }
         Ok(())
+    }
+
+    async fn save_agent_state(&self, agent: &str) -> Result<(), RuntimeError> {
+        let Some(state) = self.agent_states.get(agent).cloned() else {
+            return Ok(());
+        };
+        let dir = self.store.state_dir().clone();
+        let agent = agent.to_string();
+        tokio::task::spawn_blocking(move || store::save_agent_state(&dir, &agent, &state))
+            .await
+            .map_err(|e| RuntimeError::Join(e.to_string()))??;
+        Ok(())
+    }
+
+    async fn disable_chat(
+        &mut self,
+        key: &ConversationKey,
+        reason: String,
+        now: Timestamp,
+    ) -> Result<(), RuntimeError> {
+        self.agent_states
+            .entry(key.agent.clone())
+            .or_default()
+            .disabled_chats
+            .insert(key.chat, Disabled { since: now, reason });
+        self.save_agent_state(&key.agent).await
+    }
+
+    /// Trips the account breaker: persisted for 24 h, and an alert queued for the owner's
+    /// Saved Messages (a plan of its own, through the normal machinery).
+    async fn trip_breaker(
+        &mut self,
+        agent: &str,
+        reason: String,
+        now: Timestamp,
+    ) -> Result<(), RuntimeError> {
+        let until = clock::add(now, BREAKER_HOLD);
+        self.agent_states
+            .entry(agent.to_string())
+            .or_default()
+            .breaker = Some(Breaker {
+            until,
+            reason: reason.clone(),
+        });
+        self.save_agent_state(agent).await?;
+        let Some(handle) = self.agents.get(agent) else {
+            return Ok(());
+        };
+        let saved = Chat {
+            id: crate::telegram::ChatId(handle.telegram.self_id()),
+            kind: crate::telegram::ChatKind::Direct,
+            title: "Saved Messages".into(),
+        };
+        let mut params = Map::new();
+        params.insert(
+            "text".into(),
+            Value::from(format!(
+                "personad: Telegram limited this account ({reason}). Until {until} the agent only answers people who wrote to it first. Check @SpamBot for details."
+            )),
+        );
+        params.insert(
+            IDEMPOTENCY_KEY.into(),
+            Value::from(handlers::new_idempotency_key()),
+        );
+        let alert = Task::new(TaskKind::Send, params, now);
+        let mut graph = TaskGraph::with_tasks(agent, saved, now, vec![alert]);
+        let key = graph.key();
+        self.persist(&mut graph).await?;
+        self.graphs.insert(key, graph);
+        Ok(())
+    }
+
+    /// Stops an agent for the rest of this run: its graphs stay on disk untouched.
+    fn stop_agent(&mut self, agent: &str) {
+        if self.agents.remove(agent).is_none() {
+            return;
+        }
+        self.stopped_agents.push(agent.to_string());
+        let keys: Vec<ConversationKey> = self
+            .graphs
+            .keys()
+            .filter(|k| k.agent == agent)
+            .cloned()
+            .collect();
+        for key in keys {
+            if let Some(f) = self.in_flight.remove(&key) {
+                f.abort.abort();
+            }
+            if let Some(g) = self.graphs.remove(&key) {
+                self.orphans.insert(key, g);
+            }
+        }
+        if self.agents.is_empty() {
+            self.begin_stop("no agent left to run".to_string());
+        }
+    }
+
+    /// While an agent's breaker holds, only plans that answer someone who wrote in the chat
+    /// (and alerts to the owner) may send.
+    fn breaker_blocks(&self, graph: &TaskGraph, task: &Task, now: Timestamp) -> bool {
+        let Some(agent) = self.agents.get(&graph.agent) else {
+            return false;
+        };
+        needs_idempotency_key(task.kind)
+            && self
+                .agent_states
+                .get(&graph.agent)
+                .is_some_and(|s| s.breaker_active(now))
+            && !graph.answers_inbound()
+            && graph.chat.id.0 != agent.telegram.self_id()
     }
 
     /// After a change: arm waits, then save the graph or delete it when finished.
@@ -547,6 +746,18 @@ impl Runtime {
             self.graphs.insert(key, graph);
             return Ok(false);
         };
+        if graph
+            .task(&task_id)
+            .is_some_and(|t| self.breaker_blocks(&graph, t, now))
+        {
+            warn!(
+                conversation = %key,
+                "account breaker holds: nobody wrote to us in this chat, so the plan is dropped"
+            );
+            self.graphs.insert(key.clone(), graph);
+            self.remove_graph(&key).await?;
+            return Ok(true);
+        }
         graph.mark_active(&task_id, now);
         if let Some(task) = graph.tasks.iter_mut().find(|t| t.id == task_id)
             && needs_idempotency_key(task.kind)

@@ -179,8 +179,22 @@ impl MemoryTelegram {
                 }
             }
         }
+        let self_id = user_id_for(self_name);
+        // Saved Messages: the account's chat with itself always exists.
+        state.chats.entry(ChatId(self_id)).or_insert(ChatLog {
+            chat: Chat {
+                id: ChatId(self_id),
+                kind: super::ChatKind::Direct,
+                title: "Saved Messages".into(),
+            },
+            next_id: 1,
+            messages: Vec::new(),
+            sent_keys: BTreeMap::new(),
+            blocked: false,
+            read_upto: None,
+        });
         Ok(MemoryTelegram {
-            self_id: user_id_for(self_name),
+            self_id,
             self_name: self_name.to_string(),
             dir,
             clock,

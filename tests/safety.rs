@@ -1,0 +1,206 @@
+//! Telegram's typed errors through the runtime: a flood wait parks the conversation (and the
+//! park survives a restart), PEER_FLOOD trips the account breaker and alerts the owner, a
+//! forbidden chat is disabled, a dead session stops the agent.
+
+mod common;
+
+use common::*;
+use personad::agent_state::AgentState;
+use personad::graph::{ConversationKey, Task, TaskGraph, TaskKind, codec};
+use personad::store::{GraphStore, StateDir};
+use personad::telegram::memory::{Op, user_id_for};
+use personad::telegram::{ChatId, TelegramError};
+use serde_json::Map;
+
+fn agent_state(dir: &std::path::Path) -> AgentState {
+    let path = StateDir::new(dir).agent_dir(AGENT).join("agent-state.json");
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_flood_wait_parks_the_conversation_and_the_park_survives_a_restart() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (flooded, other) = (dm(1), dm(2));
+    let chats = [flooded.clone(), other.clone()];
+    let mut h = Harness::start(dir.path(), reply_with("hello"), config(), &chats);
+    h.telegram
+        .fail_next(Op::SendText, TelegramError::FloodWait { secs: 120 });
+    h.say(&flooded, "Bob", "hi").await; // planned at 2 s; the send hits FLOOD_WAIT_120
+    h.pass(secs(10)).await;
+    h.say(&other, "Eve", "hey").await; // another chat is not held up
+    h.pass(secs(50)).await; // 60 s: still parked
+    let sends = h.sends();
+    assert_eq!(sends, vec![(ChatId(2), "hello".to_string(), 12_000)]);
+    let path = StateDir::new(dir.path()).graph_path(&ConversationKey::new(AGENT, ChatId(1)));
+    let saved = codec::decode(&std::fs::read_to_string(&path)?)?;
+    assert_eq!(
+        saved.parked_until.map(ms_since_t0),
+        Some(122_000),
+        "the park is on disk"
+    );
+    h.crash().await;
+
+    let restart = personad::clock::add(t0(), secs(60));
+    let mut h = Harness::start_at(dir.path(), reply_with("unused"), config(), &chats, restart);
+    h.settle().await;
+    assert_eq!(
+        h.sends()
+            .into_iter()
+            .filter(|s| s.0 == ChatId(1))
+            .collect::<Vec<_>>(),
+        vec![(ChatId(1), "hello".to_string(), 122_000)],
+        "sent once the 120 s have passed, not before"
+    );
+    assert_eq!(h.planner.calls(), 0, "parking does not cost a new plan");
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_new_message_during_a_park_keeps_the_conversation_parked() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(3);
+    let mut h = Harness::start(
+        dir.path(),
+        reply_with("hi"),
+        config(),
+        std::slice::from_ref(&chat),
+    );
+    h.telegram
+        .fail_next(Op::SendText, TelegramError::SlowmodeWait { secs: 30 });
+    h.say(&chat, "Bob", "one").await;
+    h.pass(secs(5)).await;
+    h.say(&chat, "Bob", "two").await; // replans, but Telegram's wait still applies
+    h.settle().await;
+    let sends = h.sends();
+    assert_eq!(sends.len(), 1);
+    assert_eq!(sends[0].2, 32_000, "not before the slow-mode wait ends");
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn peer_flood_trips_the_breaker_and_alerts_the_owner() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (chat, quiet) = (dm(4), dm(5));
+    let chats = [chat.clone(), quiet.clone()];
+    let mut h = Harness::start(dir.path(), reply_with("hello"), config(), &chats);
+    h.telegram.fail_next(
+        Op::SendText,
+        TelegramError::AccountLimited("PEER_FLOOD".into()),
+    );
+    h.say(&chat, "Bob", "hi").await;
+    h.settle().await;
+    let saved_messages = ChatId(user_id_for(AGENT));
+    let sends = h.sends();
+    assert_eq!(sends.len(), 1, "{sends:?}");
+    assert_eq!(
+        sends[0].0, saved_messages,
+        "the alert goes to the owner's Saved Messages"
+    );
+    assert!(sends[0].1.contains("limited") && sends[0].1.contains("PEER_FLOOD"));
+    let state = agent_state(dir.path());
+    let until = state.breaker.as_ref().map(|b| ms_since_t0(b.until));
+    assert_eq!(
+        until,
+        Some(2_000 + 24 * 3600 * 1000),
+        "breaker persisted for 24 h"
+    );
+    h.stop().await?;
+
+    // After a restart the breaker still holds: a plan nobody asked for (no inbound message)
+    // is dropped, while answering someone who wrote still works.
+    let now = personad::clock::add(t0(), secs(3600));
+    let mut p = Map::new();
+    p.insert("text".into(), "unsolicited".into());
+    p.insert("idempotency_key".into(), 77.into());
+    let g = TaskGraph::with_tasks(
+        AGENT,
+        quiet.clone(),
+        now,
+        vec![Task::new(TaskKind::Send, p, now)],
+    );
+    GraphStore::new(StateDir::new(dir.path())).save(&g)?;
+    let mut h = Harness::start_at(dir.path(), reply_with("answer"), config(), &chats, now);
+    h.say(&chat, "Bob", "are you there?").await;
+    h.settle().await;
+    let texts: Vec<String> = h.sends().into_iter().map(|s| s.1).collect();
+    assert_eq!(texts, vec!["answer".to_string()]);
+    assert!(
+        files_below(&dir.path().join("quarantine")).is_empty(),
+        "dropped, not quarantined"
+    );
+    assert!(files_below(&dir.path().join("graphs")).is_empty());
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_forbidden_chat_is_disabled_and_stays_disabled() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (banned, fine) = (group(-10), dm(6));
+    let chats = [banned.clone(), fine.clone()];
+    let mut h = Harness::start(dir.path(), reply_with("hello"), config(), &chats);
+    h.telegram.fail_next(
+        Op::SendText,
+        TelegramError::Forbidden("CHAT_WRITE_FORBIDDEN".into()),
+    );
+    h.say(&banned, "Bob", "hi all").await;
+    h.settle().await;
+    assert!(h.sends().is_empty());
+    assert!(agent_state(dir.path()).is_disabled(ChatId(-10)));
+    assert!(
+        files_below(&dir.path().join("graphs")).is_empty(),
+        "the plan was dropped"
+    );
+    h.say(&banned, "Bob", "anyone?").await;
+    h.say(&fine, "Eve", "hi").await;
+    h.settle().await;
+    assert_eq!(
+        h.planner.calls(),
+        2,
+        "the disabled chat is not planned again"
+    );
+    assert_eq!(
+        h.sends().into_iter().map(|s| s.0).collect::<Vec<_>>(),
+        vec![ChatId(6)]
+    );
+    h.stop().await?;
+
+    let mut h = Harness::start(dir.path(), reply_with("hello"), config(), &chats);
+    h.say(&banned, "Bob", "after restart").await;
+    h.settle().await;
+    assert_eq!(h.planner.calls(), 0, "still disabled after a restart");
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_dead_session_stops_the_agent_and_keeps_its_plans() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(7);
+    let mut h = Harness::start(
+        dir.path(),
+        reply_with("hello"),
+        config(),
+        std::slice::from_ref(&chat),
+    );
+    h.telegram.fail_next(
+        Op::SendText,
+        TelegramError::Unauthorized("AUTH_KEY_UNREGISTERED".into()),
+    );
+    h.say(&chat, "Bob", "hi").await;
+    drop(h.hold.take());
+    h.handle.wait_stopped().await;
+    let report = h.run.await??;
+    assert!(report.no_agents_left);
+    assert_eq!(
+        files_below(&dir.path().join("graphs")).len(),
+        1,
+        "the plan stays on disk"
+    );
+    Ok(())
+}
