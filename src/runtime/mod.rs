@@ -102,6 +102,15 @@ impl RuntimeHandle {
         });
     }
 
+    /// Drops the conversation's pending plan, e.g. because the owner wrote there themselves.
+    pub fn cancel_plan(&self, agent: &str, chat: crate::telegram::ChatId, reason: &str) {
+        self.queue.push(Event::Cancel {
+            agent: agent.to_string(),
+            chat,
+            reason: reason.to_string(),
+        });
+    }
+
     /// Asks the runtime to stop gracefully.
     pub fn shutdown(&self, reason: &str) {
         self.queue.push(Event::Shutdown {
@@ -411,6 +420,26 @@ impl Runtime {
                 task_id,
                 result,
             } => self.on_finished(key, graph_id, task_id, result).await,
+            Event::Cancel {
+                agent,
+                chat,
+                reason,
+            } => {
+                let key = ConversationKey::new(agent, chat);
+                if self.graphs.contains_key(&key) {
+                    info!(conversation = %key, reason = %reason, "pending plan cancelled");
+                    if self
+                        .in_flight
+                        .get(&key)
+                        .is_some_and(|f| cancel_safe(f.kind))
+                        && let Some(f) = self.in_flight.remove(&key)
+                    {
+                        f.abort.abort();
+                    }
+                    self.remove_graph(&key).await?;
+                }
+                Ok(())
+            }
             Event::Shutdown { reason } => {
                 self.begin_stop(reason);
                 Ok(())

@@ -31,6 +31,12 @@ pub enum Event {
         task_id: String,
         result: HandlerResult,
     },
+    /// Forget the conversation's pending plan (a person took over).
+    Cancel {
+        agent: String,
+        chat: crate::telegram::ChatId,
+        reason: String,
+    },
     /// Stop gracefully.
     Shutdown { reason: String },
 }
