@@ -187,10 +187,48 @@ impl RuntimeArgs {
     }
 }
 
+/// The Telegram application's credentials (from my.telegram.org).
+#[derive(Debug, Clone, Args)]
+pub struct TelegramArgs {
+    /// The application's api_id.
+    #[arg(long, value_name = "ID", env = "TELEGRAM_API_ID")]
+    pub api_id: Option<i32>,
+    /// The application's api_hash (a secret: prefer the environment variable).
+    #[arg(
+        long,
+        value_name = "HASH",
+        env = "TELEGRAM_API_HASH",
+        hide_env_values = true
+    )]
+    pub api_hash: Option<String>,
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+    #[command(flatten)]
+    pub telegram: TelegramArgs,
+    #[command(flatten)]
+    pub llm: LlmArgs,
+    /// Flood waits up to this many seconds are slept inside the Telegram library; longer ones
+    /// park the conversation.
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "PERSONAD_FLOOD_SLEEP_SECS",
+        default_value_t = 10
+    )]
+    pub flood_sleep_secs: u64,
+    /// Messages older than this when they arrive (catch-up after downtime) join the history
+    /// without triggering a reply.
+    #[arg(
+        long,
+        value_name = "MINUTES",
+        env = "PERSONAD_CATCH_UP_MINUTES",
+        default_value_t = 15
+    )]
+    pub catch_up_minutes: u64,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -293,12 +331,14 @@ pub enum StateCommand {
 
 #[derive(Debug, Clone, Args)]
 pub struct LoginArgs {
-    /// The persona whose account to log in.
+    /// The persona whose account to log in (its phone comes from the persona file).
     #[arg(long)]
     pub agent: String,
     /// Sign out and delete the session instead.
     #[arg(long)]
     pub logout: bool,
+    #[command(flatten)]
+    pub telegram: TelegramArgs,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -10,8 +10,8 @@ use std::process::ExitCode;
 use jiff::Timestamp;
 use serde_json::{Map, Value};
 
-use crate::cli::{CheckArgs, GlobalArgs, LoginArgs, RunArgs, SaveLoopArgs, StateCommand};
-use crate::config::{ConfigError, RuntimeConfig};
+use crate::cli::{CheckArgs, GlobalArgs, SaveLoopArgs, StateCommand};
+use crate::config::ConfigError;
 use crate::graph::{Task, TaskGraph, TaskKind};
 use crate::persona::{self, LoadReport, Persona, PersonaDirError};
 use crate::store::{GraphStore, StateDir, StoreError};
@@ -350,38 +350,6 @@ pub fn render_graph(g: &TaskGraph) -> String {
         }
     }
     text
-}
-
-/// `personad run`: starts every valid agent. The Telegram backend is not part of this build
-/// yet, so after validating everything it reports that no agent can start.
-pub fn run(global: &GlobalArgs, args: &RunArgs) -> CmdResult {
-    let _config: RuntimeConfig = args.runtime.raw().validate()?;
-    let report = load_personas(global)?;
-    for entry in report.entries.iter().filter(|e| !e.is_usable()) {
-        for p in entry.problems.iter().filter(|p| p.is_error()) {
-            tracing::error!(problem = %p, "agent not started");
-        }
-    }
-    let active: Vec<&Persona> = report.active().collect();
-    if active.is_empty() {
-        return Err(CommandError::Unavailable(format!(
-            "no usable agent in {} (run `personad check` for details)",
-            global.agents_dir.display()
-        )));
-    }
-    Err(CommandError::Unavailable(format!(
-        "{} agent(s) ready, but this build has no Telegram backend yet; try a persona with `personad chat --agent {}`",
-        active.len(),
-        active.first().map(|p| p.name.as_str()).unwrap_or_default()
-    )))
-}
-
-/// `personad login`: not available until the Telegram backend exists.
-pub fn login(_global: &GlobalArgs, args: &LoginArgs) -> CmdResult {
-    Err(CommandError::Unavailable(format!(
-        "cannot log in agent {:?}: this build has no Telegram backend yet",
-        args.agent
-    )))
 }
 
 /// Hidden crash harness: saves `chats` graphs round-robin, printing `ACK <chat> <seq>` after

@@ -7,7 +7,8 @@
 //! - [`graph`]: task graphs as pure data and transitions; [`graph::codec`] is their on-disk form.
 //! - [`agent_state`]: per-agent safety state kept across restarts (disabled chats, breaker).
 //! - [`store`]: every disk write (crash-safe, private permissions) and the state-dir layout.
-//! - [`telegram`]: the Telegram boundary (domain types, trait, errors) and its in-memory twin.
+//! - [`telegram`]: the Telegram boundary (domain types, trait, errors), its in-memory twin, the
+//!   account-safety governor, and the MTProto backend (`telegram::mtproto`, the only grammers user).
 //! - [`planner`]: the planning trait and the closed set of actions a plan may contain.
 //! - [`blocks`]: parses the model's task-block reply into actions (pure, adversarial input).
 //! - [`prompt`]: builds the cache-stable LLM request from persona and chat history (pure).
@@ -17,6 +18,7 @@
 //! - [`runtime`]: work queue, tick loop, round-robin scheduling, replanning and retries.
 //! - [`playground`]: the `chat` command's driver (interactive and JSONL) on the in-memory backend.
 //! - [`cli`]: command-line definitions (clap), options and their environment variables.
+//! - [`daemon`]: `run` and `login`: connects agents, wires runtime, pumps and signals.
 //! - [`commands`]: `check`, `state`, `run`, `login`: what each command does, and exit codes.
 //! - [`logging`]: tracing subscriber setup (text or JSON).
 
@@ -26,6 +28,7 @@ pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod config;
+pub mod daemon;
 pub mod graph;
 pub mod handlers;
 pub mod llm;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use personad::cli::{Cli, Command};
 use personad::commands::{self, CommandError, exit};
-use personad::{logging, playground};
+use personad::{daemon, logging, playground};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -30,15 +30,16 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let code = match cli.command {
         Command::Check(args) => commands::check(&global, &args)?,
         Command::State(cmd) => commands::state(&global, &cmd)?,
-        Command::Run(args) => commands::run(&global, &args)?,
-        Command::Login(args) => commands::login(&global, &args)?,
         Command::SaveLoop(args) => commands::save_loop(&global, &args)?,
-        Command::Chat(args) => {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()?;
-            rt.block_on(playground::chat(global, args))?
-        }
+        Command::Run(args) => runtime()?.block_on(daemon::run(global, args))?,
+        Command::Login(args) => runtime()?.block_on(daemon::login(global, args))?,
+        Command::Chat(args) => runtime()?.block_on(playground::chat(global, args))?,
     };
     Ok(code)
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
 }

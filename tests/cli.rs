@@ -229,13 +229,78 @@ fn state_list_and_show_print_graphs_and_report_corrupt_files() -> TestResult {
     Ok(())
 }
 
+/// `run` with the credentials it needs (fake: nothing here reaches Telegram or Gemini).
+fn run_cmd(dir: &Path, agents: &Path) -> Command {
+    let mut cmd = personad(&["run"], dir);
+    cmd.env("PERSONAD_AGENTS_DIR", agents)
+        .env("PERSONAD_PROMPTS_PATH", root().join("prompts"))
+        .env("PERSONAD_STATE_DIR", dir.join("state"))
+        .env("TELEGRAM_API_ID", "12345")
+        .env("TELEGRAM_API_HASH", "SENTINEL_HASH_0123456789")
+        .env("GEMINI_API_KEY", "SENTINEL_GEMINI_KEY");
+    cmd
+}
+
 #[test]
 fn run_without_usable_agents_exits_unavailable() -> TestResult {
     let dir = tempfile::tempdir()?;
     std::fs::create_dir_all(dir.path().join("agents"))?;
-    let out = run(&["run"], dir.path())?;
+    let out = run_cmd(dir.path(), &dir.path().join("agents")).output()?;
     assert_eq!(out.status.code(), Some(69));
-    assert!(text(&out.stderr).contains("no usable agent"));
+    assert!(text(&out.stderr).contains("no agent could start"));
+    Ok(())
+}
+
+#[test]
+fn run_needs_telegram_credentials() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let out = personad(&["run"], &root())
+        .env("GEMINI_API_KEY", "x")
+        .output()?;
+    assert_eq!(out.status.code(), Some(78));
+    assert!(text(&out.stderr).contains("TELEGRAM_API_ID and TELEGRAM_API_HASH are required"));
+    drop(dir);
+    Ok(())
+}
+
+#[test]
+fn run_names_the_login_command_for_an_agent_without_a_session() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let out = run_cmd(dir.path(), &root().join("agents")).output()?;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{stderr}");
+    assert!(
+        stderr.contains("personad login --agent \"Wren\""),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("personad login --agent \"Ingrid\""),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("SENTINEL"),
+        "no secret in the output: {stderr}"
+    );
+    Ok(())
+}
+
+#[test]
+fn run_refuses_a_session_file_readable_by_others() -> TestResult {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir()?;
+    let agent_dir = dir.path().join("state").join("Wren");
+    std::fs::create_dir_all(&agent_dir)?;
+    std::fs::set_permissions(&agent_dir, std::fs::Permissions::from_mode(0o700))?;
+    let session = agent_dir.join("telegram.session");
+    std::fs::write(&session, b"")?;
+    std::fs::set_permissions(&session, std::fs::Permissions::from_mode(0o644))?;
+    let out = run_cmd(dir.path(), &root().join("agents")).output()?;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{stderr}");
+    assert!(
+        stderr.contains("readable by other users") && stderr.contains("chmod 600"),
+        "{stderr}"
+    );
     Ok(())
 }
 

@@ -6,7 +6,9 @@
 //! Backends: [`memory::MemoryTelegram`] (tests and the `chat` playground). The MTProto backend
 //! plugs in behind the same trait.
 
+pub mod governor;
 pub mod memory;
+pub mod mtproto;
 
 use std::fmt;
 

@@ -1,0 +1,190 @@
+//! `personad run` and `personad login`: the daemon's wiring. Loads personas and settings,
+//! connects every valid agent's account (an agent that cannot start is reported with the
+//! reason and does not stop the others), wraps each account in the safety governor, starts
+//! the runtime and one update pump per agent, and turns SIGTERM/SIGINT into a graceful stop.
+//! It owns no logic of its own beyond that wiring; called by the binary.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{GlobalArgs, LoginArgs, RunArgs, TelegramArgs};
+use crate::clock::{SharedClock, SystemClock};
+use crate::commands::{CmdResult, CommandError, exit, find_persona, load_personas};
+use crate::config::ConfigError;
+use crate::llm_planner::{LlmPlannerConfig, gemini_from_env};
+use crate::runtime::{AgentHandle, Runtime};
+use crate::store::{GraphStore, StateDir};
+use crate::telegram::governor::{Governor, GovernorConfig};
+use crate::telegram::mtproto::{self, ApiHash, ConnectOptions, Credentials};
+
+fn credentials(args: &TelegramArgs) -> Result<Credentials, CommandError> {
+    match (args.api_id, args.api_hash.as_deref()) {
+        (Some(api_id), Some(hash)) if !hash.trim().is_empty() => Ok(Credentials {
+            api_id,
+            api_hash: ApiHash::new(hash.trim()),
+        }),
+        _ => Err(CommandError::Config(ConfigError {
+            name: "telegram",
+            reason: "TELEGRAM_API_ID and TELEGRAM_API_HASH are required (get them at my.telegram.org; see docs/telegram.md)".into(),
+        })),
+    }
+}
+
+/// `personad run`.
+pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
+    let config = args.runtime.raw().validate()?;
+    let creds = credentials(&args.telegram)?;
+    let report = {
+        let g = global.clone();
+        tokio::task::spawn_blocking(move || load_personas(&g))
+            .await
+            .map_err(|e| CommandError::Failed(e.to_string()))??
+    };
+    for entry in report.entries.iter().filter(|e| !e.is_usable()) {
+        for p in entry.problems.iter().filter(|p| p.is_error()) {
+            tracing::error!(problem = %p, "agent not started");
+        }
+    }
+    let clock: SharedClock = Arc::new(SystemClock);
+    let planner = gemini_from_env(
+        LlmPlannerConfig {
+            default_model: args.llm.model.clone(),
+            temperature: args.llm.temperature,
+            max_output_tokens: args.llm.max_output_tokens,
+            max_tasks: args.llm.max_tasks,
+            history_size: config.history_limit,
+        },
+        args.llm.llm_attempts,
+        Arc::clone(&clock),
+    )
+    .map_err(|e| {
+        CommandError::Config(ConfigError {
+            name: "llm",
+            reason: e.to_string(),
+        })
+    })?;
+    let opts = ConnectOptions {
+        flood_sleep_threshold: Duration::from_secs(args.flood_sleep_secs),
+        max_catch_up_age: Duration::from_secs(args.catch_up_minutes.saturating_mul(60)),
+    };
+    let state = StateDir::new(&global.state_dir);
+    let mut agents = Vec::new();
+    let mut connections = Vec::new();
+    for persona in report.active() {
+        match mtproto::connect(&state, &persona.name, &creds, opts, Arc::clone(&clock)).await {
+            Ok(connected) => {
+                tracing::info!(agent = %persona.name, "connected");
+                let governed = Governor::new(
+                    connected.telegram.clone(),
+                    Arc::clone(&clock),
+                    GovernorConfig::default(),
+                );
+                agents.push(AgentHandle {
+                    persona: Arc::new(persona.clone()),
+                    telegram: Arc::new(governed),
+                });
+                connections.push((persona.name.clone(), connected));
+            }
+            Err(e) => tracing::error!(agent = %persona.name, "cannot start: {e}"),
+        }
+    }
+    if agents.is_empty() {
+        return Err(CommandError::Unavailable(
+            "no agent could start (see the errors above)".into(),
+        ));
+    }
+    let runtime = Runtime::new(
+        config,
+        agents,
+        Arc::new(planner),
+        GraphStore::new(state.clone()),
+        Arc::clone(&clock),
+    );
+    let handle = runtime.handle();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(runtime.run());
+    let mut pumps = Vec::new();
+    for (agent, connected) in connections {
+        let (h, c, s) = (handle.clone(), Arc::clone(&clock), stop.child_token());
+        pumps.push(tokio::spawn(async move {
+            if let Err(e) = connected.pump(agent.clone(), h, opts, c, s).await {
+                tracing::error!(agent = %agent, "stopped: {e}");
+            }
+        }));
+    }
+    let signals = {
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            handle.shutdown("signal received");
+        })
+    };
+    let result = run
+        .await
+        .map_err(|e| CommandError::Failed(format!("runtime task failed: {e}")))?;
+    stop.cancel();
+    signals.abort();
+    for p in pumps {
+        let _ = p.await;
+    }
+    match result {
+        Ok(report) if report.no_agents_left => Ok(ExitCode::from(exit::UNAVAILABLE)),
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(CommandError::Io(e.to_string())),
+    }
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// `personad login` (and `--logout`).
+pub async fn login(global: GlobalArgs, args: LoginArgs) -> CmdResult {
+    let creds = credentials(&args.telegram)?;
+    let report = {
+        let g = global.clone();
+        tokio::task::spawn_blocking(move || load_personas(&g))
+            .await
+            .map_err(|e| CommandError::Failed(e.to_string()))??
+    };
+    let persona = find_persona(&report, &args.agent)?;
+    let state = StateDir::new(&global.state_dir);
+    if args.logout {
+        mtproto::logout(&state, &persona.name, &creds)
+            .await
+            .map_err(|e| CommandError::Unavailable(e.to_string()))?;
+        println!("{}: signed out; the session file is deleted", persona.name);
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!(
+        "Logging in {} ({}). Telegram sends a code to the account's other devices.",
+        persona.name,
+        persona.masked_phone()
+    );
+    let done = mtproto::login(&state, &persona.name, &persona.phone, &creds)
+        .await
+        .map_err(|e| CommandError::Unavailable(e.to_string()))?;
+    println!("{}: {done}", persona.name);
+    Ok(ExitCode::SUCCESS)
+}

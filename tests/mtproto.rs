@@ -1,0 +1,1417 @@
+//! Offline tests of the MTProto backend's pure parts: inbound mapping (raw TL → domain),
+//! outbound Markdown formatting (→ text + UTF-16 entities) and error classification.
+//! Everything is built from raw TL objects; nothing touches the network.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use grammers_client::tl;
+use grammers_client::{Client, InvocationError, SenderPool};
+use personad::telegram::mtproto::errors::classify;
+use personad::telegram::mtproto::format::{to_telegram, utf16_len};
+use personad::telegram::mtproto::map::{
+    Deleted, Ignored, Known, MapContext, Mapped, Origin, PeerCache, PeerClass, PeerDesc,
+    StickerSetRef, chat_id_of, map_deleted_raw, map_edit, map_message, map_message_with, map_raw,
+    mentions, utf16_slice,
+};
+use personad::telegram::{ChatId, ChatKind, MediaKind, Mention, MessageId, TelegramError};
+
+// ---------------------------------------------------------------------------------------
+// Fixtures: every TL constructor spelled out once, here.
+
+const SELF_ID: i64 = 1000;
+const ALICE: i64 = 111;
+const BOB: i64 = 222;
+const DATE: i32 = 1_700_000_000;
+
+fn user(
+    id: i64,
+    first: &str,
+    last: Option<&str>,
+    username: Option<&str>,
+    bot: bool,
+) -> tl::enums::User {
+    tl::types::User {
+        is_self: id == SELF_ID,
+        contact: false,
+        mutual_contact: false,
+        deleted: false,
+        bot,
+        bot_chat_history: false,
+        bot_nochats: false,
+        verified: false,
+        restricted: false,
+        min: false,
+        bot_inline_geo: false,
+        support: false,
+        scam: false,
+        apply_min_photo: false,
+        fake: false,
+        bot_attach_menu: false,
+        premium: false,
+        attach_menu_enabled: false,
+        bot_can_edit: false,
+        close_friend: false,
+        stories_hidden: false,
+        stories_unavailable: false,
+        contact_require_premium: false,
+        bot_business: false,
+        bot_has_main_app: false,
+        bot_forum_view: false,
+        bot_forum_can_manage_topics: false,
+        bot_can_manage_bots: false,
+        bot_guestchat: false,
+        bot_guard: false,
+        id,
+        access_hash: Some(42),
+        first_name: Some(first.to_string()),
+        last_name: last.map(str::to_string),
+        username: username.map(str::to_string),
+        phone: None,
+        photo: None,
+        status: None,
+        bot_info_version: None,
+        restriction_reason: None,
+        bot_inline_placeholder: None,
+        lang_code: None,
+        emoji_status: None,
+        usernames: None,
+        stories_max_id: None,
+        color: None,
+        profile_color: None,
+        bot_active_users: None,
+        bot_verification_icon: None,
+        send_paid_messages_stars: None,
+        linked_community_id: None,
+    }
+    .into()
+}
+
+fn basic_group(id: i64, title: &str) -> tl::enums::Chat {
+    tl::types::Chat {
+        creator: false,
+        left: false,
+        deactivated: false,
+        call_active: false,
+        call_not_empty: false,
+        noforwards: false,
+        id,
+        title: title.to_string(),
+        photo: tl::enums::ChatPhoto::Empty,
+        participants_count: 3,
+        date: DATE,
+        version: 1,
+        migrated_to: None,
+        admin_rights: None,
+        default_banned_rights: None,
+    }
+    .into()
+}
+
+fn channel(id: i64, title: &str, broadcast: bool) -> tl::enums::Chat {
+    tl::types::Channel {
+        creator: false,
+        left: false,
+        broadcast,
+        verified: false,
+        megagroup: !broadcast,
+        restricted: false,
+        signatures: false,
+        min: false,
+        scam: false,
+        has_link: false,
+        has_geo: false,
+        slowmode_enabled: false,
+        call_active: false,
+        call_not_empty: false,
+        fake: false,
+        gigagroup: false,
+        noforwards: false,
+        join_to_send: false,
+        join_request: false,
+        forum: false,
+        stories_hidden: false,
+        stories_hidden_min: false,
+        stories_unavailable: false,
+        signature_profiles: false,
+        autotranslation: false,
+        broadcast_messages_allowed: false,
+        monoforum: false,
+        forum_tabs: false,
+        id,
+        access_hash: Some(7),
+        title: title.to_string(),
+        username: None,
+        photo: tl::enums::ChatPhoto::Empty,
+        date: DATE,
+        restriction_reason: None,
+        admin_rights: None,
+        banned_rights: None,
+        default_banned_rights: None,
+        participants_count: None,
+        usernames: None,
+        stories_max_id: None,
+        color: None,
+        profile_color: None,
+        emoji_status: None,
+        level: None,
+        subscription_until_date: None,
+        bot_verification_icon: None,
+        send_paid_messages_stars: None,
+        linked_monoforum_id: None,
+        linked_community_id: None,
+    }
+    .into()
+}
+
+fn peer_user(id: i64) -> tl::enums::Peer {
+    tl::types::PeerUser { user_id: id }.into()
+}
+fn peer_chat(id: i64) -> tl::enums::Peer {
+    tl::types::PeerChat { chat_id: id }.into()
+}
+fn peer_channel(id: i64) -> tl::enums::Peer {
+    tl::types::PeerChannel { channel_id: id }.into()
+}
+
+fn message(
+    id: i32,
+    peer: tl::enums::Peer,
+    from: Option<tl::enums::Peer>,
+    text: &str,
+) -> tl::types::Message {
+    tl::types::Message {
+        out: false,
+        mentioned: false,
+        media_unread: false,
+        silent: false,
+        post: false,
+        from_scheduled: false,
+        legacy: false,
+        edit_hide: false,
+        pinned: false,
+        noforwards: false,
+        invert_media: false,
+        offline: false,
+        video_processing_pending: false,
+        paid_suggested_post_stars: false,
+        paid_suggested_post_ton: false,
+        id,
+        from_id: from,
+        from_boosts_applied: None,
+        from_rank: None,
+        peer_id: peer,
+        saved_peer_id: None,
+        fwd_from: None,
+        via_bot_id: None,
+        via_business_bot_id: None,
+        guestchat_via_from: None,
+        reply_to: None,
+        date: DATE,
+        message: text.to_string(),
+        media: None,
+        reply_markup: None,
+        entities: None,
+        views: None,
+        forwards: None,
+        replies: None,
+        edit_date: None,
+        post_author: None,
+        grouped_id: None,
+        reactions: None,
+        restriction_reason: None,
+        ttl_period: None,
+        quick_reply_shortcut_id: None,
+        effect: None,
+        factcheck: None,
+        report_delivery_until_date: None,
+        paid_message_stars: None,
+        suggested_post: None,
+        schedule_repeat_period: None,
+        summary_from_language: None,
+        rich_message: None,
+    }
+}
+
+fn reply_header(to: i32) -> tl::enums::MessageReplyHeader {
+    tl::types::MessageReplyHeader {
+        reply_to_scheduled: false,
+        forum_topic: false,
+        quote: false,
+        reply_to_ephemeral: false,
+        reply_to_msg_id: Some(to),
+        reply_to_peer_id: None,
+        reply_from: None,
+        reply_media: None,
+        reply_to_top_id: None,
+        quote_text: None,
+        quote_entities: None,
+        quote_offset: None,
+        todo_item_id: None,
+        poll_option: None,
+    }
+    .into()
+}
+
+fn document(
+    id: i64,
+    mime: &str,
+    size: i64,
+    attributes: Vec<tl::enums::DocumentAttribute>,
+) -> tl::enums::MessageMedia {
+    document_flags(id, mime, size, attributes, false, false, false)
+}
+
+fn document_flags(
+    id: i64,
+    mime: &str,
+    size: i64,
+    attributes: Vec<tl::enums::DocumentAttribute>,
+    video: bool,
+    round: bool,
+    voice: bool,
+) -> tl::enums::MessageMedia {
+    tl::types::MessageMediaDocument {
+        nopremium: false,
+        spoiler: false,
+        video,
+        round,
+        voice,
+        document: Some(
+            tl::types::Document {
+                id,
+                access_hash: 1,
+                file_reference: vec![1, 2, 3],
+                date: DATE,
+                mime_type: mime.to_string(),
+                size,
+                thumbs: None,
+                video_thumbs: None,
+                dc_id: 2,
+                attributes,
+            }
+            .into(),
+        ),
+        alt_documents: None,
+        video_cover: None,
+        video_timestamp: None,
+        ttl_seconds: None,
+    }
+    .into()
+}
+
+fn sticker_attr(alt: &str, set: tl::enums::InputStickerSet) -> tl::enums::DocumentAttribute {
+    tl::types::DocumentAttributeSticker {
+        mask: false,
+        alt: alt.to_string(),
+        stickerset: set,
+        mask_coords: None,
+    }
+    .into()
+}
+
+fn short_name(name: &str) -> tl::enums::InputStickerSet {
+    tl::types::InputStickerSetShortName {
+        short_name: name.to_string(),
+    }
+    .into()
+}
+
+fn video_attr(duration: f64, round: bool) -> tl::enums::DocumentAttribute {
+    tl::types::DocumentAttributeVideo {
+        round_message: round,
+        supports_streaming: true,
+        nosound: false,
+        duration,
+        w: 240,
+        h: 240,
+        preload_prefix_size: None,
+        video_start_ts: None,
+        video_codec: None,
+    }
+    .into()
+}
+
+fn audio_attr(duration: i32, voice: bool, title: Option<&str>) -> tl::enums::DocumentAttribute {
+    tl::types::DocumentAttributeAudio {
+        voice,
+        duration,
+        title: title.map(str::to_string),
+        performer: None,
+        waveform: None,
+    }
+    .into()
+}
+
+fn filename_attr(name: &str) -> tl::enums::DocumentAttribute {
+    tl::types::DocumentAttributeFilename {
+        file_name: name.to_string(),
+    }
+    .into()
+}
+
+fn cache() -> PeerCache {
+    let mut c = PeerCache::new();
+    c.remember_user(&user(SELF_ID, "Persona", None, Some("PersonaBot"), false));
+    c.remember_user(&user(ALICE, "Alice", Some("Smith"), Some("alice"), false));
+    c.remember_user(&user(BOB, "Bob", None, None, true));
+    c.remember_chat(&basic_group(42, "Book club"));
+    c.remember_chat(&channel(555, "Big group", false));
+    c.remember_chat(&channel(777, "News", true));
+    c
+}
+
+fn ctx() -> MapContext {
+    MapContext {
+        self_id: SELF_ID,
+        self_username: Some("PersonaBot".into()),
+    }
+}
+
+fn map_with(
+    raw: tl::types::Message,
+    peers: &PeerCache,
+    ours: &HashSet<(ChatId, MessageId)>,
+) -> Result<Mapped, Ignored> {
+    let is_own = |c: ChatId, m: MessageId| ours.contains(&(c, m));
+    let known = Known {
+        peers: Some(peers),
+        is_own_message: Some(&is_own),
+    };
+    map_raw(&tl::enums::Message::Message(raw), &ctx(), &known)
+}
+
+fn map(raw: tl::types::Message) -> Mapped {
+    match map_with(raw, &cache(), &HashSet::new()) {
+        Ok(m) => m,
+        Err(why) => panic!("unexpectedly ignored: {why}"),
+    }
+}
+
+fn media_of(media: tl::enums::MessageMedia) -> Mapped {
+    let mut raw = message(5, peer_user(ALICE), None, "");
+    raw.media = Some(media);
+    map(raw)
+}
+
+// ---------------------------------------------------------------------------------------
+// Inbound mapping.
+
+#[test]
+fn text_dm_maps_chat_sender_and_date() {
+    let m = map(message(10, peer_user(ALICE), None, "hello there"));
+    assert_eq!(m.chat.id, ChatId(ALICE));
+    assert_eq!(m.chat.kind, ChatKind::Direct);
+    assert_eq!(m.chat.title, "Alice Smith");
+    assert_eq!(m.message.id, MessageId(10));
+    assert_eq!(m.message.chat, ChatId(ALICE));
+    assert_eq!(m.message.text, "hello there");
+    assert_eq!(m.message.sender.id, ALICE);
+    assert_eq!(m.message.sender.name, "Alice Smith");
+    assert_eq!(m.message.sender.username.as_deref(), Some("alice"));
+    assert!(!m.message.sender.is_bot);
+    assert!(!m.message.outgoing);
+    assert_eq!(m.origin, Origin::Incoming);
+    assert_eq!(m.message.date.as_second(), i64::from(DATE));
+    assert!(!m.callout);
+    assert!(m.message.media.is_none());
+    assert!(m.missing_peers.is_empty());
+}
+
+#[test]
+fn group_message_with_reply() {
+    let mut raw = message(20, peer_chat(42), Some(peer_user(BOB)), "agreed");
+    raw.reply_to = Some(reply_header(19));
+    let m = map(raw);
+    assert_eq!(m.chat.id, ChatId(-42));
+    assert_eq!(m.chat.kind, ChatKind::Group);
+    assert_eq!(m.chat.title, "Book club");
+    assert_eq!(m.message.sender.id, BOB);
+    assert_eq!(m.message.sender.name, "Bob");
+    assert!(m.message.sender.is_bot);
+    assert_eq!(m.message.reply_to, Some(MessageId(19)));
+    assert!(
+        !m.callout,
+        "a reply to someone else's message is no callout"
+    );
+}
+
+#[test]
+fn supergroup_maps_to_group_with_channel_dialog_id() {
+    let m = map(message(
+        3,
+        peer_channel(555),
+        Some(peer_user(ALICE)),
+        "hi all",
+    ));
+    assert_eq!(m.chat.id, ChatId(-1_000_000_000_555));
+    assert_eq!(m.chat.kind, ChatKind::Group);
+    assert_eq!(m.chat.title, "Big group");
+    assert_eq!(m.message.sender.id, ALICE);
+}
+
+#[test]
+fn mention_entity_after_emoji_is_a_callout() {
+    // "😀👍 " is 5 UTF-16 units (two surrogate pairs + space), "hey " 4 more.
+    let text = "😀👍 hey @personabot and 🎉 you";
+    let mut raw = message(30, peer_chat(42), Some(peer_user(ALICE)), text);
+    raw.entities = Some(vec![
+        tl::types::MessageEntityMention {
+            offset: 9,
+            length: 11,
+        }
+        .into(),
+        tl::types::MessageEntityMentionName {
+            offset: 28,
+            length: 3,
+            user_id: 999,
+        }
+        .into(),
+    ]);
+    let m = map(raw);
+    assert_eq!(
+        m.message.mentions,
+        vec![
+            Mention {
+                user_id: None,
+                username: Some("personabot".into())
+            },
+            Mention {
+                user_id: Some(999),
+                username: None
+            },
+        ]
+    );
+    assert!(m.callout, "our username (any case) is a callout");
+    assert_eq!(utf16_slice(text, 9, 11), Some("@personabot"));
+    assert_eq!(utf16_slice(text, 28, 3), Some("you"));
+}
+
+#[test]
+fn mention_by_user_id_is_a_callout() {
+    let text = "🙂 Persona?";
+    let mut raw = message(31, peer_channel(555), Some(peer_user(BOB)), text);
+    raw.entities = Some(vec![
+        tl::types::MessageEntityMentionName {
+            offset: 3,
+            length: 7,
+            user_id: SELF_ID,
+        }
+        .into(),
+    ]);
+    let m = map(raw);
+    assert_eq!(m.message.mentions[0].user_id, Some(SELF_ID));
+    assert!(m.callout);
+}
+
+#[test]
+fn mentioned_flag_is_a_callout_and_others_are_not() {
+    let mut raw = message(32, peer_chat(42), Some(peer_user(ALICE)), "@alice look");
+    raw.entities = Some(vec![
+        tl::types::MessageEntityMention {
+            offset: 0,
+            length: 6,
+        }
+        .into(),
+    ]);
+    assert!(
+        !map(raw.clone()).callout,
+        "mentioning someone else is no callout"
+    );
+    raw.mentioned = true;
+    assert!(map(raw).callout);
+}
+
+#[test]
+fn reply_to_our_message_is_a_callout() {
+    let mut raw = message(40, peer_chat(42), Some(peer_user(ALICE)), "why?");
+    raw.reply_to = Some(reply_header(39));
+    let ours: HashSet<_> = [(ChatId(-42), MessageId(39))].into();
+    let m = map_with(raw.clone(), &cache(), &ours).expect("mapped");
+    assert!(m.callout);
+    let theirs: HashSet<_> = [(ChatId(-42), MessageId(38))].into();
+    assert!(!map_with(raw, &cache(), &theirs).expect("mapped").callout);
+}
+
+#[test]
+fn forum_topic_root_is_not_a_reply() {
+    let mut raw = message(41, peer_channel(555), Some(peer_user(ALICE)), "in topic");
+    if let Some(tl::enums::MessageReplyHeader::Header(h)) = {
+        raw.reply_to = Some(reply_header(12));
+        raw.reply_to.as_mut()
+    } {
+        h.forum_topic = true;
+    }
+    assert_eq!(map(raw).message.reply_to, None);
+}
+
+#[test]
+fn outgoing_flag_marks_own_device_and_self_sender() {
+    let mut raw = message(50, peer_user(ALICE), None, "sent from my phone");
+    raw.out = true;
+    raw.mentioned = true;
+    let m = map(raw);
+    assert!(m.message.outgoing);
+    assert_eq!(m.origin, Origin::OwnDevice);
+    assert_eq!(m.message.sender.id, SELF_ID);
+    assert_eq!(m.message.sender.name, "Persona");
+    assert_eq!(m.chat.id, ChatId(ALICE), "the chat is still the other user");
+    assert!(!m.callout, "our own messages never call us out");
+}
+
+#[test]
+fn group_message_from_self_is_outgoing() {
+    let m = map(message(51, peer_chat(42), Some(peer_user(SELF_ID)), "me"));
+    assert!(m.message.outgoing);
+    assert_eq!(m.origin, Origin::OwnDevice);
+}
+
+#[test]
+fn broadcast_channel_is_ignored() {
+    let raw = message(60, peer_channel(777), None, "news!");
+    assert!(matches!(
+        map_with(raw, &cache(), &HashSet::new()),
+        Err(Ignored(_))
+    ));
+    // Unknown channel: the `post` flag tells.
+    let mut raw = message(61, peer_channel(888), None, "post");
+    raw.post = true;
+    assert!(matches!(
+        map_with(raw, &cache(), &HashSet::new()),
+        Err(Ignored(_))
+    ));
+}
+
+#[test]
+fn unknown_peers_are_reported_missing() {
+    let m = map(message(70, peer_channel(889), Some(peer_user(333)), "who?"));
+    assert_eq!(m.chat.kind, ChatKind::Group);
+    assert_eq!(m.chat.title, "");
+    assert_eq!(m.missing_peers, vec![-1_000_000_000_889, 333]);
+}
+
+#[test]
+fn service_and_empty_messages_are_ignored() {
+    let service = tl::types::MessageService {
+        out: false,
+        mentioned: false,
+        media_unread: false,
+        reactions_are_possible: false,
+        silent: false,
+        post: false,
+        legacy: false,
+        id: 1,
+        from_id: None,
+        peer_id: peer_chat(42),
+        saved_peer_id: None,
+        reply_to: None,
+        date: DATE,
+        action: tl::enums::MessageAction::Empty,
+        reactions: None,
+        ttl_period: None,
+    };
+    let peers = cache();
+    let known = Known {
+        peers: Some(&peers),
+        is_own_message: None,
+    };
+    let ctx = ctx();
+    assert!(matches!(
+        map_raw(&service.into(), &ctx, &known),
+        Err(Ignored(_))
+    ));
+    let empty = tl::types::MessageEmpty {
+        id: 2,
+        peer_id: None,
+    };
+    assert!(matches!(
+        map_raw(&empty.into(), &ctx, &known),
+        Err(Ignored(_))
+    ));
+    // Out-of-range ids are ignored, not a panic.
+    let bad = message(3, peer_user(-5), None, "x");
+    assert!(matches!(
+        map_raw(&bad.into(), &ctx, &known),
+        Err(Ignored(_))
+    ));
+}
+
+#[test]
+fn photo_uses_largest_size_and_photo_id() {
+    let photo = tl::types::MessageMediaPhoto {
+        spoiler: false,
+        live_photo: false,
+        photo: Some(
+            tl::types::Photo {
+                has_stickers: false,
+                id: 987_654,
+                access_hash: 1,
+                file_reference: vec![],
+                date: DATE,
+                sizes: vec![
+                    tl::types::PhotoStrippedSize {
+                        r#type: "i".into(),
+                        bytes: vec![0; 40],
+                    }
+                    .into(),
+                    tl::types::PhotoSize {
+                        r#type: "m".into(),
+                        w: 320,
+                        h: 240,
+                        size: 12_000,
+                    }
+                    .into(),
+                    tl::types::PhotoSizeProgressive {
+                        r#type: "y".into(),
+                        w: 1280,
+                        h: 960,
+                        sizes: vec![10_000, 50_000, 90_000],
+                    }
+                    .into(),
+                ],
+                video_sizes: None,
+                dc_id: 2,
+            }
+            .into(),
+        ),
+        ttl_seconds: None,
+        video: None,
+    };
+    let mut raw = message(80, peer_user(ALICE), None, "look 📷");
+    raw.media = Some(photo.into());
+    let media = map(raw).message.media.expect("photo");
+    assert_eq!(media.kind, MediaKind::Photo);
+    assert_eq!(media.unique_id, "987654");
+    assert_eq!(media.size, Some(90_000));
+    assert_eq!(media.mime.as_deref(), Some("image/jpeg"));
+}
+
+#[test]
+fn expired_media_maps_to_none() {
+    let media = tl::types::MessageMediaDocument {
+        nopremium: false,
+        spoiler: false,
+        video: false,
+        round: false,
+        voice: false,
+        document: None,
+        alt_documents: None,
+        video_cover: None,
+        video_timestamp: None,
+        ttl_seconds: Some(10),
+    };
+    assert!(media_of(media.into()).message.media.is_none());
+}
+
+#[test]
+fn sticker_kinds_by_mime() {
+    for (mime, id) in [
+        ("image/webp", 1_i64),
+        ("video/webm", 2),
+        ("application/x-tgsticker", 3),
+    ] {
+        let m = media_of(document(
+            id,
+            mime,
+            30_000,
+            vec![
+                tl::types::DocumentAttributeImageSize { w: 512, h: 512 }.into(),
+                sticker_attr("🔥", short_name("HotStuff")),
+            ],
+        ));
+        let media = m.message.media.expect("sticker");
+        assert_eq!(media.kind, MediaKind::Sticker, "{mime}");
+        assert_eq!(media.mime.as_deref(), Some(mime));
+        assert_eq!(media.unique_id, id.to_string());
+        assert_eq!(media.size, Some(30_000));
+        let info = media.sticker.expect("sticker info");
+        assert_eq!(info.set.as_deref(), Some("HotStuff"));
+        assert_eq!(info.name, "🔥");
+        assert_eq!(info.emoji.as_deref(), Some("🔥"));
+        assert_eq!(
+            m.sticker_set,
+            Some(StickerSetRef::ShortName("HotStuff".into()))
+        );
+    }
+}
+
+#[test]
+fn sticker_set_by_id_is_left_to_resolve() {
+    let set = tl::types::InputStickerSetId {
+        id: 55,
+        access_hash: 66,
+    };
+    let m = media_of(document(
+        4,
+        "image/webp",
+        1,
+        vec![sticker_attr("😺", set.into())],
+    ));
+    let info = m.message.media.expect("media").sticker.expect("sticker");
+    assert_eq!(info.set, None);
+    assert_eq!(
+        m.sticker_set,
+        Some(StickerSetRef::Id {
+            id: 55,
+            access_hash: 66
+        })
+    );
+    assert!(matches!(
+        m.sticker_set.expect("set").to_input(),
+        tl::enums::InputStickerSet::Id(_)
+    ));
+}
+
+#[test]
+fn gif_by_animated_attribute_or_mime() {
+    let m = media_of(document(
+        9,
+        "video/mp4",
+        200_000,
+        vec![
+            video_attr(2.0, false),
+            tl::enums::DocumentAttribute::Animated,
+        ],
+    ));
+    assert_eq!(m.message.media.expect("gif").kind, MediaKind::Gif);
+    let m = media_of(document(10, "image/gif", 1000, vec![]));
+    assert_eq!(m.message.media.expect("gif").kind, MediaKind::Gif);
+}
+
+#[test]
+fn voice_note() {
+    let m = media_of(document_flags(
+        11,
+        "audio/ogg",
+        8_000,
+        vec![audio_attr(7, true, None)],
+        false,
+        false,
+        true,
+    ));
+    let media = m.message.media.expect("voice");
+    assert_eq!(media.kind, MediaKind::Voice);
+    assert_eq!(media.duration_secs, Some(7));
+    assert_eq!(media.mime.as_deref(), Some("audio/ogg"));
+}
+
+#[test]
+fn round_video() {
+    let m = media_of(document(
+        12,
+        "video/mp4",
+        500_000,
+        vec![video_attr(4.6, true)],
+    ));
+    let media = m.message.media.expect("round");
+    assert_eq!(media.kind, MediaKind::RoundVideo);
+    assert_eq!(media.duration_secs, Some(5));
+}
+
+#[test]
+fn plain_video() {
+    let m = media_of(document(
+        13,
+        "video/mp4",
+        5_000_000,
+        vec![video_attr(61.2, false), filename_attr("clip.mp4")],
+    ));
+    let media = m.message.media.expect("video");
+    assert_eq!(media.kind, MediaKind::Video);
+    assert_eq!(media.duration_secs, Some(61));
+    assert_eq!(media.file_name.as_deref(), Some("clip.mp4"));
+}
+
+#[test]
+fn audio_track() {
+    let m = media_of(document(
+        14,
+        "audio/mpeg",
+        3_000_000,
+        vec![
+            audio_attr(180, false, Some("Song")),
+            filename_attr("song.mp3"),
+        ],
+    ));
+    let media = m.message.media.expect("audio");
+    assert_eq!(media.kind, MediaKind::Audio);
+    assert_eq!(media.duration_secs, Some(180));
+    assert_eq!(media.file_name.as_deref(), Some("song.mp3"));
+}
+
+#[test]
+fn document_with_file_name() {
+    let m = media_of(document(
+        15,
+        "application/pdf",
+        123_456,
+        vec![filename_attr("report.pdf")],
+    ));
+    let media = m.message.media.expect("document");
+    assert_eq!(media.kind, MediaKind::Document);
+    assert_eq!(media.unique_id, "15");
+    assert_eq!(media.size, Some(123_456));
+    assert_eq!(media.mime.as_deref(), Some("application/pdf"));
+    assert_eq!(media.file_name.as_deref(), Some("report.pdf"));
+    assert_eq!(media.duration_secs, None);
+    assert!(media.sticker.is_none());
+}
+
+#[test]
+fn deletions_map_with_and_without_chat() {
+    let dm = tl::types::UpdateDeleteMessages {
+        messages: vec![1, 2],
+        pts: 1,
+        pts_count: 2,
+    };
+    assert_eq!(
+        map_deleted_raw(&dm.into()),
+        Some(Deleted {
+            chat: None,
+            ids: vec![MessageId(1), MessageId(2)]
+        })
+    );
+    let ch = tl::types::UpdateDeleteChannelMessages {
+        channel_id: 555,
+        messages: vec![9],
+        pts: 1,
+        pts_count: 1,
+    };
+    assert_eq!(
+        map_deleted_raw(&ch.into()),
+        Some(Deleted {
+            chat: Some(ChatId(-1_000_000_000_555)),
+            ids: vec![MessageId(9)]
+        })
+    );
+}
+
+#[test]
+fn chat_ids_use_bot_api_numbering() {
+    assert_eq!(chat_id_of(&peer_user(5)), Some(ChatId(5)));
+    assert_eq!(chat_id_of(&peer_chat(5)), Some(ChatId(-5)));
+    assert_eq!(
+        chat_id_of(&peer_channel(5)),
+        Some(ChatId(-1_000_000_000_005))
+    );
+    assert_eq!(chat_id_of(&peer_user(0)), None);
+}
+
+#[test]
+fn peer_cache_min_objects_keep_known_fields() {
+    let mut c = PeerCache::new();
+    c.remember_user(&user(ALICE, "Alice", None, Some("alice"), false));
+    let mut min = user(ALICE, "", None, None, false);
+    if let tl::enums::User::User(u) = &mut min {
+        u.min = true;
+        u.first_name = None;
+    }
+    c.remember_user(&min);
+    let d = c.get(ALICE).expect("alice");
+    assert_eq!(d.name, "Alice");
+    assert_eq!(d.username.as_deref(), Some("alice"));
+    assert_eq!(c.get(-42), None);
+    c.remember_chat(&basic_group(42, "Club"));
+    assert_eq!(c.get(-42).map(|d| d.class), Some(PeerClass::BasicGroup));
+    assert_eq!(
+        PeerDesc::from_chat(&channel(777, "News", true)).map(|d| d.class),
+        Some(PeerClass::Broadcast)
+    );
+}
+
+#[test]
+fn utf16_slices_never_split_or_panic() {
+    let text = "a😀b";
+    assert_eq!(utf16_slice(text, 0, 1), Some("a"));
+    assert_eq!(utf16_slice(text, 1, 2), Some("😀"));
+    assert_eq!(utf16_slice(text, 3, 1), Some("b"));
+    assert_eq!(utf16_slice(text, 4, 0), Some(""));
+    assert_eq!(utf16_slice(text, 2, 1), None, "half a surrogate pair");
+    assert_eq!(utf16_slice(text, 3, 5), None);
+    assert_eq!(utf16_slice(text, -1, 2), None);
+    assert_eq!(utf16_slice(text, i32::MAX, i32::MAX), None);
+    let junk: Vec<tl::enums::MessageEntity> = vec![
+        tl::types::MessageEntityMention {
+            offset: 2,
+            length: 1,
+        }
+        .into(),
+        tl::types::MessageEntityMention {
+            offset: -3,
+            length: 9,
+        }
+        .into(),
+    ];
+    assert!(mentions(text, &junk).is_empty());
+}
+
+/// The update stream yields `update::Message`, which derefs to `message::Message`; that one
+/// is built offline with the workaround from the reference (§7).
+#[tokio::test]
+async fn grammers_message_wrapper_maps_like_raw() {
+    let SenderPool { runner, handle, .. } = SenderPool::new(
+        Arc::new(grammers_client::session::storages::MemorySession::default()),
+        1,
+    );
+    drop(runner);
+    let client = Client::new(handle);
+    let chat_ref = grammers_client::session::types::PeerId::chat(42)
+        .expect("in range")
+        .to_ambient_ref();
+    let mut m = grammers_client::message::Message::from_raw_short_updates(
+        &client,
+        tl::types::UpdateShortSentMessage {
+            out: false,
+            id: 1,
+            pts: 1,
+            pts_count: 1,
+            date: DATE,
+            media: None,
+            entities: None,
+            ttl_period: None,
+        },
+        grammers_client::message::InputMessage::new(),
+        chat_ref,
+    );
+    let mut raw = message(90, peer_chat(42), Some(peer_user(ALICE)), "via wrapper");
+    raw.reply_to = Some(reply_header(89));
+    m.raw = tl::enums::Message::Message(raw.clone());
+    let peers = cache();
+    let is_own = |_: ChatId, id: MessageId| id == MessageId(89);
+    let known = Known {
+        peers: Some(&peers),
+        is_own_message: Some(&is_own),
+    };
+    let ctx = ctx();
+    let via_wrapper = map_message_with(&m, &ctx, &known);
+    assert_eq!(
+        via_wrapper,
+        map_raw(&tl::enums::Message::Message(raw), &ctx, &known)
+    );
+    assert_eq!(via_wrapper, map_edit(&m, &ctx, &known));
+    let mapped = via_wrapper.expect("mapped");
+    assert!(mapped.callout);
+    assert_eq!(mapped.message.sender.name, "Alice Smith");
+    // Without a cache (and no peers in the update) names are empty and reported missing.
+    let bare = map_message(&m, &ctx).expect("mapped");
+    assert_eq!(bare.message.sender.name, "");
+    assert_eq!(bare.missing_peers, vec![-42, ALICE]);
+    assert!(
+        !bare.callout,
+        "no mentioned flag and no way to know our messages"
+    );
+    // An empty message with no peer must not reach grammers' panicking `peer_id()`.
+    m.raw = tl::types::MessageEmpty {
+        id: 3,
+        peer_id: None,
+    }
+    .into();
+    let mut c = PeerCache::new();
+    c.remember_message(&m);
+    assert!(c.is_empty());
+    assert!(matches!(map_message(&m, &ctx), Err(Ignored(_))));
+}
+
+// ---------------------------------------------------------------------------------------
+// Outbound formatting.
+
+#[derive(Debug, PartialEq)]
+enum E {
+    Bold(i32, i32),
+    Italic(i32, i32),
+    Code(i32, i32),
+    Pre(i32, i32, String),
+    Strike(i32, i32),
+    Spoiler(i32, i32),
+    Url(i32, i32, String),
+    Quote(i32, i32),
+}
+
+fn simple(entities: &[tl::enums::MessageEntity]) -> Vec<E> {
+    entities
+        .iter()
+        .map(|e| match e {
+            tl::enums::MessageEntity::Bold(e) => E::Bold(e.offset, e.length),
+            tl::enums::MessageEntity::Italic(e) => E::Italic(e.offset, e.length),
+            tl::enums::MessageEntity::Code(e) => E::Code(e.offset, e.length),
+            tl::enums::MessageEntity::Pre(e) => E::Pre(e.offset, e.length, e.language.clone()),
+            tl::enums::MessageEntity::Strike(e) => E::Strike(e.offset, e.length),
+            tl::enums::MessageEntity::Spoiler(e) => E::Spoiler(e.offset, e.length),
+            tl::enums::MessageEntity::TextUrl(e) => E::Url(e.offset, e.length, e.url.clone()),
+            tl::enums::MessageEntity::Blockquote(e) => E::Quote(e.offset, e.length),
+            other => panic!("unexpected entity {other:?}"),
+        })
+        .collect()
+}
+
+fn fmt(md: &str) -> (String, Vec<E>) {
+    let (text, entities) = to_telegram(md);
+    (text, simple(&entities))
+}
+
+#[test]
+fn newlines_are_kept() {
+    let (text, ents) = fmt("line one\nline two\n\nnew paragraph\nstill it");
+    assert_eq!(text, "line one\nline two\n\nnew paragraph\nstill it");
+    assert!(ents.is_empty());
+    let (text, _) = fmt("hard  \nbreak\\\nagain");
+    assert_eq!(text, "hard\nbreak\nagain");
+}
+
+#[test]
+fn lists_render_as_lines() {
+    let (text, _) = fmt("Shopping:\n\n- eggs\n- milk\n  - oat\n\n1. first\n2. second\n\nbye");
+    assert_eq!(
+        text,
+        "Shopping:\n\n- eggs\n- milk\n  - oat\n\n1. first\n2. second\n\nbye"
+    );
+    let (text, _) = fmt("* a\n* b");
+    assert_eq!(text, "- a\n- b");
+    let (text, _) = fmt("3. three\n4. four");
+    assert_eq!(text, "3. three\n4. four");
+    // Loose list: items still one per line.
+    let (text, _) = fmt("- a\n\n- b");
+    assert_eq!(text, "- a\n- b");
+}
+
+#[test]
+fn inline_entities_with_utf16_offsets() {
+    // "😀 " is 3 UTF-16 units.
+    let (text, ents) =
+        fmt("😀 **bold** *it* __also it__ `code` ~~gone~~ ||secret|| [link](https://x.y/z)");
+    assert_eq!(text, "😀 bold it also it code gone secret link");
+    assert_eq!(
+        ents,
+        vec![
+            E::Bold(3, 4),
+            E::Italic(8, 2),
+            E::Italic(11, 7),
+            E::Code(19, 4),
+            E::Strike(24, 4),
+            E::Spoiler(29, 6),
+            E::Url(36, 4, "https://x.y/z".into()),
+        ]
+    );
+    assert_eq!(utf16_len(&text), 40);
+}
+
+#[test]
+fn nested_entities_and_emoji_inside() {
+    let (text, ents) = fmt("**a 🎉 *b* c**");
+    assert_eq!(text, "a 🎉 b c");
+    assert_eq!(ents, vec![E::Bold(0, 8), E::Italic(5, 1)]);
+}
+
+#[test]
+fn fenced_code_block_is_pre_with_language() {
+    let (text, ents) = fmt("Run:\n\n```rust\nfn main() {}\n  // 😀\n```\nDone");
+    assert_eq!(text, "Run:\n\nfn main() {}\n  // 😀\n\nDone");
+    assert_eq!(ents, vec![E::Pre(6, 20, "rust".into())]);
+    let (text, ents) = fmt("```\n**not bold** ||no||\n```");
+    assert_eq!(text, "**not bold** ||no||");
+    assert_eq!(ents, vec![E::Pre(0, 19, String::new())]);
+}
+
+#[test]
+fn heading_becomes_bold_line_and_quote_is_blockquote() {
+    let (text, ents) = fmt("# Title\nbody\n\n> quoted\n> more");
+    assert_eq!(text, "Title\n\nbody\n\nquoted\nmore");
+    assert_eq!(ents, vec![E::Bold(0, 5), E::Quote(13, 11)]);
+}
+
+#[test]
+fn spoiler_spanning_other_markup_and_odd_markers() {
+    let (text, ents) = fmt("||a **b** c|| and ||dangling");
+    assert_eq!(text, "a b c and ||dangling");
+    assert_eq!(ents, vec![E::Spoiler(0, 5), E::Bold(2, 1)]);
+    // Markers do not pair across paragraphs.
+    let (text, ents) = fmt("x || y\n\nz || w");
+    assert_eq!(text, "x || y\n\nz || w");
+    assert!(ents.is_empty());
+}
+
+#[test]
+fn malformed_markup_stays_literal() {
+    for (md, want) in [
+        ("**unclosed bold", "**unclosed bold"),
+        ("~~half", "~~half"),
+        ("[text](", "[text]("),
+        ("a * b * c", "a * b * c"),
+        ("`open code", "`open code"),
+        ("snake_case_name", "snake_case_name"),
+        ("[x](tg://user?id=abc)", "x"),
+        ("<b>html</b>", "<b>html</b>"),
+    ] {
+        assert_eq!(fmt(md).0, want, "{md:?}");
+    }
+    // Nothing visible left: the input comes back verbatim.
+    assert_eq!(fmt("[](https://x)").0, "[](https://x)");
+}
+
+fn check_entities(md: &str) {
+    let (text, entities) = to_telegram(md);
+    let total = utf16_len(&text);
+    for e in &entities {
+        let (offset, length) = match e {
+            tl::enums::MessageEntity::Bold(e) => (e.offset, e.length),
+            tl::enums::MessageEntity::Italic(e) => (e.offset, e.length),
+            tl::enums::MessageEntity::Code(e) => (e.offset, e.length),
+            tl::enums::MessageEntity::Pre(e) => (e.offset, e.length),
+            tl::enums::MessageEntity::Strike(e) => (e.offset, e.length),
+            tl::enums::MessageEntity::Spoiler(e) => (e.offset, e.length),
+            tl::enums::MessageEntity::TextUrl(e) => (e.offset, e.length),
+            tl::enums::MessageEntity::Blockquote(e) => (e.offset, e.length),
+            other => panic!("unexpected entity {other:?}"),
+        };
+        assert!(offset >= 0 && length > 0, "{md:?}: {e:?}");
+        assert!(offset + length <= total, "{md:?}: {e:?} beyond {total}");
+        assert!(
+            utf16_slice(&text, offset, length).is_some(),
+            "{md:?}: {e:?} splits a character"
+        );
+    }
+}
+
+#[test]
+fn nasty_inputs_never_panic() {
+    let nasty = [
+        "",
+        " ",
+        "\n\n\n",
+        "||",
+        "||||",
+        "|||",
+        "**",
+        "****",
+        "__",
+        "~~~~",
+        "```",
+        "```\n",
+        "```rust",
+        "> ",
+        ">>>>> deep",
+        "- ",
+        "-\n-\n-",
+        "1.",
+        "1. \n2.",
+        "[",
+        "]",
+        "[]()",
+        "[a](<>)",
+        "![img](x.png)",
+        "<",
+        "<!-- c",
+        "\\",
+        "\\\\",
+        "`",
+        "``",
+        "* * *",
+        "---",
+        "***bold it***",
+        "**a *b** c*",
+        "||a **b|| c**",
+        "😀||😀||😀",
+        "\u{200d}\u{fe0f}",
+        "#",
+        "######",
+        "# ||x||",
+        "- ||a\n- b||",
+        "\t\tcode",
+        "    indented\n    code",
+        "a\r\nb\rc",
+        "[x](tg://user?id=)",
+        "<https://auto.link>",
+        "[^1]\n\n[^1]: note",
+        "| a | b |\n|---|---|\n| 1 | 2 |",
+    ];
+    for md in nasty {
+        check_entities(md);
+    }
+    let mut rng = fastrand::Rng::with_seed(7);
+    let alphabet: Vec<char> = "*_~|`[]()<>#->!\\ \n\tab1.😀é".chars().collect();
+    for _ in 0..3000 {
+        let len = rng.usize(0..40);
+        let s: String = (0..len)
+            .map(|_| alphabet[rng.usize(0..alphabet.len())])
+            .collect();
+        check_entities(&s);
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_string_formats_without_panicking(s in "\\PC{0,80}") {
+        check_entities(&s);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Error classification.
+
+fn rpc(code: i32, message: &str) -> InvocationError {
+    InvocationError::Rpc(
+        tl::types::RpcError {
+            error_code: code,
+            error_message: message.to_string(),
+        }
+        .into(),
+    )
+}
+
+#[test]
+fn flood_and_slowmode_waits_carry_seconds() {
+    assert_eq!(
+        classify(&rpc(420, "FLOOD_WAIT_31")),
+        TelegramError::FloodWait { secs: 31 }
+    );
+    assert_eq!(
+        classify(&rpc(420, "FLOOD_PREMIUM_WAIT_5")),
+        TelegramError::FloodWait { secs: 5 }
+    );
+    assert_eq!(
+        classify(&rpc(400, "SLOWMODE_WAIT_120")),
+        TelegramError::SlowmodeWait { secs: 120 }
+    );
+    assert!(
+        matches!(classify(&rpc(420, "FLOOD_WAIT")), TelegramError::FloodWait { secs } if secs > 0)
+    );
+}
+
+#[test]
+fn account_limits() {
+    for name in ["PEER_FLOOD", "USER_RESTRICTED", "FROZEN_METHOD_INVALID"] {
+        let code = if name == "FROZEN_METHOD_INVALID" {
+            420
+        } else {
+            400
+        };
+        assert!(
+            matches!(classify(&rpc(code, name)), TelegramError::AccountLimited(_)),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn forbidden_family() {
+    for (code, name) in [
+        (403, "CHAT_WRITE_FORBIDDEN"),
+        (400, "USER_BANNED_IN_CHANNEL"),
+        (400, "CHANNEL_PRIVATE"),
+        (400, "USER_IS_BLOCKED"),
+        (400, "YOU_BLOCKED_USER"),
+        (400, "CHAT_RESTRICTED"),
+        (403, "CHAT_SEND_STICKERS_FORBIDDEN"),
+        (403, "SOMETHING_NEW"),
+    ] {
+        assert!(
+            matches!(classify(&rpc(code, name)), TelegramError::Forbidden(_)),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn unauthorized_family() {
+    for (code, name) in [
+        (401, "AUTH_KEY_UNREGISTERED"),
+        (401, "SESSION_REVOKED"),
+        (401, "USER_DEACTIVATED"),
+        (401, "USER_DEACTIVATED_BAN"),
+        (406, "AUTH_KEY_DUPLICATED"),
+        (401, "ANYTHING_401"),
+    ] {
+        assert!(
+            matches!(classify(&rpc(code, name)), TelegramError::Unauthorized(_)),
+            "{name}"
+        );
+    }
+    let transport =
+        InvocationError::Transport(grammers_mtproto::transport::Error::BadStatus { status: 404 });
+    assert!(matches!(
+        classify(&transport),
+        TelegramError::Unauthorized(_)
+    ));
+}
+
+#[test]
+fn not_found_and_invalid() {
+    for name in ["PEER_ID_INVALID", "MESSAGE_ID_INVALID"] {
+        assert!(
+            matches!(classify(&rpc(400, name)), TelegramError::NotFound(_)),
+            "{name}"
+        );
+    }
+    for name in [
+        "REACTION_INVALID",
+        "MESSAGE_NOT_MODIFIED",
+        "FILE_REFERENCE_EXPIRED",
+    ] {
+        assert!(
+            matches!(classify(&rpc(400, name)), TelegramError::Invalid(_)),
+            "{name}"
+        );
+    }
+    let no_ref = InvocationError::Dropped("cannot invoke request without a peer ref");
+    assert!(matches!(classify(&no_ref), TelegramError::NotFound(_)));
+}
+
+#[test]
+fn network_and_other() {
+    let io = InvocationError::Io(std::io::Error::new(
+        std::io::ErrorKind::ConnectionReset,
+        "secret-ish detail",
+    ));
+    let TelegramError::Network(msg) = classify(&io) else {
+        panic!("io is network");
+    };
+    assert!(
+        !msg.contains("secret"),
+        "inner error text is not copied: {msg}"
+    );
+    assert!(matches!(
+        classify(&InvocationError::Dropped("runner gone")),
+        TelegramError::Network(_)
+    ));
+    let t =
+        InvocationError::Transport(grammers_mtproto::transport::Error::BadStatus { status: 429 });
+    assert!(matches!(classify(&t), TelegramError::Network(_)));
+    assert!(matches!(
+        classify(&rpc(500, "INTERNAL")),
+        TelegramError::Other(_)
+    ));
+    assert!(matches!(
+        classify(&InvocationError::InvalidDc),
+        TelegramError::Other(_)
+    ));
+    assert!(classify(&rpc(500, "INTERNAL")).is_transient());
+}
+
+#[test]
+fn error_messages_hold_names_and_codes_only() {
+    let e = classify(&rpc(400, "CHAT_WRITE_FORBIDDEN"));
+    assert_eq!(
+        e,
+        TelegramError::Forbidden("CHAT_WRITE_FORBIDDEN (400)".into())
+    );
+    let e = classify(&rpc(400, "WEIRD <script> name\nwith newline"));
+    assert_eq!(
+        e,
+        TelegramError::Invalid("WEIRDscriptnamewithnewline (400)".into())
+    );
+}
+
+#[test]
+fn pathological_sizes_do_not_blow_up() {
+    for md in [
+        ">".repeat(5000) + " deep",
+        "- ".repeat(3000) + "x",
+        "*a ".repeat(5000),
+        "||".repeat(5000),
+        "[".repeat(5000) + &"]".repeat(5000),
+        "**".repeat(5000),
+        "😀".repeat(20000),
+    ] {
+        check_entities(&md);
+    }
+}
