@@ -110,7 +110,7 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
     for (agent, connected) in connections {
         let (h, c, s) = (handle.clone(), Arc::clone(&clock), stop.child_token());
         pumps.push(tokio::spawn(async move {
-            if let Err(e) = connected.pump(agent.clone(), h, opts, c, s).await {
+            if let Err(e) = connected.serve(agent.clone(), h, opts, c, s).await {
                 tracing::error!(agent = %agent, "stopped: {e}");
             }
         }));

@@ -204,3 +204,27 @@ async fn a_dead_session_stops_the_agent_and_keeps_its_plans() -> TestResult {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_refused_reaction_is_skipped_and_the_plan_goes_on() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(8);
+    let planner = ScriptedPlanner::new(|_, _| {
+        Ok(vec![
+            personad::planner::Action::React {
+                message: personad::telegram::MessageId(1),
+                emoji: "🦄".into(),
+            },
+            send("after the reaction"),
+        ])
+    });
+    let mut h = Harness::start(dir.path(), planner, config(), std::slice::from_ref(&chat));
+    h.telegram
+        .fail_next(Op::React, TelegramError::Invalid("REACTION_INVALID".into()));
+    h.say(&chat, "Bob", "hi").await;
+    h.settle().await;
+    let texts: Vec<String> = h.sends().into_iter().map(|s| s.1).collect();
+    assert_eq!(texts, vec!["after the reaction".to_string()]);
+    h.stop().await?;
+    Ok(())
+}

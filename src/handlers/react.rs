@@ -2,7 +2,7 @@
 
 use super::{HandlerResult, Outcome, TaskContext, TaskError, TaskHandler};
 use crate::clock::BoxFuture;
-use crate::telegram::MessageId;
+use crate::telegram::{MessageId, TelegramError};
 
 pub struct React;
 
@@ -17,10 +17,20 @@ impl TaskHandler for React {
                     "react task needs `message_id` and `emoji`".into(),
                 ));
             };
-            ctx.telegram
+            match ctx
+                .telegram
                 .react(ctx.chat.id, MessageId(message), emoji)
-                .await?;
-            Ok(Outcome::Done)
+                .await
+            {
+                Ok(()) => Ok(Outcome::Done),
+                // The chat does not allow this reaction (REACTION_INVALID): not worth a retry
+                // and no reason to drop the rest of the plan.
+                Err(TelegramError::Invalid(reason)) => {
+                    tracing::warn!(agent = %ctx.key.agent, chat = %ctx.key.chat, emoji, reason = %reason, "reaction refused; skipped");
+                    Ok(Outcome::Done)
+                }
+                Err(e) => Err(e.into()),
+            }
         })
     }
 }

@@ -111,6 +111,14 @@ impl RuntimeHandle {
         });
     }
 
+    /// Stops one agent for the rest of this run (its session is no longer valid).
+    pub fn stop_agent(&self, agent: &str, reason: &str) {
+        self.queue.push(Event::StopAgent {
+            agent: agent.to_string(),
+            reason: reason.to_string(),
+        });
+    }
+
     /// Asks the runtime to stop gracefully.
     pub fn shutdown(&self, reason: &str) {
         self.queue.push(Event::Shutdown {
@@ -438,6 +446,11 @@ impl Runtime {
                     }
                     self.remove_graph(&key).await?;
                 }
+                Ok(())
+            }
+            Event::StopAgent { agent, reason } => {
+                error!(agent = %agent, reason = %reason, "agent stopped: log in again with personad login --agent {agent:?}");
+                self.stop_agent(&agent);
                 Ok(())
             }
             Event::Shutdown { reason } => {

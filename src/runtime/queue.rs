@@ -37,6 +37,8 @@ pub enum Event {
         chat: crate::telegram::ChatId,
         reason: String,
     },
+    /// An agent can no longer run (its session is gone).
+    StopAgent { agent: String, reason: String },
     /// Stop gracefully.
     Shutdown { reason: String },
 }

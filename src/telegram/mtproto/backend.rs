@@ -23,7 +23,8 @@ use crate::telegram::{
 
 /// One agent's account.
 pub struct MtprotoTelegram {
-    client: Client,
+    /// Replaced when the supervisor rebuilds a dead connection pool.
+    client: std::sync::RwLock<Client>,
     session: Arc<SqliteSession>,
     self_id: i64,
     self_username: Option<String>,
@@ -35,7 +36,14 @@ pub struct MtprotoTelegram {
     peers: Mutex<PeerCache>,
     /// Sticker sets fetched so far: short name → (name/emoji → document).
     sticker_sets: Mutex<HashMap<String, HashMap<String, tl::enums::InputDocument>>>,
+    /// Users this account blocked (one entry, refreshed every 60 s).
+    blocked: moka::future::Cache<(), Arc<HashSet<i64>>>,
+    /// Whether a chat is muted, per chat, refreshed every 60 s.
+    muted: moka::future::Cache<ChatId, bool>,
 }
+
+/// How long blocklist and mute look-ups are trusted.
+const LOOKUP_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl MtprotoTelegram {
     pub fn new(
@@ -46,7 +54,7 @@ impl MtprotoTelegram {
         clock: SharedClock,
     ) -> MtprotoTelegram {
         MtprotoTelegram {
-            client,
+            client: std::sync::RwLock::new(client),
             session,
             self_id,
             self_username,
@@ -54,7 +62,93 @@ impl MtprotoTelegram {
             sent: Mutex::new(HashSet::new()),
             peers: Mutex::new(PeerCache::default()),
             sticker_sets: Mutex::new(HashMap::new()),
+            blocked: moka::future::Cache::builder()
+                .max_capacity(1)
+                .time_to_live(LOOKUP_TTL)
+                .build(),
+            muted: moka::future::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(LOOKUP_TTL)
+                .build(),
         }
+    }
+
+    /// Whether this account blocked `user` (cached for a minute; on failure, assume not).
+    pub async fn is_blocked(&self, user: i64) -> bool {
+        let set = self
+            .blocked
+            .try_get_with((), async {
+                let mut ids = HashSet::new();
+                let mut offset = 0;
+                loop {
+                    let answer = self
+                        .client()
+                        .invoke(&tl::functions::contacts::GetBlocked {
+                            my_stories_from: false,
+                            offset,
+                            limit: 100,
+                        })
+                        .await
+                        .map_err(|e| classify(&e))?;
+                    let (page, total) = match answer {
+                        tl::enums::contacts::Blocked::Blocked(b) => (b.blocked, None),
+                        tl::enums::contacts::Blocked::Slice(b) => (b.blocked, Some(b.count)),
+                    };
+                    let n = page.len();
+                    for tl::enums::PeerBlocked::Blocked(p) in page {
+                        if let tl::enums::Peer::User(u) = p.peer_id {
+                            ids.insert(u.user_id);
+                        }
+                    }
+                    offset += n as i32;
+                    if n == 0 || total.is_none_or(|t| offset >= t) {
+                        break;
+                    }
+                }
+                Ok::<_, TelegramError>(Arc::new(ids))
+            })
+            .await;
+        match set {
+            Ok(set) => set.contains(&user),
+            Err(e) => {
+                tracing::debug!(error = %e, "blocklist look-up failed");
+                false
+            }
+        }
+    }
+
+    /// Whether notifications of a chat are muted (cached for a minute; on failure, assume not).
+    pub async fn is_muted(&self, chat: ChatId) -> bool {
+        let now = self.clock.now().as_second();
+        let muted = self
+            .muted
+            .try_get_with(chat, async {
+                let peer = self.input_peer(chat).await?;
+                let settings = self
+                    .client()
+                    .invoke(&tl::functions::account::GetNotifySettings {
+                        peer: tl::types::InputNotifyPeer { peer }.into(),
+                    })
+                    .await
+                    .map_err(|e| classify(&e))?;
+                let tl::enums::PeerNotifySettings::Settings(s) = settings;
+                Ok::<_, TelegramError>(s.mute_until.is_some_and(|until| i64::from(until) > now))
+            })
+            .await;
+        muted.unwrap_or(false)
+    }
+
+    /// The current client (cheap to clone).
+    pub fn client(&self) -> Client {
+        self.client
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Swaps in the client of a rebuilt connection pool.
+    pub fn replace_client(&self, client: Client) {
+        *self.client.write().unwrap_or_else(PoisonError::into_inner) = client;
     }
 
     /// What the inbound mapping needs to know about this account.
@@ -189,7 +283,7 @@ impl MtprotoTelegram {
             return Ok(doc.clone());
         }
         let answer = self
-            .client
+            .client()
             .invoke(&tl::functions::messages::GetStickerSet {
                 stickerset: tl::types::InputStickerSetShortName {
                     short_name: choice.set.clone(),
@@ -243,7 +337,7 @@ impl MtprotoTelegram {
             .input_peer(msg.chat)
             .await
             .map_err(|_| grammers_client::InvocationError::Dropped("no peer ref"))?;
-        self.client
+        self.client()
             .invoke(&tl::functions::messages::SendMedia {
                 silent: false,
                 background: false,
@@ -342,7 +436,7 @@ impl Telegram for MtprotoTelegram {
                 suggested_post: None,
                 rich_message: None,
             };
-            match self.client.invoke(&request).await {
+            match self.client().invoke(&request).await {
                 Ok(updates) => {
                     let id = Self::sent_id(&updates, msg.idempotency_key).unwrap_or(0);
                     self.remember_sent(msg.chat, id);
@@ -388,7 +482,7 @@ impl Telegram for MtprotoTelegram {
             let msg_id = i32::try_from(message.0)
                 .map_err(|_| TelegramError::Invalid(format!("message id {message}")))?;
             let peer = self.input_peer(chat).await?;
-            self.client
+            self.client()
                 .invoke(&tl::functions::messages::SendReaction {
                     big: false,
                     add_to_recent: false,
@@ -405,7 +499,7 @@ impl Telegram for MtprotoTelegram {
     fn typing(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
             let peer = self.input_peer(chat).await?;
-            self.client
+            self.client()
                 .invoke(&tl::functions::messages::SetTyping {
                     peer,
                     top_msg_id: None,
@@ -422,7 +516,7 @@ impl Telegram for MtprotoTelegram {
             let max_id = i32::try_from(upto.0).unwrap_or(0);
             let peer = self.peer(chat).await?;
             let result = if peer.id.kind() == grammers_client::session::types::PeerKind::Channel {
-                self.client
+                self.client()
                     .invoke(&tl::functions::channels::ReadHistory {
                         channel: peer.into(),
                         max_id,
@@ -430,7 +524,7 @@ impl Telegram for MtprotoTelegram {
                     .await
                     .map(|_| ())
             } else {
-                self.client
+                self.client()
                     .invoke(&tl::functions::messages::ReadHistory {
                         peer: peer.into(),
                         max_id,
@@ -445,7 +539,7 @@ impl Telegram for MtprotoTelegram {
     fn block(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
             let id = self.input_peer(chat).await?;
-            self.client
+            self.client()
                 .invoke(&tl::functions::contacts::Block {
                     my_stories_from: false,
                     id,
@@ -459,7 +553,7 @@ impl Telegram for MtprotoTelegram {
     fn unblock(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
             let id = self.input_peer(chat).await?;
-            self.client
+            self.client()
                 .invoke(&tl::functions::contacts::Unblock {
                     my_stories_from: false,
                     id,
@@ -478,7 +572,7 @@ impl Telegram for MtprotoTelegram {
                 ));
             }
             let peer = self.input_peer(chat).await?;
-            self.client
+            self.client()
                 .invoke(&tl::functions::messages::DeleteHistory {
                     just_clear: false,
                     revoke: true,
@@ -496,7 +590,7 @@ impl Telegram for MtprotoTelegram {
     fn fetch_history(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, TgResult<Vec<Message>>> {
         Box::pin(async move {
             let peer = self.peer(chat).await?;
-            let mut iter = self.client.iter_messages(peer).limit(limit);
+            let mut iter = self.client().iter_messages(peer).limit(limit);
             let mut out = Vec::with_capacity(limit.min(512));
             loop {
                 match iter.next().await {
@@ -525,7 +619,7 @@ impl Telegram for MtprotoTelegram {
             let id = i32::try_from(message.0)
                 .map_err(|_| TelegramError::Invalid(format!("message id {message}")))?;
             let found = self
-                .client
+                .client()
                 .get_messages_by_id(peer, &[id])
                 .await
                 .map_err(|e| classify(&e))?;
@@ -535,7 +629,7 @@ impl Telegram for MtprotoTelegram {
                 .next()
                 .and_then(|m| m.media())
                 .ok_or_else(|| TelegramError::NotFound(format!("no media in message {message}")))?;
-            let mut iter = self.client.iter_download(&media);
+            let mut iter = self.client().iter_download(&media);
             let mut bytes = Vec::new();
             loop {
                 match iter.next().await {

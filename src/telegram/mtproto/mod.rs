@@ -95,36 +95,35 @@ pub enum ConnectError {
     Login(String),
 }
 
+type Updates = tokio::sync::mpsc::Receiver<grammers_client::session::updates::UpdatesLike>;
+
 /// A connected agent.
 pub struct Connected {
     pub telegram: Arc<MtprotoTelegram>,
+    session: Arc<SqliteSession>,
     client: Client,
-    updates: tokio::sync::mpsc::Receiver<grammers_client::session::updates::UpdatesLike>,
+    updates: Option<Updates>,
     pool_task: JoinHandle<()>,
+    creds: Credentials,
     _lock: SessionLock,
 }
 
-async fn open_pool(
-    path: &std::path::Path,
+async fn open_session(path: &std::path::Path) -> Result<Arc<SqliteSession>, ConnectError> {
+    SqliteSession::open(path)
+        .await
+        .map(Arc::new)
+        .map_err(|e| ConnectError::Open {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })
+}
+
+/// Starts a connection pool on a session: the runner task, a client, and the update channel.
+fn start_pool(
+    session: &Arc<SqliteSession>,
     creds: &Credentials,
     opts: ConnectOptions,
-) -> Result<
-    (
-        Arc<SqliteSession>,
-        Client,
-        tokio::sync::mpsc::Receiver<grammers_client::session::updates::UpdatesLike>,
-        JoinHandle<()>,
-    ),
-    ConnectError,
-> {
-    let session =
-        SqliteSession::open(path)
-            .await
-            .map(Arc::new)
-            .map_err(|e| ConnectError::Open {
-                path: path.display().to_string(),
-                message: e.to_string(),
-            })?;
+) -> (Client, Updates, JoinHandle<()>) {
     let params = ConnectionParams {
         device_model: "personad".into(),
         app_version: env!("CARGO_PKG_VERSION").into(),
@@ -141,11 +140,11 @@ async fn open_pool(
         runner,
         handle,
         updates,
-    } = SenderPool::with_configuration(Arc::clone(&session), creds.api_id, params);
+    } = SenderPool::with_configuration(Arc::clone(session), creds.api_id, params);
     let pool_task = tokio::spawn(async move {
         runner.run().await;
     });
-    Ok((session, Client::new(handle), updates, pool_task))
+    (Client::new(handle), updates, pool_task)
 }
 
 /// Connects an agent whose session exists and is private; refuses otherwise.
@@ -166,7 +165,8 @@ pub async fn connect(
     }
     session::check_private(&path)?;
     let lock = session::lock(&path)?;
-    let (session, client, updates, pool_task) = open_pool(&path, creds, opts).await?;
+    let session = open_session(&path).await?;
+    let (client, updates, pool_task) = start_pool(&session, creds, opts);
     let authorized = client.is_authorized().await.map_err(|e| classify(&e))?;
     if !authorized {
         client.disconnect();
@@ -177,48 +177,152 @@ pub async fn connect(
     let me = client.get_me().await.map_err(|e| classify(&e))?;
     let telegram = Arc::new(MtprotoTelegram::new(
         client.clone(),
-        session,
+        Arc::clone(&session),
         me.id().bare_id().unwrap_or(0),
         me.username().map(str::to_string),
         clock,
     ));
     Ok(Connected {
         telegram,
+        session,
         client,
-        updates,
+        updates: Some(updates),
         pool_task,
+        creds: creds.clone(),
         _lock: lock,
     })
 }
 
+/// Why one run of the update pump ended.
+enum PumpEnd {
+    /// Asked to stop.
+    Stopped,
+    /// The connection pool ended on its own: rebuild it.
+    PoolGone,
+    /// The session is no longer valid.
+    Unauthorized(String),
+}
+
 impl Connected {
-    /// Pumps updates into the runtime until `stop` is cancelled or the connection ends.
-    /// New messages from others trigger plans (unless they are older than the catch-up age);
-    /// messages the owner typed elsewhere only join the history and cancel the pending plan.
-    pub async fn pump(
-        self,
+    /// Serves the agent until `stop`: scans unread chats, pumps updates into the runtime, and
+    /// rebuilds the connection with backoff when its pool ends unexpectedly. A dead session
+    /// stops the agent in the runtime and ends this function with an error.
+    pub async fn serve(
+        mut self,
         agent: String,
         runtime: RuntimeHandle,
         opts: ConnectOptions,
         clock: SharedClock,
         stop: CancellationToken,
     ) -> Result<(), ConnectError> {
-        let Connected {
-            telegram,
-            client,
-            updates,
-            pool_task,
-            _lock,
-        } = self;
-        let mut stream = client
+        let mut restarts: u32 = 0;
+        loop {
+            self.scan_unread(&agent, &runtime).await;
+            match self.pump(&agent, &runtime, opts, &clock, &stop).await {
+                PumpEnd::Stopped => break,
+                PumpEnd::Unauthorized(reason) => {
+                    runtime.stop_agent(&agent, &reason);
+                    self.client.disconnect();
+                    return Err(ConnectError::NotAuthorized { agent });
+                }
+                PumpEnd::PoolGone => {
+                    restarts = restarts.saturating_add(1);
+                    let backoff =
+                        Duration::from_secs(2u64.saturating_pow(restarts.min(8)).min(300));
+                    tracing::warn!(agent = %agent, restart = restarts, backoff_secs = backoff.as_secs(), "connection pool ended; rebuilding it");
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        () = clock::pause(clock.as_ref(), backoff) => {}
+                    }
+                    let (client, updates, pool_task) = start_pool(&self.session, &self.creds, opts);
+                    self.telegram.replace_client(client.clone());
+                    self.client = client;
+                    self.updates = Some(updates);
+                    self.pool_task = pool_task;
+                }
+            }
+        }
+        self.client.disconnect();
+        let _ = (&mut self.pool_task).await;
+        Ok(())
+    }
+
+    /// On connect: replan chats with unread messages from others, unread mentions, or the
+    /// "marked unread" flag. A muted chat counts only for mentions and the flag.
+    async fn scan_unread(&self, agent: &str, runtime: &RuntimeHandle) {
+        let client = self.client.clone();
+        let telegram = Arc::clone(&self.telegram);
+        let agent_name = agent.to_string();
+        let runtime = runtime.clone();
+        // Walking dialogs can panic inside the library on unknown peers: keep it contained.
+        let scan = tokio::spawn(async move {
+            let mut dialogs = client.iter_dialogs();
+            let mut replanned = 0usize;
+            while let Ok(Some(dialog)) = dialogs.next().await {
+                let grammers_client::tl::enums::Dialog::Dialog(d) = &dialog.raw else {
+                    continue;
+                };
+                if d.unread_count == 0 && d.unread_mentions_count == 0 && !d.unread_mark {
+                    continue;
+                }
+                let Some(last) = dialog.last_message.as_ref() else {
+                    continue;
+                };
+                let Ok(mapped) = telegram.map(last) else {
+                    continue;
+                };
+                if mapped.message.outgoing {
+                    continue;
+                }
+                if telegram.is_blocked(mapped.message.sender.id).await {
+                    continue;
+                }
+                let strong = d.unread_mentions_count > 0 || d.unread_mark;
+                let trigger = strong || !telegram.is_muted(mapped.chat.id).await;
+                runtime.push_inbound(&agent_name, mapped.chat, mapped.message, trigger);
+                if trigger {
+                    replanned += 1;
+                }
+            }
+            replanned
+        });
+        match scan.await {
+            Ok(n) => tracing::info!(agent = %agent, chats = n, "unread scan done"),
+            Err(e) => tracing::warn!(agent = %agent, error = %e, "unread scan failed"),
+        }
+    }
+
+    /// Pumps updates into the runtime. New messages from others trigger plans (unless too old
+    /// or from a blocked user; in a muted chat only callouts do); messages the owner typed
+    /// elsewhere only join the history and cancel the pending plan.
+    async fn pump(
+        &mut self,
+        agent: &str,
+        runtime: &RuntimeHandle,
+        opts: ConnectOptions,
+        clock: &SharedClock,
+        stop: &CancellationToken,
+    ) -> PumpEnd {
+        let Some(updates) = self.updates.take() else {
+            return PumpEnd::PoolGone;
+        };
+        let mut stream = match self
+            .client
             .stream_updates(updates, UpdatesConfiguration { catch_up: true })
             .await
-            .map_err(|e| ConnectError::Telegram(TelegramError::Network(e.to_string())))?;
+        {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(agent = %agent, error = %e, "cannot open the update stream");
+                return PumpEnd::PoolGone;
+            }
+        };
+        let telegram = Arc::clone(&self.telegram);
         let mut sync = tokio::time::interval(Duration::from_secs(60));
         let mut failures: u32 = 0;
-        loop {
+        let end = loop {
             tokio::select! {
-                () = stop.cancelled() => break,
+                () = stop.cancelled() => break PumpEnd::Stopped,
                 _ = sync.tick() => {
                     if let Err(e) = stream.sync_update_state().await {
                         tracing::warn!(agent = %agent, error = %e, "could not save the update state");
@@ -232,26 +336,31 @@ impl Connected {
                         if mapped.message.outgoing {
                             if !telegram.sent_by_us(chat_id, mapped.message.id) {
                                 // The owner typed this on another device: a person took over.
-                                runtime.push_inbound(&agent, mapped.chat, mapped.message, false);
-                                runtime.cancel_plan(&agent, chat_id, "the owner wrote in this chat");
+                                runtime.push_inbound(agent, mapped.chat, mapped.message, false);
+                                runtime.cancel_plan(agent, chat_id, "the owner wrote in this chat");
                             }
+                            continue;
+                        }
+                        if telegram.is_blocked(mapped.message.sender.id).await {
                             continue;
                         }
                         let age = clock.now().duration_since(mapped.message.date);
                         let fresh = age.as_secs() < opts.max_catch_up_age.as_secs() as i64;
-                        runtime.push_inbound(&agent, mapped.chat, mapped.message, fresh);
+                        // In a muted chat only callouts (mentions, replies to us) plan a reply.
+                        let wanted = mapped.callout || !telegram.is_muted(chat_id).await;
+                        runtime.push_inbound(agent, mapped.chat, mapped.message, fresh && wanted);
+                    }
+                    Ok(Update::MessageDeleted(d)) => {
+                        tracing::debug!(agent = %agent, count = d.messages().len(), "messages deleted");
                     }
                     Ok(_) => {}
                     Err(e) => {
-                        let err = classify(&e);
                         if matches!(e, grammers_client::InvocationError::Dropped(_)) {
-                            tracing::warn!(agent = %agent, "connection pool stopped");
-                            break;
+                            break PumpEnd::PoolGone;
                         }
+                        let err = classify(&e);
                         if matches!(err, TelegramError::Unauthorized(_)) {
-                            let _ = stream.sync_update_state().await;
-                            client.disconnect();
-                            return Err(ConnectError::NotAuthorized { agent });
+                            break PumpEnd::Unauthorized(err.to_string());
                         }
                         failures = failures.saturating_add(1);
                         let backoff = Duration::from_secs(u64::from(failures.min(6)).pow(2));
@@ -260,13 +369,11 @@ impl Connected {
                     }
                 }
             }
-        }
+        };
         if let Err(e) = stream.sync_update_state().await {
-            tracing::warn!(agent = %agent, error = %e, "could not save the update state on shutdown");
+            tracing::warn!(agent = %agent, error = %e, "could not save the update state");
         }
-        client.disconnect();
-        let _ = pool_task.await;
-        Ok(())
+        end
     }
 }
 
@@ -313,8 +420,8 @@ pub async fn login(
     session::create_private(&path)?;
     session::check_private(&path)?;
     let _lock = session::lock(&path)?;
-    let (_session, client, _updates, pool_task) =
-        open_pool(&path, creds, ConnectOptions::default()).await?;
+    let session = open_session(&path).await?;
+    let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
     let result = sign_in(&client, phone, creds).await;
     if result.is_ok() {
         let mut dialogs = client.iter_dialogs();
@@ -416,8 +523,8 @@ pub async fn logout(
     session::check_private(&path)?;
     {
         let _lock = session::lock(&path)?;
-        let (_session, client, _updates, pool_task) =
-            open_pool(&path, creds, ConnectOptions::default()).await?;
+        let session = open_session(&path).await?;
+        let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
         if let Err(e) = client.sign_out().await {
             tracing::warn!(agent = %agent, error = %classify(&e), "sign-out failed; deleting the session anyway");
         }
