@@ -229,6 +229,38 @@ pub struct RunArgs {
         default_value_t = 15
     )]
     pub catch_up_minutes: u64,
+    /// Least time between two of our messages in one chat.
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "PERSONAD_SEND_GAP_SECS",
+        default_value_t = 3
+    )]
+    pub send_gap_secs: u64,
+    /// Most of our messages in one chat per minute.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PERSONAD_CHAT_SENDS_PER_MINUTE",
+        default_value_t = 10
+    )]
+    pub chat_sends_per_minute: u32,
+    /// Most messages per minute for the whole account.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PERSONAD_ACCOUNT_SENDS_PER_MINUTE",
+        default_value_t = 20
+    )]
+    pub account_sends_per_minute: u32,
+    /// Longest the governor waits to keep the pace; a longer wait parks the conversation.
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "PERSONAD_MAX_PACING_WAIT_SECS",
+        default_value_t = 60
+    )]
+    pub max_pacing_wait_secs: u64,
 }
 
 #[derive(Debug, Clone, Args)]

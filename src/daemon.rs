@@ -70,6 +70,13 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
         flood_sleep_threshold: Duration::from_secs(args.flood_sleep_secs),
         max_catch_up_age: Duration::from_secs(args.catch_up_minutes.saturating_mul(60)),
     };
+    let governor = GovernorConfig {
+        chat_min_gap: Duration::from_secs(args.send_gap_secs),
+        chat_per_minute: args.chat_sends_per_minute,
+        account_per_minute: args.account_sends_per_minute,
+        max_wait: Duration::from_secs(args.max_pacing_wait_secs),
+        ..GovernorConfig::default()
+    };
     let state = StateDir::new(&global.state_dir);
     let mut agents = Vec::new();
     let mut connections = Vec::new();
@@ -80,7 +87,7 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
                 let governed = Governor::new(
                     connected.telegram.clone(),
                     Arc::clone(&clock),
-                    GovernorConfig::default(),
+                    governor.clone(),
                 );
                 agents.push(AgentHandle {
                     persona: Arc::new(persona.clone()),
