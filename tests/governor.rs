@@ -421,6 +421,8 @@ async fn a_hundred_simultaneous_sends_are_paced_or_refused_never_overbooked() ->
         open_dm(&s.mem, id).await?;
     }
     // Even ten at once per chat (more than the runtime ever does) cannot break the limits.
+    // Time stands still until every task exists, so all of them ask at t0.
+    let spawning = s.clock.hold();
     let mut tasks = Vec::new();
     for id in 1..=10 {
         for i in 0..10 {
@@ -430,6 +432,7 @@ async fn a_hundred_simultaneous_sends_are_paced_or_refused_never_overbooked() ->
             })));
         }
     }
+    drop(spawning);
     let mut refused = 0;
     for task in tasks {
         match task.await? {

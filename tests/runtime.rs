@@ -104,7 +104,8 @@ async fn a_new_message_abandons_the_planning_in_flight() -> TestResult {
     h.pass(secs(2)).await; // planning of "first" starts at 2 s and blocks in the planner
     h.planner.entered().await;
     h.say(&chat, "Bob", "second").await;
-    gate.notify_one(); // whatever the abandoned call would return must never be carried out
+    // Whatever the abandoned call returns (if it was not aborted in time) is discarded.
+    gate.notify_one();
     h.settle().await;
     assert_eq!(h.planner.calls(), 2);
     let sends = h.sends();

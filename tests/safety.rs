@@ -76,8 +76,25 @@ async fn a_new_message_during_a_park_keeps_the_conversation_parked() -> TestResu
     h.say(&chat, "Bob", "two").await; // replans, but Telegram's wait still applies
     h.settle().await;
     let sends = h.sends();
+    let log: Vec<String> = h
+        .telegram
+        .actions()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {:?}",
+                ms_since_t0(r.at),
+                std::mem::discriminant(&r.action)
+            )
+        })
+        .collect();
     assert_eq!(sends.len(), 1);
-    assert_eq!(sends[0].2, 32_000, "not before the slow-mode wait ends");
+    assert_eq!(
+        sends[0].2,
+        32_000,
+        "not before the slow-mode wait ends: {log:?} planner calls {}",
+        h.planner.calls()
+    );
     h.stop().await?;
     Ok(())
 }

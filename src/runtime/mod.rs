@@ -285,21 +285,32 @@ impl Runtime {
         }
     }
 
-    /// Sleeps until an event arrives or the deadline passes; returns the clock's wake hold.
-    /// The loop's own hold is released only after the sleeper is registered.
+    /// Sleeps until an event arrives or the deadline passes; returns a hold on the clock
+    /// taken at wake-up. The loop's own hold is released only after the timer is registered,
+    /// and a timer that may already have been woken is dropped only after a new hold is
+    /// taken, so virtual time can never move between waking and reacting.
     async fn sleep(&self, deadline: Option<Timestamp>, hold: Hold) -> Option<Hold> {
-        let timer = deadline.map(|at| self.clock.sleep_until(at));
+        let mut timer = deadline.map(|at| self.clock.sleep_until(at));
         drop(hold);
-        match timer {
-            Some(timer) => {
+        let fired = match timer.as_mut() {
+            Some(t) => {
                 tokio::select! {
+                    biased;
+                    wake = t => Some(wake),
                     () = self.queue.notified() => None,
-                    hold = timer => Some(hold),
                 }
             }
             None => {
                 self.queue.notified().await;
                 None
+            }
+        };
+        match fired {
+            Some(wake) => Some(wake),
+            None => {
+                let held = self.clock.hold();
+                drop(timer);
+                Some(held)
             }
         }
     }

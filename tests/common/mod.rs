@@ -60,7 +60,7 @@ impl ScriptedPlanner {
         }
     }
 
-    /// Every call waits for `gate.notify_one()` before answering.
+    /// The first call waits for `gate.notify_one()` before answering; later calls do not.
     pub fn gated(mut self, gate: Arc<Notify>) -> ScriptedPlanner {
         self.gate = Some(gate);
         self
@@ -89,7 +89,7 @@ impl Planner for ScriptedPlanner {
                 seen.push((req.chat.id, req.history.len()));
             }
             self.entered.notify_one();
-            if let Some(gate) = &self.gate {
+            if let Some(gate) = self.gate.as_ref().filter(|_| n == 0) {
                 gate.notified().await;
             }
             (self.script)(&req, n)
