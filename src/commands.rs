@@ -89,6 +89,14 @@ pub fn load_personas(global: &GlobalArgs) -> Result<LoadReport, CommandError> {
     )?)
 }
 
+/// [`load_personas`] off the async threads (it reads files).
+pub async fn load_personas_async(global: &GlobalArgs) -> Result<LoadReport, CommandError> {
+    let g = global.clone();
+    tokio::task::spawn_blocking(move || load_personas(&g))
+        .await
+        .map_err(|e| CommandError::Failed(e.to_string()))?
+}
+
 /// Finds one usable persona by name (case-insensitive), or explains why it cannot be used.
 pub fn find_persona(report: &LoadReport, name: &str) -> Result<Persona, CommandError> {
     let wanted = name.trim().to_lowercase();

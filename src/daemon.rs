@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::{GlobalArgs, LoginArgs, RunArgs, TelegramArgs};
 use crate::clock::{SharedClock, SystemClock};
-use crate::commands::{CmdResult, CommandError, exit, find_persona, load_personas};
+use crate::commands::{CmdResult, CommandError, exit, find_persona, load_personas_async};
 use crate::config::ConfigError;
 use crate::llm_planner::{LlmPlannerConfig, gemini_from_env};
 use crate::runtime::{AgentHandle, Runtime};
@@ -37,12 +37,7 @@ fn credentials(args: &TelegramArgs) -> Result<Credentials, CommandError> {
 pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
     let config = args.runtime.raw().validate()?;
     let creds = credentials(&args.telegram)?;
-    let report = {
-        let g = global.clone();
-        tokio::task::spawn_blocking(move || load_personas(&g))
-            .await
-            .map_err(|e| CommandError::Failed(e.to_string()))??
-    };
+    let report = load_personas_async(&global).await?;
     for entry in report.entries.iter().filter(|e| !e.is_usable()) {
         for p in entry.problems.iter().filter(|p| p.is_error()) {
             tracing::error!(problem = %p, "agent not started");
@@ -169,12 +164,7 @@ async fn wait_for_signal() {
 /// `personad login` (and `--logout`).
 pub async fn login(global: GlobalArgs, args: LoginArgs) -> CmdResult {
     let creds = credentials(&args.telegram)?;
-    let report = {
-        let g = global.clone();
-        tokio::task::spawn_blocking(move || load_personas(&g))
-            .await
-            .map_err(|e| CommandError::Failed(e.to_string()))??
-    };
+    let report = load_personas_async(&global).await?;
     let persona = find_persona(&report, &args.agent)?;
     let state = StateDir::new(&global.state_dir);
     if args.logout {

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 use crate::cli::{ChatArgs, GlobalArgs, PlannerChoice};
 use crate::clock::{self, Hold, SharedClock, SystemClock, VirtualClock};
-use crate::commands::{CmdResult, CommandError, find_persona, load_personas, playground_dir};
+use crate::commands::{CmdResult, CommandError, find_persona, load_personas_async, playground_dir};
 use crate::llm_planner::{LlmPlannerConfig, gemini_from_env, gemini_key_present};
 use crate::planner::{EchoPlanner, SharedPlanner};
 use crate::runtime::{AgentHandle, Runtime, RuntimeHandle};
@@ -96,12 +96,7 @@ struct Pending {
 /// `personad chat`.
 pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     let config = args.runtime.raw().validate()?;
-    let report = {
-        let g = global.clone();
-        tokio::task::spawn_blocking(move || load_personas(&g))
-            .await
-            .map_err(|e| CommandError::Failed(e.to_string()))??
-    };
+    let report = load_personas_async(&global).await?;
     let persona = Arc::new(find_persona(&report, &args.agent)?);
     let clock: SharedClock = if args.fast {
         Arc::new(VirtualClock::new(Timestamp::now(), true))

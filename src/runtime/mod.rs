@@ -447,14 +447,7 @@ impl Runtime {
                 let key = ConversationKey::new(agent, chat);
                 if self.graphs.contains_key(&key) {
                     info!(conversation = %key, reason = %reason, "pending plan cancelled");
-                    if self
-                        .in_flight
-                        .get(&key)
-                        .is_some_and(|f| cancel_safe(f.kind))
-                        && let Some(f) = self.in_flight.remove(&key)
-                    {
-                        f.abort.abort();
-                    }
+                    self.abandon_cancel_safe(&key);
                     self.remove_graph(&key).await?;
                 }
                 Ok(())
@@ -528,17 +521,20 @@ impl Runtime {
         }
         // A planning step of the superseded graph is abandoned; a side effect in flight is
         // allowed to finish, but whatever it returns is discarded.
-        if self
-            .in_flight
-            .get(&key)
-            .is_some_and(|f| cancel_safe(f.kind))
-            && let Some(f) = self.in_flight.remove(&key)
-        {
-            f.abort.abort();
-        }
+        self.abandon_cancel_safe(&key);
         self.persist(&mut graph).await?;
         self.graphs.insert(key, graph);
         Ok(())
+    }
+
+    /// Aborts the conversation's task in flight if it can be abandoned safely (planning,
+    /// waiting); a task with a side effect is left to finish.
+    fn abandon_cancel_safe(&mut self, key: &ConversationKey) {
+        if self.in_flight.get(key).is_some_and(|f| cancel_safe(f.kind))
+            && let Some(f) = self.in_flight.remove(key)
+        {
+            f.abort.abort();
+        }
     }
 
     async fn on_finished(

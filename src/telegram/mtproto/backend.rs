@@ -372,6 +372,28 @@ impl MtprotoTelegram {
             .await
     }
 
+    async fn set_blocked(&self, chat: ChatId, blocked: bool) -> TgResult<()> {
+        let id = self.input_peer(chat).await?;
+        let client = self.client();
+        let result = if blocked {
+            client
+                .invoke(&tl::functions::contacts::Block {
+                    my_stories_from: false,
+                    id,
+                })
+                .await
+        } else {
+            client
+                .invoke(&tl::functions::contacts::Unblock {
+                    my_stories_from: false,
+                    id,
+                })
+                .await
+        };
+        self.blocked.invalidate(&()).await;
+        result.map(|_| ()).map_err(|e| classify(&e))
+    }
+
     fn is_duplicate(e: &grammers_client::InvocationError) -> bool {
         e.is("RANDOM_ID_DUPLICATE")
     }
@@ -537,31 +559,11 @@ impl Telegram for MtprotoTelegram {
     }
 
     fn block(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
-        Box::pin(async move {
-            let id = self.input_peer(chat).await?;
-            self.client()
-                .invoke(&tl::functions::contacts::Block {
-                    my_stories_from: false,
-                    id,
-                })
-                .await
-                .map(|_| ())
-                .map_err(|e| classify(&e))
-        })
+        Box::pin(self.set_blocked(chat, true))
     }
 
     fn unblock(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
-        Box::pin(async move {
-            let id = self.input_peer(chat).await?;
-            self.client()
-                .invoke(&tl::functions::contacts::Unblock {
-                    my_stories_from: false,
-                    id,
-                })
-                .await
-                .map(|_| ())
-                .map_err(|e| classify(&e))
-        })
+        Box::pin(self.set_blocked(chat, false))
     }
 
     fn delete_history(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {

@@ -147,14 +147,8 @@ fn start_pool(
     (Client::new(handle), updates, pool_task)
 }
 
-/// Connects an agent whose session exists and is private; refuses otherwise.
-pub async fn connect(
-    state: &StateDir,
-    agent: &str,
-    creds: &Credentials,
-    opts: ConnectOptions,
-    clock: SharedClock,
-) -> Result<Connected, ConnectError> {
+/// The agent's session file, which must exist and be private.
+fn existing_session(state: &StateDir, agent: &str) -> Result<std::path::PathBuf, ConnectError> {
     let path = session::session_path(state, agent);
     if !path.exists() {
         return Err(SessionError::Missing {
@@ -164,6 +158,18 @@ pub async fn connect(
         .into());
     }
     session::check_private(&path)?;
+    Ok(path)
+}
+
+/// Connects an agent whose session exists and is private; refuses otherwise.
+pub async fn connect(
+    state: &StateDir,
+    agent: &str,
+    creds: &Credentials,
+    opts: ConnectOptions,
+    clock: SharedClock,
+) -> Result<Connected, ConnectError> {
+    let path = existing_session(state, agent)?;
     let lock = session::lock(&path)?;
     let session = open_session(&path).await?;
     let (client, updates, pool_task) = start_pool(&session, creds, opts);
@@ -512,15 +518,7 @@ pub async fn logout(
     agent: &str,
     creds: &Credentials,
 ) -> Result<(), ConnectError> {
-    let path = session::session_path(state, agent);
-    if !path.exists() {
-        return Err(SessionError::Missing {
-            agent: agent.to_string(),
-            path,
-        }
-        .into());
-    }
-    session::check_private(&path)?;
+    let path = existing_session(state, agent)?;
     {
         let _lock = session::lock(&path)?;
         let session = open_session(&path).await?;
