@@ -324,6 +324,13 @@ impl Connected {
             }
         };
         let telegram = Arc::clone(&self.telegram);
+        let (admit_tx, admission) = spawn_admission(
+            agent.to_string(),
+            Arc::clone(&telegram),
+            runtime.clone(),
+            Arc::clone(clock),
+            opts.max_catch_up_age,
+        );
         let mut sync = tokio::time::interval(Duration::from_secs(60));
         let mut failures: u32 = 0;
         let end = loop {
@@ -347,14 +354,9 @@ impl Connected {
                             }
                             continue;
                         }
-                        if telegram.is_blocked(mapped.message.sender.id).await {
-                            continue;
-                        }
-                        let age = clock.now().duration_since(mapped.message.date);
-                        let fresh = age.as_secs() < opts.max_catch_up_age.as_secs() as i64;
-                        // In a muted chat only callouts (mentions, replies to us) plan a reply.
-                        let wanted = mapped.callout || !telegram.is_muted(chat_id).await;
-                        runtime.push_inbound(agent, mapped.chat, mapped.message, fresh && wanted);
+                        // Blocklist and mute look-ups may need the network: they happen in
+                        // the admission task, in arrival order, never in this loop.
+                        let _ = admit_tx.send(mapped);
                     }
                     Ok(Update::MessageDeleted(d)) => {
                         tracing::debug!(agent = %agent, count = d.messages().len(), "messages deleted");
@@ -379,8 +381,39 @@ impl Connected {
         if let Err(e) = stream.sync_update_state().await {
             tracing::warn!(agent = %agent, error = %e, "could not save the update state");
         }
+        // Let the admission task hand over what it already took in.
+        drop(admit_tx);
+        let _ = admission.await;
         end
     }
+}
+
+/// The admission task: decides, in arrival order, whether a new message from someone else
+/// plans a reply (fresh, not from a blocked user, and in a muted chat only when it calls us
+/// out) and hands it to the runtime either way, unless the sender is blocked.
+fn spawn_admission(
+    agent: String,
+    telegram: Arc<MtprotoTelegram>,
+    runtime: RuntimeHandle,
+    clock: SharedClock,
+    max_age: Duration,
+) -> (
+    tokio::sync::mpsc::UnboundedSender<map::Mapped>,
+    JoinHandle<()>,
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<map::Mapped>();
+    let task = tokio::spawn(async move {
+        while let Some(mapped) = rx.recv().await {
+            if telegram.is_blocked(mapped.message.sender.id).await {
+                continue;
+            }
+            let age = clock.now().duration_since(mapped.message.date);
+            let fresh = age.as_secs() < max_age.as_secs() as i64;
+            let wanted = mapped.callout || !telegram.is_muted(mapped.chat.id).await;
+            runtime.push_inbound(&agent, mapped.chat, mapped.message, fresh && wanted);
+        }
+    });
+    (tx, task)
 }
 
 /// Reads one line from the terminal (blocking, off the async threads).
