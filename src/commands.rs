@@ -294,6 +294,25 @@ fn state_list(store: &GraphStore) -> CmdResult {
             "{unreadable} unreadable file(s): the daemon moves them to quarantine/ at its next start\n"
         ));
     }
+    for (agent, state) in crate::store::list_agent_states(store.state_dir()) {
+        match state {
+            Ok(st) => {
+                if let Some(b) = &st.breaker {
+                    text.push_str(&format!(
+                        "{agent}: account breaker until {} ({})\n",
+                        b.until, b.reason
+                    ));
+                }
+                for (chat, d) in &st.disabled_chats {
+                    text.push_str(&format!(
+                        "{agent}: chat {chat} disabled since {} ({})\n",
+                        d.since, d.reason
+                    ));
+                }
+            }
+            Err(reason) => text.push_str(&format!("{agent}: agent state UNREADABLE: {reason}\n")),
+        }
+    }
     out(&text)?;
     Ok(ExitCode::SUCCESS)
 }

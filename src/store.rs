@@ -208,6 +208,27 @@ pub fn load_agent_state(
     }
 }
 
+/// Every agent state file under the state directory, by agent directory name, for display.
+pub fn list_agent_states(dir: &StateDir) -> Vec<(String, Result<AgentState, String>)> {
+    let mut out = Vec::new();
+    let Ok(entries) = fs::read_dir(dir.root()) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path().join(agent_state::FILE_NAME);
+        if !path.is_file() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let state = fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()));
+        out.push((name, state));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
 /// Saves an agent's safety state crash-safely.
 pub fn save_agent_state(dir: &StateDir, agent: &str, state: &AgentState) -> Result<(), StoreError> {
     let path = dir.agent_dir(agent).join(agent_state::FILE_NAME);

@@ -177,6 +177,11 @@ fn state_list_and_show_print_graphs_and_report_corrupt_files() -> TestResult {
     let store = GraphStore::new(StateDir::new(&state));
     store.save(&sample_graph(42))?;
     std::fs::write(state.join("graphs/Wren/43.md"), "not a graph")?;
+    std::fs::create_dir_all(state.join("Wren"))?;
+    std::fs::write(
+        state.join("Wren/agent-state.json"),
+        r#"{"disabled_chats":{"-77":{"since":"2026-11-22T10:00:00Z","reason":"CHAT_WRITE_FORBIDDEN"}}}"#,
+    )?;
     let st = state.display().to_string();
 
     let out = run(&["--state", &st, "state", "list"], dir.path())?;
