@@ -132,7 +132,9 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
             telegram: memory.clone(),
         }],
         planner,
-        GraphStore::new(StateDir::new(&global.state_dir)),
+        // The playground keeps its graphs apart from the daemon's: its chats exist only in
+        // the in-memory backend, and the daemon's plans must never be run (and dropped) here.
+        GraphStore::new(StateDir::new(&dir)),
         Arc::clone(&clock),
     );
     let handle = runtime.handle();
