@@ -161,6 +161,30 @@ fn existing_session(state: &StateDir, agent: &str) -> Result<std::path::PathBuf,
     Ok(path)
 }
 
+/// Runs the (small, blocking) session file checks off the async threads: the file must
+/// exist (unless `create`), be private, and not be locked by another process.
+async fn prepare_session(
+    state: &StateDir,
+    agent: &str,
+    create: bool,
+) -> Result<(std::path::PathBuf, SessionLock), ConnectError> {
+    let (state, agent) = (state.clone(), agent.to_string());
+    tokio::task::spawn_blocking(move || {
+        let path = if create {
+            let path = session::session_path(&state, &agent);
+            session::create_private(&path)?;
+            session::check_private(&path)?;
+            path
+        } else {
+            existing_session(&state, &agent)?
+        };
+        let lock = session::lock(&path)?;
+        Ok((path, lock))
+    })
+    .await
+    .map_err(|e| ConnectError::Login(e.to_string()))?
+}
+
 /// Connects an agent whose session exists and is private; refuses otherwise.
 pub async fn connect(
     state: &StateDir,
@@ -169,8 +193,7 @@ pub async fn connect(
     opts: ConnectOptions,
     clock: SharedClock,
 ) -> Result<Connected, ConnectError> {
-    let path = existing_session(state, agent)?;
-    let lock = session::lock(&path)?;
+    let (path, lock) = prepare_session(state, agent, false).await?;
     let session = open_session(&path).await?;
     let (client, updates, pool_task) = start_pool(&session, creds, opts);
     let authorized = client.is_authorized().await.map_err(|e| classify(&e))?;
@@ -455,10 +478,7 @@ pub async fn login(
     phone: &str,
     creds: &Credentials,
 ) -> Result<String, ConnectError> {
-    let path = session::session_path(state, agent);
-    session::create_private(&path)?;
-    session::check_private(&path)?;
-    let _lock = session::lock(&path)?;
+    let (path, _lock) = prepare_session(state, agent, true).await?;
     let session = open_session(&path).await?;
     let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
     let result = sign_in(&client, phone, creds).await;
@@ -551,9 +571,9 @@ pub async fn logout(
     agent: &str,
     creds: &Credentials,
 ) -> Result<(), ConnectError> {
-    let path = existing_session(state, agent)?;
+    let (path, lock) = prepare_session(state, agent, false).await?;
     {
-        let _lock = session::lock(&path)?;
+        let _lock = lock;
         let session = open_session(&path).await?;
         let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
         if let Err(e) = client.sign_out().await {
@@ -562,12 +582,17 @@ pub async fn logout(
         client.disconnect();
         let _ = pool_task.await;
     }
-    for p in [
-        path.clone(),
+    let files = [
         path.with_extension("session-journal"),
         path.with_extension("session.lock"),
-    ] {
-        crate::store::remove(&p).map_err(SessionError::from)?;
-    }
+        path,
+    ];
+    tokio::task::spawn_blocking(move || {
+        files
+            .iter()
+            .try_for_each(|p| crate::store::remove(p).map_err(SessionError::from))
+    })
+    .await
+    .map_err(|e| ConnectError::Login(e.to_string()))??;
     Ok(())
 }
