@@ -109,6 +109,7 @@ impl LlmPlanner {
             history_size: self.config.history_size,
             window_start: self.window(&key),
             allow_clear_conversation: req.persona.allow_clear_conversation,
+            media: req.media,
         });
         let model = req
             .persona
