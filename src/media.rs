@@ -400,6 +400,25 @@ impl MediaPipeline {
         }
     }
 
+    /// Builds a pipeline, reading prompt overrides from `prompts_dir` off the async threads.
+    pub async fn load(
+        config: MediaConfig,
+        prompts_dir: Option<PathBuf>,
+        llm: Arc<dyn Llm>,
+        state: StateDir,
+        clock: SharedClock,
+    ) -> Result<MediaPipeline, StoreError> {
+        let prompts =
+            tokio::task::spawn_blocking(move || MediaPrompts::load(prompts_dir.as_deref()))
+                .await
+                .map_err(|e| StoreError::Io {
+                    action: "cannot load media prompts from",
+                    path: PathBuf::from("."),
+                    source: std::io::Error::other(e.to_string()),
+                })??;
+        Ok(MediaPipeline::new(config, prompts, llm, state, clock))
+    }
+
     /// Description requests sent to the model so far.
     pub fn describe_calls(&self) -> usize {
         self.calls.load(Ordering::SeqCst)
@@ -637,7 +656,7 @@ impl MediaPipeline {
         };
         let bytes = match telegram.download_media(chat, msg, cap).await {
             Ok(b) => b,
-            Err(e @ (TelegramError::NotFound(_) | TelegramError::Invalid(_))) => {
+            Err(e @ TelegramError::Invalid(_)) => {
                 tracing::info!(error = %e, "media not downloadable");
                 return (MediaStatus::Unsupported, None, None);
             }

@@ -284,6 +284,82 @@ mod tests {
         }
     }
 
+    fn media(kind: MediaKind) -> MediaInfo {
+        MediaInfo {
+            kind,
+            unique_id: "u1".into(),
+            mime: None,
+            size: None,
+            duration_secs: None,
+            file_name: None,
+            sticker: None,
+        }
+    }
+
+    fn record(kind: MediaKind, status: MediaStatus, description: Option<&str>) -> MediaRecord {
+        serde_json::from_value(serde_json::json!({
+            "unique_id": "u1", "kind": kind, "status": status, "description": description,
+        }))
+        .unwrap_or_else(|e| panic!("record: {e}"))
+    }
+
+    #[test]
+    fn media_render_compactly_from_their_records() {
+        use MediaKind::*;
+        let ok = |k, d| record(k, MediaStatus::Ok, Some(d));
+        assert_eq!(
+            render_media(&media(Photo), Some(&ok(Photo, "a red bike"))),
+            "[photo description=\"a red bike\"]"
+        );
+        assert_eq!(
+            render_media(&media(Photo), None),
+            "[photo (not described yet)]"
+        );
+        let mut st = media(Sticker);
+        st.sticker = Some(crate::telegram::StickerInfo {
+            set: Some("Cats".into()),
+            name: "wave".into(),
+            emoji: Some("👋".into()),
+        });
+        assert_eq!(
+            render_media(&st, Some(&ok(Sticker, "a cat waving"))),
+            "[sticker set=\"Cats\" name=\"wave\" emoji=👋 description=\"a cat waving\"]"
+        );
+        assert_eq!(
+            render_media(&st, Some(&record(Sticker, MediaStatus::Unsupported, None))),
+            "[sticker set=\"Cats\" name=\"wave\" emoji=👋]"
+        );
+        let mut voice = media(Voice);
+        voice.duration_secs = Some(3);
+        assert_eq!(
+            render_media(&voice, Some(&ok(Voice, "hi there"))),
+            "[voice duration=3s transcript=\"hi there\"]"
+        );
+        let mut doc = media(Document);
+        doc.file_name = Some("a.zip".into());
+        assert_eq!(
+            render_media(
+                &doc,
+                Some(&record(Document, MediaStatus::Unsupported, None))
+            ),
+            "[document file=\"a.zip\" (not described)]"
+        );
+        assert_eq!(
+            render_media(
+                &media(Gif),
+                Some(&record(Gif, MediaStatus::NotUnderstood, None))
+            ),
+            "[gif (could not be understood)]"
+        );
+        assert_eq!(
+            render_media(
+                &media(RoundVideo),
+                Some(&record(RoundVideo, MediaStatus::Error, None))
+            ),
+            "[round_video (not described yet)]"
+        );
+    }
+
     #[test]
     fn window_keeps_its_start_until_the_cap_then_steps_by_a_fifth() {
         let history: Vec<Message> = (1..=10).map(|i| msg(i, false)).collect();

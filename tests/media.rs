@@ -1,0 +1,323 @@
+//! Media understanding end to end: the real runtime on the in-memory Telegram, the LLM
+//! planner and the media pipeline sharing one mock LLM that records every request.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use personad::clock::BoxFuture;
+use personad::llm::{Llm, LlmError, LlmOutcome, LlmRequest, Part};
+use personad::llm_planner::{LlmPlanner, LlmPlannerConfig};
+use personad::media::{MediaConfig, MediaPipeline, MediaPrompts};
+use personad::planner::SharedPlanner;
+use personad::store::StateDir;
+use personad::telegram::memory::Incoming;
+use personad::telegram::{Chat, MediaInfo, MediaKind, Message};
+
+const MEDIA_MODEL: &str = "media-test-model";
+
+type Describe = dyn Fn(&LlmRequest) -> Result<LlmOutcome, LlmError> + Send + Sync;
+
+/// Answers describe requests (the media model) with `describe`, planning requests with
+/// silence; records both.
+struct MockLlm {
+    describe: Box<Describe>,
+    requests: Mutex<Vec<LlmRequest>>,
+}
+
+impl MockLlm {
+    fn new(
+        describe: impl Fn(&LlmRequest) -> Result<LlmOutcome, LlmError> + Send + Sync + 'static,
+    ) -> Arc<MockLlm> {
+        Arc::new(MockLlm {
+            describe: Box::new(describe),
+            requests: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn requests(&self) -> Vec<LlmRequest> {
+        self.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    fn describe_requests(&self) -> Vec<LlmRequest> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.model == MEDIA_MODEL)
+            .collect()
+    }
+
+    /// The planning requests, each flattened to its text.
+    fn plan_prompts(&self) -> Vec<String> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.model != MEDIA_MODEL)
+            .map(|r| {
+                r.turns
+                    .iter()
+                    .flat_map(|t| t.parts.iter())
+                    .filter_map(|p| match p {
+                        Part::Text(t) => Some(t.clone()),
+                        Part::InlineData { .. } => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .collect()
+    }
+}
+
+impl Llm for MockLlm {
+    fn generate<'a>(&'a self, req: &'a LlmRequest) -> BoxFuture<'a, Result<LlmOutcome, LlmError>> {
+        if let Ok(mut r) = self.requests.lock() {
+            r.push(req.clone());
+        }
+        let out = if req.model == MEDIA_MODEL {
+            (self.describe)(req)
+        } else {
+            Ok(LlmOutcome::Text(String::new()))
+        };
+        Box::pin(async move { out })
+    }
+}
+
+/// Describes every image by its first distinguishing byte: "picture N".
+fn describe_by_byte(req: &LlmRequest) -> Result<LlmOutcome, LlmError> {
+    let n = req
+        .turns
+        .iter()
+        .flat_map(|t| t.parts.iter())
+        .find_map(|p| match p {
+            Part::InlineData { data, .. } => data.get(4).copied(),
+            Part::Text(_) => None,
+        })
+        .unwrap_or(0);
+    Ok(LlmOutcome::Text(format!("picture {n}")))
+}
+
+fn jpeg(n: u8) -> Vec<u8> {
+    vec![0xFF, 0xD8, 0xFF, 0xE0, n, 1, 2, 3]
+}
+
+fn media_config(budget: usize) -> MediaConfig {
+    MediaConfig {
+        budget_per_pass: budget,
+        model: MEDIA_MODEL.into(),
+        ..MediaConfig::default()
+    }
+}
+
+fn start(state: &std::path::Path, llm: &Arc<MockLlm>, media: MediaConfig, chat: &Chat) -> Harness {
+    let (planner_llm, media_llm) = (Arc::clone(llm), Arc::clone(llm));
+    let media_state = StateDir::new(state);
+    Harness::start_with_media(
+        state,
+        move |_| -> SharedPlanner {
+            Arc::new(LlmPlanner::new(planner_llm, LlmPlannerConfig::default()))
+        },
+        Some(Box::new(move |clock| {
+            Arc::new(MediaPipeline::new(
+                media,
+                MediaPrompts::default(),
+                media_llm,
+                media_state,
+                clock,
+            ))
+        })),
+        config(),
+        std::slice::from_ref(chat),
+    )
+}
+
+fn photo(id: &str) -> MediaInfo {
+    MediaInfo {
+        kind: MediaKind::Photo,
+        unique_id: id.into(),
+        mime: None,
+        size: None,
+        duration_secs: None,
+        file_name: None,
+        sticker: None,
+    }
+}
+
+/// A message carrying `media` (its bytes registered) arrives now.
+async fn send_media(h: &Harness, chat: &Chat, media: MediaInfo, bytes: Vec<u8>) -> Message {
+    h.telegram.put_media(&media.unique_id, bytes);
+    let msg = h
+        .telegram
+        .inject(
+            chat.id,
+            Incoming {
+                from: "bob".into(),
+                media: Some(media),
+                ..Incoming::default()
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("inject: {e}"));
+    h.handle
+        .push_inbound(AGENT, chat.clone(), msg.clone(), true);
+    msg
+}
+
+#[tokio::test]
+async fn the_same_photo_in_100_messages_is_described_once() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let llm = MockLlm::new(describe_by_byte);
+    let chat = dm(5);
+    let mut h = start(dir.path(), &llm, media_config(8), &chat);
+    for _ in 0..100 {
+        send_media(&h, &chat, photo("p1"), jpeg(7)).await;
+    }
+    h.settle().await;
+    // Another burst later: still no new description.
+    send_media(&h, &chat, photo("p1"), jpeg(7)).await;
+    h.settle().await;
+    assert_eq!(llm.describe_requests().len(), 1);
+    let prompts = llm.plan_prompts();
+    assert_eq!(prompts.len(), 2, "one plan per burst");
+    let last = prompts.last().cloned().unwrap_or_default();
+    assert_eq!(
+        last.matches("[photo description=\"picture 7\"]").count(),
+        101
+    );
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_budget_limits_each_pass_and_later_passes_describe_the_rest() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let llm = MockLlm::new(describe_by_byte);
+    let chat = dm(5);
+    let mut h = start(dir.path(), &llm, media_config(2), &chat);
+    for n in 1..=5u8 {
+        send_media(&h, &chat, photo(&format!("p{n}")), jpeg(n)).await;
+    }
+    h.settle().await;
+    assert_eq!(llm.describe_requests().len(), 2);
+    let first = llm.plan_prompts().pop().unwrap_or_default();
+    // Newest first: photos 5 and 4 are described, the rest wait.
+    assert!(first.contains("picture 5") && first.contains("picture 4"));
+    assert_eq!(first.matches("(not described yet)").count(), 3);
+    h.say(&chat, "bob", "and?").await;
+    h.settle().await;
+    assert_eq!(llm.describe_requests().len(), 4);
+    h.say(&chat, "bob", "well?").await;
+    h.settle().await;
+    assert_eq!(llm.describe_requests().len(), 5);
+    let last = llm.plan_prompts().pop().unwrap_or_default();
+    for n in 1..=5 {
+        assert!(last.contains(&format!("picture {n}")), "{last}");
+    }
+    assert!(!last.contains("not described yet"));
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failing_item_waits_for_its_backoff() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let llm = MockLlm::new(|_| {
+        Err(LlmError::Permanent {
+            status: Some(400),
+            message: "bad media".into(),
+        })
+    });
+    let chat = dm(5);
+    let mut h = start(dir.path(), &llm, media_config(8), &chat);
+    send_media(&h, &chat, photo("bad"), jpeg(1)).await;
+    h.settle().await;
+    assert_eq!(llm.describe_requests().len(), 1);
+    // Within the first backoff (60 s): planning goes on, the item is not retried.
+    h.pass(secs(10)).await;
+    h.say(&chat, "bob", "hello?").await;
+    h.settle().await;
+    assert_eq!(llm.describe_requests().len(), 1);
+    assert_eq!(llm.plan_prompts().len(), 2);
+    // Past it: one more try, then the doubled backoff (120 s) holds again.
+    h.pass(secs(60)).await;
+    h.say(&chat, "bob", "now?").await;
+    h.settle().await;
+    assert_eq!(llm.describe_requests().len(), 2);
+    h.pass(secs(70)).await;
+    h.say(&chat, "bob", "again?").await;
+    h.settle().await;
+    assert_eq!(llm.describe_requests().len(), 2);
+    let record = std::fs::read_to_string(dir.path().join("media/bad.json"))?;
+    assert!(record.contains("\"status\": \"error\""), "{record}");
+    assert!(record.contains("\"attempts\": 2"), "{record}");
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_disk_cache_survives_a_restart_and_curated_records_win() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(5);
+    let llm = MockLlm::new(describe_by_byte);
+    let mut h = start(dir.path(), &llm, media_config(8), &chat);
+    send_media(&h, &chat, photo("p9"), jpeg(9)).await;
+    h.settle().await;
+    assert_eq!(llm.describe_requests().len(), 1);
+    h.stop().await?;
+
+    // A new process: the record is read from state/media, no new call.
+    let curated = tempfile::tempdir()?;
+    std::fs::write(
+        curated.path().join("c1.json"),
+        r#"{"unique_id":"c1","kind":"photo","description":"the operator's words"}"#,
+    )?;
+    let llm2 = MockLlm::new(describe_by_byte);
+    let config = MediaConfig {
+        curated_dir: Some(curated.path().to_path_buf()),
+        ..media_config(8)
+    };
+    let mut h = start(dir.path(), &llm2, config, &chat);
+    send_media(&h, &chat, photo("c1"), jpeg(3)).await;
+    h.settle().await;
+    assert_eq!(llm2.describe_requests().len(), 0);
+    let prompt = llm2.plan_prompts().pop().unwrap_or_default();
+    assert!(prompt.contains("picture 9"), "{prompt}");
+    assert!(prompt.contains("the operator's words"), "{prompt}");
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_voice_note_is_transcribed_into_the_prompt() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let llm = MockLlm::new(|req| {
+        let audio = req
+            .turns
+            .iter()
+            .flat_map(|t| t.parts.iter())
+            .any(|p| matches!(p, Part::InlineData { mime, .. } if mime == "audio/ogg"));
+        Ok(LlmOutcome::Text(if audio {
+            "see you at nine".into()
+        } else {
+            "not audio".into()
+        }))
+    });
+    let chat = dm(5);
+    let mut h = start(dir.path(), &llm, media_config(8), &chat);
+    let voice = MediaInfo {
+        kind: MediaKind::Voice,
+        unique_id: "v1".into(),
+        mime: None,
+        size: Some(9),
+        duration_secs: Some(4),
+        file_name: None,
+        sticker: None,
+    };
+    send_media(&h, &chat, voice, b"OggS\0\0abc".to_vec()).await;
+    h.settle().await;
+    let prompt = llm.plan_prompts().pop().unwrap_or_default();
+    assert!(
+        prompt.contains("[voice duration=4s transcript=\"see you at nine\"]"),
+        "{prompt}"
+    );
+    h.stop().await?;
+    Ok(())
+}
