@@ -377,6 +377,10 @@ pub struct ChatArgs {
     /// Who plans the persona's replies.
     #[arg(long, value_enum, env = "PERSONAD_PLANNER", default_value = "auto")]
     pub planner: PlannerChoice,
+    /// Serve sticker sets from this directory: one folder per set, files named by emoji or
+    /// name. Without it every sticker the persona names exists.
+    #[arg(long, value_name = "DIR")]
+    pub stickers: Option<PathBuf>,
     #[command(flatten)]
     pub llm: LlmArgs,
     #[command(flatten)]

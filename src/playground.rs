@@ -120,9 +120,16 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     let dir = playground_dir(&global, &persona.name);
     let memory = {
         let (name, c, d) = (persona.name.clone(), Arc::clone(&clock), dir.clone());
-        tokio::task::spawn_blocking(move || MemoryTelegram::new(&name, c, Some(d)))
-            .await
-            .map_err(|e| CommandError::Failed(e.to_string()))??
+        let stickers = args.stickers.clone();
+        tokio::task::spawn_blocking(move || {
+            let memory = MemoryTelegram::new(&name, c, Some(d))?;
+            if let Some(dir) = stickers {
+                memory.load_sticker_sets(&dir)?;
+            }
+            Ok::<_, crate::store::StoreError>(memory)
+        })
+        .await
+        .map_err(|e| CommandError::Failed(e.to_string()))??
     };
     let memory = Arc::new(memory);
     memory.ensure_chat(chat.clone());

@@ -321,3 +321,52 @@ async fn a_voice_note_is_transcribed_into_the_prompt() -> TestResult {
     h.stop().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_sticker_task_sends_a_known_sticker_and_falls_back_to_text() -> TestResult {
+    use personad::planner::Action;
+    use personad::telegram::StickerChoice;
+    use personad::telegram::memory::Action as Done;
+    let dir = tempfile::tempdir()?;
+    let sets = tempfile::tempdir()?;
+    std::fs::create_dir(sets.path().join("Cats"))?;
+    std::fs::write(
+        sets.path().join("Cats").join("👋.webp"),
+        b"RIFF\0\0\0\0WEBP",
+    )?;
+    let pick = |name: &str| Action::Sticker {
+        sticker: StickerChoice {
+            set: "Cats".into(),
+            name: name.into(),
+        },
+        reply_to: None,
+    };
+    let (known, unknown) = (pick("👋"), pick("🦖"));
+    let planner = ScriptedPlanner::new(move |_, n| {
+        Ok(vec![if n == 0 {
+            known.clone()
+        } else {
+            unknown.clone()
+        }])
+    });
+    let chat = dm(5);
+    let mut h = Harness::start(dir.path(), planner, config(), std::slice::from_ref(&chat));
+    assert_eq!(h.telegram.load_sticker_sets(sets.path())?, 1);
+    h.say(&chat, "bob", "wave at me").await;
+    h.settle().await;
+    h.say(&chat, "bob", "now a dinosaur").await;
+    h.settle().await;
+    let sent: Vec<String> = h
+        .telegram
+        .actions()
+        .into_iter()
+        .filter_map(|r| match r.action {
+            Done::Sticker { sticker, .. } => Some(format!("sticker {}", sticker.name)),
+            Done::Send { message, .. } => Some(format!("text {}", message.text)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, vec!["sticker 👋".to_string(), "text 🦖".to_string()]);
+    h.stop().await?;
+    Ok(())
+}
