@@ -370,3 +370,156 @@ async fn a_sticker_task_sends_a_known_sticker_and_falls_back_to_text() -> TestRe
     h.stop().await?;
     Ok(())
 }
+
+// ---- acceptance: the playground binary against a mock Gemini ----
+
+mod playground {
+    use std::io::Write;
+
+    use serde_json::{Value, json};
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    use super::TestResult;
+
+    fn answer(text: &str) -> ResponseTemplate {
+        ResponseTemplate::new(200).set_body_json(json!({
+            "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}]
+        }))
+    }
+
+    /// Describe requests (the media model) get `description`; plans get silence.
+    async fn server(description: &str) -> MockServer {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path_regex(r"^/v1beta/models/media-mock:generateContent$"))
+            .respond_with(answer(description))
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .and(path_regex(r"^/v1beta/models/chat-mock:generateContent$"))
+            .respond_with(answer("# «wait»\n1"))
+            .mount(&server)
+            .await;
+        server
+    }
+
+    async fn run(
+        server: &MockServer,
+        state: &std::path::Path,
+        budget: u32,
+        input: String,
+    ) -> Result<std::process::Output, String> {
+        let agents = tempfile::tempdir().map_err(|e| e.to_string())?;
+        std::fs::write(
+            agents.path().join("Tess.md"),
+            "# Agent Name\nTess\n\n# Agent Phone\n+15550100042\n\n# Agent Instructions\nYou are Tess.\n",
+        )
+        .map_err(|e| e.to_string())?;
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+        cmd.arg("--agents")
+            .arg(agents.path())
+            .arg("--prompts")
+            .arg(agents.path())
+            .arg("--state")
+            .arg(state)
+            .args(["chat", "--agent", "Tess", "--jsonl", "--fast"])
+            .args(["--planner", "gemini", "--model", "chat-mock"])
+            .args(["--media-model", "media-mock", "--media-budget"])
+            .arg(budget.to_string())
+            .env("GEMINI_API_KEY", "k")
+            .env("GEMINI_BASE_URL", server.uri())
+            .env_remove("GOOGLE_GEMINI_API_KEY")
+            .env_remove("PERSONAD_LOG")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        tokio::task::spawn_blocking(move || -> Result<std::process::Output, String> {
+            let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+            if let Some(mut stdin) = child.stdin.take() {
+                stdin
+                    .write_all(input.as_bytes())
+                    .map_err(|e| e.to_string())?;
+            }
+            child.wait_with_output().map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
+    /// (describe requests, plan request bodies as text), in order.
+    async fn requests(server: &MockServer) -> (usize, Vec<String>) {
+        let all = server.received_requests().await.unwrap_or_default();
+        let describes = all
+            .iter()
+            .filter(|r| r.url.path().contains("media-mock"))
+            .count();
+        let plans = all
+            .iter()
+            .filter(|r| r.url.path().contains("chat-mock"))
+            .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+            .collect();
+        (describes, plans)
+    }
+
+    fn photo_line(path: &std::path::Path, after_ms: u64) -> String {
+        let v: Value = json!({"media": {"kind": "photo", "path": path}, "after_ms": after_ms});
+        format!("{v}\n")
+    }
+
+    #[tokio::test]
+    async fn twenty_messages_with_one_photo_make_one_describe_request() -> TestResult {
+        let server = server("a tabby cat on a sofa").await;
+        let files = tempfile::tempdir()?;
+        let photo = files.path().join("cat.jpg");
+        std::fs::write(&photo, [0xFF, 0xD8, 0xFF, 0xE0, 1, 2, 3])?;
+        let state = tempfile::tempdir()?;
+        let input: String = (0..20).map(|_| photo_line(&photo, 100)).collect();
+        let out = run(&server, state.path(), 8, input).await?;
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (describes, plans) = requests(&server).await;
+        assert_eq!(describes, 1);
+        assert_eq!(plans.len(), 1, "one plan for the burst");
+        assert_eq!(plans[0].matches("a tabby cat on a sofa").count(), 20);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn with_a_budget_of_two_five_photos_are_described_over_three_plans() -> TestResult {
+        let server = server("a photo").await;
+        let files = tempfile::tempdir()?;
+        let mut input = String::new();
+        for n in 1..=5u8 {
+            let path = files.path().join(format!("p{n}.jpg"));
+            std::fs::write(&path, [0xFF, 0xD8, 0xFF, 0xE0, n])?;
+            input.push_str(&photo_line(&path, 100));
+        }
+        input.push_str(&format!(
+            "{}\n",
+            json!({"text": "and?", "after_ms": 60_000})
+        ));
+        input.push_str(&format!("{}\n", json!({"text": "so?", "after_ms": 60_000})));
+        let state = tempfile::tempdir()?;
+        let out = run(&server, state.path(), 2, input).await?;
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (describes, plans) = requests(&server).await;
+        assert_eq!(describes, 5);
+        assert_eq!(plans.len(), 3);
+        let described = |p: &String| p.matches("a photo").count();
+        assert_eq!(
+            plans.iter().map(described).collect::<Vec<_>>(),
+            vec![2, 4, 5]
+        );
+        Ok(())
+    }
+}
