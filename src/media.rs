@@ -354,6 +354,18 @@ fn accepted(family: Family, mime: &str) -> bool {
     }
 }
 
+/// An item being described; dropping it lets other passes describe the item again.
+struct Claim {
+    pipeline: Arc<MediaPipeline>,
+    id: String,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.pipeline.release(&self.id);
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct SetBackoff {
     failures: u32,
@@ -489,12 +501,16 @@ impl MediaPipeline {
             }
             budget -= 1;
             let (this, tg) = (Arc::clone(self), Arc::clone(&telegram));
+            // Released on drop, so a superseded plan that aborts these tasks (even before
+            // they first run) leaves the item free for later passes.
+            let claim = Claim {
+                pipeline: Arc::clone(self),
+                id: media.unique_id.clone(),
+            };
             jobs.spawn(async move {
-                let r = this
-                    .describe_one(tg, chat, msg, &media, plan, previous)
-                    .await;
-                this.release(&media.unique_id);
-                r
+                let _claim = claim;
+                this.describe_one(tg, chat, msg, &media, plan, previous)
+                    .await
             });
         }
         while let Some(done) = jobs.join_next().await {
