@@ -371,6 +371,47 @@ async fn a_sticker_task_sends_a_known_sticker_and_falls_back_to_text() -> TestRe
     Ok(())
 }
 
+#[tokio::test]
+async fn a_failing_sticker_set_is_not_re_described_sticker_by_sticker() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let llm = MockLlm::new(|_| {
+        Err(LlmError::Permanent {
+            status: Some(400),
+            message: "broken".into(),
+        })
+    });
+    let chat = dm(5);
+    let mut h = start(dir.path(), &llm, media_config(8), &chat);
+    let sticker = |name: &str| MediaInfo {
+        kind: MediaKind::Sticker,
+        unique_id: format!("st-{name}"),
+        mime: Some("image/webp".into()),
+        size: None,
+        duration_secs: None,
+        file_name: None,
+        sticker: Some(personad::telegram::StickerInfo {
+            set: Some("Broken".into()),
+            name: name.into(),
+            emoji: None,
+        }),
+    };
+    send_media(&h, &chat, sticker("a"), b"RIFF\0\0\0\0WEBP".to_vec()).await;
+    h.settle().await;
+    assert_eq!(llm.describe_requests().len(), 1);
+    // Another sticker of the same set, inside the set's backoff: not tried.
+    h.pass(secs(10)).await;
+    send_media(&h, &chat, sticker("b"), b"RIFF\0\0\0\0WEBP".to_vec()).await;
+    h.settle().await;
+    assert_eq!(llm.describe_requests().len(), 1);
+    let prompt = llm.plan_prompts().pop().unwrap_or_default();
+    assert!(
+        prompt.contains("[sticker set=\"Broken\" name=\"b\" (not described yet)]"),
+        "{prompt}"
+    );
+    h.stop().await?;
+    Ok(())
+}
+
 // ---- acceptance: the playground binary against a mock Gemini ----
 
 mod playground {
