@@ -211,6 +211,8 @@ pub struct RunArgs {
     pub telegram: TelegramArgs,
     #[command(flatten)]
     pub llm: LlmArgs,
+    #[command(flatten)]
+    pub media: MediaArgs,
     /// Flood waits up to this many seconds are slept inside the Telegram library; longer ones
     /// park the conversation.
     #[arg(
@@ -310,6 +312,51 @@ pub struct LlmArgs {
     pub llm_attempts: u32,
 }
 
+/// Settings of media understanding (descriptions, transcripts; see docs/media.md).
+#[derive(Debug, Clone, Args)]
+pub struct MediaArgs {
+    /// New media descriptions one planning pass may start (cached ones are free).
+    #[arg(
+        long,
+        value_name = "N",
+        env = "MEDIA_DESC_BUDGET_PER_TICK",
+        default_value_t = crate::media::DEFAULT_BUDGET_PER_PASS
+    )]
+    pub media_budget: usize,
+    /// Model that describes photos, stickers, videos and documents and transcribes voice.
+    #[arg(long, value_name = "MODEL", env = "PERSONAD_MEDIA_MODEL", default_value = crate::media::DEFAULT_MEDIA_MODEL)]
+    pub media_model: String,
+    /// Description calls in flight at once, across all chats.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PERSONAD_MEDIA_MAX_IN_FLIGHT",
+        default_value_t = 4
+    )]
+    pub media_max_in_flight: usize,
+    /// Directory of operator-curated description records (`<unique_id>.json`), used before
+    /// generated ones.
+    #[arg(long, value_name = "DIR", env = "PERSONAD_MEDIA_CURATED_DIR")]
+    pub media_curated: Option<PathBuf>,
+    /// Directory overriding the describe prompts (`image.md`, `video.md`, `audio.md`,
+    /// `document.md`).
+    #[arg(long, value_name = "DIR", env = "PERSONAD_MEDIA_PROMPTS_DIR")]
+    pub media_prompts: Option<PathBuf>,
+}
+
+impl MediaArgs {
+    /// The pipeline settings these options ask for.
+    pub fn config(&self) -> crate::media::MediaConfig {
+        crate::media::MediaConfig {
+            budget_per_pass: self.media_budget,
+            max_in_flight: self.media_max_in_flight.max(1),
+            model: self.media_model.clone(),
+            curated_dir: self.media_curated.clone(),
+            ..crate::media::MediaConfig::default()
+        }
+    }
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct ChatArgs {
     /// The persona to talk to (its `Agent Name`).
@@ -330,8 +377,14 @@ pub struct ChatArgs {
     /// Who plans the persona's replies.
     #[arg(long, value_enum, env = "PERSONAD_PLANNER", default_value = "auto")]
     pub planner: PlannerChoice,
+    /// Serve sticker sets from this directory: one folder per set, files named by emoji or
+    /// name. Without it every sticker the persona names exists.
+    #[arg(long, value_name = "DIR")]
+    pub stickers: Option<PathBuf>,
     #[command(flatten)]
     pub llm: LlmArgs,
+    #[command(flatten)]
+    pub media: MediaArgs,
     #[command(flatten)]
     pub runtime: RuntimeArgs,
 }

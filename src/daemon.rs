@@ -14,7 +14,8 @@ use crate::cli::{GlobalArgs, LoginArgs, RunArgs, TelegramArgs};
 use crate::clock::{SharedClock, SystemClock};
 use crate::commands::{CmdResult, CommandError, exit, find_persona, load_personas_async};
 use crate::config::ConfigError;
-use crate::llm_planner::{LlmPlannerConfig, gemini_from_env};
+use crate::llm_planner::{LlmPlanner, LlmPlannerConfig, gemini_llm_from_env};
+use crate::media::MediaPipeline;
 use crate::runtime::{AgentHandle, Runtime};
 use crate::store::{GraphStore, StateDir};
 use crate::telegram::governor::{Governor, GovernorConfig};
@@ -44,7 +45,14 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
         }
     }
     let clock: SharedClock = Arc::new(SystemClock);
-    let planner = gemini_from_env(
+    let llm = gemini_llm_from_env(args.llm.llm_attempts, Arc::clone(&clock)).map_err(|e| {
+        CommandError::Config(ConfigError {
+            name: "llm",
+            reason: e.to_string(),
+        })
+    })?;
+    let planner = LlmPlanner::new(
+        Arc::clone(&llm),
         LlmPlannerConfig {
             default_model: args.llm.model.clone(),
             temperature: args.llm.temperature,
@@ -52,15 +60,7 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
             max_tasks: args.llm.max_tasks,
             history_size: config.history_limit,
         },
-        args.llm.llm_attempts,
-        Arc::clone(&clock),
-    )
-    .map_err(|e| {
-        CommandError::Config(ConfigError {
-            name: "llm",
-            reason: e.to_string(),
-        })
-    })?;
+    );
     let opts = ConnectOptions {
         flood_sleep_threshold: Duration::from_secs(args.flood_sleep_secs),
         max_catch_up_age: Duration::from_secs(args.catch_up_minutes.saturating_mul(60)),
@@ -98,13 +98,23 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
             "no agent could start (see the errors above)".into(),
         ));
     }
+    let media = MediaPipeline::load(
+        args.media.config(),
+        args.media.media_prompts.clone(),
+        llm,
+        state.clone(),
+        Arc::clone(&clock),
+    )
+    .await
+    .map_err(|e| CommandError::Io(e.to_string()))?;
     let runtime = Runtime::new(
         config,
         agents,
         Arc::new(planner),
         GraphStore::new(state.clone()),
         Arc::clone(&clock),
-    );
+    )
+    .with_media(Arc::new(media));
     let handle = runtime.handle();
     let stop = CancellationToken::new();
     let run = tokio::spawn(runtime.run());

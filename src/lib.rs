@@ -13,6 +13,7 @@
 //! - [`blocks`]: parses the model's task-block reply into actions (pure, adversarial input).
 //! - [`prompt`]: builds the cache-stable LLM request from persona and chat history (pure).
 //! - [`llm`]: the provider-neutral LLM boundary (trait, request, outcomes, errors) and Gemini.
+//! - [`media`]: media descriptions and transcripts: cached records, budget, backoff, prompts.
 //! - [`llm_planner`]: the planner over an LLM: prompt, generate, parse.
 //! - [`handlers`]: one handler per task kind, registered in one place.
 //! - [`runtime`]: work queue, tick loop, round-robin scheduling, replanning and retries.
@@ -34,6 +35,7 @@ pub mod handlers;
 pub mod llm;
 pub mod llm_planner;
 pub mod logging;
+pub mod media;
 pub mod persona;
 pub mod planner;
 pub mod playground;

@@ -49,10 +49,21 @@ pub fn gemini_from_env(
     attempts: u32,
     clock: crate::clock::SharedClock,
 ) -> Result<LlmPlanner, crate::llm::LlmError> {
+    Ok(LlmPlanner::new(
+        gemini_llm_from_env(attempts, clock)?,
+        config,
+    ))
+}
+
+/// A Gemini client from the environment, shared by the planner and the media pipeline.
+pub fn gemini_llm_from_env(
+    attempts: u32,
+    clock: crate::clock::SharedClock,
+) -> Result<Arc<dyn Llm>, crate::llm::LlmError> {
     let mut gemini = crate::llm::gemini::GeminiConfig::from_env()?;
     gemini.max_attempts = attempts.max(1);
     let client = crate::llm::gemini::GeminiClient::new(gemini, clock)?;
-    Ok(LlmPlanner::new(Arc::new(client), config))
+    Ok(Arc::new(client))
 }
 
 /// Whether a Gemini API key is present in the environment (its value is not read further).
@@ -109,6 +120,7 @@ impl LlmPlanner {
             history_size: self.config.history_size,
             window_start: self.window(&key),
             allow_clear_conversation: req.persona.allow_clear_conversation,
+            media: req.media,
         });
         let model = req
             .persona

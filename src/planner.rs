@@ -10,6 +10,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use crate::clock::BoxFuture;
+use crate::media::MediaDescriptions;
 use crate::persona::Persona;
 use crate::telegram::{Chat, Message, MessageId, StickerChoice};
 
@@ -46,6 +47,8 @@ pub struct PlanRequest<'a> {
     /// The message to respond to, when the plan was triggered by one.
     pub target: Option<MessageId>,
     pub now: Timestamp,
+    /// Cached records of the history's media, by unique id.
+    pub media: &'a MediaDescriptions,
 }
 
 /// Why planning failed.

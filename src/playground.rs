@@ -20,7 +20,9 @@ use tokio::sync::mpsc;
 use crate::cli::{ChatArgs, GlobalArgs, PlannerChoice};
 use crate::clock::{self, Hold, SharedClock, SystemClock, VirtualClock};
 use crate::commands::{CmdResult, CommandError, find_persona, load_personas_async, playground_dir};
-use crate::llm_planner::{LlmPlannerConfig, gemini_from_env, gemini_key_present};
+use crate::llm::Llm;
+use crate::llm_planner::{LlmPlanner, LlmPlannerConfig, gemini_key_present, gemini_llm_from_env};
+use crate::media::MediaPipeline;
 use crate::planner::{EchoPlanner, SharedPlanner};
 use crate::runtime::{AgentHandle, Runtime, RuntimeHandle};
 use crate::store::{GraphStore, StateDir};
@@ -118,14 +120,36 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     let dir = playground_dir(&global, &persona.name);
     let memory = {
         let (name, c, d) = (persona.name.clone(), Arc::clone(&clock), dir.clone());
-        tokio::task::spawn_blocking(move || MemoryTelegram::new(&name, c, Some(d)))
-            .await
-            .map_err(|e| CommandError::Failed(e.to_string()))??
+        let stickers = args.stickers.clone();
+        tokio::task::spawn_blocking(move || {
+            let memory = MemoryTelegram::new(&name, c, Some(d))?;
+            if let Some(dir) = stickers {
+                memory.load_sticker_sets(&dir)?;
+            }
+            Ok::<_, crate::store::StoreError>(memory)
+        })
+        .await
+        .map_err(|e| CommandError::Failed(e.to_string()))??
     };
     let memory = Arc::new(memory);
     memory.ensure_chat(chat.clone());
-    let planner = choose_planner(&args, config.history_limit, Arc::clone(&clock))?;
-    let runtime = Runtime::new(
+    let (planner, llm) = choose_planner(&args, config.history_limit, Arc::clone(&clock))?;
+    let media_state = StateDir::new(&global.state_dir);
+    let media = match llm {
+        Some(llm) => Some(Arc::new(
+            MediaPipeline::load(
+                args.media.config(),
+                args.media.media_prompts.clone(),
+                llm,
+                media_state,
+                Arc::clone(&clock),
+            )
+            .await
+            .map_err(|e| CommandError::Io(e.to_string()))?,
+        )),
+        None => None,
+    };
+    let mut runtime = Runtime::new(
         config,
         vec![AgentHandle {
             persona: Arc::clone(&persona),
@@ -134,9 +158,13 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
         planner,
         // The playground keeps its graphs apart from the daemon's: its chats exist only in
         // the in-memory backend, and the daemon's plans must never be run (and dropped) here.
+        // Media descriptions are facts about files, shared with the daemon's cache.
         GraphStore::new(StateDir::new(&dir)),
         Arc::clone(&clock),
     );
+    if let Some(media) = media {
+        runtime = runtime.with_media(media);
+    }
     let handle = runtime.handle();
     let start = clock.now();
     let printer = tokio::spawn(print_actions(
@@ -189,12 +217,13 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
 }
 
 /// The planner the playground runs: Gemini when asked for (or when `auto` finds a key),
-/// otherwise the offline echo planner.
+/// otherwise the offline echo planner. With Gemini, the client is returned too, for media
+/// descriptions.
 fn choose_planner(
     args: &ChatArgs,
     history_size: usize,
     clock: SharedClock,
-) -> Result<SharedPlanner, CommandError> {
+) -> Result<(SharedPlanner, Option<Arc<dyn Llm>>), CommandError> {
     let use_gemini = match args.planner {
         PlannerChoice::Gemini => true,
         PlannerChoice::Echo => false,
@@ -209,7 +238,7 @@ fn choose_planner(
         }
     };
     if !use_gemini {
-        return Ok(Arc::new(EchoPlanner));
+        return Ok((Arc::new(EchoPlanner), None));
     }
     let config = LlmPlannerConfig {
         default_model: args.llm.model.clone(),
@@ -218,13 +247,14 @@ fn choose_planner(
         max_tasks: args.llm.max_tasks,
         history_size,
     };
-    let planner = gemini_from_env(config, args.llm.llm_attempts, clock).map_err(|e| {
+    let llm = gemini_llm_from_env(args.llm.llm_attempts, clock).map_err(|e| {
         CommandError::Config(crate::config::ConfigError {
             name: "llm",
             reason: e.to_string(),
         })
     })?;
-    Ok(Arc::new(planner))
+    let planner = LlmPlanner::new(Arc::clone(&llm), config);
+    Ok((Arc::new(planner), Some(llm)))
 }
 
 struct Driver<'a> {

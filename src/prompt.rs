@@ -12,6 +12,7 @@ use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
 use crate::llm::{Part, Role, Turn};
+use crate::media::{MediaDescriptions, MediaRecord, MediaStatus};
 use crate::persona::{Persona, apply_placeholders};
 use crate::telegram::{Chat, MediaInfo, MediaKind, Message, MessageId};
 
@@ -32,6 +33,8 @@ pub struct PromptInput<'a> {
     /// First message id of the window used last time for this chat, if known.
     pub window_start: Option<MessageId>,
     pub allow_clear_conversation: bool,
+    /// Cached media records by unique id (rendering never does I/O).
+    pub media: &'a MediaDescriptions,
 }
 
 /// A built prompt.
@@ -49,7 +52,10 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
     let tz = input.persona.timezone.clone().unwrap_or(TimeZone::UTC);
     let start = window_start(input.history, input.history_size, input.window_start);
     let window = &input.history[start..];
-    let mut turns: Vec<Turn> = window.iter().map(|m| message_turn(m, &tz)).collect();
+    let mut turns: Vec<Turn> = window
+        .iter()
+        .map(|m| message_turn(m, &tz, input.media))
+        .collect();
     turns.push(Turn {
         role: Role::User,
         parts: vec![Part::Text(volatile_context(input, &tz))],
@@ -125,14 +131,14 @@ pub fn window_start(history: &[Message], size: usize, previous: Option<MessageId
 }
 
 /// One history message as a turn: others' messages are `user` turns opening with a metadata
-/// header; the agent's own are `model` turns.
-pub fn message_turn(m: &Message, tz: &TimeZone) -> Turn {
+/// header; the agent's own are `model` turns. Media render from their cached record, if any.
+pub fn message_turn(m: &Message, tz: &TimeZone, media: &MediaDescriptions) -> Turn {
     let mut parts = Vec::with_capacity(3);
     if !m.outgoing {
         parts.push(Part::Text(metadata_header(m, tz)));
     }
-    if let Some(media) = &m.media {
-        parts.push(Part::Text(render_media(media)));
+    if let Some(info) = &m.media {
+        parts.push(Part::Text(render_media(info, media.get(&info.unique_id))));
     }
     if !m.text.is_empty() {
         parts.push(Part::Text(m.text.clone()));
@@ -165,33 +171,48 @@ fn metadata_header(m: &Message, tz: &TimeZone) -> String {
     h
 }
 
-/// A compact, unambiguous placeholder for media (descriptions come from the media cache).
-pub fn render_media(media: &MediaInfo) -> String {
-    match (&media.kind, &media.sticker) {
-        (MediaKind::Sticker, Some(st)) => {
-            let mut s = String::from("[sticker");
-            if let Some(set) = &st.set {
-                let _ = write!(s, " set={set:?}");
-            }
-            let _ = write!(s, " name={:?}", st.name);
-            if let Some(e) = &st.emoji {
-                let _ = write!(s, " emoji={e}");
-            }
-            s.push(']');
-            s
+/// A compact, unambiguous placeholder for media, with its cached description when there is
+/// one: `[sticker set=… name=… emoji=… description=…]`, `[photo description=…]`,
+/// `[voice duration=…s transcript=…]`, otherwise the kind and why it is not described.
+pub fn render_media(media: &MediaInfo, record: Option<&MediaRecord>) -> String {
+    let mut s = format!("[{}", media.kind.as_str());
+    if let (MediaKind::Sticker, Some(st)) = (&media.kind, &media.sticker) {
+        if let Some(set) = &st.set {
+            let _ = write!(s, " set={set:?}");
         }
-        (kind, _) => {
-            let mut s = format!("[{}", kind.as_str());
-            if let Some(d) = media.duration_secs {
-                let _ = write!(s, " duration={d}s");
-            }
-            if let Some(f) = &media.file_name {
-                let _ = write!(s, " file={f:?}");
-            }
-            s.push_str(" (not described yet)]");
-            s
+        let _ = write!(s, " name={:?}", st.name);
+        if let Some(e) = &st.emoji {
+            let _ = write!(s, " emoji={e}");
         }
     }
+    if let Some(d) = media.duration_secs {
+        let _ = write!(s, " duration={d}s");
+    }
+    if let Some(f) = &media.file_name {
+        let _ = write!(s, " file={f:?}");
+    }
+    let label = match media.kind {
+        MediaKind::Voice | MediaKind::Audio => "transcript",
+        MediaKind::Document => "content",
+        _ => "description",
+    };
+    match record {
+        Some(r) => match (r.shown_description(), r.status) {
+            (Some(d), _) => {
+                let _ = write!(s, " {label}={d:?}");
+            }
+            (None, MediaStatus::NotUnderstood) => s.push_str(" (could not be understood)"),
+            (None, MediaStatus::Unsupported) => {
+                if media.kind != MediaKind::Sticker {
+                    s.push_str(" (not described)");
+                }
+            }
+            (None, _) => s.push_str(" (not described yet)"),
+        },
+        None => s.push_str(" (not described yet)"),
+    }
+    s.push(']');
+    s
 }
 
 /// The final user turn: what changes from one request to the next.
@@ -261,6 +282,82 @@ mod tests {
             date: Timestamp::UNIX_EPOCH,
             media: None,
         }
+    }
+
+    fn media(kind: MediaKind) -> MediaInfo {
+        MediaInfo {
+            kind,
+            unique_id: "u1".into(),
+            mime: None,
+            size: None,
+            duration_secs: None,
+            file_name: None,
+            sticker: None,
+        }
+    }
+
+    fn record(kind: MediaKind, status: MediaStatus, description: Option<&str>) -> MediaRecord {
+        serde_json::from_value(serde_json::json!({
+            "unique_id": "u1", "kind": kind, "status": status, "description": description,
+        }))
+        .unwrap_or_else(|e| panic!("record: {e}"))
+    }
+
+    #[test]
+    fn media_render_compactly_from_their_records() {
+        use MediaKind::*;
+        let ok = |k, d| record(k, MediaStatus::Ok, Some(d));
+        assert_eq!(
+            render_media(&media(Photo), Some(&ok(Photo, "a red bike"))),
+            "[photo description=\"a red bike\"]"
+        );
+        assert_eq!(
+            render_media(&media(Photo), None),
+            "[photo (not described yet)]"
+        );
+        let mut st = media(Sticker);
+        st.sticker = Some(crate::telegram::StickerInfo {
+            set: Some("Cats".into()),
+            name: "wave".into(),
+            emoji: Some("👋".into()),
+        });
+        assert_eq!(
+            render_media(&st, Some(&ok(Sticker, "a cat waving"))),
+            "[sticker set=\"Cats\" name=\"wave\" emoji=👋 description=\"a cat waving\"]"
+        );
+        assert_eq!(
+            render_media(&st, Some(&record(Sticker, MediaStatus::Unsupported, None))),
+            "[sticker set=\"Cats\" name=\"wave\" emoji=👋]"
+        );
+        let mut voice = media(Voice);
+        voice.duration_secs = Some(3);
+        assert_eq!(
+            render_media(&voice, Some(&ok(Voice, "hi there"))),
+            "[voice duration=3s transcript=\"hi there\"]"
+        );
+        let mut doc = media(Document);
+        doc.file_name = Some("a.zip".into());
+        assert_eq!(
+            render_media(
+                &doc,
+                Some(&record(Document, MediaStatus::Unsupported, None))
+            ),
+            "[document file=\"a.zip\" (not described)]"
+        );
+        assert_eq!(
+            render_media(
+                &media(Gif),
+                Some(&record(Gif, MediaStatus::NotUnderstood, None))
+            ),
+            "[gif (could not be understood)]"
+        );
+        assert_eq!(
+            render_media(
+                &media(RoundVideo),
+                Some(&record(RoundVideo, MediaStatus::Error, None))
+            ),
+            "[round_video (not described yet)]"
+        );
     }
 
     #[test]

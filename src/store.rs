@@ -125,6 +125,35 @@ pub fn read_to_string(path: &Path) -> Result<String, StoreError> {
     fs::read_to_string(path).map_err(io_err("cannot read", path))
 }
 
+/// Reads a whole file if it exists: `Ok(None)` when it does not.
+pub fn read_optional(path: &Path) -> Result<Option<String>, StoreError> {
+    match fs::read_to_string(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err("cannot read", path)(e)),
+    }
+}
+
+/// The file of one media record inside `dir` (generated or curated): `<unique_id>.json`,
+/// the id escaped like agent names.
+pub fn media_record_path(dir: &Path, unique_id: &str) -> PathBuf {
+    dir.join(format!("{}.json", fs_name(unique_id)))
+}
+
+/// Saves one generated media record crash-safely under `state/media/`.
+pub fn save_media_record(
+    dir: &StateDir,
+    record: &crate::media::MediaRecord,
+) -> Result<(), StoreError> {
+    let path = media_record_path(&dir.media_dir(), &record.unique_id);
+    let bytes = serde_json::to_vec_pretty(record).map_err(|e| StoreError::Io {
+        action: "cannot encode",
+        path: path.clone(),
+        source: io::Error::other(e),
+    })?;
+    write_atomic(&path, &bytes)
+}
+
 /// Turns an agent name into a directory name: ASCII letters, digits, `_` and `-` stay, every
 /// other byte becomes `%XX`, so distinct names never share a directory.
 pub fn fs_name(name: &str) -> String {
@@ -160,6 +189,11 @@ impl StateDir {
 
     pub fn quarantine_dir(&self) -> PathBuf {
         self.root.join("quarantine")
+    }
+
+    /// Generated media description records (`media/<unique_id>.json`).
+    pub fn media_dir(&self) -> PathBuf {
+        self.root.join("media")
     }
 
     /// Per-agent private data (session file, playground transcripts).

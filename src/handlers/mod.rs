@@ -18,6 +18,7 @@ use std::sync::Arc;
 use crate::clock::{BoxFuture, SharedClock};
 use crate::config::RuntimeConfig;
 use crate::graph::{ConversationKey, Task, TaskKind};
+use crate::media::MediaPipeline;
 use crate::persona::Persona;
 use crate::planner::{PlanError, SharedPlanner};
 use crate::telegram::{Chat, MessageId, Telegram, TelegramError};
@@ -35,6 +36,8 @@ pub struct TaskContext {
     pub planner: SharedPlanner,
     pub clock: SharedClock,
     pub config: Arc<RuntimeConfig>,
+    /// The media description pipeline, when the process has one (it needs an LLM).
+    pub media: Option<Arc<MediaPipeline>>,
 }
 
 impl TaskContext {

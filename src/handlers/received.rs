@@ -1,6 +1,9 @@
 //! `received`: the planning step. Marks the chat read, fetches its history through the
-//! Telegram trait, asks the planner what to do, and returns the plan as a chain of tasks.
+//! Telegram trait, describes its media within budget (`media`, newest first), asks the
+//! planner what to do, and returns the plan as a chain of tasks.
 //! Runs only when its debounce window has passed, so a burst of messages costs one plan.
+
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -8,6 +11,7 @@ use super::{HandlerResult, IDEMPOTENCY_KEY, Outcome, TaskContext, TaskHandler};
 use crate::clock::BoxFuture;
 use crate::config::Pacing;
 use crate::graph::{Task, TaskKind};
+use crate::media::MediaDescriptions;
 use crate::persona::Persona;
 use crate::planner::{Action, PlanRequest};
 use crate::telegram::MessageId;
@@ -28,6 +32,14 @@ impl TaskHandler for Received {
                 .telegram
                 .fetch_history(ctx.chat.id, ctx.config.history_limit)
                 .await?;
+            let media = match &ctx.media {
+                Some(pipeline) => {
+                    pipeline
+                        .describe_pass(Arc::clone(&ctx.telegram), ctx.chat.id, &history)
+                        .await
+                }
+                None => MediaDescriptions::new(),
+            };
             let now = ctx.clock.now();
             let actions = ctx
                 .planner
@@ -37,6 +49,7 @@ impl TaskHandler for Received {
                     history: &history,
                     target,
                     now,
+                    media: &media,
                 })
                 .await?;
             if actions.is_empty() {

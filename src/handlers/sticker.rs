@@ -1,8 +1,11 @@
 //! `sticker`: sends a sticker named by `set` and `name`, with the task's idempotency key.
+//! Resolution: the backend checks the task's set (its cache, else the set fetched from
+//! Telegram, only that set); a sticker that still cannot be found is replaced by its name
+//! (usually an emoji) sent as text, with a WARN, so the persona's intent is not lost.
 
 use super::{HandlerResult, Outcome, TaskContext, TaskError, TaskHandler};
 use crate::clock::BoxFuture;
-use crate::telegram::{OutgoingSticker, StickerChoice};
+use crate::telegram::{OutgoingSticker, OutgoingText, StickerChoice};
 
 pub struct Sticker;
 
@@ -15,12 +18,30 @@ impl TaskHandler for Sticker {
                     "sticker task needs `set` and `name`".into(),
                 ));
             };
+            let sticker = StickerChoice {
+                set: set.to_string(),
+                name: name.to_string(),
+            };
+            if !ctx.telegram.has_sticker(&sticker).await? {
+                tracing::warn!(
+                    agent = %ctx.key.agent,
+                    chat = %ctx.key.chat,
+                    set = %sticker.set,
+                    name = %sticker.name,
+                    "sticker not found: sending its name as text instead"
+                );
+                let text = OutgoingText {
+                    chat: ctx.chat.id,
+                    text: sticker.name,
+                    reply_to: ctx.reply_to(),
+                    idempotency_key: ctx.idempotency_key()?,
+                };
+                ctx.telegram.send_text(text).await?;
+                return Ok(Outcome::Done);
+            }
             let msg = OutgoingSticker {
                 chat: ctx.chat.id,
-                sticker: StickerChoice {
-                    set: set.to_string(),
-                    name: name.to_string(),
-                },
+                sticker,
                 reply_to: ctx.reply_to(),
                 idempotency_key: ctx.idempotency_key()?,
             };

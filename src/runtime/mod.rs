@@ -27,6 +27,7 @@ use crate::graph::{ConversationKey, FailureVerdict, TaskGraph, TaskKind};
 use crate::handlers::{
     self, IDEMPOTENCY_KEY, Outcome, TaskContext, TaskError, cancel_safe, needs_idempotency_key,
 };
+use crate::media::MediaPipeline;
 use crate::persona::Persona;
 use crate::planner::SharedPlanner;
 use crate::store::{self, GraphStore, StoreError};
@@ -169,6 +170,7 @@ pub struct Runtime {
     config: Arc<RuntimeConfig>,
     agents: HashMap<String, AgentHandle>,
     planner: SharedPlanner,
+    media: Option<Arc<MediaPipeline>>,
     store: GraphStore,
     clock: SharedClock,
     queue: Arc<WorkQueue>,
@@ -206,6 +208,7 @@ impl Runtime {
                 .map(|a| (a.persona.name.clone(), a))
                 .collect(),
             planner,
+            media: None,
             store,
             queue: Arc::new(WorkQueue::new(Arc::clone(&clock))),
             clock,
@@ -220,6 +223,12 @@ impl Runtime {
             agent_states: HashMap::new(),
             stopped_agents: Vec::new(),
         }
+    }
+
+    /// Gives the `received` handler a media pipeline (descriptions of photos, voice, …).
+    pub fn with_media(mut self, media: Arc<MediaPipeline>) -> Runtime {
+        self.media = Some(media);
+        self
     }
 
     pub fn handle(&self) -> RuntimeHandle {
@@ -834,6 +843,7 @@ impl Runtime {
             planner: Arc::clone(&self.planner),
             clock: Arc::clone(&self.clock),
             config: Arc::clone(&self.config),
+            media: self.media.clone(),
         };
         let kind = ctx.task.kind;
         debug!(conversation = %key, task = %task_id, kind = %kind, "task started");

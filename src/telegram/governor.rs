@@ -27,8 +27,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::{
-    Chat, ChatId, Message, MessageId, OutgoingSticker, OutgoingText, Telegram, TelegramError,
-    TgResult,
+    Chat, ChatId, Message, MessageId, OutgoingSticker, OutgoingText, StickerChoice, Telegram,
+    TelegramError, TgResult,
 };
 use crate::clock::{self, BoxFuture, SharedClock};
 
@@ -490,6 +490,10 @@ impl<T: Telegram + ?Sized> Telegram for Governor<T> {
             self.observe_history(chat, &history);
             Ok(history)
         })
+    }
+
+    fn has_sticker(&self, choice: &StickerChoice) -> BoxFuture<'_, TgResult<bool>> {
+        self.inner.has_sticker(choice)
     }
 
     fn download_media(

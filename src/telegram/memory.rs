@@ -7,7 +7,7 @@
 //! It never touches the network. Writes go through `store`, off the async threads.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use jiff::Timestamp;
@@ -126,6 +126,8 @@ struct State {
     faults: HashMap<Op, VecDeque<TelegramError>>,
     gates: HashMap<Op, Arc<Gate>>,
     media: HashMap<String, Vec<u8>>,
+    /// Sticker set → sticker names; empty means every sticker exists.
+    sticker_sets: BTreeMap<String, Vec<String>>,
 }
 
 /// The in-memory account.
@@ -202,6 +204,51 @@ impl MemoryTelegram {
             persist_lock: tokio::sync::Mutex::new(()),
             observer: Mutex::new(None),
         })
+    }
+
+    /// Serves sticker sets from `dir`: one folder per set (its name is the set's short name),
+    /// one file per sticker named by its emoji or name (`👋.webp`, `wave.webp`). Each
+    /// sticker's bytes become downloadable under the unique id sent stickers get. Without
+    /// any set loaded every sticker exists. Blocking: reads the directory.
+    pub fn load_sticker_sets(&self, dir: &Path) -> Result<usize, store::StoreError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| store::StoreError::Io {
+                action: "cannot read sticker sets in",
+                path,
+                source,
+            }
+        };
+        let mut count = 0;
+        let mut sets = Vec::new();
+        for set in std::fs::read_dir(dir).map_err(io(dir))?.flatten() {
+            let set_path = set.path();
+            if !set_path.is_dir() {
+                continue;
+            }
+            let set_name = set.file_name().to_string_lossy().into_owned();
+            let mut names = Vec::new();
+            for file in std::fs::read_dir(&set_path)
+                .map_err(io(&set_path))?
+                .flatten()
+            {
+                let path = file.path();
+                let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
+                    continue;
+                };
+                if !path.is_file() {
+                    continue;
+                }
+                let bytes = std::fs::read(&path).map_err(io(&path))?;
+                self.put_media(&format!("sticker:{set_name}:{stem}"), bytes);
+                names.push(stem);
+                count += 1;
+            }
+            names.sort();
+            sets.push((set_name, names));
+        }
+        self.lock().sticker_sets.extend(sets);
+        Ok(count)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -558,6 +605,16 @@ impl Telegram for MemoryTelegram {
                 log.messages[skip..].to_vec()
             })
         })
+    }
+
+    fn has_sticker(&self, choice: &StickerChoice) -> BoxFuture<'_, TgResult<bool>> {
+        let state = self.lock();
+        let found = state.sticker_sets.is_empty()
+            || state
+                .sticker_sets
+                .get(&choice.set)
+                .is_some_and(|names| names.contains(&choice.name));
+        Box::pin(async move { Ok(found) })
     }
 
     fn download_media(

@@ -240,6 +240,10 @@ pub trait Telegram: Send + Sync + 'static {
     fn delete_history(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>>;
     /// The newest `limit` messages, returned oldest first.
     fn fetch_history(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, TgResult<Vec<Message>>>;
+    /// Whether `choice` names a sticker that can be sent: its set exists and holds a sticker
+    /// with that name (Telegram's `alt`, usually an emoji). Backends fetch and cache the set
+    /// on first use; only that set is loaded.
+    fn has_sticker(&self, choice: &StickerChoice) -> BoxFuture<'_, TgResult<bool>>;
     /// The bytes of a message's media, refusing files over `max_bytes`.
     fn download_media(
         &self,

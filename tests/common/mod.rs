@@ -10,6 +10,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use personad::clock::{self, BoxFuture, SharedClock, VirtualClock};
 use personad::config::RuntimeConfig;
+use personad::media::MediaPipeline;
 use personad::persona::{self, Persona};
 use personad::planner::{Action, PlanError, PlanRequest, Planner, SharedPlanner};
 use personad::runtime::{AgentHandle, Runtime, RuntimeError, RuntimeHandle, StopReport};
@@ -170,6 +171,9 @@ pub const AGENT: &str = "ann";
 
 type MakePlanner = Box<dyn FnOnce(SharedClock) -> SharedPlanner>;
 
+/// Builds a media pipeline on the harness's clock.
+pub type MakeMedia = Box<dyn FnOnce(SharedClock) -> Arc<MediaPipeline>>;
+
 enum Planned {
     Ready(SharedPlanner),
     Make(MakePlanner),
@@ -186,7 +190,15 @@ impl Harness {
     ) -> Harness {
         let planner = Arc::new(planner);
         let shared: SharedPlanner = planner.clone();
-        Harness::boot(state, Planned::Ready(shared), planner, config, chats, start)
+        Harness::boot(
+            state,
+            Planned::Ready(shared),
+            planner,
+            config,
+            chats,
+            start,
+            None,
+        )
     }
 
     /// Starts the runtime with any planner (an LLM planner against a mock server, say),
@@ -194,6 +206,17 @@ impl Harness {
     pub fn start_with(
         state: &Path,
         make_planner: impl FnOnce(SharedClock) -> SharedPlanner + 'static,
+        config: RuntimeConfig,
+        chats: &[Chat],
+    ) -> Harness {
+        Harness::start_with_media(state, make_planner, None, config, chats)
+    }
+
+    /// Like [`Harness::start_with`], with a media pipeline given to the runtime.
+    pub fn start_with_media(
+        state: &Path,
+        make_planner: impl FnOnce(SharedClock) -> SharedPlanner + 'static,
+        make_media: Option<MakeMedia>,
         config: RuntimeConfig,
         chats: &[Chat],
     ) -> Harness {
@@ -205,6 +228,7 @@ impl Harness {
             config,
             chats,
             t0(),
+            make_media,
         )
     }
 
@@ -215,6 +239,7 @@ impl Harness {
         config: RuntimeConfig,
         chats: &[Chat],
         start: Timestamp,
+        make_media: Option<MakeMedia>,
     ) -> Harness {
         let clock = VirtualClock::new(start, true);
         let shared: SharedClock = Arc::new(clock.clone());
@@ -230,7 +255,7 @@ impl Harness {
         for c in chats {
             telegram.ensure_chat(c.clone());
         }
-        let runtime = Runtime::new(
+        let mut runtime = Runtime::new(
             config,
             vec![AgentHandle {
                 persona: Arc::new(persona(AGENT)),
@@ -240,6 +265,9 @@ impl Harness {
             GraphStore::new(StateDir::new(state)),
             Arc::clone(&shared),
         );
+        if let Some(make) = make_media {
+            runtime = runtime.with_media(make(Arc::clone(&shared)));
+        }
         let handle = runtime.handle();
         let run = tokio::spawn(runtime.run());
         Harness {

@@ -610,6 +610,17 @@ impl Telegram for MtprotoTelegram {
         })
     }
 
+    fn has_sticker(&self, choice: &StickerChoice) -> BoxFuture<'_, TgResult<bool>> {
+        let choice = choice.clone();
+        Box::pin(async move {
+            match self.sticker(&choice, false).await {
+                Ok(_) => Ok(true),
+                Err(TelegramError::NotFound(_)) => Ok(false),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
     fn download_media(
         &self,
         chat: ChatId,
