@@ -6,6 +6,7 @@
 //! - [`persona`]: persona files and role prompts, parsed and validated into `Persona`.
 //! - [`graph`]: task graphs as pure data and transitions; [`graph::codec`] is their on-disk form.
 //! - [`agent_state`]: per-agent safety state kept across restarts (disabled chats, breaker).
+//! - [`stickers`]: the persona's curated stickers, loaded lazily and bounded.
 //! - [`store`]: every disk write (crash-safe, private permissions) and the state-dir layout.
 //! - [`telegram`]: the Telegram boundary (domain types, trait, errors), its in-memory twin, the
 //!   account-safety governor, and the MTProto backend (`telegram::mtproto`, the only grammers user).
@@ -41,5 +42,6 @@ pub mod planner;
 pub mod playground;
 pub mod prompt;
 pub mod runtime;
+pub mod stickers;
 pub mod store;
 pub mod telegram;

@@ -121,6 +121,7 @@ impl LlmPlanner {
             window_start: self.window(&key),
             allow_clear_conversation: req.persona.allow_clear_conversation,
             media: req.media,
+            stickers: req.stickers,
         });
         let model = req
             .persona

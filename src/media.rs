@@ -431,6 +431,30 @@ impl MediaPipeline {
         Ok(MediaPipeline::new(config, prompts, llm, state, clock))
     }
 
+    /// The cached records (memory, curated directory, disk) of these media ids; starts no
+    /// description. Used for the curated sticker list.
+    pub async fn cached(&self, ids: Vec<String>) -> MediaDescriptions {
+        let mut out = MediaDescriptions::new();
+        let mut missing = Vec::new();
+        for id in ids {
+            match self.memory.get(&id).await {
+                Some(r) => {
+                    out.insert(id, (*r).clone());
+                }
+                None => missing.push(id),
+            }
+        }
+        if !missing.is_empty() {
+            for r in self.load_from_disk(missing).await {
+                self.memory
+                    .insert(r.unique_id.clone(), Arc::new(r.clone()))
+                    .await;
+                out.insert(r.unique_id.clone(), r);
+            }
+        }
+        out
+    }
+
     /// Description requests sent to the model so far.
     pub fn describe_calls(&self) -> usize {
         self.calls.load(Ordering::SeqCst)
@@ -456,24 +480,9 @@ impl MediaPipeline {
                 items.push((m.id, media.clone()));
             }
         }
-        let mut out = MediaDescriptions::new();
-        let mut missing = Vec::new();
-        for (_, media) in &items {
-            match self.memory.get(&media.unique_id).await {
-                Some(r) => {
-                    out.insert(media.unique_id.clone(), (*r).clone());
-                }
-                None => missing.push(media.unique_id.clone()),
-            }
-        }
-        if !missing.is_empty() {
-            for r in self.load_from_disk(missing).await {
-                self.memory
-                    .insert(r.unique_id.clone(), Arc::new(r.clone()))
-                    .await;
-                out.insert(r.unique_id.clone(), r);
-            }
-        }
+        let mut out = self
+            .cached(items.iter().map(|(_, m)| m.unique_id.clone()).collect())
+            .await;
         let mut budget = self.config.budget_per_pass;
         let mut jobs = JoinSet::new();
         for (msg, media) in items {

@@ -49,6 +49,8 @@ pub struct PlanRequest<'a> {
     pub now: Timestamp,
     /// Cached records of the history's media, by unique id.
     pub media: &'a MediaDescriptions,
+    /// The persona's curated stickers, with cached descriptions.
+    pub stickers: &'a [crate::stickers::CuratedSticker],
 }
 
 /// Why planning failed.

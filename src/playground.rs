@@ -392,7 +392,7 @@ async fn media_from_input(m: InputMedia) -> Result<(MediaInfo, Option<Vec<u8>>),
     let kind = MediaKind::from(m.kind);
     let unique_id = match (&bytes, &m.set, &m.name) {
         (Some(b), _, _) => format!("local-{:016x}", fnv64(b)),
-        (None, Some(set), Some(name)) => format!("sticker-{set}-{name}"),
+        (None, Some(set), Some(name)) => format!("sticker:{set}:{name}"),
         _ => format!("local-{}-{:016x}", kind.as_str(), fastrand::u64(..)),
     };
     let sticker = (kind == MediaKind::Sticker).then(|| StickerInfo {

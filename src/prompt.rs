@@ -14,6 +14,7 @@ use jiff::tz::TimeZone;
 use crate::llm::{Part, Role, Turn};
 use crate::media::{MediaDescriptions, MediaRecord, MediaStatus};
 use crate::persona::{Persona, apply_placeholders};
+use crate::stickers::CuratedSticker;
 use crate::telegram::{Chat, MediaInfo, MediaKind, Message, MessageId};
 
 /// Our base instructions: the reply format and how to behave on Telegram.
@@ -35,6 +36,8 @@ pub struct PromptInput<'a> {
     pub allow_clear_conversation: bool,
     /// Cached media records by unique id (rendering never does I/O).
     pub media: &'a MediaDescriptions,
+    /// The persona's curated stickers (with cached descriptions).
+    pub stickers: &'a [CuratedSticker],
 }
 
 /// A built prompt.
@@ -61,14 +64,24 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
         parts: vec![Part::Text(volatile_context(input, &tz))],
     });
     Prompt {
-        system: system_instruction(input.persona, input.chat, input.allow_clear_conversation),
+        system: system_instruction(
+            input.persona,
+            input.chat,
+            input.allow_clear_conversation,
+            input.stickers,
+        ),
         turns,
         window_start: window.first().map(|m| m.id),
     }
 }
 
 /// The stable part: identical for every request of a chat while persona files are unchanged.
-pub fn system_instruction(persona: &Persona, chat: &Chat, allow_clear: bool) -> String {
+pub fn system_instruction(
+    persona: &Persona,
+    chat: &Chat,
+    allow_clear: bool,
+    stickers: &[CuratedSticker],
+) -> String {
     let user = chat.title.as_str();
     let mut s = String::with_capacity(8 * 1024);
     s.push_str(BASE_INSTRUCTIONS.trim());
@@ -86,7 +99,24 @@ pub fn system_instruction(persona: &Persona, chat: &Chat, allow_clear: bool) -> 
     let _ = writeln!(s, "# Who you are\n");
     s.push_str(apply_placeholders(persona.instructions.trim(), &persona.name, user).as_str());
     s.push_str("\n\n");
-    if !persona.stickers.is_empty() || !persona.sticker_sets.is_empty() {
+    if !stickers.is_empty() {
+        // Set, name and (once described) what it shows. Changes only when the cache of
+        // curated stickers does, so it stays part of the stable prefix.
+        s.push_str("# Stickers you may send\n\n");
+        for st in stickers {
+            match &st.description {
+                Some(d) => {
+                    let _ = writeln!(s, "- {} :: {} - {}", st.set, st.name, d.trim());
+                }
+                None => {
+                    let _ = writeln!(s, "- {} :: {}", st.set, st.name);
+                }
+            }
+        }
+        s.push_str(
+            "You may also send a sticker you saw in this chat, naming its set and name.\n\n",
+        );
+    } else if !persona.stickers.is_empty() || !persona.sticker_sets.is_empty() {
         s.push_str("# Stickers you may send\n\n");
         for st in &persona.stickers {
             let _ = writeln!(s, "- {} :: {}", st.set, st.name);

@@ -335,6 +335,7 @@ async fn thirty_turns(history_size: usize) -> Vec<LlmRequest> {
             target: seen.last().map(|m| m.id),
             now: personad::clock::add(t0(), secs(turn as u64 * 3600 + 17)),
             media: &Default::default(),
+            stickers: &[],
         };
         let _ = planner.plan(req).await;
     }

@@ -38,6 +38,8 @@ pub struct TaskContext {
     pub config: Arc<RuntimeConfig>,
     /// The media description pipeline, when the process has one (it needs an LLM).
     pub media: Option<Arc<MediaPipeline>>,
+    /// Curated stickers of every agent.
+    pub stickers: crate::stickers::SharedCatalog,
 }
 
 impl TaskContext {

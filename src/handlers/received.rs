@@ -41,6 +41,23 @@ impl TaskHandler for Received {
                 None => MediaDescriptions::new(),
             };
             let now = ctx.clock.now();
+            let mut stickers = ctx
+                .stickers
+                .curated(&ctx.persona, ctx.telegram.as_ref(), now)
+                .await;
+            if let Some(pipeline) = &ctx.media
+                && !stickers.is_empty()
+            {
+                let known = pipeline
+                    .cached(stickers.iter().map(|s| s.unique_id.clone()).collect())
+                    .await;
+                for s in &mut stickers {
+                    s.description = known
+                        .get(&s.unique_id)
+                        .and_then(|r| r.shown_description())
+                        .map(str::to_string);
+                }
+            }
             let actions = ctx
                 .planner
                 .plan(PlanRequest {
@@ -50,6 +67,7 @@ impl TaskHandler for Received {
                     target,
                     now,
                     media: &media,
+                    stickers: &stickers,
                 })
                 .await?;
             if actions.is_empty() {

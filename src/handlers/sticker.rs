@@ -1,6 +1,6 @@
 //! `sticker`: sends a sticker named by `set` and `name`, with the task's idempotency key.
-//! Resolution: the backend checks the task's set (its cache, else the set fetched from
-//! Telegram, only that set); a sticker that still cannot be found is replaced by its name
+//! Resolution: the task's set (the backend's cache, else that one set fetched from
+//! Telegram) → a curated sticker of the persona with that name in another set → the name
 //! (usually an emoji) sent as text, with a WARN, so the persona's intent is not lost.
 
 use super::{HandlerResult, Outcome, TaskContext, TaskError, TaskHandler};
@@ -18,11 +18,17 @@ impl TaskHandler for Sticker {
                     "sticker task needs `set` and `name`".into(),
                 ));
             };
-            let sticker = StickerChoice {
+            let mut sticker = StickerChoice {
                 set: set.to_string(),
                 name: name.to_string(),
             };
-            if !ctx.telegram.has_sticker(&sticker).await? {
+            let mut found = ctx.telegram.has_sticker(&sticker).await?;
+            if !found && let Some(curated) = ctx.stickers.find_by_name(&ctx.key.agent, name) {
+                // Loaded from that set earlier, so it exists there.
+                sticker.set = curated.set;
+                found = true;
+            }
+            if !found {
                 tracing::warn!(
                     agent = %ctx.key.agent,
                     chat = %ctx.key.chat,

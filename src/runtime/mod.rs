@@ -171,6 +171,7 @@ pub struct Runtime {
     agents: HashMap<String, AgentHandle>,
     planner: SharedPlanner,
     media: Option<Arc<MediaPipeline>>,
+    stickers: crate::stickers::SharedCatalog,
     store: GraphStore,
     clock: SharedClock,
     queue: Arc<WorkQueue>,
@@ -209,6 +210,7 @@ impl Runtime {
                 .collect(),
             planner,
             media: None,
+            stickers: Arc::new(crate::stickers::StickerCatalog::new()),
             store,
             queue: Arc::new(WorkQueue::new(Arc::clone(&clock))),
             clock,
@@ -844,6 +846,7 @@ impl Runtime {
             clock: Arc::clone(&self.clock),
             config: Arc::clone(&self.config),
             media: self.media.clone(),
+            stickers: Arc::clone(&self.stickers),
         };
         let kind = ctx.task.kind;
         debug!(conversation = %key, task = %task_id, kind = %kind, "task started");

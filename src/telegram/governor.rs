@@ -496,6 +496,10 @@ impl<T: Telegram + ?Sized> Telegram for Governor<T> {
         self.inner.has_sticker(choice)
     }
 
+    fn sticker_set(&self, set: &str) -> BoxFuture<'_, TgResult<Vec<crate::telegram::SetSticker>>> {
+        self.inner.sticker_set(set)
+    }
+
     fn download_media(
         &self,
         chat: ChatId,

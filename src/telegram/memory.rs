@@ -607,6 +607,25 @@ impl Telegram for MemoryTelegram {
         })
     }
 
+    fn sticker_set(&self, set: &str) -> BoxFuture<'_, TgResult<Vec<super::SetSticker>>> {
+        let set = set.to_string();
+        Box::pin(async move {
+            let names = self
+                .lock()
+                .sticker_sets
+                .get(&set)
+                .cloned()
+                .ok_or_else(|| TelegramError::NotFound(format!("sticker set {set}")))?;
+            Ok(names
+                .into_iter()
+                .map(|name| super::SetSticker {
+                    unique_id: format!("sticker:{set}:{name}"),
+                    name,
+                })
+                .collect())
+        })
+    }
+
     fn has_sticker(&self, choice: &StickerChoice) -> BoxFuture<'_, TgResult<bool>> {
         let state = self.lock();
         let found = state.sticker_sets.is_empty()

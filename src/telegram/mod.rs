@@ -167,6 +167,15 @@ pub struct StickerChoice {
     pub name: String,
 }
 
+/// One sticker of a sticker set, as listed by [`Telegram::sticker_set`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetSticker {
+    /// The sticker's name inside its set (its emoji, usually).
+    pub name: String,
+    /// The same stable id its messages carry (the description cache key).
+    pub unique_id: String,
+}
+
 /// Errors a Telegram backend reports, already classified.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TelegramError {
@@ -244,6 +253,8 @@ pub trait Telegram: Send + Sync + 'static {
     /// with that name (Telegram's `alt`, usually an emoji). Backends fetch and cache the set
     /// on first use; only that set is loaded.
     fn has_sticker(&self, choice: &StickerChoice) -> BoxFuture<'_, TgResult<bool>>;
+    /// The stickers of a set, by its short name (NotFound when there is no such set).
+    fn sticker_set(&self, set: &str) -> BoxFuture<'_, TgResult<Vec<SetSticker>>>;
     /// The bytes of a message's media, refusing files over `max_bytes`.
     fn download_media(
         &self,

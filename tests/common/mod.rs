@@ -117,8 +117,13 @@ pub fn send(text: &str) -> Action {
 
 /// A minimal persona, parsed through the real parser.
 pub fn persona(name: &str) -> Persona {
+    persona_with(name, "")
+}
+
+/// A minimal persona plus extra Markdown fields (`# Agent Sticker Sets` ...).
+pub fn persona_with(name: &str, extra: &str) -> Persona {
     let src = format!(
-        "# Agent Name\n{name}\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nBe yourself.\n"
+        "# Agent Name\n{name}\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nBe yourself.\n\n{extra}"
     );
     persona::parse_persona(Path::new("test.md"), &src, &[])
         .persona
@@ -241,6 +246,58 @@ impl Harness {
         start: Timestamp,
         make_media: Option<MakeMedia>,
     ) -> Harness {
+        Harness::boot_as(
+            persona(AGENT),
+            state,
+            planner,
+            scripted,
+            config,
+            chats,
+            start,
+            make_media,
+        )
+    }
+
+    /// Starts the runtime for a persona of the test's own (named `AGENT`), with an optional
+    /// media pipeline and sticker sets served by the in-memory backend from `stickers`.
+    pub fn start_as(
+        persona: Persona,
+        state: &Path,
+        make_planner: impl FnOnce(SharedClock) -> SharedPlanner + 'static,
+        config: RuntimeConfig,
+        chats: &[Chat],
+        stickers: Option<&Path>,
+    ) -> Harness {
+        let unused = Arc::new(ScriptedPlanner::new(|_, _| Ok(Vec::new())));
+        let h = Harness::boot_as(
+            persona,
+            state,
+            Planned::Make(Box::new(make_planner)),
+            unused,
+            config,
+            chats,
+            t0(),
+            None,
+        );
+        if let Some(dir) = stickers {
+            h.telegram
+                .load_sticker_sets(dir)
+                .unwrap_or_else(|e| panic!("sticker sets: {e}"));
+        }
+        h
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn boot_as(
+        persona: Persona,
+        state: &Path,
+        planner: Planned,
+        scripted: Arc<ScriptedPlanner>,
+        config: RuntimeConfig,
+        chats: &[Chat],
+        start: Timestamp,
+        make_media: Option<MakeMedia>,
+    ) -> Harness {
         let clock = VirtualClock::new(start, true);
         let shared: SharedClock = Arc::new(clock.clone());
         let hold = Some(shared.hold());
@@ -258,7 +315,7 @@ impl Harness {
         let mut runtime = Runtime::new(
             config,
             vec![AgentHandle {
-                persona: Arc::new(persona(AGENT)),
+                persona: Arc::new(persona),
                 telegram: telegram.clone(),
             }],
             planner,

@@ -282,11 +282,25 @@ impl MtprotoTelegram {
         {
             return Ok(doc.clone());
         }
+        self.fetch_set(&choice.set)
+            .await?
+            .remove(&choice.name)
+            .ok_or_else(|| {
+                TelegramError::NotFound(format!("sticker {:?} in set {}", choice.name, choice.set))
+            })
+    }
+
+    /// Fetches a sticker set from Telegram (fresh file references) and caches it: sticker
+    /// name (its emoji) → document.
+    async fn fetch_set(
+        &self,
+        short_name: &str,
+    ) -> TgResult<HashMap<String, tl::enums::InputDocument>> {
         let answer = self
             .client()
             .invoke(&tl::functions::messages::GetStickerSet {
                 stickerset: tl::types::InputStickerSetShortName {
-                    short_name: choice.set.clone(),
+                    short_name: short_name.to_string(),
                 }
                 .into(),
                 hash: 0,
@@ -294,10 +308,7 @@ impl MtprotoTelegram {
             .await
             .map_err(|e| classify(&e))?;
         let tl::enums::messages::StickerSet::Set(set) = answer else {
-            return Err(TelegramError::NotFound(format!(
-                "sticker set {}",
-                choice.set
-            )));
+            return Err(TelegramError::NotFound(format!("sticker set {short_name}")));
         };
         let mut by_name: HashMap<String, tl::enums::InputDocument> = HashMap::new();
         for doc in &set.documents {
@@ -318,14 +329,11 @@ impl MtprotoTelegram {
                 }
             }
         }
-        let found = by_name.get(&choice.name).cloned();
         self.sticker_sets
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(choice.set.clone(), by_name);
-        found.ok_or_else(|| {
-            TelegramError::NotFound(format!("sticker {:?} in set {}", choice.name, choice.set))
-        })
+            .insert(short_name.to_string(), by_name.clone());
+        Ok(by_name)
     }
 
     async fn send_sticker_doc(
@@ -606,6 +614,25 @@ impl Telegram for MtprotoTelegram {
                 }
             }
             out.reverse(); // newest first from Telegram; oldest first for us
+            Ok(out)
+        })
+    }
+
+    fn sticker_set(&self, set: &str) -> BoxFuture<'_, TgResult<Vec<crate::telegram::SetSticker>>> {
+        let set = set.to_string();
+        Box::pin(async move {
+            let docs = self.fetch_set(&set).await?;
+            let mut out: Vec<crate::telegram::SetSticker> = docs
+                .into_iter()
+                .filter_map(|(name, doc)| match doc {
+                    tl::enums::InputDocument::Document(d) => Some(crate::telegram::SetSticker {
+                        name,
+                        unique_id: d.id.to_string(),
+                    }),
+                    _ => None,
+                })
+                .collect();
+            out.sort_by(|a, b| a.name.cmp(&b.name));
             Ok(out)
         })
     }

@@ -1,0 +1,122 @@
+//! Curated stickers end to end: the persona's sets (and only the named stickers of
+//! `Agent Stickers`) are listed in the system instruction with cached descriptions, and a
+//! sticker task resolves through the curated sets before falling back to text.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use personad::clock::BoxFuture;
+use personad::llm::{Llm, LlmError, LlmOutcome, LlmRequest};
+use personad::llm_planner::{LlmPlanner, LlmPlannerConfig};
+use personad::planner::SharedPlanner;
+use personad::telegram::memory::Action;
+
+/// Records requests and answers every one with the same reply.
+struct FixedLlm {
+    reply: String,
+    requests: Mutex<Vec<LlmRequest>>,
+}
+
+impl Llm for FixedLlm {
+    fn generate<'a>(&'a self, req: &'a LlmRequest) -> BoxFuture<'a, Result<LlmOutcome, LlmError>> {
+        if let Ok(mut r) = self.requests.lock() {
+            r.push(req.clone());
+        }
+        let reply = self.reply.clone();
+        Box::pin(async move { Ok(LlmOutcome::Text(reply)) })
+    }
+}
+
+fn sticker_dir() -> Result<tempfile::TempDir, std::io::Error> {
+    let dir = tempfile::tempdir()?;
+    for (set, names) in [("Cats", ["😺", "😿"]), ("Dogs", ["🐶", "🐕"])] {
+        std::fs::create_dir_all(dir.path().join(set))?;
+        for n in names {
+            std::fs::write(
+                dir.path().join(set).join(format!("{n}.webp")),
+                b"RIFF0000WEBP",
+            )?;
+        }
+    }
+    Ok(dir)
+}
+
+fn start(
+    state: &std::path::Path,
+    stickers: &std::path::Path,
+    reply: &str,
+) -> (Harness, Arc<FixedLlm>, personad::telegram::Chat) {
+    let llm = Arc::new(FixedLlm {
+        reply: reply.into(),
+        requests: Mutex::new(Vec::new()),
+    });
+    let persona = persona_with(
+        AGENT,
+        "# Agent Sticker Sets\nCats\n\n# Agent Stickers\nDogs :: 🐶\n",
+    );
+    let chat = dm(50);
+    let for_planner = Arc::clone(&llm);
+    let h = Harness::start_as(
+        persona,
+        state,
+        move |_| -> SharedPlanner {
+            Arc::new(LlmPlanner::new(for_planner, LlmPlannerConfig::default()))
+        },
+        config(),
+        std::slice::from_ref(&chat),
+        Some(stickers),
+    );
+    (h, llm, chat)
+}
+
+#[tokio::test]
+async fn curated_sets_and_only_the_named_stickers_are_listed() -> TestResult {
+    let (state, stickers) = (tempfile::tempdir()?, sticker_dir()?);
+    let (mut h, llm, chat) = start(state.path(), stickers.path(), "");
+    h.say(&chat, "Bob", "hi").await;
+    h.settle().await;
+    let system = llm
+        .requests
+        .lock()
+        .map(|r| r.first().map(|q| q.system.clone()).unwrap_or_default())
+        .unwrap_or_default();
+    for line in ["- Cats :: 😺", "- Cats :: 😿", "- Dogs :: 🐶"] {
+        assert!(system.contains(line), "missing {line:?} in:\n{system}");
+    }
+    assert!(
+        !system.contains("🐕"),
+        "only the named sticker of an explicit set is listed"
+    );
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_curated_sticker_is_sent_and_an_unknown_one_becomes_text() -> TestResult {
+    let (state, stickers) = (tempfile::tempdir()?, sticker_dir()?);
+    // The model names a set that does not exist for 😿 (the curated Cats set has it) and a
+    // sticker nobody has.
+    let reply = "# «sticker»\nWrongSet\n😿\n\n# «sticker»\nCats\n🦄";
+    let (mut h, _llm, chat) = start(state.path(), stickers.path(), reply);
+    h.say(&chat, "Bob", "send me a cat").await;
+    h.settle().await;
+    let mut sent_stickers = Vec::new();
+    let mut texts = Vec::new();
+    for r in h.telegram.actions() {
+        match r.action {
+            Action::Sticker { sticker, .. } => sent_stickers.push((sticker.set, sticker.name)),
+            Action::Send { message, .. } => texts.push(message.text),
+            _ => {}
+        }
+    }
+    assert_eq!(sent_stickers, vec![("Cats".to_string(), "😿".to_string())]);
+    assert_eq!(
+        texts,
+        vec!["🦄".to_string()],
+        "an unknown sticker goes out as its name"
+    );
+    h.stop().await?;
+    Ok(())
+}
