@@ -234,6 +234,8 @@ enum Plan {
     Text { cap: u64 },
     /// Not described; the reason is logged.
     Unsupported(&'static str),
+    /// Described from what is known without the file (an animated sticker's emoji and set).
+    FromMetadata,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,6 +254,19 @@ fn lower_name(media: &MediaInfo) -> String {
         .to_ascii_lowercase()
 }
 
+/// What an animated (Lottie) sticker shows, from its emoji and set, without rendering it.
+fn metadata_description(media: &MediaInfo) -> String {
+    let st = media.sticker.as_ref();
+    let emoji = st
+        .and_then(|s| s.emoji.as_deref())
+        .or(st.map(|s| s.name.as_str()))
+        .unwrap_or("");
+    match st.and_then(|s| s.set.as_deref()) {
+        Some(set) => format!("an animated sticker expressing {emoji} from the set {set}"),
+        None => format!("an animated sticker expressing {emoji}"),
+    }
+}
+
 fn plan_for(media: &MediaInfo, c: &MediaConfig) -> Plan {
     let mime = media
         .mime
@@ -268,7 +283,7 @@ fn plan_for(media: &MediaInfo, c: &MediaConfig) -> Plan {
         MediaKind::Photo => inline("image/jpeg", Family::Image, c.max_image_bytes),
         MediaKind::Sticker => {
             if mime == "application/x-tgsticker" || name.ends_with(".tgs") {
-                Plan::Unsupported("animated (tgs) sticker")
+                Plan::FromMetadata
             } else if mime == "video/webm" || name.ends_with(".webm") {
                 inline("video/webm", Family::Video, c.max_video_bytes)
             } else {
@@ -308,7 +323,7 @@ fn plan_for(media: &MediaInfo, c: &MediaConfig) -> Plan {
     };
     let cap = match &plan {
         Plan::Inline { cap, .. } | Plan::Text { cap } => *cap,
-        Plan::Unsupported(_) => return plan,
+        Plan::Unsupported(_) | Plan::FromMetadata => return plan,
     };
     if media.size.is_some_and(|s| s > cap) {
         return Plan::Unsupported("over the size cap");
@@ -494,6 +509,14 @@ impl MediaPipeline {
                 continue;
             }
             let plan = plan_for(&media, &self.config);
+            if let Plan::FromMetadata = plan {
+                let mut r = MediaRecord::new(&media, now);
+                r.description = Some(metadata_description(&media));
+                r.status = MediaStatus::Ok;
+                self.remember(r.clone()).await;
+                out.insert(media.unique_id.clone(), r);
+                continue;
+            }
             if let Plan::Unsupported(reason) = plan {
                 tracing::debug!(media = %media.unique_id, reason, "media not described");
                 let mut r = MediaRecord::new(&media, now);
@@ -677,11 +700,14 @@ impl MediaPipeline {
     ) -> (MediaStatus, Option<String>, Option<String>) {
         let cap = match &plan {
             Plan::Inline { cap, .. } | Plan::Text { cap } => *cap,
-            Plan::Unsupported(_) => return (MediaStatus::Unsupported, None, None),
+            Plan::Unsupported(_) | Plan::FromMetadata => {
+                return (MediaStatus::Unsupported, None, None);
+            }
         };
         let bytes = match telegram.download_media(chat, msg, cap).await {
             Ok(b) => b,
-            Err(e @ TelegramError::Invalid(_)) => {
+            Err(e @ (TelegramError::Invalid(_) | TelegramError::NotFound(_))) => {
+                // Too big, or nothing to download (e.g. a sticker known only by name).
                 tracing::info!(error = %e, "media not downloadable");
                 return (MediaStatus::Unsupported, None, None);
             }
@@ -699,7 +725,9 @@ impl MediaPipeline {
                 return (MediaStatus::Ok, Some(text), Some("text/plain".to_string()));
             }
             Plan::Inline { mime, family, .. } => (mime, family),
-            Plan::Unsupported(_) => return (MediaStatus::Unsupported, None, None),
+            Plan::Unsupported(_) | Plan::FromMetadata => {
+                return (MediaStatus::Unsupported, None, None);
+            }
         };
         let mime = sniff_mime(&bytes).map_or(guess, str::to_string);
         if !accepted(family, &mime) {

@@ -564,3 +564,38 @@ mod playground {
         Ok(())
     }
 }
+
+#[tokio::test]
+async fn an_animated_sticker_is_described_from_its_emoji_and_set_without_a_model_call() -> TestResult
+{
+    let dir = tempfile::tempdir()?;
+    let llm = MockLlm::new(describe_by_byte);
+    let chat = dm(6);
+    let mut h = start(dir.path(), &llm, media_config(8), &chat);
+    let tgs = MediaInfo {
+        kind: MediaKind::Sticker,
+        unique_id: "tgs1".into(),
+        mime: Some("application/x-tgsticker".into()),
+        size: Some(20_000),
+        duration_secs: None,
+        file_name: None,
+        sticker: Some(personad::telegram::StickerInfo {
+            set: Some("Ducks".into()),
+            name: "🦆".into(),
+            emoji: Some("🦆".into()),
+        }),
+    };
+    send_media(&h, &chat, tgs, b"\x1f\x8b lottie".to_vec()).await;
+    h.settle().await;
+    assert!(
+        llm.describe_requests().is_empty(),
+        "no model call for a tgs sticker"
+    );
+    let prompt = llm.plan_prompts().pop().unwrap_or_default();
+    assert!(
+        prompt.contains("an animated sticker expressing 🦆 from the set Ducks"),
+        "{prompt}"
+    );
+    h.stop().await?;
+    Ok(())
+}

@@ -48,6 +48,15 @@ fn start(
     stickers: &std::path::Path,
     reply: &str,
 ) -> (Harness, Arc<FixedLlm>, personad::telegram::Chat) {
+    start_media(state, stickers, reply, false)
+}
+
+fn start_media(
+    state: &std::path::Path,
+    stickers: &std::path::Path,
+    reply: &str,
+    with_media: bool,
+) -> (Harness, Arc<FixedLlm>, personad::telegram::Chat) {
     let llm = Arc::new(FixedLlm {
         reply: reply.into(),
         requests: Mutex::new(Vec::new()),
@@ -58,6 +67,19 @@ fn start(
     );
     let chat = dm(50);
     let for_planner = Arc::clone(&llm);
+    let for_media: Arc<dyn Llm> = llm.clone();
+    let media_state = personad::store::StateDir::new(state);
+    let make_media: Option<common::MakeMedia> = with_media.then(|| -> common::MakeMedia {
+        Box::new(move |clock| {
+            Arc::new(personad::media::MediaPipeline::new(
+                personad::media::MediaConfig::default(),
+                personad::media::MediaPrompts::default(),
+                for_media,
+                media_state,
+                clock,
+            ))
+        })
+    });
     let h = Harness::start_as(
         persona,
         state,
@@ -67,6 +89,7 @@ fn start(
         config(),
         std::slice::from_ref(&chat),
         Some(stickers),
+        make_media,
     );
     (h, llm, chat)
 }
@@ -116,6 +139,35 @@ async fn a_curated_sticker_is_sent_and_an_unknown_one_becomes_text() -> TestResu
         texts,
         vec!["🦄".to_string()],
         "an unknown sticker goes out as its name"
+    );
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_curated_sticker_shows_its_cached_description() -> TestResult {
+    let (state, stickers) = (tempfile::tempdir()?, sticker_dir()?);
+    let media_dir = state.path().join("media");
+    std::fs::create_dir_all(&media_dir)?;
+    std::fs::write(
+        personad::store::media_record_path(&media_dir, "sticker:Cats:😺"),
+        r#"{"unique_id":"sticker:Cats:😺","kind":"sticker","description":"a grinning orange cat","status":"ok"}"#,
+    )?;
+    let (mut h, llm, chat) = start_media(state.path(), stickers.path(), "", true);
+    h.say(&chat, "Bob", "hi").await;
+    h.settle().await;
+    let system = llm
+        .requests
+        .lock()
+        .map(|r| r.first().map(|q| q.system.clone()).unwrap_or_default())
+        .unwrap_or_default();
+    assert!(
+        system.contains("- Cats :: 😺 - a grinning orange cat"),
+        "{system}"
+    );
+    assert!(
+        system.contains("- Cats :: 😿\n"),
+        "undescribed ones stay plain: {system}"
     );
     h.stop().await?;
     Ok(())

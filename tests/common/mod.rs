@@ -267,6 +267,7 @@ impl Harness {
         config: RuntimeConfig,
         chats: &[Chat],
         stickers: Option<&Path>,
+        make_media: Option<MakeMedia>,
     ) -> Harness {
         let unused = Arc::new(ScriptedPlanner::new(|_, _| Ok(Vec::new())));
         let h = Harness::boot_as(
@@ -277,7 +278,7 @@ impl Harness {
             config,
             chats,
             t0(),
-            None,
+            make_media,
         );
         if let Some(dir) = stickers {
             h.telegram
