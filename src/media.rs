@@ -816,7 +816,7 @@ mod tests {
                 &info(MediaKind::Sticker, Some("application/x-tgsticker"), None),
                 &c
             ),
-            Plan::Unsupported("animated (tgs) sticker")
+            Plan::FromMetadata
         );
         assert_eq!(
             plan_for(&info(MediaKind::Video, None, Some(u64::MAX)), &c),
