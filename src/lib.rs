@@ -21,7 +21,7 @@
 //! - [`playground`]: the `chat` command's driver (interactive and JSONL) on the in-memory backend.
 //! - [`cli`]: command-line definitions (clap), options and their environment variables.
 //! - [`daemon`]: `run` and `login`: connects agents, wires runtime, pumps and signals.
-//! - [`commands`]: `check`, `state`, `run`, `login`: what each command does, and exit codes.
+//! - [`commands`]: `check`, `state` and the crash harness, shared loading helpers, exit codes.
 //! - [`logging`]: tracing subscriber setup (text or JSON).
 
 pub mod agent_state;
