@@ -640,8 +640,34 @@ impl io::Write for Captured {
     }
 }
 
-#[tokio::test]
-async fn the_key_never_leaks_into_errors_or_logs() {
+/// Log capture needs this process to itself: tracing's per-callsite interest is shared with
+/// the other tests' threads, so the test runs alone in a child process.
+#[test]
+fn the_key_never_leaks_into_errors_or_logs() {
+    const CHILD: &str = "PERSONAD_KEY_LEAK_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(key_never_leaks());
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "the_key_never_leaks_into_errors_or_logs",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "child failed:\n{stdout}");
+    assert!(stdout.contains("1 passed"), "{stdout}");
+}
+
+async fn key_never_leaks() {
     let captured = Captured::default();
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt()

@@ -195,7 +195,8 @@ impl Harness {
     ) -> Harness {
         let planner = Arc::new(planner);
         let shared: SharedPlanner = planner.clone();
-        Harness::boot(
+        Harness::boot_as(
+            persona(AGENT),
             state,
             Planned::Ready(shared),
             planner,
@@ -225,35 +226,13 @@ impl Harness {
         config: RuntimeConfig,
         chats: &[Chat],
     ) -> Harness {
-        let unused = Arc::new(ScriptedPlanner::new(|_, _| Ok(Vec::new())));
-        Harness::boot(
-            state,
-            Planned::Make(Box::new(make_planner)),
-            unused,
-            config,
-            chats,
-            t0(),
-            make_media,
-        )
-    }
-
-    fn boot(
-        state: &Path,
-        planner: Planned,
-        scripted: Arc<ScriptedPlanner>,
-        config: RuntimeConfig,
-        chats: &[Chat],
-        start: Timestamp,
-        make_media: Option<MakeMedia>,
-    ) -> Harness {
-        Harness::boot_as(
+        Harness::start_as(
             persona(AGENT),
             state,
-            planner,
-            scripted,
+            make_planner,
             config,
             chats,
-            start,
+            None,
             make_media,
         )
     }
