@@ -415,7 +415,6 @@ async fn a_failing_sticker_set_is_not_re_described_sticker_by_sticker() -> TestR
 // ---- acceptance: the playground binary against a mock Gemini ----
 
 mod playground {
-    use std::io::Write;
 
     use serde_json::{Value, json};
     use wiremock::matchers::{method, path_regex};
@@ -475,17 +474,7 @@ mod playground {
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
-        tokio::task::spawn_blocking(move || -> Result<std::process::Output, String> {
-            let mut child = cmd.spawn().map_err(|e| e.to_string())?;
-            if let Some(mut stdin) = child.stdin.take() {
-                stdin
-                    .write_all(input.as_bytes())
-                    .map_err(|e| e.to_string())?;
-            }
-            child.wait_with_output().map_err(|e| e.to_string())
-        })
-        .await
-        .map_err(|e| e.to_string())?
+        super::common::run_to_end(cmd, input).await
     }
 
     /// (describe requests, plan request bodies as text), in order.

@@ -431,23 +431,6 @@ fn tess_dir() -> Result<tempfile::TempDir, std::io::Error> {
     Ok(dir)
 }
 
-async fn run_to_end(
-    mut cmd: std::process::Command,
-    input: String,
-) -> Result<std::process::Output, String> {
-    tokio::task::spawn_blocking(move || -> Result<std::process::Output, String> {
-        let mut child = cmd.spawn().map_err(|e| e.to_string())?;
-        if let Some(mut stdin) = child.stdin.take() {
-            stdin
-                .write_all(input.as_bytes())
-                .map_err(|e| e.to_string())?;
-        }
-        child.wait_with_output().map_err(|e| e.to_string())
-    })
-    .await
-    .map_err(|e| e.to_string())?
-}
-
 fn json_lines(out: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(out)
         .lines()

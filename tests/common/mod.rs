@@ -410,3 +410,22 @@ pub fn files_below(dir: &Path) -> Vec<String> {
     out.sort();
     out
 }
+
+/// Runs a command (the binary) to its end with `input` on stdin, off the async threads.
+pub async fn run_to_end(
+    mut cmd: std::process::Command,
+    input: String,
+) -> Result<std::process::Output, String> {
+    tokio::task::spawn_blocking(move || -> Result<std::process::Output, String> {
+        use std::io::Write;
+        let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(input.as_bytes())
+                .map_err(|e| e.to_string())?;
+        }
+        child.wait_with_output().map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
