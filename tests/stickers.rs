@@ -19,6 +19,16 @@ struct FixedLlm {
     requests: Mutex<Vec<LlmRequest>>,
 }
 
+impl FixedLlm {
+    /// The system instruction of the first request.
+    fn first_system(&self) -> String {
+        self.requests
+            .lock()
+            .map(|r| r.first().map(|q| q.system.clone()).unwrap_or_default())
+            .unwrap_or_default()
+    }
+}
+
 impl Llm for FixedLlm {
     fn generate<'a>(&'a self, req: &'a LlmRequest) -> BoxFuture<'a, Result<LlmOutcome, LlmError>> {
         if let Ok(mut r) = self.requests.lock() {
@@ -100,11 +110,7 @@ async fn curated_sets_and_only_the_named_stickers_are_listed() -> TestResult {
     let (mut h, llm, chat) = start(state.path(), stickers.path(), "");
     h.say(&chat, "Bob", "hi").await;
     h.settle().await;
-    let system = llm
-        .requests
-        .lock()
-        .map(|r| r.first().map(|q| q.system.clone()).unwrap_or_default())
-        .unwrap_or_default();
+    let system = llm.first_system();
     for line in ["- Cats :: 😺", "- Cats :: 😿", "- Dogs :: 🐶"] {
         assert!(system.contains(line), "missing {line:?} in:\n{system}");
     }
@@ -156,11 +162,7 @@ async fn a_curated_sticker_shows_its_cached_description() -> TestResult {
     let (mut h, llm, chat) = start_media(state.path(), stickers.path(), "", true);
     h.say(&chat, "Bob", "hi").await;
     h.settle().await;
-    let system = llm
-        .requests
-        .lock()
-        .map(|r| r.first().map(|q| q.system.clone()).unwrap_or_default())
-        .unwrap_or_default();
+    let system = llm.first_system();
     assert!(
         system.contains("- Cats :: 😺 - a grinning orange cat"),
         "{system}"
