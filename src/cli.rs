@@ -11,7 +11,15 @@ use crate::logging::LogFormat;
 
 /// A Telegram userbot daemon: gives user accounts LLM personas written as Markdown files.
 #[derive(Debug, Parser)]
-#[command(name = "personad", version, about, long_about = None)]
+#[command(
+    name = "personad",
+    version,
+    about,
+    long_about = None,
+    after_help = "Exit codes: 0 success, 1 unexpected failure, 2 bad command line, 65 unusable persona or \
+                  unreadable graph, 66 not found, 69 no agent can start, 74 state directory I/O, \
+                  78 invalid settings. Docs: README.md and docs/."
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
