@@ -36,6 +36,8 @@ pub struct MtprotoTelegram {
     peers: Mutex<PeerCache>,
     /// Sticker sets fetched so far: short name → (name/emoji → document).
     sticker_sets: Mutex<HashMap<String, HashMap<String, tl::enums::InputDocument>>>,
+    /// Sticker set id → short name, for stickers whose messages name their set by id only.
+    set_names: Mutex<HashMap<i64, String>>,
     /// Users this account blocked (one entry, refreshed every 60 s).
     blocked: moka::future::Cache<(), Arc<HashSet<i64>>>,
     /// Whether a chat is muted, per chat, refreshed every 60 s.
@@ -62,6 +64,7 @@ impl MtprotoTelegram {
             sent: Mutex::new(HashSet::new()),
             peers: Mutex::new(PeerCache::default()),
             sticker_sets: Mutex::new(HashMap::new()),
+            set_names: Mutex::new(HashMap::new()),
             blocked: moka::future::Cache::builder()
                 .max_capacity(1)
                 .time_to_live(LOOKUP_TTL)
@@ -172,6 +175,65 @@ impl MtprotoTelegram {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert((chat, MessageId(i64::from(id))));
+    }
+
+    /// Fills in the short name of a sticker's set when the message named the set by id only
+    /// (one `messages.getStickerSet` per set, cached), so the persona can send it back by
+    /// name. Failures leave the set unknown.
+    pub async fn resolve_sticker_set(&self, mapped: &mut Mapped) {
+        let Some(map::StickerSetRef::Id { id, .. }) = mapped.sticker_set.clone() else {
+            return;
+        };
+        let Some(sticker) = mapped
+            .message
+            .media
+            .as_mut()
+            .and_then(|m| m.sticker.as_mut())
+            .filter(|s| s.set.is_none())
+        else {
+            return;
+        };
+        let known = self
+            .set_names
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .cloned();
+        let name = match known {
+            Some(name) => name,
+            None => {
+                let input = mapped
+                    .sticker_set
+                    .as_ref()
+                    .map(map::StickerSetRef::to_input);
+                let Some(stickerset) = input else {
+                    return;
+                };
+                match self
+                    .client()
+                    .invoke(&tl::functions::messages::GetStickerSet {
+                        stickerset,
+                        hash: 0,
+                    })
+                    .await
+                {
+                    Ok(tl::enums::messages::StickerSet::Set(set)) => {
+                        let tl::enums::StickerSet::Set(info) = set.set;
+                        self.set_names
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .insert(id, info.short_name.clone());
+                        info.short_name
+                    }
+                    Ok(_) => return,
+                    Err(e) => {
+                        tracing::debug!(error = %classify(&e), "sticker set name not resolved");
+                        return;
+                    }
+                }
+            }
+        };
+        sticker.set = Some(name);
     }
 
     /// Maps a message from Telegram into the domain, learning the names it carries.
@@ -605,7 +667,8 @@ impl Telegram for MtprotoTelegram {
             loop {
                 match iter.next().await {
                     Ok(Some(m)) => {
-                        if let Ok(mapped) = self.map(&m) {
+                        if let Ok(mut mapped) = self.map(&m) {
+                            self.resolve_sticker_set(&mut mapped).await;
                             out.push(mapped.message);
                         }
                     }

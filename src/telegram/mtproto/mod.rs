@@ -426,10 +426,11 @@ fn spawn_admission(
 ) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<map::Mapped>();
     let task = tokio::spawn(async move {
-        while let Some(mapped) = rx.recv().await {
+        while let Some(mut mapped) = rx.recv().await {
             if telegram.is_blocked(mapped.message.sender.id).await {
                 continue;
             }
+            telegram.resolve_sticker_set(&mut mapped).await;
             let age = clock.now().duration_since(mapped.message.date);
             let fresh = age.as_secs() < max_age.as_secs() as i64;
             let wanted = mapped.callout || !telegram.is_muted(mapped.chat.id).await;
