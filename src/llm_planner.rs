@@ -119,7 +119,6 @@ impl LlmPlanner {
             now: req.now,
             history_size: self.config.history_size,
             window_start: self.window(&key),
-            allow_clear_conversation: req.persona.allow_clear_conversation,
             media: req.media,
             stickers: req.stickers,
         });

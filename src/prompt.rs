@@ -33,7 +33,6 @@ pub struct PromptInput<'a> {
     pub history_size: usize,
     /// First message id of the window used last time for this chat, if known.
     pub window_start: Option<MessageId>,
-    pub allow_clear_conversation: bool,
     /// Cached media records by unique id (rendering never does I/O).
     pub media: &'a MediaDescriptions,
     /// The persona's curated stickers (with cached descriptions).
@@ -64,29 +63,19 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
         parts: vec![Part::Text(volatile_context(input, &tz))],
     });
     Prompt {
-        system: system_instruction(
-            input.persona,
-            input.chat,
-            input.allow_clear_conversation,
-            input.stickers,
-        ),
+        system: system_instruction(input.persona, input.chat, input.stickers),
         turns,
         window_start: window.first().map(|m| m.id),
     }
 }
 
 /// The stable part: identical for every request of a chat while persona files are unchanged.
-pub fn system_instruction(
-    persona: &Persona,
-    chat: &Chat,
-    allow_clear: bool,
-    stickers: &[CuratedSticker],
-) -> String {
+pub fn system_instruction(persona: &Persona, chat: &Chat, stickers: &[CuratedSticker]) -> String {
     let user = chat.title.as_str();
     let mut s = String::with_capacity(8 * 1024);
     s.push_str(BASE_INSTRUCTIONS.trim());
     s.push_str("\n\n");
-    if allow_clear {
+    if persona.allow_clear_conversation {
         s.push_str(
             "You may also use `# «clear-conversation»` (direct chats only) to delete the whole \
              conversation for both sides.\n\n",

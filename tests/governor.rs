@@ -29,8 +29,11 @@ fn setup(config: GovernorConfig) -> Result<Setup, Box<dyn std::error::Error>> {
     Ok(Setup { clock, mem, gov })
 }
 
-/// A DM where the other person has written to us.
-async fn open_dm(mem: &MemoryTelegram, id: i64) -> TestResult {
+/// A DM where the other person has written to us; returns their message.
+async fn open_dm(
+    mem: &MemoryTelegram,
+    id: i64,
+) -> Result<personad::telegram::Message, TelegramError> {
     mem.ensure_chat(dm(id));
     mem.inject(
         ChatId(id),
@@ -40,8 +43,7 @@ async fn open_dm(mem: &MemoryTelegram, id: i64) -> TestResult {
             ..Incoming::default()
         },
     )
-    .await?;
-    Ok(())
+    .await
 }
 
 fn text(chat: i64, key: i64) -> OutgoingText {
@@ -493,17 +495,7 @@ async fn through_the_runtime_a_refused_send_is_parked_and_goes_out_later() -> Te
     let run = tokio::spawn(runtime.run());
     // Fifteen people write at once; each gets two messages: 30 sends against 20 a minute.
     for id in 1..=15 {
-        mem.ensure_chat(dm(id));
-        let msg = mem
-            .inject(
-                ChatId(id),
-                Incoming {
-                    from: format!("user{id}"),
-                    text: "hi".into(),
-                    ..Incoming::default()
-                },
-            )
-            .await?;
+        let msg = open_dm(&mem, id).await?;
         handle.push_inbound(AGENT, dm(id), msg, true);
     }
     drop(hold);

@@ -95,6 +95,16 @@ fn describe_by_byte(req: &LlmRequest) -> Result<LlmOutcome, LlmError> {
     Ok(LlmOutcome::Text(format!("picture {n}")))
 }
 
+/// A model that rejects every describe request with a permanent error.
+fn failing_llm(message: &'static str) -> Arc<MockLlm> {
+    MockLlm::new(move |_| {
+        Err(LlmError::Permanent {
+            status: Some(400),
+            message: message.into(),
+        })
+    })
+}
+
 fn jpeg(n: u8) -> Vec<u8> {
     vec![0xFF, 0xD8, 0xFF, 0xE0, n, 1, 2, 3]
 }
@@ -219,12 +229,7 @@ async fn the_budget_limits_each_pass_and_later_passes_describe_the_rest() -> Tes
 #[tokio::test]
 async fn a_failing_item_waits_for_its_backoff() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let llm = MockLlm::new(|_| {
-        Err(LlmError::Permanent {
-            status: Some(400),
-            message: "bad media".into(),
-        })
-    });
+    let llm = failing_llm("bad media");
     let chat = dm(5);
     let mut h = start(dir.path(), &llm, media_config(8), &chat);
     send_media(&h, &chat, photo("bad"), jpeg(1)).await;
@@ -374,12 +379,7 @@ async fn a_sticker_task_sends_a_known_sticker_and_falls_back_to_text() -> TestRe
 #[tokio::test]
 async fn a_failing_sticker_set_is_not_re_described_sticker_by_sticker() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let llm = MockLlm::new(|_| {
-        Err(LlmError::Permanent {
-            status: Some(400),
-            message: "broken".into(),
-        })
-    });
+    let llm = failing_llm("broken");
     let chat = dm(5);
     let mut h = start(dir.path(), &llm, media_config(8), &chat);
     let sticker = |name: &str| MediaInfo {

@@ -223,16 +223,7 @@ impl TaskGraph {
     ) -> TaskGraph {
         let mut received = Task::new(TaskKind::Received, params, now);
         received.not_before = Some(not_before);
-        TaskGraph {
-            format: FORMAT_VERSION,
-            id: new_id("g"),
-            agent: agent.to_string(),
-            chat,
-            seq: 0,
-            created_at: now,
-            parked_until: None,
-            tasks: vec![received],
-        }
+        TaskGraph::with_tasks(agent, chat, now, vec![received])
     }
 
     /// A graph that starts with the given chain of tasks (no `received`): operator tasks,
