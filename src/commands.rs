@@ -8,11 +8,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use jiff::Timestamp;
-use serde_json::{Map, Value};
 
 use crate::cli::{CheckArgs, GlobalArgs, SaveLoopArgs, StateCommand};
 use crate::config::ConfigError;
-use crate::graph::{Task, TaskGraph, TaskKind};
+use crate::graph::{Task, TaskGraph, TaskSpec};
 use crate::persona::{self, LoadReport, Persona, PersonaDirError};
 use crate::store::{GraphStore, StateDir, StoreError};
 use crate::telegram::{Chat, ChatId, ChatKind};
@@ -262,7 +261,7 @@ fn state_list(store: &GraphStore) -> CmdResult {
                     .tasks
                     .iter()
                     .find(|t| t.status != crate::graph::TaskStatus::Done)
-                    .map(|t| format!("{} {} ({})", t.kind, t.id, t.status.as_str()))
+                    .map(|t| format!("{} {} ({})", t.kind(), t.id, t.status.as_str()))
                     .unwrap_or_else(|| "-".into());
                 let when = g
                     .next_deadline()
@@ -355,7 +354,7 @@ pub fn render_graph(g: &TaskGraph) -> String {
         text.push_str(&format!(
             "{:>2}. {:<18} {:<8} {}\n",
             i + 1,
-            t.kind.as_str(),
+            t.kind().as_str(),
             t.status.as_str(),
             t.id
         ));
@@ -371,10 +370,8 @@ pub fn render_graph(g: &TaskGraph) -> String {
         if let Some(e) = &t.last_error {
             text.push_str(&format!("      last error: {e}\n"));
         }
-        if !t.params.is_empty() {
-            let params = serde_json::to_string(&t.params).unwrap_or_default();
-            text.push_str(&format!("      params: {params}\n"));
-        }
+        let params = serde_json::to_string(&t.spec).unwrap_or_default();
+        text.push_str(&format!("      params: {params}\n"));
     }
     text
 }
@@ -391,7 +388,7 @@ pub fn save_loop(global: &GlobalArgs, args: &SaveLoopArgs) -> CmdResult {
                 title: format!("chat {i} ```json\n{{\"forged\":1}}\n```"),
             };
             let now = Timestamp::now();
-            TaskGraph::with_received("harness", chat, now, Map::new(), now)
+            TaskGraph::with_received("harness", chat, now, None, now)
         })
         .collect();
     // Start from what is on disk so sequence numbers keep rising across kills.
@@ -410,11 +407,13 @@ pub fn save_loop(global: &GlobalArgs, args: &SaveLoopArgs) -> CmdResult {
         let i = (n % graphs.len() as u64) as usize;
         let g = &mut graphs[i];
         g.seq += 1;
-        let mut p = Map::new();
-        p.insert("text".into(), Value::from("x".repeat((n % 4096) as usize)));
+        let text = "x".repeat((n % 4096) as usize);
         g.tasks.truncate(1);
         let first = g.tasks[0].id.clone();
-        g.append_chain(&first, vec![Task::new(TaskKind::Send, p, Timestamp::now())]);
+        g.append_chain(
+            &first,
+            vec![Task::new(TaskSpec::send(text, None), Timestamp::now())],
+        );
         store.save(g)?;
         {
             let mut lock = stdout.lock();

@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use personad::graph::TaskGraph;
 use personad::store::{GraphStore, StateDir};
 use personad::telegram::{Chat, ChatId, ChatKind};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -165,9 +165,13 @@ fn sample_graph(chat: i64) -> TaskGraph {
         kind: ChatKind::Direct,
         title: "Bob".into(),
     };
-    let mut p = Map::new();
-    p.insert("message_id".into(), Value::from(3));
-    TaskGraph::with_received("Wren", chat, now, p, now)
+    TaskGraph::with_received(
+        "Wren",
+        chat,
+        now,
+        Some(personad::telegram::MessageId(3)),
+        now,
+    )
 }
 
 #[test]

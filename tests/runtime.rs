@@ -8,13 +8,14 @@ use std::sync::Arc;
 use common::*;
 use personad::clock::Clock;
 use personad::graph::codec;
-use personad::graph::{ConversationKey, Task, TaskGraph, TaskKind, TaskStatus};
+use personad::graph::{
+    ConversationKey, IdempotencyKey, Task, TaskGraph, TaskKind, TaskSpec, TaskStatus,
+};
 use personad::planner::{Action, PlanError};
 use personad::store::{GraphStore, StateDir};
-use personad::telegram::memory::Op;
+use personad::telegram::memory::{Action as Op2, Op};
 use personad::telegram::{ChatId, TelegramError};
 use personad::telegram::{OutgoingText, Telegram};
-use serde_json::Map;
 use tokio::sync::Notify;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -187,7 +188,7 @@ async fn a_wait_resumes_after_a_crash_with_its_remaining_time() -> TestResult {
     let wait = saved
         .tasks
         .iter()
-        .find(|t| t.kind == TaskKind::Wait)
+        .find(|t| t.kind() == TaskKind::Wait)
         .ok_or("wait task persisted")?;
     assert_eq!(wait.not_before.map(ms_since_t0), Some(62_000));
     assert!(h.sends().is_empty());
@@ -318,13 +319,15 @@ async fn a_send_interrupted_after_it_reached_telegram_is_not_repeated() -> TestR
     // The state a crash leaves between "sent" and "marked done": the send task is active on
     // disk, and Telegram already has the message under the task's idempotency key.
     let now = t0();
-    let mut g = TaskGraph::with_received(AGENT, chat.clone(), now, Map::new(), now);
+    let mut g = TaskGraph::with_received(AGENT, chat.clone(), now, None, now);
     g.tasks[0].status = TaskStatus::Done;
     let key = 4242_i64;
-    let mut p = Map::new();
-    p.insert("text".into(), "only once".into());
-    p.insert("idempotency_key".into(), key.into());
-    let mut send_task = Task::new(TaskKind::Send, p, now);
+    let spec = TaskSpec::Send {
+        text: "only once".into(),
+        reply_to: None,
+        idempotency_key: IdempotencyKey(key),
+    };
+    let mut send_task = Task::new(spec, now);
     send_task.status = TaskStatus::Active;
     let first = g.tasks[0].id.clone();
     g.append_chain(&first, vec![send_task]);
@@ -377,9 +380,9 @@ async fn shutdown_task_stops_the_runtime_after_saving() -> TestResult {
     // Operators create shutdown tasks; here one is put on disk before the runtime starts.
     drop(h.stop().await?);
     let now = t0();
-    let mut g = TaskGraph::with_received(AGENT, chat.clone(), now, Map::new(), now);
+    let mut g = TaskGraph::with_received(AGENT, chat.clone(), now, None, now);
     g.tasks[0].status = TaskStatus::Done;
-    let shutdown = Task::new(TaskKind::Shutdown, Map::new(), now);
+    let shutdown = Task::new(TaskSpec::Shutdown { reason: None }, now);
     let first = g.tasks[0].id.clone();
     g.append_chain(&first, vec![shutdown]);
     GraphStore::new(StateDir::new(dir.path())).save(&g)?;
@@ -394,5 +397,65 @@ async fn shutdown_task_stops_the_runtime_after_saving() -> TestResult {
     let report = h.run.await??;
     assert_eq!(report.reason, "shutdown task");
     assert!(files_below(&dir.path().join("graphs")).is_empty());
+    Ok(())
+}
+
+/// Copies a fixture state directory into a fresh temp dir.
+fn copy_fixture(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_fixture(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_directory_written_in_format_1_loads_and_its_plans_resume() -> TestResult {
+    // tests/fixtures/state-v1 is what the release before typed tasks left behind: a plan
+    // waiting 30 s before a send and a sticker (chat 10), a debounced `received` (chat 11),
+    // a send interrupted while active after one retry plus a send without a key (chat 12),
+    // and a disabled chat 13 in the agent state.
+    let dir = tempfile::tempdir()?;
+    copy_fixture(std::path::Path::new("tests/fixtures/state-v1"), dir.path())?;
+    let chats = [dm(10), dm(11), dm(12), dm(13)];
+    let restart = personad::clock::add(t0(), secs(5));
+    let mut h = Harness::start_at(
+        dir.path(),
+        reply_with("fresh plan"),
+        config(),
+        &chats,
+        restart,
+    );
+    h.say(&dm(13), "Bob", "still disabled?").await;
+    h.settle().await;
+    let mut sends = h.sends();
+    sends.sort_by(|a, b| (a.2, a.0, &a.1).cmp(&(b.2, b.0, &b.1)));
+    let expected = vec![
+        (ChatId(11), "fresh plan".to_string(), 5_000),
+        (ChatId(12), "interrupted".to_string(), 5_000),
+        (ChatId(12), "no key yet".to_string(), 5_000),
+        (ChatId(10), "resumed hello".to_string(), 32_000),
+    ];
+    assert_eq!(sends, expected, "every pending plan resumed at its time");
+    let stickers: Vec<(String, i64)> = h
+        .telegram
+        .actions()
+        .into_iter()
+        .filter_map(|r| match r.action {
+            Op2::Sticker { sticker, .. } => Some((sticker.name, ms_since_t0(r.at))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stickers, vec![("😺".to_string(), 33_000)]);
+    assert_eq!(h.planner.calls(), 1, "only chat 11 needed planning");
+    assert!(files_below(&dir.path().join("quarantine")).is_empty());
+    assert!(files_below(&dir.path().join("graphs")).is_empty());
+    h.stop().await?;
     Ok(())
 }

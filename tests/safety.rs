@@ -6,11 +6,10 @@ mod common;
 
 use common::*;
 use personad::agent_state::AgentState;
-use personad::graph::{ConversationKey, Task, TaskGraph, TaskKind, codec};
+use personad::graph::{ConversationKey, Task, TaskGraph, TaskSpec, codec};
 use personad::store::{GraphStore, StateDir};
 use personad::telegram::memory::{Op, user_id_for};
 use personad::telegram::{ChatId, TelegramError};
-use serde_json::Map;
 
 fn agent_state(dir: &std::path::Path) -> AgentState {
     let path = StateDir::new(dir).agent_dir(AGENT).join("agent-state.json");
@@ -131,14 +130,11 @@ async fn peer_flood_trips_the_breaker_and_alerts_the_owner() -> TestResult {
     // After a restart the breaker still holds: a plan nobody asked for (no inbound message)
     // is dropped, while answering someone who wrote still works.
     let now = personad::clock::add(t0(), secs(3600));
-    let mut p = Map::new();
-    p.insert("text".into(), "unsolicited".into());
-    p.insert("idempotency_key".into(), 77.into());
     let g = TaskGraph::with_tasks(
         AGENT,
         quiet.clone(),
         now,
-        vec![Task::new(TaskKind::Send, p, now)],
+        vec![Task::new(TaskSpec::send("unsolicited", None), now)],
     );
     GraphStore::new(StateDir::new(dir.path())).save(&g)?;
     let mut h = Harness::start_at(dir.path(), reply_with("answer"), config(), &chats, now);

@@ -8,11 +8,10 @@ use std::process::{Command, Stdio};
 
 use jiff::Timestamp;
 use personad::graph::codec::{decode, encode};
-use personad::graph::{Task, TaskGraph, TaskKind};
+use personad::graph::{Task, TaskGraph, TaskSpec};
 use personad::store::{GraphStore, StateDir};
 use personad::telegram::{Chat, ChatId, ChatKind};
 use proptest::prelude::*;
-use serde_json::{Map, Value};
 
 /// Strings rich in what breaks naive formats: fences, CRLF, NUL, bidi marks, emoji.
 fn nasty_text() -> impl Strategy<Value = String> {
@@ -56,11 +55,9 @@ fn graph_with(text: &str, title: &str, chat: i64) -> TaskGraph {
         },
         title: title.to_string(),
     };
-    let mut g = TaskGraph::with_received("agent", chat, now, Map::new(), now);
-    let mut p = Map::new();
-    p.insert("text".into(), Value::from(text));
+    let mut g = TaskGraph::with_received("agent", chat, now, None, now);
     let first = g.tasks[0].id.clone();
-    g.append_chain(&first, vec![Task::new(TaskKind::Send, p, now)]);
+    g.append_chain(&first, vec![Task::new(TaskSpec::send(text, None), now)]);
     g
 }
 
@@ -153,4 +150,59 @@ fn sigkill_while_saving_never_corrupts_or_loses_an_acknowledged_save()
         .collect();
     assert!(debris.is_empty(), "temp files left after load: {debris:?}");
     Ok(())
+}
+
+#[test]
+fn format_1_files_decode_into_typed_tasks_and_save_as_format_2()
+-> Result<(), Box<dyn std::error::Error>> {
+    use personad::graph::{FORMAT_VERSION, IdempotencyKey, TaskSpec, TaskStatus};
+    let dir = Path::new("tests/fixtures/state-v1/graphs/ann");
+    let g = decode(&std::fs::read_to_string(dir.join("12.md"))?)?;
+    assert_eq!(g.format, FORMAT_VERSION);
+    assert_eq!(
+        g.tasks[2].spec,
+        TaskSpec::Send {
+            text: "interrupted".into(),
+            reply_to: None,
+            idempotency_key: IdempotencyKey(777),
+        }
+    );
+    assert_eq!(g.tasks[2].status, TaskStatus::Active);
+    assert!(
+        matches!(&g.tasks[1].spec, TaskSpec::Wait { retry_of: Some(of), .. } if of == "send-00000000c102")
+    );
+    assert!(
+        g.tasks[3].spec.idempotency_key().is_some(),
+        "a send without a key gets one on upgrade"
+    );
+    let g10 = decode(&std::fs::read_to_string(dir.join("10.md"))?)?;
+    assert!(matches!(
+        g10.tasks[3].spec,
+        TaskSpec::Wait { typing: true, .. }
+    ));
+    let reencoded = encode(&g)?;
+    assert!(reencoded.contains("\"format\": 2"), "{reencoded}");
+    assert_eq!(decode(&reencoded)?, g);
+    Ok(())
+}
+
+#[test]
+fn a_format_1_task_with_parameters_unfit_for_its_kind_is_an_error_naming_it() {
+    let text = std::fs::read_to_string("tests/fixtures/state-v1/graphs/ann/10.md")
+        .unwrap_or_default()
+        .replace("\"text\": \"resumed hello\"", "\"text\": 12");
+    let err = decode(&text)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("send-00000000a103") && err.contains("`text` is not a string"),
+        "{err}"
+    );
+    let unknown = text.replace("\"format\": 1", "\"format\": 9");
+    let err = decode(&unknown)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("unsupported format version 9"), "{err}");
 }

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::TaskGraph;
+use super::{TaskGraph, v1};
 
 /// Why a graph file could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -66,7 +66,7 @@ pub fn encode(graph: &TaskGraph) -> Result<String, CodecError> {
             "| {} | {} | {} | {} | {} | {} | {} |",
             i + 1,
             inline_code(&t.id),
-            t.kind,
+            t.kind(),
             t.status.as_str(),
             t.attempts,
             not_before,
@@ -114,12 +114,32 @@ pub fn decode(text: &str) -> Result<TaskGraph, CodecError> {
         return Err(CodecError::NoJsonBlock);
     };
     let json = text.get(start..end).unwrap_or_default();
-    let graph: TaskGraph = serde_json::from_str(json).map_err(|source| CodecError::Json {
+    let json_err = |source: serde_json::Error| CodecError::Json {
         line: open_line + source.line(),
         source,
-    })?;
+    };
+    let probe: FormatProbe = serde_json::from_str(json).map_err(json_err)?;
+    let graph: TaskGraph = match probe.format {
+        1 => {
+            let old: v1::GraphV1 = serde_json::from_str(json).map_err(json_err)?;
+            v1::upgrade(old).map_err(CodecError::Invalid)?
+        }
+        super::FORMAT_VERSION => serde_json::from_str(json).map_err(json_err)?,
+        other => {
+            return Err(CodecError::Invalid(format!(
+                "unsupported format version {other} (this build reads 1 and {})",
+                super::FORMAT_VERSION
+            )));
+        }
+    };
     graph.validate().map_err(CodecError::Invalid)?;
     Ok(graph)
+}
+
+/// Only the `format` field, read first to pick the right reader.
+#[derive(serde::Deserialize)]
+struct FormatProbe {
+    format: u32,
 }
 
 /// A line like ```` ```json ```` (three or more backticks, then `json`): returns the fence.
@@ -160,10 +180,9 @@ fn inline_code(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{Task, TaskKind};
+    use crate::graph::{Task, TaskSpec};
     use crate::telegram::{Chat, ChatId, ChatKind};
     use jiff::Timestamp;
-    use serde_json::{Map, Value};
 
     fn sample(text: &str) -> TaskGraph {
         let now = Timestamp::UNIX_EPOCH;
@@ -172,11 +191,9 @@ mod tests {
             kind: ChatKind::Group,
             title: text.to_string(),
         };
-        let mut g = TaskGraph::with_received("agent", chat, now, Map::new(), now);
-        let mut p = Map::new();
-        p.insert("text".into(), Value::from(text));
+        let mut g = TaskGraph::with_received("agent", chat, now, None, now);
         let rid = g.tasks[0].id.clone();
-        g.append_chain(&rid, vec![Task::new(TaskKind::Send, p, now)]);
+        g.append_chain(&rid, vec![Task::new(TaskSpec::send(text, None), now)]);
         g
     }
 

@@ -23,7 +23,7 @@ use crate::persona::Persona;
 use crate::planner::{PlanError, SharedPlanner};
 use crate::telegram::{Chat, MessageId, Telegram, TelegramError};
 
-pub use received::{new_idempotency_key, persona_pacing, tasks_from_actions};
+pub use received::{persona_pacing, tasks_from_actions};
 
 /// Everything a handler may use while running one task.
 #[derive(Clone)]
@@ -43,30 +43,20 @@ pub struct TaskContext {
 }
 
 impl TaskContext {
-    /// The `reply_to` parameter of the task, if any.
+    /// The message an outbound task replies to, if any.
     pub fn reply_to(&self) -> Option<MessageId> {
-        self.task.param_i64("reply_to").map(MessageId)
+        self.task.spec.reply_to()
     }
 
-    /// The idempotency key stored in the task before it started.
-    pub fn idempotency_key(&self) -> Result<i64, TaskError> {
-        self.task
-            .param_i64(IDEMPOTENCY_KEY)
-            .ok_or_else(|| TaskError::Permanent("task has no idempotency key".into()))
+    /// The task's spec, with a permanent error when the registry handed a handler a task of
+    /// another kind (a programming error, never a panic).
+    fn spec_mismatch(&self, expected: TaskKind) -> TaskError {
+        TaskError::Permanent(format!(
+            "{} handler got a {} task",
+            expected,
+            self.task.kind()
+        ))
     }
-}
-
-/// Name of the task parameter that carries an outbound action's idempotency key.
-pub const IDEMPOTENCY_KEY: &str = "idempotency_key";
-
-/// Whether a task kind has an outbound side effect that must not happen twice.
-pub fn needs_idempotency_key(kind: TaskKind) -> bool {
-    matches!(kind, TaskKind::Send | TaskKind::Sticker)
-}
-
-/// Whether a task can be abandoned mid-flight without leaving anything half done.
-pub fn cancel_safe(kind: TaskKind) -> bool {
-    matches!(kind, TaskKind::Received | TaskKind::Wait)
 }
 
 /// What a finished task asks the scheduler to do.
@@ -168,7 +158,7 @@ fn direct_only(ctx: &TaskContext) -> bool {
         tracing::warn!(
             agent = %ctx.key.agent,
             chat = %ctx.key.chat,
-            kind = %ctx.task.kind,
+            kind = %ctx.task.kind(),
             "skipped: this task acts only in direct messages"
         );
         false

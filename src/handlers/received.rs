@@ -5,23 +5,23 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
-
-use super::{HandlerResult, IDEMPOTENCY_KEY, Outcome, TaskContext, TaskHandler};
+use super::{HandlerResult, Outcome, TaskContext, TaskHandler};
 use crate::clock::BoxFuture;
 use crate::config::Pacing;
-use crate::graph::{Task, TaskKind};
+use crate::graph::{Task, TaskKind, TaskSpec};
 use crate::media::MediaDescriptions;
 use crate::persona::Persona;
 use crate::planner::{Action, PlanRequest};
-use crate::telegram::MessageId;
 
 pub struct Received;
 
 impl TaskHandler for Received {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {
         Box::pin(async move {
-            let target = ctx.task.param_i64("message_id").map(MessageId);
+            let target = match ctx.task.spec {
+                TaskSpec::Received { message_id } => message_id,
+                _ => return Err(ctx.spec_mismatch(TaskKind::Received)),
+            };
             if let Some(upto) = target {
                 // Read receipts are cosmetic: never fail planning over them.
                 if let Err(e) = ctx.telegram.mark_read(ctx.chat.id, upto).await {
@@ -132,57 +132,9 @@ pub fn tasks_from_actions(actions: Vec<Action>, now: jiff::Timestamp, pacing: Pa
 }
 
 fn wait_task(secs: f64, typing: bool, now: jiff::Timestamp) -> Task {
-    let mut p = Map::new();
-    p.insert("delay_secs".into(), Value::from(secs));
-    if typing {
-        p.insert("typing".into(), Value::from(true));
-    }
-    Task::new(TaskKind::Wait, p, now)
+    Task::new(TaskSpec::wait(secs, typing), now)
 }
 
 fn task_for(action: Action, now: jiff::Timestamp) -> Task {
-    let mut p = Map::new();
-    let kind = match action {
-        Action::Send { text, reply_to } => {
-            p.insert("text".into(), Value::from(text));
-            put_reply_to(&mut p, reply_to);
-            put_key(&mut p);
-            TaskKind::Send
-        }
-        Action::Sticker { sticker, reply_to } => {
-            p.insert("set".into(), Value::from(sticker.set));
-            p.insert("name".into(), Value::from(sticker.name));
-            put_reply_to(&mut p, reply_to);
-            put_key(&mut p);
-            TaskKind::Sticker
-        }
-        Action::Wait { secs } => {
-            p.insert("delay_secs".into(), Value::from(secs.max(0.0)));
-            TaskKind::Wait
-        }
-        Action::React { message, emoji } => {
-            p.insert("message_id".into(), Value::from(message.0));
-            p.insert("emoji".into(), Value::from(emoji));
-            TaskKind::React
-        }
-        Action::Block => TaskKind::Block,
-        Action::Unblock => TaskKind::Unblock,
-        Action::ClearConversation => TaskKind::ClearConversation,
-    };
-    Task::new(kind, p, now)
-}
-
-fn put_reply_to(p: &mut Map<String, Value>, reply_to: Option<MessageId>) {
-    if let Some(id) = reply_to {
-        p.insert("reply_to".into(), Value::from(id.0));
-    }
-}
-
-/// A random positive 63-bit key (Telegram's `random_id` is an i64; zero is avoided).
-pub fn new_idempotency_key() -> i64 {
-    fastrand::i64(1..i64::MAX)
-}
-
-fn put_key(p: &mut Map<String, Value>) {
-    p.insert(IDEMPOTENCY_KEY.into(), Value::from(new_idempotency_key()));
+    Task::new(TaskSpec::from_action(action), now)
 }

@@ -3,6 +3,7 @@
 
 use super::{HandlerResult, Outcome, TaskContext, TaskError, TaskHandler};
 use crate::clock::BoxFuture;
+use crate::graph::{TaskKind, TaskSpec};
 use crate::telegram::OutgoingText;
 
 pub struct Send;
@@ -10,16 +11,22 @@ pub struct Send;
 impl TaskHandler for Send {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {
         Box::pin(async move {
-            let text = ctx
-                .task
-                .param_str("text")
-                .filter(|t| !t.trim().is_empty())
-                .ok_or_else(|| TaskError::Permanent("send task without text".into()))?;
+            let TaskSpec::Send {
+                text,
+                reply_to,
+                idempotency_key,
+            } = &ctx.task.spec
+            else {
+                return Err(ctx.spec_mismatch(TaskKind::Send));
+            };
+            if text.trim().is_empty() {
+                return Err(TaskError::Permanent("send task without text".into()));
+            }
             let msg = OutgoingText {
                 chat: ctx.chat.id,
-                text: text.to_string(),
-                reply_to: ctx.reply_to(),
-                idempotency_key: ctx.idempotency_key()?,
+                text: text.clone(),
+                reply_to: *reply_to,
+                idempotency_key: idempotency_key.0,
             };
             let sent = ctx.telegram.send_text(msg).await?;
             tracing::info!(agent = %ctx.key.agent, chat = %ctx.key.chat, message = %sent.id, "sent a message");

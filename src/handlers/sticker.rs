@@ -3,8 +3,9 @@
 //! Telegram) → a curated sticker of the persona with that name in another set → the name
 //! (usually an emoji) sent as text, with a WARN, so the persona's intent is not lost.
 
-use super::{HandlerResult, Outcome, TaskContext, TaskError, TaskHandler};
+use super::{HandlerResult, Outcome, TaskContext, TaskHandler};
 use crate::clock::BoxFuture;
+use crate::graph::{TaskKind, TaskSpec};
 use crate::telegram::{OutgoingSticker, OutgoingText, StickerChoice};
 
 pub struct Sticker;
@@ -12,12 +13,16 @@ pub struct Sticker;
 impl TaskHandler for Sticker {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {
         Box::pin(async move {
-            let (Some(set), Some(name)) = (ctx.task.param_str("set"), ctx.task.param_str("name"))
+            let TaskSpec::Sticker {
+                set,
+                name,
+                reply_to,
+                idempotency_key,
+            } = &ctx.task.spec
             else {
-                return Err(TaskError::Permanent(
-                    "sticker task needs `set` and `name`".into(),
-                ));
+                return Err(ctx.spec_mismatch(TaskKind::Sticker));
             };
+            let (reply_to, idempotency_key) = (*reply_to, idempotency_key.0);
             let mut sticker = StickerChoice {
                 set: set.to_string(),
                 name: name.to_string(),
@@ -39,8 +44,8 @@ impl TaskHandler for Sticker {
                 let text = OutgoingText {
                     chat: ctx.chat.id,
                     text: sticker.name,
-                    reply_to: ctx.reply_to(),
-                    idempotency_key: ctx.idempotency_key()?,
+                    reply_to,
+                    idempotency_key,
                 };
                 ctx.telegram.send_text(text).await?;
                 return Ok(Outcome::Done);
@@ -48,8 +53,8 @@ impl TaskHandler for Sticker {
             let msg = OutgoingSticker {
                 chat: ctx.chat.id,
                 sticker,
-                reply_to: ctx.reply_to(),
-                idempotency_key: ctx.idempotency_key()?,
+                reply_to,
+                idempotency_key,
             };
             ctx.telegram.send_sticker(msg).await?;
             Ok(Outcome::Done)

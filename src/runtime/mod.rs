@@ -14,7 +14,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use serde_json::{Map, Value};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tracing::{debug, error, info, warn};
@@ -22,11 +21,9 @@ use tracing::{debug, error, info, warn};
 use crate::agent_state::{AgentState, Breaker, Disabled};
 use crate::clock::{self, Hold, SharedClock};
 use crate::config::RuntimeConfig;
-use crate::graph::Task;
 use crate::graph::{ConversationKey, FailureVerdict, TaskGraph, TaskKind};
-use crate::handlers::{
-    self, IDEMPOTENCY_KEY, Outcome, TaskContext, TaskError, cancel_safe, needs_idempotency_key,
-};
+use crate::graph::{Task, TaskSpec};
+use crate::handlers::{self, Outcome, TaskContext, TaskError};
 use crate::media::MediaPipeline;
 use crate::persona::Persona;
 use crate::planner::SharedPlanner;
@@ -485,7 +482,7 @@ impl Runtime {
         let abandon: Vec<ConversationKey> = self
             .in_flight
             .iter()
-            .filter(|(_, f)| cancel_safe(f.kind))
+            .filter(|(_, f)| f.kind.cancel_safe())
             .map(|(k, _)| k.clone())
             .collect();
         for key in abandon {
@@ -521,10 +518,8 @@ impl Runtime {
         }
         let key = ConversationKey::new(agent.clone(), chat.id);
         let now = self.clock.now();
-        let mut params = Map::new();
-        params.insert("message_id".into(), Value::from(message.id.0));
         let not_before = clock::add(now, self.config.debounce);
-        let mut graph = TaskGraph::with_received(&agent, chat, now, params, not_before);
+        let mut graph = TaskGraph::with_received(&agent, chat, now, Some(message.id), not_before);
         if let Some(old) = self.graphs.get(&key) {
             debug!(conversation = %key, old = %old.id, new = %graph.id, "replanning");
             // Telegram's "wait" applies to the conversation, not to one plan.
@@ -541,7 +536,10 @@ impl Runtime {
     /// Aborts the conversation's task in flight if it can be abandoned safely (planning,
     /// waiting); a task with a side effect is left to finish.
     fn abandon_cancel_safe(&mut self, key: &ConversationKey) {
-        if self.in_flight.get(key).is_some_and(|f| cancel_safe(f.kind))
+        if self
+            .in_flight
+            .get(key)
+            .is_some_and(|f| f.kind.cancel_safe())
             && let Some(f) = self.in_flight.remove(key)
         {
             f.abort.abort();
@@ -711,18 +709,10 @@ impl Runtime {
             kind: crate::telegram::ChatKind::Direct,
             title: "Saved Messages".into(),
         };
-        let mut params = Map::new();
-        params.insert(
-            "text".into(),
-            Value::from(format!(
-                "personad: Telegram limited this account ({reason}). Until {until} the agent only answers people who wrote to it first. Check @SpamBot for details."
-            )),
+        let text = format!(
+            "personad: Telegram limited this account ({reason}). Until {until} the agent only answers people who wrote to it first. Check @SpamBot for details."
         );
-        params.insert(
-            IDEMPOTENCY_KEY.into(),
-            Value::from(handlers::new_idempotency_key()),
-        );
-        let alert = Task::new(TaskKind::Send, params, now);
+        let alert = Task::new(TaskSpec::send(text, None), now);
         let mut graph = TaskGraph::with_tasks(agent, saved, now, vec![alert]);
         let key = graph.key();
         self.persist(&mut graph).await?;
@@ -761,7 +751,7 @@ impl Runtime {
         let Some(agent) = self.agents.get(&graph.agent) else {
             return false;
         };
-        needs_idempotency_key(task.kind)
+        task.kind().needs_idempotency_key()
             && self
                 .agent_states
                 .get(&graph.agent)
@@ -819,15 +809,6 @@ impl Runtime {
             return Ok(true);
         }
         graph.mark_active(&task_id, now);
-        if let Some(task) = graph.tasks.iter_mut().find(|t| t.id == task_id)
-            && needs_idempotency_key(task.kind)
-            && !task.params.contains_key(IDEMPOTENCY_KEY)
-        {
-            task.params.insert(
-                IDEMPOTENCY_KEY.into(),
-                Value::from(handlers::new_idempotency_key()),
-            );
-        }
         self.persist(&mut graph).await?;
         let task = graph.task(&task_id).cloned();
         let graph_id = graph.id.clone();
@@ -848,7 +829,7 @@ impl Runtime {
             media: self.media.clone(),
             stickers: Arc::clone(&self.stickers),
         };
-        let kind = ctx.task.kind;
+        let kind = ctx.task.kind();
         debug!(conversation = %key, task = %task_id, kind = %kind, "task started");
         let queue = Arc::clone(&self.queue);
         let clock = Arc::clone(&self.clock);
