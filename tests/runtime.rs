@@ -43,9 +43,13 @@ async fn a_dm_gets_an_answer_after_the_debounce_window() -> TestResult {
 async fn round_robin_serves_conversations_in_turn() -> TestResult {
     let dir = tempfile::tempdir()?;
     let chats = [dm(1), dm(2), dm(3)];
+    // A pause between messages lets the other conversations plan meanwhile, so all three
+    // plans are under way together.
     let planner = ScriptedPlanner::new(|req, _| {
         let c = req.chat.id.0;
-        Ok((1..=3).map(|i| send(&format!("{c}.{i}"))).collect())
+        Ok((1..=3)
+            .flat_map(|i| [send(&format!("{c}.{i}")), Action::Wait { secs: 1.0 }])
+            .collect())
     });
     let mut cfg = config();
     cfg.max_in_flight = 1; // one task at a time makes the tick order visible
@@ -61,6 +65,37 @@ async fn round_robin_serves_conversations_in_turn() -> TestResult {
             "1.1", "2.1", "3.1", "1.2", "2.2", "3.2", "1.3", "2.3", "3.3"
         ],
         "each conversation gets one task per round"
+    );
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_under_way_goes_before_new_plans() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chats = [dm(1), dm(2), dm(3)];
+    let planner = ScriptedPlanner::new(|req, _| {
+        let c = req.chat.id.0;
+        Ok((1..=2).map(|i| send(&format!("{c}.{i}"))).collect())
+    });
+    let mut cfg = config();
+    cfg.max_in_flight = 1;
+    let mut h = Harness::start(dir.path(), planner, cfg, &chats);
+    for c in &chats {
+        h.say(c, "Bob", "hi").await;
+    }
+    h.settle().await;
+    let order: Vec<String> = h.sends().into_iter().map(|(_, t, _)| t).collect();
+    assert_eq!(
+        order,
+        ["1.1", "1.2", "2.1", "2.2", "3.1", "3.2"],
+        "a ready reply takes the free slot before the next conversation starts planning"
+    );
+    let planned: Vec<ChatId> = h.planner.seen().into_iter().map(|(c, _)| c).collect();
+    assert_eq!(
+        planned,
+        [ChatId(1), ChatId(2), ChatId(3)],
+        "new plans start in arrival order"
     );
     h.stop().await?;
     Ok(())

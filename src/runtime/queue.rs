@@ -1,5 +1,6 @@
 //! The locked work queue between the outside world and the tick loop. Telegram event
-//! handlers, finished tasks and shutdown requests only push [`Event`]s here and wake the loop;
+//! handlers, finished tasks, finished writes and shutdown requests only push [`Event`]s here
+//! and wake the loop;
 //! nothing else happens on their side. While events wait to be consumed the queue holds the
 //! clock, so virtual time cannot skip past work that has not been looked at yet.
 
@@ -36,6 +37,12 @@ pub enum Event {
         agent: String,
         chat: crate::telegram::ChatId,
         reason: String,
+    },
+    /// A write submitted by the persister finished (or failed).
+    Saved {
+        target: super::persistence::Target,
+        generation: u64,
+        result: Result<(), super::RuntimeError>,
     },
     /// An agent can no longer run (its session is gone).
     StopAgent { agent: String, reason: String },

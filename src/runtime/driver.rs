@@ -1,0 +1,454 @@
+//! The thin async driver around the pure [`Scheduler`]: it loads the state directory, then
+//! loops: drain the work queue, hand each event and the time to the scheduler, let it start
+//! ready tasks, and carry out the effects it returns (writes through the [`Persister`], task
+//! spawns, aborts). A task is spawned only once the write holding its `active` mark is
+//! durable; nothing else waits for the disk. Between passes it sleeps until the next event
+//! or the scheduler's next deadline. Hooks that watch the loop (a watchdog, metrics) read the
+//! [`Status`] published after every pass.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+use tracing::{error, info};
+
+use super::persistence::{Persister, Target, Write, blocking};
+use super::queue::{Event, WorkQueue};
+use super::safety::AccountSafety;
+use super::scheduler::{Effect, Scheduler, Start};
+use super::{AgentHandle, Runtime, RuntimeError, Status, StopReport};
+use crate::clock::{self, Hold, SharedClock};
+use crate::config::RuntimeConfig;
+use crate::graph::ConversationKey;
+use crate::handlers::{self, TaskContext, TaskError};
+use crate::media::MediaPipeline;
+use crate::planner::SharedPlanner;
+use crate::store::{self, GraphStore};
+
+struct Running {
+    graph_id: String,
+    task_id: String,
+    abort: AbortHandle,
+}
+
+/// The loop and everything it owns.
+pub struct Driver {
+    config: Arc<RuntimeConfig>,
+    agents: HashMap<String, AgentHandle>,
+    planner: SharedPlanner,
+    media: Option<Arc<MediaPipeline>>,
+    stickers: crate::stickers::SharedCatalog,
+    store: GraphStore,
+    clock: SharedClock,
+    queue: Arc<WorkQueue>,
+    status_tx: watch::Sender<Status>,
+    sched: Scheduler,
+    persister: Persister,
+    running: HashMap<ConversationKey, Running>,
+    /// Tasks decided but waiting for the write of their `active` mark (its generation).
+    waiting: HashMap<ConversationKey, (u64, Start)>,
+    /// Inbound messages per conversation whose graph is not durable yet, and the write
+    /// generation that will make it so.
+    inbound_waiting: HashMap<ConversationKey, (u64, u64)>,
+    /// Inbound messages applied in this pass, per conversation (their write is not yet
+    /// submitted).
+    inbound_pass: HashMap<ConversationKey, u64>,
+    applied: u64,
+    inbound_durable: u64,
+    passes: u64,
+}
+
+impl Driver {
+    pub fn new(rt: Runtime) -> Driver {
+        // Replaced by `load` once the agents' safety state is read.
+        let sched = Scheduler::new(
+            Arc::clone(&rt.config),
+            rt.agents.keys().cloned(),
+            AccountSafety::default(),
+        );
+        let persister = Persister::new(
+            rt.store.clone(),
+            Arc::clone(&rt.queue),
+            Arc::clone(&rt.clock),
+        );
+        Driver {
+            config: rt.config,
+            agents: rt.agents,
+            planner: rt.planner,
+            media: rt.media,
+            stickers: rt.stickers,
+            store: rt.store,
+            clock: rt.clock,
+            queue: rt.queue,
+            status_tx: rt.status_tx,
+            sched,
+            persister,
+            running: HashMap::new(),
+            waiting: HashMap::new(),
+            inbound_waiting: HashMap::new(),
+            inbound_pass: HashMap::new(),
+            applied: 0,
+            inbound_durable: 0,
+            passes: 0,
+        }
+    }
+
+    /// Loads persisted state, then runs until shutdown (or a failed write).
+    pub async fn run(mut self) -> Result<StopReport, RuntimeError> {
+        let result = self.run_inner().await;
+        for r in self.running.values() {
+            r.abort.abort();
+        }
+        self.status_tx.send_modify(|s| {
+            s.stopped = true;
+            s.in_flight = 0;
+        });
+        result
+    }
+
+    async fn run_inner(&mut self) -> Result<StopReport, RuntimeError> {
+        let hold = self.clock.hold();
+        self.load().await?;
+        drop(hold);
+        let mut wake: Option<Hold> = None;
+        loop {
+            let hold = self.clock.hold();
+            drop(wake.take());
+            let (events, queued_hold) = self.queue.drain();
+            self.applied += events.len() as u64;
+            for event in events {
+                self.apply(event)?;
+            }
+            drop(queued_hold);
+            let now = self.clock.now();
+            self.sched.advance(now);
+            if self.sched.stopping().is_some() {
+                // Tasks not started yet are given up: their `active` mark makes them run
+                // again after the next start.
+                for (key, _) in std::mem::take(&mut self.waiting) {
+                    self.sched.forget_in_flight(&key);
+                }
+                let settled = self.sched.stop_settled(now);
+                self.execute();
+                if settled && self.persister.pending() == 0 {
+                    let reason = self
+                        .sched
+                        .stopping()
+                        .map(|(r, _)| r.clone())
+                        .unwrap_or_default();
+                    info!(reason = %reason, "runtime stopped; all state is saved");
+                    return Ok(StopReport {
+                        reason,
+                        no_agents_left: self.agents.is_empty(),
+                    });
+                }
+            } else {
+                self.sched.start_ready(now);
+                self.execute();
+            }
+            self.passes += 1;
+            self.publish();
+            let deadline = self.sched.next_wake().filter(|at| *at > now);
+            wake = self.sleep(deadline, hold).await;
+        }
+    }
+
+    async fn load(&mut self) -> Result<(), RuntimeError> {
+        let store = self.store.clone();
+        let loaded = blocking(move || store.load_all()).await??;
+        if loaded.stale_temp_files_removed > 0 {
+            info!(
+                count = loaded.stale_temp_files_removed,
+                "removed temp files left by an interrupted save"
+            );
+        }
+        for q in &loaded.quarantined {
+            error!(
+                file = %q.original.display(),
+                moved_to = %q.moved_to.display(),
+                reason = %q.reason,
+                "unreadable graph file moved to quarantine"
+            );
+        }
+        let mut safety = AccountSafety::new(
+            self.agents
+                .iter()
+                .map(|(name, a)| (name.clone(), a.telegram.self_id()))
+                .collect(),
+        );
+        for agent in self.agents.keys() {
+            let dir = self.store.state_dir().clone();
+            let a = agent.clone();
+            let (state, quarantined) =
+                blocking(move || store::load_agent_state(&dir, &a)).await??;
+            if let Some(q) = quarantined {
+                error!(
+                    agent = %agent,
+                    file = %q.original.display(),
+                    moved_to = %q.moved_to.display(),
+                    reason = %q.reason,
+                    "unreadable agent state moved to quarantine; starting with no disabled chats and no breaker"
+                );
+            }
+            safety.set_state(agent, state);
+        }
+        self.sched = Scheduler::new(
+            Arc::clone(&self.config),
+            self.agents.keys().cloned(),
+            safety,
+        );
+        self.sched.load(loaded.graphs, self.clock.now());
+        Ok(())
+    }
+
+    fn apply(&mut self, event: Event) -> Result<(), RuntimeError> {
+        let now = self.clock.now();
+        match event {
+            Event::Inbound {
+                agent,
+                chat,
+                message,
+                trigger,
+            } => {
+                let key = ConversationKey::new(agent.clone(), chat.id);
+                if self
+                    .sched
+                    .on_inbound(&agent, chat, message.id, trigger, now)
+                {
+                    *self.inbound_pass.entry(key).or_default() += 1;
+                }
+            }
+            Event::Finished {
+                key,
+                graph_id,
+                task_id,
+                result,
+            } => {
+                if self
+                    .running
+                    .get(&key)
+                    .is_some_and(|r| r.graph_id == graph_id && r.task_id == task_id)
+                {
+                    self.running.remove(&key);
+                }
+                self.sched
+                    .on_finished(key, &graph_id, &task_id, result, now);
+            }
+            Event::Saved {
+                target,
+                generation,
+                result,
+            } => {
+                result?;
+                self.persister.completed(&target);
+                if let Target::Graph(key) = &target {
+                    self.on_durable(key, generation);
+                }
+            }
+            Event::Cancel {
+                agent,
+                chat,
+                reason,
+            } => self.sched.on_cancel(&agent, chat, &reason),
+            Event::StopAgent { agent, reason } => {
+                error!(agent = %agent, reason = %reason, "agent stopped: log in again with personad login --agent {agent:?}");
+                self.sched.stop_agent(&agent, now);
+            }
+            Event::Shutdown { reason } => self.sched.begin_stop(reason, now),
+        }
+        Ok(())
+    }
+
+    /// A conversation's write of `generation` is on disk: count the inbound messages it
+    /// covers and start the task that waited for it.
+    fn on_durable(&mut self, key: &ConversationKey, generation: u64) {
+        if let Some((count, needed)) = self.inbound_waiting.get(key)
+            && *needed <= generation
+        {
+            self.inbound_durable += count;
+            self.inbound_waiting.remove(key);
+        }
+        if self
+            .waiting
+            .get(key)
+            .is_some_and(|(needed, _)| *needed <= generation)
+            && let Some((_, start)) = self.waiting.remove(key)
+        {
+            self.spawn(start);
+        }
+    }
+
+    /// Carries out the scheduler's effects, in order.
+    fn execute(&mut self) {
+        let mut generations: HashMap<ConversationKey, u64> = HashMap::new();
+        for effect in self.sched.take_effects() {
+            match effect {
+                Effect::Abort {
+                    key,
+                    graph_id,
+                    task_id,
+                } => {
+                    if self
+                        .running
+                        .get(&key)
+                        .is_some_and(|r| r.graph_id == graph_id && r.task_id == task_id)
+                        && let Some(r) = self.running.remove(&key)
+                    {
+                        r.abort.abort();
+                    }
+                    if self
+                        .waiting
+                        .get(&key)
+                        .is_some_and(|(_, s)| s.graph_id == graph_id && s.task.id == task_id)
+                    {
+                        self.waiting.remove(&key);
+                    }
+                }
+                Effect::SaveAgentState(agent) => {
+                    let state = self
+                        .sched
+                        .safety()
+                        .state(&agent)
+                        .cloned()
+                        .unwrap_or_default();
+                    self.persister.submit(
+                        Target::AgentState(agent.clone()),
+                        Write::AgentState(agent, Box::new(state)),
+                    );
+                }
+                Effect::StopAgent(agent) => {
+                    self.agents.remove(&agent);
+                }
+                Effect::Persist(key) => {
+                    let write = match self.sched.snapshot(&key) {
+                        Some(graph) => Write::Save(Box::new(graph)),
+                        None => Write::Delete(key.clone()),
+                    };
+                    let generation = self.persister.submit(Target::Graph(key.clone()), write);
+                    if let Some(count) = self.inbound_pass.remove(&key) {
+                        let entry = self.inbound_waiting.entry(key.clone()).or_default();
+                        entry.0 += count;
+                        entry.1 = generation;
+                    }
+                    generations.insert(key, generation);
+                }
+                Effect::Start(start) => match generations.get(&start.key) {
+                    Some(generation) => {
+                        self.waiting
+                            .insert(start.key.clone(), (*generation, *start));
+                    }
+                    None => self.spawn(*start),
+                },
+            }
+        }
+        // Inbound messages whose graph needed no write (none so far) count at once.
+        for (_, count) in self.inbound_pass.drain() {
+            self.inbound_durable += count;
+        }
+    }
+
+    /// Spawns a task's handler under the task timeout; its result comes back as an event.
+    fn spawn(&mut self, start: Start) {
+        let Some(agent) = self.agents.get(&start.key.agent) else {
+            self.sched.forget_in_flight(&start.key);
+            return;
+        };
+        let Start {
+            key,
+            graph_id,
+            chat,
+            task,
+        } = start;
+        let task_id = task.id.clone();
+        let kind = task.kind();
+        let ctx = TaskContext {
+            key: key.clone(),
+            chat,
+            task,
+            persona: Arc::clone(&agent.persona),
+            telegram: Arc::clone(&agent.telegram),
+            planner: Arc::clone(&self.planner),
+            clock: Arc::clone(&self.clock),
+            config: Arc::clone(&self.config),
+            media: self.media.clone(),
+            stickers: Arc::clone(&self.stickers),
+        };
+        let queue = Arc::clone(&self.queue);
+        let clock = Arc::clone(&self.clock);
+        let timeout = self.config.task_timeout;
+        let hold = self.clock.hold();
+        let (k, gid, tid) = (key.clone(), graph_id.clone(), task_id.clone());
+        let join = tokio::spawn(clock::with_task_hold(hold, async move {
+            let deadline = clock::add(clock.now(), timeout);
+            let result = tokio::select! {
+                r = handlers::handler_for(kind).run(&ctx) => r,
+                _ = clock.sleep_until(deadline) => Err(TaskError::Transient(format!(
+                    "timed out after {} s", timeout.as_secs_f64()
+                ))),
+            };
+            queue.push(Event::Finished {
+                key: k,
+                graph_id: gid,
+                task_id: tid,
+                result,
+            });
+        }));
+        self.running.insert(
+            key,
+            Running {
+                graph_id,
+                task_id,
+                abort: join.abort_handle(),
+            },
+        );
+    }
+
+    fn publish(&self) {
+        let status = Status {
+            graphs: self.sched.graphs(),
+            in_flight: self.sched.in_flight(),
+            orphaned: self.sched.orphans(),
+            agents: self.sched.agents(),
+            started: true,
+            applied: self.applied,
+            writes_pending: self.persister.pending(),
+            writes_done: self.persister.written(),
+            inbound_durable: self.inbound_durable,
+            passes: self.passes,
+            stopped: false,
+        };
+        self.status_tx.send_replace(status);
+    }
+
+    /// Sleeps until an event arrives or the deadline passes; returns a hold on the clock
+    /// taken at wake-up. The loop's own hold is released only after the timer is registered,
+    /// and a timer that may already have been woken is dropped only after a new hold is
+    /// taken, so virtual time can never move between waking and reacting.
+    async fn sleep(&self, deadline: Option<Timestamp>, hold: Hold) -> Option<Hold> {
+        let mut timer = deadline.map(|at| self.clock.sleep_until(at));
+        drop(hold);
+        let fired = match timer.as_mut() {
+            Some(t) => {
+                tokio::select! {
+                    biased;
+                    wake = t => Some(wake),
+                    () = self.queue.notified() => None,
+                }
+            }
+            None => {
+                self.queue.notified().await;
+                None
+            }
+        };
+        match fired {
+            Some(wake) => Some(wake),
+            None => {
+                let held = self.clock.hold();
+                drop(timer);
+                Some(held)
+            }
+        }
+    }
+}
