@@ -105,6 +105,13 @@ pub enum Command {
     State(StateCommand),
     /// Log an agent's Telegram account in (creates its session file).
     Login(LoginArgs),
+    /// Measure the runtime: the real scheduler and disk writes (fsync on) with the in-memory
+    /// Telegram and a planner of fixed latency; prints latencies, throughput, CPU and memory.
+    Bench(BenchArgs),
+    /// Crash-safety harness: the runtime on a persisted in-memory Telegram, resuming what
+    /// the last run left (used by the runtime kill -9 test).
+    #[command(hide = true)]
+    CrashChild(CrashChildArgs),
     /// Crash-safety harness: save graphs in a loop, printing `ACK <chat> <seq>` after each
     /// durable save (used by the SIGKILL test).
     #[command(hide = true)]
@@ -442,4 +449,38 @@ pub struct SaveLoopArgs {
     /// Stop after this many saves (0 = until killed).
     #[arg(long, default_value_t = 0)]
     pub saves: u64,
+}
+
+/// `personad bench`. The state goes to a temp directory inside `--state` (same disk).
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Conversations that each receive messages at once.
+    #[arg(long, default_value_t = 100)]
+    pub chats: usize,
+    /// Graphs on disk that wait far in the future (loaded at startup, never due).
+    #[arg(long, default_value_t = 0)]
+    pub idle_graphs: usize,
+    /// Messages pushed per conversation.
+    #[arg(long, default_value_t = 1)]
+    pub messages_per_chat: usize,
+    /// How long each planning call takes.
+    #[arg(long, default_value_t = 1000)]
+    pub llm_latency_ms: u64,
+    /// Tasks running at once.
+    #[arg(long, default_value_t = 32)]
+    pub max_in_flight: usize,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The hidden `crash-child` harness.
+#[derive(Debug, Clone, Args)]
+pub struct CrashChildArgs {
+    /// Conversations (chat ids 1..=N).
+    #[arg(long, default_value_t = 4)]
+    pub chats: i64,
+    /// A new message arrives in this chat after startup.
+    #[arg(long)]
+    pub push: Option<i64>,
 }

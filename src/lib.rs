@@ -17,19 +17,24 @@
 //! - [`media`]: media descriptions and transcripts: cached records, budget, backoff, prompts.
 //! - [`llm_planner`]: the planner over an LLM: prompt, generate, parse.
 //! - [`handlers`]: one handler per task kind, registered in one place.
-//! - [`runtime`]: work queue, tick loop, round-robin scheduling, replanning and retries.
+//! - [`runtime`]: handle, work queue, pure scheduler (ready queues, deadline heap, retries),
+//!   account safety, durable writes off the loop, and the async driver.
 //! - [`playground`]: the `chat` command's driver (interactive and JSONL) on the in-memory backend.
 //! - [`cli`]: command-line definitions (clap), options and their environment variables.
 //! - [`daemon`]: `run` and `login`: connects agents, wires runtime, pumps and signals.
 //! - [`commands`]: `check`, `state` and the crash harness, shared loading helpers, exit codes.
 //! - [`logging`]: tracing subscriber setup (text or JSON).
+//! - [`bench`]: `personad bench`, the runtime measured on the in-memory backend.
+//! - [`crash_harness`]: hidden `crash-child`, the runtime under the kill -9 test.
 
 pub mod agent_state;
+pub mod bench;
 pub mod blocks;
 pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod config;
+pub mod crash_harness;
 pub mod daemon;
 pub mod graph;
 pub mod handlers;

@@ -6,11 +6,14 @@ use std::process::ExitCode;
 use clap::Parser;
 use personad::cli::{Cli, Command};
 use personad::commands::{self, CommandError, exit};
-use personad::{daemon, logging, playground};
+use personad::{bench, crash_harness, daemon, logging, playground};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let quiet_by_default = matches!(cli.command, Command::Chat(_) | Command::SaveLoop(_));
+    let quiet_by_default = matches!(
+        cli.command,
+        Command::Chat(_) | Command::SaveLoop(_) | Command::Bench(_) | Command::CrashChild(_)
+    );
     let verbosity = cli.global.verbosity() - i8::from(quiet_by_default);
     logging::init(cli.global.log_format, verbosity);
     match dispatch(cli) {
@@ -31,6 +34,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Check(args) => commands::check(&global, &args)?,
         Command::State(cmd) => commands::state(&global, &cmd)?,
         Command::SaveLoop(args) => commands::save_loop(&global, &args)?,
+        Command::Bench(args) => runtime()?.block_on(bench::bench(global, args))?,
+        Command::CrashChild(args) => {
+            runtime()?.block_on(crash_harness::crash_child(global, args))?
+        }
         Command::Run(args) => runtime()?.block_on(daemon::run(global, args))?,
         Command::Login(args) => runtime()?.block_on(daemon::login(global, args))?,
         Command::Chat(args) => runtime()?.block_on(playground::chat(global, args))?,

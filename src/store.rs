@@ -8,7 +8,7 @@
 //! modules must not write files themselves.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Write as _};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -16,6 +16,9 @@ use crate::agent_state::{self, AgentState};
 use crate::graph::codec::{self, CodecError};
 use crate::graph::{ConversationKey, TaskGraph};
 use crate::telegram::ChatId;
+
+/// Threads syncing the files of one batch side by side.
+const SYNC_THREADS: usize = 16;
 
 /// Prefix of temp files; anything starting with it is debris from an interrupted write.
 const TEMP_PREFIX: &str = ".personad-tmp-";
@@ -76,6 +79,87 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
         source: e.error,
     })?;
     sync_dir(dir)
+}
+
+/// One write of a batch (see [`GraphStore::write_batch`]).
+#[derive(Debug)]
+pub enum Write {
+    Graph(Box<TaskGraph>),
+    DeleteGraph(ConversationKey),
+    AgentState(String, Box<AgentState>),
+}
+
+/// Applies many whole-file replacements and removals with the same guarantee as
+/// [`write_atomic`] for each file, but sharing the expensive part: every temp file is
+/// written first, then synced (the first sync commits the others' data with it), renamed
+/// over its target, and each directory involved is synced once at the end. Returns once
+/// all of it is durable.
+pub fn apply_batch(ops: Vec<(PathBuf, Option<Vec<u8>>)>) -> Result<(), StoreError> {
+    let mut dirs: std::collections::BTreeSet<PathBuf> = std::collections::BTreeSet::new();
+    let mut made: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+    let mut temps = Vec::new();
+    for (path, bytes) in ops {
+        let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        match bytes {
+            Some(bytes) => {
+                if made.insert(dir.clone()) {
+                    ensure_private_dir(&dir)?;
+                }
+                let mut tmp = tempfile::Builder::new()
+                    .prefix(TEMP_PREFIX)
+                    .permissions(fs::Permissions::from_mode(0o600))
+                    .tempfile_in(&dir)
+                    .map_err(io_err("cannot create temp file in", &dir))?;
+                tmp.write_all(&bytes)
+                    .map_err(io_err("cannot write temp file for", &path))?;
+                temps.push((tmp, path));
+            }
+            None => match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io_err("cannot remove", &path)(e)),
+            },
+        }
+        dirs.insert(dir);
+    }
+    // Syncs run side by side: the filesystem folds concurrent syncs into shared journal
+    // commits, where one after another each would pay for its own.
+    let per_thread = temps.len().div_ceil(SYNC_THREADS).max(1);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = temps
+            .chunks(per_thread)
+            .map(|chunk| {
+                s.spawn(move || {
+                    for (tmp, path) in chunk {
+                        tmp.as_file()
+                            .sync_all()
+                            .map_err(io_err("cannot sync temp file for", path))?;
+                    }
+                    Ok::<(), StoreError>(())
+                })
+            })
+            .collect();
+        workers.into_iter().try_for_each(|w| {
+            w.join().unwrap_or_else(|_| {
+                Err(StoreError::Io {
+                    action: "sync thread failed for",
+                    path: PathBuf::new(),
+                    source: io::Error::other("panicked"),
+                })
+            })
+        })
+    })?;
+    for (tmp, path) in temps {
+        tmp.persist(&path).map_err(|e| StoreError::Io {
+            action: "cannot rename temp file onto",
+            path: path.clone(),
+            source: e.error,
+        })?;
+    }
+    for dir in dirs {
+        sync_dir(&dir)?;
+    }
+    Ok(())
 }
 
 /// Removes `path` (absent is fine) and makes the removal durable.
@@ -322,21 +406,87 @@ impl GraphStore {
         write_atomic(&self.dir.graph_path(&key), text.as_bytes())
     }
 
+    /// Carries out a batch of writes durably (see [`apply_batch`]).
+    pub fn write_batch(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        let mut ops = Vec::with_capacity(writes.len());
+        for w in writes {
+            ops.push(match w {
+                Write::Graph(g) => {
+                    let key = g.key();
+                    let text = codec::encode(&g).map_err(|source| StoreError::Encode {
+                        key: key.to_string(),
+                        source,
+                    })?;
+                    (self.dir.graph_path(&key), Some(text.into_bytes()))
+                }
+                Write::DeleteGraph(key) => (self.dir.graph_path(&key), None),
+                Write::AgentState(agent, state) => {
+                    let path = self.dir.agent_dir(&agent).join(agent_state::FILE_NAME);
+                    let bytes = serde_json::to_vec_pretty(&state).map_err(|e| StoreError::Io {
+                        action: "cannot encode",
+                        path: path.clone(),
+                        source: io::Error::other(e),
+                    })?;
+                    (path, Some(bytes))
+                }
+            });
+        }
+        apply_batch(ops)
+    }
+
+    /// Writes the graph without fsync or rename: only for preparing benchmark and test
+    /// state directories in bulk, never for the daemon's own saves.
+    pub fn save_unsynced(&self, graph: &TaskGraph) -> Result<(), StoreError> {
+        let key = graph.key();
+        let text = codec::encode(graph).map_err(|source| StoreError::Encode {
+            key: key.to_string(),
+            source,
+        })?;
+        let path = self.dir.graph_path(&key);
+        if let Some(dir) = path.parent() {
+            ensure_private_dir(dir)?;
+        }
+        fs::write(&path, text).map_err(io_err("cannot write", &path))
+    }
+
     /// Deletes the graph file of a conversation.
     pub fn delete(&self, key: &ConversationKey) -> Result<(), StoreError> {
         remove(&self.dir.graph_path(key))
     }
 
     /// Lists every graph file without changing anything (for `state list`/`show`).
+    /// Files are read and decoded on a few threads side by side (startup with thousands
+    /// of graphs); the result keeps the sorted path order.
     pub fn scan(&self) -> Result<Vec<GraphFile>, StoreError> {
-        let mut out = Vec::new();
-        for path in self.graph_files()? {
-            let graph = read_to_string(&path)
+        let paths = self.graph_files()?;
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 4);
+        let per_thread = paths.len().div_ceil(threads).max(64);
+        let read = |path: &PathBuf| GraphFile {
+            path: path.clone(),
+            graph: read_to_string(path)
                 .map_err(|e| e.to_string())
-                .and_then(|text| self.decode_at(&path, &text));
-            out.push(GraphFile { path, graph });
+                .and_then(|text| self.decode_at(path, &text)),
+        };
+        if paths.len() <= per_thread {
+            return Ok(paths.iter().map(read).collect());
         }
-        Ok(out)
+        let out = std::thread::scope(|s| {
+            let workers: Vec<_> = paths
+                .chunks(per_thread)
+                .map(|chunk| s.spawn(move || chunk.iter().map(read).collect::<Vec<_>>()))
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join())
+                .collect::<Result<Vec<_>, _>>()
+        });
+        match out {
+            Ok(parts) => Ok(parts.into_iter().flatten().collect()),
+            // A decoder panic is a bug; read sequentially rather than lose the files.
+            Err(_) => Ok(paths.iter().map(read).collect()),
+        }
     }
 
     /// Startup load: removes stale temp files, parses every graph, and moves files that do

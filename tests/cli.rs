@@ -107,7 +107,14 @@ fn check_names_file_and_line_of_a_broken_persona_and_fails() -> TestResult {
 fn check_loads_the_python_originals_persona_files_unchanged() -> TestResult {
     let data = root().join("../shared/data/cw-telegram-agent");
     if !data.is_dir() {
-        eprintln!("skipped: {} is absent", data.display());
+        // Straight to the stderr stream (the harness swallows `eprintln!`): a skip must be
+        // seen. PERSONAD_REQUIRE_SHARED_DATA=1 makes it a failure.
+        let msg = format!("SKIPPED compatibility test: {} is absent", data.display());
+        assert!(
+            std::env::var_os("PERSONAD_REQUIRE_SHARED_DATA").is_none(),
+            "{msg}"
+        );
+        std::io::stderr().write_all(format!("\n*** {msg} ***\n").as_bytes())?;
         return Ok(());
     }
     for (agents, prompts) in [

@@ -494,3 +494,243 @@ async fn a_state_directory_written_in_format_1_loads_and_its_plans_resume() -> T
     h.stop().await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_in_flight_keeps_the_conversation_busy_while_time_moves() -> TestResult {
+    use personad::telegram::governor::{FirstContact, Governor, GovernorConfig};
+    let dir = tempfile::tempdir()?;
+    let chat = dm(51);
+    // The governor makes the second send wait 30 s for the per-chat gap, on the project
+    // clock and without holding it: the send is in flight while virtual time moves on.
+    let wrap: WrapTelegram = Box::new(|mem, clock| {
+        let config = GovernorConfig {
+            chat_min_gap: secs(30),
+            chat_per_minute: 0,
+            account_per_minute: 0,
+            max_wait: secs(120),
+            first_contact: FirstContact::Allow,
+            ..GovernorConfig::default()
+        };
+        Arc::new(Governor::new(mem, clock, config))
+    });
+    let planned_at = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&planned_at);
+    let planner = ScriptedPlanner::new(move |req, n| {
+        if let Ok(mut v) = seen.lock() {
+            v.push(ms_since_t0(req.now));
+        }
+        Ok(match n {
+            0 => vec![send("one"), send("two")],
+            _ => vec![send("three")],
+        })
+    });
+    let mut h = Harness::start_wrapped(
+        dir.path(),
+        planner,
+        config(),
+        std::slice::from_ref(&chat),
+        wrap,
+    );
+    h.say(&chat, "Bob", "hi").await;
+    h.pass(secs(5)).await; // "one" at 2 s; "two" waits in the governor until 32 s
+    h.say(&chat, "Bob", "more").await; // its debounce ends at 7 s, while "two" is in flight
+    h.settle().await;
+    let planned = planned_at.lock().map(|v| v.clone()).unwrap_or_default();
+    assert_eq!(
+        planned,
+        vec![2_000, 32_000],
+        "the new plan starts only when the send in flight has finished"
+    );
+    let sends = h.sends();
+    let texts: Vec<&str> = sends.iter().map(|s| s.1.as_str()).collect();
+    assert_eq!(texts, ["one", "two", "three"]);
+    h.stop().await?;
+    Ok(())
+}
+
+/// A planner on the harness's clock that takes `secs` of virtual time per call (the first
+/// `slow_calls` calls), counting how many calls run at once.
+struct TimedPlanner {
+    clock: personad::clock::SharedClock,
+    secs: u64,
+    slow_calls: usize,
+    calls: std::sync::atomic::AtomicUsize,
+    running: std::sync::atomic::AtomicUsize,
+    max_running: std::sync::atomic::AtomicUsize,
+    started: std::sync::Mutex<Vec<i64>>,
+}
+
+impl TimedPlanner {
+    fn new(clock: personad::clock::SharedClock, secs: u64, slow_calls: usize) -> TimedPlanner {
+        TimedPlanner {
+            clock,
+            secs,
+            slow_calls,
+            calls: Default::default(),
+            running: Default::default(),
+            max_running: Default::default(),
+            started: Default::default(),
+        }
+    }
+}
+
+impl personad::planner::Planner for TimedPlanner {
+    fn plan<'a>(
+        &'a self,
+        req: personad::planner::PlanRequest<'a>,
+    ) -> personad::clock::BoxFuture<'a, Result<Vec<Action>, PlanError>> {
+        use std::sync::atomic::Ordering::SeqCst;
+        Box::pin(async move {
+            let n = self.calls.fetch_add(1, SeqCst);
+            let now_running = self.running.fetch_add(1, SeqCst) + 1;
+            self.max_running.fetch_max(now_running, SeqCst);
+            if let Ok(mut v) = self.started.lock() {
+                v.push(ms_since_t0(req.now));
+            }
+            if n < self.slow_calls {
+                personad::clock::pause(self.clock.as_ref(), secs(self.secs)).await;
+            }
+            self.running.fetch_sub(1, SeqCst);
+            Ok(vec![send(&format!("reply {}", req.chat.id))])
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_running_past_its_timeout_fails_and_is_retried() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(52);
+    let mut cfg = config();
+    cfg.task_timeout = secs(60);
+    let slot: Arc<std::sync::Mutex<Option<Arc<TimedPlanner>>>> = Default::default();
+    let keep = Arc::clone(&slot);
+    let mut h = Harness::start_with(
+        dir.path(),
+        move |clock| {
+            // The first call would take 300 s.
+            let p = Arc::new(TimedPlanner::new(clock, 300, 1));
+            if let Ok(mut s) = keep.lock() {
+                *s = Some(Arc::clone(&p));
+            }
+            p
+        },
+        cfg,
+        std::slice::from_ref(&chat),
+    );
+    h.say(&chat, "Bob", "hi").await;
+    h.settle().await;
+    let planner = slot.lock().ok().and_then(|s| s.clone()).ok_or("planner")?;
+    let started = planner
+        .started
+        .lock()
+        .map(|v| v.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        started,
+        vec![2_000, 72_000],
+        "timed out at 62 s, retried after the 10 s interval"
+    );
+    assert_eq!(
+        h.sends(),
+        vec![(ChatId(52), "reply 52".to_string(), 72_000)]
+    );
+    h.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_in_flight_above_one_runs_that_many_tasks_at_once_and_no_more() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chats: Vec<_> = (61..=65).map(dm).collect();
+    let mut cfg = config();
+    cfg.max_in_flight = 2;
+    let slot: Arc<std::sync::Mutex<Option<Arc<TimedPlanner>>>> = Default::default();
+    let keep = Arc::clone(&slot);
+    let mut h = Harness::start_with(
+        dir.path(),
+        move |clock| {
+            let p = Arc::new(TimedPlanner::new(clock, 10, usize::MAX));
+            if let Ok(mut s) = keep.lock() {
+                *s = Some(Arc::clone(&p));
+            }
+            p
+        },
+        cfg,
+        &chats,
+    );
+    for c in &chats {
+        h.say(c, "Bob", "hi").await;
+    }
+    h.settle().await;
+    let planner = slot.lock().ok().and_then(|s| s.clone()).ok_or("planner")?;
+    let started = planner
+        .started
+        .lock()
+        .map(|v| v.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        started,
+        vec![2_000, 2_000, 12_000, 12_000, 22_000],
+        "two 10 s plans at a time"
+    );
+    assert_eq!(
+        planner
+            .max_running
+            .load(std::sync::atomic::Ordering::SeqCst),
+        2
+    );
+    assert_eq!(h.sends().len(), 5);
+    h.stop().await?;
+    Ok(())
+}
+
+#[test]
+fn a_failed_save_stops_the_daemon_with_exit_code_74() -> TestResult {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    // Where the playground keeps Wren's graphs, a file stands in for the directory: loading
+    // (which skips it) works, the first save cannot create its directory.
+    let graphs = state.join("Wren").join("playground").join("graphs");
+    std::fs::create_dir_all(&graphs)?;
+    for d in [
+        state.join("Wren"),
+        state.join("Wren").join("playground"),
+        graphs.clone(),
+    ] {
+        std::fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+    }
+    std::fs::write(graphs.join("Wren"), "not a directory")?;
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+    cmd.args(["--state"])
+        .arg(&state)
+        .args(["--agents"])
+        .arg(root.join("agents"))
+        .args(["--prompts"])
+        .arg(root.join("prompts"))
+        .args([
+            "chat",
+            "--agent",
+            "Wren",
+            "--jsonl",
+            "--fast",
+            "--planner",
+            "echo",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    clear_env(&mut cmd);
+    let mut child = cmd.spawn()?;
+    child
+        .stdin
+        .take()
+        .ok_or("stdin")?
+        .write_all(b"{\"text\":\"hello\"}\n")?;
+    let out = child.wait_with_output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{stderr}");
+    assert!(stderr.contains("could not be saved"), "{stderr}");
+    Ok(())
+}

@@ -236,15 +236,13 @@ impl Driver {
                 self.sched
                     .on_finished(key, &graph_id, &task_id, result, now);
             }
-            Event::Saved {
-                target,
-                generation,
-                result,
-            } => {
+            Event::Saved { done, result } => {
                 result?;
-                self.persister.completed(&target);
-                if let Target::Graph(key) = &target {
-                    self.on_durable(key, generation);
+                self.persister.completed(&done);
+                for (target, generation) in &done {
+                    if let Target::Graph(key) = target {
+                        self.on_durable(key, *generation);
+                    }
                 }
             }
             Event::Cancel {
@@ -323,8 +321,8 @@ impl Driver {
                 }
                 Effect::Persist(key) => {
                     let write = match self.sched.snapshot(&key) {
-                        Some(graph) => Write::Save(Box::new(graph)),
-                        None => Write::Delete(key.clone()),
+                        Some(graph) => Write::Graph(Box::new(graph)),
+                        None => Write::DeleteGraph(key.clone()),
                     };
                     let generation = self.persister.submit(Target::Graph(key.clone()), write);
                     if let Some(count) = self.inbound_pass.remove(&key) {
@@ -347,6 +345,7 @@ impl Driver {
         for (_, count) in self.inbound_pass.drain() {
             self.inbound_durable += count;
         }
+        self.persister.flush();
     }
 
     /// Spawns a task's handler under the task timeout; its result comes back as an event.
@@ -363,6 +362,7 @@ impl Driver {
         } = start;
         let task_id = task.id.clone();
         let kind = task.kind();
+        self.sched.spawned(&key);
         let ctx = TaskContext {
             key: key.clone(),
             chat,

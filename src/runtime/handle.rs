@@ -72,6 +72,22 @@ impl RuntimeHandle {
         }
     }
 
+    /// Resolves once a published status satisfies `done` (or the loop stopped).
+    pub async fn wait_until(&self, done: impl Fn(&Status) -> bool) {
+        let mut rx = self.status.clone();
+        loop {
+            {
+                let st = rx.borrow_and_update();
+                if st.stopped || done(&st) {
+                    return;
+                }
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
     /// Resolves when the loop has ended.
     pub async fn wait_stopped(&self) {
         let mut rx = self.status.clone();

@@ -1,11 +1,15 @@
 //! Durable writes off the loop. The driver submits writes (a graph snapshot, a graph
-//! deletion, an agent's safety state); each runs on the blocking pool through `store`, at
-//! most [`MAX_PARALLEL_WRITES`] at once, and reports back through the work queue as
-//! [`Event::Saved`]. Writes for one file stay in order: while one is running, later ones
-//! for the same file wait, and only the newest waiting one is written (each write replaces
-//! the whole file, so older ones are moot). Every write gets a generation number, rising
-//! across the process, so the driver can tell when a given state is durable (a side-effect
-//! task starts only once its own `active` mark is).
+//! deletion, an agent's safety state) during a pass and calls [`Persister::flush`] at its
+//! end: the writes ready then go out as batches (at most [`BATCH_MAX`] files each, at most
+//! [`MAX_PARALLEL_BATCHES`] batches at once) on the blocking pool through
+//! `store::GraphStore::write_batch`, which syncs a directory once per batch instead of once
+//! per file. Each batch reports back through the work queue as [`Event::Saved`].
+//!
+//! Writes for one file stay in order: while one is running, later ones for the same file
+//! wait, and only the newest waiting one is written (each write replaces the whole file, so
+//! older ones are moot; a graph changed twice in one pass is written once). Every write gets
+//! a generation number, rising across the process, so the driver can tell when a given
+//! state is durable (a side-effect task starts only once its own `active` mark is).
 //!
 //! Each write holds the clock until its result is queued, so virtual time cannot run ahead
 //! of the disk in tests. [`blocking`] is the one helper for blocking calls in the runtime.
@@ -13,17 +17,17 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use tokio::sync::Semaphore;
-
 use super::RuntimeError;
 use super::queue::{Event, WorkQueue};
-use crate::agent_state::AgentState;
 use crate::clock::SharedClock;
-use crate::graph::{ConversationKey, TaskGraph};
-use crate::store::{self, GraphStore};
+use crate::graph::ConversationKey;
+use crate::store::GraphStore;
+pub use crate::store::Write;
 
-/// Writes running at once (each one is a few fsyncs).
-pub const MAX_PARALLEL_WRITES: usize = 64;
+/// Files written by one batch at most.
+pub const BATCH_MAX: usize = 256;
+/// Batches running at once.
+pub const MAX_PARALLEL_BATCHES: usize = 8;
 
 /// Runs a blocking closure on tokio's blocking pool; a panic or cancellation there is a
 /// [`RuntimeError::Join`] that keeps its source.
@@ -42,30 +46,14 @@ pub enum Target {
     AgentState(String),
 }
 
-/// One write.
-#[derive(Debug)]
-pub enum Write {
-    Save(Box<TaskGraph>),
-    Delete(ConversationKey),
-    AgentState(String, Box<AgentState>),
-}
-
-impl Write {
-    fn run(self, store: &GraphStore) -> Result<(), store::StoreError> {
-        match self {
-            Write::Save(g) => store.save(&g),
-            Write::Delete(key) => store.delete(&key),
-            Write::AgentState(agent, state) => {
-                store::save_agent_state(store.state_dir(), &agent, &state)
-            }
-        }
-    }
-}
-
 #[derive(Default)]
 struct Slot {
+    /// A write for this file is in a running batch.
     running: bool,
-    waiting: Option<(u64, Write)>,
+    /// The newest write not yet handed to a batch.
+    next: Option<(u64, Write)>,
+    /// The file is listed in `ready`.
+    queued: bool,
 }
 
 /// The write scheduler. Owned by the driver; see the module documentation.
@@ -73,10 +61,10 @@ pub struct Persister {
     store: GraphStore,
     queue: Arc<WorkQueue>,
     clock: SharedClock,
-    permits: Arc<Semaphore>,
     slots: HashMap<Target, Slot>,
+    ready: Vec<Target>,
     next_gen: u64,
-    running: usize,
+    batches: usize,
     written: u64,
 }
 
@@ -86,30 +74,29 @@ impl Persister {
             store,
             queue,
             clock,
-            permits: Arc::new(Semaphore::new(MAX_PARALLEL_WRITES)),
             slots: HashMap::new(),
+            ready: Vec::new(),
             next_gen: 0,
-            running: 0,
+            batches: 0,
             written: 0,
         }
     }
 
-    /// Queues a write; returns its generation.
+    /// Queues a write (replacing a queued one for the same file); returns its generation.
+    /// Nothing is written before [`Persister::flush`].
     pub fn submit(&mut self, target: Target, write: Write) -> u64 {
         self.next_gen += 1;
         let generation = self.next_gen;
         let slot = self.slots.entry(target.clone()).or_default();
-        if slot.running {
-            // Replaces an older waiting write for the same file: it would be overwritten.
-            slot.waiting = Some((generation, write));
-        } else {
-            slot.running = true;
-            self.spawn(target, generation, write);
+        slot.next = Some((generation, write));
+        if !slot.running && !slot.queued {
+            slot.queued = true;
+            self.ready.push(target);
         }
         generation
     }
 
-    /// Writes queued or running.
+    /// Files with a write queued or running.
     pub fn pending(&self) -> usize {
         self.slots.len()
     }
@@ -119,47 +106,60 @@ impl Persister {
         self.written
     }
 
-    /// Whether a write for `target` is queued or running.
-    pub fn busy(&self, target: &Target) -> bool {
-        self.slots.contains_key(target)
+    /// Hands the ready writes to batches, as far as the batch limit allows.
+    pub fn flush(&mut self) {
+        while !self.ready.is_empty() && self.batches < MAX_PARALLEL_BATCHES {
+            let take = self.ready.len().min(BATCH_MAX);
+            let targets: Vec<Target> = self.ready.drain(..take).collect();
+            let mut done = Vec::with_capacity(targets.len());
+            let mut writes = Vec::with_capacity(targets.len());
+            for target in targets {
+                let Some(slot) = self.slots.get_mut(&target) else {
+                    continue;
+                };
+                slot.queued = false;
+                if let Some((generation, write)) = slot.next.take() {
+                    slot.running = true;
+                    writes.push(write);
+                    done.push((target, generation));
+                }
+            }
+            if !writes.is_empty() {
+                self.spawn(done, writes);
+            }
+        }
     }
 
-    /// Records a finished write and starts the next one for the same file, if any.
-    pub fn completed(&mut self, target: &Target) {
-        self.running = self.running.saturating_sub(1);
-        self.written += 1;
-        let next = match self.slots.get_mut(target) {
-            Some(slot) => slot.waiting.take(),
-            None => None,
-        };
-        match next {
-            Some((generation, write)) => self.spawn(target.clone(), generation, write),
-            None => {
+    /// Records a finished batch; files written again meanwhile become ready.
+    pub fn completed(&mut self, done: &[(Target, u64)]) {
+        self.batches = self.batches.saturating_sub(1);
+        for (target, _) in done {
+            self.written += 1;
+            let Some(slot) = self.slots.get_mut(target) else {
+                continue;
+            };
+            slot.running = false;
+            if slot.next.is_some() {
+                if !slot.queued {
+                    slot.queued = true;
+                    self.ready.push(target.clone());
+                }
+            } else {
                 self.slots.remove(target);
             }
         }
     }
 
-    fn spawn(&mut self, target: Target, generation: u64, write: Write) {
-        self.running += 1;
+    fn spawn(&mut self, done: Vec<(Target, u64)>, writes: Vec<Write>) {
+        self.batches += 1;
         let hold = self.clock.hold();
         let store = self.store.clone();
         let queue = Arc::clone(&self.queue);
-        let permits = Arc::clone(&self.permits);
         tokio::spawn(async move {
-            let result = match permits.acquire_owned().await {
-                Ok(permit) => {
-                    let r = blocking(move || write.run(&store)).await;
-                    drop(permit);
-                    r.and_then(|r| r.map_err(RuntimeError::from))
-                }
-                Err(_) => Err(RuntimeError::Stopped),
-            };
-            queue.push(Event::Saved {
-                target,
-                generation,
-                result,
-            });
+            let result = blocking(move || store.write_batch(writes))
+                .await
+                .and_then(|r| r.map_err(RuntimeError::from));
+            queue.push(Event::Saved { done, result });
             drop(hold);
         });
     }

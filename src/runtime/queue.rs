@@ -40,8 +40,8 @@ pub enum Event {
     },
     /// A write submitted by the persister finished (or failed).
     Saved {
-        target: super::persistence::Target,
-        generation: u64,
+        /// The files written, each with the generation of its write.
+        done: Vec<(super::persistence::Target, u64)>,
         result: Result<(), super::RuntimeError>,
     },
     /// An agent can no longer run (its session is gone).

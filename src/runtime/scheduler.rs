@@ -58,6 +58,8 @@ struct Running {
     graph_id: String,
     task_id: String,
     kind: TaskKind,
+    /// The driver has spawned it (once the write of its `active` mark is durable).
+    spawned: bool,
 }
 
 /// The scheduler's state. See the module documentation.
@@ -67,6 +69,8 @@ pub struct Scheduler {
     graphs: HashMap<ConversationKey, TaskGraph>,
     orphans: HashMap<ConversationKey, TaskGraph>,
     in_flight: HashMap<ConversationKey, Running>,
+    /// Entries of `in_flight` not spawned yet (waiting for their write).
+    awaiting: usize,
     /// Conversations whose plan is under way (its `received` is done) with a ready task.
     replies: VecDeque<ConversationKey>,
     /// Conversations with a new plan to start (a ready `received`).
@@ -96,6 +100,7 @@ impl Scheduler {
             graphs: HashMap::new(),
             orphans: HashMap::new(),
             in_flight: HashMap::new(),
+            awaiting: 0,
             replies: VecDeque::new(),
             fresh: VecDeque::new(),
             queued: HashSet::new(),
@@ -250,6 +255,8 @@ impl Scheduler {
 
     /// Starts ready tasks while slots are free (and the runtime is not stopping).
     pub fn start_ready(&mut self, now: Timestamp) {
+        // A task waiting for its `active` mark to be durable holds its slot already, so the
+        // cap bounds handlers running however the disk keeps up.
         while self.stopping.is_none() && self.in_flight.len() < self.config.max_in_flight {
             if !self.start_one(now) {
                 break;
@@ -299,8 +306,10 @@ impl Scheduler {
                     graph_id: start.graph_id.clone(),
                     task_id: start.task.id.clone(),
                     kind: start.task.kind(),
+                    spawned: false,
                 },
             );
+            self.awaiting += 1;
             self.armed.remove(&key);
             self.mark_dirty(&key);
             self.starts.push(start);
@@ -370,7 +379,7 @@ impl Scheduler {
             .in_flight
             .get(key)
             .is_some_and(|f| f.kind.cancel_safe())
-            && let Some(f) = self.in_flight.remove(key)
+            && let Some(f) = self.take_in_flight(key)
         {
             self.effects.push(Effect::Abort {
                 key: key.clone(),
@@ -382,7 +391,25 @@ impl Scheduler {
 
     /// The driver gave up a task before it started (shutdown): its slot is free again.
     pub fn forget_in_flight(&mut self, key: &ConversationKey) {
-        self.in_flight.remove(key);
+        self.take_in_flight(key);
+    }
+
+    /// The driver spawned the conversation's task: from now on it takes a slot.
+    pub fn spawned(&mut self, key: &ConversationKey) {
+        if let Some(f) = self.in_flight.get_mut(key)
+            && !f.spawned
+        {
+            f.spawned = true;
+            self.awaiting = self.awaiting.saturating_sub(1);
+        }
+    }
+
+    fn take_in_flight(&mut self, key: &ConversationKey) -> Option<Running> {
+        let f = self.in_flight.remove(key)?;
+        if !f.spawned {
+            self.awaiting = self.awaiting.saturating_sub(1);
+        }
+        Some(f)
     }
 
     /// Begins a graceful stop: cancel-safe tasks are abandoned now, others get the grace
@@ -415,6 +442,7 @@ impl Scheduler {
                 tasks = self.in_flight.len(),
                 "grace period over: tasks still running are abandoned and will run again after the next start"
             );
+            self.awaiting = 0;
             for (key, f) in std::mem::take(&mut self.in_flight) {
                 self.effects.push(Effect::Abort {
                     key,
@@ -439,7 +467,7 @@ impl Scheduler {
             .cloned()
             .collect();
         for key in keys {
-            if let Some(f) = self.in_flight.remove(&key) {
+            if let Some(f) = self.take_in_flight(&key) {
                 self.effects.push(Effect::Abort {
                     key: key.clone(),
                     graph_id: f.graph_id,
@@ -471,7 +499,7 @@ impl Scheduler {
             .get(&key)
             .is_some_and(|f| f.graph_id == graph_id && f.task_id == task_id)
         {
-            self.in_flight.remove(&key);
+            self.take_in_flight(&key);
         }
         self.apply_result(&key, graph_id, task_id, result, now);
         if let Some(graph) = self.graphs.get_mut(&key) {

@@ -336,6 +336,11 @@ impl MemoryTelegram {
         Ok(msg)
     }
 
+    /// The newest message of `chat` marked read, if any.
+    pub fn read_upto(&self, chat: ChatId) -> Option<MessageId> {
+        self.lock().chats.get(&chat).and_then(|log| log.read_upto)
+    }
+
     /// Stops sending actions to the observer (its channel closes).
     pub fn stop_observing(&self) {
         *self.observer.lock().unwrap_or_else(PoisonError::into_inner) = None;

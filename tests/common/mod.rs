@@ -16,7 +16,7 @@ use personad::planner::{Action, PlanError, PlanRequest, Planner, SharedPlanner};
 use personad::runtime::{AgentHandle, Runtime, RuntimeError, RuntimeHandle, StopReport};
 use personad::store::{GraphStore, StateDir};
 use personad::telegram::memory::{Incoming, MemoryTelegram};
-use personad::telegram::{Chat, ChatId, ChatKind, Message};
+use personad::telegram::{Chat, ChatId, ChatKind, Message, Telegram};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -184,6 +184,9 @@ enum Planned {
     Make(MakePlanner),
 }
 
+/// Wraps the in-memory backend before the runtime gets it (a governor, say).
+pub type WrapTelegram = Box<dyn FnOnce(Arc<MemoryTelegram>, SharedClock) -> Arc<dyn Telegram>>;
+
 impl Harness {
     /// Starts the runtime at `start` on a state dir, holding the clock until time is let run.
     pub fn start_at(
@@ -203,6 +206,7 @@ impl Harness {
             config,
             chats,
             start,
+            None,
             None,
         )
     }
@@ -258,6 +262,7 @@ impl Harness {
             chats,
             t0(),
             make_media,
+            None,
         );
         if let Some(dir) = stickers {
             h.telegram
@@ -277,6 +282,7 @@ impl Harness {
         chats: &[Chat],
         start: Timestamp,
         make_media: Option<MakeMedia>,
+        wrap: Option<WrapTelegram>,
     ) -> Harness {
         let clock = VirtualClock::new(start, true);
         let shared: SharedClock = Arc::new(clock.clone());
@@ -292,11 +298,15 @@ impl Harness {
         for c in chats {
             telegram.ensure_chat(c.clone());
         }
+        let agent_telegram: Arc<dyn Telegram> = match wrap {
+            Some(wrap) => wrap(telegram.clone(), Arc::clone(&shared)),
+            None => telegram.clone(),
+        };
         let mut runtime = Runtime::new(
             config,
             vec![AgentHandle {
                 persona: Arc::new(persona),
-                telegram: telegram.clone(),
+                telegram: agent_telegram,
             }],
             planner,
             GraphStore::new(StateDir::new(state)),
@@ -317,6 +327,30 @@ impl Harness {
             planner: scripted,
             hold,
         }
+    }
+
+    /// Like [`Harness::start`], with the agent's Telegram wrapped by `wrap` (the harness's
+    /// `telegram` stays the in-memory backend underneath).
+    pub fn start_wrapped(
+        state: &Path,
+        planner: ScriptedPlanner,
+        config: RuntimeConfig,
+        chats: &[Chat],
+        wrap: WrapTelegram,
+    ) -> Harness {
+        let planner = Arc::new(planner);
+        let shared: SharedPlanner = planner.clone();
+        Harness::boot_as(
+            persona(AGENT),
+            state,
+            Planned::Ready(shared),
+            planner,
+            config,
+            chats,
+            t0(),
+            None,
+            Some(wrap),
+        )
     }
 
     pub fn start(
@@ -428,4 +462,16 @@ pub async fn run_to_end(
     })
     .await
     .map_err(|e| e.to_string())?
+}
+
+/// Removes every variable the binary (or a library default) could read from the
+/// environment of a child process: PERSONAD_*, GEMINI_*, GOOGLE_*, TELEGRAM_*, OPENAI_*.
+pub fn clear_env(cmd: &mut std::process::Command) {
+    const PREFIXES: [&str; 5] = ["PERSONAD_", "GEMINI_", "GOOGLE_", "TELEGRAM_", "OPENAI_"];
+    for (name, _) in std::env::vars_os() {
+        let n = name.to_string_lossy();
+        if PREFIXES.iter().any(|p| n.starts_with(p)) {
+            cmd.env_remove(&name);
+        }
+    }
 }
