@@ -149,20 +149,19 @@ pub fn window_start(history: &[Message], size: usize, previous: Option<MessageId
     len - keep.max(1)
 }
 
-/// One history message as a turn: others' messages are `user` turns opening with a metadata
-/// header; the agent's own are `model` turns. Media render from their cached record, if any.
+/// One history message as a turn: others' messages are `user` turns, the agent's own are
+/// `model` turns; both open with a metadata header (so "see my message #12" resolves). Media
+/// render from their cached record, if any.
 pub fn message_turn(m: &Message, tz: &TimeZone, media: &MediaDescriptions) -> Turn {
     let mut parts = Vec::with_capacity(3);
-    if !m.outgoing {
-        parts.push(Part::Text(metadata_header(m, tz)));
-    }
+    parts.push(Part::Text(metadata_header(m, tz)));
     if let Some(info) = &m.media {
         parts.push(Part::Text(render_media(info, media.get(&info.unique_id))));
     }
     if !m.text.is_empty() {
         parts.push(Part::Text(m.text.clone()));
     }
-    if parts.is_empty() || (!m.outgoing && parts.len() == 1) {
+    if parts.len() == 1 {
         parts.push(Part::Text("[no content]".into()));
     }
     Turn {
@@ -171,7 +170,10 @@ pub fn message_turn(m: &Message, tz: &TimeZone, media: &MediaDescriptions) -> Tu
     }
 }
 
-fn metadata_header(m: &Message, tz: &TimeZone) -> String {
+/// The `[metadata]` line opening every history turn: sender, ids, reply link and the local
+/// time in the persona's zone, e.g. `[metadata] sender="Bob" sender_id=2 message_id=7
+/// reply_to=5 time="2024-05-01 14:03"`.
+pub fn metadata_header(m: &Message, tz: &TimeZone) -> String {
     let mut h = format!(
         "[metadata] sender={:?} sender_id={} message_id={}",
         m.sender.name, m.sender.id, m.id

@@ -229,6 +229,22 @@ async fn a_permanent_error_drops_the_plan_without_a_retry_storm() -> TestResult 
     Ok(())
 }
 
+/// Silence is free: an empty answer ends the plan in silence after exactly one request,
+/// neither the client nor the task machinery tries again.
+#[tokio::test]
+async fn an_empty_answer_is_silence_after_exactly_one_request() -> TestResult {
+    let server = mock_with(answer("")).await;
+    let dir = tempfile::tempdir()?;
+    let (mut h, chat) = start(dir.path(), &server, config(), 3);
+    h.say(&chat, "Bob", "anything to add?").await;
+    h.settle().await;
+    assert!(h.sends().is_empty());
+    assert_eq!(bodies(&server).await.len(), 1, "silence costs one request");
+    assert!(files_below(&dir.path().join("graphs")).is_empty());
+    h.stop().await?;
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_blocked_prompt_means_silence() -> TestResult {
     let server = mock_with(ResponseTemplate::new(200).set_body_json(json!({
@@ -382,6 +398,50 @@ async fn a_capped_window_breaks_the_prefix_only_when_it_advances() {
     // 59 messages through a window of 20 that drops 4 at a time: at most 10 advances,
     // so most consecutive requests still share their prefix.
     assert!((1..=10).contains(&advances), "{advances} advances");
+}
+
+/// Pins the metadata line every history turn opens with, the persona's own (model) turns
+/// included, so "see my message #12" can be resolved: sender, sender id, message id, reply
+/// link and the time in the persona's zone.
+#[tokio::test]
+async fn every_turn_opens_with_a_pinned_metadata_line_own_messages_included() {
+    let llm = Arc::new(RecordingLlm::default());
+    let planner = LlmPlanner::new(llm.clone(), LlmPlannerConfig::default());
+    let persona = persona_with(AGENT, "# Agent Timezone\nEurope/Berlin\n");
+    let chat = dm(5);
+    let history: Vec<Message> = (1..=4).map(conversation_message).collect();
+    let _ = planner
+        .plan(PlanRequest {
+            persona: &persona,
+            chat: &chat,
+            history: &history,
+            target: Some(MessageId(3)),
+            now: t0(),
+            media: &Default::default(),
+            stickers: &[],
+        })
+        .await;
+    let reqs = llm.requests.lock().map(|r| r.clone()).unwrap_or_default();
+    let first_parts: Vec<String> = reqs[0]
+        .turns
+        .iter()
+        .take(4)
+        .map(|t| match t.parts.first() {
+            Some(personad::llm::Part::Text(text)) => text.clone(),
+            other => panic!("no text part: {other:?}"),
+        })
+        .collect();
+    // t0 is 2025-06-15 15:06:40 UTC; message i is i minutes later; Berlin is UTC+2 then.
+    assert_eq!(
+        first_parts,
+        [
+            "[metadata] sender=\"Bob\" sender_id=2 message_id=1 time=\"2025-06-15 17:07\"",
+            "[metadata] sender=\"ann\" sender_id=1 message_id=2 time=\"2025-06-15 17:08\"",
+            "[metadata] sender=\"Bob\" sender_id=2 message_id=3 time=\"2025-06-15 17:09\"",
+            "[metadata] sender=\"ann\" sender_id=1 message_id=4 reply_to=2 time=\"2025-06-15 17:10\"",
+        ]
+    );
+    assert_eq!(reqs[0].turns[1].role, personad::llm::Role::Model);
 }
 
 // ---- the playground binary against the mock ----

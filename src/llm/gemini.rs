@@ -1,7 +1,7 @@
 //! The Gemini provider: turns an [`LlmRequest`] into one `generateContent` call of the Gemini
 //! REST API (`POST {base}/v1beta/models/{model}:generateContent`), classifies the answer into
 //! an [`LlmOutcome`] and owns the retry policy (transient HTTP statuses and transport errors,
-//! honouring `RetryInfo.retryDelay` and `Retry-After`, one retry of an empty `STOP` answer).
+//! honouring `RetryInfo.retryDelay` and `Retry-After`; an empty answer is silence, never retried).
 //! Every delay is awaited with [`clock::pause`] on the shared clock, never on tokio's timer,
 //! so tests run on virtual time and a task holding the clock lets it move while backing off;
 //! HTTP timeouts are reqwest's own (real time). The key travels only in the `x-goog-api-key`
@@ -221,30 +221,13 @@ impl GeminiClient {
             "gemini request"
         );
 
-        let mut budget = self.max_attempts;
-        let mut empty_retried = false;
+        let budget = self.max_attempts;
         let mut attempt: u32 = 0;
         loop {
             attempt = attempt.saturating_add(1);
             let failure = match self.attempt(&url, &body).await {
-                Ok(outcome) => {
-                    let empty_stop = matches!(
-                        &outcome,
-                        LlmOutcome::Empty { finish_reason: Some(r) } if r == "STOP"
-                    );
-                    if empty_stop && !empty_retried {
-                        // A sporadic empty STOP answer: one immediate extra attempt, on top of
-                        // the usual budget.
-                        empty_retried = true;
-                        budget = budget.saturating_add(1);
-                        warn!(
-                            model,
-                            attempt, "gemini gave an empty STOP answer; retrying once"
-                        );
-                        continue;
-                    }
-                    return Ok(outcome);
-                }
+                // An empty answer is the model choosing silence: returned as is, never retried.
+                Ok(outcome) => return Ok(outcome),
                 Err(failure) => failure,
             };
             let status = failure.error.status();
