@@ -45,7 +45,11 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
         }
     }
     let clock: SharedClock = Arc::new(SystemClock);
-    let llm = gemini_llm_from_env(args.llm.llm_attempts, Arc::clone(&clock)).map_err(|e| {
+    let retry = crate::llm::retry::RetryConfig::within_task_timeout(
+        config.task_timeout,
+        args.llm.llm_attempts,
+    );
+    let llm = gemini_llm_from_env(retry, Arc::clone(&clock)).map_err(|e| {
         CommandError::Config(ConfigError {
             name: "llm",
             reason: e.to_string(),

@@ -1,6 +1,7 @@
 //! personad: a Telegram userbot daemon that gives user accounts LLM personas.
 //!
 //! Module map (one concept each):
+//! - [`backoff`]: the one backoff formula (exponential, capped, full jitter) on the project clock.
 //! - [`clock`]: the one source of time; real, or virtual for tests and `chat --fast`.
 //! - [`config`]: validated runtime settings (debounce, retries, caps, timeouts).
 //! - [`persona`]: persona files and role prompts, parsed and validated into `Persona`.
@@ -25,6 +26,7 @@
 //! - [`logging`]: tracing subscriber setup (text or JSON).
 
 pub mod agent_state;
+pub mod backoff;
 pub mod blocks;
 pub mod cli;
 pub mod clock;

@@ -43,27 +43,29 @@ impl Default for LlmPlannerConfig {
 }
 
 /// Builds a Gemini-backed planner from the environment (`GEMINI_API_KEY` or
-/// `GOOGLE_GEMINI_API_KEY`, optional `GEMINI_BASE_URL`). Retry delays run on `clock`.
+/// `GOOGLE_GEMINI_API_KEY`, optional `GEMINI_BASE_URL`), retrying by `retry` on `clock`.
 pub fn gemini_from_env(
     config: LlmPlannerConfig,
-    attempts: u32,
+    retry: crate::llm::retry::RetryConfig,
     clock: crate::clock::SharedClock,
 ) -> Result<LlmPlanner, crate::llm::LlmError> {
-    Ok(LlmPlanner::new(
-        gemini_llm_from_env(attempts, clock)?,
-        config,
-    ))
+    Ok(LlmPlanner::new(gemini_llm_from_env(retry, clock)?, config))
 }
 
-/// A Gemini client from the environment, shared by the planner and the media pipeline.
+/// A Gemini client from the environment wrapped in the retry policy, shared by the planner
+/// and the media pipeline.
 pub fn gemini_llm_from_env(
-    attempts: u32,
+    retry: crate::llm::retry::RetryConfig,
     clock: crate::clock::SharedClock,
 ) -> Result<Arc<dyn Llm>, crate::llm::LlmError> {
     let mut gemini = crate::llm::gemini::GeminiConfig::from_env()?;
-    gemini.max_attempts = attempts.max(1);
-    let client = crate::llm::gemini::GeminiClient::new(gemini, clock)?;
-    Ok(Arc::new(client))
+    gemini.request_timeout = retry.request_timeout;
+    let client = crate::llm::gemini::GeminiClient::new(gemini)?;
+    Ok(Arc::new(crate::llm::retry::RetryingLlm::new(
+        Arc::new(client),
+        retry,
+        clock,
+    )))
 }
 
 /// Whether a Gemini API key is present in the environment (its value is not read further).

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use crate::backoff::Backoff;
 use crate::clock::{self, SharedClock};
 use crate::llm::{Llm, LlmOutcome, LlmRequest, Part, Turn};
 use crate::store::{self, StateDir, StoreError};
@@ -633,13 +634,11 @@ impl MediaPipeline {
         }
     }
 
-    /// Delay before attempt `failures + 1`: the base doubled per failure, capped.
+    /// Delay before attempt `failures + 1`: the shared [`Backoff`]'s ceiling (the base doubled
+    /// per failure, capped). Items fail at their own times, so their schedules do not line up
+    /// and need no jitter; a predictable schedule keeps "not before" testable.
     pub fn backoff(&self, failures: u32) -> Duration {
-        let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(20));
-        self.config
-            .backoff_base
-            .saturating_mul(factor)
-            .min(self.config.backoff_max)
+        Backoff::new(self.config.backoff_base, self.config.backoff_max).ceiling(failures)
     }
 
     /// Keeps a record in memory and on disk (generated records only).

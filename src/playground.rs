@@ -133,7 +133,7 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     };
     let memory = Arc::new(memory);
     memory.ensure_chat(chat.clone());
-    let (planner, llm) = choose_planner(&args, config.history_limit, Arc::clone(&clock))?;
+    let (planner, llm) = choose_planner(&args, &config, Arc::clone(&clock))?;
     let media_state = StateDir::new(&global.state_dir);
     let media = match llm {
         Some(llm) => Some(Arc::new(
@@ -221,7 +221,7 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
 /// descriptions.
 fn choose_planner(
     args: &ChatArgs,
-    history_size: usize,
+    runtime: &crate::config::RuntimeConfig,
     clock: SharedClock,
 ) -> Result<(SharedPlanner, Option<Arc<dyn Llm>>), CommandError> {
     let use_gemini = match args.planner {
@@ -245,9 +245,13 @@ fn choose_planner(
         temperature: args.llm.temperature,
         max_output_tokens: args.llm.max_output_tokens,
         max_tasks: args.llm.max_tasks,
-        history_size,
+        history_size: runtime.history_limit,
     };
-    let llm = gemini_llm_from_env(args.llm.llm_attempts, clock).map_err(|e| {
+    let retry = crate::llm::retry::RetryConfig::within_task_timeout(
+        runtime.task_timeout,
+        args.llm.llm_attempts,
+    );
+    let llm = gemini_llm_from_env(retry, clock).map_err(|e| {
         CommandError::Config(crate::config::ConfigError {
             name: "llm",
             reason: e.to_string(),

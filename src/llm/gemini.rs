@@ -1,14 +1,13 @@
-//! The Gemini provider: turns an [`LlmRequest`] into one `generateContent` call of the Gemini
-//! REST API (`POST {base}/v1beta/models/{model}:generateContent`), classifies the answer into
-//! an [`LlmOutcome`] and owns the retry policy (transient HTTP statuses and transport errors,
-//! honouring `RetryInfo.retryDelay` and `Retry-After`; an empty answer is silence, never retried).
-//! Every delay is awaited with [`clock::pause`] on the shared clock, never on tokio's timer,
-//! so tests run on virtual time and a task holding the clock lets it move while backing off;
-//! HTTP timeouts are reqwest's own (real time). The key travels only in the `x-goog-api-key`
-//! header: it must never appear in a URL, a log line or an error message, and bodies are never
-//! logged (only their sizes, at DEBUG). It knows nothing about personas or Telegram; the
-//! daemon's start-up code builds it with [`GeminiClient::new`] and the planner uses it through
-//! the [`Llm`] trait.
+//! The Gemini provider: turns an [`LlmRequest`] into exactly one `generateContent` call of the
+//! Gemini REST API (`POST {base}/v1beta/models/{model}:generateContent`) and classifies the
+//! answer into an [`LlmOutcome`] or a typed [`LlmError`]: transient (408, 429, 5xx, transport
+//! trouble; carrying `RetryInfo.retryDelay` / `Retry-After` as `retry_after`, an hour for a
+//! spent daily quota) or permanent. It does not retry: `llm::retry::RetryingLlm` wraps it. An
+//! empty answer is silence and comes back as [`LlmOutcome::Empty`]. HTTP timeouts are
+//! reqwest's own (real time). The key travels only in the `x-goog-api-key` header: it must
+//! never appear in a URL, a log line or an error message, and bodies are never logged (only
+//! their sizes, at DEBUG). It knows nothing about personas or Telegram; `llm::provider` builds
+//! it and the planner uses it through the [`Llm`] trait.
 
 use std::fmt;
 use std::time::Duration;
@@ -17,10 +16,10 @@ use base64::Engine as _;
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
 use serde::{Deserialize, Serialize};
-use tracing::{debug, warn};
+use tracing::debug;
 
 use super::{ApiKey, Llm, LlmError, LlmOutcome, LlmRequest, Part, Role};
-use crate::clock::{self, BoxFuture, SharedClock};
+use crate::clock::{self, BoxFuture};
 
 /// Where the Gemini API lives unless configured otherwise.
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
@@ -44,6 +43,8 @@ const BLOCKING_FINISH_REASONS: [&str; 6] = [
     "IMAGE_SAFETY",
     "IMAGE_PROHIBITED_CONTENT",
 ];
+/// The delay reported for a spent daily quota.
+const DAILY_QUOTA_WAIT: Duration = Duration::from_secs(3600);
 /// Longest server message (in characters) kept in an error.
 const MAX_MESSAGE_CHARS: usize = 300;
 /// What replaces the key wherever it shows up in text we did not write.
@@ -75,17 +76,11 @@ pub struct GeminiConfig {
     pub connect_timeout: Duration,
     /// Limit on one whole request, body included (real time).
     pub request_timeout: Duration,
-    /// HTTP attempts per [`Llm::generate`] call, retries included (at least 1).
-    pub max_attempts: u32,
-    /// First retry delay; doubled per retry, with jitter.
-    pub base_backoff: Duration,
-    /// Longest delay ever waited between attempts. A server asking for more ends the call.
-    pub max_backoff: Duration,
 }
 
 impl GeminiConfig {
     /// The defaults (official base URL, `BLOCK_NONE` safety settings, 10 s connect and 120 s
-    /// request timeouts, 3 attempts, 2 s backoff capped at 60 s) with the given key.
+    /// request timeouts) with the given key.
     pub fn new(api_key: ApiKey) -> GeminiConfig {
         GeminiConfig {
             api_key,
@@ -93,9 +88,6 @@ impl GeminiConfig {
             safety_settings: default_safety_settings(),
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(120),
-            max_attempts: 3,
-            base_backoff: Duration::from_secs(2),
-            max_backoff: Duration::from_secs(60),
         }
     }
 
@@ -126,17 +118,13 @@ fn missing_key() -> LlmError {
     ))
 }
 
-/// A Gemini `generateContent` client with retries on the shared clock.
+/// A Gemini `generateContent` client: one request per call (wrap it in `RetryingLlm`).
 pub struct GeminiClient {
     http: reqwest::Client,
     base_url: String,
     key_header: HeaderValue,
     key: ApiKey,
     safety_settings: Vec<(String, String)>,
-    max_attempts: u32,
-    base_backoff: Duration,
-    max_backoff: Duration,
-    clock: SharedClock,
 }
 
 impl fmt::Debug for GeminiClient {
@@ -144,7 +132,6 @@ impl fmt::Debug for GeminiClient {
         f.debug_struct("GeminiClient")
             .field("base_url", &self.base_url)
             .field("key", &self.key)
-            .field("max_attempts", &self.max_attempts)
             .finish_non_exhaustive()
     }
 }
@@ -152,7 +139,7 @@ impl fmt::Debug for GeminiClient {
 impl GeminiClient {
     /// Validates `config` and builds the HTTP client (rustls with the ring provider, no
     /// redirects, so the key header can never be forwarded to another host).
-    pub fn new(config: GeminiConfig, clock: SharedClock) -> Result<GeminiClient, LlmError> {
+    pub fn new(config: GeminiConfig) -> Result<GeminiClient, LlmError> {
         if config.api_key.is_empty() {
             return Err(missing_key());
         }
@@ -162,11 +149,6 @@ impl GeminiClient {
             )
         })?;
         key_header.set_sensitive(true);
-        if config.max_attempts == 0 {
-            return Err(LlmError::Config(
-                "max_attempts must be at least 1".to_owned(),
-            ));
-        }
         let base_url = normalise_base_url(&config.base_url)?;
         // reqwest is built without a bundled crypto provider; make ring the process default.
         // An error only means some provider is installed already, which reqwest then uses.
@@ -189,10 +171,6 @@ impl GeminiClient {
             key_header,
             key: config.api_key,
             safety_settings: config.safety_settings,
-            max_attempts: config.max_attempts,
-            base_backoff: config.base_backoff,
-            max_backoff: config.max_backoff,
-            clock,
         })
     }
 
@@ -221,50 +199,12 @@ impl GeminiClient {
             "gemini request"
         );
 
-        let budget = self.max_attempts;
-        let mut attempt: u32 = 0;
-        loop {
-            attempt = attempt.saturating_add(1);
-            let failure = match self.attempt(&url, &body).await {
-                // An empty answer is the model choosing silence: returned as is, never retried.
-                Ok(outcome) => return Ok(outcome),
-                Err(failure) => failure,
-            };
-            let status = failure.error.status();
-            if !failure.retryable || attempt >= budget {
-                debug!(model, status, attempt, error = %failure.error, "gemini call failed");
-                return Err(failure.error);
-            }
-            let asked = failure.error.retry_after();
-            if let Some(asked) = asked
-                && asked > self.max_backoff
-            {
-                warn!(
-                    model,
-                    status,
-                    attempt,
-                    asked_ms = millis(asked),
-                    "gemini asked for a retry delay beyond the cap; giving up"
-                );
-                return Err(failure.error);
-            }
-            let delay = self
-                .backoff(attempt)
-                .max(asked.unwrap_or_default())
-                .min(self.max_backoff);
-            warn!(
-                model,
-                status,
-                attempt,
-                max_attempts = budget,
-                delay_ms = millis(delay),
-                "gemini request failed; retrying"
-            );
-            debug!(model, error = %failure.error, "gemini failure detail");
-            // `pause` gives up a running task's clock hold while it waits, so virtual time can
-            // reach the deadline; outside such a task it is a plain sleep on the clock.
-            clock::pause(&*self.clock, delay).await;
-        }
+        // One request: retries are the job of `llm::retry::RetryingLlm`, which wraps this
+        // client. An empty answer is the model choosing silence and comes back as is.
+        self.attempt(&url, &body).await.map_err(|failure| {
+            debug!(model, status = failure.error.status(), error = %failure.error, "gemini call failed");
+            failure.error
+        })
     }
 
     /// One HTTP exchange.
@@ -290,10 +230,8 @@ impl GeminiClient {
             "gemini response"
         );
         if status.is_success() {
-            self.parse_success(&bytes).map_err(|error| Failure {
-                error,
-                retryable: false,
-            })
+            self.parse_success(&bytes)
+                .map_err(|error| Failure { error })
         } else {
             Err(self.http_failure(status, retry_after, &bytes))
         }
@@ -350,18 +288,21 @@ impl GeminiClient {
         };
         let message = self.clean(&message);
         if RETRYABLE_STATUSES.contains(&code) {
-            let asked = match (retry_info, retry_after_header) {
+            let mut asked = match (retry_info, retry_after_header) {
                 (Some(a), Some(b)) => Some(a.max(b)),
                 (a, b) => a.or(b),
             };
+            if daily_quota {
+                // A spent daily quota will not come back within any delay we would wait: ask
+                // for an hour, which the retry wrapper will not wait inside a call.
+                asked = asked.max(Some(DAILY_QUOTA_WAIT));
+            }
             Failure {
                 error: LlmError::Transient {
                     status: Some(code),
                     message,
                     retry_after: asked,
                 },
-                // A spent daily quota will not come back within any delay we would wait.
-                retryable: !daily_quota,
             }
         } else {
             Failure {
@@ -369,7 +310,6 @@ impl GeminiClient {
                     status: Some(code),
                     message,
                 },
-                retryable: false,
             }
         }
     }
@@ -384,7 +324,6 @@ impl GeminiClient {
                     message,
                     retry_after: None,
                 },
-                retryable,
             }
         } else {
             Failure {
@@ -392,20 +331,8 @@ impl GeminiClient {
                     status: None,
                     message,
                 },
-                retryable,
             }
         }
-    }
-
-    /// Exponential backoff with equal jitter: half the step fixed, half random.
-    fn backoff(&self, attempt: u32) -> Duration {
-        let shift = attempt.saturating_sub(1).min(20);
-        let step = self
-            .base_backoff
-            .saturating_mul(1u32 << shift)
-            .min(self.max_backoff);
-        let half = step / 2;
-        half + clock::secs_f64(half.as_secs_f64() * fastrand::f64())
     }
 
     /// Redacts the key (defence in depth: a proxy might echo it), then shortens to one line.
@@ -462,10 +389,9 @@ impl Llm for GeminiClient {
     }
 }
 
-/// A failed attempt and whether another one may help.
+/// A failed attempt.
 struct Failure {
     error: LlmError,
-    retryable: bool,
 }
 
 fn wire_part(part: &Part) -> WirePart<'_> {
@@ -660,10 +586,6 @@ fn token_count(value: &Option<serde_json::Value>) -> Option<u64> {
         serde_json::Value::String(s) => s.parse().ok(),
         _ => None,
     }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 // ---- wire format: request (camelCase, None fields skipped, nothing else) ----

@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::clock::BoxFuture;
 
 pub mod gemini;
+pub mod retry;
 
 /// Who said a turn of the conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -187,8 +188,8 @@ fn retry_label(retry_after: Option<Duration>) -> String {
     }
 }
 
-/// A language model behind some provider. Implementations retry transient failures
-/// themselves (on the shared clock) and return the final outcome or error.
+/// A language model behind some provider. Provider clients make one request per call;
+/// [`retry::RetryingLlm`] wraps any of them with the one retry policy.
 pub trait Llm: Send + Sync + 'static {
     /// Runs one completion.
     fn generate<'a>(&'a self, req: &'a LlmRequest) -> BoxFuture<'a, Result<LlmOutcome, LlmError>>;
