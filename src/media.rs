@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 
 use crate::backoff::Backoff;
 use crate::clock::{self, SharedClock};
-use crate::llm::{Llm, LlmOutcome, LlmRequest, Part, Turn};
+use crate::llm::{Llm, LlmError, LlmOutcome, LlmRequest, Part, Turn};
 use crate::store::{self, StateDir, StoreError};
 use crate::telegram::{ChatId, MediaInfo, MediaKind, Message, MessageId, Telegram, TelegramError};
 
@@ -773,6 +773,12 @@ impl MediaPipeline {
             Ok(LlmOutcome::Empty { .. }) => (MediaStatus::NotUnderstood, None),
             Ok(LlmOutcome::Blocked { reason }) => {
                 tracing::info!(reason = %reason, "media description blocked by the provider");
+                (MediaStatus::Unsupported, None)
+            }
+            Err(e @ (LlmError::Config(_) | LlmError::InvalidRequest(_))) => {
+                // No provider can take this medium (no Gemini key for audio, say): retrying
+                // will not help, so it is shown as not described / not transcribed.
+                tracing::info!(error = %e, "media cannot be described by the configured models");
                 (MediaStatus::Unsupported, None)
             }
             Err(e) => {

@@ -223,11 +223,11 @@ pub fn render_media(media: &MediaInfo, record: Option<&MediaRecord>) -> String {
                 let _ = write!(s, " {label}={d:?}");
             }
             (None, MediaStatus::NotUnderstood) => s.push_str(" (could not be understood)"),
-            (None, MediaStatus::Unsupported) => {
-                if media.kind != MediaKind::Sticker {
-                    s.push_str(" (not described)");
-                }
-            }
+            (None, MediaStatus::Unsupported) => match media.kind {
+                MediaKind::Sticker => {}
+                MediaKind::Voice | MediaKind::Audio => s.push_str(" (not transcribed)"),
+                _ => s.push_str(" (not described)"),
+            },
             (None, _) => s.push_str(" (not described yet)"),
         },
         None => s.push_str(" (not described yet)"),

@@ -14,10 +14,12 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use reqwest::StatusCode;
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
+use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use serde::{Deserialize, Serialize};
 use tracing::debug;
 
+use super::http::{chain, http_client, normalise_base_url, parse_retry_after, truncate};
+use super::usage::{self, Usage};
 use super::{ApiKey, Llm, LlmError, LlmOutcome, LlmRequest, Part, Role};
 use crate::clock::{self, BoxFuture};
 
@@ -149,22 +151,8 @@ impl GeminiClient {
             )
         })?;
         key_header.set_sensitive(true);
-        let base_url = normalise_base_url(&config.base_url)?;
-        // reqwest is built without a bundled crypto provider; make ring the process default.
-        // An error only means some provider is installed already, which reqwest then uses.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut builder = reqwest::Client::builder();
-        if is_loopback(&base_url) {
-            // A local endpoint (a test double, a local gateway) is never reached via a proxy.
-            builder = builder.no_proxy();
-        }
-        let http = builder
-            .connect_timeout(config.connect_timeout)
-            .timeout(config.request_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("personad/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| LlmError::Config(format!("cannot build the HTTP client: {}", chain(e))))?;
+        let base_url = normalise_base_url("Gemini", &config.base_url)?;
+        let http = http_client(&base_url, config.connect_timeout, config.request_timeout)?;
         Ok(GeminiClient {
             http,
             base_url,
@@ -201,14 +189,14 @@ impl GeminiClient {
 
         // One request: retries are the job of `llm::retry::RetryingLlm`, which wraps this
         // client. An empty answer is the model choosing silence and comes back as is.
-        self.attempt(&url, &body).await.map_err(|failure| {
+        self.attempt(model, &url, &body).await.map_err(|failure| {
             debug!(model, status = failure.error.status(), error = %failure.error, "gemini call failed");
             failure.error
         })
     }
 
     /// One HTTP exchange.
-    async fn attempt(&self, url: &str, body: &[u8]) -> Result<LlmOutcome, Failure> {
+    async fn attempt(&self, model: &str, url: &str, body: &[u8]) -> Result<LlmOutcome, Failure> {
         let response = self
             .http
             .post(url)
@@ -230,24 +218,29 @@ impl GeminiClient {
             "gemini response"
         );
         if status.is_success() {
-            self.parse_success(&bytes)
+            self.parse_success(model, &bytes)
                 .map_err(|error| Failure { error })
         } else {
             Err(self.http_failure(status, retry_after, &bytes))
         }
     }
 
-    fn parse_success(&self, bytes: &[u8]) -> Result<LlmOutcome, LlmError> {
+    fn parse_success(&self, model: &str, bytes: &[u8]) -> Result<LlmOutcome, LlmError> {
         let response: WireResponse = serde_json::from_slice(bytes).map_err(|e| {
             LlmError::Decode(self.clean(&format!("invalid JSON in a success response: {e}")))
         })?;
-        if let Some(usage) = &response.usage_metadata {
-            debug!(
-                prompt_tokens = token_count(&usage.prompt_token_count),
-                candidates_tokens = token_count(&usage.candidates_token_count),
-                thoughts_tokens = token_count(&usage.thoughts_token_count),
-                cached_tokens = token_count(&usage.cached_content_token_count),
-                "gemini usage"
+        if let Some(u) = &response.usage_metadata {
+            let count = |v: &Option<serde_json::Value>| token_count(v).unwrap_or(0);
+            usage::report(
+                "gemini",
+                model,
+                Usage {
+                    prompt_tokens: count(&u.prompt_token_count),
+                    cached_tokens: count(&u.cached_content_token_count),
+                    // Thinking is billed as output.
+                    output_tokens: count(&u.candidates_token_count)
+                        .saturating_add(count(&u.thoughts_token_count)),
+                },
             );
         }
         let outcome = classify(response);
@@ -420,82 +413,6 @@ fn model_id(model: &str) -> Result<&str, LlmError> {
             "{model:?} is not a valid model id"
         )))
     }
-}
-
-fn normalise_base_url(raw: &str) -> Result<String, LlmError> {
-    let trimmed = raw.trim().trim_end_matches('/');
-    let bad = |why: &str| LlmError::Config(format!("invalid Gemini base URL: {why}"));
-    let url = reqwest::Url::parse(trimmed).map_err(|e| bad(&e.to_string()))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(bad("the scheme must be http or https"));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(bad("it must not have a query or fragment"));
-    }
-    Ok(trimmed.to_owned())
-}
-
-/// True when the (already validated) base URL points at this machine.
-fn is_loopback(base_url: &str) -> bool {
-    let Ok(url) = reqwest::Url::parse(base_url) else {
-        return false;
-    };
-    let Some(host) = url.host_str() else {
-        return false;
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// A reqwest error and its causes as one line, without the URL.
-fn chain(err: reqwest::Error) -> String {
-    let err = err.without_url();
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(&err);
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
-/// Whitespace runs collapsed to one space, cut to `max` characters (with an ellipsis).
-fn truncate(text: &str, max: usize) -> String {
-    let mut out = String::new();
-    let mut chars = 0usize;
-    for word in text.split_whitespace() {
-        if chars > 0 {
-            if chars >= max {
-                out.push('…');
-                return out;
-            }
-            out.push(' ');
-            chars += 1;
-        }
-        for c in word.chars() {
-            if chars >= max {
-                out.push('…');
-                return out;
-            }
-            out.push(c);
-            chars += 1;
-        }
-    }
-    out
-}
-
-/// `Retry-After` in (possibly fractional) seconds; HTTP dates are ignored.
-fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
-    let secs: f64 = value.parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| clock::secs_f64(secs))
 }
 
 /// A protobuf JSON duration such as `"12s"` or `"1.5s"`.
@@ -769,14 +686,6 @@ mod tests {
     }
 
     #[test]
-    fn truncation_is_char_safe_and_one_line() {
-        assert_eq!(truncate("a  b\n\nc", 10), "a b c");
-        assert_eq!(truncate("ééééé", 3), "ééé…");
-        assert_eq!(truncate("ab cd", 2), "ab…");
-        assert_eq!(truncate("", 2), "");
-    }
-
-    #[test]
     fn model_ids() {
         assert_eq!(model_id("gemini-2.5-flash").ok(), Some("gemini-2.5-flash"));
         assert_eq!(
@@ -787,26 +696,6 @@ mod tests {
         assert!(model_id("x?key=1").is_err());
         assert!(model_id("../x").is_err());
         assert!(model_id("a/b").is_err());
-    }
-
-    #[test]
-    fn base_urls() {
-        assert_eq!(
-            normalise_base_url("http://127.0.0.1:9/ ").ok().as_deref(),
-            Some("http://127.0.0.1:9")
-        );
-        assert!(normalise_base_url("ftp://x").is_err());
-        assert!(normalise_base_url("https://x/?key=1").is_err());
-        assert!(normalise_base_url("nonsense").is_err());
-    }
-
-    #[test]
-    fn loopback_detection() {
-        assert!(is_loopback("http://127.0.0.1:8080"));
-        assert!(is_loopback("http://localhost"));
-        assert!(is_loopback("http://[::1]:9"));
-        assert!(!is_loopback(DEFAULT_BASE_URL));
-        assert!(!is_loopback("http://10.0.0.1"));
     }
 
     #[test]
