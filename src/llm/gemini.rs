@@ -509,14 +509,16 @@ fn token_count(value: &Option<serde_json::Value>) -> Option<u64> {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
+/// Field order is the byte order on the wire: everything stable comes first and the growing
+/// `contents` last, so consecutive requests of a chat share the longest byte prefix.
 struct WireRequest<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    system_instruction: Option<WireSystem<'a>>,
-    contents: Vec<WireContent<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     safety_settings: Vec<WireSafetySetting<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     generation_config: Option<WireGenerationConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system_instruction: Option<WireSystem<'a>>,
+    contents: Vec<WireContent<'a>>,
 }
 
 /// The system instruction carries no role (the API ignores it).
