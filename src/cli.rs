@@ -490,3 +490,28 @@ pub struct SaveLoopArgs {
     #[arg(long, default_value_t = 0)]
     pub saves: u64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    #[test]
+    fn llm_and_model_options_make_the_default_choice() {
+        let cli = Cli::try_parse_from([
+            "personad", "chat", "--agent", "Wren", "--llm", "ollama", "--model", "qwen3:8b",
+        ]);
+        let Ok(Cli {
+            command: Command::Chat(args),
+            ..
+        }) = cli
+        else {
+            panic!("chat args must parse");
+        };
+        let choice = args.llm.default_choice();
+        assert_eq!(
+            choice.map(|c| c.route()).ok().as_deref(),
+            Some("ollama:qwen3:8b")
+        );
+    }
+}

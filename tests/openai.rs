@@ -435,9 +435,9 @@ async fn the_playground_talks_to_an_openai_compatible_server() -> common::TestRe
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
         .arg("--state")
         .arg(state.path())
-        .args([
-            "chat", "--agent", "Wren", "--jsonl", "--fast", "--llm", "openai",
-        ])
+        .args(["chat", "--agent", "Wren", "--jsonl", "--fast"])
+        // The original's variable for the default LLM.
+        .env("DEFAULT_AGENT_LLM", "openai")
         .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
         .env("OPENAI_API_KEY", KEY)
         .env("OPENAI_MODEL", "local-model");
@@ -445,7 +445,7 @@ async fn the_playground_talks_to_an_openai_compatible_server() -> common::TestRe
         "GEMINI_API_KEY",
         "GOOGLE_GEMINI_API_KEY",
         "PERSONAD_LLM",
-        "DEFAULT_AGENT_LLM",
+        "PERSONAD_PRICES",
         "PERSONAD_MODEL",
         "PERSONAD_LOG",
         "PERSONAD_PLANNER",
@@ -480,5 +480,23 @@ async fn the_playground_talks_to_an_openai_compatible_server() -> common::TestRe
         "the persona is in the system message"
     );
     assert!(body["messages"].as_array().is_some_and(|m| m.len() >= 3));
+
+    // The request's usage was summed for Wren and is shown by `personad state usage`.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_personad"))
+        .arg("--state")
+        .arg(state.path())
+        .args(["state", "usage", "--agent", "Wren"])
+        .env_remove("PERSONAD_PRICES")
+        .output()?;
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    let row = shown
+        .lines()
+        .find(|l| l.starts_with("Wren"))
+        .unwrap_or_else(|| panic!("no row for Wren: {shown}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cols[1], "gpt-test-2025");
+    assert_eq!(&cols[3..7], ["1", "1200", "1024", "30"], "{row}");
+    assert_eq!(cols[7], "?", "no built-in price for this model");
     Ok(())
 }

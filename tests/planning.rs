@@ -402,7 +402,7 @@ async fn a_capped_window_breaks_the_prefix_only_when_it_advances() {
             "20 history turns at most, plus the context"
         );
     }
-    // 59 messages through a window of 20 that drops 4 at a time: at most 10 advances,
+    // 59 messages through a window of 20 that drops 10 at a time: at most 10 advances,
     // so most consecutive requests still share their prefix.
     assert!((1..=10).contains(&advances), "{advances} advances");
 }
