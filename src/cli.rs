@@ -494,7 +494,6 @@ pub struct SaveLoopArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser as _;
 
     #[test]
     fn llm_and_model_options_make_the_default_choice() {
