@@ -14,7 +14,8 @@
 //! - [`planner`]: the planning trait and the closed set of actions a plan may contain.
 //! - [`blocks`]: parses the model's task-block reply into actions (pure, adversarial input).
 //! - [`prompt`]: builds the cache-stable LLM request from persona and chat history (pure).
-//! - [`llm`]: the provider-neutral LLM boundary (trait, request, outcomes, errors) and Gemini.
+//! - [`llm`]: the LLM boundary (trait, request, outcomes, errors), providers (Gemini,
+//!   OpenAI-compatible), their router, the one retry policy and usage metering.
 //! - [`media`]: media descriptions and transcripts: cached records, budget, backoff, prompts.
 //! - [`llm_planner`]: the planner over an LLM: prompt, generate, parse.
 //! - [`handlers`]: one handler per task kind, registered in one place.
