@@ -987,6 +987,9 @@ enum JsonTasks {
 fn find_json_tasks(text: &str) -> Option<JsonTasks> {
     let candidate = if text.starts_with('[') {
         Some(text)
+    } else if segments(text).len() > 1 {
+        // A reply in task blocks may quote JSON inside a send; it is not a task array.
+        None
     } else {
         fenced_json(text)
     }?;

@@ -60,7 +60,6 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
         .default_choice()
         .map_err(|e| llm_error(e.to_string()))?;
     let (llm, router) = llm_from_env(retry, Arc::clone(&clock));
-    router.check(default_llm.provider).map_err(llm_error)?;
     let state = StateDir::new(&global.state_dir);
     let usage = {
         let (s, c) = (state.clone(), Arc::clone(&clock));
@@ -80,13 +79,26 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
     )
     .with_state(state.clone())
     .with_usage(Arc::new(usage));
+    // Every agent whose provider is not configured is reported; with none usable, stop here.
+    let mut first_problem = None;
+    let mut usable = 0usize;
     for persona in report.active() {
         let route = planner.route(persona);
-        if let Ok(choice) = crate::llm::provider::resolve(&route)
-            && let Err(why) = router.check(choice.provider)
-        {
-            tracing::error!(agent = %persona.name, llm = %route, "the persona's LLM is not configured: {why}");
+        let check = crate::llm::provider::resolve(&route)
+            .map_err(|e| e.to_string())
+            .and_then(|choice| router.check(choice.provider));
+        match check {
+            Ok(()) => usable += 1,
+            Err(why) => {
+                tracing::error!(agent = %persona.name, llm = %route, "the persona's LLM is not configured: {why}");
+                first_problem.get_or_insert(why);
+            }
         }
+    }
+    if usable == 0
+        && let Some(why) = first_problem
+    {
+        return Err(llm_error(why));
     }
     let opts = ConnectOptions {
         flood_sleep_threshold: Duration::from_secs(args.flood_sleep_secs),

@@ -772,6 +772,15 @@ fn json_task_arrays_are_never_sent_raw() {
     assert!(remember.actions.is_empty(), "{:?}", remember.actions);
 }
 
+/// A task-block reply quoting a JSON task array in a code fence sends it as text, as written.
+#[test]
+fn a_json_array_quoted_inside_a_send_block_stays_text() {
+    let reply = "# «send»\nThe old format looked like:\n```json\n[{\"kind\": \"send\"}]\n```";
+    let parsed = parse(reply);
+    assert_eq!(parsed.actions.len(), 1);
+    assert!(matches!(&parsed.actions[0], Action::Send { text, .. } if text.contains("\"kind\"")));
+}
+
 /// Text that merely starts with a bracket is an ordinary message, not a task array.
 #[test]
 fn a_bracketed_message_is_still_text() {
