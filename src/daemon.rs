@@ -61,12 +61,12 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
         .map_err(|e| llm_error(e.to_string()))?;
     let (llm, router) = llm_from_env(retry, Arc::clone(&clock));
     let state = StateDir::new(&global.state_dir);
-    let usage = {
+    let usage = Arc::new({
         let (s, c) = (state.clone(), Arc::clone(&clock));
         tokio::task::spawn_blocking(move || crate::llm::usage::UsageMeter::load(s, c))
             .await
             .map_err(|e| CommandError::Failed(e.to_string()))?
-    };
+    });
     let planner = LlmPlanner::new(
         Arc::clone(&llm),
         LlmPlannerConfig {
@@ -78,7 +78,7 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
         },
     )
     .with_state(state.clone())
-    .with_usage(Arc::new(usage));
+    .with_usage(Arc::clone(&usage));
     // Every agent whose provider is not configured is reported; with none usable, stop here.
     let mut first_problem = None;
     let mut usable = 0usize;
@@ -144,7 +144,8 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
         Arc::clone(&clock),
     )
     .await
-    .map_err(|e| CommandError::Io(e.to_string()))?;
+    .map_err(|e| CommandError::Io(e.to_string()))?
+    .with_usage(usage);
     let runtime = Runtime::new(
         config,
         agents,

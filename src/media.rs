@@ -389,6 +389,9 @@ struct SetBackoff {
 }
 
 /// The shared description pipeline (one per process).
+/// The name media descriptions' token usage is summed under.
+pub const MEDIA_USAGE_AGENT: &str = "(media)";
+
 pub struct MediaPipeline {
     config: MediaConfig,
     prompts: MediaPrompts,
@@ -400,6 +403,7 @@ pub struct MediaPipeline {
     describing: Mutex<HashSet<String>>,
     set_backoff: Mutex<HashMap<String, SetBackoff>>,
     calls: AtomicUsize,
+    usage: Option<Arc<crate::llm::usage::UsageMeter>>,
 }
 
 impl MediaPipeline {
@@ -425,7 +429,15 @@ impl MediaPipeline {
             describing: Mutex::new(HashSet::new()),
             set_backoff: Mutex::new(HashMap::new()),
             calls: AtomicUsize::new(0),
+            usage: None,
         }
+    }
+
+    /// Sums the describe calls' token usage in `meter`, under the agent name
+    /// [`MEDIA_USAGE_AGENT`] (descriptions are cached and shared by every agent).
+    pub fn with_usage(mut self, meter: Arc<crate::llm::usage::UsageMeter>) -> MediaPipeline {
+        self.usage = Some(meter);
+        self
     }
 
     /// Builds a pipeline, reading prompt overrides from `prompts_dir` off the async threads.
@@ -756,8 +768,14 @@ impl MediaPipeline {
         };
         self.calls.fetch_add(1, Ordering::SeqCst);
         let timeout = clock::sleep(self.clock.as_ref(), self.config.describe_timeout);
+        let call = crate::llm::usage::scoped(
+            MEDIA_USAGE_AGENT,
+            &chat.to_string(),
+            self.usage.clone(),
+            self.llm.generate(&req),
+        );
         let outcome = tokio::select! {
-            o = self.llm.generate(&req) => o,
+            o = call => o,
             _ = timeout => return (MediaStatus::Timeout, None, Some(mime)),
         };
         let (status, text) = match outcome {

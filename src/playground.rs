@@ -134,18 +134,18 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     let memory = Arc::new(memory);
     memory.ensure_chat(chat.clone());
     let media_state = StateDir::new(&global.state_dir);
-    let usage = {
+    let usage = Arc::new({
         let (s, c) = (media_state.clone(), Arc::clone(&clock));
         tokio::task::spawn_blocking(move || crate::llm::usage::UsageMeter::load(s, c))
             .await
             .map_err(|e| CommandError::Failed(e.to_string()))?
-    };
+    });
     let (planner, llm) = choose_planner(
         &args,
         &persona,
         &config,
         &media_state,
-        Arc::new(usage),
+        Arc::clone(&usage),
         Arc::clone(&clock),
     )?;
     let media = match llm {
@@ -158,7 +158,8 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
                 Arc::clone(&clock),
             )
             .await
-            .map_err(|e| CommandError::Io(e.to_string()))?,
+            .map_err(|e| CommandError::Io(e.to_string()))?
+            .with_usage(usage),
         )),
         None => None,
     };

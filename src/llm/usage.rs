@@ -42,18 +42,18 @@ tokio::task_local! {
 }
 
 /// Runs `f` (an LLM call) with usage attributed to `agent` and `chat`, summed in `meter`.
-pub async fn scoped<F: Future>(
+pub fn scoped<F: Future>(
     agent: &str,
     chat: &str,
     meter: Option<Arc<UsageMeter>>,
     f: F,
-) -> F::Output {
+) -> impl Future<Output = F::Output> + use<F> {
     let scope = Scope {
         agent: agent.to_owned(),
         chat: chat.to_owned(),
         meter,
     };
-    SCOPE.scope(scope, f).await
+    SCOPE.scope(scope, f)
 }
 
 /// Reports one response's usage: logged at DEBUG, and summed when inside [`scoped`].
