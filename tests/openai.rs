@@ -500,3 +500,104 @@ async fn the_playground_talks_to_an_openai_compatible_server() -> common::TestRe
     assert_eq!(cols[7], "?", "no built-in price for this model");
     Ok(())
 }
+
+/// Media descriptions through an OpenAI-compatible vision model (`--media-model
+/// openai:vision-mock`): the photo goes as a data-URI image part, its description reaches the
+/// plan's prompt, and the describe call's usage is summed under `(media)`.
+#[tokio::test]
+async fn photos_are_described_by_an_openai_compatible_vision_model() -> common::TestResult {
+    use wiremock::matchers::body_partial_json;
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(PATH))
+        .and(body_partial_json(json!({"model": "vision-mock"})))
+        .respond_with(completion(
+            json!("a tabby cat asleep on a poetry shelf"),
+            "stop",
+        ))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(PATH))
+        .and(body_partial_json(json!({"model": "chat-mock"})))
+        .respond_with(completion(json!("# «send»\nWhat a cat!"), "stop"))
+        .mount(&server)
+        .await;
+    let state = tempfile::tempdir()?;
+    let files = tempfile::tempdir()?;
+    let photo = files.path().join("cat.jpg");
+    std::fs::write(&photo, [0xFF, 0xD8, 0xFF, 0xE0, 1, 2, 3])?;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("--state")
+        .arg(state.path())
+        .args(["chat", "--agent", "Wren", "--jsonl", "--fast"])
+        .args([
+            "--llm",
+            "openai:chat-mock",
+            "--media-model",
+            "openai:vision-mock",
+        ])
+        .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
+        .env_remove("OPENAI_API_KEY");
+    for var in [
+        "GEMINI_API_KEY",
+        "GOOGLE_GEMINI_API_KEY",
+        "DEFAULT_AGENT_LLM",
+        "PERSONAD_MODEL",
+        "PERSONAD_LOG",
+        "PERSONAD_PLANNER",
+        "PERSONAD_MEDIA_MODEL",
+        "PERSONAD_AGENTS_DIR",
+        "PERSONAD_STATE_DIR",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let line = json!({"media": {"kind": "photo", "path": photo}});
+    let out = common::run_to_end(cmd, format!("{line}\n")).await?;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let reqs = bodies(&server).await;
+    let describe: Vec<&Value> = reqs
+        .iter()
+        .map(|(_, b)| b)
+        .filter(|b| b["model"] == json!("vision-mock"))
+        .collect();
+    assert_eq!(describe.len(), 1, "{stderr}");
+    let parts = describe[0]["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .map(|m| m["content"].clone())
+        .unwrap_or_default();
+    assert!(
+        parts[0]["image_url"]["url"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("data:image/jpeg;base64,")),
+        "{parts}"
+    );
+    let plan = reqs
+        .iter()
+        .map(|(_, b)| b)
+        .find(|b| b["model"] == json!("chat-mock"))
+        .map(|b| b.to_string())
+        .unwrap_or_default();
+    assert!(
+        plan.contains("a tabby cat asleep on a poetry shelf"),
+        "{plan}"
+    );
+    assert!(stdout.contains("What a cat!"), "{stdout}");
+
+    let (rows, _) = usage::read_totals(&StateDir::new(state.path()));
+    let agents: Vec<&str> = rows.iter().map(|r| r.agent.as_str()).collect();
+    assert!(
+        agents.contains(&"(media)") && agents.contains(&"Wren"),
+        "{rows:?}"
+    );
+    Ok(())
+}
