@@ -556,8 +556,13 @@ async fn photos_are_described_by_an_openai_compatible_vision_model() -> common::
     cmd.stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
+    // A voice note too: no OpenAI-compatible model takes audio here, so without Gemini it is
+    // shown as not transcribed, and nothing is sent for it.
+    let voice = files.path().join("note.ogg");
+    std::fs::write(&voice, b"OggS\0\x02rest-of-an-ogg-file")?;
     let line = json!({"media": {"kind": "photo", "path": photo}});
-    let out = common::run_to_end(cmd, format!("{line}\n")).await?;
+    let voice_line = json!({"media": {"kind": "voice", "path": voice}});
+    let out = common::run_to_end(cmd, format!("{line}\n{voice_line}\n")).await?;
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
@@ -589,6 +594,10 @@ async fn photos_are_described_by_an_openai_compatible_vision_model() -> common::
         .unwrap_or_default();
     assert!(
         plan.contains("a tabby cat asleep on a poetry shelf"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("[voice file=\\\"note.ogg\\\" (not transcribed)]"),
         "{plan}"
     );
     assert!(stdout.contains("What a cat!"), "{stdout}");
