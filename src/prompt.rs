@@ -121,7 +121,8 @@ pub fn system_instruction(persona: &Persona, chat: &Chat, stickers: &[CuratedSti
         );
     }
     s.push_str(
-        "Answer every turn with task blocks only, or with nothing at all to stay silent.\n\n",
+        "Answer every turn with task blocks only, or with nothing at all to stay silent. When \
+         asked to respond to a message, staying silent is still fine if that suits you better.\n\n",
     );
     s.push_str("# This chat\n\n");
     if chat.kind.is_direct() {
@@ -286,10 +287,7 @@ fn volatile_context(input: &PromptInput<'_>, tz: &TimeZone) -> String {
         });
     match target {
         Some(id) => {
-            let _ = writeln!(
-                s,
-                "Respond to message {id} (or stay silent if that suits you better)."
-            );
+            let _ = writeln!(s, "Respond to message {id}.");
         }
         None => s.push_str(
             "Nothing in particular needs an answer; stay silent unless you want to speak.\n",

@@ -479,6 +479,16 @@ fn mean_prefix_reuse(bodies: &[Vec<u8>]) -> f64 {
     shares.iter().sum::<f64>() / shares.len() as f64
 }
 
+/// The request body from `"systemInstruction"` on.
+fn prompt_part(body: &[u8]) -> Vec<u8> {
+    let key = b"\"systemInstruction\"";
+    let at = body
+        .windows(key.len())
+        .position(|w| w == key)
+        .unwrap_or_else(|| panic!("no systemInstruction in the body"));
+    body[at..].to_vec()
+}
+
 /// Runs `turns` exchanges (Bob writes, the persona answers through the mock) with the given
 /// history limit, restarting the daemon halfway, and returns the request bodies in order.
 async fn conversation_over_the_wire(history_limit: usize, turns: usize) -> Vec<Vec<u8>> {
@@ -561,6 +571,15 @@ async fn prefix_reuse_targets_hold_over_the_wire_and_across_a_restart() {
     assert!(
         reuse >= 0.9,
         "mean prefix reuse {reuse:.3} with a window of 20"
+    );
+    // The same on the prompt alone (system instruction and contents, without the settings
+    // that precede them on the wire), closer to what a provider bills as cached tokens.
+    let prompts: Vec<Vec<u8>> = capped.iter().map(|b| prompt_part(b)).collect();
+    let reuse = mean_prefix_reuse(&prompts);
+    println!("history limit 20, 60 turns: mean prefix reuse of the prompt alone {reuse:.3}");
+    assert!(
+        reuse >= 0.9,
+        "prompt-only reuse {reuse:.3} with a window of 20"
     );
 
     let full = conversation_over_the_wire(500, 50).await;
