@@ -548,6 +548,15 @@ async fn conversation_over_the_wire(history_limit: usize, turns: usize) -> Vec<V
         h.settle().await;
     }
     h.stop().await.unwrap_or_else(|e| panic!("{e}"));
+    let record = personad::llm_planner::window_path(
+        &personad::store::StateDir::new(dir.path()),
+        AGENT,
+        chat.id,
+    );
+    assert!(
+        record.exists(),
+        "the window start is persisted with the chat"
+    );
     server
         .received_requests()
         .await
@@ -566,6 +575,10 @@ async fn conversation_over_the_wire(history_limit: usize, turns: usize) -> Vec<V
 async fn prefix_reuse_targets_hold_over_the_wire_and_across_a_restart() {
     let capped = conversation_over_the_wire(20, 60).await;
     assert_eq!(capped.len(), 60);
+    // Across the restart (before turn 30) the prefix holds: the start came back from disk.
+    // (Turns 29→30 are not a step: steps come every 5 turns from turn 5 on, at 9, 14, …)
+    let across = common_prefix(&capped[29], &capped[30]) as f64 / capped[29].len() as f64;
+    assert!(across > 0.9, "prefix reuse across the restart {across:.3}");
     let reuse = mean_prefix_reuse(&capped);
     println!("history limit 20, 60 turns: mean prefix reuse {reuse:.3}");
     assert!(
