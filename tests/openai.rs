@@ -435,7 +435,16 @@ async fn the_playground_talks_to_an_openai_compatible_server() -> common::TestRe
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
         .arg("--state")
         .arg(state.path())
-        .args(["chat", "--agent", "Wren", "--jsonl", "--fast"])
+        .args([
+            "-vv",
+            "--log-format",
+            "json",
+            "chat",
+            "--agent",
+            "Wren",
+            "--jsonl",
+            "--fast",
+        ])
         // The original's variable for the default LLM.
         .env("DEFAULT_AGENT_LLM", "openai")
         .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
@@ -467,7 +476,31 @@ async fn the_playground_talks_to_an_openai_compatible_server() -> common::TestRe
         stdout.contains("hello from the compatible server"),
         "{stdout}\n{stderr}"
     );
-    assert!(!stdout.contains(KEY) && !stderr.contains(KEY));
+    assert!(
+        !stdout.contains(KEY) && !stderr.contains(KEY),
+        "the key never shows, even at -vv"
+    );
+    // Usage is logged at DEBUG with agent, chat, provider and model.
+    let usage_line: Value = stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["message"] == json!("llm usage"))
+        .unwrap_or_else(|| panic!("no usage line in:\n{stderr}"));
+    let f = &usage_line;
+    assert_eq!(usage_line["level"], json!("DEBUG"));
+    assert_eq!(
+        (&f["agent"], &f["provider"], &f["model"]),
+        (&json!("Wren"), &json!("openai"), &json!("gpt-test-2025"))
+    );
+    assert_eq!(
+        (
+            &f["prompt_tokens"],
+            &f["cached_tokens"],
+            &f["output_tokens"]
+        ),
+        (&json!(1200), &json!(1024), &json!(30))
+    );
+    assert!(f["chat"].is_string(), "{usage_line}");
     let reqs = bodies(&server).await;
     assert_eq!(reqs.len(), 1, "{stderr}");
     let body = &reqs[0].1;
