@@ -289,10 +289,12 @@ pub struct CheckArgs {
 /// Which planner answers in the playground.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PlannerChoice {
-    /// Gemini when an API key is set, otherwise echo (with a notice).
+    /// The persona's LLM when its provider is configured, otherwise echo (with a notice).
     Auto,
-    /// Gemini (needs GEMINI_API_KEY; GEMINI_BASE_URL points it elsewhere, e.g. a mock).
-    Gemini,
+    /// The persona's LLM (Gemini needs GEMINI_API_KEY; OpenAI-compatible providers read
+    /// OPENAI_API_KEY / OPENAI_BASE_URL etc., see docs/providers.md).
+    #[value(alias = "gemini")]
+    Llm,
     /// Offline: echoes the message it answers (no LLM, no key needed).
     Echo,
 }
@@ -300,9 +302,15 @@ pub enum PlannerChoice {
 /// Settings of the LLM planner.
 #[derive(Debug, Clone, Args)]
 pub struct LlmArgs {
-    /// Chat model for personas without an `LLM Model` heading.
-    #[arg(long, value_name = "MODEL", env = "PERSONAD_MODEL", default_value = crate::llm_planner::DEFAULT_MODEL)]
-    pub model: String,
+    /// Default LLM for personas without an `LLM` heading: a provider (gemini, openai or gpt,
+    /// grok, openrouter, ollama), a model name (gemini-…, gpt-…, grok-…, vendor/model) or
+    /// provider:model. DEFAULT_AGENT_LLM is read too, as in the original. [default: gemini]
+    #[arg(long = "llm", value_name = "LLM", env = "PERSONAD_LLM")]
+    pub llm: Option<String>,
+    /// Model of the default provider for personas naming none (else the provider's own
+    /// default: GEMINI_MODEL / OPENAI_MODEL / … or gemini-flash-latest, gpt-5-mini, …).
+    #[arg(long, value_name = "MODEL", env = "PERSONAD_MODEL")]
+    pub model: Option<String>,
     /// Sampling temperature (provider default when unset).
     #[arg(long, value_name = "T", env = "PERSONAD_TEMPERATURE")]
     pub temperature: Option<f32>,
@@ -325,6 +333,28 @@ pub struct LlmArgs {
         default_value_t = 3
     )]
     pub llm_attempts: u32,
+}
+
+impl LlmArgs {
+    /// The default LLM choice: `--llm` / `PERSONAD_LLM`, else `DEFAULT_AGENT_LLM`, else Gemini;
+    /// `--model` fills in its model when the choice names none.
+    pub fn default_choice(
+        &self,
+    ) -> Result<crate::llm::provider::LlmChoice, crate::llm::provider::ResolveError> {
+        let spec = self.llm.clone().or_else(|| {
+            std::env::var("DEFAULT_AGENT_LLM")
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+        });
+        let mut choice = match spec {
+            Some(spec) => crate::llm::provider::resolve(&spec)?,
+            None => crate::llm::provider::LlmChoice::default(),
+        };
+        if choice.model.is_none() {
+            choice.model = self.model.clone().filter(|m| !m.trim().is_empty());
+        }
+        Ok(choice)
+    }
 }
 
 /// Settings of media understanding (descriptions, transcripts; see docs/media.md).
@@ -365,7 +395,14 @@ impl MediaArgs {
         crate::media::MediaConfig {
             budget_per_pass: self.media_budget,
             max_in_flight: self.media_max_in_flight.max(1),
-            model: self.media_model.clone(),
+            // A model name picks its provider (`gpt-…` OpenAI, `ollama:llava`, …); any other
+            // name is a Gemini model, the default describer.
+            model: crate::llm::provider::persona_choice(
+                None,
+                Some(&self.media_model),
+                &crate::llm::provider::LlmChoice::default(),
+            )
+            .map_or_else(|_| self.media_model.clone(), |c| c.route()),
             curated_dir: self.media_curated.clone(),
             ..crate::media::MediaConfig::default()
         }
@@ -406,6 +443,16 @@ pub struct ChatArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum StateCommand {
+    /// LLM token usage per agent, model and day, with an estimated cost.
+    Usage {
+        /// Only this agent.
+        #[arg(long)]
+        agent: Option<String>,
+        /// A JSON price file (`{"model or prefix*": {"input": USD, "cached_input": USD,
+        /// "output": USD}}` per million tokens) taking precedence over the built-in prices.
+        #[arg(long, value_name = "FILE", env = "PERSONAD_PRICES")]
+        prices: Option<PathBuf>,
+    },
     /// One line per persisted graph; unreadable files are reported, not fatal.
     List,
     /// Show one conversation's graph task by task.
@@ -483,4 +530,28 @@ pub struct CrashChildArgs {
     /// A new message arrives in this chat after startup.
     #[arg(long)]
     pub push: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llm_and_model_options_make_the_default_choice() {
+        let cli = Cli::try_parse_from([
+            "personad", "chat", "--agent", "Wren", "--llm", "ollama", "--model", "qwen3:8b",
+        ]);
+        let Ok(Cli {
+            command: Command::Chat(args),
+            ..
+        }) = cli
+        else {
+            panic!("chat args must parse");
+        };
+        let choice = args.llm.default_choice();
+        assert_eq!(
+            choice.map(|c| c.route()).ok().as_deref(),
+            Some("ollama:qwen3:8b")
+        );
+    }
 }

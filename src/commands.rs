@@ -215,6 +215,14 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
     let store = GraphStore::new(StateDir::new(&global.state_dir));
     match cmd {
         StateCommand::List => state_list(&store),
+        StateCommand::Usage { agent, prices } => {
+            crate::llm::usage::state_usage(store.state_dir(), agent.as_deref(), prices.as_deref())
+                .map_err(CommandError::Data)
+                .and_then(|text| {
+                    out(&text)?;
+                    Ok(ExitCode::SUCCESS)
+                })
+        }
         StateCommand::Show { agent, chat } => state_show(&store, agent, ChatId(*chat)),
         StateCommand::Clear { agent, chat, all } => {
             if !*all && agent.is_none() {

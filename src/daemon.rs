@@ -14,7 +14,7 @@ use crate::cli::{GlobalArgs, LoginArgs, RunArgs, TelegramArgs};
 use crate::clock::{SharedClock, SystemClock};
 use crate::commands::{CmdResult, CommandError, exit, find_persona, load_personas_async};
 use crate::config::ConfigError;
-use crate::llm_planner::{LlmPlanner, LlmPlannerConfig, gemini_llm_from_env};
+use crate::llm_planner::{LlmPlanner, LlmPlannerConfig, llm_from_env};
 use crate::media::MediaPipeline;
 use crate::runtime::{AgentHandle, Runtime};
 use crate::store::{GraphStore, StateDir};
@@ -45,22 +45,61 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
         }
     }
     let clock: SharedClock = Arc::new(SystemClock);
-    let llm = gemini_llm_from_env(args.llm.llm_attempts, Arc::clone(&clock)).map_err(|e| {
+    let retry = crate::llm::retry::RetryConfig::within_task_timeout(
+        config.task_timeout,
+        args.llm.llm_attempts,
+    );
+    let llm_error = |reason: String| {
         CommandError::Config(ConfigError {
             name: "llm",
-            reason: e.to_string(),
+            reason,
         })
-    })?;
+    };
+    let default_llm = args
+        .llm
+        .default_choice()
+        .map_err(|e| llm_error(e.to_string()))?;
+    let (llm, router) = llm_from_env(retry, Arc::clone(&clock));
+    let state = StateDir::new(&global.state_dir);
+    let usage = Arc::new({
+        let (s, c) = (state.clone(), Arc::clone(&clock));
+        tokio::task::spawn_blocking(move || crate::llm::usage::UsageMeter::load(s, c))
+            .await
+            .map_err(|e| CommandError::Failed(e.to_string()))?
+    });
     let planner = LlmPlanner::new(
         Arc::clone(&llm),
         LlmPlannerConfig {
-            default_model: args.llm.model.clone(),
+            default_llm,
             temperature: args.llm.temperature,
             max_output_tokens: args.llm.max_output_tokens,
             max_tasks: args.llm.max_tasks,
             history_size: config.history_limit,
         },
-    );
+    )
+    .with_state(state.clone())
+    .with_usage(Arc::clone(&usage));
+    // Every agent whose provider is not configured is reported; with none usable, stop here.
+    let mut first_problem = None;
+    let mut usable = 0usize;
+    for persona in report.active() {
+        let route = planner.route(persona);
+        let check = crate::llm::provider::resolve(&route)
+            .map_err(|e| e.to_string())
+            .and_then(|choice| router.check(choice.provider));
+        match check {
+            Ok(()) => usable += 1,
+            Err(why) => {
+                tracing::error!(agent = %persona.name, llm = %route, "the persona's LLM is not configured: {why}");
+                first_problem.get_or_insert(why);
+            }
+        }
+    }
+    if usable == 0
+        && let Some(why) = first_problem
+    {
+        return Err(llm_error(why));
+    }
     let opts = ConnectOptions {
         flood_sleep_threshold: Duration::from_secs(args.flood_sleep_secs),
         max_catch_up_age: Duration::from_secs(args.catch_up_minutes.saturating_mul(60)),
@@ -72,7 +111,6 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
         max_wait: Duration::from_secs(args.max_pacing_wait_secs),
         ..GovernorConfig::default()
     };
-    let state = StateDir::new(&global.state_dir);
     let mut agents = Vec::new();
     let mut connections = Vec::new();
     for persona in report.active() {
@@ -106,7 +144,8 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
         Arc::clone(&clock),
     )
     .await
-    .map_err(|e| CommandError::Io(e.to_string()))?;
+    .map_err(|e| CommandError::Io(e.to_string()))?
+    .with_usage(usage);
     let runtime = Runtime::new(
         config,
         agents,

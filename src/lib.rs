@@ -1,6 +1,7 @@
 //! personad: a Telegram userbot daemon that gives user accounts LLM personas.
 //!
 //! Module map (one concept each):
+//! - [`backoff`]: the one backoff formula (exponential, capped, full jitter) on the project clock.
 //! - [`clock`]: the one source of time; real, or virtual for tests and `chat --fast`.
 //! - [`config`]: validated runtime settings (debounce, retries, caps, timeouts).
 //! - [`persona`]: persona files and role prompts, parsed and validated into `Persona`.
@@ -13,7 +14,8 @@
 //! - [`planner`]: the planning trait and the closed set of actions a plan may contain.
 //! - [`blocks`]: parses the model's task-block reply into actions (pure, adversarial input).
 //! - [`prompt`]: builds the cache-stable LLM request from persona and chat history (pure).
-//! - [`llm`]: the provider-neutral LLM boundary (trait, request, outcomes, errors) and Gemini.
+//! - [`llm`]: the LLM boundary (trait, request, outcomes, errors), providers (Gemini,
+//!   OpenAI-compatible), their router, the one retry policy and usage metering.
 //! - [`media`]: media descriptions and transcripts: cached records, budget, backoff, prompts.
 //! - [`llm_planner`]: the planner over an LLM: prompt, generate, parse.
 //! - [`handlers`]: one handler per task kind, registered in one place.
@@ -28,6 +30,7 @@
 //! - [`crash_harness`]: hidden `crash-child`, the runtime under the kill -9 test.
 
 pub mod agent_state;
+pub mod backoff;
 pub mod bench;
 pub mod blocks;
 pub mod cli;

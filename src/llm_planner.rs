@@ -1,27 +1,35 @@
 //! The LLM-backed planner: builds the prompt for a chat (`prompt`), asks the model (`llm`),
-//! and parses its task blocks (`blocks`) into actions. It keeps, per conversation, the start
-//! of the history window used last time so the prompt prefix stays stable between requests
-//! (after a restart the first request recomputes it). It maps model outcomes: blocked or empty
-//! answers are silence (logged with the reason), transient errors are retried by the task
-//! machinery, permanent ones drop the plan. Called by the `received` handler via [`Planner`].
+//! and parses its task blocks (`blocks`) into actions. Each persona's request is routed to its
+//! provider (`llm::provider`: the persona's `LLM` / `LLM Model` headings, else the default
+//! `--llm`) and runs inside a usage scope (`llm::usage`) naming the agent and chat. It keeps,
+//! per conversation, the start of the history window used last time so the prompt prefix stays
+//! stable between requests; with a state directory the start is persisted per chat
+//! (`windows/<agent>/<chat>.json`), so the prefix survives restarts. It maps model outcomes:
+//! blocked or empty answers are silence (logged with the reason), transient errors are retried
+//! by the task machinery, permanent ones drop the plan. Called by the `received` handler via
+//! [`Planner`].
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::blocks::{self, ParseOptions};
 use crate::clock::BoxFuture;
+use crate::llm::provider::{self, LlmChoice};
+use crate::llm::usage::{self, UsageMeter};
 use crate::llm::{Llm, LlmOutcome, LlmRequest};
 use crate::planner::{Action, PlanError, PlanRequest, Planner};
 use crate::prompt::{self, PromptInput};
+use crate::store::{self, StateDir};
 use crate::telegram::{ChatId, MessageId};
 
 /// Default chat model when neither the persona nor the configuration names one.
-pub const DEFAULT_MODEL: &str = "gemini-flash-latest";
+pub const DEFAULT_MODEL: &str = provider::GEMINI_DEFAULT_MODEL;
 
 /// Settings of the LLM planner.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmPlannerConfig {
-    pub default_model: String,
+    /// Provider (and model) for personas that name none (`--llm`, `--model`).
+    pub default_llm: LlmChoice,
     pub temperature: Option<f32>,
     pub max_output_tokens: Option<u32>,
     /// Most tasks taken from one reply.
@@ -33,7 +41,7 @@ pub struct LlmPlannerConfig {
 impl Default for LlmPlannerConfig {
     fn default() -> Self {
         LlmPlannerConfig {
-            default_model: DEFAULT_MODEL.to_string(),
+            default_llm: LlmChoice::default(),
             temperature: None,
             max_output_tokens: None,
             max_tasks: 12,
@@ -42,45 +50,43 @@ impl Default for LlmPlannerConfig {
     }
 }
 
-/// Builds a Gemini-backed planner from the environment (`GEMINI_API_KEY` or
-/// `GOOGLE_GEMINI_API_KEY`, optional `GEMINI_BASE_URL`). Retry delays run on `clock`.
-pub fn gemini_from_env(
-    config: LlmPlannerConfig,
-    attempts: u32,
+/// The LLM stack from the environment: every provider the environment configures behind the
+/// [`provider::Router`], wrapped in the one retry policy (on `clock`). The router is returned
+/// too, to check providers at start-up. Shared by the planner and the media pipeline.
+pub fn llm_from_env(
+    retry: crate::llm::retry::RetryConfig,
     clock: crate::clock::SharedClock,
-) -> Result<LlmPlanner, crate::llm::LlmError> {
-    Ok(LlmPlanner::new(
-        gemini_llm_from_env(attempts, clock)?,
-        config,
-    ))
-}
-
-/// A Gemini client from the environment, shared by the planner and the media pipeline.
-pub fn gemini_llm_from_env(
-    attempts: u32,
-    clock: crate::clock::SharedClock,
-) -> Result<Arc<dyn Llm>, crate::llm::LlmError> {
-    let mut gemini = crate::llm::gemini::GeminiConfig::from_env()?;
-    gemini.max_attempts = attempts.max(1);
-    let client = crate::llm::gemini::GeminiClient::new(gemini, clock)?;
-    Ok(Arc::new(client))
-}
-
-/// Whether a Gemini API key is present in the environment (its value is not read further).
-pub fn gemini_key_present() -> bool {
-    [
-        crate::llm::gemini::API_KEY_ENV,
-        crate::llm::gemini::API_KEY_ENV_FALLBACK,
-    ]
-    .iter()
-    .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+) -> (Arc<dyn Llm>, Arc<provider::Router>) {
+    let router = Arc::new(provider::Router::from_env(retry.request_timeout));
+    let llm =
+        crate::llm::retry::RetryingLlm::new(Arc::clone(&router) as Arc<dyn Llm>, retry, clock);
+    (Arc::new(llm), router)
 }
 
 /// Plans replies with an LLM.
 pub struct LlmPlanner {
     llm: Arc<dyn Llm>,
     config: LlmPlannerConfig,
-    windows: Mutex<HashMap<(String, ChatId), MessageId>>,
+    windows: Mutex<HashMap<(String, ChatId), Option<MessageId>>>,
+    state: Option<StateDir>,
+    usage: Option<Arc<UsageMeter>>,
+}
+
+/// The persisted window start of one chat.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WindowRecord {
+    format: u32,
+    window_start: Option<i64>,
+}
+
+/// `<state>/windows/<agent>/<chat>.json`.
+pub fn window_path(state: &StateDir, agent: &str, chat: ChatId) -> std::path::PathBuf {
+    state
+        .root()
+        .join("windows")
+        .join(store::fs_name(agent))
+        .join(format!("{chat}.json"))
 }
 
 impl LlmPlanner {
@@ -89,10 +95,24 @@ impl LlmPlanner {
             llm,
             config,
             windows: Mutex::new(HashMap::new()),
+            state: None,
+            usage: None,
         }
     }
 
-    fn window(&self, key: &(String, ChatId)) -> Option<MessageId> {
+    /// Persists each chat's window start under `state` (and reads it back after a restart).
+    pub fn with_state(mut self, state: StateDir) -> LlmPlanner {
+        self.state = Some(state);
+        self
+    }
+
+    /// Sums token usage in `meter` (flushed to the state directory after each request).
+    pub fn with_usage(mut self, meter: Arc<UsageMeter>) -> LlmPlanner {
+        self.usage = Some(meter);
+        self
+    }
+
+    fn cached_window(&self, key: &(String, ChatId)) -> Option<Option<MessageId>> {
         self.windows
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -100,17 +120,79 @@ impl LlmPlanner {
             .copied()
     }
 
-    fn remember_window(&self, key: (String, ChatId), start: Option<MessageId>) {
-        let mut w = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
-        match start {
-            Some(id) => w.insert(key, id),
-            None => w.remove(&key),
+    /// The remembered window start: from memory, else from the chat's record on disk.
+    async fn window(&self, key: &(String, ChatId)) -> Option<MessageId> {
+        if let Some(known) = self.cached_window(key) {
+            return known;
+        }
+        let state = self.state.clone()?;
+        let path = window_path(&state, &key.0, key.1);
+        let read = tokio::task::spawn_blocking(move || store::read_optional(&path)).await;
+        let start = match read {
+            Ok(Ok(Some(text))) => match serde_json::from_str::<WindowRecord>(&text) {
+                Ok(r) => r.window_start.map(MessageId),
+                Err(e) => {
+                    // Only a cache-efficiency hint: recomputed (and rewritten) on this request.
+                    tracing::warn!(agent = %key.0, chat = %key.1, error = %e, "window record unreadable; recomputing it");
+                    None
+                }
+            },
+            Ok(Ok(None)) => None,
+            Ok(Err(e)) => {
+                tracing::warn!(agent = %key.0, chat = %key.1, error = %e, "window record unreadable; recomputing it");
+                None
+            }
+            Err(_) => None,
         };
+        self.windows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone(), start);
+        start
     }
 
-    /// Builds the request for a planning step (public for tests of the prompt layout).
-    pub fn request(&self, req: &PlanRequest<'_>) -> (LlmRequest, Option<MessageId>) {
-        let key = (req.persona.name.clone(), req.chat.id);
+    async fn remember_window(&self, key: (String, ChatId), start: Option<MessageId>) {
+        let before = self
+            .windows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone(), start);
+        if before == Some(start) {
+            return;
+        }
+        let Some(state) = self.state.clone() else {
+            return;
+        };
+        let path = window_path(&state, &key.0, key.1);
+        let record = WindowRecord {
+            format: 1,
+            window_start: start.map(|m| m.0),
+        };
+        let bytes = serde_json::to_vec(&record).unwrap_or_default();
+        let written = tokio::task::spawn_blocking(move || store::write_atomic(&path, &bytes)).await;
+        if let Ok(Err(e)) = written {
+            tracing::warn!(agent = %key.0, chat = %key.1, error = %e, "window record not saved");
+        }
+    }
+
+    /// The route (`provider:model`) of a persona's requests.
+    pub fn route(&self, persona: &crate::persona::Persona) -> String {
+        provider::persona_choice(
+            persona.llm.as_deref(),
+            persona.llm_model.as_deref(),
+            &self.config.default_llm,
+        )
+        .unwrap_or_else(|_| self.config.default_llm.clone())
+        .route()
+    }
+
+    /// Builds the request for a planning step (public for tests of the prompt layout), given
+    /// the window start remembered for the chat.
+    pub fn request_with_window(
+        &self,
+        req: &PlanRequest<'_>,
+        window_start: Option<MessageId>,
+    ) -> (LlmRequest, Option<MessageId>) {
         let built = prompt::build(&PromptInput {
             persona: req.persona,
             chat: req.chat,
@@ -118,18 +200,13 @@ impl LlmPlanner {
             target: req.target,
             now: req.now,
             history_size: self.config.history_size,
-            window_start: self.window(&key),
+            window_start,
             media: req.media,
             stickers: req.stickers,
         });
-        let model = req
-            .persona
-            .llm_model
-            .clone()
-            .unwrap_or_else(|| self.config.default_model.clone());
         (
             LlmRequest {
-                model,
+                model: self.route(req.persona),
                 system: built.system,
                 turns: built.turns,
                 temperature: self.config.temperature,
@@ -137,6 +214,12 @@ impl LlmPlanner {
             },
             built.window_start,
         )
+    }
+
+    /// Builds the request for a planning step with the window remembered in memory.
+    pub fn request(&self, req: &PlanRequest<'_>) -> (LlmRequest, Option<MessageId>) {
+        let key = (req.persona.name.clone(), req.chat.id);
+        self.request_with_window(req, self.cached_window(&key).flatten())
     }
 
     fn parse(&self, req: &PlanRequest<'_>, text: &str) -> Vec<Action> {
@@ -176,15 +259,28 @@ impl Planner for LlmPlanner {
     fn plan<'a>(&'a self, req: PlanRequest<'a>) -> BoxFuture<'a, Result<Vec<Action>, PlanError>> {
         Box::pin(async move {
             let key = (req.persona.name.clone(), req.chat.id);
-            let (request, window) = self.request(&req);
-            let outcome = self.llm.generate(&request).await.map_err(|e| {
+            let remembered = self.window(&key).await;
+            let (request, window) = self.request_with_window(&req, remembered);
+            let result = usage::scoped(
+                &req.persona.name,
+                &req.chat.id.to_string(),
+                self.usage.clone(),
+                self.llm.generate(&request),
+            )
+            .await;
+            if let Some(meter) = &self.usage
+                && let Err(e) = meter.flush().await
+            {
+                tracing::warn!(agent = %req.persona.name, error = %e, "usage totals not saved");
+            }
+            let outcome = result.map_err(|e| {
                 if e.is_transient() {
                     PlanError::Transient(e.to_string())
                 } else {
                     PlanError::Permanent(e.to_string())
                 }
             })?;
-            self.remember_window(key, window);
+            self.remember_window(key, window).await;
             match outcome {
                 LlmOutcome::Text(text) => Ok(self.parse(&req, &text)),
                 LlmOutcome::Empty { finish_reason } => {

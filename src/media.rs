@@ -21,8 +21,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use crate::backoff::Backoff;
 use crate::clock::{self, SharedClock};
-use crate::llm::{Llm, LlmOutcome, LlmRequest, Part, Turn};
+use crate::llm::{Llm, LlmError, LlmOutcome, LlmRequest, Part, Turn};
 use crate::store::{self, StateDir, StoreError};
 use crate::telegram::{ChatId, MediaInfo, MediaKind, Message, MessageId, Telegram, TelegramError};
 
@@ -388,6 +389,9 @@ struct SetBackoff {
 }
 
 /// The shared description pipeline (one per process).
+/// The name media descriptions' token usage is summed under.
+pub const MEDIA_USAGE_AGENT: &str = "(media)";
+
 pub struct MediaPipeline {
     config: MediaConfig,
     prompts: MediaPrompts,
@@ -399,6 +403,7 @@ pub struct MediaPipeline {
     describing: Mutex<HashSet<String>>,
     set_backoff: Mutex<HashMap<String, SetBackoff>>,
     calls: AtomicUsize,
+    usage: Option<Arc<crate::llm::usage::UsageMeter>>,
 }
 
 impl MediaPipeline {
@@ -424,7 +429,15 @@ impl MediaPipeline {
             describing: Mutex::new(HashSet::new()),
             set_backoff: Mutex::new(HashMap::new()),
             calls: AtomicUsize::new(0),
+            usage: None,
         }
+    }
+
+    /// Sums the describe calls' token usage in `meter`, under the agent name
+    /// [`MEDIA_USAGE_AGENT`] (descriptions are cached and shared by every agent).
+    pub fn with_usage(mut self, meter: Arc<crate::llm::usage::UsageMeter>) -> MediaPipeline {
+        self.usage = Some(meter);
+        self
     }
 
     /// Builds a pipeline, reading prompt overrides from `prompts_dir` off the async threads.
@@ -633,13 +646,11 @@ impl MediaPipeline {
         }
     }
 
-    /// Delay before attempt `failures + 1`: the base doubled per failure, capped.
+    /// Delay before attempt `failures + 1`: the shared [`Backoff`]'s ceiling (the base doubled
+    /// per failure, capped). Items fail at their own times, so their schedules do not line up
+    /// and need no jitter; a predictable schedule keeps "not before" testable.
     pub fn backoff(&self, failures: u32) -> Duration {
-        let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(20));
-        self.config
-            .backoff_base
-            .saturating_mul(factor)
-            .min(self.config.backoff_max)
+        Backoff::new(self.config.backoff_base, self.config.backoff_max).ceiling(failures)
     }
 
     /// Keeps a record in memory and on disk (generated records only).
@@ -757,8 +768,14 @@ impl MediaPipeline {
         };
         self.calls.fetch_add(1, Ordering::SeqCst);
         let timeout = clock::sleep(self.clock.as_ref(), self.config.describe_timeout);
+        let call = crate::llm::usage::scoped(
+            MEDIA_USAGE_AGENT,
+            &chat.to_string(),
+            self.usage.clone(),
+            self.llm.generate(&req),
+        );
         let outcome = tokio::select! {
-            o = self.llm.generate(&req) => o,
+            o = call => o,
             _ = timeout => return (MediaStatus::Timeout, None, Some(mime)),
         };
         let (status, text) = match outcome {
@@ -774,6 +791,12 @@ impl MediaPipeline {
             Ok(LlmOutcome::Empty { .. }) => (MediaStatus::NotUnderstood, None),
             Ok(LlmOutcome::Blocked { reason }) => {
                 tracing::info!(reason = %reason, "media description blocked by the provider");
+                (MediaStatus::Unsupported, None)
+            }
+            Err(e @ (LlmError::Config(_) | LlmError::InvalidRequest(_))) => {
+                // No provider can take this medium (no Gemini key for audio, say): retrying
+                // will not help, so it is shown as not described / not transcribed.
+                tracing::info!(error = %e, "media cannot be described by the configured models");
                 (MediaStatus::Unsupported, None)
             }
             Err(e) => {

@@ -105,6 +105,9 @@ pub struct Persona {
     pub start_typing_delay: Option<f64>,
     /// `# LLM Model`: a model name (one line).
     pub llm_model: Option<String>,
+    /// `# LLM`: a provider, a model or `provider:model` (one line, checked with
+    /// `llm::provider::resolve`), as in the original's newer persona files.
+    pub llm: Option<String>,
     /// `true` when a `# Disabled` heading is present and its value is not
     /// `false`, `no` or `0`.
     pub disabled: bool,
@@ -147,6 +150,7 @@ impl fmt::Debug for Persona {
             .field("typing_speed", &self.typing_speed)
             .field("start_typing_delay", &self.start_typing_delay)
             .field("llm_model", &self.llm_model)
+            .field("llm", &self.llm)
             .field("disabled", &self.disabled)
             .field("allow_clear_conversation", &self.allow_clear_conversation)
             .field("extra", &self.extra)
@@ -762,12 +766,13 @@ enum Field {
     TypingSpeed,
     StartTypingDelay,
     LlmModel,
+    Llm,
     Disabled,
     AllowClearConversation,
 }
 
 impl Field {
-    const ALL: [Field; 13] = [
+    const ALL: [Field; 14] = [
         Field::Name,
         Field::Phone,
         Field::Instructions,
@@ -779,6 +784,7 @@ impl Field {
         Field::TypingSpeed,
         Field::StartTypingDelay,
         Field::LlmModel,
+        Field::Llm,
         Field::Disabled,
         Field::AllowClearConversation,
     ];
@@ -797,6 +803,7 @@ impl Field {
             Field::TypingSpeed => "Typing Speed",
             Field::StartTypingDelay => "Start Typing Delay",
             Field::LlmModel => "LLM Model",
+            Field::Llm => "LLM",
             Field::Disabled => "Disabled",
             Field::AllowClearConversation => "Allow Clear Conversation",
         }
@@ -1255,6 +1262,15 @@ fn parse_persona_inner(
         .get(&Field::LlmModel)
         .and_then(|sec| single_line(&mut report, Field::LlmModel, sec))
         .map(str::to_owned);
+    let mut llm = None;
+    if let Some(sec) = fields.get(&Field::Llm)
+        && let Some(value) = single_line(&mut report, Field::Llm, sec)
+    {
+        match crate::llm::provider::resolve(value) {
+            Ok(_) => llm = Some(value.trim().to_owned()),
+            Err(e) => report.error(sec.value_line, e.to_string()),
+        }
+    }
 
     let disabled = fields
         .get(&Field::Disabled)
@@ -1276,6 +1292,7 @@ fn parse_persona_inner(
             typing_speed,
             start_typing_delay,
             llm_model,
+            llm,
             disabled,
             allow_clear_conversation,
             extra,

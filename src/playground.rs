@@ -21,7 +21,7 @@ use crate::cli::{ChatArgs, GlobalArgs, PlannerChoice};
 use crate::clock::{self, Hold, SharedClock, SystemClock, VirtualClock};
 use crate::commands::{CmdResult, CommandError, find_persona, load_personas_async, playground_dir};
 use crate::llm::Llm;
-use crate::llm_planner::{LlmPlanner, LlmPlannerConfig, gemini_key_present, gemini_llm_from_env};
+use crate::llm_planner::{LlmPlanner, LlmPlannerConfig, llm_from_env};
 use crate::media::MediaPipeline;
 use crate::planner::{EchoPlanner, SharedPlanner};
 use crate::runtime::{AgentHandle, Runtime, RuntimeHandle};
@@ -133,8 +133,21 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     };
     let memory = Arc::new(memory);
     memory.ensure_chat(chat.clone());
-    let (planner, llm) = choose_planner(&args, config.history_limit, Arc::clone(&clock))?;
     let media_state = StateDir::new(&global.state_dir);
+    let usage = Arc::new({
+        let (s, c) = (media_state.clone(), Arc::clone(&clock));
+        tokio::task::spawn_blocking(move || crate::llm::usage::UsageMeter::load(s, c))
+            .await
+            .map_err(|e| CommandError::Failed(e.to_string()))?
+    });
+    let (planner, llm) = choose_planner(
+        &args,
+        &persona,
+        &config,
+        &media_state,
+        Arc::clone(&usage),
+        Arc::clone(&clock),
+    )?;
     let media = match llm {
         Some(llm) => Some(Arc::new(
             MediaPipeline::load(
@@ -145,7 +158,8 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
                 Arc::clone(&clock),
             )
             .await
-            .map_err(|e| CommandError::Io(e.to_string()))?,
+            .map_err(|e| CommandError::Io(e.to_string()))?
+            .with_usage(usage),
         )),
         None => None,
     };
@@ -216,44 +230,58 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     }
 }
 
-/// The planner the playground runs: Gemini when asked for (or when `auto` finds a key),
-/// otherwise the offline echo planner. With Gemini, the client is returned too, for media
-/// descriptions.
+/// The planner the playground runs: the persona's LLM when asked for (or when `auto` finds
+/// its provider configured), otherwise the offline echo planner. With an LLM, the client is
+/// returned too, for media descriptions.
 fn choose_planner(
     args: &ChatArgs,
-    history_size: usize,
+    persona: &crate::persona::Persona,
+    runtime: &crate::config::RuntimeConfig,
+    state: &StateDir,
+    usage: Arc<crate::llm::usage::UsageMeter>,
     clock: SharedClock,
 ) -> Result<(SharedPlanner, Option<Arc<dyn Llm>>), CommandError> {
-    let use_gemini = match args.planner {
-        PlannerChoice::Gemini => true,
-        PlannerChoice::Echo => false,
-        PlannerChoice::Auto => {
-            let found = gemini_key_present();
-            if !found {
-                eprintln!(
-                    "No GEMINI_API_KEY set: using the offline echo planner (set the key, or pass --planner echo to silence this)."
-                );
-            }
-            found
-        }
+    let llm_error = |reason: String| {
+        CommandError::Config(crate::config::ConfigError {
+            name: "llm",
+            reason,
+        })
     };
-    if !use_gemini {
+    if args.planner == PlannerChoice::Echo {
         return Ok((Arc::new(EchoPlanner), None));
     }
+    let default_llm = args
+        .llm
+        .default_choice()
+        .map_err(|e| llm_error(e.to_string()))?;
+    let retry = crate::llm::retry::RetryConfig::within_task_timeout(
+        runtime.task_timeout,
+        args.llm.llm_attempts,
+    );
+    let (llm, router) = llm_from_env(retry, clock);
     let config = LlmPlannerConfig {
-        default_model: args.llm.model.clone(),
+        default_llm,
         temperature: args.llm.temperature,
         max_output_tokens: args.llm.max_output_tokens,
         max_tasks: args.llm.max_tasks,
-        history_size,
+        history_size: runtime.history_limit,
     };
-    let llm = gemini_llm_from_env(args.llm.llm_attempts, clock).map_err(|e| {
-        CommandError::Config(crate::config::ConfigError {
-            name: "llm",
-            reason: e.to_string(),
-        })
-    })?;
-    let planner = LlmPlanner::new(Arc::clone(&llm), config);
+    let planner = LlmPlanner::new(Arc::clone(&llm), config)
+        .with_state(state.clone())
+        .with_usage(usage);
+    let route = planner.route(persona);
+    let available = crate::llm::provider::resolve(&route)
+        .map_err(|e| e.to_string())
+        .and_then(|c| router.check(c.provider));
+    if let Err(why) = available {
+        if args.planner == PlannerChoice::Auto {
+            eprintln!(
+                "{why}: using the offline echo planner (configure the provider, or pass --planner echo to silence this)."
+            );
+            return Ok((Arc::new(EchoPlanner), None));
+        }
+        return Err(llm_error(why));
+    }
     Ok((Arc::new(planner), Some(llm)))
 }
 

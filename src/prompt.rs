@@ -120,6 +120,10 @@ pub fn system_instruction(persona: &Persona, chat: &Chat, stickers: &[CuratedSti
             "You may also send a sticker you saw in this chat, naming its set and name.\n\n",
         );
     }
+    s.push_str(
+        "Answer every turn with task blocks only, or with nothing at all to stay silent. When \
+         asked to respond to a message, staying silent is still fine if that suits you better.\n\n",
+    );
     s.push_str("# This chat\n\n");
     if chat.kind.is_direct() {
         let _ = writeln!(s, "A direct (one-on-one) chat with {user}.");
@@ -132,46 +136,68 @@ pub fn system_instruction(persona: &Persona, chat: &Chat, stickers: &[CuratedSti
     s
 }
 
+/// How far the window start advances at once: a fifth of the window, at least 10 messages,
+/// always leaving at least one message in the window.
+pub fn window_step(size: usize) -> usize {
+    let size = size.max(1);
+    (size / 5).max(10).min(size - 1)
+}
+
 /// Index of the first history message to send. Keeps the previous start while the window
-/// holds at most `size` messages; past that, drops the oldest fifth of the window at once, so
-/// consecutive requests share their prefix until the next step.
+/// holds at most `size` messages; past that (or when the previous start is older than the
+/// fetched history, which then holds `size` messages or more) it advances by
+/// [`window_step`] at once, so consecutive requests share their prefix until the next step.
+/// Fetching `size` messages is therefore enough to honour a remembered start.
 pub fn window_start(history: &[Message], size: usize, previous: Option<MessageId>) -> usize {
     let size = size.max(1);
     let len = history.len();
-    let kept_from = previous
-        .and_then(|id| history.iter().position(|m| m.id >= id))
-        .unwrap_or(0);
-    if len - kept_from <= size {
-        return kept_from;
+    let keep = size - window_step(size);
+    let kept_from = match previous {
+        None => Some(0),
+        Some(id) => match history.iter().position(|m| m.id >= id) {
+            // The remembered start fell out of a full fetch: the window overflowed.
+            Some(0) if history[0].id > id && len >= size => None,
+            Some(i) => Some(i),
+            // Every message is older than the remembered start (ids reset): start over.
+            None => Some(0),
+        },
+    };
+    match kept_from {
+        Some(from) if len - from <= size => from,
+        _ => len.saturating_sub(keep),
     }
-    // Advance: keep four fifths of the cap, so the next steps come `size / 5` messages later.
-    let keep = size - size / 5;
-    len - keep.max(1)
 }
 
-/// One history message as a turn: others' messages are `user` turns opening with a metadata
-/// header; the agent's own are `model` turns. Media render from their cached record, if any.
+/// One history message as a turn: others' messages are `user` turns, the agent's own are
+/// `model` turns. The turn is one text part: the metadata line (so "see my message #12"
+/// resolves), then the media placeholder rendered from its cached record, if any, then the
+/// text, one per line (one part per message keeps the wire format compact).
 pub fn message_turn(m: &Message, tz: &TimeZone, media: &MediaDescriptions) -> Turn {
-    let mut parts = Vec::with_capacity(3);
-    if !m.outgoing {
-        parts.push(Part::Text(metadata_header(m, tz)));
-    }
+    let mut text = metadata_header(m, tz);
+    let mut content = false;
     if let Some(info) = &m.media {
-        parts.push(Part::Text(render_media(info, media.get(&info.unique_id))));
+        text.push('\n');
+        text.push_str(&render_media(info, media.get(&info.unique_id)));
+        content = true;
     }
     if !m.text.is_empty() {
-        parts.push(Part::Text(m.text.clone()));
+        text.push('\n');
+        text.push_str(&m.text);
+        content = true;
     }
-    if parts.is_empty() || (!m.outgoing && parts.len() == 1) {
-        parts.push(Part::Text("[no content]".into()));
+    if !content {
+        text.push_str("\n[no content]");
     }
     Turn {
         role: if m.outgoing { Role::Model } else { Role::User },
-        parts,
+        parts: vec![Part::Text(text)],
     }
 }
 
-fn metadata_header(m: &Message, tz: &TimeZone) -> String {
+/// The `[metadata]` line opening every history turn: sender, ids, reply link and the local
+/// time in the persona's zone, e.g. `[metadata] sender="Bob" sender_id=2 message_id=7
+/// reply_to=5 time="2024-05-01 14:03"`.
+pub fn metadata_header(m: &Message, tz: &TimeZone) -> String {
     let mut h = format!(
         "[metadata] sender={:?} sender_id={} message_id={}",
         m.sender.name, m.sender.id, m.id
@@ -221,11 +247,11 @@ pub fn render_media(media: &MediaInfo, record: Option<&MediaRecord>) -> String {
                 let _ = write!(s, " {label}={d:?}");
             }
             (None, MediaStatus::NotUnderstood) => s.push_str(" (could not be understood)"),
-            (None, MediaStatus::Unsupported) => {
-                if media.kind != MediaKind::Sticker {
-                    s.push_str(" (not described)");
-                }
-            }
+            (None, MediaStatus::Unsupported) => match media.kind {
+                MediaKind::Sticker => {}
+                MediaKind::Voice | MediaKind::Audio => s.push_str(" (not transcribed)"),
+                _ => s.push_str(" (not described)"),
+            },
             (None, _) => s.push_str(" (not described yet)"),
         },
         None => s.push_str(" (not described yet)"),
@@ -261,10 +287,7 @@ fn volatile_context(input: &PromptInput<'_>, tz: &TimeZone) -> String {
         });
     match target {
         Some(id) => {
-            let _ = writeln!(
-                s,
-                "Respond to message {id} (or stay silent if that suits you better)."
-            );
+            let _ = writeln!(s, "Respond to message {id}.");
         }
         None => s.push_str(
             "Nothing in particular needs an answer; stay silent unless you want to speak.\n",
@@ -275,7 +298,6 @@ fn volatile_context(input: &PromptInput<'_>, tz: &TimeZone) -> String {
             "You have not said anything in this chat yet: this would be your first message here.\n",
         );
     }
-    s.push_str("Answer with task blocks only, or with nothing at all to stay silent.");
     s
 }
 
@@ -380,17 +402,22 @@ mod tests {
     }
 
     #[test]
-    fn window_keeps_its_start_until_the_cap_then_steps_by_a_fifth() {
-        let history: Vec<Message> = (1..=10).map(|i| msg(i, false)).collect();
-        assert_eq!(window_start(&history, 10, None), 0);
-        let longer: Vec<Message> = (1..=11).map(|i| msg(i, false)).collect();
-        // Over the cap of 10: keep 8, starting at message 4.
-        assert_eq!(window_start(&longer, 10, Some(MessageId(1))), 3);
-        // The next request (12 messages) keeps that start.
-        let next: Vec<Message> = (1..=12).map(|i| msg(i, false)).collect();
-        assert_eq!(window_start(&next, 10, Some(MessageId(4))), 3);
-        // Fetched history that no longer holds the old start begins at its oldest message.
-        let shifted: Vec<Message> = (5..=12).map(|i| msg(i, false)).collect();
-        assert_eq!(window_start(&shifted, 10, Some(MessageId(4))), 0);
+    fn window_keeps_its_start_until_the_cap_then_steps_at_once() {
+        let h =
+            |from: i64, to: i64| -> Vec<Message> { (from..=to).map(|i| msg(i, false)).collect() };
+        assert_eq!(window_step(20), 10, "at least 10 messages");
+        assert_eq!(window_step(500), 100, "a fifth");
+        assert_eq!(window_step(5), 4, "never the whole window");
+        assert_eq!(window_start(&h(1, 20), 20, None), 0);
+        // Over the cap of 20: keep 10, starting at message 12.
+        assert_eq!(window_start(&h(1, 21), 20, Some(MessageId(1))), 11);
+        // The next requests keep that start until the window is full again.
+        assert_eq!(window_start(&h(1, 31), 20, Some(MessageId(12))), 11);
+        // A fetch of exactly `size` messages that no longer holds the start: step again.
+        assert_eq!(window_start(&h(13, 32), 20, Some(MessageId(12))), 10);
+        // The same fetch still holding the start: kept.
+        assert_eq!(window_start(&h(12, 31), 20, Some(MessageId(12))), 0);
+        // A short history that starts after the remembered id (deleted messages): kept whole.
+        assert_eq!(window_start(&h(15, 20), 20, Some(MessageId(12))), 0);
     }
 }

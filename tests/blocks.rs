@@ -708,3 +708,92 @@ proptest! {
         prop_assert_eq!(strip_ws(&parts.concat()), strip_ws(&text));
     }
 }
+
+// ------------------------------------------------------------------------------------------
+// The original's JSON task arrays
+
+/// A JSON array in the original's Task-* format becomes the same actions as blocks would:
+/// `think` is dropped, ids given as numbers or strings work, `id`/`depends_on` are ignored.
+#[test]
+fn json_task_arrays_are_parsed_like_blocks() {
+    let reply = r#"[
+      {"kind": "think", "text": "be warm"},
+      {"kind": "send", "id": "t1", "text": "Thanks for the invite!", "reply_to": 12},
+      {"kind": "wait", "id": "t2", "depends_on": ["t1"], "delay": 5},
+      {"kind": "react", "message_id": "12", "emoji": "🔥"},
+      {"kind": "sticker", "sticker_set": "WendyDancer", "name": "👍"},
+      {"kind": "block"}, {"kind": "unblock"}
+    ]"#;
+    let parsed = parse(reply);
+    assert_eq!(
+        parsed.actions,
+        vec![
+            send_reply("Thanks for the invite!", 12),
+            Action::Wait { secs: 5.0 },
+            Action::React {
+                message: MessageId(12),
+                emoji: "🔥".into()
+            },
+            sticker("WendyDancer", "👍", None),
+            Action::Block,
+            Action::Unblock,
+        ]
+    );
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+}
+
+/// Inside a ```json fence (with chatter around it) the array is still read as tasks.
+#[test]
+fn json_task_arrays_inside_a_fence_are_parsed() {
+    let reply = "Here is my plan:\n```json\n[{\"kind\": \"send\", \"text\": \"hi\"}]\n```\n";
+    assert_eq!(parse(reply).actions, vec![send("hi")]);
+    let bare = "```\n[{\"kind\": \"send\", \"text\": \"hey\"}]\n```";
+    assert_eq!(parse(bare).actions, vec![send("hey")]);
+}
+
+/// Unknown kinds (the original's xsend, remember, schedule, …) are skipped with a warning,
+/// and nothing of the array is ever sent as text, even when the array is cut off.
+#[test]
+fn json_task_arrays_are_never_sent_raw() {
+    let parsed = parse(
+        r#"[{"kind": "xsend", "target_channel_id": 5, "intent": "x"}, {"kind": "send", "text": "ok"}]"#,
+    );
+    assert_eq!(parsed.actions, vec![send("ok")]);
+    assert_one_warning(&parsed, &["xsend", "unknown kind"]);
+
+    let cut = parse(r#"[{"kind": "send", "text": "half a"#);
+    assert!(cut.actions.is_empty(), "{:?}", cut.actions);
+    assert_one_warning(&cut, &["not valid JSON", "nothing sent"]);
+
+    let odd = parse(r#"[{"kind": "send"}, 7, {"text": "no kind"}]"#);
+    assert!(odd.actions.is_empty());
+    assert_eq!(odd.warnings.len(), 3, "{:?}", odd.warnings);
+    let remember = parse(r#"[{"kind": "remember", "content": "x"}]"#);
+    assert!(remember.actions.is_empty(), "{:?}", remember.actions);
+}
+
+/// A task-block reply quoting a JSON task array in a code fence sends it as text, as written.
+#[test]
+fn a_json_array_quoted_inside_a_send_block_stays_text() {
+    let reply = "# «send»\nThe old format looked like:\n```json\n[{\"kind\": \"send\"}]\n```";
+    let parsed = parse(reply);
+    assert_eq!(parsed.actions.len(), 1);
+    assert!(matches!(&parsed.actions[0], Action::Send { text, .. } if text.contains("\"kind\"")));
+}
+
+/// Text that merely starts with a bracket is an ordinary message, not a task array.
+#[test]
+fn a_bracketed_message_is_still_text() {
+    assert_eq!(
+        parse("[laughs] fair point").actions,
+        vec![send("[laughs] fair point")]
+    );
+}
+
+/// A `[metadata]` line the model copied from the history is bookkeeping and is not sent.
+#[test]
+fn echoed_metadata_lines_are_dropped() {
+    let parsed = parse("[metadata] sender=\"Wren\" message_id=9\n# «send»\nhello");
+    assert_eq!(parsed.actions, vec![send("hello")]);
+    assert_one_warning(&parsed, &["metadata"]);
+}

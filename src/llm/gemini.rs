@@ -1,26 +1,27 @@
-//! The Gemini provider: turns an [`LlmRequest`] into one `generateContent` call of the Gemini
-//! REST API (`POST {base}/v1beta/models/{model}:generateContent`), classifies the answer into
-//! an [`LlmOutcome`] and owns the retry policy (transient HTTP statuses and transport errors,
-//! honouring `RetryInfo.retryDelay` and `Retry-After`, one retry of an empty `STOP` answer).
-//! Every delay is awaited with [`clock::pause`] on the shared clock, never on tokio's timer,
-//! so tests run on virtual time and a task holding the clock lets it move while backing off;
-//! HTTP timeouts are reqwest's own (real time). The key travels only in the `x-goog-api-key`
-//! header: it must never appear in a URL, a log line or an error message, and bodies are never
-//! logged (only their sizes, at DEBUG). It knows nothing about personas or Telegram; the
-//! daemon's start-up code builds it with [`GeminiClient::new`] and the planner uses it through
-//! the [`Llm`] trait.
+//! The Gemini provider: turns an [`LlmRequest`] into exactly one `generateContent` call of the
+//! Gemini REST API (`POST {base}/v1beta/models/{model}:generateContent`) and classifies the
+//! answer into an [`LlmOutcome`] or a typed [`LlmError`]: transient (408, 429, 5xx, transport
+//! trouble; carrying `RetryInfo.retryDelay` / `Retry-After` as `retry_after`, an hour for a
+//! spent daily quota) or permanent. It does not retry: `llm::retry::RetryingLlm` wraps it. An
+//! empty answer is silence and comes back as [`LlmOutcome::Empty`]. HTTP timeouts are
+//! reqwest's own (real time). The key travels only in the `x-goog-api-key` header: it must
+//! never appear in a URL, a log line or an error message, and bodies are never logged (only
+//! their sizes, at DEBUG). It knows nothing about personas or Telegram; `llm::provider` builds
+//! it and the planner uses it through the [`Llm`] trait.
 
 use std::fmt;
 use std::time::Duration;
 
 use base64::Engine as _;
 use reqwest::StatusCode;
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
+use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use serde::{Deserialize, Serialize};
-use tracing::{debug, warn};
+use tracing::debug;
 
+use super::http::{chain, http_client, normalise_base_url, parse_retry_after, truncate};
+use super::usage::{self, Usage};
 use super::{ApiKey, Llm, LlmError, LlmOutcome, LlmRequest, Part, Role};
-use crate::clock::{self, BoxFuture, SharedClock};
+use crate::clock::{self, BoxFuture};
 
 /// Where the Gemini API lives unless configured otherwise.
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
@@ -44,6 +45,8 @@ const BLOCKING_FINISH_REASONS: [&str; 6] = [
     "IMAGE_SAFETY",
     "IMAGE_PROHIBITED_CONTENT",
 ];
+/// The delay reported for a spent daily quota.
+const DAILY_QUOTA_WAIT: Duration = Duration::from_secs(3600);
 /// Longest server message (in characters) kept in an error.
 const MAX_MESSAGE_CHARS: usize = 300;
 /// What replaces the key wherever it shows up in text we did not write.
@@ -75,17 +78,11 @@ pub struct GeminiConfig {
     pub connect_timeout: Duration,
     /// Limit on one whole request, body included (real time).
     pub request_timeout: Duration,
-    /// HTTP attempts per [`Llm::generate`] call, retries included (at least 1).
-    pub max_attempts: u32,
-    /// First retry delay; doubled per retry, with jitter.
-    pub base_backoff: Duration,
-    /// Longest delay ever waited between attempts. A server asking for more ends the call.
-    pub max_backoff: Duration,
 }
 
 impl GeminiConfig {
     /// The defaults (official base URL, `BLOCK_NONE` safety settings, 10 s connect and 120 s
-    /// request timeouts, 3 attempts, 2 s backoff capped at 60 s) with the given key.
+    /// request timeouts) with the given key.
     pub fn new(api_key: ApiKey) -> GeminiConfig {
         GeminiConfig {
             api_key,
@@ -93,9 +90,6 @@ impl GeminiConfig {
             safety_settings: default_safety_settings(),
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(120),
-            max_attempts: 3,
-            base_backoff: Duration::from_secs(2),
-            max_backoff: Duration::from_secs(60),
         }
     }
 
@@ -126,17 +120,13 @@ fn missing_key() -> LlmError {
     ))
 }
 
-/// A Gemini `generateContent` client with retries on the shared clock.
+/// A Gemini `generateContent` client: one request per call (wrap it in `RetryingLlm`).
 pub struct GeminiClient {
     http: reqwest::Client,
     base_url: String,
     key_header: HeaderValue,
     key: ApiKey,
     safety_settings: Vec<(String, String)>,
-    max_attempts: u32,
-    base_backoff: Duration,
-    max_backoff: Duration,
-    clock: SharedClock,
 }
 
 impl fmt::Debug for GeminiClient {
@@ -144,7 +134,6 @@ impl fmt::Debug for GeminiClient {
         f.debug_struct("GeminiClient")
             .field("base_url", &self.base_url)
             .field("key", &self.key)
-            .field("max_attempts", &self.max_attempts)
             .finish_non_exhaustive()
     }
 }
@@ -152,7 +141,7 @@ impl fmt::Debug for GeminiClient {
 impl GeminiClient {
     /// Validates `config` and builds the HTTP client (rustls with the ring provider, no
     /// redirects, so the key header can never be forwarded to another host).
-    pub fn new(config: GeminiConfig, clock: SharedClock) -> Result<GeminiClient, LlmError> {
+    pub fn new(config: GeminiConfig) -> Result<GeminiClient, LlmError> {
         if config.api_key.is_empty() {
             return Err(missing_key());
         }
@@ -162,37 +151,14 @@ impl GeminiClient {
             )
         })?;
         key_header.set_sensitive(true);
-        if config.max_attempts == 0 {
-            return Err(LlmError::Config(
-                "max_attempts must be at least 1".to_owned(),
-            ));
-        }
-        let base_url = normalise_base_url(&config.base_url)?;
-        // reqwest is built without a bundled crypto provider; make ring the process default.
-        // An error only means some provider is installed already, which reqwest then uses.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut builder = reqwest::Client::builder();
-        if is_loopback(&base_url) {
-            // A local endpoint (a test double, a local gateway) is never reached via a proxy.
-            builder = builder.no_proxy();
-        }
-        let http = builder
-            .connect_timeout(config.connect_timeout)
-            .timeout(config.request_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("personad/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| LlmError::Config(format!("cannot build the HTTP client: {}", chain(e))))?;
+        let base_url = normalise_base_url("Gemini", &config.base_url)?;
+        let http = http_client(&base_url, config.connect_timeout, config.request_timeout)?;
         Ok(GeminiClient {
             http,
             base_url,
             key_header,
             key: config.api_key,
             safety_settings: config.safety_settings,
-            max_attempts: config.max_attempts,
-            base_backoff: config.base_backoff,
-            max_backoff: config.max_backoff,
-            clock,
         })
     }
 
@@ -221,71 +187,16 @@ impl GeminiClient {
             "gemini request"
         );
 
-        let mut budget = self.max_attempts;
-        let mut empty_retried = false;
-        let mut attempt: u32 = 0;
-        loop {
-            attempt = attempt.saturating_add(1);
-            let failure = match self.attempt(&url, &body).await {
-                Ok(outcome) => {
-                    let empty_stop = matches!(
-                        &outcome,
-                        LlmOutcome::Empty { finish_reason: Some(r) } if r == "STOP"
-                    );
-                    if empty_stop && !empty_retried {
-                        // A sporadic empty STOP answer: one immediate extra attempt, on top of
-                        // the usual budget.
-                        empty_retried = true;
-                        budget = budget.saturating_add(1);
-                        warn!(
-                            model,
-                            attempt, "gemini gave an empty STOP answer; retrying once"
-                        );
-                        continue;
-                    }
-                    return Ok(outcome);
-                }
-                Err(failure) => failure,
-            };
-            let status = failure.error.status();
-            if !failure.retryable || attempt >= budget {
-                debug!(model, status, attempt, error = %failure.error, "gemini call failed");
-                return Err(failure.error);
-            }
-            let asked = failure.error.retry_after();
-            if let Some(asked) = asked
-                && asked > self.max_backoff
-            {
-                warn!(
-                    model,
-                    status,
-                    attempt,
-                    asked_ms = millis(asked),
-                    "gemini asked for a retry delay beyond the cap; giving up"
-                );
-                return Err(failure.error);
-            }
-            let delay = self
-                .backoff(attempt)
-                .max(asked.unwrap_or_default())
-                .min(self.max_backoff);
-            warn!(
-                model,
-                status,
-                attempt,
-                max_attempts = budget,
-                delay_ms = millis(delay),
-                "gemini request failed; retrying"
-            );
-            debug!(model, error = %failure.error, "gemini failure detail");
-            // `pause` gives up a running task's clock hold while it waits, so virtual time can
-            // reach the deadline; outside such a task it is a plain sleep on the clock.
-            clock::pause(&*self.clock, delay).await;
-        }
+        // One request: retries are the job of `llm::retry::RetryingLlm`, which wraps this
+        // client. An empty answer is the model choosing silence and comes back as is.
+        self.attempt(model, &url, &body).await.map_err(|failure| {
+            debug!(model, status = failure.error.status(), error = %failure.error, "gemini call failed");
+            failure.error
+        })
     }
 
     /// One HTTP exchange.
-    async fn attempt(&self, url: &str, body: &[u8]) -> Result<LlmOutcome, Failure> {
+    async fn attempt(&self, model: &str, url: &str, body: &[u8]) -> Result<LlmOutcome, Failure> {
         let response = self
             .http
             .post(url)
@@ -307,26 +218,29 @@ impl GeminiClient {
             "gemini response"
         );
         if status.is_success() {
-            self.parse_success(&bytes).map_err(|error| Failure {
-                error,
-                retryable: false,
-            })
+            self.parse_success(model, &bytes)
+                .map_err(|error| Failure { error })
         } else {
             Err(self.http_failure(status, retry_after, &bytes))
         }
     }
 
-    fn parse_success(&self, bytes: &[u8]) -> Result<LlmOutcome, LlmError> {
+    fn parse_success(&self, model: &str, bytes: &[u8]) -> Result<LlmOutcome, LlmError> {
         let response: WireResponse = serde_json::from_slice(bytes).map_err(|e| {
             LlmError::Decode(self.clean(&format!("invalid JSON in a success response: {e}")))
         })?;
-        if let Some(usage) = &response.usage_metadata {
-            debug!(
-                prompt_tokens = token_count(&usage.prompt_token_count),
-                candidates_tokens = token_count(&usage.candidates_token_count),
-                thoughts_tokens = token_count(&usage.thoughts_token_count),
-                cached_tokens = token_count(&usage.cached_content_token_count),
-                "gemini usage"
+        if let Some(u) = &response.usage_metadata {
+            let count = |v: &Option<serde_json::Value>| token_count(v).unwrap_or(0);
+            usage::report(
+                "gemini",
+                model,
+                Usage {
+                    prompt_tokens: count(&u.prompt_token_count),
+                    cached_tokens: count(&u.cached_content_token_count),
+                    // Thinking is billed as output.
+                    output_tokens: count(&u.candidates_token_count)
+                        .saturating_add(count(&u.thoughts_token_count)),
+                },
             );
         }
         let outcome = classify(response);
@@ -367,18 +281,21 @@ impl GeminiClient {
         };
         let message = self.clean(&message);
         if RETRYABLE_STATUSES.contains(&code) {
-            let asked = match (retry_info, retry_after_header) {
+            let mut asked = match (retry_info, retry_after_header) {
                 (Some(a), Some(b)) => Some(a.max(b)),
                 (a, b) => a.or(b),
             };
+            if daily_quota {
+                // A spent daily quota will not come back within any delay we would wait: ask
+                // for an hour, which the retry wrapper will not wait inside a call.
+                asked = asked.max(Some(DAILY_QUOTA_WAIT));
+            }
             Failure {
                 error: LlmError::Transient {
                     status: Some(code),
                     message,
                     retry_after: asked,
                 },
-                // A spent daily quota will not come back within any delay we would wait.
-                retryable: !daily_quota,
             }
         } else {
             Failure {
@@ -386,7 +303,6 @@ impl GeminiClient {
                     status: Some(code),
                     message,
                 },
-                retryable: false,
             }
         }
     }
@@ -401,7 +317,6 @@ impl GeminiClient {
                     message,
                     retry_after: None,
                 },
-                retryable,
             }
         } else {
             Failure {
@@ -409,20 +324,8 @@ impl GeminiClient {
                     status: None,
                     message,
                 },
-                retryable,
             }
         }
-    }
-
-    /// Exponential backoff with equal jitter: half the step fixed, half random.
-    fn backoff(&self, attempt: u32) -> Duration {
-        let shift = attempt.saturating_sub(1).min(20);
-        let step = self
-            .base_backoff
-            .saturating_mul(1u32 << shift)
-            .min(self.max_backoff);
-        let half = step / 2;
-        half + clock::secs_f64(half.as_secs_f64() * fastrand::f64())
     }
 
     /// Redacts the key (defence in depth: a proxy might echo it), then shortens to one line.
@@ -479,10 +382,9 @@ impl Llm for GeminiClient {
     }
 }
 
-/// A failed attempt and whether another one may help.
+/// A failed attempt.
 struct Failure {
     error: LlmError,
-    retryable: bool,
 }
 
 fn wire_part(part: &Part) -> WirePart<'_> {
@@ -511,82 +413,6 @@ fn model_id(model: &str) -> Result<&str, LlmError> {
             "{model:?} is not a valid model id"
         )))
     }
-}
-
-fn normalise_base_url(raw: &str) -> Result<String, LlmError> {
-    let trimmed = raw.trim().trim_end_matches('/');
-    let bad = |why: &str| LlmError::Config(format!("invalid Gemini base URL: {why}"));
-    let url = reqwest::Url::parse(trimmed).map_err(|e| bad(&e.to_string()))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(bad("the scheme must be http or https"));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(bad("it must not have a query or fragment"));
-    }
-    Ok(trimmed.to_owned())
-}
-
-/// True when the (already validated) base URL points at this machine.
-fn is_loopback(base_url: &str) -> bool {
-    let Ok(url) = reqwest::Url::parse(base_url) else {
-        return false;
-    };
-    let Some(host) = url.host_str() else {
-        return false;
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// A reqwest error and its causes as one line, without the URL.
-fn chain(err: reqwest::Error) -> String {
-    let err = err.without_url();
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(&err);
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
-/// Whitespace runs collapsed to one space, cut to `max` characters (with an ellipsis).
-fn truncate(text: &str, max: usize) -> String {
-    let mut out = String::new();
-    let mut chars = 0usize;
-    for word in text.split_whitespace() {
-        if chars > 0 {
-            if chars >= max {
-                out.push('…');
-                return out;
-            }
-            out.push(' ');
-            chars += 1;
-        }
-        for c in word.chars() {
-            if chars >= max {
-                out.push('…');
-                return out;
-            }
-            out.push(c);
-            chars += 1;
-        }
-    }
-    out
-}
-
-/// `Retry-After` in (possibly fractional) seconds; HTTP dates are ignored.
-fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
-    let secs: f64 = value.parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| clock::secs_f64(secs))
 }
 
 /// A protobuf JSON duration such as `"12s"` or `"1.5s"`.
@@ -679,22 +505,20 @@ fn token_count(value: &Option<serde_json::Value>) -> Option<u64> {
     }
 }
 
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 // ---- wire format: request (camelCase, None fields skipped, nothing else) ----
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
+/// Field order is the byte order on the wire: everything stable comes first and the growing
+/// `contents` last, so consecutive requests of a chat share the longest byte prefix.
 struct WireRequest<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    system_instruction: Option<WireSystem<'a>>,
-    contents: Vec<WireContent<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     safety_settings: Vec<WireSafetySetting<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     generation_config: Option<WireGenerationConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system_instruction: Option<WireSystem<'a>>,
+    contents: Vec<WireContent<'a>>,
 }
 
 /// The system instruction carries no role (the API ignores it).
@@ -864,14 +688,6 @@ mod tests {
     }
 
     #[test]
-    fn truncation_is_char_safe_and_one_line() {
-        assert_eq!(truncate("a  b\n\nc", 10), "a b c");
-        assert_eq!(truncate("ééééé", 3), "ééé…");
-        assert_eq!(truncate("ab cd", 2), "ab…");
-        assert_eq!(truncate("", 2), "");
-    }
-
-    #[test]
     fn model_ids() {
         assert_eq!(model_id("gemini-2.5-flash").ok(), Some("gemini-2.5-flash"));
         assert_eq!(
@@ -882,26 +698,6 @@ mod tests {
         assert!(model_id("x?key=1").is_err());
         assert!(model_id("../x").is_err());
         assert!(model_id("a/b").is_err());
-    }
-
-    #[test]
-    fn base_urls() {
-        assert_eq!(
-            normalise_base_url("http://127.0.0.1:9/ ").ok().as_deref(),
-            Some("http://127.0.0.1:9")
-        );
-        assert!(normalise_base_url("ftp://x").is_err());
-        assert!(normalise_base_url("https://x/?key=1").is_err());
-        assert!(normalise_base_url("nonsense").is_err());
-    }
-
-    #[test]
-    fn loopback_detection() {
-        assert!(is_loopback("http://127.0.0.1:8080"));
-        assert!(is_loopback("http://localhost"));
-        assert!(is_loopback("http://[::1]:9"));
-        assert!(!is_loopback(DEFAULT_BASE_URL));
-        assert!(!is_loopback("http://10.0.0.1"));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The provider-neutral boundary to large language models: the request and outcome types, the
 //! typed error, the [`Llm`] trait and the [`ApiKey`] secret. This module owns no HTTP, no
 //! provider wire format and no retry policy; those live in the provider modules ([`gemini`],
-//! and later an OpenAI-compatible one), which must not leak their own types through here.
+//! [`openai`]), the [`provider`] router, the [`retry`] wrapper and the [`usage`] meter, which
+//! must not leak their own types through here.
 //! It must never log, print or serialise a key. The planner calls [`Llm::generate`]; the
 //! daemon's start-up code builds a provider from its configuration and hands it over as a
 //! trait object.
@@ -12,6 +13,11 @@ use std::time::Duration;
 use crate::clock::BoxFuture;
 
 pub mod gemini;
+pub mod http;
+pub mod openai;
+pub mod provider;
+pub mod retry;
+pub mod usage;
 
 /// Who said a turn of the conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -187,8 +193,8 @@ fn retry_label(retry_after: Option<Duration>) -> String {
     }
 }
 
-/// A language model behind some provider. Implementations retry transient failures
-/// themselves (on the shared clock) and return the final outcome or error.
+/// A language model behind some provider. Provider clients make one request per call;
+/// [`retry::RetryingLlm`] wraps any of them with the one retry policy.
 pub trait Llm: Send + Sync + 'static {
     /// Runs one completion.
     fn generate<'a>(&'a self, req: &'a LlmRequest) -> BoxFuture<'a, Result<LlmOutcome, LlmError>>;
