@@ -347,6 +347,25 @@ pub fn map_raw(
     map_with(raw, ctx, known, &[])
 }
 
+/// A basic group's "upgraded to supergroup" service message: (old chat, new chat).
+pub fn migration(raw: &tl::enums::Message) -> Option<(ChatId, ChatId)> {
+    let tl::enums::Message::Service(s) = raw else {
+        return None;
+    };
+    let tl::enums::MessageAction::ChatMigrateTo(a) = &s.action else {
+        return None;
+    };
+    let from = chat_id_of(&s.peer_id)?;
+    let to = PeerId::channel(a.channel_id)?.bot_api_dialog_id()?;
+    Some((from, ChatId(to)))
+}
+
+/// Whether an "edited" message was really edited (Telegram also sends edits for reaction
+/// and view count changes; those carry no visible edit date, or a hidden one).
+pub fn is_real_edit(raw: &tl::enums::Message) -> bool {
+    matches!(raw, tl::enums::Message::Message(m) if m.edit_date.is_some() && !m.edit_hide)
+}
+
 /// Maps grammers' deletion update.
 pub fn map_deletion(d: &MessageDeletion) -> Option<Deleted> {
     map_deleted_raw(&d.raw)
