@@ -131,3 +131,13 @@ pub fn reaction_variant(emoji: &str) -> Option<String> {
         Some(format!("{first}{VS16}"))
     }
 }
+
+/// Whether a chat is muted at `now` (unix seconds): its own setting when it has one (a
+/// `mute_until` of 0 means explicitly unmuted), else the account's global setting for chats
+/// of its kind.
+pub fn muted(chat_until: Option<i32>, global_until: Option<i32>, now: i64) -> bool {
+    match chat_until {
+        Some(until) => i64::from(until) > now,
+        None => global_until.is_some_and(|until| i64::from(until) > now),
+    }
+}
