@@ -1279,7 +1279,12 @@ fn flood_and_slowmode_waits_carry_seconds() {
 
 #[test]
 fn account_limits() {
-    for name in ["PEER_FLOOD", "USER_RESTRICTED", "FROZEN_METHOD_INVALID"] {
+    for name in [
+        "PEER_FLOOD",
+        "USER_RESTRICTED",
+        "FROZEN_METHOD_INVALID",
+        "USER_BANNED_IN_CHANNEL",
+    ] {
         let code = if name == "FROZEN_METHOD_INVALID" {
             420
         } else {
@@ -1296,16 +1301,32 @@ fn account_limits() {
 fn forbidden_family() {
     for (code, name) in [
         (403, "CHAT_WRITE_FORBIDDEN"),
-        (400, "USER_BANNED_IN_CHANNEL"),
         (400, "CHANNEL_PRIVATE"),
         (400, "USER_IS_BLOCKED"),
         (400, "YOU_BLOCKED_USER"),
         (400, "CHAT_RESTRICTED"),
-        (403, "CHAT_SEND_STICKERS_FORBIDDEN"),
+        (403, "CHAT_SEND_PLAIN_FORBIDDEN"),
         (403, "SOMETHING_NEW"),
     ] {
         assert!(
             matches!(classify(&rpc(code, name)), TelegramError::Forbidden(_)),
+            "{name}"
+        );
+    }
+}
+
+/// A chat that refuses one kind of content (or a Premium-only item) refuses that item, not
+/// the whole chat.
+#[test]
+fn content_refusals_are_per_item() {
+    for (code, name) in [
+        (403, "CHAT_SEND_STICKERS_FORBIDDEN"),
+        (403, "CHAT_SEND_MEDIA_FORBIDDEN"),
+        (403, "CHAT_SEND_GIFS_FORBIDDEN"),
+        (400, "PREMIUM_ACCOUNT_REQUIRED"),
+    ] {
+        assert!(
+            matches!(classify(&rpc(code, name)), TelegramError::ContentRefused(_)),
             "{name}"
         );
     }

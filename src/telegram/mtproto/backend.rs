@@ -55,12 +55,25 @@ pub struct MtprotoTelegram {
     set_names: Mutex<HashMap<i64, String>>,
     /// Users this account blocked (one entry, refreshed every 60 s).
     blocked: moka::future::Cache<(), Arc<HashSet<i64>>>,
-    /// Whether a chat is muted, per chat, refreshed every 60 s.
-    muted: moka::future::Cache<ChatId, bool>,
+    /// Mute settings (`mute_until`) per chat and the global ones, refreshed every 60 s.
+    muted: moka::future::Cache<LookupKey, Option<i32>>,
+    /// Look-ups that failed recently: not retried until the entry expires.
+    failures: moka::future::Cache<LookupKey, ()>,
 }
 
 /// How long blocklist and mute look-ups are trusted.
 const LOOKUP_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long a failed look-up is not retried (its fail-open answer stands meanwhile).
+pub const FAILURE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What a cached look-up is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum LookupKey {
+    Blocklist,
+    Mute(ChatId),
+    /// The account's global setting for DMs (`true`) or groups.
+    GlobalMute(bool),
+}
 
 impl MtprotoTelegram {
     pub fn new(
@@ -90,11 +103,20 @@ impl MtprotoTelegram {
                 .max_capacity(10_000)
                 .time_to_live(LOOKUP_TTL)
                 .build(),
+            failures: moka::future::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(FAILURE_TTL)
+                .build(),
         }
     }
 
-    /// Whether this account blocked `user` (cached for a minute; on failure, assume not).
+    /// Whether this account blocked `user` (cached for a minute). On failure, assume not,
+    /// and do not ask again for [`FAILURE_TTL`] (a flood wait must not turn every message
+    /// into another failing call).
     pub async fn is_blocked(&self, user: i64) -> bool {
+        if self.failures.contains_key(&LookupKey::Blocklist) {
+            return false;
+        }
         let set = self
             .blocked
             .try_get_with((), async {
@@ -131,31 +153,62 @@ impl MtprotoTelegram {
         match set {
             Ok(set) => set.contains(&user),
             Err(e) => {
-                tracing::debug!(error = %e, "blocklist look-up failed");
+                tracing::warn!(error = %e, "blocklist look-up failed; assuming not blocked for a while");
+                self.failures.insert(LookupKey::Blocklist, ()).await;
                 false
             }
         }
     }
 
-    /// Whether notifications of a chat are muted (cached for a minute; on failure, assume not).
+    /// Whether notifications of a chat are muted: its own setting, else the account's
+    /// global setting for DMs or groups (each cached for a minute). On failure, assume not,
+    /// and do not ask again for [`FAILURE_TTL`].
     pub async fn is_muted(&self, chat: ChatId) -> bool {
         let now = self.clock.now().as_second();
-        let muted = self
+        let own = self.mute_setting(LookupKey::Mute(chat)).await;
+        let global = match own {
+            Some(Some(_)) => None,
+            _ => self
+                .mute_setting(LookupKey::GlobalMute(chat.0 > 0))
+                .await
+                .flatten(),
+        };
+        recover::muted(own.flatten(), global, now)
+    }
+
+    /// A `mute_until` setting (outer `None`: the look-up failed).
+    async fn mute_setting(&self, key: LookupKey) -> Option<Option<i32>> {
+        if self.failures.contains_key(&key) {
+            return None;
+        }
+        let result = self
             .muted
-            .try_get_with(chat, async {
-                let peer = self.input_peer(chat).await?;
+            .try_get_with(key, async {
+                let peer: tl::enums::InputNotifyPeer = match key {
+                    LookupKey::Mute(chat) => tl::types::InputNotifyPeer {
+                        peer: self.input_peer(chat).await?,
+                    }
+                    .into(),
+                    LookupKey::GlobalMute(true) => tl::enums::InputNotifyPeer::InputNotifyUsers,
+                    _ => tl::enums::InputNotifyPeer::InputNotifyChats,
+                };
                 let settings = self
                     .client()
-                    .invoke(&tl::functions::account::GetNotifySettings {
-                        peer: tl::types::InputNotifyPeer { peer }.into(),
-                    })
+                    .invoke(&tl::functions::account::GetNotifySettings { peer })
                     .await
                     .map_err(|e| classify(&e))?;
                 let tl::enums::PeerNotifySettings::Settings(s) = settings;
-                Ok::<_, TelegramError>(s.mute_until.is_some_and(|until| i64::from(until) > now))
+                Ok::<_, TelegramError>(s.mute_until)
             })
             .await;
-        muted.unwrap_or(false)
+        match result {
+            Ok(until) => Some(until),
+            Err(e) => {
+                tracing::warn!(error = %e, "mute look-up failed; assuming not muted for a while");
+                self.failures.insert(key, ()).await;
+                None
+            }
+        }
     }
 
     /// The current client (cheap to clone).

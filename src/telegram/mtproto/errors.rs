@@ -82,11 +82,22 @@ fn classify_rpc(rpc: &RpcError) -> TelegramError {
     if n == "FLOOD_WAIT" || n == "FLOOD_PREMIUM_WAIT" || n == "FLOOD_TEST_PHONE_WAIT" {
         return TelegramError::FloodWait { secs: wait };
     }
+    // USER_BANNED_IN_CHANNEL is how Telegram reports the spam restriction on writing in
+    // public groups: an account-level limit, not one chat's ban.
     if matches!(
         n,
-        "PEER_FLOOD" | "USER_RESTRICTED" | "PREMIUM_ACCOUNT_REQUIRED"
+        "PEER_FLOOD" | "USER_RESTRICTED" | "USER_BANNED_IN_CHANNEL"
     ) {
         return TelegramError::AccountLimited(label);
+    }
+    // The chat refuses one kind of content (stickers, media, GIFs, ...), or the item needs
+    // Premium: skip or replace that item, the chat stays usable.
+    if (n.starts_with("CHAT_SEND_")
+        && n.ends_with("_FORBIDDEN")
+        && n != "CHAT_SEND_PLAIN_FORBIDDEN")
+        || matches!(n, "PREMIUM_ACCOUNT_REQUIRED" | "STICKER_PREMIUM_REQUIRED")
+    {
+        return TelegramError::ContentRefused(label);
     }
     if code == 401
         || n.starts_with("AUTH_KEY_")
@@ -102,8 +113,7 @@ fn classify_rpc(rpc: &RpcError) -> TelegramError {
         || n.ends_with("_FORBIDDEN")
         || matches!(
             n,
-            "USER_BANNED_IN_CHANNEL"
-                | "CHANNEL_PRIVATE"
+            "CHANNEL_PRIVATE"
                 | "CHANNEL_PUBLIC_GROUP_NA"
                 | "USER_IS_BLOCKED"
                 | "YOU_BLOCKED_USER"
