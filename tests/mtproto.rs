@@ -11,8 +11,8 @@ use personad::telegram::mtproto::errors::classify;
 use personad::telegram::mtproto::format::{to_telegram, utf16_len};
 use personad::telegram::mtproto::map::{
     Deleted, Ignored, Known, MapContext, Mapped, Origin, PeerCache, PeerClass, PeerDesc,
-    StickerSetRef, chat_id_of, map_deleted_raw, map_edit, map_message, map_message_with, map_raw,
-    mentions, utf16_slice,
+    StickerSetRef, chat_id_of, is_real_edit, map_deleted_raw, map_edit, map_message,
+    map_message_with, map_raw, mentions, migration, utf16_slice,
 };
 use personad::telegram::{ChatId, ChatKind, MediaKind, Mention, MessageId, TelegramError};
 
@@ -634,6 +634,122 @@ fn service_and_empty_messages_are_ignored() {
         map_raw(&bad.into(), &ctx, &known),
         Err(Ignored(_))
     ));
+}
+
+/// A basic group upgraded to a supergroup announces its new id in a service message; the
+/// update becomes a migration from the old chat id to the new one.
+#[test]
+fn migrated_group_maps_old_to_new_chat_id() {
+    let service = tl::types::MessageService {
+        out: false,
+        mentioned: false,
+        media_unread: false,
+        reactions_are_possible: false,
+        silent: false,
+        post: false,
+        legacy: false,
+        id: 9,
+        from_id: None,
+        peer_id: peer_chat(42),
+        saved_peer_id: None,
+        reply_to: None,
+        date: DATE,
+        action: tl::types::MessageActionChatMigrateTo { channel_id: 777 }.into(),
+        reactions: None,
+        ttl_period: None,
+    };
+    assert_eq!(
+        migration(&service.into()),
+        Some((ChatId(-42), ChatId(-1000000000777)))
+    );
+    assert_eq!(
+        migration(&message(1, peer_chat(42), None, "x").into()),
+        None
+    );
+}
+
+/// Reaction and view changes arrive as edits too; only a visible edit (an edit date, not
+/// hidden) counts.
+#[test]
+fn only_visible_edits_count_as_edits() {
+    let plain = message(1, peer_user(7), None, "x");
+    assert!(!is_real_edit(&plain.clone().into()));
+    let mut edited = plain.clone();
+    edited.edit_date = Some(DATE + 5);
+    assert!(is_real_edit(&edited.clone().into()));
+    edited.edit_hide = true;
+    assert!(!is_real_edit(&edited.into()));
+}
+
+/// The unread scan walks the dialogs, which writes every channel's current pts into the
+/// session; the state saved before it is written back, minus broadcast channels, so
+/// catch-up still fills the gaps and never asks for the difference of broadcast channels.
+#[test]
+fn update_state_restored_without_broadcast_channels() {
+    use grammers_client::session::types::{ChannelState, UpdatesState};
+    let saved = UpdatesState {
+        pts: 10,
+        qts: 0,
+        date: DATE,
+        seq: 3,
+        channels: vec![
+            ChannelState { id: 5, pts: 100 },
+            ChannelState { id: 6, pts: 200 },
+        ],
+    };
+    let kept = personad::telegram::mtproto::without_channels(saved, &[6].into());
+    assert_eq!(kept.pts, 10);
+    assert_eq!(kept.channels.len(), 1);
+    assert_eq!((kept.channels[0].id, kept.channels[0].pts), (5, 100));
+}
+
+/// The same on a real session store: after a (simulated) dialog walk moved channel 5's pts
+/// and added channel 9, the restore puts back the saved state and drops the broadcast
+/// channel 6.
+#[tokio::test]
+async fn unread_scan_restore_keeps_the_gap_on_a_real_session() {
+    use grammers_client::session::Session;
+    use grammers_client::session::storages::SqliteSession;
+    use grammers_client::session::types::{
+        ChannelKind, ChannelState, PeerAuth, PeerInfo, UpdateState, UpdatesState,
+    };
+    let session = Arc::new(SqliteSession::open(":memory:").await.unwrap());
+    let saved = UpdatesState {
+        pts: 10,
+        qts: 1,
+        date: DATE,
+        seq: 3,
+        channels: vec![
+            ChannelState { id: 5, pts: 100 },
+            ChannelState { id: 6, pts: 200 },
+        ],
+    };
+    session
+        .set_update_state(UpdateState::All(saved.clone()))
+        .await
+        .unwrap();
+    session
+        .cache_peer(PeerInfo::Channel {
+            id: 6,
+            auth: Some(PeerAuth::from_hash(1)),
+            kind: Some(ChannelKind::Broadcast),
+        })
+        .await
+        .unwrap();
+    // The dialog walk writes the current pts of every channel.
+    for (id, pts) in [(5, 150), (9, 50)] {
+        session
+            .set_update_state(UpdateState::Channel { id, pts })
+            .await
+            .unwrap();
+    }
+    let walked = session.updates_state().await.unwrap();
+    assert_eq!(walked.channels.len(), 3, "the walk moved the state");
+    personad::telegram::mtproto::restore_update_state("agent", &session, saved).await;
+    let now = session.updates_state().await.unwrap();
+    let channels: Vec<(i64, i32)> = now.channels.iter().map(|c| (c.id, c.pts)).collect();
+    assert_eq!(channels, vec![(5, 100)]);
+    assert_eq!(now.pts, 10);
 }
 
 #[test]

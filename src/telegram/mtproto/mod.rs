@@ -480,7 +480,7 @@ async fn scan_unread(
 }
 
 /// Writes back an update state saved before a dialog walk, minus broadcast channels.
-async fn restore_update_state(
+pub async fn restore_update_state(
     agent: &str,
     session: &Arc<SqliteSession>,
     saved: grammers_client::session::types::UpdatesState,
