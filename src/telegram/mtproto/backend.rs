@@ -7,9 +7,9 @@ use std::collections::{HashMap, HashSet};
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::guarded::GuardedSession;
 use grammers_client::Client;
 use grammers_client::session::Session;
-use grammers_client::session::storages::SqliteSession;
 use grammers_client::session::types::{PeerId, PeerRef};
 use grammers_client::tl;
 
@@ -38,7 +38,7 @@ enum SendAnswer {
 pub struct MtprotoTelegram {
     /// Replaced when the supervisor rebuilds a dead connection pool.
     client: std::sync::RwLock<Client>,
-    session: Arc<SqliteSession>,
+    session: Arc<GuardedSession>,
     self_id: i64,
     self_username: Option<String>,
     clock: SharedClock,
@@ -78,7 +78,7 @@ enum LookupKey {
 impl MtprotoTelegram {
     pub fn new(
         client: Client,
-        session: Arc<SqliteSession>,
+        session: Arc<GuardedSession>,
         self_id: i64,
         self_username: Option<String>,
         clock: SharedClock,

@@ -8,6 +8,7 @@
 pub mod backend;
 pub mod errors;
 pub mod format;
+pub mod guarded;
 pub mod map;
 pub mod pump;
 pub mod recover;
@@ -27,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use backend::MtprotoTelegram;
 use errors::classify;
+use guarded::GuardedSession;
 use session::{SessionError, SessionLock};
 
 use crate::clock::{BoxFuture, SharedClock};
@@ -106,7 +108,7 @@ type Updates = tokio::sync::mpsc::Receiver<grammers_client::session::updates::Up
 /// A connected agent.
 pub struct Connected {
     pub telegram: Arc<MtprotoTelegram>,
-    session: Arc<SqliteSession>,
+    session: Arc<GuardedSession>,
     client: Client,
     updates: Option<Updates>,
     pool_task: JoinHandle<()>,
@@ -114,10 +116,10 @@ pub struct Connected {
     _lock: SessionLock,
 }
 
-async fn open_session(path: &std::path::Path) -> Result<Arc<SqliteSession>, ConnectError> {
+async fn open_session(path: &std::path::Path) -> Result<Arc<GuardedSession>, ConnectError> {
     SqliteSession::open(path)
         .await
-        .map(Arc::new)
+        .map(|s| Arc::new(GuardedSession::new(s)))
         .map_err(|e| ConnectError::Open {
             path: path.display().to_string(),
             message: e.to_string(),
@@ -126,7 +128,7 @@ async fn open_session(path: &std::path::Path) -> Result<Arc<SqliteSession>, Conn
 
 /// Starts a connection pool on a session: the runner task, a client, and the update channel.
 fn start_pool(
-    session: &Arc<SqliteSession>,
+    session: &Arc<GuardedSession>,
     creds: &Credentials,
     opts: ConnectOptions,
 ) -> (Client, Updates, JoinHandle<()>) {
@@ -305,7 +307,7 @@ struct Pool {
 /// stream used it up (or it died).
 struct GrammersFactory {
     agent: String,
-    session: Arc<SqliteSession>,
+    session: Arc<GuardedSession>,
     creds: Credentials,
     opts: ConnectOptions,
     telegram: Arc<MtprotoTelegram>,
@@ -363,6 +365,7 @@ impl pump::SourceFactory for GrammersFactory {
             Ok(Box::new(GrammersSource {
                 stream,
                 telegram: Arc::clone(&self.telegram),
+                session: Arc::clone(&self.session),
             }) as Box<dyn pump::UpdateSource>)
         })
     }
@@ -381,13 +384,17 @@ impl pump::SourceFactory for GrammersFactory {
 struct GrammersSource {
     stream: grammers_client::client::UpdateStream,
     telegram: Arc<MtprotoTelegram>,
+    session: Arc<GuardedSession>,
 }
 
 impl pump::UpdateSource for GrammersSource {
     fn next(&mut self) -> BoxFuture<'_, Result<Option<pump::TgUpdate>, pump::SourceError>> {
         Box::pin(async move {
             match self.stream.next().await {
-                Ok(update) => Ok(self.telegram.to_update(&update)),
+                Ok(update) => {
+                    self.session.clear_difference_channel();
+                    Ok(self.telegram.to_update(&update))
+                }
                 Err(grammers_client::InvocationError::Dropped(_)) => Err(pump::SourceError::Closed),
                 Err(e) => match classify(&e) {
                     TelegramError::Unauthorized(reason) => {
@@ -395,7 +402,7 @@ impl pump::UpdateSource for GrammersSource {
                     }
                     other => Err(pump::SourceError::Transient {
                         reason: other.to_string(),
-                        channel: None,
+                        channel: self.session.difference_channel(),
                     }),
                 },
             }
@@ -427,7 +434,7 @@ impl pump::UpdateSource for GrammersSource {
 async fn scan_unread(
     agent: &str,
     client: &Client,
-    session: &Arc<SqliteSession>,
+    session: &Arc<GuardedSession>,
     telegram: &Arc<MtprotoTelegram>,
     runtime: &RuntimeHandle,
 ) {
@@ -475,17 +482,19 @@ async fn scan_unread(
         Err(e) => tracing::warn!(agent = %agent, error = %e, "unread scan failed"),
     }
     if let Some(saved) = saved {
-        restore_update_state(agent, session, saved).await;
+        restore_update_state(agent, session.as_ref(), saved).await;
     }
 }
 
 /// Writes back an update state saved before a dialog walk, minus broadcast channels.
-pub async fn restore_update_state(
+pub async fn restore_update_state<S>(
     agent: &str,
-    session: &Arc<SqliteSession>,
+    session: &S,
     saved: grammers_client::session::types::UpdatesState,
-) {
-    use grammers_client::session::Session;
+) where
+    S: grammers_client::session::Session,
+    S::Error: fmt::Display,
+{
     use grammers_client::session::types::{ChannelKind, PeerInfo, UpdateState};
     if saved.pts == 0 && saved.date == 0 && saved.channels.is_empty() {
         // Nothing saved yet (first run): the stream starts from the server's state.
