@@ -9,6 +9,7 @@ pub mod backend;
 pub mod errors;
 pub mod format;
 pub mod guarded;
+pub mod login;
 pub mod map;
 pub mod pump;
 pub mod recover;
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use grammers_client::session::storages::SqliteSession;
-use grammers_client::{Client, SenderPool, SignInError};
+use grammers_client::{Client, SenderPool};
 use grammers_mtsender::{AutoSleep, ConnectionParams, UpdatesConfiguration};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -527,7 +528,7 @@ pub fn without_channels(
 }
 
 /// Reads one line from the terminal (blocking, off the async threads).
-async fn prompt(text: &'static str) -> Result<String, ConnectError> {
+async fn prompt(text: String) -> Result<String, login::LoginError> {
     tokio::task::spawn_blocking(move || -> Result<String, String> {
         use std::io::Write;
         let mut out = std::io::stderr();
@@ -540,11 +541,11 @@ async fn prompt(text: &'static str) -> Result<String, ConnectError> {
         Ok(line.trim().to_string())
     })
     .await
-    .map_err(|e| ConnectError::Login(e.to_string()))?
-    .map_err(ConnectError::Login)
+    .map_err(|e| login::LoginError::Failed(e.to_string()))?
+    .map_err(login::LoginError::Failed)
 }
 
-async fn prompt_password(hint: Option<String>) -> Result<String, ConnectError> {
+async fn prompt_password(hint: Option<String>) -> Result<String, login::LoginError> {
     tokio::task::spawn_blocking(move || {
         let label = match hint {
             Some(h) if !h.is_empty() => format!("Two-step verification password (hint: {h}): "),
@@ -553,12 +554,28 @@ async fn prompt_password(hint: Option<String>) -> Result<String, ConnectError> {
         rpassword::prompt_password(label).map_err(|e| e.to_string())
     })
     .await
-    .map_err(|e| ConnectError::Login(e.to_string()))?
-    .map_err(ConnectError::Login)
+    .map_err(|e| login::LoginError::Failed(e.to_string()))?
+    .map_err(login::LoginError::Failed)
+}
+
+/// The terminal as the login prompter.
+struct Terminal;
+
+impl login::Prompter for Terminal {
+    fn code(&self, text: String) -> BoxFuture<'_, Result<String, login::LoginError>> {
+        Box::pin(prompt(text))
+    }
+    fn password(&self, hint: Option<String>) -> BoxFuture<'_, Result<String, login::LoginError>> {
+        Box::pin(prompt_password(hint))
+    }
+    fn say(&self, line: &str) {
+        eprintln!("{line}");
+    }
 }
 
 /// `personad login`: interactive sign-in in one process run, then one walk over the dialogs
-/// to warm the peer cache.
+/// to warm the peer cache (broadcast channels are then taken out of the update state, so
+/// catch-up never asks for their difference).
 pub async fn login(
     state: &StateDir,
     agent: &str,
@@ -568,12 +585,18 @@ pub async fn login(
     let (path, _lock) = prepare_session(state, agent, true).await?;
     let session = open_session(&path).await?;
     let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
-    let result = sign_in(&client, phone, creds).await;
+    let result = sign_in(&client, &session, phone, creds).await;
     if result.is_ok() {
+        use grammers_client::session::Session;
         let mut dialogs = client.iter_dialogs();
         let mut n = 0usize;
         while let Ok(Some(_)) = dialogs.next().await {
             n += 1;
+        }
+        // Keep the channel pts the walk wrote (catch-up starts from here), minus broadcast
+        // channels.
+        if let Ok(walked) = session.updates_state().await {
+            restore_update_state(agent, session.as_ref(), walked).await;
         }
         tracing::info!(agent = %agent, dialogs = n, "peer cache warmed");
     }
@@ -584,72 +607,22 @@ pub async fn login(
 
 async fn sign_in(
     client: &Client,
+    session: &Arc<GuardedSession>,
     phone: &str,
     creds: &Credentials,
 ) -> Result<String, ConnectError> {
     if client.is_authorized().await.map_err(|e| classify(&e))? {
         return Ok("already logged in".into());
     }
-    // The library panics on some unusual answers to sendCode: keep that inside a task.
-    let token = {
-        let (c, p, h) = (
-            client.clone(),
-            phone.to_string(),
-            creds.api_hash.expose().to_string(),
-        );
-        tokio::spawn(async move { c.request_login_code(&p, &h).await })
-            .await
-            .map_err(|_| {
-                ConnectError::Login(
-                    "Telegram gave an unexpected answer to the login code request".into(),
-                )
-            })?
-            .map_err(|e| {
-                ConnectError::Login(format!("could not request a login code: {}", classify(&e)))
-            })?
+    let api = login::GrammersLogin {
+        client: client.clone(),
+        session: Arc::clone(session),
+        api_id: creds.api_id,
+        api_hash: creds.api_hash.expose().to_string(),
     };
-    for _ in 0..3 {
-        let code = prompt("Login code (sent to your Telegram app): ").await?;
-        match client.sign_in(&token, &code).await {
-            Ok(user) => return Ok(format!("logged in as {}", user.full_name())),
-            Err(SignInError::InvalidCode) => {
-                eprintln!(
-                    "That code is invalid or expired. Codes pasted into any Telegram chat stop working."
-                );
-            }
-            Err(SignInError::PasswordRequired(mut pt)) => {
-                for _ in 0..3 {
-                    let password = prompt_password(pt.hint().map(str::to_string)).await?;
-                    match client.check_password(pt, password.as_bytes()).await {
-                        Ok(user) => return Ok(format!("logged in as {}", user.full_name())),
-                        Err(SignInError::InvalidPassword(again)) => {
-                            eprintln!("Wrong password.");
-                            pt = again;
-                        }
-                        Err(e) => return Err(ConnectError::Login(sign_in_error(e))),
-                    }
-                }
-                return Err(ConnectError::Login("wrong password, three times".into()));
-            }
-            Err(e) => return Err(ConnectError::Login(sign_in_error(e))),
-        }
-    }
-    Err(ConnectError::Login(
-        "no valid code after three tries".into(),
-    ))
-}
-
-fn sign_in_error(e: SignInError) -> String {
-    match e {
-        SignInError::SignUpRequired => {
-            "this phone number has no Telegram account; create one in an official app first".into()
-        }
-        SignInError::InvalidCode => "invalid or expired code".into(),
-        SignInError::PasswordRequired(_) | SignInError::InvalidPassword(_) => {
-            "two-step verification failed".into()
-        }
-        SignInError::Other(e) => classify(&e).to_string(),
-    }
+    login::run_login(&api, &Terminal, phone)
+        .await
+        .map_err(|e| ConnectError::Login(e.to_string()))
 }
 
 /// `personad login --logout`: signs out and deletes the session.
