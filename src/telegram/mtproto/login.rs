@@ -95,6 +95,9 @@ pub enum LoginError {
     Failed(String),
 }
 
+/// A fresh two-step challenge and the password hint.
+pub type ChallengeResult<C> = Result<(C, Option<String>), LoginError>;
+
 /// The Telegram side of a login.
 pub trait LoginApi: Send + Sync {
     /// The single-use two-step verification challenge.
@@ -107,9 +110,7 @@ pub trait LoginApi: Send + Sync {
         code: &'a str,
     ) -> BoxFuture<'a, Result<SignInAnswer, LoginError>>;
     /// A fresh challenge and the password hint.
-    fn password_challenge(
-        &self,
-    ) -> BoxFuture<'_, Result<(Self::Challenge, Option<String>), LoginError>>;
+    fn password_challenge(&self) -> BoxFuture<'_, ChallengeResult<Self::Challenge>>;
     fn check_password(
         &self,
         challenge: Self::Challenge,
@@ -332,9 +333,7 @@ impl LoginApi for GrammersLogin {
         })
     }
 
-    fn password_challenge(
-        &self,
-    ) -> BoxFuture<'_, Result<(PasswordToken, Option<String>), LoginError>> {
+    fn password_challenge(&self) -> BoxFuture<'_, ChallengeResult<PasswordToken>> {
         Box::pin(async move {
             let tl::enums::account::Password::Password(password) = self
                 .client
