@@ -12,7 +12,7 @@ use personad::telegram::mtproto::format::{to_telegram, utf16_len};
 use personad::telegram::mtproto::map::{
     Deleted, Ignored, Known, MapContext, Mapped, Origin, PeerCache, PeerClass, PeerDesc,
     StickerSetRef, chat_id_of, is_real_edit, map_deleted_raw, map_edit, map_message,
-    map_message_with, map_raw, mentions, migration, utf16_slice,
+    map_message_with, map_raw, mentions, migration, topic_of, utf16_slice,
 };
 use personad::telegram::{ChatId, ChatKind, MediaKind, Mention, MessageId, TelegramError};
 
@@ -543,6 +543,29 @@ fn forum_topic_root_is_not_a_reply() {
         h.forum_topic = true;
     }
     assert_eq!(map(raw).message.reply_to, None);
+}
+
+/// Messages in a forum topic name their topic: the topic root when they start a thread in
+/// it, the top id when they reply inside it; the General topic and plain groups name none.
+#[test]
+fn forum_topic_of_a_message() {
+    let mut root = message(41, peer_channel(555), Some(peer_user(ALICE)), "in topic");
+    let mut header = reply_header(12);
+    if let tl::enums::MessageReplyHeader::Header(h) = &mut header {
+        h.forum_topic = true;
+    }
+    root.reply_to = Some(header.clone());
+    assert_eq!(topic_of(&root.clone().into()), Some(12));
+    let mut reply = root.clone();
+    if let tl::enums::MessageReplyHeader::Header(h) = &mut header {
+        h.reply_to_msg_id = Some(30);
+        h.reply_to_top_id = Some(12);
+    }
+    reply.reply_to = Some(header);
+    assert_eq!(topic_of(&reply.into()), Some(12));
+    let mut plain = root;
+    plain.reply_to = Some(reply_header(12));
+    assert_eq!(topic_of(&plain.into()), None);
 }
 
 #[test]

@@ -26,6 +26,35 @@ use crate::telegram::{
 };
 use grammers_client::session::types::PeerInfo;
 
+/// Most messages whose forum topic is remembered.
+const MAX_TOPIC_MESSAGES: usize = 50_000;
+
+/// Forum topic bookkeeping (see [`MtprotoTelegram::topics`]).
+#[derive(Default)]
+struct Topics {
+    by_message: HashMap<(ChatId, i32), i32>,
+    order: std::collections::VecDeque<(ChatId, i32)>,
+    latest: HashMap<ChatId, Option<i32>>,
+}
+
+impl Topics {
+    fn learn(&mut self, chat: ChatId, id: i32, topic: Option<i32>, inbound: bool) {
+        if inbound {
+            self.latest.insert(chat, topic);
+        }
+        if let Some(topic) = topic
+            && self.by_message.insert((chat, id), topic).is_none()
+        {
+            self.order.push_back((chat, id));
+            if self.order.len() > MAX_TOPIC_MESSAGES
+                && let Some(old) = self.order.pop_front()
+            {
+                self.by_message.remove(&old);
+            }
+        }
+    }
+}
+
 /// What Telegram answered to a send.
 enum SendAnswer {
     /// Sent now; the new message id when the answer carried it.
@@ -47,6 +76,9 @@ pub struct MtprotoTelegram {
     ledger: Arc<SentLedger>,
     /// The newest message id seen per chat: how an unknown peer is fetched (getMessages).
     hints: Mutex<HashMap<ChatId, i32>>,
+    /// Forum topics: the topic of each message seen in one (bounded), and the topic of the
+    /// newest inbound message per chat (where typing shows).
+    topics: Mutex<Topics>,
     /// Names of users and chats seen so far (the session cache keeps ids and hashes only).
     peers: Mutex<PeerCache>,
     /// Sticker sets fetched so far: short name → (name/emoji → document).
@@ -92,6 +124,7 @@ impl MtprotoTelegram {
             clock,
             ledger,
             hints: Mutex::new(HashMap::new()),
+            topics: Mutex::new(Topics::default()),
             peers: Mutex::new(PeerCache::default()),
             sticker_sets: Mutex::new(HashMap::new()),
             set_names: Mutex::new(HashMap::new()),
@@ -352,6 +385,18 @@ impl MtprotoTelegram {
             let mut hints = self.hints.lock().unwrap_or_else(PoisonError::into_inner);
             let newest = hints.entry(mapped.chat.id).or_insert(id);
             *newest = (*newest).max(id);
+            drop(hints);
+            if mapped.chat.kind == ChatKind::Group {
+                self.topics
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .learn(
+                        mapped.chat.id,
+                        id,
+                        map::topic_of(&m.raw),
+                        !mapped.message.outgoing,
+                    );
+            }
         }
         mapped
     }
@@ -476,12 +521,24 @@ impl MtprotoTelegram {
         Ok(self.peer(chat).await?.into())
     }
 
-    fn reply_to(reply: Option<MessageId>) -> Option<tl::enums::InputReplyTo> {
+    /// The forum topic of a message we answer, if it was in one.
+    fn topic(&self, chat: ChatId, reply: Option<MessageId>) -> Option<i32> {
+        let id = reply.and_then(|r| i32::try_from(r.0).ok())?;
+        self.topics
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_message
+            .get(&(chat, id))
+            .copied()
+    }
+
+    /// The reply header of a send: the message answered, in its forum topic.
+    fn reply_to(&self, chat: ChatId, reply: Option<MessageId>) -> Option<tl::enums::InputReplyTo> {
         let id = reply.and_then(|r| i32::try_from(r.0).ok())?;
         Some(
             tl::types::InputReplyToMessage {
                 reply_to_msg_id: id,
-                top_msg_id: None,
+                top_msg_id: self.topic(chat, reply),
                 reply_to_peer_id: None,
                 quote_text: None,
                 quote_entities: None,
@@ -626,7 +683,7 @@ impl MtprotoTelegram {
                 invert_media: false,
                 allow_paid_floodskip: false,
                 peer,
-                reply_to: Self::reply_to(msg.reply_to),
+                reply_to: self.reply_to(msg.chat, msg.reply_to),
                 media: tl::types::InputMediaDocument {
                     spoiler: false,
                     id: doc,
@@ -695,7 +752,7 @@ impl MtprotoTelegram {
             invert_media: false,
             allow_paid_floodskip: false,
             peer,
-            reply_to: Self::reply_to(msg.reply_to),
+            reply_to: self.reply_to(msg.chat, msg.reply_to),
             message: text.to_string(),
             random_id: msg.idempotency_key,
             reply_markup: None,
@@ -971,12 +1028,21 @@ impl Telegram for MtprotoTelegram {
 
     fn typing(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
+            // Typing shows in the topic of the newest message from others.
+            let top_msg_id = self
+                .topics
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .latest
+                .get(&chat)
+                .copied()
+                .flatten();
             recover::with_peer_retry(self, chat, || async {
                 let peer = self.input_peer(chat).await?;
                 self.client()
                     .invoke(&tl::functions::messages::SetTyping {
                         peer,
-                        top_msg_id: None,
+                        top_msg_id,
                         action: tl::enums::SendMessageAction::SendMessageTypingAction,
                     })
                     .await

@@ -347,6 +347,23 @@ pub fn map_raw(
     map_with(raw, ctx, known, &[])
 }
 
+/// The forum topic a message belongs to (the id of the topic's first message), if it was
+/// written in a topic other than "General".
+pub fn topic_of(raw: &tl::enums::Message) -> Option<i32> {
+    let header = match raw {
+        tl::enums::Message::Message(m) => m.reply_to.as_ref(),
+        tl::enums::Message::Service(m) => m.reply_to.as_ref(),
+        tl::enums::Message::Empty(_) => None,
+    };
+    let tl::enums::MessageReplyHeader::Header(h) = header? else {
+        return None;
+    };
+    if !h.forum_topic {
+        return None;
+    }
+    h.reply_to_top_id.or(h.reply_to_msg_id)
+}
+
 /// A basic group's "upgraded to supergroup" service message: (old chat, new chat).
 pub fn migration(raw: &tl::enums::Message) -> Option<(ChatId, ChatId)> {
     let tl::enums::Message::Service(s) = raw else {
