@@ -69,7 +69,8 @@ pub struct MtprotoTelegram {
     client: std::sync::RwLock<Client>,
     session: Arc<GuardedSession>,
     self_id: i64,
-    self_username: Option<String>,
+    /// Learnt at connect, or later when Telegram was not reachable then.
+    self_username: std::sync::RwLock<Option<String>>,
     clock: SharedClock,
     /// Our sends (in flight, ids, random ids; on disk for the catch-up horizon): their
     /// echoes in the update stream are ours, not the owner typing on another device.
@@ -120,7 +121,7 @@ impl MtprotoTelegram {
             client: std::sync::RwLock::new(client),
             session,
             self_id,
-            self_username,
+            self_username: std::sync::RwLock::new(self_username),
             clock,
             ledger,
             hints: Mutex::new(HashMap::new()),
@@ -261,8 +262,23 @@ impl MtprotoTelegram {
     pub fn map_context(&self) -> MapContext {
         MapContext {
             self_id: self.self_id,
-            self_username: self.self_username.clone(),
+            self_username: self.self_username(),
         }
+    }
+
+    /// The account's username, if known.
+    pub fn self_username(&self) -> Option<String> {
+        self.self_username
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn set_self_username(&self, username: Option<String>) {
+        *self
+            .self_username
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = username;
     }
 
     /// The ledger of our own sends.
@@ -581,7 +597,7 @@ impl MtprotoTelegram {
             sender: Sender {
                 id: self.self_id,
                 name: String::new(),
-                username: self.self_username.clone(),
+                username: self.self_username(),
                 is_bot: false,
             },
             outgoing: true,

@@ -204,15 +204,36 @@ pub async fn connect(
 ) -> Result<Connected, ConnectError> {
     let (path, lock) = prepare_session(state, agent, false).await?;
     let session = open_session(&path).await?;
+    // Logged in means the session knows its own user: checked offline, so an agent whose
+    // network is down at start still starts, and its pump keeps reconnecting.
+    let self_id = {
+        use grammers_client::session::Session;
+        use grammers_client::session::types::PeerInfo;
+        match session.peer(PeerId::self_user()).await {
+            Ok(Some(PeerInfo::User { id, .. })) => id,
+            _ => {
+                return Err(ConnectError::NotAuthorized {
+                    agent: agent.to_string(),
+                });
+            }
+        }
+    };
     let (client, updates, pool_task) = start_pool(&session, creds, opts);
-    let authorized = client.is_authorized().await.map_err(|e| classify(&e))?;
-    if !authorized {
-        client.disconnect();
-        return Err(ConnectError::NotAuthorized {
-            agent: agent.to_string(),
-        });
-    }
-    let me = client.get_me().await.map_err(|e| classify(&e))?;
+    let username = match client.get_me().await {
+        Ok(me) => me.username().map(str::to_string),
+        Err(e) => match classify(&e) {
+            TelegramError::Unauthorized(_) => {
+                client.disconnect();
+                return Err(ConnectError::NotAuthorized {
+                    agent: agent.to_string(),
+                });
+            }
+            other => {
+                tracing::warn!(agent = %agent, error = %other, "Telegram is not reachable now; the agent starts and keeps reconnecting");
+                None
+            }
+        },
+    };
     let ledger_path = state.agent_dir(agent).join(SENT_LEDGER_FILE);
     let ledger_clock = Arc::clone(&clock);
     let ledger =
@@ -222,8 +243,8 @@ pub async fn connect(
     let telegram = Arc::new(MtprotoTelegram::new(
         client.clone(),
         Arc::clone(&session),
-        me.id().bare_id().unwrap_or(0),
-        me.username().map(str::to_string),
+        self_id,
+        username,
         clock,
         ledger,
     ));
