@@ -870,3 +870,40 @@ fn mute_follows_the_global_setting_when_the_chat_has_none() {
     assert!(!muted(None, Some(500), now), "global mute expired");
     assert!(!muted(None, None, now));
 }
+
+/// Blocklist and mute look-ups: answers are cached; a failed look-up (a flood wait) gives
+/// the fail-open answer and is not tried again for the failure TTL, instead of one more
+/// failing call for every message.
+#[tokio::test]
+async fn failed_lookups_are_cached_briefly_instead_of_retried_per_message() {
+    use personad::telegram::mtproto::recover::Memo;
+    let clock = VirtualClock::new(t0(), false);
+    let memo: Memo<i64, bool> = Memo::new(
+        Arc::new(clock.clone()),
+        Duration::from_secs(60),
+        Duration::from_secs(30),
+        10,
+    );
+    let calls = AtomicUsize::new(0);
+    let failing = || async {
+        calls.fetch_add(1, Ordering::SeqCst);
+        Err::<bool, _>(TelegramError::FloodWait { secs: 300 })
+    };
+    assert_eq!(memo.get(1, failing).await, None);
+    assert_eq!(memo.get(1, failing).await, None);
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "not retried within 30 s");
+    clock.advance(Duration::from_secs(31));
+    let ok = || async {
+        calls.fetch_add(1, Ordering::SeqCst);
+        Ok::<_, TelegramError>(true)
+    };
+    assert_eq!(memo.get(1, ok).await, Some(true));
+    assert_eq!(memo.get(1, ok).await, Some(true));
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "answers cached");
+    clock.advance(Duration::from_secs(61));
+    assert_eq!(memo.get(1, ok).await, Some(true));
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "refreshed after a minute");
+    memo.invalidate(&1);
+    assert_eq!(memo.get(1, ok).await, Some(true));
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+}

@@ -87,11 +87,9 @@ pub struct MtprotoTelegram {
     /// Sticker set id → short name, for stickers whose messages name their set by id only.
     set_names: Mutex<HashMap<i64, String>>,
     /// Users this account blocked (one entry, refreshed every 60 s).
-    blocked: moka::future::Cache<(), Arc<HashSet<i64>>>,
+    blocked: recover::Memo<(), Arc<HashSet<i64>>>,
     /// Mute settings (`mute_until`) per chat and the global ones, refreshed every 60 s.
-    muted: moka::future::Cache<LookupKey, Option<i32>>,
-    /// Look-ups that failed recently: not retried until the entry expires.
-    failures: moka::future::Cache<LookupKey, ()>,
+    muted: recover::Memo<LookupKey, Option<i32>>,
 }
 
 /// How long blocklist and mute look-ups are trusted.
@@ -102,7 +100,6 @@ pub const FAILURE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 /// What a cached look-up is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum LookupKey {
-    Blocklist,
     Mute(ChatId),
     /// The account's global setting for DMs (`true`) or groups.
     GlobalMute(bool),
@@ -122,25 +119,15 @@ impl MtprotoTelegram {
             session,
             self_id,
             self_username: std::sync::RwLock::new(self_username),
-            clock,
             ledger,
             hints: Mutex::new(HashMap::new()),
             topics: Mutex::new(Topics::default()),
             peers: Mutex::new(PeerCache::default()),
             sticker_sets: Mutex::new(HashMap::new()),
             set_names: Mutex::new(HashMap::new()),
-            blocked: moka::future::Cache::builder()
-                .max_capacity(1)
-                .time_to_live(LOOKUP_TTL)
-                .build(),
-            muted: moka::future::Cache::builder()
-                .max_capacity(10_000)
-                .time_to_live(LOOKUP_TTL)
-                .build(),
-            failures: moka::future::Cache::builder()
-                .max_capacity(10_000)
-                .time_to_live(FAILURE_TTL)
-                .build(),
+            blocked: recover::Memo::new(Arc::clone(&clock), LOOKUP_TTL, FAILURE_TTL, 1),
+            muted: recover::Memo::new(Arc::clone(&clock), LOOKUP_TTL, FAILURE_TTL, 10_000),
+            clock,
         }
     }
 
@@ -148,12 +135,8 @@ impl MtprotoTelegram {
     /// and do not ask again for [`FAILURE_TTL`] (a flood wait must not turn every message
     /// into another failing call).
     pub async fn is_blocked(&self, user: i64) -> bool {
-        if self.failures.contains_key(&LookupKey::Blocklist) {
-            return false;
-        }
-        let set = self
-            .blocked
-            .try_get_with((), async {
+        self.blocked
+            .get((), || async {
                 let mut ids = HashSet::new();
                 let mut offset = 0;
                 loop {
@@ -183,15 +166,8 @@ impl MtprotoTelegram {
                 }
                 Ok::<_, TelegramError>(Arc::new(ids))
             })
-            .await;
-        match set {
-            Ok(set) => set.contains(&user),
-            Err(e) => {
-                tracing::warn!(error = %e, "blocklist look-up failed; assuming not blocked for a while");
-                self.failures.insert(LookupKey::Blocklist, ()).await;
-                false
-            }
-        }
+            .await
+            .is_some_and(|set| set.contains(&user))
     }
 
     /// Whether notifications of a chat are muted: its own setting, else the account's
@@ -212,19 +188,15 @@ impl MtprotoTelegram {
 
     /// A `mute_until` setting (outer `None`: the look-up failed).
     async fn mute_setting(&self, key: LookupKey) -> Option<Option<i32>> {
-        if self.failures.contains_key(&key) {
-            return None;
-        }
-        let result = self
-            .muted
-            .try_get_with(key, async {
+        self.muted
+            .get(key, || async {
                 let peer: tl::enums::InputNotifyPeer = match key {
                     LookupKey::Mute(chat) => tl::types::InputNotifyPeer {
                         peer: self.input_peer(chat).await?,
                     }
                     .into(),
                     LookupKey::GlobalMute(true) => tl::enums::InputNotifyPeer::InputNotifyUsers,
-                    _ => tl::enums::InputNotifyPeer::InputNotifyChats,
+                    LookupKey::GlobalMute(false) => tl::enums::InputNotifyPeer::InputNotifyChats,
                 };
                 let settings = self
                     .client()
@@ -234,15 +206,7 @@ impl MtprotoTelegram {
                 let tl::enums::PeerNotifySettings::Settings(s) = settings;
                 Ok::<_, TelegramError>(s.mute_until)
             })
-            .await;
-        match result {
-            Ok(until) => Some(until),
-            Err(e) => {
-                tracing::warn!(error = %e, "mute look-up failed; assuming not muted for a while");
-                self.failures.insert(key, ()).await;
-                None
-            }
-        }
+            .await
     }
 
     /// The current client (cheap to clone).
@@ -746,7 +710,7 @@ impl MtprotoTelegram {
             result.map(|_| ()).map_err(|e| Self::call_error(&e))
         })
         .await;
-        self.blocked.invalidate(&()).await;
+        self.blocked.invalidate(&());
         result.map_err(CallError::into_error)
     }
 

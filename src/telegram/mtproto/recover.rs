@@ -141,3 +141,83 @@ pub fn muted(chat_until: Option<i32>, global_until: Option<i32>, now: i64) -> bo
         None => global_until.is_some_and(|until| i64::from(until) > now),
     }
 }
+
+/// A small look-up cache on the project clock: answers are kept for `ok_ttl`, failures for
+/// `fail_ttl` (during which the look-up is not tried again and the caller's fail-open answer
+/// stands). At most `cap` keys; the oldest entries go first.
+pub struct Memo<K, V> {
+    entries: std::sync::Mutex<std::collections::HashMap<K, (jiff::Timestamp, Option<V>)>>,
+    ok_ttl: std::time::Duration,
+    fail_ttl: std::time::Duration,
+    cap: usize,
+    clock: crate::clock::SharedClock,
+}
+
+impl<K: std::hash::Hash + Eq + Clone, V: Clone> Memo<K, V> {
+    pub fn new(
+        clock: crate::clock::SharedClock,
+        ok_ttl: std::time::Duration,
+        fail_ttl: std::time::Duration,
+        cap: usize,
+    ) -> Self {
+        Memo {
+            entries: std::sync::Mutex::new(std::collections::HashMap::new()),
+            ok_ttl,
+            fail_ttl,
+            cap: cap.max(1),
+            clock,
+        }
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<K, (jiff::Timestamp, Option<V>)>> {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The cached answer, or `fetch`'s; `None` when the look-up failed now or recently.
+    pub async fn get<F, Fut, E>(&self, key: K, fetch: F) -> Option<V>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<V, E>>,
+        E: std::fmt::Display,
+    {
+        let now = self.clock.now();
+        if let Some((at, value)) = self.lock().get(&key) {
+            let ttl = if value.is_some() {
+                self.ok_ttl
+            } else {
+                self.fail_ttl
+            };
+            if now.duration_since(*at).as_secs() < ttl.as_secs() as i64 {
+                return value.clone();
+            }
+        }
+        let value = match fetch().await {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::warn!(error = %e, retry_after_secs = self.fail_ttl.as_secs(), "look-up failed; using the fail-open answer meanwhile");
+                None
+            }
+        };
+        let mut entries = self.lock();
+        if entries.len() >= self.cap && !entries.contains_key(&key) {
+            let oldest = entries
+                .iter()
+                .min_by_key(|(_, (at, _))| *at)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                entries.remove(&oldest);
+            }
+        }
+        entries.insert(key, (self.clock.now(), value.clone()));
+        value
+    }
+
+    /// Forgets a key (after a change we made, e.g. blocking someone).
+    pub fn invalidate(&self, key: &K) {
+        self.lock().remove(key);
+    }
+}
