@@ -1471,6 +1471,37 @@ fn content_refusals_are_per_item() {
     }
 }
 
+/// The send path's recovery rules see PEER_ID_INVALID and grammers' "no peer ref" as an
+/// unknown peer (learn it, retry once), ENTITY_* / URL_INVALID as rejected entities (send
+/// plain), everything else as a plain error.
+#[test]
+fn send_path_errors_are_split_for_recovery() {
+    use personad::telegram::mtproto::errors::call_error;
+    use personad::telegram::mtproto::recover::CallError;
+    assert!(matches!(
+        call_error(&rpc(400, "PEER_ID_INVALID")),
+        CallError::UnknownPeer(TelegramError::NotFound(_))
+    ));
+    assert!(matches!(
+        call_error(&InvocationError::Dropped(
+            "cannot invoke request without a peer ref"
+        )),
+        CallError::UnknownPeer(_)
+    ));
+    assert!(matches!(
+        call_error(&rpc(400, "ENTITY_BOUNDS_INVALID")),
+        CallError::BadEntities(_)
+    ));
+    assert!(matches!(
+        call_error(&rpc(400, "URL_INVALID")),
+        CallError::BadEntities(_)
+    ));
+    assert!(matches!(
+        call_error(&rpc(403, "CHAT_WRITE_FORBIDDEN")),
+        CallError::Other(TelegramError::Forbidden(_))
+    ));
+}
+
 #[test]
 fn unauthorized_family() {
     for (code, name) in [

@@ -471,19 +471,7 @@ impl MtprotoTelegram {
 
     /// Maps a grammers error for the recovery rules.
     fn call_error(e: &grammers_client::InvocationError) -> CallError {
-        let unknown = match e {
-            grammers_client::InvocationError::Rpc(rpc) => recover::is_unknown_peer(&rpc.name),
-            grammers_client::InvocationError::Dropped(reason) => reason.contains("peer ref"),
-            _ => false,
-        };
-        let entities = matches!(e, grammers_client::InvocationError::Rpc(rpc) if recover::is_entity_error(&rpc.name));
-        if unknown {
-            CallError::UnknownPeer(classify(e))
-        } else if entities {
-            CallError::BadEntities(classify(e))
-        } else {
-            CallError::Other(classify(e))
-        }
+        super::errors::call_error(e)
     }
 
     /// The access reference of a chat, from the session's peer cache.

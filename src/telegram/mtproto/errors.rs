@@ -43,6 +43,24 @@ pub fn classify(err: &InvocationError) -> TelegramError {
     }
 }
 
+/// Classifies an error for the send path's recovery rules: an unknown peer (learn it and
+/// retry), rejected entities (send without them), or anything else.
+pub fn call_error(e: &InvocationError) -> crate::telegram::mtproto::recover::CallError {
+    use crate::telegram::mtproto::recover::{self, CallError};
+    match e {
+        InvocationError::Rpc(rpc) if recover::is_unknown_peer(&rpc.name) => {
+            CallError::UnknownPeer(classify(e))
+        }
+        InvocationError::Dropped(reason) if reason.contains("peer ref") => {
+            CallError::UnknownPeer(classify(e))
+        }
+        InvocationError::Rpc(rpc) if recover::is_entity_error(&rpc.name) => {
+            CallError::BadEntities(classify(e))
+        }
+        _ => CallError::Other(classify(e)),
+    }
+}
+
 fn transport_name(t: &transport::Error) -> String {
     match t {
         transport::Error::MissingBytes => "transport: missing bytes".into(),
