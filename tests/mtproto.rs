@@ -1311,6 +1311,43 @@ fn check_entities(md: &str) {
     }
 }
 
+/// Splitting a long send measures the rendered text: a reply whose Markdown source is over
+/// Telegram's 4096 UTF-16 units but renders shorter (link targets, markers) stays one
+/// message, while one whose rendered text is over the limit is split into parts that fit.
+#[test]
+fn splitting_measures_the_rendered_text() {
+    use personad::blocks::{ParseOptions, TELEGRAM_TEXT_LIMIT_UTF16, parse_reply};
+    use personad::planner::Action;
+    let link = format!(
+        "[see]({})",
+        format!("https://example.com/{}", "a".repeat(200))
+    );
+    let source = vec![link; 25].join(" ");
+    assert!(utf16_len(&source) as usize > TELEGRAM_TEXT_LIMIT_UTF16);
+    let parsed = parse_reply(&format!("# «send»\n{source}"), &ParseOptions::default());
+    assert_eq!(parsed.actions.len(), 1, "{:?}", parsed.warnings);
+
+    let long = "word ".repeat(1000);
+    let parsed = parse_reply(&format!("# «send»\n{long}"), &ParseOptions::default());
+    assert_eq!(parsed.actions.len(), 2);
+    // An ordered list written with "1." everywhere renders its real numbers: longer than
+    // the source, and still every part fits.
+    let list: String = (0..680).map(|_| "1. ab\n").collect();
+    assert!(utf16_len(&list) as usize <= TELEGRAM_TEXT_LIMIT_UTF16);
+    assert!(utf16_len(&to_telegram(&list).0) as usize > TELEGRAM_TEXT_LIMIT_UTF16);
+    let listed = parse_reply(&format!("# «send»\n{list}"), &ParseOptions::default());
+    assert!(listed.actions.len() >= 2, "{:?}", listed.warnings);
+    let mut actions = parsed.actions.clone();
+    actions.extend(listed.actions);
+    for action in &actions {
+        let Action::Send { text, .. } = action else {
+            panic!("not a send: {action:?}");
+        };
+        let (rendered, _) = to_telegram(text);
+        assert!(utf16_len(&rendered) as usize <= TELEGRAM_TEXT_LIMIT_UTF16);
+    }
+}
+
 #[test]
 fn nasty_inputs_never_panic() {
     let nasty = [
