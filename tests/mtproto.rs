@@ -1318,10 +1318,7 @@ fn check_entities(md: &str) {
 fn splitting_measures_the_rendered_text() {
     use personad::blocks::{ParseOptions, TELEGRAM_TEXT_LIMIT_UTF16, parse_reply};
     use personad::planner::Action;
-    let link = format!(
-        "[see]({})",
-        format!("https://example.com/{}", "a".repeat(200))
-    );
+    let link = format!("[see](https://example.com/{})", "a".repeat(200));
     let source = vec![link; 25].join(" ");
     assert!(utf16_len(&source) as usize > TELEGRAM_TEXT_LIMIT_UTF16);
     let parsed = parse_reply(&format!("# «send»\n{source}"), &ParseOptions::default());
