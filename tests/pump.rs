@@ -3,6 +3,8 @@
 //! and the recovery rules of the send path against fake calls. Each test names the defect
 //! it guards against; reverting the fix makes it fail.
 
+mod common;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,8 +13,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use personad::clock::{BoxFuture, SharedClock, VirtualClock};
 use personad::telegram::mtproto::pump::{
-    CHANNEL_FAILURE_LIMIT, Incoming, Lookups, Pump, PumpEnd, PumpOptions, SAVE_EVERY, Sink,
-    SourceError, SourceFactory, TgUpdate, UpdateSource,
+    CHANNEL_FAILURE_LIMIT, Incoming, Lookups, Pump, PumpEnd, PumpOptions, RuntimeSink, SAVE_EVERY,
+    Sink, SourceError, SourceFactory, TgUpdate, UpdateSource,
 };
 use personad::telegram::mtproto::recover::{
     self, CallError, MAX_DELETE_ROUNDS, PeerLearner, muted, reaction_variant,
@@ -906,4 +908,101 @@ async fn failed_lookups_are_cached_briefly_instead_of_retried_per_message() {
     memo.invalidate(&1);
     assert_eq!(memo.get(1, ok).await, Some(true));
     assert_eq!(calls.load(Ordering::SeqCst), 4);
+}
+
+// ---------------------------------------------------------------------------------------
+// Through the real runtime.
+
+/// Forwards to the runtime and records, so the test knows when the pump has pushed.
+struct Tee {
+    runtime: RuntimeSink,
+    recorder: Arc<Recorder>,
+}
+
+impl Sink for Tee {
+    fn inbound(&self, chat: Chat, message: Message, trigger: bool) {
+        self.runtime.inbound(chat.clone(), message.clone(), trigger);
+        self.recorder.inbound(chat, message, trigger);
+    }
+    fn owner_wrote(&self, chat: Chat, message: Message) {
+        self.runtime.owner_wrote(chat.clone(), message.clone());
+        self.recorder.owner_wrote(chat, message);
+    }
+    fn edited(&self, chat: Chat, message: Message) {
+        self.runtime.edited(chat.clone(), message.clone());
+        self.recorder.edited(chat, message);
+    }
+    fn deleted(&self, chat: Option<ChatId>, ids: Vec<MessageId>) {
+        self.runtime.deleted(chat, ids.clone());
+        self.recorder.deleted(chat, ids);
+    }
+    fn migrated(&self, from: ChatId, to: ChatId) {
+        self.runtime.migrated(from, to);
+        self.recorder.migrated(from, to);
+    }
+    fn unauthorized(&self, reason: &str) {
+        self.runtime.unauthorized(reason);
+        self.recorder.unauthorized(reason);
+    }
+}
+
+/// End to end: a scripted new message goes through the pump into the real runtime, which
+/// plans and answers it on the in-memory backend; the owner's own message in another chat
+/// (during catch-up, behind that chat's inbound message) leaves that chat unanswered.
+#[tokio::test]
+async fn through_the_runtime_messages_are_answered_and_the_owner_takes_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bob, eve) = (common::dm(5), common::dm(6));
+    let mut h = common::Harness::start(
+        dir.path(),
+        common::reply_with("hi"),
+        common::config(),
+        &[bob.clone(), eve.clone()],
+    );
+    let from_bob = h.say_silently(&bob, "bob", "hello").await;
+    let from_eve = h.say_silently(&eve, "eve", "hey").await;
+    let mut owner = msg(6, from_eve.id.0 + 1, ME, true, common::t0());
+    owner.chat = eve.clone();
+    let script = Script::new(vec![
+        upd(TgUpdate::NewMessage(Incoming {
+            chat: bob.clone(),
+            message: from_bob,
+            callout: false,
+            sticker_set_id: None,
+        })),
+        upd(TgUpdate::NewMessage(Incoming {
+            chat: eve.clone(),
+            message: from_eve,
+            callout: false,
+            sticker_set_id: None,
+        })),
+        upd(TgUpdate::NewMessage(owner)),
+    ]);
+    let recorder = Arc::new(Recorder::default());
+    let pump = Pump {
+        agent: common::AGENT.into(),
+        factory: Arc::new(script.clone()),
+        lookups: Arc::new(FakeLookups::default()),
+        sink: Arc::new(Tee {
+            runtime: RuntimeSink {
+                agent: common::AGENT.into(),
+                runtime: h.handle.clone(),
+            },
+            recorder: Arc::clone(&recorder),
+        }),
+        ledger: SentLedger::in_memory(Arc::clone(&h.shared_clock)),
+        clock: Arc::clone(&h.shared_clock),
+        opts: PumpOptions {
+            max_catch_up_age: Duration::from_secs(15 * 60),
+        },
+    };
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(pump.run(stop.clone()));
+    recorder.wait_for(3).await;
+    h.settle().await;
+    let sends: Vec<(i64, String)> = h.sends().into_iter().map(|(c, t, _)| (c.0, t)).collect();
+    assert_eq!(sends, vec![(5, "hi".to_string())]);
+    stop.cancel();
+    assert_eq!(task.await.unwrap(), PumpEnd::Stopped);
+    h.stop().await.unwrap();
 }
