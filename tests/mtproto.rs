@@ -1679,3 +1679,48 @@ async fn guarded_session_attributes_and_skips_a_failing_channel_difference() {
         Some(PeerInfo::Channel { auth: Some(_), .. })
     ));
 }
+
+/// An agent starts without the network: "logged in" is read from the session file (its own
+/// user), so a network outage at start does not keep it from running (its pump keeps
+/// reconnecting). A session without its own user is "not logged in"; one readable by others
+/// is refused; one in use by another process is refused.
+#[tokio::test]
+async fn an_account_opens_offline_from_its_session() {
+    use grammers_client::session::Session;
+    use grammers_client::session::storages::SqliteSession;
+    use grammers_client::session::types::{PeerAuth, PeerInfo};
+    use personad::store::StateDir;
+    use personad::telegram::mtproto::{ConnectError, open_account, session};
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::new(dir.path());
+    let path = session::session_path(&state, "Wren");
+    session::create_private(&path).unwrap();
+    {
+        let s = SqliteSession::open(&path).await.unwrap();
+        assert!(matches!(
+            open_account(&state, "Wren").await,
+            Err(ConnectError::NotAuthorized { .. })
+        ));
+        s.cache_peer(PeerInfo::User {
+            id: 4242,
+            auth: Some(PeerAuth::from_hash(7)),
+            bot: Some(false),
+            is_self: Some(true),
+        })
+        .await
+        .unwrap();
+    }
+    let account = open_account(&state, "Wren").await.unwrap();
+    assert_eq!(account.self_id, 4242);
+    assert!(
+        open_account(&state, "Wren").await.is_err(),
+        "a second user of the same session is refused"
+    );
+    drop(account);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(matches!(
+        open_account(&state, "Wren").await,
+        Err(ConnectError::Session(_))
+    ));
+}

@@ -194,6 +194,33 @@ async fn prepare_session(
     .map_err(|e| ConnectError::Login(e.to_string()))?
 }
 
+/// An agent's session, opened and locked, with the account's own user id.
+pub struct OpenAccount {
+    pub session: Arc<GuardedSession>,
+    pub lock: SessionLock,
+    pub self_id: i64,
+}
+
+/// Opens an agent's session without the network: the file must exist, be private and not
+/// be in use, and know its own user (logged in). So an agent whose network is down at start
+/// still starts, and its pump keeps reconnecting.
+pub async fn open_account(state: &StateDir, agent: &str) -> Result<OpenAccount, ConnectError> {
+    use grammers_client::session::Session;
+    use grammers_client::session::types::PeerInfo;
+    let (path, lock) = prepare_session(state, agent, false).await?;
+    let session = open_session(&path).await?;
+    match session.peer(PeerId::self_user()).await {
+        Ok(Some(PeerInfo::User { id, .. })) => Ok(OpenAccount {
+            session,
+            lock,
+            self_id: id,
+        }),
+        _ => Err(ConnectError::NotAuthorized {
+            agent: agent.to_string(),
+        }),
+    }
+}
+
 /// Connects an agent whose session exists and is private; refuses otherwise.
 pub async fn connect(
     state: &StateDir,
@@ -202,22 +229,8 @@ pub async fn connect(
     opts: ConnectOptions,
     clock: SharedClock,
 ) -> Result<Connected, ConnectError> {
-    let (path, lock) = prepare_session(state, agent, false).await?;
-    let session = open_session(&path).await?;
-    // Logged in means the session knows its own user: checked offline, so an agent whose
-    // network is down at start still starts, and its pump keeps reconnecting.
-    let self_id = {
-        use grammers_client::session::Session;
-        use grammers_client::session::types::PeerInfo;
-        match session.peer(PeerId::self_user()).await {
-            Ok(Some(PeerInfo::User { id, .. })) => id,
-            _ => {
-                return Err(ConnectError::NotAuthorized {
-                    agent: agent.to_string(),
-                });
-            }
-        }
-    };
+    let account = open_account(state, agent).await?;
+    let (session, lock, self_id) = (account.session, account.lock, account.self_id);
     let (client, updates, pool_task) = start_pool(&session, creds, opts);
     let username = match client.get_me().await {
         Ok(me) => me.username().map(str::to_string),
