@@ -1,10 +1,12 @@
 //! The `Telegram` trait on a real account through grammers: every outbound operation as a
 //! raw MTProto call (so we control `random_id`, entities and link previews), peer lookup from
-//! the session cache, and errors mapped in `errors::classify`. It must not plan, pace or
-//! retry: the runtime and the governor do that. The daemon builds one per agent.
+//! the session cache, and errors mapped in `errors::classify`. It keeps the sent-message
+//! ledger up to date and follows the recovery rules of `recover` (learn an unknown peer and
+//! retry once, send without rejected entities, toggle U+FE0F on a rejected reaction, repeat a
+//! partial history deletion); beyond those it must not plan, pace or retry: the runtime and
+//! the governor do that. The daemon builds one per agent.
 
 use std::collections::{HashMap, HashSet};
-
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::guarded::GuardedSession;

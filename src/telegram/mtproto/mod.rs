@@ -1,9 +1,14 @@
-//! The MTProto backend on grammers 0.11: the only module tree that imports grammers. It owns
-//! connecting an agent's account (private, locked session file), the interactive login and
-//! logout, the update pump that maps new messages into runtime events (and nothing else:
-//! no planning, no I/O beyond the push), and the `Telegram` trait implementation in
-//! [`backend`]. Mapping (`map`), outbound formatting (`format`) and error classification
-//! (`errors`) are pure and tested offline. Called by the `run` and `login` commands.
+//! The MTProto backend on grammers 0.11: the only module tree that imports grammers (its
+//! grammers-free parts say so). It owns connecting an agent's account (private, locked
+//! session file; logged-in checked offline), the interactive login and logout, the grammers
+//! adaptor of the update pump (a [`pump::SourceFactory`] that rebuilds the connection pool,
+//! runs the unread scan and opens grammers' update stream; a [`pump::UpdateSource`] that maps
+//! each update), and the `Telegram` trait implementation in [`backend`]. The pump core
+//! ([`pump`]), the sent-message ledger ([`sent`]) and the send path's recovery rules
+//! ([`recover`]) are free of grammers and tested with fakes; mapping (`map`), outbound
+//! formatting (`format`), error classification (`errors`) and the session layer
+//! ([`guarded`]) are tested offline on raw TL objects. Called by the `run` and `login`
+//! commands. It plans nothing: admitted updates go to the runtime's queue.
 
 pub mod backend;
 pub mod errors;
