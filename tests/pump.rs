@@ -1006,3 +1006,75 @@ async fn through_the_runtime_messages_are_answered_and_the_owner_takes_over() {
     assert_eq!(task.await.unwrap(), PumpEnd::Stopped);
     h.stop().await.unwrap();
 }
+
+/// End to end: Telegram applied an edit and a deletion; the pump routes them as such (no
+/// second plan for the edit), and the planner, reading history when it plans, sees the
+/// edited text and not the deleted message.
+#[tokio::test]
+async fn through_the_runtime_the_planner_sees_edits_and_not_deleted_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let bob = common::dm(5);
+    let seen: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+    let seen_by_planner = Arc::clone(&seen);
+    let planner = common::ScriptedPlanner::new(move |req, _| {
+        seen_by_planner
+            .lock()
+            .unwrap()
+            .push(req.history.iter().map(|m| m.text.clone()).collect());
+        Ok(vec![common::send("ok")])
+    });
+    let mut h = common::Harness::start(dir.path(), planner, common::config(), &[bob.clone()]);
+    let typo = h.say_silently(&bob, "bob", "helo").await;
+    let extra = h.say_silently(&bob, "bob", "oops, wrong chat").await;
+    let edited = h
+        .telegram
+        .edit_inbound(bob.id, typo.id, "hello")
+        .await
+        .unwrap();
+    assert_eq!(h.telegram.delete_inbound(bob.id, &[extra.id]).await, Ok(1));
+    let incoming = |message: Message| Incoming {
+        chat: bob.clone(),
+        message,
+        callout: false,
+        sticker_set_id: None,
+    };
+    let script = Script::new(vec![
+        upd(TgUpdate::NewMessage(incoming(typo))),
+        upd(TgUpdate::Edited(incoming(edited))),
+        upd(TgUpdate::Deleted {
+            chat: None,
+            ids: vec![extra.id],
+        }),
+    ]);
+    let recorder = Arc::new(Recorder::default());
+    let pump = Pump {
+        agent: common::AGENT.into(),
+        factory: Arc::new(script),
+        lookups: Arc::new(FakeLookups::default()),
+        sink: Arc::new(Tee {
+            runtime: RuntimeSink {
+                agent: common::AGENT.into(),
+                runtime: h.handle.clone(),
+            },
+            recorder: Arc::clone(&recorder),
+        }),
+        ledger: SentLedger::in_memory(Arc::clone(&h.shared_clock)),
+        clock: Arc::clone(&h.shared_clock),
+        opts: PumpOptions {
+            max_catch_up_age: Duration::from_secs(15 * 60),
+        },
+    };
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(pump.run(stop.clone()));
+    recorder.wait_for(3).await;
+    h.settle().await;
+    assert_eq!(*seen.lock().unwrap(), vec![vec!["hello".to_string()]]);
+    assert_eq!(
+        h.planner.calls(),
+        1,
+        "one plan: the edit started no second one"
+    );
+    stop.cancel();
+    task.await.unwrap();
+    h.stop().await.unwrap();
+}
