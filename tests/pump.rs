@@ -1023,7 +1023,12 @@ async fn through_the_runtime_the_planner_sees_edits_and_not_deleted_messages() {
             .push(req.history.iter().map(|m| m.text.clone()).collect());
         Ok(vec![common::send("ok")])
     });
-    let mut h = common::Harness::start(dir.path(), planner, common::config(), &[bob.clone()]);
+    let mut h = common::Harness::start(
+        dir.path(),
+        planner,
+        common::config(),
+        std::slice::from_ref(&bob),
+    );
     let typo = h.say_silently(&bob, "bob", "helo").await;
     let extra = h.say_silently(&bob, "bob", "oops, wrong chat").await;
     let edited = h
