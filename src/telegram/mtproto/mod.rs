@@ -199,6 +199,9 @@ async fn prepare_session(
     .map_err(|e| ConnectError::Login(e.to_string()))?
 }
 
+/// How long `connect` waits for Telegram to say who the account is before starting anyway.
+const GET_ME_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// An agent's session, opened and locked, with the account's own user id.
 pub struct OpenAccount {
     pub session: Arc<GuardedSession>,
@@ -237,9 +240,18 @@ pub async fn connect(
     let account = open_account(state, agent).await?;
     let (session, lock, self_id) = (account.session, account.lock, account.self_id);
     let (client, updates, pool_task) = start_pool(&session, creds, opts);
-    let username = match client.get_me().await {
-        Ok(me) => me.username().map(str::to_string),
-        Err(e) => match classify(&e) {
+    // Bounded on the project clock: a black-holed network must not hold up the start.
+    let me = tokio::select! {
+        me = client.get_me() => Some(me),
+        () = crate::clock::pause(clock.as_ref(), GET_ME_TIMEOUT) => None,
+    };
+    let username = match me {
+        None => {
+            tracing::warn!(agent = %agent, timeout_secs = GET_ME_TIMEOUT.as_secs(), "Telegram did not answer in time; the agent starts and keeps reconnecting");
+            None
+        }
+        Some(Ok(me)) => me.username().map(str::to_string),
+        Some(Err(e)) => match classify(&e) {
             TelegramError::Unauthorized(_) => {
                 client.disconnect();
                 return Err(ConnectError::NotAuthorized {
