@@ -326,7 +326,26 @@ fn parse_block(
 
 /// Pushes `text` as one or more sends; only the first part replies.
 fn push_send(out: &mut ParsedReply, label: &str, text: &str, reply_to: Option<MessageId>) {
-    let parts = split_message(text, TELEGRAM_TEXT_LIMIT_UTF16);
+    // Telegram's limit counts the rendered text (Markdown markers and link targets do not
+    // count, list numbers do): split only when the rendered text is over it, into parts whose
+    // rendered text fits.
+    let rendered_len = |t: &str| utf16_len(&crate::telegram::mtproto::format::rendered_text(t));
+    let parts = if rendered_len(text) <= TELEGRAM_TEXT_LIMIT_UTF16 {
+        split_message(text, usize::MAX)
+    } else {
+        let mut limit = TELEGRAM_TEXT_LIMIT_UTF16;
+        loop {
+            let parts = split_message(text, limit);
+            if limit <= 512
+                || parts
+                    .iter()
+                    .all(|p| rendered_len(p) <= TELEGRAM_TEXT_LIMIT_UTF16)
+            {
+                break parts;
+            }
+            limit = limit * 3 / 4;
+        }
+    };
     if parts.len() > 1 {
         warn(
             out,

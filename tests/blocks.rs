@@ -684,7 +684,9 @@ proptest! {
         for action in &parsed.actions {
             if let Action::Send { text, .. } = action {
                 prop_assert!(!text.trim().is_empty());
-                prop_assert!(utf16_len(text) <= TELEGRAM_TEXT_LIMIT_UTF16);
+                // Telegram's limit counts the text as shown (after Markdown).
+                let shown = personad::telegram::mtproto::format::rendered_text(text);
+                prop_assert!(utf16_len(&shown) <= TELEGRAM_TEXT_LIMIT_UTF16);
             }
         }
     }

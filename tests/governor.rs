@@ -512,3 +512,53 @@ async fn through_the_runtime_a_refused_send_is_parked_and_goes_out_later() -> Te
     run.await?.map_err(|e| e.to_string())?;
     Ok(())
 }
+
+/// A chat that refuses stickers (CHAT_SEND_STICKERS_FORBIDDEN, a Premium-only sticker) gets
+/// the sticker's name as text instead, and later stickers go straight to text; a refused
+/// reaction is skipped. The chat itself stays usable.
+#[tokio::test]
+async fn refused_stickers_fall_back_to_text_and_refused_reactions_are_skipped() -> TestResult {
+    use personad::telegram::memory::Op;
+    let s = setup(GovernorConfig::default())?;
+    let inbound = open_dm(&s.mem, 1).await?;
+    let sticker = |key| OutgoingSticker {
+        chat: ChatId(1),
+        sticker: StickerChoice {
+            set: "set".into(),
+            name: "👋".into(),
+        },
+        reply_to: None,
+        idempotency_key: key,
+    };
+    s.mem.fail_next(
+        Op::SendSticker,
+        TelegramError::ContentRefused("CHAT_SEND_STICKERS_FORBIDDEN (403)".into()),
+    );
+    s.mem.fail_next(
+        Op::React,
+        TelegramError::ContentRefused("PREMIUM_ACCOUNT_REQUIRED (400)".into()),
+    );
+    as_task(&s.clock, async {
+        let first = s.gov.send_sticker(sticker(1)).await?;
+        assert_eq!(first.text, "👋");
+        let second = s.gov.send_sticker(sticker(2)).await?;
+        assert_eq!(second.text, "👋");
+        s.gov.react(ChatId(1), inbound.id, "🦄").await?;
+        s.gov.send_text(text(1, 3)).await?;
+        Ok::<_, TelegramError>(())
+    })
+    .await?;
+    let kinds: Vec<&str> = s
+        .mem
+        .actions()
+        .iter()
+        .filter_map(|r| match &r.action {
+            Action::Send { .. } => Some("text"),
+            Action::Sticker { .. } => Some("sticker"),
+            Action::React { .. } => Some("react"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds, vec!["text", "text", "text"]);
+    Ok(())
+}

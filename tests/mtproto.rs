@@ -11,8 +11,8 @@ use personad::telegram::mtproto::errors::classify;
 use personad::telegram::mtproto::format::{to_telegram, utf16_len};
 use personad::telegram::mtproto::map::{
     Deleted, Ignored, Known, MapContext, Mapped, Origin, PeerCache, PeerClass, PeerDesc,
-    StickerSetRef, chat_id_of, map_deleted_raw, map_edit, map_message, map_message_with, map_raw,
-    mentions, utf16_slice,
+    StickerSetRef, chat_id_of, is_real_edit, map_deleted_raw, map_edit, map_message,
+    map_message_with, map_raw, mentions, migration, topic_of, utf16_slice,
 };
 use personad::telegram::{ChatId, ChatKind, MediaKind, Mention, MessageId, TelegramError};
 
@@ -545,6 +545,29 @@ fn forum_topic_root_is_not_a_reply() {
     assert_eq!(map(raw).message.reply_to, None);
 }
 
+/// Messages in a forum topic name their topic: the topic root when they start a thread in
+/// it, the top id when they reply inside it; the General topic and plain groups name none.
+#[test]
+fn forum_topic_of_a_message() {
+    let mut root = message(41, peer_channel(555), Some(peer_user(ALICE)), "in topic");
+    let mut header = reply_header(12);
+    if let tl::enums::MessageReplyHeader::Header(h) = &mut header {
+        h.forum_topic = true;
+    }
+    root.reply_to = Some(header.clone());
+    assert_eq!(topic_of(&root.clone().into()), Some(12));
+    let mut reply = root.clone();
+    if let tl::enums::MessageReplyHeader::Header(h) = &mut header {
+        h.reply_to_msg_id = Some(30);
+        h.reply_to_top_id = Some(12);
+    }
+    reply.reply_to = Some(header);
+    assert_eq!(topic_of(&reply.into()), Some(12));
+    let mut plain = root;
+    plain.reply_to = Some(reply_header(12));
+    assert_eq!(topic_of(&plain.into()), None);
+}
+
 #[test]
 fn outgoing_flag_marks_own_device_and_self_sender() {
     let mut raw = message(50, peer_user(ALICE), None, "sent from my phone");
@@ -634,6 +657,122 @@ fn service_and_empty_messages_are_ignored() {
         map_raw(&bad.into(), &ctx, &known),
         Err(Ignored(_))
     ));
+}
+
+/// A basic group upgraded to a supergroup announces its new id in a service message; the
+/// update becomes a migration from the old chat id to the new one.
+#[test]
+fn migrated_group_maps_old_to_new_chat_id() {
+    let service = tl::types::MessageService {
+        out: false,
+        mentioned: false,
+        media_unread: false,
+        reactions_are_possible: false,
+        silent: false,
+        post: false,
+        legacy: false,
+        id: 9,
+        from_id: None,
+        peer_id: peer_chat(42),
+        saved_peer_id: None,
+        reply_to: None,
+        date: DATE,
+        action: tl::types::MessageActionChatMigrateTo { channel_id: 777 }.into(),
+        reactions: None,
+        ttl_period: None,
+    };
+    assert_eq!(
+        migration(&service.into()),
+        Some((ChatId(-42), ChatId(-1000000000777)))
+    );
+    assert_eq!(
+        migration(&message(1, peer_chat(42), None, "x").into()),
+        None
+    );
+}
+
+/// Reaction and view changes arrive as edits too; only a visible edit (an edit date, not
+/// hidden) counts.
+#[test]
+fn only_visible_edits_count_as_edits() {
+    let plain = message(1, peer_user(7), None, "x");
+    assert!(!is_real_edit(&plain.clone().into()));
+    let mut edited = plain.clone();
+    edited.edit_date = Some(DATE + 5);
+    assert!(is_real_edit(&edited.clone().into()));
+    edited.edit_hide = true;
+    assert!(!is_real_edit(&edited.into()));
+}
+
+/// The unread scan walks the dialogs, which writes every channel's current pts into the
+/// session; the state saved before it is written back, minus broadcast channels, so
+/// catch-up still fills the gaps and never asks for the difference of broadcast channels.
+#[test]
+fn update_state_restored_without_broadcast_channels() {
+    use grammers_client::session::types::{ChannelState, UpdatesState};
+    let saved = UpdatesState {
+        pts: 10,
+        qts: 0,
+        date: DATE,
+        seq: 3,
+        channels: vec![
+            ChannelState { id: 5, pts: 100 },
+            ChannelState { id: 6, pts: 200 },
+        ],
+    };
+    let kept = personad::telegram::mtproto::without_channels(saved, &[6].into());
+    assert_eq!(kept.pts, 10);
+    assert_eq!(kept.channels.len(), 1);
+    assert_eq!((kept.channels[0].id, kept.channels[0].pts), (5, 100));
+}
+
+/// The same on a real session store: after a (simulated) dialog walk moved channel 5's pts
+/// and added channel 9, the restore puts back the saved state and drops the broadcast
+/// channel 6.
+#[tokio::test]
+async fn unread_scan_restore_keeps_the_gap_on_a_real_session() {
+    use grammers_client::session::Session;
+    use grammers_client::session::storages::SqliteSession;
+    use grammers_client::session::types::{
+        ChannelKind, ChannelState, PeerAuth, PeerInfo, UpdateState, UpdatesState,
+    };
+    let session = Arc::new(SqliteSession::open(":memory:").await.unwrap());
+    let saved = UpdatesState {
+        pts: 10,
+        qts: 1,
+        date: DATE,
+        seq: 3,
+        channels: vec![
+            ChannelState { id: 5, pts: 100 },
+            ChannelState { id: 6, pts: 200 },
+        ],
+    };
+    session
+        .set_update_state(UpdateState::All(saved.clone()))
+        .await
+        .unwrap();
+    session
+        .cache_peer(PeerInfo::Channel {
+            id: 6,
+            auth: Some(PeerAuth::from_hash(1)),
+            kind: Some(ChannelKind::Broadcast),
+        })
+        .await
+        .unwrap();
+    // The dialog walk writes the current pts of every channel.
+    for (id, pts) in [(5, 150), (9, 50)] {
+        session
+            .set_update_state(UpdateState::Channel { id, pts })
+            .await
+            .unwrap();
+    }
+    let walked = session.updates_state().await.unwrap();
+    assert_eq!(walked.channels.len(), 3, "the walk moved the state");
+    personad::telegram::mtproto::restore_update_state("agent", session.as_ref(), saved).await;
+    let now = session.updates_state().await.unwrap();
+    let channels: Vec<(i64, i32)> = now.channels.iter().map(|c| (c.id, c.pts)).collect();
+    assert_eq!(channels, vec![(5, 100)]);
+    assert_eq!(now.pts, 10);
 }
 
 #[test]
@@ -1172,6 +1311,40 @@ fn check_entities(md: &str) {
     }
 }
 
+/// Splitting a long send measures the rendered text: a reply whose Markdown source is over
+/// Telegram's 4096 UTF-16 units but renders shorter (link targets, markers) stays one
+/// message, while one whose rendered text is over the limit is split into parts that fit.
+#[test]
+fn splitting_measures_the_rendered_text() {
+    use personad::blocks::{ParseOptions, TELEGRAM_TEXT_LIMIT_UTF16, parse_reply};
+    use personad::planner::Action;
+    let link = format!("[see](https://example.com/{})", "a".repeat(200));
+    let source = vec![link; 25].join(" ");
+    assert!(utf16_len(&source) as usize > TELEGRAM_TEXT_LIMIT_UTF16);
+    let parsed = parse_reply(&format!("# «send»\n{source}"), &ParseOptions::default());
+    assert_eq!(parsed.actions.len(), 1, "{:?}", parsed.warnings);
+
+    let long = "word ".repeat(1000);
+    let parsed = parse_reply(&format!("# «send»\n{long}"), &ParseOptions::default());
+    assert_eq!(parsed.actions.len(), 2);
+    // An ordered list written with "1." everywhere renders its real numbers: longer than
+    // the source, and still every part fits.
+    let list: String = (0..680).map(|_| "1. ab\n").collect();
+    assert!(utf16_len(&list) as usize <= TELEGRAM_TEXT_LIMIT_UTF16);
+    assert!(utf16_len(&to_telegram(&list).0) as usize > TELEGRAM_TEXT_LIMIT_UTF16);
+    let listed = parse_reply(&format!("# «send»\n{list}"), &ParseOptions::default());
+    assert!(listed.actions.len() >= 2, "{:?}", listed.warnings);
+    let mut actions = parsed.actions.clone();
+    actions.extend(listed.actions);
+    for action in &actions {
+        let Action::Send { text, .. } = action else {
+            panic!("not a send: {action:?}");
+        };
+        let (rendered, _) = to_telegram(text);
+        assert!(utf16_len(&rendered) as usize <= TELEGRAM_TEXT_LIMIT_UTF16);
+    }
+}
+
 #[test]
 fn nasty_inputs_never_panic() {
     let nasty = [
@@ -1279,7 +1452,12 @@ fn flood_and_slowmode_waits_carry_seconds() {
 
 #[test]
 fn account_limits() {
-    for name in ["PEER_FLOOD", "USER_RESTRICTED", "FROZEN_METHOD_INVALID"] {
+    for name in [
+        "PEER_FLOOD",
+        "USER_RESTRICTED",
+        "FROZEN_METHOD_INVALID",
+        "USER_BANNED_IN_CHANNEL",
+    ] {
         let code = if name == "FROZEN_METHOD_INVALID" {
             420
         } else {
@@ -1296,12 +1474,11 @@ fn account_limits() {
 fn forbidden_family() {
     for (code, name) in [
         (403, "CHAT_WRITE_FORBIDDEN"),
-        (400, "USER_BANNED_IN_CHANNEL"),
         (400, "CHANNEL_PRIVATE"),
         (400, "USER_IS_BLOCKED"),
         (400, "YOU_BLOCKED_USER"),
         (400, "CHAT_RESTRICTED"),
-        (403, "CHAT_SEND_STICKERS_FORBIDDEN"),
+        (403, "CHAT_SEND_PLAIN_FORBIDDEN"),
         (403, "SOMETHING_NEW"),
     ] {
         assert!(
@@ -1309,6 +1486,54 @@ fn forbidden_family() {
             "{name}"
         );
     }
+}
+
+/// A chat that refuses one kind of content (or a Premium-only item) refuses that item, not
+/// the whole chat.
+#[test]
+fn content_refusals_are_per_item() {
+    for (code, name) in [
+        (403, "CHAT_SEND_STICKERS_FORBIDDEN"),
+        (403, "CHAT_SEND_MEDIA_FORBIDDEN"),
+        (403, "CHAT_SEND_GIFS_FORBIDDEN"),
+        (400, "PREMIUM_ACCOUNT_REQUIRED"),
+    ] {
+        assert!(
+            matches!(classify(&rpc(code, name)), TelegramError::ContentRefused(_)),
+            "{name}"
+        );
+    }
+}
+
+/// The send path's recovery rules see PEER_ID_INVALID and grammers' "no peer ref" as an
+/// unknown peer (learn it, retry once), ENTITY_* / URL_INVALID as rejected entities (send
+/// plain), everything else as a plain error.
+#[test]
+fn send_path_errors_are_split_for_recovery() {
+    use personad::telegram::mtproto::errors::call_error;
+    use personad::telegram::mtproto::recover::CallError;
+    assert!(matches!(
+        call_error(&rpc(400, "PEER_ID_INVALID")),
+        CallError::UnknownPeer(TelegramError::NotFound(_))
+    ));
+    assert!(matches!(
+        call_error(&InvocationError::Dropped(
+            "cannot invoke request without a peer ref"
+        )),
+        CallError::UnknownPeer(_)
+    ));
+    assert!(matches!(
+        call_error(&rpc(400, "ENTITY_BOUNDS_INVALID")),
+        CallError::BadEntities(_)
+    ));
+    assert!(matches!(
+        call_error(&rpc(400, "URL_INVALID")),
+        CallError::BadEntities(_)
+    ));
+    assert!(matches!(
+        call_error(&rpc(403, "CHAT_WRITE_FORBIDDEN")),
+        CallError::Other(TelegramError::Forbidden(_))
+    ));
 }
 
 #[test]
@@ -1414,4 +1639,88 @@ fn pathological_sizes_do_not_blow_up() {
     ] {
         check_entities(&md);
     }
+}
+
+/// A channel whose difference keeps failing is dropped from catch-up through the session
+/// layer: grammers prepares a channel difference by looking up the channel and then the
+/// self user; that channel is the one the failure is attributed to, and skipping it answers
+/// its next look-up once without an access hash (which makes grammers end its difference),
+/// then normally again.
+#[tokio::test]
+async fn guarded_session_attributes_and_skips_a_failing_channel_difference() {
+    use grammers_client::session::Session;
+    use grammers_client::session::storages::SqliteSession;
+    use grammers_client::session::types::{ChannelKind, PeerAuth, PeerId, PeerInfo};
+    use personad::telegram::mtproto::guarded::GuardedSession;
+    let session = GuardedSession::new(SqliteSession::open(":memory:").await.unwrap());
+    session
+        .cache_peer(PeerInfo::Channel {
+            id: 77,
+            auth: Some(PeerAuth::from_hash(5)),
+            kind: Some(ChannelKind::Megagroup),
+        })
+        .await
+        .unwrap();
+    let channel = PeerId::channel(77).unwrap();
+    // A send looks the channel up, then a user: no difference in progress.
+    session.peer(channel).await.unwrap();
+    session.peer(PeerId::user(5).unwrap()).await.unwrap();
+    assert_eq!(session.difference_channel(), None);
+    // grammers' prepare_channel_difference: the channel, then the self user.
+    session.peer(channel).await.unwrap();
+    session.peer(PeerId::self_user()).await.unwrap();
+    assert_eq!(session.difference_channel(), Some(77));
+    session.skip_channel(77);
+    let hidden = session.peer(channel).await.unwrap();
+    assert!(matches!(hidden, Some(PeerInfo::Channel { auth: None, .. })));
+    let again = session.peer(channel).await.unwrap();
+    assert!(matches!(
+        again,
+        Some(PeerInfo::Channel { auth: Some(_), .. })
+    ));
+}
+
+/// An agent starts without the network: "logged in" is read from the session file (its own
+/// user), so a network outage at start does not keep it from running (its pump keeps
+/// reconnecting). A session without its own user is "not logged in"; one readable by others
+/// is refused; one in use by another process is refused.
+#[tokio::test]
+async fn an_account_opens_offline_from_its_session() {
+    use grammers_client::session::Session;
+    use grammers_client::session::storages::SqliteSession;
+    use grammers_client::session::types::{PeerAuth, PeerInfo};
+    use personad::store::StateDir;
+    use personad::telegram::mtproto::{ConnectError, open_account, session};
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::new(dir.path());
+    let path = session::session_path(&state, "Wren");
+    session::create_private(&path).unwrap();
+    {
+        let s = SqliteSession::open(&path).await.unwrap();
+        assert!(matches!(
+            open_account(&state, "Wren").await,
+            Err(ConnectError::NotAuthorized { .. })
+        ));
+        s.cache_peer(PeerInfo::User {
+            id: 4242,
+            auth: Some(PeerAuth::from_hash(7)),
+            bot: Some(false),
+            is_self: Some(true),
+        })
+        .await
+        .unwrap();
+    }
+    let account = open_account(&state, "Wren").await.unwrap();
+    assert_eq!(account.self_id, 4242);
+    assert!(
+        open_account(&state, "Wren").await.is_err(),
+        "a second user of the same session is refused"
+    );
+    drop(account);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(matches!(
+        open_account(&state, "Wren").await,
+        Err(ConnectError::Session(_))
+    ));
 }

@@ -113,7 +113,9 @@ impl From<TelegramError> for TaskError {
             TelegramError::AccountLimited(_) => TaskError::AccountLimited(text),
             TelegramError::Unauthorized(_) => TaskError::Unauthorized(text),
             TelegramError::Network(_) | TelegramError::Other(_) => TaskError::Transient(text),
-            TelegramError::NotFound(_) | TelegramError::Invalid(_) => TaskError::Permanent(text),
+            TelegramError::NotFound(_)
+            | TelegramError::Invalid(_)
+            | TelegramError::ContentRefused(_) => TaskError::Permanent(text),
         }
     }
 }

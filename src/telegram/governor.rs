@@ -141,6 +141,9 @@ struct ChatState {
     sends: Vec<Timestamp>,
     contact: Contact,
     last_typing: Option<Timestamp>,
+    /// The chat refused a sticker (CHAT_SEND_STICKERS_FORBIDDEN, a Premium-only sticker):
+    /// stickers into it go out as their name (an emoji) in text from now on.
+    refuses_stickers: bool,
 }
 
 #[derive(Debug, Default)]
@@ -444,12 +447,48 @@ impl<T: Telegram + ?Sized> Telegram for Governor<T> {
     fn send_sticker(&self, msg: OutgoingSticker) -> BoxFuture<'_, TgResult<Message>> {
         Box::pin(async move {
             self.admit(msg.chat).await?;
-            self.inner.send_sticker(msg).await
+            let refused = self
+                .lock()
+                .chats
+                .get(&msg.chat)
+                .is_some_and(|c| c.refuses_stickers);
+            if !refused {
+                match self.inner.send_sticker(msg.clone()).await {
+                    Err(TelegramError::ContentRefused(reason)) => {
+                        tracing::warn!(chat = %msg.chat, reason = %reason, "governor: the chat refuses this sticker; sending its name as text");
+                        self.lock()
+                            .chats
+                            .entry(msg.chat)
+                            .or_default()
+                            .refuses_stickers = true;
+                    }
+                    other => return other,
+                }
+            }
+            // The same idempotency key: the refused sticker created no message.
+            self.inner
+                .send_text(OutgoingText {
+                    chat: msg.chat,
+                    text: msg.sticker.name,
+                    reply_to: msg.reply_to,
+                    idempotency_key: msg.idempotency_key,
+                })
+                .await
         })
     }
 
     fn react(&self, chat: ChatId, message: MessageId, emoji: &str) -> BoxFuture<'_, TgResult<()>> {
-        self.inner.react(chat, message, emoji)
+        let emoji = emoji.to_string();
+        Box::pin(async move {
+            match self.inner.react(chat, message, &emoji).await {
+                Err(TelegramError::ContentRefused(reason)) => {
+                    // A reaction the chat (or a non-Premium account) cannot use: skip it.
+                    tracing::warn!(chat = %chat, reason = %reason, "governor: reaction refused; skipped");
+                    Ok(())
+                }
+                other => other,
+            }
+        })
     }
 
     fn typing(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {

@@ -341,6 +341,43 @@ impl MemoryTelegram {
         self.lock().chats.get(&chat).and_then(|log| log.read_upto)
     }
 
+    /// Someone edits a message of theirs: its text changes in the transcript (what the next
+    /// history fetch, and so the planner, sees). Returns the edited message.
+    pub async fn edit_inbound(&self, chat: ChatId, id: MessageId, text: &str) -> TgResult<Message> {
+        let edited = {
+            let mut st = self.lock();
+            let log = st
+                .chats
+                .get_mut(&chat)
+                .ok_or_else(|| TelegramError::NotFound(format!("chat {chat}")))?;
+            let msg = log
+                .messages
+                .iter_mut()
+                .find(|m| m.id == id)
+                .ok_or_else(|| TelegramError::NotFound(format!("message {id} in chat {chat}")))?;
+            msg.text = text.to_string();
+            msg.clone()
+        };
+        self.persist(chat).await?;
+        Ok(edited)
+    }
+
+    /// Messages are deleted: they leave the transcript. Returns how many were found.
+    pub async fn delete_inbound(&self, chat: ChatId, ids: &[MessageId]) -> TgResult<usize> {
+        let removed = {
+            let mut st = self.lock();
+            let log = st
+                .chats
+                .get_mut(&chat)
+                .ok_or_else(|| TelegramError::NotFound(format!("chat {chat}")))?;
+            let before = log.messages.len();
+            log.messages.retain(|m| !ids.contains(&m.id));
+            before - log.messages.len()
+        };
+        self.persist(chat).await?;
+        Ok(removed)
+    }
+
     /// Stops sending actions to the observer (its channel closes).
     pub fn stop_observing(&self) {
         *self.observer.lock().unwrap_or_else(PoisonError::into_inner) = None;

@@ -187,6 +187,10 @@ pub enum TelegramError {
     AccountLimited(String),
     #[error("writing to this chat is forbidden ({0})")]
     Forbidden(String),
+    /// The chat refuses this kind of content (stickers, media, GIFs, a Premium-only item);
+    /// other messages can still go there.
+    #[error("this chat refuses this kind of content ({0})")]
+    ContentRefused(String),
     #[error("the session is no longer authorized ({0})")]
     Unauthorized(String),
     #[error("not found: {0}")]

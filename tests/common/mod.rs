@@ -381,6 +381,22 @@ impl Harness {
         msg
     }
 
+    /// A message from `from` arrives in `chat` now, without being handed to the runtime
+    /// (an update pump under test does that).
+    pub async fn say_silently(&self, chat: &Chat, from: &str, text: &str) -> Message {
+        self.telegram
+            .inject(
+                chat.id,
+                Incoming {
+                    from: from.to_string(),
+                    text: text.to_string(),
+                    ..Incoming::default()
+                },
+            )
+            .await
+            .unwrap_or_else(|e| panic!("inject: {e}"))
+    }
+
     /// Lets virtual time run until `d` from now has passed (everything due earlier runs).
     pub async fn pass(&mut self, d: Duration) {
         let hold = clock::sleep_releasing(&self.clock, d, self.hold.take()).await;

@@ -43,6 +43,24 @@ pub fn classify(err: &InvocationError) -> TelegramError {
     }
 }
 
+/// Classifies an error for the send path's recovery rules: an unknown peer (learn it and
+/// retry), rejected entities (send without them), or anything else.
+pub fn call_error(e: &InvocationError) -> crate::telegram::mtproto::recover::CallError {
+    use crate::telegram::mtproto::recover::{self, CallError};
+    match e {
+        InvocationError::Rpc(rpc) if recover::is_unknown_peer(&rpc.name) => {
+            CallError::UnknownPeer(classify(e))
+        }
+        InvocationError::Dropped(reason) if reason.contains("peer ref") => {
+            CallError::UnknownPeer(classify(e))
+        }
+        InvocationError::Rpc(rpc) if recover::is_entity_error(&rpc.name) => {
+            CallError::BadEntities(classify(e))
+        }
+        _ => CallError::Other(classify(e)),
+    }
+}
+
 fn transport_name(t: &transport::Error) -> String {
     match t {
         transport::Error::MissingBytes => "transport: missing bytes".into(),
@@ -82,11 +100,22 @@ fn classify_rpc(rpc: &RpcError) -> TelegramError {
     if n == "FLOOD_WAIT" || n == "FLOOD_PREMIUM_WAIT" || n == "FLOOD_TEST_PHONE_WAIT" {
         return TelegramError::FloodWait { secs: wait };
     }
+    // USER_BANNED_IN_CHANNEL is how Telegram reports the spam restriction on writing in
+    // public groups: an account-level limit, not one chat's ban.
     if matches!(
         n,
-        "PEER_FLOOD" | "USER_RESTRICTED" | "PREMIUM_ACCOUNT_REQUIRED"
+        "PEER_FLOOD" | "USER_RESTRICTED" | "USER_BANNED_IN_CHANNEL"
     ) {
         return TelegramError::AccountLimited(label);
+    }
+    // The chat refuses one kind of content (stickers, media, GIFs, ...), or the item needs
+    // Premium: skip or replace that item, the chat stays usable.
+    if (n.starts_with("CHAT_SEND_")
+        && n.ends_with("_FORBIDDEN")
+        && n != "CHAT_SEND_PLAIN_FORBIDDEN")
+        || matches!(n, "PREMIUM_ACCOUNT_REQUIRED" | "STICKER_PREMIUM_REQUIRED")
+    {
+        return TelegramError::ContentRefused(label);
     }
     if code == 401
         || n.starts_with("AUTH_KEY_")
@@ -102,8 +131,7 @@ fn classify_rpc(rpc: &RpcError) -> TelegramError {
         || n.ends_with("_FORBIDDEN")
         || matches!(
             n,
-            "USER_BANNED_IN_CHANNEL"
-                | "CHANNEL_PRIVATE"
+            "CHANNEL_PRIVATE"
                 | "CHANNEL_PUBLIC_GROUP_NA"
                 | "USER_IS_BLOCKED"
                 | "YOU_BLOCKED_USER"

@@ -19,6 +19,11 @@ const MAX_INDENT: usize = 6;
 ///
 /// Never panics. If the rendering would leave no visible text at all (say, `[](x)`), the
 /// input is returned verbatim with no entities, so nothing the model wrote is lost.
+/// The text Telegram shows for `markdown` (what its length limit counts), without entities.
+pub fn rendered_text(markdown: &str) -> String {
+    to_telegram(markdown).0
+}
+
 pub fn to_telegram(markdown: &str) -> (String, Vec<tl::enums::MessageEntity>) {
     let events = merged_events(markdown);
     let markers = spoiler_markers(&events);

@@ -347,6 +347,42 @@ pub fn map_raw(
     map_with(raw, ctx, known, &[])
 }
 
+/// The forum topic a message belongs to (the id of the topic's first message), if it was
+/// written in a topic other than "General".
+pub fn topic_of(raw: &tl::enums::Message) -> Option<i32> {
+    let header = match raw {
+        tl::enums::Message::Message(m) => m.reply_to.as_ref(),
+        tl::enums::Message::Service(m) => m.reply_to.as_ref(),
+        tl::enums::Message::Empty(_) => None,
+    };
+    let tl::enums::MessageReplyHeader::Header(h) = header? else {
+        return None;
+    };
+    if !h.forum_topic {
+        return None;
+    }
+    h.reply_to_top_id.or(h.reply_to_msg_id)
+}
+
+/// A basic group's "upgraded to supergroup" service message: (old chat, new chat).
+pub fn migration(raw: &tl::enums::Message) -> Option<(ChatId, ChatId)> {
+    let tl::enums::Message::Service(s) = raw else {
+        return None;
+    };
+    let tl::enums::MessageAction::ChatMigrateTo(a) = &s.action else {
+        return None;
+    };
+    let from = chat_id_of(&s.peer_id)?;
+    let to = PeerId::channel(a.channel_id)?.bot_api_dialog_id()?;
+    Some((from, ChatId(to)))
+}
+
+/// Whether an "edited" message was really edited (Telegram also sends edits for reaction
+/// and view count changes; those carry no visible edit date, or a hidden one).
+pub fn is_real_edit(raw: &tl::enums::Message) -> bool {
+    matches!(raw, tl::enums::Message::Message(m) if m.edit_date.is_some() && !m.edit_hide)
+}
+
 /// Maps grammers' deletion update.
 pub fn map_deletion(d: &MessageDeletion) -> Option<Deleted> {
     map_deleted_raw(&d.raw)

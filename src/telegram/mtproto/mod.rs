@@ -1,14 +1,24 @@
-//! The MTProto backend on grammers 0.11: the only module tree that imports grammers. It owns
-//! connecting an agent's account (private, locked session file), the interactive login and
-//! logout, the update pump that maps new messages into runtime events (and nothing else:
-//! no planning, no I/O beyond the push), and the `Telegram` trait implementation in
-//! [`backend`]. Mapping (`map`), outbound formatting (`format`) and error classification
-//! (`errors`) are pure and tested offline. Called by the `run` and `login` commands.
+//! The MTProto backend on grammers 0.11: the only module tree that imports grammers (its
+//! grammers-free parts say so). It owns connecting an agent's account (private, locked
+//! session file; logged-in checked offline), the interactive login and logout, the grammers
+//! adaptor of the update pump (a [`pump::SourceFactory`] that rebuilds the connection pool,
+//! runs the unread scan and opens grammers' update stream; a [`pump::UpdateSource`] that maps
+//! each update), and the `Telegram` trait implementation in [`backend`]. The pump core
+//! ([`pump`]), the sent-message ledger ([`sent`]) and the send path's recovery rules
+//! ([`recover`]) are free of grammers and tested with fakes; mapping (`map`), outbound
+//! formatting (`format`), error classification (`errors`) and the session layer
+//! ([`guarded`]) are tested offline on raw TL objects. Called by the `run` and `login`
+//! commands. It plans nothing: admitted updates go to the runtime's queue.
 
 pub mod backend;
 pub mod errors;
 pub mod format;
+pub mod guarded;
+pub mod login;
 pub mod map;
+pub mod pump;
+pub mod recover;
+pub mod sent;
 pub mod session;
 
 use std::fmt;
@@ -17,20 +27,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use grammers_client::session::storages::SqliteSession;
-use grammers_client::update::Update;
-use grammers_client::{Client, SenderPool, SignInError};
+use grammers_client::{Client, SenderPool};
 use grammers_mtsender::{AutoSleep, ConnectionParams, UpdatesConfiguration};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use backend::MtprotoTelegram;
 use errors::classify;
+use guarded::GuardedSession;
 use session::{SessionError, SessionLock};
 
-use crate::clock::{self, SharedClock};
+use crate::clock::{BoxFuture, SharedClock};
 use crate::runtime::RuntimeHandle;
 use crate::store::StateDir;
 use crate::telegram::TelegramError;
+use grammers_client::session::types::PeerId;
 
 /// The application's api_hash: a secret. Debug and Display never show it.
 #[derive(Clone)]
@@ -95,12 +106,15 @@ pub enum ConnectError {
     Login(String),
 }
 
+/// The ledger of our own sends, in the agent's state directory.
+pub const SENT_LEDGER_FILE: &str = "telegram-sent.json";
+
 type Updates = tokio::sync::mpsc::Receiver<grammers_client::session::updates::UpdatesLike>;
 
 /// A connected agent.
 pub struct Connected {
     pub telegram: Arc<MtprotoTelegram>,
-    session: Arc<SqliteSession>,
+    session: Arc<GuardedSession>,
     client: Client,
     updates: Option<Updates>,
     pool_task: JoinHandle<()>,
@@ -108,10 +122,10 @@ pub struct Connected {
     _lock: SessionLock,
 }
 
-async fn open_session(path: &std::path::Path) -> Result<Arc<SqliteSession>, ConnectError> {
+async fn open_session(path: &std::path::Path) -> Result<Arc<GuardedSession>, ConnectError> {
     SqliteSession::open(path)
         .await
-        .map(Arc::new)
+        .map(|s| Arc::new(GuardedSession::new(s)))
         .map_err(|e| ConnectError::Open {
             path: path.display().to_string(),
             message: e.to_string(),
@@ -120,7 +134,7 @@ async fn open_session(path: &std::path::Path) -> Result<Arc<SqliteSession>, Conn
 
 /// Starts a connection pool on a session: the runner task, a client, and the update channel.
 fn start_pool(
-    session: &Arc<SqliteSession>,
+    session: &Arc<GuardedSession>,
     creds: &Credentials,
     opts: ConnectOptions,
 ) -> (Client, Updates, JoinHandle<()>) {
@@ -185,6 +199,36 @@ async fn prepare_session(
     .map_err(|e| ConnectError::Login(e.to_string()))?
 }
 
+/// How long `connect` waits for Telegram to say who the account is before starting anyway.
+const GET_ME_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// An agent's session, opened and locked, with the account's own user id.
+pub struct OpenAccount {
+    pub session: Arc<GuardedSession>,
+    pub lock: SessionLock,
+    pub self_id: i64,
+}
+
+/// Opens an agent's session without the network: the file must exist, be private and not
+/// be in use, and know its own user (logged in). So an agent whose network is down at start
+/// still starts, and its pump keeps reconnecting.
+pub async fn open_account(state: &StateDir, agent: &str) -> Result<OpenAccount, ConnectError> {
+    use grammers_client::session::Session;
+    use grammers_client::session::types::PeerInfo;
+    let (path, lock) = prepare_session(state, agent, false).await?;
+    let session = open_session(&path).await?;
+    match session.peer(PeerId::self_user()).await {
+        Ok(Some(PeerInfo::User { id, .. })) => Ok(OpenAccount {
+            session,
+            lock,
+            self_id: id,
+        }),
+        _ => Err(ConnectError::NotAuthorized {
+            agent: agent.to_string(),
+        }),
+    }
+}
+
 /// Connects an agent whose session exists and is private; refuses otherwise.
 pub async fn connect(
     state: &StateDir,
@@ -193,23 +237,46 @@ pub async fn connect(
     opts: ConnectOptions,
     clock: SharedClock,
 ) -> Result<Connected, ConnectError> {
-    let (path, lock) = prepare_session(state, agent, false).await?;
-    let session = open_session(&path).await?;
+    let account = open_account(state, agent).await?;
+    let (session, lock, self_id) = (account.session, account.lock, account.self_id);
     let (client, updates, pool_task) = start_pool(&session, creds, opts);
-    let authorized = client.is_authorized().await.map_err(|e| classify(&e))?;
-    if !authorized {
-        client.disconnect();
-        return Err(ConnectError::NotAuthorized {
-            agent: agent.to_string(),
-        });
-    }
-    let me = client.get_me().await.map_err(|e| classify(&e))?;
+    // Bounded on the project clock: a black-holed network must not hold up the start.
+    let me = tokio::select! {
+        me = client.get_me() => Some(me),
+        () = crate::clock::pause(clock.as_ref(), GET_ME_TIMEOUT) => None,
+    };
+    let username = match me {
+        None => {
+            tracing::warn!(agent = %agent, timeout_secs = GET_ME_TIMEOUT.as_secs(), "Telegram did not answer in time; the agent starts and keeps reconnecting");
+            None
+        }
+        Some(Ok(me)) => me.username().map(str::to_string),
+        Some(Err(e)) => match classify(&e) {
+            TelegramError::Unauthorized(_) => {
+                client.disconnect();
+                return Err(ConnectError::NotAuthorized {
+                    agent: agent.to_string(),
+                });
+            }
+            other => {
+                tracing::warn!(agent = %agent, error = %other, "Telegram is not reachable now; the agent starts and keeps reconnecting");
+                None
+            }
+        },
+    };
+    let ledger_path = state.agent_dir(agent).join(SENT_LEDGER_FILE);
+    let ledger_clock = Arc::clone(&clock);
+    let ledger =
+        tokio::task::spawn_blocking(move || sent::SentLedger::load(ledger_path, ledger_clock))
+            .await
+            .map_err(|e| ConnectError::Login(e.to_string()))?;
     let telegram = Arc::new(MtprotoTelegram::new(
         client.clone(),
         Arc::clone(&session),
-        me.id().bare_id().unwrap_or(0),
-        me.username().map(str::to_string),
+        self_id,
+        username,
         clock,
+        ledger,
     ));
     Ok(Connected {
         telegram,
@@ -222,226 +289,297 @@ pub async fn connect(
     })
 }
 
-/// Why one run of the update pump ended.
-enum PumpEnd {
-    /// Asked to stop.
-    Stopped,
-    /// The connection pool ended on its own: rebuild it.
-    PoolGone,
-    /// The session is no longer valid.
-    Unauthorized(String),
-}
-
 impl Connected {
-    /// Serves the agent until `stop`: scans unread chats, pumps updates into the runtime, and
-    /// rebuilds the connection with backoff when its pool ends unexpectedly. A dead session
-    /// stops the agent in the runtime and ends this function with an error.
+    /// Serves the agent until `stop`: runs the update pump (see [`pump`]) on this
+    /// connection, which scans unread chats on every (re)connect, and rebuilds the connection
+    /// with backoff when its pool ends or its reader fails. A dead session stops the agent in
+    /// the runtime and ends this function with an error.
     pub async fn serve(
-        mut self,
+        self,
         agent: String,
         runtime: RuntimeHandle,
         opts: ConnectOptions,
         clock: SharedClock,
         stop: CancellationToken,
     ) -> Result<(), ConnectError> {
-        let mut restarts: u32 = 0;
-        loop {
-            self.scan_unread(&agent, &runtime).await;
-            match self.pump(&agent, &runtime, opts, &clock, &stop).await {
-                PumpEnd::Stopped => break,
-                PumpEnd::Unauthorized(reason) => {
-                    runtime.stop_agent(&agent, &reason);
-                    self.client.disconnect();
-                    return Err(ConnectError::NotAuthorized { agent });
-                }
-                PumpEnd::PoolGone => {
-                    restarts = restarts.saturating_add(1);
-                    let backoff =
-                        Duration::from_secs(2u64.saturating_pow(restarts.min(8)).min(300));
-                    tracing::warn!(agent = %agent, restart = restarts, backoff_secs = backoff.as_secs(), "connection pool ended; rebuilding it");
-                    tokio::select! {
-                        () = stop.cancelled() => break,
-                        () = clock::pause(clock.as_ref(), backoff) => {}
-                    }
-                    let (client, updates, pool_task) = start_pool(&self.session, &self.creds, opts);
-                    self.telegram.replace_client(client.clone());
-                    self.client = client;
-                    self.updates = Some(updates);
-                    self.pool_task = pool_task;
-                }
-            }
-        }
-        self.client.disconnect();
-        let _ = (&mut self.pool_task).await;
-        Ok(())
-    }
-
-    /// On connect: replan chats with unread messages from others, unread mentions, or the
-    /// "marked unread" flag. A muted chat counts only for mentions and the flag.
-    async fn scan_unread(&self, agent: &str, runtime: &RuntimeHandle) {
-        let client = self.client.clone();
-        let telegram = Arc::clone(&self.telegram);
-        let agent_name = agent.to_string();
-        let runtime = runtime.clone();
-        // Walking dialogs can panic inside the library on unknown peers: keep it contained.
-        let scan = tokio::spawn(async move {
-            let mut dialogs = client.iter_dialogs();
-            let mut replanned = 0usize;
-            while let Ok(Some(dialog)) = dialogs.next().await {
-                let grammers_client::tl::enums::Dialog::Dialog(d) = &dialog.raw else {
-                    continue;
-                };
-                if d.unread_count == 0 && d.unread_mentions_count == 0 && !d.unread_mark {
-                    continue;
-                }
-                let Some(last) = dialog.last_message.as_ref() else {
-                    continue;
-                };
-                let Ok(mapped) = telegram.map(last) else {
-                    continue;
-                };
-                if mapped.message.outgoing {
-                    continue;
-                }
-                if telegram.is_blocked(mapped.message.sender.id).await {
-                    continue;
-                }
-                let strong = d.unread_mentions_count > 0 || d.unread_mark;
-                let trigger = strong || !telegram.is_muted(mapped.chat.id).await;
-                runtime.push_inbound(&agent_name, mapped.chat, mapped.message, trigger);
-                if trigger {
-                    replanned += 1;
-                }
-            }
-            replanned
+        let Connected {
+            telegram,
+            session,
+            client,
+            updates,
+            pool_task,
+            creds,
+            _lock,
+        } = self;
+        let factory = Arc::new(GrammersFactory {
+            agent: agent.clone(),
+            session,
+            creds,
+            opts,
+            telegram: Arc::clone(&telegram),
+            runtime: runtime.clone(),
+            pool: tokio::sync::Mutex::new(Pool {
+                client,
+                updates,
+                task: Some(pool_task),
+            }),
         });
-        match scan.await {
-            Ok(n) => tracing::info!(agent = %agent, chats = n, "unread scan done"),
-            Err(e) => tracing::warn!(agent = %agent, error = %e, "unread scan failed"),
+        let pump = pump::Pump {
+            agent: agent.clone(),
+            factory: Arc::clone(&factory) as Arc<dyn pump::SourceFactory>,
+            lookups: Arc::clone(&telegram) as Arc<dyn pump::Lookups>,
+            sink: Arc::new(pump::RuntimeSink {
+                agent: agent.clone(),
+                runtime,
+            }),
+            ledger: Arc::clone(telegram.ledger()),
+            clock,
+            opts: pump::PumpOptions {
+                max_catch_up_age: opts.max_catch_up_age,
+            },
+        };
+        let end = pump.run(stop).await;
+        factory.shutdown().await;
+        match end {
+            pump::PumpEnd::Stopped => Ok(()),
+            pump::PumpEnd::Unauthorized(_) => Err(ConnectError::NotAuthorized { agent }),
         }
-    }
-
-    /// Pumps updates into the runtime. New messages from others trigger plans (unless too old
-    /// or from a blocked user; in a muted chat only callouts do); messages the owner typed
-    /// elsewhere only join the history and cancel the pending plan.
-    async fn pump(
-        &mut self,
-        agent: &str,
-        runtime: &RuntimeHandle,
-        opts: ConnectOptions,
-        clock: &SharedClock,
-        stop: &CancellationToken,
-    ) -> PumpEnd {
-        let Some(updates) = self.updates.take() else {
-            return PumpEnd::PoolGone;
-        };
-        let mut stream = match self
-            .client
-            .stream_updates(updates, UpdatesConfiguration { catch_up: true })
-            .await
-        {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(agent = %agent, error = %e, "cannot open the update stream");
-                return PumpEnd::PoolGone;
-            }
-        };
-        let telegram = Arc::clone(&self.telegram);
-        let (admit_tx, admission) = spawn_admission(
-            agent.to_string(),
-            Arc::clone(&telegram),
-            runtime.clone(),
-            Arc::clone(clock),
-            opts.max_catch_up_age,
-        );
-        let mut sync = tokio::time::interval(Duration::from_secs(60));
-        let mut failures: u32 = 0;
-        let end = loop {
-            tokio::select! {
-                () = stop.cancelled() => break PumpEnd::Stopped,
-                _ = sync.tick() => {
-                    if let Err(e) = stream.sync_update_state().await {
-                        tracing::warn!(agent = %agent, error = %e, "could not save the update state");
-                    }
-                }
-                next = stream.next() => match next {
-                    Ok(Update::NewMessage(m)) => {
-                        failures = 0;
-                        let Ok(mapped) = telegram.map(&m) else { continue };
-                        let chat_id = mapped.chat.id;
-                        if mapped.message.outgoing {
-                            if !telegram.sent_by_us(chat_id, mapped.message.id) {
-                                // The owner typed this on another device: a person took over.
-                                runtime.push_inbound(agent, mapped.chat, mapped.message, false);
-                                runtime.cancel_plan(agent, chat_id, "the owner wrote in this chat");
-                            }
-                            continue;
-                        }
-                        // Blocklist and mute look-ups may need the network: they happen in
-                        // the admission task, in arrival order, never in this loop.
-                        let _ = admit_tx.send(mapped);
-                    }
-                    Ok(Update::MessageDeleted(d)) => {
-                        tracing::debug!(agent = %agent, count = d.messages().len(), "messages deleted");
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        if matches!(e, grammers_client::InvocationError::Dropped(_)) {
-                            break PumpEnd::PoolGone;
-                        }
-                        let err = classify(&e);
-                        if matches!(err, TelegramError::Unauthorized(_)) {
-                            break PumpEnd::Unauthorized(err.to_string());
-                        }
-                        failures = failures.saturating_add(1);
-                        let backoff = Duration::from_secs(u64::from(failures.min(6)).pow(2));
-                        tracing::warn!(agent = %agent, error = %err, retry_in_secs = backoff.as_secs(), "update stream error");
-                        clock::pause(clock.as_ref(), backoff).await;
-                    }
-                }
-            }
-        };
-        if let Err(e) = stream.sync_update_state().await {
-            tracing::warn!(agent = %agent, error = %e, "could not save the update state");
-        }
-        // Let the admission task hand over what it already took in.
-        drop(admit_tx);
-        let _ = admission.await;
-        end
     }
 }
 
-/// The admission task: decides, in arrival order, whether a new message from someone else
-/// plans a reply (fresh, not from a blocked user, and in a muted chat only when it calls us
-/// out) and hands it to the runtime either way, unless the sender is blocked.
-fn spawn_admission(
+/// The current connection pool of an agent.
+struct Pool {
+    client: Client,
+    /// The update channel, until a stream takes it.
+    updates: Option<Updates>,
+    task: Option<JoinHandle<()>>,
+}
+
+/// Opens update streams on an agent's connection, rebuilding the pool when the previous
+/// stream used it up (or it died).
+struct GrammersFactory {
     agent: String,
+    session: Arc<GuardedSession>,
+    creds: Credentials,
+    opts: ConnectOptions,
     telegram: Arc<MtprotoTelegram>,
     runtime: RuntimeHandle,
-    clock: SharedClock,
-    max_age: Duration,
-) -> (
-    tokio::sync::mpsc::UnboundedSender<map::Mapped>,
-    JoinHandle<()>,
+    pool: tokio::sync::Mutex<Pool>,
+}
+
+impl GrammersFactory {
+    async fn shutdown(&self) {
+        let mut pool = self.pool.lock().await;
+        pool.client.disconnect();
+        if let Some(task) = pool.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl pump::SourceFactory for GrammersFactory {
+    fn open(&self) -> BoxFuture<'_, Result<Box<dyn pump::UpdateSource>, pump::SourceError>> {
+        Box::pin(async move {
+            let (client, updates) = {
+                let mut pool = self.pool.lock().await;
+                if pool.updates.is_none() {
+                    // The previous stream used this pool up (or it died): start a new one.
+                    pool.client.disconnect();
+                    if let Some(task) = pool.task.take() {
+                        let _ = task.await;
+                    }
+                    let (client, updates, task) = start_pool(&self.session, &self.creds, self.opts);
+                    self.telegram.replace_client(client.clone());
+                    *pool = Pool {
+                        client,
+                        updates: Some(updates),
+                        task: Some(task),
+                    };
+                }
+                let updates = pool.updates.take().ok_or(pump::SourceError::Closed)?;
+                (pool.client.clone(), updates)
+            };
+            scan_unread(
+                &self.agent,
+                &client,
+                &self.session,
+                &self.telegram,
+                &self.runtime,
+            )
+            .await;
+            let stream = client
+                .stream_updates(updates, UpdatesConfiguration { catch_up: true })
+                .await
+                .map_err(|e| pump::SourceError::Transient {
+                    reason: format!("cannot open the update stream: {e}"),
+                    channel: None,
+                })?;
+            Ok(Box::new(GrammersSource {
+                stream,
+                telegram: Arc::clone(&self.telegram),
+                session: Arc::clone(&self.session),
+            }) as Box<dyn pump::UpdateSource>)
+        })
+    }
+
+    fn close(&self) {
+        // Ends the reader's `next` once it has handed over what it holds.
+        if let Ok(pool) = self.pool.try_lock() {
+            pool.client.disconnect();
+        } else {
+            self.telegram.client().disconnect();
+        }
+    }
+}
+
+/// grammers' update stream as a pump source.
+struct GrammersSource {
+    stream: grammers_client::client::UpdateStream,
+    telegram: Arc<MtprotoTelegram>,
+    session: Arc<GuardedSession>,
+}
+
+impl pump::UpdateSource for GrammersSource {
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<pump::TgUpdate>, pump::SourceError>> {
+        Box::pin(async move {
+            match self.stream.next().await {
+                Ok(update) => {
+                    self.session.clear_difference_channel();
+                    Ok(self.telegram.to_update(&update))
+                }
+                Err(grammers_client::InvocationError::Dropped(_)) => Err(pump::SourceError::Closed),
+                Err(e) => match classify(&e) {
+                    TelegramError::Unauthorized(reason) => {
+                        Err(pump::SourceError::Unauthorized(reason))
+                    }
+                    other => Err(pump::SourceError::Transient {
+                        reason: other.to_string(),
+                        channel: self.session.difference_channel(),
+                    }),
+                },
+            }
+        })
+    }
+
+    fn save_state(&mut self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            self.stream
+                .sync_update_state()
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn skip_channel(&mut self, channel: i64) {
+        tracing::warn!(
+            channel,
+            "cannot end this channel's difference from outside grammers; it is retried with backoff"
+        );
+    }
+}
+
+/// On connect: replan chats with unread messages from others, unread mentions, or the
+/// "marked unread" flag (a muted chat counts only for mentions and the flag). Walking the
+/// dialogs writes every channel's current pts into the session, which would erase the gaps
+/// catch-up must fill: the saved update state is restored afterwards, without broadcast
+/// channels (we never answer there, so their differences are not worth fetching).
+async fn scan_unread(
+    agent: &str,
+    client: &Client,
+    session: &Arc<GuardedSession>,
+    telegram: &Arc<MtprotoTelegram>,
+    runtime: &RuntimeHandle,
 ) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<map::Mapped>();
-    let task = tokio::spawn(async move {
-        while let Some(mut mapped) = rx.recv().await {
+    use grammers_client::session::Session;
+    let saved = session.updates_state().await.ok();
+    let client = client.clone();
+    let telegram_scan = Arc::clone(telegram);
+    let agent_name = agent.to_string();
+    let runtime = runtime.clone();
+    // Walking dialogs can panic inside the library on unknown peers: keep it contained.
+    let scan = tokio::spawn(async move {
+        let telegram = telegram_scan;
+        let mut dialogs = client.iter_dialogs();
+        let mut replanned = 0usize;
+        while let Ok(Some(dialog)) = dialogs.next().await {
+            let grammers_client::tl::enums::Dialog::Dialog(d) = &dialog.raw else {
+                continue;
+            };
+            if d.unread_count == 0 && d.unread_mentions_count == 0 && !d.unread_mark {
+                continue;
+            }
+            let Some(last) = dialog.last_message.as_ref() else {
+                continue;
+            };
+            let Ok(mapped) = telegram.map(last) else {
+                continue;
+            };
+            if mapped.message.outgoing {
+                continue;
+            }
             if telegram.is_blocked(mapped.message.sender.id).await {
                 continue;
             }
-            telegram.resolve_sticker_set(&mut mapped).await;
-            let age = clock.now().duration_since(mapped.message.date);
-            let fresh = age.as_secs() < max_age.as_secs() as i64;
-            let wanted = mapped.callout || !telegram.is_muted(mapped.chat.id).await;
-            runtime.push_inbound(&agent, mapped.chat, mapped.message, fresh && wanted);
+            let strong = d.unread_mentions_count > 0 || d.unread_mark;
+            let trigger = strong || !telegram.is_muted(mapped.chat.id).await;
+            runtime.push_inbound(&agent_name, mapped.chat, mapped.message, trigger);
+            if trigger {
+                replanned += 1;
+            }
         }
+        replanned
     });
-    (tx, task)
+    match scan.await {
+        Ok(n) => tracing::info!(agent = %agent, chats = n, "unread scan done"),
+        Err(e) => tracing::warn!(agent = %agent, error = %e, "unread scan failed"),
+    }
+    if let Some(saved) = saved {
+        restore_update_state(agent, session.as_ref(), saved).await;
+    }
+}
+
+/// Writes back an update state saved before a dialog walk, minus broadcast channels.
+pub async fn restore_update_state<S>(
+    agent: &str,
+    session: &S,
+    saved: grammers_client::session::types::UpdatesState,
+) where
+    S: grammers_client::session::Session,
+    S::Error: fmt::Display,
+{
+    use grammers_client::session::types::{ChannelKind, PeerInfo, UpdateState};
+    if saved.pts == 0 && saved.date == 0 && saved.channels.is_empty() {
+        // Nothing saved yet (first run): the stream starts from the server's state.
+        return;
+    }
+    let mut broadcast = std::collections::HashSet::new();
+    for channel in &saved.channels {
+        if let Some(id) = PeerId::channel(channel.id)
+            && let Ok(Some(PeerInfo::Channel {
+                kind: Some(ChannelKind::Broadcast),
+                ..
+            })) = session.peer(id).await
+        {
+            broadcast.insert(channel.id);
+        }
+    }
+    let state = without_channels(saved, &broadcast);
+    if let Err(e) = session.set_update_state(UpdateState::All(state)).await {
+        tracing::warn!(agent = %agent, error = %e, "could not restore the update state after the unread scan");
+    }
+}
+
+/// An update state without the given channels.
+pub fn without_channels(
+    mut state: grammers_client::session::types::UpdatesState,
+    drop: &std::collections::HashSet<i64>,
+) -> grammers_client::session::types::UpdatesState {
+    state.channels.retain(|c| !drop.contains(&c.id));
+    state
 }
 
 /// Reads one line from the terminal (blocking, off the async threads).
-async fn prompt(text: &'static str) -> Result<String, ConnectError> {
+async fn prompt(text: String) -> Result<String, login::LoginError> {
     tokio::task::spawn_blocking(move || -> Result<String, String> {
         use std::io::Write;
         let mut out = std::io::stderr();
@@ -454,11 +592,11 @@ async fn prompt(text: &'static str) -> Result<String, ConnectError> {
         Ok(line.trim().to_string())
     })
     .await
-    .map_err(|e| ConnectError::Login(e.to_string()))?
-    .map_err(ConnectError::Login)
+    .map_err(|e| login::LoginError::Failed(e.to_string()))?
+    .map_err(login::LoginError::Failed)
 }
 
-async fn prompt_password(hint: Option<String>) -> Result<String, ConnectError> {
+async fn prompt_password(hint: Option<String>) -> Result<String, login::LoginError> {
     tokio::task::spawn_blocking(move || {
         let label = match hint {
             Some(h) if !h.is_empty() => format!("Two-step verification password (hint: {h}): "),
@@ -467,12 +605,28 @@ async fn prompt_password(hint: Option<String>) -> Result<String, ConnectError> {
         rpassword::prompt_password(label).map_err(|e| e.to_string())
     })
     .await
-    .map_err(|e| ConnectError::Login(e.to_string()))?
-    .map_err(ConnectError::Login)
+    .map_err(|e| login::LoginError::Failed(e.to_string()))?
+    .map_err(login::LoginError::Failed)
+}
+
+/// The terminal as the login prompter.
+struct Terminal;
+
+impl login::Prompter for Terminal {
+    fn code(&self, text: String) -> BoxFuture<'_, Result<String, login::LoginError>> {
+        Box::pin(prompt(text))
+    }
+    fn password(&self, hint: Option<String>) -> BoxFuture<'_, Result<String, login::LoginError>> {
+        Box::pin(prompt_password(hint))
+    }
+    fn say(&self, line: &str) {
+        eprintln!("{line}");
+    }
 }
 
 /// `personad login`: interactive sign-in in one process run, then one walk over the dialogs
-/// to warm the peer cache.
+/// to warm the peer cache (broadcast channels are then taken out of the update state, so
+/// catch-up never asks for their difference).
 pub async fn login(
     state: &StateDir,
     agent: &str,
@@ -482,12 +636,18 @@ pub async fn login(
     let (path, _lock) = prepare_session(state, agent, true).await?;
     let session = open_session(&path).await?;
     let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
-    let result = sign_in(&client, phone, creds).await;
+    let result = sign_in(&client, &session, phone, creds).await;
     if result.is_ok() {
+        use grammers_client::session::Session;
         let mut dialogs = client.iter_dialogs();
         let mut n = 0usize;
         while let Ok(Some(_)) = dialogs.next().await {
             n += 1;
+        }
+        // Keep the channel pts the walk wrote (catch-up starts from here), minus broadcast
+        // channels.
+        if let Ok(walked) = session.updates_state().await {
+            restore_update_state(agent, session.as_ref(), walked).await;
         }
         tracing::info!(agent = %agent, dialogs = n, "peer cache warmed");
     }
@@ -498,72 +658,22 @@ pub async fn login(
 
 async fn sign_in(
     client: &Client,
+    session: &Arc<GuardedSession>,
     phone: &str,
     creds: &Credentials,
 ) -> Result<String, ConnectError> {
     if client.is_authorized().await.map_err(|e| classify(&e))? {
         return Ok("already logged in".into());
     }
-    // The library panics on some unusual answers to sendCode: keep that inside a task.
-    let token = {
-        let (c, p, h) = (
-            client.clone(),
-            phone.to_string(),
-            creds.api_hash.expose().to_string(),
-        );
-        tokio::spawn(async move { c.request_login_code(&p, &h).await })
-            .await
-            .map_err(|_| {
-                ConnectError::Login(
-                    "Telegram gave an unexpected answer to the login code request".into(),
-                )
-            })?
-            .map_err(|e| {
-                ConnectError::Login(format!("could not request a login code: {}", classify(&e)))
-            })?
+    let api = login::GrammersLogin {
+        client: client.clone(),
+        session: Arc::clone(session),
+        api_id: creds.api_id,
+        api_hash: creds.api_hash.expose().to_string(),
     };
-    for _ in 0..3 {
-        let code = prompt("Login code (sent to your Telegram app): ").await?;
-        match client.sign_in(&token, &code).await {
-            Ok(user) => return Ok(format!("logged in as {}", user.full_name())),
-            Err(SignInError::InvalidCode) => {
-                eprintln!(
-                    "That code is invalid or expired. Codes pasted into any Telegram chat stop working."
-                );
-            }
-            Err(SignInError::PasswordRequired(mut pt)) => {
-                for _ in 0..3 {
-                    let password = prompt_password(pt.hint().map(str::to_string)).await?;
-                    match client.check_password(pt, password.as_bytes()).await {
-                        Ok(user) => return Ok(format!("logged in as {}", user.full_name())),
-                        Err(SignInError::InvalidPassword(again)) => {
-                            eprintln!("Wrong password.");
-                            pt = again;
-                        }
-                        Err(e) => return Err(ConnectError::Login(sign_in_error(e))),
-                    }
-                }
-                return Err(ConnectError::Login("wrong password, three times".into()));
-            }
-            Err(e) => return Err(ConnectError::Login(sign_in_error(e))),
-        }
-    }
-    Err(ConnectError::Login(
-        "no valid code after three tries".into(),
-    ))
-}
-
-fn sign_in_error(e: SignInError) -> String {
-    match e {
-        SignInError::SignUpRequired => {
-            "this phone number has no Telegram account; create one in an official app first".into()
-        }
-        SignInError::InvalidCode => "invalid or expired code".into(),
-        SignInError::PasswordRequired(_) | SignInError::InvalidPassword(_) => {
-            "two-step verification failed".into()
-        }
-        SignInError::Other(e) => classify(&e).to_string(),
-    }
+    login::run_login(&api, &Terminal, phone)
+        .await
+        .map_err(|e| ConnectError::Login(e.to_string()))
 }
 
 /// `personad login --logout`: signs out and deletes the session.

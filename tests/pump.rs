@@ -1,0 +1,1085 @@
+//! The offline harness of the MTProto update pump and send path: the pump core runs
+//! against a scripted [`UpdateSource`] and fake look-ups and sink (no grammers, no network),
+//! and the recovery rules of the send path against fake calls. Each test names the defect
+//! it guards against; reverting the fix makes it fail.
+
+mod common;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use personad::clock::{BoxFuture, SharedClock, VirtualClock};
+use personad::telegram::mtproto::pump::{
+    CHANNEL_FAILURE_LIMIT, Incoming, Lookups, Pump, PumpEnd, PumpOptions, RuntimeSink, SAVE_EVERY,
+    Sink, SourceError, SourceFactory, TgUpdate, UpdateSource,
+};
+use personad::telegram::mtproto::recover::{
+    self, CallError, MAX_DELETE_ROUNDS, PeerLearner, muted, reaction_variant,
+};
+use personad::telegram::mtproto::sent::SentLedger;
+use personad::telegram::{Chat, ChatId, ChatKind, Message, MessageId, Sender, TelegramError};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+// ---------------------------------------------------------------------------------------
+// Fixtures.
+
+const ME: i64 = 1000;
+
+fn t0() -> Timestamp {
+    "2026-01-01T12:00:00Z".parse().unwrap()
+}
+
+fn chat(id: i64) -> Chat {
+    Chat {
+        id: ChatId(id),
+        kind: if id > 0 {
+            ChatKind::Direct
+        } else {
+            ChatKind::Group
+        },
+        title: format!("chat {id}"),
+    }
+}
+
+fn msg(chat_id: i64, id: i64, from: i64, outgoing: bool, at: Timestamp) -> Incoming {
+    Incoming {
+        chat: chat(chat_id),
+        message: Message {
+            id: MessageId(id),
+            chat: ChatId(chat_id),
+            sender: Sender {
+                id: from,
+                name: format!("user {from}"),
+                username: None,
+                is_bot: false,
+            },
+            outgoing,
+            text: format!("message {id}"),
+            mentions: Vec::new(),
+            reply_to: None,
+            date: at,
+            media: None,
+        },
+        callout: false,
+        sticker_set_id: None,
+    }
+}
+
+/// A message from someone else in a DM with them.
+fn inbound(chat_id: i64, id: i64) -> TgUpdate {
+    TgUpdate::NewMessage(msg(chat_id, id, chat_id, false, t0()))
+}
+
+/// An outgoing message of this account (ours or the owner's).
+fn outgoing(chat_id: i64, id: i64) -> TgUpdate {
+    TgUpdate::NewMessage(msg(chat_id, id, ME, true, t0()))
+}
+
+/// One step of a scripted source.
+enum Step {
+    Update(TgUpdate),
+    /// grammers took a batch off its channel and awaits a session write before buffering
+    /// it: `entered` is notified, then the step waits for `release` and yields the update.
+    InFlight {
+        entered: Arc<Notify>,
+        release: Arc<Notify>,
+        update: TgUpdate,
+    },
+    /// The difference of this channel fails until the pump skips the channel.
+    FailingChannel(i64),
+    Fail(SourceError),
+    /// The source panics (a library bug on some input).
+    Panic,
+    /// This source ends (the pool died); the next one continues the script.
+    End,
+}
+
+#[derive(Default)]
+struct ScriptState {
+    steps: VecDeque<Step>,
+    closed: bool,
+    delivered: usize,
+    /// `delivered` at each state save.
+    saves: Vec<usize>,
+    skipped: Vec<i64>,
+    channel_failures: usize,
+    opens: usize,
+}
+
+#[derive(Clone, Default)]
+struct Script {
+    state: Arc<Mutex<ScriptState>>,
+    more: Arc<Notify>,
+}
+
+impl Script {
+    fn new(steps: Vec<Step>) -> Script {
+        let script = Script::default();
+        script.state.lock().unwrap().steps = steps.into();
+        script
+    }
+    fn st(&self) -> std::sync::MutexGuard<'_, ScriptState> {
+        self.state.lock().unwrap()
+    }
+}
+
+struct ScriptSource(Script);
+
+impl UpdateSource for ScriptSource {
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<TgUpdate>, SourceError>> {
+        Box::pin(async move {
+            loop {
+                let step = {
+                    let mut st = self.0.st();
+                    match st.steps.pop_front() {
+                        Some(Step::FailingChannel(c)) if !st.skipped.contains(&c) => {
+                            st.steps.push_front(Step::FailingChannel(c));
+                            Some(Step::FailingChannel(c))
+                        }
+                        Some(Step::FailingChannel(_)) => continue,
+                        Some(step) => Some(step),
+                        None if st.closed => return Err(SourceError::Closed),
+                        None => None,
+                    }
+                };
+                match step {
+                    None => self.0.more.notified().await,
+                    Some(Step::Update(u)) => {
+                        self.0.st().delivered += 1;
+                        return Ok(Some(u));
+                    }
+                    Some(Step::InFlight {
+                        entered,
+                        release,
+                        update,
+                    }) => {
+                        entered.notify_one();
+                        release.notified().await;
+                        self.0.st().delivered += 1;
+                        return Ok(Some(update));
+                    }
+                    Some(Step::FailingChannel(c)) => {
+                        self.0.st().channel_failures += 1;
+                        return Err(SourceError::Transient {
+                            reason: "FLOOD_WAIT (420, value 900)".into(),
+                            channel: Some(c),
+                        });
+                    }
+                    Some(Step::Fail(e)) => return Err(e),
+                    Some(Step::Panic) => panic!("scripted panic in the update source"),
+                    Some(Step::End) => return Err(SourceError::Closed),
+                }
+            }
+        })
+    }
+
+    fn save_state(&mut self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            let mut st = self.0.st();
+            let n = st.delivered;
+            st.saves.push(n);
+            Ok(())
+        })
+    }
+
+    fn skip_channel(&mut self, channel: i64) {
+        self.0.st().skipped.push(channel);
+    }
+}
+
+impl SourceFactory for Script {
+    fn open(&self) -> BoxFuture<'_, Result<Box<dyn UpdateSource>, SourceError>> {
+        Box::pin(async move {
+            self.st().opens += 1;
+            Ok(Box::new(ScriptSource(self.clone())) as Box<dyn UpdateSource>)
+        })
+    }
+    fn close(&self) {
+        self.st().closed = true;
+        self.more.notify_one();
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seen {
+    Inbound { chat: i64, id: i64, trigger: bool },
+    Owner { chat: i64, id: i64 },
+    Edited { chat: i64, id: i64, text: String },
+    Deleted { chat: Option<i64>, ids: Vec<i64> },
+    Migrated { from: i64, to: i64 },
+    Unauthorized,
+}
+
+#[derive(Default)]
+struct Recorder {
+    seen: Mutex<Vec<Seen>>,
+    changed: Notify,
+}
+
+impl Recorder {
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+    fn push(&self, s: Seen) {
+        self.seen.lock().unwrap().push(s);
+        self.changed.notify_waiters();
+    }
+    async fn wait_for(&self, n: usize) {
+        loop {
+            let notified = self.changed.notified();
+            if self.seen.lock().unwrap().len() >= n {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Sink for Recorder {
+    fn inbound(&self, chat: Chat, message: Message, trigger: bool) {
+        self.push(Seen::Inbound {
+            chat: chat.id.0,
+            id: message.id.0,
+            trigger,
+        });
+    }
+    fn owner_wrote(&self, chat: Chat, message: Message) {
+        self.push(Seen::Owner {
+            chat: chat.id.0,
+            id: message.id.0,
+        });
+    }
+    fn edited(&self, chat: Chat, message: Message) {
+        self.push(Seen::Edited {
+            chat: chat.id.0,
+            id: message.id.0,
+            text: message.text,
+        });
+    }
+    fn deleted(&self, chat: Option<ChatId>, ids: Vec<MessageId>) {
+        self.push(Seen::Deleted {
+            chat: chat.map(|c| c.0),
+            ids: ids.into_iter().map(|i| i.0).collect(),
+        });
+    }
+    fn migrated(&self, from: ChatId, to: ChatId) {
+        self.push(Seen::Migrated {
+            from: from.0,
+            to: to.0,
+        });
+    }
+    fn unauthorized(&self, _reason: &str) {
+        self.push(Seen::Unauthorized);
+    }
+}
+
+/// Look-ups: a blocklist, muted chats, and a sender whose admission panics.
+#[derive(Default)]
+struct FakeLookups {
+    blocked: HashSet<i64>,
+    muted: HashSet<i64>,
+    panics_on_sender: Option<i64>,
+}
+
+impl Lookups for FakeLookups {
+    fn is_blocked(&self, user: i64) -> BoxFuture<'_, bool> {
+        if self.panics_on_sender == Some(user) {
+            panic!("scripted panic while admitting");
+        }
+        let b = self.blocked.contains(&user);
+        Box::pin(async move { b })
+    }
+    fn is_muted(&self, chat: ChatId) -> BoxFuture<'_, bool> {
+        let m = self.muted.contains(&chat.0);
+        Box::pin(async move { m })
+    }
+    fn enrich<'a>(&'a self, _incoming: &'a mut Incoming) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+}
+
+struct Harness {
+    script: Script,
+    sink: Arc<Recorder>,
+    ledger: Arc<SentLedger>,
+    clock: VirtualClock,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<PumpEnd>,
+}
+
+fn start_with(steps: Vec<Step>, lookups: FakeLookups, auto_advance: bool) -> Harness {
+    let script = Script::new(steps);
+    let sink = Arc::new(Recorder::default());
+    let clock = VirtualClock::new(t0(), auto_advance);
+    let shared: SharedClock = Arc::new(clock.clone());
+    let ledger = SentLedger::in_memory(Arc::clone(&shared));
+    let pump = Pump {
+        agent: "Wren".into(),
+        factory: Arc::new(script.clone()),
+        lookups: Arc::new(lookups),
+        sink: Arc::clone(&sink) as Arc<dyn Sink>,
+        ledger: Arc::clone(&ledger),
+        clock: shared,
+        opts: PumpOptions {
+            max_catch_up_age: Duration::from_secs(15 * 60),
+        },
+    };
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(pump.run(stop.clone()));
+    Harness {
+        script,
+        sink,
+        ledger,
+        clock,
+        stop,
+        task,
+    }
+}
+
+fn start(steps: Vec<Step>) -> Harness {
+    start_with(steps, FakeLookups::default(), true)
+}
+
+impl Harness {
+    async fn stop(self) -> (Vec<Seen>, Script, PumpEnd) {
+        self.stop.cancel();
+        let end = self.task.await.unwrap();
+        (self.sink.seen(), self.script, end)
+    }
+}
+
+fn upd(u: TgUpdate) -> Step {
+    Step::Update(u)
+}
+
+// ---------------------------------------------------------------------------------------
+// No update lost (Build 2).
+
+/// A batch the source has taken but not yet returned when the save tick and the stop fire
+/// is still delivered, and the state is saved after it (a `select!` over `next()` drops it).
+#[tokio::test]
+async fn batch_in_flight_when_the_tick_and_stop_fire_is_delivered() {
+    let (entered, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let h = start_with(
+        vec![
+            upd(inbound(7, 1)),
+            Step::InFlight {
+                entered: Arc::clone(&entered),
+                release: Arc::clone(&release),
+                update: inbound(7, 2),
+            },
+        ],
+        FakeLookups::default(),
+        false,
+    );
+    entered.notified().await;
+    // The save interval passes and the daemon stops while the batch is in flight.
+    h.clock.advance(SAVE_EVERY * 2);
+    h.stop.cancel();
+    tokio::task::yield_now().await;
+    release.notify_one();
+    let (seen, script, end) = h.stop().await;
+    assert_eq!(end, PumpEnd::Stopped);
+    assert_eq!(
+        seen,
+        vec![
+            Seen::Inbound {
+                chat: 7,
+                id: 1,
+                trigger: true
+            },
+            Seen::Inbound {
+                chat: 7,
+                id: 2,
+                trigger: true
+            },
+        ]
+    );
+    let st = script.st();
+    assert_eq!(
+        st.saves.last(),
+        Some(&2),
+        "the state is saved after the in-flight batch, never before it"
+    );
+}
+
+/// The update state is saved by the reader while updates flow (every SAVE_EVERY), not only
+/// at the end.
+#[tokio::test]
+async fn update_state_is_saved_periodically_from_the_reader() {
+    let h = start_with(vec![upd(inbound(7, 1))], FakeLookups::default(), false);
+    h.sink.wait_for(1).await;
+    h.clock.advance(SAVE_EVERY);
+    h.script.st().steps.push_back(upd(inbound(7, 2)));
+    h.script.more.notify_one();
+    h.sink.wait_for(2).await;
+    let saves_before_stop = h.script.st().saves.clone();
+    assert_eq!(saves_before_stop, vec![2]);
+    let (_, script, _) = h.stop().await;
+    assert_eq!(script.st().saves, vec![2, 2]);
+}
+
+// ---------------------------------------------------------------------------------------
+// First contact (Build 1).
+
+/// A fake account: sends to a chat whose peer is not cached fail with PEER_ID_INVALID until
+/// the peer is learnt; learning works when a message of that chat was seen.
+#[derive(Default)]
+struct FakeAccount {
+    cached: Mutex<HashSet<i64>>,
+    seen_messages: Mutex<HashMap<i64, i64>>,
+    learns: AtomicUsize,
+    calls: AtomicUsize,
+}
+
+impl PeerLearner for FakeAccount {
+    fn learn_peer(&self, chat: ChatId) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            self.learns.fetch_add(1, Ordering::SeqCst);
+            if self.seen_messages.lock().unwrap().contains_key(&chat.0) {
+                self.cached.lock().unwrap().insert(chat.0);
+                true
+            } else {
+                false
+            }
+        })
+    }
+}
+
+impl FakeAccount {
+    async fn send(&self, chat: ChatId) -> Result<i64, CallError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.cached.lock().unwrap().contains(&chat.0) {
+            Ok(99)
+        } else {
+            Err(CallError::UnknownPeer(TelegramError::NotFound(
+                "PEER_ID_INVALID (400)".into(),
+            )))
+        }
+    }
+}
+
+/// A first DM from a new contact (a short update: no user object, so no cached hash) is
+/// admitted, and the reply succeeds after the peer is fetched once (today it fails with
+/// PEER_ID_INVALID and the plan is dropped).
+#[tokio::test]
+async fn first_contact_short_message_then_reply_learns_the_peer() {
+    let h = start(vec![upd(inbound(4242, 1))]);
+    h.sink.wait_for(1).await;
+    let (seen, _, _) = h.stop().await;
+    assert_eq!(
+        seen,
+        vec![Seen::Inbound {
+            chat: 4242,
+            id: 1,
+            trigger: true
+        }]
+    );
+    let account = FakeAccount::default();
+    account.seen_messages.lock().unwrap().insert(4242, 1);
+    let sent =
+        recover::with_peer_retry(&account, ChatId(4242), || account.send(ChatId(4242))).await;
+    assert_eq!(sent, Ok(99));
+    assert_eq!(account.learns.load(Ordering::SeqCst), 1);
+    assert_eq!(account.calls.load(Ordering::SeqCst), 2);
+}
+
+/// When the peer cannot be learnt, the call is tried once, learning once, and the error
+/// stands (no loop).
+#[tokio::test]
+async fn unknown_peer_that_cannot_be_learnt_gives_up_after_one_try() {
+    let account = FakeAccount::default();
+    let sent = recover::with_peer_retry(&account, ChatId(5), || account.send(ChatId(5))).await;
+    assert!(matches!(sent, Err(CallError::UnknownPeer(_))));
+    assert_eq!(account.learns.load(Ordering::SeqCst), 1);
+    assert_eq!(account.calls.load(Ordering::SeqCst), 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// Own sends (Build 3).
+
+/// Our send's echo that arrives before the RPC returns (grammers pushes it to the stream
+/// right after handing over the result) is ours; after the send returns, its id is.
+/// A message the owner types meanwhile in another chat still cancels that chat's plan.
+#[tokio::test]
+async fn own_sends_echoed_before_and_after_the_rpc_returns_are_ours() {
+    let h = start(Vec::new());
+    let guard = h.ledger.begin(ChatId(7));
+    // The echo arrives while the send is in flight.
+    h.script.st().steps.push_back(upd(outgoing(7, 50)));
+    // The owner writes in another chat.
+    h.script.st().steps.push_back(upd(outgoing(8, 51)));
+    h.script.more.notify_one();
+    h.sink.wait_for(1).await;
+    h.ledger.record(ChatId(7), MessageId(50), 1234);
+    drop(guard);
+    // The echo again (catch-up replays it), after the send returned.
+    h.script.st().steps.push_back(upd(outgoing(7, 50)));
+    // And a message the owner types in chat 7 afterwards.
+    h.script.st().steps.push_back(upd(outgoing(7, 52)));
+    h.script.more.notify_one();
+    h.sink.wait_for(2).await;
+    let (seen, _, _) = h.stop().await;
+    assert_eq!(
+        seen,
+        vec![
+            Seen::Owner { chat: 8, id: 51 },
+            Seen::Owner { chat: 7, id: 52 }
+        ]
+    );
+}
+
+/// After a restart, catch-up replays our own recent sends: the ledger on disk still knows
+/// them, and a RANDOM_ID_DUPLICATE resolves to the real message id.
+#[tokio::test]
+async fn own_sends_survive_a_restart_for_catch_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("telegram-sent.json");
+    let clock: SharedClock = Arc::new(VirtualClock::new(t0(), false));
+    {
+        let ledger = SentLedger::load(path.clone(), Arc::clone(&clock));
+        ledger.record(ChatId(7), MessageId(50), 1234);
+        ledger.save().await.unwrap();
+    }
+    let ledger = SentLedger::load(path.clone(), Arc::clone(&clock));
+    assert!(ledger.is_ours(ChatId(7), MessageId(50)));
+    assert!(!ledger.is_ours(ChatId(7), MessageId(51)));
+    assert_eq!(ledger.by_random_id(ChatId(7), 1234), Some(MessageId(50)));
+    assert_eq!(ledger.by_random_id(ChatId(8), 1234), None);
+
+    // Through the pump: the replayed echo is not the owner's.
+    let h = start(vec![upd(outgoing(7, 50)), upd(outgoing(7, 51))]);
+    h.ledger.record(ChatId(7), MessageId(50), 1234);
+    h.sink.wait_for(1).await;
+    let (seen, _, _) = h.stop().await;
+    assert_eq!(seen, vec![Seen::Owner { chat: 7, id: 51 }]);
+}
+
+/// Old sends fall off after the horizon; a damaged ledger file is moved aside, not lost.
+#[tokio::test]
+async fn ledger_forgets_after_the_horizon_and_keeps_a_damaged_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("telegram-sent.json");
+    let clock = VirtualClock::new(t0(), false);
+    let shared: SharedClock = Arc::new(clock.clone());
+    let ledger = SentLedger::load(path.clone(), Arc::clone(&shared));
+    ledger.record(ChatId(7), MessageId(1), 1);
+    clock.advance(personad::telegram::mtproto::sent::DEFAULT_HORIZON + Duration::from_secs(1));
+    ledger.record(ChatId(7), MessageId(2), 2);
+    assert_eq!(ledger.len(), 1);
+    assert!(!ledger.is_ours(ChatId(7), MessageId(1)));
+
+    std::fs::write(&path, "{ not json").unwrap();
+    let ledger = SentLedger::load(path.clone(), shared);
+    assert!(ledger.is_empty());
+    assert!(path.with_extension("json.damaged").exists());
+}
+
+// ---------------------------------------------------------------------------------------
+// One ordered queue (Build 4).
+
+/// During catch-up the owner answered an older inbound message: the inbound one joins the
+/// history without a plan and the owner's message cancels, in that order. Other chats are
+/// not affected.
+#[tokio::test]
+async fn owner_answer_during_catch_up_keeps_order_and_suppresses_the_older_inbound() {
+    let h = start(vec![
+        upd(inbound(7, 1)),
+        upd(inbound(9, 2)),
+        upd(outgoing(7, 3)),
+    ]);
+    h.sink.wait_for(3).await;
+    let (seen, _, _) = h.stop().await;
+    assert_eq!(
+        seen,
+        vec![
+            Seen::Inbound {
+                chat: 7,
+                id: 1,
+                trigger: false
+            },
+            Seen::Inbound {
+                chat: 9,
+                id: 2,
+                trigger: true
+            },
+            Seen::Owner { chat: 7, id: 3 },
+        ]
+    );
+}
+
+/// Old messages (catch-up after downtime), blocked senders and muted chats follow the
+/// admission rules; a callout in a muted chat still plans.
+#[tokio::test]
+async fn admission_rules_for_age_blocklist_and_mute() {
+    let old = t0() - jiff::SignedDuration::from_secs(3600);
+    let mut muted_callout = msg(-30, 4, 31, false, t0());
+    muted_callout.callout = true;
+    let h = start_with(
+        vec![
+            upd(TgUpdate::NewMessage(msg(7, 1, 7, false, old))),
+            upd(inbound(666, 2)),
+            upd(TgUpdate::NewMessage(msg(-30, 3, 31, false, t0()))),
+            upd(TgUpdate::NewMessage(muted_callout)),
+        ],
+        FakeLookups {
+            blocked: [666].into(),
+            muted: [-30].into(),
+            panics_on_sender: None,
+        },
+        true,
+    );
+    h.sink.wait_for(3).await;
+    let (seen, _, _) = h.stop().await;
+    assert_eq!(
+        seen,
+        vec![
+            Seen::Inbound {
+                chat: 7,
+                id: 1,
+                trigger: false
+            },
+            Seen::Inbound {
+                chat: -30,
+                id: 3,
+                trigger: false
+            },
+            Seen::Inbound {
+                chat: -30,
+                id: 4,
+                trigger: true
+            },
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Restart, supervision (Build 6).
+
+/// The connection ends (pool died): the pump saves the state, reopens the source after a
+/// backoff and goes on with the updates that follow (catch-up on the new stream).
+#[tokio::test]
+async fn restart_with_catch_up_reopens_the_source() {
+    let h = start(vec![upd(inbound(7, 1)), Step::End, upd(inbound(7, 2))]);
+    h.sink.wait_for(2).await;
+    let (seen, script, end) = h.stop().await;
+    assert_eq!(end, PumpEnd::Stopped);
+    assert_eq!(seen.len(), 2);
+    let st = script.st();
+    assert_eq!(st.opens, 2);
+    assert_eq!(
+        st.saves.first(),
+        Some(&1),
+        "state saved when the first source ended"
+    );
+}
+
+/// A panic in the update reader is contained: the source is reopened with backoff and the
+/// updates after it still arrive.
+#[tokio::test]
+async fn a_panicking_reader_is_restarted() {
+    let h = start(vec![upd(inbound(7, 1)), Step::Panic, upd(inbound(7, 2))]);
+    h.sink.wait_for(2).await;
+    let (seen, script, _) = h.stop().await;
+    assert_eq!(seen.len(), 2);
+    assert_eq!(script.st().opens, 2);
+}
+
+/// A panic while admitting one update skips that update only.
+#[tokio::test]
+async fn a_panic_while_admitting_skips_that_update_only() {
+    let h = start_with(
+        vec![upd(inbound(13, 1)), upd(inbound(7, 2))],
+        FakeLookups {
+            panics_on_sender: Some(13),
+            ..FakeLookups::default()
+        },
+        true,
+    );
+    h.sink.wait_for(1).await;
+    let (seen, _, _) = h.stop().await;
+    assert_eq!(
+        seen,
+        vec![Seen::Inbound {
+            chat: 7,
+            id: 2,
+            trigger: true
+        }]
+    );
+}
+
+/// A channel whose difference keeps failing (a long FLOOD_WAIT, CHANNEL_INVALID) is dropped
+/// from catch-up after CHANNEL_FAILURE_LIMIT tries instead of blocking every update.
+#[tokio::test]
+async fn a_failing_channel_difference_is_dropped_after_n_tries() {
+    let h = start(vec![Step::FailingChannel(77), upd(inbound(7, 1))]);
+    h.sink.wait_for(1).await;
+    let (seen, script, _) = h.stop().await;
+    assert_eq!(seen.len(), 1);
+    assert_eq!(script.st().skipped, vec![77]);
+    assert_eq!(script.st().channel_failures, CHANNEL_FAILURE_LIMIT as usize);
+}
+
+/// A dead session stops the agent, with no restart.
+#[tokio::test]
+async fn unauthorized_stream_stops_the_agent() {
+    let h = start(vec![Step::Fail(SourceError::Unauthorized(
+        "AUTH_KEY_UNREGISTERED (401)".into(),
+    ))]);
+    let end = h.task.await.unwrap();
+    assert!(matches!(end, PumpEnd::Unauthorized(_)));
+    assert_eq!(h.sink.seen(), vec![Seen::Unauthorized]);
+    assert_eq!(h.script.st().opens, 1);
+}
+
+/// Transient stream errors are retried on the same source (grammers keeps the pending
+/// difference), with backoff on the project clock.
+#[tokio::test]
+async fn transient_stream_errors_retry_on_the_same_source() {
+    let h = start(vec![
+        Step::Fail(SourceError::Transient {
+            reason: "i/o".into(),
+            channel: None,
+        }),
+        upd(inbound(7, 1)),
+    ]);
+    h.sink.wait_for(1).await;
+    let (_, script, _) = h.stop().await;
+    assert_eq!(script.st().opens, 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// Telegram semantics (Build 7).
+
+/// An edited inbound message reaches the planner as an edit (not as a new message that
+/// would start a second plan); our own edits are ignored; a deletion is passed on; a
+/// migrated group is reported with its new id.
+#[tokio::test]
+async fn edits_deletions_and_migrations_are_routed() {
+    let mut edited = msg(7, 1, 7, false, t0());
+    edited.message.text = "fixed typo".into();
+    let mut own_edit = msg(7, 2, ME, true, t0());
+    own_edit.message.text = "ours".into();
+    let h = start(vec![
+        upd(inbound(7, 1)),
+        upd(TgUpdate::Edited(edited)),
+        upd(TgUpdate::Edited(own_edit)),
+        upd(TgUpdate::Deleted {
+            chat: None,
+            ids: vec![MessageId(1)],
+        }),
+        upd(TgUpdate::Migrated {
+            from: ChatId(-40),
+            to: ChatId(-1000000000040),
+        }),
+    ]);
+    h.sink.wait_for(4).await;
+    let (seen, _, _) = h.stop().await;
+    assert_eq!(
+        seen,
+        vec![
+            Seen::Inbound {
+                chat: 7,
+                id: 1,
+                trigger: true
+            },
+            Seen::Edited {
+                chat: 7,
+                id: 1,
+                text: "fixed typo".into()
+            },
+            Seen::Deleted {
+                chat: None,
+                ids: vec![1]
+            },
+            Seen::Migrated {
+                from: -40,
+                to: -1000000000040
+            },
+        ]
+    );
+}
+
+/// messages.deleteHistory is repeated while Telegram reports `offset > 0`.
+#[tokio::test]
+async fn delete_history_repeats_while_offset_is_positive() {
+    let offsets = Mutex::new(VecDeque::from([1200, 300, 0]));
+    let rounds =
+        recover::delete_all(|| async { Ok(offsets.lock().unwrap().pop_front().unwrap_or(0)) })
+            .await
+            .unwrap();
+    assert_eq!(rounds, 3);
+    assert!(offsets.lock().unwrap().is_empty());
+
+    let endless = recover::delete_all(|| async { Ok(5) }).await;
+    assert!(endless.is_err(), "bounded at {MAX_DELETE_ROUNDS} rounds");
+    let failing =
+        recover::delete_all(|| async { Err::<i32, _>(TelegramError::FloodWait { secs: 30 }) })
+            .await;
+    assert_eq!(failing, Err(TelegramError::FloodWait { secs: 30 }));
+}
+
+/// Rejected entities fall back to the same text without entities (one retry, no loop).
+#[tokio::test]
+async fn rejected_entities_fall_back_to_plain_text() {
+    let tries = Mutex::new(Vec::new());
+    let sent = recover::with_entity_fallback(|with_entities| {
+        tries.lock().unwrap().push(with_entities);
+        async move {
+            if with_entities {
+                Err(CallError::BadEntities(TelegramError::Invalid(
+                    "ENTITY_BOUNDS_INVALID (400)".into(),
+                )))
+            } else {
+                Ok(1)
+            }
+        }
+    })
+    .await;
+    assert_eq!(sent, Ok(1));
+    assert_eq!(*tries.lock().unwrap(), vec![true, false]);
+    assert!(recover::is_entity_error("ENTITY_BOUNDS_INVALID"));
+    assert!(recover::is_entity_error("URL_INVALID"));
+    assert!(!recover::is_entity_error("PEER_ID_INVALID"));
+    assert!(recover::is_unknown_peer("PEER_ID_INVALID"));
+}
+
+/// Reactions: U+FE0F is stripped or added to match Telegram's list.
+#[test]
+fn reaction_variant_toggles_the_presentation_selector() {
+    assert_eq!(reaction_variant("❤️").as_deref(), Some("❤"));
+    assert_eq!(reaction_variant("❤").as_deref(), Some("❤️"));
+    assert_eq!(reaction_variant("👍").as_deref(), Some("👍\u{FE0F}"));
+    assert_eq!(reaction_variant("a"), None);
+    assert_eq!(reaction_variant("👨‍👩‍👧"), None);
+    assert_eq!(reaction_variant(""), None);
+}
+
+/// A chat without its own mute setting follows the account's global setting for its kind.
+#[test]
+fn mute_follows_the_global_setting_when_the_chat_has_none() {
+    let now = 1_000;
+    assert!(muted(Some(2_000), None, now));
+    assert!(
+        !muted(Some(0), Some(i32::MAX), now),
+        "chat explicitly unmuted"
+    );
+    assert!(muted(None, Some(i32::MAX), now), "global mute applies");
+    assert!(!muted(None, Some(500), now), "global mute expired");
+    assert!(!muted(None, None, now));
+}
+
+/// Blocklist and mute look-ups: answers are cached; a failed look-up (a flood wait) gives
+/// the fail-open answer and is not tried again for the failure TTL, instead of one more
+/// failing call for every message.
+#[tokio::test]
+async fn failed_lookups_are_cached_briefly_instead_of_retried_per_message() {
+    use personad::telegram::mtproto::recover::Memo;
+    let clock = VirtualClock::new(t0(), false);
+    let memo: Memo<i64, bool> = Memo::new(
+        Arc::new(clock.clone()),
+        Duration::from_secs(60),
+        Duration::from_secs(30),
+        10,
+    );
+    let calls = AtomicUsize::new(0);
+    let failing = || async {
+        calls.fetch_add(1, Ordering::SeqCst);
+        Err::<bool, _>(TelegramError::FloodWait { secs: 300 })
+    };
+    assert_eq!(memo.get(1, failing).await, None);
+    assert_eq!(memo.get(1, failing).await, None);
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "not retried within 30 s");
+    clock.advance(Duration::from_secs(31));
+    let ok = || async {
+        calls.fetch_add(1, Ordering::SeqCst);
+        Ok::<_, TelegramError>(true)
+    };
+    assert_eq!(memo.get(1, ok).await, Some(true));
+    assert_eq!(memo.get(1, ok).await, Some(true));
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "answers cached");
+    clock.advance(Duration::from_secs(61));
+    assert_eq!(memo.get(1, ok).await, Some(true));
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "refreshed after a minute");
+    memo.invalidate(&1);
+    assert_eq!(memo.get(1, ok).await, Some(true));
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+}
+
+// ---------------------------------------------------------------------------------------
+// Through the real runtime.
+
+/// Forwards to the runtime and records, so the test knows when the pump has pushed.
+struct Tee {
+    runtime: RuntimeSink,
+    recorder: Arc<Recorder>,
+}
+
+impl Sink for Tee {
+    fn inbound(&self, chat: Chat, message: Message, trigger: bool) {
+        self.runtime.inbound(chat.clone(), message.clone(), trigger);
+        self.recorder.inbound(chat, message, trigger);
+    }
+    fn owner_wrote(&self, chat: Chat, message: Message) {
+        self.runtime.owner_wrote(chat.clone(), message.clone());
+        self.recorder.owner_wrote(chat, message);
+    }
+    fn edited(&self, chat: Chat, message: Message) {
+        self.runtime.edited(chat.clone(), message.clone());
+        self.recorder.edited(chat, message);
+    }
+    fn deleted(&self, chat: Option<ChatId>, ids: Vec<MessageId>) {
+        self.runtime.deleted(chat, ids.clone());
+        self.recorder.deleted(chat, ids);
+    }
+    fn migrated(&self, from: ChatId, to: ChatId) {
+        self.runtime.migrated(from, to);
+        self.recorder.migrated(from, to);
+    }
+    fn unauthorized(&self, reason: &str) {
+        self.runtime.unauthorized(reason);
+        self.recorder.unauthorized(reason);
+    }
+}
+
+/// End to end: a scripted new message goes through the pump into the real runtime, which
+/// plans and answers it on the in-memory backend; the owner's own message in another chat
+/// (during catch-up, behind that chat's inbound message) leaves that chat unanswered.
+#[tokio::test]
+async fn through_the_runtime_messages_are_answered_and_the_owner_takes_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bob, eve) = (common::dm(5), common::dm(6));
+    let mut h = common::Harness::start(
+        dir.path(),
+        common::reply_with("hi"),
+        common::config(),
+        &[bob.clone(), eve.clone()],
+    );
+    let from_bob = h.say_silently(&bob, "bob", "hello").await;
+    let from_eve = h.say_silently(&eve, "eve", "hey").await;
+    let mut owner = msg(6, from_eve.id.0 + 1, ME, true, common::t0());
+    owner.chat = eve.clone();
+    let script = Script::new(vec![
+        upd(TgUpdate::NewMessage(Incoming {
+            chat: bob.clone(),
+            message: from_bob,
+            callout: false,
+            sticker_set_id: None,
+        })),
+        upd(TgUpdate::NewMessage(Incoming {
+            chat: eve.clone(),
+            message: from_eve,
+            callout: false,
+            sticker_set_id: None,
+        })),
+        upd(TgUpdate::NewMessage(owner)),
+    ]);
+    let recorder = Arc::new(Recorder::default());
+    let pump = Pump {
+        agent: common::AGENT.into(),
+        factory: Arc::new(script.clone()),
+        lookups: Arc::new(FakeLookups::default()),
+        sink: Arc::new(Tee {
+            runtime: RuntimeSink {
+                agent: common::AGENT.into(),
+                runtime: h.handle.clone(),
+            },
+            recorder: Arc::clone(&recorder),
+        }),
+        ledger: SentLedger::in_memory(Arc::clone(&h.shared_clock)),
+        clock: Arc::clone(&h.shared_clock),
+        opts: PumpOptions {
+            max_catch_up_age: Duration::from_secs(15 * 60),
+        },
+    };
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(pump.run(stop.clone()));
+    recorder.wait_for(3).await;
+    h.settle().await;
+    let sends: Vec<(i64, String)> = h.sends().into_iter().map(|(c, t, _)| (c.0, t)).collect();
+    assert_eq!(sends, vec![(5, "hi".to_string())]);
+    stop.cancel();
+    assert_eq!(task.await.unwrap(), PumpEnd::Stopped);
+    h.stop().await.unwrap();
+}
+
+/// End to end: Telegram applied an edit and a deletion; the pump routes them as such (no
+/// second plan for the edit), and the planner, reading history when it plans, sees the
+/// edited text and not the deleted message.
+#[tokio::test]
+async fn through_the_runtime_the_planner_sees_edits_and_not_deleted_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let bob = common::dm(5);
+    let seen: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+    let seen_by_planner = Arc::clone(&seen);
+    let planner = common::ScriptedPlanner::new(move |req, _| {
+        seen_by_planner
+            .lock()
+            .unwrap()
+            .push(req.history.iter().map(|m| m.text.clone()).collect());
+        Ok(vec![common::send("ok")])
+    });
+    let mut h = common::Harness::start(
+        dir.path(),
+        planner,
+        common::config(),
+        std::slice::from_ref(&bob),
+    );
+    let typo = h.say_silently(&bob, "bob", "helo").await;
+    let extra = h.say_silently(&bob, "bob", "oops, wrong chat").await;
+    let edited = h
+        .telegram
+        .edit_inbound(bob.id, typo.id, "hello")
+        .await
+        .unwrap();
+    assert_eq!(h.telegram.delete_inbound(bob.id, &[extra.id]).await, Ok(1));
+    let incoming = |message: Message| Incoming {
+        chat: bob.clone(),
+        message,
+        callout: false,
+        sticker_set_id: None,
+    };
+    let script = Script::new(vec![
+        upd(TgUpdate::NewMessage(incoming(typo))),
+        upd(TgUpdate::Edited(incoming(edited))),
+        upd(TgUpdate::Deleted {
+            chat: None,
+            ids: vec![extra.id],
+        }),
+    ]);
+    let recorder = Arc::new(Recorder::default());
+    let pump = Pump {
+        agent: common::AGENT.into(),
+        factory: Arc::new(script),
+        lookups: Arc::new(FakeLookups::default()),
+        sink: Arc::new(Tee {
+            runtime: RuntimeSink {
+                agent: common::AGENT.into(),
+                runtime: h.handle.clone(),
+            },
+            recorder: Arc::clone(&recorder),
+        }),
+        ledger: SentLedger::in_memory(Arc::clone(&h.shared_clock)),
+        clock: Arc::clone(&h.shared_clock),
+        opts: PumpOptions {
+            max_catch_up_age: Duration::from_secs(15 * 60),
+        },
+    };
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(pump.run(stop.clone()));
+    recorder.wait_for(3).await;
+    h.settle().await;
+    assert_eq!(*seen.lock().unwrap(), vec![vec!["hello".to_string()]]);
+    assert_eq!(
+        h.planner.calls(),
+        1,
+        "one plan: the edit started no second one"
+    );
+    stop.cancel();
+    task.await.unwrap();
+    h.stop().await.unwrap();
+}
