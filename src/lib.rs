@@ -18,6 +18,7 @@
 //! - [`llm_planner`]: the planner over an LLM: prompt, generate, parse.
 //! - [`handlers`]: one handler per task kind, registered in one place.
 //! - [`runtime`]: work queue, tick loop, round-robin scheduling, replanning and retries.
+//! - [`group`]: group messages: trigger modes, addressing classifier, share of voice, replay.
 //! - [`playground`]: the `chat` command's driver (interactive and JSONL) on the in-memory backend.
 //! - [`cli`]: command-line definitions (clap), options and their environment variables.
 //! - [`daemon`]: `run` and `login`: connects agents, wires runtime, pumps and signals.
@@ -32,6 +33,7 @@ pub mod commands;
 pub mod config;
 pub mod daemon;
 pub mod graph;
+pub mod group;
 pub mod handlers;
 pub mod llm;
 pub mod llm_planner;

@@ -134,6 +134,7 @@ impl LlmPlanner {
                 turns: built.turns,
                 temperature: self.config.temperature,
                 max_output_tokens: self.config.max_output_tokens,
+                response_schema: None,
             },
             built.window_start,
         )
