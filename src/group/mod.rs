@@ -9,5 +9,7 @@
 
 pub mod classifier;
 pub mod decide;
+pub mod export;
 pub mod gate;
+pub mod replay;
 pub mod settings;
