@@ -81,6 +81,8 @@ pub struct LlmPlanner {
     llm: Arc<dyn Llm>,
     config: LlmPlannerConfig,
     windows: Mutex<HashMap<(String, ChatId), MessageId>>,
+    /// Group triggers whose answer must not quote them (low impulse), from the group gate.
+    quotes: Option<Arc<crate::group::gate::QuoteBook>>,
 }
 
 impl LlmPlanner {
@@ -89,6 +91,7 @@ impl LlmPlanner {
             llm,
             config,
             windows: Mutex::new(HashMap::new()),
+            quotes: None,
         }
     }
 
@@ -98,6 +101,12 @@ impl LlmPlanner {
             .unwrap_or_else(PoisonError::into_inner)
             .get(key)
             .copied()
+    }
+
+    /// Lets the group gate decide, per trigger, whether the answer quotes it.
+    pub fn with_quote_book(mut self, quotes: Arc<crate::group::gate::QuoteBook>) -> LlmPlanner {
+        self.quotes = Some(quotes);
+        self
     }
 
     fn remember_window(&self, key: (String, ChatId), start: Option<MessageId>) {
@@ -158,6 +167,10 @@ impl LlmPlanner {
         // the model chose otherwise, so people can tell what it responds to.
         if !req.chat.kind.is_direct()
             && let Some(target) = req.target
+            && self
+                .quotes
+                .as_ref()
+                .is_none_or(|q| q.should_quote(req.chat.id, target))
             && let Some(first) = actions
                 .iter_mut()
                 .find(|a| matches!(a, Action::Send { .. } | Action::Sticker { .. }))
