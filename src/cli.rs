@@ -224,6 +224,9 @@ pub struct RunArgs {
     pub llm: LlmArgs,
     #[command(flatten)]
     pub media: MediaArgs,
+    /// Model of the group addressing classifier (the persona's `Group Classifier Model` wins).
+    #[arg(long, value_name = "MODEL", env = "PERSONAD_CLASSIFIER_MODEL", default_value = crate::group::settings::DEFAULT_CLASSIFIER_MODEL)]
+    pub classifier_model: String,
     /// Flood waits up to this many seconds are slept inside the Telegram library; longer ones
     /// park the conversation.
     #[arg(

@@ -106,6 +106,8 @@ pub struct Connected {
     pool_task: JoinHandle<()>,
     creds: Credentials,
     _lock: SessionLock,
+    /// Decides which group messages plan, react or stay history (`group::gate`).
+    gate: Option<crate::group::gate::GroupGate>,
 }
 
 async fn open_session(path: &std::path::Path) -> Result<Arc<SqliteSession>, ConnectError> {
@@ -219,6 +221,7 @@ pub async fn connect(
         pool_task,
         creds: creds.clone(),
         _lock: lock,
+        gate: None,
     })
 }
 
@@ -236,6 +239,12 @@ impl Connected {
     /// Serves the agent until `stop`: scans unread chats, pumps updates into the runtime, and
     /// rebuilds the connection with backoff when its pool ends unexpectedly. A dead session
     /// stops the agent in the runtime and ends this function with an error.
+    /// Routes this agent's group messages through the group decision pipeline.
+    pub fn with_group_gate(mut self, gate: crate::group::gate::GroupGate) -> Connected {
+        self.gate = Some(gate);
+        self
+    }
+
     pub async fn serve(
         mut self,
         agent: String,
@@ -283,6 +292,7 @@ impl Connected {
         let telegram = Arc::clone(&self.telegram);
         let agent_name = agent.to_string();
         let runtime = runtime.clone();
+        let gate = self.gate.clone();
         // Walking dialogs can panic inside the library on unknown peers: keep it contained.
         let scan = tokio::spawn(async move {
             let mut dialogs = client.iter_dialogs();
@@ -308,7 +318,13 @@ impl Connected {
                 }
                 let strong = d.unread_mentions_count > 0 || d.unread_mark;
                 let trigger = strong || !telegram.is_muted(mapped.chat.id).await;
-                runtime.push_inbound(&agent_name, mapped.chat, mapped.message, trigger);
+                match gate
+                    .as_ref()
+                    .filter(|_| trigger && !mapped.chat.kind.is_direct())
+                {
+                    Some(g) => g.on_inbound(mapped.chat, mapped.message, false, strong),
+                    None => runtime.push_inbound(&agent_name, mapped.chat, mapped.message, trigger),
+                }
                 if trigger {
                     replanned += 1;
                 }
@@ -353,6 +369,7 @@ impl Connected {
             runtime.clone(),
             Arc::clone(clock),
             opts.max_catch_up_age,
+            self.gate.clone(),
         );
         let mut sync = tokio::time::interval(Duration::from_secs(60));
         let mut failures: u32 = 0;
@@ -370,6 +387,9 @@ impl Connected {
                         let Ok(mapped) = telegram.map(&m) else { continue };
                         let chat_id = mapped.chat.id;
                         if mapped.message.outgoing {
+                            if let Some(g) = &self.gate {
+                                g.note_own(&mapped.chat, &mapped.message);
+                            }
                             if !telegram.sent_by_us(chat_id, mapped.message.id) {
                                 // The owner typed this on another device: a person took over.
                                 runtime.push_inbound(agent, mapped.chat, mapped.message, false);
@@ -420,6 +440,7 @@ fn spawn_admission(
     runtime: RuntimeHandle,
     clock: SharedClock,
     max_age: Duration,
+    gate: Option<crate::group::gate::GroupGate>,
 ) -> (
     tokio::sync::mpsc::UnboundedSender<map::Mapped>,
     JoinHandle<()>,
@@ -434,7 +455,11 @@ fn spawn_admission(
             let age = clock.now().duration_since(mapped.message.date);
             let fresh = age.as_secs() < max_age.as_secs() as i64;
             let wanted = mapped.callout || !telegram.is_muted(mapped.chat.id).await;
-            runtime.push_inbound(&agent, mapped.chat, mapped.message, fresh && wanted);
+            let group = fresh && wanted && !mapped.chat.kind.is_direct();
+            match gate.as_ref().filter(|_| group) {
+                Some(g) => g.on_inbound(mapped.chat, mapped.message, false, mapped.callout),
+                None => runtime.push_inbound(&agent, mapped.chat, mapped.message, fresh && wanted),
+            }
         }
     });
     (tx, task)
