@@ -716,3 +716,33 @@ async fn strict_mode_answers_explicit_addresses_only_and_delays_one_inside_the_c
         "the second answer waits for the 60 s cooldown: {sends:?}"
     );
 }
+
+#[test]
+fn group_headings_parse_with_defaults_and_bad_values_name_their_line() {
+    let p = persona_with(
+        "Wren",
+        "# Group Trigger Mode\nTalkative\n\n# Group Confidence Threshold\n0.7\n\n# Agent Nicknames\nBirdie\n- W\n\n# Group Reply To Bots\n\n# Group Max Share\n30%\n\n# Group Cooldown\n90\n\n# Group Max Plans Per Hour\n5\n\n# Group Classifier Model\ncheap-model\n\n# Agent Description\nA birdwatcher.\n",
+    );
+    let g = &p.group;
+    assert_eq!(g.mode, TriggerMode::Talkative);
+    assert_eq!(g.confidence_threshold, 0.7);
+    assert_eq!(g.interject_threshold, 0.6, "default kept");
+    assert_eq!(g.nicknames, vec!["Birdie".to_string(), "W".to_string()]);
+    assert!(g.reply_to_bots);
+    assert_eq!(g.max_share_percent, 30.0);
+    assert_eq!(g.cooldown, Duration::from_secs(90));
+    assert_eq!(g.max_plans_per_hour, 5);
+    assert_eq!(g.classifier_model.as_deref(), Some("cheap-model"));
+    assert_eq!(g.description.as_deref(), Some("A birdwatcher."));
+    assert_eq!(persona_with("Wren", "").group, GroupSettings::default());
+
+    let src = "# Agent Name\nWren\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nHi.\n\n# Group Trigger Mode\nloud\n\n# Group Interject Threshold\n1.5\n";
+    let entry = personad::persona::parse_persona(std::path::Path::new("w.md"), src, &[]);
+    assert!(entry.persona.is_none());
+    let lines: Vec<(Option<usize>, bool)> = entry
+        .problems
+        .iter()
+        .map(|p| (p.line, p.message.contains("Group")))
+        .collect();
+    assert_eq!(lines, vec![(Some(11), true), (Some(14), true)]);
+}

@@ -267,6 +267,14 @@ impl MtprotoTelegram {
         Ok(self.peer(chat).await?.into())
     }
 
+    /// The access reference of a chat, for `reactions`.
+    pub(super) async fn input_peer_for_reactions(
+        &self,
+        chat: ChatId,
+    ) -> TgResult<tl::enums::InputPeer> {
+        self.input_peer(chat).await
+    }
+
     fn reply_to(reply: Option<MessageId>) -> Option<tl::enums::InputReplyTo> {
         let id = reply.and_then(|r| i32::try_from(r.0).ok())?;
         Some(
@@ -472,6 +480,10 @@ impl MtprotoTelegram {
 impl Telegram for MtprotoTelegram {
     fn self_id(&self) -> i64 {
         self.self_id
+    }
+
+    fn allowed_reactions(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Option<Vec<String>>>> {
+        Box::pin(self.fetch_allowed_reactions(chat))
     }
 
     fn chat(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Chat>> {

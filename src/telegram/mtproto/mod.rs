@@ -9,6 +9,7 @@ pub mod backend;
 pub mod errors;
 pub mod format;
 pub mod map;
+pub mod reactions;
 pub mod session;
 
 use std::fmt;
