@@ -746,3 +746,169 @@ fn group_headings_parse_with_defaults_and_bad_values_name_their_line() {
         .collect();
     assert_eq!(lines, vec![(Some(11), true), (Some(14), true)]);
 }
+
+/// Two personas of one daemon in one in-memory group (each on its own account, each message
+/// relayed to the other's copy of the chat), each planning a reply that names the other:
+/// after the human's question the back-and-forth stops within the loop guard.
+#[tokio::test]
+async fn two_personas_of_one_daemon_stop_addressing_each_other_within_the_loop_guard() {
+    use personad::runtime::{AgentHandle, Runtime};
+    use personad::store::{GraphStore, StateDir};
+    use personad::telegram::memory::{Action as Recorded, MemoryTelegram};
+
+    let dir = tempfile::tempdir().unwrap();
+    let vclock = personad::clock::VirtualClock::new(t0(), true);
+    let clock: SharedClock = Arc::new(vclock.clone());
+    let hold = clock.hold();
+    let names = ["ann", "bo"];
+    let accounts: Vec<Arc<MemoryTelegram>> = names
+        .iter()
+        .map(|n| Arc::new(MemoryTelegram::new(n, Arc::clone(&clock), None).unwrap()))
+        .collect();
+    for a in &accounts {
+        a.ensure_chat(group(-100));
+    }
+    let personas: Vec<Arc<personad::persona::Persona>> = names
+        .iter()
+        .map(|n| Arc::new(persona_with(n, "")))
+        .collect();
+    // Each persona answers by naming the other one.
+    let planner = Arc::new(ScriptedPlanner::new(|req, _| {
+        let other = if req.persona.name == "ann" {
+            "bo"
+        } else {
+            "ann"
+        };
+        Ok(vec![personad::planner::Action::Send {
+            text: format!("{other}, what do you say?"),
+            reply_to: None,
+        }])
+    }));
+    let runtime = Runtime::new(
+        config(),
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, _)| AgentHandle {
+                persona: Arc::clone(&personas[i]),
+                telegram: accounts[i].clone(),
+            })
+            .collect(),
+        planner.clone(),
+        GraphStore::new(StateDir::new(dir.path())),
+        Arc::clone(&clock),
+    );
+    let handle = runtime.handle();
+    let run = tokio::spawn(runtime.run());
+    let ids: Vec<i64> = accounts.iter().map(|a| a.self_id()).collect();
+    let gates: Vec<GroupGate> = (0..2)
+        .map(|i| {
+            GroupGate::new(GateConfig {
+                agent: names[i].into(),
+                persona: Arc::clone(&personas[i]),
+                identity: identity_for(&personas[i], ids[i], None),
+                telegram: accounts[i].clone(),
+                runtime: handle.clone(),
+                classifier: None,
+                classifier_model: None,
+                clock: Arc::clone(&clock),
+                quiet: Duration::from_secs(2),
+                peers: vec![ids[1 - i]],
+                modes: Default::default(),
+                quotes: QuoteBook::new(),
+            })
+        })
+        .collect();
+    // Relay: what one persona sends reaches the other as an inbound message.
+    let mut relays = Vec::new();
+    for i in 0..2 {
+        let mut rx = accounts[i].observe();
+        let (from, to, gate_from, gate_to) = (
+            names[i],
+            accounts[1 - i].clone(),
+            gates[i].clone(),
+            gates[1 - i].clone(),
+        );
+        relays.push(tokio::spawn(async move {
+            while let Some(rec) = rx.recv().await {
+                if let Recorded::Send { message, .. } = rec.action {
+                    gate_from.note_own(&group(-100), &message);
+                    let m = to
+                        .inject(
+                            ChatId(-100),
+                            Incoming {
+                                from: from.into(),
+                                text: message.text.clone(),
+                                ..Incoming::default()
+                            },
+                        )
+                        .await
+                        .unwrap();
+                    gate_to.on_inbound(group(-100), m, false, false);
+                }
+            }
+        }));
+    }
+    // A person asks Ann; Bo sees it too.
+    for (i, a) in accounts.iter().enumerate() {
+        let m = a
+            .inject(
+                ChatId(-100),
+                Incoming {
+                    from: "Cy".into(),
+                    text: "ann, what about the trip".into(),
+                    ..Incoming::default()
+                },
+            )
+            .await
+            .unwrap();
+        gates[i].on_inbound(group(-100), m, false, false);
+    }
+    drop(hold);
+    let mut last = usize::MAX;
+    for _ in 0..200 {
+        for g in &gates {
+            g.wait_idle().await;
+        }
+        handle.wait_idle().await;
+        let sends: usize = accounts
+            .iter()
+            .map(|a| {
+                a.actions()
+                    .iter()
+                    .filter(|r| matches!(r.action, Recorded::Send { .. }))
+                    .count()
+            })
+            .sum();
+        if sends == last && vclock.sleepers() == 0 {
+            break;
+        }
+        last = sends;
+        tokio::task::yield_now().await;
+        personad::clock::sleep(&vclock, Duration::from_secs(30)).await;
+    }
+    let per: Vec<usize> = accounts
+        .iter()
+        .map(|a| {
+            a.actions()
+                .iter()
+                .filter(|r| matches!(r.action, Recorded::Send { .. }))
+                .count()
+        })
+        .collect();
+    // Ann answers Cy, then each answers the other at most 3 times.
+    // Ann answers Cy, then each answers the other 3 times; the 4th call goes unanswered.
+    assert_eq!(per, vec![4, 3], "sends per persona");
+    assert_eq!(planner.calls(), per[0] + per[1]);
+    handle.shutdown("test over");
+    for g in &gates {
+        g.stop_observing();
+    }
+    let _ = run.await;
+    for a in &accounts {
+        a.stop_observing();
+    }
+    for r in relays {
+        let _ = r.await;
+    }
+}
