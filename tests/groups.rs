@@ -885,7 +885,7 @@ async fn two_personas_of_one_daemon_stop_addressing_each_other_within_the_loop_g
         }
         last = sends;
         tokio::task::yield_now().await;
-        personad::clock::sleep(&vclock, Duration::from_secs(30)).await;
+        drop(personad::clock::sleep(&vclock, Duration::from_secs(30)).await);
     }
     let per: Vec<usize> = accounts
         .iter()
