@@ -912,3 +912,29 @@ async fn two_personas_of_one_daemon_stop_addressing_each_other_within_the_loop_g
         let _ = r.await;
     }
 }
+
+#[test]
+fn a_per_chat_mode_in_the_agent_state_wins_over_the_heading() {
+    let state: personad::agent_state::AgentState =
+        serde_json::from_str(r#"{"group_modes": {"-100": "strict"}}"#).unwrap();
+    assert_eq!(
+        state.group_mode(ChatId(-100), TriggerMode::Talkative),
+        TriggerMode::Strict
+    );
+    assert_eq!(
+        state.group_mode(ChatId(-200), TriggerMode::Talkative),
+        TriggerMode::Talkative
+    );
+    let empty = personad::agent_state::AgentState::default();
+    assert!(
+        !serde_json::to_string(&empty)
+            .unwrap()
+            .contains("group_modes")
+    );
+    assert!(
+        serde_json::from_str::<personad::agent_state::AgentState>(
+            r#"{"group_modes": {"-1": "loud"}}"#
+        )
+        .is_err()
+    );
+}
