@@ -31,11 +31,23 @@ pub struct AgentState {
     pub disabled_chats: BTreeMap<ChatId, Disabled>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker: Option<Breaker>,
+    /// Per-chat group trigger mode set by the owner; wins over the persona's heading.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub group_modes: BTreeMap<ChatId, crate::group::settings::TriggerMode>,
 }
 
 impl AgentState {
     pub fn is_disabled(&self, chat: ChatId) -> bool {
         self.disabled_chats.contains_key(&chat)
+    }
+
+    /// The group trigger mode in force for `chat`: the owner's override, else `default`.
+    pub fn group_mode(
+        &self,
+        chat: ChatId,
+        default: crate::group::settings::TriggerMode,
+    ) -> crate::group::settings::TriggerMode {
+        self.group_modes.get(&chat).copied().unwrap_or(default)
     }
 
     /// Whether the breaker holds at `now`.

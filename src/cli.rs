@@ -112,6 +112,9 @@ pub enum Command {
     /// the last run left (used by the runtime kill -9 test).
     #[command(hide = true)]
     CrashChild(CrashChildArgs),
+    /// Run a Telegram Desktop export (result.json) through the group decision pipeline:
+    /// one JSON line per message of others, then a summary. Never plans, never sends.
+    Replay(ReplayArgs),
     /// Crash-safety harness: save graphs in a loop, printing `ACK <chat> <seq>` after each
     /// durable save (used by the SIGKILL test).
     #[command(hide = true)]
@@ -228,6 +231,9 @@ pub struct RunArgs {
     pub llm: LlmArgs,
     #[command(flatten)]
     pub media: MediaArgs,
+    /// Model of the group addressing classifier (the persona's `Group Classifier Model` wins).
+    #[arg(long, value_name = "MODEL", env = "PERSONAD_CLASSIFIER_MODEL", default_value = crate::group::settings::DEFAULT_CLASSIFIER_MODEL)]
+    pub classifier_model: String,
     /// Flood waits up to this many seconds are slept inside the Telegram library; longer ones
     /// park the conversation.
     #[arg(
@@ -439,6 +445,44 @@ pub struct ChatArgs {
     pub media: MediaArgs,
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+    #[command(flatten)]
+    pub groups: GroupArgs,
+}
+
+/// Settings of group decisions (docs/groups.md), shared by `chat` and `replay`.
+#[derive(Debug, Clone, Args)]
+pub struct GroupArgs {
+    /// Group trigger mode for this run, over the persona's `Group Trigger Mode` heading.
+    #[arg(long, value_name = "MODE", value_parser = clap::value_parser!(crate::group::settings::TriggerMode))]
+    pub mode: Option<crate::group::settings::TriggerMode>,
+    /// Model of the addressing classifier (the persona's `Group Classifier Model` wins).
+    #[arg(long, value_name = "MODEL", env = "PERSONAD_CLASSIFIER_MODEL", default_value = crate::group::settings::DEFAULT_CLASSIFIER_MODEL)]
+    pub classifier_model: String,
+}
+
+/// `personad replay`.
+#[derive(Debug, Clone, Args)]
+pub struct ReplayArgs {
+    /// The persona whose decisions to replay.
+    #[arg(long, env = "PERSONAD_AGENT")]
+    pub agent: String,
+    /// The export's user the persona stands in for: a `from_id` (`user123`) or a display name.
+    #[arg(long = "as", value_name = "USER")]
+    pub as_user: String,
+    /// That user's @username, so `@username` in texts counts as addressing the persona.
+    #[arg(long, value_name = "U")]
+    pub username: Option<String>,
+    /// Replay only the first N messages.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Attempts of one classifier request (transient failures).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub llm_attempts: u32,
+    #[command(flatten)]
+    pub groups: GroupArgs,
+    /// The export: Telegram Desktop's `result.json`.
+    #[arg(value_name = "FILE.json")]
+    pub file: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]

@@ -14,6 +14,8 @@ use crate::cli::{GlobalArgs, LoginArgs, RunArgs, TelegramArgs};
 use crate::clock::{SharedClock, SystemClock};
 use crate::commands::{CmdResult, CommandError, exit, find_persona, load_personas_async};
 use crate::config::ConfigError;
+use crate::group::classifier::Classifier;
+use crate::group::gate::{GateConfig, GroupGate, QuoteBook, identity_for};
 use crate::llm_planner::{LlmPlanner, LlmPlannerConfig, llm_from_env};
 use crate::media::MediaPipeline;
 use crate::runtime::{AgentHandle, Runtime};
@@ -67,6 +69,7 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
             .await
             .map_err(|e| CommandError::Failed(e.to_string()))?
     });
+    let quotes = QuoteBook::new();
     let planner = LlmPlanner::new(
         Arc::clone(&llm),
         LlmPlannerConfig {
@@ -78,7 +81,8 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
         },
     )
     .with_state(state.clone())
-    .with_usage(Arc::clone(&usage));
+    .with_usage(Arc::clone(&usage))
+    .with_quote_book(Arc::clone(&quotes));
     // Every agent whose provider is not configured is reported; with none usable, stop here.
     let mut first_problem = None;
     let mut usable = 0usize;
@@ -100,6 +104,7 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
     {
         return Err(llm_error(why));
     }
+    let classifier = Classifier::new(Arc::clone(&llm), Arc::clone(&clock));
     let opts = ConnectOptions {
         flood_sleep_threshold: Duration::from_secs(args.flood_sleep_secs),
         max_catch_up_age: Duration::from_secs(args.catch_up_minutes.saturating_mul(60)),
@@ -146,9 +151,10 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
     .await
     .map_err(|e| CommandError::Io(e.to_string()))?
     .with_usage(usage);
+    let debounce = config.debounce;
     let runtime = Runtime::new(
         config,
-        agents,
+        agents.clone(),
         Arc::new(planner),
         GraphStore::new(state.clone()),
         Arc::clone(&clock),
@@ -157,8 +163,38 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
     let handle = runtime.handle();
     let stop = CancellationToken::new();
     let run = tokio::spawn(runtime.run());
+    let peers: Vec<i64> = agents.iter().map(|a| a.telegram.self_id()).collect();
     let mut pumps = Vec::new();
     for (agent, connected) in connections {
+        let Some(handle_of) = agents.iter().find(|a| a.persona.name == agent) else {
+            continue;
+        };
+        let modes = {
+            let (dir, a) = (state.clone(), agent.clone());
+            tokio::task::spawn_blocking(move || crate::store::load_agent_state(&dir, &a))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .map(|(s, _)| s.group_modes.into_iter().collect())
+                .unwrap_or_default()
+        };
+        let me = handle_of.telegram.self_id();
+        let gate = GroupGate::new(GateConfig {
+            agent: agent.clone(),
+            persona: Arc::clone(&handle_of.persona),
+            // Telegram flags mentions of our @username as callouts.
+            identity: identity_for(&handle_of.persona, me, None),
+            telegram: Arc::clone(&handle_of.telegram),
+            runtime: handle.clone(),
+            classifier: Some(classifier.clone()),
+            classifier_model: Some(args.classifier_model.clone()),
+            clock: Arc::clone(&clock),
+            quiet: debounce,
+            peers: peers.iter().copied().filter(|p| *p != me).collect(),
+            modes,
+            quotes: Arc::clone(&quotes),
+        });
+        let connected = connected.with_group_gate(gate);
         let (h, c, s) = (handle.clone(), Arc::clone(&clock), stop.child_token());
         pumps.push(tokio::spawn(async move {
             if let Err(e) = connected.serve(agent.clone(), h, opts, c, s).await {

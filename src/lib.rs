@@ -21,6 +21,7 @@
 //! - [`handlers`]: one handler per task kind, registered in one place.
 //! - [`runtime`]: handle, work queue, pure scheduler (ready queues, deadline heap, retries),
 //!   account safety, durable writes off the loop, and the async driver.
+//! - [`group`]: group messages: trigger modes, addressing classifier, share of voice, replay.
 //! - [`playground`]: the `chat` command's driver (interactive and JSONL) on the in-memory backend.
 //! - [`cli`]: command-line definitions (clap), options and their environment variables.
 //! - [`daemon`]: `run` and `login`: connects agents, wires runtime, pumps and signals.
@@ -40,6 +41,7 @@ pub mod config;
 pub mod crash_harness;
 pub mod daemon;
 pub mod graph;
+pub mod group;
 pub mod handlers;
 pub mod llm;
 pub mod llm_planner;

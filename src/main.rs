@@ -12,7 +12,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let quiet_by_default = matches!(
         cli.command,
-        Command::Chat(_) | Command::SaveLoop(_) | Command::Bench(_) | Command::CrashChild(_)
+        Command::Chat(_)
+        | Command::SaveLoop(_)
+        | Command::Bench(_)
+        | Command::CrashChild(_)
+        | Command::Replay(_)
     );
     let verbosity = cli.global.verbosity() - i8::from(quiet_by_default);
     logging::init(cli.global.log_format, verbosity);
@@ -41,6 +45,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => runtime()?.block_on(daemon::run(global, args))?,
         Command::Login(args) => runtime()?.block_on(daemon::login(global, args))?,
         Command::Chat(args) => runtime()?.block_on(playground::chat(global, args))?,
+        Command::Replay(args) => runtime()?.block_on(personad::group::replay::run(global, args))?,
     };
     Ok(code)
 }

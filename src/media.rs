@@ -765,6 +765,7 @@ impl MediaPipeline {
             }],
             temperature: None,
             max_output_tokens: None,
+            response_schema: None,
         };
         self.calls.fetch_add(1, Ordering::SeqCst);
         let timeout = clock::sleep(self.clock.as_ref(), self.config.describe_timeout);

@@ -114,6 +114,9 @@ pub struct Persona {
     /// `true` when a `# Allow Clear Conversation` heading is present (same values as
     /// `Disabled`): the model may then delete a direct chat's history.
     pub allow_clear_conversation: bool,
+    /// The `# Group …` headings, `# Agent Nicknames` and `# Agent Description` (see
+    /// docs/groups.md), with defaults for the ones not given.
+    pub group: crate::group::settings::GroupSettings,
     /// Headings this version does not know, keyed by the heading as written
     /// (trimmed, inner whitespace collapsed), valued by their raw Markdown.
     pub extra: BTreeMap<String, String>,
@@ -769,10 +772,20 @@ enum Field {
     Llm,
     Disabled,
     AllowClearConversation,
+    GroupTriggerMode,
+    GroupConfidenceThreshold,
+    GroupInterjectThreshold,
+    Nicknames,
+    Description,
+    GroupReplyToBots,
+    GroupMaxShare,
+    GroupCooldown,
+    GroupMaxPlansPerHour,
+    GroupClassifierModel,
 }
 
 impl Field {
-    const ALL: [Field; 14] = [
+    const ALL: [Field; 24] = [
         Field::Name,
         Field::Phone,
         Field::Instructions,
@@ -787,6 +800,16 @@ impl Field {
         Field::Llm,
         Field::Disabled,
         Field::AllowClearConversation,
+        Field::GroupTriggerMode,
+        Field::GroupConfidenceThreshold,
+        Field::GroupInterjectThreshold,
+        Field::Nicknames,
+        Field::Description,
+        Field::GroupReplyToBots,
+        Field::GroupMaxShare,
+        Field::GroupCooldown,
+        Field::GroupMaxPlansPerHour,
+        Field::GroupClassifierModel,
     ];
 
     /// The canonical heading text.
@@ -806,6 +829,16 @@ impl Field {
             Field::Llm => "LLM",
             Field::Disabled => "Disabled",
             Field::AllowClearConversation => "Allow Clear Conversation",
+            Field::GroupTriggerMode => "Group Trigger Mode",
+            Field::GroupConfidenceThreshold => "Group Confidence Threshold",
+            Field::GroupInterjectThreshold => "Group Interject Threshold",
+            Field::Nicknames => "Agent Nicknames",
+            Field::Description => "Agent Description",
+            Field::GroupReplyToBots => "Group Reply To Bots",
+            Field::GroupMaxShare => "Group Max Share",
+            Field::GroupCooldown => "Group Cooldown",
+            Field::GroupMaxPlansPerHour => "Group Max Plans Per Hour",
+            Field::GroupClassifierModel => "Group Classifier Model",
         }
     }
 
@@ -1279,6 +1312,8 @@ fn parse_persona_inner(
         .get(&Field::AllowClearConversation)
         .is_some_and(|sec| parse_flag(&mut report, Field::AllowClearConversation, sec));
 
+    let group = parse_group(&mut report, &fields);
+
     let persona = match (report.has_errors(), &name, phone, instructions) {
         (false, Some(name), Some(phone), Some(instructions)) => Some(Persona {
             name: name.clone(),
@@ -1295,6 +1330,7 @@ fn parse_persona_inner(
             llm,
             disabled,
             allow_clear_conversation,
+            group,
             extra,
             source: path.to_path_buf(),
         }),
@@ -1310,6 +1346,79 @@ fn parse_persona_inner(
         problems,
     };
     (entry, name_line)
+}
+
+/// The group headings, each validated by its parser in `group::settings`.
+fn parse_group(
+    report: &mut Report,
+    fields: &HashMap<Field, &Section<'_>>,
+) -> crate::group::settings::GroupSettings {
+    use crate::group::settings as gs;
+    let mut g = gs::GroupSettings::default();
+    fn one<T>(
+        report: &mut Report,
+        fields: &HashMap<Field, &Section<'_>>,
+        field: Field,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Option<T> {
+        let sec = fields.get(&field)?;
+        let value = single_line(report, field, sec)?;
+        match parse(value) {
+            Ok(v) => Some(v),
+            Err(reason) => {
+                report.error(sec.value_line, format!("{}: {reason}", heading(field)));
+                None
+            }
+        }
+    }
+    if let Some(m) = one(report, fields, Field::GroupTriggerMode, |v| v.parse()) {
+        g.mode = m;
+    }
+    if let Some(t) = one(
+        report,
+        fields,
+        Field::GroupConfidenceThreshold,
+        gs::parse_threshold,
+    ) {
+        g.confidence_threshold = t;
+    }
+    if let Some(t) = one(
+        report,
+        fields,
+        Field::GroupInterjectThreshold,
+        gs::parse_threshold,
+    ) {
+        g.interject_threshold = t;
+    }
+    if let Some(p) = one(report, fields, Field::GroupMaxShare, gs::parse_percent) {
+        g.max_share_percent = p;
+    }
+    if let Some(d) = one(report, fields, Field::GroupCooldown, gs::parse_seconds) {
+        g.cooldown = d;
+    }
+    if let Some(n) = one(report, fields, Field::GroupMaxPlansPerHour, gs::parse_count) {
+        g.max_plans_per_hour = n;
+    }
+    g.classifier_model = one(report, fields, Field::GroupClassifierModel, |v| {
+        Ok::<_, String>(v.to_owned())
+    });
+    g.description = one(report, fields, Field::Description, |v| {
+        Ok::<_, String>(v.to_owned())
+    });
+    if let Some(sec) = fields.get(&Field::GroupReplyToBots) {
+        g.reply_to_bots = parse_flag(report, Field::GroupReplyToBots, sec);
+    }
+    if let Some(sec) = fields.get(&Field::Nicknames) {
+        for (line, nick) in sec.lines() {
+            let nick = nick.trim_start_matches(['-', '*']).trim();
+            if nick.is_empty() || nick.chars().count() > 64 {
+                report.error(line, format!("invalid nickname {}", show(nick)));
+            } else if !g.nicknames.iter().any(|n| n.eq_ignore_ascii_case(nick)) {
+                g.nicknames.push(nick.to_owned());
+            }
+        }
+    }
+    g
 }
 
 /// Finds `<name>.md` in the first prompt directory that has it and reads it.

@@ -20,6 +20,8 @@ use tokio::sync::mpsc;
 use crate::cli::{ChatArgs, GlobalArgs, PlannerChoice};
 use crate::clock::{self, Hold, SharedClock, SystemClock, VirtualClock};
 use crate::commands::{CmdResult, CommandError, find_persona, load_personas_async, playground_dir};
+use crate::group::classifier::Classifier;
+use crate::group::gate::{DecisionEvent, GateConfig, GroupGate, QuoteBook, identity_for};
 use crate::llm::Llm;
 use crate::llm_planner::{LlmPlanner, LlmPlannerConfig, llm_from_env};
 use crate::media::MediaPipeline;
@@ -27,7 +29,9 @@ use crate::planner::{EchoPlanner, SharedPlanner};
 use crate::runtime::{AgentHandle, Runtime, RuntimeHandle};
 use crate::store::{GraphStore, StateDir};
 use crate::telegram::memory::{Action, Incoming, MemoryTelegram, Recorded, user_id_for};
-use crate::telegram::{Chat, ChatId, ChatKind, MediaInfo, MediaKind, MessageId, StickerInfo};
+use crate::telegram::{
+    Chat, ChatId, ChatKind, MediaInfo, MediaKind, Mention, MessageId, StickerInfo, Telegram,
+};
 
 /// Largest media file the playground reads from disk.
 const MAX_MEDIA_BYTES: u64 = 20 * 1024 * 1024;
@@ -133,6 +137,8 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     };
     let memory = Arc::new(memory);
     memory.ensure_chat(chat.clone());
+    let quotes = QuoteBook::new();
+    let quiet = config.debounce;
     let media_state = StateDir::new(&global.state_dir);
     let usage = Arc::new({
         let (s, c) = (media_state.clone(), Arc::clone(&clock));
@@ -147,7 +153,11 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
         &media_state,
         Arc::clone(&usage),
         Arc::clone(&clock),
+        Arc::clone(&quotes),
     )?;
+    let classifier = llm
+        .as_ref()
+        .map(|l| Classifier::new(Arc::clone(l), Arc::clone(&clock)));
     let media = match llm {
         Some(llm) => Some(Arc::new(
             MediaPipeline::load(
@@ -181,11 +191,41 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     }
     let handle = runtime.handle();
     let start = clock.now();
+    let gate = (!chat.kind.is_direct()).then(|| {
+        let mut modes = std::collections::HashMap::new();
+        if let Some(mode) = args.groups.mode {
+            modes.insert(chat.id, mode);
+        }
+        GroupGate::new(GateConfig {
+            agent: persona.name.clone(),
+            persona: Arc::clone(&persona),
+            // In the playground the persona's @username is its name.
+            identity: identity_for(&persona, memory.self_id(), Some(persona.name.clone())),
+            telegram: memory.clone(),
+            runtime: handle.clone(),
+            classifier,
+            classifier_model: Some(args.groups.classifier_model.clone()),
+            clock: Arc::clone(&clock),
+            quiet,
+            peers: Vec::new(),
+            modes,
+            quotes,
+        })
+    });
+    let decisions = gate.as_ref().map(|g| {
+        tokio::spawn(print_decisions(
+            g.observe(),
+            Arc::clone(&clock),
+            start,
+            args.jsonl,
+        ))
+    });
     let printer = tokio::spawn(print_actions(
         memory.observe(),
         start,
         args.jsonl,
         persona.name.clone(),
+        gate.clone().map(|g| (g, chat.clone())),
     ));
     // In fast mode virtual time stands still while input is read.
     let mut hold = Some(clock.hold());
@@ -207,6 +247,7 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
         clock: &clock,
         chat: &chat,
         agent: &persona.name,
+        gate: gate.as_ref(),
     };
     let interrupted = tokio::select! {
         r = driver.feed(&mut hold) => { r?; false }
@@ -216,7 +257,14 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     if interrupted {
         handle.shutdown("interrupted");
     } else {
-        handle.wait_idle().await;
+        // A classifier batch or a delayed answer may still start a plan, and a plan may
+        // still be running: wait until both sides are quiet.
+        for _ in 0..3 {
+            if let Some(g) = &gate {
+                g.wait_idle().await;
+            }
+            handle.wait_idle().await;
+        }
         handle.shutdown("end of input");
     }
     let result = run
@@ -224,6 +272,10 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
         .map_err(|e| CommandError::Failed(format!("runtime task failed: {e}")))?;
     memory.stop_observing();
     let _ = printer.await;
+    if let (Some(g), Some(d)) = (&gate, decisions) {
+        g.stop_observing();
+        let _ = d.await;
+    }
     match result {
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(e) => Err(CommandError::Io(e.to_string())),
@@ -240,6 +292,7 @@ fn choose_planner(
     state: &StateDir,
     usage: Arc<crate::llm::usage::UsageMeter>,
     clock: SharedClock,
+    quotes: Arc<QuoteBook>,
 ) -> Result<(SharedPlanner, Option<Arc<dyn Llm>>), CommandError> {
     let llm_error = |reason: String| {
         CommandError::Config(crate::config::ConfigError {
@@ -268,7 +321,8 @@ fn choose_planner(
     };
     let planner = LlmPlanner::new(Arc::clone(&llm), config)
         .with_state(state.clone())
-        .with_usage(usage);
+        .with_usage(usage)
+        .with_quote_book(quotes);
     let route = planner.route(persona);
     let available = crate::llm::provider::resolve(&route)
         .map_err(|e| e.to_string())
@@ -292,6 +346,7 @@ struct Driver<'a> {
     clock: &'a SharedClock,
     chat: &'a Chat,
     agent: &'a str,
+    gate: Option<&'a GroupGate>,
 }
 
 impl Driver<'_> {
@@ -344,12 +399,35 @@ impl Driver<'_> {
         Pending {
             after: Duration::ZERO,
             incoming: Incoming {
+                mentions: self.mentions(&text),
                 from,
                 text,
                 ..Incoming::default()
             },
             media_bytes: None,
         }
+    }
+
+    /// `@Name` tokens as mention entities (the persona's own name is its user id).
+    fn mentions(&self, text: &str) -> Vec<Mention> {
+        if self.gate.is_none() {
+            return Vec::new();
+        }
+        text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '@'))
+            .filter_map(|w| w.strip_prefix('@'))
+            .filter(|w| !w.is_empty() && !w.contains('@'))
+            .map(|name| {
+                let user_id = if name.eq_ignore_ascii_case(self.agent) {
+                    self.memory.self_id()
+                } else {
+                    user_id_for(name)
+                };
+                Mention {
+                    user_id: Some(user_id),
+                    username: Some(name.to_string()),
+                }
+            })
+            .collect()
     }
 
     async fn parse_jsonl(&self, line: &str) -> Result<Pending, String> {
@@ -372,10 +450,10 @@ impl Driver<'_> {
             after: Duration::from_millis(input.after_ms),
             incoming: Incoming {
                 from,
+                mentions: self.mentions(&input.text),
                 text: input.text,
                 reply_to: input.reply_to.map(MessageId),
                 media,
-                mentions: Vec::new(),
             },
             media_bytes,
         })
@@ -387,9 +465,12 @@ impl Driver<'_> {
             self.memory.put_media(&id, bytes);
         }
         match self.memory.inject(self.chat.id, pending.incoming).await {
-            Ok(msg) => self
-                .handle
-                .push_inbound(self.agent, self.chat.clone(), msg, true),
+            Ok(msg) => match self.gate {
+                Some(gate) => gate.on_inbound(self.chat.clone(), msg, false, false),
+                None => self
+                    .handle
+                    .push_inbound(self.agent, self.chat.clone(), msg, true),
+            },
             Err(e) => emit_error(&format!("could not deliver the message: {e}")),
         }
     }
@@ -473,8 +554,16 @@ async fn print_actions(
     start: Timestamp,
     jsonl: bool,
     agent: String,
+    gate: Option<(GroupGate, Chat)>,
 ) {
     while let Some(rec) = rx.recv().await {
+        if let (
+            Some((gate, chat)),
+            Action::Send { message, .. } | Action::Sticker { message, .. },
+        ) = (&gate, &rec.action)
+        {
+            gate.note_own(chat, message);
+        }
         let at_ms = rec.at.duration_since(start).as_millis().max(0);
         let line = if jsonl {
             Some(json_event(&rec.action, at_ms).to_string())
@@ -485,6 +574,52 @@ async fn print_actions(
             emit_line(&line);
         }
     }
+}
+
+/// Prints every group decision until the gate stops observing: a `decision` event in
+/// `--jsonl` mode, one dim line otherwise.
+async fn print_decisions(
+    mut rx: mpsc::UnboundedReceiver<DecisionEvent>,
+    clock: SharedClock,
+    start: Timestamp,
+    jsonl: bool,
+) {
+    while let Some(d) = rx.recv().await {
+        let at_ms = clock.now().duration_since(start).as_millis().max(0);
+        let line = if jsonl {
+            decision_event(&d, at_ms).to_string()
+        } else {
+            let t = format!("[{:>7.1}s]", at_ms as f64 / 1000.0);
+            let verdict = if d.triggered {
+                "plan"
+            } else if d.react.is_some() {
+                "react"
+            } else {
+                "listen"
+            };
+            format!(
+                "\x1b[2m{t} #{} {verdict} ({} / {})\x1b[0m",
+                d.message_id,
+                d.stage.as_str(),
+                d.reason
+            )
+        };
+        emit_line(&line);
+    }
+}
+
+/// The `--jsonl` object of a group decision.
+pub fn decision_event(d: &DecisionEvent, at_ms: i128) -> Value {
+    json!({
+        "event": "decision",
+        "message_id": d.message_id,
+        "stage": d.stage,
+        "triggered": d.triggered,
+        "reason": d.reason,
+        "react": d.react,
+        "scores": d.scores,
+        "at_ms": at_ms as i64,
+    })
 }
 
 /// The `--jsonl` output object of an action.

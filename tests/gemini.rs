@@ -104,6 +104,7 @@ fn request() -> LlmRequest {
         ],
         temperature: Some(0.5),
         max_output_tokens: Some(256),
+        response_schema: None,
     }
 }
 
@@ -239,6 +240,7 @@ async fn optional_fields_are_left_out() {
         turns: vec![Turn::user("hi")],
         temperature: None,
         max_output_tokens: None,
+        response_schema: None,
     };
     f.client.generate(&req).await.unwrap();
     let body: Value = f.requests().await[0].body_json().unwrap();

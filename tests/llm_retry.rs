@@ -95,6 +95,7 @@ fn request() -> LlmRequest {
         turns: vec![Turn::user("hi")],
         temperature: None,
         max_output_tokens: None,
+        response_schema: None,
     }
 }
 

@@ -43,6 +43,7 @@ fn request() -> LlmRequest {
         ],
         temperature: Some(0.5),
         max_output_tokens: Some(300),
+        response_schema: None,
     }
 }
 

@@ -987,6 +987,7 @@ async fn through_the_runtime_messages_are_answered_and_the_owner_takes_over() {
             runtime: RuntimeSink {
                 agent: common::AGENT.into(),
                 runtime: h.handle.clone(),
+                gate: None,
             },
             recorder: Arc::clone(&recorder),
         }),
@@ -1060,6 +1061,7 @@ async fn through_the_runtime_the_planner_sees_edits_and_not_deleted_messages() {
             runtime: RuntimeSink {
                 agent: common::AGENT.into(),
                 runtime: h.handle.clone(),
+                gate: None,
             },
             recorder: Arc::clone(&recorder),
         }),

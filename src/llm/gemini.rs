@@ -362,11 +362,15 @@ impl GeminiClient {
                 threshold,
             })
             .collect();
-        let generation_config = (req.temperature.is_some() || req.max_output_tokens.is_some())
-            .then_some(WireGenerationConfig {
-                temperature: req.temperature,
-                max_output_tokens: req.max_output_tokens,
-            });
+        let generation_config = (req.temperature.is_some()
+            || req.max_output_tokens.is_some()
+            || req.response_schema.is_some())
+        .then_some(WireGenerationConfig {
+            temperature: req.temperature,
+            max_output_tokens: req.max_output_tokens,
+            response_mime_type: req.response_schema.as_ref().map(|_| "application/json"),
+            response_schema: req.response_schema.as_ref(),
+        });
         WireRequest {
             system_instruction,
             contents,
@@ -515,7 +519,7 @@ struct WireRequest<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     safety_settings: Vec<WireSafetySetting<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    generation_config: Option<WireGenerationConfig>,
+    generation_config: Option<WireGenerationConfig<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     system_instruction: Option<WireSystem<'a>>,
     contents: Vec<WireContent<'a>>,
@@ -557,11 +561,15 @@ struct WireSafetySetting<'a> {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct WireGenerationConfig {
+struct WireGenerationConfig<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_output_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_mime_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_schema: Option<&'a serde_json::Value>,
 }
 
 // ---- wire format: response (every field optional, unknown fields ignored) ----

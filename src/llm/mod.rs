@@ -103,6 +103,9 @@ pub struct LlmRequest {
     pub temperature: Option<f32>,
     /// Cap on generated tokens (thinking tokens may count against it); `None` for the default.
     pub max_output_tokens: Option<u32>,
+    /// Asks for a JSON answer of this shape (an OpenAPI-subset schema: `type`, `properties`,
+    /// `required`, `enum`, `items`); `None` for free text.
+    pub response_schema: Option<serde_json::Value>,
 }
 
 /// What the model answered, when the exchange itself worked.

@@ -491,6 +491,10 @@ impl<T: Telegram + ?Sized> Telegram for Governor<T> {
         })
     }
 
+    fn allowed_reactions(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Option<Vec<String>>>> {
+        self.inner.allowed_reactions(chat)
+    }
+
     fn typing(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
         let (allowed, previous) = self.take_typing_slot(chat);
         if !allowed {

@@ -128,6 +128,9 @@ struct State {
     media: HashMap<String, Vec<u8>>,
     /// Sticker set → sticker names; empty means every sticker exists.
     sticker_sets: BTreeMap<String, Vec<String>>,
+    /// Chats with a reaction allowlist (others allow any), and how often it was asked for.
+    allowed_reactions: HashMap<ChatId, Vec<String>>,
+    allowed_reactions_calls: usize,
 }
 
 /// The in-memory account.
@@ -270,6 +273,16 @@ impl MemoryTelegram {
     /// Registers the bytes `download_media` returns for a media id.
     pub fn put_media(&self, unique_id: &str, bytes: Vec<u8>) {
         self.lock().media.insert(unique_id.to_string(), bytes);
+    }
+
+    /// Restricts the reactions a chat allows (as a group's settings do).
+    pub fn set_allowed_reactions(&self, chat: ChatId, emoji: Vec<String>) {
+        self.lock().allowed_reactions.insert(chat, emoji);
+    }
+
+    /// How many times `allowed_reactions` was called (to check caching).
+    pub fn allowed_reactions_calls(&self) -> usize {
+        self.lock().allowed_reactions_calls
     }
 
     /// Every action recorded so far.
@@ -510,6 +523,13 @@ impl MemoryTelegram {
 impl Telegram for MemoryTelegram {
     fn self_id(&self) -> i64 {
         self.self_id
+    }
+
+    fn allowed_reactions(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Option<Vec<String>>>> {
+        let mut st = self.lock();
+        st.allowed_reactions_calls += 1;
+        let list = st.allowed_reactions.get(&chat).cloned();
+        Box::pin(async move { Ok(list) })
     }
 
     fn chat(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Chat>> {

@@ -266,4 +266,21 @@ pub trait Telegram: Send + Sync + 'static {
         message: MessageId,
         max_bytes: u64,
     ) -> BoxFuture<'_, TgResult<Vec<u8>>>;
+    /// The reactions allowed in a chat (Telegram's available reactions narrowed by the chat's
+    /// own setting); `None` when the backend cannot tell, which allows any. Callers cache it.
+    fn allowed_reactions(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Option<Vec<String>>>> {
+        let _ = chat;
+        Box::pin(async { Ok(None) })
+    }
+}
+
+/// Whether two reaction emoji are the same, ignoring variation selectors (U+FE0F, U+FE0E).
+pub fn same_reaction(a: &str, b: &str) -> bool {
+    let strip = |s: &str| -> String {
+        s.trim()
+            .chars()
+            .filter(|c| !matches!(c, '\u{fe0f}' | '\u{fe0e}'))
+            .collect()
+    };
+    strip(a) == strip(b)
 }

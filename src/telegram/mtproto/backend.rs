@@ -491,6 +491,14 @@ impl MtprotoTelegram {
         Ok(self.peer(chat).await?.into())
     }
 
+    /// The access reference of a chat, for `reactions`.
+    pub(super) async fn input_peer_for_reactions(
+        &self,
+        chat: ChatId,
+    ) -> TgResult<tl::enums::InputPeer> {
+        self.input_peer(chat).await
+    }
+
     /// The forum topic of a message we answer, if it was in one.
     fn topic(&self, chat: ChatId, reply: Option<MessageId>) -> Option<i32> {
         let id = reply.and_then(|r| i32::try_from(r.0).ok())?;
@@ -872,6 +880,10 @@ impl PeerLearner for MtprotoTelegram {
 impl Telegram for MtprotoTelegram {
     fn self_id(&self) -> i64 {
         self.self_id
+    }
+
+    fn allowed_reactions(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Option<Vec<String>>>> {
+        Box::pin(self.fetch_allowed_reactions(chat))
     }
 
     fn chat(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Chat>> {

@@ -19,6 +19,7 @@ pub mod map;
 pub mod pump;
 pub mod recover;
 pub mod sent;
+pub mod reactions;
 pub mod session;
 
 use std::fmt;
@@ -120,6 +121,8 @@ pub struct Connected {
     pool_task: JoinHandle<()>,
     creds: Credentials,
     _lock: SessionLock,
+    /// Decides which group messages plan, react or stay history (`group::gate`).
+    gate: Option<crate::group::gate::GroupGate>,
 }
 
 async fn open_session(path: &std::path::Path) -> Result<Arc<GuardedSession>, ConnectError> {
@@ -286,10 +289,17 @@ pub async fn connect(
         pool_task,
         creds: creds.clone(),
         _lock: lock,
+        gate: None,
     })
 }
 
 impl Connected {
+    /// Routes this agent's group messages through the group decision pipeline.
+    pub fn with_group_gate(mut self, gate: crate::group::gate::GroupGate) -> Connected {
+        self.gate = Some(gate);
+        self
+    }
+
     /// Serves the agent until `stop`: runs the update pump (see [`pump`]) on this
     /// connection, which scans unread chats on every (re)connect, and rebuilds the connection
     /// with backoff when its pool ends or its reader fails. A dead session stops the agent in
@@ -310,14 +320,20 @@ impl Connected {
             pool_task,
             creds,
             _lock,
+            gate,
         } = self;
+        let sink = Arc::new(pump::RuntimeSink {
+            agent: agent.clone(),
+            runtime,
+            gate,
+        });
         let factory = Arc::new(GrammersFactory {
             agent: agent.clone(),
             session,
             creds,
             opts,
             telegram: Arc::clone(&telegram),
-            runtime: runtime.clone(),
+            sink: Arc::clone(&sink) as Arc<dyn pump::Sink>,
             pool: tokio::sync::Mutex::new(Pool {
                 client,
                 updates,
@@ -328,10 +344,7 @@ impl Connected {
             agent: agent.clone(),
             factory: Arc::clone(&factory) as Arc<dyn pump::SourceFactory>,
             lookups: Arc::clone(&telegram) as Arc<dyn pump::Lookups>,
-            sink: Arc::new(pump::RuntimeSink {
-                agent: agent.clone(),
-                runtime,
-            }),
+            sink,
             ledger: Arc::clone(telegram.ledger()),
             clock,
             opts: pump::PumpOptions {
@@ -363,7 +376,7 @@ struct GrammersFactory {
     creds: Credentials,
     opts: ConnectOptions,
     telegram: Arc<MtprotoTelegram>,
-    runtime: RuntimeHandle,
+    sink: Arc<dyn pump::Sink>,
     pool: tokio::sync::Mutex<Pool>,
 }
 
@@ -404,7 +417,7 @@ impl pump::SourceFactory for GrammersFactory {
                 &client,
                 &self.session,
                 &self.telegram,
-                &self.runtime,
+                &self.sink,
             )
             .await;
             let stream = client
@@ -488,14 +501,13 @@ async fn scan_unread(
     client: &Client,
     session: &Arc<GuardedSession>,
     telegram: &Arc<MtprotoTelegram>,
-    runtime: &RuntimeHandle,
+    sink: &Arc<dyn pump::Sink>,
 ) {
     use grammers_client::session::Session;
     let saved = session.updates_state().await.ok();
     let client = client.clone();
     let telegram_scan = Arc::clone(telegram);
-    let agent_name = agent.to_string();
-    let runtime = runtime.clone();
+    let sink = Arc::clone(sink);
     // Walking dialogs can panic inside the library on unknown peers: keep it contained.
     let scan = tokio::spawn(async move {
         let telegram = telegram_scan;
@@ -522,7 +534,7 @@ async fn scan_unread(
             }
             let strong = d.unread_mentions_count > 0 || d.unread_mark;
             let trigger = strong || !telegram.is_muted(mapped.chat.id).await;
-            runtime.push_inbound(&agent_name, mapped.chat, mapped.message, trigger);
+            sink.inbound_addressed(mapped.chat, mapped.message, trigger, strong || mapped.callout);
             if trigger {
                 replanned += 1;
             }

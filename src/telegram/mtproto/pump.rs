@@ -111,6 +111,16 @@ pub trait Lookups: Send + Sync + 'static {
 pub trait Sink: Send + Sync + 'static {
     /// A message from someone else; `trigger` asks for a plan.
     fn inbound(&self, chat: Chat, message: Message, trigger: bool);
+    /// As `inbound`, knowing whether the message addresses us (mention, reply, name): what
+    /// a group decision needs. By default the flag is not used.
+    fn inbound_addressed(&self, chat: Chat, message: Message, trigger: bool, callout: bool) {
+        let _ = callout;
+        self.inbound(chat, message, trigger);
+    }
+    /// One of our own sends came back from Telegram (share of voice, replies to us).
+    fn own_sent(&self, chat: &Chat, message: &Message) {
+        let _ = (chat, message);
+    }
     /// The owner wrote in this chat from another device: history, and the plan is cancelled.
     fn owner_wrote(&self, chat: Chat, message: Message);
     fn edited(&self, chat: Chat, message: Message);
@@ -124,14 +134,33 @@ pub trait Sink: Send + Sync + 'static {
 pub struct RuntimeSink {
     pub agent: String,
     pub runtime: RuntimeHandle,
+    /// Group messages that may plan go through the group decision pipeline first.
+    pub gate: Option<crate::group::gate::GroupGate>,
 }
 
 impl Sink for RuntimeSink {
     fn inbound(&self, chat: Chat, message: Message, trigger: bool) {
-        self.runtime
-            .push_inbound(&self.agent, chat, message, trigger);
+        self.inbound_addressed(chat, message, trigger, false);
+    }
+    fn inbound_addressed(&self, chat: Chat, message: Message, trigger: bool, callout: bool) {
+        match self
+            .gate
+            .as_ref()
+            .filter(|_| trigger && !chat.kind.is_direct())
+        {
+            Some(gate) => gate.on_inbound(chat, message, false, callout),
+            None => self
+                .runtime
+                .push_inbound(&self.agent, chat, message, trigger),
+        }
+    }
+    fn own_sent(&self, chat: &Chat, message: &Message) {
+        if let Some(gate) = &self.gate {
+            gate.note_own(chat, message);
+        }
     }
     fn owner_wrote(&self, chat: Chat, message: Message) {
+        self.own_sent(&chat, &message);
         let id = chat.id;
         self.runtime.push_inbound(&self.agent, chat, message, false);
         self.runtime
@@ -348,7 +377,9 @@ impl Pump {
             TgUpdate::NewMessage(mut incoming) => {
                 let chat_id = incoming.chat.id;
                 if incoming.message.outgoing {
-                    if !self.ledger.is_ours(chat_id, incoming.message.id) {
+                    if self.ledger.is_ours(chat_id, incoming.message.id) {
+                        self.sink.own_sent(&incoming.chat, &incoming.message);
+                    } else {
                         // The owner typed this on another device: a person took over.
                         self.sink.owner_wrote(incoming.chat, incoming.message);
                     }
@@ -361,10 +392,11 @@ impl Pump {
                 let age = self.clock.now().duration_since(incoming.message.date);
                 let fresh = age.as_secs() < self.opts.max_catch_up_age.as_secs() as i64;
                 let wanted = incoming.callout || !self.lookups.is_muted(chat_id).await;
-                self.sink.inbound(
+                self.sink.inbound_addressed(
                     incoming.chat,
                     incoming.message,
                     fresh && wanted && !answered_later,
+                    incoming.callout,
                 );
             }
             TgUpdate::Edited(incoming) => {

@@ -1,0 +1,941 @@
+//! Group decisions: the pure pipeline (prefilter rules, explicit address forms, modes,
+//! share of voice, loop guard) and the gate in front of the real runtime (classifier
+//! coalescing, fail-closed, reactions, delayed explicit answers) against a mock Gemini.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use jiff::Timestamp;
+use personad::clock::{self, SharedClock};
+use personad::group::classifier::{Classifier, Scores};
+use personad::group::decide::{self, ChatState, Context, Identity, Inbound, Stage, Verdict};
+use personad::group::gate::{GateConfig, GroupGate, QuoteBook, identity_for};
+use personad::group::settings::{GroupSettings, TriggerMode};
+use personad::llm::ApiKey;
+use personad::llm::gemini::{GeminiClient, GeminiConfig};
+use personad::telegram::memory::Incoming;
+use personad::telegram::{ChatId, Mention, Message, MessageId, Sender, Telegram};
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path_regex};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const ME: i64 = 42;
+const PEER: i64 = 77;
+
+fn me() -> Identity {
+    Identity {
+        user_id: ME,
+        username: Some("wren_bird".into()),
+        names: vec!["Wren".into(), "Birdie".into()],
+    }
+}
+
+fn msg(id: i64, from: i64, text: &str) -> Message {
+    Message {
+        id: MessageId(id),
+        chat: ChatId(-100),
+        sender: Sender {
+            id: from,
+            name: format!("user{from}"),
+            username: None,
+            is_bot: false,
+        },
+        outgoing: from == ME,
+        text: text.into(),
+        mentions: Vec::new(),
+        reply_to: None,
+        date: t0(),
+        media: None,
+    }
+}
+
+fn ctx<'a>(
+    id: &'a Identity,
+    s: &'a GroupSettings,
+    mode: TriggerMode,
+    peers: &'a [i64],
+) -> Context<'a> {
+    Context {
+        identity: id,
+        settings: s,
+        mode,
+        peers,
+    }
+}
+
+fn run(mode: TriggerMode, state: &ChatState, m: &Message) -> decide::Decision {
+    let id = me();
+    let s = GroupSettings::default();
+    decide::decide(
+        &ctx(&id, &s, mode, &[PEER]),
+        state,
+        &Inbound {
+            message: m,
+            blocked: false,
+            callout: false,
+        },
+        t0(),
+    )
+}
+
+fn scores(addressed: bool, confidence: f64) -> Scores {
+    Scores {
+        addressed,
+        confidence,
+        wanna_interject: false,
+        interject: 0.0,
+        impulse: 0.0,
+        is_lightweight: false,
+        reaction: None,
+        reason: String::new(),
+    }
+}
+
+#[test]
+fn prefilter_drops_blocked_and_keeps_bots_peers_and_side_talk_as_history() {
+    let id = me();
+    let s = GroupSettings::default();
+    let state = ChatState::default();
+    let hello = msg(1, 5, "Wren, hello?");
+    let blocked = decide::decide(
+        &ctx(&id, &s, TriggerMode::Smart, &[]),
+        &state,
+        &Inbound {
+            message: &hello,
+            blocked: true,
+            callout: false,
+        },
+        t0(),
+    );
+    assert_eq!(
+        (blocked.verdict, blocked.reason),
+        (Verdict::Drop, "blocked_sender")
+    );
+
+    let mut bot = msg(2, 6, "Wren, status?");
+    bot.sender.is_bot = true;
+    let d = run(TriggerMode::Talkative, &state, &bot);
+    assert_eq!((d.verdict, d.reason), (Verdict::History, "bot_sender"));
+    let opt_in = GroupSettings {
+        reply_to_bots: true,
+        ..GroupSettings::default()
+    };
+    let d = decide::decide(
+        &ctx(&id, &opt_in, TriggerMode::Smart, &[]),
+        &state,
+        &Inbound {
+            message: &bot,
+            blocked: false,
+            callout: false,
+        },
+        t0(),
+    );
+    assert!(d.triggered(), "a persona that opts in answers bots: {d:?}");
+
+    let d = run(TriggerMode::Talkative, &state, &msg(3, PEER, "what a day?"));
+    assert_eq!((d.verdict, d.reason), (Verdict::History, "other_persona"));
+
+    let mut reply = msg(4, 5, "what do you mean?");
+    reply.reply_to = Some(MessageId(1));
+    let d = run(TriggerMode::Smart, &state, &reply);
+    assert_eq!((d.verdict, d.reason), (Verdict::History, "reply_to_other"));
+    let d = run(TriggerMode::Talkative, &state, &reply);
+    assert_eq!(
+        d.verdict,
+        Verdict::Classify,
+        "talkative may still join: {d:?}"
+    );
+
+    let d = run(
+        TriggerMode::Smart,
+        &state,
+        &msg(5, 5, "@bob can you check this?"),
+    );
+    assert_eq!(
+        (d.verdict, d.reason),
+        (Verdict::History, "addressed_to_other")
+    );
+}
+
+#[test]
+fn every_explicit_form_triggers_in_every_mode_and_a_name_inside_a_word_does_not() {
+    let mut state = ChatState::default();
+    state.record(&msg(10, ME, "I said something"), true);
+    let mut reply = msg(11, 5, "yes you did");
+    reply.reply_to = Some(MessageId(10));
+    let mut by_id = msg(12, 5, "look");
+    by_id.mentions = vec![Mention {
+        user_id: Some(ME),
+        username: None,
+    }];
+    let mut by_username = msg(13, 5, "look");
+    by_username.mentions = vec![Mention {
+        user_id: None,
+        username: Some("Wren_Bird".into()),
+    }];
+    let cases = [
+        (reply, "reply_to_us"),
+        (by_id, "mention_entity"),
+        (by_username, "mention_entity"),
+        (msg(14, 5, "ping @WREN_BIRD please"), "at_username"),
+        (msg(15, 5, "wren: thoughts"), "name"),
+        (msg(16, 5, "what does Birdie think"), "name"),
+    ];
+    for mode in [
+        TriggerMode::Strict,
+        TriggerMode::Smart,
+        TriggerMode::Talkative,
+    ] {
+        for (m, reason) in &cases {
+            let d = run(mode, &state, m);
+            assert!(d.triggered(), "{mode}: {:?} must trigger: {d:?}", m.text);
+            assert_eq!((d.stage, d.reason), (Stage::Explicit, *reason));
+            assert_eq!(
+                d.verdict,
+                Verdict::Trigger {
+                    at: t0(),
+                    quote: true
+                }
+            );
+        }
+    }
+    for text in [
+        "Wrens nest here",
+        "birdies everywhere",
+        "email me at @wren_birdy",
+    ] {
+        let d = run(TriggerMode::Strict, &state, &msg(20, 5, text));
+        assert!(!d.triggered(), "{text:?} is not an address: {d:?}");
+    }
+}
+
+#[test]
+fn modes_decide_who_asks_the_classifier() {
+    let state = ChatState::default();
+    let question = msg(1, 5, "does anyone know a good pizza place?");
+    let chatter = msg(2, 5, "lol same");
+    let d = run(TriggerMode::Strict, &state, &question);
+    assert_eq!((d.verdict, d.reason), (Verdict::History, "not_explicit"));
+    assert_eq!(
+        run(TriggerMode::Smart, &state, &question).verdict,
+        Verdict::Classify
+    );
+    assert_eq!(
+        run(TriggerMode::Smart, &state, &chatter).verdict,
+        Verdict::History
+    );
+    assert_eq!(
+        run(TriggerMode::Talkative, &state, &chatter).verdict,
+        Verdict::Classify
+    );
+
+    // Part of our conversation: the 3 messages after ours, within 5 minutes.
+    let mut talking = ChatState::default();
+    talking.record(&msg(3, ME, "I like it"), true);
+    assert_eq!(
+        run(TriggerMode::Smart, &talking, &chatter).reason,
+        "in_conversation"
+    );
+    for i in 0..3 {
+        talking.record(&msg(4 + i, 5, "ok"), false);
+    }
+    assert_eq!(
+        run(TriggerMode::Smart, &talking, &chatter).verdict,
+        Verdict::History
+    );
+
+    // After the classifier: smart needs `addressed` over the threshold, talkative also
+    // takes an interjection.
+    let id = me();
+    let s = GroupSettings::default();
+    let smart = ctx(&id, &s, TriggerMode::Smart, &[]);
+    assert!(decide::resolve(&smart, &state, &question, Some(scores(true, 0.6)), t0()).triggered());
+    assert!(
+        !decide::resolve(&smart, &state, &question, Some(scores(true, 0.59)), t0()).triggered()
+    );
+    let mut wants = scores(false, 0.0);
+    wants.wanna_interject = true;
+    wants.interject = 0.7;
+    assert!(!decide::resolve(&smart, &state, &chatter, Some(wants.clone()), t0()).triggered());
+    let talk = ctx(&id, &s, TriggerMode::Talkative, &[]);
+    let d = decide::resolve(&talk, &state, &chatter, Some(wants), t0());
+    assert_eq!((d.triggered(), d.reason), (true, "interjection"));
+    // Fail closed.
+    let d = decide::resolve(&smart, &state, &question, None, t0());
+    assert_eq!((d.triggered(), d.reason), (false, "classifier_failed"));
+}
+
+#[test]
+fn impulse_decides_quoting_and_lightweight_reacts_except_to_requests() {
+    let id = me();
+    let s = GroupSettings::default();
+    let state = ChatState::default();
+    let c = ctx(&id, &s, TriggerMode::Smart, &[]);
+    let m = msg(1, 5, "Wren would love this");
+    let mut sc = scores(true, 0.9);
+    sc.impulse = 0.81;
+    assert_eq!(
+        decide::resolve(&c, &state, &m, Some(sc.clone()), t0()).verdict,
+        Verdict::Trigger {
+            at: t0(),
+            quote: true
+        }
+    );
+    sc.impulse = 0.8;
+    assert_eq!(
+        decide::resolve(&c, &state, &m, Some(sc.clone()), t0()).verdict,
+        Verdict::Trigger {
+            at: t0(),
+            quote: false
+        }
+    );
+    sc.is_lightweight = true;
+    sc.reaction = Some("👍".into());
+    assert_eq!(
+        decide::resolve(&c, &state, &m, Some(sc.clone()), t0()).verdict,
+        Verdict::React {
+            emoji: "👍".into()
+        }
+    );
+    let q = msg(2, 5, "can you send me the link?");
+    assert!(
+        decide::resolve(&c, &state, &q, Some(sc), t0()).triggered(),
+        "a request to us always gets a full plan"
+    );
+}
+
+#[test]
+fn share_of_voice_drops_interjections_and_delays_explicit_answers() {
+    let id = me();
+    let s = GroupSettings::default();
+    let talk = ctx(&id, &s, TriggerMode::Talkative, &[]);
+    let mut state = ChatState::default();
+    state.record(&msg(1, ME, "hi all"), true);
+    state.record_plan(t0(), None);
+    let later = clock::add(t0(), secs(20));
+    let mut wants = scores(false, 0.0);
+    wants.wanna_interject = true;
+    wants.interject = 0.9;
+    let chatter = msg(2, 5, "nice");
+    let d = decide::resolve(&talk, &state, &chatter, Some(wants.clone()), later);
+    assert_eq!(
+        (d.stage, d.verdict.clone(), d.reason),
+        (Stage::ShareOfVoice, Verdict::History, "share_cap")
+    );
+    let d = run_at(&state, &msg(3, 5, "Wren, you there?"), later);
+    assert_eq!(d.reason, "explicit_delayed");
+    assert_eq!(
+        d.verdict,
+        Verdict::Trigger {
+            at: clock::add(t0(), secs(60)),
+            quote: true
+        }
+    );
+
+    // 25 % of the last 40: with 10 of ours among 40, no interjection even after the cooldown.
+    let mut busy = ChatState::default();
+    for i in 0..40 {
+        busy.record(
+            &msg(100 + i, if i % 4 == 0 { ME } else { 5 }, "x"),
+            i % 4 == 0,
+        );
+    }
+    let d = decide::resolve(&talk, &busy, &chatter, Some(wants.clone()), later);
+    assert_eq!(d.reason, "share_cap");
+    // 20 plans an hour: the 21st explicit answer waits until the first leaves the hour.
+    let mut hourly = ChatState::default();
+    for i in 0..20 {
+        hourly.record_plan(clock::add(t0(), secs(61 * i)), None);
+    }
+    let now = clock::add(t0(), secs(61 * 20));
+    assert_eq!(
+        hourly.next_plan_allowed(&s, now),
+        clock::add(t0(), secs(3600))
+    );
+}
+
+fn run_at(state: &ChatState, m: &Message, now: Timestamp) -> decide::Decision {
+    let id = me();
+    let s = GroupSettings::default();
+    decide::decide(
+        &ctx(&id, &s, TriggerMode::Smart, &[]),
+        state,
+        &Inbound {
+            message: m,
+            blocked: false,
+            callout: false,
+        },
+        now,
+    )
+}
+
+/// Two personas of one daemon in one group, each answering whenever the other names it:
+/// the loop guard ends the back-and-forth after 3 exchanges per pair in 10 minutes.
+#[test]
+fn two_personas_addressing_each_other_stop_within_the_loop_guard() {
+    let a = Identity {
+        user_id: 1,
+        username: None,
+        names: vec!["Ann".into()],
+    };
+    let b = Identity {
+        user_id: 2,
+        username: None,
+        names: vec!["Bo".into()],
+    };
+    let s = GroupSettings {
+        cooldown: Duration::ZERO,
+        ..GroupSettings::default()
+    };
+    let (mut sa, mut sb) = (ChatState::default(), ChatState::default());
+    let mut now = t0();
+    let mut speaker = 1i64;
+    let mut text = "Bo, what do you think?".to_string();
+    let mut replies = 0;
+    for id in 1..50 {
+        now = clock::add(now, secs(5));
+        let m = Message {
+            id: MessageId(id),
+            ..msg(id, speaker, &text)
+        };
+        // The listener decides; the speaker records its own message.
+        let (listener, lstate, sstate, peer) = if speaker == 1 {
+            (&b, &mut sb, &mut sa, [1])
+        } else {
+            (&a, &mut sa, &mut sb, [2])
+        };
+        sstate.record(&m, true);
+        let d = decide::decide(
+            &ctx(listener, &s, TriggerMode::Smart, &peer),
+            lstate,
+            &Inbound {
+                message: &m,
+                blocked: false,
+                callout: false,
+            },
+            now,
+        );
+        lstate.record(&m, false);
+        if !d.triggered() {
+            assert_eq!(d.reason, "loop_guard");
+            break;
+        }
+        lstate.record_plan(now, Some(speaker));
+        replies += 1;
+        text = format!("{}, really?", if speaker == 1 { "Ann" } else { "Bo" });
+        speaker = if speaker == 1 { 2 } else { 1 };
+    }
+    assert!(replies <= 6, "at most 3 answers each, got {replies}");
+    assert!(
+        replies >= 3,
+        "the guard must not stop the first exchanges: {replies}"
+    );
+}
+
+// ---- the gate in front of the real runtime, with a mock Gemini classifier ----
+
+fn classifier_answer(v: Value) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "candidates": [{"content": {"role": "model", "parts": [{"text": v.to_string()}]}, "finishReason": "STOP"}]
+    }))
+}
+
+fn raw_answer(text: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}]
+    }))
+}
+
+async fn mock(response: ResponseTemplate) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
+        .respond_with(response)
+        .mount(&server)
+        .await;
+    server
+}
+
+/// One request per call: the Gemini client has no retries of its own (the retry policy is a
+/// wrapper the classifier does not use), so the clock is not needed here.
+fn gemini(uri: &str, _clock: SharedClock) -> Arc<GeminiClient> {
+    let mut cfg = GeminiConfig::new(ApiKey::new("test-key"));
+    cfg.base_url = uri.to_string();
+    Arc::new(GeminiClient::new(cfg).unwrap_or_else(|e| panic!("client: {e}")))
+}
+
+fn not_addressed() -> Value {
+    json!({"addressed": false, "confidence": 0.1, "wanna_interject": false, "interject": 0.0,
+           "impulse": 0.0, "is_lightweight": false, "reason": "chatter"})
+}
+
+struct GroupRun {
+    h: Harness,
+    gate: GroupGate,
+    planner: Arc<ScriptedPlanner>,
+}
+
+fn start_group(dir: &std::path::Path, headings: &str, server: Option<&MockServer>) -> GroupRun {
+    let persona = persona_with(AGENT, headings);
+    let planner = Arc::new(reply_with("on it"));
+    let p = Arc::clone(&planner);
+    let h = Harness::start_as(
+        persona.clone(),
+        dir,
+        move |_| p,
+        config(),
+        &[group(-100)],
+        None,
+        None,
+    );
+    let classifier = server.map(|s| {
+        Classifier::new(
+            gemini(&s.uri(), Arc::clone(&h.shared_clock)),
+            Arc::clone(&h.shared_clock),
+        )
+    });
+    let gate = GroupGate::new(GateConfig {
+        agent: AGENT.into(),
+        identity: identity_for(&persona, h.telegram.self_id(), Some("ann_here".into())),
+        persona: Arc::new(persona),
+        telegram: h.telegram.clone(),
+        runtime: h.handle.clone(),
+        classifier,
+        classifier_model: None,
+        clock: Arc::clone(&h.shared_clock),
+        quiet: Duration::from_secs(2),
+        peers: Vec::new(),
+        modes: Default::default(),
+        quotes: QuoteBook::new(),
+    });
+    GroupRun { h, gate, planner }
+}
+
+impl GroupRun {
+    async fn say(&self, from: &str, text: &str) -> Message {
+        let m = self
+            .h
+            .telegram
+            .inject(
+                ChatId(-100),
+                Incoming {
+                    from: from.into(),
+                    text: text.into(),
+                    ..Incoming::default()
+                },
+            )
+            .await
+            .unwrap_or_else(|e| panic!("inject: {e}"));
+        self.gate.on_inbound(group(-100), m.clone(), false, false);
+        m
+    }
+
+    async fn settle(&mut self) {
+        drop(self.h.hold.take());
+        for _ in 0..3 {
+            self.gate.wait_idle().await;
+            self.h.handle.wait_idle().await;
+        }
+        self.h.hold = Some(self.h.shared_clock.hold());
+    }
+
+    fn reactions(&self) -> Vec<String> {
+        self.h
+            .telegram
+            .actions()
+            .into_iter()
+            .filter_map(|r| match r.action {
+                personad::telegram::memory::Action::React { emoji, .. } => Some(emoji),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn a_burst_of_ten_open_questions_costs_one_classifier_call_and_no_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = mock(classifier_answer(not_addressed())).await;
+    let mut g = start_group(dir.path(), "", Some(&server));
+    for i in 0..10 {
+        g.say("Bob", &format!("anyone seen my keys? ({i})")).await;
+        g.h.pass(Duration::from_millis(300)).await;
+    }
+    g.settle().await;
+    let requests = server.received_requests().await.unwrap_or_default();
+    assert_eq!(requests.len(), 1, "one coalesced call for the burst");
+    assert_eq!(g.gate.classifier_calls(), 1);
+    assert_eq!(g.planner.calls(), 0, "not addressed: no plan");
+    let body: Value = serde_json::from_slice(&requests[0].body).unwrap();
+    assert_eq!(
+        body["generationConfig"]["responseMimeType"],
+        "application/json"
+    );
+    assert_eq!(body["generationConfig"]["responseSchema"]["type"], "OBJECT");
+    let user: Value =
+        serde_json::from_str(body["contents"][0]["parts"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(user["new_messages"].as_array().map(Vec::len), Some(10));
+    assert_eq!(user["member"]["name"], AGENT);
+}
+
+#[tokio::test]
+async fn an_unusable_classifier_answer_fails_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = mock(raw_answer("Sure! I think they mean you.")).await;
+    let mut g = start_group(dir.path(), "", Some(&server));
+    g.say("Bob", "who wants to review my PR?").await;
+    g.settle().await;
+    assert_eq!(
+        server.received_requests().await.unwrap_or_default().len(),
+        1
+    );
+    assert_eq!(g.planner.calls(), 0);
+    assert!(g.h.sends().is_empty());
+}
+
+#[tokio::test]
+async fn a_classifier_that_does_not_answer_times_out_on_the_project_clock() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(classifier_answer(not_addressed()).set_delay(Duration::from_secs(30)))
+        .mount(&server)
+        .await;
+    let vclock = personad::clock::VirtualClock::new(t0(), false);
+    let shared: SharedClock = Arc::new(vclock.clone());
+    let classifier = Classifier::new(gemini(&server.uri(), Arc::clone(&shared)), shared);
+    let history: Vec<Message> = Vec::new();
+    let new = vec![msg(1, 5, "anyone?")];
+    let input = personad::group::classifier::ClassifierInput {
+        model: "m",
+        persona_name: "Wren",
+        description: "",
+        history: &history,
+        history_size: 8,
+        new_messages: &new,
+        allowed_reactions: None,
+    };
+    let call = classifier.classify(&input);
+    let advance = async {
+        // Let the request start, then move virtual time past the 10 s limit.
+        while server
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .is_empty()
+        {
+            tokio::task::yield_now().await;
+        }
+        vclock.advance(Duration::from_secs(11));
+    };
+    let (result, ()) = tokio::join!(call, advance);
+    assert_eq!(
+        result,
+        Err(personad::group::classifier::ClassifierError::Timeout(10))
+    );
+}
+
+#[tokio::test]
+async fn a_lightweight_answer_is_one_reaction_and_no_planning_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = mock(classifier_answer(json!({
+        "addressed": true, "confidence": 0.9, "wanna_interject": false, "interject": 0.0,
+        "impulse": 0.2, "is_lightweight": true, "reaction": "❤", "reason": "thanks"
+    })))
+    .await;
+    let mut g = start_group(dir.path(), "", Some(&server));
+    g.h.telegram
+        .set_allowed_reactions(ChatId(-100), vec!["❤️".into(), "👍".into()]);
+    let said = g.say("Bob", "Ann, can you send me the notes").await;
+    g.settle().await;
+    assert_eq!(g.planner.calls(), 1, "an explicit request gets a full plan");
+    // Our answer is part of the conversation now; a thank-you gets a reaction only.
+    let ours =
+        g.h.telegram
+            .transcript(ChatId(-100))
+            .into_iter()
+            .filter(|m| m.outgoing)
+            .collect::<Vec<_>>();
+    assert_eq!(ours.len(), 1);
+    g.gate.note_own(&group(-100), &ours[0]);
+    g.say("Bob", "thanks a lot").await;
+    g.settle().await;
+    assert_eq!(g.planner.calls(), 1, "no planning call for a reaction");
+    assert_eq!(
+        g.reactions(),
+        vec!["❤".to_string()],
+        "U+FE0F variants match"
+    );
+    assert_eq!(
+        server.received_requests().await.unwrap_or_default().len(),
+        1
+    );
+    assert!(said.id.0 > 0);
+}
+
+#[tokio::test]
+async fn a_reaction_the_chat_does_not_allow_is_dropped_before_any_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = mock(classifier_answer(json!({
+        "addressed": false, "confidence": 0.0, "wanna_interject": true, "interject": 0.9,
+        "impulse": 0.0, "is_lightweight": true, "reaction": "🔥", "reason": "fun"
+    })))
+    .await;
+    let mut g = start_group(dir.path(), "# Group Trigger Mode\ntalkative", Some(&server));
+    g.h.telegram
+        .set_allowed_reactions(ChatId(-100), vec!["👍".into()]);
+    g.say("Bob", "we won the match").await;
+    g.settle().await;
+    g.h.pass(Duration::from_secs(120)).await;
+    g.say("Bob", "again!").await;
+    g.settle().await;
+    assert!(g.reactions().is_empty());
+    assert_eq!(g.planner.calls(), 0);
+    assert_eq!(
+        g.h.telegram.allowed_reactions_calls(),
+        1,
+        "cached for an hour"
+    );
+}
+
+#[tokio::test]
+async fn strict_mode_answers_explicit_addresses_only_and_delays_one_inside_the_cooldown() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut g = start_group(dir.path(), "# Group Trigger Mode\nstrict", None);
+    g.say("Bob", "Ann, hi!").await;
+    g.h.pass(Duration::from_secs(20)).await;
+    g.say("Cy", "does anyone know the time?").await;
+    g.say("Cy", "@ann_here are you around?").await;
+    g.settle().await;
+    let sends = g.h.sends();
+    assert_eq!(g.planner.calls(), 2, "{sends:?}");
+    assert_eq!(sends.len(), 2);
+    assert!(
+        sends[1].2 >= 60_000,
+        "the second answer waits for the 60 s cooldown: {sends:?}"
+    );
+}
+
+#[test]
+fn group_headings_parse_with_defaults_and_bad_values_name_their_line() {
+    let p = persona_with(
+        "Wren",
+        "# Group Trigger Mode\nTalkative\n\n# Group Confidence Threshold\n0.7\n\n# Agent Nicknames\nBirdie\n- W\n\n# Group Reply To Bots\n\n# Group Max Share\n30%\n\n# Group Cooldown\n90\n\n# Group Max Plans Per Hour\n5\n\n# Group Classifier Model\ncheap-model\n\n# Agent Description\nA birdwatcher.\n",
+    );
+    let g = &p.group;
+    assert_eq!(g.mode, TriggerMode::Talkative);
+    assert_eq!(g.confidence_threshold, 0.7);
+    assert_eq!(g.interject_threshold, 0.6, "default kept");
+    assert_eq!(g.nicknames, vec!["Birdie".to_string(), "W".to_string()]);
+    assert!(g.reply_to_bots);
+    assert_eq!(g.max_share_percent, 30.0);
+    assert_eq!(g.cooldown, Duration::from_secs(90));
+    assert_eq!(g.max_plans_per_hour, 5);
+    assert_eq!(g.classifier_model.as_deref(), Some("cheap-model"));
+    assert_eq!(g.description.as_deref(), Some("A birdwatcher."));
+    assert_eq!(persona_with("Wren", "").group, GroupSettings::default());
+
+    let src = "# Agent Name\nWren\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nHi.\n\n# Group Trigger Mode\nloud\n\n# Group Interject Threshold\n1.5\n";
+    let entry = personad::persona::parse_persona(std::path::Path::new("w.md"), src, &[]);
+    assert!(entry.persona.is_none());
+    let lines: Vec<(Option<usize>, bool)> = entry
+        .problems
+        .iter()
+        .map(|p| (p.line, p.message.contains("Group")))
+        .collect();
+    assert_eq!(lines, vec![(Some(11), true), (Some(14), true)]);
+}
+
+/// Two personas of one daemon in one in-memory group (each on its own account, each message
+/// relayed to the other's copy of the chat), each planning a reply that names the other:
+/// after the human's question the back-and-forth stops within the loop guard.
+#[tokio::test]
+async fn two_personas_of_one_daemon_stop_addressing_each_other_within_the_loop_guard() {
+    use personad::runtime::{AgentHandle, Runtime};
+    use personad::store::{GraphStore, StateDir};
+    use personad::telegram::memory::{Action as Recorded, MemoryTelegram};
+
+    let dir = tempfile::tempdir().unwrap();
+    let vclock = personad::clock::VirtualClock::new(t0(), true);
+    let clock: SharedClock = Arc::new(vclock.clone());
+    let hold = clock.hold();
+    let names = ["ann", "bo"];
+    let accounts: Vec<Arc<MemoryTelegram>> = names
+        .iter()
+        .map(|n| Arc::new(MemoryTelegram::new(n, Arc::clone(&clock), None).unwrap()))
+        .collect();
+    for a in &accounts {
+        a.ensure_chat(group(-100));
+    }
+    let personas: Vec<Arc<personad::persona::Persona>> = names
+        .iter()
+        .map(|n| Arc::new(persona_with(n, "")))
+        .collect();
+    // Each persona answers by naming the other one.
+    let planner = Arc::new(ScriptedPlanner::new(|req, _| {
+        let other = if req.persona.name == "ann" {
+            "bo"
+        } else {
+            "ann"
+        };
+        Ok(vec![personad::planner::Action::Send {
+            text: format!("{other}, what do you say?"),
+            reply_to: None,
+        }])
+    }));
+    let runtime = Runtime::new(
+        config(),
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, _)| AgentHandle {
+                persona: Arc::clone(&personas[i]),
+                telegram: accounts[i].clone(),
+            })
+            .collect(),
+        planner.clone(),
+        GraphStore::new(StateDir::new(dir.path())),
+        Arc::clone(&clock),
+    );
+    let handle = runtime.handle();
+    let run = tokio::spawn(runtime.run());
+    let ids: Vec<i64> = accounts.iter().map(|a| a.self_id()).collect();
+    let gates: Vec<GroupGate> = (0..2)
+        .map(|i| {
+            GroupGate::new(GateConfig {
+                agent: names[i].into(),
+                persona: Arc::clone(&personas[i]),
+                identity: identity_for(&personas[i], ids[i], None),
+                telegram: accounts[i].clone(),
+                runtime: handle.clone(),
+                classifier: None,
+                classifier_model: None,
+                clock: Arc::clone(&clock),
+                quiet: Duration::from_secs(2),
+                peers: vec![ids[1 - i]],
+                modes: Default::default(),
+                quotes: QuoteBook::new(),
+            })
+        })
+        .collect();
+    // Relay: what one persona sends reaches the other as an inbound message.
+    let mut relays = Vec::new();
+    for i in 0..2 {
+        let mut rx = accounts[i].observe();
+        let (from, to, gate_from, gate_to) = (
+            names[i],
+            accounts[1 - i].clone(),
+            gates[i].clone(),
+            gates[1 - i].clone(),
+        );
+        relays.push(tokio::spawn(async move {
+            while let Some(rec) = rx.recv().await {
+                if let Recorded::Send { message, .. } = rec.action {
+                    gate_from.note_own(&group(-100), &message);
+                    let m = to
+                        .inject(
+                            ChatId(-100),
+                            Incoming {
+                                from: from.into(),
+                                text: message.text.clone(),
+                                ..Incoming::default()
+                            },
+                        )
+                        .await
+                        .unwrap();
+                    gate_to.on_inbound(group(-100), m, false, false);
+                }
+            }
+        }));
+    }
+    // A person asks Ann; Bo sees it too.
+    for (i, a) in accounts.iter().enumerate() {
+        let m = a
+            .inject(
+                ChatId(-100),
+                Incoming {
+                    from: "Cy".into(),
+                    text: "ann, what about the trip".into(),
+                    ..Incoming::default()
+                },
+            )
+            .await
+            .unwrap();
+        gates[i].on_inbound(group(-100), m, false, false);
+    }
+    drop(hold);
+    let mut last = usize::MAX;
+    for _ in 0..200 {
+        for g in &gates {
+            g.wait_idle().await;
+        }
+        handle.wait_idle().await;
+        let sends: usize = accounts
+            .iter()
+            .map(|a| {
+                a.actions()
+                    .iter()
+                    .filter(|r| matches!(r.action, Recorded::Send { .. }))
+                    .count()
+            })
+            .sum();
+        if sends == last && vclock.sleepers() == 0 {
+            break;
+        }
+        last = sends;
+        tokio::task::yield_now().await;
+        drop(personad::clock::sleep(&vclock, Duration::from_secs(30)).await);
+    }
+    let per: Vec<usize> = accounts
+        .iter()
+        .map(|a| {
+            a.actions()
+                .iter()
+                .filter(|r| matches!(r.action, Recorded::Send { .. }))
+                .count()
+        })
+        .collect();
+    // Ann answers Cy, then each answers the other at most 3 times.
+    // Ann answers Cy, then each answers the other 3 times; the 4th call goes unanswered.
+    assert_eq!(per, vec![4, 3], "sends per persona");
+    assert_eq!(planner.calls(), per[0] + per[1]);
+    handle.shutdown("test over");
+    for g in &gates {
+        g.stop_observing();
+    }
+    let _ = run.await;
+    for a in &accounts {
+        a.stop_observing();
+    }
+    for r in relays {
+        let _ = r.await;
+    }
+}
+
+#[test]
+fn a_per_chat_mode_in_the_agent_state_wins_over_the_heading() {
+    let state: personad::agent_state::AgentState =
+        serde_json::from_str(r#"{"group_modes": {"-100": "strict"}}"#).unwrap();
+    assert_eq!(
+        state.group_mode(ChatId(-100), TriggerMode::Talkative),
+        TriggerMode::Strict
+    );
+    assert_eq!(
+        state.group_mode(ChatId(-200), TriggerMode::Talkative),
+        TriggerMode::Talkative
+    );
+    let empty = personad::agent_state::AgentState::default();
+    assert!(
+        !serde_json::to_string(&empty)
+            .unwrap()
+            .contains("group_modes")
+    );
+    assert!(
+        serde_json::from_str::<personad::agent_state::AgentState>(
+            r#"{"group_modes": {"-1": "loud"}}"#
+        )
+        .is_err()
+    );
+}
