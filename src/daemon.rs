@@ -1,25 +1,49 @@
-//! `personad run` and `personad login`: the daemon's wiring. Loads personas and settings,
-//! connects every valid agent's account (an agent that cannot start is reported with the
-//! reason and does not stop the others), wraps each account in the safety governor, starts
-//! the runtime and one update pump per agent, and turns SIGTERM/SIGINT into a graceful stop.
-//! It owns no logic of its own beyond that wiring; called by the binary.
+//! `personad run` and `personad login`: the daemon's wiring and lifecycle. Loads personas and
+//! settings, opens every enabled agent's account (MTProto, or the in-memory Telegram with
+//! `--telegram memory`; an agent that cannot start is reported and does not stop the
+//! others), starts the runtime with its heartbeat, the owner controls, the control socket,
+//! the optional metrics endpoint and the file watcher, and tells systemd where it stands:
+//! `READY=1` once graphs are loaded, `STATUS=` every 10 s, `WATCHDOG=1` from the tick loop's
+//! heartbeat, `RELOADING=1`/`READY=1` around a reload, `STOPPING=1` on shutdown. One signal
+//! task turns SIGTERM/SIGINT into a graceful stop (a second one exits at once) and SIGHUP
+//! into a reload. It owns no logic beyond that wiring; called by the binary.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{GlobalArgs, LoginArgs, RunArgs, TelegramArgs};
+use crate::cli::{GlobalArgs, LoginArgs, PlannerChoice, RunArgs, TelegramArgs, TelegramChoice};
 use crate::clock::{SharedClock, SystemClock};
 use crate::commands::{CmdResult, CommandError, exit, find_persona, load_personas_async};
 use crate::config::ConfigError;
-use crate::llm_planner::{LlmPlanner, LlmPlannerConfig, gemini_llm_from_env};
+use crate::llm::Llm;
+use crate::llm_planner::{LlmPlanner, LlmPlannerConfig, gemini_key_present, gemini_llm_from_env};
 use crate::media::MediaPipeline;
-use crate::runtime::{AgentHandle, Runtime};
+use crate::ops::controls::{Controller, Hooks, Seat};
+use crate::ops::metrics::Health;
+use crate::ops::sdnotify::{self, Notifier};
+use crate::ops::{ctl, metrics, watch};
+use crate::persona::{LoadReport, Persona};
+use crate::planner::{EchoPlanner, SharedPlanner};
+use crate::runtime::{AgentHandle, Heartbeat, Runtime, RuntimeHandle, Status};
 use crate::store::{GraphStore, StateDir};
+use crate::telegram::Telegram;
 use crate::telegram::governor::{Governor, GovernorConfig};
-use crate::telegram::mtproto::{self, ApiHash, ConnectOptions, Credentials};
+use crate::telegram::memory::MemoryTelegram;
+use crate::telegram::mtproto::{self, ApiHash, ConnectOptions, Connected, Credentials};
+
+/// Longest the tick loop sleeps without a watchdog (it bounds `/healthz` too).
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
+/// `STATUS=` lines go out at most this often.
+const STATUS_EVERY: Duration = Duration::from_secs(10);
+/// Quiet time after the last file change before a reload.
+const WATCH_QUIET: Duration = Duration::from_millis(300);
 
 fn credentials(args: &TelegramArgs) -> Result<Credentials, CommandError> {
     match (args.api_id, args.api_hash.as_deref()) {
@@ -34,114 +58,574 @@ fn credentials(args: &TelegramArgs) -> Result<Credentials, CommandError> {
     }
 }
 
-/// `personad run`.
-pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
-    let config = args.runtime.raw().validate()?;
-    let creds = credentials(&args.telegram)?;
-    let report = load_personas_async(&global).await?;
-    for entry in report.entries.iter().filter(|e| !e.is_usable()) {
-        for p in entry.problems.iter().filter(|p| p.is_error()) {
-            tracing::error!(problem = %p, "agent not started");
+/// A secret from systemd's credentials directory (`LoadCredential=`), exported under the
+/// environment variable the rest of the program reads, unless that is already set.
+fn credentials_from_systemd(global: &mut TelegramArgs) {
+    let Some(dir) = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from) else {
+        return;
+    };
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    };
+    if global.api_hash.is_none() {
+        global.api_hash = read("telegram_api_hash");
+    }
+    if global.api_id.is_none() {
+        global.api_id = read("telegram_api_id").and_then(|s| s.parse().ok());
+    }
+}
+
+/// The Gemini key from `$CREDENTIALS_DIRECTORY/gemini_api_key`, when the environment has none.
+fn gemini_key_from_systemd() -> Option<String> {
+    if gemini_key_present() {
+        return None;
+    }
+    let dir = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from)?;
+    std::fs::read_to_string(dir.join("gemini_api_key"))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// How agents reach Telegram.
+#[derive(Clone)]
+enum Backend {
+    Mtproto {
+        creds: Credentials,
+        opts: ConnectOptions,
+        governor: GovernorConfig,
+    },
+    Memory,
+}
+
+/// One running agent.
+struct Running {
+    path: PathBuf,
+    persona: Arc<Persona>,
+    seat: Seat,
+    pump_stop: Option<CancellationToken>,
+}
+
+/// The agents and what they need to start, stop and reload; owned by the reload task.
+struct Fleet {
+    global: GlobalArgs,
+    backend: Backend,
+    state: StateDir,
+    clock: SharedClock,
+    stop: CancellationToken,
+    running: BTreeMap<String, Running>,
+    /// Problems already logged, so a broken file is reported once, not at every reload.
+    reported: BTreeSet<String>,
+    pumps: Vec<JoinHandle<()>>,
+}
+
+impl Fleet {
+    /// Logs each new problem of the report once.
+    fn report_problems(&mut self, report: &LoadReport, starting: bool) {
+        for entry in &report.entries {
+            for p in entry.problems.iter().filter(|p| p.is_error()) {
+                let text = p.to_string();
+                if self.reported.insert(text.clone()) {
+                    let kept = entry
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| self.running.contains_key(n));
+                    if starting {
+                        tracing::error!(event = "agent_not_started", problem = %text, "agent not started");
+                    } else if kept {
+                        tracing::error!(event = "persona_edit_rejected", problem = %text, "persona edit rejected: the previous version keeps running");
+                    } else {
+                        tracing::error!(event = "persona_invalid", problem = %text, "persona file unusable");
+                    }
+                }
+            }
         }
     }
-    let clock: SharedClock = Arc::new(SystemClock);
-    let llm = gemini_llm_from_env(args.llm.llm_attempts, Arc::clone(&clock)).map_err(|e| {
-        CommandError::Config(ConfigError {
-            name: "llm",
-            reason: e.to_string(),
-        })
-    })?;
-    let planner = LlmPlanner::new(
-        Arc::clone(&llm),
-        LlmPlannerConfig {
-            default_model: args.llm.model.clone(),
-            temperature: args.llm.temperature,
-            max_output_tokens: args.llm.max_output_tokens,
-            max_tasks: args.llm.max_tasks,
-            history_size: config.history_limit,
-        },
-    );
-    let opts = ConnectOptions {
-        flood_sleep_threshold: Duration::from_secs(args.flood_sleep_secs),
-        max_catch_up_age: Duration::from_secs(args.catch_up_minutes.saturating_mul(60)),
-    };
-    let governor = GovernorConfig {
-        chat_min_gap: Duration::from_secs(args.send_gap_secs),
-        chat_per_minute: args.chat_sends_per_minute,
-        account_per_minute: args.account_sends_per_minute,
-        max_wait: Duration::from_secs(args.max_pacing_wait_secs),
-        ..GovernorConfig::default()
-    };
-    let state = StateDir::new(&global.state_dir);
-    let mut agents = Vec::new();
-    let mut connections = Vec::new();
-    for persona in report.active() {
-        match mtproto::connect(&state, &persona.name, &creds, opts, Arc::clone(&clock)).await {
-            Ok(connected) => {
-                tracing::info!(agent = %persona.name, "connected");
+
+    /// Opens an agent's account: MTProto (connected, not yet pumping) or in-memory.
+    async fn open(&self, persona: &Persona) -> Result<(Seat, Option<Connected>), String> {
+        match &self.backend {
+            Backend::Mtproto {
+                creds,
+                opts,
+                governor,
+            } => {
+                let connected = mtproto::connect(
+                    &self.state,
+                    &persona.name,
+                    creds,
+                    *opts,
+                    Arc::clone(&self.clock),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
                 let governed = Governor::new(
                     connected.telegram.clone(),
-                    Arc::clone(&clock),
+                    Arc::clone(&self.clock),
                     governor.clone(),
                 );
-                agents.push(AgentHandle {
-                    persona: Arc::new(persona.clone()),
+                let seat = Seat {
                     telegram: Arc::new(governed),
-                });
-                connections.push((persona.name.clone(), connected));
+                    memory: None,
+                };
+                Ok((seat, Some(connected)))
             }
-            Err(e) => tracing::error!(agent = %persona.name, "cannot start: {e}"),
+            Backend::Memory => {
+                let (name, clock) = (persona.name.clone(), Arc::clone(&self.clock));
+                let dir = self.state.agent_dir(&persona.name).join("memory");
+                let memory = tokio::task::spawn_blocking(move || {
+                    crate::store::ensure_private_dir(&dir)?;
+                    MemoryTelegram::new(&name, clock, Some(dir))
+                })
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+                let memory = Arc::new(memory);
+                let seat = Seat {
+                    telegram: memory.clone() as Arc<dyn Telegram>,
+                    memory: Some(memory),
+                };
+                Ok((seat, None))
+            }
         }
     }
-    if agents.is_empty() {
+
+    /// Starts the update pump of an MTProto agent.
+    fn pump(
+        &mut self,
+        agent: &str,
+        connected: Connected,
+        handle: RuntimeHandle,
+    ) -> CancellationToken {
+        let stop = self.stop.child_token();
+        let Backend::Mtproto { opts, .. } = &self.backend else {
+            return stop;
+        };
+        let (opts, clock, s, agent) = (
+            *opts,
+            Arc::clone(&self.clock),
+            stop.clone(),
+            agent.to_string(),
+        );
+        self.pumps.push(tokio::spawn(async move {
+            if let Err(e) = connected.serve(agent.clone(), handle, opts, clock, s).await {
+                tracing::error!(event = "pump_stopped", agent = %agent, error = %e, "update pump stopped");
+            }
+        }));
+        stop
+    }
+
+    /// Re-reads persona and role-prompt files and applies the difference to the running
+    /// agents: changed personas take effect from their next task, new ones start, removed
+    /// or disabled ones stop (their graphs stay on disk), a broken edit keeps the previous
+    /// version, and a changed `Agent Phone` is refused until a restart.
+    async fn reload(&mut self, handle: &RuntimeHandle, controller: &Controller) {
+        let report = match load_personas_async(&self.global).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(event = "reload_failed", error = %e, "reload failed: every agent keeps running as it was");
+                return;
+            }
+        };
+        self.report_problems(&report, false);
+        let mut keep: BTreeSet<String> = BTreeSet::new();
+        for entry in &report.entries {
+            let Some(p) = &entry.persona else {
+                if let Some(name) = self
+                    .running
+                    .iter()
+                    .find(|(_, r)| r.path == entry.path)
+                    .map(|(n, _)| n.clone())
+                {
+                    keep.insert(name);
+                }
+                continue;
+            };
+            if p.disabled {
+                continue;
+            }
+            keep.insert(p.name.clone());
+            match self.running.get_mut(&p.name) {
+                Some(r) if r.persona.phone != p.phone => {
+                    tracing::error!(event = "reload_phone_refused", agent = %p.name, file = %entry.path.display(), "Agent Phone changed: that needs a restart; the previous persona keeps running");
+                }
+                Some(r) => {
+                    if format!("{:?}", r.persona) != format!("{p:?}") {
+                        r.persona = Arc::new(p.clone());
+                        r.path = entry.path.clone();
+                        handle.upsert_agent(AgentHandle {
+                            persona: Arc::clone(&r.persona),
+                            telegram: Arc::clone(&r.seat.telegram),
+                        });
+                    }
+                }
+                None => match self.open(p).await {
+                    Ok((seat, connected)) => {
+                        let persona = Arc::new(p.clone());
+                        controller.add_agent(&p.name, seat.clone());
+                        handle.upsert_agent(AgentHandle {
+                            persona: Arc::clone(&persona),
+                            telegram: Arc::clone(&seat.telegram),
+                        });
+                        let pump_stop = connected.map(|c| self.pump(&p.name, c, handle.clone()));
+                        self.running.insert(
+                            p.name.clone(),
+                            Running {
+                                path: entry.path.clone(),
+                                persona,
+                                seat,
+                                pump_stop,
+                            },
+                        );
+                    }
+                    Err(e) => {
+                        tracing::error!(event = "agent_start_failed", agent = %p.name, error = %e, "new agent cannot start");
+                    }
+                },
+            }
+        }
+        let gone: Vec<String> = self
+            .running
+            .keys()
+            .filter(|n| !keep.contains(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(r) = self.running.remove(&name) {
+                if let Some(s) = r.pump_stop {
+                    s.cancel();
+                }
+                controller.remove_agent(&name);
+                handle.remove_agent(&name, "its persona file was removed or disabled");
+            }
+        }
+    }
+}
+
+/// The planner for `--telegram memory`: like the playground, Gemini when asked for (or when
+/// `auto` finds a key), otherwise the offline echo planner.
+fn memory_planner(args: &RunArgs) -> bool {
+    match args.planner {
+        PlannerChoice::Gemini => true,
+        PlannerChoice::Echo => false,
+        PlannerChoice::Auto => gemini_key_present(),
+    }
+}
+
+fn status_line(st: &Status) -> String {
+    format!(
+        "{} agent(s) up, {} chat(s) with plans, {} task(s) in flight",
+        st.agents, st.graphs, st.in_flight
+    )
+}
+
+/// `personad run`.
+pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
+    let mut config = args.runtime.raw().validate()?;
+    config.shutdown_grace = Duration::from_secs(args.shutdown_grace_secs);
+    let notifier = Notifier::from_env();
+    let clock: SharedClock = Arc::new(SystemClock);
+    let state = StateDir::new(&global.state_dir);
+    let backend = match args.telegram {
+        TelegramChoice::Mtproto => {
+            credentials_from_systemd(&mut args.credentials);
+            Backend::Mtproto {
+                creds: credentials(&args.credentials)?,
+                opts: ConnectOptions {
+                    flood_sleep_threshold: Duration::from_secs(args.flood_sleep_secs),
+                    max_catch_up_age: Duration::from_secs(args.catch_up_minutes.saturating_mul(60)),
+                },
+                governor: GovernorConfig {
+                    chat_min_gap: Duration::from_secs(args.send_gap_secs),
+                    chat_per_minute: args.chat_sends_per_minute,
+                    account_per_minute: args.account_sends_per_minute,
+                    max_wait: Duration::from_secs(args.max_pacing_wait_secs),
+                    ..GovernorConfig::default()
+                },
+            }
+        }
+        TelegramChoice::Memory => Backend::Memory,
+    };
+    // A second daemon on the same state directory would fight over sessions and graphs.
+    let socket = ctl::socket_path(&state);
+    if tokio::net::UnixStream::connect(&socket).await.is_ok() {
+        return Err(CommandError::Unavailable(format!(
+            "another personad is running on this state directory (it answers on {})",
+            socket.display()
+        )));
+    }
+    let report = load_personas_async(&global).await?;
+    let wants_llm = matches!(backend, Backend::Mtproto { .. }) || memory_planner(&args);
+    let llm: Option<Arc<dyn Llm>> = if wants_llm {
+        if let Some(key) = gemini_key_from_systemd() {
+            // SAFETY of intent: set once, before any other thread reads the environment.
+            set_env(crate::llm::gemini::API_KEY_ENV, &key);
+        }
+        Some(
+            gemini_llm_from_env(args.llm.llm_attempts, Arc::clone(&clock)).map_err(|e| {
+                CommandError::Config(ConfigError {
+                    name: "llm",
+                    reason: e.to_string(),
+                })
+            })?,
+        )
+    } else {
+        tracing::info!(
+            event = "echo_planner",
+            "no LLM: the offline echo planner answers"
+        );
+        None
+    };
+    let planner: SharedPlanner = match &llm {
+        Some(llm) => Arc::new(LlmPlanner::new(
+            Arc::clone(llm),
+            LlmPlannerConfig {
+                default_model: args.llm.model.clone(),
+                temperature: args.llm.temperature,
+                max_output_tokens: args.llm.max_output_tokens,
+                max_tasks: args.llm.max_tasks,
+                history_size: config.history_limit,
+            },
+        )),
+        None => Arc::new(EchoPlanner),
+    };
+    let stop = CancellationToken::new();
+    let mut fleet = Fleet {
+        global: global.clone(),
+        backend,
+        state: state.clone(),
+        clock: Arc::clone(&clock),
+        stop: stop.clone(),
+        running: BTreeMap::new(),
+        reported: BTreeSet::new(),
+        pumps: Vec::new(),
+    };
+    fleet.report_problems(&report, true);
+    let mut opened = Vec::new();
+    for entry in &report.entries {
+        let Some(persona) = entry.persona.as_ref().filter(|p| !p.disabled) else {
+            continue;
+        };
+        match fleet.open(persona).await {
+            Ok((seat, connected)) => {
+                tracing::info!(event = "agent_connected", agent = %persona.name, "connected");
+                opened.push((
+                    entry.path.clone(),
+                    Arc::new(persona.clone()),
+                    seat,
+                    connected,
+                ));
+            }
+            Err(e) => {
+                tracing::error!(event = "agent_start_failed", agent = %persona.name, error = %e, "cannot start")
+            }
+        }
+    }
+    if opened.is_empty() {
         return Err(CommandError::Unavailable(
             "no agent could start (see the errors above)".into(),
         ));
     }
-    let media = MediaPipeline::load(
-        args.media.config(),
-        args.media.media_prompts.clone(),
-        llm,
-        state.clone(),
-        Arc::clone(&clock),
-    )
-    .await
-    .map_err(|e| CommandError::Io(e.to_string()))?;
-    let runtime = Runtime::new(
+    let agents: Vec<AgentHandle> = opened
+        .iter()
+        .map(|(_, persona, seat, _)| AgentHandle {
+            persona: Arc::clone(persona),
+            telegram: Arc::clone(&seat.telegram),
+        })
+        .collect();
+    let heartbeat_every =
+        sdnotify::watchdog_interval().map_or(DEFAULT_HEARTBEAT, |w| w.min(DEFAULT_HEARTBEAT));
+    let health = Arc::new(Health::new(heartbeat_every));
+    let status_cell: Arc<Mutex<Option<RuntimeHandle>>> = Arc::new(Mutex::new(None));
+    let beat = {
+        let (health, notifier, cell) = (
+            Arc::clone(&health),
+            notifier.clone(),
+            Arc::clone(&status_cell),
+        );
+        let watchdog = sdnotify::watchdog_interval().is_some();
+        let last = Mutex::new((None::<Instant>, None::<Instant>));
+        move || {
+            health.beat();
+            let now = Instant::now();
+            let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
+            if watchdog
+                && last
+                    .0
+                    .is_none_or(|t| now.duration_since(t) >= heartbeat_every / 2)
+            {
+                notifier.watchdog();
+                last.0 = Some(now);
+            }
+            let handle = cell.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            if let Some(h) = handle {
+                let st = h.status();
+                ::metrics::gauge!("personad_agents").set(st.agents as f64);
+                ::metrics::gauge!("personad_graphs_on_disk").set((st.graphs + st.orphaned) as f64);
+                ::metrics::gauge!("personad_tasks_in_flight").set(st.in_flight as f64);
+                ::metrics::gauge!("personad_queue_depth").set(h.queue_depth() as f64);
+                if st.started && last.1.is_none_or(|t| now.duration_since(t) >= STATUS_EVERY) {
+                    notifier.status(&status_line(&st));
+                    last.1 = Some(now);
+                }
+            }
+        }
+    };
+    let mut runtime = Runtime::new(
         config,
         agents,
-        Arc::new(planner),
+        planner,
         GraphStore::new(state.clone()),
         Arc::clone(&clock),
     )
-    .with_media(Arc::new(media));
-    let handle = runtime.handle();
-    let stop = CancellationToken::new();
-    let run = tokio::spawn(runtime.run());
-    let mut pumps = Vec::new();
-    for (agent, connected) in connections {
-        let (h, c, s) = (handle.clone(), Arc::clone(&clock), stop.child_token());
-        pumps.push(tokio::spawn(async move {
-            if let Err(e) = connected.serve(agent.clone(), h, opts, c, s).await {
-                tracing::error!(agent = %agent, "stopped: {e}");
-            }
-        }));
+    .with_heartbeat(Heartbeat {
+        every: heartbeat_every,
+        beat: Arc::new(beat),
+    });
+    if let Some(llm) = llm {
+        let media = MediaPipeline::load(
+            args.media.config(),
+            args.media.media_prompts.clone(),
+            llm,
+            state.clone(),
+            Arc::clone(&clock),
+        )
+        .await
+        .map_err(|e| CommandError::Io(e.to_string()))?;
+        runtime = runtime.with_media(Arc::new(media));
     }
-    let signals = {
-        let handle = handle.clone();
+    let handle = runtime.handle();
+    *status_cell.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle.clone());
+    let (reload_tx, mut reload_rx) = mpsc::unbounded_channel::<()>();
+    let controller = {
+        let (h, n, r) = (handle.clone(), notifier.clone(), reload_tx.clone());
+        Controller::new(
+            state.clone(),
+            handle.clone(),
+            Arc::clone(&clock),
+            args.admin_chats.clone(),
+            Hooks {
+                stop: Box::new(move |reason| {
+                    n.stopping();
+                    h.shutdown(reason);
+                }),
+                reload: Box::new(move || {
+                    let _ = r.send(());
+                }),
+            },
+        )
+    };
+    let gated = handle.clone().with_gate(controller.gate());
+    let run = tokio::spawn(runtime.run());
+    for (path, persona, seat, connected) in opened {
+        controller.add_agent(&persona.name, seat.clone());
+        let pump_stop = connected.map(|c| fleet.pump(&persona.name, c, gated.clone()));
+        fleet.running.insert(
+            persona.name.clone(),
+            Running {
+                path,
+                persona,
+                seat,
+                pump_stop,
+            },
+        );
+    }
+    let ctl_task = match ctl::serve(&state, Arc::clone(&controller), stop.clone()).await {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::error!(event = "ctl_unavailable", error = %e, "control socket unavailable: `personad ctl` will not work");
+            None
+        }
+    };
+    let metrics_task = match args.metrics_addr {
+        Some(addr) => match metrics::serve(addr, Arc::clone(&health), stop.clone()).await {
+            Ok(t) => Some(t),
+            Err(e) => {
+                stop.cancel();
+                handle.shutdown("metrics endpoint unavailable");
+                let _ = run.await;
+                return Err(CommandError::Unavailable(e));
+            }
+        },
+        None => None,
+    };
+    let _watcher = if args.no_watch {
+        None
+    } else {
+        let mut dirs = vec![global.agents_dir.clone()];
+        dirs.extend(global.prompt_dirs());
+        match watch::watch(&dirs, WATCH_QUIET, reload_tx.clone()) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!(event = "watch_unavailable", error = %e, "file watching unavailable: reload with SIGHUP or `personad ctl reload`");
+                None
+            }
+        }
+    };
+    handle.wait_started().await;
+    let st = handle.status();
+    notifier.ready(&status_line(&st));
+    tracing::info!(
+        event = "ready",
+        agents = st.agents,
+        graphs = st.graphs,
+        "daemon ready"
+    );
+    let immediate = Arc::new(Notify::new());
+    let signals = tokio::spawn(signal_loop(
+        handle.clone(),
+        notifier.clone(),
+        reload_tx.clone(),
+        Arc::clone(&immediate),
+    ));
+    let reloader = {
+        let (h, n, c) = (gated.clone(), notifier.clone(), Arc::clone(&controller));
         tokio::spawn(async move {
-            wait_for_signal().await;
-            handle.shutdown("signal received");
+            while reload_rx.recv().await.is_some() {
+                while reload_rx.try_recv().is_ok() {}
+                n.reloading();
+                tracing::info!(
+                    event = "reload_started",
+                    "reloading personas and role prompts"
+                );
+                fleet.reload(&h, &c).await;
+                let st = h.status();
+                n.ready(&status_line(&st));
+                tracing::info!(
+                    event = "reload_done",
+                    agents = fleet.running.len(),
+                    "reload done"
+                );
+            }
+            fleet
         })
     };
-    let result = run
-        .await
-        .map_err(|e| CommandError::Failed(format!("runtime task failed: {e}")))?;
+    let result = tokio::select! {
+        r = run => r,
+        () = immediate.notified() => {
+            tracing::warn!(event = "exit_now", "second signal: exiting at once; tasks in flight run again after the next start");
+            stop.cancel();
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    notifier.stopping();
     stop.cancel();
     signals.abort();
-    for p in pumps {
-        let _ = p.await;
+    drop(reload_tx);
+    drop(controller);
+    reloader.abort();
+    if let Ok(fleet) = reloader.await {
+        for p in fleet.pumps {
+            let _ = tokio::time::timeout(Duration::from_secs(5), p).await;
+        }
     }
+    for t in [ctl_task, metrics_task].into_iter().flatten() {
+        let _ = tokio::time::timeout(Duration::from_secs(1), t).await;
+    }
+    let result = result.map_err(|e| CommandError::Failed(format!("runtime task failed: {e}")))?;
     match result {
         Ok(report) if report.no_agents_left => Ok(ExitCode::from(exit::UNAVAILABLE)),
         Ok(_) => Ok(ExitCode::SUCCESS),
@@ -149,30 +633,59 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
     }
 }
 
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
+#[allow(unsafe_code)]
+fn set_env(key: &str, value: &str) {
+    // SAFETY: called from `run` before the LLM client, watchers and pumps exist; the tokio
+    // worker threads do not read the environment.
+    unsafe { std::env::set_var(key, value) };
+}
+
+/// The one signal task: SIGTERM/SIGINT stop gracefully (a second one asks for an immediate
+/// exit), SIGHUP reloads.
+async fn signal_loop(
+    handle: RuntimeHandle,
+    notifier: Notifier,
+    reload: mpsc::UnboundedSender<()>,
+    immediate: Arc<Notify>,
+) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        tracing::error!(event = "signals_unavailable", "cannot listen for signals");
+        return;
+    };
+    let mut stopping = false;
+    loop {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+            _ = hup.recv() => {
+                tracing::info!(event = "sighup", "SIGHUP: reload");
+                let _ = reload.send(());
+                continue;
             }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+        };
+        if stopping {
+            immediate.notify_one();
+            return;
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+        stopping = true;
+        tracing::info!(
+            event = "signal_stop",
+            signal = name,
+            "stopping: tasks in flight may finish within the grace period (a second signal exits at once)"
+        );
+        notifier.stopping();
+        handle.shutdown(&format!("{name} received"));
     }
 }
 
 /// `personad login` (and `--logout`).
-pub async fn login(global: GlobalArgs, args: LoginArgs) -> CmdResult {
+pub async fn login(global: GlobalArgs, mut args: LoginArgs) -> CmdResult {
+    credentials_from_systemd(&mut args.telegram);
     let creds = credentials(&args.telegram)?;
     let report = load_personas_async(&global).await?;
     let persona = find_persona(&report, &args.agent)?;

@@ -22,7 +22,8 @@
 //! - [`cli`]: command-line definitions (clap), options and their environment variables.
 //! - [`daemon`]: `run` and `login`: connects agents, wires runtime, pumps and signals.
 //! - [`commands`]: `check`, `state` and the crash harness, shared loading helpers, exit codes.
-//! - [`logging`]: tracing subscriber setup (text or JSON).
+//! - [`ops`]: systemd notify, owner controls, the ctl socket, file watching, metrics.
+//! - [`logging`]: one log line per event (text, JSON or journald), stable event names.
 
 pub mod agent_state;
 pub mod blocks;
@@ -37,6 +38,7 @@ pub mod llm;
 pub mod llm_planner;
 pub mod logging;
 pub mod media;
+pub mod ops;
 pub mod persona;
 pub mod planner;
 pub mod playground;

@@ -41,6 +41,39 @@ pub struct AgentHandle {
     pub telegram: Arc<dyn Telegram>,
 }
 
+impl std::fmt::Debug for AgentHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentHandle")
+            .field("agent", &self.persona.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Decides, before the queue, what an inbound message is (ops: owner commands, pauses).
+pub trait InboundGate: Send + Sync {
+    /// Whether the message may reach the runtime, and whether it may still trigger a plan.
+    fn admit(&self, agent: &str, chat: &Chat, message: &Message, trigger: bool) -> Admit;
+}
+
+/// A gate's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// Queue it as it is.
+    Pass,
+    /// Queue it, but it must not plan (paused chat, a command from someone else).
+    NoTrigger,
+    /// Consumed by the gate (an owner command): never queued.
+    Consumed,
+}
+
+/// Called by the tick loop after every iteration (watchdog, health); the loop wakes at
+/// least every `every`.
+#[derive(Clone)]
+pub struct Heartbeat {
+    pub every: std::time::Duration,
+    pub beat: Arc<dyn Fn() + Send + Sync>,
+}
+
 /// A snapshot of what the runtime is doing, published after every loop iteration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Status {
@@ -90,11 +123,40 @@ pub struct StopReport {
 pub struct RuntimeHandle {
     queue: Arc<WorkQueue>,
     status: watch::Receiver<Status>,
+    gate: Option<Arc<dyn InboundGate>>,
 }
 
 impl RuntimeHandle {
+    /// A handle whose inbound messages pass `gate` first.
+    pub fn with_gate(mut self, gate: Arc<dyn InboundGate>) -> RuntimeHandle {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// Starts an agent, or swaps a running agent's persona; takes effect from its next task.
+    pub fn upsert_agent(&self, agent: AgentHandle) {
+        self.queue.push(Event::UpsertAgent(Box::new(agent)));
+    }
+
+    /// Stops an agent whose persona is gone (hot reload); its graphs stay on disk.
+    pub fn remove_agent(&self, agent: &str, reason: &str) {
+        self.queue.push(Event::RemoveAgent {
+            agent: agent.to_string(),
+            reason: reason.to_string(),
+        });
+    }
+
     /// Hands an inbound message to the runtime (what Telegram event handlers call).
     pub fn push_inbound(&self, agent: &str, chat: Chat, message: Message, trigger: bool) {
+        let trigger = match self
+            .gate
+            .as_ref()
+            .map(|g| g.admit(agent, &chat, &message, trigger))
+        {
+            Some(Admit::Consumed) => return,
+            Some(Admit::NoTrigger) => false,
+            _ => trigger,
+        };
         self.queue.push(Event::Inbound {
             agent: agent.to_string(),
             chat,
@@ -129,6 +191,29 @@ impl RuntimeHandle {
 
     pub fn status(&self) -> Status {
         self.status.borrow().clone()
+    }
+
+    /// Events pushed but not yet applied by the loop.
+    pub fn queue_depth(&self) -> u64 {
+        self.queue
+            .pushed()
+            .saturating_sub(self.status.borrow().applied)
+    }
+
+    /// Resolves once persisted graphs are loaded and the loop runs (or it stopped).
+    pub async fn wait_started(&self) {
+        let mut rx = self.status.clone();
+        loop {
+            {
+                let st = rx.borrow_and_update();
+                if st.started || st.stopped {
+                    return;
+                }
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
     }
 
     /// Resolves once no graph has work left and no event is waiting (or the loop stopped).
@@ -188,6 +273,19 @@ pub struct Runtime {
     agent_states: HashMap<String, AgentState>,
     /// Agents stopped for good in this run (their session is gone).
     stopped_agents: Vec<String>,
+    heartbeat: Option<Heartbeat>,
+}
+
+/// The `outcome` label of a finished task in metrics.
+fn outcome_label(result: &Result<Outcome, TaskError>) -> &'static str {
+    match result {
+        Ok(_) => "ok",
+        Err(TaskError::Park { .. }) => "parked",
+        Err(TaskError::ChatForbidden(_)) => "forbidden",
+        Err(TaskError::AccountLimited(_)) => "limited",
+        Err(TaskError::Unauthorized(_)) => "unauthorized",
+        Err(_) => "error",
+    }
 }
 
 /// How long the account breaker holds after Telegram limits an account.
@@ -224,7 +322,14 @@ impl Runtime {
             applied: 0,
             agent_states: HashMap::new(),
             stopped_agents: Vec::new(),
+            heartbeat: None,
         }
+    }
+
+    /// Makes the loop wake at least every `heartbeat.every` and call its beat each time.
+    pub fn with_heartbeat(mut self, heartbeat: Heartbeat) -> Runtime {
+        self.heartbeat = Some(heartbeat);
+        self
     }
 
     /// Gives the `received` handler a media pipeline (descriptions of photos, voice, …).
@@ -237,6 +342,7 @@ impl Runtime {
         RuntimeHandle {
             queue: Arc::clone(&self.queue),
             status: self.status_rx.clone(),
+            gate: None,
         }
     }
 
@@ -290,8 +396,13 @@ impl Runtime {
                     }
                 }
             }
-            let deadline = self.next_deadline();
+            let mut deadline = self.next_deadline();
             self.publish();
+            if let Some(hb) = &self.heartbeat {
+                (hb.beat)();
+                let cap = clock::add(self.clock.now(), hb.every);
+                deadline = Some(deadline.map_or(cap, |d| d.min(cap)));
+            }
             wake = self.sleep(deadline, hold).await;
         }
     }
@@ -472,7 +583,45 @@ impl Runtime {
                 self.begin_stop(reason);
                 Ok(())
             }
+            Event::UpsertAgent(handle) => self.upsert_agent(*handle).await,
+            Event::RemoveAgent { agent, reason } => {
+                info!(event = "agent_removed", agent = %agent, reason = %reason, "agent stopped; its graphs stay on disk");
+                self.stop_agent(&agent);
+                Ok(())
+            }
         }
+    }
+
+    /// Hot reload: a running agent gets its new persona (from its next task on); a new one
+    /// starts, taking back its graphs kept on disk.
+    async fn upsert_agent(&mut self, handle: AgentHandle) -> Result<(), RuntimeError> {
+        let agent = handle.persona.name.clone();
+        if self.agents.insert(agent.clone(), handle).is_some() {
+            info!(event = "agent_persona_reloaded", agent = %agent, "persona reloaded");
+            return Ok(());
+        }
+        self.stopped_agents.retain(|a| *a != agent);
+        if !self.agent_states.contains_key(&agent) {
+            let dir = self.store.state_dir().clone();
+            let a = agent.clone();
+            let (state, _) = tokio::task::spawn_blocking(move || store::load_agent_state(&dir, &a))
+                .await
+                .map_err(|e| RuntimeError::Join(e.to_string()))??;
+            self.agent_states.insert(agent.clone(), state);
+        }
+        let keys: Vec<ConversationKey> = self
+            .orphans
+            .keys()
+            .filter(|k| k.agent == agent)
+            .cloned()
+            .collect();
+        for key in keys {
+            if let Some(g) = self.orphans.remove(&key) {
+                self.graphs.insert(key, g);
+            }
+        }
+        info!(event = "agent_started", agent = %agent, "agent started");
+        Ok(())
     }
 
     fn begin_stop(&mut self, reason: String) {
@@ -568,6 +717,8 @@ impl Runtime {
             debug!(conversation = %key, task = %task_id, "result of a superseded graph discarded");
             return Ok(());
         };
+        let kind = graph.task(&task_id).map_or("unknown", |t| t.kind.as_str());
+        metrics::counter!("personad_tasks_finished_total", "kind" => kind, "outcome" => outcome_label(&result)).increment(1);
         match result {
             Ok(outcome) => {
                 graph.mark_done(&task_id, now);
@@ -575,7 +726,7 @@ impl Runtime {
                     Outcome::Done => {}
                     Outcome::Planned(tasks) => {
                         if !tasks.is_empty() {
-                            info!(conversation = %key, tasks = tasks.len(), "planned");
+                            info!(event = "plan_started", conversation = %key, tasks = tasks.len(), "planned");
                         }
                         graph.append_chain(&task_id, tasks);
                     }
@@ -583,6 +734,8 @@ impl Runtime {
                 }
             }
             Err(TaskError::Park { secs, reason }) => {
+                metrics::counter!("personad_flood_waits_total").increment(1);
+                metrics::counter!("personad_parked_seconds_total").increment(secs);
                 let until = clock::add(now, std::time::Duration::from_secs(secs));
                 graph.park(&task_id, until, &reason, now);
                 warn!(
@@ -850,6 +1003,7 @@ impl Runtime {
         };
         let kind = ctx.task.kind;
         debug!(conversation = %key, task = %task_id, kind = %kind, "task started");
+        metrics::counter!("personad_tasks_started_total", "kind" => kind.as_str()).increment(1);
         let queue = Arc::clone(&self.queue);
         let clock = Arc::clone(&self.clock);
         let timeout = self.config.task_timeout;
