@@ -567,13 +567,13 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
     };
     handle.wait_started().await;
     let st = handle.status();
-    notifier.ready(&status_line(&st));
     tracing::info!(
         event = "ready",
         agents = st.agents,
         graphs = st.graphs,
         "daemon ready"
     );
+    notifier.ready(&status_line(&st));
     let immediate = Arc::new(Notify::new());
     let signals = tokio::spawn(signal_loop(
         handle.clone(),

@@ -1,0 +1,741 @@
+//! The daemon as systemd and an operator see it, end to end on `run --telegram memory`: a
+//! fake `NOTIFY_SOCKET` (a datagram socket this test reads) receives READY, WATCHDOG,
+//! RELOADING/READY and STOPPING; signals stop or reload it; `personad ctl` and Saved
+//! Messages commands steer it; persona files are edited under it; its JSON logs and
+//! `/metrics` are parsed. Real processes, real signals and sockets: every wait is bounded
+//! and short, and polls instead of sleeping a fixed time.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use personad::store::{GraphStore, StateDir};
+use serde_json::Value;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+const TESS: &str = "# Agent Name\nTess\n\n# Agent Phone\n+15550100042\n\n# Agent Instructions\nYou are Tess, calm and brief.\n";
+
+fn persona(name: &str, phone: &str, extra: &str) -> String {
+    format!(
+        "# Agent Name\n{name}\n\n# Agent Phone\n{phone}\n\n{extra}# Agent Instructions\nYou are {name}.\n"
+    )
+}
+
+/// A scratch directory with `agents/` and `state/`.
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new(files: &[(&str, &str)]) -> Result<Scratch, std::io::Error> {
+        let dir = tempfile::Builder::new().prefix("ops").tempdir()?;
+        std::fs::create_dir_all(dir.path().join("agents"))?;
+        for (name, text) in files {
+            std::fs::write(dir.path().join("agents").join(name), text)?;
+        }
+        Ok(Scratch { dir })
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    fn agents(&self) -> PathBuf {
+        self.path().join("agents")
+    }
+    fn state(&self) -> PathBuf {
+        self.path().join("state")
+    }
+    fn log(&self) -> PathBuf {
+        self.path().join("daemon.log")
+    }
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(self.log()).unwrap_or_default()
+    }
+}
+
+fn base(cmd: &mut Command) {
+    for var in [
+        "PERSONAD_AGENTS_DIR",
+        "PERSONAD_PROMPTS_PATH",
+        "PERSONAD_STATE_DIR",
+        "PERSONAD_LOG",
+        "PERSONAD_LOG_FORMAT",
+        "PERSONAD_PLANNER",
+        "PERSONAD_TELEGRAM",
+        "PERSONAD_METRICS_ADDR",
+        "PERSONAD_ADMIN_CHATS",
+        "GEMINI_API_KEY",
+        "GOOGLE_GEMINI_API_KEY",
+        "GEMINI_BASE_URL",
+        "NOTIFY_SOCKET",
+        "WATCHDOG_USEC",
+        "WATCHDOG_PID",
+        "JOURNAL_STREAM",
+        "CREDENTIALS_DIRECTORY",
+        "TELEGRAM_API_ID",
+        "TELEGRAM_API_HASH",
+    ] {
+        cmd.env_remove(var);
+    }
+}
+
+/// Starts `personad run --telegram memory` with fast pacing and JSON logs into the log file.
+fn start(s: &Scratch, extra: &[&str], env: &[(&str, &str)]) -> Result<Child, std::io::Error> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+    base(&mut cmd);
+    cmd.arg("--agents")
+        .arg(s.agents())
+        .arg("--prompts")
+        .arg(s.agents())
+        .arg("--state")
+        .arg(s.state())
+        .args(["--log-format", "json", "run", "--telegram", "memory"])
+        .args(["--debounce-ms", "20", "--typing-speed", "100000"])
+        .args(["--start-typing-delay", "0"])
+        .args(extra);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(s.log())?;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .spawn()
+}
+
+fn ctl(s: &Scratch, args: &[&str]) -> Result<Output, std::io::Error> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+    base(&mut cmd);
+    cmd.arg("--state")
+        .arg(s.state())
+        .arg("ctl")
+        .args(args)
+        .output()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Polls `f` every 20 ms until it returns `Some`, for at most `limit`.
+fn poll<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until `ctl status` answers (the daemon is up).
+fn wait_up(s: &Scratch) -> Result<String, String> {
+    poll(Duration::from_secs(20), || {
+        ctl(s, &["status"])
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| stdout(&o))
+    })
+    .ok_or_else(|| format!("daemon did not come up; log:\n{}", s.log_text()))
+}
+
+fn signal(child: &Child, sig: &str) -> Result<(), std::io::Error> {
+    let status = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()?;
+    assert!(status.success(), "kill {sig} failed");
+    Ok(())
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    poll(limit, || child.try_wait().ok().flatten())
+}
+
+/// Stops a child for good if a test failed half-way.
+struct Reaper(Option<Child>);
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A fake service manager: the datagram socket `NOTIFY_SOCKET` names.
+struct FakeSystemd {
+    sock: UnixDatagram,
+    path: PathBuf,
+    seen: Vec<String>,
+}
+
+impl FakeSystemd {
+    fn new(dir: &Path) -> Result<FakeSystemd, std::io::Error> {
+        let path = dir.join("notify.sock");
+        let sock = UnixDatagram::bind(&path)?;
+        sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+        Ok(FakeSystemd {
+            sock,
+            path,
+            seen: Vec::new(),
+        })
+    }
+
+    /// Reads datagrams until one satisfies `pred` (returned) or `limit` passes.
+    fn until(&mut self, limit: Duration, pred: impl Fn(&str) -> bool) -> Option<String> {
+        let end = Instant::now() + limit;
+        let mut buf = vec![0u8; 4096];
+        while Instant::now() < end {
+            if let Ok(n) = self.sock.recv(&mut buf) {
+                let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+                self.seen.push(msg.clone());
+                if pred(&msg) {
+                    return Some(msg);
+                }
+            }
+        }
+        None
+    }
+}
+
+fn has_line(msg: &str, line: &str) -> bool {
+    msg.lines().any(|l| l == line)
+}
+
+#[test]
+fn systemd_sees_ready_watchdog_reload_and_stopping_then_exit_0() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let mut systemd = FakeSystemd::new(s.path())?;
+    let sock = systemd.path.display().to_string();
+    let child = start(
+        &s,
+        &["--planner", "echo"],
+        &[("NOTIFY_SOCKET", &sock), ("WATCHDOG_USEC", "400000")],
+    )?;
+    let mut reaper = Reaper(Some(child));
+    let ready = systemd.until(Duration::from_secs(20), |m| has_line(m, "READY=1"));
+    assert!(
+        ready.is_some(),
+        "no READY=1; got {:?}\n{}",
+        systemd.seen,
+        s.log_text()
+    );
+    // The graphs are loaded before READY: the log says so first.
+    let log = s.log_text();
+    let loaded = log.find("\"loaded_task_graphs\"").ok_or("no load line")?;
+    let ready_at = log.find("\"event\":\"ready\"").ok_or("no ready line")?;
+    assert!(loaded < ready_at, "{log}");
+    // Watchdog: 400 ms asked, pings every 200 ms; count them over ~1.2 s.
+    let start_count = Instant::now();
+    let mut pings = 0;
+    while start_count.elapsed() < Duration::from_millis(1200) {
+        if systemd
+            .until(Duration::from_millis(300), |m| has_line(m, "WATCHDOG=1"))
+            .is_some()
+        {
+            pings += 1;
+        }
+    }
+    assert!((3..=12).contains(&pings), "{pings} watchdog pings in 1.2 s");
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-HUP")?;
+    let reloading = systemd
+        .until(Duration::from_secs(10), |m| has_line(m, "RELOADING=1"))
+        .ok_or("no RELOADING=1")?;
+    assert!(
+        reloading.lines().any(|l| l.starts_with("MONOTONIC_USEC=")),
+        "{reloading}"
+    );
+    assert!(
+        systemd
+            .until(Duration::from_secs(10), |m| has_line(m, "READY=1"))
+            .is_some(),
+        "no READY=1 after the reload"
+    );
+    signal(child, "-TERM")?;
+    assert!(
+        systemd
+            .until(Duration::from_secs(10), |m| has_line(m, "STOPPING=1"))
+            .is_some(),
+        "no STOPPING=1"
+    );
+    let status =
+        wait_exit(child, Duration::from_secs(10)).ok_or("did not exit within the grace period")?;
+    assert_eq!(status.code(), Some(0), "{}", s.log_text());
+    reaper.0 = None;
+    Ok(())
+}
+
+#[test]
+fn a_second_sigterm_exits_at_once_and_every_graph_still_decodes() -> TestResult {
+    // Tess waits a minute before answering: her plans stay pending on disk.
+    let slow = persona("Tess", "+15550100042", "# Start Typing Delay\n60\n\n");
+    let s = Scratch::new(&[("Tess.md", &slow)])?;
+    let child = start(
+        &s,
+        &["--planner", "echo", "--shutdown-grace-secs", "30"],
+        &[],
+    )?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    for who in ["Ann", "Bob", "Cy", "Di"] {
+        let out = ctl(&s, &["say", "--from", who, "hello"])?;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let store = GraphStore::new(StateDir::new(s.state()));
+    poll(Duration::from_secs(10), || {
+        (store.scan().ok()?.len() == 4).then_some(())
+    })
+    .ok_or("four graphs were not saved")?;
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    signal(child, "-TERM")?;
+    let status =
+        wait_exit(child, Duration::from_secs(5)).ok_or("still running after two SIGTERMs")?;
+    assert_eq!(status.code(), Some(0));
+    reaper.0 = None;
+    let files = store.scan()?;
+    assert_eq!(files.len(), 4);
+    for f in files {
+        assert!(f.graph.is_ok(), "{}: {:?}", f.path.display(), f.graph.err());
+    }
+    Ok(())
+}
+
+/// The transcript of one in-memory chat, as the daemon saved it.
+fn transcript(s: &Scratch, agent: &str) -> Vec<Value> {
+    let dir = s.state().join(agent).join("memory");
+    let mut all = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if let Ok(text) = std::fs::read_to_string(entry.path())
+            && let Ok(v) = serde_json::from_str::<Value>(&text)
+        {
+            all.push(v);
+        }
+    }
+    all
+}
+
+/// Texts of messages in chats titled `title`.
+fn texts(s: &Scratch, agent: &str, title: &str) -> Vec<String> {
+    transcript(s, agent)
+        .into_iter()
+        .filter(|c| c["chat"]["title"] == title)
+        .flat_map(|c| {
+            c["messages"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|m| m["text"].as_str().map(str::to_string))
+        })
+        .collect()
+}
+
+#[test]
+fn owner_commands_work_in_saved_messages_only_and_a_pause_survives_a_restart() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let child = start(&s, &["--planner", "echo"], &[])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    // The control socket is private.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(s.state().join("ctl.sock"))?
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    // Alice is answered (the echo planner), which also makes her chat known by title.
+    ctl(&s, &["say", "--from", "Alice", "hello"])?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Alice")
+            .iter()
+            .any(|t| t == "Tess heard: hello")
+            .then_some(())
+    })
+    .ok_or("Alice got no answer")?;
+    // A command from Alice is neither executed nor planned.
+    ctl(&s, &["say", "--from", "Alice", "/pause all"])?;
+    // The owner pauses Alice's chat from Saved Messages.
+    ctl(&s, &["say", "--chat", "me", "/pause Alice"])?;
+    let answer = poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Saved Messages")
+            .into_iter()
+            .find(|t| t.starts_with("personad:"))
+    })
+    .ok_or("no answer in Saved Messages")?;
+    assert!(
+        answer.contains("paused chat") && answer.contains("Alice"),
+        "{answer}"
+    );
+    let alice = texts(&s, "Tess", "Alice");
+    assert!(
+        !alice.iter().any(|t| t.contains("heard: /pause")),
+        "a stranger's command was planned: {alice:?}"
+    );
+    let status = stdout(&ctl(&s, &["status"])?);
+    assert!(status.contains("paused: chat"), "{status}");
+    assert!(
+        !status.contains("all chats"),
+        "Alice's /pause all was obeyed: {status}"
+    );
+    // Restart: the pause is still there, and Alice is not answered.
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = Some(start(&s, &["--planner", "echo"], &[])?);
+    let status = wait_up(&s)?;
+    assert!(
+        status.contains("paused: chat"),
+        "pause lost at restart: {status}"
+    );
+    ctl(&s, &["say", "--from", "Alice", "still there?"])?;
+    ctl(&s, &["say", "--from", "Bob", "hi"])?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Bob")
+            .iter()
+            .any(|t| t == "Tess heard: hi")
+            .then_some(())
+    })
+    .ok_or("Bob got no answer")?;
+    assert!(
+        !texts(&s, "Tess", "Alice")
+            .iter()
+            .any(|t| t.contains("still there") && t.starts_with("Tess heard")),
+        "a paused chat was answered"
+    );
+    // ctl resumes it; Alice is answered again.
+    let out = ctl(&s, &["resume", "--chat", "Alice"])?;
+    assert!(stdout(&out).contains("resumed"), "{}", stdout(&out));
+    ctl(&s, &["say", "--from", "Alice", "back"])?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Alice")
+            .iter()
+            .any(|t| t == "Tess heard: back")
+            .then_some(())
+    })
+    .ok_or("Alice not answered after resume")?;
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = None;
+    Ok(())
+}
+
+/// Keys of one JSON object in order, duplicates kept.
+fn keys_of(line: &str) -> Result<Vec<String>, serde_json::Error> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+    struct Keys;
+    impl<'de> Visitor<'de> for Keys {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<String>, A::Error> {
+            let mut keys = Vec::new();
+            while let Some(k) = map.next_key::<String>()? {
+                map.next_value::<IgnoredAny>()?;
+                keys.push(k);
+            }
+            Ok(keys)
+        }
+    }
+    serde_json::Deserializer::from_str(line).deserialize_map(Keys)
+}
+
+fn http_get(addr: &str, path: &str) -> Result<(u16, String), std::io::Error> {
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n")?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((code, body))
+}
+
+#[test]
+fn json_logs_parse_without_duplicate_keys_and_metrics_parse_as_prometheus_text() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let child = start(
+        &s,
+        &["--planner", "echo", "--metrics-addr", "127.0.0.1:0"],
+        &[],
+    )?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    ctl(&s, &["say", "--from", "Alice", "hello"])?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Alice")
+            .iter()
+            .any(|t| t == "Tess heard: hello")
+            .then_some(())
+    })
+    .ok_or("no answer")?;
+    let addr = s
+        .log_text()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["event"] == "metrics_listening")
+        .and_then(|v| v["addr"].as_str().map(str::to_string))
+        .ok_or("no metrics address logged")?;
+    let (code, health) = http_get(&addr, "/healthz")?;
+    assert_eq!(code, 200, "{health}");
+    // The counter follows the send by a moment: poll for it.
+    let body = poll(Duration::from_secs(10), || {
+        http_get(&addr, "/metrics")
+            .ok()
+            .filter(|(code, body)| *code == 200 && body.contains("personad_messages_sent_total"))
+            .map(|(_, body)| body)
+    })
+    .ok_or("no send counted")?;
+    for needle in [
+        "personad_tasks_started_total{kind=\"received\"}",
+        "personad_tasks_finished_total{",
+        "personad_messages_sent_total",
+        "personad_graphs_on_disk",
+        "personad_tick_loop_lag_seconds",
+    ] {
+        assert!(body.contains(needle), "{needle} missing:\n{body}");
+    }
+    for line in body
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (name, value) = line.rsplit_once(' ').ok_or(line)?;
+        assert!(value.parse::<f64>().is_ok(), "bad value: {line}");
+        let metric = name.split('{').next().unwrap_or("");
+        assert!(
+            !metric.is_empty()
+                && metric
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "bad name: {line}"
+        );
+    }
+    let (code, _) = http_get(&addr, "/nope")?;
+    assert_eq!(code, 404);
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = None;
+    let log = s.log_text();
+    let mut sent = 0;
+    for line in log.lines() {
+        let keys = keys_of(line).map_err(|e| format!("not JSON: {line}: {e}"))?;
+        let mut sorted = keys.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), keys.len(), "duplicate keys: {line}");
+        let v: Value = serde_json::from_str(line)?;
+        assert!(v["event"].as_str().is_some_and(|e| !e.is_empty()), "{line}");
+        assert!(v.get("conversation").is_none(), "{line}");
+        if v["event"] == "message_sent" {
+            sent += 1;
+            assert!(v["chat"].is_i64() && v["agent"] == "Tess", "{line}");
+            assert!(!line.contains("heard"), "a message body at info: {line}");
+        }
+    }
+    assert_eq!(sent, 1, "{log}");
+    Ok(())
+}
+
+#[test]
+fn personas_reload_on_file_changes_new_ones_start_removed_ones_stop_and_keep_graphs() -> TestResult
+{
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let child = start(&s, &["--planner", "echo"], &[])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    // A new persona file starts its agent (Nova waits a minute before answering, so her
+    // plan stays on disk).
+    let nova = persona("Nova", "+15550100043", "# Start Typing Delay\n60\n\n");
+    std::fs::write(s.agents().join("Nova.md"), nova)?;
+    poll(Duration::from_secs(10), || {
+        let st = stdout(&ctl(&s, &["status"]).ok()?);
+        st.contains("Nova:").then_some(())
+    })
+    .ok_or_else(|| format!("Nova did not start:\n{}", s.log_text()))?;
+    ctl(&s, &["say", "--agent", "Nova", "--from", "Ann", "hi"])?;
+    let store = GraphStore::new(StateDir::new(s.state()));
+    let has_nova_graph = || {
+        store.scan().ok().is_some_and(|f| {
+            f.iter()
+                .any(|f| f.graph.as_ref().is_ok_and(|g| g.agent == "Nova"))
+        })
+    };
+    poll(Duration::from_secs(10), || has_nova_graph().then_some(()))
+        .ok_or("Nova's plan was not saved")?;
+    // Removing the file stops Nova; her graph stays on disk.
+    std::fs::remove_file(s.agents().join("Nova.md"))?;
+    poll(Duration::from_secs(10), || {
+        let st = stdout(&ctl(&s, &["status"]).ok()?);
+        (!st.contains("Nova:") && st.contains("1 agent(s) up")).then_some(())
+    })
+    .ok_or_else(|| format!("Nova did not stop:\n{}", s.log_text()))?;
+    assert!(has_nova_graph(), "Nova's graph was lost");
+    // A broken edit keeps Tess running and is logged once with file:line.
+    std::fs::write(
+        s.agents().join("Tess.md"),
+        "# Agent Name\nTess\n\n# Agent Phone\n+15550100042\n\n# Typing Speed\nfast\n\n# Agent Instructions\nx\n",
+    )?;
+    let rejected = poll(Duration::from_secs(10), || {
+        s.log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["event"] == "persona_edit_rejected")
+    })
+    .ok_or_else(|| format!("no rejection logged:\n{}", s.log_text()))?;
+    let problem = rejected["problem"].as_str().unwrap_or("");
+    assert!(problem.contains("Tess.md:"), "{problem}");
+    ctl(&s, &["say", "--from", "Alice", "still?"])?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Alice")
+            .iter()
+            .any(|t| t == "Tess heard: still?")
+            .then_some(())
+    })
+    .ok_or("Tess stopped answering after a broken edit")?;
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = None;
+    let rejections = s
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("persona_edit_rejected"))
+        .count();
+    assert_eq!(rejections, 1, "logged once");
+    Ok(())
+}
+
+mod gemini {
+    use super::*;
+    use serde_json::json;
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    fn system_instructions(requests: &[wiremock::Request]) -> Vec<String> {
+        requests
+            .iter()
+            .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+            .map(|b| b["systemInstruction"].to_string())
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_edited_persona_changes_the_next_requests_system_instruction() -> TestResult {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path_regex(r"^/v1beta/models/chat-mock:generateContent$"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "candidates": [{"content": {"role": "model", "parts": [{"text": "# «wait»\n1"}]}, "finishReason": "STOP"}]
+            })))
+            .mount(&server)
+            .await;
+        let s = Scratch::new(&[("Tess.md", TESS)])?;
+        let uri = server.uri();
+        let child = start(
+            &s,
+            &["--planner", "gemini", "--model", "chat-mock"],
+            &[("GEMINI_API_KEY", "k"), ("GEMINI_BASE_URL", &uri)],
+        )?;
+        let mut reaper = Reaper(Some(child));
+        let s2 = &s;
+        tokio::task::block_in_place(|| wait_up(s2))?;
+        tokio::task::block_in_place(|| ctl(s2, &["say", "--from", "Alice", "one"]))?;
+        let server = &server;
+        let wait_requests = |n: usize| async move {
+            for _ in 0..500 {
+                let got = server.received_requests().await.unwrap_or_default();
+                if got.len() >= n {
+                    return Some(got);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            None
+        };
+        let first = wait_requests(1).await.ok_or("no first request")?;
+        assert!(system_instructions(&first)[0].contains("calm and brief"));
+        std::fs::write(
+            s.agents().join("Tess.md"),
+            TESS.replace("calm and brief", "loud and ZEBRA-striped"),
+        )?;
+        let reloaded = tokio::task::block_in_place(|| {
+            poll(Duration::from_secs(10), || {
+                s2.log_text()
+                    .contains("agent_persona_reloaded")
+                    .then_some(())
+            })
+        });
+        reloaded.ok_or_else(|| format!("no reload:\n{}", s.log_text()))?;
+        tokio::task::block_in_place(|| ctl(s2, &["say", "--from", "Alice", "two"]))?;
+        let second = wait_requests(2).await.ok_or("no second request")?;
+        let last = system_instructions(&second).pop().unwrap_or_default();
+        assert!(last.contains("ZEBRA-striped"), "{last}");
+        assert!(!last.contains("calm and brief"), "{last}");
+        let child = reaper.0.as_mut().ok_or("no child")?;
+        signal(child, "-TERM")?;
+        tokio::task::block_in_place(|| wait_exit(child, Duration::from_secs(10)))
+            .ok_or("no exit")?;
+        reaper.0 = None;
+        Ok(())
+    }
+}
+
+#[test]
+fn ctl_without_a_daemon_says_so_and_state_clear_needs_a_selector() -> TestResult {
+    let s = Scratch::new(&[])?;
+    let out = ctl(&s, &["status"])?;
+    assert_eq!(out.status.code(), Some(69));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no daemon answers"), "{err}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+    base(&mut cmd);
+    let out = cmd
+        .arg("--state")
+        .arg(s.state())
+        .args(["state", "clear"])
+        .output()?;
+    assert_eq!(out.status.code(), Some(2));
+    Ok(())
+}
+
+#[test]
+fn a_configuration_error_is_printed_once() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+    base(&mut cmd);
+    let out = cmd
+        .arg("--agents")
+        .arg(s.agents())
+        .arg("--state")
+        .arg(s.state())
+        .args(["run", "--telegram", "memory", "--planner", "gemini"])
+        .output()?;
+    assert_eq!(out.status.code(), Some(78));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("invalid setting llm").count(), 1, "{err}");
+    assert_eq!(err.matches("no Gemini API key").count(), 1, "{err}");
+    Ok(())
+}
