@@ -250,6 +250,9 @@ pub struct RunArgs {
         value_delimiter = ','
     )]
     pub admin_chats: Vec<i64>,
+    /// With `--telegram memory`: every text send takes this long (a slow network; tests).
+    #[arg(long, value_name = "MS", default_value_t = 0, hide = true)]
+    pub memory_send_delay_ms: u64,
     /// Do not watch persona and role-prompt files (SIGHUP still reloads).
     #[arg(long, env = "PERSONAD_NO_WATCH")]
     pub no_watch: bool,

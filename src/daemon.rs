@@ -98,7 +98,9 @@ enum Backend {
         opts: ConnectOptions,
         governor: GovernorConfig,
     },
-    Memory,
+    Memory {
+        send_delay: Duration,
+    },
 }
 
 /// One running agent.
@@ -173,7 +175,8 @@ impl Fleet {
                 };
                 Ok((seat, Some(connected)))
             }
-            Backend::Memory => {
+            Backend::Memory { send_delay } => {
+                let send_delay = *send_delay;
                 let (name, clock) = (persona.name.clone(), Arc::clone(&self.clock));
                 let dir = self.state.agent_dir(&persona.name).join("memory");
                 let memory = tokio::task::spawn_blocking(move || {
@@ -183,6 +186,7 @@ impl Fleet {
                 .await
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.to_string())?;
+                memory.set_send_delay(send_delay);
                 let memory = Arc::new(memory);
                 let seat = Seat {
                     telegram: memory.clone() as Arc<dyn Telegram>,
@@ -347,7 +351,9 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
                 },
             }
         }
-        TelegramChoice::Memory => Backend::Memory,
+        TelegramChoice::Memory => Backend::Memory {
+            send_delay: Duration::from_millis(args.memory_send_delay_ms),
+        },
     };
     // A second daemon on the same state directory would fight over sessions and graphs.
     let socket = ctl::socket_path(&state);

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use personad::graph::{TaskKind, TaskStatus};
 use personad::store::{GraphStore, StateDir};
 use serde_json::Value;
 
@@ -274,19 +275,77 @@ fn systemd_sees_ready_watchdog_reload_and_stopping_then_exit_0() -> TestResult {
     Ok(())
 }
 
+/// Waits until some graph on disk has a `send` task running.
+fn wait_send_in_flight(store: &GraphStore) -> Option<()> {
+    poll(Duration::from_secs(10), || {
+        store
+            .scan()
+            .ok()?
+            .iter()
+            .filter_map(|f| f.graph.as_ref().ok())
+            .any(|g| {
+                g.tasks
+                    .iter()
+                    .any(|t| t.kind == TaskKind::Send && t.status == TaskStatus::Active)
+            })
+            .then_some(())
+    })
+}
+
 #[test]
-fn a_second_sigterm_exits_at_once_and_every_graph_still_decodes() -> TestResult {
-    // Tess waits a minute before answering: her plans stay pending on disk.
-    let slow = persona("Tess", "+15550100042", "# Start Typing Delay\n60\n\n");
-    let s = Scratch::new(&[("Tess.md", &slow)])?;
+fn sigterm_lets_a_send_in_flight_finish_within_the_grace_period() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    // Every send takes 1.5 s: the stop has to wait for it.
     let child = start(
         &s,
-        &["--planner", "echo", "--shutdown-grace-secs", "30"],
+        &["--planner", "echo", "--memory-send-delay-ms", "1500"],
         &[],
     )?;
     let mut reaper = Reaper(Some(child));
     wait_up(&s)?;
-    for who in ["Ann", "Bob", "Cy", "Di"] {
+    ctl(&s, &["say", "--from", "Alice", "hello"])?;
+    let store = GraphStore::new(StateDir::new(s.state()));
+    wait_send_in_flight(&store).ok_or("no send in flight")?;
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    let stopped_at = Instant::now();
+    signal(child, "-TERM")?;
+    let status =
+        wait_exit(child, Duration::from_secs(10)).ok_or("no exit within the grace period")?;
+    assert_eq!(status.code(), Some(0));
+    assert!(stopped_at.elapsed() < Duration::from_secs(10));
+    reaper.0 = None;
+    assert!(
+        texts(&s, "Tess", "Alice")
+            .iter()
+            .any(|t| t == "Tess heard: hello"),
+        "the send in flight did not finish"
+    );
+    assert!(
+        store.scan()?.is_empty(),
+        "the finished plan is still on disk"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_second_sigterm_exits_at_once_and_every_graph_still_decodes() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    // A send takes 60 s and the grace period is 60 s: only the second signal ends it soon.
+    let child = start(
+        &s,
+        &[
+            "--planner",
+            "echo",
+            "--shutdown-grace-secs",
+            "60",
+            "--memory-send-delay-ms",
+            "60000",
+        ],
+        &[],
+    )?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    for who in ["Ann", "Bob", "Cy"] {
         let out = ctl(&s, &["say", "--from", who, "hello"])?;
         assert!(
             out.status.success(),
@@ -295,22 +354,25 @@ fn a_second_sigterm_exits_at_once_and_every_graph_still_decodes() -> TestResult 
         );
     }
     let store = GraphStore::new(StateDir::new(s.state()));
-    poll(Duration::from_secs(10), || {
-        (store.scan().ok()?.len() == 4).then_some(())
-    })
-    .ok_or("four graphs were not saved")?;
+    wait_send_in_flight(&store).ok_or("no send in flight")?;
     let child = reaper.0.as_mut().ok_or("no child")?;
     signal(child, "-TERM")?;
+    // The first signal waits for the send in flight.
+    assert!(
+        wait_exit(child, Duration::from_millis(500)).is_none(),
+        "exited before the grace period"
+    );
     signal(child, "-TERM")?;
     let status =
-        wait_exit(child, Duration::from_secs(5)).ok_or("still running after two SIGTERMs")?;
+        wait_exit(child, Duration::from_secs(3)).ok_or("still running after two SIGTERMs")?;
     assert_eq!(status.code(), Some(0));
     reaper.0 = None;
     let files = store.scan()?;
-    assert_eq!(files.len(), 4);
+    assert_eq!(files.len(), 3);
     for f in files {
         assert!(f.graph.is_ok(), "{}: {:?}", f.path.display(), f.graph.err());
     }
+    assert!(s.log_text().contains("\"exit_now\""));
     Ok(())
 }
 
@@ -616,6 +678,12 @@ fn personas_reload_on_file_changes_new_ones_start_removed_ones_stop_and_keep_gra
             .then_some(())
     })
     .ok_or("Tess stopped answering after a broken edit")?;
+    // A changed phone is refused until a restart.
+    std::fs::write(s.agents().join("Tess.md"), TESS.replace("0042", "0099"))?;
+    poll(Duration::from_secs(10), || {
+        s.log_text().contains("reload_phone_refused").then_some(())
+    })
+    .ok_or("a changed phone was not refused")?;
     let child = reaper.0.as_mut().ok_or("no child")?;
     signal(child, "-TERM")?;
     wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
