@@ -370,14 +370,13 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
             // SAFETY of intent: set once, before any other thread reads the environment.
             set_env(crate::llm::gemini::API_KEY_ENV, &key);
         }
-        Some(
-            gemini_llm_from_env(args.llm.llm_attempts, Arc::clone(&clock)).map_err(|e| {
-                CommandError::Config(ConfigError {
-                    name: "llm",
-                    reason: e.to_string(),
-                })
-            })?,
-        )
+        let llm = gemini_llm_from_env(args.llm.llm_attempts, Arc::clone(&clock)).map_err(|e| {
+            CommandError::Config(ConfigError {
+                name: "llm",
+                reason: e.to_string(),
+            })
+        })?;
+        Some(metrics::MeteredLlm::wrap(llm))
     } else {
         tracing::info!(
             event = "echo_planner",

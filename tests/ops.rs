@@ -725,7 +725,14 @@ mod gemini {
         let uri = server.uri();
         let child = start(
             &s,
-            &["--planner", "gemini", "--model", "chat-mock"],
+            &[
+                "--planner",
+                "gemini",
+                "--model",
+                "chat-mock",
+                "--metrics-addr",
+                "127.0.0.1:0",
+            ],
             &[("GEMINI_API_KEY", "k"), ("GEMINI_BASE_URL", &uri)],
         )?;
         let mut reaper = Reaper(Some(child));
@@ -762,6 +769,22 @@ mod gemini {
         let last = system_instructions(&second).pop().unwrap_or_default();
         assert!(last.contains("ZEBRA-striped"), "{last}");
         assert!(!last.contains("calm and brief"), "{last}");
+        // LLM requests are counted by model.
+        let addr = s
+            .log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["event"] == "metrics_listening")
+            .and_then(|v| v["addr"].as_str().map(str::to_string))
+            .ok_or("no metrics address logged")?;
+        let counted = tokio::task::block_in_place(|| {
+            poll(Duration::from_secs(10), || {
+                let (_, body) = http_get(&addr, "/metrics").ok()?;
+                body.contains(r#"personad_llm_requests_total{model="chat-mock",outcome="text"}"#)
+                    .then_some(())
+            })
+        });
+        counted.ok_or("LLM requests not counted")?;
         let child = reaper.0.as_mut().ok_or("no child")?;
         signal(child, "-TERM")?;
         tokio::task::block_in_place(|| wait_exit(child, Duration::from_secs(10)))

@@ -328,6 +328,14 @@ impl GeminiClient {
                 cached_tokens = token_count(&usage.cached_content_token_count),
                 "gemini usage"
             );
+            for (kind, n) in [
+                ("prompt", &usage.prompt_token_count),
+                ("cached", &usage.cached_content_token_count),
+                ("output", &usage.candidates_token_count),
+            ] {
+                metrics::counter!("personad_llm_tokens_total", "type" => kind)
+                    .increment(token_count(n).unwrap_or(0));
+            }
         }
         let outcome = classify(response);
         debug!(outcome = outcome_kind(&outcome), "gemini outcome");

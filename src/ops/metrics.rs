@@ -11,6 +11,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+use crate::clock::BoxFuture;
+use crate::llm::{Llm, LlmError, LlmOutcome, LlmRequest};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -128,5 +131,37 @@ fn respond(path: &str, handle: &PrometheusHandle, health: &Health) -> (&'static 
             "404 Not Found",
             "not found: try /metrics or /healthz\n".into(),
         ),
+    }
+}
+
+/// Counts LLM requests and errors by model around any [`Llm`] (metrics wrap the trait; the
+/// clients stay free of them).
+pub struct MeteredLlm {
+    inner: Arc<dyn Llm>,
+}
+
+impl MeteredLlm {
+    pub fn wrap(inner: Arc<dyn Llm>) -> Arc<dyn Llm> {
+        Arc::new(MeteredLlm { inner })
+    }
+}
+
+impl Llm for MeteredLlm {
+    fn generate<'a>(&'a self, req: &'a LlmRequest) -> BoxFuture<'a, Result<LlmOutcome, LlmError>> {
+        Box::pin(async move {
+            let result = self.inner.generate(req).await;
+            let outcome = match &result {
+                Ok(LlmOutcome::Text(_)) => "text",
+                Ok(LlmOutcome::Empty { .. }) => "empty",
+                Ok(LlmOutcome::Blocked { .. }) => "blocked",
+                Err(_) => "error",
+            };
+            metrics::counter!("personad_llm_requests_total", "model" => req.model.clone(), "outcome" => outcome).increment(1);
+            if result.is_err() {
+                metrics::counter!("personad_llm_errors_total", "model" => req.model.clone())
+                    .increment(1);
+            }
+            result
+        })
     }
 }
