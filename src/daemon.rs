@@ -538,13 +538,6 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
             },
         );
     }
-    let ctl_task = match ctl::serve(&state, Arc::clone(&controller), stop.clone()).await {
-        Ok(t) => Some(t),
-        Err(e) => {
-            tracing::error!(event = "ctl_unavailable", error = %e, "control socket unavailable: `personad ctl` will not work");
-            None
-        }
-    };
     let metrics_task = match args.metrics_addr {
         Some(addr) => match metrics::serve(addr, Arc::clone(&health), stop.clone()).await {
             Ok(t) => Some(t),
@@ -568,6 +561,14 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
                 tracing::warn!(event = "watch_unavailable", error = %e, "file watching unavailable: reload with SIGHUP or `personad ctl reload`");
                 None
             }
+        }
+    };
+    // Last: once `personad ctl` answers, watching and metrics are in place.
+    let ctl_task = match ctl::serve(&state, Arc::clone(&controller), stop.clone()).await {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::error!(event = "ctl_unavailable", error = %e, "control socket unavailable: `personad ctl` will not work");
+            None
         }
     };
     handle.wait_started().await;

@@ -521,7 +521,7 @@ fn keys_of(line: &str) -> Result<Vec<String>, serde_json::Error> {
 fn http_get(addr: &str, path: &str) -> Result<(u16, String), std::io::Error> {
     let mut stream = std::net::TcpStream::connect(addr)?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n")?;
+    stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())?;
     let mut text = String::new();
     stream.read_to_string(&mut text)?;
     let code = text
@@ -789,6 +789,90 @@ mod gemini {
         signal(child, "-TERM")?;
         tokio::task::block_in_place(|| wait_exit(child, Duration::from_secs(10)))
             .ok_or("no exit")?;
+        reaper.0 = None;
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_playground_reloads_an_edited_persona_too() -> TestResult {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path_regex(r"^/v1beta/models/chat-mock:generateContent$"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "candidates": [{"content": {"role": "model", "parts": [{"text": "# «wait»\n1"}]}, "finishReason": "STOP"}]
+            })))
+            .mount(&server)
+            .await;
+        let s = Scratch::new(&[("Tess.md", TESS)])?;
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+        base(&mut cmd);
+        let log = std::fs::File::create(s.log())?;
+        let mut child = cmd
+            .arg("--agents")
+            .arg(s.agents())
+            .arg("--prompts")
+            .arg(s.agents())
+            .arg("--state")
+            .arg(s.state())
+            .args([
+                "--log-format",
+                "json",
+                "-v",
+                "chat",
+                "--agent",
+                "Tess",
+                "--jsonl",
+            ])
+            .args([
+                "--planner",
+                "gemini",
+                "--model",
+                "chat-mock",
+                "--debounce-ms",
+                "20",
+            ])
+            .env("GEMINI_API_KEY", "k")
+            .env("GEMINI_BASE_URL", server.uri())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()?;
+        let mut stdin = child.stdin.take().ok_or("no stdin")?;
+        let reaper = Reaper(Some(child));
+        let server = &server;
+        let wait_requests = |n: usize| async move {
+            for _ in 0..500 {
+                let got = server.received_requests().await.unwrap_or_default();
+                if got.len() >= n {
+                    return Some(got);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            None
+        };
+        writeln!(stdin, "{{\"text\": \"one\"}}")?;
+        wait_requests(1).await.ok_or("no first request")?;
+        std::fs::write(
+            s.agents().join("Tess.md"),
+            TESS.replace("calm and brief", "loud and ZEBRA-striped"),
+        )?;
+        let s2 = &s;
+        tokio::task::block_in_place(|| {
+            poll(Duration::from_secs(10), || {
+                s2.log_text().contains("\"persona_reloaded\"").then_some(())
+            })
+        })
+        .ok_or_else(|| format!("no reload:\n{}", s.log_text()))?;
+        writeln!(stdin, "{{\"text\": \"two\"}}")?;
+        let second = wait_requests(2).await.ok_or("no second request")?;
+        let last = system_instructions(&second).pop().unwrap_or_default();
+        assert!(last.contains("ZEBRA-striped"), "{last}");
+        drop(stdin);
+        let mut reaper = reaper;
+        let child = reaper.0.as_mut().ok_or("no child")?;
+        let status = tokio::task::block_in_place(|| wait_exit(child, Duration::from_secs(20)))
+            .ok_or("the playground did not end")?;
+        assert!(status.success());
         reaper.0 = None;
         Ok(())
     }

@@ -94,10 +94,9 @@ pub async fn serve(
                     let Ok((mut stream, _)) = accepted else { continue };
                     let (handle, health) = (handle.clone(), Arc::clone(&health));
                     tokio::spawn(async move {
-                        let mut buf = vec![0u8; 4096];
-                        let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await;
-                        let Ok(Ok(n)) = read else { return };
-                        let request = String::from_utf8_lossy(&buf[..n]);
+                        let read = tokio::time::timeout(Duration::from_secs(5), read_head(&mut stream)).await;
+                        let Ok(Some(head)) = read else { return };
+                        let request = String::from_utf8_lossy(&head);
                         let path = request.split_whitespace().nth(1).unwrap_or("/");
                         let (status, body) = respond(path, &handle, &health);
                         let head = format!(
@@ -112,6 +111,20 @@ pub async fn serve(
             }
         }
     }))
+}
+
+/// Reads a request's head (up to the blank line, at most 8 KiB).
+async fn read_head(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
+        let n = stream.read(&mut buf).await.ok()?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    (!head.is_empty()).then_some(head)
 }
 
 fn respond(path: &str, handle: &PrometheusHandle, health: &Health) -> (&'static str, String) {
