@@ -247,7 +247,8 @@ pub struct RunArgs {
         long = "admin-chat",
         value_name = "ID",
         env = "PERSONAD_ADMIN_CHATS",
-        value_delimiter = ','
+        value_delimiter = ',',
+        allow_negative_numbers = true
     )]
     pub admin_chats: Vec<i64>,
     /// With `--telegram memory`: every text send takes this long (a slow network; tests).

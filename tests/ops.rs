@@ -229,6 +229,12 @@ fn systemd_sees_ready_watchdog_reload_and_stopping_then_exit_0() -> TestResult {
         systemd.seen,
         s.log_text()
     );
+    assert!(
+        ready
+            .as_deref()
+            .is_some_and(|m| m.contains("STATUS=1 agent(s) up")),
+        "{ready:?}"
+    );
     // The graphs are loaded before READY: the log says so first.
     let log = s.log_text();
     let loaded = log.find("\"loaded_task_graphs\"").ok_or("no load line")?;
@@ -912,5 +918,131 @@ fn a_configuration_error_is_printed_once() -> TestResult {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.matches("invalid setting llm").count(), 1, "{err}");
     assert_eq!(err.matches("no Gemini API key").count(), 1, "{err}");
+    Ok(())
+}
+
+#[test]
+fn admin_chats_take_commands_and_other_groups_do_not_plan_them() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let ops_id = -personad::telegram::memory::user_id_for("Ops");
+    let admin = ops_id.to_string();
+    let child = start(&s, &["--planner", "echo", "--admin-chat", &admin], &[])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    ctl(&s, &["say", "--group", "Ops", "--from", "Bob", "/plans"])?;
+    let answer = poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Ops")
+            .into_iter()
+            .find(|t| t.starts_with("personad:"))
+    })
+    .ok_or("no answer in the admin chat")?;
+    assert!(answer.contains("no pending plans"), "{answer}");
+    ctl(&s, &["say", "--group", "Club", "--from", "Bob", "/status"])?;
+    ctl(
+        &s,
+        &["say", "--group", "Club", "--from", "Bob", "evening all"],
+    )?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Club")
+            .iter()
+            .any(|t| t == "Tess heard: evening all")
+            .then_some(())
+    })
+    .ok_or("no answer in Club")?;
+    let club = texts(&s, "Tess", "Club");
+    assert!(
+        !club
+            .iter()
+            .any(|t| t.starts_with("personad:") || t.contains("heard: /status")),
+        "{club:?}"
+    );
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = None;
+    Ok(())
+}
+
+#[test]
+fn logs_switch_to_journald_when_stderr_is_the_journal_stream() -> TestResult {
+    use std::os::unix::fs::MetadataExt;
+    let s = Scratch::new(&[("Broken.md", "# Agent Name\nBroken\n")])?;
+    let log = std::fs::File::create(s.log())?;
+    let meta = log.metadata()?;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+    base(&mut cmd);
+    let status = cmd
+        .arg("--agents")
+        .arg(s.agents())
+        .arg("--state")
+        .arg(s.state())
+        .args(["run", "--telegram", "memory", "--planner", "echo"])
+        .env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino()))
+        .stderr(Stdio::from(log))
+        .status()?;
+    assert_eq!(status.code(), Some(69));
+    let text = s.log_text();
+    let line = text
+        .lines()
+        .find(|l| l.contains("event=agent_not_started"))
+        .ok_or_else(|| format!("no error line: {text}"))?;
+    assert!(line.starts_with("<3>"), "{line}");
+    // A JOURNAL_STREAM that names another file is not the journal.
+    let other = Command::new(env!("CARGO_BIN_EXE_personad"))
+        .arg("--agents")
+        .arg(s.agents())
+        .arg("--state")
+        .arg(s.state())
+        .args(["run", "--telegram", "memory", "--planner", "echo"])
+        .env("JOURNAL_STREAM", "1:2")
+        .env_remove("PERSONAD_LOG_FORMAT")
+        .env_remove("PERSONAD_LOG")
+        .output()?;
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(!err.contains("<3>") && err.contains("ERROR"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn minus_v_means_debug_in_every_command() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let chat = |extra: &[&str]| -> Result<String, Box<dyn std::error::Error>> {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+        base(&mut cmd);
+        let mut child = cmd
+            .arg("--agents")
+            .arg(s.agents())
+            .arg("--state")
+            .arg(s.state())
+            .args(extra)
+            .args([
+                "chat",
+                "--agent",
+                "Tess",
+                "--jsonl",
+                "--fast",
+                "--planner",
+                "echo",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        child
+            .stdin
+            .take()
+            .ok_or("no stdin")?
+            .write_all(b"{\"text\": \"hi\"}\n")?;
+        let out = child.wait_with_output()?;
+        Ok(String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let quiet = chat(&[])?;
+    assert!(
+        !quiet.contains(" INFO ") && !quiet.contains("DEBUG"),
+        "{quiet}"
+    );
+    let verbose = chat(&["-v"])?;
+    assert!(verbose.contains("DEBUG"), "{verbose}");
+    assert!(!verbose.contains("TRACE"), "{verbose}");
     Ok(())
 }
