@@ -1046,3 +1046,65 @@ fn minus_v_means_debug_in_every_command() -> TestResult {
     assert!(!verbose.contains("TRACE"), "{verbose}");
     Ok(())
 }
+
+#[test]
+fn ctl_plans_forget_mode_help_and_stop() -> TestResult {
+    // Tess waits a minute before answering: her plan stays on disk.
+    let slow = persona("Tess", "+15550100042", "# Start Typing Delay\n60\n\n");
+    let s = Scratch::new(&[("Tess.md", &slow)])?;
+    let mut systemd = FakeSystemd::new(s.path())?;
+    let sock = systemd.path.display().to_string();
+    let child = start(&s, &["--planner", "echo"], &[("NOTIFY_SOCKET", &sock)])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    ctl(&s, &["say", "--from", "Ann", "hello"])?;
+    let plans = poll(Duration::from_secs(10), || {
+        let out = stdout(&ctl(&s, &["plans"]).ok()?);
+        (out.contains("(Ann)") && out.contains("wait")).then_some(out)
+    })
+    .ok_or("no plan listed")?;
+    assert!(plans.contains("send pending"), "{plans}");
+    let out = ctl(&s, &["forget", "--chat", "Ann"])?;
+    assert!(
+        stdout(&out).contains("dropped the plan"),
+        "{}",
+        stdout(&out)
+    );
+    let store = GraphStore::new(StateDir::new(s.state()));
+    poll(Duration::from_secs(10), || {
+        store.scan().ok()?.is_empty().then_some(())
+    })
+    .ok_or("the plan is still on disk")?;
+    let out = ctl(&s, &["mode", "--chat", "Ann", "smart"])?;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not available yet"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ctl(&s, &["say", "--chat", "me", "/help"])?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Saved Messages")
+            .iter()
+            .any(|t| t.starts_with("personad:") && t.contains("/pause"))
+            .then_some(())
+    })
+    .ok_or("no help in Saved Messages")?;
+    let out = ctl(&s, &["stop"])?;
+    assert!(out.status.success());
+    assert!(
+        systemd
+            .until(Duration::from_secs(10), |m| has_line(m, "STOPPING=1"))
+            .is_some(),
+        "no STOPPING=1"
+    );
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    let status = wait_exit(child, Duration::from_secs(10)).ok_or("no exit after ctl stop")?;
+    assert_eq!(status.code(), Some(0));
+    reaper.0 = None;
+    assert!(
+        !s.state().join("ctl.sock").exists(),
+        "the socket file is left behind"
+    );
+    Ok(())
+}
