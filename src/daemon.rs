@@ -523,6 +523,14 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
             },
         )
     };
+    // Signals are handled from here on (SIGHUP must not kill a starting daemon).
+    let immediate = Arc::new(Notify::new());
+    let signals = tokio::spawn(signal_loop(
+        handle.clone(),
+        notifier.clone(),
+        reload_tx.clone(),
+        Arc::clone(&immediate),
+    ));
     let gated = handle.clone().with_gate(controller.gate());
     let run = tokio::spawn(runtime.run());
     for (path, persona, seat, connected) in opened {
@@ -580,13 +588,6 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         "daemon ready"
     );
     notifier.ready(&status_line(&st));
-    let immediate = Arc::new(Notify::new());
-    let signals = tokio::spawn(signal_loop(
-        handle.clone(),
-        notifier.clone(),
-        reload_tx.clone(),
-        Arc::clone(&immediate),
-    ));
     let reloader = {
         let (h, n, c) = (gated.clone(), notifier.clone(), Arc::clone(&controller));
         tokio::spawn(async move {
