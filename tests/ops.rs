@@ -638,7 +638,7 @@ fn personas_reload_on_file_changes_new_ones_start_removed_ones_stop_and_keep_gra
     // A new persona file starts its agent (Nova waits a minute before answering, so her
     // plan stays on disk).
     let nova = persona("Nova", "+15550100043", "# Start Typing Delay\n60\n\n");
-    std::fs::write(s.agents().join("Nova.md"), nova)?;
+    std::fs::write(s.agents().join("Nova.md"), &nova)?;
     poll(Duration::from_secs(10), || {
         let st = stdout(&ctl(&s, &["status"]).ok()?);
         st.contains("Nova:").then_some(())
@@ -658,9 +658,27 @@ fn personas_reload_on_file_changes_new_ones_start_removed_ones_stop_and_keep_gra
     std::fs::remove_file(s.agents().join("Nova.md"))?;
     poll(Duration::from_secs(10), || {
         let st = stdout(&ctl(&s, &["status"]).ok()?);
-        (!st.contains("Nova:") && st.contains("1 agent(s) up")).then_some(())
+        (!st.contains("Nova:") && st.contains("1 agent(s) up, 0 chat(s) with plans")).then_some(())
     })
     .ok_or_else(|| format!("Nova did not stop:\n{}", s.log_text()))?;
+    assert!(has_nova_graph(), "Nova's graph was lost");
+    // Back again: her plan is hers again; then a `# Disabled` edit stops her.
+    std::fs::write(s.agents().join("Nova.md"), &nova)?;
+    poll(Duration::from_secs(10), || {
+        let st = stdout(&ctl(&s, &["status"]).ok()?);
+        (st.contains("Nova:") && st.contains("(Ann)") && st.contains("1 chat(s) with plans"))
+            .then_some(())
+    })
+    .ok_or_else(|| format!("Nova did not come back with her plan:\n{}", s.log_text()))?;
+    std::fs::write(
+        s.agents().join("Nova.md"),
+        persona("Nova", "+15550100043", "# Disabled\ntrue\n\n"),
+    )?;
+    poll(Duration::from_secs(10), || {
+        let st = stdout(&ctl(&s, &["status"]).ok()?);
+        (!st.contains("Nova:")).then_some(())
+    })
+    .ok_or_else(|| format!("a disabled Nova still runs:\n{}", s.log_text()))?;
     assert!(has_nova_graph(), "Nova's graph was lost");
     // A broken edit keeps Tess running and is logged once with file:line.
     std::fs::write(
