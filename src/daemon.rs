@@ -23,7 +23,7 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::commands::{CmdResult, CommandError, exit, find_persona, load_personas_async};
 use crate::config::ConfigError;
 use crate::llm::Llm;
-use crate::llm_planner::{LlmPlanner, LlmPlannerConfig, gemini_key_present, gemini_llm_from_env};
+use crate::llm_planner::{LlmPlanner, LlmPlannerConfig, gemini_key_present};
 use crate::media::MediaPipeline;
 use crate::ops::controls::{Controller, Hooks, Seat};
 use crate::ops::metrics::Health;
@@ -315,7 +315,7 @@ fn memory_planner(args: &RunArgs) -> bool {
     match args.planner {
         PlannerChoice::Gemini => true,
         PlannerChoice::Echo => false,
-        PlannerChoice::Auto => gemini_key_present(),
+        PlannerChoice::Auto => gemini_key_present() || gemini_key_from_systemd().is_some(),
     }
 }
 
@@ -366,11 +366,7 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
     let report = load_personas_async(&global).await?;
     let wants_llm = matches!(backend, Backend::Mtproto { .. }) || memory_planner(&args);
     let llm: Option<Arc<dyn Llm>> = if wants_llm {
-        if let Some(key) = gemini_key_from_systemd() {
-            // SAFETY of intent: set once, before any other thread reads the environment.
-            set_env(crate::llm::gemini::API_KEY_ENV, &key);
-        }
-        let llm = gemini_llm_from_env(args.llm.llm_attempts, Arc::clone(&clock)).map_err(|e| {
+        let llm = gemini_llm(args.llm.llm_attempts, Arc::clone(&clock)).map_err(|e| {
             CommandError::Config(ConfigError {
                 name: "llm",
                 reason: e.to_string(),
@@ -640,11 +636,22 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
     }
 }
 
-#[allow(unsafe_code)]
-fn set_env(key: &str, value: &str) {
-    // SAFETY: called from `run` before the LLM client, watchers and pumps exist; the tokio
-    // worker threads do not read the environment.
-    unsafe { std::env::set_var(key, value) };
+/// The Gemini client: settings from the environment, the key from `GEMINI_API_KEY` (or its
+/// fallback) or else from systemd's credentials directory.
+fn gemini_llm(attempts: u32, clock: SharedClock) -> Result<Arc<dyn Llm>, crate::llm::LlmError> {
+    let credential = gemini_key_from_systemd();
+    let lookup = |name: &str| {
+        std::env::var(name).ok().or_else(|| {
+            (name == crate::llm::gemini::API_KEY_ENV)
+                .then(|| credential.clone())
+                .flatten()
+        })
+    };
+    let mut config = crate::llm::gemini::GeminiConfig::from_lookup(lookup)?;
+    config.max_attempts = attempts.max(1);
+    Ok(Arc::new(crate::llm::gemini::GeminiClient::new(
+        config, clock,
+    )?))
 }
 
 /// The one signal task: SIGTERM/SIGINT stop gracefully (a second one asks for an immediate

@@ -900,6 +900,75 @@ mod gemini {
         reaper.0 = None;
         Ok(())
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn secrets_come_from_the_systemd_credentials_directory() -> TestResult {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path_regex(r"^/v1beta/models/chat-mock:generateContent$"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "candidates": [{"content": {"role": "model", "parts": [{"text": "# «wait»\n1"}]}, "finishReason": "STOP"}]
+            })))
+            .mount(&server)
+            .await;
+        let s = Scratch::new(&[("Tess.md", TESS)])?;
+        let creds = s.path().join("credentials");
+        std::fs::create_dir_all(&creds)?;
+        std::fs::write(creds.join("gemini_api_key"), "CRED_KEY_123\n")?;
+        std::fs::write(creds.join("telegram_api_hash"), "CRED_HASH_456\n")?;
+        let creds_dir = creds.display().to_string();
+        let uri = server.uri();
+        let child = start(
+            &s,
+            &["--planner", "gemini", "--model", "chat-mock"],
+            &[
+                ("CREDENTIALS_DIRECTORY", &creds_dir),
+                ("GEMINI_BASE_URL", &uri),
+            ],
+        )?;
+        let mut reaper = Reaper(Some(child));
+        let s2 = &s;
+        tokio::task::block_in_place(|| wait_up(s2))?;
+        tokio::task::block_in_place(|| ctl(s2, &["say", "--from", "Alice", "one"]))?;
+        let mut got = Vec::new();
+        for _ in 0..500 {
+            got = server.received_requests().await.unwrap_or_default();
+            if !got.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let key = got
+            .first()
+            .and_then(|r| r.headers.get("x-goog-api-key"))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        assert_eq!(key.as_deref(), Some("CRED_KEY_123"));
+        let child = reaper.0.as_mut().ok_or("no child")?;
+        signal(child, "-TERM")?;
+        tokio::task::block_in_place(|| wait_exit(child, Duration::from_secs(10)))
+            .ok_or("no exit")?;
+        reaper.0 = None;
+        assert!(!s.log_text().contains("CRED_"), "a secret in the logs");
+        // MTProto: the api_hash credential counts; without a session the agent cannot start
+        // (exit 69, naming `login`) instead of failing on missing settings (78).
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+        base(&mut cmd);
+        let out = cmd
+            .arg("--agents")
+            .arg(s.agents())
+            .arg("--state")
+            .arg(s.state())
+            .arg("run")
+            .env("CREDENTIALS_DIRECTORY", &creds_dir)
+            .env("TELEGRAM_API_ID", "12345")
+            .output()?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(69), "{err}");
+        assert!(err.contains("personad login"), "{err}");
+        assert!(!err.contains("CRED_"), "{err}");
+        Ok(())
+    }
 }
 
 #[test]
