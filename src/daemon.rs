@@ -127,6 +127,14 @@ struct Fleet {
 impl Fleet {
     /// Logs each new problem of the report once.
     fn report_problems(&mut self, report: &LoadReport, starting: bool) {
+        // Forget problems that are gone, so the same mistake made again is reported again.
+        let current: BTreeSet<String> = report
+            .entries
+            .iter()
+            .flat_map(|e| e.problems.iter().filter(|p| p.is_error()))
+            .map(ToString::to_string)
+            .collect();
+        self.reported.retain(|p| current.contains(p));
         for entry in &report.entries {
             for p in entry.problems.iter().filter(|p| p.is_error()) {
                 let text = p.to_string();
