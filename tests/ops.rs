@@ -1195,3 +1195,44 @@ fn ctl_plans_forget_mode_help_and_stop() -> TestResult {
     );
     Ok(())
 }
+
+#[test]
+fn the_control_socket_refuses_other_users_even_when_its_file_is_opened_up() -> TestResult {
+    use std::os::unix::fs::PermissionsExt;
+    let root = Command::new("id").arg("-u").output()?;
+    let setpriv = Command::new("setpriv").arg("--version").output();
+    if String::from_utf8_lossy(&root.stdout).trim() != "0" || setpriv.is_err() {
+        eprintln!("skipped: needs root and setpriv to connect as another user");
+        return Ok(());
+    }
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let child = start(&s, &["--planner", "echo"], &[])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    // An operator loosens every permission by mistake: the peer check still refuses.
+    for dir in [s.path().to_path_buf(), s.state()] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    }
+    let sock = s.state().join("ctl.sock");
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666))?;
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_personad"))
+        .arg("--state")
+        .arg(s.state())
+        .args(["ctl", "pause"])
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("refused"), "{err}");
+    let status = stdout(&ctl(&s, &["status"])?);
+    assert!(
+        status.contains("paused: -"),
+        "another user paused the agent: {status}"
+    );
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = None;
+    Ok(())
+}
