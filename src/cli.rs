@@ -494,6 +494,7 @@ pub enum CtlCommand {
     Status,
     /// Pause an agent (all its chats) or one chat; optionally for a while (`30m`, `2h`, `1d`).
     Pause {
+        /// The agent (needed when several run).
         #[arg(long)]
         agent: Option<String>,
         /// Chat id, @username or a title substring (without it: every chat of the agent).
@@ -505,29 +506,37 @@ pub enum CtlCommand {
     },
     /// Lift a pause.
     Resume {
+        /// The agent (needed when several run).
         #[arg(long)]
         agent: Option<String>,
+        /// Chat id, @username or a title substring (without it: every chat).
         #[arg(long)]
         chat: Option<String>,
     },
     /// Drop a chat's pending plan.
     Forget {
+        /// The agent (needed when several run).
         #[arg(long)]
         agent: Option<String>,
+        /// Chat id, @username or a title substring.
         #[arg(long)]
         chat: String,
     },
     /// Show pending plans (of one chat, or all).
     Plans {
+        /// The agent (needed when several run).
         #[arg(long)]
         agent: Option<String>,
+        /// Chat id, @username or a title substring (without it: every chat).
         #[arg(long)]
         chat: Option<String>,
     },
     /// Set a group's trigger mode.
     Mode {
+        /// The agent (needed when several run).
         #[arg(long)]
         agent: Option<String>,
+        /// Chat id, @username or a title substring.
         #[arg(long)]
         chat: String,
         /// strict, smart or talkative.
@@ -539,6 +548,7 @@ pub enum CtlCommand {
     Stop,
     /// With `run --telegram memory`: deliver a message to an agent as if NAME wrote it.
     Say {
+        /// The agent (needed when several run).
         #[arg(long)]
         agent: Option<String>,
         /// The chat: a direct chat with --from by default; `me` is the agent's Saved Messages
