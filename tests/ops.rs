@@ -267,6 +267,21 @@ fn systemd_sees_ready_watchdog_reload_and_stopping_then_exit_0() -> TestResult {
             .is_some(),
         "no READY=1 after the reload"
     );
+    // `personad ctl reload` does the same.
+    let out = ctl(&s, &["reload"])?;
+    assert!(out.status.success());
+    assert!(
+        systemd
+            .until(Duration::from_secs(10), |m| has_line(m, "RELOADING=1"))
+            .is_some(),
+        "no RELOADING=1 after ctl reload"
+    );
+    assert!(
+        systemd
+            .until(Duration::from_secs(10), |m| has_line(m, "READY=1"))
+            .is_some(),
+        "no READY=1 after ctl reload"
+    );
     signal(child, "-TERM")?;
     assert!(
         systemd
