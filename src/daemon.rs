@@ -334,6 +334,46 @@ fn status_line(st: &Status) -> String {
     )
 }
 
+/// The tick loop's heartbeat: marks the loop alive for `/healthz`, pings the watchdog (at
+/// most every half interval), refreshes the gauges and sends `STATUS=` at most every 10 s.
+fn heartbeat(
+    every: Duration,
+    health: Arc<Health>,
+    notifier: Notifier,
+    runtime: Arc<Mutex<Option<RuntimeHandle>>>,
+) -> Heartbeat {
+    let watchdog = sdnotify::watchdog_interval().is_some();
+    let last = Mutex::new((None::<Instant>, None::<Instant>));
+    let beat = move || {
+        health.beat();
+        let now = Instant::now();
+        let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
+        if watchdog && last.0.is_none_or(|t| now.duration_since(t) >= every / 2) {
+            notifier.watchdog();
+            last.0 = Some(now);
+        }
+        let handle = runtime
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(h) = handle {
+            let st = h.status();
+            ::metrics::gauge!("personad_agents").set(st.agents as f64);
+            ::metrics::gauge!("personad_graphs_on_disk").set((st.graphs + st.orphaned) as f64);
+            ::metrics::gauge!("personad_tasks_in_flight").set(st.in_flight as f64);
+            ::metrics::gauge!("personad_queue_depth").set(h.queue_depth() as f64);
+            if st.started && last.1.is_none_or(|t| now.duration_since(t) >= STATUS_EVERY) {
+                notifier.status(&status_line(&st));
+                last.1 = Some(now);
+            }
+        }
+    };
+    Heartbeat {
+        every,
+        beat: Arc::new(beat),
+    }
+}
+
 /// `personad run`.
 pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
     let mut config = args.runtime.raw().validate()?;
@@ -449,40 +489,6 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         sdnotify::watchdog_interval().map_or(DEFAULT_HEARTBEAT, |w| w.min(DEFAULT_HEARTBEAT));
     let health = Arc::new(Health::new(heartbeat_every));
     let status_cell: Arc<Mutex<Option<RuntimeHandle>>> = Arc::new(Mutex::new(None));
-    let beat = {
-        let (health, notifier, cell) = (
-            Arc::clone(&health),
-            notifier.clone(),
-            Arc::clone(&status_cell),
-        );
-        let watchdog = sdnotify::watchdog_interval().is_some();
-        let last = Mutex::new((None::<Instant>, None::<Instant>));
-        move || {
-            health.beat();
-            let now = Instant::now();
-            let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
-            if watchdog
-                && last
-                    .0
-                    .is_none_or(|t| now.duration_since(t) >= heartbeat_every / 2)
-            {
-                notifier.watchdog();
-                last.0 = Some(now);
-            }
-            let handle = cell.lock().unwrap_or_else(PoisonError::into_inner).clone();
-            if let Some(h) = handle {
-                let st = h.status();
-                ::metrics::gauge!("personad_agents").set(st.agents as f64);
-                ::metrics::gauge!("personad_graphs_on_disk").set((st.graphs + st.orphaned) as f64);
-                ::metrics::gauge!("personad_tasks_in_flight").set(st.in_flight as f64);
-                ::metrics::gauge!("personad_queue_depth").set(h.queue_depth() as f64);
-                if st.started && last.1.is_none_or(|t| now.duration_since(t) >= STATUS_EVERY) {
-                    notifier.status(&status_line(&st));
-                    last.1 = Some(now);
-                }
-            }
-        }
-    };
     let mut runtime = Runtime::new(
         config,
         agents,
@@ -490,10 +496,12 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         GraphStore::new(state.clone()),
         Arc::clone(&clock),
     )
-    .with_heartbeat(Heartbeat {
-        every: heartbeat_every,
-        beat: Arc::new(beat),
-    });
+    .with_heartbeat(heartbeat(
+        heartbeat_every,
+        Arc::clone(&health),
+        notifier.clone(),
+        Arc::clone(&status_cell),
+    ));
     if let Some(llm) = llm {
         let media = MediaPipeline::load(
             args.media.config(),

@@ -123,6 +123,8 @@ async fn handle(stream: UnixStream, controller: Arc<Controller>, owner: u32) {
             Err(text) => Response { ok: false, text },
         },
         Ok(uid) => {
+            // Take the request off the socket first, so the peer reads the refusal.
+            let _ = read_request(read).await;
             tracing::warn!(
                 event = "ctl_refused",
                 uid,
@@ -211,16 +213,21 @@ pub async fn client(global: GlobalArgs, cmd: CtlCommand) -> CmdResult {
     let mut line =
         serde_json::to_string(&request).map_err(|e| CommandError::Failed(e.to_string()))?;
     line.push('\n');
-    write
-        .write_all(line.as_bytes())
-        .await
-        .map_err(|e| CommandError::Io(format!("cannot send the request: {e}")))?;
+    // A daemon that refuses the connection answers before reading: read its answer even
+    // when the request could not be written.
+    let sent = write.write_all(line.as_bytes()).await;
     let mut answer = String::new();
-    BufReader::new(read)
+    let read = BufReader::new(read)
         .take(16 * 1024 * 1024)
         .read_line(&mut answer)
-        .await
-        .map_err(|e| CommandError::Io(format!("cannot read the answer: {e}")))?;
+        .await;
+    if answer.trim().is_empty() {
+        return Err(CommandError::Io(match (sent, read) {
+            (Err(e), _) => format!("cannot send the request: {e}"),
+            (_, Err(e)) => format!("cannot read the answer: {e}"),
+            _ => "the daemon closed the connection without an answer".to_string(),
+        }));
+    }
     let response: Response = serde_json::from_str(&answer)
         .map_err(|e| CommandError::Failed(format!("bad answer from the daemon: {e}")))?;
     if !response.ok {
