@@ -42,6 +42,8 @@ use crate::telegram::mtproto::{self, ApiHash, ConnectOptions, Connected, Credent
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
 /// `STATUS=` lines go out at most this often.
 const STATUS_EVERY: Duration = Duration::from_secs(10);
+/// Start-up time asked of systemd per agent connection (`EXTEND_TIMEOUT_USEC`).
+const CONNECT_ALLOWANCE: Duration = Duration::from_secs(90);
 /// Quiet time after the last file change before a reload.
 const WATCH_QUIET: Duration = Duration::from_millis(300);
 
@@ -458,6 +460,9 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         let Some(persona) = entry.persona.as_ref().filter(|p| !p.disabled) else {
             continue;
         };
+        // Each connection may take a while: ask systemd for more start-up time, one agent
+        // at a time, so a stuck start still times out.
+        notifier.extend_timeout(CONNECT_ALLOWANCE, &format!("connecting {}", persona.name));
         match fleet.open(persona).await {
             Ok((seat, connected)) => {
                 tracing::info!(event = "agent_connected", agent = %persona.name, "connected");

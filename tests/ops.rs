@@ -224,6 +224,15 @@ fn systemd_sees_ready_watchdog_reload_and_stopping_then_exit_0() -> TestResult {
     let mut reaper = Reaper(Some(child));
     let ready = systemd.until(Duration::from_secs(20), |m| has_line(m, "READY=1"));
     assert!(
+        systemd
+            .seen
+            .iter()
+            .any(|m| m.contains("EXTEND_TIMEOUT_USEC=90000000")
+                && m.contains("STATUS=connecting Tess")),
+        "no start-up extension before READY: {:?}",
+        systemd.seen
+    );
+    assert!(
         ready.is_some(),
         "no READY=1; got {:?}\n{}",
         systemd.seen,

@@ -38,6 +38,15 @@ impl Notifier {
         self.send(&[NotifyState::Ready, NotifyState::Status(status)]);
     }
 
+    /// `EXTEND_TIMEOUT_USEC=...`: starting takes a while longer (an agent connecting).
+    pub fn extend_timeout(&self, by: Duration, status: &str) {
+        let usec = u32::try_from(by.as_micros()).unwrap_or(u32::MAX);
+        self.send(&[
+            NotifyState::ExtendTimeoutUsec(usec),
+            NotifyState::Status(status),
+        ]);
+    }
+
     /// `STATUS=...`.
     pub fn status(&self, status: &str) {
         self.send(&[NotifyState::Status(status)]);
