@@ -58,19 +58,15 @@ pub struct GlobalArgs {
         global = true
     )]
     pub state_dir: PathBuf,
-    /// Log line format (logs go to stderr).
-    #[arg(
-        long,
-        value_enum,
-        env = "PERSONAD_LOG_FORMAT",
-        default_value = "text",
-        global = true
-    )]
-    pub log_format: LogFormat,
-    /// More log output (-v debug, -vv trace).
+    /// Log line format (logs go to stderr). Default: journald when stderr is the journal,
+    /// text otherwise.
+    #[arg(long, value_enum, env = "PERSONAD_LOG_FORMAT", global = true)]
+    pub log_format: Option<LogFormat>,
+    /// More log output in every command: -v debug (message bodies included), -vv trace
+    /// (Telegram and HTTP libraries too). Default: info (`chat`: warnings only).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
-    /// Less log output (-q warnings only, -qq errors only).
+    /// Less log output in every command: -q warnings only, -qq errors only.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub quiet: u8,
 }
@@ -115,6 +111,9 @@ pub enum Command {
     /// Run a Telegram Desktop export (result.json) through the group decision pipeline:
     /// one JSON line per message of others, then a summary. Never plans, never sends.
     Replay(ReplayArgs),
+    /// Steer a running daemon over its control socket (`<state>/ctl.sock`).
+    #[command(subcommand)]
+    Ctl(CtlCommand),
     /// Crash-safety harness: save graphs in a loop, printing `ACK <chat> <seq>` after each
     /// durable save (used by the SIGKILL test).
     #[command(hide = true)]
@@ -221,12 +220,55 @@ pub struct TelegramArgs {
     pub api_hash: Option<String>,
 }
 
+/// Which Telegram the daemon runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TelegramChoice {
+    /// The real accounts over MTProto (needs credentials and `personad login`).
+    Mtproto,
+    /// An in-memory Telegram per agent: no account, no credentials; transcripts under
+    /// `<state>/<agent>/memory/`; messages come in through `personad ctl say`.
+    Memory,
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+    /// Telegram backend.
+    #[arg(long, value_enum, env = "PERSONAD_TELEGRAM", default_value = "mtproto")]
+    pub telegram: TelegramChoice,
+    /// Who plans replies with `--telegram memory` (with MTProto it is always the LLM).
+    #[arg(long, value_enum, env = "PERSONAD_PLANNER", default_value = "auto")]
+    pub planner: PlannerChoice,
+    /// On SIGTERM/SIGINT, how long tasks in flight may finish before they are abandoned
+    /// (they run again after the next start). A second signal exits at once.
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "PERSONAD_SHUTDOWN_GRACE_SECS",
+        default_value_t = 10
+    )]
+    pub shutdown_grace_secs: u64,
+    /// Serve Prometheus metrics at http://ADDR/metrics and a health check at /healthz.
+    #[arg(long, value_name = "ADDR", env = "PERSONAD_METRICS_ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Chats (by id) besides Saved Messages where owner commands (`/status`, ...) are accepted.
+    #[arg(
+        long = "admin-chat",
+        value_name = "ID",
+        env = "PERSONAD_ADMIN_CHATS",
+        value_delimiter = ',',
+        allow_negative_numbers = true
+    )]
+    pub admin_chats: Vec<i64>,
+    /// With `--telegram memory`: every text send takes this long (a slow network; tests).
+    #[arg(long, value_name = "MS", default_value_t = 0, hide = true)]
+    pub memory_send_delay_ms: u64,
+    /// Do not watch persona and role-prompt files (SIGHUP still reloads).
+    #[arg(long, env = "PERSONAD_NO_WATCH")]
+    pub no_watch: bool,
     #[command(flatten)]
-    pub telegram: TelegramArgs,
+    pub credentials: TelegramArgs,
     #[command(flatten)]
     pub llm: LlmArgs,
     #[command(flatten)]
@@ -507,6 +549,7 @@ pub enum StateCommand {
         chat: i64,
     },
     /// Delete persisted graphs (pending plans are forgotten). Stop the daemon first.
+    #[command(group(clap::ArgGroup::new("selector").required(true).args(["agent", "all"])))]
     Clear {
         /// Only this agent's graphs.
         #[arg(long)]
@@ -574,6 +617,86 @@ pub struct CrashChildArgs {
     /// A new message arrives in this chat after startup.
     #[arg(long)]
     pub push: Option<i64>,
+}
+
+/// `personad ctl ...`: the operations of the owner commands, for the local operator.
+#[derive(Debug, Clone, Subcommand)]
+pub enum CtlCommand {
+    /// Agents, chats with plans, breaker and disabled chats, pauses.
+    Status,
+    /// Pause an agent (all its chats) or one chat; optionally for a while (`30m`, `2h`, `1d`).
+    Pause {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Chat id, @username or a title substring (without it: every chat of the agent).
+        #[arg(long)]
+        chat: Option<String>,
+        /// How long (`90s`, `30m`, `2h`, `1d`); until resumed when absent.
+        #[arg(long = "for", value_name = "DURATION")]
+        duration: Option<String>,
+    },
+    /// Lift a pause.
+    Resume {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Chat id, @username or a title substring (without it: every chat).
+        #[arg(long)]
+        chat: Option<String>,
+    },
+    /// Drop a chat's pending plan.
+    Forget {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Chat id, @username or a title substring.
+        #[arg(long)]
+        chat: String,
+    },
+    /// Show pending plans (of one chat, or all).
+    Plans {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Chat id, @username or a title substring (without it: every chat).
+        #[arg(long)]
+        chat: Option<String>,
+    },
+    /// Set a group's trigger mode.
+    Mode {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Chat id, @username or a title substring.
+        #[arg(long)]
+        chat: String,
+        /// strict, smart or talkative.
+        mode: String,
+    },
+    /// Reload personas and role prompts (as SIGHUP does).
+    Reload,
+    /// Stop the daemon gracefully.
+    Stop,
+    /// With `run --telegram memory`: deliver a message to an agent as if NAME wrote it.
+    Say {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// The chat: a direct chat with --from by default; `me` is the agent's Saved Messages
+        /// (the owner writing).
+        #[arg(long)]
+        chat: Option<String>,
+        /// Who writes.
+        #[arg(long, default_value = "User")]
+        from: String,
+        /// Make the chat a group with this title.
+        #[arg(long, value_name = "TITLE")]
+        group: Option<String>,
+        /// The message.
+        #[arg(required = true, num_args = 1..)]
+        text: Vec<String>,
+    },
 }
 
 #[cfg(test)]

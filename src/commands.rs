@@ -55,6 +55,9 @@ pub enum CommandError {
     Io(String),
     #[error("{0}")]
     Failed(String),
+    /// A command line clap accepted but that makes no sense.
+    #[error("{0}")]
+    Usage(String),
 }
 
 impl CommandError {
@@ -66,11 +69,28 @@ impl CommandError {
             CommandError::Data(_) => exit::DATA,
             CommandError::Unavailable(_) => exit::UNAVAILABLE,
             CommandError::Failed(_) => exit::FAILURE,
+            CommandError::Usage(_) => exit::USAGE,
         }
     }
 }
 
 pub type CmdResult = Result<ExitCode, CommandError>;
+
+/// An error and its causes as one line, each cause shown once: a cause whose text the line
+/// already holds is not repeated (`invalid setting llm: x: invalid setting llm: x`).
+pub fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let c = cause.to_string();
+        if !c.is_empty() && !text.contains(&c) {
+            text.push_str(": ");
+            text.push_str(&c);
+        }
+        source = cause.source();
+    }
+    text
+}
 
 fn out(text: &str) -> Result<(), CommandError> {
     let mut stdout = std::io::stdout().lock();

@@ -26,9 +26,10 @@
 //! - [`cli`]: command-line definitions (clap), options and their environment variables.
 //! - [`daemon`]: `run` and `login`: connects agents, wires runtime, pumps and signals.
 //! - [`commands`]: `check`, `state` and the crash harness, shared loading helpers, exit codes.
-//! - [`logging`]: tracing subscriber setup (text or JSON).
 //! - [`bench`]: `personad bench`, the runtime measured on the in-memory backend.
 //! - [`crash_harness`]: hidden `crash-child`, the runtime under the kill -9 test.
+//! - [`ops`]: systemd notify, owner controls, the ctl socket, file watching, metrics.
+//! - [`logging`]: one log line per event (text, JSON or journald), stable event names.
 
 pub mod agent_state;
 pub mod backoff;
@@ -47,6 +48,7 @@ pub mod llm;
 pub mod llm_planner;
 pub mod logging;
 pub mod media;
+pub mod ops;
 pub mod persona;
 pub mod planner;
 pub mod playground;

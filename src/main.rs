@@ -1,32 +1,40 @@
 //! The `personad` binary: parses the command line, sets up logging, runs one command and
-//! maps its outcome to an exit code (documented in README.md). All logic lives in the library.
+//! maps its outcome to an exit code (documented in README.md and docs/operations.md). All
+//! logic lives in the library.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use personad::cli::{Cli, Command};
 use personad::commands::{self, CommandError, exit};
-use personad::{bench, crash_harness, daemon, logging, playground};
+use personad::{bench, crash_harness, daemon, logging, ops, playground};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // `chat` prints the conversation on the terminal: by default only warnings join it (and
+    // so for the harnesses whose stdout is read). The flags mean the same everywhere: -v
+    // debug, -vv trace, -q warn, -qq error.
     let quiet_by_default = matches!(
         cli.command,
         Command::Chat(_)
-        | Command::SaveLoop(_)
-        | Command::Bench(_)
-        | Command::CrashChild(_)
-        | Command::Replay(_)
+            | Command::SaveLoop(_)
+            | Command::Bench(_)
+            | Command::CrashChild(_)
+            | Command::Replay(_)
     );
-    let verbosity = cli.global.verbosity() - i8::from(quiet_by_default);
-    logging::init(cli.global.log_format, verbosity);
+    let verbosity = match cli.global.verbosity() {
+        0 if quiet_by_default => -1,
+        v => v,
+    };
+    logging::init(logging::resolve_format(cli.global.log_format), verbosity);
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
             let code = e
                 .downcast_ref::<CommandError>()
                 .map_or(exit::FAILURE, CommandError::exit_code);
-            eprintln!("personad: {e:#}");
+            eprintln!("personad: {}", commands::error_text(e.as_ref()));
             ExitCode::from(code)
         }
     }
@@ -38,20 +46,26 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Check(args) => commands::check(&global, &args)?,
         Command::State(cmd) => commands::state(&global, &cmd)?,
         Command::SaveLoop(args) => commands::save_loop(&global, &args)?,
-        Command::Bench(args) => runtime()?.block_on(bench::bench(global, args))?,
-        Command::CrashChild(args) => {
-            runtime()?.block_on(crash_harness::crash_child(global, args))?
-        }
-        Command::Run(args) => runtime()?.block_on(daemon::run(global, args))?,
-        Command::Login(args) => runtime()?.block_on(daemon::login(global, args))?,
-        Command::Chat(args) => runtime()?.block_on(playground::chat(global, args))?,
-        Command::Replay(args) => runtime()?.block_on(personad::group::replay::run(global, args))?,
+        Command::Bench(args) => on_runtime(bench::bench(global, args))?,
+        Command::CrashChild(args) => on_runtime(crash_harness::crash_child(global, args))?,
+        Command::Run(args) => on_runtime(daemon::run(global, args))?,
+        Command::Login(args) => on_runtime(daemon::login(global, args))?,
+        Command::Chat(args) => on_runtime(playground::chat(global, args))?,
+        Command::Replay(args) => on_runtime(personad::group::replay::run(global, args))?,
+        Command::Ctl(cmd) => on_runtime(ops::ctl::client(global, cmd))?,
     };
     Ok(code)
 }
 
-fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
+/// Runs a command on a fresh runtime. Blocking work still running when the command returns
+/// (a save, a file read) gets a moment to finish; nothing waits longer.
+fn on_runtime<F: std::future::Future<Output = commands::CmdResult>>(
+    fut: F,
+) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .build()
+        .build()?;
+    let result = rt.block_on(fut);
+    rt.shutdown_timeout(Duration::from_secs(2));
+    Ok(result?)
 }

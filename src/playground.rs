@@ -240,6 +240,21 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
             persona.name
         );
     }
+    // Persona and role-prompt edits (and SIGHUP) reload the persona, as in the daemon.
+    let (reload_tx, reload_rx) = mpsc::unbounded_channel::<()>();
+    let _watcher = {
+        let mut dirs = vec![global.agents_dir.clone()];
+        dirs.extend(global.prompt_dirs());
+        crate::ops::watch::watch(&dirs, Duration::from_millis(300), reload_tx.clone()).ok()
+    };
+    let reloader = tokio::spawn(reload_persona(
+        global.clone(),
+        persona.name.clone(),
+        Arc::clone(&memory),
+        handle.clone(),
+        reload_rx,
+    ));
+    let hangups = tokio::spawn(forward_hangups(reload_tx));
     let driver = Driver {
         args: &args,
         memory: &memory,
@@ -270,6 +285,8 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     let result = run
         .await
         .map_err(|e| CommandError::Failed(format!("runtime task failed: {e}")))?;
+    reloader.abort();
+    hangups.abort();
     memory.stop_observing();
     let _ = printer.await;
     if let (Some(g), Some(d)) = (&gate, decisions) {
@@ -279,6 +296,62 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     match result {
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(e) => Err(CommandError::Io(e.to_string())),
+    }
+}
+
+/// Reloads the playground's persona on request: a valid edit takes effect from the next
+/// plan; an invalid one keeps the running version and is reported once per problem.
+async fn reload_persona(
+    global: GlobalArgs,
+    agent: String,
+    memory: Arc<MemoryTelegram>,
+    handle: RuntimeHandle,
+    mut requests: mpsc::UnboundedReceiver<()>,
+) {
+    let mut reported = std::collections::BTreeSet::new();
+    while requests.recv().await.is_some() {
+        let report = match load_personas_async(&global).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(event = "reload_failed", error = %e, "reload failed: the persona keeps running as it was");
+                continue;
+            }
+        };
+        match find_persona(&report, &agent) {
+            Ok(p) => {
+                tracing::info!(event = "persona_reloaded", agent = %agent, "persona reloaded");
+                handle.upsert_agent(AgentHandle {
+                    persona: Arc::new(p),
+                    telegram: memory.clone(),
+                });
+            }
+            Err(e) => {
+                let text = e.to_string();
+                if reported.insert(text.clone()) {
+                    tracing::error!(event = "persona_edit_rejected", problem = %text, "persona edit rejected: the previous version keeps running");
+                }
+            }
+        }
+    }
+}
+
+/// Turns SIGHUP into reload requests.
+async fn forward_hangups(reload: mpsc::UnboundedSender<()>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            if reload.send(()).is_err() {
+                return;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = reload;
     }
 }
 

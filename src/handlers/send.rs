@@ -29,7 +29,9 @@ impl TaskHandler for Send {
                 idempotency_key: idempotency_key.0,
             };
             let sent = ctx.telegram.send_text(msg).await?;
-            tracing::info!(agent = %ctx.key.agent, chat = %ctx.key.chat, message = %sent.id, "sent a message");
+            tracing::info!(event = "message_sent", agent = %ctx.key.agent, chat = ctx.key.chat.0, message_id = sent.id.0, chars = text.chars().count(), "sent a message");
+            tracing::debug!(event = "message_sent_body", agent = %ctx.key.agent, chat = ctx.key.chat.0, text, "sent text");
+            metrics::counter!("personad_messages_sent_total").increment(1);
             Ok(Outcome::Done)
         })
     }

@@ -23,6 +23,18 @@ pub const GEMINI_DEFAULT_MODEL: &str = "gemini-flash-latest";
 /// The variable naming Gemini's default model.
 pub const GEMINI_MODEL_ENV: &str = "GEMINI_MODEL";
 
+/// Every environment variable that carries a provider's API key (the names systemd
+/// credentials may stand in for).
+pub const KEY_VARIABLES: &[&str] = &[
+    "GEMINI_API_KEY",
+    "GOOGLE_GEMINI_API_KEY",
+    "OPENAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "GROK_API_KEY",
+    "XAI_API_KEY",
+    "OLLAMA_API_KEY",
+];
+
 /// An LLM provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ProviderKind {

@@ -72,6 +72,14 @@ pub fn report(provider: &str, model: &str, usage: Usage) {
         output_tokens = usage.output_tokens,
         "llm usage"
     );
+    for (kind, n) in [
+        ("prompt", usage.prompt_tokens),
+        ("cached", usage.cached_tokens),
+        ("output", usage.output_tokens),
+    ] {
+        metrics::counter!("personad_llm_tokens_total", "model" => model.to_string(), "type" => kind)
+            .increment(n);
+    }
     if let Some(Scope {
         agent,
         meter: Some(meter),

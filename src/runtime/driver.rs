@@ -58,6 +58,7 @@ pub struct Driver {
     applied: u64,
     inbound_durable: u64,
     passes: u64,
+    heartbeat: Option<super::Heartbeat>,
 }
 
 impl Driver {
@@ -92,6 +93,7 @@ impl Driver {
             applied: 0,
             inbound_durable: 0,
             passes: 0,
+            heartbeat: rt.heartbeat,
         }
     }
 
@@ -119,7 +121,7 @@ impl Driver {
             let (events, queued_hold) = self.queue.drain();
             self.applied += events.len() as u64;
             for event in events {
-                self.apply(event)?;
+                self.apply(event).await?;
             }
             drop(queued_hold);
             let now = self.clock.now();
@@ -150,7 +152,12 @@ impl Driver {
             }
             self.passes += 1;
             self.publish();
-            let deadline = self.sched.next_wake().filter(|at| *at > now);
+            let mut deadline = self.sched.next_wake().filter(|at| *at > now);
+            if let Some(hb) = &self.heartbeat {
+                (hb.beat)();
+                let cap = clock::add(now, hb.every);
+                deadline = Some(deadline.map_or(cap, |d| d.min(cap)));
+            }
             wake = self.sleep(deadline, hold).await;
         }
     }
@@ -203,7 +210,7 @@ impl Driver {
         Ok(())
     }
 
-    fn apply(&mut self, event: Event) -> Result<(), RuntimeError> {
+    async fn apply(&mut self, event: Event) -> Result<(), RuntimeError> {
         let now = self.clock.now();
         match event {
             Event::Inbound {
@@ -233,6 +240,7 @@ impl Driver {
                 {
                     self.running.remove(&key);
                 }
+                record_outcome(&result);
                 self.sched
                     .on_finished(key, &graph_id, &task_id, result, now);
             }
@@ -255,7 +263,39 @@ impl Driver {
                 self.sched.stop_agent(&agent, now);
             }
             Event::Shutdown { reason } => self.sched.begin_stop(reason, now),
+            Event::UpsertAgent(agent) => self.upsert_agent(*agent, now).await?,
+            Event::RemoveAgent { agent, reason } => {
+                info!(event = "agent_removed", agent = %agent, reason = %reason, "agent stopped; its graphs stay on disk");
+                self.sched.stop_agent(&agent, now);
+            }
         }
+        Ok(())
+    }
+
+    /// Hot reload: a running agent gets its new persona (from its next task on); a new one
+    /// starts with its safety state from disk, taking back its graphs kept there.
+    async fn upsert_agent(&mut self, handle: AgentHandle, now: Timestamp) -> Result<(), RuntimeError> {
+        let agent = handle.persona.name.clone();
+        let self_id = handle.telegram.self_id();
+        self.agents.insert(agent.clone(), handle);
+        if self.sched.has_agent(&agent) {
+            info!(event = "agent_persona_reloaded", agent = %agent, "persona reloaded");
+            return Ok(());
+        }
+        let dir = self.store.state_dir().clone();
+        let a = agent.clone();
+        let (state, quarantined) = blocking(move || store::load_agent_state(&dir, &a)).await??;
+        if let Some(q) = quarantined {
+            error!(
+                agent = %agent,
+                file = %q.original.display(),
+                moved_to = %q.moved_to.display(),
+                reason = %q.reason,
+                "unreadable agent state moved to quarantine; starting with no disabled chats and no breaker"
+            );
+        }
+        self.sched.add_agent(&agent, self_id, state, now);
+        info!(event = "agent_started", agent = %agent, "agent started");
         Ok(())
     }
 
@@ -362,6 +402,7 @@ impl Driver {
         } = start;
         let task_id = task.id.clone();
         let kind = task.kind();
+        metrics::counter!("personad_tasks_started_total", "kind" => kind.as_str()).increment(1);
         self.sched.spawned(&key);
         let ctx = TaskContext {
             key: key.clone(),
@@ -451,4 +492,21 @@ impl Driver {
             }
         }
     }
+}
+
+/// Counts a finished task for metrics: by outcome, and Telegram's waits with their length.
+fn record_outcome(result: &Result<handlers::Outcome, TaskError>) {
+    let outcome = match result {
+        Ok(_) => "ok",
+        Err(TaskError::Park { secs, .. }) => {
+            metrics::counter!("personad_flood_waits_total").increment(1);
+            metrics::counter!("personad_parked_seconds_total").increment(*secs);
+            "parked"
+        }
+        Err(TaskError::ChatForbidden(_)) => "forbidden",
+        Err(TaskError::AccountLimited(_)) => "limited",
+        Err(TaskError::Unauthorized(_)) => "unauthorized",
+        Err(_) => "error",
+    };
+    metrics::counter!("personad_tasks_finished_total", "outcome" => outcome).increment(1);
 }

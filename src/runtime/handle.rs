@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::Status;
 use super::queue::{Event, WorkQueue};
+use super::{Admit, AgentHandle, InboundGate, Status};
 use crate::telegram::{Chat, Message};
 
 /// A cloneable handle for feeding the runtime and watching it.
@@ -15,11 +15,53 @@ use crate::telegram::{Chat, Message};
 pub struct RuntimeHandle {
     pub(super) queue: Arc<WorkQueue>,
     pub(super) status: watch::Receiver<Status>,
+    pub(super) gate: Option<Arc<dyn InboundGate>>,
 }
 
 impl RuntimeHandle {
-    /// Hands an inbound message to the runtime (what Telegram event handlers call).
+    /// A handle whose inbound messages pass `gate` first.
+    pub fn with_gate(mut self, gate: Arc<dyn InboundGate>) -> RuntimeHandle {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// Starts an agent, or swaps a running agent's persona; takes effect from its next task.
+    pub fn upsert_agent(&self, agent: AgentHandle) {
+        self.queue.push(Event::UpsertAgent(Box::new(agent)));
+    }
+
+    /// Stops an agent whose persona is gone (hot reload); its graphs stay on disk.
+    pub fn remove_agent(&self, agent: &str, reason: &str) {
+        self.queue.push(Event::RemoveAgent {
+            agent: agent.to_string(),
+            reason: reason.to_string(),
+        });
+    }
+
+    /// Events pushed but not yet applied by the loop.
+    pub fn queue_depth(&self) -> u64 {
+        self.queue
+            .pushed()
+            .saturating_sub(self.status.borrow().applied)
+    }
+
+    /// Resolves once persisted graphs are loaded and the loop runs (or it stopped).
+    pub async fn wait_started(&self) {
+        self.wait_until(|s| s.started).await;
+    }
+
+    /// Hands an inbound message to the runtime (what Telegram event handlers call), after
+    /// the gate, if any, has had its say.
     pub fn push_inbound(&self, agent: &str, chat: Chat, message: Message, trigger: bool) {
+        let trigger = match self
+            .gate
+            .as_ref()
+            .map(|g| g.admit(agent, &chat, &message, trigger))
+        {
+            Some(Admit::Consumed) => return,
+            Some(Admit::NoTrigger) => false,
+            _ => trigger,
+        };
         self.queue.push(Event::Inbound {
             agent: agent.to_string(),
             chat,

@@ -44,6 +44,46 @@ pub struct AgentHandle {
     pub telegram: Arc<dyn Telegram>,
 }
 
+impl std::fmt::Debug for AgentHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentHandle")
+            .field("agent", &self.persona.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Decides, before the queue, what an inbound message is (operations: owner commands,
+/// pauses). Installed with [`RuntimeHandle::with_gate`].
+pub trait InboundGate: Send + Sync {
+    /// Whether the message may reach the runtime, and whether it may still trigger a plan.
+    fn admit(
+        &self,
+        agent: &str,
+        chat: &crate::telegram::Chat,
+        message: &crate::telegram::Message,
+        trigger: bool,
+    ) -> Admit;
+}
+
+/// A gate's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// Queue it as it is.
+    Pass,
+    /// Queue it, but it must not plan (paused chat, a command from someone else).
+    NoTrigger,
+    /// Consumed by the gate (an owner command): never queued.
+    Consumed,
+}
+
+/// Called by the loop after every pass (watchdog, health, gauges); the loop wakes at least
+/// every `every`, so a hung loop is one that stops calling it.
+#[derive(Clone)]
+pub struct Heartbeat {
+    pub every: std::time::Duration,
+    pub beat: Arc<dyn Fn() + Send + Sync>,
+}
+
 /// A snapshot of what the runtime is doing, published after every loop iteration (a
 /// watchdog can watch `passes` move).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -111,6 +151,7 @@ pub struct Runtime {
     queue: Arc<WorkQueue>,
     status_tx: watch::Sender<Status>,
     status_rx: watch::Receiver<Status>,
+    heartbeat: Option<Heartbeat>,
 }
 
 impl Runtime {
@@ -136,7 +177,14 @@ impl Runtime {
             clock,
             status_tx,
             status_rx,
+            heartbeat: None,
         }
+    }
+
+    /// Makes the loop wake at least every `heartbeat.every` and call its beat each pass.
+    pub fn with_heartbeat(mut self, heartbeat: Heartbeat) -> Runtime {
+        self.heartbeat = Some(heartbeat);
+        self
     }
 
     /// Gives the `received` handler a media pipeline (descriptions of photos, voice, …).
@@ -149,6 +197,7 @@ impl Runtime {
         RuntimeHandle {
             queue: Arc::clone(&self.queue),
             status: self.status_rx.clone(),
+            gate: None,
         }
     }
 

@@ -48,6 +48,10 @@ pub enum Event {
     StopAgent { agent: String, reason: String },
     /// Stop gracefully.
     Shutdown { reason: String },
+    /// Stop an agent whose persona was removed or disabled (hot reload); graphs stay on disk.
+    RemoveAgent { agent: String, reason: String },
+    /// Start an agent, or give a running one a new persona (hot reload).
+    UpsertAgent(Box<super::AgentHandle>),
 }
 
 struct Inner {

@@ -32,6 +32,12 @@ impl AccountSafety {
         }
     }
 
+    /// Adds an agent started while the runtime runs (hot reload), with its state from disk.
+    pub fn add_agent(&mut self, agent: &str, self_id: i64, state: AgentState) {
+        self.self_ids.insert(agent.to_string(), self_id);
+        self.states.insert(agent.to_string(), state);
+    }
+
     /// Installs an agent's state as loaded from disk.
     pub fn set_state(&mut self, agent: &str, state: AgentState) {
         self.states.insert(agent.to_string(), state);

@@ -455,6 +455,39 @@ impl Scheduler {
     }
 
     /// Stops an agent for the rest of this run: its graphs stay on disk untouched.
+    /// Starts an agent while the runtime runs (hot reload): its graphs kept on disk come
+    /// back and are scheduled.
+    pub fn add_agent(
+        &mut self,
+        agent: &str,
+        self_id: i64,
+        state: crate::agent_state::AgentState,
+        now: Timestamp,
+    ) {
+        if !self.agents.insert(agent.to_string()) {
+            return;
+        }
+        self.safety.add_agent(agent, self_id, state);
+        let keys: Vec<ConversationKey> = self
+            .orphans
+            .keys()
+            .filter(|k| k.agent == agent)
+            .cloned()
+            .collect();
+        for key in keys {
+            if let Some(mut graph) = self.orphans.remove(&key) {
+                graph.arm_waits(now);
+                self.graphs.insert(key.clone(), graph);
+                self.reschedule(&key, now);
+            }
+        }
+    }
+
+    /// Whether the agent runs.
+    pub fn has_agent(&self, agent: &str) -> bool {
+        self.agents.contains(agent)
+    }
+
     pub fn stop_agent(&mut self, agent: &str, now: Timestamp) {
         if !self.agents.remove(agent) {
             return;

@@ -126,6 +126,8 @@ struct State {
     faults: HashMap<Op, VecDeque<TelegramError>>,
     gates: HashMap<Op, Arc<Gate>>,
     media: HashMap<String, Vec<u8>>,
+    /// Simulated network time of every text send (`run --telegram memory` tests).
+    send_delay: std::time::Duration,
     /// Sticker set → sticker names; empty means every sticker exists.
     sticker_sets: BTreeMap<String, Vec<String>>,
     /// Chats with a reaction allowlist (others allow any), and how often it was asked for.
@@ -271,6 +273,11 @@ impl MemoryTelegram {
     }
 
     /// Registers the bytes `download_media` returns for a media id.
+    /// Makes every text send take `delay` on the clock (a slow network).
+    pub fn set_send_delay(&self, delay: std::time::Duration) {
+        self.lock().send_delay = delay;
+    }
+
     pub fn put_media(&self, unique_id: &str, bytes: Vec<u8>) {
         self.lock().media.insert(unique_id.to_string(), bytes);
     }
@@ -408,6 +415,10 @@ impl MemoryTelegram {
 
     /// Passes the gate of `op` (if any), then any injected fault.
     async fn enter(&self, op: Op) -> TgResult<()> {
+        let delay = self.lock().send_delay;
+        if op == Op::SendText && !delay.is_zero() {
+            drop(crate::clock::sleep(self.clock.as_ref(), delay).await);
+        }
         let gate = self.lock().gates.get(&op).cloned();
         if let Some(gate) = gate {
             gate.entered.notify_one();

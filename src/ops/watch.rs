@@ -1,0 +1,64 @@
+//! Watches the persona and role-prompt directories (the `notify` crate) and turns bursts of
+//! file events into one reload request after a quiet period (editors write a file in several
+//! steps). Only `*.md` files count. Owns the watcher; `daemon` does the reload.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+/// A running watcher; dropping it stops watching.
+pub struct DirWatcher {
+    _watcher: RecommendedWatcher,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+/// Watches `dirs` (those that exist) and sends on `reload` once per burst of changes to
+/// Markdown files, `quiet` after the last one.
+pub fn watch(
+    dirs: &[PathBuf],
+    quiet: Duration,
+    reload: mpsc::UnboundedSender<()>,
+) -> Result<DirWatcher, String> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if let Ok(event) = res
+            && event.paths.iter().any(|p| is_markdown(p))
+        {
+            let _ = tx.send(());
+        }
+    })
+    .map_err(|e| format!("cannot watch files: {e}"))?;
+    for dir in dirs.iter().filter(|d| d.is_dir()) {
+        watcher
+            .watch(dir, RecursiveMode::NonRecursive)
+            .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+    }
+    let task = tokio::spawn(async move {
+        while rx.recv().await.is_some() {
+            loop {
+                tokio::select! {
+                    more = rx.recv() => if more.is_none() { return },
+                    () = tokio::time::sleep(quiet) => break,
+                }
+            }
+            tracing::info!(
+                event = "files_changed",
+                "persona or role-prompt files changed"
+            );
+            if reload.send(()).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(DirWatcher {
+        _watcher: watcher,
+        _task: task,
+    })
+}
+
+fn is_markdown(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("md"))
+}

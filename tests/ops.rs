@@ -1,0 +1,1262 @@
+//! The daemon as systemd and an operator see it, end to end on `run --telegram memory`: a
+//! fake `NOTIFY_SOCKET` (a datagram socket this test reads) receives READY, WATCHDOG,
+//! RELOADING/READY and STOPPING; signals stop or reload it; `personad ctl` and Saved
+//! Messages commands steer it; persona files are edited under it; its JSON logs and
+//! `/metrics` are parsed. Real processes, real signals and sockets: every wait is bounded
+//! and short, and polls instead of sleeping a fixed time.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use personad::graph::{TaskKind, TaskStatus};
+use personad::store::{GraphStore, StateDir};
+use serde_json::Value;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+const TESS: &str = "# Agent Name\nTess\n\n# Agent Phone\n+15550100042\n\n# Agent Instructions\nYou are Tess, calm and brief.\n";
+
+fn persona(name: &str, phone: &str, extra: &str) -> String {
+    format!(
+        "# Agent Name\n{name}\n\n# Agent Phone\n{phone}\n\n{extra}# Agent Instructions\nYou are {name}.\n"
+    )
+}
+
+/// A scratch directory with `agents/` and `state/`.
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new(files: &[(&str, &str)]) -> Result<Scratch, std::io::Error> {
+        let dir = tempfile::Builder::new().prefix("ops").tempdir()?;
+        std::fs::create_dir_all(dir.path().join("agents"))?;
+        for (name, text) in files {
+            std::fs::write(dir.path().join("agents").join(name), text)?;
+        }
+        Ok(Scratch { dir })
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    fn agents(&self) -> PathBuf {
+        self.path().join("agents")
+    }
+    fn state(&self) -> PathBuf {
+        self.path().join("state")
+    }
+    fn log(&self) -> PathBuf {
+        self.path().join("daemon.log")
+    }
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(self.log()).unwrap_or_default()
+    }
+}
+
+fn base(cmd: &mut Command) {
+    for var in [
+        "PERSONAD_AGENTS_DIR",
+        "PERSONAD_PROMPTS_PATH",
+        "PERSONAD_STATE_DIR",
+        "PERSONAD_LOG",
+        "PERSONAD_LOG_FORMAT",
+        "PERSONAD_PLANNER",
+        "PERSONAD_TELEGRAM",
+        "PERSONAD_METRICS_ADDR",
+        "PERSONAD_ADMIN_CHATS",
+        "GEMINI_API_KEY",
+        "GOOGLE_GEMINI_API_KEY",
+        "GEMINI_BASE_URL",
+        "NOTIFY_SOCKET",
+        "WATCHDOG_USEC",
+        "WATCHDOG_PID",
+        "JOURNAL_STREAM",
+        "CREDENTIALS_DIRECTORY",
+        "TELEGRAM_API_ID",
+        "TELEGRAM_API_HASH",
+    ] {
+        cmd.env_remove(var);
+    }
+}
+
+/// Starts `personad run --telegram memory` with fast pacing and JSON logs into the log file.
+fn start(s: &Scratch, extra: &[&str], env: &[(&str, &str)]) -> Result<Child, std::io::Error> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+    base(&mut cmd);
+    cmd.arg("--agents")
+        .arg(s.agents())
+        .arg("--prompts")
+        .arg(s.agents())
+        .arg("--state")
+        .arg(s.state())
+        .args(["--log-format", "json", "run", "--telegram", "memory"])
+        .args(["--debounce-ms", "20", "--typing-speed", "100000"])
+        .args(["--start-typing-delay", "0"])
+        .args(extra);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(s.log())?;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .spawn()
+}
+
+fn ctl(s: &Scratch, args: &[&str]) -> Result<Output, std::io::Error> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+    base(&mut cmd);
+    cmd.arg("--state")
+        .arg(s.state())
+        .arg("ctl")
+        .args(args)
+        .output()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Polls `f` every 20 ms until it returns `Some`, for at most `limit`.
+fn poll<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until `ctl status` answers (the daemon is up).
+fn wait_up(s: &Scratch) -> Result<String, String> {
+    poll(Duration::from_secs(20), || {
+        ctl(s, &["status"])
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| stdout(&o))
+    })
+    .ok_or_else(|| format!("daemon did not come up; log:\n{}", s.log_text()))
+}
+
+fn signal(child: &Child, sig: &str) -> Result<(), std::io::Error> {
+    let status = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()?;
+    assert!(status.success(), "kill {sig} failed");
+    Ok(())
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    poll(limit, || child.try_wait().ok().flatten())
+}
+
+/// Stops a child for good if a test failed half-way.
+struct Reaper(Option<Child>);
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A fake service manager: the datagram socket `NOTIFY_SOCKET` names.
+struct FakeSystemd {
+    sock: UnixDatagram,
+    path: PathBuf,
+    seen: Vec<String>,
+}
+
+impl FakeSystemd {
+    fn new(dir: &Path) -> Result<FakeSystemd, std::io::Error> {
+        let path = dir.join("notify.sock");
+        let sock = UnixDatagram::bind(&path)?;
+        sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+        Ok(FakeSystemd {
+            sock,
+            path,
+            seen: Vec::new(),
+        })
+    }
+
+    /// Reads datagrams until one satisfies `pred` (returned) or `limit` passes.
+    fn until(&mut self, limit: Duration, pred: impl Fn(&str) -> bool) -> Option<String> {
+        let end = Instant::now() + limit;
+        let mut buf = vec![0u8; 4096];
+        while Instant::now() < end {
+            if let Ok(n) = self.sock.recv(&mut buf) {
+                let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+                self.seen.push(msg.clone());
+                if pred(&msg) {
+                    return Some(msg);
+                }
+            }
+        }
+        None
+    }
+}
+
+fn has_line(msg: &str, line: &str) -> bool {
+    msg.lines().any(|l| l == line)
+}
+
+#[test]
+fn systemd_sees_ready_watchdog_reload_and_stopping_then_exit_0() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let mut systemd = FakeSystemd::new(s.path())?;
+    let sock = systemd.path.display().to_string();
+    let child = start(
+        &s,
+        &["--planner", "echo"],
+        &[("NOTIFY_SOCKET", &sock), ("WATCHDOG_USEC", "400000")],
+    )?;
+    let mut reaper = Reaper(Some(child));
+    let ready = systemd.until(Duration::from_secs(20), |m| has_line(m, "READY=1"));
+    assert!(
+        systemd
+            .seen
+            .iter()
+            .any(|m| m.contains("EXTEND_TIMEOUT_USEC=90000000")
+                && m.contains("STATUS=connecting Tess")),
+        "no start-up extension before READY: {:?}",
+        systemd.seen
+    );
+    assert!(
+        ready.is_some(),
+        "no READY=1; got {:?}\n{}",
+        systemd.seen,
+        s.log_text()
+    );
+    assert!(
+        ready
+            .as_deref()
+            .is_some_and(|m| m.contains("STATUS=1 agent(s) up")),
+        "{ready:?}"
+    );
+    // The graphs are loaded before READY: the log says so first.
+    let log = s.log_text();
+    let loaded = log.find("\"loaded_task_graphs\"").ok_or("no load line")?;
+    let ready_at = log.find("\"event\":\"ready\"").ok_or("no ready line")?;
+    assert!(loaded < ready_at, "{log}");
+    // Watchdog: 400 ms asked, pings every 200 ms; count them over ~1.2 s.
+    let start_count = Instant::now();
+    let mut pings = 0;
+    while start_count.elapsed() < Duration::from_millis(1200) {
+        if systemd
+            .until(Duration::from_millis(300), |m| has_line(m, "WATCHDOG=1"))
+            .is_some()
+        {
+            pings += 1;
+        }
+    }
+    assert!((3..=12).contains(&pings), "{pings} watchdog pings in 1.2 s");
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-HUP")?;
+    let reloading = systemd
+        .until(Duration::from_secs(10), |m| has_line(m, "RELOADING=1"))
+        .ok_or("no RELOADING=1")?;
+    assert!(
+        reloading.lines().any(|l| l.starts_with("MONOTONIC_USEC=")),
+        "{reloading}"
+    );
+    assert!(
+        systemd
+            .until(Duration::from_secs(10), |m| has_line(m, "READY=1"))
+            .is_some(),
+        "no READY=1 after the reload"
+    );
+    // `personad ctl reload` does the same.
+    let out = ctl(&s, &["reload"])?;
+    assert!(out.status.success());
+    assert!(
+        systemd
+            .until(Duration::from_secs(10), |m| has_line(m, "RELOADING=1"))
+            .is_some(),
+        "no RELOADING=1 after ctl reload"
+    );
+    assert!(
+        systemd
+            .until(Duration::from_secs(10), |m| has_line(m, "READY=1"))
+            .is_some(),
+        "no READY=1 after ctl reload"
+    );
+    signal(child, "-TERM")?;
+    assert!(
+        systemd
+            .until(Duration::from_secs(10), |m| has_line(m, "STOPPING=1"))
+            .is_some(),
+        "no STOPPING=1"
+    );
+    let status =
+        wait_exit(child, Duration::from_secs(10)).ok_or("did not exit within the grace period")?;
+    assert_eq!(status.code(), Some(0), "{}", s.log_text());
+    reaper.0 = None;
+    Ok(())
+}
+
+/// Waits until some graph on disk has a `send` task running.
+fn wait_send_in_flight(store: &GraphStore) -> Option<()> {
+    poll(Duration::from_secs(10), || {
+        store
+            .scan()
+            .ok()?
+            .iter()
+            .filter_map(|f| f.graph.as_ref().ok())
+            .any(|g| {
+                g.tasks
+                    .iter()
+                    .any(|t| t.kind() == TaskKind::Send && t.status == TaskStatus::Active)
+            })
+            .then_some(())
+    })
+}
+
+#[test]
+fn sigterm_lets_a_send_in_flight_finish_within_the_grace_period() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    // Every send takes 1.5 s: the stop has to wait for it.
+    let child = start(
+        &s,
+        &["--planner", "echo", "--memory-send-delay-ms", "1500"],
+        &[],
+    )?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    ctl(&s, &["say", "--from", "Alice", "hello"])?;
+    let store = GraphStore::new(StateDir::new(s.state()));
+    wait_send_in_flight(&store).ok_or("no send in flight")?;
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    let stopped_at = Instant::now();
+    signal(child, "-TERM")?;
+    let status =
+        wait_exit(child, Duration::from_secs(10)).ok_or("no exit within the grace period")?;
+    assert_eq!(status.code(), Some(0));
+    assert!(stopped_at.elapsed() < Duration::from_secs(10));
+    reaper.0 = None;
+    assert!(
+        texts(&s, "Tess", "Alice")
+            .iter()
+            .any(|t| t == "Tess heard: hello"),
+        "the send in flight did not finish"
+    );
+    assert!(
+        store.scan()?.is_empty(),
+        "the finished plan is still on disk"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_second_sigterm_exits_at_once_and_every_graph_still_decodes() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    // A send takes 60 s and the grace period is 60 s: only the second signal ends it soon.
+    let child = start(
+        &s,
+        &[
+            "--planner",
+            "echo",
+            "--shutdown-grace-secs",
+            "60",
+            "--memory-send-delay-ms",
+            "60000",
+        ],
+        &[],
+    )?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    for who in ["Ann", "Bob", "Cy"] {
+        let out = ctl(&s, &["say", "--from", who, "hello"])?;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let store = GraphStore::new(StateDir::new(s.state()));
+    wait_send_in_flight(&store).ok_or("no send in flight")?;
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    // The first signal waits for the send in flight.
+    assert!(
+        wait_exit(child, Duration::from_millis(500)).is_none(),
+        "exited before the grace period"
+    );
+    signal(child, "-TERM")?;
+    let status =
+        wait_exit(child, Duration::from_secs(3)).ok_or("still running after two SIGTERMs")?;
+    assert_eq!(status.code(), Some(0));
+    reaper.0 = None;
+    let files = store.scan()?;
+    assert_eq!(files.len(), 3);
+    for f in files {
+        assert!(f.graph.is_ok(), "{}: {:?}", f.path.display(), f.graph.err());
+    }
+    assert!(s.log_text().contains("\"exit_now\""));
+    Ok(())
+}
+
+/// The transcript of one in-memory chat, as the daemon saved it.
+fn transcript(s: &Scratch, agent: &str) -> Vec<Value> {
+    let dir = s.state().join(agent).join("memory");
+    let mut all = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if let Ok(text) = std::fs::read_to_string(entry.path())
+            && let Ok(v) = serde_json::from_str::<Value>(&text)
+        {
+            all.push(v);
+        }
+    }
+    all
+}
+
+/// Texts of messages in chats titled `title`.
+fn texts(s: &Scratch, agent: &str, title: &str) -> Vec<String> {
+    transcript(s, agent)
+        .into_iter()
+        .filter(|c| c["chat"]["title"] == title)
+        .flat_map(|c| {
+            c["messages"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|m| m["text"].as_str().map(str::to_string))
+        })
+        .collect()
+}
+
+#[test]
+fn owner_commands_work_in_saved_messages_only_and_a_pause_survives_a_restart() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let child = start(&s, &["--planner", "echo"], &[])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    // The control socket is private.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(s.state().join("ctl.sock"))?
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    // Alice is answered (the echo planner), which also makes her chat known by title.
+    ctl(&s, &["say", "--from", "Alice", "hello"])?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Alice")
+            .iter()
+            .any(|t| t == "Tess heard: hello")
+            .then_some(())
+    })
+    .ok_or("Alice got no answer")?;
+    // A command from Alice is neither executed nor planned.
+    ctl(&s, &["say", "--from", "Alice", "/pause all"])?;
+    // The owner pauses Alice's chat from Saved Messages.
+    ctl(&s, &["say", "--chat", "me", "/pause Alice"])?;
+    let answer = poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Saved Messages")
+            .into_iter()
+            .find(|t| t.starts_with("personad:"))
+    })
+    .ok_or("no answer in Saved Messages")?;
+    assert!(
+        answer.contains("paused chat") && answer.contains("Alice"),
+        "{answer}"
+    );
+    let alice = texts(&s, "Tess", "Alice");
+    assert!(
+        !alice.iter().any(|t| t.contains("heard: /pause")),
+        "a stranger's command was planned: {alice:?}"
+    );
+    let status = stdout(&ctl(&s, &["status"])?);
+    assert!(status.contains("paused: chat"), "{status}");
+    assert!(
+        !status.contains("all chats"),
+        "Alice's /pause all was obeyed: {status}"
+    );
+    // Restart: the pause is still there, and Alice is not answered.
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = Some(start(&s, &["--planner", "echo"], &[])?);
+    let status = wait_up(&s)?;
+    assert!(
+        status.contains("paused: chat"),
+        "pause lost at restart: {status}"
+    );
+    ctl(&s, &["say", "--from", "Alice", "still there?"])?;
+    ctl(&s, &["say", "--from", "Bob", "hi"])?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Bob")
+            .iter()
+            .any(|t| t == "Tess heard: hi")
+            .then_some(())
+    })
+    .ok_or("Bob got no answer")?;
+    assert!(
+        !texts(&s, "Tess", "Alice")
+            .iter()
+            .any(|t| t.contains("still there") && t.starts_with("Tess heard")),
+        "a paused chat was answered"
+    );
+    // ctl resumes it; Alice is answered again.
+    let out = ctl(&s, &["resume", "--chat", "Alice"])?;
+    assert!(stdout(&out).contains("resumed"), "{}", stdout(&out));
+    ctl(&s, &["say", "--from", "Alice", "back"])?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Alice")
+            .iter()
+            .any(|t| t == "Tess heard: back")
+            .then_some(())
+    })
+    .ok_or("Alice not answered after resume")?;
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = None;
+    Ok(())
+}
+
+/// Keys of one JSON object in order, duplicates kept.
+fn keys_of(line: &str) -> Result<Vec<String>, serde_json::Error> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+    struct Keys;
+    impl<'de> Visitor<'de> for Keys {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<String>, A::Error> {
+            let mut keys = Vec::new();
+            while let Some(k) = map.next_key::<String>()? {
+                map.next_value::<IgnoredAny>()?;
+                keys.push(k);
+            }
+            Ok(keys)
+        }
+    }
+    serde_json::Deserializer::from_str(line).deserialize_map(Keys)
+}
+
+fn http_get(addr: &str, path: &str) -> Result<(u16, String), std::io::Error> {
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((code, body))
+}
+
+#[test]
+fn json_logs_parse_without_duplicate_keys_and_metrics_parse_as_prometheus_text() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let child = start(
+        &s,
+        &["--planner", "echo", "--metrics-addr", "127.0.0.1:0"],
+        &[],
+    )?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    ctl(&s, &["say", "--from", "Alice", "hello"])?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Alice")
+            .iter()
+            .any(|t| t == "Tess heard: hello")
+            .then_some(())
+    })
+    .ok_or("no answer")?;
+    let addr = s
+        .log_text()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["event"] == "metrics_listening")
+        .and_then(|v| v["addr"].as_str().map(str::to_string))
+        .ok_or("no metrics address logged")?;
+    let (code, health) = http_get(&addr, "/healthz")?;
+    assert_eq!(code, 200, "{health}");
+    // The counter follows the send by a moment: poll for it.
+    let body = poll(Duration::from_secs(10), || {
+        http_get(&addr, "/metrics")
+            .ok()
+            .filter(|(code, body)| *code == 200 && body.contains("personad_messages_sent_total"))
+            .map(|(_, body)| body)
+    })
+    .ok_or("no send counted")?;
+    for needle in [
+        "personad_tasks_started_total{kind=\"received\"}",
+        "personad_tasks_finished_total{",
+        "personad_messages_sent_total",
+        "personad_graphs_on_disk",
+        "personad_tick_loop_lag_seconds",
+    ] {
+        assert!(body.contains(needle), "{needle} missing:\n{body}");
+    }
+    for line in body
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (name, value) = line.rsplit_once(' ').ok_or(line)?;
+        assert!(value.parse::<f64>().is_ok(), "bad value: {line}");
+        let metric = name.split('{').next().unwrap_or("");
+        assert!(
+            !metric.is_empty()
+                && metric
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "bad name: {line}"
+        );
+    }
+    let (code, _) = http_get(&addr, "/nope")?;
+    assert_eq!(code, 404);
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = None;
+    let log = s.log_text();
+    let mut sent = 0;
+    for line in log.lines() {
+        let keys = keys_of(line).map_err(|e| format!("not JSON: {line}: {e}"))?;
+        let mut sorted = keys.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), keys.len(), "duplicate keys: {line}");
+        let v: Value = serde_json::from_str(line)?;
+        assert!(v["event"].as_str().is_some_and(|e| !e.is_empty()), "{line}");
+        assert!(v.get("conversation").is_none(), "{line}");
+        if v["event"] == "message_sent" {
+            sent += 1;
+            assert!(v["chat"].is_i64() && v["agent"] == "Tess", "{line}");
+            assert!(!line.contains("heard"), "a message body at info: {line}");
+        }
+    }
+    assert_eq!(sent, 1, "{log}");
+    Ok(())
+}
+
+#[test]
+fn personas_reload_on_file_changes_new_ones_start_removed_ones_stop_and_keep_graphs() -> TestResult
+{
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let child = start(&s, &["--planner", "echo"], &[])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    // A new persona file starts its agent (Nova waits a minute before answering, so her
+    // plan stays on disk).
+    let nova = persona("Nova", "+15550100043", "# Start Typing Delay\n60\n\n");
+    std::fs::write(s.agents().join("Nova.md"), &nova)?;
+    poll(Duration::from_secs(10), || {
+        let st = stdout(&ctl(&s, &["status"]).ok()?);
+        st.contains("Nova:").then_some(())
+    })
+    .ok_or_else(|| format!("Nova did not start:\n{}", s.log_text()))?;
+    ctl(&s, &["say", "--agent", "Nova", "--from", "Ann", "hi"])?;
+    let store = GraphStore::new(StateDir::new(s.state()));
+    let has_nova_graph = || {
+        store.scan().ok().is_some_and(|f| {
+            f.iter()
+                .any(|f| f.graph.as_ref().is_ok_and(|g| g.agent == "Nova"))
+        })
+    };
+    poll(Duration::from_secs(10), || has_nova_graph().then_some(()))
+        .ok_or("Nova's plan was not saved")?;
+    // Removing the file stops Nova; her graph stays on disk.
+    std::fs::remove_file(s.agents().join("Nova.md"))?;
+    poll(Duration::from_secs(10), || {
+        let st = stdout(&ctl(&s, &["status"]).ok()?);
+        (!st.contains("Nova:") && st.contains("1 agent(s) up, 0 chat(s) with plans")).then_some(())
+    })
+    .ok_or_else(|| format!("Nova did not stop:\n{}", s.log_text()))?;
+    assert!(has_nova_graph(), "Nova's graph was lost");
+    // Back again: her plan is hers again; then a `# Disabled` edit stops her.
+    std::fs::write(s.agents().join("Nova.md"), &nova)?;
+    poll(Duration::from_secs(10), || {
+        let st = stdout(&ctl(&s, &["status"]).ok()?);
+        (st.contains("Nova:") && st.contains("(Ann)") && st.contains("1 chat(s) with plans"))
+            .then_some(())
+    })
+    .ok_or_else(|| format!("Nova did not come back with her plan:\n{}", s.log_text()))?;
+    std::fs::write(
+        s.agents().join("Nova.md"),
+        persona("Nova", "+15550100043", "# Disabled\ntrue\n\n"),
+    )?;
+    poll(Duration::from_secs(10), || {
+        let st = stdout(&ctl(&s, &["status"]).ok()?);
+        (!st.contains("Nova:")).then_some(())
+    })
+    .ok_or_else(|| format!("a disabled Nova still runs:\n{}", s.log_text()))?;
+    assert!(has_nova_graph(), "Nova's graph was lost");
+    // A broken edit keeps Tess running and is logged once with file:line.
+    std::fs::write(
+        s.agents().join("Tess.md"),
+        "# Agent Name\nTess\n\n# Agent Phone\n+15550100042\n\n# Typing Speed\nfast\n\n# Agent Instructions\nx\n",
+    )?;
+    let rejected = poll(Duration::from_secs(10), || {
+        s.log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["event"] == "persona_edit_rejected")
+    })
+    .ok_or_else(|| format!("no rejection logged:\n{}", s.log_text()))?;
+    let problem = rejected["problem"].as_str().unwrap_or("");
+    assert!(problem.contains("Tess.md:"), "{problem}");
+    ctl(&s, &["say", "--from", "Alice", "still?"])?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Alice")
+            .iter()
+            .any(|t| t == "Tess heard: still?")
+            .then_some(())
+    })
+    .ok_or("Tess stopped answering after a broken edit")?;
+    // A changed phone is refused until a restart.
+    std::fs::write(s.agents().join("Tess.md"), TESS.replace("0042", "0099"))?;
+    poll(Duration::from_secs(10), || {
+        s.log_text().contains("reload_phone_refused").then_some(())
+    })
+    .ok_or("a changed phone was not refused")?;
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = None;
+    let rejections = s
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("persona_edit_rejected"))
+        .count();
+    assert_eq!(rejections, 1, "logged once");
+    Ok(())
+}
+
+mod gemini {
+    use super::*;
+    use serde_json::json;
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    fn system_instructions(requests: &[wiremock::Request]) -> Vec<String> {
+        requests
+            .iter()
+            .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+            .map(|b| b["systemInstruction"].to_string())
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_edited_persona_changes_the_next_requests_system_instruction() -> TestResult {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path_regex(r"^/v1beta/models/chat-mock:generateContent$"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "candidates": [{"content": {"role": "model", "parts": [{"text": "# «wait»\n1"}]}, "finishReason": "STOP"}]
+            })))
+            .mount(&server)
+            .await;
+        let s = Scratch::new(&[("Tess.md", TESS)])?;
+        let uri = server.uri();
+        let child = start(
+            &s,
+            &[
+                "--planner",
+                "gemini",
+                "--model",
+                "chat-mock",
+                "--metrics-addr",
+                "127.0.0.1:0",
+            ],
+            &[("GEMINI_API_KEY", "k"), ("GEMINI_BASE_URL", &uri)],
+        )?;
+        let mut reaper = Reaper(Some(child));
+        let s2 = &s;
+        tokio::task::block_in_place(|| wait_up(s2))?;
+        tokio::task::block_in_place(|| ctl(s2, &["say", "--from", "Alice", "one"]))?;
+        let server = &server;
+        let wait_requests = |n: usize| async move {
+            for _ in 0..500 {
+                let got = server.received_requests().await.unwrap_or_default();
+                if got.len() >= n {
+                    return Some(got);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            None
+        };
+        let first = wait_requests(1).await.ok_or("no first request")?;
+        assert!(system_instructions(&first)[0].contains("calm and brief"));
+        std::fs::write(
+            s.agents().join("Tess.md"),
+            TESS.replace("calm and brief", "loud and ZEBRA-striped"),
+        )?;
+        let reloaded = tokio::task::block_in_place(|| {
+            poll(Duration::from_secs(10), || {
+                s2.log_text()
+                    .contains("agent_persona_reloaded")
+                    .then_some(())
+            })
+        });
+        reloaded.ok_or_else(|| format!("no reload:\n{}", s.log_text()))?;
+        tokio::task::block_in_place(|| ctl(s2, &["say", "--from", "Alice", "two"]))?;
+        let second = wait_requests(2).await.ok_or("no second request")?;
+        let last = system_instructions(&second).pop().unwrap_or_default();
+        assert!(last.contains("ZEBRA-striped"), "{last}");
+        assert!(!last.contains("calm and brief"), "{last}");
+        // LLM requests are counted by model.
+        let addr = s
+            .log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["event"] == "metrics_listening")
+            .and_then(|v| v["addr"].as_str().map(str::to_string))
+            .ok_or("no metrics address logged")?;
+        let counted = tokio::task::block_in_place(|| {
+            poll(Duration::from_secs(10), || {
+                let (_, body) = http_get(&addr, "/metrics").ok()?;
+                body.contains(r#"personad_llm_requests_total{model="chat-mock",outcome="text"}"#)
+                    .then_some(())
+            })
+        });
+        counted.ok_or("LLM requests not counted")?;
+        let child = reaper.0.as_mut().ok_or("no child")?;
+        signal(child, "-TERM")?;
+        tokio::task::block_in_place(|| wait_exit(child, Duration::from_secs(10)))
+            .ok_or("no exit")?;
+        reaper.0 = None;
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_playground_reloads_an_edited_persona_too() -> TestResult {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path_regex(r"^/v1beta/models/chat-mock:generateContent$"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "candidates": [{"content": {"role": "model", "parts": [{"text": "# «wait»\n1"}]}, "finishReason": "STOP"}]
+            })))
+            .mount(&server)
+            .await;
+        let s = Scratch::new(&[("Tess.md", TESS)])?;
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+        base(&mut cmd);
+        let log = std::fs::File::create(s.log())?;
+        let mut child = cmd
+            .arg("--agents")
+            .arg(s.agents())
+            .arg("--prompts")
+            .arg(s.agents())
+            .arg("--state")
+            .arg(s.state())
+            .args([
+                "--log-format",
+                "json",
+                "-v",
+                "chat",
+                "--agent",
+                "Tess",
+                "--jsonl",
+            ])
+            .args([
+                "--planner",
+                "gemini",
+                "--model",
+                "chat-mock",
+                "--debounce-ms",
+                "20",
+            ])
+            .env("GEMINI_API_KEY", "k")
+            .env("GEMINI_BASE_URL", server.uri())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()?;
+        let mut stdin = child.stdin.take().ok_or("no stdin")?;
+        let reaper = Reaper(Some(child));
+        let server = &server;
+        let wait_requests = |n: usize| async move {
+            for _ in 0..500 {
+                let got = server.received_requests().await.unwrap_or_default();
+                if got.len() >= n {
+                    return Some(got);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            None
+        };
+        writeln!(stdin, "{{\"text\": \"one\"}}")?;
+        wait_requests(1).await.ok_or("no first request")?;
+        std::fs::write(
+            s.agents().join("Tess.md"),
+            TESS.replace("calm and brief", "loud and ZEBRA-striped"),
+        )?;
+        let s2 = &s;
+        tokio::task::block_in_place(|| {
+            poll(Duration::from_secs(10), || {
+                s2.log_text().contains("\"persona_reloaded\"").then_some(())
+            })
+        })
+        .ok_or_else(|| format!("no reload:\n{}", s.log_text()))?;
+        writeln!(stdin, "{{\"text\": \"two\"}}")?;
+        let second = wait_requests(2).await.ok_or("no second request")?;
+        let last = system_instructions(&second).pop().unwrap_or_default();
+        assert!(last.contains("ZEBRA-striped"), "{last}");
+        drop(stdin);
+        let mut reaper = reaper;
+        let child = reaper.0.as_mut().ok_or("no child")?;
+        let status = tokio::task::block_in_place(|| wait_exit(child, Duration::from_secs(20)))
+            .ok_or("the playground did not end")?;
+        assert!(status.success());
+        reaper.0 = None;
+        Ok(())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn secrets_come_from_the_systemd_credentials_directory() -> TestResult {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path_regex(r"^/v1beta/models/chat-mock:generateContent$"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "candidates": [{"content": {"role": "model", "parts": [{"text": "# «wait»\n1"}]}, "finishReason": "STOP"}]
+            })))
+            .mount(&server)
+            .await;
+        let s = Scratch::new(&[("Tess.md", TESS)])?;
+        let creds = s.path().join("credentials");
+        std::fs::create_dir_all(&creds)?;
+        std::fs::write(creds.join("gemini_api_key"), "CRED_KEY_123\n")?;
+        std::fs::write(creds.join("telegram_api_hash"), "CRED_HASH_456\n")?;
+        let creds_dir = creds.display().to_string();
+        let uri = server.uri();
+        let child = start(
+            &s,
+            &["--planner", "gemini", "--model", "chat-mock"],
+            &[
+                ("CREDENTIALS_DIRECTORY", &creds_dir),
+                ("GEMINI_BASE_URL", &uri),
+            ],
+        )?;
+        let mut reaper = Reaper(Some(child));
+        let s2 = &s;
+        tokio::task::block_in_place(|| wait_up(s2))?;
+        tokio::task::block_in_place(|| ctl(s2, &["say", "--from", "Alice", "one"]))?;
+        let mut got = Vec::new();
+        for _ in 0..500 {
+            got = server.received_requests().await.unwrap_or_default();
+            if !got.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let key = got
+            .first()
+            .and_then(|r| r.headers.get("x-goog-api-key"))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        assert_eq!(key.as_deref(), Some("CRED_KEY_123"));
+        let child = reaper.0.as_mut().ok_or("no child")?;
+        signal(child, "-TERM")?;
+        tokio::task::block_in_place(|| wait_exit(child, Duration::from_secs(10)))
+            .ok_or("no exit")?;
+        reaper.0 = None;
+        assert!(!s.log_text().contains("CRED_"), "a secret in the logs");
+        // MTProto: the api_hash credential counts; without a session the agent cannot start
+        // (exit 69, naming `login`) instead of failing on missing settings (78).
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+        base(&mut cmd);
+        let out = cmd
+            .arg("--agents")
+            .arg(s.agents())
+            .arg("--state")
+            .arg(s.state())
+            .arg("run")
+            .env("CREDENTIALS_DIRECTORY", &creds_dir)
+            .env("TELEGRAM_API_ID", "12345")
+            .output()?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(69), "{err}");
+        assert!(err.contains("personad login"), "{err}");
+        assert!(!err.contains("CRED_"), "{err}");
+        Ok(())
+    }
+}
+
+#[test]
+fn ctl_without_a_daemon_says_so_and_state_clear_needs_a_selector() -> TestResult {
+    let s = Scratch::new(&[])?;
+    let out = ctl(&s, &["status"])?;
+    assert_eq!(out.status.code(), Some(69));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no daemon answers"), "{err}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+    base(&mut cmd);
+    let out = cmd
+        .arg("--state")
+        .arg(s.state())
+        .args(["state", "clear"])
+        .output()?;
+    assert_eq!(out.status.code(), Some(2));
+    Ok(())
+}
+
+#[test]
+fn a_configuration_error_is_printed_once() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+    base(&mut cmd);
+    let out = cmd
+        .arg("--agents")
+        .arg(s.agents())
+        .arg("--state")
+        .arg(s.state())
+        .args(["run", "--telegram", "memory", "--planner", "gemini"])
+        .output()?;
+    assert_eq!(out.status.code(), Some(78));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("invalid setting llm").count(), 1, "{err}");
+    assert_eq!(err.matches("no Gemini API key").count(), 1, "{err}");
+    Ok(())
+}
+
+#[test]
+fn admin_chats_take_commands_and_other_groups_do_not_plan_them() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let ops_id = -personad::telegram::memory::user_id_for("Ops");
+    let admin = ops_id.to_string();
+    let child = start(&s, &["--planner", "echo", "--admin-chat", &admin], &[])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    ctl(&s, &["say", "--group", "Ops", "--from", "Bob", "/plans"])?;
+    let answer = poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Ops")
+            .into_iter()
+            .find(|t| t.starts_with("personad:"))
+    })
+    .ok_or("no answer in the admin chat")?;
+    assert!(answer.contains("no pending plans"), "{answer}");
+    ctl(&s, &["say", "--group", "Club", "--from", "Bob", "/status"])?;
+    ctl(
+        &s,
+        &["say", "--group", "Club", "--from", "Bob", "evening all"],
+    )?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Club")
+            .iter()
+            .any(|t| t == "Tess heard: evening all")
+            .then_some(())
+    })
+    .ok_or("no answer in Club")?;
+    let club = texts(&s, "Tess", "Club");
+    assert!(
+        !club
+            .iter()
+            .any(|t| t.starts_with("personad:") || t.contains("heard: /status")),
+        "{club:?}"
+    );
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = None;
+    Ok(())
+}
+
+#[test]
+fn logs_switch_to_journald_when_stderr_is_the_journal_stream() -> TestResult {
+    use std::os::unix::fs::MetadataExt;
+    let s = Scratch::new(&[("Broken.md", "# Agent Name\nBroken\n")])?;
+    let log = std::fs::File::create(s.log())?;
+    let meta = log.metadata()?;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+    base(&mut cmd);
+    let status = cmd
+        .arg("--agents")
+        .arg(s.agents())
+        .arg("--state")
+        .arg(s.state())
+        .args(["run", "--telegram", "memory", "--planner", "echo"])
+        .env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino()))
+        .stderr(Stdio::from(log))
+        .status()?;
+    assert_eq!(status.code(), Some(69));
+    let text = s.log_text();
+    let line = text
+        .lines()
+        .find(|l| l.contains("event=agent_not_started"))
+        .ok_or_else(|| format!("no error line: {text}"))?;
+    assert!(line.starts_with("<3>"), "{line}");
+    // A JOURNAL_STREAM that names another file is not the journal.
+    let other = Command::new(env!("CARGO_BIN_EXE_personad"))
+        .arg("--agents")
+        .arg(s.agents())
+        .arg("--state")
+        .arg(s.state())
+        .args(["run", "--telegram", "memory", "--planner", "echo"])
+        .env("JOURNAL_STREAM", "1:2")
+        .env_remove("PERSONAD_LOG_FORMAT")
+        .env_remove("PERSONAD_LOG")
+        .output()?;
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(!err.contains("<3>") && err.contains("ERROR"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn minus_v_means_debug_in_every_command() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let chat = |extra: &[&str]| -> Result<String, Box<dyn std::error::Error>> {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+        base(&mut cmd);
+        let mut child = cmd
+            .arg("--agents")
+            .arg(s.agents())
+            .arg("--state")
+            .arg(s.state())
+            .args(extra)
+            .args([
+                "chat",
+                "--agent",
+                "Tess",
+                "--jsonl",
+                "--fast",
+                "--planner",
+                "echo",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        child
+            .stdin
+            .take()
+            .ok_or("no stdin")?
+            .write_all(b"{\"text\": \"hi\"}\n")?;
+        let out = child.wait_with_output()?;
+        Ok(String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let quiet = chat(&[])?;
+    assert!(
+        !quiet.contains(" INFO ") && !quiet.contains("DEBUG"),
+        "{quiet}"
+    );
+    let verbose = chat(&["-v"])?;
+    assert!(verbose.contains("DEBUG"), "{verbose}");
+    assert!(!verbose.contains("TRACE"), "{verbose}");
+    Ok(())
+}
+
+#[test]
+fn ctl_plans_forget_mode_help_and_stop() -> TestResult {
+    // Tess waits a minute before answering: her plan stays on disk.
+    let slow = persona("Tess", "+15550100042", "# Start Typing Delay\n60\n\n");
+    let s = Scratch::new(&[("Tess.md", &slow)])?;
+    let mut systemd = FakeSystemd::new(s.path())?;
+    let sock = systemd.path.display().to_string();
+    let child = start(&s, &["--planner", "echo"], &[("NOTIFY_SOCKET", &sock)])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    ctl(&s, &["say", "--from", "Ann", "hello"])?;
+    let plans = poll(Duration::from_secs(10), || {
+        let out = stdout(&ctl(&s, &["plans"]).ok()?);
+        (out.contains("(Ann)") && out.contains("wait")).then_some(out)
+    })
+    .ok_or("no plan listed")?;
+    assert!(plans.contains("send pending"), "{plans}");
+    let out = ctl(&s, &["forget", "--chat", "Ann"])?;
+    assert!(
+        stdout(&out).contains("dropped the plan"),
+        "{}",
+        stdout(&out)
+    );
+    let store = GraphStore::new(StateDir::new(s.state()));
+    poll(Duration::from_secs(10), || {
+        store.scan().ok()?.is_empty().then_some(())
+    })
+    .ok_or("the plan is still on disk")?;
+    let out = ctl(&s, &["mode", "--chat", "Ann", "smart"])?;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not available yet"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ctl(&s, &["say", "--chat", "me", "/help"])?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Saved Messages")
+            .iter()
+            .any(|t| t.starts_with("personad:") && t.contains("/pause"))
+            .then_some(())
+    })
+    .ok_or("no help in Saved Messages")?;
+    let out = ctl(&s, &["stop"])?;
+    assert!(out.status.success());
+    assert!(
+        systemd
+            .until(Duration::from_secs(10), |m| has_line(m, "STOPPING=1"))
+            .is_some(),
+        "no STOPPING=1"
+    );
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    let status = wait_exit(child, Duration::from_secs(10)).ok_or("no exit after ctl stop")?;
+    assert_eq!(status.code(), Some(0));
+    reaper.0 = None;
+    assert!(
+        !s.state().join("ctl.sock").exists(),
+        "the socket file is left behind"
+    );
+    Ok(())
+}
+
+#[test]
+fn the_control_socket_refuses_other_users_even_when_its_file_is_opened_up() -> TestResult {
+    use std::os::unix::fs::PermissionsExt;
+    let root = Command::new("id").arg("-u").output()?;
+    let setpriv = Command::new("setpriv").arg("--version").output();
+    if String::from_utf8_lossy(&root.stdout).trim() != "0" || setpriv.is_err() {
+        eprintln!("skipped: needs root and setpriv to connect as another user");
+        return Ok(());
+    }
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let child = start(&s, &["--planner", "echo"], &[])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    // An operator loosens every permission by mistake: the peer check still refuses.
+    for dir in [s.path().to_path_buf(), s.state()] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    }
+    let sock = s.state().join("ctl.sock");
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666))?;
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_personad"))
+        .arg("--state")
+        .arg(s.state())
+        .args(["ctl", "pause"])
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("refused"), "{err}");
+    let status = stdout(&ctl(&s, &["status"])?);
+    assert!(
+        status.contains("paused: -"),
+        "another user paused the agent: {status}"
+    );
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = None;
+    Ok(())
+}
