@@ -116,7 +116,8 @@ fn llm_stack(
     let keys = llm_keys_from_systemd();
     let lookup = move |name: &str| std::env::var(name).ok().or_else(|| keys.get(name).cloned());
     let router = Arc::new(Router::from_lookup(lookup, retry.request_timeout));
-    let llm = crate::llm::retry::RetryingLlm::new(Arc::clone(&router) as Arc<dyn Llm>, retry, clock);
+    let llm =
+        crate::llm::retry::RetryingLlm::new(Arc::clone(&router) as Arc<dyn Llm>, retry, clock);
     (metrics::MeteredLlm::wrap(Arc::new(llm)), router)
 }
 
@@ -262,7 +263,11 @@ impl Fleet {
         };
         let me = seat.telegram.self_id();
         let peers: Vec<i64> = {
-            let mut all = self.group.peers.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut all = self
+                .group
+                .peers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             all.insert(me);
             all.iter().copied().filter(|p| *p != me).collect()
         };
@@ -521,7 +526,7 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
     .with_quote_book(Arc::clone(&quotes));
     // Every agent whose provider is not configured is reported; with none usable, MTProto
     // stops here and the in-memory backend falls back to the echo planner.
-    let mut first_problem = None;
+    let mut problems = Vec::new();
     let mut usable = 0usize;
     for persona in report.active() {
         let route = llm_planner.route(persona);
@@ -530,14 +535,17 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
             .and_then(|choice| router.check(choice.provider));
         match check {
             Ok(()) => usable += 1,
-            Err(why) => {
-                if args.planner != PlannerChoice::Echo {
-                    tracing::error!(event = "llm_not_configured", agent = %persona.name, llm = %route, "the persona's LLM is not configured: {why}");
-                }
-                first_problem.get_or_insert(why);
-            }
+            Err(why) => problems.push((persona.name.clone(), route, why)),
         }
     }
+    // With some providers usable, each unusable persona is reported; with none, the one
+    // error below says why (printed once).
+    if usable > 0 && args.planner != PlannerChoice::Echo {
+        for (agent, route, why) in &problems {
+            tracing::error!(event = "llm_not_configured", agent = %agent, llm = %route, "the persona's LLM is not configured: {why}");
+        }
+    }
+    let first_problem = problems.into_iter().next().map(|(_, _, why)| why);
     let memory = matches!(backend, Backend::Memory { .. });
     let use_llm = match args.planner {
         PlannerChoice::Echo => !memory,

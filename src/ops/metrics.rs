@@ -161,6 +161,11 @@ impl MeteredLlm {
 
 impl Llm for MeteredLlm {
     fn generate<'a>(&'a self, req: &'a LlmRequest) -> BoxFuture<'a, Result<LlmOutcome, LlmError>> {
+        // Requests carry a route (`provider:model`): the label is the model itself.
+        let model = crate::llm::provider::resolve(&req.model)
+            .ok()
+            .and_then(|c| c.model)
+            .unwrap_or_else(|| req.model.clone());
         Box::pin(async move {
             let result = self.inner.generate(req).await;
             let outcome = match &result {
@@ -169,9 +174,9 @@ impl Llm for MeteredLlm {
                 Ok(LlmOutcome::Blocked { .. }) => "blocked",
                 Err(_) => "error",
             };
-            metrics::counter!("personad_llm_requests_total", "model" => req.model.clone(), "outcome" => outcome).increment(1);
+            metrics::counter!("personad_llm_requests_total", "model" => model.clone(), "outcome" => outcome).increment(1);
             if result.is_err() {
-                metrics::counter!("personad_llm_errors_total", "model" => req.model.clone())
+                metrics::counter!("personad_llm_errors_total", "model" => model)
                     .increment(1);
             }
             result

@@ -274,7 +274,11 @@ impl Driver {
 
     /// Hot reload: a running agent gets its new persona (from its next task on); a new one
     /// starts with its safety state from disk, taking back its graphs kept there.
-    async fn upsert_agent(&mut self, handle: AgentHandle, now: Timestamp) -> Result<(), RuntimeError> {
+    async fn upsert_agent(
+        &mut self,
+        handle: AgentHandle,
+        now: Timestamp,
+    ) -> Result<(), RuntimeError> {
         let agent = handle.persona.name.clone();
         let self_id = handle.telegram.self_id();
         self.agents.insert(agent.clone(), handle);

@@ -634,7 +634,18 @@ impl Telegram for MemoryTelegram {
     fn mark_read(&self, chat: ChatId, upto: MessageId) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
             self.enter(Op::MarkRead).await?;
-            self.with_chat(chat, |log| log.read_upto = Some(upto))?;
+            // Read state lives on Telegram's side: it survives a crash of ours, so the
+            // twin makes it durable at once (an unread scan after a restart relies on it).
+            let changed = self.with_chat(chat, |log| {
+                let changed = log.read_upto.is_none_or(|r| r < upto);
+                if changed {
+                    log.read_upto = Some(upto);
+                }
+                changed
+            })?;
+            if changed {
+                self.persist(chat).await?;
+            }
             self.record(Action::Read { chat, upto });
             Ok(())
         })

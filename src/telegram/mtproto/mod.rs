@@ -17,9 +17,9 @@ pub mod guarded;
 pub mod login;
 pub mod map;
 pub mod pump;
+pub mod reactions;
 pub mod recover;
 pub mod sent;
-pub mod reactions;
 pub mod session;
 
 use std::fmt;
@@ -534,7 +534,12 @@ async fn scan_unread(
             }
             let strong = d.unread_mentions_count > 0 || d.unread_mark;
             let trigger = strong || !telegram.is_muted(mapped.chat.id).await;
-            sink.inbound_addressed(mapped.chat, mapped.message, trigger, strong || mapped.callout);
+            sink.inbound_addressed(
+                mapped.chat,
+                mapped.message,
+                trigger,
+                strong || mapped.callout,
+            );
             if trigger {
                 replanned += 1;
             }
