@@ -130,6 +130,8 @@ struct GroupWiring {
     quotes: Arc<QuoteBook>,
     quiet: Duration,
     peers: Arc<Mutex<BTreeSet<i64>>>,
+    /// The running gates by agent, so `/mode` applies at once.
+    gates: Arc<Mutex<BTreeMap<String, GroupGate>>>,
 }
 
 /// How agents reach Telegram.
@@ -308,6 +310,11 @@ impl Fleet {
                 modes,
                 quotes: group.quotes,
             });
+            group
+                .gates
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(agent.clone(), gate.clone());
             let connected = connected.with_group_gate(gate);
             if let Err(e) = connected.serve(agent.clone(), handle, opts, clock, s).await {
                 tracing::error!(event = "pump_stopped", agent = %agent, error = %e, "update pump stopped");
@@ -573,7 +580,9 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         quotes,
         quiet: config.debounce,
         peers: Arc::new(Mutex::new(BTreeSet::new())),
+        gates: Arc::new(Mutex::new(BTreeMap::new())),
     };
+    let gates = Arc::clone(&group.gates);
     let stop = CancellationToken::new();
     let mut fleet = Fleet {
         global: global.clone(),
@@ -649,7 +658,7 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         )
         .await
         .map_err(|e| CommandError::Io(e.to_string()))?
-        .with_usage(usage);
+        .with_usage(Arc::clone(&usage));
         runtime = runtime.with_media(Arc::new(media));
     }
     let handle = runtime.handle();
@@ -673,6 +682,19 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
             },
         )
     };
+    controller.set_mode_listener(Arc::new(move |agent, chat, mode| {
+        if let Some(gate) = gates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(agent)
+        {
+            gate.set_chat_mode(chat, Some(mode));
+        }
+    }));
+    {
+        let usage = Arc::clone(&usage);
+        controller.set_usage_source(Arc::new(move |agent| usage.today_line(agent)));
+    }
     // Signals are handled from here on (SIGHUP must not kill a starting daemon).
     let immediate = Arc::new(Notify::new());
     let signals = tokio::spawn(signal_loop(

@@ -501,7 +501,10 @@ async fn the_playground_talks_to_an_openai_compatible_server() -> common::TestRe
         ),
         (&json!(1200), &json!(1024), &json!(30))
     );
-    assert!(f["chat"].is_i64(), "the chat is named by its id: {usage_line}");
+    assert!(
+        f["chat"].is_i64(),
+        "the chat is named by its id: {usage_line}"
+    );
     let reqs = bodies(&server).await;
     assert_eq!(reqs.len(), 1, "{stderr}");
     let body = &reqs[0].1;

@@ -1186,13 +1186,21 @@ fn ctl_plans_forget_mode_help_and_stop() -> TestResult {
         store.scan().ok()?.is_empty().then_some(())
     })
     .ok_or("the plan is still on disk")?;
-    let out = ctl(&s, &["mode", "--chat", "Ann", "smart"])?;
-    assert_eq!(out.status.code(), Some(1));
+    let out = ctl(&s, &["mode", "--chat", "Ann", "strict"])?;
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("not available yet"),
+        stdout(&out).contains("group trigger mode strict"),
         "{}",
-        String::from_utf8_lossy(&out.stderr)
+        stdout(&out)
     );
+    // The override is kept in the agent's state, so it survives a restart.
+    poll(Duration::from_secs(10), || {
+        let text = std::fs::read_to_string(s.state().join("Tess").join("agent-state.json")).ok()?;
+        text.contains("group_modes").then_some(())
+    })
+    .ok_or("the mode override is not in the agent state")?;
+    let out = ctl(&s, &["mode", "--chat", "Ann", "loud"])?;
+    assert_eq!(out.status.code(), Some(1), "an unknown mode is refused");
     ctl(&s, &["say", "--chat", "me", "/help"])?;
     poll(Duration::from_secs(10), || {
         texts(&s, "Tess", "Saved Messages")

@@ -179,6 +179,32 @@ impl UsageMeter {
             .insert(agent.to_owned());
     }
 
+    /// One line of today's (UTC) totals for `agent`, for `/status`; `None` before any use.
+    pub fn today_line(&self, agent: &str) -> Option<String> {
+        let day = self
+            .clock
+            .now()
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .date()
+            .to_string();
+        let rows: Vec<UsageRow> = self
+            .totals()
+            .into_iter()
+            .filter(|r| r.agent == agent && r.day == day)
+            .collect();
+        if rows.is_empty() {
+            return None;
+        }
+        let sum = |f: fn(&UsageRow) -> u64| rows.iter().map(f).sum::<u64>();
+        Some(format!(
+            "{} request(s), {} prompt tokens ({} cached), {} output tokens",
+            sum(|r| r.requests),
+            sum(|r| r.prompt_tokens),
+            sum(|r| r.cached_tokens),
+            sum(|r| r.output_tokens)
+        ))
+    }
+
     /// Every row, by agent, model and day (the read API for status pages and metrics).
     pub fn totals(&self) -> Vec<UsageRow> {
         self.totals

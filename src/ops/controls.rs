@@ -220,6 +220,10 @@ pub struct Hooks {
 /// A seam for LLM usage totals (the LLM layer fills it): one line for the agent, if known.
 pub type UsageSource = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
+/// Told when the owner sets a group's trigger mode (the daemon's live group gates).
+pub type ModeListener =
+    Arc<dyn Fn(&str, ChatId, crate::group::settings::TriggerMode) + Send + Sync>;
+
 #[derive(Debug, Clone, Default)]
 struct KnownChat {
     title: String,
@@ -234,6 +238,7 @@ pub struct Controller {
     admin_chats: Vec<i64>,
     hooks: Hooks,
     usage: Mutex<Option<UsageSource>>,
+    modes: Mutex<Option<ModeListener>>,
     seats: Mutex<BTreeMap<String, Seat>>,
     pauses: Mutex<BTreeMap<String, Pauses>>,
     chats: Mutex<BTreeMap<String, BTreeMap<i64, KnownChat>>>,
@@ -260,11 +265,17 @@ impl Controller {
             admin_chats,
             hooks,
             usage: Mutex::new(None),
+            modes: Mutex::new(None),
             seats: Mutex::new(BTreeMap::new()),
             pauses: Mutex::new(BTreeMap::new()),
             chats: Mutex::new(BTreeMap::new()),
             me: me.clone(),
         })
+    }
+
+    /// Who applies `/mode` to running group gates (the override is also kept on disk).
+    pub fn set_mode_listener(&self, listener: ModeListener) {
+        *lock(&self.modes) = Some(listener);
     }
 
     /// Where `/status` gets LLM usage from.
@@ -413,14 +424,17 @@ impl Controller {
                 Ok("stopping: tasks in flight may finish, then the daemon exits".into())
             }
             Op::Mode { chat, mode } => {
-                if !matches!(mode.as_str(), "strict" | "smart" | "talkative") {
-                    return Err(format!("unknown mode {mode:?}: strict, smart or talkative"));
-                }
+                let mode: crate::group::settings::TriggerMode = mode
+                    .parse()
+                    .map_err(|_| format!("unknown mode {mode:?}: strict, smart or talkative"))?;
                 let agent = self.pick_agent(agent)?;
-                let (id, _) = self.resolve_chat(&agent, &chat).await?;
-                Err(format!(
-                    "/mode is not available yet: group trigger modes are not part of this build (chat {id} unchanged)"
-                ))
+                let (id, title) = self.resolve_chat(&agent, &chat).await?;
+                // Kept in the agent's state (so it survives restarts) and applied at once.
+                self.runtime.set_group_mode(&agent, id, Some(mode));
+                if let Some(listener) = lock(&self.modes).as_ref() {
+                    listener(&agent, id, mode);
+                }
+                Ok(format!("{title} ({id}): group trigger mode {mode}"))
             }
             Op::Pause { chat, secs } => {
                 let agent = self.pick_agent(agent)?;

@@ -176,8 +176,7 @@ impl Llm for MeteredLlm {
             };
             metrics::counter!("personad_llm_requests_total", "model" => model.clone(), "outcome" => outcome).increment(1);
             if result.is_err() {
-                metrics::counter!("personad_llm_errors_total", "model" => model)
-                    .increment(1);
+                metrics::counter!("personad_llm_errors_total", "model" => model).increment(1);
             }
             result
         })

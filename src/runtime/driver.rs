@@ -264,6 +264,9 @@ impl Driver {
             }
             Event::Shutdown { reason } => self.sched.begin_stop(reason, now),
             Event::UpsertAgent(agent) => self.upsert_agent(*agent, now).await?,
+            Event::SetGroupMode { agent, chat, mode } => {
+                self.sched.set_group_mode(&agent, chat, mode);
+            }
             Event::RemoveAgent { agent, reason } => {
                 info!(event = "agent_removed", agent = %agent, reason = %reason, "agent stopped; its graphs stay on disk");
                 self.sched.stop_agent(&agent, now);

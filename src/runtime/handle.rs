@@ -38,6 +38,20 @@ impl RuntimeHandle {
         });
     }
 
+    /// Records a group's trigger-mode override (or clears it) in the agent's state on disk.
+    pub fn set_group_mode(
+        &self,
+        agent: &str,
+        chat: crate::telegram::ChatId,
+        mode: Option<crate::group::settings::TriggerMode>,
+    ) {
+        self.queue.push(Event::SetGroupMode {
+            agent: agent.to_string(),
+            chat,
+            mode,
+        });
+    }
+
     /// Events pushed but not yet applied by the loop.
     pub fn queue_depth(&self) -> u64 {
         self.queue

@@ -50,6 +50,12 @@ pub enum Event {
     Shutdown { reason: String },
     /// Stop an agent whose persona was removed or disabled (hot reload); graphs stay on disk.
     RemoveAgent { agent: String, reason: String },
+    /// The owner set (or cleared) a group's trigger mode: kept in the agent's state.
+    SetGroupMode {
+        agent: String,
+        chat: crate::telegram::ChatId,
+        mode: Option<crate::group::settings::TriggerMode>,
+    },
     /// Start an agent, or give a running one a new persona (hot reload).
     UpsertAgent(Box<super::AgentHandle>),
 }

@@ -101,6 +101,22 @@ impl AccountSafety {
             && graph.chat.id.0 != *self_id
     }
 
+    /// Sets or clears a group's trigger-mode override; returns whether the state changed.
+    pub fn set_group_mode(
+        &mut self,
+        agent: &str,
+        chat: ChatId,
+        mode: Option<crate::group::settings::TriggerMode>,
+    ) -> bool {
+        let state = self.states.entry(agent.to_string()).or_default();
+        let before = state.group_modes.get(&chat).copied();
+        match mode {
+            Some(m) => state.group_modes.insert(chat, m),
+            None => state.group_modes.remove(&chat),
+        };
+        before != mode
+    }
+
     /// Forgets a stopped agent (its state stays on disk).
     pub fn remove_agent(&mut self, agent: &str) {
         self.self_ids.remove(agent);

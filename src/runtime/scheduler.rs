@@ -483,6 +483,19 @@ impl Scheduler {
         }
     }
 
+    /// Sets or clears a group's trigger-mode override; a change is saved with the agent's
+    /// state.
+    pub fn set_group_mode(
+        &mut self,
+        agent: &str,
+        chat: ChatId,
+        mode: Option<crate::group::settings::TriggerMode>,
+    ) {
+        if self.agents.contains(agent) && self.safety.set_group_mode(agent, chat, mode) {
+            self.effects.push(Effect::SaveAgentState(agent.to_string()));
+        }
+    }
+
     /// Whether the agent runs.
     pub fn has_agent(&self, agent: &str) -> bool {
         self.agents.contains(agent)
