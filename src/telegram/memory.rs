@@ -567,6 +567,8 @@ impl Telegram for MemoryTelegram {
         Box::pin(async move {
             self.enter(Op::MarkRead).await?;
             self.with_chat(chat, |log| log.read_upto = Some(upto))?;
+            // Telegram keeps the read marker on its side at once: so does the transcript.
+            self.persist(chat).await?;
             self.record(Action::Read { chat, upto });
             Ok(())
         })
