@@ -16,7 +16,7 @@ use crate::cli::{CrashChildArgs, GlobalArgs};
 use crate::clock::{self, BoxFuture, SharedClock, SystemClock};
 use crate::commands::{CmdResult, CommandError};
 use crate::config::{Pacing, RuntimeConfig};
-use crate::graph::ConversationKey;
+use crate::graph::{ConversationKey, TaskSpec, codec};
 use crate::persona;
 use crate::planner::{Action, PlanError, PlanRequest, Planner};
 use crate::runtime::{AgentHandle, Runtime};
@@ -121,15 +121,22 @@ pub async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> CmdResult 
     let run = tokio::spawn(runtime.run());
     handle.wait_until(|s| s.started).await;
     say("READY")?;
-    // The unread scan: a newest inbound message nobody started planning for.
+    // The unread scan, as on connecting to Telegram: the newest inbound message is pushed
+    // again unless it was read (its planning started) or the graph on disk answers it.
     for c in &chats {
         let key = ConversationKey::new(AGENT, c.id);
-        let has_graph = state.graph_path(&key).exists();
+        let answers = std::fs::read_to_string(state.graph_path(&key))
+            .ok()
+            .and_then(|text| codec::decode(&text).ok())
+            .and_then(|g| match g.tasks.first().map(|t| &t.spec) {
+                Some(TaskSpec::Received { message_id }) => *message_id,
+                _ => None,
+            });
         let transcript = telegram.transcript(c.id);
         let newest = transcript.iter().rev().find(|m| !m.outgoing);
         let read = telegram.read_upto(c.id);
         if let Some(m) = newest
-            && !has_graph
+            && answers != Some(m.id)
             && read.is_none_or(|r| r < m.id)
         {
             handle.push_inbound(AGENT, c.clone(), m.clone(), true);

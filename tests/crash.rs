@@ -120,8 +120,15 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
                 .entry(m["text"].as_str().unwrap_or_default().to_string())
                 .or_default() += 1;
         }
+        let log: Vec<String> = messages
+            .iter()
+            .map(|m| format!("{} {} {}", m["id"], m["outgoing"], m["text"]))
+            .collect();
         if let Some((text, n)) = sent.iter().find(|(_, n)| **n > 1) {
-            return Err(format!("seed {seed}: chat {chat}: {text:?} sent {n} times"));
+            return Err(format!(
+                "seed {seed}: chat {chat}: {text:?} sent {n} times; transcript:\n{}",
+                log.join("\n")
+            ));
         }
         let newest = messages
             .iter()
@@ -132,7 +139,8 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
             for text in planned_texts(chat, id) {
                 if !sent.contains_key(&text) {
                     return Err(format!(
-                        "seed {seed}: chat {chat}: planned send {text:?} was lost"
+                        "seed {seed}: chat {chat}: planned send {text:?} was lost; transcript:\n{}",
+                        log.join("\n")
                     ));
                 }
             }

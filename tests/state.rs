@@ -2,6 +2,8 @@
 //! decoder, and a process killed at random moments while saving leaves every graph file
 //! parseable with no acknowledged save lost.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -87,7 +89,10 @@ fn harness_binary() -> &'static str {
 /// Runs the save loop, reads `acks` acknowledgements, then SIGKILLs it mid-stream.
 /// Returns the last acknowledged seq per chat.
 fn run_and_kill(state: &Path, acks: usize) -> Result<Vec<(i64, u64)>, Box<dyn std::error::Error>> {
-    let mut child = Command::new(harness_binary())
+    let mut cmd = Command::new(harness_binary());
+    // Nothing from the environment (PERSONAD_*, GEMINI_*, TELEGRAM_*...) may steer the child.
+    common::clear_env(&mut cmd);
+    let mut child = cmd
         .args(["--state"])
         .arg(state)
         .args(["-qq", "save-loop", "--chats", "4"])

@@ -118,8 +118,17 @@ pub fn decode(text: &str) -> Result<TaskGraph, CodecError> {
         line: open_line + source.line(),
         source,
     };
-    let probe: FormatProbe = serde_json::from_str(json).map_err(json_err)?;
-    let graph: TaskGraph = match probe.format {
+    // `encode` writes the version first; other layouts (hand-edited files) take the slow
+    // path of a full skim for the field.
+    let format = match leading_format(json) {
+        Some(v) => v,
+        None => {
+            serde_json::from_str::<FormatProbe>(json)
+                .map_err(json_err)?
+                .format
+        }
+    };
+    let graph: TaskGraph = match format {
         1 => {
             let old: v1::GraphV1 = serde_json::from_str(json).map_err(json_err)?;
             v1::upgrade(old).map_err(CodecError::Invalid)?
@@ -134,6 +143,19 @@ pub fn decode(text: &str) -> Result<TaskGraph, CodecError> {
     };
     graph.validate().map_err(CodecError::Invalid)?;
     Ok(graph)
+}
+
+/// The version when the object starts with `"format": N` (as `encode` writes it).
+fn leading_format(json: &str) -> Option<u32> {
+    let rest = json.trim_start().strip_prefix('{')?.trim_start();
+    let rest = rest.strip_prefix("\"format\"")?.trim_start();
+    let rest = rest.strip_prefix(':')?.trim_start();
+    let end = rest.find(|c: char| !c.is_ascii_digit())?;
+    let after = rest[end..].trim_start();
+    if !(after.starts_with(',') || after.starts_with('}')) {
+        return None;
+    }
+    rest[..end].parse().ok()
 }
 
 /// Only the `format` field, read first to pick the right reader.

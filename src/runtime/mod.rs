@@ -127,8 +127,6 @@ pub enum RuntimeError {
     Store(#[from] StoreError),
     #[error("a background task failed")]
     Join(#[from] tokio::task::JoinError),
-    #[error("the write scheduler closed")]
-    Stopped,
 }
 
 /// How the loop ended.
