@@ -153,12 +153,7 @@ impl UsageMeter {
 
     /// Adds one response's usage for `agent` and `model`, on today's (UTC) row.
     pub fn add(&self, agent: &str, model: &str, usage: Usage) {
-        let day = self
-            .clock
-            .now()
-            .to_zoned(jiff::tz::TimeZone::UTC)
-            .date()
-            .to_string();
+        let day = self.today();
         let key = (agent.to_owned(), model.to_owned(), day.clone());
         {
             let mut totals = self.totals.lock().unwrap_or_else(PoisonError::into_inner);
@@ -179,14 +174,18 @@ impl UsageMeter {
             .insert(agent.to_owned());
     }
 
-    /// One line of today's (UTC) totals for `agent`, for `/status`; `None` before any use.
-    pub fn today_line(&self, agent: &str) -> Option<String> {
-        let day = self
-            .clock
+    /// Today's UTC date, the key of the day's rows.
+    fn today(&self) -> String {
+        self.clock
             .now()
             .to_zoned(jiff::tz::TimeZone::UTC)
             .date()
-            .to_string();
+            .to_string()
+    }
+
+    /// One line of today's (UTC) totals for `agent`, for `/status`; `None` before any use.
+    pub fn today_line(&self, agent: &str) -> Option<String> {
+        let day = self.today();
         let rows: Vec<UsageRow> = self
             .totals()
             .into_iter()

@@ -187,18 +187,7 @@ impl Driver {
         );
         for agent in self.agents.keys() {
             let dir = self.store.state_dir().clone();
-            let a = agent.clone();
-            let (state, quarantined) =
-                blocking(move || store::load_agent_state(&dir, &a)).await??;
-            if let Some(q) = quarantined {
-                error!(
-                    agent = %agent,
-                    file = %q.original.display(),
-                    moved_to = %q.moved_to.display(),
-                    reason = %q.reason,
-                    "unreadable agent state moved to quarantine; starting with no disabled chats and no breaker"
-                );
-            }
+            let state = load_agent_state(dir, agent).await?;
             safety.set_state(agent, state);
         }
         self.sched = Scheduler::new(
@@ -289,18 +278,7 @@ impl Driver {
             info!(event = "agent_persona_reloaded", agent = %agent, "persona reloaded");
             return Ok(());
         }
-        let dir = self.store.state_dir().clone();
-        let a = agent.clone();
-        let (state, quarantined) = blocking(move || store::load_agent_state(&dir, &a)).await??;
-        if let Some(q) = quarantined {
-            error!(
-                agent = %agent,
-                file = %q.original.display(),
-                moved_to = %q.moved_to.display(),
-                reason = %q.reason,
-                "unreadable agent state moved to quarantine; starting with no disabled chats and no breaker"
-            );
-        }
+        let state = load_agent_state(self.store.state_dir().clone(), &agent).await?;
         self.sched.add_agent(&agent, self_id, state, now);
         info!(event = "agent_started", agent = %agent, "agent started");
         Ok(())
@@ -516,4 +494,24 @@ fn record_outcome(result: &Result<handlers::Outcome, TaskError>) {
         Err(_) => "error",
     };
     metrics::counter!("personad_tasks_finished_total", "outcome" => outcome).increment(1);
+}
+
+/// An agent's safety state from disk, off the loop; an unreadable file is quarantined and
+/// the agent starts clean (logged).
+async fn load_agent_state(
+    dir: store::StateDir,
+    agent: &str,
+) -> Result<crate::agent_state::AgentState, RuntimeError> {
+    let a = agent.to_string();
+    let (state, quarantined) = blocking(move || store::load_agent_state(&dir, &a)).await??;
+    if let Some(q) = quarantined {
+        error!(
+            agent = %agent,
+            file = %q.original.display(),
+            moved_to = %q.moved_to.display(),
+            reason = %q.reason,
+            "unreadable agent state moved to quarantine; starting with no disabled chats and no breaker"
+        );
+    }
+    Ok(state)
 }
