@@ -250,18 +250,19 @@ impl Fleet {
         }
     }
 
-    /// Starts the update pump of an MTProto agent; its group messages go through a group
-    /// gate (trigger modes, classifier, share of voice).
+    /// Builds the agent's group gate (trigger modes, classifier, share of voice) and, for an
+    /// MTProto agent, starts its update pump with that gate; returns the pump's stop token.
     fn pump(
         &mut self,
         persona: &Arc<Persona>,
         seat: &Seat,
-        connected: Connected,
+        connected: Option<Connected>,
         handle: RuntimeHandle,
-    ) -> CancellationToken {
+    ) -> Option<CancellationToken> {
         let stop = self.stop.child_token();
-        let Backend::Mtproto { opts, .. } = &self.backend else {
-            return stop;
+        let opts = match &self.backend {
+            Backend::Mtproto { opts, .. } => Some(*opts),
+            Backend::Memory { .. } => None,
         };
         let me = seat.telegram.self_id();
         let peers: Vec<i64> = {
@@ -273,12 +274,7 @@ impl Fleet {
             all.insert(me);
             all.iter().copied().filter(|p| *p != me).collect()
         };
-        let (opts, clock, s, agent) = (
-            *opts,
-            Arc::clone(&self.clock),
-            stop.clone(),
-            persona.name.clone(),
-        );
+        let (clock, s, agent) = (Arc::clone(&self.clock), stop.clone(), persona.name.clone());
         let (group, state, persona, telegram) = (
             self.group.clone(),
             self.state.clone(),
@@ -315,12 +311,15 @@ impl Fleet {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(agent.clone(), gate.clone());
+            let (Some(connected), Some(opts)) = (connected, opts) else {
+                return;
+            };
             let connected = connected.with_group_gate(gate);
             if let Err(e) = connected.serve(agent.clone(), handle, opts, clock, s).await {
                 tracing::error!(event = "pump_stopped", agent = %agent, error = %e, "update pump stopped");
             }
         }));
-        stop
+        opts.map(|_| stop)
     }
 
     /// Re-reads persona and role-prompt files and applies the difference to the running
@@ -375,8 +374,7 @@ impl Fleet {
                             persona: Arc::clone(&persona),
                             telegram: Arc::clone(&seat.telegram),
                         });
-                        let pump_stop =
-                            connected.map(|c| self.pump(&persona, &seat, c, handle.clone()));
+                        let pump_stop = self.pump(&persona, &seat, connected, handle.clone());
                         self.running.insert(
                             p.name.clone(),
                             Running {
@@ -405,6 +403,11 @@ impl Fleet {
                     s.cancel();
                 }
                 controller.remove_agent(&name);
+                self.group
+                    .gates
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&name);
                 handle.remove_agent(&name, "its persona file was removed or disabled");
             }
         }
@@ -682,13 +685,31 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
             },
         )
     };
-    controller.set_mode_listener(Arc::new(move |agent, chat, mode| {
-        if let Some(gate) = gates
+    {
+        let gates = Arc::clone(&gates);
+        controller.set_mode_listener(Arc::new(move |agent, chat, mode| {
+            if let Some(gate) = gates
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(agent)
+            {
+                gate.set_chat_mode(chat, Some(mode));
+            }
+        }));
+    }
+    // `ctl say --group` on the in-memory backend: group messages meet the same gate.
+    controller.set_group_router(Arc::new(move |agent, chat, message| {
+        let gate = gates
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(agent)
-        {
-            gate.set_chat_mode(chat, Some(mode));
+            .cloned();
+        match gate {
+            Some(gate) => {
+                gate.on_inbound(chat, message, false, false);
+                true
+            }
+            None => false,
         }
     }));
     {
@@ -707,7 +728,7 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
     let run = tokio::spawn(runtime.run());
     for (path, persona, seat, connected) in opened {
         controller.add_agent(&persona.name, seat.clone());
-        let pump_stop = connected.map(|c| fleet.pump(&persona, &seat, c, gated.clone()));
+        let pump_stop = fleet.pump(&persona, &seat, connected, gated.clone());
         fleet.running.insert(
             persona.name.clone(),
             Running {

@@ -220,6 +220,10 @@ pub struct Hooks {
 /// A seam for LLM usage totals (the LLM layer fills it): one line for the agent, if known.
 pub type UsageSource = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
+/// Takes a group message (`ctl say --group`) into an agent's group gate; false when the
+/// agent has none (the message then goes straight to the runtime).
+pub type GroupRouter = Arc<dyn Fn(&str, Chat, Message) -> bool + Send + Sync>;
+
 /// Told when the owner sets a group's trigger mode (the daemon's live group gates).
 pub type ModeListener =
     Arc<dyn Fn(&str, ChatId, crate::group::settings::TriggerMode) + Send + Sync>;
@@ -239,6 +243,7 @@ pub struct Controller {
     hooks: Hooks,
     usage: Mutex<Option<UsageSource>>,
     modes: Mutex<Option<ModeListener>>,
+    groups: Mutex<Option<GroupRouter>>,
     seats: Mutex<BTreeMap<String, Seat>>,
     pauses: Mutex<BTreeMap<String, Pauses>>,
     chats: Mutex<BTreeMap<String, BTreeMap<i64, KnownChat>>>,
@@ -266,11 +271,17 @@ impl Controller {
             hooks,
             usage: Mutex::new(None),
             modes: Mutex::new(None),
+            groups: Mutex::new(None),
             seats: Mutex::new(BTreeMap::new()),
             pauses: Mutex::new(BTreeMap::new()),
             chats: Mutex::new(BTreeMap::new()),
             me: me.clone(),
         })
+    }
+
+    /// Who takes `ctl say --group` messages (the daemon's group gates).
+    pub fn set_group_router(&self, router: GroupRouter) {
+        *lock(&self.groups) = Some(router);
     }
 
     /// Who applies `/mode` to running group gates (the override is also kept on disk).
@@ -721,7 +732,12 @@ impl Controller {
             .map_err(|e| e.to_string())?;
         let id = msg.id;
         let chat_id = chat.id;
-        gated.push_inbound(agent, chat, msg, true);
+        let router = lock(&self.groups).clone();
+        let routed = !chat.kind.is_direct()
+            && router.is_some_and(|route| route(agent, chat.clone(), msg.clone()));
+        if !routed {
+            gated.push_inbound(agent, chat, msg, true);
+        }
         Ok(format!("delivered #{id} to chat {chat_id}"))
     }
 
