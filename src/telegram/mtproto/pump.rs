@@ -29,9 +29,17 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::sent::SentLedger;
+use crate::backoff::Backoff;
 use crate::clock::{self, BoxFuture, SharedClock};
 use crate::runtime::RuntimeHandle;
 use crate::telegram::{Chat, ChatId, Message, MessageId};
+
+/// Reopening a failed source: the project's one backoff (exponential from 2 s, capped at
+/// 5 minutes, full jitter).
+pub const RESTART_BACKOFF: Backoff = Backoff::new(Duration::from_secs(2), Duration::from_secs(300));
+/// Pausing after a transient stream error on the same source (1 s doubling to 36 s).
+pub const STREAM_ERROR_BACKOFF: Backoff =
+    Backoff::new(Duration::from_secs(1), Duration::from_secs(36));
 
 /// How often the reader saves the update state while updates flow.
 pub const SAVE_EVERY: Duration = Duration::from_secs(60);
@@ -318,7 +326,7 @@ impl Pump {
                         }
                     }
                     failures = failures.saturating_add(1);
-                    let backoff = Duration::from_secs(u64::from(failures.min(6)).pow(2));
+                    let backoff = STREAM_ERROR_BACKOFF.delay(failures);
                     tracing::warn!(agent = %self.agent, error = %reason, retry_in_secs = backoff.as_secs(), "update stream error");
                     clock::pause(self.clock.as_ref(), backoff).await;
                 }
@@ -413,7 +421,7 @@ impl Pump {
     }
 }
 
-/// Backoff before reopening the source: 2, 4, 8, ... seconds, at most 5 minutes.
+/// Backoff before reopening the source (see [`RESTART_BACKOFF`]): full jitter up to 2, 4, 8, ... s, at most 5 minutes.
 pub fn restart_backoff(restarts: u32) -> Duration {
-    Duration::from_secs(2u64.saturating_pow(restarts.min(9)).min(300))
+    RESTART_BACKOFF.delay(restarts)
 }
