@@ -1085,3 +1085,58 @@ async fn through_the_runtime_the_planner_sees_edits_and_not_deleted_messages() {
     task.await.unwrap();
     h.stop().await.unwrap();
 }
+
+/// End to end: a basic group is upgraded to a supergroup while a plan for it waits; the plan
+/// moves to the supergroup's id and its reply is sent there, not to the dead basic group.
+#[tokio::test]
+async fn through_the_runtime_a_migrated_groups_plan_is_answered_in_the_supergroup() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new) = (common::group(-5), common::group(-1_000_000_005));
+    let mut h = common::Harness::start(
+        dir.path(),
+        common::reply_with("hi"),
+        common::config(),
+        &[old.clone(), new.clone()],
+    );
+    let question = h.say_silently(&old, "bob", "anyone?").await;
+    let script = Script::new(vec![
+        upd(TgUpdate::NewMessage(Incoming {
+            chat: old.clone(),
+            message: question,
+            callout: true,
+            sticker_set_id: None,
+        })),
+        upd(TgUpdate::Migrated {
+            from: old.id,
+            to: new.id,
+        }),
+    ]);
+    let recorder = Arc::new(Recorder::default());
+    let pump = Pump {
+        agent: common::AGENT.into(),
+        factory: Arc::new(script),
+        lookups: Arc::new(FakeLookups::default()),
+        sink: Arc::new(Tee {
+            runtime: RuntimeSink {
+                agent: common::AGENT.into(),
+                runtime: h.handle.clone(),
+                gate: None,
+            },
+            recorder: Arc::clone(&recorder),
+        }),
+        ledger: SentLedger::in_memory(Arc::clone(&h.shared_clock)),
+        clock: Arc::clone(&h.shared_clock),
+        opts: PumpOptions {
+            max_catch_up_age: Duration::from_secs(15 * 60),
+        },
+    };
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(pump.run(stop.clone()));
+    recorder.wait_for(2).await;
+    h.settle().await;
+    let sends: Vec<(i64, String)> = h.sends().into_iter().map(|(c, t, _)| (c.0, t)).collect();
+    assert_eq!(sends, vec![(new.id.0, "hi".to_string())]);
+    stop.cancel();
+    assert_eq!(task.await.unwrap(), PumpEnd::Stopped);
+    h.stop().await.unwrap();
+}

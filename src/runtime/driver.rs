@@ -253,6 +253,9 @@ impl Driver {
             }
             Event::Shutdown { reason } => self.sched.begin_stop(reason, now),
             Event::UpsertAgent(agent) => self.upsert_agent(*agent, now).await?,
+            Event::MigrateChat { agent, from, to } => {
+                self.sched.migrate_chat(&agent, from, to, now)
+            }
             Event::SetGroupMode { agent, chat, mode } => {
                 self.sched.set_group_mode(&agent, chat, mode);
             }

@@ -52,6 +52,21 @@ impl RuntimeHandle {
         });
     }
 
+    /// A basic group was upgraded to a supergroup (`migrate_to`): the pending plan, the
+    /// trigger-mode override and a disabled mark move from the old id to the new one.
+    pub fn migrate_chat(
+        &self,
+        agent: &str,
+        from: crate::telegram::ChatId,
+        to: crate::telegram::ChatId,
+    ) {
+        self.queue.push(Event::MigrateChat {
+            agent: agent.to_string(),
+            from,
+            to,
+        });
+    }
+
     /// Events pushed but not yet applied by the loop.
     pub fn queue_depth(&self) -> u64 {
         self.queue

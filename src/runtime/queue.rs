@@ -56,6 +56,12 @@ pub enum Event {
         chat: crate::telegram::ChatId,
         mode: Option<crate::group::settings::TriggerMode>,
     },
+    /// A basic group became a supergroup: its state moves to the new id.
+    MigrateChat {
+        agent: String,
+        from: crate::telegram::ChatId,
+        to: crate::telegram::ChatId,
+    },
     /// Start an agent, or give a running one a new persona (hot reload).
     UpsertAgent(Box<super::AgentHandle>),
 }

@@ -117,6 +117,24 @@ impl AccountSafety {
         before != mode
     }
 
+    /// Moves what is kept about a chat (disabled mark, trigger-mode override) to its new id;
+    /// returns whether anything moved.
+    pub fn migrate_chat(&mut self, agent: &str, from: ChatId, to: ChatId) -> bool {
+        let Some(state) = self.states.get_mut(agent) else {
+            return false;
+        };
+        let mut moved = false;
+        if let Some(d) = state.disabled_chats.remove(&from) {
+            state.disabled_chats.insert(to, d);
+            moved = true;
+        }
+        if let Some(m) = state.group_modes.remove(&from) {
+            state.group_modes.entry(to).or_insert(m);
+            moved = true;
+        }
+        moved
+    }
+
     /// Forgets a stopped agent (its state stays on disk).
     pub fn remove_agent(&mut self, agent: &str) {
         self.self_ids.remove(agent);

@@ -496,6 +496,40 @@ impl Scheduler {
         }
     }
 
+    /// A basic group became a supergroup: its pending plan continues under the new id (unless
+    /// the new id already has one, or a task of it is in flight, in which case the old plan is
+    /// dropped: nothing can be sent to the old group any more), and the agent's state about
+    /// the chat moves with it.
+    pub fn migrate_chat(&mut self, agent: &str, from: ChatId, to: ChatId, now: Timestamp) {
+        if !self.agents.contains(agent) || from == to {
+            return;
+        }
+        if self.safety.migrate_chat(agent, from, to) {
+            self.effects.push(Effect::SaveAgentState(agent.to_string()));
+        }
+        let old = ConversationKey::new(agent, from);
+        let new = ConversationKey::new(agent, to);
+        if !self.graphs.contains_key(&old) {
+            return;
+        }
+        if self.in_flight.contains_key(&old) || self.graphs.contains_key(&new) {
+            info!(conversation = %old, to = %to, "group upgraded to a supergroup: its pending plan is dropped");
+            self.abandon_cancel_safe(&old);
+            self.remove_graph(&old);
+            return;
+        }
+        let Some(mut graph) = self.graphs.remove(&old) else {
+            return;
+        };
+        self.armed.remove(&old);
+        self.mark_dirty(&old);
+        graph.chat.id = to;
+        info!(conversation = %old, to = %to, "group upgraded to a supergroup: its plan continues there");
+        self.graphs.insert(new.clone(), graph);
+        self.mark_dirty(&new);
+        self.reschedule(&new, now);
+    }
+
     /// Whether the agent runs.
     pub fn has_agent(&self, agent: &str) -> bool {
         self.agents.contains(agent)
@@ -748,6 +782,35 @@ mod tests {
             &start.task.id,
             result,
             now,
+        );
+    }
+
+    #[test]
+    fn a_migrated_group_keeps_its_plan_under_the_new_id() {
+        let mut s = sched(4);
+        let group = Chat {
+            id: ChatId(-5),
+            kind: ChatKind::Group,
+            title: "club".into(),
+        };
+        assert!(s.on_inbound("a", group, MessageId(7), true, at(0)));
+        let _ = s.take_effects();
+        s.migrate_chat("a", ChatId(-5), ChatId(-1_000_000_005), at(1));
+        let e = s.take_effects();
+        assert_eq!(
+            persisted(&e),
+            vec![-5, -1_000_000_005],
+            "the old file is deleted, the new one written"
+        );
+        assert!(s.graph(&ConversationKey::new("a", ChatId(-5))).is_none());
+        let moved = s.graph(&ConversationKey::new("a", ChatId(-1_000_000_005)));
+        assert_eq!(moved.map(|g| g.chat.id), Some(ChatId(-1_000_000_005)));
+        // The plan goes on there once its debounce has passed.
+        s.advance(at(10));
+        s.start_ready(at(10));
+        assert_eq!(
+            starts(&s.take_effects()),
+            vec![(-1_000_000_005, TaskKind::Received)]
         );
     }
 

@@ -183,9 +183,9 @@ impl Sink for RuntimeSink {
     }
     fn migrated(&self, from: ChatId, to: ChatId) {
         tracing::info!(agent = %self.agent, from = %from, to = %to, "group upgraded to a supergroup; its messages now arrive from the new id");
-        // Nothing can be sent to the old basic group any more.
-        self.runtime
-            .cancel_plan(&self.agent, from, "the group was upgraded to a supergroup");
+        // Nothing can be sent to the old basic group any more: its plan and what the agent
+        // keeps about it move to the supergroup.
+        self.runtime.migrate_chat(&self.agent, from, to);
     }
     fn unauthorized(&self, reason: &str) {
         self.runtime.stop_agent(&self.agent, reason);
