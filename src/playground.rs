@@ -285,6 +285,7 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     // grace period, a second exits at once.
     let (signal_tx, mut signals) = mpsc::unbounded_channel::<&'static str>();
     let signal_task = tokio::spawn(forward_stop_signals(signal_tx));
+    recover_unanswered(&driver, &dir).await;
     let input = spawn_stdin_reader()?;
     let mut stopped_by = tokio::select! {
         end = driver.feed(&mut hold, input) => {
@@ -351,6 +352,53 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
         ));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The unread scan of the playground, as the daemon does on connecting: when the newest
+/// message from others in the session's chat was never read (its planning never started,
+/// say the previous session was killed between the message and its plan) and no graph on
+/// disk answers it, it is handed to the runtime again. Only the session's chat is scanned.
+async fn recover_unanswered(driver: &Driver<'_>, dir: &std::path::Path) {
+    let chat = driver.chat;
+    let transcript = driver.memory.transcript(chat.id);
+    let Some(newest) = transcript.iter().rev().find(|m| !m.outgoing).cloned() else {
+        return;
+    };
+    if driver
+        .memory
+        .read_upto(chat.id)
+        .is_some_and(|r| r >= newest.id)
+        || driver.memory.is_blocked(chat.id)
+    {
+        return;
+    }
+    let path =
+        StateDir::new(dir).graph_path(&crate::graph::ConversationKey::new(driver.agent, chat.id));
+    let answered = tokio::task::spawn_blocking(move || {
+        let text = std::fs::read_to_string(path).ok()?;
+        let graph = crate::graph::codec::decode(&text).ok()?;
+        graph.tasks.iter().find_map(|t| match t.spec {
+            crate::graph::spec::TaskSpec::Received { message_id } => message_id,
+            _ => None,
+        })
+    })
+    .await
+    .ok()
+    .flatten();
+    if answered == Some(newest.id) {
+        return;
+    }
+    tracing::info!(
+        event = "unanswered_replanned",
+        message_id = newest.id.0,
+        "a message of the previous session was never planned: planning it now"
+    );
+    match driver.gate {
+        Some(gate) => gate.on_inbound(chat.clone(), newest, false, false),
+        None => driver
+            .handle
+            .push_inbound(driver.agent, chat.clone(), newest, true),
+    }
 }
 
 /// The documented exit code for a stop signal.

@@ -279,3 +279,54 @@ fn a_second_signal_exits_at_once() -> TestResult {
     assert_eq!(out.code, Some(143), "{}{}", out.stdout, out.stderr);
     Ok(())
 }
+
+fn transcript_path(state: &Path) -> Result<PathBuf, Box<dyn std::error::Error>> {
+    let dir = state.join("Wren").join("playground");
+    for entry in std::fs::read_dir(&dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|x| x == "json") && !transcript_is_saved_messages(&path) {
+            return Ok(path);
+        }
+    }
+    Err("no transcript".into())
+}
+
+fn transcript_is_saved_messages(path: &Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|t| t.contains("Saved Messages"))
+}
+
+#[test]
+fn a_message_left_without_a_plan_is_planned_at_the_next_start() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let out = run(dir.path(), &["--fast"], b"{\"text\":\"hi\"}\n")?;
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    // As if the session died after the message was recorded and before its plan started:
+    // the transcript holds only the inbound message, unread, and no graph exists.
+    let path = transcript_path(dir.path())?;
+    let mut log: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    let obj = log.as_object_mut().ok_or("not an object")?;
+    obj.remove("read_upto");
+    if let Some(Value::Array(messages)) = obj.get_mut("messages") {
+        messages.retain(|m| m["outgoing"] != Value::Bool(true));
+    }
+    std::fs::write(&path, serde_json::to_vec(&log)?)?;
+    let graphs = dir.path().join("Wren").join("playground").join("graphs");
+    if graphs.exists() {
+        std::fs::remove_dir_all(&graphs)?;
+    }
+    let out = run(dir.path(), &["--fast"], b"")?;
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let sends = of_kind(&events(&out.stdout), "send")
+        .iter()
+        .map(|e| e["text"].clone())
+        .collect::<Vec<_>>();
+    assert_eq!(sends, vec![Value::from("Wren heard: hi")], "{}", show(&out));
+    // Once answered it is not planned again.
+    let out = run(dir.path(), &["--fast"], b"")?;
+    assert!(
+        of_kind(&events(&out.stdout), "send").is_empty(),
+        "{}",
+        show(&out)
+    );
+    Ok(())
+}

@@ -357,6 +357,11 @@ impl MemoryTelegram {
     }
 
     /// The newest message of `chat` marked read, if any.
+    /// Whether the account has blocked the chat's other side.
+    pub fn is_blocked(&self, chat: ChatId) -> bool {
+        self.lock().chats.get(&chat).is_some_and(|log| log.blocked)
+    }
+
     pub fn read_upto(&self, chat: ChatId) -> Option<MessageId> {
         self.lock().chats.get(&chat).and_then(|log| log.read_upto)
     }
