@@ -330,3 +330,48 @@ fn a_message_left_without_a_plan_is_planned_at_the_next_start() -> TestResult {
     );
     Ok(())
 }
+
+fn quarantined(state: &Path) -> Vec<(String, Vec<u8>)> {
+    let dir = state.join("Wren").join("playground").join("quarantine");
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap_or_default(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn a_corrupt_transcript_is_quarantined_never_overwritten() -> TestResult {
+    for corrupt in [
+        &b"{\"chat\":{\"id\":1,\"kind\":\"dire"[..],
+        &b"{\"chat\": \"\xff\xfe\"}"[..],
+    ] {
+        let dir = tempfile::tempdir()?;
+        let out = run(dir.path(), &["--fast"], b"{\"text\":\"first\"}\n")?;
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+        let path = transcript_path(dir.path())?;
+        std::fs::write(&path, corrupt)?;
+        let out = run(dir.path(), &["--fast"], b"{\"text\":\"second\"}\n")?;
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("event=transcript_quarantined"), "{stderr}");
+        let moved = quarantined(dir.path());
+        assert_eq!(moved.len(), 1, "{moved:?}");
+        assert!(moved[0].0.starts_with("transcript--"), "{moved:?}");
+        assert_eq!(
+            moved[0].1, corrupt,
+            "the corrupt bytes are kept as they were"
+        );
+        let now = std::fs::read_to_string(&path)?;
+        assert!(now.contains("second") && !now.contains("first"), "{now}");
+    }
+    Ok(())
+}
