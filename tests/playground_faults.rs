@@ -375,3 +375,74 @@ fn a_corrupt_transcript_is_quarantined_never_overwritten() -> TestResult {
     }
     Ok(())
 }
+
+mod failing_describe {
+    use serde_json::json;
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn fast_mode_with_a_failing_describe_endpoint_finishes() -> TestResult {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path_regex(r"^/v1beta/models/media-mock:generateContent$"))
+            .respond_with(ResponseTemplate::new(500).set_body_string("boom"))
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .and(path_regex(r"^/v1beta/models/chat-mock:generateContent$"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "candidates": [{"content": {"role": "model", "parts": [{"text": "# «send»\nnice"}]}, "finishReason": "STOP"}]
+            })))
+            .mount(&server)
+            .await;
+        let files = tempfile::tempdir()?;
+        let photo = files.path().join("cat.jpg");
+        std::fs::write(&photo, [0xFF, 0xD8, 0xFF, 0xE0, 1, 2, 3])?;
+        let state = tempfile::tempdir()?;
+        let input = format!(
+            "{}\n",
+            json!({"media": {"kind": "photo", "path": photo}, "text": "look"})
+        );
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+        common::clear_env(&mut cmd);
+        cmd.current_dir(root())
+            .arg("--state")
+            .arg(state.path())
+            .args(["chat", "--agent", "Wren", "--jsonl", "--fast"])
+            .args(["--planner", "gemini", "--model", "chat-mock"])
+            .args(["--media-model", "media-mock"])
+            .env("GEMINI_API_KEY", "k")
+            .env("GEMINI_BASE_URL", server.uri())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let out = tokio::task::spawn_blocking(move || -> Result<Output, String> {
+            let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+            if let Some(mut stdin) = child.stdin.take() {
+                stdin
+                    .write_all(input.as_bytes())
+                    .map_err(|e| e.to_string())?;
+            }
+            wait(child)
+        })
+        .await??;
+        assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+        let sends = of_kind(&events(&out.stdout), "send")
+            .iter()
+            .map(|e| e["text"].clone())
+            .collect::<Vec<_>>();
+        assert_eq!(sends, vec![Value::from("nice")], "{}", show(&out));
+        let describes = server
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .iter()
+            .filter(|r| r.url.path().contains("media-mock"))
+            .count();
+        assert!(describes >= 1, "the description was asked for");
+        Ok(())
+    }
+}
