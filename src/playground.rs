@@ -959,12 +959,18 @@ async fn print_decisions(
             } else {
                 "listen"
             };
-            format!(
-                "\x1b[2m{t} #{} {verdict} ({} / {})\x1b[0m",
+            let text = format!(
+                "{t} #{} {verdict} ({} / {})",
                 d.message_id,
                 d.stage.as_str(),
                 d.reason
-            )
+            );
+            // Dim on a terminal only: piped output carries no escape codes.
+            if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+                format!("\x1b[2m{text}\x1b[0m")
+            } else {
+                text
+            }
         };
         emit_line(&line);
     }

@@ -446,3 +446,45 @@ mod failing_describe {
         Ok(())
     }
 }
+
+#[test]
+fn an_error_names_the_file_once() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let graphs = dir.path().join("graphs").join("Wren");
+    std::fs::create_dir_all(&graphs)?;
+    let file = graphs.join("5.md");
+    std::fs::write(&file, b"\xff\xfe")?;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+    common::clear_env(&mut cmd);
+    let out = cmd
+        .current_dir(root())
+        .arg("--state")
+        .arg(dir.path())
+        .args(["state", "show", "Wren", "5"])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{stderr}");
+    let shown = file.display().to_string();
+    assert_eq!(stderr.matches(&shown).count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("personad: ") && stderr.contains("UTF-8"),
+        "{stderr}"
+    );
+    Ok(())
+}
+
+#[test]
+fn logs_on_a_pipe_carry_no_escape_codes() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let playground = dir.path().join("Wren").join("playground");
+    // A directory named like a transcript, its name carrying a colour code: quarantined, and
+    // the log line naming it stays inert.
+    std::fs::create_dir_all(playground.join("\u{1b}[31mred.json"))?;
+    let out = run(dir.path(), &["--fast"], b"{\"text\":\"hi\"}\n")?;
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("event=transcript_quarantined"), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+    assert!(stderr.contains("\\u{1b}[31mred.json"), "{stderr}");
+    Ok(())
+}
