@@ -844,15 +844,34 @@ async fn media_from_input(m: InputMedia) -> Result<(MediaInfo, Option<Vec<u8>>),
         Some(path) => {
             let path = path.clone();
             let read = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, String> {
+                use std::io::Read;
                 let meta = std::fs::metadata(&path)
                     .map_err(|e| format!("media file {}: {e}", path.display()))?;
-                if meta.len() > MAX_MEDIA_BYTES {
+                // A FIFO or device would block or never end: regular files only.
+                if !meta.is_file() {
                     return Err(format!(
-                        "media file {} is over {MAX_MEDIA_BYTES} bytes",
+                        "media file {} is not a regular file",
                         path.display()
                     ));
                 }
-                std::fs::read(&path).map_err(|e| format!("media file {}: {e}", path.display()))
+                let too_big = || {
+                    format!(
+                        "media file {} is over {MAX_MEDIA_BYTES} bytes",
+                        path.display()
+                    )
+                };
+                if meta.len() > MAX_MEDIA_BYTES {
+                    return Err(too_big());
+                }
+                // The cap holds even where the size on record is wrong (procfs says 0).
+                let mut bytes = Vec::new();
+                std::fs::File::open(&path)
+                    .and_then(|f| f.take(MAX_MEDIA_BYTES + 1).read_to_end(&mut bytes))
+                    .map_err(|e| format!("media file {}: {e}", path.display()))?;
+                if bytes.len() as u64 > MAX_MEDIA_BYTES {
+                    return Err(too_big());
+                }
+                Ok(bytes)
             })
             .await
             .map_err(|e| e.to_string())??;

@@ -488,3 +488,33 @@ fn logs_on_a_pipe_carry_no_escape_codes() -> TestResult {
     assert!(stderr.contains("\\u{1b}[31mred.json"), "{stderr}");
     Ok(())
 }
+
+#[test]
+fn a_media_path_that_is_a_device_or_fifo_is_rejected_and_the_session_goes_on() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let fifo = dir.path().join("pipe.jpg");
+    let made = Command::new("mkfifo").arg(&fifo).status()?;
+    assert!(made.success());
+    let input = format!(
+        "{}\n{}\n{}\n",
+        serde_json::json!({"media": {"kind": "photo", "path": "/dev/zero"}}),
+        serde_json::json!({"media": {"kind": "photo", "path": fifo}}),
+        serde_json::json!({"text": "still here", "after_ms": 100}),
+    );
+    let out = run(&dir.path().join("state"), &["--fast"], input.as_bytes())?;
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let evs = events(&out.stdout);
+    let errors: Vec<String> = of_kind(&evs, "error")
+        .iter()
+        .map(|e| e["message"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(errors.len(), 2, "{}", show(&out));
+    assert!(
+        errors.iter().all(|e| e.contains("not a regular file")),
+        "{errors:?}"
+    );
+    let sends = of_kind(&evs, "send");
+    assert_eq!(sends.len(), 1, "{}", show(&out));
+    assert_eq!(sends[0]["text"], "Wren heard: still here");
+    Ok(())
+}
