@@ -264,6 +264,35 @@ pub async fn with_task_hold<F: Future>(hold: Hold, f: F) -> F::Output {
         .await
 }
 
+/// Like [`with_task_hold`], for work spawned off a task (its own tokio task): returns the
+/// hold the work ends with, so the spawner can take it over.
+pub async fn with_task_hold_returned<F: Future>(hold: Hold, f: F) -> (F::Output, Option<Hold>) {
+    TASK_HOLD
+        .scope(std::cell::RefCell::new(Some(hold)), async move {
+            let out = f.await;
+            let hold = TASK_HOLD
+                .try_with(|cell| cell.borrow_mut().take())
+                .ok()
+                .flatten();
+            (out, hold)
+        })
+        .await
+}
+
+/// Gives up the current task's hold (see [`with_task_hold`]), for a task about to wait on
+/// work spawned with holds of their own. Give it back with [`resume_task_hold`].
+pub fn release_task_hold() -> Option<Hold> {
+    TASK_HOLD
+        .try_with(|cell| cell.borrow_mut().take())
+        .ok()
+        .flatten()
+}
+
+/// Makes `hold` the current task's hold again (dropped outside [`with_task_hold`]).
+pub fn resume_task_hold(hold: Hold) {
+    let _ = TASK_HOLD.try_with(move |cell| *cell.borrow_mut() = Some(hold));
+}
+
 /// Waits `d` from inside a task run by [`with_task_hold`]: the task's hold is given up for
 /// the wait (after the sleeper is registered) and taken back at wake-up. Outside such a task
 /// it is a plain sleep. Use this for delays a task chooses itself, such as retry backoff.

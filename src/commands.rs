@@ -356,7 +356,12 @@ fn state_show(store: &GraphStore, agent: &str, chat: ChatId) -> CmdResult {
         )));
     };
     let graph = file.graph.map_err(|reason| {
-        CommandError::Data(format!("{} is unreadable: {reason}", path.display()))
+        // A read error already names the file: say it once.
+        let shown = path.display().to_string();
+        let reason = reason
+            .strip_prefix(&format!("cannot read {shown}: "))
+            .unwrap_or(&reason);
+        CommandError::Data(format!("{shown} is unreadable: {reason}"))
     })?;
     out(&render_graph(&graph))?;
     Ok(ExitCode::SUCCESS)

@@ -273,7 +273,7 @@ pub fn render_line(format: LogFormat, level: Level, line: &Line, now: jiff::Time
                 "{} {:>5} {}",
                 now.strftime("%Y-%m-%dT%H:%M:%S%.3fZ"),
                 level.as_str(),
-                line.msg
+                inert(&line.msg)
             );
             push_fields(&mut s, line);
             s.push('\n');
@@ -286,7 +286,7 @@ pub fn render_line(format: LogFormat, level: Level, line: &Line, now: jiff::Time
                 Level::INFO => 6,
                 _ => 7,
             };
-            let mut s = format!("<{prio}>{}", line.msg);
+            let mut s = format!("<{prio}>{}", inert(&line.msg));
             push_fields(&mut s, line);
             // The journal splits on newlines: keep one entry per event.
             let mut s = s.replace('\n', " ");
@@ -296,10 +296,36 @@ pub fn render_line(format: LogFormat, level: Level, line: &Line, now: jiff::Time
     }
 }
 
+/// Text made inert for a terminal or the journal: control characters other than newline and
+/// tab (an escape sequence from a file name or a message, say) are written as `\u{1b}`, so
+/// a log line never carries colour codes or cursor movements.
+pub fn inert(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 fn push_fields(s: &mut String, line: &Line) {
-    let _ = write!(s, " event={}", line.event);
+    let _ = write!(s, " event={}", inert(&line.event));
     for (k, v) in &line.fields {
-        match v {
+        let k = inert(k);
+        let v = match v {
+            Value::String(text) => Value::String(inert(text).into_owned()),
+            other => other.clone(),
+        };
+        match &v {
             Value::String(text) if !text.contains([' ', '"', '=']) && !text.is_empty() => {
                 let _ = write!(s, " {k}={text}");
             }
@@ -374,6 +400,19 @@ mod tests {
             jiff::Timestamp::UNIX_EPOCH,
         );
         assert_eq!(s, "<4>a b event=a_b\n");
+    }
+
+    #[test]
+    fn text_lines_carry_no_escape_sequences() {
+        let line = normalize(vec![
+            ("file".to_string(), Value::from("\u{1b}[31mred.json")),
+            ("message".to_string(), Value::from("bad \u{1b}[0m file")),
+        ]);
+        for format in [LogFormat::Text, LogFormat::Journald] {
+            let s = render_line(format, Level::ERROR, &line, jiff::Timestamp::UNIX_EPOCH);
+            assert!(!s.contains('\u{1b}'), "{s}");
+            assert!(s.contains("\\u{1b}[31mred.json"), "{s}");
+        }
     }
 
     #[test]

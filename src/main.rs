@@ -34,7 +34,8 @@ fn main() -> ExitCode {
             let code = e
                 .downcast_ref::<CommandError>()
                 .map_or(exit::FAILURE, CommandError::exit_code);
-            eprintln!("personad: {}", commands::error_text(e.as_ref()));
+            let text = commands::error_text(e.as_ref());
+            eprintln!("personad: {}", logging::inert(&text));
             ExitCode::from(code)
         }
     }

@@ -552,19 +552,44 @@ impl MediaPipeline {
                 pipeline: Arc::clone(self),
                 id: media.unique_id.clone(),
             };
+            // Each job holds the clock like the task that spawned it (a spawned task does
+            // not inherit that hold), so its retry pauses let virtual time move.
+            let hold = self.clock.hold();
             jobs.spawn(async move {
                 let _claim = claim;
-                this.describe_one(tg, chat, msg, &media, plan, previous)
-                    .await
+                clock::with_task_hold_returned(
+                    hold,
+                    this.describe_one(tg, chat, msg, &media, plan, previous),
+                )
+                .await
             });
         }
+        // While the jobs run, this task's own hold would keep virtual time from reaching
+        // their retry pauses: it is given up, and the last job's hold taken over.
+        let released = if jobs.is_empty() {
+            None
+        } else {
+            clock::release_task_hold()
+        };
+        let had_hold = released.is_some();
+        drop(released);
+        let mut last_hold = None;
         while let Some(done) = jobs.join_next().await {
-            match done {
-                Ok(r) => {
+            let hold = match done {
+                Ok((r, hold)) => {
                     out.insert(r.unique_id.clone(), r);
+                    hold
                 }
-                Err(e) => tracing::warn!(error = %e, "media description task failed"),
-            }
+                Err(e) => {
+                    tracing::warn!(error = %e, "media description task failed");
+                    None
+                }
+            };
+            // A finished job's hold is kept only if no job is left to wait for.
+            last_hold = if jobs.is_empty() { hold } else { None };
+        }
+        if had_hold {
+            clock::resume_task_hold(last_hold.unwrap_or_else(|| self.clock.hold()));
         }
         out
     }

@@ -14,7 +14,6 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 
 use crate::cli::{ChatArgs, GlobalArgs, PlannerChoice};
@@ -36,6 +35,20 @@ use crate::telegram::{
 /// Largest media file the playground reads from disk.
 const MAX_MEDIA_BYTES: u64 = 20 * 1024 * 1024;
 
+/// Longest input line; the rest of a longer line is skipped with an `error` event.
+pub const MAX_LINE_BYTES: usize = 1024 * 1024;
+
+/// Longest pause one `--jsonl` line may ask for (`after_ms`): seven days.
+pub const MAX_AFTER_MS: u64 = 7 * 24 * 60 * 60 * 1000;
+
+/// Exit code after SIGINT (128 + 2), graceful or not.
+pub const EXIT_SIGINT: u8 = 130;
+/// Exit code after SIGTERM (128 + 15), graceful or not.
+pub const EXIT_SIGTERM: u8 = 143;
+
+/// How long the task in flight may run on after a stop signal (on the run's clock).
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
 /// One line of `--jsonl` input.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -46,8 +59,10 @@ struct InputLine {
     text: String,
     #[serde(default)]
     reply_to: Option<i64>,
+    /// Checked by [`after_from`]: any JSON number is accepted here so that a negative,
+    /// fractional or huge value gets a clear error instead of serde's.
     #[serde(default)]
-    after_ms: u64,
+    after_ms: Option<serde_json::Number>,
     #[serde(default)]
     media: Option<InputMedia>,
 }
@@ -101,7 +116,8 @@ struct Pending {
 
 /// `personad chat`.
 pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
-    let config = args.runtime.raw().validate()?;
+    let mut config = args.runtime.raw().validate()?;
+    config.shutdown_grace = STOP_GRACE;
     let report = load_personas_async(&global).await?;
     let persona = Arc::new(find_persona(&report, &args.agent)?);
     let clock: SharedClock = if args.fast {
@@ -229,7 +245,8 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     ));
     // In fast mode virtual time stands still while input is read.
     let mut hold = Some(clock.hold());
-    let run = tokio::spawn(runtime.run());
+    let mut run = tokio::spawn(runtime.run());
+    let mut read_failed = false;
     if !args.jsonl {
         let who = match &args.group {
             Some(t) => format!("the group {t:?} (type `Name: message`)"),
@@ -264,27 +281,57 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
         agent: &persona.name,
         gate: gate.as_ref(),
     };
-    let interrupted = tokio::select! {
-        r = driver.feed(&mut hold) => { r?; false }
-        _ = tokio::signal::ctrl_c() => true,
+    // Stop signals: the first stops intake and lets the task in flight finish within the
+    // grace period, a second exits at once.
+    let (signal_tx, mut signals) = mpsc::unbounded_channel::<&'static str>();
+    let signal_task = tokio::spawn(forward_stop_signals(signal_tx));
+    recover_unanswered(&driver, &dir).await;
+    let input = spawn_stdin_reader()?;
+    let mut stopped_by = tokio::select! {
+        end = driver.feed(&mut hold, input) => {
+            read_failed = end.is_err();
+            None
+        }
+        Some(name) = signals.recv() => Some(name),
     };
     drop(hold);
-    if interrupted {
-        handle.shutdown("interrupted");
-    } else {
+    if stopped_by.is_none() {
         // A classifier batch or a delayed answer may still start a plan, and a plan may
-        // still be running: wait until both sides are quiet.
-        for _ in 0..3 {
-            if let Some(g) = &gate {
-                g.wait_idle().await;
+        // still be running: wait until both sides are quiet (or a stop signal comes).
+        let settle = async {
+            for _ in 0..3 {
+                if let Some(g) = &gate {
+                    g.wait_idle().await;
+                }
+                handle.wait_idle().await;
             }
-            handle.wait_idle().await;
+        };
+        tokio::select! {
+            () = settle => {}
+            Some(name) = signals.recv() => stopped_by = Some(name),
         }
-        handle.shutdown("end of input");
     }
-    let result = run
-        .await
-        .map_err(|e| CommandError::Failed(format!("runtime task failed: {e}")))?;
+    match stopped_by {
+        Some(name) => {
+            tracing::warn!(
+                event = "signal_stop",
+                signal = name,
+                "stopping: the task in flight may finish within the grace period (a second signal exits at once)"
+            );
+            handle.shutdown(&format!("{name} received"));
+        }
+        None => handle.shutdown("end of input"),
+    }
+    let result = tokio::select! {
+        r = &mut run => r,
+        Some(name) = signals.recv() => {
+            tracing::warn!(event = "exit_now", signal = name, "second signal: exiting at once; an unfinished plan resumes at the next start");
+            memory.stop_observing();
+            return Ok(ExitCode::from(signal_exit_code(name)));
+        }
+    };
+    let result = result.map_err(|e| CommandError::Failed(format!("runtime task failed: {e}")))?;
+    signal_task.abort();
     reloader.abort();
     hangups.abort();
     memory.stop_observing();
@@ -293,9 +340,209 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
         g.stop_observing();
         let _ = d.await;
     }
-    match result {
-        Ok(_) => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(CommandError::Io(e.to_string())),
+    if let Err(e) = result {
+        return Err(CommandError::Io(e.to_string()));
+    }
+    if let Some(name) = stopped_by {
+        return Ok(ExitCode::from(signal_exit_code(name)));
+    }
+    if read_failed {
+        return Err(CommandError::Io(
+            "standard input failed; the lines before the failure were handled".into(),
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The unread scan of the playground, as the daemon does on connecting: when the newest
+/// message from others in the session's chat was never read (its planning never started,
+/// say the previous session was killed between the message and its plan) and no graph on
+/// disk answers it, it is handed to the runtime again. Only the session's chat is scanned.
+async fn recover_unanswered(driver: &Driver<'_>, dir: &std::path::Path) {
+    let chat = driver.chat;
+    let transcript = driver.memory.transcript(chat.id);
+    let Some(newest) = transcript.iter().rev().find(|m| !m.outgoing).cloned() else {
+        return;
+    };
+    if driver
+        .memory
+        .read_upto(chat.id)
+        .is_some_and(|r| r >= newest.id)
+        || driver.memory.is_blocked(chat.id)
+    {
+        return;
+    }
+    let path =
+        StateDir::new(dir).graph_path(&crate::graph::ConversationKey::new(driver.agent, chat.id));
+    let answered = tokio::task::spawn_blocking(move || {
+        let text = std::fs::read_to_string(path).ok()?;
+        let graph = crate::graph::codec::decode(&text).ok()?;
+        graph.tasks.iter().find_map(|t| match t.spec {
+            crate::graph::spec::TaskSpec::Received { message_id } => message_id,
+            _ => None,
+        })
+    })
+    .await
+    .ok()
+    .flatten();
+    if answered == Some(newest.id) {
+        return;
+    }
+    tracing::info!(
+        event = "unanswered_replanned",
+        message_id = newest.id.0,
+        "a message of the previous session was never planned: planning it now"
+    );
+    match driver.gate {
+        Some(gate) => gate.on_inbound(chat.clone(), newest, false, false),
+        None => driver
+            .handle
+            .push_inbound(driver.agent, chat.clone(), newest, true),
+    }
+}
+
+/// The documented exit code for a stop signal.
+fn signal_exit_code(name: &str) -> u8 {
+    if name == "SIGTERM" {
+        EXIT_SIGTERM
+    } else {
+        EXIT_SIGINT
+    }
+}
+
+/// Turns SIGINT and SIGTERM into stop requests, every time they arrive. If signals cannot
+/// be listened to, nothing is ever sent (and the sender stays open).
+async fn forward_stop_signals(stops: mpsc::UnboundedSender<&'static str>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            tracing::error!(
+                event = "signals_unavailable",
+                "cannot listen for SIGINT/SIGTERM"
+            );
+            std::future::pending::<()>().await;
+            return;
+        };
+        loop {
+            let name = tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            };
+            if stops.send(name).is_err() {
+                return;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = stops.send("SIGINT");
+        }
+        std::future::pending::<()>().await;
+    }
+}
+
+/// One read from standard input.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RawLine {
+    /// A line's bytes, without its line ending (not yet known to be UTF-8).
+    Bytes(Vec<u8>),
+    /// A line longer than [`MAX_LINE_BYTES`], skipped.
+    TooLong,
+}
+
+/// Reads one line of at most `cap` bytes (`\n` or `\r\n` ends it; a last line without one
+/// counts). `None` at the end of input. A longer line is consumed and reported as
+/// [`RawLine::TooLong`] without being kept in memory.
+pub fn read_line_capped(
+    r: &mut impl std::io::BufRead,
+    cap: usize,
+) -> std::io::Result<Option<RawLine>> {
+    let mut line = Vec::new();
+    let mut too_long = false;
+    let mut any = false;
+    loop {
+        let buf = match r.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            break;
+        }
+        any = true;
+        let newline = buf.iter().position(|&b| b == b'\n');
+        let chunk = &buf[..newline.unwrap_or(buf.len())];
+        if !too_long {
+            if line.len() + chunk.len() > cap + 1 {
+                too_long = true;
+                line = Vec::new();
+            } else {
+                line.extend_from_slice(chunk);
+            }
+        }
+        let used = newline.map_or(buf.len(), |i| i + 1);
+        r.consume(used);
+        if newline.is_some() {
+            break;
+        }
+    }
+    if !any {
+        return Ok(None);
+    }
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    if too_long || line.len() > cap {
+        return Ok(Some(RawLine::TooLong));
+    }
+    Ok(Some(RawLine::Bytes(line)))
+}
+
+/// Standard input, read on a thread of its own (never the runtime's blocking pool, so a
+/// read that never returns cannot keep the process alive at exit). The channel ends at the
+/// end of input; a read error arrives as `Err` and ends it too.
+fn spawn_stdin_reader() -> Result<mpsc::Receiver<Result<RawLine, String>>, CommandError> {
+    let (tx, rx) = mpsc::channel(16);
+    std::thread::Builder::new()
+        .name("stdin".into())
+        .spawn(move || {
+            let stdin = std::io::stdin();
+            let mut input = stdin.lock();
+            loop {
+                match read_line_capped(&mut input, MAX_LINE_BYTES) {
+                    Ok(None) => return,
+                    Ok(Some(line)) => {
+                        if tx.blocking_send(Ok(line)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.blocking_send(Err(e.to_string()));
+                        return;
+                    }
+                }
+            }
+        })
+        .map_err(|e| CommandError::Failed(format!("cannot start the input reader: {e}")))?;
+    Ok(rx)
+}
+
+/// The pause an input line asks for: a whole number of milliseconds up to
+/// [`MAX_AFTER_MS`].
+fn after_from(value: Option<&serde_json::Number>) -> Result<Duration, String> {
+    let Some(n) = value else {
+        return Ok(Duration::ZERO);
+    };
+    match n.as_u64() {
+        Some(ms) if ms <= MAX_AFTER_MS => Ok(Duration::from_millis(ms)),
+        _ => Err(format!(
+            "`after_ms` must be a whole number of milliseconds from 0 to {MAX_AFTER_MS} (7 days), not {n}"
+        )),
     }
 }
 
@@ -423,19 +670,44 @@ struct Driver<'a> {
 }
 
 impl Driver<'_> {
-    /// Reads stdin to its end, injecting each message into the chat.
-    async fn feed(&self, hold: &mut Option<Hold>) -> Result<(), CommandError> {
-        let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    /// Reads the input to its end, injecting each message into the chat. A line that is not
+    /// UTF-8, too long or (in `--jsonl`) not a valid message gets an `error` event naming its
+    /// line number and is skipped. `Err` when reading failed (after an `error` event): the
+    /// lines before were handled.
+    async fn feed(
+        &self,
+        hold: &mut Option<Hold>,
+        mut input: mpsc::Receiver<Result<RawLine, String>>,
+    ) -> Result<(), ()> {
         let mut line_no = 0usize;
-        loop {
-            let line = lines
-                .next_line()
-                .await
-                .map_err(|e| CommandError::Io(format!("cannot read stdin: {e}")))?;
-            let Some(line) = line else {
-                return Ok(());
-            };
+        while let Some(read) = input.recv().await {
             line_no += 1;
+            let bytes = match read {
+                Ok(RawLine::Bytes(b)) => b,
+                Ok(RawLine::TooLong) => {
+                    self.error(&format!(
+                        "line {line_no}: longer than {MAX_LINE_BYTES} bytes; skipped"
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    self.error(&format!(
+                        "cannot read input after line {}: {e}; treating it as the end of input",
+                        line_no - 1
+                    ));
+                    return Err(());
+                }
+            };
+            let line = match String::from_utf8(bytes) {
+                Ok(l) => l,
+                Err(e) => {
+                    self.error(&format!(
+                        "line {line_no}: not valid UTF-8 (invalid byte at column {}); skipped",
+                        e.utf8_error().valid_up_to() + 1
+                    ));
+                    continue;
+                }
+            };
             if line.trim().is_empty() {
                 continue;
             }
@@ -443,7 +715,7 @@ impl Driver<'_> {
                 match self.parse_jsonl(&line).await {
                     Ok(p) => p,
                     Err(message) => {
-                        emit_error(&format!("line {line_no}: {message}"));
+                        self.error(&format!("line {line_no}: {message}"));
                         continue;
                     }
                 }
@@ -457,6 +729,17 @@ impl Driver<'_> {
                     Some(clock::sleep_releasing(self.clock.as_ref(), pending.after, taken).await);
             }
             self.deliver(pending).await;
+        }
+        Ok(())
+    }
+
+    /// Reports a problem with the input: an `error` event in `--jsonl` mode, a line on
+    /// stderr otherwise.
+    fn error(&self, message: &str) {
+        if self.args.jsonl {
+            emit_error(message);
+        } else {
+            eprintln!("personad: {message}");
         }
     }
 
@@ -504,7 +787,13 @@ impl Driver<'_> {
     }
 
     async fn parse_jsonl(&self, line: &str) -> Result<Pending, String> {
-        let input: InputLine = serde_json::from_str(line).map_err(|e| e.to_string())?;
+        let input: InputLine = serde_json::from_str(line).map_err(|e| match e.classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                format!("not valid JSON: {e}")
+            }
+            _ => format!("not a valid message: {e}"),
+        })?;
+        let after = after_from(input.after_ms.as_ref())?;
         let from = input
             .from
             .filter(|f| !f.trim().is_empty())
@@ -520,7 +809,7 @@ impl Driver<'_> {
             return Err("a message needs `text` or `media`".into());
         }
         Ok(Pending {
-            after: Duration::from_millis(input.after_ms),
+            after,
             incoming: Incoming {
                 from,
                 mentions: self.mentions(&input.text),
@@ -544,7 +833,7 @@ impl Driver<'_> {
                     .handle
                     .push_inbound(self.agent, self.chat.clone(), msg, true),
             },
-            Err(e) => emit_error(&format!("could not deliver the message: {e}")),
+            Err(e) => self.error(&format!("could not deliver the message: {e}")),
         }
     }
 }
@@ -555,15 +844,34 @@ async fn media_from_input(m: InputMedia) -> Result<(MediaInfo, Option<Vec<u8>>),
         Some(path) => {
             let path = path.clone();
             let read = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, String> {
+                use std::io::Read;
                 let meta = std::fs::metadata(&path)
                     .map_err(|e| format!("media file {}: {e}", path.display()))?;
-                if meta.len() > MAX_MEDIA_BYTES {
+                // A FIFO or device would block or never end: regular files only.
+                if !meta.is_file() {
                     return Err(format!(
-                        "media file {} is over {MAX_MEDIA_BYTES} bytes",
+                        "media file {} is not a regular file",
                         path.display()
                     ));
                 }
-                std::fs::read(&path).map_err(|e| format!("media file {}: {e}", path.display()))
+                let too_big = || {
+                    format!(
+                        "media file {} is over {MAX_MEDIA_BYTES} bytes",
+                        path.display()
+                    )
+                };
+                if meta.len() > MAX_MEDIA_BYTES {
+                    return Err(too_big());
+                }
+                // The cap holds even where the size on record is wrong (procfs says 0).
+                let mut bytes = Vec::new();
+                std::fs::File::open(&path)
+                    .and_then(|f| f.take(MAX_MEDIA_BYTES + 1).read_to_end(&mut bytes))
+                    .map_err(|e| format!("media file {}: {e}", path.display()))?;
+                if bytes.len() as u64 > MAX_MEDIA_BYTES {
+                    return Err(too_big());
+                }
+                Ok(bytes)
             })
             .await
             .map_err(|e| e.to_string())??;
@@ -670,12 +978,18 @@ async fn print_decisions(
             } else {
                 "listen"
             };
-            format!(
-                "\x1b[2m{t} #{} {verdict} ({} / {})\x1b[0m",
+            let text = format!(
+                "{t} #{} {verdict} ({} / {})",
                 d.message_id,
                 d.stage.as_str(),
                 d.reason
-            )
+            );
+            // Dim on a terminal only: piped output carries no escape codes.
+            if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+                format!("\x1b[2m{text}\x1b[0m")
+            } else {
+                text
+            }
         };
         emit_line(&line);
     }

@@ -4,6 +4,9 @@
 //! the clock's time, answers a repeated idempotency key with the message it already sent (as
 //! Telegram does with `random_id`), and can be told to fail the next call of an operation.
 //!
+//! A transcript that cannot be read at start is moved to `quarantine/` next to it (never
+//! overwritten), and its chat starts empty.
+//!
 //! It never touches the network. Writes go through `store`, off the async threads.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -146,6 +149,59 @@ pub struct MemoryTelegram {
     observer: Mutex<Option<mpsc::UnboundedSender<Recorded>>>,
 }
 
+/// Largest playground transcript read at start; a bigger file is quarantined.
+pub const MAX_TRANSCRIPT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Reads one persisted transcript. The inner `Err` is why the file is unusable (not a
+/// regular file, over [`MAX_TRANSCRIPT_BYTES`], not UTF-8, not a transcript): the caller
+/// quarantines it. The outer error is an I/O failure that says nothing about the file.
+fn read_transcript(path: &Path) -> Result<Result<ChatLog, String>, store::StoreError> {
+    use std::io::Read;
+    let io = |source| store::StoreError::Io {
+        action: "cannot read",
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::symlink_metadata(path).map_err(io)?;
+    if !meta.file_type().is_file() {
+        return Ok(Err("not a regular file".into()));
+    }
+    if meta.len() > MAX_TRANSCRIPT_BYTES {
+        return Ok(Err(format!("larger than {MAX_TRANSCRIPT_BYTES} bytes")));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_TRANSCRIPT_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_TRANSCRIPT_BYTES {
+        return Ok(Err(format!("larger than {MAX_TRANSCRIPT_BYTES} bytes")));
+    }
+    let text = match String::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            return Ok(Err(format!(
+                "not valid UTF-8 (at byte {})",
+                e.utf8_error().valid_up_to()
+            )));
+        }
+    };
+    Ok(serde_json::from_str::<ChatLog>(&text).map_err(|e| e.to_string()))
+}
+
+/// Moves an unusable transcript to `<dir>/quarantine/transcript--<ms>--<file>`.
+fn quarantine_transcript(dir: &Path, path: &Path) -> Result<PathBuf, store::StoreError> {
+    let file = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stamp = jiff::Timestamp::now().as_millisecond();
+    let target = dir
+        .join("quarantine")
+        .join(format!("transcript--{stamp}--{file}"));
+    store::move_file(path, &target)?;
+    Ok(target)
+}
+
 /// Deterministic user id for a display name, so a restarted playground keeps its ids.
 pub fn user_id_for(name: &str) -> i64 {
     // FNV-1a, folded into a positive range that stays clear of small hand-picked ids.
@@ -171,17 +227,22 @@ impl MemoryTelegram {
         {
             for entry in entries.flatten() {
                 let path = entry.path();
-                if path.extension().is_some_and(|e| e == "json") {
-                    let text = store::read_to_string(&path)?;
-                    match serde_json::from_str::<ChatLog>(&text) {
-                        Ok(log) => {
-                            state.chats.insert(log.chat.id, log);
-                        }
-                        Err(e) => tracing::error!(
+                if path.extension().is_none_or(|e| e != "json") {
+                    continue;
+                }
+                match read_transcript(&path)? {
+                    Ok(log) => {
+                        state.chats.insert(log.chat.id, log);
+                    }
+                    Err(reason) => {
+                        let moved_to = quarantine_transcript(dir, &path)?;
+                        tracing::error!(
+                            event = "transcript_quarantined",
                             file = %path.display(),
-                            error = %e,
-                            "playground transcript unreadable; that chat starts empty and the file is left as it is"
-                        ),
+                            moved_to = %moved_to.display(),
+                            reason = %reason,
+                            "playground transcript unreadable: moved to quarantine (never overwritten); that chat starts empty"
+                        );
                     }
                 }
             }
@@ -357,6 +418,11 @@ impl MemoryTelegram {
     }
 
     /// The newest message of `chat` marked read, if any.
+    /// Whether the account has blocked the chat's other side.
+    pub fn is_blocked(&self, chat: ChatId) -> bool {
+        self.lock().chats.get(&chat).is_some_and(|log| log.blocked)
+    }
+
     pub fn read_upto(&self, chat: ChatId) -> Option<MessageId> {
         self.lock().chats.get(&chat).and_then(|log| log.read_upto)
     }
