@@ -321,6 +321,13 @@ fn state_list(store: &GraphStore) -> CmdResult {
             "{unreadable} unreadable file(s): the daemon moves them to quarantine/ at its next start\n"
         ));
     }
+    for (path, reason) in crate::store::list_quarantined(store.state_dir()) {
+        text.push_str(&format!(
+            "QUARANTINED {}: {}\n",
+            path.display(),
+            reason.as_deref().unwrap_or("(no reason recorded)")
+        ));
+    }
     for (agent, state) in crate::store::list_agent_states(store.state_dir()) {
         match state {
             Ok(st) => {

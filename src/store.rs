@@ -314,6 +314,7 @@ pub fn load_agent_state(
                 agent_state::FILE_NAME
             ));
             move_file(&path, &moved_to)?;
+            write_quarantine_reason(&moved_to, &e.to_string())?;
             Ok((
                 AgentState::default(),
                 Some(Quarantined {
@@ -356,6 +357,44 @@ pub fn save_agent_state(dir: &StateDir, agent: &str, state: &AgentState) -> Resu
         source: io::Error::other(e),
     })?;
     write_atomic(&path, &bytes)
+}
+
+/// Suffix of the note kept next to a quarantined file, saying why it was moved there.
+pub const REASON_SUFFIX: &str = ".reason";
+
+/// Records why `moved_to` was quarantined, in `<moved_to>.reason`.
+fn write_quarantine_reason(moved_to: &Path, reason: &str) -> Result<(), StoreError> {
+    let mut note = moved_to.as_os_str().to_owned();
+    note.push(REASON_SUFFIX);
+    write_atomic(Path::new(&note), format!("{reason}\n").as_bytes())
+}
+
+/// Every file in `quarantine/` with the reason it was moved there (when its note is
+/// readable), sorted by name, for `state list`.
+pub fn list_quarantined(dir: &StateDir) -> Vec<(PathBuf, Option<String>)> {
+    let qdir = dir.quarantine_dir();
+    let Ok(entries) = fs::read_dir(&qdir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(PathBuf, Option<String>)> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with(REASON_SUFFIX))
+        })
+        .map(|p| {
+            let mut note = p.as_os_str().to_owned();
+            note.push(REASON_SUFFIX);
+            let reason = read_optional(Path::new(&note))
+                .ok()
+                .flatten()
+                .map(|r| r.trim().to_string());
+            (p, reason)
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// A graph file that could not be read and was moved aside.
@@ -509,6 +548,7 @@ impl GraphStore {
                 Ok(g) => loaded.graphs.push(g),
                 Err(reason) => {
                     let moved_to = self.quarantine(&file.path)?;
+                    write_quarantine_reason(&moved_to, &reason)?;
                     loaded.quarantined.push(Quarantined {
                         original: file.path,
                         moved_to,

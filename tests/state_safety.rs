@@ -1,0 +1,148 @@
+//! State files the daemon must survive: graphs that are well-formed but cannot run (cycles,
+//! self-dependencies, absurd waits) are quarantined with a reason that `state list` shows;
+//! state files that are not regular files or are too big are refused without blocking; one
+//! process per state directory; loose permissions are tightened.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use jiff::Timestamp;
+use personad::graph::codec::encode;
+use personad::graph::{Task, TaskGraph, TaskSpec};
+use personad::store::{GraphStore, StateDir};
+use personad::telegram::{Chat, ChatId, ChatKind, MessageId};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+fn personad(args: &[&str], cwd: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+    cmd.args(args).current_dir(cwd);
+    for var in [
+        "PERSONAD_AGENTS_DIR",
+        "PERSONAD_PROMPTS_PATH",
+        "PERSONAD_STATE_DIR",
+        "PERSONAD_LOG",
+        "PERSONAD_AGENT",
+        "PERSONAD_PLANNER",
+        "GEMINI_API_KEY",
+        "GOOGLE_GEMINI_API_KEY",
+        "GEMINI_BASE_URL",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+fn run(args: &[&str], cwd: &Path) -> Result<Output, std::io::Error> {
+    personad(args, cwd).output()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn now() -> Timestamp {
+    Timestamp::from_second(1_750_000_000).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// A received task followed by a send and a wait, in chat `chat` of agent Wren.
+fn graph(chat: i64) -> TaskGraph {
+    let chat = Chat {
+        id: ChatId(chat),
+        kind: ChatKind::Direct,
+        title: "Bob".into(),
+    };
+    let mut g = TaskGraph::with_received("Wren", chat, now(), Some(MessageId(3)), now());
+    let first = g.tasks[0].id.clone();
+    g.append_chain(
+        &first,
+        vec![
+            Task::new(TaskSpec::send("hi", None), now()),
+            Task::new(TaskSpec::wait(2.0, false), now()),
+        ],
+    );
+    g
+}
+
+/// Writes `g` as a graph file without validating it (as a damaged or forged file would be).
+fn write_raw(state: &Path, g: &TaskGraph) -> TestResult {
+    let path = StateDir::new(state).graph_path(&g.key());
+    std::fs::create_dir_all(path.parent().ok_or("no parent")?)?;
+    std::fs::write(path, encode(g)?)?;
+    Ok(())
+}
+
+#[test]
+fn graphs_that_cannot_run_are_quarantined_with_their_reason_and_listed() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    // 1: a task depending on itself.
+    let mut selfdep = graph(1);
+    let id = selfdep.tasks[1].id.clone();
+    selfdep.tasks[1].depends_on.push(id);
+    write_raw(&state, &selfdep)?;
+    // 2: a cycle of two tasks.
+    let mut cycle = graph(2);
+    let (a, b) = (cycle.tasks[1].id.clone(), cycle.tasks[2].id.clone());
+    cycle.tasks[1].depends_on = vec![b];
+    cycle.tasks[2].depends_on = vec![a];
+    write_raw(&state, &cycle)?;
+    // 3: a wait of 1e308 seconds.
+    let mut huge = graph(3);
+    huge.tasks[2].spec = TaskSpec::Wait {
+        delay_secs: 1e308,
+        typing: false,
+        retry_of: None,
+    };
+    write_raw(&state, &huge)?;
+    // 4: a task not due before the year 9999.
+    let mut far = graph(4);
+    far.tasks[0].not_before = Some(Timestamp::MAX);
+    write_raw(&state, &far)?;
+    // 5: a sound graph stays.
+    GraphStore::new(StateDir::new(&state)).save(&graph(5))?;
+
+    let st = state.display().to_string();
+    let out = run(&["--state", &st, "state", "list"], dir.path())?;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    for (chat, why) in [
+        ("1.md", "depends on itself"),
+        ("2.md", "dependency cycle"),
+        ("3.md", "waits"),
+        ("4.md", "horizon"),
+    ] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("UNREADABLE") && l.contains(chat) && l.contains(why)),
+            "{chat} must be reported ({why}): {stdout}"
+        );
+    }
+
+    let loaded = GraphStore::new(StateDir::new(&state)).load_all()?;
+    let chats: Vec<i64> = loaded.graphs.iter().map(|g| g.chat.id.0).collect();
+    assert_eq!(chats, vec![5], "only the sound graph is loaded");
+    assert_eq!(loaded.quarantined.len(), 4);
+
+    let out = run(&["--state", &st, "state", "list"], dir.path())?;
+    let stdout = text(&out.stdout);
+    let quarantined: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("QUARANTINED"))
+        .collect();
+    assert_eq!(quarantined.len(), 4, "{stdout}");
+    assert!(
+        quarantined
+            .iter()
+            .any(|l| l.contains("1.md") && l.contains("depends on itself")),
+        "{stdout}"
+    );
+    assert!(
+        quarantined
+            .iter()
+            .any(|l| l.contains("2.md") && l.contains("dependency cycle")),
+        "{stdout}"
+    );
+    Ok(())
+}
