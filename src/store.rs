@@ -204,17 +204,118 @@ pub fn create_private_file(path: &Path) -> Result<File, StoreError> {
         .map_err(io_err("cannot create", path))
 }
 
-/// Reads a whole file, naming it in the error.
-pub fn read_to_string(path: &Path) -> Result<String, StoreError> {
-    fs::read_to_string(path).map_err(io_err("cannot read", path))
+/// Largest graph file read (a plan holds at most a few dozen tasks of a few KB each).
+pub const GRAPH_FILE_CAP: u64 = 8 << 20;
+
+/// Largest other state file read: agent state, media records, usage and window records, the
+/// sent-message ledger, transcripts; also the default for operator files read through here.
+pub const STATE_FILE_CAP: u64 = 64 << 20;
+
+/// What [`read_file`] does with a symbolic link as the last component of the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Symlinks {
+    /// Refuse it: files in the state directory are written by us, never links (a link could
+    /// point out of the directory, at `/dev/zero` or at someone else's file).
+    Refuse,
+    /// Follow it (operator files: prompts, curated records, media paths given as input); the
+    /// target must still be a regular file under the cap.
+    Follow,
 }
 
-/// Reads a whole file if it exists: `Ok(None)` when it does not.
+/// Reads a whole file safely: opened without blocking (a FIFO cannot stall us) and, with
+/// [`Symlinks::Refuse`], without following a link; the opened file must be a regular file of
+/// at most `cap` bytes, and at most `cap + 1` bytes are ever read (metadata that says 0 bytes,
+/// as `/proc` files do, cannot make us read more). Every state reader goes through here.
+pub fn read_file(path: &Path, cap: u64, symlinks: Symlinks) -> Result<Vec<u8>, StoreError> {
+    use std::io::Read as _;
+    let mut flags = libc::O_NONBLOCK;
+    if symlinks == Symlinks::Refuse {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) && symlinks == Symlinks::Refuse {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "is a symbolic link; state files must be regular files",
+                )
+            } else {
+                e
+            }
+        })
+        .map_err(io_err("cannot read", path))?;
+    let meta = file.metadata().map_err(io_err("cannot read", path))?;
+    let bad = |what: String| StoreError::Io {
+        action: "cannot read",
+        path: path.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::InvalidData, what),
+    };
+    if !meta.is_file() {
+        use std::os::unix::fs::FileTypeExt as _;
+        let t = meta.file_type();
+        let kind = if t.is_dir() {
+            "a directory"
+        } else if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else if t.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(bad(format!("is {kind}, not a regular file")));
+    }
+    let too_big = |size: String| bad(format!("is {size} bytes, over the cap of {cap} bytes"));
+    if meta.len() > cap {
+        return Err(too_big(meta.len().to_string()));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io_err("cannot read", path))?;
+    if bytes.len() as u64 > cap {
+        return Err(too_big(format!("more than {cap}")));
+    }
+    Ok(bytes)
+}
+
+fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, StoreError> {
+    String::from_utf8(bytes).map_err(|_| StoreError::Io {
+        action: "cannot read",
+        path: path.to_path_buf(),
+        source: io::Error::new(
+            io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        ),
+    })
+}
+
+/// Reads a whole state file as text ([`read_file`] with [`STATE_FILE_CAP`], links refused),
+/// naming it in the error.
+pub fn read_to_string(path: &Path) -> Result<String, StoreError> {
+    utf8(path, read_file(path, STATE_FILE_CAP, Symlinks::Refuse)?)
+}
+
+/// [`read_to_string`] if the file exists: `Ok(None)` when it does not.
 pub fn read_optional(path: &Path) -> Result<Option<String>, StoreError> {
-    match fs::read_to_string(path) {
+    optional(read_to_string(path))
+}
+
+/// Reads an operator's file (prompts, curated records, a price table) as text: links are
+/// followed, the rest of [`read_file`]'s checks apply. `Ok(None)` when it does not exist.
+pub fn read_operator_file(path: &Path) -> Result<Option<String>, StoreError> {
+    optional(read_file(path, STATE_FILE_CAP, Symlinks::Follow).and_then(|bytes| utf8(path, bytes)))
+}
+
+fn optional(read: Result<String, StoreError>) -> Result<Option<String>, StoreError> {
+    match read {
         Ok(t) => Ok(Some(t)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err("cannot read", path)(e)),
+        Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -299,12 +400,16 @@ pub fn load_agent_state(
     agent: &str,
 ) -> Result<(AgentState, Option<Quarantined>), StoreError> {
     let path = dir.agent_dir(agent).join(agent_state::FILE_NAME);
-    let text = match fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((AgentState::default(), None)),
-        Err(e) => return Err(io_err("cannot read", &path)(e)),
+    let parsed = match read_optional(&path) {
+        Ok(None) => return Ok((AgentState::default(), None)),
+        Ok(Some(text)) => serde_json::from_str(&text).map_err(|e| e.to_string()),
+        // Not a regular file, too big, a link, not UTF-8: moved aside like bad JSON.
+        Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::InvalidData => {
+            Err(source.to_string())
+        }
+        Err(e) => return Err(e),
     };
-    match serde_json::from_str(&text) {
+    match parsed {
         Ok(state) => Ok((state, None)),
         Err(e) => {
             let moved_to = dir.quarantine_dir().join(format!(
@@ -314,13 +419,13 @@ pub fn load_agent_state(
                 agent_state::FILE_NAME
             ));
             move_file(&path, &moved_to)?;
-            write_quarantine_reason(&moved_to, &e.to_string())?;
+            write_quarantine_reason(&moved_to, &e)?;
             Ok((
                 AgentState::default(),
                 Some(Quarantined {
                     original: path,
                     moved_to,
-                    reason: e.to_string(),
+                    reason: e,
                 }),
             ))
         }
@@ -335,11 +440,11 @@ pub fn list_agent_states(dir: &StateDir) -> Vec<(String, Result<AgentState, Stri
     };
     for entry in entries.flatten() {
         let path = entry.path().join(agent_state::FILE_NAME);
-        if !path.is_file() {
+        if fs::symlink_metadata(&path).is_err() {
             continue;
         }
         let name = entry.file_name().to_string_lossy().into_owned();
-        let state = fs::read_to_string(&path)
+        let state = read_to_string(&path)
             .map_err(|e| e.to_string())
             .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()));
         out.push((name, state));
@@ -504,7 +609,8 @@ impl GraphStore {
         let per_thread = paths.len().div_ceil(threads).max(64);
         let read = |path: &PathBuf| GraphFile {
             path: path.clone(),
-            graph: read_to_string(path)
+            graph: read_file(path, GRAPH_FILE_CAP, Symlinks::Refuse)
+                .and_then(|bytes| utf8(path, bytes))
                 .map_err(|e| e.to_string())
                 .and_then(|text| self.decode_at(path, &text)),
         };

@@ -146,3 +146,105 @@ fn graphs_that_cannot_run_are_quarantined_with_their_reason_and_listed() -> Test
     );
     Ok(())
 }
+
+/// Runs the command, killing it (and failing) if it has not finished within 30 s: a reader
+/// blocked on a FIFO or reading `/dev/zero` must fail this test, not hang the suite.
+fn run_bounded(args: &[&str], cwd: &Path) -> Result<Output, Box<dyn std::error::Error>> {
+    let mut child = personad(args, cwd)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    for _ in 0..3000 {
+        if child.try_wait()?.is_some() {
+            return Ok(child.wait_with_output()?);
+        }
+        // A watchdog poll, not a timing assertion.
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill()?;
+    let out = child.wait_with_output()?;
+    Err(format!("personad {args:?} hung: {}", text(&out.stdout)).into())
+}
+
+fn mkfifo(path: &Path) -> TestResult {
+    let status = Command::new("mkfifo").arg(path).status()?;
+    assert!(status.success(), "mkfifo {}", path.display());
+    Ok(())
+}
+
+#[test]
+fn fifos_links_and_oversized_state_files_are_refused_without_blocking() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    let store = GraphStore::new(StateDir::new(&state));
+    store.save(&graph(5))?;
+    let graphs = state.join("graphs/Wren");
+    mkfifo(&graphs.join("6.md"))?;
+    std::os::unix::fs::symlink("/dev/zero", graphs.join("7.md"))?;
+    let outside = dir.path().join("outside.md");
+    std::fs::write(&outside, encode(&graph(8))?)?;
+    std::os::unix::fs::symlink(&outside, graphs.join("8.md"))?;
+    // Sparse: 9 MiB that takes no disk space, over the 8 MiB graph cap.
+    std::fs::File::create(graphs.join("9.md"))?.set_len(9 << 20)?;
+    std::fs::create_dir_all(state.join("Wren"))?;
+    mkfifo(&state.join("Wren/agent-state.json"))?;
+
+    let st = state.display().to_string();
+    let out = run_bounded(&["--state", &st, "state", "list"], dir.path())?;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    for (file, why) in [
+        ("6.md", "FIFO"),
+        ("7.md", "symbolic link"),
+        ("8.md", "symbolic link"),
+        ("9.md", "over the cap"),
+    ] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("UNREADABLE") && l.contains(file) && l.contains(why)),
+            "{file}: {why}: {stdout}"
+        );
+    }
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains("agent state UNREADABLE") && l.contains("FIFO")),
+        "{stdout}"
+    );
+
+    // Startup's load moves them aside (never reading through them) and keeps the sound one.
+    let loaded = store.load_all()?;
+    let chats: Vec<i64> = loaded.graphs.iter().map(|g| g.chat.id.0).collect();
+    assert_eq!(chats, vec![5]);
+    assert_eq!(loaded.quarantined.len(), 4);
+    assert!(outside.exists(), "the link's target is left alone");
+    let (agent_state, q) = personad::store::load_agent_state(store.state_dir(), "Wren")?;
+    assert!(agent_state.disabled_chats.is_empty());
+    assert!(q.is_some_and(|q| q.reason.contains("FIFO")));
+    Ok(())
+}
+
+#[test]
+fn the_shared_reader_caps_what_it_reads_and_follows_links_only_when_asked() -> TestResult {
+    use personad::store::{Symlinks, read_file};
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("f");
+    std::fs::write(&file, b"12345")?;
+    let link = dir.path().join("l");
+    std::os::unix::fs::symlink(&file, &link)?;
+    assert_eq!(read_file(&file, 5, Symlinks::Refuse)?, b"12345");
+    assert!(read_file(&file, 4, Symlinks::Refuse).is_err());
+    assert!(read_file(&link, 5, Symlinks::Refuse).is_err());
+    assert_eq!(read_file(&link, 5, Symlinks::Follow)?, b"12345");
+    // A device whose metadata says 0 bytes is still refused, link followed or not.
+    let zero = dir.path().join("zero");
+    std::os::unix::fs::symlink("/dev/zero", &zero)?;
+    let e = read_file(&zero, 20 << 20, Symlinks::Follow)
+        .err()
+        .map(|e| e.to_string());
+    assert!(e.is_some_and(|e| e.contains("a device")));
+    // `/proc` files say 0 bytes and hold more: at most cap + 1 bytes are read.
+    assert!(read_file(Path::new("/proc/self/maps"), 8, Symlinks::Follow).is_err());
+    Ok(())
+}
