@@ -36,6 +36,15 @@ pub mod exit {
     pub const CONFIG: u8 = 78;
 }
 
+/// Takes the state directory's lock for this process (see [`crate::store::StateLock`]); a
+/// directory held by another process is `Unavailable`, naming its pid.
+pub fn lock_state(global: &GlobalArgs) -> Result<crate::store::StateLock, CommandError> {
+    crate::store::StateLock::acquire(&StateDir::new(&global.state_dir)).map_err(|e| match e {
+        crate::store::LockError::Store(e) => CommandError::Store(e),
+        held => CommandError::Unavailable(held.to_string()),
+    })
+}
+
 /// A command failure with the exit code it maps to.
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {

@@ -102,6 +102,7 @@ struct Pending {
 /// `personad chat`.
 pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     let config = args.runtime.raw().validate()?;
+    let _lock = crate::commands::lock_state(&global)?;
     let report = load_personas_async(&global).await?;
     let persona = Arc::new(find_persona(&report, &args.agent)?);
     let clock: SharedClock = if args.fast {

@@ -353,6 +353,67 @@ pub fn fs_name(name: &str) -> String {
     out
 }
 
+/// Name of the lock file in the state directory.
+pub const LOCK_FILE: &str = "lock";
+
+/// Why the state directory could not be locked.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error(
+        "state directory {dir} is in use by another personad (pid {pid}); stop it first, or give this one another --state"
+    )]
+    Held { dir: PathBuf, pid: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The lock that makes one process the only user of a state directory (`run`, `chat`, the
+/// crash harness's child): an exclusive `flock` on `<state>/lock`, which holds the owner's
+/// pid. The kernel drops it when the process ends, however it ends (kill -9 included), so a
+/// stale lock file never blocks a restart. Held until dropped.
+#[derive(Debug)]
+pub struct StateLock {
+    _file: File,
+}
+
+impl StateLock {
+    /// Takes the lock without waiting; a second process gets [`LockError::Held`] naming the
+    /// holder's pid.
+    pub fn acquire(dir: &StateDir) -> Result<StateLock, LockError> {
+        ensure_private_dir(dir.root())?;
+        let path = dir.root().join(LOCK_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&path)
+            .map_err(io_err("cannot open lock file", &path))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                let pid = read_file(&path, 64, Symlinks::Refuse)
+                    .ok()
+                    .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or_else(|| "unknown".into());
+                return Err(LockError::Held {
+                    dir: dir.root().to_path_buf(),
+                    pid,
+                });
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io_err("cannot lock", &path)(e).into()),
+        }
+        file.set_len(0)
+            .and_then(|()| writeln!(file, "{}", std::process::id()))
+            .and_then(|()| file.sync_all())
+            .map_err(io_err("cannot write lock file", &path))?;
+        Ok(StateLock { _file: file })
+    }
+}
+
 /// The layout of the state directory.
 #[derive(Debug, Clone)]
 pub struct StateDir {

@@ -248,3 +248,53 @@ fn the_shared_reader_caps_what_it_reads_and_follows_links_only_when_asked() -> T
     assert!(read_file(Path::new("/proc/self/maps"), 8, Symlinks::Follow).is_err());
     Ok(())
 }
+
+fn chat_with_input(state: &str, input: &str) -> Result<Output, Box<dyn std::error::Error>> {
+    use std::io::Write as _;
+    let mut child = personad(
+        &[
+            "--state", state, "chat", "--agent", "Wren", "--jsonl", "--fast",
+        ],
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+    )
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()?;
+    child
+        .stdin
+        .take()
+        .ok_or("no stdin")?
+        .write_all(input.as_bytes())?;
+    Ok(child.wait_with_output()?)
+}
+
+#[test]
+fn a_second_process_on_a_state_directory_is_refused_naming_the_holder() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    let st = state.display().to_string();
+    let input = "{\"text\":\"hello\"}\n";
+    {
+        let _held = personad::store::StateLock::acquire(&StateDir::new(&state))?;
+        let out = chat_with_input(&st, input)?;
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(69), "{stderr}");
+        assert!(
+            stderr.contains("in use by another personad")
+                && stderr.contains(&format!("pid {}", std::process::id())),
+            "{stderr}"
+        );
+        assert!(
+            !text(&out.stdout).contains("\"send\""),
+            "the refused process sent nothing"
+        );
+        let again = personad::store::StateLock::acquire(&StateDir::new(&state));
+        assert!(again.is_err(), "the lock excludes other holders");
+    }
+    // Released with its holder: the next process runs.
+    let out = chat_with_input(&st, input)?;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("\"send\""));
+    Ok(())
+}
