@@ -36,10 +36,13 @@ pub mod exit {
     pub const CONFIG: u8 = 78;
 }
 
-/// Takes the state directory's lock for this process (see [`crate::store::StateLock`]); a
-/// directory held by another process is `Unavailable`, naming its pid.
+/// Makes the state directory private ([`crate::store::secure_state_dir`]) and takes its lock
+/// for this process (see [`crate::store::StateLock`]); a directory held by another process
+/// is `Unavailable`, naming its pid.
 pub fn lock_state(global: &GlobalArgs) -> Result<crate::store::StateLock, CommandError> {
-    crate::store::StateLock::acquire(&StateDir::new(&global.state_dir)).map_err(|e| match e {
+    let dir = StateDir::new(&global.state_dir);
+    crate::store::secure_state_dir(&dir)?;
+    crate::store::StateLock::acquire(&dir).map_err(|e| match e {
         crate::store::LockError::Store(e) => CommandError::Store(e),
         held => CommandError::Unavailable(held.to_string()),
     })

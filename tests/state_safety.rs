@@ -298,3 +298,36 @@ fn a_second_process_on_a_state_directory_is_refused_naming_the_holder() -> TestR
     assert!(text(&out.stdout).contains("\"send\""));
     Ok(())
 }
+
+#[test]
+fn a_state_directory_others_can_use_is_tightened_with_a_log_line() -> TestResult {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = |p: &Path| -> std::io::Result<u32> {
+        Ok(std::fs::symlink_metadata(p)?.permissions().mode() & 0o777)
+    };
+    let set = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+    for loose in [0o777, 0o755] {
+        let dir = tempfile::tempdir()?;
+        let state = dir.path().join("state");
+        GraphStore::new(StateDir::new(&state)).save(&graph(5))?;
+        let file = StateDir::new(&state).graph_path(&graph(5).key());
+        set(&state, loose)?;
+        set(&state.join("graphs"), 0o755)?;
+        set(&file, 0o644)?;
+        let st = state.display().to_string();
+        let out = chat_with_input(&st, "{\"text\":\"hello\"}\n")?;
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(
+            stderr.contains("readable or writable by others"),
+            "one log line says so: {stderr}"
+        );
+        assert_eq!(mode(&state)?, 0o700, "{loose:o}");
+        assert_eq!(mode(&state.join("graphs"))?, 0o700);
+        assert_eq!(mode(&file)?, 0o600);
+        // A private directory is used without a word.
+        let out = chat_with_input(&st, "{\"text\":\"again\"}\n")?;
+        assert!(!text(&out.stderr).contains("readable or writable by others"));
+    }
+    Ok(())
+}
