@@ -365,7 +365,7 @@ pub struct Tightened {
 /// Makes sure the state directory is private before anything is read from or written to it:
 /// created 0700 when missing; when it or anything below it (links are not followed) can be
 /// read or written by others (0755, 0777, files 0644), directories are set to 0700 and files
-/// to 0600. When that is not possible (the directory is not ours), the error says how to fix
+/// lose their group and other bits (Telegram session files excepted: see [`is_session_file`]). When that is not possible (the directory is not ours), the error says how to fix
 /// it. Logs one WARN line when it changed something.
 pub fn secure_state_dir(dir: &StateDir) -> Result<Tightened, StoreError> {
     let root = dir.root();
@@ -414,7 +414,7 @@ pub fn secure_state_dir(dir: &StateDir) -> Result<Tightened, StoreError> {
             let path = entry.path();
             if t.is_dir() {
                 stack.push(path);
-            } else if t.is_file() {
+            } else if t.is_file() && !is_session_file(&path) {
                 let m = entry.metadata().map_err(io_err("cannot inspect", &path))?;
                 let mode = m.permissions().mode() & 0o777;
                 if mode & 0o077 != 0 {
@@ -435,6 +435,13 @@ pub fn secure_state_dir(dir: &StateDir) -> Result<Tightened, StoreError> {
         );
     }
     Ok(done)
+}
+
+/// Telegram session files are left as they are: a session others could read may have been
+/// copied, so `run` refuses it with its own message rather than having it fixed quietly.
+fn is_session_file(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("telegram.session"))
 }
 
 /// Name of the lock file in the state directory.

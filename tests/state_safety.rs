@@ -261,11 +261,12 @@ fn chat_with_input(state: &str, input: &str) -> Result<Output, Box<dyn std::erro
     .stdout(std::process::Stdio::piped())
     .stderr(std::process::Stdio::piped())
     .spawn()?;
-    child
+    // A refused process may exit before reading its input: a broken pipe here is expected.
+    let _ = child
         .stdin
         .take()
         .ok_or("no stdin")?
-        .write_all(input.as_bytes())?;
+        .write_all(input.as_bytes());
     Ok(child.wait_with_output()?)
 }
 
