@@ -332,3 +332,17 @@ fn a_state_directory_others_can_use_is_tightened_with_a_log_line() -> TestResult
     }
     Ok(())
 }
+
+#[test]
+fn a_loose_state_directory_that_cannot_be_tightened_is_refused_saying_how_to_fix_it() {
+    // /proc/1 is 0555 and the kernel refuses to change its mode, even for root: a stand-in
+    // for a directory that is not ours.
+    let e = personad::store::secure_state_dir(&StateDir::new("/proc/1"))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        e.contains("cannot be tightened") && e.contains("chmod -R go-rwx /proc/1"),
+        "{e}"
+    );
+}
