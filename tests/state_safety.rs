@@ -346,3 +346,51 @@ fn a_loose_state_directory_that_cannot_be_tightened_is_refused_saying_how_to_fix
         "{e}"
     );
 }
+
+#[test]
+fn a_cyclic_graph_left_in_the_playground_no_longer_hangs_it() -> TestResult {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    let chat = personad::telegram::memory::user_id_for("User");
+    let mut g = graph(chat);
+    let (a, b) = (g.tasks[1].id.clone(), g.tasks[2].id.clone());
+    g.tasks[0].status = personad::graph::TaskStatus::Done;
+    g.tasks[1].depends_on = vec![b];
+    g.tasks[2].depends_on = vec![a];
+    // The playground keeps its graphs under <state>/<agent>/playground.
+    write_raw(&state.join("Wren").join("playground"), &g)?;
+    let st = state.display().to_string();
+    let mut child = personad(
+        &[
+            "--state", &st, "chat", "--agent", "Wren", "--jsonl", "--fast",
+        ],
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+    )
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()?;
+    let _ = child.stdin.take().ok_or("no stdin")?.write_all(b"");
+    for _ in 0..3000 {
+        if child.try_wait()?.is_some() {
+            let out = child.wait_with_output()?;
+            let stdout = text(&out.stdout);
+            assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+            assert!(!stdout.contains("\"send\""), "nothing of it runs: {stdout}");
+            let q = personad::store::list_quarantined(&StateDir::new(
+                state.join("Wren").join("playground"),
+            ));
+            assert!(
+                q.iter()
+                    .any(|(_, r)| r.as_deref().is_some_and(|r| r.contains("cycle"))),
+                "{q:?}"
+            );
+            return Ok(());
+        }
+        // A watchdog poll, not a timing assertion.
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill()?;
+    Err("the playground hung on a cyclic graph".into())
+}
