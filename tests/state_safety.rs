@@ -394,3 +394,19 @@ fn a_cyclic_graph_left_in_the_playground_no_longer_hangs_it() -> TestResult {
     child.kill()?;
     Err("the playground hung on a cyclic graph".into())
 }
+
+#[test]
+fn a_fifo_among_usage_records_does_not_stall_state_usage() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(state.join("usage"))?;
+    mkfifo(&state.join("usage/Wren.json"))?;
+    let st = state.display().to_string();
+    let out = run_bounded(&["--state", &st, "state", "usage"], dir.path())?;
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        all.contains("FIFO"),
+        "the file is named as unreadable: {all}"
+    );
+    Ok(())
+}
