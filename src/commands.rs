@@ -262,6 +262,8 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
                     "say what to clear: --agent NAME [--chat ID], or --all".into(),
                 ));
             }
+            // A running daemon would write the files again: clearing waits for it to stop.
+            let _lock = lock_state(global)?;
             let n = store.clear(agent.as_deref(), chat.map(ChatId))?;
             let mut text = format!("removed {n} graph file(s)\n");
             // Clearing a chat also lifts its "disabled" mark, so the agent may write there again.

@@ -292,6 +292,12 @@ fn a_second_process_on_a_state_directory_is_refused_naming_the_holder() -> TestR
         );
         let again = personad::store::StateLock::acquire(&StateDir::new(&state));
         assert!(again.is_err(), "the lock excludes other holders");
+        let out = run(&["--state", &st, "state", "clear", "--all"], dir.path())?;
+        assert_eq!(
+            out.status.code(),
+            Some(69),
+            "state clear waits for the holder too"
+        );
     }
     // Released with its holder: the next process runs.
     let out = chat_with_input(&st, input)?;
