@@ -36,6 +36,18 @@ pub mod exit {
     pub const CONFIG: u8 = 78;
 }
 
+/// Makes the state directory private ([`crate::store::secure_state_dir`]) and takes its lock
+/// for this process (see [`crate::store::StateLock`]); a directory held by another process
+/// is `Unavailable`, naming its pid.
+pub fn lock_state(global: &GlobalArgs) -> Result<crate::store::StateLock, CommandError> {
+    let dir = StateDir::new(&global.state_dir);
+    crate::store::secure_state_dir(&dir)?;
+    crate::store::StateLock::acquire(&dir).map_err(|e| match e {
+        crate::store::LockError::Store(e) => CommandError::Store(e),
+        held => CommandError::Unavailable(held.to_string()),
+    })
+}
+
 /// A command failure with the exit code it maps to.
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
@@ -250,6 +262,8 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
                     "say what to clear: --agent NAME [--chat ID], or --all".into(),
                 ));
             }
+            // A running daemon would write the files again: clearing waits for it to stop.
+            let _lock = lock_state(global)?;
             let n = store.clear(agent.as_deref(), chat.map(ChatId))?;
             let mut text = format!("removed {n} graph file(s)\n");
             // Clearing a chat also lifts its "disabled" mark, so the agent may write there again.
@@ -319,6 +333,13 @@ fn state_list(store: &GraphStore) -> CmdResult {
     if unreadable > 0 {
         text.push_str(&format!(
             "{unreadable} unreadable file(s): the daemon moves them to quarantine/ at its next start\n"
+        ));
+    }
+    for (path, reason) in crate::store::list_quarantined(store.state_dir()) {
+        text.push_str(&format!(
+            "QUARANTINED {}: {}\n",
+            path.display(),
+            reason.as_deref().unwrap_or("(no reason recorded)")
         ));
     }
     for (agent, state) in crate::store::list_agent_states(store.state_dir()) {

@@ -97,6 +97,22 @@ fn positive_secs(name: &'static str, v: f64) -> Result<Duration, ConfigError> {
     }
 }
 
+/// The retry pause is saved as a `wait` task, so it must fit what a loaded graph may hold
+/// ([`crate::graph::MAX_WAIT_SECS`]); longer would get the graph quarantined at restart.
+fn retry_interval(v: f64) -> Result<Duration, ConfigError> {
+    let d = positive_secs("retry-interval", v)?;
+    if v > crate::graph::MAX_WAIT_SECS {
+        return Err(ConfigError {
+            name: "retry-interval",
+            reason: format!(
+                "{v} seconds is longer than the longest wait a task graph may hold ({} s)",
+                crate::graph::MAX_WAIT_SECS
+            ),
+        });
+    }
+    Ok(d)
+}
+
 impl RawRuntimeConfig {
     /// The one validation step from raw values to [`RuntimeConfig`].
     pub fn validate(&self) -> Result<RuntimeConfig, ConfigError> {
@@ -146,7 +162,7 @@ impl RawRuntimeConfig {
             max_in_flight: self.max_in_flight,
             retry: RetryPolicy {
                 max_attempts: self.retry_attempts,
-                interval: positive_secs("retry-interval", self.retry_interval_secs)?,
+                interval: retry_interval(self.retry_interval_secs)?,
             },
             task_timeout: positive_secs("task-timeout", self.task_timeout_secs)?,
             history_limit: self.history_limit,
@@ -188,6 +204,10 @@ mod tests {
         );
         let mut r = raw();
         r.max_in_flight = 0;
+        assert!(r.validate().is_err());
+        // A retry pause a saved graph could not hold again is refused up front.
+        let mut r = raw();
+        r.retry_interval_secs = 2.0 * 86_400.0;
         assert!(r.validate().is_err());
     }
 }

@@ -68,6 +68,7 @@ fn say(line: &str) -> Result<(), CommandError> {
 /// `personad crash-child`.
 pub async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> CmdResult {
     let clock: SharedClock = Arc::new(SystemClock);
+    let _lock = crate::commands::lock_state(&global)?;
     let state = StateDir::new(&global.state_dir);
     let telegram = Arc::new(
         MemoryTelegram::new(

@@ -498,6 +498,7 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
             socket.display()
         )));
     }
+    let _lock = crate::commands::lock_state(&global)?;
     let report = load_personas_async(&global).await?;
     let llm_error = |reason: String| {
         CommandError::Config(ConfigError {

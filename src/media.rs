@@ -211,7 +211,7 @@ impl MediaPrompts {
             ("audio.md", &mut p.audio),
             ("document.md", &mut p.document),
         ] {
-            if let Some(text) = store::read_optional(&dir.join(file))?
+            if let Some(text) = store::read_operator_file(&dir.join(file))?
                 && !text.trim().is_empty()
             {
                 *slot = text.trim().to_string();
@@ -604,7 +604,14 @@ impl MediaPipeline {
                 let dirs = curated.iter().chain(std::iter::once(&generated));
                 for dir in dirs {
                     let path = store::media_record_path(dir, &id);
-                    match store::read_optional(&path) {
+                    // Curated records are the operator's (links allowed); generated ones
+                    // are ours.
+                    let read = if *dir == generated {
+                        store::read_optional(&path)
+                    } else {
+                        store::read_operator_file(&path)
+                    };
+                    match read {
                         Ok(Some(text)) => match serde_json::from_str::<MediaRecord>(&text) {
                             Ok(mut r) => {
                                 r.unique_id.clone_from(&id);

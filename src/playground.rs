@@ -118,6 +118,7 @@ struct Pending {
 pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     let mut config = args.runtime.raw().validate()?;
     config.shutdown_grace = STOP_GRACE;
+    let _lock = crate::commands::lock_state(&global)?;
     let report = load_personas_async(&global).await?;
     let persona = Arc::new(find_persona(&report, &args.agent)?);
     let clock: SharedClock = if args.fast {

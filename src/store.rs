@@ -204,17 +204,118 @@ pub fn create_private_file(path: &Path) -> Result<File, StoreError> {
         .map_err(io_err("cannot create", path))
 }
 
-/// Reads a whole file, naming it in the error.
-pub fn read_to_string(path: &Path) -> Result<String, StoreError> {
-    fs::read_to_string(path).map_err(io_err("cannot read", path))
+/// Largest graph file read (a plan holds at most a few dozen tasks of a few KB each).
+pub const GRAPH_FILE_CAP: u64 = 8 << 20;
+
+/// Largest other state file read: agent state, media records, usage and window records, the
+/// sent-message ledger, transcripts; also the default for operator files read through here.
+pub const STATE_FILE_CAP: u64 = 64 << 20;
+
+/// What [`read_file`] does with a symbolic link as the last component of the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Symlinks {
+    /// Refuse it: files in the state directory are written by us, never links (a link could
+    /// point out of the directory, at `/dev/zero` or at someone else's file).
+    Refuse,
+    /// Follow it (operator files: prompts, curated records, media paths given as input); the
+    /// target must still be a regular file under the cap.
+    Follow,
 }
 
-/// Reads a whole file if it exists: `Ok(None)` when it does not.
+/// Reads a whole file safely: opened without blocking (a FIFO cannot stall us) and, with
+/// [`Symlinks::Refuse`], without following a link; the opened file must be a regular file of
+/// at most `cap` bytes, and at most `cap + 1` bytes are ever read (metadata that says 0 bytes,
+/// as `/proc` files do, cannot make us read more). Every state reader goes through here.
+pub fn read_file(path: &Path, cap: u64, symlinks: Symlinks) -> Result<Vec<u8>, StoreError> {
+    use std::io::Read as _;
+    let mut flags = libc::O_NONBLOCK;
+    if symlinks == Symlinks::Refuse {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) && symlinks == Symlinks::Refuse {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "is a symbolic link; state files must be regular files",
+                )
+            } else {
+                e
+            }
+        })
+        .map_err(io_err("cannot read", path))?;
+    let meta = file.metadata().map_err(io_err("cannot read", path))?;
+    let bad = |what: String| StoreError::Io {
+        action: "cannot read",
+        path: path.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::InvalidData, what),
+    };
+    if !meta.is_file() {
+        use std::os::unix::fs::FileTypeExt as _;
+        let t = meta.file_type();
+        let kind = if t.is_dir() {
+            "a directory"
+        } else if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else if t.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(bad(format!("is {kind}, not a regular file")));
+    }
+    let too_big = |size: String| bad(format!("is {size} bytes, over the cap of {cap} bytes"));
+    if meta.len() > cap {
+        return Err(too_big(meta.len().to_string()));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io_err("cannot read", path))?;
+    if bytes.len() as u64 > cap {
+        return Err(too_big(format!("more than {cap}")));
+    }
+    Ok(bytes)
+}
+
+fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, StoreError> {
+    String::from_utf8(bytes).map_err(|_| StoreError::Io {
+        action: "cannot read",
+        path: path.to_path_buf(),
+        source: io::Error::new(
+            io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        ),
+    })
+}
+
+/// Reads a whole state file as text ([`read_file`] with [`STATE_FILE_CAP`], links refused),
+/// naming it in the error.
+pub fn read_to_string(path: &Path) -> Result<String, StoreError> {
+    utf8(path, read_file(path, STATE_FILE_CAP, Symlinks::Refuse)?)
+}
+
+/// [`read_to_string`] if the file exists: `Ok(None)` when it does not.
 pub fn read_optional(path: &Path) -> Result<Option<String>, StoreError> {
-    match fs::read_to_string(path) {
+    optional(read_to_string(path))
+}
+
+/// Reads an operator's file (prompts, curated records, a price table) as text: links are
+/// followed, the rest of [`read_file`]'s checks apply. `Ok(None)` when it does not exist.
+pub fn read_operator_file(path: &Path) -> Result<Option<String>, StoreError> {
+    optional(read_file(path, STATE_FILE_CAP, Symlinks::Follow).and_then(|bytes| utf8(path, bytes)))
+}
+
+fn optional(read: Result<String, StoreError>) -> Result<Option<String>, StoreError> {
+    match read {
         Ok(t) => Ok(Some(t)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err("cannot read", path)(e)),
+        Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -250,6 +351,158 @@ pub fn fs_name(name: &str) -> String {
         }
     }
     out
+}
+
+/// What [`secure_state_dir`] changed.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Tightened {
+    /// The state directory's mode before, when it was loose.
+    pub root_mode: Option<u32>,
+    /// Directories set to 0700 and files set to 0600 (the root included).
+    pub entries: usize,
+}
+
+/// Makes sure the state directory is private before anything is read from or written to it:
+/// created 0700 when missing; when it or anything below it (links are not followed) can be
+/// read or written by others (0755, 0777, files 0644), directories are set to 0700 and files
+/// lose their group and other bits (Telegram session files excepted: see [`is_session_file`]). When that is not possible (the directory is not ours), the error says how to fix
+/// it. Logs one WARN line when it changed something.
+pub fn secure_state_dir(dir: &StateDir) -> Result<Tightened, StoreError> {
+    let root = dir.root();
+    let meta = match fs::symlink_metadata(root) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            ensure_private_dir(root)?;
+            return Ok(Tightened::default());
+        }
+        Err(e) => return Err(io_err("cannot inspect", root)(e)),
+    };
+    let mut done = Tightened::default();
+    let root_mode = meta.permissions().mode() & 0o777;
+    if root_mode & 0o077 != 0 {
+        done.root_mode = Some(root_mode);
+    }
+    let refuse = |path: &Path, mode: u32, e: io::Error| StoreError::Io {
+        action: "refusing a state directory others can use:",
+        path: path.to_path_buf(),
+        source: io::Error::new(
+            e.kind(),
+            format!(
+                "mode {mode:04o} and it cannot be tightened ({e}); as its owner run `chmod -R go-rwx {}`, or give personad a state directory of its own",
+                root.display()
+            ),
+        ),
+    };
+    let mut stack = vec![root.to_path_buf()];
+    let mut first = true;
+    while let Some(d) = stack.pop() {
+        let m = if first {
+            first = false;
+            meta.clone()
+        } else {
+            fs::symlink_metadata(&d).map_err(io_err("cannot inspect", &d))?
+        };
+        let mode = m.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            fs::set_permissions(&d, fs::Permissions::from_mode(0o700))
+                .map_err(|e| refuse(&d, mode, e))?;
+            done.entries += 1;
+        }
+        for entry in fs::read_dir(&d).map_err(io_err("cannot list", &d))? {
+            let entry = entry.map_err(io_err("cannot list", &d))?;
+            let t = entry.file_type().map_err(io_err("cannot inspect", &d))?;
+            let path = entry.path();
+            if t.is_dir() {
+                stack.push(path);
+            } else if t.is_file() && !is_session_file(&path) {
+                let m = entry.metadata().map_err(io_err("cannot inspect", &path))?;
+                let mode = m.permissions().mode() & 0o777;
+                if mode & 0o077 != 0 {
+                    fs::set_permissions(&path, fs::Permissions::from_mode(mode & 0o700))
+                        .map_err(|e| refuse(&path, mode, e))?;
+                    done.entries += 1;
+                }
+            }
+        }
+    }
+    if done.entries > 0 {
+        tracing::warn!(
+            event = "state_permissions_tightened",
+            dir = %root.display(),
+            was = %done.root_mode.map_or("-".to_string(), |m| format!("{m:04o}")),
+            entries = done.entries,
+            "the state directory was readable or writable by others: directories set to 0700, files to 0600"
+        );
+    }
+    Ok(done)
+}
+
+/// Telegram session files are left as they are: a session others could read may have been
+/// copied, so `run` refuses it with its own message rather than having it fixed quietly.
+fn is_session_file(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("telegram.session"))
+}
+
+/// Name of the lock file in the state directory.
+pub const LOCK_FILE: &str = "lock";
+
+/// Why the state directory could not be locked.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error(
+        "state directory {dir} is in use by another personad (pid {pid}); stop it first, or give this one another --state"
+    )]
+    Held { dir: PathBuf, pid: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The lock that makes one process the only user of a state directory (`run`, `chat`, the
+/// crash harness's child): an exclusive `flock` on `<state>/lock`, which holds the owner's
+/// pid. The kernel drops it when the process ends, however it ends (kill -9 included), so a
+/// stale lock file never blocks a restart. Held until dropped.
+#[derive(Debug)]
+pub struct StateLock {
+    _file: File,
+}
+
+impl StateLock {
+    /// Takes the lock without waiting; a second process gets [`LockError::Held`] naming the
+    /// holder's pid.
+    pub fn acquire(dir: &StateDir) -> Result<StateLock, LockError> {
+        ensure_private_dir(dir.root())?;
+        let path = dir.root().join(LOCK_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&path)
+            .map_err(io_err("cannot open lock file", &path))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                let pid = read_file(&path, 64, Symlinks::Refuse)
+                    .ok()
+                    .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or_else(|| "unknown".into());
+                return Err(LockError::Held {
+                    dir: dir.root().to_path_buf(),
+                    pid,
+                });
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io_err("cannot lock", &path)(e).into()),
+        }
+        file.set_len(0)
+            .and_then(|()| writeln!(file, "{}", std::process::id()))
+            .and_then(|()| file.sync_all())
+            .map_err(io_err("cannot write lock file", &path))?;
+        Ok(StateLock { _file: file })
+    }
 }
 
 /// The layout of the state directory.
@@ -299,12 +552,16 @@ pub fn load_agent_state(
     agent: &str,
 ) -> Result<(AgentState, Option<Quarantined>), StoreError> {
     let path = dir.agent_dir(agent).join(agent_state::FILE_NAME);
-    let text = match fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((AgentState::default(), None)),
-        Err(e) => return Err(io_err("cannot read", &path)(e)),
+    let parsed = match read_optional(&path) {
+        Ok(None) => return Ok((AgentState::default(), None)),
+        Ok(Some(text)) => serde_json::from_str(&text).map_err(|e| e.to_string()),
+        // Not a regular file, too big, a link, not UTF-8: moved aside like bad JSON.
+        Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::InvalidData => {
+            Err(source.to_string())
+        }
+        Err(e) => return Err(e),
     };
-    match serde_json::from_str(&text) {
+    match parsed {
         Ok(state) => Ok((state, None)),
         Err(e) => {
             let moved_to = dir.quarantine_dir().join(format!(
@@ -314,12 +571,13 @@ pub fn load_agent_state(
                 agent_state::FILE_NAME
             ));
             move_file(&path, &moved_to)?;
+            write_quarantine_reason(&moved_to, &e)?;
             Ok((
                 AgentState::default(),
                 Some(Quarantined {
                     original: path,
                     moved_to,
-                    reason: e.to_string(),
+                    reason: e,
                 }),
             ))
         }
@@ -334,11 +592,11 @@ pub fn list_agent_states(dir: &StateDir) -> Vec<(String, Result<AgentState, Stri
     };
     for entry in entries.flatten() {
         let path = entry.path().join(agent_state::FILE_NAME);
-        if !path.is_file() {
+        if fs::symlink_metadata(&path).is_err() {
             continue;
         }
         let name = entry.file_name().to_string_lossy().into_owned();
-        let state = fs::read_to_string(&path)
+        let state = read_to_string(&path)
             .map_err(|e| e.to_string())
             .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()));
         out.push((name, state));
@@ -356,6 +614,44 @@ pub fn save_agent_state(dir: &StateDir, agent: &str, state: &AgentState) -> Resu
         source: io::Error::other(e),
     })?;
     write_atomic(&path, &bytes)
+}
+
+/// Suffix of the note kept next to a quarantined file, saying why it was moved there.
+pub const REASON_SUFFIX: &str = ".reason";
+
+/// Records why `moved_to` was quarantined, in `<moved_to>.reason`.
+fn write_quarantine_reason(moved_to: &Path, reason: &str) -> Result<(), StoreError> {
+    let mut note = moved_to.as_os_str().to_owned();
+    note.push(REASON_SUFFIX);
+    write_atomic(Path::new(&note), format!("{reason}\n").as_bytes())
+}
+
+/// Every file in `quarantine/` with the reason it was moved there (when its note is
+/// readable), sorted by name, for `state list`.
+pub fn list_quarantined(dir: &StateDir) -> Vec<(PathBuf, Option<String>)> {
+    let qdir = dir.quarantine_dir();
+    let Ok(entries) = fs::read_dir(&qdir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(PathBuf, Option<String>)> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with(REASON_SUFFIX))
+        })
+        .map(|p| {
+            let mut note = p.as_os_str().to_owned();
+            note.push(REASON_SUFFIX);
+            let reason = read_optional(Path::new(&note))
+                .ok()
+                .flatten()
+                .map(|r| r.trim().to_string());
+            (p, reason)
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// A graph file that could not be read and was moved aside.
@@ -465,7 +761,8 @@ impl GraphStore {
         let per_thread = paths.len().div_ceil(threads).max(64);
         let read = |path: &PathBuf| GraphFile {
             path: path.clone(),
-            graph: read_to_string(path)
+            graph: read_file(path, GRAPH_FILE_CAP, Symlinks::Refuse)
+                .and_then(|bytes| utf8(path, bytes))
                 .map_err(|e| e.to_string())
                 .and_then(|text| self.decode_at(path, &text)),
         };
@@ -509,6 +806,7 @@ impl GraphStore {
                 Ok(g) => loaded.graphs.push(g),
                 Err(reason) => {
                     let moved_to = self.quarantine(&file.path)?;
+                    write_quarantine_reason(&moved_to, &reason)?;
                     loaded.quarantined.push(Quarantined {
                         original: file.path,
                         moved_to,

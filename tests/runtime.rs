@@ -334,9 +334,17 @@ async fn a_corrupt_graph_file_is_quarantined_and_the_others_load() -> TestResult
         h.sends().into_iter().map(|(_, t, _)| t).collect::<Vec<_>>(),
         vec!["resumed".to_string()]
     );
-    let quarantined = files_below(&dir.path().join("quarantine"));
+    let (quarantined, reasons): (Vec<String>, Vec<String>) =
+        files_below(&dir.path().join("quarantine"))
+            .into_iter()
+            .partition(|f| !f.ends_with(".reason"));
     assert_eq!(quarantined.len(), 1, "{quarantined:?}");
     assert!(quarantined[0].ends_with("--22.md"), "{quarantined:?}");
+    assert_eq!(
+        reasons,
+        vec![format!("{}.reason", quarantined[0])],
+        "the reason is kept beside it"
+    );
     let kept = std::fs::read_to_string(dir.path().join("quarantine").join(&quarantined[0]))?;
     assert!(
         kept.contains("{ not json"),

@@ -22,6 +22,13 @@ pub use spec::{IdempotencyKey, TaskKind, TaskSpec};
 /// an untyped parameter map per task) are still read, through [`v1`].
 pub const FORMAT_VERSION: u32 = 2;
 
+/// The longest `wait` a loaded graph may hold (a day; the planner's own cap is an hour).
+pub const MAX_WAIT_SECS: f64 = 86_400.0;
+
+/// How far past its last update a task's `not_before` (or the graph's `parked_until`) may
+/// lie in a loaded graph: further means a damaged or forged file that would stall the chat.
+pub const HORIZON: Duration = Duration::from_secs(30 * 86_400);
+
 /// Which conversation a graph belongs to: one agent in one chat.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ConversationKey {
@@ -403,12 +410,106 @@ impl TaskGraph {
         }
         for t in &self.tasks {
             for d in &t.depends_on {
+                if *d == t.id {
+                    return Err(format!("task {:?} depends on itself", t.id));
+                }
                 if !seen.contains(d.as_str()) {
                     return Err(format!("task {:?} depends on unknown task {d:?}", t.id));
                 }
             }
+            if let TaskSpec::Wait { delay_secs, .. } = &t.spec
+                && !(delay_secs.is_finite() && (0.0..=MAX_WAIT_SECS).contains(delay_secs))
+            {
+                return Err(format!(
+                    "task {:?} waits {delay_secs} seconds (allowed: 0 to {MAX_WAIT_SECS})",
+                    t.id
+                ));
+            }
+            let horizon = clock::add(t.updated_at.max(self.created_at), HORIZON);
+            if let Some(nb) = t.not_before
+                && nb > horizon
+            {
+                return Err(format!(
+                    "task {:?} is not due before {nb}, past the horizon of {} days after its last update",
+                    t.id,
+                    HORIZON.as_secs() / 86_400
+                ));
+            }
+        }
+        if let Some(p) = self.parked_until {
+            let last = self.tasks.iter().map(|t| t.updated_at).max();
+            let horizon = clock::add(
+                last.unwrap_or(self.created_at).max(self.created_at),
+                HORIZON,
+            );
+            if p > horizon {
+                return Err(format!(
+                    "the conversation is parked until {p}, past the horizon of {} days",
+                    HORIZON.as_secs() / 86_400
+                ));
+            }
+        }
+        if let Some(cycle) = self.cycle() {
+            return Err(format!("dependency cycle: {}", cycle.join(" -> ")));
         }
         Ok(())
+    }
+
+    /// The ids of one dependency cycle, if the graph has one (Kahn's algorithm: what cannot be
+    /// ordered is on or behind a cycle; one cycle is then walked out for the message).
+    fn cycle(&self) -> Option<Vec<String>> {
+        let index: std::collections::HashMap<&str, usize> = self
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.id.as_str(), i))
+            .collect();
+        let deps: Vec<Vec<usize>> = self
+            .tasks
+            .iter()
+            .map(|t| {
+                t.depends_on
+                    .iter()
+                    .filter_map(|d| index.get(d.as_str()).copied())
+                    .collect()
+            })
+            .collect();
+        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); self.tasks.len()];
+        let mut missing: Vec<usize> = deps.iter().map(Vec::len).collect();
+        for (i, ds) in deps.iter().enumerate() {
+            for &d in ds {
+                dependents[d].push(i);
+            }
+        }
+        let mut ready: Vec<usize> = (0..self.tasks.len()).filter(|&i| missing[i] == 0).collect();
+        let mut ordered = 0;
+        while let Some(i) = ready.pop() {
+            ordered += 1;
+            for &j in &dependents[i] {
+                missing[j] -= 1;
+                if missing[j] == 0 {
+                    ready.push(j);
+                }
+            }
+        }
+        if ordered == self.tasks.len() {
+            return None;
+        }
+        // Every unordered task has an unordered dependency: follow them until one repeats.
+        let mut at = (0..self.tasks.len()).find(|&i| missing[i] > 0)?;
+        let mut path: Vec<usize> = Vec::new();
+        loop {
+            if let Some(pos) = path.iter().position(|&p| p == at) {
+                let mut ids: Vec<String> = path[pos..]
+                    .iter()
+                    .map(|&i| self.tasks[i].id.clone())
+                    .collect();
+                ids.push(self.tasks[at].id.clone());
+                return Some(ids);
+            }
+            path.push(at);
+            at = *deps[at].iter().find(|&&d| missing[d] > 0)?;
+        }
     }
 }
 

@@ -8,7 +8,7 @@ pub struct Block;
 impl TaskHandler for Block {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {
         Box::pin(async move {
-            if direct_only(ctx) {
+            if direct_only(ctx).await? {
                 ctx.telegram.block(ctx.chat.id).await?;
                 tracing::info!(agent = %ctx.key.agent, chat = %ctx.key.chat, "blocked the user");
             }

@@ -151,18 +151,26 @@ pub fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
     }
 }
 
-/// For tasks that only make sense in a one-on-one chat: `Ok(false)` (and a warning) in a
-/// group, so the task completes without acting.
-fn direct_only(ctx: &TaskContext) -> bool {
-    if ctx.chat.kind.is_direct() {
-        true
+/// For tasks that only make sense in a one-on-one chat (block, unblock, clear): `Ok(false)`
+/// (and a warning) in a group, so the task completes without acting. The kind saved in the
+/// graph is not trusted alone (a damaged or edited file could call a group direct): Telegram
+/// is asked what the chat is now.
+async fn direct_only(ctx: &TaskContext) -> Result<bool, TaskError> {
+    let live = if ctx.chat.kind.is_direct() {
+        ctx.telegram.chat(ctx.chat.id).await?.kind
+    } else {
+        ctx.chat.kind
+    };
+    if live.is_direct() {
+        Ok(true)
     } else {
         tracing::warn!(
+            event = "task_refused",
             agent = %ctx.key.agent,
             chat = %ctx.key.chat,
             kind = %ctx.task.kind(),
-            "skipped: this task acts only in direct messages"
+            "refused: this task acts only in direct messages"
         );
-        false
+        Ok(false)
     }
 }

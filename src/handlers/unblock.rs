@@ -9,7 +9,7 @@ pub struct Unblock;
 impl TaskHandler for Unblock {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {
         Box::pin(async move {
-            if direct_only(ctx) {
+            if direct_only(ctx).await? {
                 ctx.telegram.unblock(ctx.chat.id).await?;
                 tracing::info!(agent = %ctx.key.agent, chat = %ctx.key.chat, "unblocked the user");
             }

@@ -342,7 +342,9 @@ impl PriceTable {
     /// A JSON object `{"model or prefix*": {"input": …, "cached_input": …, "output": …}}`
     /// (USD per million tokens); its entries come before the built-in ones.
     pub fn with_file(path: &Path) -> Result<PriceTable, String> {
-        let text = store::read_to_string(path).map_err(|e| e.to_string())?;
+        let text = store::read_operator_file(path)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("{}: no such file", path.display()))?;
         let map: BTreeMap<String, Price> =
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         for (model, price) in &map {
