@@ -115,10 +115,8 @@ fn llm_stack(
 ) -> (Arc<dyn Llm>, Arc<Router>) {
     let keys = llm_keys_from_systemd();
     let lookup = move |name: &str| std::env::var(name).ok().or_else(|| keys.get(name).cloned());
-    let router = Arc::new(Router::from_lookup(lookup, retry.request_timeout));
-    let llm =
-        crate::llm::retry::RetryingLlm::new(Arc::clone(&router) as Arc<dyn Llm>, retry, clock);
-    (metrics::MeteredLlm::wrap(Arc::new(llm)), router)
+    let (llm, router) = crate::llm_planner::llm_from_lookup(lookup, retry, clock);
+    (metrics::MeteredLlm::wrap(llm), router)
 }
 
 /// What group messages need: the classifier, the quote book shared with the planner, and the
@@ -515,12 +513,11 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         args.llm.llm_attempts,
     );
     let (llm, router) = llm_stack(retry, Arc::clone(&clock));
-    let usage = Arc::new({
-        let (s, c) = (state.clone(), Arc::clone(&clock));
-        tokio::task::spawn_blocking(move || crate::llm::usage::UsageMeter::load(s, c))
+    let usage = Arc::new(
+        crate::llm::usage::UsageMeter::load_async(state.clone(), Arc::clone(&clock))
             .await
-            .map_err(|e| CommandError::Failed(e.to_string()))?
-    });
+            .map_err(|e| CommandError::Failed(e.to_string()))?,
+    );
     let quotes = QuoteBook::new();
     let llm_planner = LlmPlanner::new(
         Arc::clone(&llm),
@@ -541,10 +538,7 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
     let mut usable = 0usize;
     for persona in report.active() {
         let route = llm_planner.route(persona);
-        let check = crate::llm::provider::resolve(&route)
-            .map_err(|e| e.to_string())
-            .and_then(|choice| router.check(choice.provider));
-        match check {
+        match router.check_route(&route) {
             Ok(()) => usable += 1,
             Err(why) => problems.push((persona.name.clone(), route, why)),
         }

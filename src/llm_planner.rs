@@ -57,7 +57,17 @@ pub fn llm_from_env(
     retry: crate::llm::retry::RetryConfig,
     clock: crate::clock::SharedClock,
 ) -> (Arc<dyn Llm>, Arc<provider::Router>) {
-    let router = Arc::new(provider::Router::from_env(retry.request_timeout));
+    llm_from_lookup(|name| std::env::var(name).ok(), retry, clock)
+}
+
+/// As [`llm_from_env`], with settings and keys looked up through `lookup` (the daemon adds
+/// systemd's credentials to the environment this way).
+pub fn llm_from_lookup(
+    lookup: impl Fn(&str) -> Option<String>,
+    retry: crate::llm::retry::RetryConfig,
+    clock: crate::clock::SharedClock,
+) -> (Arc<dyn Llm>, Arc<provider::Router>) {
+    let router = Arc::new(provider::Router::from_lookup(lookup, retry.request_timeout));
     let llm =
         crate::llm::retry::RetryingLlm::new(Arc::clone(&router) as Arc<dyn Llm>, retry, clock);
     (Arc::new(llm), router)

@@ -157,12 +157,11 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     let quotes = QuoteBook::new();
     let quiet = config.debounce;
     let media_state = StateDir::new(&global.state_dir);
-    let usage = Arc::new({
-        let (s, c) = (media_state.clone(), Arc::clone(&clock));
-        tokio::task::spawn_blocking(move || crate::llm::usage::UsageMeter::load(s, c))
+    let usage = Arc::new(
+        crate::llm::usage::UsageMeter::load_async(media_state.clone(), Arc::clone(&clock))
             .await
-            .map_err(|e| CommandError::Failed(e.to_string()))?
-    });
+            .map_err(|e| CommandError::Failed(e.to_string()))?,
+    );
     let (planner, llm) = choose_planner(
         &args,
         &persona,
@@ -645,9 +644,7 @@ fn choose_planner(
         .with_usage(usage)
         .with_quote_book(quotes);
     let route = planner.route(persona);
-    let available = crate::llm::provider::resolve(&route)
-        .map_err(|e| e.to_string())
-        .and_then(|c| router.check(c.provider));
+    let available = router.check_route(&route);
     if let Err(why) = available {
         if args.planner == PlannerChoice::Auto {
             eprintln!(

@@ -314,9 +314,8 @@ pub async fn run(global: GlobalArgs, args: ReplayArgs) -> CmdResult {
             args.llm_attempts,
         );
         let (llm, router) = crate::llm_planner::llm_from_env(retry, Arc::clone(&clock));
-        crate::llm::provider::resolve(&opts.classifier_model)
-            .map_err(|e| e.to_string())
-            .and_then(|choice| router.check(choice.provider))
+        router
+            .check_route(&opts.classifier_model)
             .map_err(|reason| {
                 CommandError::Config(crate::config::ConfigError {
                     name: "classifier",

@@ -292,6 +292,14 @@ impl Router {
             })
     }
 
+    /// `Ok` when requests for `route` (a provider, a model or `provider:model`) can be served,
+    /// else why not.
+    pub fn check_route(&self, route: &str) -> Result<(), String> {
+        resolve(route)
+            .map_err(|e| e.to_string())
+            .and_then(|choice| self.check(choice.provider))
+    }
+
     /// `Ok` when requests for `kind` can be served, else why not (naming the variable).
     pub fn check(&self, kind: ProviderKind) -> Result<(), String> {
         if self.clients.contains_key(&kind) {

@@ -183,6 +183,13 @@ impl UsageMeter {
             .to_string()
     }
 
+    /// [`UsageMeter::load`] off the async threads (it reads the state directory).
+    pub async fn load_async(state: StateDir, clock: SharedClock) -> std::io::Result<UsageMeter> {
+        tokio::task::spawn_blocking(move || UsageMeter::load(state, clock))
+            .await
+            .map_err(std::io::Error::other)
+    }
+
     /// One line of today's (UTC) totals for `agent`, for `/status`; `None` before any use.
     pub fn today_line(&self, agent: &str) -> Option<String> {
         let day = self.today();
