@@ -1,6 +1,8 @@
 //! The binary as an operator uses it: `check`, `state`, `run`, and the `chat` playground in
 //! JSONL mode on virtual time. Exit codes and the lines operators rely on are asserted.
 
+mod common;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -20,19 +22,7 @@ fn root() -> PathBuf {
 fn personad(args: &[&str], cwd: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
     cmd.args(args).current_dir(cwd);
-    for var in [
-        "PERSONAD_AGENTS_DIR",
-        "PERSONAD_PROMPTS_PATH",
-        "PERSONAD_STATE_DIR",
-        "PERSONAD_LOG",
-        "PERSONAD_AGENT",
-        "PERSONAD_PLANNER",
-        "GEMINI_API_KEY",
-        "GOOGLE_GEMINI_API_KEY",
-        "GEMINI_BASE_URL",
-    ] {
-        cmd.env_remove(var);
-    }
+    common::clear_env(&mut cmd);
     cmd
 }
 

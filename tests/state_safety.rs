@@ -3,6 +3,8 @@
 //! state files that are not regular files or are too big are refused without blocking; one
 //! process per state directory; loose permissions are tightened.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -17,19 +19,7 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 fn personad(args: &[&str], cwd: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
     cmd.args(args).current_dir(cwd);
-    for var in [
-        "PERSONAD_AGENTS_DIR",
-        "PERSONAD_PROMPTS_PATH",
-        "PERSONAD_STATE_DIR",
-        "PERSONAD_LOG",
-        "PERSONAD_AGENT",
-        "PERSONAD_PLANNER",
-        "GEMINI_API_KEY",
-        "GOOGLE_GEMINI_API_KEY",
-        "GEMINI_BASE_URL",
-    ] {
-        cmd.env_remove(var);
-    }
+    common::clear_env(&mut cmd);
     cmd
 }
 
