@@ -6,13 +6,11 @@
 //! playground killed mid-plan resumes when started again. Called by the binary.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -32,14 +30,12 @@ use crate::telegram::{
     Chat, ChatId, ChatKind, MediaInfo, MediaKind, Mention, MessageId, StickerInfo, Telegram,
 };
 
+pub mod input;
+
+use input::{InputMedia, MAX_LINE_BYTES, RawLine, read_line_capped};
+
 /// Largest media file the playground reads from disk.
 const MAX_MEDIA_BYTES: u64 = 20 * 1024 * 1024;
-
-/// Longest input line; the rest of a longer line is skipped with an `error` event.
-pub const MAX_LINE_BYTES: usize = 1024 * 1024;
-
-/// Longest pause one `--jsonl` line may ask for (`after_ms`): seven days.
-pub const MAX_AFTER_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 
 /// Exit code after SIGINT (128 + 2), graceful or not.
 pub const EXIT_SIGINT: u8 = 130;
@@ -48,64 +44,6 @@ pub const EXIT_SIGTERM: u8 = 143;
 
 /// How long the task in flight may run on after a stop signal (on the run's clock).
 const STOP_GRACE: Duration = Duration::from_secs(5);
-
-/// One line of `--jsonl` input.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct InputLine {
-    #[serde(default)]
-    from: Option<String>,
-    #[serde(default)]
-    text: String,
-    #[serde(default)]
-    reply_to: Option<i64>,
-    /// Checked by [`after_from`]: any JSON number is accepted here so that a negative,
-    /// fractional or huge value gets a clear error instead of serde's.
-    #[serde(default)]
-    after_ms: Option<serde_json::Number>,
-    #[serde(default)]
-    media: Option<InputMedia>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct InputMedia {
-    kind: InputMediaKind,
-    #[serde(default)]
-    path: Option<PathBuf>,
-    #[serde(default)]
-    set: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    emoji: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum InputMediaKind {
-    Photo,
-    Sticker,
-    Voice,
-    Audio,
-    Video,
-    Gif,
-    Document,
-}
-
-impl From<InputMediaKind> for MediaKind {
-    fn from(k: InputMediaKind) -> MediaKind {
-        match k {
-            InputMediaKind::Photo => MediaKind::Photo,
-            InputMediaKind::Sticker => MediaKind::Sticker,
-            InputMediaKind::Voice => MediaKind::Voice,
-            InputMediaKind::Audio => MediaKind::Audio,
-            InputMediaKind::Video => MediaKind::Video,
-            InputMediaKind::Gif => MediaKind::Gif,
-            InputMediaKind::Document => MediaKind::Document,
-        }
-    }
-}
 
 /// A message ready to inject, plus how long to wait before it.
 struct Pending {
@@ -375,7 +313,7 @@ async fn recover_unanswered(driver: &Driver<'_>, dir: &std::path::Path) {
     let path =
         StateDir::new(dir).graph_path(&crate::graph::ConversationKey::new(driver.agent, chat.id));
     let answered = tokio::task::spawn_blocking(move || {
-        let text = std::fs::read_to_string(path).ok()?;
+        let text = crate::store::read_to_string(&path).ok()?;
         let graph = crate::graph::codec::decode(&text).ok()?;
         graph.tasks.iter().find_map(|t| match t.spec {
             crate::graph::spec::TaskSpec::Received { message_id } => message_id,
@@ -446,63 +384,6 @@ async fn forward_stop_signals(stops: mpsc::UnboundedSender<&'static str>) {
     }
 }
 
-/// One read from standard input.
-#[derive(Debug, PartialEq, Eq)]
-pub enum RawLine {
-    /// A line's bytes, without its line ending (not yet known to be UTF-8).
-    Bytes(Vec<u8>),
-    /// A line longer than [`MAX_LINE_BYTES`], skipped.
-    TooLong,
-}
-
-/// Reads one line of at most `cap` bytes (`\n` or `\r\n` ends it; a last line without one
-/// counts). `None` at the end of input. A longer line is consumed and reported as
-/// [`RawLine::TooLong`] without being kept in memory.
-pub fn read_line_capped(
-    r: &mut impl std::io::BufRead,
-    cap: usize,
-) -> std::io::Result<Option<RawLine>> {
-    let mut line = Vec::new();
-    let mut too_long = false;
-    let mut any = false;
-    loop {
-        let buf = match r.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if buf.is_empty() {
-            break;
-        }
-        any = true;
-        let newline = buf.iter().position(|&b| b == b'\n');
-        let chunk = &buf[..newline.unwrap_or(buf.len())];
-        if !too_long {
-            if line.len() + chunk.len() > cap + 1 {
-                too_long = true;
-                line = Vec::new();
-            } else {
-                line.extend_from_slice(chunk);
-            }
-        }
-        let used = newline.map_or(buf.len(), |i| i + 1);
-        r.consume(used);
-        if newline.is_some() {
-            break;
-        }
-    }
-    if !any {
-        return Ok(None);
-    }
-    if line.last() == Some(&b'\r') {
-        line.pop();
-    }
-    if too_long || line.len() > cap {
-        return Ok(Some(RawLine::TooLong));
-    }
-    Ok(Some(RawLine::Bytes(line)))
-}
-
 /// Standard input, read on a thread of its own (never the runtime's blocking pool, so a
 /// read that never returns cannot keep the process alive at exit). The channel ends at the
 /// end of input; a read error arrives as `Err` and ends it too.
@@ -530,20 +411,6 @@ fn spawn_stdin_reader() -> Result<mpsc::Receiver<Result<RawLine, String>>, Comma
         })
         .map_err(|e| CommandError::Failed(format!("cannot start the input reader: {e}")))?;
     Ok(rx)
-}
-
-/// The pause an input line asks for: a whole number of milliseconds up to
-/// [`MAX_AFTER_MS`].
-fn after_from(value: Option<&serde_json::Number>) -> Result<Duration, String> {
-    let Some(n) = value else {
-        return Ok(Duration::ZERO);
-    };
-    match n.as_u64() {
-        Some(ms) if ms <= MAX_AFTER_MS => Ok(Duration::from_millis(ms)),
-        _ => Err(format!(
-            "`after_ms` must be a whole number of milliseconds from 0 to {MAX_AFTER_MS} (7 days), not {n}"
-        )),
-    }
 }
 
 /// Reloads the playground's persona on request: a valid edit takes effect from the next
@@ -696,13 +563,10 @@ impl Driver<'_> {
                     return Err(());
                 }
             };
-            let line = match String::from_utf8(bytes) {
+            let line = match input::line_text(bytes) {
                 Ok(l) => l,
-                Err(e) => {
-                    self.error(&format!(
-                        "line {line_no}: not valid UTF-8 (invalid byte at column {}); skipped",
-                        e.utf8_error().valid_up_to() + 1
-                    ));
+                Err(message) => {
+                    self.error(&format!("line {line_no}: {message}; skipped"));
                     continue;
                 }
             };
@@ -785,17 +649,7 @@ impl Driver<'_> {
     }
 
     async fn parse_jsonl(&self, line: &str) -> Result<Pending, String> {
-        let input: InputLine = serde_json::from_str(line).map_err(|e| match e.classify() {
-            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
-                format!("not valid JSON: {e}")
-            }
-            _ => format!("not a valid message: {e}"),
-        })?;
-        let after = after_from(input.after_ms.as_ref())?;
-        let from = input
-            .from
-            .filter(|f| !f.trim().is_empty())
-            .unwrap_or_else(|| self.args.user.clone());
+        let input = input::parse_jsonl(line)?;
         let (media, media_bytes) = match input.media {
             Some(m) => {
                 let (info, bytes) = media_from_input(m).await?;
@@ -803,13 +657,10 @@ impl Driver<'_> {
             }
             None => (None, None),
         };
-        if input.text.is_empty() && media.is_none() {
-            return Err("a message needs `text` or `media`".into());
-        }
         Ok(Pending {
-            after,
+            after: input.after,
             incoming: Incoming {
-                from,
+                from: input.from.unwrap_or_else(|| self.args.user.clone()),
                 mentions: self.mentions(&input.text),
                 text: input.text,
                 reply_to: input.reply_to.map(MessageId),
@@ -841,35 +692,11 @@ async fn media_from_input(m: InputMedia) -> Result<(MediaInfo, Option<Vec<u8>>),
     let bytes = match &m.path {
         Some(path) => {
             let path = path.clone();
-            let read = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, String> {
-                use std::io::Read;
-                let meta = std::fs::metadata(&path)
-                    .map_err(|e| format!("media file {}: {e}", path.display()))?;
-                // A FIFO or device would block or never end: regular files only.
-                if !meta.is_file() {
-                    return Err(format!(
-                        "media file {} is not a regular file",
-                        path.display()
-                    ));
-                }
-                let too_big = || {
-                    format!(
-                        "media file {} is over {MAX_MEDIA_BYTES} bytes",
-                        path.display()
-                    )
-                };
-                if meta.len() > MAX_MEDIA_BYTES {
-                    return Err(too_big());
-                }
-                // The cap holds even where the size on record is wrong (procfs says 0).
-                let mut bytes = Vec::new();
-                std::fs::File::open(&path)
-                    .and_then(|f| f.take(MAX_MEDIA_BYTES + 1).read_to_end(&mut bytes))
-                    .map_err(|e| format!("media file {}: {e}", path.display()))?;
-                if bytes.len() as u64 > MAX_MEDIA_BYTES {
-                    return Err(too_big());
-                }
-                Ok(bytes)
+            // Regular files only (a FIFO or device would block or never end), under the cap
+            // even where the size on record is wrong (procfs says 0).
+            let read = tokio::task::spawn_blocking(move || {
+                crate::store::read_file(&path, MAX_MEDIA_BYTES, crate::store::Symlinks::Follow)
+                    .map_err(|e| format!("media file: {e}"))
             })
             .await
             .map_err(|e| e.to_string())??;
