@@ -28,6 +28,7 @@
 //! - [`commands`]: `check`, `state` and the crash harness, shared loading helpers, exit codes.
 //! - [`bench`]: `personad bench`, the runtime measured on the in-memory backend.
 //! - [`crash_harness`]: hidden `crash-child`, the runtime under the kill -9 test.
+//! - [`fuzz`]: one entry point per parser of outside input, with its promises, for `fuzz/`.
 //! - [`ops`]: systemd notify, owner controls, the ctl socket, file watching, metrics.
 //! - [`logging`]: one log line per event (text, JSON or journald), stable event names.
 
@@ -41,6 +42,7 @@ pub mod commands;
 pub mod config;
 pub mod crash_harness;
 pub mod daemon;
+pub mod fuzz;
 pub mod graph;
 pub mod group;
 pub mod handlers;

@@ -25,6 +25,21 @@ pub fn rendered_text(markdown: &str) -> String {
 }
 
 pub fn to_telegram(markdown: &str) -> (String, Vec<tl::enums::MessageEntity>) {
+    let (text, entities) = render(markdown);
+    (text, entities.into_iter().map(Entity::into_tl).collect())
+}
+
+/// The rendered text and each entity's span as (offset, length) in UTF-16 code units, in
+/// the order [`to_telegram`] gives them: what the `markdown` fuzz target checks.
+pub fn entity_spans(markdown: &str) -> (String, Vec<(i32, i32)>) {
+    let (text, entities) = render(markdown);
+    (
+        text,
+        entities.iter().map(|e| (e.offset, e.length)).collect(),
+    )
+}
+
+fn render(markdown: &str) -> (String, Vec<Entity>) {
     let events = merged_events(markdown);
     let markers = spoiler_markers(&events);
     let mut r = Renderer::default();
@@ -37,7 +52,7 @@ pub fn to_telegram(markdown: &str) -> (String, Vec<tl::enums::MessageEntity>) {
     }
     // Telegram wants entities ordered by offset; an outer entity before an inner one.
     entities.sort_by_key(|e| (e.offset, std::cmp::Reverse(e.length)));
-    (text, entities.into_iter().map(Entity::into_tl).collect())
+    (text, entities)
 }
 
 /// UTF-16 length of a string, as Telegram counts offsets and lengths.
