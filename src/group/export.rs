@@ -42,7 +42,12 @@ pub enum ExportError {
 pub fn numeric_id(from_id: &str) -> Option<i64> {
     let digits = from_id.trim_start_matches(|c: char| c.is_ascii_alphabetic());
     let n = digits.parse::<i64>().ok()?;
-    Some(if from_id.starts_with("user") { n } else { -n })
+    // i64::MIN has no positive twin: not an id (found by fuzzing).
+    if from_id.starts_with("user") {
+        Some(n)
+    } else {
+        n.checked_neg()
+    }
 }
 
 fn as_i64(v: Option<&Value>) -> Option<i64> {
@@ -107,7 +112,7 @@ pub fn parse(json: &str) -> Result<Export, ExportError> {
         .and_then(Value::as_array)
         .ok_or(ExportError::NoMessages)?;
     let chat_raw = as_i64(doc.get("id")).unwrap_or(0);
-    let chat = ChatId(-chat_raw.abs());
+    let chat = ChatId(-chat_raw.saturating_abs());
     let mut out = Export {
         name: doc
             .get("name")
