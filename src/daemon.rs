@@ -69,17 +69,26 @@ fn credentials_from_systemd(global: &mut TelegramArgs) {
     let Some(dir) = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from) else {
         return;
     };
-    let read = |name: &str| {
-        std::fs::read_to_string(dir.join(name))
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-    };
+    let read = |name: &str| systemd_credential(&dir, name);
     if global.api_hash.is_none() {
         global.api_hash = read("telegram_api_hash");
     }
     if global.api_id.is_none() {
         global.api_id = read("telegram_api_id").and_then(|s| s.parse().ok());
+    }
+}
+
+/// One credential file from systemd's credentials directory, trimmed; `None` when it is
+/// absent or empty. Read like other operator files (`store::read_operator_file`: regular file,
+/// capped, never blocking on a FIFO); one that cannot be read is logged by name (never its
+/// content) and treated as absent.
+fn systemd_credential(dir: &std::path::Path, name: &str) -> Option<String> {
+    match crate::store::read_operator_file(&dir.join(name)) {
+        Ok(text) => text.map(|s| s.trim().to_string()).filter(|s| !s.is_empty()),
+        Err(e) => {
+            tracing::warn!(event = "credential_unreadable", error = %e, "ignoring a credential file");
+            None
+        }
     }
 }
 
@@ -95,11 +104,7 @@ fn llm_keys_from_systemd() -> BTreeMap<String, String> {
         if std::env::var_os(name).is_some() {
             continue;
         }
-        if let Some(key) = std::fs::read_to_string(dir.join(name.to_lowercase()))
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-        {
+        if let Some(key) = systemd_credential(&dir, &name.to_lowercase()) {
             keys.insert((*name).to_string(), key);
         }
     }

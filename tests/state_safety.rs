@@ -406,3 +406,41 @@ fn a_fifo_among_usage_records_does_not_stall_state_usage() -> TestResult {
     );
     Ok(())
 }
+
+/// `personad check` with a FIFO named `x.md` and a persona over the 256 KiB cap in the agents
+/// directory finishes (no read blocks on the FIFO), names both files with the reason, and still
+/// loads the good persona next to them.
+#[test]
+fn check_reports_a_fifo_and_an_oversize_persona_and_loads_the_good_one() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let agents = dir.path().join("agents");
+    std::fs::create_dir_all(&agents)?;
+    std::fs::create_dir_all(dir.path().join("prompts"))?;
+    std::fs::write(
+        agents.join("good.md"),
+        "# Agent Name\nGood\n# Agent Phone\n+15550100009\n# Agent Instructions\nHi.\n",
+    )?;
+    mkfifo(&agents.join("x.md"))?;
+    std::fs::File::create(agents.join("big.md"))?.set_len(1 << 20)?;
+    let out = run_bounded(&["check"], dir.path())?;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(65), "{stdout}{}", text(&out.stderr));
+    for (file, why) in [
+        ("x.md", "is a FIFO, not a regular file"),
+        ("big.md", "over the 262144-byte (256 KiB) limit"),
+    ] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains(file) && l.contains("error:") && l.contains(why)),
+            "{file}: {why}: {stdout}"
+        );
+    }
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("ok") && l.contains("Good") && l.contains("good.md")),
+        "{stdout}"
+    );
+    Ok(())
+}
