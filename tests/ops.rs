@@ -1095,6 +1095,66 @@ fn admin_chats_take_commands_and_other_groups_do_not_plan_them() -> TestResult {
     Ok(())
 }
 
+/// A persona edit that adds a nickname reaches group addressing without a restart: before the
+/// edit, "Quokka, ..." in a group stays history (while naming Tess gets an answer there); after
+/// the file is edited and reloaded, "Quokka, ..." in a group is planned and answered.
+#[test]
+fn a_nickname_added_by_a_persona_edit_addresses_the_agent_in_groups_at_once() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let child = start(&s, &["--planner", "echo"], &[])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    for text in ["Quokka, first?", "Tess, ping?"] {
+        ctl(&s, &["say", "--group", "Den", "--from", "Bob", text])?;
+    }
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Den")
+            .iter()
+            .any(|t| t == "Tess heard: Tess, ping?")
+            .then_some(())
+    })
+    .ok_or_else(|| format!("no answer to the message naming Tess:\n{}", s.log_text()))?;
+    let den = texts(&s, "Tess", "Den");
+    assert!(
+        !den.iter().any(|t| t.starts_with("Tess heard: Quokka")),
+        "an unknown nickname was answered: {den:?}"
+    );
+    std::fs::write(
+        s.agents().join("Tess.md"),
+        persona("Tess", "+15550100042", "# Agent Nicknames\nQuokka\n\n"),
+    )?;
+    poll(Duration::from_secs(10), || {
+        s.log_text()
+            .contains("agent_persona_reloaded")
+            .then_some(())
+    })
+    .ok_or_else(|| format!("no reload:\n{}", s.log_text()))?;
+    ctl(
+        &s,
+        &[
+            "say",
+            "--group",
+            "Club",
+            "--from",
+            "Bob",
+            "Quokka, are you around?",
+        ],
+    )?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Club")
+            .iter()
+            .any(|t| t == "Tess heard: Quokka, are you around?")
+            .then_some(())
+    })
+    .ok_or_else(|| format!("the new nickname did not address Tess:\n{}", s.log_text()))?;
+    assert!(s.log_text().contains("group_names_reloaded"));
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = None;
+    Ok(())
+}
+
 #[test]
 fn logs_switch_to_journald_when_stderr_is_the_journal_stream() -> TestResult {
     use std::os::unix::fs::MetadataExt;

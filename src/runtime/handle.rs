@@ -2,13 +2,32 @@
 //! playground, the daemon's signal handler and tests push events through it and watch the
 //! published [`Status`]; nothing here touches graphs or the disk.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
 use super::queue::{Event, WorkQueue};
 use super::{Admit, AgentHandle, InboundGate, Status};
+use crate::persona::Persona;
 use crate::telegram::{Chat, Message};
+
+/// The persona each agent was last given (at start or by [`RuntimeHandle::upsert_agent`]),
+/// shared by every clone of the handle, so what sits in front of the runtime (the group gate)
+/// follows a hot reload without being told by each reload path.
+#[derive(Clone, Default)]
+pub(super) struct Personas(Arc<Mutex<HashMap<String, Arc<Persona>>>>);
+
+impl Personas {
+    pub(super) fn new(personas: impl IntoIterator<Item = Arc<Persona>>) -> Personas {
+        let map = personas.into_iter().map(|p| (p.name.clone(), p)).collect();
+        Personas(Arc::new(Mutex::new(map)))
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Persona>>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 /// A cloneable handle for feeding the runtime and watching it.
 #[derive(Clone)]
@@ -16,6 +35,7 @@ pub struct RuntimeHandle {
     pub(super) queue: Arc<WorkQueue>,
     pub(super) status: watch::Receiver<Status>,
     pub(super) gate: Option<Arc<dyn InboundGate>>,
+    pub(super) personas: Personas,
 }
 
 impl RuntimeHandle {
@@ -25,13 +45,23 @@ impl RuntimeHandle {
         self
     }
 
-    /// Starts an agent, or swaps a running agent's persona; takes effect from its next task.
+    /// Starts an agent, or swaps a running agent's persona; takes effect from its next task
+    /// (and at once for [`RuntimeHandle::persona`], which the group gate reads).
     pub fn upsert_agent(&self, agent: AgentHandle) {
+        self.personas
+            .map()
+            .insert(agent.persona.name.clone(), Arc::clone(&agent.persona));
         self.queue.push(Event::UpsertAgent(Box::new(agent)));
+    }
+
+    /// The persona `agent` was last given, at start or by [`RuntimeHandle::upsert_agent`].
+    pub fn persona(&self, agent: &str) -> Option<Arc<Persona>> {
+        self.personas.map().get(agent).cloned()
     }
 
     /// Stops an agent whose persona is gone (hot reload); its graphs stay on disk.
     pub fn remove_agent(&self, agent: &str, reason: &str) {
+        self.personas.map().remove(agent);
         self.queue.push(Event::RemoveAgent {
             agent: agent.to_string(),
             reason: reason.to_string(),
