@@ -278,51 +278,42 @@ impl Fleet {
             all.iter().copied().filter(|p| *p != me).collect()
         };
         let (clock, s, agent) = (Arc::clone(&self.clock), stop.clone(), persona.name.clone());
-        let (group, state, persona, telegram) = (
-            self.group.clone(),
-            self.state.clone(),
-            Arc::clone(persona),
-            Arc::clone(&seat.telegram),
-        );
+        let group = self.group.clone();
+        let gate = GroupGate::new(GateConfig {
+            agent: agent.clone(),
+            // Telegram flags mentions of our @username as callouts.
+            identity: identity_for(persona, me, None),
+            persona: Arc::clone(persona),
+            telegram: Arc::clone(&seat.telegram),
+            runtime: handle.clone(),
+            classifier: group.classifier,
+            classifier_model: Some(group.classifier_model),
+            clock: Arc::clone(&clock),
+            quiet: group.quiet,
+            peers,
+            // Per-chat overrides come from the agent state the runtime reads (no second read
+            // of that file), through the handle.
+            modes: Default::default(),
+            quotes: group.quotes,
+        });
+        group
+            .gates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(agent.clone(), gate.clone());
+        let (Some(connected), Some(opts)) = (connected, opts) else {
+            return None;
+        };
         self.pumps.push(tokio::spawn(async move {
-            let modes = {
-                let (dir, a) = (state, agent.clone());
-                tokio::task::spawn_blocking(move || crate::store::load_agent_state(&dir, &a))
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .map(|(s, _)| s.group_modes.into_iter().collect())
-                    .unwrap_or_default()
-            };
-            let gate = GroupGate::new(GateConfig {
-                agent: agent.clone(),
-                // Telegram flags mentions of our @username as callouts.
-                identity: identity_for(&persona, me, None),
-                persona,
-                telegram,
-                runtime: handle.clone(),
-                classifier: group.classifier,
-                classifier_model: Some(group.classifier_model),
-                clock: Arc::clone(&clock),
-                quiet: group.quiet,
-                peers,
-                modes,
-                quotes: group.quotes,
-            });
-            group
-                .gates
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(agent.clone(), gate.clone());
-            let (Some(connected), Some(opts)) = (connected, opts) else {
-                return;
-            };
+            // Let the runtime read the agent's state (its trigger modes) before the first
+            // updates reach the gate.
+            handle.wait_agent_state(&agent).await;
             let connected = connected.with_group_gate(gate);
             if let Err(e) = connected.serve(agent.clone(), handle, opts, clock, s).await {
                 tracing::error!(event = "pump_stopped", agent = %agent, error = %e, "update pump stopped");
             }
         }));
-        opts.map(|_| stop)
+        Some(stop)
     }
 
     /// Re-reads persona and role-prompt files and applies the difference to the running

@@ -160,7 +160,8 @@ pub struct GateConfig {
     pub quiet: Duration,
     /// User ids of the daemon's other personas.
     pub peers: Vec<i64>,
-    /// Per-chat mode overrides (from the agent state).
+    /// Per-chat mode overrides given by the caller (the playground's `--mode`); those in the
+    /// agent's state are read from the runtime handle ([`RuntimeHandle::group_mode`]).
     pub modes: HashMap<ChatId, TriggerMode>,
     pub quotes: Arc<QuoteBook>,
 }
@@ -641,12 +642,16 @@ impl Inner {
         self.chats.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The chat's mode: an override given to the gate (`/mode`, the playground's `--mode`),
+    /// else the one in the agent's state as the runtime holds it, else the persona's.
     fn mode_for(&self, chat: ChatId, profile: &Profile) -> TriggerMode {
-        self.modes
+        let own = self
+            .modes
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&chat)
-            .copied()
+            .copied();
+        own.or_else(|| self.runtime.group_mode(&self.agent, chat))
             .unwrap_or(profile.persona.group.mode)
     }
 

@@ -150,7 +150,7 @@ pub struct Runtime {
     status_tx: watch::Sender<Status>,
     status_rx: watch::Receiver<Status>,
     heartbeat: Option<Heartbeat>,
-    personas: handle::Personas,
+    published: handle::Published,
 }
 
 impl Runtime {
@@ -162,9 +162,9 @@ impl Runtime {
         clock: SharedClock,
     ) -> Runtime {
         let (status_tx, status_rx) = watch::channel(Status::default());
-        let personas = handle::Personas::new(agents.iter().map(|a| Arc::clone(&a.persona)));
+        let published = handle::Published::new(agents.iter().map(|a| Arc::clone(&a.persona)));
         Runtime {
-            personas,
+            published,
             config: Arc::new(config),
             agents: agents
                 .into_iter()
@@ -199,7 +199,7 @@ impl Runtime {
             queue: Arc::clone(&self.queue),
             status: self.status_rx.clone(),
             gate: None,
-            personas: self.personas.clone(),
+            published: self.published.clone(),
         }
     }
 
