@@ -422,13 +422,7 @@ fn a_fifo_among_usage_records_does_not_stall_state_usage() -> TestResult {
 #[test]
 fn check_reports_a_fifo_and_an_oversize_persona_and_loads_the_good_one() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let agents = dir.path().join("agents");
-    std::fs::create_dir_all(&agents)?;
-    std::fs::create_dir_all(dir.path().join("prompts"))?;
-    std::fs::write(
-        agents.join("good.md"),
-        "# Agent Name\nGood\n# Agent Phone\n+15550100009\n# Agent Instructions\nHi.\n",
-    )?;
+    let agents = common::agents_with_a_good_persona(dir.path())?;
     mkfifo(&agents.join("x.md"))?;
     std::fs::File::create(agents.join("big.md"))?.set_len(1 << 20)?;
     let out = run_bounded(&["check"], dir.path())?;
