@@ -26,9 +26,13 @@ pub enum SessionError {
         mode: u32,
     },
     #[error(
-        "the session {path} is {kind}, not a regular file; move it away and log in again (symbolic links are refused too)"
+        "{path} is {kind}, not {expected}; a Telegram session must be a plain file in a plain directory (symbolic links are refused too): move it away and log in again"
     )]
-    NotRegular { path: PathBuf, kind: &'static str },
+    NotRegular {
+        path: PathBuf,
+        kind: &'static str,
+        expected: &'static str,
+    },
     #[error("the session {path} is in use by another personad process")]
     Locked { path: PathBuf },
     #[error("{action} {path}: {source}")]
@@ -83,10 +87,12 @@ pub fn check_file(path: &Path) -> Result<SessionFile, SessionError> {
         dir: dir.clone(),
         mode,
     };
-    let Some(meta) = inspect(path)? else {
-        return Ok(SessionFile::Absent);
-    };
-    let mut files = vec![(path.to_path_buf(), meta)];
+    let main = inspect(path)?;
+    let mut files: Vec<_> = main
+        .clone()
+        .map(|m| (path.to_path_buf(), m))
+        .into_iter()
+        .collect();
     for suffix in SIDECARS {
         let mut name = path.as_os_str().to_owned();
         name.push(suffix);
@@ -100,6 +106,7 @@ pub fn check_file(path: &Path) -> Result<SessionFile, SessionError> {
             return Err(SessionError::NotRegular {
                 path: p.clone(),
                 kind: store::file_kind(m),
+                expected: "a regular file",
             });
         }
         let mode = m.mode() & 0o777;
@@ -113,13 +120,18 @@ pub fn check_file(path: &Path) -> Result<SessionFile, SessionError> {
             return Err(SessionError::NotRegular {
                 path: dir.clone(),
                 kind: store::file_kind(&m),
+                expected: "a directory",
             });
         }
         if mode & 0o077 != 0 {
             return Err(insecure(&dir, mode));
         }
     }
-    Ok(SessionFile::Present)
+    Ok(if main.is_some() {
+        SessionFile::Present
+    } else {
+        SessionFile::Absent
+    })
 }
 
 /// Makes sure a session file exists with mode 0600 in a 0700 directory (for `login`), after
@@ -248,6 +260,18 @@ mod tests {
             // `login` does not create over it either.
             assert!(create_private(path).is_err(), "{kind}");
         }
+        Ok(())
+    }
+
+    #[test]
+    fn a_symlinked_session_directory_is_refused() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let elsewhere = dir.path().join("elsewhere");
+        store::ensure_private_dir(&elsewhere)?;
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join("Ann"))?;
+        let path = session_path(&StateDir::new(dir.path()), "Ann");
+        let err = refusal(&path);
+        assert!(err.contains("is a symbolic link, not a directory"), "{err}");
         Ok(())
     }
 
