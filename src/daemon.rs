@@ -69,17 +69,26 @@ fn credentials_from_systemd(global: &mut TelegramArgs) {
     let Some(dir) = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from) else {
         return;
     };
-    let read = |name: &str| {
-        std::fs::read_to_string(dir.join(name))
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-    };
+    let read = |name: &str| systemd_credential(&dir, name);
     if global.api_hash.is_none() {
         global.api_hash = read("telegram_api_hash");
     }
     if global.api_id.is_none() {
         global.api_id = read("telegram_api_id").and_then(|s| s.parse().ok());
+    }
+}
+
+/// One credential file from systemd's credentials directory, trimmed; `None` when it is
+/// absent or empty. Read like other operator files (`store::read_operator_file`: regular file,
+/// capped, never blocking on a FIFO); one that cannot be read is logged by name (never its
+/// content) and treated as absent.
+fn systemd_credential(dir: &std::path::Path, name: &str) -> Option<String> {
+    match crate::store::read_operator_file(&dir.join(name)) {
+        Ok(text) => text.map(|s| s.trim().to_string()).filter(|s| !s.is_empty()),
+        Err(e) => {
+            tracing::warn!(event = "credential_unreadable", error = %e, "ignoring a credential file");
+            None
+        }
     }
 }
 
@@ -95,11 +104,7 @@ fn llm_keys_from_systemd() -> BTreeMap<String, String> {
         if std::env::var_os(name).is_some() {
             continue;
         }
-        if let Some(key) = std::fs::read_to_string(dir.join(name.to_lowercase()))
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-        {
+        if let Some(key) = systemd_credential(&dir, &name.to_lowercase()) {
             keys.insert((*name).to_string(), key);
         }
     }
@@ -273,51 +278,42 @@ impl Fleet {
             all.iter().copied().filter(|p| *p != me).collect()
         };
         let (clock, s, agent) = (Arc::clone(&self.clock), stop.clone(), persona.name.clone());
-        let (group, state, persona, telegram) = (
-            self.group.clone(),
-            self.state.clone(),
-            Arc::clone(persona),
-            Arc::clone(&seat.telegram),
-        );
+        let group = self.group.clone();
+        let gate = GroupGate::new(GateConfig {
+            agent: agent.clone(),
+            // Telegram flags mentions of our @username as callouts.
+            identity: identity_for(persona, me, None),
+            persona: Arc::clone(persona),
+            telegram: Arc::clone(&seat.telegram),
+            runtime: handle.clone(),
+            classifier: group.classifier,
+            classifier_model: Some(group.classifier_model),
+            clock: Arc::clone(&clock),
+            quiet: group.quiet,
+            peers,
+            // Per-chat overrides come from the agent state the runtime reads (no second read
+            // of that file), through the handle.
+            modes: Default::default(),
+            quotes: group.quotes,
+        });
+        group
+            .gates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(agent.clone(), gate.clone());
+        let (Some(connected), Some(opts)) = (connected, opts) else {
+            return None;
+        };
         self.pumps.push(tokio::spawn(async move {
-            let modes = {
-                let (dir, a) = (state, agent.clone());
-                tokio::task::spawn_blocking(move || crate::store::load_agent_state(&dir, &a))
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .map(|(s, _)| s.group_modes.into_iter().collect())
-                    .unwrap_or_default()
-            };
-            let gate = GroupGate::new(GateConfig {
-                agent: agent.clone(),
-                // Telegram flags mentions of our @username as callouts.
-                identity: identity_for(&persona, me, None),
-                persona,
-                telegram,
-                runtime: handle.clone(),
-                classifier: group.classifier,
-                classifier_model: Some(group.classifier_model),
-                clock: Arc::clone(&clock),
-                quiet: group.quiet,
-                peers,
-                modes,
-                quotes: group.quotes,
-            });
-            group
-                .gates
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(agent.clone(), gate.clone());
-            let (Some(connected), Some(opts)) = (connected, opts) else {
-                return;
-            };
+            // Let the runtime read the agent's state (its trigger modes) before the first
+            // updates reach the gate.
+            handle.wait_agent_state(&agent).await;
             let connected = connected.with_group_gate(gate);
             if let Err(e) = connected.serve(agent.clone(), handle, opts, clock, s).await {
                 tracing::error!(event = "pump_stopped", agent = %agent, error = %e, "update pump stopped");
             }
         }));
-        opts.map(|_| stop)
+        Some(stop)
     }
 
     /// Re-reads persona and role-prompt files and applies the difference to the running

@@ -34,10 +34,12 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+
+use crate::store::{self, Refused, Symlinks};
 
 /// Largest persona or role prompt file accepted, in bytes (256 KiB).
 ///
@@ -336,8 +338,11 @@ pub enum PersonaDirError {
 
 /// Reads and validates every persona file directly inside `agents_dir`.
 ///
-/// Only regular files (or symlinks to them) whose name ends in `.md` and
-/// does not start with `.` are read; sub-directories are not searched. The
+/// Every entry whose name ends in `.md` and does not start with `.` is
+/// read through [`store::read_file`] (links followed); one that is not a
+/// regular file (a FIFO, a device, a directory named `*.md`) or is over
+/// [`MAX_FILE_BYTES`] becomes an unusable entry with a problem naming it,
+/// without blocking. Sub-directories are not searched. The
 /// entries are sorted by file name. Role prompts are looked up in
 /// `prompt_dirs`, in order (the first directory containing `<name>.md`
 /// wins). Besides the per-file checks of [`parse_persona`], this reports a
@@ -376,15 +381,10 @@ pub fn load_dir(agents_dir: &Path, prompt_dirs: &[PathBuf]) -> Result<LoadReport
         if bytes.starts_with(b".") || !bytes.ends_with(b".md") {
             continue;
         }
-        let path = dir_entry.path();
-        // Follows symlinks. A path whose metadata cannot be read (say, a
-        // dangling symlink) is kept so that reading it reports the reason.
-        if let Ok(m) = fs::metadata(&path)
-            && !m.is_file()
-        {
-            continue;
-        }
-        files.push((file_name, path));
+        // Everything named `*.md` is read, so that a FIFO, a device, a
+        // directory or a dangling link under that name is reported as a
+        // problem of its own rather than skipped in silence.
+        files.push((file_name, dir_entry.path()));
     }
     files.sort_by(|a, b| a.0.cmp(&b.0));
 
@@ -607,23 +607,23 @@ impl ReadError {
     }
 }
 
-/// Reads a whole file as UTF-8 text, refusing files over [`MAX_FILE_BYTES`]
-/// (checked from metadata first, and enforced while reading in case the
-/// file grows).
+/// Reads a whole file as UTF-8 text through [`store::read_file`]: symlinks
+/// are followed (operators link persona files), but the target must be a
+/// regular file (a FIFO, a device or a directory named `*.md` is refused
+/// without blocking) of at most [`MAX_FILE_BYTES`] (checked from metadata
+/// first, and enforced while reading in case the file grows).
 fn read_capped(path: &Path) -> Result<String, ReadError> {
-    let file = fs::File::open(path).map_err(ReadError::Io)?;
-    let len = file.metadata().map_err(ReadError::Io)?.len();
-    if len > MAX_FILE_BYTES {
-        return Err(ReadError::TooLarge(len));
-    }
-    let mut buf = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut buf)
-        .map_err(ReadError::Io)?;
-    let read = u64::try_from(buf.len()).unwrap_or(u64::MAX);
-    if read > MAX_FILE_BYTES {
-        return Err(ReadError::TooLarge(read));
-    }
+    let buf =
+        store::read_file(path, MAX_FILE_BYTES, Symlinks::Follow).map_err(
+            |e| match store::refusal(&e) {
+                Some(Refused::TooLarge { size, .. }) => ReadError::TooLarge(*size),
+                Some(Refused::Grew { cap }) => ReadError::TooLarge(cap.saturating_add(1)),
+                _ => match e {
+                    store::StoreError::Io { source, .. } => ReadError::Io(source),
+                    other => ReadError::Io(io::Error::other(other.to_string())),
+                },
+            },
+        )?;
     String::from_utf8(buf).map_err(|e| {
         let offset = e.utf8_error().valid_up_to();
         let line = line_at_byte(e.as_bytes(), offset);
@@ -1441,23 +1441,8 @@ fn load_role_prompt(
     let file_name = format!("{name}.md");
     for dir in prompt_dirs {
         let candidate = dir.join(&file_name);
-        match fs::metadata(&candidate) {
-            Ok(meta) if meta.is_file() => {}
-            Ok(_) => continue,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => {
-                report.error(
-                    line,
-                    format!(
-                        "role prompt {}: cannot read `{}`: {e}",
-                        show(name),
-                        candidate.display()
-                    ),
-                );
-                return None;
-            }
-        }
         return match read_capped(&candidate) {
+            Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound => continue,
             Ok(text) => {
                 let text = normalize(&text).trim().to_owned();
                 if text.is_empty() {

@@ -222,65 +222,93 @@ pub enum Symlinks {
     Follow,
 }
 
+/// Why [`read_file`] refused a file it could open (or a link it must not follow). Carried as
+/// the `InvalidData` source of [`StoreError::Io`], so callers that word their own messages
+/// (persona files) can tell an oversize file from the rest with [`refusal`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("is a symbolic link; state files must be regular files")]
+    Symlink,
+    /// A directory, FIFO, device or socket (the kind in words: "a FIFO").
+    #[error("is {0}, not a regular file")]
+    NotRegular(&'static str),
+    /// Over the cap by its metadata.
+    #[error("is {size} bytes, over the cap of {cap} bytes")]
+    TooLarge { size: u64, cap: u64 },
+    /// Metadata said it fit, but more than `cap` bytes could be read.
+    #[error("is more than {cap} bytes, over the cap of {cap} bytes")]
+    Grew { cap: u64 },
+}
+
+/// The [`Refused`] reason inside an error of [`read_file`], if that is why it failed.
+pub fn refusal(error: &StoreError) -> Option<&Refused> {
+    match error {
+        StoreError::Io { source, .. } => source.get_ref()?.downcast_ref::<Refused>(),
+        StoreError::Encode { .. } => None,
+    }
+}
+
 /// Reads a whole file safely: opened without blocking (a FIFO cannot stall us) and, with
 /// [`Symlinks::Refuse`], without following a link; the opened file must be a regular file of
 /// at most `cap` bytes, and at most `cap + 1` bytes are ever read (metadata that says 0 bytes,
 /// as `/proc` files do, cannot make us read more). Every state reader goes through here.
 pub fn read_file(path: &Path, cap: u64, symlinks: Symlinks) -> Result<Vec<u8>, StoreError> {
     use std::io::Read as _;
+    let refused = |why: Refused| StoreError::Io {
+        action: "cannot read",
+        path: path.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::InvalidData, why),
+    };
     let mut flags = libc::O_NONBLOCK;
     if symlinks == Symlinks::Refuse {
         flags |= libc::O_NOFOLLOW;
     }
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(flags)
-        .open(path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(libc::ELOOP) && symlinks == Symlinks::Refuse {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "is a symbolic link; state files must be regular files",
-                )
-            } else {
-                e
-            }
-        })
-        .map_err(io_err("cannot read", path))?;
-    let meta = file.metadata().map_err(io_err("cannot read", path))?;
-    let bad = |what: String| StoreError::Io {
-        action: "cannot read",
-        path: path.to_path_buf(),
-        source: io::Error::new(io::ErrorKind::InvalidData, what),
+    let file = match OpenOptions::new().read(true).custom_flags(flags).open(path) {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) && symlinks == Symlinks::Refuse => {
+            return Err(refused(Refused::Symlink));
+        }
+        Err(e) => return Err(io_err("cannot read", path)(e)),
     };
+    let meta = file.metadata().map_err(io_err("cannot read", path))?;
     if !meta.is_file() {
-        use std::os::unix::fs::FileTypeExt as _;
-        let t = meta.file_type();
-        let kind = if t.is_dir() {
-            "a directory"
-        } else if t.is_fifo() {
-            "a FIFO"
-        } else if t.is_char_device() || t.is_block_device() {
-            "a device"
-        } else if t.is_socket() {
-            "a socket"
-        } else {
-            "not a regular file"
-        };
-        return Err(bad(format!("is {kind}, not a regular file")));
+        return Err(refused(Refused::NotRegular(file_kind(&meta))));
     }
-    let too_big = |size: String| bad(format!("is {size} bytes, over the cap of {cap} bytes"));
     if meta.len() > cap {
-        return Err(too_big(meta.len().to_string()));
+        return Err(refused(Refused::TooLarge {
+            size: meta.len(),
+            cap,
+        }));
     }
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
     file.take(cap.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(io_err("cannot read", path))?;
     if bytes.len() as u64 > cap {
-        return Err(too_big(format!("more than {cap}")));
+        return Err(refused(Refused::Grew { cap }));
     }
     Ok(bytes)
+}
+
+/// What a file that is not a regular file is, in words ("a FIFO").
+pub fn file_kind(meta: &fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    let t = meta.file_type();
+    if t.is_file() {
+        "a regular file"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "an unknown kind of file"
+    }
 }
 
 fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, StoreError> {

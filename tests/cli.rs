@@ -69,13 +69,7 @@ fn check_accepts_the_shipped_samples() -> TestResult {
 #[test]
 fn check_names_file_and_line_of_a_broken_persona_and_fails() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let agents = dir.path().join("agents");
-    std::fs::create_dir_all(&agents)?;
-    std::fs::create_dir_all(dir.path().join("prompts"))?;
-    std::fs::write(
-        agents.join("good.md"),
-        "# Agent Name\nGood\n# Agent Phone\n+15550100009\n# Agent Instructions\nHi.\n",
-    )?;
+    let agents = common::agents_with_a_good_persona(dir.path())?;
     std::fs::write(
         agents.join("bad.md"),
         "# Agent Name\nBad\n# Agent Phone\n+15550100008\n# Agent Timezone\nMars/Olympus\n# Agent Instructions\nHi.\n",

@@ -939,3 +939,48 @@ fn a_per_chat_mode_in_the_agent_state_wins_over_the_heading() {
         .is_err()
     );
 }
+
+/// A per-chat trigger mode kept in the agent's state reaches the gate through the runtime,
+/// which read that file (the gate reads none): a chat set to strict makes no classifier call
+/// for an unaddressed message although the persona's mode is smart.
+#[tokio::test]
+async fn a_chat_mode_in_the_agent_state_reaches_the_gate_through_the_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent_dir = personad::store::StateDir::new(dir.path()).agent_dir(AGENT);
+    std::fs::create_dir_all(&agent_dir).unwrap();
+    std::fs::write(
+        agent_dir.join("agent-state.json"),
+        r#"{"group_modes":{"-100":"strict"}}"#,
+    )
+    .unwrap();
+    let server = mock(classifier_answer(not_addressed())).await;
+    let mut g = start_group(dir.path(), "", Some(&server));
+    g.h.handle.wait_agent_state(AGENT).await;
+    assert_eq!(
+        g.h.handle.group_mode(AGENT, ChatId(-100)),
+        Some(TriggerMode::Strict)
+    );
+    g.say("Bob", "anyone seen my keys?").await;
+    g.settle().await;
+    assert_eq!(g.gate.classifier_calls(), 0, "strict: nothing to classify");
+    assert_eq!(g.planner.calls(), 0);
+}
+
+/// A persona reloaded with a new nickname (upserted into the runtime, as the daemon's and the
+/// playground's reloads do) addresses the agent in groups from the next message, through the
+/// gate built with the old persona.
+#[tokio::test]
+async fn a_nickname_added_by_a_reload_addresses_the_agent_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut g = start_group(dir.path(), "", None);
+    g.say("Bob", "Quokka, can you help?").await;
+    g.settle().await;
+    assert_eq!(g.planner.calls(), 0, "not a name of the agent yet");
+    g.h.handle.upsert_agent(personad::runtime::AgentHandle {
+        persona: Arc::new(persona_with(AGENT, "# Agent Nicknames\nQuokka\n")),
+        telegram: g.h.telegram.clone(),
+    });
+    g.say("Bob", "Quokka, can you help now?").await;
+    g.settle().await;
+    assert_eq!(g.planner.calls(), 1, "the new nickname addresses the agent");
+}

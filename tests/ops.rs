@@ -1040,6 +1040,27 @@ fn a_configuration_error_is_printed_once() -> TestResult {
     Ok(())
 }
 
+/// `ctl say --group CHAT --from Bob TEXT`.
+fn say_in_group(s: &Scratch, chat: &str, text: &str) -> Result<Output, std::io::Error> {
+    ctl(s, &["say", "--group", chat, "--from", "Bob", text])
+}
+
+/// Waits until one of Tess's messages in `chat` satisfies `answer`; the error says `missing`.
+fn wait_for_answer(
+    s: &Scratch,
+    chat: &str,
+    answer: impl Fn(&str) -> bool,
+    missing: &str,
+) -> Result<(), String> {
+    poll(Duration::from_secs(10), || {
+        texts(s, "Tess", chat)
+            .iter()
+            .any(|t| answer(t))
+            .then_some(())
+    })
+    .ok_or_else(|| format!("{missing}:\n{}", s.log_text()))
+}
+
 #[test]
 fn admin_chats_take_commands_and_other_groups_do_not_plan_them() -> TestResult {
     let s = Scratch::new(&[("Tess.md", TESS)])?;
@@ -1059,28 +1080,14 @@ fn admin_chats_take_commands_and_other_groups_do_not_plan_them() -> TestResult {
     ctl(&s, &["say", "--group", "Club", "--from", "Bob", "/status"])?;
     // Group messages meet the group gate: small talk addressed to nobody stays history
     // (smart mode, and no classifier with the echo planner); naming Tess gets an answer.
-    ctl(
+    say_in_group(&s, "Club", "evening all")?;
+    say_in_group(&s, "Club", "Tess, are you around?")?;
+    wait_for_answer(
         &s,
-        &["say", "--group", "Club", "--from", "Bob", "evening all"],
+        "Club",
+        |t| t.starts_with("Tess heard:") && t.contains("are you around"),
+        "no answer in Club to the message naming Tess",
     )?;
-    ctl(
-        &s,
-        &[
-            "say",
-            "--group",
-            "Club",
-            "--from",
-            "Bob",
-            "Tess, are you around?",
-        ],
-    )?;
-    poll(Duration::from_secs(10), || {
-        texts(&s, "Tess", "Club")
-            .iter()
-            .any(|t| t.starts_with("Tess heard:") && t.contains("are you around"))
-            .then_some(())
-    })
-    .ok_or("no answer in Club to the message naming Tess")?;
     let club = texts(&s, "Tess", "Club");
     assert!(
         !club.iter().any(|t| t.starts_with("personad:")
@@ -1088,6 +1095,54 @@ fn admin_chats_take_commands_and_other_groups_do_not_plan_them() -> TestResult {
             || t == "Tess heard: evening all"),
         "{club:?}"
     );
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = None;
+    Ok(())
+}
+
+/// A persona edit that adds a nickname reaches group addressing without a restart: before the
+/// edit, "Quokka, ..." in a group stays history (while naming Tess gets an answer there); after
+/// the file is edited and reloaded, "Quokka, ..." in a group is planned and answered.
+#[test]
+fn a_nickname_added_by_a_persona_edit_addresses_the_agent_in_groups_at_once() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let child = start(&s, &["--planner", "echo"], &[])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    for text in ["Quokka, first?", "Tess, ping?"] {
+        say_in_group(&s, "Den", text)?;
+    }
+    wait_for_answer(
+        &s,
+        "Den",
+        |t| t == "Tess heard: Tess, ping?",
+        "no answer to the message naming Tess",
+    )?;
+    let den = texts(&s, "Tess", "Den");
+    assert!(
+        !den.iter().any(|t| t.starts_with("Tess heard: Quokka")),
+        "an unknown nickname was answered: {den:?}"
+    );
+    std::fs::write(
+        s.agents().join("Tess.md"),
+        persona("Tess", "+15550100042", "# Agent Nicknames\nQuokka\n\n"),
+    )?;
+    poll(Duration::from_secs(10), || {
+        s.log_text()
+            .contains("agent_persona_reloaded")
+            .then_some(())
+    })
+    .ok_or_else(|| format!("no reload:\n{}", s.log_text()))?;
+    say_in_group(&s, "Club", "Quokka, are you around?")?;
+    wait_for_answer(
+        &s,
+        "Club",
+        |t| t == "Tess heard: Quokka, are you around?",
+        "the new nickname did not address Tess",
+    )?;
+    assert!(s.log_text().contains("group_names_reloaded"));
     let child = reaper.0.as_mut().ok_or("no child")?;
     signal(child, "-TERM")?;
     wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;

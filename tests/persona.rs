@@ -793,7 +793,9 @@ fn phone_numbers_are_masked() {
 }
 
 /// Only `*.md` files directly in the agents directory are read, in file
-/// name order; dot-files, other extensions and sub-directories are ignored.
+/// name order; dot-files, other extensions and sub-directories are ignored
+/// (a directory *named* `*.md` is reported: see
+/// `non_regular_md_entries_are_reported_without_blocking`).
 #[test]
 fn load_dir_reads_only_md_files_sorted() {
     let tmp = tempfile::tempdir().unwrap();
@@ -802,7 +804,6 @@ fn load_dir_reads_only_md_files_sorted() {
     write(tmp.path(), ".hidden.md", "garbage");
     write(tmp.path(), "notes.txt", "garbage");
     write(tmp.path(), "README.markdown", "garbage");
-    fs::create_dir(tmp.path().join("sub.md")).unwrap();
     fs::create_dir(tmp.path().join("media")).unwrap();
     write(&tmp.path().join("media"), "c.md", "garbage");
     let report = load(tmp.path(), &[]);
@@ -1031,4 +1032,102 @@ fn shipped_samples_load_cleanly() {
         );
         assert!(!p.role_prompt_text().is_empty());
     }
+}
+
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("run mkfifo");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// Runs `f` on a thread and fails the test (instead of hanging the suite) if it
+/// has not returned within 30 s: a reader blocked on a FIFO must fail here.
+fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(30))
+        .expect("loading hung (blocked on a FIFO or reading a device?)")
+}
+
+/// A FIFO, a device (through a link), a directory and a 1 GiB sparse file,
+/// each named `*.md` in the agents directory, are each reported as an
+/// unusable entry naming the file and saying what it is, without blocking or
+/// reading the big file; a symlink to a good persona is followed and loads,
+/// as does the plain good persona next to them.
+#[test]
+fn non_regular_md_entries_are_reported_without_blocking() {
+    let tmp = tempfile::tempdir().unwrap();
+    let agents = tmp.path().join("agents");
+    fs::create_dir(&agents).unwrap();
+    write(&agents, "a_good.md", MINIMAL);
+    let elsewhere = write(tmp.path(), "bea.md", &MINIMAL.replace("Ada", "Bea"));
+    std::os::unix::fs::symlink(&elsewhere, agents.join("b_link.md")).unwrap();
+    mkfifo(&agents.join("x.md"));
+    std::os::unix::fs::symlink("/dev/zero", agents.join("y.md")).unwrap();
+    fs::create_dir(agents.join("z.md")).unwrap();
+    fs::File::create(agents.join("zz.md"))
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    let dir = agents.clone();
+    let report = bounded(move || load(&dir, &[]));
+    let names: Vec<&str> = report.usable().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["Ada", "Bea"]);
+    let problems: Vec<String> = report.entries[2..].iter().flat_map(rendered).collect();
+    let file = |n: &str| agents.join(n).display().to_string();
+    assert_eq!(
+        problems,
+        [
+            format!(
+                "{}: error: cannot read file: is a FIFO, not a regular file",
+                file("x.md")
+            ),
+            format!(
+                "{}: error: cannot read file: is a device, not a regular file",
+                file("y.md")
+            ),
+            format!(
+                "{}: error: cannot read file: is a directory, not a regular file",
+                file("z.md")
+            ),
+            format!(
+                "{}: error: file is 1073741824 bytes, over the 262144-byte (256 KiB) limit",
+                file("zz.md")
+            ),
+        ]
+    );
+}
+
+/// A role prompt that is a FIFO is an error on the persona line naming it, not
+/// a hang; the persona is unusable, and another persona still loads.
+#[test]
+fn a_fifo_role_prompt_is_reported_without_blocking() {
+    let tmp = tempfile::tempdir().unwrap();
+    let agents = tmp.path().join("agents");
+    let prompts = tmp.path().join("prompts");
+    fs::create_dir(&agents).unwrap();
+    fs::create_dir(&prompts).unwrap();
+    mkfifo(&prompts.join("Pipe.md"));
+    write(&agents, "a.md", MINIMAL);
+    write(
+        &agents,
+        "b.md",
+        &format!("{}\n# Role Prompt\n\nPipe\n", MINIMAL.replace("Ada", "Bea")),
+    );
+    let (dir, search) = (agents.clone(), vec![prompts.clone()]);
+    let report = bounded(move || load(&dir, &search));
+    let names: Vec<&str> = report.usable().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["Ada"]);
+    assert_eq!(
+        rendered(&report.entries[1]),
+        [format!(
+            "{}:15: error: cannot read role prompt file `{}`: is a FIFO, not a regular file",
+            agents.join("b.md").display(),
+            prompts.join("Pipe.md").display()
+        )]
+    );
 }

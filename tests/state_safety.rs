@@ -140,7 +140,16 @@ fn graphs_that_cannot_run_are_quarantined_with_their_reason_and_listed() -> Test
 /// Runs the command, killing it (and failing) if it has not finished within 30 s: a reader
 /// blocked on a FIFO or reading `/dev/zero` must fail this test, not hang the suite.
 fn run_bounded(args: &[&str], cwd: &Path) -> Result<Output, Box<dyn std::error::Error>> {
-    let mut child = personad(args, cwd)
+    bounded_output(personad(args, cwd))
+}
+
+/// [`run_bounded`] for a command already set up.
+fn bounded_output(mut cmd: Command) -> Result<Output, Box<dyn std::error::Error>> {
+    let args: Vec<_> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mut child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()?;
@@ -403,6 +412,78 @@ fn a_fifo_among_usage_records_does_not_stall_state_usage() -> TestResult {
     assert!(
         all.contains("FIFO"),
         "the file is named as unreadable: {all}"
+    );
+    Ok(())
+}
+
+/// `personad check` with a FIFO named `x.md` and a persona over the 256 KiB cap in the agents
+/// directory finishes (no read blocks on the FIFO), names both files with the reason, and still
+/// loads the good persona next to them.
+#[test]
+fn check_reports_a_fifo_and_an_oversize_persona_and_loads_the_good_one() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let agents = common::agents_with_a_good_persona(dir.path())?;
+    mkfifo(&agents.join("x.md"))?;
+    std::fs::File::create(agents.join("big.md"))?.set_len(1 << 20)?;
+    let out = run_bounded(&["check"], dir.path())?;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(65), "{stdout}{}", text(&out.stderr));
+    for (file, why) in [
+        ("x.md", "is a FIFO, not a regular file"),
+        ("big.md", "over the 262144-byte (256 KiB) limit"),
+    ] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains(file) && l.contains("error:") && l.contains(why)),
+            "{file}: {why}: {stdout}"
+        );
+    }
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("ok") && l.contains("Good") && l.contains("good.md")),
+        "{stdout}"
+    );
+    Ok(())
+}
+
+/// `personad run` with a FIFO where an agent's Telegram session should be stops at once with
+/// exit 69 and a message naming the file and what it is, instead of handing the FIFO to SQLite
+/// (which would block on it).
+#[test]
+fn run_refuses_a_fifo_as_the_telegram_session() -> TestResult {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir()?;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let agent_dir = dir.path().join("state").join("Wren");
+    std::fs::create_dir_all(&agent_dir)?;
+    std::fs::set_permissions(&agent_dir, std::fs::Permissions::from_mode(0o700))?;
+    let session = agent_dir.join("telegram.session");
+    mkfifo(&session)?;
+    // Private, so only the file-type check stands between it and SQLite.
+    std::fs::set_permissions(&session, std::fs::Permissions::from_mode(0o600))?;
+    let agents = dir.path().join("agents");
+    std::fs::create_dir_all(&agents)?;
+    std::fs::copy(root.join("agents/Wren.md"), agents.join("Wren.md"))?;
+    let (agents, prompts, state) = (
+        agents.display().to_string(),
+        root.join("prompts").display().to_string(),
+        dir.path().join("state").display().to_string(),
+    );
+    let mut cmd = personad(&["run"], dir.path());
+    cmd.env("PERSONAD_AGENTS_DIR", &agents)
+        .env("PERSONAD_PROMPTS_PATH", &prompts)
+        .env("PERSONAD_STATE_DIR", &state)
+        .env("TELEGRAM_API_ID", "12345")
+        .env("TELEGRAM_API_HASH", "SENTINEL_HASH_0123456789")
+        .env("GEMINI_API_KEY", "SENTINEL_GEMINI_KEY");
+    let out = bounded_output(cmd)?;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{stderr}");
+    assert!(
+        stderr.contains(&session.display().to_string()) && stderr.contains("is a FIFO"),
+        "{stderr}"
     );
     Ok(())
 }

@@ -174,3 +174,30 @@ async fn a_curated_sticker_shows_its_cached_description() -> TestResult {
     h.stop().await?;
     Ok(())
 }
+
+/// The playground's sticker sets are read through the safe reader: a sticker file over the
+/// 16 MiB cap (sparse here, so nothing is written) is refused naming it, without being read.
+#[test]
+fn an_oversize_sticker_file_is_refused_naming_it() {
+    use personad::telegram::memory::{MemoryTelegram, STICKER_FILE_CAP};
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("UtyaDuck");
+    std::fs::create_dir_all(&set).unwrap();
+    let big = set.join("wave.webp");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(STICKER_FILE_CAP + 1)
+        .unwrap();
+    let clock: personad::clock::SharedClock =
+        Arc::new(personad::clock::VirtualClock::new(t0(), true));
+    let memory = MemoryTelegram::new(AGENT, clock, None).unwrap();
+    let err = memory
+        .load_sticker_sets(dir.path())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains(&big.display().to_string()) && err.contains("over the cap"),
+        "{err}"
+    );
+}

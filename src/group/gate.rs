@@ -93,14 +93,39 @@ struct ChatGate {
     reacted: HashSet<MessageId>,
 }
 
-struct Inner {
-    agent: String,
+/// What the gate knows of its persona: replaced whole when the runtime's persona for the
+/// agent changes (a hot reload), so new names and nicknames address the agent at once.
+struct Profile {
     persona: Arc<Persona>,
     identity: Identity,
+    classifier_model: String,
+}
+
+impl Profile {
+    fn new(persona: Arc<Persona>, identity: Identity, command_model: Option<&str>) -> Profile {
+        let classifier_model = persona
+            .group
+            .classifier_model
+            .as_deref()
+            .or(command_model)
+            .unwrap_or(DEFAULT_CLASSIFIER_MODEL)
+            .to_string();
+        Profile {
+            persona,
+            identity,
+            classifier_model,
+        }
+    }
+}
+
+struct Inner {
+    agent: String,
+    profile: Mutex<Arc<Profile>>,
+    /// The command's classifier model (the persona's heading wins).
+    command_model: Option<String>,
     telegram: Arc<dyn Telegram>,
     runtime: RuntimeHandle,
     classifier: Option<Classifier>,
-    classifier_model: String,
     clock: SharedClock,
     quiet: Duration,
     peers: Vec<i64>,
@@ -135,7 +160,8 @@ pub struct GateConfig {
     pub quiet: Duration,
     /// User ids of the daemon's other personas.
     pub peers: Vec<i64>,
-    /// Per-chat mode overrides (from the agent state).
+    /// Per-chat mode overrides given by the caller (the playground's `--mode`); those in the
+    /// agent's state are read from the runtime handle ([`RuntimeHandle::group_mode`]).
     pub modes: HashMap<ChatId, TriggerMode>,
     pub quotes: Arc<QuoteBook>,
 }
@@ -181,22 +207,15 @@ pub fn log_decision(agent: &str, chat: ChatId, message: MessageId, d: &Decision)
 
 impl GroupGate {
     pub fn new(cfg: GateConfig) -> GroupGate {
-        let classifier_model = cfg
-            .persona
-            .group
-            .classifier_model
-            .clone()
-            .or(cfg.classifier_model)
-            .unwrap_or_else(|| DEFAULT_CLASSIFIER_MODEL.to_string());
+        let profile = Profile::new(cfg.persona, cfg.identity, cfg.classifier_model.as_deref());
         GroupGate {
             inner: Arc::new(Inner {
                 agent: cfg.agent,
-                persona: cfg.persona,
-                identity: cfg.identity,
+                profile: Mutex::new(Arc::new(profile)),
+                command_model: cfg.classifier_model,
                 telegram: cfg.telegram,
                 runtime: cfg.runtime,
                 classifier: cfg.classifier,
-                classifier_model,
                 clock: cfg.clock,
                 quiet: cfg.quiet,
                 peers: cfg.peers,
@@ -284,13 +303,14 @@ impl GroupGate {
             return;
         }
         let now = inner.clock.now();
-        let mode = inner.mode_for(chat.id);
+        let profile = inner.profile();
+        let mode = inner.mode_for(chat.id, &profile);
         let decision = {
             let mut chats = inner.chats();
             let g = chats.entry(chat.id).or_default();
             let ctx = Context {
-                identity: &inner.identity,
-                settings: &inner.persona.group,
+                identity: &profile.identity,
+                settings: &profile.persona.group,
                 mode,
                 peers: &inner.peers,
             };
@@ -454,7 +474,7 @@ impl GroupGate {
                     .filter(|m| first_new.is_none_or(|f| m.id < f))
                     .cloned()
                     .collect();
-                (batch, context, inner.mode_for(chat.id))
+                (batch, context, inner.mode_for(chat.id, &inner.profile()))
             };
             let Some(target) = batch.last().cloned() else {
                 wake = Box::pin(async { Hold::none() });
@@ -468,12 +488,13 @@ impl GroupGate {
             })
             .await;
             let now = inner.clock.now();
+            let profile = inner.profile();
             let decision = {
                 let mut chats = inner.chats();
                 let g = chats.entry(chat.id).or_default();
                 let ctx = Context {
-                    identity: &inner.identity,
-                    settings: &inner.persona.group,
+                    identity: &profile.identity,
+                    settings: &profile.persona.group,
                     mode: state_mode,
                     peers: &inner.peers,
                 };
@@ -518,10 +539,11 @@ impl GroupGate {
         let inner = &self.inner;
         let classifier = inner.classifier.as_ref()?;
         let allowed = self.allowed_reactions(chat.id).await;
-        let description = description_for(&inner.persona);
+        let profile = inner.profile();
+        let description = description_for(&profile.persona);
         let input = ClassifierInput {
-            model: &inner.classifier_model,
-            persona_name: &inner.persona.name,
+            model: &profile.classifier_model,
+            persona_name: &profile.persona.name,
             description: &description,
             history: context,
             history_size: if mode == TriggerMode::Talkative {
@@ -620,13 +642,46 @@ impl Inner {
         self.chats.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn mode_for(&self, chat: ChatId) -> TriggerMode {
-        self.modes
+    /// The chat's mode: an override given to the gate (`/mode`, the playground's `--mode`),
+    /// else the one in the agent's state as the runtime holds it, else the persona's.
+    fn mode_for(&self, chat: ChatId, profile: &Profile) -> TriggerMode {
+        let own = self
+            .modes
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&chat)
-            .copied()
-            .unwrap_or(self.persona.group.mode)
+            .copied();
+        own.or_else(|| self.runtime.group_mode(&self.agent, chat))
+            .unwrap_or(profile.persona.group.mode)
+    }
+
+    /// The current profile: rebuilt from the runtime's persona for this agent when that is no
+    /// longer the one the profile was made from (a reload), keeping our user id and @username.
+    fn profile(&self) -> Arc<Profile> {
+        let mut current = self.profile.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(persona) = self.runtime.persona(&self.agent)
+            && !Arc::ptr_eq(&persona, &current.persona)
+        {
+            let identity = identity_for(
+                &persona,
+                current.identity.user_id,
+                current.identity.username.clone(),
+            );
+            if identity.names != current.identity.names {
+                tracing::info!(
+                    event = "group_names_reloaded",
+                    agent = %self.agent,
+                    names = ?identity.names,
+                    "group addressing follows the reloaded persona"
+                );
+            }
+            *current = Arc::new(Profile::new(
+                persona,
+                identity,
+                self.command_model.as_deref(),
+            ));
+        }
+        Arc::clone(&current)
     }
 }
 

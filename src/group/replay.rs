@@ -279,14 +279,21 @@ impl Replayer<'_> {
     }
 }
 
+/// Largest Telegram Desktop export `replay` reads (a year of a busy group is tens of MB).
+pub const EXPORT_FILE_CAP: u64 = 512 << 20;
+
 /// `personad replay`.
 pub async fn run(global: GlobalArgs, args: ReplayArgs) -> CmdResult {
     let report = load_personas_async(&global).await?;
     let persona = find_persona(&report, &args.agent)?;
     let path = args.file.clone();
     let export = tokio::task::spawn_blocking(move || -> Result<Export, CommandError> {
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| CommandError::NotFound(format!("{}: {e}", path.display())))?;
+        let text = crate::store::read_file(&path, EXPORT_FILE_CAP, crate::store::Symlinks::Follow)
+            .map_err(|e| CommandError::NotFound(e.to_string()))
+            .and_then(|bytes| {
+                String::from_utf8(bytes)
+                    .map_err(|_| CommandError::Data(format!("{}: not valid UTF-8", path.display())))
+            })?;
         export::parse(&text).map_err(|e| CommandError::Data(format!("{}: {e}", path.display())))
     })
     .await

@@ -1,6 +1,8 @@
 //! Watches the persona and role-prompt directories (the `notify` crate) and turns bursts of
 //! file events into one reload request after a quiet period (editors write a file in several
-//! steps). Only `*.md` files count. Owns the watcher; `daemon` does the reload.
+//! steps). Only changes to `*.md` files count: merely opening or reading one (as every reload
+//! does) does not, or each reload would set off the next. Owns the watcher; `daemon` does the
+//! reload.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -24,6 +26,7 @@ pub fn watch(
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if let Ok(event) = res
+            && is_change(&event.kind)
             && event.paths.iter().any(|p| is_markdown(p))
         {
             let _ = tx.send(());
@@ -61,4 +64,44 @@ pub fn watch(
 fn is_markdown(path: &Path) -> bool {
     path.extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("md"))
+}
+
+/// Whether a file event is a change worth a reload. inotify also reports opens and reads
+/// (`Access`), and the reload itself opens every persona file; only a close after writing
+/// counts among those.
+fn is_change(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode, EventKind};
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::event::{
+        AccessKind, AccessMode, CreateKind, DataChange, EventKind, ModifyKind, RemoveKind,
+    };
+
+    #[test]
+    fn opening_or_reading_a_persona_is_not_a_change_but_writing_it_is() {
+        for kind in [
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            EventKind::Access(AccessKind::Read),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+            EventKind::Access(AccessKind::Any),
+        ] {
+            assert!(!is_change(&kind), "{kind:?}");
+        }
+        for kind in [
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            EventKind::Modify(ModifyKind::Data(DataChange::Any)),
+            EventKind::Create(CreateKind::File),
+            EventKind::Remove(RemoveKind::File),
+        ] {
+            assert!(is_change(&kind), "{kind:?}");
+        }
+    }
 }

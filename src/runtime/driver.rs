@@ -59,6 +59,7 @@ pub struct Driver {
     inbound_durable: u64,
     passes: u64,
     heartbeat: Option<super::Heartbeat>,
+    published: super::handle::Published,
 }
 
 impl Driver {
@@ -94,6 +95,7 @@ impl Driver {
             inbound_durable: 0,
             passes: 0,
             heartbeat: rt.heartbeat,
+            published: rt.published,
         }
     }
 
@@ -196,6 +198,9 @@ impl Driver {
             safety,
         );
         self.sched.load(loaded.graphs, self.clock.now());
+        for agent in self.agents.keys() {
+            self.publish_modes(agent);
+        }
         Ok(())
     }
 
@@ -262,9 +267,20 @@ impl Driver {
             Event::RemoveAgent { agent, reason } => {
                 info!(event = "agent_removed", agent = %agent, reason = %reason, "agent stopped; its graphs stay on disk");
                 self.sched.stop_agent(&agent, now);
+                self.published.set_modes(&agent, None);
             }
         }
         Ok(())
+    }
+
+    /// Shows the agent's trigger-mode overrides, as the scheduler now holds them, to the
+    /// handle (the group gate reads them there).
+    fn publish_modes(&self, agent: &str) {
+        let state = self.sched.safety().state(agent);
+        self.published.set_modes(
+            agent,
+            Some(state.map(|s| &s.group_modes).unwrap_or(&Default::default())),
+        );
     }
 
     /// Hot reload: a running agent gets its new persona (from its next task on); a new one
@@ -283,6 +299,7 @@ impl Driver {
         }
         let state = load_agent_state(self.store.state_dir().clone(), &agent).await?;
         self.sched.add_agent(&agent, self_id, state, now);
+        self.publish_modes(&agent);
         info!(event = "agent_started", agent = %agent, "agent started");
         Ok(())
     }
@@ -333,6 +350,7 @@ impl Driver {
                     }
                 }
                 Effect::SaveAgentState(agent) => {
+                    self.publish_modes(&agent);
                     let state = self
                         .sched
                         .safety()

@@ -2,13 +2,53 @@
 //! playground, the daemon's signal handler and tests push events through it and watch the
 //! published [`Status`]; nothing here touches graphs or the disk.
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
 use super::queue::{Event, WorkQueue};
 use super::{Admit, AgentHandle, InboundGate, Status};
-use crate::telegram::{Chat, Message};
+use crate::group::settings::TriggerMode;
+use crate::persona::Persona;
+use crate::telegram::{Chat, ChatId, Message};
+
+type GroupModes = BTreeMap<ChatId, TriggerMode>;
+
+/// What the runtime shows the code in front of it (the group gate), shared by every clone of
+/// the handle: the persona each agent was last given (at start or by
+/// [`RuntimeHandle::upsert_agent`]), so a hot reload reaches the gate whichever path made it,
+/// and each agent's per-chat trigger-mode overrides as the runtime read them from its state
+/// (and changed them since), so nobody reads that file a second time.
+#[derive(Clone, Default)]
+pub(super) struct Published {
+    personas: Arc<Mutex<HashMap<String, Arc<Persona>>>>,
+    modes: Arc<Mutex<HashMap<String, GroupModes>>>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Published {
+    pub(super) fn new(personas: impl IntoIterator<Item = Arc<Persona>>) -> Published {
+        let map = personas.into_iter().map(|p| (p.name.clone(), p)).collect();
+        Published {
+            personas: Arc::new(Mutex::new(map)),
+            modes: Arc::default(),
+        }
+    }
+
+    /// Records an agent's trigger-mode overrides (the driver, whenever it loads or changes
+    /// the agent's state); `None` forgets the agent.
+    pub(super) fn set_modes(&self, agent: &str, modes: Option<&GroupModes>) {
+        let mut all = locked(&self.modes);
+        match modes {
+            Some(m) => all.insert(agent.to_string(), m.clone()),
+            None => all.remove(agent),
+        };
+    }
+}
 
 /// A cloneable handle for feeding the runtime and watching it.
 #[derive(Clone)]
@@ -16,6 +56,7 @@ pub struct RuntimeHandle {
     pub(super) queue: Arc<WorkQueue>,
     pub(super) status: watch::Receiver<Status>,
     pub(super) gate: Option<Arc<dyn InboundGate>>,
+    pub(super) published: Published,
 }
 
 impl RuntimeHandle {
@@ -25,13 +66,37 @@ impl RuntimeHandle {
         self
     }
 
-    /// Starts an agent, or swaps a running agent's persona; takes effect from its next task.
+    /// Starts an agent, or swaps a running agent's persona; takes effect from its next task
+    /// (and at once for [`RuntimeHandle::persona`], which the group gate reads).
     pub fn upsert_agent(&self, agent: AgentHandle) {
+        locked(&self.published.personas)
+            .insert(agent.persona.name.clone(), Arc::clone(&agent.persona));
         self.queue.push(Event::UpsertAgent(Box::new(agent)));
+    }
+
+    /// The persona `agent` was last given, at start or by [`RuntimeHandle::upsert_agent`].
+    pub fn persona(&self, agent: &str) -> Option<Arc<Persona>> {
+        locked(&self.published.personas).get(agent).cloned()
+    }
+
+    /// The trigger-mode override of `chat` in `agent`'s state, as the runtime holds it.
+    pub fn group_mode(&self, agent: &str, chat: ChatId) -> Option<TriggerMode> {
+        locked(&self.published.modes)
+            .get(agent)
+            .and_then(|m| m.get(&chat))
+            .copied()
+    }
+
+    /// Resolves once the runtime has read `agent`'s state (so [`RuntimeHandle::group_mode`]
+    /// answers for it), or the loop stopped.
+    pub async fn wait_agent_state(&self, agent: &str) {
+        self.wait_until(|_| locked(&self.published.modes).contains_key(agent))
+            .await;
     }
 
     /// Stops an agent whose persona is gone (hot reload); its graphs stay on disk.
     pub fn remove_agent(&self, agent: &str, reason: &str) {
+        locked(&self.published.personas).remove(agent);
         self.queue.push(Event::RemoveAgent {
             agent: agent.to_string(),
             reason: reason.to_string(),

@@ -150,6 +150,7 @@ pub struct Runtime {
     status_tx: watch::Sender<Status>,
     status_rx: watch::Receiver<Status>,
     heartbeat: Option<Heartbeat>,
+    published: handle::Published,
 }
 
 impl Runtime {
@@ -161,7 +162,9 @@ impl Runtime {
         clock: SharedClock,
     ) -> Runtime {
         let (status_tx, status_rx) = watch::channel(Status::default());
+        let published = handle::Published::new(agents.iter().map(|a| Arc::clone(&a.persona)));
         Runtime {
+            published,
             config: Arc::new(config),
             agents: agents
                 .into_iter()
@@ -196,6 +199,7 @@ impl Runtime {
             queue: Arc::clone(&self.queue),
             status: self.status_rx.clone(),
             gate: None,
+            published: self.published.clone(),
         }
     }
 

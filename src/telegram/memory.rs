@@ -213,6 +213,10 @@ pub fn user_id_for(name: &str) -> i64 {
     1_000_000 + (h % 1_000_000_000) as i64
 }
 
+/// Largest sticker file [`MemoryTelegram::load_sticker_sets`] reads (Telegram's own stickers
+/// are at most a few hundred KB).
+pub const STICKER_FILE_CAP: u64 = 16 << 20;
+
 impl MemoryTelegram {
     /// A fresh account. With `dir`, transcripts are loaded from and saved to
     /// `dir/<chat>.json`.
@@ -272,7 +276,8 @@ impl MemoryTelegram {
         })
     }
 
-    /// Serves sticker sets from `dir`: one folder per set (its name is the set's short name),
+    /// Serves sticker sets from `dir` (files over [`STICKER_FILE_CAP`] are refused, naming
+    /// them): one folder per set (its name is the set's short name),
     /// one file per sticker named by its emoji or name (`👋.webp`, `wave.webp`). Each
     /// sticker's bytes become downloadable under the unique id sent stickers get. Without
     /// any set loaded every sticker exists. Blocking: reads the directory.
@@ -305,7 +310,9 @@ impl MemoryTelegram {
                 if !path.is_file() {
                     continue;
                 }
-                let bytes = std::fs::read(&path).map_err(io(&path))?;
+                // Through the safe reader: capped, and never blocking should the file have
+                // been swapped for a FIFO since the check above.
+                let bytes = store::read_file(&path, STICKER_FILE_CAP, store::Symlinks::Follow)?;
                 self.put_media(&format!("sticker:{set_name}:{stem}"), bytes);
                 names.push(stem);
                 count += 1;

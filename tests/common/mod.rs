@@ -480,6 +480,19 @@ pub async fn run_to_end(
     .map_err(|e| e.to_string())?
 }
 
+/// An `agents/` directory (with an empty `prompts/` next to it) under `dir` holding one usable
+/// persona file, `good.md` (agent `Good`); returns the agents directory.
+pub fn agents_with_a_good_persona(dir: &Path) -> std::io::Result<PathBuf> {
+    let agents = dir.join("agents");
+    std::fs::create_dir_all(&agents)?;
+    std::fs::create_dir_all(dir.join("prompts"))?;
+    std::fs::write(
+        agents.join("good.md"),
+        "# Agent Name\nGood\n# Agent Phone\n+15550100009\n# Agent Instructions\nHi.\n",
+    )?;
+    Ok(agents)
+}
+
 /// Removes every variable the binary (or a library default) could read from the
 /// environment of a child process: PERSONAD_*, GEMINI_*, GOOGLE_*, TELEGRAM_*, OPENAI_*.
 pub fn clear_env(cmd: &mut std::process::Command) {

@@ -167,15 +167,14 @@ fn start_pool(
 /// The agent's session file, which must exist and be private.
 fn existing_session(state: &StateDir, agent: &str) -> Result<std::path::PathBuf, ConnectError> {
     let path = session::session_path(state, agent);
-    if !path.exists() {
-        return Err(SessionError::Missing {
+    match session::check_file(&path)? {
+        session::SessionFile::Present => Ok(path),
+        session::SessionFile::Absent => Err(SessionError::Missing {
             agent: agent.to_string(),
             path,
         }
-        .into());
+        .into()),
     }
-    session::check_private(&path)?;
-    Ok(path)
 }
 
 /// Runs the (small, blocking) session file checks off the async threads: the file must
@@ -190,7 +189,6 @@ async fn prepare_session(
         let path = if create {
             let path = session::session_path(&state, &agent);
             session::create_private(&path)?;
-            session::check_private(&path)?;
             path
         } else {
             existing_session(&state, &agent)?
