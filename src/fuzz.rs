@@ -22,6 +22,7 @@ use crate::planner::Action;
 use crate::playground::input::{self, RawLine};
 use crate::telegram::MessageId;
 use crate::telegram::mtproto::format;
+use crate::telegram::mtproto::map::{self, MapContext, SerializedMapping};
 
 /// A fuzz entry point: takes any bytes, panics only on a finding.
 pub type Target = fn(&[u8]);
@@ -34,6 +35,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("persona", persona_file),
     ("jsonl_input", jsonl_input),
     ("tg_export", tg_export),
+    ("telegram", telegram),
 ];
 
 /// A graph file as `store` reads it: decoding validates, and a graph that decodes encodes
@@ -227,6 +229,33 @@ pub fn tg_export(data: &[u8]) {
             if let Some(id) = &m.from_id {
                 let _ = export::numeric_id(id);
             }
+        }
+    }
+}
+
+/// A message or update as Telegram sends it (TL-serialized), mapped as the pump maps it: a
+/// mapped message belongs to the chat it names, and its mentions come from inside its text.
+pub fn telegram(data: &[u8]) {
+    let ctx = MapContext {
+        self_id: 1000,
+        self_username: Some("personabot".into()),
+    };
+    let Some(SerializedMapping::Message { mapped, .. }) = map::map_serialized(data, &ctx) else {
+        return;
+    };
+    let Ok(mapped) = *mapped else {
+        return;
+    };
+    assert_eq!(
+        mapped.chat.id, mapped.message.chat,
+        "a message outside its chat"
+    );
+    for m in &mapped.message.mentions {
+        if let Some(name) = &m.username {
+            assert!(
+                mapped.message.text.contains(name.as_str()),
+                "a mention not in the text"
+            );
         }
     }
 }

@@ -76,3 +76,29 @@ fn the_fuzz_crate_builds_exactly_the_listed_targets() {
         );
     }
 }
+
+#[test]
+fn the_telegram_seeds_decode_and_their_messages_map() {
+    use personad::telegram::mtproto::map::{MapContext, SerializedMapping, map_serialized};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/telegram");
+    let ctx = MapContext {
+        self_id: 1000,
+        self_username: Some("personabot".into()),
+    };
+    let mut messages = 0;
+    for path in files(&dir) {
+        let bytes = std::fs::read(&path).unwrap_or_default();
+        match map_serialized(&bytes, &ctx) {
+            Some(SerializedMapping::Message { mapped, .. }) => {
+                assert!(mapped.is_ok(), "{}: {mapped:?}", path.display());
+                messages += 1;
+            }
+            Some(SerializedMapping::Update(deleted)) => assert!(deleted.is_some()),
+            None => panic!(
+                "{} decodes as neither a message nor an update",
+                path.display()
+            ),
+        }
+    }
+    assert!(messages >= 3);
+}

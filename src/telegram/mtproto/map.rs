@@ -347,6 +347,35 @@ pub fn map_raw(
     map_with(raw, ctx, known, &[])
 }
 
+/// What the pump learns from one TL-serialized message or update: each decoded object run
+/// through the mapping functions here, as the pump would. For the `telegram` fuzz target
+/// (`crate::fuzz`); `None` when the bytes decode as neither.
+pub fn map_serialized(bytes: &[u8], ctx: &MapContext) -> Option<SerializedMapping> {
+    use grammers_client::tl::Deserializable as _;
+    if let Ok(raw) = tl::enums::Message::from_bytes(bytes) {
+        return Some(SerializedMapping::Message {
+            mapped: Box::new(map_raw(&raw, ctx, &Known::default())),
+            topic: topic_of(&raw),
+            migration: migration(&raw),
+            real_edit: is_real_edit(&raw),
+        });
+    }
+    let update = tl::enums::Update::from_bytes(bytes).ok()?;
+    Some(SerializedMapping::Update(map_deleted_raw(&update)))
+}
+
+/// The result of [`map_serialized`].
+#[derive(Debug)]
+pub enum SerializedMapping {
+    Message {
+        mapped: Box<Result<Mapped, Ignored>>,
+        topic: Option<i32>,
+        migration: Option<(ChatId, ChatId)>,
+        real_edit: bool,
+    },
+    Update(Option<Deleted>),
+}
+
 /// The forum topic a message belongs to (the id of the topic's first message), if it was
 /// written in a topic other than "General".
 pub fn topic_of(raw: &tl::enums::Message) -> Option<i32> {
