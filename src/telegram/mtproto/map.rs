@@ -87,15 +87,15 @@ impl PeerDesc {
         match chat {
             tl::enums::Chat::Empty(_) => None,
             tl::enums::Chat::Chat(c) => {
-                let id = PeerId::chat(c.id)?.bot_api_dialog_id()?;
+                let id = chat_peer(c.id)?.bot_api_dialog_id()?;
                 desc(id, PeerClass::BasicGroup, &c.title, None, false)
             }
             tl::enums::Chat::Forbidden(c) => {
-                let id = PeerId::chat(c.id)?.bot_api_dialog_id()?;
+                let id = chat_peer(c.id)?.bot_api_dialog_id()?;
                 desc(id, PeerClass::BasicGroup, &c.title, None, false)
             }
             tl::enums::Chat::Channel(c) => {
-                let id = PeerId::channel(c.id)?.bot_api_dialog_id()?;
+                let id = channel_peer(c.id)?.bot_api_dialog_id()?;
                 let class = if c.broadcast {
                     PeerClass::Broadcast
                 } else {
@@ -104,7 +104,7 @@ impl PeerDesc {
                 desc(id, class, &c.title, c.username.clone(), c.min)
             }
             tl::enums::Chat::ChannelForbidden(c) => {
-                let id = PeerId::channel(c.id)?.bot_api_dialog_id()?;
+                let id = channel_peer(c.id)?.bot_api_dialog_id()?;
                 let class = if c.broadcast {
                     PeerClass::Broadcast
                 } else {
@@ -402,7 +402,7 @@ pub fn migration(raw: &tl::enums::Message) -> Option<(ChatId, ChatId)> {
         return None;
     };
     let from = chat_id_of(&s.peer_id)?;
-    let to = PeerId::channel(a.channel_id)?.bot_api_dialog_id()?;
+    let to = channel_peer(a.channel_id)?.bot_api_dialog_id()?;
     Some((from, ChatId(to)))
 }
 
@@ -426,7 +426,7 @@ pub fn map_deleted_raw(update: &tl::enums::Update) -> Option<Deleted> {
             ids: ids(&u.messages),
         }),
         tl::enums::Update::DeleteChannelMessages(u) => Some(Deleted {
-            chat: PeerId::channel(u.channel_id)
+            chat: channel_peer(u.channel_id)
                 .and_then(PeerId::bot_api_dialog_id)
                 .map(ChatId),
             ids: ids(&u.messages),
@@ -434,6 +434,24 @@ pub fn map_deleted_raw(update: &tl::enums::Update) -> Option<Deleted> {
         _ => None,
     }
 }
+
+/// A channel's (or supergroup's) peer id; `None` out of Telegram's ranges. grammers'
+/// `PeerId::channel` computes the id before it checks the range, which overflows (a panic in
+/// debug builds) for ids near the ends of i64 (found by fuzzing); this checks first.
+pub fn channel_peer(id: i64) -> Option<PeerId> {
+    (1..=MAX_CHANNEL_ID)
+        .contains(&id)
+        .then(|| PeerId::channel(id))
+        .flatten()
+}
+
+/// A basic group's peer id; `None` out of range (checked first, as for [`channel_peer`]).
+pub fn chat_peer(id: i64) -> Option<PeerId> {
+    (id > 0).then(|| PeerId::chat(id)).flatten()
+}
+
+/// The largest channel id Telegram uses (monoforums end at 3·10¹²).
+const MAX_CHANNEL_ID: i64 = 3_000_000_000_000;
 
 /// Bot-API chat id of a raw peer, `None` when the id is out of Telegram's ranges.
 pub fn chat_id_of(peer: &tl::enums::Peer) -> Option<ChatId> {
@@ -446,8 +464,8 @@ pub fn chat_id_of(peer: &tl::enums::Peer) -> Option<ChatId> {
 fn peer_id_of(peer: &tl::enums::Peer) -> Option<PeerId> {
     match peer {
         tl::enums::Peer::User(p) => PeerId::user(p.user_id),
-        tl::enums::Peer::Chat(p) => PeerId::chat(p.chat_id),
-        tl::enums::Peer::Channel(p) => PeerId::channel(p.channel_id),
+        tl::enums::Peer::Chat(p) => chat_peer(p.chat_id),
+        tl::enums::Peer::Channel(p) => channel_peer(p.channel_id),
     }
 }
 

@@ -569,7 +569,7 @@ pub async fn restore_update_state<S>(
     }
     let mut broadcast = std::collections::HashSet::new();
     for channel in &saved.channels {
-        if let Some(id) = PeerId::channel(channel.id)
+        if let Some(id) = map::channel_peer(channel.id)
             && let Ok(Some(PeerInfo::Channel {
                 kind: Some(ChannelKind::Broadcast),
                 ..
