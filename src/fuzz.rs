@@ -167,6 +167,16 @@ pub fn persona_file(data: &[u8]) {
             p.line.is_none_or(|l| (1..=lines).contains(&l)),
             "line out of file"
         );
+        // Quoted file text is masked: no run of 7 digits (a phone number) in any message.
+        let longest_digits = p
+            .message
+            .split(|c: char| !c.is_ascii_digit())
+            .map(str::len)
+            .max();
+        assert!(
+            longest_digits < Some(7),
+            "a problem shows a phone-like number"
+        );
     }
     if let Some(p) = &entry.persona {
         assert!(

@@ -533,6 +533,42 @@ pub fn mask_phone(phone: &str) -> String {
     format!("{plus}{head}{}{tail}", "*".repeat(n - 6))
 }
 
+/// Masks, as [`mask_phone`] does, every run of text that looks like a phone number: 7 or
+/// more digits, optionally after a `+`, with spaces, dashes, dots or parentheses between
+/// them. Shorter numbers (line numbers, counts, limits) are left alone.
+pub fn redact_phones(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while let Some(&c) = chars.get(i) {
+        let starts =
+            c.is_ascii_digit() || (c == '+' && chars.get(i + 1).is_some_and(char::is_ascii_digit));
+        if !starts {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let mut end = i + 1;
+        let mut j = i + 1;
+        while let Some(&d) = chars.get(j) {
+            if d.is_ascii_digit() {
+                end = j + 1;
+            } else if !matches!(d, ' ' | '-' | '.' | '(' | ')') {
+                break;
+            }
+            j += 1;
+        }
+        let run: String = chars[i..end].iter().collect();
+        if run.chars().filter(char::is_ascii_digit).count() >= 7 {
+            out.push_str(&mask_phone(&run));
+        } else {
+            out.push_str(&run);
+        }
+        i = end;
+    }
+    out
+}
+
 /// Checks that `name` can be used as an agent identifier (it names state
 /// directories and appears in logs). Returns the reason when it cannot:
 /// empty, longer than [`MAX_AGENT_NAME_CHARS`] characters, more than one
@@ -887,7 +923,7 @@ fn sort_problems(problems: &mut [Problem]) {
 /// cut after 80 characters.
 fn show(value: &str) -> String {
     let mut out = String::from("`");
-    for (i, c) in value.chars().enumerate() {
+    for (i, c) in redact_phones(value).chars().enumerate() {
         if i == 80 {
             out.push('…');
             break;
@@ -1095,8 +1131,8 @@ fn parse_persona_inner(
                 report.warning(
                     sec.line,
                     format!(
-                        "unknown heading `# {}`: kept, but not used by this version",
-                        sec.title
+                        "unknown heading {}: kept, but not used by this version",
+                        show(&format!("# {}", sec.title))
                     ),
                 );
                 extra.insert(sec.title.clone(), sec.value.to_owned());
@@ -1131,7 +1167,7 @@ fn parse_persona_inner(
             report.warning(
                 sec.value_line,
                 format!(
-                    "{} does not look like an international phone number (`+` and 7 to 15 digits, e.g. `+15550100001`)",
+                    "{} does not look like an international phone number (`+` and 7 to 15 digits, e.g. `+1 555 010 0001`)",
                     heading(Field::Phone)
                 ),
             );
@@ -1448,7 +1484,10 @@ fn load_role_prompt(
                 if text.is_empty() {
                     report.warning(
                         line,
-                        format!("role prompt file `{}` is empty", candidate.display()),
+                        format!(
+                            "role prompt file `{}` is empty",
+                            redact_phones(&candidate.display().to_string())
+                        ),
                     );
                 }
                 Some(RolePrompt {
@@ -1458,7 +1497,10 @@ fn load_role_prompt(
                 })
             }
             Err(err) => {
-                let what = format!("role prompt file `{}`", candidate.display());
+                let what = format!(
+                    "role prompt file `{}`",
+                    redact_phones(&candidate.display().to_string())
+                );
                 report.error(line, err.describe(&what, true));
                 None
             }
@@ -1471,9 +1513,10 @@ fn load_role_prompt(
     report.error(
         line,
         format!(
-            "role prompt {} not found (searched {} for `{file_name}`)",
+            "role prompt {} not found (searched {} for `{}`)",
             show(name),
-            searched.join(", ")
+            searched.join(", "),
+            redact_phones(&file_name)
         ),
     );
     None

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use personad::persona::{
     LoadReport, MAX_FILE_BYTES, PersonaDirError, PersonaEntry, Severity, StickerRef,
-    apply_placeholders, load_dir, mask_phone, parse_persona,
+    apply_placeholders, load_dir, mask_phone, parse_persona, redact_phones,
 };
 
 /// The three required fields, nothing else: 11 lines, the last being
@@ -787,8 +787,39 @@ fn phone_numbers_are_masked() {
     assert_eq!(
         rendered(&odd),
         [
-            "bad.md:7: warning: `# Agent Phone` does not look like an international phone number (`+` and 7 to 15 digits, e.g. `+15550100001`)"
+            "bad.md:7: warning: `# Agent Phone` does not look like an international phone number (`+` and 7 to 15 digits, e.g. `+1 555 010 0001`)"
         ]
+    );
+}
+
+/// A phone number in file text that a problem quotes (a heading written with the number on
+/// its line, a role prompt named after it) is masked too, so it never reaches the logs in
+/// full (found by the `persona` fuzz target).
+#[test]
+fn a_phone_quoted_by_a_problem_is_masked() {
+    let src = MINIMAL
+        .replace(
+            "# Agent Phone\n\n+15550100001",
+            "# Agent Phone +1 555 010-0001",
+        )
+        .replace("Be kind.", "Be kind.\n\n# Role Prompt\n\nCall +15550100001");
+    let entry = parse(&src);
+    let all = rendered(&entry).join("\n");
+    assert!(
+        !all.contains("0100001") && !all.contains("010-0001"),
+        "{all}"
+    );
+    assert!(
+        all.contains("unknown heading `# Agent Phone +1555*****01`"),
+        "{all}"
+    );
+    assert!(
+        all.contains("role prompt `Call +1555*****01` not found"),
+        "{all}"
+    );
+    assert_eq!(
+        redact_phones("line 12: 300 bytes, +44 20 7946 0958 or 5550100"),
+        "line 12: 300 bytes, +4420******58 or 5550*00"
     );
 }
 
