@@ -1116,8 +1116,8 @@ fn parse_persona_inner(
             report.error(
                 sec.line,
                 format!(
-                    "duplicate `# {}` heading (first at line {first})",
-                    sec.title
+                    "duplicate {} heading (first at line {first})",
+                    show(&format!("# {}", sec.title))
                 ),
             );
             continue;
@@ -1402,7 +1402,10 @@ fn parse_group(
         match parse(value) {
             Ok(v) => Some(v),
             Err(reason) => {
-                report.error(sec.value_line, format!("{}: {reason}", heading(field)));
+                report.error(
+                    sec.value_line,
+                    format!("{}: {}", heading(field), redact_phones(&reason)),
+                );
                 None
             }
         }
