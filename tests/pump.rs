@@ -946,6 +946,40 @@ impl Sink for Tee {
     }
 }
 
+/// Runs `script` through a pump whose sink is the harness's real runtime, recorded so the
+/// test can wait for what was pushed: the recorder, the stop token and the pump's task.
+fn pump_into_runtime(
+    h: &common::Harness,
+    script: Script,
+) -> (
+    Arc<Recorder>,
+    CancellationToken,
+    tokio::task::JoinHandle<PumpEnd>,
+) {
+    let recorder = Arc::new(Recorder::default());
+    let pump = Pump {
+        agent: common::AGENT.into(),
+        factory: Arc::new(script),
+        lookups: Arc::new(FakeLookups::default()),
+        sink: Arc::new(Tee {
+            runtime: RuntimeSink {
+                agent: common::AGENT.into(),
+                runtime: h.handle.clone(),
+                gate: None,
+            },
+            recorder: Arc::clone(&recorder),
+        }),
+        ledger: SentLedger::in_memory(Arc::clone(&h.shared_clock)),
+        clock: Arc::clone(&h.shared_clock),
+        opts: PumpOptions {
+            max_catch_up_age: Duration::from_secs(15 * 60),
+        },
+    };
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(pump.run(stop.clone()));
+    (recorder, stop, task)
+}
+
 /// End to end: a scripted new message goes through the pump into the real runtime, which
 /// plans and answers it on the in-memory backend; the owner's own message in another chat
 /// (during catch-up, behind that chat's inbound message) leaves that chat unanswered.
@@ -978,27 +1012,7 @@ async fn through_the_runtime_messages_are_answered_and_the_owner_takes_over() {
         })),
         upd(TgUpdate::NewMessage(owner)),
     ]);
-    let recorder = Arc::new(Recorder::default());
-    let pump = Pump {
-        agent: common::AGENT.into(),
-        factory: Arc::new(script.clone()),
-        lookups: Arc::new(FakeLookups::default()),
-        sink: Arc::new(Tee {
-            runtime: RuntimeSink {
-                agent: common::AGENT.into(),
-                runtime: h.handle.clone(),
-                gate: None,
-            },
-            recorder: Arc::clone(&recorder),
-        }),
-        ledger: SentLedger::in_memory(Arc::clone(&h.shared_clock)),
-        clock: Arc::clone(&h.shared_clock),
-        opts: PumpOptions {
-            max_catch_up_age: Duration::from_secs(15 * 60),
-        },
-    };
-    let stop = CancellationToken::new();
-    let task = tokio::spawn(pump.run(stop.clone()));
+    let (recorder, stop, task) = pump_into_runtime(&h, script);
     recorder.wait_for(3).await;
     h.settle().await;
     let sends: Vec<(i64, String)> = h.sends().into_iter().map(|(c, t, _)| (c.0, t)).collect();
@@ -1052,27 +1066,7 @@ async fn through_the_runtime_the_planner_sees_edits_and_not_deleted_messages() {
             ids: vec![extra.id],
         }),
     ]);
-    let recorder = Arc::new(Recorder::default());
-    let pump = Pump {
-        agent: common::AGENT.into(),
-        factory: Arc::new(script),
-        lookups: Arc::new(FakeLookups::default()),
-        sink: Arc::new(Tee {
-            runtime: RuntimeSink {
-                agent: common::AGENT.into(),
-                runtime: h.handle.clone(),
-                gate: None,
-            },
-            recorder: Arc::clone(&recorder),
-        }),
-        ledger: SentLedger::in_memory(Arc::clone(&h.shared_clock)),
-        clock: Arc::clone(&h.shared_clock),
-        opts: PumpOptions {
-            max_catch_up_age: Duration::from_secs(15 * 60),
-        },
-    };
-    let stop = CancellationToken::new();
-    let task = tokio::spawn(pump.run(stop.clone()));
+    let (recorder, stop, task) = pump_into_runtime(&h, script);
     recorder.wait_for(3).await;
     h.settle().await;
     assert_eq!(*seen.lock().unwrap(), vec![vec!["hello".to_string()]]);
@@ -1111,27 +1105,7 @@ async fn through_the_runtime_a_migrated_groups_plan_is_answered_in_the_supergrou
             to: new.id,
         }),
     ]);
-    let recorder = Arc::new(Recorder::default());
-    let pump = Pump {
-        agent: common::AGENT.into(),
-        factory: Arc::new(script),
-        lookups: Arc::new(FakeLookups::default()),
-        sink: Arc::new(Tee {
-            runtime: RuntimeSink {
-                agent: common::AGENT.into(),
-                runtime: h.handle.clone(),
-                gate: None,
-            },
-            recorder: Arc::clone(&recorder),
-        }),
-        ledger: SentLedger::in_memory(Arc::clone(&h.shared_clock)),
-        clock: Arc::clone(&h.shared_clock),
-        opts: PumpOptions {
-            max_catch_up_age: Duration::from_secs(15 * 60),
-        },
-    };
-    let stop = CancellationToken::new();
-    let task = tokio::spawn(pump.run(stop.clone()));
+    let (recorder, stop, task) = pump_into_runtime(&h, script);
     recorder.wait_for(2).await;
     h.settle().await;
     let sends: Vec<(i64, String)> = h.sends().into_iter().map(|(c, t, _)| (c.0, t)).collect();
