@@ -10,13 +10,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use personad::clock::{BoxFuture, SharedClock, SystemClock};
-use personad::group::classifier::Classifier;
-use personad::group::decide::{self, ChatState, Context, Identity, Inbound};
-use personad::group::replay::{ReplayOptions, replay};
-use personad::group::settings::{GroupSettings, TriggerMode};
-use personad::llm::{Llm, LlmError, LlmOutcome, LlmRequest};
-use personad::telegram::{ChatId, Message, MessageId, Sender};
+use personad::adapters::classifier::Classifier;
+use personad::app::replay::{ReplayOptions, replay};
+use personad::core::group::decide::{self, ChatState, Context, Identity, Inbound};
+use personad::core::group::settings::{GroupSettings, TriggerMode};
+use personad::core::llm::{LlmOutcome, LlmRequest};
+use personad::core::model::{ChatId, Message, MessageId, Sender};
+use personad::core::time::BoxFuture;
+use personad::ports::clock::{SharedClock, SystemClock};
+use personad::ports::llm::{Llm, LlmError};
 
 struct NotAddressed(AtomicUsize);
 
@@ -103,13 +105,13 @@ fn replay_calls() {
         println!("classifier calls: {path} absent, skipped");
         return;
     };
-    let Ok(export) = personad::group::export::parse(&text) else {
+    let Ok(export) = personad::adapters::export::parse(&text) else {
         println!("classifier calls: export unreadable");
         return;
     };
     let src = "# Agent Name\nWren\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nA friendly Python programmer.\n";
     let Some(persona) =
-        personad::persona::parse_persona(std::path::Path::new("bench.md"), src, &[]).persona
+        personad::core::persona::parse_persona(std::path::Path::new("bench.md"), src, &[]).persona
     else {
         return;
     };

@@ -14,15 +14,14 @@ use std::path::Path;
 
 use jiff::Timestamp;
 
-use crate::blocks::{self, ParseOptions, TELEGRAM_TEXT_LIMIT_UTF16};
-use crate::graph::codec;
-use crate::group::{classifier, export};
-use crate::persona;
-use crate::planner::Action;
-use crate::playground::input::{self, RawLine};
-use crate::telegram::MessageId;
-use crate::telegram::mtproto::format;
-use crate::telegram::mtproto::map::{self, MapContext, SerializedMapping};
+use crate::adapters::mtproto::map::{self, MapContext, SerializedMapping};
+use crate::adapters::{classifier, export};
+use crate::app::playground::input::{self, RawLine};
+use crate::core::blocks::{self, ParseOptions, TELEGRAM_TEXT_LIMIT_UTF16};
+use crate::core::graph::codec;
+use crate::core::model::MessageId;
+use crate::core::persona;
+use crate::core::plan::Action;
 
 /// A fuzz entry point: takes any bytes, panics only on a finding.
 pub type Target = fn(&[u8]);
@@ -131,8 +130,8 @@ pub fn model_output(data: &[u8]) {
 /// positive length.
 pub fn markdown(data: &[u8]) {
     let markdown = String::from_utf8_lossy(data);
-    let (text, spans) = format::entity_spans(&markdown);
-    let len = format::utf16_len(&text);
+    let (text, spans) = crate::core::markdown::entity_spans(&markdown);
+    let len = crate::core::markdown::utf16_len(&text);
     for (offset, length) in spans {
         assert!(offset >= 0 && length > 0, "an empty or negative entity");
         assert!(

@@ -32,30 +32,10 @@
 //! - [`ops`]: systemd notify, owner controls, the ctl socket, file watching, metrics.
 //! - [`logging`]: one log line per event (text, JSON or journald), stable event names.
 
-pub mod agent_state;
-pub mod backoff;
-pub mod bench;
-pub mod blocks;
-pub mod cli;
-pub mod clock;
-pub mod commands;
-pub mod config;
-pub mod crash_harness;
-pub mod daemon;
+pub mod adapters;
+pub mod app;
+pub mod core;
 pub mod fuzz;
-pub mod graph;
-pub mod group;
-pub mod handlers;
-pub mod llm;
-pub mod llm_planner;
-pub mod logging;
-pub mod media;
-pub mod ops;
-pub mod persona;
-pub mod planner;
-pub mod playground;
-pub mod prompt;
+pub mod ingress;
+pub mod ports;
 pub mod runtime;
-pub mod stickers;
-pub mod store;
-pub mod telegram;

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use personad::cli::{Cli, Command};
-use personad::commands::{self, CommandError, exit};
-use personad::{bench, crash_harness, daemon, logging, ops, playground};
+use personad::app::cli::{Cli, Command};
+use personad::app::commands::{self, CommandError, exit};
+use personad::app::{bench, crash_harness, daemon, logging, ops, playground};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -52,7 +52,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => on_runtime(daemon::run(global, args))?,
         Command::Login(args) => on_runtime(daemon::login(global, args))?,
         Command::Chat(args) => on_runtime(playground::chat(global, args))?,
-        Command::Replay(args) => on_runtime(personad::group::replay::run(global, args))?,
+        Command::Replay(args) => on_runtime(personad::app::replay::run(global, args))?,
         Command::Ctl(cmd) => on_runtime(ops::ctl::client(global, cmd))?,
     };
     Ok(code)

@@ -1,15 +1,15 @@
-//! Tests of task-block parsing (`personad::blocks`): each test states what it proves. The
+//! Tests of task-block parsing (`personad::core::blocks`): each test states what it proves. The
 //! parser is fed model text, which is adversarial, so besides the format itself these pin
 //! down the guards (caps, gating, reply-id checks, splitting) and, with property tests, that no
 //! input panics and that valid blocks survive noise.
 
 use std::collections::HashSet;
 
-use personad::blocks::{
+use personad::core::blocks::{
     ParseOptions, ParsedReply, TELEGRAM_TEXT_LIMIT_UTF16, parse_reply, split_message, utf16_len,
 };
-use personad::planner::Action;
-use personad::telegram::{MessageId, StickerChoice};
+use personad::core::model::{MessageId, StickerChoice};
+use personad::core::plan::Action;
 use proptest::prelude::*;
 
 fn parse(text: &str) -> ParsedReply {
@@ -685,7 +685,7 @@ proptest! {
             if let Action::Send { text, .. } = action {
                 prop_assert!(!text.trim().is_empty());
                 // Telegram's limit counts the text as shown (after Markdown).
-                let shown = personad::telegram::mtproto::format::rendered_text(text);
+                let shown = personad::core::markdown::rendered_text(text);
                 prop_assert!(utf16_len(&shown) <= TELEGRAM_TEXT_LIMIT_UTF16);
             }
         }

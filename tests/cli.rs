@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use jiff::Timestamp;
-use personad::graph::TaskGraph;
-use personad::store::{GraphStore, StateDir};
-use personad::telegram::{Chat, ChatId, ChatKind};
+use personad::adapters::store::{GraphStore, StateDir};
+use personad::core::graph::TaskGraph;
+use personad::core::model::{Chat, ChatId, ChatKind};
 use serde_json::Value;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -160,7 +160,7 @@ fn sample_graph(chat: i64) -> TaskGraph {
         "Wren",
         chat,
         now,
-        Some(personad::telegram::MessageId(3)),
+        Some(personad::core::model::MessageId(3)),
         now,
     )
 }

@@ -7,9 +7,9 @@ mod common;
 use std::sync::Arc;
 
 use common::{AGENT, Harness, TestResult, config, dm, reply_with, secs};
-use personad::ops::controls::{Controller, Hooks, Op, Seat};
-use personad::store::StateDir;
-use personad::telegram::{ChatId, Message, MessageId, Sender};
+use personad::adapters::store::StateDir;
+use personad::app::ops::controls::{Controller, Hooks, Op, Seat};
+use personad::core::model::{ChatId, Message, MessageId, Sender};
 
 fn controller(h: &Harness) -> Arc<Controller> {
     let c = Controller::new(
@@ -115,7 +115,7 @@ async fn a_chat_named_by_username_is_paused_and_its_messages_do_not_plan() -> Te
     h.settle().await;
     assert_eq!(h.sends().len(), 2);
     // The pause was saved for the next start.
-    let saved = personad::ops::controls::load_pauses(&StateDir::new(&h.state), AGENT);
+    let saved = personad::app::ops::controls::load_pauses(&StateDir::new(&h.state), AGENT);
     assert!(saved.chats.contains_key(&5));
     h.stop().await?;
     Ok(())

@@ -15,8 +15,8 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use personad::crash_harness::planned_texts;
-use personad::store::{GraphStore, StateDir};
+use personad::adapters::store::{GraphStore, StateDir};
+use personad::app::crash_harness::planned_texts;
 
 const CHATS: i64 = 4;
 

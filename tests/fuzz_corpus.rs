@@ -47,7 +47,7 @@ fn the_graph_seeds_load_so_the_round_trip_is_checked() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/graph_codec");
     for path in files(&dir) {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
-        if let Err(e) = personad::graph::codec::decode(&text) {
+        if let Err(e) = personad::core::graph::codec::decode(&text) {
             panic!("{} does not load: {e}", path.display());
         }
     }
@@ -79,7 +79,7 @@ fn the_fuzz_crate_builds_exactly_the_listed_targets() {
 
 #[test]
 fn the_telegram_seeds_decode_and_their_messages_map() {
-    use personad::telegram::mtproto::map::{MapContext, SerializedMapping, map_serialized};
+    use personad::adapters::mtproto::map::{MapContext, SerializedMapping, map_serialized};
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/telegram");
     let ctx = MapContext {
         self_id: 1000,

@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use personad::clock::{self, Clock, VirtualClock};
-use personad::llm::gemini::{GeminiClient, GeminiConfig};
-use personad::llm::retry::{RetryConfig, RetryingLlm};
-use personad::llm::{ApiKey, Llm, LlmError, LlmOutcome, LlmRequest, Part, Role, Turn};
+use personad::adapters::llm::gemini::{GeminiClient, GeminiConfig};
+use personad::adapters::llm::retry::{RetryConfig, RetryingLlm};
+use personad::core::llm::{LlmOutcome, LlmRequest, Part, Role, Turn};
+use personad::ports::clock::{self, Clock, VirtualClock};
+use personad::ports::llm::{ApiKey, Llm, LlmError};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};

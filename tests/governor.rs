@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use common::{TestResult, dm, group, secs, t0};
 use jiff::Timestamp;
-use personad::clock::{self, SharedClock, VirtualClock};
-use personad::telegram::governor::{FirstContact, Governor, GovernorConfig};
-use personad::telegram::memory::{Action, Incoming, MemoryTelegram};
-use personad::telegram::{
-    ChatId, MessageId, OutgoingSticker, OutgoingText, StickerChoice, Telegram, TelegramError,
+use personad::adapters::governor::{FirstContact, Governor, GovernorConfig};
+use personad::adapters::memory::{Action, Incoming, MemoryTelegram};
+use personad::core::model::{
+    ChatId, MessageId, OutgoingSticker, OutgoingText, StickerChoice, TelegramError,
 };
+use personad::ports::clock::{self, SharedClock, VirtualClock};
+use personad::ports::telegram::Telegram;
 
 struct Setup {
     clock: SharedClock,
@@ -33,7 +34,7 @@ fn setup(config: GovernorConfig) -> Result<Setup, Box<dyn std::error::Error>> {
 async fn open_dm(
     mem: &MemoryTelegram,
     id: i64,
-) -> Result<personad::telegram::Message, TelegramError> {
+) -> Result<personad::core::model::Message, TelegramError> {
     mem.ensure_chat(dm(id));
     mem.inject(
         ChatId(id),
@@ -369,7 +370,7 @@ async fn reactions_typing_and_reads_pass_through_immediately() -> TestResult {
 
 #[tokio::test]
 async fn a_backend_error_is_returned_once_and_not_retried() -> TestResult {
-    use personad::telegram::memory::Op;
+    use personad::adapters::memory::Op;
     let s = setup(GovernorConfig::default())?;
     open_dm(&s.mem, 1).await?;
     s.mem
@@ -462,9 +463,9 @@ async fn a_hundred_simultaneous_sends_are_paced_or_refused_never_overbooked() ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_the_runtime_a_refused_send_is_parked_and_goes_out_later() -> TestResult {
     use common::{AGENT, ScriptedPlanner, config, persona, send};
-    use personad::planner::SharedPlanner;
+    use personad::adapters::store::{GraphStore, StateDir};
+    use personad::ports::planner::SharedPlanner;
     use personad::runtime::{AgentHandle, Runtime};
-    use personad::store::{GraphStore, StateDir};
 
     let dir = tempfile::tempdir()?;
     let clock: SharedClock = Arc::new(VirtualClock::new(t0(), true));
@@ -518,7 +519,7 @@ async fn through_the_runtime_a_refused_send_is_parked_and_goes_out_later() -> Te
 /// reaction is skipped. The chat itself stays usable.
 #[tokio::test]
 async fn refused_stickers_fall_back_to_text_and_refused_reactions_are_skipped() -> TestResult {
-    use personad::telegram::memory::Op;
+    use personad::adapters::memory::Op;
     let s = setup(GovernorConfig::default())?;
     let inbound = open_dm(&s.mem, 1).await?;
     let sticker = |key| OutgoingSticker {

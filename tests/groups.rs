@@ -9,15 +9,16 @@ use std::time::Duration;
 
 use common::*;
 use jiff::Timestamp;
-use personad::clock::{self, SharedClock};
-use personad::group::classifier::{Classifier, Scores};
-use personad::group::decide::{self, ChatState, Context, Identity, Inbound, Stage, Verdict};
-use personad::group::gate::{GateConfig, GroupGate, QuoteBook, identity_for};
-use personad::group::settings::{GroupSettings, TriggerMode};
-use personad::llm::ApiKey;
-use personad::llm::gemini::{GeminiClient, GeminiConfig};
-use personad::telegram::memory::Incoming;
-use personad::telegram::{ChatId, Mention, Message, MessageId, Sender, Telegram};
+use personad::adapters::classifier::{Classifier, Scores};
+use personad::adapters::llm::gemini::{GeminiClient, GeminiConfig};
+use personad::adapters::memory::Incoming;
+use personad::core::group::decide::{self, ChatState, Context, Identity, Inbound, Stage, Verdict};
+use personad::core::group::settings::{GroupSettings, TriggerMode};
+use personad::core::model::{ChatId, Mention, Message, MessageId, Sender};
+use personad::ingress::gate::{GateConfig, GroupGate, QuoteBook, identity_for};
+use personad::ports::clock::{self, SharedClock};
+use personad::ports::llm::ApiKey;
+use personad::ports::telegram::Telegram;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path_regex};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -548,7 +549,7 @@ impl GroupRun {
             .actions()
             .into_iter()
             .filter_map(|r| match r.action {
-                personad::telegram::memory::Action::React { emoji, .. } => Some(emoji),
+                personad::adapters::memory::Action::React { emoji, .. } => Some(emoji),
                 _ => None,
             })
             .collect()
@@ -603,12 +604,12 @@ async fn a_classifier_that_does_not_answer_times_out_on_the_project_clock() {
         .respond_with(classifier_answer(not_addressed()).set_delay(Duration::from_secs(30)))
         .mount(&server)
         .await;
-    let vclock = personad::clock::VirtualClock::new(t0(), false);
+    let vclock = personad::ports::clock::VirtualClock::new(t0(), false);
     let shared: SharedClock = Arc::new(vclock.clone());
     let classifier = Classifier::new(gemini(&server.uri(), Arc::clone(&shared)), shared);
     let history: Vec<Message> = Vec::new();
     let new = vec![msg(1, 5, "anyone?")];
-    let input = personad::group::classifier::ClassifierInput {
+    let input = personad::adapters::classifier::ClassifierInput {
         model: "m",
         persona_name: "Wren",
         description: "",
@@ -633,7 +634,7 @@ async fn a_classifier_that_does_not_answer_times_out_on_the_project_clock() {
     let (result, ()) = tokio::join!(call, advance);
     assert_eq!(
         result,
-        Err(personad::group::classifier::ClassifierError::Timeout(10))
+        Err(personad::adapters::classifier::ClassifierError::Timeout(10))
     );
 }
 
@@ -738,7 +739,7 @@ fn group_headings_parse_with_defaults_and_bad_values_name_their_line() {
     assert_eq!(persona_with("Wren", "").group, GroupSettings::default());
 
     let src = "# Agent Name\nWren\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nHi.\n\n# Group Trigger Mode\nloud\n\n# Group Interject Threshold\n1.5\n";
-    let entry = personad::persona::parse_persona(std::path::Path::new("w.md"), src, &[]);
+    let entry = personad::core::persona::parse_persona(std::path::Path::new("w.md"), src, &[]);
     assert!(entry.persona.is_none());
     let lines: Vec<(Option<usize>, bool)> = entry
         .problems
@@ -753,12 +754,12 @@ fn group_headings_parse_with_defaults_and_bad_values_name_their_line() {
 /// after the human's question the back-and-forth stops within the loop guard.
 #[tokio::test]
 async fn two_personas_of_one_daemon_stop_addressing_each_other_within_the_loop_guard() {
+    use personad::adapters::memory::{Action as Recorded, MemoryTelegram};
+    use personad::adapters::store::{GraphStore, StateDir};
     use personad::runtime::{AgentHandle, Runtime};
-    use personad::store::{GraphStore, StateDir};
-    use personad::telegram::memory::{Action as Recorded, MemoryTelegram};
 
     let dir = tempfile::tempdir().unwrap();
-    let vclock = personad::clock::VirtualClock::new(t0(), true);
+    let vclock = personad::ports::clock::VirtualClock::new(t0(), true);
     let clock: SharedClock = Arc::new(vclock.clone());
     let hold = clock.hold();
     let names = ["ann", "bo"];
@@ -769,7 +770,7 @@ async fn two_personas_of_one_daemon_stop_addressing_each_other_within_the_loop_g
     for a in &accounts {
         a.ensure_chat(group(-100));
     }
-    let personas: Vec<Arc<personad::persona::Persona>> = names
+    let personas: Vec<Arc<personad::core::persona::Persona>> = names
         .iter()
         .map(|n| Arc::new(persona_with(n, "")))
         .collect();
@@ -780,7 +781,7 @@ async fn two_personas_of_one_daemon_stop_addressing_each_other_within_the_loop_g
         } else {
             "ann"
         };
-        Ok(vec![personad::planner::Action::Send {
+        Ok(vec![personad::core::plan::Action::Send {
             text: format!("{other}, what do you say?"),
             reply_to: None,
         }])
@@ -886,7 +887,7 @@ async fn two_personas_of_one_daemon_stop_addressing_each_other_within_the_loop_g
         }
         last = sends;
         tokio::task::yield_now().await;
-        drop(personad::clock::sleep(&vclock, Duration::from_secs(30)).await);
+        drop(personad::ports::clock::sleep(&vclock, Duration::from_secs(30)).await);
     }
     let per: Vec<usize> = accounts
         .iter()
@@ -916,7 +917,7 @@ async fn two_personas_of_one_daemon_stop_addressing_each_other_within_the_loop_g
 
 #[test]
 fn a_per_chat_mode_in_the_agent_state_wins_over_the_heading() {
-    let state: personad::agent_state::AgentState =
+    let state: personad::core::agent_state::AgentState =
         serde_json::from_str(r#"{"group_modes": {"-100": "strict"}}"#).unwrap();
     assert_eq!(
         state.group_mode(ChatId(-100), TriggerMode::Talkative),
@@ -926,14 +927,14 @@ fn a_per_chat_mode_in_the_agent_state_wins_over_the_heading() {
         state.group_mode(ChatId(-200), TriggerMode::Talkative),
         TriggerMode::Talkative
     );
-    let empty = personad::agent_state::AgentState::default();
+    let empty = personad::core::agent_state::AgentState::default();
     assert!(
         !serde_json::to_string(&empty)
             .unwrap()
             .contains("group_modes")
     );
     assert!(
-        serde_json::from_str::<personad::agent_state::AgentState>(
+        serde_json::from_str::<personad::core::agent_state::AgentState>(
             r#"{"group_modes": {"-1": "loud"}}"#
         )
         .is_err()
@@ -946,7 +947,7 @@ fn a_per_chat_mode_in_the_agent_state_wins_over_the_heading() {
 #[tokio::test]
 async fn a_chat_mode_in_the_agent_state_reaches_the_gate_through_the_runtime() {
     let dir = tempfile::tempdir().unwrap();
-    let agent_dir = personad::store::StateDir::new(dir.path()).agent_dir(AGENT);
+    let agent_dir = personad::adapters::store::StateDir::new(dir.path()).agent_dir(AGENT);
     std::fs::create_dir_all(&agent_dir).unwrap();
     std::fs::write(
         agent_dir.join("agent-state.json"),

@@ -5,10 +5,10 @@
 mod common;
 
 use common::*;
-use personad::graph::{Task, TaskGraph, TaskSpec, TaskStatus};
-use personad::store::{GraphStore, StateDir};
-use personad::telegram::memory::Action as Did;
-use personad::telegram::{Chat, ChatKind};
+use personad::adapters::memory::Action as Did;
+use personad::adapters::store::{GraphStore, StateDir};
+use personad::core::graph::{Task, TaskGraph, TaskSpec, TaskStatus};
+use personad::core::model::{Chat, ChatKind};
 
 /// Saves a graph for `chat` (as the graph file says it is) whose received task is done and
 /// whose next task is `spec`.
@@ -31,7 +31,7 @@ fn cleared_or_blocked(h: &Harness) -> usize {
 }
 
 async fn run_saved(
-    persona: personad::persona::Persona,
+    persona: personad::core::persona::Persona,
     chat: &Chat,
     saved_as: Chat,
     spec: TaskSpec,

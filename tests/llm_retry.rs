@@ -7,10 +7,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use personad::backoff::Backoff;
-use personad::clock::{self, BoxFuture, Clock, SharedClock, VirtualClock};
-use personad::llm::retry::{RetryConfig, RetryingLlm};
-use personad::llm::{Llm, LlmError, LlmOutcome, LlmRequest, Turn};
+use personad::adapters::llm::retry::{RetryConfig, RetryingLlm};
+use personad::core::llm::{LlmOutcome, LlmRequest, Turn};
+use personad::core::time::BoxFuture;
+use personad::ports::backoff::Backoff;
+use personad::ports::clock::{self, Clock, SharedClock, VirtualClock};
+use personad::ports::llm::{Llm, LlmError};
 
 fn t0() -> Timestamp {
     Timestamp::from_second(1_700_000_000).unwrap_or(Timestamp::UNIX_EPOCH)

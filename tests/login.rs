@@ -5,11 +5,11 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use personad::clock::BoxFuture;
-use personad::telegram::mtproto::login::{
+use personad::adapters::mtproto::login::{
     CodeVia, LoginApi, LoginError, PasswordAnswer, Prompter, SendCodeAnswer, SentCode,
     SignInAnswer, run_login,
 };
+use personad::core::time::BoxFuture;
 
 #[derive(Default)]
 struct FakeApi {

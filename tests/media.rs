@@ -6,14 +6,15 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use personad::clock::BoxFuture;
-use personad::llm::{Llm, LlmError, LlmOutcome, LlmRequest, Part};
-use personad::llm_planner::{LlmPlanner, LlmPlannerConfig};
-use personad::media::{MediaConfig, MediaPipeline, MediaPrompts};
-use personad::planner::SharedPlanner;
-use personad::store::StateDir;
-use personad::telegram::memory::Incoming;
-use personad::telegram::{Chat, MediaInfo, MediaKind, Message};
+use personad::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
+use personad::adapters::media::{MediaConfig, MediaPipeline, MediaPrompts};
+use personad::adapters::memory::Incoming;
+use personad::adapters::store::StateDir;
+use personad::core::llm::{LlmOutcome, LlmRequest, Part};
+use personad::core::model::{Chat, MediaInfo, MediaKind, Message};
+use personad::core::time::BoxFuture;
+use personad::ports::llm::{Llm, LlmError};
+use personad::ports::planner::SharedPlanner;
 
 const MEDIA_MODEL: &str = "media-test-model";
 
@@ -329,9 +330,9 @@ async fn a_voice_note_is_transcribed_into_the_prompt() -> TestResult {
 
 #[tokio::test]
 async fn a_sticker_task_sends_a_known_sticker_and_falls_back_to_text() -> TestResult {
-    use personad::planner::Action;
-    use personad::telegram::StickerChoice;
-    use personad::telegram::memory::Action as Done;
+    use personad::adapters::memory::Action as Done;
+    use personad::core::model::StickerChoice;
+    use personad::core::plan::Action;
     let dir = tempfile::tempdir()?;
     let sets = tempfile::tempdir()?;
     std::fs::create_dir(sets.path().join("Cats"))?;
@@ -389,7 +390,7 @@ async fn a_failing_sticker_set_is_not_re_described_sticker_by_sticker() -> TestR
         size: None,
         duration_secs: None,
         file_name: None,
-        sticker: Some(personad::telegram::StickerInfo {
+        sticker: Some(personad::core::model::StickerInfo {
             set: Some("Broken".into()),
             name: name.into(),
             emoji: None,
@@ -568,7 +569,7 @@ async fn an_animated_sticker_is_described_from_its_emoji_and_set_without_a_model
         size: Some(20_000),
         duration_secs: None,
         file_name: None,
-        sticker: Some(personad::telegram::StickerInfo {
+        sticker: Some(personad::core::model::StickerInfo {
             set: Some("Ducks".into()),
             name: "🦆".into(),
             emoji: Some("🦆".into()),

@@ -7,14 +7,15 @@ use std::sync::Arc;
 
 use grammers_client::tl;
 use grammers_client::{Client, InvocationError, SenderPool};
-use personad::telegram::mtproto::errors::classify;
-use personad::telegram::mtproto::format::{to_telegram, utf16_len};
-use personad::telegram::mtproto::map::{
+use personad::adapters::mtproto::errors::classify;
+use personad::adapters::mtproto::format::to_telegram;
+use personad::adapters::mtproto::map::{
     Deleted, Ignored, Known, MapContext, Mapped, Origin, PeerCache, PeerClass, PeerDesc,
     StickerSetRef, chat_id_of, is_real_edit, map_deleted_raw, map_edit, map_message,
     map_message_with, map_raw, mentions, migration, topic_of, utf16_slice,
 };
-use personad::telegram::{ChatId, ChatKind, MediaKind, Mention, MessageId, TelegramError};
+use personad::core::markdown::utf16_len;
+use personad::core::model::{ChatId, ChatKind, MediaKind, Mention, MessageId, TelegramError};
 
 // ---------------------------------------------------------------------------------------
 // Fixtures: every TL constructor spelled out once, here.
@@ -720,7 +721,7 @@ fn update_state_restored_without_broadcast_channels() {
             ChannelState { id: 6, pts: 200 },
         ],
     };
-    let kept = personad::telegram::mtproto::without_channels(saved, &[6].into());
+    let kept = personad::adapters::mtproto::without_channels(saved, &[6].into());
     assert_eq!(kept.pts, 10);
     assert_eq!(kept.channels.len(), 1);
     assert_eq!((kept.channels[0].id, kept.channels[0].pts), (5, 100));
@@ -768,7 +769,7 @@ async fn unread_scan_restore_keeps_the_gap_on_a_real_session() {
     }
     let walked = session.updates_state().await.unwrap();
     assert_eq!(walked.channels.len(), 3, "the walk moved the state");
-    personad::telegram::mtproto::restore_update_state("agent", session.as_ref(), saved).await;
+    personad::adapters::mtproto::restore_update_state("agent", session.as_ref(), saved).await;
     let now = session.updates_state().await.unwrap();
     let channels: Vec<(i64, i32)> = now.channels.iter().map(|c| (c.id, c.pts)).collect();
     assert_eq!(channels, vec![(5, 100)]);
@@ -1316,8 +1317,8 @@ fn check_entities(md: &str) {
 /// message, while one whose rendered text is over the limit is split into parts that fit.
 #[test]
 fn splitting_measures_the_rendered_text() {
-    use personad::blocks::{ParseOptions, TELEGRAM_TEXT_LIMIT_UTF16, parse_reply};
-    use personad::planner::Action;
+    use personad::core::blocks::{ParseOptions, TELEGRAM_TEXT_LIMIT_UTF16, parse_reply};
+    use personad::core::plan::Action;
     let link = format!("[see](https://example.com/{})", "a".repeat(200));
     let source = vec![link; 25].join(" ");
     assert!(utf16_len(&source) as usize > TELEGRAM_TEXT_LIMIT_UTF16);
@@ -1510,8 +1511,8 @@ fn content_refusals_are_per_item() {
 /// plain), everything else as a plain error.
 #[test]
 fn send_path_errors_are_split_for_recovery() {
-    use personad::telegram::mtproto::errors::call_error;
-    use personad::telegram::mtproto::recover::CallError;
+    use personad::adapters::mtproto::errors::call_error;
+    use personad::adapters::mtproto::recover::CallError;
     assert!(matches!(
         call_error(&rpc(400, "PEER_ID_INVALID")),
         CallError::UnknownPeer(TelegramError::NotFound(_))
@@ -1651,7 +1652,7 @@ async fn guarded_session_attributes_and_skips_a_failing_channel_difference() {
     use grammers_client::session::Session;
     use grammers_client::session::storages::SqliteSession;
     use grammers_client::session::types::{ChannelKind, PeerAuth, PeerId, PeerInfo};
-    use personad::telegram::mtproto::guarded::GuardedSession;
+    use personad::adapters::mtproto::guarded::GuardedSession;
     let session = GuardedSession::new(SqliteSession::open(":memory:").await.unwrap());
     session
         .cache_peer(PeerInfo::Channel {
@@ -1689,8 +1690,8 @@ async fn an_account_opens_offline_from_its_session() {
     use grammers_client::session::Session;
     use grammers_client::session::storages::SqliteSession;
     use grammers_client::session::types::{PeerAuth, PeerInfo};
-    use personad::store::StateDir;
-    use personad::telegram::mtproto::{ConnectError, open_account, session};
+    use personad::adapters::mtproto::{ConnectError, open_account, session};
+    use personad::adapters::store::StateDir;
     let dir = tempfile::tempdir().unwrap();
     let state = StateDir::new(dir.path());
     let path = session::session_path(&state, "Wren");

@@ -8,12 +8,14 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use personad::clock::{SharedClock, VirtualClock};
-use personad::llm::openai::{OpenAiClient, OpenAiConfig, Preset};
-use personad::llm::provider::{self, LlmChoice, ProviderKind, Router};
-use personad::llm::usage::{self, UsageMeter};
-use personad::llm::{ApiKey, Llm, LlmError, LlmOutcome, LlmRequest, Part, Role, Turn};
-use personad::store::StateDir;
+use personad::adapters::llm::openai::{OpenAiClient, OpenAiConfig, Preset};
+use personad::adapters::llm::provider::{self, Router};
+use personad::adapters::llm::usage::{self, UsageMeter};
+use personad::adapters::store::StateDir;
+use personad::core::llm::{LlmChoice, ProviderKind};
+use personad::core::llm::{LlmOutcome, LlmRequest, Part, Role, Turn};
+use personad::ports::clock::{SharedClock, VirtualClock};
+use personad::ports::llm::{ApiKey, Llm, LlmError};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -352,7 +354,7 @@ fn provider_resolution_of_every_llm_form() {
         model: None,
     };
     let p = |llm: Option<&str>, model: Option<&str>| {
-        provider::persona_choice(llm, model, &default).map(|c| c.route())
+        personad::core::llm::persona_choice(llm, model, &default).map(|c| c.route())
     };
     assert_eq!(p(Some("grok"), None), Ok("grok".into()));
     assert_eq!(p(Some("openai"), Some("gpt-5")), Ok("openai:gpt-5".into()));
@@ -367,7 +369,7 @@ fn provider_resolution_of_every_llm_form() {
     let ok = common::persona_with("Wren", "# LLM\ngrok\n");
     assert_eq!(ok.llm.as_deref(), Some("grok"));
     let src = "# Agent Name\nX\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nHi.\n\n# LLM\nnonsense model\n";
-    let parsed = personad::persona::parse_persona(std::path::Path::new("x.md"), src, &[]);
+    let parsed = personad::core::persona::parse_persona(std::path::Path::new("x.md"), src, &[]);
     assert!(parsed.persona.is_none());
     let shown = format!("{:?}", parsed.problems);
     assert!(

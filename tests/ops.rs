@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use personad::graph::{TaskKind, TaskStatus};
-use personad::store::{GraphStore, StateDir};
+use personad::adapters::store::{GraphStore, StateDir};
+use personad::core::graph::{TaskKind, TaskStatus};
 use serde_json::Value;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -1064,7 +1064,7 @@ fn wait_for_answer(
 #[test]
 fn admin_chats_take_commands_and_other_groups_do_not_plan_them() -> TestResult {
     let s = Scratch::new(&[("Tess.md", TESS)])?;
-    let ops_id = -personad::telegram::memory::user_id_for("Ops");
+    let ops_id = -personad::adapters::memory::user_id_for("Ops");
     let admin = ops_id.to_string();
     let child = start(&s, &["--planner", "echo", "--admin-chat", &admin], &[])?;
     let mut reaper = Reaper(Some(child));

@@ -6,9 +6,10 @@ use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use personad::persona::{
-    LoadReport, MAX_FILE_BYTES, PersonaDirError, PersonaEntry, Severity, StickerRef,
-    apply_placeholders, load_dir, mask_phone, parse_persona, redact_phones,
+use personad::adapters::persona_loader::{PersonaDirError, load_dir};
+use personad::core::persona::{
+    LoadReport, MAX_FILE_BYTES, PersonaEntry, Severity, StickerRef, apply_placeholders, mask_phone,
+    parse_persona, redact_phones,
 };
 
 /// The three required fields, nothing else: 11 lines, the last being

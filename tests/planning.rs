@@ -9,14 +9,17 @@ use std::io::{BufRead, BufReader, Write};
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use personad::clock::{BoxFuture, SharedClock};
-use personad::config::RuntimeConfig;
-use personad::llm::gemini::{GeminiClient, GeminiConfig};
-use personad::llm::retry::{RetryConfig, RetryingLlm};
-use personad::llm::{ApiKey, Llm, LlmError, LlmOutcome, LlmRequest};
-use personad::llm_planner::{LlmPlanner, LlmPlannerConfig};
-use personad::planner::{PlanRequest, Planner, SharedPlanner};
-use personad::telegram::{Chat, ChatId, Message, MessageId, Sender};
+use personad::adapters::llm::gemini::{GeminiClient, GeminiConfig};
+use personad::adapters::llm::retry::{RetryConfig, RetryingLlm};
+use personad::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
+use personad::core::config::RuntimeConfig;
+use personad::core::llm::{LlmOutcome, LlmRequest};
+use personad::core::model::{Chat, ChatId, Message, MessageId, Sender};
+use personad::core::plan::PlanRequest;
+use personad::core::time::BoxFuture;
+use personad::ports::clock::SharedClock;
+use personad::ports::llm::{ApiKey, Llm, LlmError};
+use personad::ports::planner::{Planner, SharedPlanner};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path_regex};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -331,7 +334,7 @@ fn conversation_message(i: i64) -> Message {
         text: format!("message number {i} ```with a fence```"),
         mentions: vec![],
         reply_to: (i > 3).then(|| MessageId(i - 2)),
-        date: personad::clock::add(t0(), secs(i as u64 * 60)),
+        date: personad::core::time::add(t0(), secs(i as u64 * 60)),
         media: None,
     }
 }
@@ -356,7 +359,7 @@ async fn thirty_turns(history_size: usize) -> Vec<LlmRequest> {
             chat: &chat,
             history: seen,
             target: seen.last().map(|m| m.id),
-            now: personad::clock::add(t0(), secs(turn as u64 * 3600 + 17)),
+            now: personad::core::time::add(t0(), secs(turn as u64 * 3600 + 17)),
             media: &Default::default(),
             stickers: &[],
         };
@@ -434,7 +437,9 @@ async fn every_turn_opens_with_a_pinned_metadata_line_own_messages_included() {
         .iter()
         .take(4)
         .map(|t| match t.parts.first() {
-            Some(personad::llm::Part::Text(text)) => text.lines().next().unwrap_or("").to_owned(),
+            Some(personad::core::llm::Part::Text(text)) => {
+                text.lines().next().unwrap_or("").to_owned()
+            }
             other => panic!("no text part: {other:?}"),
         })
         .collect();
@@ -448,20 +453,24 @@ async fn every_turn_opens_with_a_pinned_metadata_line_own_messages_included() {
             "[metadata] sender=\"ann\" sender_id=1 message_id=4 reply_to=2 time=\"2025-06-15 17:10\"",
         ]
     );
-    assert_eq!(reqs[0].turns[1].role, personad::llm::Role::Model);
+    assert_eq!(reqs[0].turns[1].role, personad::core::llm::Role::Model);
 }
 
 // ---- prefix reuse over the wire, through the real runtime ----
 
 /// The sample persona Wren (with its role prompt), renamed to the harness's agent.
-fn wren() -> personad::persona::Persona {
+fn wren() -> personad::core::persona::Persona {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let src = std::fs::read_to_string(root.join("agents/Wren.md"))
         .unwrap_or_else(|e| panic!("Wren.md: {e}"))
         .replacen("\nWren\n", &format!("\n{AGENT}\n"), 1);
-    personad::persona::parse_persona(&root.join("agents/Wren.md"), &src, &[root.join("prompts")])
-        .persona
-        .unwrap_or_else(|| panic!("Wren must parse"))
+    personad::core::persona::parse_persona(
+        &root.join("agents/Wren.md"),
+        &src,
+        &[root.join("prompts")],
+    )
+    .persona
+    .unwrap_or_else(|| panic!("Wren must parse"))
 }
 
 /// Length of the common byte prefix.
@@ -505,7 +514,7 @@ async fn conversation_over_the_wire(history_limit: usize, turns: usize) -> Vec<V
     let mut cfg = config();
     cfg.history_limit = history_limit;
     let boot = |uri: String, state: std::path::PathBuf, cfg: RuntimeConfig| {
-        let state_dir = personad::store::StateDir::new(&state);
+        let state_dir = personad::adapters::store::StateDir::new(&state);
         Harness::start_as(
             wren(),
             &state,
@@ -548,8 +557,8 @@ async fn conversation_over_the_wire(history_limit: usize, turns: usize) -> Vec<V
         h.settle().await;
     }
     h.stop().await.unwrap_or_else(|e| panic!("{e}"));
-    let record = personad::llm_planner::window_path(
-        &personad::store::StateDir::new(dir.path()),
+    let record = personad::adapters::llm_planner::window_path(
+        &personad::adapters::store::StateDir::new(dir.path()),
         AGENT,
         chat.id,
     );

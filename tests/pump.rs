@@ -11,16 +11,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use personad::clock::{BoxFuture, SharedClock, VirtualClock};
-use personad::telegram::mtproto::pump::{
+use personad::adapters::mtproto::pump::{
     CHANNEL_FAILURE_LIMIT, Incoming, Lookups, Pump, PumpEnd, PumpOptions, RuntimeSink, SAVE_EVERY,
     Sink, SourceError, SourceFactory, TgUpdate, UpdateSource,
 };
-use personad::telegram::mtproto::recover::{
+use personad::adapters::mtproto::recover::{
     self, CallError, MAX_DELETE_ROUNDS, PeerLearner, muted, reaction_variant,
 };
-use personad::telegram::mtproto::sent::SentLedger;
-use personad::telegram::{Chat, ChatId, ChatKind, Message, MessageId, Sender, TelegramError};
+use personad::adapters::mtproto::sent::SentLedger;
+use personad::core::model::{Chat, ChatId, ChatKind, Message, MessageId, Sender, TelegramError};
+use personad::core::time::BoxFuture;
+use personad::ports::clock::{SharedClock, VirtualClock};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -568,7 +569,7 @@ async fn ledger_forgets_after_the_horizon_and_keeps_a_damaged_file() {
     let shared: SharedClock = Arc::new(clock.clone());
     let ledger = SentLedger::load(path.clone(), Arc::clone(&shared));
     ledger.record(ChatId(7), MessageId(1), 1);
-    clock.advance(personad::telegram::mtproto::sent::DEFAULT_HORIZON + Duration::from_secs(1));
+    clock.advance(personad::adapters::mtproto::sent::DEFAULT_HORIZON + Duration::from_secs(1));
     ledger.record(ChatId(7), MessageId(2), 2);
     assert_eq!(ledger.len(), 1);
     assert!(!ledger.is_ours(ChatId(7), MessageId(1)));
@@ -878,7 +879,7 @@ fn mute_follows_the_global_setting_when_the_chat_has_none() {
 /// failing call for every message.
 #[tokio::test]
 async fn failed_lookups_are_cached_briefly_instead_of_retried_per_message() {
-    use personad::telegram::mtproto::recover::Memo;
+    use personad::adapters::mtproto::recover::Memo;
     let clock = VirtualClock::new(t0(), false);
     let memo: Memo<i64, bool> = Memo::new(
         Arc::new(clock.clone()),

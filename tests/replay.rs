@@ -9,9 +9,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use personad::group::export;
-use personad::group::replay::{ReplayOptions, replay};
-use personad::group::settings::TriggerMode;
+use personad::adapters::export;
+use personad::app::replay::{ReplayOptions, replay};
+use personad::core::group::settings::TriggerMode;
 use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -187,7 +187,7 @@ async fn smart_replay_of_100_messages_stays_within_30_classifier_calls() {
     );
 }
 
-fn persona() -> personad::persona::Persona {
+fn persona() -> personad::core::persona::Persona {
     common::persona_with("Wren", "# Group Trigger Mode\nstrict\n")
 }
 

@@ -6,16 +6,17 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use personad::clock::Clock;
-use personad::graph::codec;
-use personad::graph::{
+use personad::adapters::memory::{Action as Op2, Op};
+use personad::adapters::store::{GraphStore, StateDir};
+use personad::core::graph::codec;
+use personad::core::graph::{
     ConversationKey, IdempotencyKey, Task, TaskGraph, TaskKind, TaskSpec, TaskStatus,
 };
-use personad::planner::{Action, PlanError};
-use personad::store::{GraphStore, StateDir};
-use personad::telegram::memory::{Action as Op2, Op};
-use personad::telegram::{ChatId, TelegramError};
-use personad::telegram::{OutgoingText, Telegram};
+use personad::core::model::OutgoingText;
+use personad::core::model::{ChatId, TelegramError};
+use personad::core::plan::{Action, PlanError};
+use personad::ports::clock::Clock;
+use personad::ports::telegram::Telegram;
 use tokio::sync::Notify;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -230,7 +231,7 @@ async fn a_wait_resumes_after_a_crash_with_its_remaining_time() -> TestResult {
     h.crash().await;
 
     // Restart 42 s after t0: the wait still has 20 s to go.
-    let restart_at = personad::clock::add(t0(), secs(42));
+    let restart_at = personad::core::time::add(t0(), secs(42));
     let planner =
         ScriptedPlanner::new(|_, _| Err(PlanError::Permanent("no replanning expected".into())));
     let mut h = Harness::start_at(
@@ -327,7 +328,7 @@ async fn a_corrupt_graph_file_is_quarantined_and_the_others_load() -> TestResult
         planner,
         config(),
         &[good.clone(), bad.clone()],
-        personad::clock::add(t0(), secs(5)),
+        personad::core::time::add(t0(), secs(5)),
     );
     h.settle().await;
     assert_eq!(
@@ -467,7 +468,7 @@ async fn a_state_directory_written_in_format_1_loads_and_its_plans_resume() -> T
     let dir = tempfile::tempdir()?;
     copy_fixture(std::path::Path::new("tests/fixtures/state-v1"), dir.path())?;
     let chats = [dm(10), dm(11), dm(12), dm(13)];
-    let restart = personad::clock::add(t0(), secs(5));
+    let restart = personad::core::time::add(t0(), secs(5));
     let mut h = Harness::start_at(
         dir.path(),
         reply_with("fresh plan"),
@@ -505,7 +506,7 @@ async fn a_state_directory_written_in_format_1_loads_and_its_plans_resume() -> T
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_in_flight_keeps_the_conversation_busy_while_time_moves() -> TestResult {
-    use personad::telegram::governor::{FirstContact, Governor, GovernorConfig};
+    use personad::adapters::governor::{FirstContact, Governor, GovernorConfig};
     let dir = tempfile::tempdir()?;
     let chat = dm(51);
     // The governor makes the second send wait 30 s for the per-chat gap, on the project
@@ -559,7 +560,7 @@ async fn a_send_in_flight_keeps_the_conversation_busy_while_time_moves() -> Test
 /// A planner on the harness's clock that takes `secs` of virtual time per call (the first
 /// `slow_calls` calls), counting how many calls run at once.
 struct TimedPlanner {
-    clock: personad::clock::SharedClock,
+    clock: personad::ports::clock::SharedClock,
     secs: u64,
     slow_calls: usize,
     calls: std::sync::atomic::AtomicUsize,
@@ -569,7 +570,11 @@ struct TimedPlanner {
 }
 
 impl TimedPlanner {
-    fn new(clock: personad::clock::SharedClock, secs: u64, slow_calls: usize) -> TimedPlanner {
+    fn new(
+        clock: personad::ports::clock::SharedClock,
+        secs: u64,
+        slow_calls: usize,
+    ) -> TimedPlanner {
         TimedPlanner {
             clock,
             secs,
@@ -582,11 +587,11 @@ impl TimedPlanner {
     }
 }
 
-impl personad::planner::Planner for TimedPlanner {
+impl personad::ports::planner::Planner for TimedPlanner {
     fn plan<'a>(
         &'a self,
-        req: personad::planner::PlanRequest<'a>,
-    ) -> personad::clock::BoxFuture<'a, Result<Vec<Action>, PlanError>> {
+        req: personad::core::plan::PlanRequest<'a>,
+    ) -> personad::core::time::BoxFuture<'a, Result<Vec<Action>, PlanError>> {
         use std::sync::atomic::Ordering::SeqCst;
         Box::pin(async move {
             let n = self.calls.fetch_add(1, SeqCst);
@@ -596,7 +601,7 @@ impl personad::planner::Planner for TimedPlanner {
                 v.push(ms_since_t0(req.now));
             }
             if n < self.slow_calls {
-                personad::clock::pause(self.clock.as_ref(), secs(self.secs)).await;
+                personad::ports::clock::pause(self.clock.as_ref(), secs(self.secs)).await;
             }
             self.running.fetch_sub(1, SeqCst);
             Ok(vec![send(&format!("reply {}", req.chat.id))])

@@ -5,11 +5,11 @@
 mod common;
 
 use common::*;
-use personad::agent_state::AgentState;
-use personad::graph::{ConversationKey, Task, TaskGraph, TaskSpec, codec};
-use personad::store::{GraphStore, StateDir};
-use personad::telegram::memory::{Op, user_id_for};
-use personad::telegram::{ChatId, TelegramError};
+use personad::adapters::memory::{Op, user_id_for};
+use personad::adapters::store::{GraphStore, StateDir};
+use personad::core::agent_state::AgentState;
+use personad::core::graph::{ConversationKey, Task, TaskGraph, TaskSpec, codec};
+use personad::core::model::{ChatId, TelegramError};
 
 fn agent_state(dir: &std::path::Path) -> AgentState {
     let path = StateDir::new(dir).agent_dir(AGENT).join("agent-state.json");
@@ -42,7 +42,7 @@ async fn a_flood_wait_parks_the_conversation_and_the_park_survives_a_restart() -
     );
     h.crash().await;
 
-    let restart = personad::clock::add(t0(), secs(60));
+    let restart = personad::core::time::add(t0(), secs(60));
     let mut h = Harness::start_at(dir.path(), reply_with("unused"), config(), &chats, restart);
     h.settle().await;
     assert_eq!(
@@ -129,7 +129,7 @@ async fn peer_flood_trips_the_breaker_and_alerts_the_owner() -> TestResult {
 
     // After a restart the breaker still holds: a plan nobody asked for (no inbound message)
     // is dropped, while answering someone who wrote still works.
-    let now = personad::clock::add(t0(), secs(3600));
+    let now = personad::core::time::add(t0(), secs(3600));
     let g = TaskGraph::with_tasks(
         AGENT,
         quiet.clone(),
@@ -224,8 +224,8 @@ async fn a_refused_reaction_is_skipped_and_the_plan_goes_on() -> TestResult {
     let chat = dm(8);
     let planner = ScriptedPlanner::new(|_, _| {
         Ok(vec![
-            personad::planner::Action::React {
-                message: personad::telegram::MessageId(1),
+            personad::core::plan::Action::React {
+                message: personad::core::model::MessageId(1),
                 emoji: "🦄".into(),
             },
             send("after the reaction"),

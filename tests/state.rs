@@ -9,10 +9,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use jiff::Timestamp;
-use personad::graph::codec::{decode, encode};
-use personad::graph::{Task, TaskGraph, TaskSpec};
-use personad::store::{GraphStore, StateDir};
-use personad::telegram::{Chat, ChatId, ChatKind};
+use personad::adapters::store::{GraphStore, StateDir};
+use personad::core::graph::codec::{decode, encode};
+use personad::core::graph::{Task, TaskGraph, TaskSpec};
+use personad::core::model::{Chat, ChatId, ChatKind};
 use proptest::prelude::*;
 
 /// Strings rich in what breaks naive formats: fences, CRLF, NUL, bidi marks, emoji.
@@ -160,7 +160,7 @@ fn sigkill_while_saving_never_corrupts_or_loses_an_acknowledged_save()
 #[test]
 fn format_1_files_decode_into_typed_tasks_and_save_as_format_2()
 -> Result<(), Box<dyn std::error::Error>> {
-    use personad::graph::{FORMAT_VERSION, IdempotencyKey, TaskSpec, TaskStatus};
+    use personad::core::graph::{FORMAT_VERSION, IdempotencyKey, TaskSpec, TaskStatus};
     let dir = Path::new("tests/fixtures/state-v1/graphs/ann");
     let g = decode(&std::fs::read_to_string(dir.join("12.md"))?)?;
     assert_eq!(g.format, FORMAT_VERSION);

@@ -9,10 +9,10 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use jiff::Timestamp;
-use personad::graph::codec::encode;
-use personad::graph::{Task, TaskGraph, TaskSpec};
-use personad::store::{GraphStore, StateDir};
-use personad::telegram::{Chat, ChatId, ChatKind, MessageId};
+use personad::adapters::store::{GraphStore, StateDir};
+use personad::core::graph::codec::encode;
+use personad::core::graph::{Task, TaskGraph, TaskSpec};
+use personad::core::model::{Chat, ChatId, ChatKind, MessageId};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -218,7 +218,7 @@ fn fifos_links_and_oversized_state_files_are_refused_without_blocking() -> TestR
     assert_eq!(chats, vec![5]);
     assert_eq!(loaded.quarantined.len(), 4);
     assert!(outside.exists(), "the link's target is left alone");
-    let (agent_state, q) = personad::store::load_agent_state(store.state_dir(), "Wren")?;
+    let (agent_state, q) = personad::adapters::store::load_agent_state(store.state_dir(), "Wren")?;
     assert!(agent_state.disabled_chats.is_empty());
     assert!(q.is_some_and(|q| q.reason.contains("FIFO")));
     Ok(())
@@ -226,7 +226,7 @@ fn fifos_links_and_oversized_state_files_are_refused_without_blocking() -> TestR
 
 #[test]
 fn the_shared_reader_caps_what_it_reads_and_follows_links_only_when_asked() -> TestResult {
-    use personad::store::{Symlinks, read_file};
+    use personad::adapters::store::{Symlinks, read_file};
     let dir = tempfile::tempdir()?;
     let file = dir.path().join("f");
     std::fs::write(&file, b"12345")?;
@@ -276,7 +276,7 @@ fn a_second_process_on_a_state_directory_is_refused_naming_the_holder() -> TestR
     let st = state.display().to_string();
     let input = "{\"text\":\"hello\"}\n";
     {
-        let _held = personad::store::StateLock::acquire(&StateDir::new(&state))?;
+        let _held = personad::adapters::store::StateLock::acquire(&StateDir::new(&state))?;
         let out = chat_with_input(&st, input)?;
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(69), "{stderr}");
@@ -289,7 +289,7 @@ fn a_second_process_on_a_state_directory_is_refused_naming_the_holder() -> TestR
             !text(&out.stdout).contains("\"send\""),
             "the refused process sent nothing"
         );
-        let again = personad::store::StateLock::acquire(&StateDir::new(&state));
+        let again = personad::adapters::store::StateLock::acquire(&StateDir::new(&state));
         assert!(again.is_err(), "the lock excludes other holders");
         let out = run(&["--state", &st, "state", "clear", "--all"], dir.path())?;
         assert_eq!(
@@ -342,7 +342,7 @@ fn a_state_directory_others_can_use_is_tightened_with_a_log_line() -> TestResult
 fn a_loose_state_directory_that_cannot_be_tightened_is_refused_saying_how_to_fix_it() {
     // /proc/1 is 0555 and the kernel refuses to change its mode, even for root: a stand-in
     // for a directory that is not ours.
-    let e = personad::store::secure_state_dir(&StateDir::new("/proc/1"))
+    let e = personad::adapters::store::secure_state_dir(&StateDir::new("/proc/1"))
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
@@ -357,10 +357,10 @@ fn a_cyclic_graph_left_in_the_playground_no_longer_hangs_it() -> TestResult {
     use std::io::Write as _;
     let dir = tempfile::tempdir()?;
     let state = dir.path().join("state");
-    let chat = personad::telegram::memory::user_id_for("User");
+    let chat = personad::adapters::memory::user_id_for("User");
     let mut g = graph(chat);
     let (a, b) = (g.tasks[1].id.clone(), g.tasks[2].id.clone());
-    g.tasks[0].status = personad::graph::TaskStatus::Done;
+    g.tasks[0].status = personad::core::graph::TaskStatus::Done;
     g.tasks[1].depends_on = vec![b];
     g.tasks[2].depends_on = vec![a];
     // The playground keeps its graphs under <state>/<agent>/playground.
@@ -383,7 +383,7 @@ fn a_cyclic_graph_left_in_the_playground_no_longer_hangs_it() -> TestResult {
             let stdout = text(&out.stdout);
             assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
             assert!(!stdout.contains("\"send\""), "nothing of it runs: {stdout}");
-            let q = personad::store::list_quarantined(&StateDir::new(
+            let q = personad::adapters::store::list_quarantined(&StateDir::new(
                 state.join("Wren").join("playground"),
             ));
             assert!(

@@ -7,11 +7,12 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use personad::clock::BoxFuture;
-use personad::llm::{Llm, LlmError, LlmOutcome, LlmRequest};
-use personad::llm_planner::{LlmPlanner, LlmPlannerConfig};
-use personad::planner::SharedPlanner;
-use personad::telegram::memory::Action;
+use personad::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
+use personad::adapters::memory::Action;
+use personad::core::llm::{LlmOutcome, LlmRequest};
+use personad::core::time::BoxFuture;
+use personad::ports::llm::{Llm, LlmError};
+use personad::ports::planner::SharedPlanner;
 
 /// Records requests and answers every one with the same reply.
 struct FixedLlm {
@@ -57,7 +58,7 @@ fn start(
     state: &std::path::Path,
     stickers: &std::path::Path,
     reply: &str,
-) -> (Harness, Arc<FixedLlm>, personad::telegram::Chat) {
+) -> (Harness, Arc<FixedLlm>, personad::core::model::Chat) {
     start_media(state, stickers, reply, false)
 }
 
@@ -66,7 +67,7 @@ fn start_media(
     stickers: &std::path::Path,
     reply: &str,
     with_media: bool,
-) -> (Harness, Arc<FixedLlm>, personad::telegram::Chat) {
+) -> (Harness, Arc<FixedLlm>, personad::core::model::Chat) {
     let llm = Arc::new(FixedLlm {
         reply: reply.into(),
         requests: Mutex::new(Vec::new()),
@@ -78,12 +79,12 @@ fn start_media(
     let chat = dm(50);
     let for_planner = Arc::clone(&llm);
     let for_media: Arc<dyn Llm> = llm.clone();
-    let media_state = personad::store::StateDir::new(state);
+    let media_state = personad::adapters::store::StateDir::new(state);
     let make_media: Option<common::MakeMedia> = with_media.then(|| -> common::MakeMedia {
         Box::new(move |clock| {
-            Arc::new(personad::media::MediaPipeline::new(
-                personad::media::MediaConfig::default(),
-                personad::media::MediaPrompts::default(),
+            Arc::new(personad::adapters::media::MediaPipeline::new(
+                personad::adapters::media::MediaConfig::default(),
+                personad::adapters::media::MediaPrompts::default(),
                 for_media,
                 media_state,
                 clock,
@@ -156,7 +157,7 @@ async fn a_curated_sticker_shows_its_cached_description() -> TestResult {
     let media_dir = state.path().join("media");
     std::fs::create_dir_all(&media_dir)?;
     std::fs::write(
-        personad::store::media_record_path(&media_dir, "sticker:Cats:😺"),
+        personad::adapters::store::media_record_path(&media_dir, "sticker:Cats:😺"),
         r#"{"unique_id":"sticker:Cats:😺","kind":"sticker","description":"a grinning orange cat","status":"ok"}"#,
     )?;
     let (mut h, llm, chat) = start_media(state.path(), stickers.path(), "", true);
@@ -179,7 +180,7 @@ async fn a_curated_sticker_shows_its_cached_description() -> TestResult {
 /// 16 MiB cap (sparse here, so nothing is written) is refused naming it, without being read.
 #[test]
 fn an_oversize_sticker_file_is_refused_naming_it() {
-    use personad::telegram::memory::{MemoryTelegram, STICKER_FILE_CAP};
+    use personad::adapters::memory::{MemoryTelegram, STICKER_FILE_CAP};
     let dir = tempfile::tempdir().unwrap();
     let set = dir.path().join("UtyaDuck");
     std::fs::create_dir_all(&set).unwrap();
@@ -188,8 +189,8 @@ fn an_oversize_sticker_file_is_refused_naming_it() {
         .unwrap()
         .set_len(STICKER_FILE_CAP + 1)
         .unwrap();
-    let clock: personad::clock::SharedClock =
-        Arc::new(personad::clock::VirtualClock::new(t0(), true));
+    let clock: personad::ports::clock::SharedClock =
+        Arc::new(personad::ports::clock::VirtualClock::new(t0(), true));
     let memory = MemoryTelegram::new(AGENT, clock, None).unwrap();
     let err = memory
         .load_sticker_sets(dir.path())

@@ -14,18 +14,19 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tracing::{error, info};
 
-use super::persistence::{Persister, Target, Write, blocking};
-use super::queue::{Event, WorkQueue};
-use super::safety::AccountSafety;
-use super::scheduler::{Effect, Scheduler, Start};
-use super::{AgentHandle, Runtime, RuntimeError, Status, StopReport};
-use crate::clock::{self, Hold, SharedClock};
-use crate::config::RuntimeConfig;
-use crate::graph::ConversationKey;
-use crate::handlers::{self, TaskContext, TaskError};
-use crate::media::MediaPipeline;
-use crate::planner::SharedPlanner;
-use crate::store::{self, GraphStore};
+use crate::adapters::media::MediaPipeline;
+use crate::adapters::store::{self, GraphStore};
+use crate::core::config::RuntimeConfig;
+use crate::core::graph::ConversationKey;
+use crate::core::outcome::TaskError;
+use crate::core::safety::AccountSafety;
+use crate::core::scheduler::{Effect, Scheduler, Start};
+use crate::ports::clock::{self, Hold, SharedClock};
+use crate::ports::planner::SharedPlanner;
+use crate::runtime::handlers::{self, TaskContext};
+use crate::runtime::persistence::{Persister, Target, Write, blocking};
+use crate::runtime::queue::{Event, WorkQueue};
+use crate::runtime::{AgentHandle, Runtime, RuntimeError, Status, StopReport};
 
 struct Running {
     graph_id: String,
@@ -39,7 +40,7 @@ pub struct Driver {
     agents: HashMap<String, AgentHandle>,
     planner: SharedPlanner,
     media: Option<Arc<MediaPipeline>>,
-    stickers: crate::stickers::SharedCatalog,
+    stickers: crate::adapters::stickers::SharedCatalog,
     store: GraphStore,
     clock: SharedClock,
     queue: Arc<WorkQueue>,
@@ -58,8 +59,8 @@ pub struct Driver {
     applied: u64,
     inbound_durable: u64,
     passes: u64,
-    heartbeat: Option<super::Heartbeat>,
-    published: super::handle::Published,
+    heartbeat: Option<crate::runtime::Heartbeat>,
+    published: crate::runtime::handle::Published,
 }
 
 impl Driver {
@@ -501,7 +502,7 @@ impl Driver {
 }
 
 /// Counts a finished task for metrics: by outcome, and Telegram's waits with their length.
-fn record_outcome(result: &Result<handlers::Outcome, TaskError>) {
+fn record_outcome(result: &Result<crate::core::outcome::Outcome, TaskError>) {
     let outcome = match result {
         Ok(_) => "ok",
         Err(TaskError::Park { secs, .. }) => {
@@ -522,7 +523,7 @@ fn record_outcome(result: &Result<handlers::Outcome, TaskError>) {
 async fn load_agent_state(
     dir: store::StateDir,
     agent: &str,
-) -> Result<crate::agent_state::AgentState, RuntimeError> {
+) -> Result<crate::core::agent_state::AgentState, RuntimeError> {
     let a = agent.to_string();
     let (state, quarantined) = blocking(move || store::load_agent_state(&dir, &a)).await??;
     if let Some(q) = quarantined {

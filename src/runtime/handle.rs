@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
-use super::queue::{Event, WorkQueue};
-use super::{Admit, AgentHandle, InboundGate, Status};
-use crate::group::settings::TriggerMode;
-use crate::persona::Persona;
-use crate::telegram::{Chat, ChatId, Message};
+use crate::core::group::settings::TriggerMode;
+use crate::core::model::{Chat, ChatId, Message};
+use crate::core::persona::Persona;
+use crate::runtime::queue::{Event, WorkQueue};
+use crate::runtime::{Admit, AgentHandle, InboundGate, Status};
 
 type GroupModes = BTreeMap<ChatId, TriggerMode>;
 
@@ -107,8 +107,8 @@ impl RuntimeHandle {
     pub fn set_group_mode(
         &self,
         agent: &str,
-        chat: crate::telegram::ChatId,
-        mode: Option<crate::group::settings::TriggerMode>,
+        chat: crate::core::model::ChatId,
+        mode: Option<crate::core::group::settings::TriggerMode>,
     ) {
         self.queue.push(Event::SetGroupMode {
             agent: agent.to_string(),
@@ -122,8 +122,8 @@ impl RuntimeHandle {
     pub fn migrate_chat(
         &self,
         agent: &str,
-        from: crate::telegram::ChatId,
-        to: crate::telegram::ChatId,
+        from: crate::core::model::ChatId,
+        to: crate::core::model::ChatId,
     ) {
         self.queue.push(Event::MigrateChat {
             agent: agent.to_string(),
@@ -165,7 +165,7 @@ impl RuntimeHandle {
     }
 
     /// Drops the conversation's pending plan, e.g. because the owner wrote there themselves.
-    pub fn cancel_plan(&self, agent: &str, chat: crate::telegram::ChatId, reason: &str) {
+    pub fn cancel_plan(&self, agent: &str, chat: crate::core::model::ChatId, reason: &str) {
         self.queue.push(Event::Cancel {
             agent: agent.to_string(),
             chat,

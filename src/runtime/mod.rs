@@ -17,23 +17,22 @@
 
 pub mod driver;
 pub mod handle;
+pub mod handlers;
 pub mod persistence;
 pub mod queue;
-pub mod safety;
-pub mod scheduler;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::clock::SharedClock;
-use crate::config::RuntimeConfig;
-use crate::media::MediaPipeline;
-use crate::persona::Persona;
-use crate::planner::SharedPlanner;
-use crate::store::{GraphStore, StoreError};
-use crate::telegram::Telegram;
+use crate::adapters::media::MediaPipeline;
+use crate::adapters::store::{GraphStore, StoreError};
+use crate::core::config::RuntimeConfig;
+use crate::core::persona::Persona;
+use crate::ports::clock::SharedClock;
+use crate::ports::planner::SharedPlanner;
+use crate::ports::telegram::Telegram;
 pub use handle::RuntimeHandle;
 pub use queue::{Event, WorkQueue};
 
@@ -59,8 +58,8 @@ pub trait InboundGate: Send + Sync {
     fn admit(
         &self,
         agent: &str,
-        chat: &crate::telegram::Chat,
-        message: &crate::telegram::Message,
+        chat: &crate::core::model::Chat,
+        message: &crate::core::model::Message,
         trigger: bool,
     ) -> Admit;
 }
@@ -143,7 +142,7 @@ pub struct Runtime {
     agents: HashMap<String, AgentHandle>,
     planner: SharedPlanner,
     media: Option<Arc<MediaPipeline>>,
-    stickers: crate::stickers::SharedCatalog,
+    stickers: crate::adapters::stickers::SharedCatalog,
     store: GraphStore,
     clock: SharedClock,
     queue: Arc<WorkQueue>,
@@ -172,7 +171,7 @@ impl Runtime {
                 .collect(),
             planner,
             media: None,
-            stickers: Arc::new(crate::stickers::StickerCatalog::new()),
+            stickers: Arc::new(crate::adapters::stickers::StickerCatalog::new()),
             store,
             queue: Arc::new(WorkQueue::new(Arc::clone(&clock))),
             clock,

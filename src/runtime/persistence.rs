@@ -17,12 +17,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::RuntimeError;
-use super::queue::{Event, WorkQueue};
-use crate::clock::SharedClock;
-use crate::graph::ConversationKey;
-use crate::store::GraphStore;
-pub use crate::store::Write;
+use crate::adapters::store::GraphStore;
+pub use crate::adapters::store::Write;
+use crate::core::graph::ConversationKey;
+use crate::ports::clock::SharedClock;
+use crate::runtime::RuntimeError;
+use crate::runtime::queue::{Event, WorkQueue};
 
 /// Files written by one batch at most.
 pub const BATCH_MAX: usize = 256;

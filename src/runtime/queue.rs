@@ -9,10 +9,10 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
 
-use crate::clock::{Hold, SharedClock};
-use crate::graph::ConversationKey;
-use crate::handlers::HandlerResult;
-use crate::telegram::{Chat, Message};
+use crate::core::graph::ConversationKey;
+use crate::core::model::{Chat, Message};
+use crate::ports::clock::{Hold, SharedClock};
+use crate::runtime::handlers::HandlerResult;
 
 /// Something the tick loop must look at.
 #[derive(Debug)]
@@ -35,14 +35,14 @@ pub enum Event {
     /// Forget the conversation's pending plan (a person took over).
     Cancel {
         agent: String,
-        chat: crate::telegram::ChatId,
+        chat: crate::core::model::ChatId,
         reason: String,
     },
     /// A write submitted by the persister finished (or failed).
     Saved {
         /// The files written, each with the generation of its write.
-        done: Vec<(super::persistence::Target, u64)>,
-        result: Result<(), super::RuntimeError>,
+        done: Vec<(crate::runtime::persistence::Target, u64)>,
+        result: Result<(), crate::runtime::RuntimeError>,
     },
     /// An agent can no longer run (its session is gone).
     StopAgent { agent: String, reason: String },
@@ -53,17 +53,17 @@ pub enum Event {
     /// The owner set (or cleared) a group's trigger mode: kept in the agent's state.
     SetGroupMode {
         agent: String,
-        chat: crate::telegram::ChatId,
-        mode: Option<crate::group::settings::TriggerMode>,
+        chat: crate::core::model::ChatId,
+        mode: Option<crate::core::group::settings::TriggerMode>,
     },
     /// A basic group became a supergroup: its state moves to the new id.
     MigrateChat {
         agent: String,
-        from: crate::telegram::ChatId,
-        to: crate::telegram::ChatId,
+        from: crate::core::model::ChatId,
+        to: crate::core::model::ChatId,
     },
     /// Start an agent, or give a running one a new persona (hot reload).
-    UpsertAgent(Box<super::AgentHandle>),
+    UpsertAgent(Box<crate::runtime::AgentHandle>),
 }
 
 struct Inner {

@@ -8,15 +8,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use personad::clock::{self, BoxFuture, SharedClock, VirtualClock};
-use personad::config::RuntimeConfig;
-use personad::media::MediaPipeline;
-use personad::persona::{self, Persona};
-use personad::planner::{Action, PlanError, PlanRequest, Planner, SharedPlanner};
+use personad::adapters::media::MediaPipeline;
+use personad::adapters::memory::{Incoming, MemoryTelegram};
+use personad::adapters::store::{GraphStore, StateDir};
+use personad::core::config::RuntimeConfig;
+use personad::core::model::{Chat, ChatId, ChatKind, Message};
+use personad::core::persona::{self, Persona};
+use personad::core::plan::{Action, PlanError, PlanRequest};
+use personad::core::time::BoxFuture;
+use personad::ports::clock::{self, SharedClock, VirtualClock};
+use personad::ports::planner::{Planner, SharedPlanner};
+use personad::ports::telegram::Telegram;
 use personad::runtime::{AgentHandle, Runtime, RuntimeError, RuntimeHandle, StopReport};
-use personad::store::{GraphStore, StateDir};
-use personad::telegram::memory::{Incoming, MemoryTelegram};
-use personad::telegram::{Chat, ChatId, ChatKind, Message, Telegram};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -150,7 +153,7 @@ pub fn group(id: i64) -> Chat {
 /// No human pacing, so tests can reason about exact times unless they ask for pacing.
 pub fn config() -> RuntimeConfig {
     RuntimeConfig {
-        pacing: personad::config::Pacing {
+        pacing: personad::core::config::Pacing {
             chars_per_sec: 1e9,
             start_delay_secs: 0.0,
             max_typing_secs: 0.0,
@@ -169,7 +172,7 @@ pub struct Harness {
     pub run: JoinHandle<Result<StopReport, RuntimeError>>,
     pub planner: Arc<ScriptedPlanner>,
     /// Keeps virtual time still while the test sets things up.
-    pub hold: Option<personad::clock::Hold>,
+    pub hold: Option<personad::ports::clock::Hold>,
 }
 
 pub const AGENT: &str = "ann";
@@ -416,7 +419,7 @@ impl Harness {
             .actions()
             .into_iter()
             .filter_map(|r| match r.action {
-                personad::telegram::memory::Action::Send { chat, message } => {
+                personad::adapters::memory::Action::Send { chat, message } => {
                     Some((chat, message.text, ms_since_t0(r.at)))
                 }
                 _ => None,

@@ -1,0 +1,146 @@
+//! HTTP plumbing shared by the LLM provider clients: the one way to build their reqwest client
+//! (rustls with ring, no redirects so an auth header can never follow to another host, no proxy
+//! for loopback endpoints), base URL validation, `Retry-After` parsing and error-text helpers
+//! that never include a URL. No provider wire format lives here; `gemini` and `openai` call it.
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+
+use crate::ports::llm::LlmError;
+
+/// The HTTP client of a provider at `base_url` (already normalised).
+pub fn http_client(
+    base_url: &str,
+    connect_timeout: Duration,
+    request_timeout: Duration,
+) -> Result<reqwest::Client, LlmError> {
+    // reqwest is built without a bundled crypto provider; make ring the process default.
+    // An error only means some provider is installed already, which reqwest then uses.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut builder = reqwest::Client::builder();
+    if is_loopback(base_url) {
+        // A local endpoint (a test double, a local gateway, Ollama) is never reached via a proxy.
+        builder = builder.no_proxy();
+    }
+    builder
+        .connect_timeout(connect_timeout)
+        .timeout(request_timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("personad/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| LlmError::Config(format!("cannot build the HTTP client: {}", chain(e))))
+}
+
+/// A base URL without its trailing slash; http(s) only, no query or fragment (where a key
+/// could hide). `provider` names it in the error.
+pub fn normalise_base_url(provider: &str, raw: &str) -> Result<String, LlmError> {
+    let trimmed = raw.trim().trim_end_matches('/');
+    let bad = |why: &str| LlmError::Config(format!("invalid {provider} base URL: {why}"));
+    let url = reqwest::Url::parse(trimmed).map_err(|e| bad(&e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad("the scheme must be http or https"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(bad("it must not have a query or fragment"));
+    }
+    Ok(trimmed.to_owned())
+}
+
+/// True when the (already validated) base URL points at this machine.
+pub fn is_loopback(base_url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base_url) else {
+        return false;
+    };
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// A reqwest error and its causes as one line, without the URL.
+pub fn chain(err: reqwest::Error) -> String {
+    let err = err.without_url();
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Whitespace runs collapsed to one space, cut to `max` characters (with an ellipsis).
+pub fn truncate(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    let mut chars = 0usize;
+    for word in text.split_whitespace() {
+        if chars > 0 {
+            if chars >= max {
+                out.push('…');
+                return out;
+            }
+            out.push(' ');
+            chars += 1;
+        }
+        for c in word.chars() {
+            if chars >= max {
+                out.push('…');
+                return out;
+            }
+            out.push(c);
+            chars += 1;
+        }
+    }
+    out
+}
+
+/// `Retry-After` in (possibly fractional) seconds; HTTP dates are ignored.
+pub fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    let secs: f64 = value.parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| crate::core::time::secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_is_char_safe_and_one_line() {
+        assert_eq!(truncate("a  b\n\nc", 10), "a b c");
+        assert_eq!(truncate("ééééé", 3), "ééé…");
+        assert_eq!(truncate("ab cd", 2), "ab…");
+        assert_eq!(truncate("", 2), "");
+    }
+
+    #[test]
+    fn base_urls() {
+        assert_eq!(
+            normalise_base_url("Gemini", "http://127.0.0.1:9/ ")
+                .ok()
+                .as_deref(),
+            Some("http://127.0.0.1:9")
+        );
+        assert!(normalise_base_url("Gemini", "ftp://x").is_err());
+        assert!(normalise_base_url("Gemini", "https://x/?key=1").is_err());
+        assert!(normalise_base_url("Gemini", "nonsense").is_err());
+    }
+
+    #[test]
+    fn loopback_detection() {
+        assert!(is_loopback("http://127.0.0.1:8080"));
+        assert!(is_loopback("http://localhost"));
+        assert!(is_loopback("http://[::1]:9"));
+        assert!(!is_loopback("https://generativelanguage.googleapis.com"));
+        assert!(!is_loopback("http://10.0.0.1"));
+    }
+}

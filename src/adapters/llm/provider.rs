@@ -1,0 +1,171 @@
+//! Which provider serves which model. [`resolve`] reads an `LLM` choice as persona files and
+//! `--llm` write it: a provider name (`gemini`, `gpt`/`openai`, `grok`, `openrouter`,
+//! `ollama`), a model name (`gemini-*` is Gemini, `gpt-*`, `chatgpt-*` and `o1`/`o3`/`o4…` are
+//! OpenAI, `grok-*` is xAI, `vendor/model` is OpenRouter) or `provider:model` (any model of any
+//! provider, e.g. `ollama:qwen3:8b`). A resolved choice travels in [`LlmRequest::model`] as a
+//! route `provider:model`, and the [`Router`] (an [`Llm`]) hands each request to that
+//! provider's client with the bare model id. Clients are built once from the environment; a
+//! provider that cannot be built (no key) answers with a configuration error naming the
+//! variable. This module does no HTTP itself and never reads a key beyond handing it over.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::adapters::llm::gemini::{GeminiClient, GeminiConfig};
+use crate::adapters::llm::openai::{OpenAiClient, OpenAiConfig, Preset};
+pub use crate::core::llm::{
+    GEMINI_DEFAULT_MODEL, GEMINI_MODEL_ENV, LlmChoice, ProviderKind, is_openai_reasoning_model,
+    resolve,
+};
+use crate::core::llm::{LlmOutcome, LlmRequest};
+use crate::core::time::BoxFuture;
+use crate::ports::llm::{Llm, LlmError};
+
+/// The OpenAI-compatible preset, for every provider but Gemini.
+pub fn preset(kind: ProviderKind) -> Option<Preset> {
+    match kind {
+        ProviderKind::Gemini => None,
+        ProviderKind::OpenAi => Some(Preset::OpenAi),
+        ProviderKind::OpenRouter => Some(Preset::OpenRouter),
+        ProviderKind::Grok => Some(Preset::Grok),
+        ProviderKind::Ollama => Some(Preset::Ollama),
+    }
+}
+
+/// Hands each request to the client of the provider its route names.
+pub struct Router {
+    clients: BTreeMap<ProviderKind, Arc<dyn Llm>>,
+    unavailable: BTreeMap<ProviderKind, String>,
+    default_models: BTreeMap<ProviderKind, String>,
+}
+
+impl Router {
+    /// Builds every provider's client the environment allows (`lookup` reads variables), each
+    /// request limited to `request_timeout`. Providers that cannot be built are remembered with
+    /// the reason, which requests routed to them get as their error.
+    pub fn from_lookup(
+        lookup: impl Fn(&str) -> Option<String>,
+        request_timeout: Duration,
+    ) -> Router {
+        let mut router = Router {
+            clients: BTreeMap::new(),
+            unavailable: BTreeMap::new(),
+            default_models: BTreeMap::new(),
+        };
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        for kind in ProviderKind::ALL {
+            let built: Result<(Arc<dyn Llm>, String), LlmError> = match preset(kind) {
+                None => GeminiConfig::from_lookup(&lookup).and_then(|mut c| {
+                    c.request_timeout = request_timeout;
+                    let model =
+                        get(GEMINI_MODEL_ENV).unwrap_or_else(|| GEMINI_DEFAULT_MODEL.to_owned());
+                    Ok((Arc::new(GeminiClient::new(c)?) as Arc<dyn Llm>, model))
+                }),
+                Some(preset) => OpenAiConfig::from_lookup(preset, &lookup).and_then(|mut c| {
+                    c.request_timeout = request_timeout;
+                    let model = c.default_model.clone();
+                    Ok((Arc::new(OpenAiClient::new(c)?) as Arc<dyn Llm>, model))
+                }),
+            };
+            match built {
+                Ok((client, model)) => {
+                    router.clients.insert(kind, client);
+                    router.default_models.insert(kind, model);
+                }
+                Err(e) => {
+                    router.unavailable.insert(kind, e.to_string());
+                }
+            }
+        }
+        router
+    }
+
+    /// [`Router::from_lookup`] over the process environment.
+    pub fn from_env(request_timeout: Duration) -> Router {
+        Router::from_lookup(|name| std::env::var(name).ok(), request_timeout)
+    }
+
+    /// A router over given clients (tests, embedders).
+    pub fn with_clients(clients: Vec<(ProviderKind, Arc<dyn Llm>, String)>) -> Router {
+        let mut router = Router {
+            clients: BTreeMap::new(),
+            unavailable: BTreeMap::new(),
+            default_models: BTreeMap::new(),
+        };
+        for (kind, client, model) in clients {
+            router.clients.insert(kind, client);
+            router.default_models.insert(kind, model);
+        }
+        router
+    }
+
+    /// The model a provider uses when none is named.
+    pub fn default_model(&self, kind: ProviderKind) -> &str {
+        self.default_models
+            .get(&kind)
+            .map(String::as_str)
+            .unwrap_or_else(|| match preset(kind) {
+                Some(p) => p.default_model(),
+                None => GEMINI_DEFAULT_MODEL,
+            })
+    }
+
+    /// `Ok` when requests for `route` (a provider, a model or `provider:model`) can be served,
+    /// else why not.
+    pub fn check_route(&self, route: &str) -> Result<(), String> {
+        resolve(route)
+            .map_err(|e| e.to_string())
+            .and_then(|choice| self.check(choice.provider))
+    }
+
+    /// `Ok` when requests for `kind` can be served, else why not (naming the variable).
+    pub fn check(&self, kind: ProviderKind) -> Result<(), String> {
+        if self.clients.contains_key(&kind) {
+            return Ok(());
+        }
+        Err(self
+            .unavailable
+            .get(&kind)
+            .cloned()
+            .unwrap_or_else(|| format!("the {kind} provider is not configured")))
+    }
+
+    async fn run(&self, req: &LlmRequest) -> Result<LlmOutcome, LlmError> {
+        let choice = resolve(&req.model).map_err(|e| LlmError::InvalidRequest(e.to_string()))?;
+        let kind = choice.provider;
+        let model = choice
+            .model
+            .unwrap_or_else(|| self.default_model(kind).to_owned());
+        let Some(client) = self.clients.get(&kind) else {
+            return Err(LlmError::Config(
+                self.check(kind)
+                    .err()
+                    .unwrap_or_else(|| format!("no {kind} client")),
+            ));
+        };
+        let mut routed = req.clone();
+        routed.model = model;
+        client.generate(&routed).await
+    }
+}
+
+impl Llm for Router {
+    fn generate<'a>(&'a self, req: &'a LlmRequest) -> BoxFuture<'a, Result<LlmOutcome, LlmError>> {
+        Box::pin(self.run(req))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasoning_model_names() {
+        assert!(is_openai_reasoning_model("o3"));
+        assert!(is_openai_reasoning_model("o4-mini"));
+        assert!(is_openai_reasoning_model("o10-pro"));
+        assert!(!is_openai_reasoning_model("ollama"));
+        assert!(!is_openai_reasoning_model("o3x"));
+    }
+}

@@ -1,0 +1,494 @@
+//! Token usage metering. Provider clients call [`report`] with each response's prompt, cached
+//! and output tokens; it logs them at DEBUG with the agent, chat, provider and model, and adds
+//! them to the [`UsageMeter`] of the enclosing [`scoped`] call (the planner opens one per
+//! request, so clients never need to know personas or chats). The meter sums per agent, model
+//! and UTC day, and [`UsageMeter::flush`] persists each agent's totals as
+//! `usage/<agent>.json` in the state directory through the store's crash-safe write.
+//! [`read_totals`] reads them back (for `personad state usage`, `/status` and metrics), and a
+//! [`PriceTable`] turns them into an estimated cost. No HTTP, no keys.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::{Deserialize, Serialize};
+
+use crate::adapters::store::{self, StateDir, StoreError};
+use crate::ports::clock::SharedClock;
+
+/// Tokens of one response.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Input tokens, cached ones included.
+    pub prompt_tokens: u64,
+    /// Input tokens served from the provider's prompt cache.
+    pub cached_tokens: u64,
+    /// Generated tokens (thinking included).
+    pub output_tokens: u64,
+}
+
+/// Who a request was made for, and where its usage is summed.
+#[derive(Clone)]
+struct Scope {
+    agent: String,
+    chat: String,
+    meter: Option<Arc<UsageMeter>>,
+}
+
+tokio::task_local! {
+    static SCOPE: Scope;
+}
+
+/// Runs `f` (an LLM call) with usage attributed to `agent` and `chat`, summed in `meter`.
+pub fn scoped<F: Future>(
+    agent: &str,
+    chat: &str,
+    meter: Option<Arc<UsageMeter>>,
+    f: F,
+) -> impl Future<Output = F::Output> + use<F> {
+    let scope = Scope {
+        agent: agent.to_owned(),
+        chat: chat.to_owned(),
+        meter,
+    };
+    SCOPE.scope(scope, f)
+}
+
+/// Reports one response's usage: logged at DEBUG, and summed when inside [`scoped`].
+pub fn report(provider: &str, model: &str, usage: Usage) {
+    let scope = SCOPE.try_with(Scope::clone).ok();
+    let (agent, chat) = scope
+        .as_ref()
+        .map_or(("-", "-"), |s| (s.agent.as_str(), s.chat.as_str()));
+    tracing::debug!(
+        agent,
+        chat,
+        provider,
+        model,
+        prompt_tokens = usage.prompt_tokens,
+        cached_tokens = usage.cached_tokens,
+        output_tokens = usage.output_tokens,
+        "llm usage"
+    );
+    for (kind, n) in [
+        ("prompt", usage.prompt_tokens),
+        ("cached", usage.cached_tokens),
+        ("output", usage.output_tokens),
+    ] {
+        metrics::counter!("personad_llm_tokens_total", "model" => model.to_string(), "type" => kind)
+            .increment(n);
+    }
+    if let Some(Scope {
+        agent,
+        meter: Some(meter),
+        ..
+    }) = scope
+    {
+        meter.add(&agent, model, usage);
+    }
+}
+
+/// One agent's use of one model on one UTC day.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageRow {
+    pub agent: String,
+    pub model: String,
+    /// `YYYY-MM-DD`, UTC.
+    pub day: String,
+    pub requests: u64,
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// The on-disk form of one agent's totals.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UsageFile {
+    format: u32,
+    agent: String,
+    rows: Vec<UsageRow>,
+}
+
+const FORMAT: u32 = 1;
+
+type Key = (String, String, String);
+
+/// Sums usage per agent, model and day; persists per agent on [`UsageMeter::flush`].
+pub struct UsageMeter {
+    clock: SharedClock,
+    state: StateDir,
+    totals: Mutex<BTreeMap<Key, UsageRow>>,
+    dirty: Mutex<BTreeSet<String>>,
+    writing: tokio::sync::Mutex<()>,
+}
+
+impl UsageMeter {
+    /// A meter continuing the totals saved under `state` (blocking read; call at start-up).
+    /// Unreadable files are moved aside (`*.unreadable`) with a warning, never overwritten.
+    pub fn load(state: StateDir, clock: SharedClock) -> UsageMeter {
+        let (rows, problems) = read_totals(&state);
+        for (path, why) in problems {
+            let aside = path.with_extension("json.unreadable");
+            tracing::warn!(path = %path.display(), error = %why, "usage file unreadable; moved aside");
+            if let Err(e) = store::move_file(&path, &aside) {
+                tracing::warn!(error = %e, "could not move the usage file aside");
+            }
+        }
+        let totals = rows
+            .into_iter()
+            .map(|r| ((r.agent.clone(), r.model.clone(), r.day.clone()), r))
+            .collect();
+        UsageMeter {
+            clock,
+            state,
+            totals: Mutex::new(totals),
+            dirty: Mutex::new(BTreeSet::new()),
+            writing: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Adds one response's usage for `agent` and `model`, on today's (UTC) row.
+    pub fn add(&self, agent: &str, model: &str, usage: Usage) {
+        let day = self.today();
+        let key = (agent.to_owned(), model.to_owned(), day.clone());
+        {
+            let mut totals = self.totals.lock().unwrap_or_else(PoisonError::into_inner);
+            let row = totals.entry(key).or_insert_with(|| UsageRow {
+                agent: agent.to_owned(),
+                model: model.to_owned(),
+                day,
+                ..UsageRow::default()
+            });
+            row.requests = row.requests.saturating_add(1);
+            row.prompt_tokens = row.prompt_tokens.saturating_add(usage.prompt_tokens);
+            row.cached_tokens = row.cached_tokens.saturating_add(usage.cached_tokens);
+            row.output_tokens = row.output_tokens.saturating_add(usage.output_tokens);
+        }
+        self.dirty
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(agent.to_owned());
+    }
+
+    /// Today's UTC date, the key of the day's rows.
+    fn today(&self) -> String {
+        self.clock
+            .now()
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .date()
+            .to_string()
+    }
+
+    /// [`UsageMeter::load`] off the async threads (it reads the state directory).
+    pub async fn load_async(state: StateDir, clock: SharedClock) -> std::io::Result<UsageMeter> {
+        tokio::task::spawn_blocking(move || UsageMeter::load(state, clock))
+            .await
+            .map_err(std::io::Error::other)
+    }
+
+    /// One line of today's (UTC) totals for `agent`, for `/status`; `None` before any use.
+    pub fn today_line(&self, agent: &str) -> Option<String> {
+        let day = self.today();
+        let rows: Vec<UsageRow> = self
+            .totals()
+            .into_iter()
+            .filter(|r| r.agent == agent && r.day == day)
+            .collect();
+        if rows.is_empty() {
+            return None;
+        }
+        let sum = |f: fn(&UsageRow) -> u64| rows.iter().map(f).sum::<u64>();
+        Some(format!(
+            "{} request(s), {} prompt tokens ({} cached), {} output tokens",
+            sum(|r| r.requests),
+            sum(|r| r.prompt_tokens),
+            sum(|r| r.cached_tokens),
+            sum(|r| r.output_tokens)
+        ))
+    }
+
+    /// Every row, by agent, model and day (the read API for status pages and metrics).
+    pub fn totals(&self) -> Vec<UsageRow> {
+        self.totals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Writes the totals of every agent changed since the last flush.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        let _one_writer = self.writing.lock().await;
+        let agents: Vec<String> =
+            std::mem::take(&mut *self.dirty.lock().unwrap_or_else(PoisonError::into_inner))
+                .into_iter()
+                .collect();
+        for agent in agents {
+            let rows: Vec<UsageRow> = self
+                .totals()
+                .into_iter()
+                .filter(|r| r.agent == agent)
+                .collect();
+            let path = usage_path(&self.state, &agent);
+            let file = UsageFile {
+                format: FORMAT,
+                agent: agent.clone(),
+                rows,
+            };
+            let bytes = serde_json::to_vec_pretty(&file).unwrap_or_default();
+            let dir = usage_dir(&self.state);
+            let written = tokio::task::spawn_blocking(move || {
+                store::ensure_private_dir(&dir)?;
+                store::write_atomic(&path, &bytes)
+            })
+            .await;
+            match written {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    self.dirty
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(agent);
+                    return Err(e);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "usage write task failed");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `<state>/usage`.
+pub fn usage_dir(state: &StateDir) -> PathBuf {
+    state.root().join("usage")
+}
+
+fn usage_path(state: &StateDir, agent: &str) -> PathBuf {
+    usage_dir(state).join(format!("{}.json", store::fs_name(agent)))
+}
+
+/// Every saved row, and the files that could not be read (path and reason).
+pub fn read_totals(state: &StateDir) -> (Vec<UsageRow>, Vec<(PathBuf, String)>) {
+    let mut rows = Vec::new();
+    let mut problems = Vec::new();
+    let dir = usage_dir(state);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return (rows, problems);
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    paths.sort();
+    for path in paths {
+        match read_file(&path) {
+            Ok(file) => rows.extend(file.rows),
+            Err(why) => problems.push((path, why)),
+        }
+    }
+    (rows, problems)
+}
+
+fn read_file(path: &Path) -> Result<UsageFile, String> {
+    let text = store::read_to_string(path).map_err(|e| e.to_string())?;
+    let file: UsageFile = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    if file.format != FORMAT {
+        return Err(format!("unknown format {}", file.format));
+    }
+    Ok(file)
+}
+
+/// US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input: f64,
+    /// Cached input; the input price when absent.
+    #[serde(default)]
+    pub cached_input: Option<f64>,
+    pub output: f64,
+}
+
+/// Prices by model id (exact, or a prefix ending in `*`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PriceTable {
+    entries: Vec<(String, Price)>,
+}
+
+impl PriceTable {
+    /// A few common models' list prices at the time of writing: estimates only; override them
+    /// with a price file.
+    pub fn builtin() -> PriceTable {
+        let p = |input, cached: f64, output| Price {
+            input,
+            cached_input: Some(cached),
+            output,
+        };
+        PriceTable {
+            entries: vec![
+                ("gemini-flash-latest".into(), p(0.30, 0.075, 2.50)),
+                ("gemini-2.5-flash-lite*".into(), p(0.10, 0.025, 0.40)),
+                ("gemini-2.5-flash*".into(), p(0.30, 0.075, 2.50)),
+                ("gemini-2.5-pro*".into(), p(1.25, 0.31, 10.0)),
+                ("gpt-5-mini*".into(), p(0.25, 0.025, 2.00)),
+                ("gpt-5-nano*".into(), p(0.05, 0.005, 0.40)),
+                ("gpt-5*".into(), p(1.25, 0.125, 10.0)),
+                ("grok-4-fast*".into(), p(0.20, 0.05, 0.50)),
+            ],
+        }
+    }
+
+    /// A JSON object `{"model or prefix*": {"input": …, "cached_input": …, "output": …}}`
+    /// (USD per million tokens); its entries come before the built-in ones.
+    pub fn with_file(path: &Path) -> Result<PriceTable, String> {
+        let text = store::read_operator_file(path)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("{}: no such file", path.display()))?;
+        let map: BTreeMap<String, Price> =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        for (model, price) in &map {
+            let ok = [price.input, price.output, price.cached_input.unwrap_or(0.0)]
+                .iter()
+                .all(|v| v.is_finite() && *v >= 0.0);
+            if !ok {
+                return Err(format!(
+                    "{}: the price of {model:?} must be non-negative numbers",
+                    path.display()
+                ));
+            }
+        }
+        let mut table = PriceTable {
+            entries: map.into_iter().collect(),
+        };
+        table.entries.extend(PriceTable::builtin().entries);
+        Ok(table)
+    }
+
+    /// The price of `model`: the first exact or prefix (`name*`) match.
+    pub fn price(&self, model: &str) -> Option<Price> {
+        let model = model.rsplit_once(':').map_or(model, |(p, m)| {
+            if crate::core::llm::ProviderKind::parse(p).is_some() {
+                m
+            } else {
+                model
+            }
+        });
+        let model = model.rsplit('/').next().unwrap_or(model);
+        self.entries
+            .iter()
+            .find(|(pattern, _)| match pattern.strip_suffix('*') {
+                Some(prefix) => model.starts_with(prefix),
+                None => pattern == model,
+            })
+            .map(|(_, p)| *p)
+    }
+
+    /// Estimated cost of a row in US dollars, when the model has a price.
+    pub fn cost(&self, row: &UsageRow) -> Option<f64> {
+        let p = self.price(&row.model)?;
+        let cached = row.cached_tokens.min(row.prompt_tokens) as f64;
+        let fresh = row.prompt_tokens as f64 - cached;
+        let cached_price = p.cached_input.unwrap_or(p.input);
+        Some((fresh * p.input + cached * cached_price + row.output_tokens as f64 * p.output) / 1e6)
+    }
+}
+
+/// The table `personad state usage` prints: one line per agent, model and day, then totals.
+pub fn render(rows: &[UsageRow], prices: &PriceTable) -> String {
+    let mut out = String::new();
+    if rows.is_empty() {
+        out.push_str("no LLM usage recorded yet\n");
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "{:<16} {:<28} {:<10} {:>8} {:>12} {:>12} {:>10} {:>10}",
+        "AGENT", "MODEL", "DAY", "REQUESTS", "PROMPT", "CACHED", "OUTPUT", "COST_USD"
+    );
+    let mut total = 0.0;
+    let mut unpriced = false;
+    for r in rows {
+        let cost = prices.cost(r);
+        match cost {
+            Some(c) => total += c,
+            None => unpriced = true,
+        }
+        let shown = cost.map_or_else(|| "?".to_owned(), |c| format!("{c:.4}"));
+        let _ = writeln!(
+            out,
+            "{:<16} {:<28} {:<10} {:>8} {:>12} {:>12} {:>10} {:>10}",
+            r.agent,
+            r.model,
+            r.day,
+            r.requests,
+            r.prompt_tokens,
+            r.cached_tokens,
+            r.output_tokens,
+            shown
+        );
+    }
+    let _ = writeln!(
+        out,
+        "estimated total: {total:.4} USD{}",
+        if unpriced {
+            " (models marked ? have no price: add them to a price file)"
+        } else {
+            ""
+        }
+    );
+    out
+}
+
+/// `personad state usage`: the saved totals (of one agent, or all) as a table. Unreadable
+/// usage files are named, not fatal; an unreadable price file is an error.
+pub fn state_usage(
+    state: &StateDir,
+    agent: Option<&str>,
+    prices: Option<&Path>,
+) -> Result<String, String> {
+    let table = match prices {
+        Some(path) => PriceTable::with_file(path)?,
+        None => PriceTable::builtin(),
+    };
+    let (mut rows, problems) = read_totals(state);
+    if let Some(agent) = agent {
+        rows.retain(|r| r.agent == agent);
+    }
+    rows.sort_by(|a, b| (&a.agent, &a.day, &a.model).cmp(&(&b.agent, &b.day, &b.model)));
+    let mut text = render(&rows, &table);
+    for (path, why) in problems {
+        let _ = writeln!(text, "unreadable: {}: {why}", path.display());
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prices_match_exact_and_prefix_entries_and_cost_cached_tokens_less() {
+        let t = PriceTable::builtin();
+        assert!(t.price("gemini-2.5-flash-preview-09-2025").is_some());
+        assert!(t.price("openrouter:openai/gpt-5-mini").is_some());
+        assert!(t.price("llama3.2").is_none());
+        let row = UsageRow {
+            model: "gpt-5-mini".into(),
+            prompt_tokens: 1_000_000,
+            cached_tokens: 500_000,
+            output_tokens: 100_000,
+            ..UsageRow::default()
+        };
+        let cost = t.cost(&row).unwrap_or(f64::NAN);
+        // 0.5 M × 0.25 + 0.5 M × 0.025 + 0.1 M × 2.00 = 0.125 + 0.0125 + 0.2
+        assert!((cost - 0.3375).abs() < 1e-9, "{cost}");
+    }
+}

@@ -1,0 +1,337 @@
+//! The LLM-backed planner: builds the prompt for a chat (`prompt`), asks the model (`llm`),
+//! and parses its task blocks (`blocks`) into actions. Each persona's request is routed to its
+//! provider (`llm::provider`: the persona's `LLM` / `LLM Model` headings, else the default
+//! `--llm`) and runs inside a usage scope (`llm::usage`) naming the agent and chat. It keeps,
+//! per conversation, the start of the history window used last time so the prompt prefix stays
+//! stable between requests; with a state directory the start is persisted per chat
+//! (`windows/<agent>/<chat>.json`), so the prefix survives restarts. It maps model outcomes:
+//! blocked or empty answers are silence (logged with the reason), transient errors are retried
+//! by the task machinery, permanent ones drop the plan. Called by the `received` handler via
+//! [`Planner`].
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::adapters::llm::provider;
+use crate::adapters::llm::usage::{self, UsageMeter};
+use crate::adapters::store::{self, StateDir};
+use crate::core::blocks::{self, ParseOptions};
+use crate::core::llm::LlmChoice;
+use crate::core::llm::{LlmOutcome, LlmRequest};
+use crate::core::model::{ChatId, MessageId};
+use crate::core::plan::{Action, PlanError, PlanRequest};
+use crate::core::prompt::{self, PromptInput};
+use crate::core::time::BoxFuture;
+use crate::ports::llm::Llm;
+use crate::ports::planner::Planner;
+
+/// Default chat model when neither the persona nor the configuration names one.
+pub const DEFAULT_MODEL: &str = provider::GEMINI_DEFAULT_MODEL;
+
+/// Settings of the LLM planner.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmPlannerConfig {
+    /// Provider (and model) for personas that name none (`--llm`, `--model`).
+    pub default_llm: LlmChoice,
+    pub temperature: Option<f32>,
+    pub max_output_tokens: Option<u32>,
+    /// Most tasks taken from one reply.
+    pub max_tasks: usize,
+    /// Most history messages sent.
+    pub history_size: usize,
+}
+
+impl Default for LlmPlannerConfig {
+    fn default() -> Self {
+        LlmPlannerConfig {
+            default_llm: LlmChoice::default(),
+            temperature: None,
+            max_output_tokens: None,
+            max_tasks: 12,
+            history_size: 500,
+        }
+    }
+}
+
+/// The LLM stack from the environment: every provider the environment configures behind the
+/// [`provider::Router`], wrapped in the one retry policy (on `clock`). The router is returned
+/// too, to check providers at start-up. Shared by the planner and the media pipeline.
+pub fn llm_from_env(
+    retry: crate::adapters::llm::retry::RetryConfig,
+    clock: crate::ports::clock::SharedClock,
+) -> (Arc<dyn Llm>, Arc<provider::Router>) {
+    llm_from_lookup(|name| std::env::var(name).ok(), retry, clock)
+}
+
+/// As [`llm_from_env`], with settings and keys looked up through `lookup` (the daemon adds
+/// systemd's credentials to the environment this way).
+pub fn llm_from_lookup(
+    lookup: impl Fn(&str) -> Option<String>,
+    retry: crate::adapters::llm::retry::RetryConfig,
+    clock: crate::ports::clock::SharedClock,
+) -> (Arc<dyn Llm>, Arc<provider::Router>) {
+    let router = Arc::new(provider::Router::from_lookup(lookup, retry.request_timeout));
+    let llm = crate::adapters::llm::retry::RetryingLlm::new(
+        Arc::clone(&router) as Arc<dyn Llm>,
+        retry,
+        clock,
+    );
+    (Arc::new(llm), router)
+}
+
+/// Plans replies with an LLM.
+pub struct LlmPlanner {
+    llm: Arc<dyn Llm>,
+    config: LlmPlannerConfig,
+    windows: Mutex<HashMap<(String, ChatId), Option<MessageId>>>,
+    state: Option<StateDir>,
+    usage: Option<Arc<UsageMeter>>,
+    /// Group triggers whose answer must not quote them (low impulse), from the group gate.
+    quotes: Option<Arc<crate::ingress::gate::QuoteBook>>,
+}
+
+/// The persisted window start of one chat.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WindowRecord {
+    format: u32,
+    window_start: Option<i64>,
+}
+
+/// `<state>/windows/<agent>/<chat>.json`.
+pub fn window_path(state: &StateDir, agent: &str, chat: ChatId) -> std::path::PathBuf {
+    state
+        .root()
+        .join("windows")
+        .join(store::fs_name(agent))
+        .join(format!("{chat}.json"))
+}
+
+impl LlmPlanner {
+    pub fn new(llm: Arc<dyn Llm>, config: LlmPlannerConfig) -> LlmPlanner {
+        LlmPlanner {
+            llm,
+            config,
+            windows: Mutex::new(HashMap::new()),
+            state: None,
+            usage: None,
+            quotes: None,
+        }
+    }
+
+    /// Persists each chat's window start under `state` (and reads it back after a restart).
+    pub fn with_state(mut self, state: StateDir) -> LlmPlanner {
+        self.state = Some(state);
+        self
+    }
+
+    /// Sums token usage in `meter` (flushed to the state directory after each request).
+    pub fn with_usage(mut self, meter: Arc<UsageMeter>) -> LlmPlanner {
+        self.usage = Some(meter);
+        self
+    }
+
+    fn cached_window(&self, key: &(String, ChatId)) -> Option<Option<MessageId>> {
+        self.windows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .copied()
+    }
+
+    /// Lets the group gate decide, per trigger, whether the answer quotes it.
+    pub fn with_quote_book(mut self, quotes: Arc<crate::ingress::gate::QuoteBook>) -> LlmPlanner {
+        self.quotes = Some(quotes);
+        self
+    }
+
+    /// The remembered window start: from memory, else from the chat's record on disk.
+    async fn window(&self, key: &(String, ChatId)) -> Option<MessageId> {
+        if let Some(known) = self.cached_window(key) {
+            return known;
+        }
+        let state = self.state.clone()?;
+        let path = window_path(&state, &key.0, key.1);
+        let read = tokio::task::spawn_blocking(move || store::read_optional(&path)).await;
+        let start = match read {
+            Ok(Ok(Some(text))) => match serde_json::from_str::<WindowRecord>(&text) {
+                Ok(r) => r.window_start.map(MessageId),
+                Err(e) => {
+                    // Only a cache-efficiency hint: recomputed (and rewritten) on this request.
+                    tracing::warn!(agent = %key.0, chat = %key.1, error = %e, "window record unreadable; recomputing it");
+                    None
+                }
+            },
+            Ok(Ok(None)) => None,
+            Ok(Err(e)) => {
+                tracing::warn!(agent = %key.0, chat = %key.1, error = %e, "window record unreadable; recomputing it");
+                None
+            }
+            Err(_) => None,
+        };
+        self.windows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone(), start);
+        start
+    }
+
+    async fn remember_window(&self, key: (String, ChatId), start: Option<MessageId>) {
+        let before = self
+            .windows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone(), start);
+        if before == Some(start) {
+            return;
+        }
+        let Some(state) = self.state.clone() else {
+            return;
+        };
+        let path = window_path(&state, &key.0, key.1);
+        let record = WindowRecord {
+            format: 1,
+            window_start: start.map(|m| m.0),
+        };
+        let bytes = serde_json::to_vec(&record).unwrap_or_default();
+        let written = tokio::task::spawn_blocking(move || store::write_atomic(&path, &bytes)).await;
+        if let Ok(Err(e)) = written {
+            tracing::warn!(agent = %key.0, chat = %key.1, error = %e, "window record not saved");
+        }
+    }
+
+    /// The route (`provider:model`) of a persona's requests.
+    pub fn route(&self, persona: &crate::core::persona::Persona) -> String {
+        crate::core::llm::persona_choice(
+            persona.llm.as_deref(),
+            persona.llm_model.as_deref(),
+            &self.config.default_llm,
+        )
+        .unwrap_or_else(|_| self.config.default_llm.clone())
+        .route()
+    }
+
+    /// Builds the request for a planning step (public for tests of the prompt layout), given
+    /// the window start remembered for the chat.
+    pub fn request_with_window(
+        &self,
+        req: &PlanRequest<'_>,
+        window_start: Option<MessageId>,
+    ) -> (LlmRequest, Option<MessageId>) {
+        let built = prompt::build(&PromptInput {
+            persona: req.persona,
+            chat: req.chat,
+            history: req.history,
+            target: req.target,
+            now: req.now,
+            history_size: self.config.history_size,
+            window_start,
+            media: req.media,
+            stickers: req.stickers,
+        });
+        (
+            LlmRequest {
+                model: self.route(req.persona),
+                system: built.system,
+                turns: built.turns,
+                temperature: self.config.temperature,
+                max_output_tokens: self.config.max_output_tokens,
+                response_schema: None,
+            },
+            built.window_start,
+        )
+    }
+
+    /// Builds the request for a planning step with the window remembered in memory.
+    pub fn request(&self, req: &PlanRequest<'_>) -> (LlmRequest, Option<MessageId>) {
+        let key = (req.persona.name.clone(), req.chat.id);
+        self.request_with_window(req, self.cached_window(&key).flatten())
+    }
+
+    fn parse(&self, req: &PlanRequest<'_>, text: &str) -> Vec<Action> {
+        let known: HashSet<MessageId> = req.history.iter().map(|m| m.id).collect();
+        let opts = ParseOptions {
+            max_tasks: self.config.max_tasks,
+            allow_clear_conversation: req.persona.allow_clear_conversation,
+            default_sticker_set: req.persona.sticker_sets.first().cloned(),
+            known_messages: Some(known),
+            ..ParseOptions::default()
+        };
+        let parsed = blocks::parse_reply(text, &opts);
+        for w in &parsed.warnings {
+            tracing::warn!(agent = %req.persona.name, chat = %req.chat.id, "model reply: {w}");
+        }
+        let mut actions = parsed.actions;
+        // In a group, the first message answers the message that triggered the plan unless
+        // the model chose otherwise, so people can tell what it responds to.
+        if !req.chat.kind.is_direct()
+            && let Some(target) = req.target
+            && self
+                .quotes
+                .as_ref()
+                .is_none_or(|q| q.should_quote(req.chat.id, target))
+            && let Some(first) = actions
+                .iter_mut()
+                .find(|a| matches!(a, Action::Send { .. } | Action::Sticker { .. }))
+        {
+            match first {
+                Action::Send { reply_to, .. } | Action::Sticker { reply_to, .. } => {
+                    reply_to.get_or_insert(target);
+                }
+                _ => {}
+            }
+        }
+        actions
+    }
+}
+
+impl Planner for LlmPlanner {
+    fn plan<'a>(&'a self, req: PlanRequest<'a>) -> BoxFuture<'a, Result<Vec<Action>, PlanError>> {
+        Box::pin(async move {
+            let key = (req.persona.name.clone(), req.chat.id);
+            let remembered = self.window(&key).await;
+            let (request, window) = self.request_with_window(&req, remembered);
+            let result = usage::scoped(
+                &req.persona.name,
+                &req.chat.id.to_string(),
+                self.usage.clone(),
+                self.llm.generate(&request),
+            )
+            .await;
+            if let Some(meter) = &self.usage
+                && let Err(e) = meter.flush().await
+            {
+                tracing::warn!(agent = %req.persona.name, error = %e, "usage totals not saved");
+            }
+            let outcome = result.map_err(|e| {
+                if e.is_transient() {
+                    PlanError::Transient(e.to_string())
+                } else {
+                    PlanError::Permanent(e.to_string())
+                }
+            })?;
+            self.remember_window(key, window).await;
+            match outcome {
+                LlmOutcome::Text(text) => Ok(self.parse(&req, &text)),
+                LlmOutcome::Empty { finish_reason } => {
+                    tracing::info!(
+                        agent = %req.persona.name,
+                        chat = %req.chat.id,
+                        finish_reason = finish_reason.as_deref().unwrap_or("none"),
+                        "model gave an empty answer: staying silent"
+                    );
+                    Ok(Vec::new())
+                }
+                LlmOutcome::Blocked { reason } => {
+                    tracing::warn!(
+                        agent = %req.persona.name,
+                        chat = %req.chat.id,
+                        reason = %reason,
+                        "model answer blocked by the provider: staying silent"
+                    );
+                    Ok(Vec::new())
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,835 @@
+//! An in-memory Telegram account: the twin of the real backend used by tests and the `chat`
+//! playground. It keeps per-chat transcripts (optionally persisted as JSON under the state
+//! dir, so a restarted playground still has its history), records every outbound action with
+//! the clock's time, answers a repeated idempotency key with the message it already sent (as
+//! Telegram does with `random_id`), and can be told to fail the next call of an operation.
+//!
+//! A transcript that cannot be read at start is moved to `quarantine/` next to it (never
+//! overwritten), and its chat starts empty.
+//!
+//! It never touches the network. Writes go through `store`, off the async threads.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use crate::adapters::store;
+use crate::core::model::{
+    Chat, ChatId, MediaInfo, Mention, Message, MessageId, OutgoingSticker, OutgoingText, Sender,
+    StickerChoice, TelegramError, TgResult,
+};
+use crate::core::time::BoxFuture;
+use crate::ports::clock::SharedClock;
+use crate::ports::telegram::Telegram;
+
+/// An operation of the trait, for fault injection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    Chat,
+    SendText,
+    SendSticker,
+    React,
+    Typing,
+    MarkRead,
+    Block,
+    Unblock,
+    DeleteHistory,
+    FetchHistory,
+    Download,
+}
+
+/// Makes calls of one operation stop until the test lets them through.
+#[derive(Debug, Default)]
+pub struct Gate {
+    /// Signalled each time a call reaches the gate.
+    pub entered: tokio::sync::Notify,
+    /// Signal once per call to let it continue.
+    pub release: tokio::sync::Notify,
+}
+
+/// An outbound action as recorded by the fake.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Action {
+    /// A message from someone else, put in by [`MemoryTelegram::inject`].
+    Inbound {
+        chat: ChatId,
+        message: Message,
+    },
+    Send {
+        chat: ChatId,
+        message: Message,
+    },
+    Sticker {
+        chat: ChatId,
+        message: Message,
+        sticker: StickerChoice,
+    },
+    React {
+        chat: ChatId,
+        message_id: MessageId,
+        emoji: String,
+    },
+    Typing {
+        chat: ChatId,
+    },
+    Read {
+        chat: ChatId,
+        upto: MessageId,
+    },
+    Block {
+        chat: ChatId,
+    },
+    Unblock {
+        chat: ChatId,
+    },
+    Clear {
+        chat: ChatId,
+    },
+}
+
+/// An action and when it happened on the runtime's clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    pub at: Timestamp,
+    pub action: Action,
+}
+
+/// A message to put into a chat as if someone else wrote it.
+#[derive(Debug, Clone, Default)]
+pub struct Incoming {
+    pub from: String,
+    pub text: String,
+    pub reply_to: Option<MessageId>,
+    pub media: Option<MediaInfo>,
+    pub mentions: Vec<Mention>,
+}
+
+/// One chat's persisted log.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ChatLog {
+    chat: Chat,
+    next_id: i64,
+    messages: Vec<Message>,
+    /// Idempotency key → the message it produced.
+    #[serde(default)]
+    sent_keys: BTreeMap<i64, MessageId>,
+    #[serde(default)]
+    blocked: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    read_upto: Option<MessageId>,
+}
+
+#[derive(Default)]
+struct State {
+    chats: BTreeMap<ChatId, ChatLog>,
+    actions: Vec<Recorded>,
+    faults: HashMap<Op, VecDeque<TelegramError>>,
+    gates: HashMap<Op, Arc<Gate>>,
+    media: HashMap<String, Vec<u8>>,
+    /// Simulated network time of every text send (`run --telegram memory` tests).
+    send_delay: std::time::Duration,
+    /// Sticker set → sticker names; empty means every sticker exists.
+    sticker_sets: BTreeMap<String, Vec<String>>,
+    /// Chats with a reaction allowlist (others allow any), and how often it was asked for.
+    allowed_reactions: HashMap<ChatId, Vec<String>>,
+    allowed_reactions_calls: usize,
+}
+
+/// The in-memory account.
+pub struct MemoryTelegram {
+    self_id: i64,
+    self_name: String,
+    dir: Option<PathBuf>,
+    clock: SharedClock,
+    state: Mutex<State>,
+    persist_lock: tokio::sync::Mutex<()>,
+    observer: Mutex<Option<mpsc::UnboundedSender<Recorded>>>,
+}
+
+/// Largest playground transcript read at start; a bigger file is quarantined.
+pub const MAX_TRANSCRIPT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Reads one persisted transcript. The inner `Err` is why the file is unusable (not a
+/// regular file, over [`MAX_TRANSCRIPT_BYTES`], not UTF-8, not a transcript): the caller
+/// quarantines it. The outer error is an I/O failure that says nothing about the file.
+fn read_transcript(path: &Path) -> Result<Result<ChatLog, String>, store::StoreError> {
+    use std::io::Read;
+    let io = |source| store::StoreError::Io {
+        action: "cannot read",
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::symlink_metadata(path).map_err(io)?;
+    if !meta.file_type().is_file() {
+        return Ok(Err("not a regular file".into()));
+    }
+    if meta.len() > MAX_TRANSCRIPT_BYTES {
+        return Ok(Err(format!("larger than {MAX_TRANSCRIPT_BYTES} bytes")));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_TRANSCRIPT_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_TRANSCRIPT_BYTES {
+        return Ok(Err(format!("larger than {MAX_TRANSCRIPT_BYTES} bytes")));
+    }
+    let text = match String::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            return Ok(Err(format!(
+                "not valid UTF-8 (at byte {})",
+                e.utf8_error().valid_up_to()
+            )));
+        }
+    };
+    Ok(serde_json::from_str::<ChatLog>(&text).map_err(|e| e.to_string()))
+}
+
+/// Moves an unusable transcript to `<dir>/quarantine/transcript--<ms>--<file>`.
+fn quarantine_transcript(dir: &Path, path: &Path) -> Result<PathBuf, store::StoreError> {
+    let file = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stamp = jiff::Timestamp::now().as_millisecond();
+    let target = dir
+        .join("quarantine")
+        .join(format!("transcript--{stamp}--{file}"));
+    store::move_file(path, &target)?;
+    Ok(target)
+}
+
+/// Deterministic user id for a display name, so a restarted playground keeps its ids.
+pub fn user_id_for(name: &str) -> i64 {
+    // FNV-1a, folded into a positive range that stays clear of small hand-picked ids.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    1_000_000 + (h % 1_000_000_000) as i64
+}
+
+/// Largest sticker file [`MemoryTelegram::load_sticker_sets`] reads (Telegram's own stickers
+/// are at most a few hundred KB).
+pub const STICKER_FILE_CAP: u64 = 16 << 20;
+
+impl MemoryTelegram {
+    /// A fresh account. With `dir`, transcripts are loaded from and saved to
+    /// `dir/<chat>.json`.
+    pub fn new(
+        self_name: &str,
+        clock: SharedClock,
+        dir: Option<PathBuf>,
+    ) -> Result<MemoryTelegram, store::StoreError> {
+        let mut state = State::default();
+        if let Some(dir) = &dir
+            && let Ok(entries) = std::fs::read_dir(dir)
+        {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.extension().is_none_or(|e| e != "json") {
+                    continue;
+                }
+                match read_transcript(&path)? {
+                    Ok(log) => {
+                        state.chats.insert(log.chat.id, log);
+                    }
+                    Err(reason) => {
+                        let moved_to = quarantine_transcript(dir, &path)?;
+                        tracing::error!(
+                            event = "transcript_quarantined",
+                            file = %path.display(),
+                            moved_to = %moved_to.display(),
+                            reason = %reason,
+                            "playground transcript unreadable: moved to quarantine (never overwritten); that chat starts empty"
+                        );
+                    }
+                }
+            }
+        }
+        let self_id = user_id_for(self_name);
+        // Saved Messages: the account's chat with itself always exists.
+        state.chats.entry(ChatId(self_id)).or_insert(ChatLog {
+            chat: Chat {
+                id: ChatId(self_id),
+                kind: crate::core::model::ChatKind::Direct,
+                title: "Saved Messages".into(),
+            },
+            next_id: 1,
+            messages: Vec::new(),
+            sent_keys: BTreeMap::new(),
+            blocked: false,
+            read_upto: None,
+        });
+        Ok(MemoryTelegram {
+            self_id,
+            self_name: self_name.to_string(),
+            dir,
+            clock,
+            state: Mutex::new(state),
+            persist_lock: tokio::sync::Mutex::new(()),
+            observer: Mutex::new(None),
+        })
+    }
+
+    /// Serves sticker sets from `dir` (files over [`STICKER_FILE_CAP`] are refused, naming
+    /// them): one folder per set (its name is the set's short name),
+    /// one file per sticker named by its emoji or name (`👋.webp`, `wave.webp`). Each
+    /// sticker's bytes become downloadable under the unique id sent stickers get. Without
+    /// any set loaded every sticker exists. Blocking: reads the directory.
+    pub fn load_sticker_sets(&self, dir: &Path) -> Result<usize, store::StoreError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| store::StoreError::Io {
+                action: "cannot read sticker sets in",
+                path,
+                source,
+            }
+        };
+        let mut count = 0;
+        let mut sets = Vec::new();
+        for set in std::fs::read_dir(dir).map_err(io(dir))?.flatten() {
+            let set_path = set.path();
+            if !set_path.is_dir() {
+                continue;
+            }
+            let set_name = set.file_name().to_string_lossy().into_owned();
+            let mut names = Vec::new();
+            for file in std::fs::read_dir(&set_path)
+                .map_err(io(&set_path))?
+                .flatten()
+            {
+                let path = file.path();
+                let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
+                    continue;
+                };
+                if !path.is_file() {
+                    continue;
+                }
+                // Through the safe reader: capped, and never blocking should the file have
+                // been swapped for a FIFO since the check above.
+                let bytes = store::read_file(&path, STICKER_FILE_CAP, store::Symlinks::Follow)?;
+                self.put_media(&format!("sticker:{set_name}:{stem}"), bytes);
+                names.push(stem);
+                count += 1;
+            }
+            names.sort();
+            sets.push((set_name, names));
+        }
+        self.lock().sticker_sets.extend(sets);
+        Ok(count)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Receives every recorded action as it happens.
+    pub fn observe(&self) -> mpsc::UnboundedReceiver<Recorded> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        *self.observer.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx);
+        rx
+    }
+
+    /// Makes the next call of `op` fail with `error` (queued: several calls fail in order).
+    pub fn fail_next(&self, op: Op, error: TelegramError) {
+        self.lock().faults.entry(op).or_default().push_back(error);
+    }
+
+    /// Registers the bytes `download_media` returns for a media id.
+    /// Makes every text send take `delay` on the clock (a slow network).
+    pub fn set_send_delay(&self, delay: std::time::Duration) {
+        self.lock().send_delay = delay;
+    }
+
+    pub fn put_media(&self, unique_id: &str, bytes: Vec<u8>) {
+        self.lock().media.insert(unique_id.to_string(), bytes);
+    }
+
+    /// Restricts the reactions a chat allows (as a group's settings do).
+    pub fn set_allowed_reactions(&self, chat: ChatId, emoji: Vec<String>) {
+        self.lock().allowed_reactions.insert(chat, emoji);
+    }
+
+    /// How many times `allowed_reactions` was called (to check caching).
+    pub fn allowed_reactions_calls(&self) -> usize {
+        self.lock().allowed_reactions_calls
+    }
+
+    /// Every action recorded so far.
+    pub fn actions(&self) -> Vec<Recorded> {
+        self.lock().actions.clone()
+    }
+
+    /// The messages of a chat, oldest first.
+    pub fn transcript(&self, chat: ChatId) -> Vec<Message> {
+        self.lock()
+            .chats
+            .get(&chat)
+            .map(|c| c.messages.clone())
+            .unwrap_or_default()
+    }
+
+    /// Makes a chat known (idempotent: an existing chat keeps its log).
+    pub fn ensure_chat(&self, chat: Chat) {
+        self.lock().chats.entry(chat.id).or_insert(ChatLog {
+            chat,
+            next_id: 1,
+            messages: Vec::new(),
+            sent_keys: BTreeMap::new(),
+            blocked: false,
+            read_upto: None,
+        });
+    }
+
+    /// Appends a message from someone else and returns it; the caller hands it to the
+    /// runtime, as the real backend's event handler does.
+    pub async fn inject(&self, chat: ChatId, incoming: Incoming) -> TgResult<Message> {
+        let now = self.clock.now();
+        let msg = {
+            let mut st = self.lock();
+            let log = st
+                .chats
+                .get_mut(&chat)
+                .ok_or_else(|| TelegramError::NotFound(format!("chat {chat}")))?;
+            let msg = Message {
+                id: MessageId(log.next_id),
+                chat,
+                sender: Sender {
+                    id: user_id_for(&incoming.from),
+                    name: incoming.from,
+                    username: None,
+                    is_bot: false,
+                },
+                outgoing: false,
+                text: incoming.text,
+                mentions: incoming.mentions,
+                reply_to: incoming.reply_to,
+                date: now,
+                media: incoming.media,
+            };
+            log.next_id += 1;
+            log.messages.push(msg.clone());
+            msg
+        };
+        self.persist(chat).await?;
+        self.record(Action::Inbound {
+            chat,
+            message: msg.clone(),
+        });
+        Ok(msg)
+    }
+
+    /// The newest message of `chat` marked read, if any.
+    /// Whether the account has blocked the chat's other side.
+    pub fn is_blocked(&self, chat: ChatId) -> bool {
+        self.lock().chats.get(&chat).is_some_and(|log| log.blocked)
+    }
+
+    pub fn read_upto(&self, chat: ChatId) -> Option<MessageId> {
+        self.lock().chats.get(&chat).and_then(|log| log.read_upto)
+    }
+
+    /// Someone edits a message of theirs: its text changes in the transcript (what the next
+    /// history fetch, and so the planner, sees). Returns the edited message.
+    pub async fn edit_inbound(&self, chat: ChatId, id: MessageId, text: &str) -> TgResult<Message> {
+        let edited = {
+            let mut st = self.lock();
+            let log = st
+                .chats
+                .get_mut(&chat)
+                .ok_or_else(|| TelegramError::NotFound(format!("chat {chat}")))?;
+            let msg = log
+                .messages
+                .iter_mut()
+                .find(|m| m.id == id)
+                .ok_or_else(|| TelegramError::NotFound(format!("message {id} in chat {chat}")))?;
+            msg.text = text.to_string();
+            msg.clone()
+        };
+        self.persist(chat).await?;
+        Ok(edited)
+    }
+
+    /// Messages are deleted: they leave the transcript. Returns how many were found.
+    pub async fn delete_inbound(&self, chat: ChatId, ids: &[MessageId]) -> TgResult<usize> {
+        let removed = {
+            let mut st = self.lock();
+            let log = st
+                .chats
+                .get_mut(&chat)
+                .ok_or_else(|| TelegramError::NotFound(format!("chat {chat}")))?;
+            let before = log.messages.len();
+            log.messages.retain(|m| !ids.contains(&m.id));
+            before - log.messages.len()
+        };
+        self.persist(chat).await?;
+        Ok(removed)
+    }
+
+    /// Stops sending actions to the observer (its channel closes).
+    pub fn stop_observing(&self) {
+        *self.observer.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// From now on every call of `op` waits at the returned gate.
+    pub fn gate(&self, op: Op) -> Arc<Gate> {
+        Arc::clone(self.lock().gates.entry(op).or_default())
+    }
+
+    /// Removes the gate of `op`.
+    pub fn ungate(&self, op: Op) {
+        self.lock().gates.remove(&op);
+    }
+
+    /// Passes the gate of `op` (if any), then any injected fault.
+    async fn enter(&self, op: Op) -> TgResult<()> {
+        let delay = self.lock().send_delay;
+        if op == Op::SendText && !delay.is_zero() {
+            drop(crate::ports::clock::sleep(self.clock.as_ref(), delay).await);
+        }
+        let gate = self.lock().gates.get(&op).cloned();
+        if let Some(gate) = gate {
+            gate.entered.notify_one();
+            gate.release.notified().await;
+        }
+        self.take_fault(op)
+    }
+
+    fn take_fault(&self, op: Op) -> TgResult<()> {
+        match self
+            .lock()
+            .faults
+            .get_mut(&op)
+            .and_then(VecDeque::pop_front)
+        {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    async fn persist(&self, chat: ChatId) -> TgResult<()> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        let _serial = self.persist_lock.lock().await;
+        let snapshot = self.lock().chats.get(&chat).cloned();
+        let Some(log) = snapshot else {
+            return Ok(());
+        };
+        let path = dir.join(format!("{chat}.json"));
+        let bytes = serde_json::to_vec_pretty(&log)
+            .map_err(|e| TelegramError::Other(format!("cannot encode transcript: {e}")))?;
+        tokio::task::spawn_blocking(move || store::write_atomic(&path, &bytes))
+            .await
+            .map_err(|e| TelegramError::Other(e.to_string()))?
+            .map_err(|e| TelegramError::Other(e.to_string()))
+    }
+
+    fn record(&self, action: Action) {
+        let rec = Recorded {
+            at: self.clock.now(),
+            action,
+        };
+        self.lock().actions.push(rec.clone());
+        if let Some(tx) = self
+            .observer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            let _ = tx.send(rec);
+        }
+    }
+
+    fn with_chat<T>(&self, chat: ChatId, f: impl FnOnce(&mut ChatLog) -> T) -> TgResult<T> {
+        let mut st = self.lock();
+        let log = st
+            .chats
+            .get_mut(&chat)
+            .ok_or_else(|| TelegramError::NotFound(format!("chat {chat}")))?;
+        Ok(f(log))
+    }
+
+    /// Appends our own message unless the key was used before; returns the message and
+    /// whether it is new.
+    async fn post(
+        &self,
+        chat: ChatId,
+        key: i64,
+        text: String,
+        reply_to: Option<MessageId>,
+        media: Option<MediaInfo>,
+    ) -> TgResult<(Message, bool)> {
+        let now = self.clock.now();
+        let (self_id, self_name) = (self.self_id, self.self_name.clone());
+        let (msg, fresh) = self.with_chat(chat, |log| {
+            if log.blocked && log.chat.kind.is_direct() {
+                return Err(TelegramError::Forbidden("you blocked this user".into()));
+            }
+            if let Some(id) = log.sent_keys.get(&key)
+                && let Some(m) = log.messages.iter().find(|m| m.id == *id)
+            {
+                return Ok((m.clone(), false));
+            }
+            let msg = Message {
+                id: MessageId(log.next_id),
+                chat,
+                sender: Sender {
+                    id: self_id,
+                    name: self_name,
+                    username: None,
+                    is_bot: false,
+                },
+                outgoing: true,
+                text,
+                mentions: Vec::new(),
+                reply_to,
+                date: now,
+                media,
+            };
+            log.next_id += 1;
+            log.sent_keys.insert(key, msg.id);
+            log.messages.push(msg.clone());
+            Ok((msg, true))
+        })??;
+        if fresh {
+            self.persist(chat).await?;
+        }
+        Ok((msg, fresh))
+    }
+}
+
+impl Telegram for MemoryTelegram {
+    fn self_id(&self) -> i64 {
+        self.self_id
+    }
+
+    fn allowed_reactions(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Option<Vec<String>>>> {
+        let mut st = self.lock();
+        st.allowed_reactions_calls += 1;
+        let list = st.allowed_reactions.get(&chat).cloned();
+        Box::pin(async move { Ok(list) })
+    }
+
+    fn chat(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Chat>> {
+        Box::pin(async move {
+            self.enter(Op::Chat).await?;
+            self.with_chat(chat, |log| log.chat.clone())
+        })
+    }
+
+    fn send_text(&self, msg: OutgoingText) -> BoxFuture<'_, TgResult<Message>> {
+        Box::pin(async move {
+            self.enter(Op::SendText).await?;
+            let (sent, fresh) = self
+                .post(msg.chat, msg.idempotency_key, msg.text, msg.reply_to, None)
+                .await?;
+            if fresh {
+                self.record(Action::Send {
+                    chat: msg.chat,
+                    message: sent.clone(),
+                });
+            }
+            Ok(sent)
+        })
+    }
+
+    fn send_sticker(&self, msg: OutgoingSticker) -> BoxFuture<'_, TgResult<Message>> {
+        Box::pin(async move {
+            self.enter(Op::SendSticker).await?;
+            let media = MediaInfo {
+                kind: crate::core::model::MediaKind::Sticker,
+                unique_id: format!("sticker:{}:{}", msg.sticker.set, msg.sticker.name),
+                mime: Some("image/webp".into()),
+                size: None,
+                duration_secs: None,
+                file_name: None,
+                sticker: Some(crate::core::model::StickerInfo {
+                    set: Some(msg.sticker.set.clone()),
+                    name: msg.sticker.name.clone(),
+                    emoji: None,
+                }),
+            };
+            let (sent, fresh) = self
+                .post(
+                    msg.chat,
+                    msg.idempotency_key,
+                    String::new(),
+                    msg.reply_to,
+                    Some(media),
+                )
+                .await?;
+            if fresh {
+                self.record(Action::Sticker {
+                    chat: msg.chat,
+                    message: sent.clone(),
+                    sticker: msg.sticker,
+                });
+            }
+            Ok(sent)
+        })
+    }
+
+    fn react(&self, chat: ChatId, message: MessageId, emoji: &str) -> BoxFuture<'_, TgResult<()>> {
+        let emoji = emoji.to_string();
+        Box::pin(async move {
+            self.enter(Op::React).await?;
+            let exists =
+                self.with_chat(chat, |log| log.messages.iter().any(|m| m.id == message))?;
+            if !exists {
+                return Err(TelegramError::Invalid(format!(
+                    "no message {message} in chat {chat}"
+                )));
+            }
+            self.record(Action::React {
+                chat,
+                message_id: message,
+                emoji,
+            });
+            Ok(())
+        })
+    }
+
+    fn typing(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.enter(Op::Typing).await?;
+            self.with_chat(chat, |_| ())?;
+            self.record(Action::Typing { chat });
+            Ok(())
+        })
+    }
+
+    fn mark_read(&self, chat: ChatId, upto: MessageId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.enter(Op::MarkRead).await?;
+            // Read state lives on Telegram's side: it survives a crash of ours, so the
+            // twin makes it durable at once (an unread scan after a restart relies on it).
+            let changed = self.with_chat(chat, |log| {
+                let changed = log.read_upto.is_none_or(|r| r < upto);
+                if changed {
+                    log.read_upto = Some(upto);
+                }
+                changed
+            })?;
+            if changed {
+                self.persist(chat).await?;
+            }
+            self.record(Action::Read { chat, upto });
+            Ok(())
+        })
+    }
+
+    fn block(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.enter(Op::Block).await?;
+            self.with_chat(chat, |log| log.blocked = true)?;
+            self.persist(chat).await?;
+            self.record(Action::Block { chat });
+            Ok(())
+        })
+    }
+
+    fn unblock(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.enter(Op::Unblock).await?;
+            self.with_chat(chat, |log| log.blocked = false)?;
+            self.persist(chat).await?;
+            self.record(Action::Unblock { chat });
+            Ok(())
+        })
+    }
+
+    fn delete_history(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.enter(Op::DeleteHistory).await?;
+            self.with_chat(chat, |log| log.messages.clear())?;
+            self.persist(chat).await?;
+            self.record(Action::Clear { chat });
+            Ok(())
+        })
+    }
+
+    fn fetch_history(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, TgResult<Vec<Message>>> {
+        Box::pin(async move {
+            self.enter(Op::FetchHistory).await?;
+            self.with_chat(chat, |log| {
+                let skip = log.messages.len().saturating_sub(limit);
+                log.messages[skip..].to_vec()
+            })
+        })
+    }
+
+    fn sticker_set(
+        &self,
+        set: &str,
+    ) -> BoxFuture<'_, TgResult<Vec<crate::core::model::SetSticker>>> {
+        let set = set.to_string();
+        Box::pin(async move {
+            let names = self
+                .lock()
+                .sticker_sets
+                .get(&set)
+                .cloned()
+                .ok_or_else(|| TelegramError::NotFound(format!("sticker set {set}")))?;
+            Ok(names
+                .into_iter()
+                .map(|name| crate::core::model::SetSticker {
+                    unique_id: format!("sticker:{set}:{name}"),
+                    name,
+                })
+                .collect())
+        })
+    }
+
+    fn has_sticker(&self, choice: &StickerChoice) -> BoxFuture<'_, TgResult<bool>> {
+        let state = self.lock();
+        let found = state.sticker_sets.is_empty()
+            || state
+                .sticker_sets
+                .get(&choice.set)
+                .is_some_and(|names| names.contains(&choice.name));
+        Box::pin(async move { Ok(found) })
+    }
+
+    fn download_media(
+        &self,
+        chat: ChatId,
+        message: MessageId,
+        max_bytes: u64,
+    ) -> BoxFuture<'_, TgResult<Vec<u8>>> {
+        Box::pin(async move {
+            self.enter(Op::Download).await?;
+            let uid = self
+                .with_chat(chat, |log| {
+                    log.messages
+                        .iter()
+                        .find(|m| m.id == message)
+                        .and_then(|m| m.media.as_ref().map(|x| x.unique_id.clone()))
+                })?
+                .ok_or_else(|| TelegramError::NotFound(format!("no media in message {message}")))?;
+            let bytes = self
+                .lock()
+                .media
+                .get(&uid)
+                .cloned()
+                .ok_or_else(|| TelegramError::NotFound(format!("media {uid}")))?;
+            if bytes.len() as u64 > max_bytes {
+                return Err(TelegramError::Invalid(format!(
+                    "media is {} bytes, over the {max_bytes} byte cap",
+                    bytes.len()
+                )));
+            }
+            Ok(bytes)
+        })
+    }
+}
+
+/// Shared handle type used by the playground and tests.
+pub type SharedMemory = Arc<MemoryTelegram>;

@@ -1,0 +1,1192 @@
+//! The `Telegram` trait on a real account through grammers: every outbound operation as a
+//! raw MTProto call (so we control `random_id`, entities and link previews), peer lookup from
+//! the session cache, and errors mapped in `errors::classify`. It keeps the sent-message
+//! ledger up to date and follows the recovery rules of `recover` (learn an unknown peer and
+//! retry once, send without rejected entities, toggle U+FE0F on a rejected reaction, repeat a
+//! partial history deletion); beyond those it must not plan, pace or retry: the runtime and
+//! the governor do that. The daemon builds one per agent.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::adapters::mtproto::guarded::GuardedSession;
+use grammers_client::Client;
+use grammers_client::session::Session;
+use grammers_client::session::types::{PeerId, PeerRef};
+use grammers_client::tl;
+
+use crate::adapters::mtproto::errors::classify;
+use crate::adapters::mtproto::format::to_telegram;
+use crate::adapters::mtproto::map::{self, Known, MapContext, Mapped, PeerCache};
+use crate::adapters::mtproto::pump::{Incoming, Lookups, TgUpdate};
+use crate::adapters::mtproto::recover::{self, CallError, PeerLearner};
+use crate::adapters::mtproto::sent::SentLedger;
+use crate::core::model::{
+    Chat, ChatId, ChatKind, Message, MessageId, OutgoingSticker, OutgoingText, Sender,
+    StickerChoice, TelegramError, TgResult,
+};
+use crate::core::time::BoxFuture;
+use crate::ports::clock::SharedClock;
+use crate::ports::telegram::Telegram;
+use grammers_client::session::types::PeerInfo;
+
+/// Most messages whose forum topic is remembered.
+const MAX_TOPIC_MESSAGES: usize = 50_000;
+
+/// Forum topic bookkeeping (see [`MtprotoTelegram::topics`]).
+#[derive(Default)]
+struct Topics {
+    by_message: HashMap<(ChatId, i32), i32>,
+    order: std::collections::VecDeque<(ChatId, i32)>,
+    latest: HashMap<ChatId, Option<i32>>,
+}
+
+impl Topics {
+    fn learn(&mut self, chat: ChatId, id: i32, topic: Option<i32>, inbound: bool) {
+        if inbound {
+            self.latest.insert(chat, topic);
+        }
+        if let Some(topic) = topic
+            && self.by_message.insert((chat, id), topic).is_none()
+        {
+            self.order.push_back((chat, id));
+            if self.order.len() > MAX_TOPIC_MESSAGES
+                && let Some(old) = self.order.pop_front()
+            {
+                self.by_message.remove(&old);
+            }
+        }
+    }
+}
+
+/// What Telegram answered to a send.
+enum SendAnswer {
+    /// Sent now; the new message id when the answer carried it.
+    Sent(Option<i32>),
+    /// RANDOM_ID_DUPLICATE: an earlier run already sent it.
+    Duplicate,
+}
+
+/// One agent's account.
+pub struct MtprotoTelegram {
+    /// Replaced when the supervisor rebuilds a dead connection pool.
+    client: std::sync::RwLock<Client>,
+    session: Arc<GuardedSession>,
+    self_id: i64,
+    /// Learnt at connect, or later when Telegram was not reachable then.
+    self_username: std::sync::RwLock<Option<String>>,
+    clock: SharedClock,
+    /// Our sends (in flight, ids, random ids; on disk for the catch-up horizon): their
+    /// echoes in the update stream are ours, not the owner typing on another device.
+    ledger: Arc<SentLedger>,
+    /// The newest message id seen per chat: how an unknown peer is fetched (getMessages).
+    hints: Mutex<HashMap<ChatId, i32>>,
+    /// Forum topics: the topic of each message seen in one (bounded), and the topic of the
+    /// newest inbound message per chat (where typing shows).
+    topics: Mutex<Topics>,
+    /// Names of users and chats seen so far (the session cache keeps ids and hashes only).
+    peers: Mutex<PeerCache>,
+    /// Sticker sets fetched so far: short name → (name/emoji → document).
+    sticker_sets: Mutex<HashMap<String, HashMap<String, tl::enums::InputDocument>>>,
+    /// Sticker set id → short name, for stickers whose messages name their set by id only.
+    set_names: Mutex<HashMap<i64, String>>,
+    /// Users this account blocked (one entry, refreshed every 60 s).
+    blocked: recover::Memo<(), Arc<HashSet<i64>>>,
+    /// Mute settings (`mute_until`) per chat and the global ones, refreshed every 60 s.
+    muted: recover::Memo<LookupKey, Option<i32>>,
+}
+
+/// How long blocklist and mute look-ups are trusted.
+const LOOKUP_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long a failed look-up is not retried (its fail-open answer stands meanwhile).
+pub const FAILURE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What a cached look-up is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum LookupKey {
+    Mute(ChatId),
+    /// The account's global setting for DMs (`true`) or groups.
+    GlobalMute(bool),
+}
+
+impl MtprotoTelegram {
+    pub fn new(
+        client: Client,
+        session: Arc<GuardedSession>,
+        self_id: i64,
+        self_username: Option<String>,
+        clock: SharedClock,
+        ledger: Arc<SentLedger>,
+    ) -> MtprotoTelegram {
+        MtprotoTelegram {
+            client: std::sync::RwLock::new(client),
+            session,
+            self_id,
+            self_username: std::sync::RwLock::new(self_username),
+            ledger,
+            hints: Mutex::new(HashMap::new()),
+            topics: Mutex::new(Topics::default()),
+            peers: Mutex::new(PeerCache::default()),
+            sticker_sets: Mutex::new(HashMap::new()),
+            set_names: Mutex::new(HashMap::new()),
+            blocked: recover::Memo::new(Arc::clone(&clock), LOOKUP_TTL, FAILURE_TTL, 1),
+            muted: recover::Memo::new(Arc::clone(&clock), LOOKUP_TTL, FAILURE_TTL, 10_000),
+            clock,
+        }
+    }
+
+    /// Whether this account blocked `user` (cached for a minute). On failure, assume not,
+    /// and do not ask again for [`FAILURE_TTL`] (a flood wait must not turn every message
+    /// into another failing call).
+    pub async fn is_blocked(&self, user: i64) -> bool {
+        self.blocked
+            .get((), || async {
+                let mut ids = HashSet::new();
+                let mut offset = 0;
+                loop {
+                    let answer = self
+                        .client()
+                        .invoke(&tl::functions::contacts::GetBlocked {
+                            my_stories_from: false,
+                            offset,
+                            limit: 100,
+                        })
+                        .await
+                        .map_err(|e| classify(&e))?;
+                    let (page, total) = match answer {
+                        tl::enums::contacts::Blocked::Blocked(b) => (b.blocked, None),
+                        tl::enums::contacts::Blocked::Slice(b) => (b.blocked, Some(b.count)),
+                    };
+                    let n = page.len();
+                    for tl::enums::PeerBlocked::Blocked(p) in page {
+                        if let tl::enums::Peer::User(u) = p.peer_id {
+                            ids.insert(u.user_id);
+                        }
+                    }
+                    offset += n as i32;
+                    if n == 0 || total.is_none_or(|t| offset >= t) {
+                        break;
+                    }
+                }
+                Ok::<_, TelegramError>(Arc::new(ids))
+            })
+            .await
+            .is_some_and(|set| set.contains(&user))
+    }
+
+    /// Whether notifications of a chat are muted: its own setting, else the account's
+    /// global setting for DMs or groups (each cached for a minute). On failure, assume not,
+    /// and do not ask again for [`FAILURE_TTL`].
+    pub async fn is_muted(&self, chat: ChatId) -> bool {
+        let now = self.clock.now().as_second();
+        let own = self.mute_setting(LookupKey::Mute(chat)).await;
+        let global = match own {
+            Some(Some(_)) => None,
+            _ => self
+                .mute_setting(LookupKey::GlobalMute(chat.0 > 0))
+                .await
+                .flatten(),
+        };
+        recover::muted(own.flatten(), global, now)
+    }
+
+    /// A `mute_until` setting (outer `None`: the look-up failed).
+    async fn mute_setting(&self, key: LookupKey) -> Option<Option<i32>> {
+        self.muted
+            .get(key, || async {
+                let peer: tl::enums::InputNotifyPeer = match key {
+                    LookupKey::Mute(chat) => tl::types::InputNotifyPeer {
+                        peer: self.input_peer(chat).await?,
+                    }
+                    .into(),
+                    LookupKey::GlobalMute(true) => tl::enums::InputNotifyPeer::InputNotifyUsers,
+                    LookupKey::GlobalMute(false) => tl::enums::InputNotifyPeer::InputNotifyChats,
+                };
+                let settings = self
+                    .client()
+                    .invoke(&tl::functions::account::GetNotifySettings { peer })
+                    .await
+                    .map_err(|e| classify(&e))?;
+                let tl::enums::PeerNotifySettings::Settings(s) = settings;
+                Ok::<_, TelegramError>(s.mute_until)
+            })
+            .await
+    }
+
+    /// The current client (cheap to clone).
+    pub fn client(&self) -> Client {
+        self.client
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Swaps in the client of a rebuilt connection pool.
+    pub fn replace_client(&self, client: Client) {
+        *self.client.write().unwrap_or_else(PoisonError::into_inner) = client;
+    }
+
+    /// What the inbound mapping needs to know about this account.
+    pub fn map_context(&self) -> MapContext {
+        MapContext {
+            self_id: self.self_id,
+            self_username: self.self_username(),
+        }
+    }
+
+    /// The account's username, if known.
+    pub fn self_username(&self) -> Option<String> {
+        self.self_username
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn set_self_username(&self, username: Option<String>) {
+        *self
+            .self_username
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = username;
+    }
+
+    /// The ledger of our own sends.
+    pub fn ledger(&self) -> &Arc<SentLedger> {
+        &self.ledger
+    }
+
+    /// Whether the daemon itself sent this message (as opposed to the owner on a phone).
+    pub fn sent_by_us(&self, chat: ChatId, id: MessageId) -> bool {
+        self.ledger.is_ours(chat, id)
+    }
+
+    /// Records a send (before its in-flight guard is dropped) and writes the ledger.
+    async fn remember_sent(&self, chat: ChatId, id: MessageId, random_id: i64) {
+        self.ledger.record(chat, id, random_id);
+        if let Err(e) = self.ledger.save().await {
+            tracing::warn!(error = %e, "could not save the sent-message ledger");
+        }
+    }
+
+    /// The id of a message an earlier run already sent with `random_id` (Telegram answered
+    /// RANDOM_ID_DUPLICATE): from the ledger, else the newest of our recent messages in the
+    /// chat with the same text (0 when none is found).
+    async fn resolve_duplicate(&self, chat: ChatId, random_id: i64, text: &str) -> MessageId {
+        if let Some(id) = self.ledger.by_random_id(chat, random_id) {
+            return id;
+        }
+        let Ok(peer) = self.peer(chat).await else {
+            return MessageId(0);
+        };
+        let mut iter = self.client().iter_messages(peer).limit(20);
+        while let Ok(Some(m)) = iter.next().await {
+            if m.outgoing() && m.text() == text {
+                let id = MessageId(i64::from(m.id()));
+                self.remember_sent(chat, id, random_id).await;
+                return id;
+            }
+        }
+        tracing::warn!(chat = %chat, "a message sent before a restart could not be found again");
+        MessageId(0)
+    }
+
+    /// Fills in the short name of a sticker's set when the message named the set by id only
+    /// (one `messages.getStickerSet` per set, cached), so the persona can send it back by
+    /// name. Failures leave the set unknown.
+    pub async fn resolve_sticker_set(&self, mapped: &mut Mapped) {
+        if let Some(set) = mapped.sticker_set.clone() {
+            self.resolve_set(&mut mapped.message, &set).await;
+        }
+    }
+
+    async fn resolve_set(&self, message: &mut Message, set: &map::StickerSetRef) {
+        let map::StickerSetRef::Id { id, .. } = set.clone() else {
+            return;
+        };
+        let Some(sticker) = message
+            .media
+            .as_mut()
+            .and_then(|m| m.sticker.as_mut())
+            .filter(|s| s.set.is_none())
+        else {
+            return;
+        };
+        let known = self
+            .set_names
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .cloned();
+        let name = match known {
+            Some(name) => name,
+            None => {
+                let stickerset = set.to_input();
+                match self
+                    .client()
+                    .invoke(&tl::functions::messages::GetStickerSet {
+                        stickerset,
+                        hash: 0,
+                    })
+                    .await
+                {
+                    Ok(tl::enums::messages::StickerSet::Set(set)) => {
+                        let tl::enums::StickerSet::Set(info) = set.set;
+                        self.set_names
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .insert(id, info.short_name.clone());
+                        info.short_name
+                    }
+                    Ok(_) => return,
+                    Err(e) => {
+                        tracing::debug!(error = %classify(&e), "sticker set name not resolved");
+                        return;
+                    }
+                }
+            }
+        };
+        sticker.set = Some(name);
+    }
+
+    /// Maps a message from Telegram into the domain, learning the names it carries.
+    pub fn map(&self, m: &grammers_client::message::Message) -> Result<Mapped, map::Ignored> {
+        let ctx = self.map_context();
+        let own = |chat: ChatId, id: MessageId| self.ledger.recorded(chat, id);
+        let mapped = {
+            let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+            peers.remember_message(m);
+            map::map_message_with(
+                m,
+                &ctx,
+                &Known {
+                    peers: Some(&peers),
+                    is_own_message: Some(&own),
+                },
+            )
+        };
+        if let Ok(mapped) = &mapped
+            && let Ok(id) = i32::try_from(mapped.message.id.0)
+        {
+            let mut hints = self.hints.lock().unwrap_or_else(PoisonError::into_inner);
+            let newest = hints.entry(mapped.chat.id).or_insert(id);
+            *newest = (*newest).max(id);
+            drop(hints);
+            if mapped.chat.kind == ChatKind::Group {
+                self.topics
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .learn(
+                        mapped.chat.id,
+                        id,
+                        map::topic_of(&m.raw),
+                        !mapped.message.outgoing,
+                    );
+            }
+        }
+        mapped
+    }
+
+    /// Caches users and chats of an answer in the session (access hashes) and the name cache.
+    async fn cache_peers(&self, users: Vec<tl::enums::User>, chats: Vec<tl::enums::Chat>) {
+        let client = self.client();
+        {
+            let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+            users.iter().for_each(|u| peers.remember_user(u));
+            chats.iter().for_each(|c| peers.remember_chat(c));
+        }
+        let infos: Vec<PeerInfo> = users
+            .into_iter()
+            .filter(|u| matches!(u, tl::enums::User::User(u) if !u.min && u.access_hash.is_some()))
+            .map(|u| PeerInfo::from(&grammers_client::peer::User::from_raw(&client, u)))
+            .chain(
+                chats
+                    .into_iter()
+                    .filter(|c| !matches!(c, tl::enums::Chat::Channel(ch) if ch.min))
+                    .map(|c| PeerInfo::from(&grammers_client::peer::Peer::from_raw(&client, c))),
+            )
+            .collect();
+        for info in infos {
+            if let Err(e) = self.session.cache_peer(info).await {
+                tracing::debug!(error = %e, "could not cache a peer");
+            }
+        }
+    }
+
+    /// Learns a chat's access hash: the newest message seen there through getMessages (works
+    /// for DMs and basic groups), else the first page of dialogs.
+    async fn learn(&self, chat: ChatId) -> bool {
+        let Some(id) = PeerId::from_bot_api_dialog_id(chat.0) else {
+            return false;
+        };
+        let hint = self
+            .hints
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&chat)
+            .copied();
+        if let Some(msg_id) = hint
+            && id.kind() != grammers_client::session::types::PeerKind::Channel
+        {
+            let answer = self
+                .client()
+                .invoke(&tl::functions::messages::GetMessages {
+                    id: vec![tl::types::InputMessageId { id: msg_id }.into()],
+                })
+                .await;
+            if let Ok(answer) = answer {
+                let (users, chats) = match answer {
+                    tl::enums::messages::Messages::Messages(m) => (m.users, m.chats),
+                    tl::enums::messages::Messages::Slice(m) => (m.users, m.chats),
+                    tl::enums::messages::Messages::ChannelMessages(m) => (m.users, m.chats),
+                    tl::enums::messages::Messages::NotModified(_) => (Vec::new(), Vec::new()),
+                };
+                self.cache_peers(users, chats).await;
+            }
+        }
+        if self.cached(id).await {
+            return true;
+        }
+        // The first page of dialogs (a raw call: it does not touch the saved channel pts).
+        let answer = self
+            .client()
+            .invoke(&tl::functions::messages::GetDialogs {
+                exclude_pinned: false,
+                folder_id: None,
+                offset_date: 0,
+                offset_id: 0,
+                offset_peer: tl::enums::InputPeer::Empty,
+                limit: 100,
+                hash: 0,
+            })
+            .await;
+        if let Ok(answer) = answer {
+            let (users, chats) = match answer {
+                tl::enums::messages::Dialogs::Dialogs(d) => (d.users, d.chats),
+                tl::enums::messages::Dialogs::Slice(d) => (d.users, d.chats),
+                tl::enums::messages::Dialogs::NotModified(_) => (Vec::new(), Vec::new()),
+            };
+            self.cache_peers(users, chats).await;
+        }
+        self.cached(id).await
+    }
+
+    async fn cached(&self, id: PeerId) -> bool {
+        matches!(self.session.peer_ref(id).await, Ok(Some(_)))
+    }
+
+    /// Maps a grammers error for the recovery rules.
+    fn call_error(e: &grammers_client::InvocationError) -> CallError {
+        crate::adapters::mtproto::errors::call_error(e)
+    }
+
+    /// The access reference of a chat, from the session's peer cache.
+    async fn peer(&self, chat: ChatId) -> TgResult<PeerRef> {
+        let id = PeerId::from_bot_api_dialog_id(chat.0)
+            .ok_or_else(|| TelegramError::NotFound(format!("chat id {chat} is not valid")))?;
+        match self.session.peer_ref(id).await {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => Ok(id.to_ambient_ref()),
+            Err(e) => Err(TelegramError::Other(format!("session cache: {e}"))),
+        }
+    }
+
+    async fn input_peer(&self, chat: ChatId) -> TgResult<tl::enums::InputPeer> {
+        Ok(self.peer(chat).await?.into())
+    }
+
+    /// The access reference of a chat, for `reactions`.
+    pub(super) async fn input_peer_for_reactions(
+        &self,
+        chat: ChatId,
+    ) -> TgResult<tl::enums::InputPeer> {
+        self.input_peer(chat).await
+    }
+
+    /// The forum topic of a message we answer, if it was in one.
+    fn topic(&self, chat: ChatId, reply: Option<MessageId>) -> Option<i32> {
+        let id = reply.and_then(|r| i32::try_from(r.0).ok())?;
+        self.topics
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .by_message
+            .get(&(chat, id))
+            .copied()
+    }
+
+    /// The reply header of a send: the message answered, in its forum topic.
+    fn reply_to(&self, chat: ChatId, reply: Option<MessageId>) -> Option<tl::enums::InputReplyTo> {
+        let id = reply.and_then(|r| i32::try_from(r.0).ok())?;
+        Some(
+            tl::types::InputReplyToMessage {
+                reply_to_msg_id: id,
+                top_msg_id: self.topic(chat, reply),
+                reply_to_peer_id: None,
+                quote_text: None,
+                quote_entities: None,
+                quote_offset: None,
+                monoforum_peer_id: None,
+                todo_item_id: None,
+                poll_option: None,
+            }
+            .into(),
+        )
+    }
+
+    /// The id of the message an `Updates` answer to a send created.
+    fn sent_id(updates: &tl::enums::Updates, random_id: i64) -> Option<i32> {
+        match updates {
+            tl::enums::Updates::UpdateShortSentMessage(u) => Some(u.id),
+            tl::enums::Updates::Updates(u) => Self::id_in(&u.updates, random_id),
+            tl::enums::Updates::Combined(u) => Self::id_in(&u.updates, random_id),
+            _ => None,
+        }
+    }
+
+    fn id_in(updates: &[tl::enums::Update], random_id: i64) -> Option<i32> {
+        updates.iter().find_map(|u| match u {
+            tl::enums::Update::MessageId(m) if m.random_id == random_id => Some(m.id),
+            _ => None,
+        })
+    }
+
+    fn outgoing(
+        &self,
+        chat: ChatId,
+        id: i32,
+        text: String,
+        reply_to: Option<MessageId>,
+    ) -> Message {
+        Message {
+            id: MessageId(i64::from(id)),
+            chat,
+            sender: Sender {
+                id: self.self_id,
+                name: String::new(),
+                username: self.self_username(),
+                is_bot: false,
+            },
+            outgoing: true,
+            text,
+            mentions: Vec::new(),
+            reply_to,
+            date: self.clock.now(),
+            media: None,
+        }
+    }
+
+    /// Finds a sticker document by set and name (or emoji), fetching the set when it is not
+    /// cached or when `refresh` asks for fresh file references.
+    async fn sticker(
+        &self,
+        choice: &StickerChoice,
+        refresh: bool,
+    ) -> TgResult<tl::enums::InputDocument> {
+        if !refresh
+            && let Some(doc) = self
+                .sticker_sets
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&choice.set)
+                .and_then(|set| set.get(&choice.name))
+        {
+            return Ok(doc.clone());
+        }
+        self.fetch_set(&choice.set)
+            .await?
+            .remove(&choice.name)
+            .ok_or_else(|| {
+                TelegramError::NotFound(format!("sticker {:?} in set {}", choice.name, choice.set))
+            })
+    }
+
+    /// Fetches a sticker set from Telegram (fresh file references) and caches it: sticker
+    /// name (its emoji) → document.
+    async fn fetch_set(
+        &self,
+        short_name: &str,
+    ) -> TgResult<HashMap<String, tl::enums::InputDocument>> {
+        let answer = self
+            .client()
+            .invoke(&tl::functions::messages::GetStickerSet {
+                stickerset: tl::types::InputStickerSetShortName {
+                    short_name: short_name.to_string(),
+                }
+                .into(),
+                hash: 0,
+            })
+            .await
+            .map_err(|e| classify(&e))?;
+        let tl::enums::messages::StickerSet::Set(set) = answer else {
+            return Err(TelegramError::NotFound(format!("sticker set {short_name}")));
+        };
+        let mut by_name: HashMap<String, tl::enums::InputDocument> = HashMap::new();
+        for doc in &set.documents {
+            let tl::enums::Document::Document(d) = doc else {
+                continue;
+            };
+            let input: tl::enums::InputDocument = tl::types::InputDocument {
+                id: d.id,
+                access_hash: d.access_hash,
+                file_reference: d.file_reference.clone(),
+            }
+            .into();
+            for attr in &d.attributes {
+                if let tl::enums::DocumentAttribute::Sticker(s) = attr {
+                    by_name
+                        .entry(s.alt.clone())
+                        .or_insert_with(|| input.clone());
+                }
+            }
+        }
+        self.sticker_sets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(short_name.to_string(), by_name.clone());
+        Ok(by_name)
+    }
+
+    async fn send_sticker_doc(
+        &self,
+        msg: &OutgoingSticker,
+        doc: tl::enums::InputDocument,
+    ) -> Result<tl::enums::Updates, grammers_client::InvocationError> {
+        let peer = self
+            .input_peer(msg.chat)
+            .await
+            .map_err(|_| grammers_client::InvocationError::Dropped("no peer ref"))?;
+        self.client()
+            .invoke(&tl::functions::messages::SendMedia {
+                silent: false,
+                background: false,
+                clear_draft: false,
+                noforwards: false,
+                update_stickersets_order: false,
+                invert_media: false,
+                allow_paid_floodskip: false,
+                peer,
+                reply_to: self.reply_to(msg.chat, msg.reply_to),
+                media: tl::types::InputMediaDocument {
+                    spoiler: false,
+                    id: doc,
+                    video_cover: None,
+                    video_timestamp: None,
+                    ttl_seconds: None,
+                    query: None,
+                }
+                .into(),
+                message: String::new(),
+                random_id: msg.idempotency_key,
+                reply_markup: None,
+                entities: None,
+                schedule_date: None,
+                schedule_repeat_period: None,
+                send_as: None,
+                quick_reply_shortcut: None,
+                effect: None,
+                allow_paid_stars: None,
+                suggested_post: None,
+            })
+            .await
+    }
+
+    async fn set_blocked(&self, chat: ChatId, blocked: bool) -> TgResult<()> {
+        let result = recover::with_peer_retry(self, chat, || async {
+            let id = self.input_peer(chat).await?;
+            let client = self.client();
+            let result = if blocked {
+                client
+                    .invoke(&tl::functions::contacts::Block {
+                        my_stories_from: false,
+                        id,
+                    })
+                    .await
+            } else {
+                client
+                    .invoke(&tl::functions::contacts::Unblock {
+                        my_stories_from: false,
+                        id,
+                    })
+                    .await
+            };
+            result.map(|_| ()).map_err(|e| Self::call_error(&e))
+        })
+        .await;
+        self.blocked.invalidate(&());
+        result.map_err(CallError::into_error)
+    }
+
+    /// One `messages.sendMessage`, with or without the entities.
+    async fn raw_send_text(
+        &self,
+        msg: &OutgoingText,
+        text: &str,
+        entities: Option<&Vec<tl::enums::MessageEntity>>,
+    ) -> Result<SendAnswer, CallError> {
+        let peer = self.input_peer(msg.chat).await?;
+        let request = tl::functions::messages::SendMessage {
+            no_webpage: true,
+            silent: false,
+            background: false,
+            clear_draft: false,
+            noforwards: false,
+            update_stickersets_order: false,
+            invert_media: false,
+            allow_paid_floodskip: false,
+            peer,
+            reply_to: self.reply_to(msg.chat, msg.reply_to),
+            message: text.to_string(),
+            random_id: msg.idempotency_key,
+            reply_markup: None,
+            entities: entities.filter(|e| !e.is_empty()).cloned(),
+            schedule_date: None,
+            schedule_repeat_period: None,
+            send_as: None,
+            quick_reply_shortcut: None,
+            effect: None,
+            allow_paid_stars: None,
+            suggested_post: None,
+            rich_message: None,
+        };
+        match self.client().invoke(&request).await {
+            Ok(updates) => Ok(SendAnswer::Sent(Self::sent_id(
+                &updates,
+                msg.idempotency_key,
+            ))),
+            Err(e) if Self::is_duplicate(&e) => Ok(SendAnswer::Duplicate),
+            Err(e) => Err(Self::call_error(&e)),
+        }
+    }
+
+    /// The id of what a send created, recorded in the ledger (a duplicate is resolved to
+    /// the message an earlier run sent).
+    async fn sent_message_id(
+        &self,
+        chat: &ChatId,
+        random_id: i64,
+        answer: SendAnswer,
+        text: &str,
+    ) -> i32 {
+        let id = match answer {
+            SendAnswer::Sent(id) => {
+                let id = MessageId(i64::from(id.unwrap_or(0)));
+                self.remember_sent(*chat, id, random_id).await;
+                id
+            }
+            SendAnswer::Duplicate => {
+                tracing::info!(chat = %chat, "message was already sent before a restart");
+                self.resolve_duplicate(*chat, random_id, text).await
+            }
+        };
+        i32::try_from(id.0).unwrap_or(0)
+    }
+
+    /// The newest `limit` messages of a chat, oldest first.
+    async fn history_page(&self, chat: ChatId, limit: usize) -> Result<Vec<Message>, CallError> {
+        let peer = self.peer(chat).await?;
+        let mut iter = self.client().iter_messages(peer).limit(limit);
+        let mut out = Vec::with_capacity(limit.min(512));
+        loop {
+            match iter.next().await {
+                Ok(Some(m)) => {
+                    if let Ok(mut mapped) = self.map(&m) {
+                        self.resolve_sticker_set(&mut mapped).await;
+                        out.push(mapped.message);
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => return Err(Self::call_error(&e)),
+            }
+        }
+        out.reverse(); // newest first from Telegram; oldest first for us
+        Ok(out)
+    }
+
+    fn is_duplicate(e: &grammers_client::InvocationError) -> bool {
+        e.is("RANDOM_ID_DUPLICATE")
+    }
+}
+
+impl MtprotoTelegram {
+    /// Maps an update of the stream into the pump's domain update (`None`: not handled).
+    pub fn to_update(&self, update: &grammers_client::update::Update) -> Option<TgUpdate> {
+        use grammers_client::update::Update;
+        match update {
+            Update::NewMessage(m) => {
+                let msg: &grammers_client::message::Message = m;
+                if let Some((from, to)) = map::migration(&msg.raw) {
+                    return Some(TgUpdate::Migrated { from, to });
+                }
+                self.map(msg)
+                    .ok()
+                    .map(|x| TgUpdate::NewMessage(incoming(x)))
+            }
+            Update::MessageEdited(m) => {
+                let msg: &grammers_client::message::Message = m;
+                // Reaction and view changes arrive as edits too: only a visible edit counts.
+                if !map::is_real_edit(&msg.raw) {
+                    return None;
+                }
+                self.map(msg).ok().map(|x| TgUpdate::Edited(incoming(x)))
+            }
+            Update::MessageDeleted(d) => map::map_deletion(d).map(|d| TgUpdate::Deleted {
+                chat: d.chat,
+                ids: d.ids,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// A mapped message as the pump sees it.
+fn incoming(m: Mapped) -> Incoming {
+    let sticker_set_id = match m.sticker_set {
+        Some(map::StickerSetRef::Id { id, access_hash }) => Some((id, access_hash)),
+        _ => None,
+    };
+    Incoming {
+        chat: m.chat,
+        message: m.message,
+        callout: m.callout,
+        sticker_set_id,
+    }
+}
+
+impl Lookups for MtprotoTelegram {
+    fn is_blocked(&self, user: i64) -> BoxFuture<'_, bool> {
+        Box::pin(MtprotoTelegram::is_blocked(self, user))
+    }
+
+    fn is_muted(&self, chat: ChatId) -> BoxFuture<'_, bool> {
+        Box::pin(MtprotoTelegram::is_muted(self, chat))
+    }
+
+    fn enrich<'a>(&'a self, incoming: &'a mut Incoming) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Some((id, access_hash)) = incoming.sticker_set_id {
+                let set = map::StickerSetRef::Id { id, access_hash };
+                self.resolve_set(&mut incoming.message, &set).await;
+            }
+        })
+    }
+}
+
+impl PeerLearner for MtprotoTelegram {
+    fn learn_peer(&self, chat: ChatId) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            let learnt = self.learn(chat).await;
+            tracing::info!(chat = %chat, learnt, "peer was not cached; fetched it");
+            learnt
+        })
+    }
+}
+
+impl Telegram for MtprotoTelegram {
+    fn self_id(&self) -> i64 {
+        self.self_id
+    }
+
+    fn allowed_reactions(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Option<Vec<String>>>> {
+        Box::pin(self.fetch_allowed_reactions(chat))
+    }
+
+    fn chat(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Chat>> {
+        Box::pin(async move {
+            let kind = if chat.0 > 0 {
+                ChatKind::Direct
+            } else {
+                ChatKind::Group
+            };
+            let id = PeerId::from_bot_api_dialog_id(chat.0)
+                .ok_or_else(|| TelegramError::NotFound(format!("chat id {chat}")))?;
+            let _ = id;
+            let title = self
+                .peers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(chat.0)
+                .map(|d| d.name.clone())
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| chat.to_string());
+            Ok(Chat {
+                id: chat,
+                kind,
+                title,
+            })
+        })
+    }
+
+    fn send_text(&self, msg: OutgoingText) -> BoxFuture<'_, TgResult<Message>> {
+        Box::pin(async move {
+            let (text, entities) = to_telegram(&msg.text);
+            // Until this send returns, an outgoing echo in this chat is ours.
+            let _in_flight = self.ledger.begin(msg.chat);
+            let answer = recover::with_peer_retry(self, msg.chat, || {
+                recover::with_entity_fallback(|with_entities| {
+                    self.raw_send_text(&msg, &text, with_entities.then_some(&entities))
+                })
+            })
+            .await
+            .map_err(CallError::into_error)?;
+            let id = self
+                .sent_message_id(&msg.chat, msg.idempotency_key, answer, &text)
+                .await;
+            Ok(self.outgoing(msg.chat, id, text, msg.reply_to))
+        })
+    }
+
+    fn send_sticker(&self, msg: OutgoingSticker) -> BoxFuture<'_, TgResult<Message>> {
+        Box::pin(async move {
+            let _in_flight = self.ledger.begin(msg.chat);
+            let doc = self.sticker(&msg.sticker, false).await?;
+            let mut result = self.send_sticker_doc(&msg, doc.clone()).await;
+            if let Err(e) = &result
+                && e.is("FILE_REFERENCE_*")
+            {
+                // File references expire: fetch the set again for a fresh one.
+                let doc = self.sticker(&msg.sticker, true).await?;
+                result = self.send_sticker_doc(&msg, doc).await;
+            }
+            let answer = match result {
+                Ok(updates) => Ok(SendAnswer::Sent(Self::sent_id(
+                    &updates,
+                    msg.idempotency_key,
+                ))),
+                Err(e) if Self::is_duplicate(&e) => Ok(SendAnswer::Duplicate),
+                Err(e) => Err(Self::call_error(&e)),
+            };
+            let answer = match answer {
+                Err(CallError::UnknownPeer(e)) => {
+                    if !self.learn(msg.chat).await {
+                        return Err(e);
+                    }
+                    match self.send_sticker_doc(&msg, doc).await {
+                        Ok(updates) => {
+                            SendAnswer::Sent(Self::sent_id(&updates, msg.idempotency_key))
+                        }
+                        Err(e) if Self::is_duplicate(&e) => SendAnswer::Duplicate,
+                        Err(e) => return Err(classify(&e)),
+                    }
+                }
+                other => other.map_err(CallError::into_error)?,
+            };
+            let id = self
+                .sent_message_id(&msg.chat, msg.idempotency_key, answer, "")
+                .await;
+            Ok(self.outgoing(msg.chat, id, String::new(), msg.reply_to))
+        })
+    }
+
+    fn react(&self, chat: ChatId, message: MessageId, emoji: &str) -> BoxFuture<'_, TgResult<()>> {
+        let emoji = emoji.to_string();
+        Box::pin(async move {
+            let msg_id = i32::try_from(message.0)
+                .map_err(|_| TelegramError::Invalid(format!("message id {message}")))?;
+            let send = |emoticon: String| async move {
+                let peer = self.input_peer(chat).await?;
+                self.client()
+                    .invoke(&tl::functions::messages::SendReaction {
+                        big: false,
+                        add_to_recent: false,
+                        peer,
+                        msg_id,
+                        reaction: Some(vec![tl::types::ReactionEmoji { emoticon }.into()]),
+                    })
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| Self::call_error(&e))
+            };
+            let first = recover::with_peer_retry(self, chat, || send(emoji.clone())).await;
+            match first {
+                // Telegram's list spells some emoji with U+FE0F and some without.
+                Err(CallError::Other(TelegramError::Invalid(reason)))
+                    if reason.starts_with("REACTION_INVALID") =>
+                {
+                    match recover::reaction_variant(&emoji) {
+                        Some(other) => send(other).await.map_err(CallError::into_error),
+                        None => Err(TelegramError::Invalid(reason)),
+                    }
+                }
+                other => other.map_err(CallError::into_error),
+            }
+        })
+    }
+
+    fn typing(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            // Typing shows in the topic of the newest message from others.
+            let top_msg_id = self
+                .topics
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .latest
+                .get(&chat)
+                .copied()
+                .flatten();
+            recover::with_peer_retry(self, chat, || async {
+                let peer = self.input_peer(chat).await?;
+                self.client()
+                    .invoke(&tl::functions::messages::SetTyping {
+                        peer,
+                        top_msg_id,
+                        action: tl::enums::SendMessageAction::SendMessageTypingAction,
+                    })
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| Self::call_error(&e))
+            })
+            .await
+            .map_err(CallError::into_error)
+        })
+    }
+
+    fn mark_read(&self, chat: ChatId, upto: MessageId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            let max_id = i32::try_from(upto.0).unwrap_or(0);
+            recover::with_peer_retry(self, chat, || async {
+                let peer = self.peer(chat).await?;
+                let result = if peer.id.kind() == grammers_client::session::types::PeerKind::Channel
+                {
+                    self.client()
+                        .invoke(&tl::functions::channels::ReadHistory {
+                            channel: peer.into(),
+                            max_id,
+                        })
+                        .await
+                        .map(|_| ())
+                } else {
+                    self.client()
+                        .invoke(&tl::functions::messages::ReadHistory {
+                            peer: peer.into(),
+                            max_id,
+                        })
+                        .await
+                        .map(|_| ())
+                };
+                result.map_err(|e| Self::call_error(&e))
+            })
+            .await
+            .map_err(CallError::into_error)
+        })
+    }
+
+    fn block(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(self.set_blocked(chat, true))
+    }
+
+    fn unblock(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(self.set_blocked(chat, false))
+    }
+
+    fn delete_history(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            if chat.0 <= 0 {
+                return Err(TelegramError::Invalid(
+                    "history is only deleted in direct chats".into(),
+                ));
+            }
+            // Telegram deletes a long history in parts: repeat while it reports more left.
+            recover::delete_all(|| async {
+                recover::with_peer_retry(self, chat, || async {
+                    let peer = self.input_peer(chat).await?;
+                    self.client()
+                        .invoke(&tl::functions::messages::DeleteHistory {
+                            just_clear: false,
+                            revoke: true,
+                            peer,
+                            max_id: 0,
+                            min_date: None,
+                            max_date: None,
+                        })
+                        .await
+                        .map(|tl::enums::messages::AffectedHistory::History(h)| h.offset)
+                        .map_err(|e| Self::call_error(&e))
+                })
+                .await
+                .map_err(CallError::into_error)
+            })
+            .await
+            .map(|_| ())
+        })
+    }
+
+    fn fetch_history(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, TgResult<Vec<Message>>> {
+        Box::pin(async move {
+            recover::with_peer_retry(self, chat, || self.history_page(chat, limit))
+                .await
+                .map_err(CallError::into_error)
+        })
+    }
+
+    fn sticker_set(
+        &self,
+        set: &str,
+    ) -> BoxFuture<'_, TgResult<Vec<crate::core::model::SetSticker>>> {
+        let set = set.to_string();
+        Box::pin(async move {
+            let docs = self.fetch_set(&set).await?;
+            let mut out: Vec<crate::core::model::SetSticker> = docs
+                .into_iter()
+                .filter_map(|(name, doc)| match doc {
+                    tl::enums::InputDocument::Document(d) => Some(crate::core::model::SetSticker {
+                        name,
+                        unique_id: d.id.to_string(),
+                    }),
+                    _ => None,
+                })
+                .collect();
+            out.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(out)
+        })
+    }
+
+    fn has_sticker(&self, choice: &StickerChoice) -> BoxFuture<'_, TgResult<bool>> {
+        let choice = choice.clone();
+        Box::pin(async move {
+            match self.sticker(&choice, false).await {
+                Ok(_) => Ok(true),
+                Err(TelegramError::NotFound(_)) => Ok(false),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    fn download_media(
+        &self,
+        chat: ChatId,
+        message: MessageId,
+        max_bytes: u64,
+    ) -> BoxFuture<'_, TgResult<Vec<u8>>> {
+        Box::pin(async move {
+            let peer = self.peer(chat).await?;
+            let id = i32::try_from(message.0)
+                .map_err(|_| TelegramError::Invalid(format!("message id {message}")))?;
+            let found = self
+                .client()
+                .get_messages_by_id(peer, &[id])
+                .await
+                .map_err(|e| classify(&e))?;
+            let media = found
+                .into_iter()
+                .flatten()
+                .next()
+                .and_then(|m| m.media())
+                .ok_or_else(|| TelegramError::NotFound(format!("no media in message {message}")))?;
+            let mut iter = self.client().iter_download(&media);
+            let mut bytes = Vec::new();
+            loop {
+                match iter.next().await {
+                    Ok(Some(chunk)) => {
+                        bytes.extend_from_slice(&chunk);
+                        if bytes.len() as u64 > max_bytes {
+                            return Err(TelegramError::Invalid(format!(
+                                "media is over the {max_bytes} byte cap"
+                            )));
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => return Err(classify(&e)),
+                }
+            }
+            Ok(bytes)
+        })
+    }
+}

@@ -1,0 +1,366 @@
+//! The interactive login of a user account: the flow (pure, over the [`LoginApi`] and
+//! [`Prompter`] traits, tested offline with fakes) and its grammers implementation.
+//!
+//! The flow asks for the code naming where Telegram sent it (app, SMS, call, email), asks
+//! Telegram for a new code when the typed one expired, explains an account that must first
+//! set up a login email, and on a wrong two-step password fetches a fresh password
+//! challenge (`account.getPassword`) before the next try, since the SRP challenge is
+//! single-use. It never logs codes or passwords.
+
+use std::sync::Arc;
+
+use grammers_client::Client;
+use grammers_client::client::PasswordToken;
+use grammers_client::session::Session;
+use grammers_client::session::types::{PeerAuth, PeerInfo, UpdateState, UpdatesState};
+use grammers_client::tl;
+
+use crate::adapters::mtproto::errors::classify;
+use crate::adapters::mtproto::guarded::GuardedSession;
+use crate::core::time::BoxFuture;
+
+/// How many codes and passwords are tried before giving up.
+pub const TRIES: usize = 3;
+
+/// Where Telegram sent the login code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CodeVia {
+    App,
+    Sms,
+    Call,
+    /// By email, to the (masked) address shown.
+    Email(String),
+    Other,
+}
+
+impl CodeVia {
+    /// The code prompt.
+    pub fn prompt(&self) -> String {
+        match self {
+            CodeVia::App => "Login code (sent to your Telegram app on another device): ".into(),
+            CodeVia::Sms => "Login code (sent by SMS): ".into(),
+            CodeVia::Call => "Login code (Telegram is calling the phone): ".into(),
+            CodeVia::Email(pattern) => format!("Login code (sent by email to {pattern}): "),
+            CodeVia::Other => "Login code: ".into(),
+        }
+    }
+}
+
+/// A sent login code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentCode {
+    pub hash: String,
+    pub via: CodeVia,
+}
+
+/// What sending a code can answer besides a code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendCodeAnswer {
+    Sent(SentCode),
+    /// Telegram logged the account in without a code (a known device token).
+    LoggedIn(String),
+}
+
+/// What signing in with a code answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignInAnswer {
+    LoggedIn(String),
+    PasswordNeeded,
+    CodeInvalid,
+    CodeExpired,
+    SignUpRequired,
+}
+
+/// What checking a password answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PasswordAnswer {
+    LoggedIn(String),
+    Wrong,
+}
+
+/// Why the login failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoginError {
+    #[error(
+        "Telegram asks this account to set up a login email first: open an official Telegram app, add a login email when it asks, then run login again"
+    )]
+    EmailSetupRequired,
+    #[error("this phone number has no Telegram account; create one in an official app first")]
+    SignUpRequired,
+    #[error("no valid code after {TRIES} tries")]
+    NoValidCode,
+    #[error("wrong two-step verification password, {TRIES} times")]
+    WrongPassword,
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A fresh two-step challenge and the password hint.
+pub type ChallengeResult<C> = Result<(C, Option<String>), LoginError>;
+
+/// The Telegram side of a login.
+pub trait LoginApi: Send + Sync {
+    /// The single-use two-step verification challenge.
+    type Challenge: Send;
+    fn send_code(&self, phone: &str) -> BoxFuture<'_, Result<SendCodeAnswer, LoginError>>;
+    fn sign_in<'a>(
+        &'a self,
+        phone: &'a str,
+        hash: &'a str,
+        code: &'a str,
+    ) -> BoxFuture<'a, Result<SignInAnswer, LoginError>>;
+    /// A fresh challenge and the password hint.
+    fn password_challenge(&self) -> BoxFuture<'_, ChallengeResult<Self::Challenge>>;
+    fn check_password(
+        &self,
+        challenge: Self::Challenge,
+        password: String,
+    ) -> BoxFuture<'_, Result<PasswordAnswer, LoginError>>;
+}
+
+/// The terminal side of a login.
+pub trait Prompter: Send + Sync {
+    fn code(&self, prompt: String) -> BoxFuture<'_, Result<String, LoginError>>;
+    fn password(&self, hint: Option<String>) -> BoxFuture<'_, Result<String, LoginError>>;
+    fn say(&self, line: &str);
+}
+
+/// The login flow: code (a new one when it expired), then the password when two-step
+/// verification is on (a fresh challenge for every try). Returns "logged in as NAME".
+pub async fn run_login<A: LoginApi, P: Prompter>(
+    api: &A,
+    prompter: &P,
+    phone: &str,
+) -> Result<String, LoginError> {
+    let mut sent = match api.send_code(phone).await? {
+        SendCodeAnswer::Sent(sent) => sent,
+        SendCodeAnswer::LoggedIn(name) => return Ok(format!("logged in as {name}")),
+    };
+    for _ in 0..TRIES {
+        let code = prompter.code(sent.via.prompt()).await?;
+        match api.sign_in(phone, &sent.hash, code.trim()).await? {
+            SignInAnswer::LoggedIn(name) => return Ok(format!("logged in as {name}")),
+            SignInAnswer::CodeInvalid => prompter
+                .say("That code is not valid. Codes pasted into any Telegram chat stop working."),
+            SignInAnswer::CodeExpired => {
+                prompter.say("That code expired; Telegram sends a new one.");
+                sent = match api.send_code(phone).await? {
+                    SendCodeAnswer::Sent(sent) => sent,
+                    SendCodeAnswer::LoggedIn(name) => return Ok(format!("logged in as {name}")),
+                };
+            }
+            SignInAnswer::SignUpRequired => return Err(LoginError::SignUpRequired),
+            SignInAnswer::PasswordNeeded => return password_flow(api, prompter).await,
+        }
+    }
+    Err(LoginError::NoValidCode)
+}
+
+async fn password_flow<A: LoginApi, P: Prompter>(
+    api: &A,
+    prompter: &P,
+) -> Result<String, LoginError> {
+    for _ in 0..TRIES {
+        // The SRP challenge is single-use: a fresh one for every try.
+        let (challenge, hint) = api.password_challenge().await?;
+        let password = prompter.password(hint).await?;
+        match api.check_password(challenge, password).await? {
+            PasswordAnswer::LoggedIn(name) => return Ok(format!("logged in as {name}")),
+            PasswordAnswer::Wrong => prompter.say("Wrong password."),
+        }
+    }
+    Err(LoginError::WrongPassword)
+}
+
+/// The login calls on a grammers client (raw calls, so the code type is visible).
+pub struct GrammersLogin {
+    pub client: Client,
+    pub session: Arc<GuardedSession>,
+    pub api_id: i32,
+    pub api_hash: String,
+}
+
+fn failed(e: &grammers_client::InvocationError) -> LoginError {
+    LoginError::Failed(classify(e).to_string())
+}
+
+fn user_name(user: &tl::enums::User) -> String {
+    match user {
+        tl::enums::User::User(u) => [u.first_name.as_deref(), u.last_name.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(" "),
+        tl::enums::User::Empty(_) => String::new(),
+    }
+}
+
+impl GrammersLogin {
+    /// What grammers does after a successful sign-in: cache the self user and store the
+    /// current update state.
+    async fn complete(&self, auth: tl::enums::auth::Authorization) -> Result<String, LoginError> {
+        let tl::enums::auth::Authorization::Authorization(auth) = auth else {
+            return Err(LoginError::SignUpRequired);
+        };
+        let state = self
+            .client
+            .invoke(&tl::functions::updates::GetState {})
+            .await
+            .ok();
+        let tl::enums::User::User(u) = &auth.user else {
+            return Err(LoginError::Failed("Telegram returned no user".into()));
+        };
+        self.session
+            .cache_peer(PeerInfo::User {
+                id: u.id,
+                auth: u.access_hash.map(PeerAuth::from_hash),
+                bot: Some(u.bot),
+                is_self: Some(true),
+            })
+            .await
+            .map_err(|e| LoginError::Failed(format!("session: {e}")))?;
+        if let Some(tl::enums::updates::State::State(s)) = state {
+            self.session
+                .set_update_state(UpdateState::All(UpdatesState {
+                    pts: s.pts,
+                    qts: s.qts,
+                    date: s.date,
+                    seq: s.seq,
+                    channels: Vec::new(),
+                }))
+                .await
+                .map_err(|e| LoginError::Failed(format!("session: {e}")))?;
+        }
+        Ok(user_name(&auth.user))
+    }
+}
+
+impl LoginApi for GrammersLogin {
+    type Challenge = PasswordToken;
+
+    fn send_code(&self, phone: &str) -> BoxFuture<'_, Result<SendCodeAnswer, LoginError>> {
+        let phone = phone.to_string();
+        Box::pin(async move {
+            let request = tl::functions::auth::SendCode {
+                phone_number: phone,
+                api_id: self.api_id,
+                api_hash: self.api_hash.clone(),
+                settings: tl::types::CodeSettings {
+                    allow_flashcall: false,
+                    current_number: false,
+                    allow_app_hash: false,
+                    allow_missed_call: false,
+                    allow_firebase: false,
+                    logout_tokens: None,
+                    token: None,
+                    app_sandbox: None,
+                    unknown_number: false,
+                }
+                .into(),
+            };
+            let answer = match self.client.invoke(&request).await {
+                Ok(a) => a,
+                // PHONE_MIGRATE_X: the account lives in another datacenter.
+                Err(grammers_client::InvocationError::Rpc(e)) if e.code == 303 => {
+                    let dc = e.value.and_then(|v| i32::try_from(v).ok()).ok_or_else(|| {
+                        LoginError::Failed("Telegram named no datacenter to move to".into())
+                    })?;
+                    self.session
+                        .set_home_dc_id(dc)
+                        .await
+                        .map_err(|e| LoginError::Failed(format!("session: {e}")))?;
+                    self.client.invoke(&request).await.map_err(|e| failed(&e))?
+                }
+                Err(e) => return Err(failed(&e)),
+            };
+            match answer {
+                tl::enums::auth::SentCode::Code(code) => {
+                    use tl::enums::auth::SentCodeType as T;
+                    let via = match code.r#type {
+                        T::App(_) => CodeVia::App,
+                        T::Sms(_)
+                        | T::FragmentSms(_)
+                        | T::FirebaseSms(_)
+                        | T::SmsWord(_)
+                        | T::SmsPhrase(_) => CodeVia::Sms,
+                        T::Call(_) | T::FlashCall(_) | T::MissedCall(_) => CodeVia::Call,
+                        T::EmailCode(e) => CodeVia::Email(e.email_pattern),
+                        T::SetUpEmailRequired(_) => return Err(LoginError::EmailSetupRequired),
+                    };
+                    Ok(SendCodeAnswer::Sent(SentCode {
+                        hash: code.phone_code_hash,
+                        via,
+                    }))
+                }
+                tl::enums::auth::SentCode::Success(s) => {
+                    self.complete(s.authorization).await.map(SendCodeAnswer::LoggedIn)
+                }
+                tl::enums::auth::SentCode::PaymentRequired(_) => Err(LoginError::Failed(
+                    "Telegram asks for a payment before it sends a login code to this number; log in from an official app first".into(),
+                )),
+            }
+        })
+    }
+
+    fn sign_in<'a>(
+        &'a self,
+        phone: &'a str,
+        hash: &'a str,
+        code: &'a str,
+    ) -> BoxFuture<'a, Result<SignInAnswer, LoginError>> {
+        Box::pin(async move {
+            let answer = self
+                .client
+                .invoke(&tl::functions::auth::SignIn {
+                    phone_number: phone.to_string(),
+                    phone_code_hash: hash.to_string(),
+                    phone_code: Some(code.to_string()),
+                    email_verification: None,
+                })
+                .await;
+            match answer {
+                Ok(auth @ tl::enums::auth::Authorization::Authorization(_)) => {
+                    self.complete(auth).await.map(SignInAnswer::LoggedIn)
+                }
+                Ok(tl::enums::auth::Authorization::SignUpRequired(_)) => {
+                    Ok(SignInAnswer::SignUpRequired)
+                }
+                Err(e) if e.is("SESSION_PASSWORD_NEEDED") => Ok(SignInAnswer::PasswordNeeded),
+                Err(e) if e.is("PHONE_CODE_EXPIRED") => Ok(SignInAnswer::CodeExpired),
+                Err(e) if e.is("PHONE_CODE_*") => Ok(SignInAnswer::CodeInvalid),
+                Err(e) => Err(failed(&e)),
+            }
+        })
+    }
+
+    fn password_challenge(&self) -> BoxFuture<'_, ChallengeResult<PasswordToken>> {
+        Box::pin(async move {
+            let tl::enums::account::Password::Password(password) = self
+                .client
+                .invoke(&tl::functions::account::GetPassword {})
+                .await
+                .map_err(|e| failed(&e))?;
+            let hint = password.hint.clone();
+            Ok((PasswordToken::new(password), hint))
+        })
+    }
+
+    fn check_password(
+        &self,
+        challenge: PasswordToken,
+        password: String,
+    ) -> BoxFuture<'_, Result<PasswordAnswer, LoginError>> {
+        Box::pin(async move {
+            match self
+                .client
+                .check_password(challenge, password.as_bytes())
+                .await
+            {
+                Ok(user) => Ok(PasswordAnswer::LoggedIn(user.full_name())),
+                Err(grammers_client::SignInError::InvalidPassword(_)) => Ok(PasswordAnswer::Wrong),
+                Err(grammers_client::SignInError::Other(e)) => Err(failed(&e)),
+                Err(e) => Err(LoginError::Failed(e.to_string())),
+            }
+        })
+    }
+}

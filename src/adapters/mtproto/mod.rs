@@ -1,0 +1,725 @@
+//! The MTProto backend on grammers 0.11: the only module tree that imports grammers (its
+//! grammers-free parts say so). It owns connecting an agent's account (private, locked
+//! session file; logged-in checked offline), the interactive login and logout, the grammers
+//! adaptor of the update pump (a [`pump::SourceFactory`] that rebuilds the connection pool,
+//! runs the unread scan and opens grammers' update stream; a [`pump::UpdateSource`] that maps
+//! each update), and the `Telegram` trait implementation in [`backend`]. The pump core
+//! ([`pump`]), the sent-message ledger ([`sent`]) and the send path's recovery rules
+//! ([`recover`]) are free of grammers and tested with fakes; mapping (`map`), outbound
+//! formatting (`format`), error classification (`errors`) and the session layer
+//! ([`guarded`]) are tested offline on raw TL objects. Called by the `run` and `login`
+//! commands. It plans nothing: admitted updates go to the runtime's queue.
+
+pub mod backend;
+pub mod errors;
+pub mod format;
+pub mod guarded;
+pub mod login;
+pub mod map;
+pub mod pump;
+pub mod reactions;
+pub mod recover;
+pub mod sent;
+pub mod session;
+
+use std::fmt;
+use std::num::{NonZeroU32, NonZeroUsize};
+use std::sync::Arc;
+use std::time::Duration;
+
+use grammers_client::session::storages::SqliteSession;
+use grammers_client::{Client, SenderPool};
+use grammers_mtsender::{AutoSleep, ConnectionParams, UpdatesConfiguration};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use backend::MtprotoTelegram;
+use errors::classify;
+use guarded::GuardedSession;
+use session::{SessionError, SessionLock};
+
+use crate::adapters::store::StateDir;
+use crate::core::model::TelegramError;
+use crate::core::time::BoxFuture;
+use crate::ports::clock::SharedClock;
+use crate::runtime::RuntimeHandle;
+use grammers_client::session::types::PeerId;
+
+/// The application's api_hash: a secret. Debug and Display never show it.
+#[derive(Clone)]
+pub struct ApiHash(String);
+
+impl ApiHash {
+    pub fn new(s: impl Into<String>) -> ApiHash {
+        ApiHash(s.into())
+    }
+    fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// The application's credentials (from my.telegram.org).
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    pub api_id: i32,
+    pub api_hash: ApiHash,
+}
+
+/// Settings of a connection.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectOptions {
+    /// Flood waits up to this long are slept inside the library; longer ones reach the
+    /// runtime, which parks the conversation.
+    pub flood_sleep_threshold: Duration,
+    /// Messages older than this when they arrive (catch-up after downtime) go into history
+    /// without triggering a plan.
+    pub max_catch_up_age: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            flood_sleep_threshold: Duration::from_secs(10),
+            max_catch_up_age: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+/// Why an agent could not connect or log in.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error("cannot open the session database {path}: {message}")]
+    Open { path: String, message: String },
+    #[error(
+        "agent {agent:?} is not logged in (or its session was revoked); log in again: personad login --agent {agent:?}"
+    )]
+    NotAuthorized { agent: String },
+    #[error("Telegram: {0}")]
+    Telegram(#[from] TelegramError),
+    #[error("login: {0}")]
+    Login(String),
+}
+
+/// The ledger of our own sends, in the agent's state directory.
+pub const SENT_LEDGER_FILE: &str = "telegram-sent.json";
+
+type Updates = tokio::sync::mpsc::Receiver<grammers_client::session::updates::UpdatesLike>;
+
+/// A connected agent.
+pub struct Connected {
+    pub telegram: Arc<MtprotoTelegram>,
+    session: Arc<GuardedSession>,
+    client: Client,
+    updates: Option<Updates>,
+    pool_task: JoinHandle<()>,
+    creds: Credentials,
+    _lock: SessionLock,
+    /// Decides which group messages plan, react or stay history (`group::gate`).
+    gate: Option<crate::ingress::gate::GroupGate>,
+}
+
+async fn open_session(path: &std::path::Path) -> Result<Arc<GuardedSession>, ConnectError> {
+    SqliteSession::open(path)
+        .await
+        .map(|s| Arc::new(GuardedSession::new(s)))
+        .map_err(|e| ConnectError::Open {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })
+}
+
+/// Starts a connection pool on a session: the runner task, a client, and the update channel.
+fn start_pool(
+    session: &Arc<GuardedSession>,
+    creds: &Credentials,
+    opts: ConnectOptions,
+) -> (Client, Updates, JoinHandle<()>) {
+    let params = ConnectionParams {
+        device_model: "personad".into(),
+        app_version: env!("CARGO_PKG_VERSION").into(),
+        retry_policy: Box::new(AutoSleep {
+            tries: NonZeroU32::new(2).unwrap_or(NonZeroU32::MIN),
+            threshold: opts.flood_sleep_threshold,
+            io_errors_as_flood_of: Some(Duration::from_secs(1)),
+        }),
+        // Never let the library drop updates because we were slow to take them.
+        updates_channel_capacity: NonZeroUsize::new(10_000).unwrap_or(NonZeroUsize::MIN),
+        ..Default::default()
+    };
+    let SenderPool {
+        runner,
+        handle,
+        updates,
+    } = SenderPool::with_configuration(Arc::clone(session), creds.api_id, params);
+    let pool_task = tokio::spawn(async move {
+        runner.run().await;
+    });
+    (Client::new(handle), updates, pool_task)
+}
+
+/// The agent's session file, which must exist and be private.
+fn existing_session(state: &StateDir, agent: &str) -> Result<std::path::PathBuf, ConnectError> {
+    let path = session::session_path(state, agent);
+    match session::check_file(&path)? {
+        session::SessionFile::Present => Ok(path),
+        session::SessionFile::Absent => Err(SessionError::Missing {
+            agent: agent.to_string(),
+            path,
+        }
+        .into()),
+    }
+}
+
+/// Runs the (small, blocking) session file checks off the async threads: the file must
+/// exist (unless `create`), be private, and not be locked by another process.
+async fn prepare_session(
+    state: &StateDir,
+    agent: &str,
+    create: bool,
+) -> Result<(std::path::PathBuf, SessionLock), ConnectError> {
+    let (state, agent) = (state.clone(), agent.to_string());
+    tokio::task::spawn_blocking(move || {
+        let path = if create {
+            let path = session::session_path(&state, &agent);
+            session::create_private(&path)?;
+            path
+        } else {
+            existing_session(&state, &agent)?
+        };
+        let lock = session::lock(&path)?;
+        Ok((path, lock))
+    })
+    .await
+    .map_err(|e| ConnectError::Login(e.to_string()))?
+}
+
+/// How long `connect` waits for Telegram to say who the account is before starting anyway.
+const GET_ME_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// An agent's session, opened and locked, with the account's own user id.
+pub struct OpenAccount {
+    pub session: Arc<GuardedSession>,
+    pub lock: SessionLock,
+    pub self_id: i64,
+}
+
+/// Opens an agent's session without the network: the file must exist, be private and not
+/// be in use, and know its own user (logged in). So an agent whose network is down at start
+/// still starts, and its pump keeps reconnecting.
+pub async fn open_account(state: &StateDir, agent: &str) -> Result<OpenAccount, ConnectError> {
+    use grammers_client::session::Session;
+    use grammers_client::session::types::PeerInfo;
+    let (path, lock) = prepare_session(state, agent, false).await?;
+    let session = open_session(&path).await?;
+    match session.peer(PeerId::self_user()).await {
+        Ok(Some(PeerInfo::User { id, .. })) => Ok(OpenAccount {
+            session,
+            lock,
+            self_id: id,
+        }),
+        _ => Err(ConnectError::NotAuthorized {
+            agent: agent.to_string(),
+        }),
+    }
+}
+
+/// Connects an agent whose session exists and is private; refuses otherwise.
+pub async fn connect(
+    state: &StateDir,
+    agent: &str,
+    creds: &Credentials,
+    opts: ConnectOptions,
+    clock: SharedClock,
+) -> Result<Connected, ConnectError> {
+    let account = open_account(state, agent).await?;
+    let (session, lock, self_id) = (account.session, account.lock, account.self_id);
+    let (client, updates, pool_task) = start_pool(&session, creds, opts);
+    // Bounded on the project clock: a black-holed network must not hold up the start.
+    let me = tokio::select! {
+        me = client.get_me() => Some(me),
+        () = crate::ports::clock::pause(clock.as_ref(), GET_ME_TIMEOUT) => None,
+    };
+    let username = match me {
+        None => {
+            tracing::warn!(agent = %agent, timeout_secs = GET_ME_TIMEOUT.as_secs(), "Telegram did not answer in time; the agent starts and keeps reconnecting");
+            None
+        }
+        Some(Ok(me)) => me.username().map(str::to_string),
+        Some(Err(e)) => match classify(&e) {
+            TelegramError::Unauthorized(_) => {
+                client.disconnect();
+                return Err(ConnectError::NotAuthorized {
+                    agent: agent.to_string(),
+                });
+            }
+            other => {
+                tracing::warn!(agent = %agent, error = %other, "Telegram is not reachable now; the agent starts and keeps reconnecting");
+                None
+            }
+        },
+    };
+    let ledger_path = state.agent_dir(agent).join(SENT_LEDGER_FILE);
+    let ledger_clock = Arc::clone(&clock);
+    let ledger =
+        tokio::task::spawn_blocking(move || sent::SentLedger::load(ledger_path, ledger_clock))
+            .await
+            .map_err(|e| ConnectError::Login(e.to_string()))?;
+    let telegram = Arc::new(MtprotoTelegram::new(
+        client.clone(),
+        Arc::clone(&session),
+        self_id,
+        username,
+        clock,
+        ledger,
+    ));
+    Ok(Connected {
+        telegram,
+        session,
+        client,
+        updates: Some(updates),
+        pool_task,
+        creds: creds.clone(),
+        _lock: lock,
+        gate: None,
+    })
+}
+
+impl Connected {
+    /// Routes this agent's group messages through the group decision pipeline.
+    pub fn with_group_gate(mut self, gate: crate::ingress::gate::GroupGate) -> Connected {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// Serves the agent until `stop`: runs the update pump (see [`pump`]) on this
+    /// connection, which scans unread chats on every (re)connect, and rebuilds the connection
+    /// with backoff when its pool ends or its reader fails. A dead session stops the agent in
+    /// the runtime and ends this function with an error.
+    pub async fn serve(
+        self,
+        agent: String,
+        runtime: RuntimeHandle,
+        opts: ConnectOptions,
+        clock: SharedClock,
+        stop: CancellationToken,
+    ) -> Result<(), ConnectError> {
+        let Connected {
+            telegram,
+            session,
+            client,
+            updates,
+            pool_task,
+            creds,
+            _lock,
+            gate,
+        } = self;
+        let sink = Arc::new(pump::RuntimeSink {
+            agent: agent.clone(),
+            runtime,
+            gate,
+        });
+        let factory = Arc::new(GrammersFactory {
+            agent: agent.clone(),
+            session,
+            creds,
+            opts,
+            telegram: Arc::clone(&telegram),
+            sink: Arc::clone(&sink) as Arc<dyn pump::Sink>,
+            pool: tokio::sync::Mutex::new(Pool {
+                client,
+                updates,
+                task: Some(pool_task),
+            }),
+        });
+        let pump = pump::Pump {
+            agent: agent.clone(),
+            factory: Arc::clone(&factory) as Arc<dyn pump::SourceFactory>,
+            lookups: Arc::clone(&telegram) as Arc<dyn pump::Lookups>,
+            sink,
+            ledger: Arc::clone(telegram.ledger()),
+            clock,
+            opts: pump::PumpOptions {
+                max_catch_up_age: opts.max_catch_up_age,
+            },
+        };
+        let end = pump.run(stop).await;
+        factory.shutdown().await;
+        match end {
+            pump::PumpEnd::Stopped => Ok(()),
+            pump::PumpEnd::Unauthorized(_) => Err(ConnectError::NotAuthorized { agent }),
+        }
+    }
+}
+
+/// The current connection pool of an agent.
+struct Pool {
+    client: Client,
+    /// The update channel, until a stream takes it.
+    updates: Option<Updates>,
+    task: Option<JoinHandle<()>>,
+}
+
+/// Opens update streams on an agent's connection, rebuilding the pool when the previous
+/// stream used it up (or it died).
+struct GrammersFactory {
+    agent: String,
+    session: Arc<GuardedSession>,
+    creds: Credentials,
+    opts: ConnectOptions,
+    telegram: Arc<MtprotoTelegram>,
+    sink: Arc<dyn pump::Sink>,
+    pool: tokio::sync::Mutex<Pool>,
+}
+
+impl GrammersFactory {
+    async fn shutdown(&self) {
+        let mut pool = self.pool.lock().await;
+        pool.client.disconnect();
+        if let Some(task) = pool.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl pump::SourceFactory for GrammersFactory {
+    fn open(&self) -> BoxFuture<'_, Result<Box<dyn pump::UpdateSource>, pump::SourceError>> {
+        Box::pin(async move {
+            let (client, updates) = {
+                let mut pool = self.pool.lock().await;
+                if pool.updates.is_none() {
+                    // The previous stream used this pool up (or it died): start a new one.
+                    pool.client.disconnect();
+                    if let Some(task) = pool.task.take() {
+                        let _ = task.await;
+                    }
+                    let (client, updates, task) = start_pool(&self.session, &self.creds, self.opts);
+                    self.telegram.replace_client(client.clone());
+                    *pool = Pool {
+                        client,
+                        updates: Some(updates),
+                        task: Some(task),
+                    };
+                }
+                let updates = pool.updates.take().ok_or(pump::SourceError::Closed)?;
+                (pool.client.clone(), updates)
+            };
+            scan_unread(
+                &self.agent,
+                &client,
+                &self.session,
+                &self.telegram,
+                &self.sink,
+            )
+            .await;
+            let stream = client
+                .stream_updates(updates, UpdatesConfiguration { catch_up: true })
+                .await
+                .map_err(|e| pump::SourceError::Transient {
+                    reason: format!("cannot open the update stream: {e}"),
+                    channel: None,
+                })?;
+            Ok(Box::new(GrammersSource {
+                stream,
+                telegram: Arc::clone(&self.telegram),
+                session: Arc::clone(&self.session),
+            }) as Box<dyn pump::UpdateSource>)
+        })
+    }
+
+    fn close(&self) {
+        // Ends the reader's `next` once it has handed over what it holds.
+        if let Ok(pool) = self.pool.try_lock() {
+            pool.client.disconnect();
+        } else {
+            self.telegram.client().disconnect();
+        }
+    }
+}
+
+/// grammers' update stream as a pump source.
+struct GrammersSource {
+    stream: grammers_client::client::UpdateStream,
+    telegram: Arc<MtprotoTelegram>,
+    session: Arc<GuardedSession>,
+}
+
+impl pump::UpdateSource for GrammersSource {
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<pump::TgUpdate>, pump::SourceError>> {
+        Box::pin(async move {
+            match self.stream.next().await {
+                Ok(update) => {
+                    self.session.clear_difference_channel();
+                    Ok(self.telegram.to_update(&update))
+                }
+                Err(grammers_client::InvocationError::Dropped(_)) => Err(pump::SourceError::Closed),
+                Err(e) => match classify(&e) {
+                    TelegramError::Unauthorized(reason) => {
+                        Err(pump::SourceError::Unauthorized(reason))
+                    }
+                    other => Err(pump::SourceError::Transient {
+                        reason: other.to_string(),
+                        channel: self.session.difference_channel(),
+                    }),
+                },
+            }
+        })
+    }
+
+    fn save_state(&mut self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            self.stream
+                .sync_update_state()
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn skip_channel(&mut self, channel: i64) {
+        tracing::warn!(
+            channel,
+            "cannot end this channel's difference from outside grammers; it is retried with backoff"
+        );
+    }
+}
+
+/// On connect: replan chats with unread messages from others, unread mentions, or the
+/// "marked unread" flag (a muted chat counts only for mentions and the flag). Walking the
+/// dialogs writes every channel's current pts into the session, which would erase the gaps
+/// catch-up must fill: the saved update state is restored afterwards, without broadcast
+/// channels (we never answer there, so their differences are not worth fetching).
+async fn scan_unread(
+    agent: &str,
+    client: &Client,
+    session: &Arc<GuardedSession>,
+    telegram: &Arc<MtprotoTelegram>,
+    sink: &Arc<dyn pump::Sink>,
+) {
+    use grammers_client::session::Session;
+    let saved = session.updates_state().await.ok();
+    let client = client.clone();
+    let telegram_scan = Arc::clone(telegram);
+    let sink = Arc::clone(sink);
+    // Walking dialogs can panic inside the library on unknown peers: keep it contained.
+    let scan = tokio::spawn(async move {
+        let telegram = telegram_scan;
+        let mut dialogs = client.iter_dialogs();
+        let mut replanned = 0usize;
+        while let Ok(Some(dialog)) = dialogs.next().await {
+            let grammers_client::tl::enums::Dialog::Dialog(d) = &dialog.raw else {
+                continue;
+            };
+            if d.unread_count == 0 && d.unread_mentions_count == 0 && !d.unread_mark {
+                continue;
+            }
+            let Some(last) = dialog.last_message.as_ref() else {
+                continue;
+            };
+            let Ok(mapped) = telegram.map(last) else {
+                continue;
+            };
+            if mapped.message.outgoing {
+                continue;
+            }
+            if telegram.is_blocked(mapped.message.sender.id).await {
+                continue;
+            }
+            let strong = d.unread_mentions_count > 0 || d.unread_mark;
+            let trigger = strong || !telegram.is_muted(mapped.chat.id).await;
+            sink.inbound_addressed(
+                mapped.chat,
+                mapped.message,
+                trigger,
+                strong || mapped.callout,
+            );
+            if trigger {
+                replanned += 1;
+            }
+        }
+        replanned
+    });
+    match scan.await {
+        Ok(n) => tracing::info!(agent = %agent, chats = n, "unread scan done"),
+        Err(e) => tracing::warn!(agent = %agent, error = %e, "unread scan failed"),
+    }
+    if let Some(saved) = saved {
+        restore_update_state(agent, session.as_ref(), saved).await;
+    }
+}
+
+/// Writes back an update state saved before a dialog walk, minus broadcast channels.
+pub async fn restore_update_state<S>(
+    agent: &str,
+    session: &S,
+    saved: grammers_client::session::types::UpdatesState,
+) where
+    S: grammers_client::session::Session,
+    S::Error: fmt::Display,
+{
+    use grammers_client::session::types::{ChannelKind, PeerInfo, UpdateState};
+    if saved.pts == 0 && saved.date == 0 && saved.channels.is_empty() {
+        // Nothing saved yet (first run): the stream starts from the server's state.
+        return;
+    }
+    let mut broadcast = std::collections::HashSet::new();
+    for channel in &saved.channels {
+        if let Some(id) = map::channel_peer(channel.id)
+            && let Ok(Some(PeerInfo::Channel {
+                kind: Some(ChannelKind::Broadcast),
+                ..
+            })) = session.peer(id).await
+        {
+            broadcast.insert(channel.id);
+        }
+    }
+    let state = without_channels(saved, &broadcast);
+    if let Err(e) = session.set_update_state(UpdateState::All(state)).await {
+        tracing::warn!(agent = %agent, error = %e, "could not restore the update state after the unread scan");
+    }
+}
+
+/// An update state without the given channels.
+pub fn without_channels(
+    mut state: grammers_client::session::types::UpdatesState,
+    drop: &std::collections::HashSet<i64>,
+) -> grammers_client::session::types::UpdatesState {
+    state.channels.retain(|c| !drop.contains(&c.id));
+    state
+}
+
+/// Reads one line from the terminal (blocking, off the async threads).
+async fn prompt(text: String) -> Result<String, login::LoginError> {
+    tokio::task::spawn_blocking(move || -> Result<String, String> {
+        use std::io::Write;
+        let mut out = std::io::stderr();
+        let _ = write!(out, "{text}");
+        let _ = out.flush();
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .map_err(|e| e.to_string())?;
+        Ok(line.trim().to_string())
+    })
+    .await
+    .map_err(|e| login::LoginError::Failed(e.to_string()))?
+    .map_err(login::LoginError::Failed)
+}
+
+async fn prompt_password(hint: Option<String>) -> Result<String, login::LoginError> {
+    tokio::task::spawn_blocking(move || {
+        let label = match hint {
+            Some(h) if !h.is_empty() => format!("Two-step verification password (hint: {h}): "),
+            _ => "Two-step verification password: ".to_string(),
+        };
+        rpassword::prompt_password(label).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| login::LoginError::Failed(e.to_string()))?
+    .map_err(login::LoginError::Failed)
+}
+
+/// The terminal as the login prompter.
+struct Terminal;
+
+impl login::Prompter for Terminal {
+    fn code(&self, text: String) -> BoxFuture<'_, Result<String, login::LoginError>> {
+        Box::pin(prompt(text))
+    }
+    fn password(&self, hint: Option<String>) -> BoxFuture<'_, Result<String, login::LoginError>> {
+        Box::pin(prompt_password(hint))
+    }
+    fn say(&self, line: &str) {
+        eprintln!("{line}");
+    }
+}
+
+/// `personad login`: interactive sign-in in one process run, then one walk over the dialogs
+/// to warm the peer cache (broadcast channels are then taken out of the update state, so
+/// catch-up never asks for their difference).
+pub async fn login(
+    state: &StateDir,
+    agent: &str,
+    phone: &str,
+    creds: &Credentials,
+) -> Result<String, ConnectError> {
+    let (path, _lock) = prepare_session(state, agent, true).await?;
+    let session = open_session(&path).await?;
+    let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
+    let result = sign_in(&client, &session, phone, creds).await;
+    if result.is_ok() {
+        use grammers_client::session::Session;
+        let mut dialogs = client.iter_dialogs();
+        let mut n = 0usize;
+        while let Ok(Some(_)) = dialogs.next().await {
+            n += 1;
+        }
+        // Keep the channel pts the walk wrote (catch-up starts from here), minus broadcast
+        // channels.
+        if let Ok(walked) = session.updates_state().await {
+            restore_update_state(agent, session.as_ref(), walked).await;
+        }
+        tracing::info!(agent = %agent, dialogs = n, "peer cache warmed");
+    }
+    client.disconnect();
+    let _ = pool_task.await;
+    result
+}
+
+async fn sign_in(
+    client: &Client,
+    session: &Arc<GuardedSession>,
+    phone: &str,
+    creds: &Credentials,
+) -> Result<String, ConnectError> {
+    if client.is_authorized().await.map_err(|e| classify(&e))? {
+        return Ok("already logged in".into());
+    }
+    let api = login::GrammersLogin {
+        client: client.clone(),
+        session: Arc::clone(session),
+        api_id: creds.api_id,
+        api_hash: creds.api_hash.expose().to_string(),
+    };
+    login::run_login(&api, &Terminal, phone)
+        .await
+        .map_err(|e| ConnectError::Login(e.to_string()))
+}
+
+/// `personad login --logout`: signs out and deletes the session.
+pub async fn logout(
+    state: &StateDir,
+    agent: &str,
+    creds: &Credentials,
+) -> Result<(), ConnectError> {
+    let (path, lock) = prepare_session(state, agent, false).await?;
+    {
+        let _lock = lock;
+        let session = open_session(&path).await?;
+        let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
+        if let Err(e) = client.sign_out().await {
+            tracing::warn!(agent = %agent, error = %classify(&e), "sign-out failed; deleting the session anyway");
+        }
+        client.disconnect();
+        let _ = pool_task.await;
+    }
+    let files = [
+        path.with_extension("session-journal"),
+        path.with_extension("session.lock"),
+        path,
+    ];
+    tokio::task::spawn_blocking(move || {
+        files
+            .iter()
+            .try_for_each(|p| crate::adapters::store::remove(p).map_err(SessionError::from))
+    })
+    .await
+    .map_err(|e| ConnectError::Login(e.to_string()))??;
+    Ok(())
+}

@@ -1,0 +1,428 @@
+//! The update pump core, free of grammers: it takes domain-level updates from an
+//! [`UpdateSource`], decides what each one means for the runtime, and hands the result to a
+//! [`Sink`]. The grammers adaptor (`mod.rs`) implements the source and the look-ups; tests
+//! drive this core with scripted fakes (tests/pump.rs).
+//!
+//! What it guarantees:
+//! - **No update lost**: the source is polled by one reader task that is never cancelled in
+//!   the middle of a call (grammers takes a batch off its channel and then awaits a session
+//!   write before buffering it; cancelling there drops the batch). Stopping closes the source
+//!   instead, and the reader drains what it holds. The reader also saves the update state,
+//!   between calls, every [`SAVE_EVERY`] and when it ends.
+//! - **One ordered queue per account**: new messages from others, the owner's own messages,
+//!   edits and deletions all pass through one admission task in arrival order, so during
+//!   catch-up the owner's earlier answer cancels what it should, and an older inbound message
+//!   never starts a plan in a chat the owner has answered since.
+//! - **Own sends are ours**: outgoing messages are checked against the [`SentLedger`]
+//!   (sends in flight, recorded ids, persisted across restarts).
+//! - **Supervision**: a panic while admitting one update is logged and that update skipped;
+//!   a panic or end of the reader reopens the source with backoff; a channel whose
+//!   difference keeps failing is dropped from catch-up after [`CHANNEL_FAILURE_LIMIT`] tries.
+//!
+//! It must not plan, send, or sleep on the real clock: time goes through `clock`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::adapters::mtproto::sent::SentLedger;
+use crate::core::model::{Chat, ChatId, Message, MessageId};
+use crate::core::time::BoxFuture;
+use crate::ports::backoff::Backoff;
+use crate::ports::clock::{self, SharedClock};
+use crate::runtime::RuntimeHandle;
+
+/// Reopening a failed source: the project's one backoff (exponential from 2 s, capped at
+/// 5 minutes, full jitter).
+pub const RESTART_BACKOFF: Backoff = Backoff::new(Duration::from_secs(2), Duration::from_secs(300));
+/// Pausing after a transient stream error on the same source (1 s doubling to 36 s).
+pub const STREAM_ERROR_BACKOFF: Backoff =
+    Backoff::new(Duration::from_secs(1), Duration::from_secs(36));
+
+/// How often the reader saves the update state while updates flow.
+pub const SAVE_EVERY: Duration = Duration::from_secs(60);
+/// A channel whose difference fails this many times in a row is dropped from catch-up.
+pub const CHANNEL_FAILURE_LIMIT: u32 = 3;
+
+/// A new or edited message, mapped into the domain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incoming {
+    pub chat: Chat,
+    pub message: Message,
+    /// The account is addressed (mentioned, replied to, named).
+    pub callout: bool,
+    /// A sticker whose message names its set by id (id, access hash): enrichment resolves
+    /// the set's short name.
+    pub sticker_set_id: Option<(i64, i64)>,
+}
+
+/// What the source delivers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TgUpdate {
+    NewMessage(Incoming),
+    /// The text (or media) of a message changed (reaction and view changes are not edits).
+    Edited(Incoming),
+    /// Messages were deleted; DMs and basic groups name no chat.
+    Deleted {
+        chat: Option<ChatId>,
+        ids: Vec<MessageId>,
+    },
+    /// A basic group became a supergroup.
+    Migrated {
+        from: ChatId,
+        to: ChatId,
+    },
+}
+
+/// Why the source could not deliver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceError {
+    /// The connection is gone (stopped, or the pool died): reopen or end.
+    Closed,
+    /// The session is dead: stop the agent.
+    Unauthorized(String),
+    /// Try again after a pause; `channel` names the channel whose difference failed, if any.
+    Transient {
+        reason: String,
+        channel: Option<i64>,
+    },
+}
+
+/// Where updates come from (grammers' update stream in production, a script in tests).
+pub trait UpdateSource: Send + 'static {
+    /// The next update; `Ok(None)` for one the daemon does not handle.
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<TgUpdate>, SourceError>>;
+    /// Writes the update state to the session.
+    fn save_state(&mut self) -> BoxFuture<'_, Result<(), String>>;
+    /// Ends the difference of a channel that keeps failing, so other updates flow again.
+    fn skip_channel(&mut self, channel: i64);
+}
+
+/// Opens sources and closes them (stopping the pump closes the current one, which makes
+/// the reader's `next` end once it has handed over what it holds).
+pub trait SourceFactory: Send + Sync + 'static {
+    fn open(&self) -> BoxFuture<'_, Result<Box<dyn UpdateSource>, SourceError>>;
+    fn close(&self);
+}
+
+/// The look-ups admission needs (cached by the implementation).
+pub trait Lookups: Send + Sync + 'static {
+    fn is_blocked(&self, user: i64) -> BoxFuture<'_, bool>;
+    fn is_muted(&self, chat: ChatId) -> BoxFuture<'_, bool>;
+    /// Fills what the update left out (a sticker set's short name, say). Must not fail.
+    fn enrich<'a>(&'a self, incoming: &'a mut Incoming) -> BoxFuture<'a, ()>;
+}
+
+/// Where admitted updates go (the runtime in production, a recorder in tests).
+pub trait Sink: Send + Sync + 'static {
+    /// A message from someone else; `trigger` asks for a plan.
+    fn inbound(&self, chat: Chat, message: Message, trigger: bool);
+    /// As `inbound`, knowing whether the message addresses us (mention, reply, name): what
+    /// a group decision needs. By default the flag is not used.
+    fn inbound_addressed(&self, chat: Chat, message: Message, trigger: bool, callout: bool) {
+        let _ = callout;
+        self.inbound(chat, message, trigger);
+    }
+    /// One of our own sends came back from Telegram (share of voice, replies to us).
+    fn own_sent(&self, chat: &Chat, message: &Message) {
+        let _ = (chat, message);
+    }
+    /// The owner wrote in this chat from another device: history, and the plan is cancelled.
+    fn owner_wrote(&self, chat: Chat, message: Message);
+    fn edited(&self, chat: Chat, message: Message);
+    fn deleted(&self, chat: Option<ChatId>, ids: Vec<MessageId>);
+    fn migrated(&self, from: ChatId, to: ChatId);
+    /// The session is dead.
+    fn unauthorized(&self, reason: &str);
+}
+
+/// The runtime as a sink for one agent.
+pub struct RuntimeSink {
+    pub agent: String,
+    pub runtime: RuntimeHandle,
+    /// Group messages that may plan go through the group decision pipeline first.
+    pub gate: Option<crate::ingress::gate::GroupGate>,
+}
+
+impl Sink for RuntimeSink {
+    fn inbound(&self, chat: Chat, message: Message, trigger: bool) {
+        self.inbound_addressed(chat, message, trigger, false);
+    }
+    fn inbound_addressed(&self, chat: Chat, message: Message, trigger: bool, callout: bool) {
+        match self
+            .gate
+            .as_ref()
+            .filter(|_| trigger && !chat.kind.is_direct())
+        {
+            Some(gate) => gate.on_inbound(chat, message, false, callout),
+            None => self
+                .runtime
+                .push_inbound(&self.agent, chat, message, trigger),
+        }
+    }
+    fn own_sent(&self, chat: &Chat, message: &Message) {
+        if let Some(gate) = &self.gate {
+            gate.note_own(chat, message);
+        }
+    }
+    fn owner_wrote(&self, chat: Chat, message: Message) {
+        self.own_sent(&chat, &message);
+        let id = chat.id;
+        self.runtime.push_inbound(&self.agent, chat, message, false);
+        self.runtime
+            .cancel_plan(&self.agent, id, "the owner wrote in this chat");
+    }
+    fn edited(&self, chat: Chat, message: Message) {
+        // The planner reads history from Telegram when it plans, so it sees the new text.
+        tracing::debug!(agent = %self.agent, chat = %chat.id, message = %message.id, "message edited");
+    }
+    fn deleted(&self, chat: Option<ChatId>, ids: Vec<MessageId>) {
+        tracing::debug!(agent = %self.agent, chat = ?chat.map(|c| c.0), count = ids.len(), "messages deleted");
+    }
+    fn migrated(&self, from: ChatId, to: ChatId) {
+        tracing::info!(agent = %self.agent, from = %from, to = %to, "group upgraded to a supergroup; its messages now arrive from the new id");
+        // Nothing can be sent to the old basic group any more: its plan and what the agent
+        // keeps about it move to the supergroup.
+        self.runtime.migrate_chat(&self.agent, from, to);
+    }
+    fn unauthorized(&self, reason: &str) {
+        self.runtime.stop_agent(&self.agent, reason);
+    }
+}
+
+/// Settings of the pump.
+#[derive(Debug, Clone, Copy)]
+pub struct PumpOptions {
+    /// New messages older than this only join the history.
+    pub max_catch_up_age: Duration,
+}
+
+/// How a pump run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PumpEnd {
+    Stopped,
+    Unauthorized(String),
+}
+
+/// Everything the pump works with.
+#[derive(Clone)]
+pub struct Pump {
+    pub agent: String,
+    pub factory: Arc<dyn SourceFactory>,
+    pub lookups: Arc<dyn Lookups>,
+    pub sink: Arc<dyn Sink>,
+    pub ledger: Arc<SentLedger>,
+    pub clock: SharedClock,
+    pub opts: PumpOptions,
+}
+
+enum ReaderEnd {
+    Closed,
+    Unauthorized(String),
+}
+
+impl Pump {
+    /// Runs until `stop` (or a dead session): opens the source, pumps it, and reopens it
+    /// with backoff when it ends or its reader panics.
+    pub async fn run(self, stop: CancellationToken) -> PumpEnd {
+        let (tx, rx) = mpsc::unbounded_channel::<TgUpdate>();
+        let admission = tokio::spawn(self.clone().admit(rx));
+        let mut restarts: u32 = 0;
+        let end = loop {
+            if stop.is_cancelled() {
+                break PumpEnd::Stopped;
+            }
+            let source = tokio::select! {
+                () = stop.cancelled() => break PumpEnd::Stopped,
+                s = self.factory.open() => s,
+            };
+            let outcome = match source {
+                Ok(source) => {
+                    let reader = tokio::spawn(self.clone().read(source, tx.clone()));
+                    let closer = {
+                        let (stop, factory) = (stop.clone(), Arc::clone(&self.factory));
+                        let done = CancellationToken::new();
+                        let d = done.clone();
+                        tokio::spawn(async move {
+                            tokio::select! {
+                                () = stop.cancelled() => factory.close(),
+                                () = d.cancelled() => {}
+                            }
+                        });
+                        done
+                    };
+                    let joined = reader.await;
+                    closer.cancel();
+                    match joined {
+                        Ok(ReaderEnd::Unauthorized(reason)) => {
+                            break PumpEnd::Unauthorized(reason);
+                        }
+                        Ok(ReaderEnd::Closed) if stop.is_cancelled() => break PumpEnd::Stopped,
+                        Ok(ReaderEnd::Closed) => "the connection ended".to_string(),
+                        Err(e) if e.is_panic() => "the update reader panicked".to_string(),
+                        Err(e) => e.to_string(),
+                    }
+                }
+                Err(SourceError::Unauthorized(reason)) => break PumpEnd::Unauthorized(reason),
+                Err(SourceError::Closed) => "the connection is closed".to_string(),
+                Err(SourceError::Transient { reason, .. }) => reason,
+            };
+            restarts = restarts.saturating_add(1);
+            let backoff = restart_backoff(restarts);
+            tracing::warn!(agent = %self.agent, reason = %outcome, restart = restarts, backoff_secs = backoff.as_secs(), "update pump restarting");
+            tokio::select! {
+                () = stop.cancelled() => break PumpEnd::Stopped,
+                () = clock::pause(self.clock.as_ref(), backoff) => {}
+            }
+        };
+        drop(tx);
+        // Admission hands over everything the reader forwarded before it ends.
+        let _ = admission.await;
+        if let PumpEnd::Unauthorized(reason) = &end {
+            self.sink.unauthorized(reason);
+        }
+        end
+    }
+
+    /// The reader: polls the source (never cancelled mid-call), forwards every update in
+    /// order, saves the update state between calls, and skips channels that keep failing.
+    async fn read(
+        self,
+        mut source: Box<dyn UpdateSource>,
+        tx: mpsc::UnboundedSender<TgUpdate>,
+    ) -> ReaderEnd {
+        let mut last_save = self.clock.now();
+        let mut failures: u32 = 0;
+        let mut channel_failures: HashMap<i64, u32> = HashMap::new();
+        let end = loop {
+            match source.next().await {
+                Ok(update) => {
+                    failures = 0;
+                    channel_failures.clear();
+                    if let Some(update) = update {
+                        // The receiver lives as long as the pump; a send error means the
+                        // pump is gone anyway.
+                        let _ = tx.send(update);
+                    }
+                    let now = self.clock.now();
+                    if now.duration_since(last_save).as_secs() >= SAVE_EVERY.as_secs() as i64 {
+                        self.save(source.as_mut()).await;
+                        last_save = now;
+                    }
+                }
+                Err(SourceError::Closed) => break ReaderEnd::Closed,
+                Err(SourceError::Unauthorized(reason)) => break ReaderEnd::Unauthorized(reason),
+                Err(SourceError::Transient { reason, channel }) => {
+                    if let Some(channel) = channel {
+                        let n = channel_failures.entry(channel).or_insert(0);
+                        *n += 1;
+                        if *n >= CHANNEL_FAILURE_LIMIT {
+                            tracing::warn!(agent = %self.agent, channel, tries = *n, reason = %reason, "channel difference keeps failing; dropping it from catch-up");
+                            source.skip_channel(channel);
+                            channel_failures.remove(&channel);
+                            continue;
+                        }
+                    }
+                    failures = failures.saturating_add(1);
+                    let backoff = STREAM_ERROR_BACKOFF.delay(failures);
+                    tracing::warn!(agent = %self.agent, error = %reason, retry_in_secs = backoff.as_secs(), "update stream error");
+                    clock::pause(self.clock.as_ref(), backoff).await;
+                }
+            }
+        };
+        self.save(source.as_mut()).await;
+        end
+    }
+
+    async fn save(&self, source: &mut dyn UpdateSource) {
+        if let Err(e) = source.save_state().await {
+            tracing::warn!(agent = %self.agent, error = %e, "could not save the update state");
+        }
+    }
+
+    /// The admission task: one ordered queue for everything the reader forwards. It takes
+    /// what is queued as one batch, so an inbound message followed in the batch by the
+    /// owner's own message in that chat (catch-up) joins the history without a plan. Each
+    /// update is admitted in its own task so a panic skips that update only.
+    async fn admit(self, mut rx: mpsc::UnboundedReceiver<TgUpdate>) {
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            while let Ok(more) = rx.try_recv() {
+                batch.push(more);
+            }
+            let answered = self.answered_later(&batch);
+            for (update, answered) in batch.into_iter().zip(answered) {
+                let this = self.clone();
+                let step = tokio::spawn(async move { this.admit_one(update, answered).await });
+                if let Err(e) = step.await {
+                    tracing::error!(agent = %self.agent, error = %e, "admitting an update failed; it is skipped");
+                }
+            }
+        }
+    }
+
+    /// For each update of a batch: whether the owner writes in its chat later in the batch.
+    fn answered_later(&self, batch: &[TgUpdate]) -> Vec<bool> {
+        let mut owner_chats = std::collections::HashSet::new();
+        let mut out = vec![false; batch.len()];
+        for (i, update) in batch.iter().enumerate().rev() {
+            if let TgUpdate::NewMessage(m) = update {
+                out[i] = owner_chats.contains(&m.chat.id);
+                if m.message.outgoing && !self.ledger.is_ours(m.chat.id, m.message.id) {
+                    owner_chats.insert(m.chat.id);
+                }
+            }
+        }
+        out
+    }
+
+    /// Decides what one update means. `answered_later`: the owner's own message in the same
+    /// chat is already queued behind this one.
+    pub async fn admit_one(&self, update: TgUpdate, answered_later: bool) {
+        match update {
+            TgUpdate::NewMessage(mut incoming) => {
+                let chat_id = incoming.chat.id;
+                if incoming.message.outgoing {
+                    if self.ledger.is_ours(chat_id, incoming.message.id) {
+                        self.sink.own_sent(&incoming.chat, &incoming.message);
+                    } else {
+                        // The owner typed this on another device: a person took over.
+                        self.sink.owner_wrote(incoming.chat, incoming.message);
+                    }
+                    return;
+                }
+                if self.lookups.is_blocked(incoming.message.sender.id).await {
+                    return;
+                }
+                self.lookups.enrich(&mut incoming).await;
+                let age = self.clock.now().duration_since(incoming.message.date);
+                let fresh = age.as_secs() < self.opts.max_catch_up_age.as_secs() as i64;
+                let wanted = incoming.callout || !self.lookups.is_muted(chat_id).await;
+                self.sink.inbound_addressed(
+                    incoming.chat,
+                    incoming.message,
+                    fresh && wanted && !answered_later,
+                    incoming.callout,
+                );
+            }
+            TgUpdate::Edited(incoming) => {
+                if incoming.message.outgoing
+                    || self.lookups.is_blocked(incoming.message.sender.id).await
+                {
+                    return;
+                }
+                self.sink.edited(incoming.chat, incoming.message);
+            }
+            TgUpdate::Deleted { chat, ids } => self.sink.deleted(chat, ids),
+            TgUpdate::Migrated { from, to } => self.sink.migrated(from, to),
+        }
+    }
+}
+
+/// Backoff before reopening the source (see [`RESTART_BACKOFF`]): full jitter up to 2, 4, 8, ... s, at most 5 minutes.
+pub fn restart_backoff(restarts: u32) -> Duration {
+    RESTART_BACKOFF.delay(restarts)
+}

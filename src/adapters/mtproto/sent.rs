@@ -1,0 +1,222 @@
+//! The ledger of our own sends: which outgoing messages this daemon wrote (as opposed to the
+//! owner typing on another device). It owns three facts: chats with a send in flight (an
+//! outgoing echo there is ours until the send returns, because grammers pushes the echo to
+//! the update stream right after handing the RPC result to the caller), the ids of messages
+//! we sent, and the `random_id` each send used (so a `RANDOM_ID_DUPLICATE` resolves to the
+//! real message id). Ids and random ids are kept on disk for the catch-up horizon, so the
+//! replay of our own recent sends after a restart is recognised too.
+//!
+//! It is plain data plus a file: no grammers, no network. The send path (backend) records
+//! into it, the update pump asks it. A damaged file is moved aside with a WARN, never
+//! silently overwritten.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::core::model::{ChatId, MessageId};
+use crate::ports::clock::SharedClock;
+
+/// How long sent ids are remembered (catch-up after downtime can replay this far back).
+pub const DEFAULT_HORIZON: Duration = Duration::from_secs(3 * 24 * 3600);
+/// At most this many sends are remembered, newest kept.
+pub const MAX_RECORDS: usize = 5000;
+
+/// One send we made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentRecord {
+    pub chat: ChatId,
+    pub id: MessageId,
+    pub random_id: i64,
+    pub at: Timestamp,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct LedgerFile {
+    #[serde(default)]
+    sent: Vec<SentRecord>,
+}
+
+#[derive(Default)]
+struct Inner {
+    in_flight: HashMap<ChatId, usize>,
+    records: VecDeque<SentRecord>,
+}
+
+/// Our sends, shared by the send path and the update pump of one account.
+pub struct SentLedger {
+    inner: Mutex<Inner>,
+    path: Option<PathBuf>,
+    clock: SharedClock,
+    horizon: Duration,
+}
+
+/// A send in flight in one chat; dropping it ends the "in flight" window.
+pub struct InFlight {
+    ledger: Arc<SentLedger>,
+    chat: ChatId,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut inner = self.ledger.lock();
+        if let Some(n) = inner.in_flight.get_mut(&self.chat) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                inner.in_flight.remove(&self.chat);
+            }
+        }
+    }
+}
+
+impl SentLedger {
+    /// An empty ledger kept in memory only.
+    pub fn in_memory(clock: SharedClock) -> Arc<SentLedger> {
+        Arc::new(SentLedger {
+            inner: Mutex::new(Inner::default()),
+            path: None,
+            clock,
+            horizon: DEFAULT_HORIZON,
+        })
+    }
+
+    /// Loads the ledger from `path` (blocking; call it off the async threads). A missing
+    /// file is an empty ledger; a damaged one is moved aside to `<path>.damaged` with a WARN.
+    pub fn load(path: PathBuf, clock: SharedClock) -> Arc<SentLedger> {
+        let records = match crate::adapters::store::read_optional(&path) {
+            Ok(None) => Vec::new(),
+            Ok(Some(text)) => match serde_json::from_str::<LedgerFile>(&text) {
+                Ok(file) => file.sent,
+                Err(e) => {
+                    let aside = path.with_extension("json.damaged");
+                    tracing::warn!(file = %path.display(), error = %e, moved_to = %aside.display(), "sent-message ledger is damaged; starting a new one");
+                    if let Err(e) = crate::adapters::store::move_file(&path, &aside) {
+                        tracing::warn!(file = %path.display(), error = %e, "could not move the damaged ledger aside");
+                    }
+                    Vec::new()
+                }
+            },
+            Err(e) => {
+                tracing::warn!(file = %path.display(), error = %e, "cannot read the sent-message ledger; starting a new one");
+                Vec::new()
+            }
+        };
+        let ledger = SentLedger {
+            inner: Mutex::new(Inner {
+                in_flight: HashMap::new(),
+                records: records.into(),
+            }),
+            path: Some(path),
+            clock,
+            horizon: DEFAULT_HORIZON,
+        };
+        ledger.prune(&mut ledger.lock());
+        Arc::new(ledger)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn prune(&self, inner: &mut Inner) {
+        let oldest = self
+            .clock
+            .now()
+            .checked_sub(jiff::SignedDuration::try_from(self.horizon).unwrap_or_default())
+            .unwrap_or(Timestamp::MIN);
+        while inner
+            .records
+            .front()
+            .is_some_and(|r| r.at < oldest || inner.records.len() > MAX_RECORDS)
+        {
+            inner.records.pop_front();
+        }
+    }
+
+    /// Marks a send in flight in `chat` until the returned guard is dropped. Record the
+    /// result (if any) before dropping the guard.
+    pub fn begin(self: &Arc<Self>, chat: ChatId) -> InFlight {
+        *self.lock().in_flight.entry(chat).or_insert(0) += 1;
+        InFlight {
+            ledger: Arc::clone(self),
+            chat,
+        }
+    }
+
+    /// Whether a send is in flight in `chat` right now.
+    pub fn in_flight(&self, chat: ChatId) -> bool {
+        self.lock().in_flight.contains_key(&chat)
+    }
+
+    /// Records a message we sent (in memory; [`SentLedger::save`] makes it durable).
+    pub fn record(&self, chat: ChatId, id: MessageId, random_id: i64) {
+        let mut inner = self.lock();
+        inner.records.push_back(SentRecord {
+            chat,
+            id,
+            random_id,
+            at: self.clock.now(),
+        });
+        self.prune(&mut inner);
+    }
+
+    /// Whether an outgoing message is ours: a send we recorded, or any outgoing message in a
+    /// chat where a send is still in flight.
+    pub fn is_ours(&self, chat: ChatId, id: MessageId) -> bool {
+        let inner = self.lock();
+        inner.in_flight.contains_key(&chat)
+            || inner
+                .records
+                .iter()
+                .rev()
+                .any(|r| r.chat == chat && r.id == id)
+    }
+
+    /// Whether we recorded sending this message (in-flight windows not counted).
+    pub fn recorded(&self, chat: ChatId, id: MessageId) -> bool {
+        self.lock()
+            .records
+            .iter()
+            .rev()
+            .any(|r| r.chat == chat && r.id == id)
+    }
+
+    /// The message a `random_id` created, if we recorded it.
+    pub fn by_random_id(&self, chat: ChatId, random_id: i64) -> Option<MessageId> {
+        self.lock()
+            .records
+            .iter()
+            .rev()
+            .find(|r| r.chat == chat && r.random_id == random_id && r.id.0 != 0)
+            .map(|r| r.id)
+    }
+
+    /// Number of remembered sends.
+    pub fn len(&self) -> usize {
+        self.lock().records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes the ledger to its file (atomically, off the async threads). In-memory ledgers
+    /// do nothing.
+    pub async fn save(&self) -> Result<(), String> {
+        let Some(path) = self.path.clone() else {
+            return Ok(());
+        };
+        let file = LedgerFile {
+            sent: self.lock().records.iter().cloned().collect(),
+        };
+        let bytes = serde_json::to_vec_pretty(&file).unwrap_or_default();
+        tokio::task::spawn_blocking(move || crate::adapters::store::write_atomic(&path, &bytes))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,333 @@
+//! The agent's Telegram session file: where it lives, who may read it, and the lock that
+//! keeps two processes from using it at once (Telegram kills a key used twice with
+//! AUTH_KEY_DUPLICATED). The file is created 0600 inside a 0700 directory before the library
+//! writes to it; before SQLite opens it, [`check_file`] refuses anything but a private regular
+//! file (a FIFO, a device, a directory, a symbolic link, a file or directory others can read).
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::adapters::store::{self, StateDir};
+
+/// Why a session cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(
+        "no Telegram session for agent {agent:?} at {path}; log in first: personad login --agent {agent:?}"
+    )]
+    Missing { agent: String, path: PathBuf },
+    #[error(
+        "{path} is readable by other users (mode {mode:o}); it gives full control of the account. Fix it with: chmod 600 {path} && chmod 700 {dir}"
+    )]
+    Insecure {
+        path: PathBuf,
+        dir: PathBuf,
+        mode: u32,
+    },
+    #[error(
+        "{path} is {kind}, not {expected}; a Telegram session must be a plain file in a plain directory (symbolic links are refused too): move it away and log in again"
+    )]
+    NotRegular {
+        path: PathBuf,
+        kind: &'static str,
+        expected: &'static str,
+    },
+    #[error("the session {path} is in use by another personad process")]
+    Locked { path: PathBuf },
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Store(#[from] store::StoreError),
+}
+
+/// Where an agent's session file lives.
+pub fn session_path(state: &StateDir, agent: &str) -> PathBuf {
+    state.agent_dir(agent).join("telegram.session")
+}
+
+/// What [`check_file`] found at a session path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionFile {
+    /// Nothing there yet: `login` creates it (`run` refuses to start the agent).
+    Absent,
+    /// A private regular file in a private directory.
+    Present,
+}
+
+/// SQLite's own files next to a session, opened by the library whenever it opens the session.
+const SIDECARS: [&str; 3] = ["-journal", "-wal", "-shm"];
+
+/// Checks a session path before it is handed to SQLite, without opening or reading it (its
+/// content is the account's key and never appears in an error): it must be absent, or a
+/// regular file (not a FIFO, a device, a directory, nor a symbolic link, even one into the
+/// state directory: a link could point at a session someone else can swap) that only the
+/// owner can read or write, in a directory only the owner can use. SQLite's journal and WAL
+/// files next to it, when present, must be regular files too. Loose permissions are refused
+/// with the `chmod` to run, never tightened quietly: a session others could read may have
+/// been copied.
+pub fn check_file(path: &Path) -> Result<SessionFile, SessionError> {
+    let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let inspect = |p: &Path| match std::fs::symlink_metadata(p) {
+        Ok(m) => Ok(Some(m)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(SessionError::Io {
+            action: "cannot inspect",
+            path: p.to_path_buf(),
+            source,
+        }),
+    };
+    let insecure = |p: &Path, mode: u32| SessionError::Insecure {
+        path: p.to_path_buf(),
+        dir: dir.clone(),
+        mode,
+    };
+    let main = inspect(path)?;
+    let mut files: Vec<_> = main
+        .clone()
+        .map(|m| (path.to_path_buf(), m))
+        .into_iter()
+        .collect();
+    for suffix in SIDECARS {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let p = PathBuf::from(name);
+        if let Some(m) = inspect(&p)? {
+            files.push((p, m));
+        }
+    }
+    for (p, m) in &files {
+        if !m.file_type().is_file() {
+            return Err(SessionError::NotRegular {
+                path: p.clone(),
+                kind: store::file_kind(m),
+                expected: "a regular file",
+            });
+        }
+        let mode = m.mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(insecure(p, mode));
+        }
+    }
+    if let Some(m) = inspect(&dir)? {
+        let mode = m.mode() & 0o777;
+        if !m.file_type().is_dir() {
+            return Err(SessionError::NotRegular {
+                path: dir.clone(),
+                kind: store::file_kind(&m),
+                expected: "a directory",
+            });
+        }
+        if mode & 0o077 != 0 {
+            return Err(insecure(&dir, mode));
+        }
+    }
+    Ok(if main.is_some() {
+        SessionFile::Present
+    } else {
+        SessionFile::Absent
+    })
+}
+
+/// Makes sure a session file exists with mode 0600 in a 0700 directory (for `login`), after
+/// [`check_file`] found nothing wrong with what is there.
+pub fn create_private(path: &Path) -> Result<(), SessionError> {
+    if check_file(path)? == SessionFile::Absent {
+        store::create_private_file(path)?;
+    }
+    check_file(path).map(|_| ())
+}
+
+/// An exclusive lock on the session, held for as long as the value lives.
+#[derive(Debug)]
+pub struct SessionLock {
+    _file: File,
+}
+
+/// Takes the session's lock (`<session>.lock`), failing at once if another process has it.
+pub fn lock(path: &Path) -> Result<SessionLock, SessionError> {
+    let lock_path = path.with_extension("session.lock");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&lock_path)
+        .map_err(|source| SessionError::Io {
+            action: "cannot open",
+            path: lock_path.clone(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(SessionLock { _file: file }),
+        Err(std::fs::TryLockError::WouldBlock) => Err(SessionError::Locked {
+            path: path.to_path_buf(),
+        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(SessionError::Io {
+            action: "cannot lock",
+            path: lock_path,
+            source,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_world_readable_session_is_refused() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let state = StateDir::new(dir.path());
+        let path = session_path(&state, "Ann");
+        create_private(&path)?;
+        check_file(&path)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))?;
+        let err = check_file(&path)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("readable by other users") && err.contains("644"),
+            "{err}"
+        );
+        Ok(())
+    }
+
+    fn mkfifo(path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+        let status = std::process::Command::new("mkfifo").arg(path).status()?;
+        assert!(status.success(), "mkfifo {}", path.display());
+        Ok(())
+    }
+
+    /// A private session directory holding `telegram.session` made by `make`.
+    fn session_with(
+        make: impl FnOnce(&Path) -> std::io::Result<()>,
+    ) -> Result<(tempfile::TempDir, PathBuf), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = session_path(&StateDir::new(dir.path()), "Ann");
+        store::ensure_private_dir(path.parent().ok_or("no parent")?)?;
+        make(&path)?;
+        Ok((dir, path))
+    }
+
+    fn refusal(path: &Path) -> String {
+        check_file(path)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn an_absent_session_is_fine_and_a_private_file_is_present()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let (_dir, path) = session_with(|_| Ok(()))?;
+        assert_eq!(check_file(&path)?, SessionFile::Absent);
+        create_private(&path)?;
+        assert_eq!(check_file(&path)?, SessionFile::Present);
+        Ok(())
+    }
+
+    #[test]
+    fn a_fifo_a_directory_or_a_link_as_the_session_is_refused_by_name()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let (_d1, fifo) =
+            session_with(|p| mkfifo(p).map_err(|e| std::io::Error::other(e.to_string())))?;
+        let (_d2, dir) = session_with(|p| std::fs::create_dir(p))?;
+        let (d3, link) = session_with(|_| Ok(()))?;
+        // A link to a private file inside the same state directory is refused all the same.
+        let target = d3.path().join("Ann").join("other.session");
+        std::fs::write(&target, b"")?;
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600))?;
+        std::os::unix::fs::symlink(&target, &link)?;
+        for (path, kind) in [
+            (&fifo, "a FIFO"),
+            (&dir, "a directory"),
+            (&link, "a symbolic link"),
+        ] {
+            let err = refusal(path);
+            assert!(
+                err.contains(&path.display().to_string()) && err.contains(kind),
+                "{kind}: {err}"
+            );
+            // `login` does not create over it either.
+            assert!(create_private(path).is_err(), "{kind}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_symlinked_session_directory_is_refused() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let elsewhere = dir.path().join("elsewhere");
+        store::ensure_private_dir(&elsewhere)?;
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join("Ann"))?;
+        let path = session_path(&StateDir::new(dir.path()), "Ann");
+        let err = refusal(&path);
+        assert!(err.contains("is a symbolic link, not a directory"), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_fifo_in_place_of_the_sqlite_journal_is_refused() -> Result<(), Box<dyn std::error::Error>>
+    {
+        let (_dir, path) = session_with(|p| {
+            store::create_private_file(p)
+                .map(drop)
+                .map_err(std::io::Error::other)
+        })?;
+        let journal = path.with_file_name("telegram.session-journal");
+        mkfifo(&journal)?;
+        let err = refusal(&path);
+        assert!(
+            err.contains("telegram.session-journal") && err.contains("a FIFO"),
+            "{err}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_loose_session_is_refused_naming_it_without_its_content()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let (_dir, path) = session_with(|p| std::fs::write(p, b"SECRET-AUTH-KEY"))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640))?;
+        let err = refusal(&path);
+        assert!(
+            err.contains(&path.display().to_string())
+                && err.contains("640")
+                && err.contains("chmod 600")
+                && !err.contains("SECRET"),
+            "{err}"
+        );
+        // Still refused, not quietly fixed: the mode is left for the operator to see.
+        assert_eq!(
+            std::fs::metadata(&path)?.permissions().mode() & 0o777,
+            0o640
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_fifo_as_the_lock_file_fails_at_once() -> Result<(), Box<dyn std::error::Error>> {
+        let (_dir, path) = session_with(|_| Ok(()))?;
+        mkfifo(&path.with_extension("session.lock"))?;
+        assert!(matches!(lock(&path), Err(SessionError::Io { .. })));
+        Ok(())
+    }
+
+    #[test]
+    fn a_second_lock_on_the_same_session_fails() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("telegram.session");
+        let _held = lock(&path)?;
+        assert!(matches!(lock(&path), Err(SessionError::Locked { .. })));
+        Ok(())
+    }
+}

@@ -1,0 +1,389 @@
+//! `personad bench`: drives the real runtime (scheduler, driver, persistence with fsync) on
+//! the in-memory Telegram with an in-process planner of a fixed latency, and prints the
+//! figures an operator sizes a machine with: push-to-plan and plan-to-first-send latencies,
+//! total time against the ideal, inbound messages made durable per second, CPU per message,
+//! peak RSS and the startup time with many idle graphs. State goes to a temp directory
+//! inside `--state` (so on the same disk), removed afterwards. Called by `main`; CPU and
+//! memory are read from `/proc/self` (Linux).
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use crate::adapters::memory::{self, Incoming, MemoryTelegram};
+use crate::adapters::store::{self, GraphStore, StateDir};
+use crate::app::cli::{BenchArgs, GlobalArgs};
+use crate::app::commands::{CmdResult, CommandError};
+use crate::core::config::{Pacing, RuntimeConfig};
+use crate::core::graph::{Task, TaskGraph, TaskSpec, TaskStatus};
+use crate::core::model::{Chat, ChatId, ChatKind};
+use crate::core::persona;
+use crate::core::plan::{Action, PlanError, PlanRequest};
+use crate::core::time::BoxFuture;
+use crate::ports::clock::{self, SharedClock, SystemClock};
+use crate::ports::planner::Planner;
+use crate::runtime::{AgentHandle, Runtime};
+
+const AGENT: &str = "bench";
+/// Idle graphs use chat ids from here on, active chats from 1.
+const IDLE_BASE: i64 = 1_000_000_000;
+
+/// A latency pair in milliseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p99: f64,
+}
+
+/// Everything `bench` measures (the `--json` object).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BenchReport {
+    pub chats: usize,
+    pub idle_graphs: usize,
+    pub messages_per_chat: usize,
+    pub llm_latency_ms: u64,
+    pub max_in_flight: usize,
+    pub push_to_plan_ms: Percentiles,
+    pub plan_to_first_send_ms: Percentiles,
+    pub total_s: f64,
+    pub ideal_s: f64,
+    pub messages_per_s: f64,
+    pub user_cpu_ms_per_message: f64,
+    pub sys_cpu_ms_per_message: f64,
+    pub peak_rss_mb: f64,
+    pub startup_ms: f64,
+}
+
+/// When each chat's planning call started and returned (the last call wins).
+#[derive(Default)]
+struct PlanTimes {
+    started: HashMap<ChatId, Timestamp>,
+    returned: HashMap<ChatId, Timestamp>,
+}
+
+/// A planner that takes a fixed time and answers one short text.
+struct FixedLatencyPlanner {
+    latency: Duration,
+    clock: SharedClock,
+    times: Mutex<PlanTimes>,
+}
+
+impl Planner for FixedLatencyPlanner {
+    fn plan<'a>(&'a self, req: PlanRequest<'a>) -> BoxFuture<'a, Result<Vec<Action>, PlanError>> {
+        let chat = req.chat.id;
+        Box::pin(async move {
+            if let Ok(mut t) = self.times.lock() {
+                t.started.insert(chat, self.clock.now());
+            }
+            clock::pause(self.clock.as_ref(), self.latency).await;
+            if let Ok(mut t) = self.times.lock() {
+                t.returned.insert(chat, self.clock.now());
+            }
+            Ok(vec![Action::Send {
+                text: "ok".into(),
+                reply_to: None,
+            }])
+        })
+    }
+}
+
+/// `personad bench`.
+pub async fn bench(global: GlobalArgs, args: BenchArgs) -> CmdResult {
+    let report = run(&global.state_dir, &args).await?;
+    let text = if args.json {
+        serde_json::to_string(&report).map_err(|e| CommandError::Failed(e.to_string()))? + "\n"
+    } else {
+        render(&report)
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| CommandError::Io(e.to_string()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_persona() -> Result<persona::Persona, CommandError> {
+    let src = format!(
+        "# Agent Name\n{AGENT}\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nAnswer.\n"
+    );
+    persona::parse_persona(Path::new("bench.md"), &src, &[])
+        .persona
+        .ok_or_else(|| CommandError::Failed("the bench persona does not parse".into()))
+}
+
+fn idle_graph(i: usize, now: Timestamp) -> TaskGraph {
+    let chat = Chat {
+        id: ChatId(IDLE_BASE + i as i64),
+        kind: ChatKind::Direct,
+        title: format!("idle {i}"),
+    };
+    let mut g = TaskGraph::with_received(AGENT, chat, now, None, now);
+    g.tasks[0].status = TaskStatus::Done;
+    let mut wait = Task::new(TaskSpec::wait(365.0 * 86_400.0, false), now);
+    wait.not_before = Some(clock::add(now, Duration::from_secs(365 * 86_400)));
+    let send = Task::new(TaskSpec::send("much later", None), now);
+    let first = g.tasks[0].id.clone();
+    g.append_chain(&first, vec![wait, send]);
+    g
+}
+
+/// Runs one benchmark and returns its figures.
+pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, CommandError> {
+    store::ensure_private_dir(state_root)?;
+    let tmp = tempfile::Builder::new()
+        .prefix("personad-bench-")
+        .tempdir_in(state_root)
+        .map_err(|e| CommandError::Io(format!("temp dir in {}: {e}", state_root.display())))?;
+    let clock: SharedClock = Arc::new(SystemClock);
+    let graphs = GraphStore::new(StateDir::new(tmp.path().join("state")));
+    let now = clock.now();
+    {
+        let graphs = graphs.clone();
+        let idle = args.idle_graphs;
+        tokio::task::spawn_blocking(move || -> Result<(), CommandError> {
+            for i in 0..idle {
+                graphs.save_unsynced(&idle_graph(i, now))?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| CommandError::Failed(format!("preparing idle graphs: {e}")))??;
+    }
+    let telegram = Arc::new(
+        MemoryTelegram::new(AGENT, Arc::clone(&clock), None)
+            .map_err(|e| CommandError::Failed(e.to_string()))?,
+    );
+    let chats: Vec<Chat> = (1..=args.chats as i64)
+        .map(|id| Chat {
+            id: ChatId(id),
+            kind: ChatKind::Direct,
+            title: format!("chat {id}"),
+        })
+        .collect();
+    let mut messages = Vec::with_capacity(args.chats * args.messages_per_chat);
+    for chat in &chats {
+        telegram.ensure_chat(chat.clone());
+        for k in 0..args.messages_per_chat {
+            let msg = telegram
+                .inject(
+                    chat.id,
+                    Incoming {
+                        from: "Bob".into(),
+                        text: format!("message {k}"),
+                        ..Incoming::default()
+                    },
+                )
+                .await
+                .map_err(|e| CommandError::Failed(e.to_string()))?;
+            messages.push((chat.clone(), msg));
+        }
+    }
+    let planner = Arc::new(FixedLatencyPlanner {
+        latency: Duration::from_millis(args.llm_latency_ms),
+        clock: Arc::clone(&clock),
+        times: Mutex::new(PlanTimes::default()),
+    });
+    // One plan per chat: with several messages per chat a short debounce lets them land
+    // together, as a burst does in production.
+    let debounce = if args.messages_per_chat > 1 {
+        Duration::from_millis(50)
+    } else {
+        Duration::ZERO
+    };
+    let config = RuntimeConfig {
+        debounce,
+        max_in_flight: args.max_in_flight.max(1),
+        pacing: Pacing {
+            chars_per_sec: 1e9,
+            start_delay_secs: 0.0,
+            max_typing_secs: 0.0,
+        },
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::new(
+        config,
+        vec![AgentHandle {
+            persona: Arc::new(bench_persona()?),
+            telegram: telegram.clone(),
+        }],
+        planner.clone(),
+        graphs,
+        Arc::clone(&clock),
+    );
+    let handle = runtime.handle();
+    let boot = Instant::now();
+    let run = tokio::spawn(runtime.run());
+    handle.wait_until(|s| s.started).await;
+    let startup_ms = boot.elapsed().as_secs_f64() * 1000.0;
+
+    let total = (args.chats * args.messages_per_chat) as u64;
+    let idle = args.idle_graphs;
+    let cpu_before = cpu_ms();
+    let first_push = Instant::now();
+    let mut pushed_at: HashMap<ChatId, Timestamp> = HashMap::new();
+    for (chat, msg) in messages {
+        pushed_at.insert(chat.id, clock.now());
+        handle.push_inbound(AGENT, chat, msg, true);
+    }
+    let durable_watch = {
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            handle.wait_until(|s| s.inbound_durable >= total).await;
+            first_push.elapsed()
+        })
+    };
+    handle
+        .wait_until(|s| {
+            s.inbound_durable >= total
+                && s.graphs == idle
+                && s.in_flight == 0
+                && s.writes_pending == 0
+        })
+        .await;
+    let total_time = first_push.elapsed();
+    let cpu_after = cpu_ms();
+    let durable_time = durable_watch
+        .await
+        .map_err(|e| CommandError::Failed(e.to_string()))?;
+    handle.shutdown("bench over");
+    match run.await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(CommandError::Io(e.to_string())),
+        Err(e) => return Err(CommandError::Failed(e.to_string())),
+    }
+
+    let first_sends: HashMap<ChatId, Timestamp> = {
+        let mut m = HashMap::new();
+        for r in telegram.actions() {
+            if let memory::Action::Send { chat, .. } = r.action {
+                m.entry(chat).or_insert(r.at);
+            }
+        }
+        m
+    };
+    let times = planner
+        .times
+        .lock()
+        .map_err(|_| CommandError::Failed("planner timings poisoned".into()))?;
+    let ms = |from: Timestamp, to: Timestamp| to.duration_since(from).as_secs_f64() * 1000.0;
+    let push_to_plan: Vec<f64> = times
+        .started
+        .iter()
+        .filter_map(|(c, s)| pushed_at.get(c).map(|p| ms(*p, *s)))
+        .collect();
+    let plan_to_send: Vec<f64> = times
+        .returned
+        .iter()
+        .filter_map(|(c, r)| first_sends.get(c).map(|s| ms(*r, *s)))
+        .collect();
+    if first_sends.len() < args.chats {
+        return Err(CommandError::Failed(format!(
+            "only {} of {} chats got an answer",
+            first_sends.len(),
+            args.chats
+        )));
+    }
+    let batches = args.chats.div_ceil(args.max_in_flight.max(1)) as f64;
+    let ideal_s = debounce.as_secs_f64() + batches * args.llm_latency_ms as f64 / 1000.0;
+    let per_msg = |v: f64| if total == 0 { 0.0 } else { v / total as f64 };
+    Ok(BenchReport {
+        chats: args.chats,
+        idle_graphs: args.idle_graphs,
+        messages_per_chat: args.messages_per_chat,
+        llm_latency_ms: args.llm_latency_ms,
+        max_in_flight: args.max_in_flight,
+        push_to_plan_ms: percentiles(push_to_plan),
+        plan_to_first_send_ms: percentiles(plan_to_send),
+        total_s: total_time.as_secs_f64(),
+        ideal_s,
+        messages_per_s: total as f64 / durable_time.as_secs_f64().max(1e-9),
+        user_cpu_ms_per_message: per_msg(cpu_after.0 - cpu_before.0),
+        sys_cpu_ms_per_message: per_msg(cpu_after.1 - cpu_before.1),
+        peak_rss_mb: peak_rss_mb(),
+        startup_ms,
+    })
+}
+
+fn percentiles(mut v: Vec<f64>) -> Percentiles {
+    if v.is_empty() {
+        return Percentiles::default();
+    }
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    Percentiles {
+        p50: at(0.50),
+        p99: at(0.99),
+    }
+}
+
+/// User and system CPU time of this process so far, in ms (`/proc/self/stat`, at the
+/// kernel's usual 100 ticks per second). Zero where unavailable.
+fn cpu_ms() -> (f64, f64) {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return (0.0, 0.0);
+    };
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            * 10.0
+    };
+    (tick(11), tick(12))
+}
+
+/// Peak resident set size (`VmHWM`), in MB.
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn render(r: &BenchReport) -> String {
+    format!(
+        "personad bench: {} chats x {} message(s), {} idle graphs, planner {} ms, {} in flight\n\
+         push to plan         p50 {:>9.1} ms   p99 {:>9.1} ms\n\
+         plan to first send   p50 {:>9.1} ms   p99 {:>9.1} ms\n\
+         total                {:>9.2} s   (ideal {:.2} s, {:.3}x)\n\
+         inbound applied      {:>9.0} messages/s (durable, fsync on)\n\
+         CPU per message      user {:.3} ms   sys {:.3} ms\n\
+         peak RSS             {:>9.1} MB\n\
+         startup              {:>9.1} ms\n",
+        r.chats,
+        r.messages_per_chat,
+        r.idle_graphs,
+        r.llm_latency_ms,
+        r.max_in_flight,
+        r.push_to_plan_ms.p50,
+        r.push_to_plan_ms.p99,
+        r.plan_to_first_send_ms.p50,
+        r.plan_to_first_send_ms.p99,
+        r.total_s,
+        r.ideal_s,
+        if r.ideal_s > 0.0 {
+            r.total_s / r.ideal_s
+        } else {
+            0.0
+        },
+        r.messages_per_s,
+        r.user_cpu_ms_per_message,
+        r.sys_cpu_ms_per_message,
+        r.peak_rss_mb,
+        r.startup_ms,
+    )
+}

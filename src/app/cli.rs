@@ -1,0 +1,724 @@
+//! Command-line definitions (clap). Every option can also come from an environment variable,
+//! named in `--help`. This module only describes the interface; `commands` and `playground`
+//! carry the commands out, and the binary maps their errors to exit codes.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::app::logging::LogFormat;
+use crate::core::config::RawRuntimeConfig;
+
+/// A Telegram userbot daemon: gives user accounts LLM personas written as Markdown files.
+#[derive(Debug, Parser)]
+#[command(
+    name = "personad",
+    version,
+    about,
+    long_about = None,
+    after_help = "Exit codes: 0 success, 1 unexpected failure, 2 bad command line, 65 unusable persona or \
+                  unreadable graph, 66 not found, 69 no agent can start, 74 state directory I/O, \
+                  78 invalid settings. Docs: README.md and docs/."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command understands.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Directory holding persona files (every *.md directly in it).
+    #[arg(
+        long = "agents",
+        value_name = "DIR",
+        env = "PERSONAD_AGENTS_DIR",
+        default_value = "agents",
+        global = true
+    )]
+    pub agents_dir: PathBuf,
+    /// Where role prompts are looked up, as DIR[:DIR...]; the first directory holding
+    /// <name>.md wins.
+    #[arg(
+        long = "prompts",
+        value_name = "DIR[:DIR...]",
+        env = "PERSONAD_PROMPTS_PATH",
+        default_value = "prompts",
+        global = true
+    )]
+    pub prompts_path: String,
+    /// Directory for runtime state (task graphs, sessions, caches). Keep it private.
+    #[arg(
+        long = "state",
+        value_name = "DIR",
+        env = "PERSONAD_STATE_DIR",
+        default_value = "state",
+        global = true
+    )]
+    pub state_dir: PathBuf,
+    /// Log line format (logs go to stderr). Default: journald when stderr is the journal,
+    /// text otherwise.
+    #[arg(long, value_enum, env = "PERSONAD_LOG_FORMAT", global = true)]
+    pub log_format: Option<LogFormat>,
+    /// More log output in every command: -v debug (message bodies included), -vv trace
+    /// (Telegram and HTTP libraries too). Default: info (`chat`: warnings only).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Less log output in every command: -q warnings only, -qq errors only.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub quiet: u8,
+}
+
+impl GlobalArgs {
+    /// The prompt search path as a list of directories.
+    pub fn prompt_dirs(&self) -> Vec<PathBuf> {
+        std::env::split_paths(&self.prompts_path)
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect()
+    }
+
+    /// The -v/-q balance.
+    pub fn verbosity(&self) -> i8 {
+        let v = i8::try_from(self.verbose).unwrap_or(i8::MAX);
+        let q = i8::try_from(self.quiet).unwrap_or(i8::MAX);
+        v.saturating_sub(q)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon: every valid agent on its Telegram account.
+    Run(RunArgs),
+    /// Load configuration and every persona, report problems with file:line, exit non-zero
+    /// when an agent is unusable.
+    Check(CheckArgs),
+    /// Talk to a persona in the terminal, on an in-memory Telegram (no account needed).
+    Chat(ChatArgs),
+    /// Inspect or clear persisted task graphs.
+    #[command(subcommand)]
+    State(StateCommand),
+    /// Log an agent's Telegram account in (creates its session file).
+    Login(LoginArgs),
+    /// Measure the runtime: the real scheduler and disk writes (fsync on) with the in-memory
+    /// Telegram and a planner of fixed latency; prints latencies, throughput, CPU and memory.
+    Bench(BenchArgs),
+    /// Crash-safety harness: the runtime on a persisted in-memory Telegram, resuming what
+    /// the last run left (used by the runtime kill -9 test).
+    #[command(hide = true)]
+    CrashChild(CrashChildArgs),
+    /// Run a Telegram Desktop export (result.json) through the group decision pipeline:
+    /// one JSON line per message of others, then a summary. Never plans, never sends.
+    Replay(ReplayArgs),
+    /// Steer a running daemon over its control socket (`<state>/ctl.sock`).
+    #[command(subcommand)]
+    Ctl(CtlCommand),
+    /// Crash-safety harness: save graphs in a loop, printing `ACK <chat> <seq>` after each
+    /// durable save (used by the SIGKILL test).
+    #[command(hide = true)]
+    SaveLoop(SaveLoopArgs),
+}
+
+/// Settings of the scheduler, shared by `run`, `chat` and `check`.
+#[derive(Debug, Clone, Args)]
+pub struct RuntimeArgs {
+    /// Quiet time after the newest message of a chat before planning a reply.
+    #[arg(
+        long,
+        value_name = "MS",
+        env = "PERSONAD_DEBOUNCE_MS",
+        default_value_t = 2000
+    )]
+    pub debounce_ms: u64,
+    /// Tasks running at once across all conversations.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PERSONAD_MAX_IN_FLIGHT",
+        default_value_t = 16
+    )]
+    pub max_in_flight: usize,
+    /// Attempts of a failing task before its conversation's plan is dropped.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PERSONAD_RETRY_ATTEMPTS",
+        default_value_t = 10
+    )]
+    pub retry_attempts: u32,
+    /// Seconds between attempts of a failing task.
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "PERSONAD_RETRY_INTERVAL_SECS",
+        default_value_t = 10.0
+    )]
+    pub retry_interval_secs: f64,
+    /// Longest a single task may run, in seconds.
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "PERSONAD_TASK_TIMEOUT_SECS",
+        default_value_t = 180.0
+    )]
+    pub task_timeout_secs: f64,
+    /// Messages of chat history read for planning.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PERSONAD_HISTORY_LIMIT",
+        default_value_t = 500
+    )]
+    pub history_limit: usize,
+    /// Typing speed of personas without a `Typing Speed`, in characters per second.
+    #[arg(
+        long,
+        value_name = "CPS",
+        env = "PERSONAD_TYPING_SPEED",
+        default_value_t = 10.0
+    )]
+    pub typing_speed: f64,
+    /// Pause before a plan's first message for personas without a `Start Typing Delay`.
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "PERSONAD_START_TYPING_DELAY",
+        default_value_t = 2.0
+    )]
+    pub start_typing_delay: f64,
+}
+
+impl RuntimeArgs {
+    pub fn raw(&self) -> RawRuntimeConfig {
+        RawRuntimeConfig {
+            debounce_ms: self.debounce_ms,
+            max_in_flight: self.max_in_flight,
+            retry_attempts: self.retry_attempts,
+            retry_interval_secs: self.retry_interval_secs,
+            task_timeout_secs: self.task_timeout_secs,
+            history_limit: self.history_limit,
+            typing_speed: self.typing_speed,
+            start_typing_delay_secs: self.start_typing_delay,
+        }
+    }
+}
+
+/// The Telegram application's credentials (from my.telegram.org).
+#[derive(Debug, Clone, Args)]
+pub struct TelegramArgs {
+    /// The application's api_id.
+    #[arg(long, value_name = "ID", env = "TELEGRAM_API_ID")]
+    pub api_id: Option<i32>,
+    /// The application's api_hash (a secret: prefer the environment variable).
+    #[arg(
+        long,
+        value_name = "HASH",
+        env = "TELEGRAM_API_HASH",
+        hide_env_values = true
+    )]
+    pub api_hash: Option<String>,
+}
+
+/// Which Telegram the daemon runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TelegramChoice {
+    /// The real accounts over MTProto (needs credentials and `personad login`).
+    Mtproto,
+    /// An in-memory Telegram per agent: no account, no credentials; transcripts under
+    /// `<state>/<agent>/memory/`; messages come in through `personad ctl say`.
+    Memory,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// Telegram backend.
+    #[arg(long, value_enum, env = "PERSONAD_TELEGRAM", default_value = "mtproto")]
+    pub telegram: TelegramChoice,
+    /// Who plans replies with `--telegram memory` (with MTProto it is always the LLM).
+    #[arg(long, value_enum, env = "PERSONAD_PLANNER", default_value = "auto")]
+    pub planner: PlannerChoice,
+    /// On SIGTERM/SIGINT, how long tasks in flight may finish before they are abandoned
+    /// (they run again after the next start). A second signal exits at once.
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "PERSONAD_SHUTDOWN_GRACE_SECS",
+        default_value_t = 10
+    )]
+    pub shutdown_grace_secs: u64,
+    /// Serve Prometheus metrics at http://ADDR/metrics and a health check at /healthz.
+    #[arg(long, value_name = "ADDR", env = "PERSONAD_METRICS_ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Chats (by id) besides Saved Messages where owner commands (`/status`, ...) are accepted.
+    #[arg(
+        long = "admin-chat",
+        value_name = "ID",
+        env = "PERSONAD_ADMIN_CHATS",
+        value_delimiter = ',',
+        allow_negative_numbers = true
+    )]
+    pub admin_chats: Vec<i64>,
+    /// With `--telegram memory`: every text send takes this long (a slow network; tests).
+    #[arg(long, value_name = "MS", default_value_t = 0, hide = true)]
+    pub memory_send_delay_ms: u64,
+    /// Do not watch persona and role-prompt files (SIGHUP still reloads).
+    #[arg(long, env = "PERSONAD_NO_WATCH")]
+    pub no_watch: bool,
+    #[command(flatten)]
+    pub credentials: TelegramArgs,
+    #[command(flatten)]
+    pub llm: LlmArgs,
+    #[command(flatten)]
+    pub media: MediaArgs,
+    /// Model of the group addressing classifier (the persona's `Group Classifier Model` wins).
+    #[arg(long, value_name = "MODEL", env = "PERSONAD_CLASSIFIER_MODEL", default_value = crate::core::group::settings::DEFAULT_CLASSIFIER_MODEL)]
+    pub classifier_model: String,
+    /// Flood waits up to this many seconds are slept inside the Telegram library; longer ones
+    /// park the conversation.
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "PERSONAD_FLOOD_SLEEP_SECS",
+        default_value_t = 10
+    )]
+    pub flood_sleep_secs: u64,
+    /// Messages older than this when they arrive (catch-up after downtime) join the history
+    /// without triggering a reply.
+    #[arg(
+        long,
+        value_name = "MINUTES",
+        env = "PERSONAD_CATCH_UP_MINUTES",
+        default_value_t = 15
+    )]
+    pub catch_up_minutes: u64,
+    /// Least time between two of our messages in one chat.
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "PERSONAD_SEND_GAP_SECS",
+        default_value_t = 3
+    )]
+    pub send_gap_secs: u64,
+    /// Most of our messages in one chat per minute.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PERSONAD_CHAT_SENDS_PER_MINUTE",
+        default_value_t = 10
+    )]
+    pub chat_sends_per_minute: u32,
+    /// Most messages per minute for the whole account.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PERSONAD_ACCOUNT_SENDS_PER_MINUTE",
+        default_value_t = 20
+    )]
+    pub account_sends_per_minute: u32,
+    /// Longest the governor waits to keep the pace; a longer wait parks the conversation.
+    #[arg(
+        long,
+        value_name = "SECS",
+        env = "PERSONAD_MAX_PACING_WAIT_SECS",
+        default_value_t = 60
+    )]
+    pub max_pacing_wait_secs: u64,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+}
+
+/// Which planner answers in the playground.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlannerChoice {
+    /// The persona's LLM when its provider is configured, otherwise echo (with a notice).
+    Auto,
+    /// The persona's LLM (Gemini needs GEMINI_API_KEY; OpenAI-compatible providers read
+    /// OPENAI_API_KEY / OPENAI_BASE_URL etc., see docs/providers.md).
+    #[value(alias = "gemini")]
+    Llm,
+    /// Offline: echoes the message it answers (no LLM, no key needed).
+    Echo,
+}
+
+/// Settings of the LLM planner.
+#[derive(Debug, Clone, Args)]
+pub struct LlmArgs {
+    /// Default LLM for personas without an `LLM` heading: a provider (gemini, openai or gpt,
+    /// grok, openrouter, ollama), a model name (gemini-…, gpt-…, grok-…, vendor/model) or
+    /// provider:model. DEFAULT_AGENT_LLM is read too, as in the original. [default: gemini]
+    #[arg(long = "llm", value_name = "LLM", env = "PERSONAD_LLM")]
+    pub llm: Option<String>,
+    /// Model of the default provider for personas naming none (else the provider's own
+    /// default: GEMINI_MODEL / OPENAI_MODEL / … or gemini-flash-latest, gpt-5-mini, …).
+    #[arg(long, value_name = "MODEL", env = "PERSONAD_MODEL")]
+    pub model: Option<String>,
+    /// Sampling temperature (provider default when unset).
+    #[arg(long, value_name = "T", env = "PERSONAD_TEMPERATURE")]
+    pub temperature: Option<f32>,
+    /// Cap on tokens the model may generate per reply.
+    #[arg(long, value_name = "N", env = "PERSONAD_MAX_OUTPUT_TOKENS")]
+    pub max_output_tokens: Option<u32>,
+    /// Most tasks taken from one reply of the model.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PERSONAD_MAX_TASKS",
+        default_value_t = 12
+    )]
+    pub max_tasks: usize,
+    /// Attempts of one LLM request (transient failures), before the task's own retries.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PERSONAD_LLM_ATTEMPTS",
+        default_value_t = 3
+    )]
+    pub llm_attempts: u32,
+}
+
+impl LlmArgs {
+    /// The default LLM choice: `--llm` / `PERSONAD_LLM`, else `DEFAULT_AGENT_LLM`, else Gemini;
+    /// `--model` fills in its model when the choice names none.
+    pub fn default_choice(
+        &self,
+    ) -> Result<crate::core::llm::LlmChoice, crate::core::llm::ResolveError> {
+        let spec = self.llm.clone().or_else(|| {
+            std::env::var("DEFAULT_AGENT_LLM")
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+        });
+        let mut choice = match spec {
+            Some(spec) => crate::core::llm::resolve(&spec)?,
+            None => crate::core::llm::LlmChoice::default(),
+        };
+        if choice.model.is_none() {
+            choice.model = self.model.clone().filter(|m| !m.trim().is_empty());
+        }
+        Ok(choice)
+    }
+}
+
+/// Settings of media understanding (descriptions, transcripts; see docs/media.md).
+#[derive(Debug, Clone, Args)]
+pub struct MediaArgs {
+    /// New media descriptions one planning pass may start (cached ones are free).
+    #[arg(
+        long,
+        value_name = "N",
+        env = "MEDIA_DESC_BUDGET_PER_TICK",
+        default_value_t = crate::adapters::media::DEFAULT_BUDGET_PER_PASS
+    )]
+    pub media_budget: usize,
+    /// Model that describes photos, stickers, videos and documents and transcribes voice.
+    #[arg(long, value_name = "MODEL", env = "PERSONAD_MEDIA_MODEL", default_value = crate::adapters::media::DEFAULT_MEDIA_MODEL)]
+    pub media_model: String,
+    /// Description calls in flight at once, across all chats.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PERSONAD_MEDIA_MAX_IN_FLIGHT",
+        default_value_t = 4
+    )]
+    pub media_max_in_flight: usize,
+    /// Directory of operator-curated description records (`<unique_id>.json`), used before
+    /// generated ones.
+    #[arg(long, value_name = "DIR", env = "PERSONAD_MEDIA_CURATED_DIR")]
+    pub media_curated: Option<PathBuf>,
+    /// Directory overriding the describe prompts (`image.md`, `video.md`, `audio.md`,
+    /// `document.md`).
+    #[arg(long, value_name = "DIR", env = "PERSONAD_MEDIA_PROMPTS_DIR")]
+    pub media_prompts: Option<PathBuf>,
+}
+
+impl MediaArgs {
+    /// The pipeline settings these options ask for.
+    pub fn config(&self) -> crate::adapters::media::MediaConfig {
+        crate::adapters::media::MediaConfig {
+            budget_per_pass: self.media_budget,
+            max_in_flight: self.media_max_in_flight.max(1),
+            // A model name picks its provider (`gpt-…` OpenAI, `ollama:llava`, …); any other
+            // name is a Gemini model, the default describer.
+            model: crate::core::llm::persona_choice(
+                None,
+                Some(&self.media_model),
+                &crate::core::llm::LlmChoice::default(),
+            )
+            .map_or_else(|_| self.media_model.clone(), |c| c.route()),
+            curated_dir: self.media_curated.clone(),
+            ..crate::adapters::media::MediaConfig::default()
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ChatArgs {
+    /// The persona to talk to (its `Agent Name`).
+    #[arg(long, env = "PERSONAD_AGENT")]
+    pub agent: String,
+    /// Make the chat a group with this title; typed lines then read `Name: text`.
+    #[arg(long, value_name = "TITLE")]
+    pub group: Option<String>,
+    /// Your display name in a direct chat.
+    #[arg(long, value_name = "NAME", default_value = "User")]
+    pub user: String,
+    /// Machine mode: JSON objects in and out, one per line (see docs/playground.md).
+    #[arg(long)]
+    pub jsonl: bool,
+    /// Virtual time: waits and pacing cost no real time.
+    #[arg(long)]
+    pub fast: bool,
+    /// Who plans the persona's replies.
+    #[arg(long, value_enum, env = "PERSONAD_PLANNER", default_value = "auto")]
+    pub planner: PlannerChoice,
+    /// Serve sticker sets from this directory: one folder per set, files named by emoji or
+    /// name. Without it every sticker the persona names exists.
+    #[arg(long, value_name = "DIR")]
+    pub stickers: Option<PathBuf>,
+    #[command(flatten)]
+    pub llm: LlmArgs,
+    #[command(flatten)]
+    pub media: MediaArgs,
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    #[command(flatten)]
+    pub groups: GroupArgs,
+}
+
+/// Settings of group decisions (docs/groups.md), shared by `chat` and `replay`.
+#[derive(Debug, Clone, Args)]
+pub struct GroupArgs {
+    /// Group trigger mode for this run, over the persona's `Group Trigger Mode` heading.
+    #[arg(long, value_name = "MODE", value_parser = clap::value_parser!(crate::core::group::settings::TriggerMode))]
+    pub mode: Option<crate::core::group::settings::TriggerMode>,
+    /// Model of the addressing classifier (the persona's `Group Classifier Model` wins).
+    #[arg(long, value_name = "MODEL", env = "PERSONAD_CLASSIFIER_MODEL", default_value = crate::core::group::settings::DEFAULT_CLASSIFIER_MODEL)]
+    pub classifier_model: String,
+}
+
+/// `personad replay`.
+#[derive(Debug, Clone, Args)]
+pub struct ReplayArgs {
+    /// The persona whose decisions to replay.
+    #[arg(long, env = "PERSONAD_AGENT")]
+    pub agent: String,
+    /// The export's user the persona stands in for: a `from_id` (`user123`) or a display name.
+    #[arg(long = "as", value_name = "USER")]
+    pub as_user: String,
+    /// That user's @username, so `@username` in texts counts as addressing the persona.
+    #[arg(long, value_name = "U")]
+    pub username: Option<String>,
+    /// Replay only the first N messages.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Attempts of one classifier request (transient failures).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub llm_attempts: u32,
+    #[command(flatten)]
+    pub groups: GroupArgs,
+    /// The export: Telegram Desktop's `result.json`.
+    #[arg(value_name = "FILE.json")]
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StateCommand {
+    /// LLM token usage per agent, model and day, with an estimated cost.
+    Usage {
+        /// Only this agent.
+        #[arg(long)]
+        agent: Option<String>,
+        /// A JSON price file (`{"model or prefix*": {"input": USD, "cached_input": USD,
+        /// "output": USD}}` per million tokens) taking precedence over the built-in prices.
+        #[arg(long, value_name = "FILE", env = "PERSONAD_PRICES")]
+        prices: Option<PathBuf>,
+    },
+    /// One line per persisted graph; unreadable files are reported, not fatal.
+    List,
+    /// Show one conversation's graph task by task.
+    Show {
+        /// Agent name.
+        agent: String,
+        /// Chat id.
+        chat: i64,
+    },
+    /// Delete persisted graphs (pending plans are forgotten). Stop the daemon first.
+    #[command(group(clap::ArgGroup::new("selector").required(true).args(["agent", "all"])))]
+    Clear {
+        /// Only this agent's graphs.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only this chat's graph (with --agent).
+        #[arg(long, requires = "agent")]
+        chat: Option<i64>,
+        /// Every graph, readable or not.
+        #[arg(long, conflicts_with_all = ["agent", "chat"])]
+        all: bool,
+    },
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LoginArgs {
+    /// The persona whose account to log in (its phone comes from the persona file).
+    #[arg(long)]
+    pub agent: String,
+    /// Sign out and delete the session instead.
+    #[arg(long)]
+    pub logout: bool,
+    #[command(flatten)]
+    pub telegram: TelegramArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SaveLoopArgs {
+    /// Conversations to save in turn.
+    #[arg(long, default_value_t = 8)]
+    pub chats: i64,
+    /// Stop after this many saves (0 = until killed).
+    #[arg(long, default_value_t = 0)]
+    pub saves: u64,
+}
+
+/// `personad bench`. The state goes to a temp directory inside `--state` (same disk).
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Conversations that each receive messages at once.
+    #[arg(long, default_value_t = 100)]
+    pub chats: usize,
+    /// Graphs on disk that wait far in the future (loaded at startup, never due).
+    #[arg(long, default_value_t = 0)]
+    pub idle_graphs: usize,
+    /// Messages pushed per conversation.
+    #[arg(long, default_value_t = 1)]
+    pub messages_per_chat: usize,
+    /// How long each planning call takes.
+    #[arg(long, default_value_t = 1000)]
+    pub llm_latency_ms: u64,
+    /// Tasks running at once.
+    #[arg(long, default_value_t = 32)]
+    pub max_in_flight: usize,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The hidden `crash-child` harness.
+#[derive(Debug, Clone, Args)]
+pub struct CrashChildArgs {
+    /// Conversations (chat ids 1..=N).
+    #[arg(long, default_value_t = 4)]
+    pub chats: i64,
+    /// A new message arrives in this chat after startup.
+    #[arg(long)]
+    pub push: Option<i64>,
+}
+
+/// `personad ctl ...`: the operations of the owner commands, for the local operator.
+#[derive(Debug, Clone, Subcommand)]
+pub enum CtlCommand {
+    /// Agents, chats with plans, breaker and disabled chats, pauses.
+    Status,
+    /// Pause an agent (all its chats) or one chat; optionally for a while (`30m`, `2h`, `1d`).
+    Pause {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Chat id, @username or a title substring (without it: every chat of the agent).
+        #[arg(long)]
+        chat: Option<String>,
+        /// How long (`90s`, `30m`, `2h`, `1d`); until resumed when absent.
+        #[arg(long = "for", value_name = "DURATION")]
+        duration: Option<String>,
+    },
+    /// Lift a pause.
+    Resume {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Chat id, @username or a title substring (without it: every chat).
+        #[arg(long)]
+        chat: Option<String>,
+    },
+    /// Drop a chat's pending plan.
+    Forget {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Chat id, @username or a title substring.
+        #[arg(long)]
+        chat: String,
+    },
+    /// Show pending plans (of one chat, or all).
+    Plans {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Chat id, @username or a title substring (without it: every chat).
+        #[arg(long)]
+        chat: Option<String>,
+    },
+    /// Set a group's trigger mode.
+    Mode {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Chat id, @username or a title substring.
+        #[arg(long)]
+        chat: String,
+        /// strict, smart or talkative.
+        mode: String,
+    },
+    /// Reload personas and role prompts (as SIGHUP does).
+    Reload,
+    /// Stop the daemon gracefully.
+    Stop,
+    /// With `run --telegram memory`: deliver a message to an agent as if NAME wrote it.
+    Say {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// The chat: a direct chat with --from by default; `me` is the agent's Saved Messages
+        /// (the owner writing).
+        #[arg(long)]
+        chat: Option<String>,
+        /// Who writes.
+        #[arg(long, default_value = "User")]
+        from: String,
+        /// Make the chat a group with this title.
+        #[arg(long, value_name = "TITLE")]
+        group: Option<String>,
+        /// The message.
+        #[arg(required = true, num_args = 1..)]
+        text: Vec<String>,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llm_and_model_options_make_the_default_choice() {
+        let cli = Cli::try_parse_from([
+            "personad", "chat", "--agent", "Wren", "--llm", "ollama", "--model", "qwen3:8b",
+        ]);
+        let Ok(Cli {
+            command: Command::Chat(args),
+            ..
+        }) = cli
+        else {
+            panic!("chat args must parse");
+        };
+        let choice = args.llm.default_choice();
+        assert_eq!(
+            choice.map(|c| c.route()).ok().as_deref(),
+            Some("ollama:qwen3:8b")
+        );
+    }
+}

@@ -1,0 +1,493 @@
+//! The commands behind the CLI (`check`, `state`, `run`, `login`, the hidden crash harness),
+//! each returning a typed [`CommandError`] that carries its exit code. Output meant for the
+//! operator goes to stdout; logs go to stderr through tracing. The `chat` command lives in
+//! `playground`. Called only by the binary.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use jiff::Timestamp;
+
+use crate::adapters::persona_loader::PersonaDirError;
+use crate::adapters::store::{GraphStore, StateDir, StoreError};
+use crate::app::cli::{CheckArgs, GlobalArgs, SaveLoopArgs, StateCommand};
+use crate::core::config::ConfigError;
+use crate::core::graph::{Task, TaskGraph, TaskSpec};
+use crate::core::model::{Chat, ChatId, ChatKind};
+use crate::core::persona::{LoadReport, Persona};
+
+/// Documented exit codes.
+pub mod exit {
+    /// Success.
+    pub const OK: u8 = 0;
+    /// An unexpected failure.
+    pub const FAILURE: u8 = 1;
+    /// Bad command line (clap's own code).
+    pub const USAGE: u8 = 2;
+    /// Bad input data: an unusable persona, a corrupt state file asked for by name.
+    pub const DATA: u8 = 65;
+    /// Something named does not exist: the agents directory, an agent, a graph.
+    pub const NO_INPUT: u8 = 66;
+    /// Nothing can run: no agent could start, or a needed backend is missing.
+    pub const UNAVAILABLE: u8 = 69;
+    /// The state directory could not be read or written.
+    pub const IO: u8 = 74;
+    /// Invalid settings.
+    pub const CONFIG: u8 = 78;
+}
+
+/// Makes the state directory private ([`crate::adapters::store::secure_state_dir`]) and takes its lock
+/// for this process (see [`crate::adapters::store::StateLock`]); a directory held by another process
+/// is `Unavailable`, naming its pid.
+pub fn lock_state(global: &GlobalArgs) -> Result<crate::adapters::store::StateLock, CommandError> {
+    let dir = StateDir::new(&global.state_dir);
+    crate::adapters::store::secure_state_dir(&dir)?;
+    crate::adapters::store::StateLock::acquire(&dir).map_err(|e| match e {
+        crate::adapters::store::LockError::Store(e) => CommandError::Store(e),
+        held => CommandError::Unavailable(held.to_string()),
+    })
+}
+
+/// A command failure with the exit code it maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error("{0}")]
+    Agents(#[from] PersonaDirError),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Data(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    Io(String),
+    #[error("{0}")]
+    Failed(String),
+    /// A command line clap accepted but that makes no sense.
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl CommandError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CommandError::Config(_) => exit::CONFIG,
+            CommandError::Agents(_) | CommandError::NotFound(_) => exit::NO_INPUT,
+            CommandError::Store(_) | CommandError::Io(_) => exit::IO,
+            CommandError::Data(_) => exit::DATA,
+            CommandError::Unavailable(_) => exit::UNAVAILABLE,
+            CommandError::Failed(_) => exit::FAILURE,
+            CommandError::Usage(_) => exit::USAGE,
+        }
+    }
+}
+
+pub type CmdResult = Result<ExitCode, CommandError>;
+
+/// An error and its causes as one line, each cause shown once: a cause whose text the line
+/// already holds is not repeated (`invalid setting llm: x: invalid setting llm: x`).
+pub fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let c = cause.to_string();
+        if !c.is_empty() && !text.contains(&c) {
+            text.push_str(": ");
+            text.push_str(&c);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+fn out(text: &str) -> Result<(), CommandError> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|e| CommandError::Io(format!("cannot write to stdout: {e}")))
+}
+
+/// Loads every persona file, logging nothing (callers decide how to report).
+pub fn load_personas(global: &GlobalArgs) -> Result<LoadReport, CommandError> {
+    Ok(crate::adapters::persona_loader::load_dir(
+        &global.agents_dir,
+        &global.prompt_dirs(),
+    )?)
+}
+
+/// [`load_personas`] off the async threads (it reads files).
+pub async fn load_personas_async(global: &GlobalArgs) -> Result<LoadReport, CommandError> {
+    let g = global.clone();
+    tokio::task::spawn_blocking(move || load_personas(&g))
+        .await
+        .map_err(|e| CommandError::Failed(e.to_string()))?
+}
+
+/// Finds one usable persona by name (case-insensitive), or explains why it cannot be used.
+pub fn find_persona(report: &LoadReport, name: &str) -> Result<Persona, CommandError> {
+    let wanted = name.trim().to_lowercase();
+    if let Some(p) = report.usable().find(|p| p.name.to_lowercase() == wanted) {
+        return Ok(p.clone());
+    }
+    if let Some(entry) = report.entries.iter().find(|e| {
+        e.name
+            .as_deref()
+            .is_some_and(|n| n.to_lowercase() == wanted)
+    }) {
+        let problems: Vec<String> = entry
+            .problems
+            .iter()
+            .filter(|p| p.is_error())
+            .map(ToString::to_string)
+            .collect();
+        return Err(CommandError::Data(format!(
+            "agent {name:?} is unusable:\n  {}",
+            problems.join("\n  ")
+        )));
+    }
+    let known: Vec<&str> = report.usable().map(|p| p.name.as_str()).collect();
+    Err(CommandError::NotFound(format!(
+        "no agent named {name:?} (usable agents: {})",
+        if known.is_empty() {
+            "none".to_string()
+        } else {
+            known.join(", ")
+        }
+    )))
+}
+
+/// `personad check`.
+pub fn check(global: &GlobalArgs, args: &CheckArgs) -> CmdResult {
+    let config = args.runtime.raw().validate();
+    let report = load_personas(global)?;
+    let mut text = String::new();
+    text.push_str(&format!(
+        "agents: {} ({} file{})\n",
+        global.agents_dir.display(),
+        report.entries.len(),
+        if report.entries.len() == 1 { "" } else { "s" }
+    ));
+    for dir in global.prompt_dirs() {
+        if !dir.is_dir() {
+            text.push_str(&format!(
+                "warning: prompts directory {} does not exist\n",
+                dir.display()
+            ));
+        }
+    }
+    for entry in &report.entries {
+        let file = entry
+            .path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match &entry.persona {
+            Some(p) => {
+                let roles: Vec<&str> = p.role_prompts.iter().map(|r| r.name.as_str()).collect();
+                let state = if p.disabled { "disabled" } else { "ok" };
+                text.push_str(&format!(
+                    "{state:<9} {name}  ({file})  phone {phone}  role prompts: {roles}  sticker sets: {sets}  problems: {n}\n",
+                    name = p.name,
+                    phone = p.masked_phone(),
+                    roles = list_or_none(&roles),
+                    sets = list_or_none(&p.sticker_sets.iter().map(String::as_str).collect::<Vec<_>>()),
+                    n = entry.problems.len(),
+                ));
+            }
+            None => text.push_str(&format!(
+                "{:<9} {}  ({file})  problems: {}\n",
+                "UNUSABLE",
+                entry.name.as_deref().unwrap_or("?"),
+                entry.problems.len()
+            )),
+        }
+    }
+    let problems: Vec<String> = report.problems().map(ToString::to_string).collect();
+    if !problems.is_empty() {
+        text.push_str("\nproblems:\n");
+        for p in &problems {
+            text.push_str(&format!("  {p}\n"));
+        }
+    }
+    let usable = report.usable().count();
+    let unusable = report.entries.len() - usable;
+    text.push_str(&format!(
+        "\n{usable} usable, {unusable} unusable, {} error(s), {} warning(s)\n",
+        report.error_count(),
+        report.warning_count()
+    ));
+    if let Err(e) = &config {
+        text.push_str(&format!("configuration: {e}\n"));
+    }
+    out(&text)?;
+    if config.is_err() {
+        return Ok(ExitCode::from(exit::CONFIG));
+    }
+    if report.has_unusable() || report.entries.is_empty() {
+        return Ok(ExitCode::from(exit::DATA));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list_or_none(items: &[&str]) -> String {
+    if items.is_empty() {
+        "-".to_string()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// `personad state ...`.
+pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
+    let store = GraphStore::new(StateDir::new(&global.state_dir));
+    match cmd {
+        StateCommand::List => state_list(&store),
+        StateCommand::Usage { agent, prices } => crate::adapters::llm::usage::state_usage(
+            store.state_dir(),
+            agent.as_deref(),
+            prices.as_deref(),
+        )
+        .map_err(CommandError::Data)
+        .and_then(|text| {
+            out(&text)?;
+            Ok(ExitCode::SUCCESS)
+        }),
+        StateCommand::Show { agent, chat } => state_show(&store, agent, ChatId(*chat)),
+        StateCommand::Clear { agent, chat, all } => {
+            if !*all && agent.is_none() {
+                return Err(CommandError::Data(
+                    "say what to clear: --agent NAME [--chat ID], or --all".into(),
+                ));
+            }
+            // A running daemon would write the files again: clearing waits for it to stop.
+            let _lock = lock_state(global)?;
+            let n = store.clear(agent.as_deref(), chat.map(ChatId))?;
+            let mut text = format!("removed {n} graph file(s)\n");
+            // Clearing a chat also lifts its "disabled" mark, so the agent may write there again.
+            if let (Some(agent), Some(chat)) = (agent, chat) {
+                let dir = store.state_dir();
+                let (mut st, _) = crate::adapters::store::load_agent_state(dir, agent)?;
+                if st.disabled_chats.remove(&ChatId(*chat)).is_some() {
+                    crate::adapters::store::save_agent_state(dir, agent, &st)?;
+                    text.push_str(&format!("chat {chat} of {agent} is enabled again\n"));
+                }
+            }
+            out(&text)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn state_list(store: &GraphStore) -> CmdResult {
+    let files = store.scan()?;
+    let mut text = format!(
+        "state: {} ({} graph file{})\n",
+        store.state_dir().root().display(),
+        files.len(),
+        if files.len() == 1 { "" } else { "s" }
+    );
+    if !files.is_empty() {
+        text.push_str(&format!(
+            "{:<16} {:>16} {:<6} {:>5} {:>5}  {:<22} {}\n",
+            "AGENT", "CHAT", "KIND", "OPEN", "TASKS", "NEXT", "RUNNING/NEXT TASK"
+        ));
+    }
+    let mut unreadable = 0;
+    for f in &files {
+        match &f.graph {
+            Ok(g) => {
+                let next = g
+                    .tasks
+                    .iter()
+                    .find(|t| t.status != crate::core::graph::TaskStatus::Done)
+                    .map(|t| format!("{} {} ({})", t.kind(), t.id, t.status.as_str()))
+                    .unwrap_or_else(|| "-".into());
+                let when = g
+                    .next_deadline()
+                    .map(|t| t.strftime("%Y-%m-%d %H:%M:%S").to_string())
+                    .unwrap_or_else(|| "-".into());
+                text.push_str(&format!(
+                    "{:<16} {:>16} {:<6} {:>5} {:>5}  {:<22} {}\n",
+                    g.agent,
+                    g.chat.id,
+                    if g.chat.kind.is_direct() {
+                        "dm"
+                    } else {
+                        "group"
+                    },
+                    g.open_tasks(),
+                    g.tasks.len(),
+                    when,
+                    next
+                ));
+            }
+            Err(reason) => {
+                unreadable += 1;
+                text.push_str(&format!("UNREADABLE {}: {reason}\n", f.path.display()));
+            }
+        }
+    }
+    if unreadable > 0 {
+        text.push_str(&format!(
+            "{unreadable} unreadable file(s): the daemon moves them to quarantine/ at its next start\n"
+        ));
+    }
+    for (path, reason) in crate::adapters::store::list_quarantined(store.state_dir()) {
+        text.push_str(&format!(
+            "QUARANTINED {}: {}\n",
+            path.display(),
+            reason.as_deref().unwrap_or("(no reason recorded)")
+        ));
+    }
+    for (agent, state) in crate::adapters::store::list_agent_states(store.state_dir()) {
+        match state {
+            Ok(st) => {
+                if let Some(b) = &st.breaker {
+                    text.push_str(&format!(
+                        "{agent}: account breaker until {} ({})\n",
+                        b.until, b.reason
+                    ));
+                }
+                for (chat, d) in &st.disabled_chats {
+                    text.push_str(&format!(
+                        "{agent}: chat {chat} disabled since {} ({})\n",
+                        d.since, d.reason
+                    ));
+                }
+            }
+            Err(reason) => text.push_str(&format!("{agent}: agent state UNREADABLE: {reason}\n")),
+        }
+    }
+    out(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn state_show(store: &GraphStore, agent: &str, chat: ChatId) -> CmdResult {
+    let files = store.scan()?;
+    let path = store
+        .state_dir()
+        .graph_path(&crate::core::graph::ConversationKey::new(agent, chat));
+    let Some(file) = files.into_iter().find(|f| f.path == path) else {
+        return Err(CommandError::NotFound(format!(
+            "no graph for agent {agent:?} in chat {chat} (expected {})",
+            path.display()
+        )));
+    };
+    let graph = file.graph.map_err(|reason| {
+        // A read error already names the file: say it once.
+        let shown = path.display().to_string();
+        let reason = reason
+            .strip_prefix(&format!("cannot read {shown}: "))
+            .unwrap_or(&reason);
+        CommandError::Data(format!("{shown} is unreadable: {reason}"))
+    })?;
+    out(&render_graph(&graph))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A graph, task by task, for `state show`.
+pub fn render_graph(g: &TaskGraph) -> String {
+    let mut text = format!(
+        "graph {} (save #{})\nagent {}  chat {} ({}, {:?})\ncreated {}\n\n",
+        g.id,
+        g.seq,
+        g.agent,
+        g.chat.id,
+        if g.chat.kind.is_direct() {
+            "dm"
+        } else {
+            "group"
+        },
+        g.chat.title,
+        g.created_at
+    );
+    for (i, t) in g.tasks.iter().enumerate() {
+        text.push_str(&format!(
+            "{:>2}. {:<18} {:<8} {}\n",
+            i + 1,
+            t.kind().as_str(),
+            t.status.as_str(),
+            t.id
+        ));
+        if !t.depends_on.is_empty() {
+            text.push_str(&format!("      after: {}\n", t.depends_on.join(", ")));
+        }
+        if let Some(nb) = t.not_before {
+            text.push_str(&format!("      not before: {nb}\n"));
+        }
+        if t.attempts > 0 {
+            text.push_str(&format!("      attempts: {}\n", t.attempts));
+        }
+        if let Some(e) = &t.last_error {
+            text.push_str(&format!("      last error: {e}\n"));
+        }
+        let params = serde_json::to_string(&t.spec).unwrap_or_default();
+        text.push_str(&format!("      params: {params}\n"));
+    }
+    text
+}
+
+/// Hidden crash harness: saves `chats` graphs round-robin, printing `ACK <chat> <seq>` after
+/// each save returns. A parent kills it at random moments and checks every file parses.
+pub fn save_loop(global: &GlobalArgs, args: &SaveLoopArgs) -> CmdResult {
+    let store = GraphStore::new(StateDir::new(&global.state_dir));
+    let mut graphs: Vec<TaskGraph> = (0..args.chats.max(1))
+        .map(|i| {
+            let chat = Chat {
+                id: ChatId(i + 1),
+                kind: ChatKind::Direct,
+                title: format!("chat {i} ```json\n{{\"forged\":1}}\n```"),
+            };
+            let now = Timestamp::now();
+            TaskGraph::with_received("harness", chat, now, None, now)
+        })
+        .collect();
+    // Start from what is on disk so sequence numbers keep rising across kills.
+    if let Ok(files) = store.scan() {
+        for f in files {
+            if let Ok(g) = f.graph
+                && let Some(slot) = graphs.iter_mut().find(|x| x.chat.id == g.chat.id)
+            {
+                *slot = g;
+            }
+        }
+    }
+    let mut n: u64 = 0;
+    let stdout = std::io::stdout();
+    loop {
+        let i = (n % graphs.len() as u64) as usize;
+        let g = &mut graphs[i];
+        g.seq += 1;
+        let text = "x".repeat((n % 4096) as usize);
+        g.tasks.truncate(1);
+        let first = g.tasks[0].id.clone();
+        g.append_chain(
+            &first,
+            vec![Task::new(TaskSpec::send(text, None), Timestamp::now())],
+        );
+        store.save(g)?;
+        {
+            let mut lock = stdout.lock();
+            writeln!(lock, "ACK {} {}", g.chat.id, g.seq)
+                .and_then(|()| lock.flush())
+                .map_err(|e| CommandError::Io(e.to_string()))?;
+        }
+        n += 1;
+        if args.saves > 0 && n >= args.saves {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+}
+
+/// The directory where the playground keeps an agent's in-memory transcripts.
+pub fn playground_dir(global: &GlobalArgs, agent: &str) -> PathBuf {
+    StateDir::new(&global.state_dir)
+        .agent_dir(agent)
+        .join("playground")
+}

@@ -1,0 +1,192 @@
+//! Hidden `personad crash-child`: the real runtime (scheduler, driver, fsynced writes) on a
+//! persisted in-memory Telegram and a deterministic planner whose plans have several sends
+//! with waits between them, for the runtime-level kill -9 test (tests/crash.rs). Each run
+//! resumes what the previous run left on disk, optionally receives one new message, and
+//! prints a line per step (`READY`, `PUSHED`, `SENT <text>`, `IDLE`) so the test can kill it
+//! at chosen points. Like the daemon's unread scan on connect, a chat whose newest inbound
+//! message is unread and has no graph is pushed again at start.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::adapters::memory::{self, Incoming, MemoryTelegram};
+use crate::adapters::store::{GraphStore, StateDir};
+use crate::app::cli::{CrashChildArgs, GlobalArgs};
+use crate::app::commands::{CmdResult, CommandError};
+use crate::core::config::{Pacing, RuntimeConfig};
+use crate::core::graph::{ConversationKey, TaskSpec, codec};
+use crate::core::model::{Chat, ChatId, ChatKind};
+use crate::core::persona;
+use crate::core::plan::{Action, PlanError, PlanRequest};
+use crate::core::time::BoxFuture;
+use crate::ports::clock::{self, SharedClock, SystemClock};
+use crate::ports::planner::Planner;
+use crate::runtime::{AgentHandle, Runtime};
+
+/// The agent of the harness.
+pub const AGENT: &str = "crash";
+
+/// The texts the planner sends for message `msg` of `chat`, in order.
+pub fn planned_texts(chat: i64, msg: i64) -> Vec<String> {
+    (1..=3)
+        .map(|i| format!("c{chat} m{msg} part {i}"))
+        .collect()
+}
+
+struct CrashPlanner {
+    clock: SharedClock,
+}
+
+impl Planner for CrashPlanner {
+    fn plan<'a>(&'a self, req: PlanRequest<'a>) -> BoxFuture<'a, Result<Vec<Action>, PlanError>> {
+        Box::pin(async move {
+            clock::pause(self.clock.as_ref(), Duration::from_millis(5)).await;
+            let msg = req.target.map_or(0, |m| m.0);
+            let mut actions = Vec::new();
+            for (i, text) in planned_texts(req.chat.id.0, msg).into_iter().enumerate() {
+                if i > 0 {
+                    actions.push(Action::Wait { secs: 0.01 });
+                }
+                actions.push(Action::Send {
+                    text,
+                    reply_to: None,
+                });
+            }
+            Ok(actions)
+        })
+    }
+}
+
+fn say(line: &str) -> Result<(), CommandError> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(|e| CommandError::Io(e.to_string()))
+}
+
+/// `personad crash-child`.
+pub async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> CmdResult {
+    let clock: SharedClock = Arc::new(SystemClock);
+    let _lock = crate::app::commands::lock_state(&global)?;
+    let state = StateDir::new(&global.state_dir);
+    let telegram = Arc::new(
+        MemoryTelegram::new(
+            AGENT,
+            Arc::clone(&clock),
+            Some(global.state_dir.join("transcripts")),
+        )
+        .map_err(CommandError::Store)?,
+    );
+    let chats: Vec<Chat> = (1..=args.chats)
+        .map(|id| Chat {
+            id: ChatId(id),
+            kind: ChatKind::Direct,
+            title: format!("chat {id}"),
+        })
+        .collect();
+    for c in &chats {
+        telegram.ensure_chat(c.clone());
+    }
+    let src = format!(
+        "# Agent Name\n{AGENT}\n\n# Agent Phone\n+15550100002\n\n# Agent Instructions\nAnswer.\n"
+    );
+    let persona = persona::parse_persona(Path::new("crash.md"), &src, &[])
+        .persona
+        .ok_or_else(|| CommandError::Failed("the harness persona does not parse".into()))?;
+    let config = RuntimeConfig {
+        debounce: Duration::from_millis(2),
+        max_in_flight: 4,
+        pacing: Pacing {
+            chars_per_sec: 1e9,
+            start_delay_secs: 0.0,
+            max_typing_secs: 0.0,
+        },
+        ..RuntimeConfig::default()
+    };
+    let store = GraphStore::new(state.clone());
+    let runtime = Runtime::new(
+        config,
+        vec![AgentHandle {
+            persona: Arc::new(persona),
+            telegram: telegram.clone(),
+        }],
+        Arc::new(CrashPlanner {
+            clock: Arc::clone(&clock),
+        }),
+        store,
+        Arc::clone(&clock),
+    );
+    let handle = runtime.handle();
+    let mut observed = telegram.observe();
+    let run = tokio::spawn(runtime.run());
+    handle.wait_until(|s| s.started).await;
+    say("READY")?;
+    // The unread scan, as on connecting to Telegram: the newest inbound message is pushed
+    // again unless it was read (its planning started) or the graph on disk answers it.
+    for c in &chats {
+        let key = ConversationKey::new(AGENT, c.id);
+        let answers = std::fs::read_to_string(state.graph_path(&key))
+            .ok()
+            .and_then(|text| codec::decode(&text).ok())
+            .and_then(|g| match g.tasks.first().map(|t| &t.spec) {
+                Some(TaskSpec::Received { message_id }) => *message_id,
+                _ => None,
+            });
+        let transcript = telegram.transcript(c.id);
+        let newest = transcript.iter().rev().find(|m| !m.outgoing);
+        let read = telegram.read_upto(c.id);
+        if let Some(m) = newest
+            && answers != Some(m.id)
+            && read.is_none_or(|r| r < m.id)
+        {
+            handle.push_inbound(AGENT, c.clone(), m.clone(), true);
+        }
+    }
+    if let Some(chat) = args.push {
+        let c = chats
+            .iter()
+            .find(|c| c.id.0 == chat)
+            .ok_or_else(|| CommandError::NotFound(format!("chat {chat}")))?;
+        let msg = telegram
+            .inject(
+                c.id,
+                Incoming {
+                    from: "Bob".into(),
+                    text: "hello".into(),
+                    ..Incoming::default()
+                },
+            )
+            .await
+            .map_err(|e| CommandError::Failed(e.to_string()))?;
+        handle.push_inbound(AGENT, c.clone(), msg, true);
+        say("PUSHED")?;
+    }
+    let idle = {
+        let handle = handle.clone();
+        async move { handle.wait_idle().await }
+    };
+    tokio::pin!(idle);
+    loop {
+        tokio::select! {
+            rec = observed.recv() => match rec {
+                Some(r) => {
+                    if let memory::Action::Send { message, .. } = r.action {
+                        say(&format!("SENT {}", message.text))?;
+                    }
+                }
+                None => break,
+            },
+            () = &mut idle => break,
+        }
+    }
+    say("IDLE")?;
+    handle.shutdown("harness done");
+    match run.await {
+        Ok(Ok(_)) => Ok(ExitCode::SUCCESS),
+        Ok(Err(e)) => Err(CommandError::Io(e.to_string())),
+        Err(e) => Err(CommandError::Failed(e.to_string())),
+    }
+}

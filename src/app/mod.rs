@@ -1,0 +1,12 @@
+//! The application: the composition root that wires adapters to the runtime, the commands'
+//! shared code, operations (systemd, owner controls, ctl, metrics) and logging.
+
+pub mod bench;
+pub mod cli;
+pub mod commands;
+pub mod crash_harness;
+pub mod daemon;
+pub mod logging;
+pub mod ops;
+pub mod playground;
+pub mod replay;

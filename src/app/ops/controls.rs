@@ -1,0 +1,900 @@
+//! Owner controls: the commands an account's owner writes in its Saved Messages (`/status`,
+//! `/pause`, `/resume`, `/forget`, `/plans`, `/mode`, `/stop`, `/help`) and the same
+//! operations for `personad ctl`. Owns their parsing (pure), the pauses (persisted per agent
+//! in `<state>/<agent>/controls.json`, so they survive restarts) and the inbound gate: a
+//! command is accepted only from the account itself in Saved Messages or from a configured
+//! admin chat, is never planned as conversation, and a command-looking message from anyone
+//! else is neither executed nor planned. A paused chat still records its messages but does
+//! not plan. Plans are read from the graph store and dropped through the runtime's
+//! `cancel_plan`; nothing here edits a graph. Wired by `daemon`; `ctl` calls [`Controller`].
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::adapters::memory::{Incoming, MemoryTelegram, user_id_for};
+use crate::adapters::store::{self, GraphStore, StateDir};
+use crate::core::graph::TaskStatus;
+use crate::core::model::{Chat, ChatId, ChatKind, Message, OutgoingText};
+use crate::ports::clock::{self, SharedClock};
+use crate::ports::telegram::Telegram;
+use crate::runtime::{Admit, InboundGate, RuntimeHandle};
+
+/// Name of the per-agent file holding pauses.
+pub const CONTROLS_FILE: &str = "controls.json";
+
+/// Longest answer sent to Telegram (its limit is 4096 characters).
+const MAX_ANSWER_CHARS: usize = 4000;
+
+/// An operation, from a Saved Messages command or from `personad ctl`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    Status,
+    Pause {
+        chat: Option<String>,
+        secs: Option<u64>,
+    },
+    Resume {
+        chat: Option<String>,
+    },
+    Forget {
+        chat: String,
+    },
+    Plans {
+        chat: Option<String>,
+    },
+    Mode {
+        chat: String,
+        mode: String,
+    },
+    Reload,
+    Stop,
+    Help,
+    /// `--telegram memory` only: a message as if `from` wrote it.
+    Say {
+        chat: Option<String>,
+        from: String,
+        group: Option<String>,
+        text: String,
+    },
+}
+
+const HELP: &str = "personad commands (Saved Messages only):
+/status: agents, chats with plans, pauses, breaker, disabled chats
+/pause [chat|all] [duration]: stop replying (e.g. /pause all 2h, /pause @alice)
+/resume [chat|all]: reply again
+/forget chat: drop the chat's pending plan
+/plans [chat]: pending plans
+/mode chat strict|smart|talkative: a group's trigger mode
+/stop: stop the daemon gracefully
+/help: this text
+A chat is an id, @username or part of its title.";
+
+/// Parses a message as an owner command: `None` when it is not one of ours, `Some(Err)`
+/// when it is but its arguments are wrong.
+pub fn parse_command(text: &str) -> Option<Result<Op, String>> {
+    let text = text.trim();
+    let rest = text.strip_prefix('/')?;
+    let mut words = rest.split_whitespace();
+    let head = words.next()?.to_lowercase();
+    let head = head.split('@').next().unwrap_or_default().to_string();
+    let args: Vec<&str> = words.collect();
+    let joined = |a: &[&str]| {
+        let s = a.join(" ");
+        (!s.is_empty() && !s.eq_ignore_ascii_case("all")).then_some(s)
+    };
+    let op = match head.as_str() {
+        "status" => Ok(Op::Status),
+        "help" => Ok(Op::Help),
+        "stop" => Ok(Op::Stop),
+        "pause" => {
+            let (chat_words, secs) = match args.split_last() {
+                Some((last, init)) if parse_duration(last).is_some() => {
+                    (init, parse_duration(last))
+                }
+                _ => (&args[..], None),
+            };
+            Ok(Op::Pause {
+                chat: joined(chat_words),
+                secs,
+            })
+        }
+        "resume" => Ok(Op::Resume {
+            chat: joined(&args),
+        }),
+        "plans" => Ok(Op::Plans {
+            chat: joined(&args),
+        }),
+        "forget" => match joined(&args) {
+            Some(chat) => Ok(Op::Forget { chat }),
+            None => Err("usage: /forget chat".to_string()),
+        },
+        "mode" => match args.split_last() {
+            Some((mode, chat)) if !chat.is_empty() => Ok(Op::Mode {
+                chat: chat.join(" "),
+                mode: mode.to_lowercase(),
+            }),
+            _ => Err("usage: /mode chat strict|smart|talkative".to_string()),
+        },
+        _ => return None,
+    };
+    Some(op)
+}
+
+/// `90s`, `30m`, `2h`, `1d`, or plain seconds.
+pub fn parse_duration(s: &str) -> Option<u64> {
+    let s = s.trim().to_lowercase();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s.as_str(), "s"),
+    };
+    let n: u64 = num.parse().ok()?;
+    let mult = match unit {
+        "s" | "sec" | "secs" => 1,
+        "m" | "min" | "mins" => 60,
+        "h" | "hour" | "hours" => 3600,
+        "d" | "day" | "days" => 86_400,
+        _ => return None,
+    };
+    n.checked_mul(mult).filter(|v| *v > 0)
+}
+
+/// One pause: since when, and until when (none: until resumed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pause {
+    pub since: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Timestamp>,
+}
+
+impl Pause {
+    pub fn active(&self, now: Timestamp) -> bool {
+        self.until.is_none_or(|u| u > now)
+    }
+
+    fn describe(&self) -> String {
+        match self.until {
+            Some(u) => format!("until {}", u.strftime("%Y-%m-%d %H:%M:%S UTC")),
+            None => "until resumed".to_string(),
+        }
+    }
+}
+
+/// An agent's pauses, as kept in `controls.json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pauses {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all: Option<Pause>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub chats: BTreeMap<i64, Pause>,
+}
+
+impl Pauses {
+    pub fn is_paused(&self, chat: ChatId, now: Timestamp) -> bool {
+        self.all.as_ref().is_some_and(|p| p.active(now))
+            || self.chats.get(&chat.0).is_some_and(|p| p.active(now))
+    }
+}
+
+/// Reads an agent's pauses. An unreadable file is reported and left in place; the agent then
+/// runs unpaused until the owner pauses it again (which rewrites the file).
+pub fn load_pauses(dir: &StateDir, agent: &str) -> Pauses {
+    let path = dir.agent_dir(agent).join(CONTROLS_FILE);
+    match store::read_optional(&path) {
+        Ok(None) => Pauses::default(),
+        Ok(Some(text)) => serde_json::from_str(&text).unwrap_or_else(|e| {
+            tracing::error!(event = "controls_unreadable", agent, file = %path.display(), error = %e, "pauses file unreadable: the agent runs unpaused");
+            Pauses::default()
+        }),
+        Err(e) => {
+            tracing::error!(event = "controls_unreadable", agent, file = %path.display(), error = %e, "pauses file unreadable: the agent runs unpaused");
+            Pauses::default()
+        }
+    }
+}
+
+fn save_pauses(dir: &StateDir, agent: &str, pauses: &Pauses) -> Result<(), String> {
+    let agent_dir = dir.agent_dir(agent);
+    store::ensure_private_dir(&agent_dir).map_err(|e| e.to_string())?;
+    let text = serde_json::to_string_pretty(pauses).map_err(|e| e.to_string())?;
+    store::write_atomic(&agent_dir.join(CONTROLS_FILE), text.as_bytes()).map_err(|e| e.to_string())
+}
+
+/// An agent the controller can answer for.
+#[derive(Clone)]
+pub struct Seat {
+    pub telegram: Arc<dyn Telegram>,
+    /// Set with `run --telegram memory`: where `say` delivers.
+    pub memory: Option<Arc<MemoryTelegram>>,
+}
+
+/// What the daemon does for `/stop` and `reload`.
+pub struct Hooks {
+    pub stop: Box<dyn Fn(&str) + Send + Sync>,
+    pub reload: Box<dyn Fn() + Send + Sync>,
+}
+
+/// A seam for LLM usage totals (the LLM layer fills it): one line for the agent, if known.
+pub type UsageSource = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Takes a group message (`ctl say --group`) into an agent's group gate; false when the
+/// agent has none (the message then goes straight to the runtime).
+pub type GroupRouter = Arc<dyn Fn(&str, Chat, Message) -> bool + Send + Sync>;
+
+/// Told when the owner sets a group's trigger mode (the daemon's live group gates).
+pub type ModeListener =
+    Arc<dyn Fn(&str, ChatId, crate::core::group::settings::TriggerMode) + Send + Sync>;
+
+#[derive(Debug, Clone, Default)]
+struct KnownChat {
+    title: String,
+    username: Option<String>,
+}
+
+/// Carries out owner operations for every running agent.
+pub struct Controller {
+    state: StateDir,
+    runtime: RuntimeHandle,
+    clock: SharedClock,
+    admin_chats: Vec<i64>,
+    hooks: Hooks,
+    usage: Mutex<Option<UsageSource>>,
+    modes: Mutex<Option<ModeListener>>,
+    groups: Mutex<Option<GroupRouter>>,
+    seats: Mutex<BTreeMap<String, Seat>>,
+    pauses: Mutex<BTreeMap<String, Pauses>>,
+    chats: Mutex<BTreeMap<String, BTreeMap<i64, KnownChat>>>,
+    /// Itself, so `say` can route through its own gate.
+    me: std::sync::Weak<Controller>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Controller {
+    pub fn new(
+        state: StateDir,
+        runtime: RuntimeHandle,
+        clock: SharedClock,
+        admin_chats: Vec<i64>,
+        hooks: Hooks,
+    ) -> Arc<Controller> {
+        Arc::new_cyclic(|me| Controller {
+            state,
+            runtime,
+            clock,
+            admin_chats,
+            hooks,
+            usage: Mutex::new(None),
+            modes: Mutex::new(None),
+            groups: Mutex::new(None),
+            seats: Mutex::new(BTreeMap::new()),
+            pauses: Mutex::new(BTreeMap::new()),
+            chats: Mutex::new(BTreeMap::new()),
+            me: me.clone(),
+        })
+    }
+
+    /// Who takes `ctl say --group` messages (the daemon's group gates).
+    pub fn set_group_router(&self, router: GroupRouter) {
+        *lock(&self.groups) = Some(router);
+    }
+
+    /// Who applies `/mode` to running group gates (the override is also kept on disk).
+    pub fn set_mode_listener(&self, listener: ModeListener) {
+        *lock(&self.modes) = Some(listener);
+    }
+
+    /// Where `/status` gets LLM usage from.
+    pub fn set_usage_source(&self, source: UsageSource) {
+        *lock(&self.usage) = Some(source);
+    }
+
+    /// Makes an agent known (at start and when hot reload starts one); loads its pauses.
+    pub fn add_agent(&self, agent: &str, seat: Seat) {
+        let pauses = load_pauses(&self.state, agent);
+        lock(&self.pauses).insert(agent.to_string(), pauses);
+        lock(&self.seats).insert(agent.to_string(), seat);
+    }
+
+    pub fn remove_agent(&self, agent: &str) {
+        lock(&self.seats).remove(agent);
+    }
+
+    pub fn agents(&self) -> Vec<String> {
+        lock(&self.seats).keys().cloned().collect()
+    }
+
+    /// The gate to put in front of the runtime's queue.
+    pub fn gate(self: &Arc<Self>) -> Arc<dyn InboundGate> {
+        Arc::new(Gate(Arc::clone(self)))
+    }
+
+    /// Whether the agent's chat is paused now.
+    pub fn is_paused(&self, agent: &str, chat: ChatId) -> bool {
+        let now = self.clock.now();
+        lock(&self.pauses)
+            .get(agent)
+            .is_some_and(|p| p.is_paused(chat, now))
+    }
+
+    fn remember(&self, agent: &str, chat: &Chat, message: &Message) {
+        let mut chats = lock(&self.chats);
+        let entry = chats
+            .entry(agent.to_string())
+            .or_default()
+            .entry(chat.id.0)
+            .or_default();
+        entry.title = chat.title.clone();
+        if chat.kind.is_direct() && !message.outgoing && message.sender.username.is_some() {
+            entry.username = message.sender.username.clone();
+        }
+    }
+
+    fn seat(&self, agent: &str) -> Option<Seat> {
+        lock(&self.seats).get(agent).cloned()
+    }
+
+    /// The running agent an operation is about: the one named (any case), or the only one.
+    fn pick_agent(&self, agent: Option<&str>) -> Result<String, String> {
+        let seats = lock(&self.seats);
+        match agent {
+            Some(name) => seats
+                .keys()
+                .find(|k| k.eq_ignore_ascii_case(name.trim()))
+                .cloned()
+                .ok_or_else(|| {
+                    format!(
+                        "no running agent named {name:?} (running: {})",
+                        seats.keys().cloned().collect::<Vec<_>>().join(", ")
+                    )
+                }),
+            None if seats.len() == 1 => Ok(seats.keys().next().cloned().unwrap_or_default()),
+            None => Err(format!(
+                "say which agent (--agent NAME); running: {}",
+                seats.keys().cloned().collect::<Vec<_>>().join(", ")
+            )),
+        }
+    }
+
+    async fn graphs(&self) -> Vec<crate::core::graph::TaskGraph> {
+        let store = GraphStore::new(self.state.clone());
+        match tokio::task::spawn_blocking(move || store.scan()).await {
+            Ok(Ok(files)) => files.into_iter().filter_map(|f| f.graph.ok()).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Finds a chat by id, `me`, @username or title substring.
+    async fn resolve_chat(&self, agent: &str, sel: &str) -> Result<(ChatId, String), String> {
+        let sel = sel.trim();
+        if sel.eq_ignore_ascii_case("me") || sel.eq_ignore_ascii_case("saved") {
+            let id = self.seat(agent).map(|s| s.telegram.self_id()).unwrap_or(0);
+            return Ok((ChatId(id), "Saved Messages".into()));
+        }
+        let mut known: BTreeMap<i64, KnownChat> =
+            lock(&self.chats).get(agent).cloned().unwrap_or_default();
+        for g in self.graphs().await.into_iter().filter(|g| g.agent == agent) {
+            known.entry(g.chat.id.0).or_insert(KnownChat {
+                title: g.chat.title.clone(),
+                username: None,
+            });
+        }
+        if let Ok(id) = sel.parse::<i64>() {
+            let title = known.get(&id).map(|c| c.title.clone()).unwrap_or_default();
+            return Ok((ChatId(id), title));
+        }
+        let matches: Vec<(i64, String)> = if let Some(user) = sel.strip_prefix('@') {
+            known
+                .iter()
+                .filter(|(_, c)| {
+                    c.username
+                        .as_deref()
+                        .is_some_and(|u| u.eq_ignore_ascii_case(user))
+                })
+                .map(|(id, c)| (*id, c.title.clone()))
+                .collect()
+        } else {
+            let needle = sel.to_lowercase();
+            known
+                .iter()
+                .filter(|(_, c)| c.title.to_lowercase().contains(&needle))
+                .map(|(id, c)| (*id, c.title.clone()))
+                .collect()
+        };
+        match matches.as_slice() {
+            [(id, title)] => Ok((ChatId(*id), title.clone())),
+            [] => Err(format!("no chat of {agent} matches {sel:?}")),
+            many => Err(format!(
+                "{sel:?} matches several chats: {}; use the id",
+                many.iter()
+                    .map(|(id, t)| format!("{id} ({t})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+
+    /// Carries out one operation; `agent` is the agent it concerns (required when several
+    /// run, except for `status` and `plans`). Returns the answer text, or why it failed.
+    pub async fn execute(&self, agent: Option<&str>, op: Op) -> Result<String, String> {
+        match op {
+            Op::Help => Ok(HELP.to_string()),
+            Op::Status => self.status(agent).await,
+            Op::Plans { chat } => self.plans(agent, chat.as_deref()).await,
+            Op::Reload => {
+                (self.hooks.reload)();
+                Ok("reloading personas and role prompts".into())
+            }
+            Op::Stop => {
+                (self.hooks.stop)("owner asked to stop");
+                Ok("stopping: tasks in flight may finish, then the daemon exits".into())
+            }
+            Op::Mode { chat, mode } => {
+                let mode: crate::core::group::settings::TriggerMode = mode
+                    .parse()
+                    .map_err(|_| format!("unknown mode {mode:?}: strict, smart or talkative"))?;
+                let agent = self.pick_agent(agent)?;
+                let (id, title) = self.resolve_chat(&agent, &chat).await?;
+                // Kept in the agent's state (so it survives restarts) and applied at once.
+                self.runtime.set_group_mode(&agent, id, Some(mode));
+                if let Some(listener) = lock(&self.modes).as_ref() {
+                    listener(&agent, id, mode);
+                }
+                Ok(format!("{title} ({id}): group trigger mode {mode}"))
+            }
+            Op::Pause { chat, secs } => {
+                let agent = self.pick_agent(agent)?;
+                self.pause(&agent, chat.as_deref(), secs).await
+            }
+            Op::Resume { chat } => {
+                let agent = self.pick_agent(agent)?;
+                self.resume(&agent, chat.as_deref()).await
+            }
+            Op::Forget { chat } => {
+                let agent = self.pick_agent(agent)?;
+                let (id, title) = self.resolve_chat(&agent, &chat).await?;
+                let had = self
+                    .graphs()
+                    .await
+                    .iter()
+                    .any(|g| g.agent == agent && g.chat.id == id);
+                self.runtime
+                    .cancel_plan(&agent, id, "the owner asked to forget it");
+                Ok(if had {
+                    format!("{agent}: dropped the plan of chat {id} ({title})")
+                } else {
+                    format!("{agent}: chat {id} ({title}) had no plan")
+                })
+            }
+            Op::Say {
+                chat,
+                from,
+                group,
+                text,
+            } => {
+                let agent = self.pick_agent(agent)?;
+                self.say(&agent, chat.as_deref(), &from, group.as_deref(), &text)
+                    .await
+            }
+        }
+    }
+
+    async fn status(&self, agent: Option<&str>) -> Result<String, String> {
+        let agents = match agent {
+            Some(a) => vec![self.pick_agent(Some(a))?],
+            None => self.agents(),
+        };
+        let st = self.runtime.status();
+        let graphs = self.graphs().await;
+        let now = self.clock.now();
+        let mut text = format!(
+            "{} agent(s) up, {} chat(s) with plans, {} task(s) in flight\n",
+            st.agents, st.graphs, st.in_flight
+        );
+        for a in agents {
+            let plans: Vec<String> = graphs
+                .iter()
+                .filter(|g| g.agent == a)
+                .map(|g| format!("{} ({})", g.chat.id, g.chat.title))
+                .collect();
+            let pauses = lock(&self.pauses).get(&a).cloned().unwrap_or_default();
+            let mut paused: Vec<String> = Vec::new();
+            if let Some(p) = pauses.all.as_ref().filter(|p| p.active(now)) {
+                paused.push(format!("all chats {}", p.describe()));
+            }
+            for (chat, p) in pauses.chats.iter().filter(|(_, p)| p.active(now)) {
+                paused.push(format!("chat {chat} {}", p.describe()));
+            }
+            let (dir, name) = (self.state.clone(), a.clone());
+            let safety = tokio::task::spawn_blocking(move || store::load_agent_state(&dir, &name))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .map(|(s, _)| s)
+                .unwrap_or_default();
+            let breaker = safety
+                .breaker
+                .as_ref()
+                .filter(|_| safety.breaker_active(now))
+                .map_or("-".to_string(), |b| {
+                    format!("until {} ({})", b.until, b.reason)
+                });
+            let disabled: Vec<String> = safety
+                .disabled_chats
+                .iter()
+                .map(|(c, d)| format!("{c} ({})", d.reason))
+                .collect();
+            let usage = lock(&self.usage)
+                .as_ref()
+                .and_then(|u| u(&a))
+                .unwrap_or_else(|| "not tracked yet".into());
+            text.push_str(&format!(
+                "{a}: paused: {}; chats with plans: {}; breaker: {breaker}; disabled chats: {}; LLM usage today: {usage}\n",
+                list(&paused),
+                list(&plans),
+                list(&disabled),
+            ));
+        }
+        Ok(text)
+    }
+
+    async fn plans(&self, agent: Option<&str>, chat: Option<&str>) -> Result<String, String> {
+        let agent = match (agent, chat) {
+            (None, None) if lock(&self.seats).len() != 1 => None,
+            _ => Some(self.pick_agent(agent)?),
+        };
+        let chat = match (&agent, chat) {
+            (Some(a), Some(c)) => Some(self.resolve_chat(a, c).await?.0),
+            _ => None,
+        };
+        let mut text = String::new();
+        for g in self.graphs().await {
+            if agent.as_ref().is_some_and(|a| *a != g.agent) || chat.is_some_and(|c| c != g.chat.id)
+            {
+                continue;
+            }
+            text.push_str(&format!(
+                "{} chat {} ({}): {} open of {} task(s)\n",
+                g.agent,
+                g.chat.id,
+                g.chat.title,
+                g.open_tasks(),
+                g.tasks.len()
+            ));
+            for t in g.tasks.iter().filter(|t| t.status != TaskStatus::Done) {
+                let when = t
+                    .not_before
+                    .map(|nb| format!(" not before {}", nb.strftime("%H:%M:%S")))
+                    .unwrap_or_default();
+                text.push_str(&format!("  {} {}{when}\n", t.kind(), t.status.as_str()));
+            }
+        }
+        if text.is_empty() {
+            text.push_str("no pending plans\n");
+        }
+        Ok(text)
+    }
+
+    async fn pause(
+        &self,
+        agent: &str,
+        chat: Option<&str>,
+        secs: Option<u64>,
+    ) -> Result<String, String> {
+        let now = self.clock.now();
+        let pause = Pause {
+            since: now,
+            until: secs.map(|s| clock::add(now, Duration::from_secs(s))),
+        };
+        let target = match chat {
+            Some(c) => Some(self.resolve_chat(agent, c).await?),
+            None => None,
+        };
+        let updated = {
+            let mut all = lock(&self.pauses);
+            let p = all.entry(agent.to_string()).or_default();
+            match &target {
+                Some((id, _)) => {
+                    p.chats.insert(id.0, pause.clone());
+                }
+                None => p.all = Some(pause.clone()),
+            }
+            p.clone()
+        };
+        self.persist(agent, updated).await?;
+        let dropped: Vec<ChatId> = self
+            .graphs()
+            .await
+            .into_iter()
+            .filter(|g| g.agent == agent && target.as_ref().is_none_or(|(id, _)| *id == g.chat.id))
+            .map(|g| g.chat.id)
+            .collect();
+        for id in &dropped {
+            self.runtime.cancel_plan(agent, *id, "paused by the owner");
+        }
+        let what = match &target {
+            Some((id, title)) => format!("chat {id} ({title})"),
+            None => "all chats".to_string(),
+        };
+        tracing::info!(event = "paused", agent, chat = target.as_ref().map(|t| t.0.0), until = %pause.describe(), "owner paused the agent");
+        Ok(format!(
+            "{agent}: paused {what} {}; {} pending plan(s) dropped",
+            pause.describe(),
+            dropped.len()
+        ))
+    }
+
+    async fn resume(&self, agent: &str, chat: Option<&str>) -> Result<String, String> {
+        let target = match chat {
+            Some(c) => Some(self.resolve_chat(agent, c).await?),
+            None => None,
+        };
+        let updated = {
+            let mut all = lock(&self.pauses);
+            let p = all.entry(agent.to_string()).or_default();
+            match &target {
+                Some((id, _)) => {
+                    p.chats.remove(&id.0);
+                }
+                None => *p = Pauses::default(),
+            }
+            p.clone()
+        };
+        self.persist(agent, updated).await?;
+        tracing::info!(
+            event = "resumed",
+            agent,
+            chat = target.as_ref().map(|t| t.0.0),
+            "owner resumed the agent"
+        );
+        Ok(match target {
+            Some((id, title)) => format!("{agent}: chat {id} ({title}) resumed"),
+            None => format!("{agent}: resumed in every chat"),
+        })
+    }
+
+    async fn persist(&self, agent: &str, pauses: Pauses) -> Result<(), String> {
+        let (dir, name) = (self.state.clone(), agent.to_string());
+        tokio::task::spawn_blocking(move || save_pauses(&dir, &name, &pauses))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("could not save the pause: {e}"))
+    }
+
+    /// `ctl say`: puts a message into an in-memory chat and hands it to the runtime through
+    /// the gate (so `--chat me` is the owner writing in Saved Messages).
+    async fn say(
+        &self,
+        agent: &str,
+        chat: Option<&str>,
+        from: &str,
+        group: Option<&str>,
+        text: &str,
+    ) -> Result<String, String> {
+        let seat = self.seat(agent).ok_or("agent not running")?;
+        let Some(memory) = seat.memory else {
+            return Err("say needs `personad run --telegram memory`".into());
+        };
+        let gated = self
+            .runtime
+            .clone()
+            .with_gate(Arc::new(Gate(self.clone_arc()?)));
+        if chat.is_some_and(|c| c.eq_ignore_ascii_case("me")) {
+            let saved = ChatId(memory.self_id());
+            let msg = memory
+                .send_text(OutgoingText {
+                    chat: saved,
+                    text: text.to_string(),
+                    reply_to: None,
+                    idempotency_key: fastrand::i64(1..),
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+            let chat = memory.chat(saved).await.map_err(|e| e.to_string())?;
+            let id = msg.id;
+            gated.push_inbound(agent, chat, msg, false);
+            return Ok(format!("delivered #{id} to Saved Messages"));
+        }
+        let chat = match (group, chat) {
+            (Some(title), _) => Chat {
+                id: ChatId(-user_id_for(title)),
+                kind: ChatKind::Group,
+                title: title.to_string(),
+            },
+            (None, Some(c)) => {
+                let id = c
+                    .parse::<i64>()
+                    .map_err(|_| format!("--chat takes an id or `me`, not {c:?}"))?;
+                memory.chat(ChatId(id)).await.map_err(|e| e.to_string())?
+            }
+            (None, None) => Chat {
+                id: ChatId(user_id_for(from)),
+                kind: ChatKind::Direct,
+                title: from.to_string(),
+            },
+        };
+        memory.ensure_chat(chat.clone());
+        let msg = memory
+            .inject(
+                chat.id,
+                Incoming {
+                    from: from.to_string(),
+                    text: text.to_string(),
+                    ..Incoming::default()
+                },
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let id = msg.id;
+        let chat_id = chat.id;
+        let router = lock(&self.groups).clone();
+        let routed = !chat.kind.is_direct()
+            && router.is_some_and(|route| route(agent, chat.clone(), msg.clone()));
+        if !routed {
+            gated.push_inbound(agent, chat, msg, true);
+        }
+        Ok(format!("delivered #{id} to chat {chat_id}"))
+    }
+
+    fn clone_arc(&self) -> Result<Arc<Controller>, String> {
+        self.me
+            .upgrade()
+            .ok_or_else(|| "the daemon is stopping".to_string())
+    }
+
+    /// Runs a command written in a chat and answers there.
+    async fn answer(
+        &self,
+        agent: &str,
+        chat: ChatId,
+        reply_to: crate::core::model::MessageId,
+        op: Result<Op, String>,
+    ) {
+        let result = match op {
+            Ok(op) => self.execute(Some(agent), op).await,
+            Err(e) => Err(e),
+        };
+        let body = match result {
+            Ok(t) => t,
+            Err(e) => format!("error: {e}"),
+        };
+        let mut text = format!("personad: {}", body.trim_end());
+        if text.chars().count() > MAX_ANSWER_CHARS {
+            text = text.chars().take(MAX_ANSWER_CHARS).collect::<String>() + "…";
+        }
+        let Some(seat) = self.seat(agent) else { return };
+        let sent = seat
+            .telegram
+            .send_text(OutgoingText {
+                chat,
+                text,
+                reply_to: Some(reply_to),
+                idempotency_key: fastrand::i64(1..),
+            })
+            .await;
+        if let Err(e) = sent {
+            tracing::warn!(event = "owner_answer_failed", agent, chat = chat.0, error = %e, "could not answer an owner command");
+        }
+    }
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "-".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+struct Gate(Arc<Controller>);
+
+impl InboundGate for Gate {
+    fn admit(&self, agent: &str, chat: &Chat, message: &Message, trigger: bool) -> Admit {
+        let ctl = &self.0;
+        ctl.remember(agent, chat, message);
+        let self_id = ctl.seat(agent).map(|s| s.telegram.self_id());
+        if let Some(op) = parse_command(&message.text) {
+            let from_owner = message.outgoing && Some(chat.id.0) == self_id;
+            if from_owner || ctl.admin_chats.contains(&chat.id.0) {
+                tracing::info!(
+                    event = "owner_command",
+                    agent,
+                    chat = chat.id.0,
+                    command = message.text.split_whitespace().next().unwrap_or(""),
+                    "owner command"
+                );
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    let (ctl, agent, chat, id) =
+                        (Arc::clone(ctl), agent.to_string(), chat.id, message.id);
+                    rt.spawn(async move { ctl.answer(&agent, chat, id, op).await });
+                }
+                return Admit::Consumed;
+            }
+            tracing::info!(
+                event = "owner_command_ignored",
+                agent,
+                chat = chat.id.0,
+                "a command from someone other than the owner: ignored and not planned"
+            );
+            return Admit::NoTrigger;
+        }
+        if trigger && ctl.is_paused(agent, chat.id) {
+            tracing::debug!(
+                event = "paused_message",
+                agent,
+                chat = chat.id.0,
+                "paused: the message is recorded, not answered"
+            );
+            return Admit::NoTrigger;
+        }
+        Admit::Pass
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_parse_with_chat_selectors_and_durations() {
+        assert_eq!(parse_command("hello"), None);
+        assert_eq!(parse_command("/shrug"), None);
+        assert_eq!(parse_command("/status"), Some(Ok(Op::Status)));
+        assert_eq!(
+            parse_command("/pause all 2h"),
+            Some(Ok(Op::Pause {
+                chat: None,
+                secs: Some(7200)
+            }))
+        );
+        assert_eq!(
+            parse_command("/pause Book club 30m"),
+            Some(Ok(Op::Pause {
+                chat: Some("Book club".into()),
+                secs: Some(1800)
+            }))
+        );
+        assert_eq!(
+            parse_command("/resume @alice"),
+            Some(Ok(Op::Resume {
+                chat: Some("@alice".into())
+            }))
+        );
+        assert!(matches!(parse_command("/forget"), Some(Err(_))));
+        assert_eq!(
+            parse_command("/mode Book club smart"),
+            Some(Ok(Op::Mode {
+                chat: "Book club".into(),
+                mode: "smart".into()
+            }))
+        );
+        assert_eq!(parse_duration("1d"), Some(86_400));
+        assert_eq!(parse_duration("0"), None);
+        assert_eq!(parse_duration("2 weeks"), None);
+    }
+
+    #[test]
+    fn a_pause_with_an_end_expires() {
+        let t = Timestamp::UNIX_EPOCH;
+        let later = clock::add(t, Duration::from_secs(60));
+        let p = Pauses {
+            all: None,
+            chats: BTreeMap::from([(
+                5,
+                Pause {
+                    since: t,
+                    until: Some(later),
+                },
+            )]),
+        };
+        assert!(p.is_paused(ChatId(5), t));
+        assert!(!p.is_paused(ChatId(5), later));
+        assert!(!p.is_paused(ChatId(6), t));
+    }
+}

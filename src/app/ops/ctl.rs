@@ -1,0 +1,238 @@
+//! The local control socket: `<state>/ctl.sock`, a Unix stream socket with mode 0600 whose
+//! connections are refused unless the peer runs as the socket's owner. One JSON request per
+//! connection (`{"agent": ..., "op": ...}`), one JSON answer (`{"ok": ..., "text": ...}`).
+//! The server side hands requests to [`Controller`]; the client side is `personad ctl`.
+//! Owns the wire format and the socket file only.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::adapters::store::{self, StateDir};
+use crate::app::cli::{CtlCommand, GlobalArgs};
+use crate::app::commands::{CmdResult, CommandError};
+use crate::app::ops::controls::{Controller, Op, parse_duration};
+
+/// File name of the socket inside the state directory.
+pub const SOCKET_NAME: &str = "ctl.sock";
+
+/// Largest request accepted.
+const MAX_REQUEST: usize = 64 * 1024;
+
+/// One request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Request {
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(flatten)]
+    pub op: Op,
+}
+
+/// One answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Response {
+    pub ok: bool,
+    pub text: String,
+}
+
+/// Where the socket lives for a state directory.
+pub fn socket_path(state: &StateDir) -> PathBuf {
+    state.root().join(SOCKET_NAME)
+}
+
+/// Binds the socket (0600) and serves it until `stop`; removes the file at the end.
+/// Refuses to start when another daemon answers on it.
+pub async fn serve(
+    state: &StateDir,
+    controller: Arc<Controller>,
+    stop: CancellationToken,
+) -> Result<JoinHandle<()>, String> {
+    let path = socket_path(state);
+    store::ensure_private_dir(state.root()).map_err(|e| e.to_string())?;
+    if path.exists() {
+        if UnixStream::connect(&path).await.is_ok() {
+            return Err(format!(
+                "another personad is running on this state directory (it answers on {})",
+                path.display()
+            ));
+        }
+        std::fs::remove_file(&path)
+            .map_err(|e| format!("cannot remove the stale socket {}: {e}", path.display()))?;
+    }
+    let listener =
+        UnixListener::bind(&path).map_err(|e| format!("cannot bind {}: {e}", path.display()))?;
+    set_private(&path)?;
+    let owner = owner_uid(&path)?;
+    tracing::info!(event = "ctl_listening", socket = %path.display(), "control socket ready");
+    Ok(tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        let c = Arc::clone(&controller);
+                        tokio::spawn(async move { handle(stream, c, owner).await });
+                    }
+                    Err(e) => tracing::warn!(event = "ctl_accept_failed", error = %e, "control socket accept failed"),
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&path);
+    }))
+}
+
+fn set_private(path: &Path) -> Result<(), String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("cannot make {} private: {e}", path.display()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        Ok(())
+    }
+}
+
+fn owner_uid(path: &Path) -> Result<u32, String> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path)
+        .map(|m| m.uid())
+        .map_err(|e| format!("cannot stat {}: {e}", path.display()))
+}
+
+async fn handle(stream: UnixStream, controller: Arc<Controller>, owner: u32) {
+    let peer = stream.peer_cred().map(|c| c.uid());
+    let (read, mut write) = stream.into_split();
+    let response = match peer {
+        Ok(uid) if uid == owner => match read_request(read).await {
+            Ok(req) => {
+                let agent = req.agent.clone();
+                match controller.execute(agent.as_deref(), req.op).await {
+                    Ok(text) => Response { ok: true, text },
+                    Err(text) => Response { ok: false, text },
+                }
+            }
+            Err(text) => Response { ok: false, text },
+        },
+        Ok(uid) => {
+            // Take the request off the socket first, so the peer reads the refusal.
+            let _ = read_request(read).await;
+            tracing::warn!(
+                event = "ctl_refused",
+                uid,
+                "control connection from another user refused"
+            );
+            Response {
+                ok: false,
+                text: "refused: the control socket serves only its owner".into(),
+            }
+        }
+        Err(e) => Response {
+            ok: false,
+            text: format!("cannot identify the peer: {e}"),
+        },
+    };
+    let mut line = serde_json::to_string(&response).unwrap_or_default();
+    line.push('\n');
+    let _ = write.write_all(line.as_bytes()).await;
+    let _ = write.shutdown().await;
+}
+
+async fn read_request(read: tokio::net::unix::OwnedReadHalf) -> Result<Request, String> {
+    let mut reader = BufReader::new(read).take(MAX_REQUEST as u64);
+    let mut line = String::new();
+    reader
+        .read_line(&mut line)
+        .await
+        .map_err(|e| format!("cannot read the request: {e}"))?;
+    serde_json::from_str(&line).map_err(|e| format!("bad request: {e}"))
+}
+
+/// The request a `personad ctl` command line stands for.
+pub fn request_for(cmd: CtlCommand) -> Result<Request, String> {
+    let (agent, op) = match cmd {
+        CtlCommand::Status => (None, Op::Status),
+        CtlCommand::Reload => (None, Op::Reload),
+        CtlCommand::Stop => (None, Op::Stop),
+        CtlCommand::Pause {
+            agent,
+            chat,
+            duration,
+        } => {
+            let secs = match duration {
+                Some(d) => Some(
+                    parse_duration(&d)
+                        .ok_or_else(|| format!("--for {d:?}: use e.g. 90s, 30m, 2h or 1d"))?,
+                ),
+                None => None,
+            };
+            (agent, Op::Pause { chat, secs })
+        }
+        CtlCommand::Resume { agent, chat } => (agent, Op::Resume { chat }),
+        CtlCommand::Forget { agent, chat } => (agent, Op::Forget { chat }),
+        CtlCommand::Plans { agent, chat } => (agent, Op::Plans { chat }),
+        CtlCommand::Mode { agent, chat, mode } => (agent, Op::Mode { chat, mode }),
+        CtlCommand::Say {
+            agent,
+            chat,
+            from,
+            group,
+            text,
+        } => (
+            agent,
+            Op::Say {
+                chat,
+                from,
+                group,
+                text: text.join(" "),
+            },
+        ),
+    };
+    Ok(Request { agent, op })
+}
+
+/// `personad ctl ...`: sends one request and prints the answer.
+pub async fn client(global: GlobalArgs, cmd: CtlCommand) -> CmdResult {
+    let request = request_for(cmd).map_err(CommandError::Usage)?;
+    let path = socket_path(&StateDir::new(&global.state_dir));
+    let stream = UnixStream::connect(&path).await.map_err(|e| {
+        CommandError::Unavailable(format!(
+            "no daemon answers on {} ({e}); is `personad run` running with this --state?",
+            path.display()
+        ))
+    })?;
+    let (read, mut write) = stream.into_split();
+    let mut line =
+        serde_json::to_string(&request).map_err(|e| CommandError::Failed(e.to_string()))?;
+    line.push('\n');
+    // A daemon that refuses the connection answers before reading: read its answer even
+    // when the request could not be written.
+    let sent = write.write_all(line.as_bytes()).await;
+    let mut answer = String::new();
+    let read = BufReader::new(read)
+        .take(16 * 1024 * 1024)
+        .read_line(&mut answer)
+        .await;
+    if answer.trim().is_empty() {
+        return Err(CommandError::Io(match (sent, read) {
+            (Err(e), _) => format!("cannot send the request: {e}"),
+            (_, Err(e)) => format!("cannot read the answer: {e}"),
+            _ => "the daemon closed the connection without an answer".to_string(),
+        }));
+    }
+    let response: Response = serde_json::from_str(&answer)
+        .map_err(|e| CommandError::Failed(format!("bad answer from the daemon: {e}")))?;
+    if !response.ok {
+        return Err(CommandError::Failed(response.text));
+    }
+    println!("{}", response.text.trim_end());
+    Ok(ExitCode::SUCCESS)
+}

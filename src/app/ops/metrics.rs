@@ -1,0 +1,185 @@
+//! Opt-in Prometheus metrics (`--metrics-addr`): installs the `metrics` recorder and serves
+//! `/metrics` (Prometheus text) and `/healthz` (200 while the tick loop has run within twice
+//! its longest sleep, 503 otherwise) over a minimal HTTP/1.1 responder. Counters are
+//! recorded where things happen (`metrics::counter!` in the runtime, handlers and LLM
+//! layer); gauges are set from the tick loop's heartbeat by `daemon`. Owns the endpoint and
+//! the health rule only.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+use crate::core::llm::{LlmOutcome, LlmRequest};
+use crate::core::time::BoxFuture;
+use crate::ports::llm::{Llm, LlmError};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// When the tick loop last ran.
+#[derive(Debug)]
+pub struct Health {
+    start: Instant,
+    last_beat_ms: AtomicU64,
+    longest_sleep: Duration,
+}
+
+impl Health {
+    /// `longest_sleep`: the most the loop sleeps between iterations (its heartbeat).
+    pub fn new(longest_sleep: Duration) -> Health {
+        Health {
+            start: Instant::now(),
+            last_beat_ms: AtomicU64::new(0),
+            longest_sleep,
+        }
+    }
+
+    /// The loop ran.
+    pub fn beat(&self) {
+        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_beat_ms.store(ms.max(1), Ordering::Relaxed);
+    }
+
+    /// Time since the loop last ran (`None` before it first ran).
+    pub fn since_beat(&self) -> Option<Duration> {
+        let last = self.last_beat_ms.load(Ordering::Relaxed);
+        (last > 0).then(|| {
+            self.start
+                .elapsed()
+                .saturating_sub(Duration::from_millis(last))
+        })
+    }
+
+    pub fn healthy(&self) -> bool {
+        self.since_beat()
+            .is_some_and(|d| d <= self.longest_sleep * 2)
+    }
+}
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the process-wide recorder (once).
+pub fn install() -> Option<PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| match PrometheusBuilder::new().install_recorder() {
+            Ok(h) => Some(h),
+            Err(e) => {
+                tracing::error!(event = "metrics_unavailable", error = %e, "metrics recorder could not be installed");
+                None
+            }
+        })
+        .clone()
+}
+
+/// Binds `addr` and serves until `stop`.
+pub async fn serve(
+    addr: SocketAddr,
+    health: Arc<Health>,
+    stop: CancellationToken,
+) -> Result<JoinHandle<()>, String> {
+    let handle = install().ok_or("metrics recorder unavailable")?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr} for metrics: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    tracing::info!(event = "metrics_listening", addr = %local, "metrics at /metrics, health at /healthz");
+    Ok(tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                accepted = listener.accept() => {
+                    let Ok((mut stream, _)) = accepted else { continue };
+                    let (handle, health) = (handle.clone(), Arc::clone(&health));
+                    tokio::spawn(async move {
+                        let read = tokio::time::timeout(Duration::from_secs(5), read_head(&mut stream)).await;
+                        let Ok(Some(head)) = read else { return };
+                        let request = String::from_utf8_lossy(&head);
+                        let path = request.split_whitespace().nth(1).unwrap_or("/");
+                        let (status, body) = respond(path, &handle, &health);
+                        let head = format!(
+                            "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = stream.write_all(head.as_bytes()).await;
+                        let _ = stream.write_all(body.as_bytes()).await;
+                        let _ = stream.shutdown().await;
+                    });
+                }
+            }
+        }
+    }))
+}
+
+/// Reads a request's head (up to the blank line, at most 8 KiB).
+async fn read_head(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
+        let n = stream.read(&mut buf).await.ok()?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    (!head.is_empty()).then_some(head)
+}
+
+fn respond(path: &str, handle: &PrometheusHandle, health: &Health) -> (&'static str, String) {
+    match path.split('?').next().unwrap_or("") {
+        "/metrics" => {
+            if let Some(lag) = health.since_beat() {
+                metrics::gauge!("personad_tick_loop_lag_seconds").set(lag.as_secs_f64());
+            }
+            ("200 OK", handle.render())
+        }
+        "/healthz" if health.healthy() => ("200 OK", "ok\n".into()),
+        "/healthz" => (
+            "503 Service Unavailable",
+            "the tick loop has not run recently\n".into(),
+        ),
+        _ => (
+            "404 Not Found",
+            "not found: try /metrics or /healthz\n".into(),
+        ),
+    }
+}
+
+/// Counts LLM requests and errors by model around any [`Llm`] (metrics wrap the trait; the
+/// clients stay free of them).
+pub struct MeteredLlm {
+    inner: Arc<dyn Llm>,
+}
+
+impl MeteredLlm {
+    pub fn wrap(inner: Arc<dyn Llm>) -> Arc<dyn Llm> {
+        Arc::new(MeteredLlm { inner })
+    }
+}
+
+impl Llm for MeteredLlm {
+    fn generate<'a>(&'a self, req: &'a LlmRequest) -> BoxFuture<'a, Result<LlmOutcome, LlmError>> {
+        // Requests carry a route (`provider:model`): the label is the model itself.
+        let model = crate::core::llm::resolve(&req.model)
+            .ok()
+            .and_then(|c| c.model)
+            .unwrap_or_else(|| req.model.clone());
+        Box::pin(async move {
+            let result = self.inner.generate(req).await;
+            let outcome = match &result {
+                Ok(LlmOutcome::Text(_)) => "text",
+                Ok(LlmOutcome::Empty { .. }) => "empty",
+                Ok(LlmOutcome::Blocked { .. }) => "blocked",
+                Err(_) => "error",
+            };
+            metrics::counter!("personad_llm_requests_total", "model" => model.clone(), "outcome" => outcome).increment(1);
+            if result.is_err() {
+                metrics::counter!("personad_llm_errors_total", "model" => model).increment(1);
+            }
+            result
+        })
+    }
+}

@@ -1,0 +1,60 @@
+//! Per-agent safety state that must survive restarts: chats the agent may no longer write to
+//! (Telegram said it is forbidden) and the account breaker (tripped when Telegram limits the
+//! account). Pure data plus its file format; the runtime decides when it changes and saves it
+//! through `store` (`state/<agent>/agent-state.json`).
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::core::model::ChatId;
+
+/// Why and since when a chat is disabled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Disabled {
+    pub since: Timestamp,
+    pub reason: String,
+}
+
+/// The account breaker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Breaker {
+    pub until: Timestamp,
+    pub reason: String,
+}
+
+/// What is persisted for one agent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentState {
+    #[serde(default)]
+    pub disabled_chats: BTreeMap<ChatId, Disabled>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<Breaker>,
+    /// Per-chat group trigger mode set by the owner; wins over the persona's heading.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub group_modes: BTreeMap<ChatId, crate::core::group::settings::TriggerMode>,
+}
+
+impl AgentState {
+    pub fn is_disabled(&self, chat: ChatId) -> bool {
+        self.disabled_chats.contains_key(&chat)
+    }
+
+    /// The group trigger mode in force for `chat`: the owner's override, else `default`.
+    pub fn group_mode(
+        &self,
+        chat: ChatId,
+        default: crate::core::group::settings::TriggerMode,
+    ) -> crate::core::group::settings::TriggerMode {
+        self.group_modes.get(&chat).copied().unwrap_or(default)
+    }
+
+    /// Whether the breaker holds at `now`.
+    pub fn breaker_active(&self, now: Timestamp) -> bool {
+        self.breaker.as_ref().is_some_and(|b| b.until > now)
+    }
+}
+
+/// File name of the agent state inside the agent's state directory.
+pub const FILE_NAME: &str = "agent-state.json";

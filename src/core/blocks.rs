@@ -1,0 +1,1298 @@
+//! Task blocks: turning the text of a model's reply into [`Action`]s. This module owns that
+//! parsing and nothing else: it does no I/O and knows nothing about chats. Every action it
+//! produces implicitly targets the chat being planned (the format has no way to name a chat, so
+//! a model can never address another one); the `received` handler calls [`parse_reply`] and
+//! turns the actions into tasks. The input is adversarial (whatever the model wrote), so
+//! nothing here panics: whatever cannot be understood is skipped with a warning and the rest of
+//! the reply still runs. Warnings are meant to be logged at WARN level by the caller; each names
+//! its block and quotes at most a short, escaped excerpt of model text.
+//!
+//! # Format
+//!
+//! A reply is a sequence of blocks. A block starts with a heading line `# «kind»` (up to three
+//! leading spaces, any spaces between `#` and `«`, kind case-insensitive, `_` or a space read as
+//! `-`), optionally followed by a message id: `# «send» 1234` or `# «send» #1234`. Its body runs
+//! until the next heading line. Lines inside a fenced code block (```` ``` ```` or `~~~`, closed
+//! later in the reply) are never headings, so a send can quote task syntax. A heading for a
+//! known kind written without guillemets (`# unblock`, `# wait 12`: nothing else on the line) is
+//! also accepted, with a warning, because the original prompt's own example wrote one that way.
+//!
+//! | kind | body | heading id |
+//! |------|------|------------|
+//! | `send` | the text, trimmed; inner formatting and line breaks kept | message replied to |
+//! | `sticker` | `SET` and `NAME` on two lines, or `SET :: NAME`, or just `NAME` (first persona set) | message replied to |
+//! | `wait` | `delay: N` or `N` seconds (fractional allowed, optional `s`), clamped to a maximum | ignored |
+//! | `react` | one emoji (at most 16 chars, no letters or spaces) | target message, required |
+//! | `block`, `unblock` | ignored | ignored |
+//! | `clear-conversation` | ignored; only when the persona enables it | ignored |
+//!
+//! Any other kind (`shutdown`, `xsend`, `think`, …) is skipped with a warning; operator-only
+//! tasks cannot be produced here because [`Action`] has no variant for them.
+//!
+//! # The original's JSON tasks
+//!
+//! A reply that is a JSON array of task objects (as the original's newer `Task-*` prompts ask
+//! for), whole or inside a ```` ```json ```` fence, is read task by task with the same rules as
+//! blocks: `kind` plus `text` and `reply_to` (send), `sticker_set`, `name` and `reply_to`
+//! (sticker), `delay` (wait), `emoji` and `message_id` (react). `think` tasks are dropped by
+//! design; `id` and `depends_on` are accepted and ignored (tasks run in array order); any other
+//! kind is skipped with a warning. An array that is not valid JSON is skipped whole with a
+//! warning: a task array is never sent to the chat as text.
+//!
+//! # Fallbacks and guards
+//!
+//! - `[metadata]` lines the model copied from the history at the start of its reply are dropped.
+//! - An empty or whitespace-only reply is silence: no actions, no warnings.
+//! - A reply wholly wrapped in a ```` ```markdown ````, ```` ```md ```` or bare ```` ``` ````
+//!   fence is unwrapped first (also when the model was cut off before the closing fence).
+//! - A reply with no heading at all is one `send` of the whole trimmed text.
+//! - Text before the first heading is sent as a `send` too: models often write a line before
+//!   their first block, and dropping it silently would lose what they meant to say.
+//! - Send text longer than Telegram's limit of 4096 UTF-16 code units is split with
+//!   [`split_message`] into several sends; only the first keeps the reply.
+//! - With [`ParseOptions::known_messages`], a reply to a message outside the chat's history is
+//!   sent without the reply, and a reaction to one is skipped.
+//! - At most [`ParseOptions::max_tasks`] actions are kept. If the cut falls between a `block`
+//!   and the `unblock` that follows it, the `block` is dropped too, so that a cap can never turn
+//!   a timed block into a permanent one.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use crate::core::model::{MessageId, StickerChoice};
+use crate::core::plan::Action;
+
+/// Telegram's limit on a text message, in UTF-16 code units.
+pub const TELEGRAM_TEXT_LIMIT_UTF16: usize = 4096;
+/// Default for [`ParseOptions::max_tasks`].
+pub const DEFAULT_MAX_TASKS: usize = 12;
+/// Default for [`ParseOptions::max_wait_secs`].
+pub const DEFAULT_MAX_WAIT_SECS: f64 = 3600.0;
+/// Longest accepted reaction, in `char`s (emoji sequences with joiners run to about 10).
+pub const MAX_REACTION_CHARS: usize = 16;
+
+/// Longest accepted sticker set short name or sticker name, in `char`s.
+const MAX_STICKER_FIELD_CHARS: usize = 64;
+/// Most model-text `char`s quoted in one excerpt of a warning.
+const EXCERPT_CHARS: usize = 40;
+/// Most `char`s of an unknown kind shown in a warning's block label.
+const KIND_CHARS: usize = 24;
+/// Most `char`s a hard split backs off to avoid cutting an emoji sequence apart.
+const MAX_JOINER_BACKOFF: usize = 16;
+
+/// What the parser may accept; built by the caller from the persona and runtime settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParseOptions {
+    /// Most actions one reply may produce (split sends count one each).
+    pub max_tasks: usize,
+    /// Longest wait, in seconds; longer ones are clamped.
+    pub max_wait_secs: f64,
+    /// Whether the persona enables `clear-conversation`.
+    pub allow_clear_conversation: bool,
+    /// Set used for a sticker block that names only the sticker (the persona's first set).
+    pub default_sticker_set: Option<String>,
+    /// Message ids of the chat's history; `None` accepts any id.
+    pub known_messages: Option<HashSet<MessageId>>,
+}
+
+impl Default for ParseOptions {
+    fn default() -> Self {
+        ParseOptions {
+            max_tasks: DEFAULT_MAX_TASKS,
+            max_wait_secs: DEFAULT_MAX_WAIT_SECS,
+            allow_clear_conversation: false,
+            default_sticker_set: None,
+            known_messages: None,
+        }
+    }
+}
+
+/// The actions of one reply, in order, and what was skipped or changed on the way.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ParsedReply {
+    pub actions: Vec<Action>,
+    /// Human-readable, one per problem; the caller logs them at WARN level.
+    pub warnings: Vec<String>,
+}
+
+/// Parses a model's reply into the actions it asks for. Never panics; see the module docs for
+/// the format, the fallbacks and the guards.
+pub fn parse_reply(text: &str, opts: &ParseOptions) -> ParsedReply {
+    let mut out = ParsedReply::default();
+    let text = unwrap_fence(text.trim()).trim();
+    if text.is_empty() {
+        return out;
+    }
+    if let Some(found) = find_json_tasks(text) {
+        parse_json_tasks(&mut out, found, opts);
+        enforce_cap(&mut out, opts.max_tasks);
+        return out;
+    }
+    let text = strip_echoed_metadata(&mut out, text);
+    if text.is_empty() {
+        return out;
+    }
+    let segments = segments(text);
+    let has_headings = segments.len() > 1;
+    for (index, segment) in segments.iter().enumerate() {
+        match &segment.heading {
+            None => {
+                let body = segment.body.trim();
+                if body.is_empty() {
+                    continue;
+                }
+                let label = if has_headings {
+                    "text before the first block"
+                } else {
+                    "reply"
+                };
+                push_send(&mut out, label, body, None);
+            }
+            Some(heading) => parse_block(&mut out, index, heading, segment.body, opts),
+        }
+    }
+    enforce_cap(&mut out, opts.max_tasks);
+    tracing::debug!(
+        actions = out.actions.len(),
+        warnings = out.warnings.len(),
+        "parsed model reply"
+    );
+    out
+}
+
+/// Splits `text` into parts of at most `limit_utf16` UTF-16 code units, cutting at the last
+/// paragraph boundary (blank line) that fits, else the last line break, else the last
+/// whitespace, else hard at a `char` boundary (backing off a little so as not to separate an
+/// emoji from its joiners or modifiers). The whitespace at each cut is dropped, so the parts
+/// concatenate to the original modulo that whitespace. Text that fits is returned unchanged as
+/// one part; blank text gives no parts; no part is blank. A part can exceed the limit only when
+/// the limit is below 2 and a single `char` needs two units.
+pub fn split_message(text: &str, limit_utf16: usize) -> Vec<String> {
+    let limit = limit_utf16.max(1);
+    let mut parts = Vec::new();
+    let mut rest = text;
+    while !rest.trim().is_empty() {
+        let fit = fitting_prefix(rest, limit);
+        if fit == rest.len() {
+            parts.push(rest.to_owned());
+            break;
+        }
+        let cut = choose_cut(rest, fit);
+        let (head, tail) = rest.split_at(cut);
+        let head = head.trim_end();
+        if !head.is_empty() {
+            parts.push(head.to_owned());
+        }
+        rest = tail.trim_start();
+    }
+    parts
+}
+
+/// Length of `text` as Telegram counts it: UTF-16 code units.
+pub fn utf16_len(text: &str) -> usize {
+    text.chars().map(char::len_utf16).sum()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Block kinds
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Send,
+    Sticker,
+    Wait,
+    React,
+    Block,
+    Unblock,
+    ClearConversation,
+}
+
+impl Kind {
+    fn parse(raw: &str) -> Option<Kind> {
+        let raw = raw.trim();
+        if raw.len() > 32 {
+            return None;
+        }
+        let norm: String = raw
+            .chars()
+            .map(|c| match c {
+                '_' | ' ' => '-',
+                c => c.to_ascii_lowercase(),
+            })
+            .collect();
+        Some(match norm.as_str() {
+            "send" => Kind::Send,
+            "sticker" => Kind::Sticker,
+            "wait" => Kind::Wait,
+            "react" => Kind::React,
+            "block" => Kind::Block,
+            "unblock" => Kind::Unblock,
+            "clear-conversation" => Kind::ClearConversation,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Send => "send",
+            Kind::Sticker => "sticker",
+            Kind::Wait => "wait",
+            Kind::React => "react",
+            Kind::Block => "block",
+            Kind::Unblock => "unblock",
+            Kind::ClearConversation => "clear-conversation",
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-block parsing
+
+fn parse_block(
+    out: &mut ParsedReply,
+    index: usize,
+    heading: &Heading<'_>,
+    body: &str,
+    opts: &ParseOptions,
+) {
+    let Some(kind) = Kind::parse(heading.kind) else {
+        let label = format!("block {index} («{}»)", shown_kind(heading.kind));
+        warn(out, &label, "unknown kind; skipped");
+        return;
+    };
+    let label = format!("block {index} («{}»)", kind.name());
+    if heading.bare {
+        warn(
+            out,
+            &label,
+            format_args!("heading has no guillemets; read as `# «{}»`", kind.name()),
+        );
+    }
+    if !heading.trailing.is_empty() {
+        warn(
+            out,
+            &label,
+            format_args!(
+                "text after the heading ignored: {}",
+                excerpt(heading.trailing)
+            ),
+        );
+    }
+    let body = body.trim();
+    match kind {
+        Kind::Send => {
+            let reply_to = reply_target(out, &label, &heading.id, opts);
+            if body.is_empty() {
+                warn(out, &label, "empty; skipped");
+            } else {
+                push_send(out, &label, body, reply_to);
+            }
+        }
+        Kind::Sticker => {
+            let Some(sticker) = parse_sticker(out, &label, body, opts) else {
+                return;
+            };
+            let reply_to = reply_target(out, &label, &heading.id, opts);
+            out.actions.push(Action::Sticker { sticker, reply_to });
+        }
+        Kind::Wait => {
+            ignore_id(out, &label, &heading.id);
+            if let Some(secs) = parse_wait(out, &label, body, opts.max_wait_secs) {
+                out.actions.push(Action::Wait { secs });
+            }
+        }
+        Kind::React => parse_react(out, &label, &heading.id, body, opts),
+        Kind::Block | Kind::Unblock | Kind::ClearConversation => {
+            if kind == Kind::ClearConversation && !opts.allow_clear_conversation {
+                warn(out, &label, "not enabled for this persona; skipped");
+                return;
+            }
+            ignore_id(out, &label, &heading.id);
+            if !body.is_empty() {
+                warn(
+                    out,
+                    &label,
+                    format_args!("takes no body; ignored {}", excerpt(body)),
+                );
+            }
+            out.actions.push(match kind {
+                Kind::Block => Action::Block,
+                Kind::Unblock => Action::Unblock,
+                _ => Action::ClearConversation,
+            });
+        }
+    }
+}
+
+/// Pushes `text` as one or more sends; only the first part replies.
+fn push_send(out: &mut ParsedReply, label: &str, text: &str, reply_to: Option<MessageId>) {
+    // Telegram's limit counts the rendered text (Markdown markers and link targets do not
+    // count, list numbers do): split only when the rendered text is over it, into parts whose
+    // rendered text fits.
+    let rendered_len = |t: &str| utf16_len(&crate::core::markdown::rendered_text(t));
+    let parts = if rendered_len(text) <= TELEGRAM_TEXT_LIMIT_UTF16 {
+        split_message(text, usize::MAX)
+    } else {
+        let mut limit = TELEGRAM_TEXT_LIMIT_UTF16;
+        loop {
+            let parts = split_message(text, limit);
+            if limit <= 512
+                || parts
+                    .iter()
+                    .all(|p| rendered_len(p) <= TELEGRAM_TEXT_LIMIT_UTF16)
+            {
+                break parts;
+            }
+            limit = limit * 3 / 4;
+        }
+    };
+    if parts.len() > 1 {
+        warn(
+            out,
+            label,
+            format_args!(
+                "{} UTF-16 units is over Telegram's limit of {TELEGRAM_TEXT_LIMIT_UTF16}; \
+                 split into {} messages",
+                utf16_len(text),
+                parts.len()
+            ),
+        );
+    }
+    for (i, text) in parts.into_iter().enumerate() {
+        let reply_to = if i == 0 { reply_to } else { None };
+        out.actions.push(Action::Send { text, reply_to });
+    }
+}
+
+/// The message a send or sticker replies to, if the heading names a usable one.
+fn reply_target(
+    out: &mut ParsedReply,
+    label: &str,
+    id: &IdPart<'_>,
+    opts: &ParseOptions,
+) -> Option<MessageId> {
+    match *id {
+        IdPart::Absent => None,
+        IdPart::Invalid(raw) => {
+            warn(
+                out,
+                label,
+                format_args!(
+                    "message id {} is out of range; sent without a reply",
+                    excerpt(raw)
+                ),
+            );
+            None
+        }
+        IdPart::Valid(message) => {
+            if is_known(opts, message) {
+                Some(message)
+            } else {
+                warn(
+                    out,
+                    label,
+                    format_args!(
+                        "message {} is not in this chat's history; sent without a reply",
+                        message.0
+                    ),
+                );
+                None
+            }
+        }
+    }
+}
+
+fn ignore_id(out: &mut ParsedReply, label: &str, id: &IdPart<'_>) {
+    match *id {
+        IdPart::Absent => {}
+        IdPart::Valid(message) => warn(
+            out,
+            label,
+            format_args!("takes no message id; {} ignored", message.0),
+        ),
+        IdPart::Invalid(raw) => warn(
+            out,
+            label,
+            format_args!("takes no message id; {} ignored", excerpt(raw)),
+        ),
+    }
+}
+
+fn is_known(opts: &ParseOptions, message: MessageId) -> bool {
+    opts.known_messages
+        .as_ref()
+        .is_none_or(|known| known.contains(&message))
+}
+
+/// Non-empty trimmed lines of a body: the first two, and how many more there are.
+fn body_lines(body: &str) -> (Option<&str>, Option<&str>, usize) {
+    let mut lines = body.lines().map(str::trim).filter(|line| !line.is_empty());
+    let first = lines.next();
+    let second = lines.next();
+    (first, second, lines.count())
+}
+
+fn warn_extra_lines(out: &mut ParsedReply, label: &str, extra: usize) {
+    if extra > 0 {
+        let s = if extra == 1 { "" } else { "s" };
+        warn(
+            out,
+            label,
+            format_args!("{extra} extra line{s} in the body ignored"),
+        );
+    }
+}
+
+fn parse_sticker(
+    out: &mut ParsedReply,
+    label: &str,
+    body: &str,
+    opts: &ParseOptions,
+) -> Option<StickerChoice> {
+    let (first, second, more) = body_lines(body);
+    let Some(first) = first else {
+        warn(
+            out,
+            label,
+            "needs a set and a name (two lines, or `SET :: NAME`); skipped",
+        );
+        return None;
+    };
+    let (set, name, extra) = if let Some((set, name)) = first.split_once("::") {
+        (
+            set.trim(),
+            name.trim(),
+            more + usize::from(second.is_some()),
+        )
+    } else if let Some(second) = second {
+        (first, second, more)
+    } else if let Some(set) = opts.default_sticker_set.as_deref() {
+        (set, first, more)
+    } else {
+        warn(
+            out,
+            label,
+            format_args!(
+                "names only a sticker ({}) and the persona has no sticker set; skipped",
+                excerpt(first)
+            ),
+        );
+        return None;
+    };
+    let set_ok = !set.is_empty()
+        && set.chars().count() <= MAX_STICKER_FIELD_CHARS
+        && set.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !set_ok {
+        warn(
+            out,
+            label,
+            format_args!(
+                "{} is not a sticker set's short name; skipped",
+                excerpt(set)
+            ),
+        );
+        return None;
+    }
+    if name.is_empty() || name.chars().count() > MAX_STICKER_FIELD_CHARS {
+        warn(
+            out,
+            label,
+            format_args!(
+                "needs a sticker name of 1 to {MAX_STICKER_FIELD_CHARS} characters, got {}; skipped",
+                excerpt(name)
+            ),
+        );
+        return None;
+    }
+    warn_extra_lines(out, label, extra);
+    Some(StickerChoice {
+        set: set.to_owned(),
+        name: name.to_owned(),
+    })
+}
+
+fn parse_wait(out: &mut ParsedReply, label: &str, body: &str, max_wait_secs: f64) -> Option<f64> {
+    let (first, second, more) = body_lines(body);
+    let Some(line) = first else {
+        warn(out, label, "needs `delay: N` (seconds); skipped");
+        return None;
+    };
+    let secs = match parse_delay(line) {
+        Ok(secs) => secs,
+        Err(problem) => {
+            warn(
+                out,
+                label,
+                format_args!("delay {} {problem}; skipped", excerpt(line)),
+            );
+            return None;
+        }
+    };
+    // A NaN or negative maximum from a bad configuration means no waiting at all.
+    let max = if max_wait_secs >= 0.0 {
+        max_wait_secs
+    } else {
+        0.0
+    };
+    let secs = if secs > max {
+        warn(
+            out,
+            label,
+            format_args!(
+                "delay {} is over the limit of {max} s; clamped",
+                excerpt(line)
+            ),
+        );
+        max
+    } else {
+        secs
+    };
+    if !secs.is_finite() {
+        warn(
+            out,
+            label,
+            "delay is not a finite number of seconds; skipped",
+        );
+        return None;
+    }
+    warn_extra_lines(out, label, more + usize::from(second.is_some()));
+    Some(secs)
+}
+
+/// Parses `delay: N`, `N`, `Ns`, `N seconds`. The result is finite and at least zero, or
+/// infinite when the digits overflow `f64` (the caller clamps it).
+fn parse_delay(line: &str) -> Result<f64, &'static str> {
+    let mut value = line.trim();
+    if value
+        .get(..5)
+        .is_some_and(|p| p.eq_ignore_ascii_case("delay"))
+    {
+        value = value.get(5..).unwrap_or("").trim_start();
+        value = value.strip_prefix([':', '=']).unwrap_or(value).trim();
+    }
+    for unit in ["seconds", "second", "secs", "sec", "s"] {
+        let n = value.len();
+        if n >= unit.len()
+            && value
+                .get(n - unit.len()..)
+                .is_some_and(|tail| tail.eq_ignore_ascii_case(unit))
+        {
+            value = value.get(..n - unit.len()).unwrap_or("").trim_end();
+            break;
+        }
+    }
+    let (negative, digits) = match value.strip_prefix('-') {
+        Some(digits) => (true, digits),
+        None => (false, value.strip_prefix('+').unwrap_or(value)),
+    };
+    let well_formed = digits.bytes().any(|b| b.is_ascii_digit())
+        && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && digits.bytes().filter(|&b| b == b'.').count() <= 1;
+    if !well_formed {
+        return Err("is not a number of seconds");
+    }
+    let secs: f64 = digits.parse().map_err(|_| "is not a number of seconds")?;
+    if negative && secs != 0.0 {
+        return Err("is negative");
+    }
+    if secs.is_nan() {
+        return Err("is not a number of seconds");
+    }
+    Ok(secs)
+}
+
+fn parse_react(
+    out: &mut ParsedReply,
+    label: &str,
+    id: &IdPart<'_>,
+    body: &str,
+    opts: &ParseOptions,
+) {
+    let message = match *id {
+        IdPart::Valid(message) => message,
+        IdPart::Absent => {
+            warn(
+                out,
+                label,
+                "needs the target message id in the heading (`# «react» 1234`); skipped",
+            );
+            return;
+        }
+        IdPart::Invalid(raw) => {
+            warn(
+                out,
+                label,
+                format_args!("message id {} is out of range; skipped", excerpt(raw)),
+            );
+            return;
+        }
+    };
+    if !is_known(opts, message) {
+        warn(
+            out,
+            label,
+            format_args!(
+                "message {} is not in this chat's history; skipped",
+                message.0
+            ),
+        );
+        return;
+    }
+    let (first, second, more) = body_lines(body);
+    let Some(emoji) = first else {
+        warn(out, label, "needs an emoji; skipped");
+        return;
+    };
+    let emoji_ok = emoji.chars().count() <= MAX_REACTION_CHARS
+        && !emoji
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_ascii_alphabetic());
+    if !emoji_ok {
+        warn(
+            out,
+            label,
+            format_args!("{} is not a single emoji; skipped", excerpt(emoji)),
+        );
+        return;
+    }
+    warn_extra_lines(out, label, more + usize::from(second.is_some()));
+    out.actions.push(Action::React {
+        message,
+        emoji: emoji.to_owned(),
+    });
+}
+
+/// Keeps at most `max` actions. When the cut drops an `unblock` while a `block` before the cut
+/// is still in force, that `block` is dropped too (a cap must not make a timed block permanent).
+fn enforce_cap(out: &mut ParsedReply, max: usize) {
+    if out.actions.len() <= max {
+        return;
+    }
+    let total = out.actions.len();
+    let dropped = out.actions.split_off(max);
+    out.warnings.push(format!(
+        "reply asks for {total} actions; only the first {max} are kept"
+    ));
+    if dropped.iter().any(|a| matches!(a, Action::Unblock)) {
+        let last_toggle = out
+            .actions
+            .iter()
+            .rposition(|a| matches!(a, Action::Block | Action::Unblock));
+        if let Some(pos) = last_toggle
+            && matches!(out.actions.get(pos), Some(Action::Block))
+        {
+            out.actions.remove(pos);
+            out.warnings.push(
+                "the kept «block» was dropped too: the «unblock» after it was over the limit"
+                    .to_owned(),
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Warnings
+
+fn warn(out: &mut ParsedReply, label: &str, message: impl fmt::Display) {
+    out.warnings.push(format!("{label}: {message}"));
+}
+
+/// A quoted, escaped excerpt of model text: at most [`EXCERPT_CHARS`] chars of it.
+fn excerpt(text: &str) -> String {
+    let mut shown = String::from("\"");
+    for (i, c) in text.trim().chars().enumerate() {
+        if i == EXCERPT_CHARS {
+            shown.push('…');
+            break;
+        }
+        shown.extend(c.escape_debug());
+    }
+    shown.push('"');
+    shown
+}
+
+/// An unknown kind as shown in a block label: escaped, at most [`KIND_CHARS`] chars of it.
+fn shown_kind(kind: &str) -> String {
+    let mut shown = String::new();
+    for (i, c) in kind.chars().enumerate() {
+        if i == KIND_CHARS {
+            shown.push('…');
+            break;
+        }
+        shown.extend(c.escape_debug());
+    }
+    shown
+}
+
+// ---------------------------------------------------------------------------------------------
+// Headings and segments
+
+/// The message id after a heading's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IdPart<'a> {
+    Absent,
+    Valid(MessageId),
+    /// Digits that do not fit an `i64`.
+    Invalid(&'a str),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Heading<'a> {
+    /// Between the guillemets (or the bare word), trimmed, as written.
+    kind: &'a str,
+    id: IdPart<'a>,
+    /// Anything after the kind and id (never for bare headings).
+    trailing: &'a str,
+    /// Written without guillemets.
+    bare: bool,
+}
+
+/// A heading (none for text before the first one) and the body up to the next heading.
+struct Segment<'a> {
+    heading: Option<Heading<'a>>,
+    body: &'a str,
+}
+
+/// Cuts the reply at heading lines outside code fences. The first segment (maybe empty) is the
+/// text before the first heading; a reply without headings is one segment.
+fn segments(text: &str) -> Vec<Segment<'_>> {
+    let lines = lines_of(text);
+    let fences: Vec<Option<Fence>> = lines.iter().map(|line| fence(line.text)).collect();
+    let in_code = code_mask(&fences);
+    let mut segments = Vec::new();
+    let mut heading = None;
+    let mut body_start = 0;
+    for (line, &code) in lines.iter().zip(&in_code) {
+        if code {
+            continue;
+        }
+        if let Some(next) = parse_heading(line.text) {
+            segments.push(Segment {
+                heading: heading.take(),
+                body: text.get(body_start..line.start).unwrap_or(""),
+            });
+            heading = Some(next);
+            body_start = line.next;
+        }
+    }
+    segments.push(Segment {
+        heading,
+        body: text.get(body_start..).unwrap_or(""),
+    });
+    segments
+}
+
+fn parse_heading(line: &str) -> Option<Heading<'_>> {
+    let unindented = line.trim_start_matches(' ');
+    if line.len() - unindented.len() > 3 {
+        return None;
+    }
+    let rest = unindented.strip_prefix('#')?;
+    let after_hash = rest.trim_start_matches([' ', '\t']);
+    if let Some(inner) = after_hash.strip_prefix('«') {
+        let (kind, after) = inner.split_once('»')?;
+        let (id, trailing) = parse_id(after);
+        return Some(Heading {
+            kind: kind.trim(),
+            id,
+            trailing,
+            bare: false,
+        });
+    }
+    if after_hash.len() == rest.len() {
+        return None; // `#word` is a hashtag, not a heading
+    }
+    let (word, after) = after_hash
+        .split_once([' ', '\t'])
+        .unwrap_or((after_hash, ""));
+    Kind::parse(word)?;
+    let (id, trailing) = parse_id(after);
+    if !trailing.is_empty() {
+        return None; // `# wait for it` is text
+    }
+    Some(Heading {
+        kind: word,
+        id,
+        trailing,
+        bare: true,
+    })
+}
+
+/// Splits what follows a heading's kind into a message id (`1234` or `#1234`) and the rest.
+fn parse_id(after: &str) -> (IdPart<'_>, &str) {
+    let after = after.trim();
+    if after.is_empty() {
+        return (IdPart::Absent, "");
+    }
+    let (token, trailing) = match after.split_once(char::is_whitespace) {
+        Some((token, trailing)) => (token, trailing.trim()),
+        None => (after, ""),
+    };
+    let digits = token.strip_prefix('#').unwrap_or(token);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return (IdPart::Absent, after);
+    }
+    match digits.parse::<i64>() {
+        Ok(id) => (IdPart::Valid(MessageId(id)), trailing),
+        Err(_) => (IdPart::Invalid(token), trailing),
+    }
+}
+
+/// One line of the reply: byte offsets and its text without the line ending.
+struct Line<'a> {
+    start: usize,
+    /// Offset of the next line (just past this line's `\n`).
+    next: usize,
+    text: &'a str,
+}
+
+fn lines_of(text: &str) -> Vec<Line<'_>> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    for raw in text.split_inclusive('\n') {
+        let next = start + raw.len();
+        let line = raw.strip_suffix('\n').unwrap_or(raw);
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        lines.push(Line {
+            start,
+            next,
+            text: line,
+        });
+        start = next;
+    }
+    lines
+}
+
+// ---------------------------------------------------------------------------------------------
+// Code fences
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fence {
+    ch: u8,
+    len: usize,
+    has_info: bool,
+}
+
+impl Fence {
+    /// Whether `self` (a fence line) closes a block opened by `open`.
+    fn closes(self, open: Fence) -> bool {
+        self.ch == open.ch && self.len >= open.len && !self.has_info
+    }
+}
+
+/// A fence line: up to three spaces, then at least three backticks or tildes, then an
+/// optional info string (which for backticks may not contain a backtick).
+fn fence(line: &str) -> Option<Fence> {
+    let unindented = line.trim_start_matches(' ');
+    if line.len() - unindented.len() > 3 {
+        return None;
+    }
+    let ch = *unindented.as_bytes().first()?;
+    if ch != b'`' && ch != b'~' {
+        return None;
+    }
+    let len = unindented.bytes().take_while(|&b| b == ch).count();
+    if len < 3 {
+        return None;
+    }
+    let info = unindented.get(len..).unwrap_or("").trim();
+    if ch == b'`' && info.contains('`') {
+        return None;
+    }
+    Some(Fence {
+        ch,
+        len,
+        has_info: !info.is_empty(),
+    })
+}
+
+/// Which lines are inside a fenced code block (fence lines included). Unlike CommonMark, a
+/// fence that is never closed opens nothing: a stray fence must not hide every later heading.
+fn code_mask(fences: &[Option<Fence>]) -> Vec<bool> {
+    let mut mask = vec![false; fences.len()];
+    // Per fence char, the shortest opening length known to have no closing fence after the
+    // current position: openers at least that long are skipped without searching again. This
+    // keeps adversarial runs of unclosed fences from taking quadratic time.
+    let mut unclosable: [Option<usize>; 2] = [None, None];
+    let mut i = 0;
+    while i < fences.len() {
+        if let Some(Some(open)) = fences.get(i) {
+            let slot = usize::from(open.ch == b'~');
+            let worth_searching = unclosable
+                .get(slot)
+                .copied()
+                .flatten()
+                .is_none_or(|min| open.len < min);
+            if worth_searching {
+                let close = fences
+                    .iter()
+                    .enumerate()
+                    .skip(i + 1)
+                    .find(|(_, f)| f.is_some_and(|f| f.closes(*open)))
+                    .map(|(j, _)| j);
+                match close {
+                    Some(j) => {
+                        if let Some(span) = mask.get_mut(i..=j) {
+                            span.fill(true);
+                        }
+                        i = j + 1;
+                        continue;
+                    }
+                    None => {
+                        if let Some(known) = unclosable.get_mut(slot) {
+                            *known = Some(open.len);
+                        }
+                    }
+                }
+            }
+        }
+        i += 1;
+    }
+    mask
+}
+
+/// Removes a fence wrapping the whole (trimmed) reply: ```` ```markdown ````, ```` ```md ````
+/// or a bare fence, closed on the last line, with any fences inside it paired. A wrapper that
+/// is never closed (a reply cut off by a token limit) is removed too.
+fn unwrap_fence(text: &str) -> &str {
+    let Some((first, rest)) = text.split_once('\n') else {
+        return text;
+    };
+    let first = first.trim_end_matches('\r');
+    let Some(open) = fence(first) else {
+        return text;
+    };
+    let info = first.trim().trim_start_matches(open.ch as char).trim();
+    let wrapper =
+        info.is_empty() || info.eq_ignore_ascii_case("markdown") || info.eq_ignore_ascii_case("md");
+    if !wrapper {
+        return text;
+    }
+    let (inner, last) = rest.rsplit_once('\n').unwrap_or(("", rest));
+    if fence(last.trim_end_matches('\r')).is_some_and(|f| f.closes(open)) {
+        let inner_fences: Vec<Option<Fence>> = lines_of(inner)
+            .iter()
+            .map(|line| fence(line.text))
+            .collect();
+        let mask = code_mask(&inner_fences);
+        let stray_close = inner_fences
+            .iter()
+            .zip(&mask)
+            .any(|(f, &code)| !code && f.is_some_and(|f| f.closes(open)));
+        return if stray_close { text } else { inner };
+    }
+    let closed_later = lines_of(rest)
+        .iter()
+        .any(|line| fence(line.text).is_some_and(|f| f.closes(open)));
+    if closed_later { text } else { rest }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The original's JSON task arrays
+
+/// How a task array names its kinds; a `[` reply without one is ordinary text.
+const JSON_KINDS: [&str; 2] = ["\"kind\"", "'kind'"];
+
+/// What [`find_json_tasks`] found.
+enum JsonTasks {
+    /// The array's task objects (anything else in it is kept to be warned about).
+    Parsed(Vec<serde_json::Value>),
+    /// It looks like a task array but is not valid JSON (cut off, say).
+    Malformed(String),
+}
+
+/// A JSON task array: the whole reply (`[ … ]`), or the content of a ```` ```json ```` (or
+/// bare) fence in it. Text that merely starts with `[` but names no `"kind"` is not one.
+fn find_json_tasks(text: &str) -> Option<JsonTasks> {
+    let candidate = if text.starts_with('[') {
+        Some(text)
+    } else if segments(text).len() > 1 {
+        // A reply in task blocks may quote JSON inside a send; it is not a task array.
+        None
+    } else {
+        fenced_json(text)
+    }?;
+    if !JSON_KINDS.iter().any(|k| candidate.contains(k)) {
+        return None;
+    }
+    Some(
+        match serde_json::from_str::<Vec<serde_json::Value>>(candidate) {
+            Ok(tasks) => JsonTasks::Parsed(tasks),
+            Err(e) => JsonTasks::Malformed(e.to_string()),
+        },
+    )
+}
+
+/// The body of the first ```` ```json ```` fence (or of a bare fence holding an array).
+fn fenced_json(text: &str) -> Option<&str> {
+    let lines = lines_of(text);
+    let open = lines.iter().position(|line| {
+        let t = line.text.trim();
+        t.starts_with("```") && {
+            let info = t.trim_start_matches('`').trim();
+            info.eq_ignore_ascii_case("json") || info.is_empty()
+        }
+    })?;
+    let close = lines
+        .iter()
+        .skip(open + 1)
+        .position(|line| line.text.trim() == "```")
+        .map(|i| i + open + 1);
+    let start = lines.get(open)?.next;
+    let end = match close {
+        Some(c) => lines.get(c)?.start,
+        None => text.len(),
+    };
+    let body = text.get(start..end)?.trim();
+    body.starts_with('[').then_some(body)
+}
+
+fn parse_json_tasks(out: &mut ParsedReply, found: JsonTasks, opts: &ParseOptions) {
+    let tasks = match found {
+        JsonTasks::Parsed(tasks) => tasks,
+        JsonTasks::Malformed(why) => {
+            warn(
+                out,
+                "JSON task array",
+                format_args!("is not valid JSON ({}); nothing sent", excerpt(&why)),
+            );
+            return;
+        }
+    };
+    for (index, task) in tasks.iter().enumerate() {
+        let index = index + 1;
+        let Some(obj) = task.as_object() else {
+            warn(out, &format!("task {index}"), "is not an object; skipped");
+            continue;
+        };
+        let Some(kind) = obj.get("kind").and_then(|k| k.as_str()) else {
+            warn(out, &format!("task {index}"), "has no \"kind\"; skipped");
+            continue;
+        };
+        if kind.trim().eq_ignore_ascii_case("think") {
+            // The original's private reasoning: dropped by design, never shown.
+            tracing::debug!(task = index, "think task dropped");
+            continue;
+        }
+        let text_field = |name: &str| -> String {
+            match obj.get(name) {
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(serde_json::Value::Number(n)) => n.to_string(),
+                _ => String::new(),
+            }
+        };
+        let id_field = |name: &str| -> IdPart<'static> { json_id(obj.get(name)) };
+        let (id, body) = match Kind::parse(kind) {
+            Some(Kind::Send) => (id_field("reply_to"), text_field("text")),
+            Some(Kind::Sticker) => {
+                let set = text_field("sticker_set");
+                let name = text_field("name");
+                let body = if set.trim().is_empty() {
+                    name
+                } else {
+                    format!("{set}\n{name}")
+                };
+                (id_field("reply_to"), body)
+            }
+            Some(Kind::Wait) => (IdPart::Absent, text_field("delay")),
+            Some(Kind::React) => {
+                let mut id = id_field("message_id");
+                if id == IdPart::Absent {
+                    id = id_field("reply_to");
+                }
+                (id, text_field("emoji"))
+            }
+            _ => (IdPart::Absent, String::new()),
+        };
+        let heading = Heading {
+            kind,
+            id,
+            trailing: "",
+            bare: false,
+        };
+        parse_block(out, index, &heading, &body, opts);
+    }
+}
+
+/// A message id given as a JSON number or a string of digits (`"#12"` too).
+fn json_id(value: Option<&serde_json::Value>) -> IdPart<'static> {
+    match value {
+        Some(serde_json::Value::Number(n)) => match n.as_i64() {
+            Some(id) if id > 0 => IdPart::Valid(MessageId(id)),
+            _ => IdPart::Invalid("(a number out of range)"),
+        },
+        Some(serde_json::Value::String(s)) => {
+            let digits = s.trim().trim_start_matches('#');
+            match digits.parse::<i64>() {
+                Ok(id) if id > 0 => IdPart::Valid(MessageId(id)),
+                _ if digits.is_empty() => IdPart::Absent,
+                _ => IdPart::Invalid("(not a message id)"),
+            }
+        }
+        _ => IdPart::Absent,
+    }
+}
+
+/// Drops `[metadata]` lines a model copied from the history at the start of its reply: they
+/// are bookkeeping, never something to send.
+fn strip_echoed_metadata<'a>(out: &mut ParsedReply, mut text: &'a str) -> &'a str {
+    let mut dropped = 0;
+    while text.starts_with("[metadata]") {
+        text = text
+            .split_once('\n')
+            .map_or("", |(_, rest)| rest)
+            .trim_start();
+        dropped += 1;
+    }
+    if dropped > 0 {
+        warn(
+            out,
+            "reply",
+            format_args!("{dropped} echoed [metadata] line(s) dropped"),
+        );
+    }
+    text
+}
+
+// ---------------------------------------------------------------------------------------------
+// Splitting
+
+/// Byte length of the longest prefix of `text` within `limit` UTF-16 units (at least one
+/// char); `text.len()` exactly when the whole text fits (or is a single char).
+fn fitting_prefix(text: &str, limit: usize) -> usize {
+    let mut units = 0;
+    for (idx, c) in text.char_indices() {
+        units += c.len_utf16();
+        if units > limit {
+            return if idx == 0 { c.len_utf8() } else { idx };
+        }
+    }
+    text.len()
+}
+
+/// Where to cut `rest`, whose first `fit` bytes fit: the last paragraph break, else line break,
+/// else whitespace at or before `fit` that leaves some text before it; else a hard cut.
+fn choose_cut(rest: &str, fit: usize) -> usize {
+    let content_start = rest
+        .find(|c: char| !c.is_whitespace())
+        .unwrap_or(rest.len());
+    let (mut paragraph, mut line, mut space) = (None, None, None);
+    for (idx, c) in rest.char_indices() {
+        if idx > fit {
+            break;
+        }
+        if idx <= content_start {
+            continue;
+        }
+        if c == '\n' {
+            line = Some(idx);
+            let next_line = rest
+                .get(idx + 1..)
+                .and_then(|after| after.split('\n').next())
+                .unwrap_or("");
+            if next_line.trim().is_empty() {
+                paragraph = Some(idx);
+            }
+        } else if c.is_whitespace() {
+            space = Some(idx);
+        }
+    }
+    paragraph
+        .or(line)
+        .or(space)
+        .unwrap_or_else(|| hard_cut(rest, fit))
+}
+
+/// `fit`, moved back a few chars if it would separate an emoji from a joiner, variation
+/// selector, skin tone, keycap or combining mark.
+fn hard_cut(rest: &str, fit: usize) -> usize {
+    let mut cut = fit;
+    for _ in 0..MAX_JOINER_BACKOFF {
+        let prev = rest.get(..cut).and_then(|s| s.chars().next_back());
+        let next = rest.get(cut..).and_then(|s| s.chars().next());
+        match (prev, next) {
+            (Some(prev), Some(next)) if prev == '\u{200D}' || is_continuation(next) => {
+                cut -= prev.len_utf8();
+                if cut == 0 {
+                    return fit;
+                }
+            }
+            _ => return cut,
+        }
+    }
+    fit
+}
+
+fn is_continuation(c: char) -> bool {
+    matches!(c,
+        '\u{200D}'                      // zero-width joiner
+        | '\u{FE00}'..='\u{FE0F}'       // variation selectors
+        | '\u{0300}'..='\u{036F}'       // combining diacritics
+        | '\u{20D0}'..='\u{20FF}'       // combining marks for symbols (keycap)
+        | '\u{1F3FB}'..='\u{1F3FF}'     // skin tones
+        | '\u{E0020}'..='\u{E007F}'     // tag sequences (subdivision flags)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headings_are_recognised_in_their_tolerated_forms() {
+        for line in [
+            "# «send»",
+            "#«send»",
+            "   # « Send » 12",
+            "# «SEND» #12",
+            "# send",
+            "# send 12",
+        ] {
+            assert!(parse_heading(line).is_some(), "{line}");
+        }
+        for line in [
+            "    # «send»",
+            "## «send»",
+            "#send",
+            "# send now",
+            "# Hello",
+            "«send»",
+            "# «send",
+        ] {
+            assert!(parse_heading(line).is_none(), "{line}");
+        }
+    }
+
+    #[test]
+    fn unclosed_fences_open_nothing() {
+        let fences: Vec<Option<Fence>> = ["```", "a", "~~~", "```", "b"]
+            .iter()
+            .map(|l| fence(l))
+            .collect();
+        assert_eq!(code_mask(&fences), [true, true, true, true, false]);
+        let fences: Vec<Option<Fence>> = ["````", "```", "a"].iter().map(|l| fence(l)).collect();
+        assert_eq!(code_mask(&fences), [false, false, false]);
+    }
+
+    #[test]
+    fn delays_parse_in_their_tolerated_forms() {
+        assert_eq!(parse_delay("delay: 5"), Ok(5.0));
+        assert_eq!(parse_delay("Delay = 1.5s"), Ok(1.5));
+        assert_eq!(parse_delay("2 seconds"), Ok(2.0));
+        assert_eq!(parse_delay("-0"), Ok(0.0));
+        assert!(parse_delay("-3").is_err());
+        assert!(parse_delay("NaN").is_err());
+        assert!(parse_delay("inf").is_err());
+        assert!(parse_delay("1e3").is_err());
+        assert!(parse_delay("1.2.3").is_err());
+        assert!(parse_delay("").is_err());
+    }
+
+    #[test]
+    fn hard_cuts_keep_emoji_sequences_together() {
+        let text = "ab👍🏽c";
+        // "ab" + 👍 is 4 units; cutting there would orphan the skin tone.
+        let fit = fitting_prefix(text, 4);
+        assert_eq!(hard_cut(text, fit), 2);
+    }
+}

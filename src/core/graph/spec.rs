@@ -1,0 +1,282 @@
+//! What a task does: [`TaskSpec`], a serde-tagged enum with one variant per task kind and
+//! its typed parameters. Handlers match on it instead of re-checking a parameter map; the
+//! properties of a kind (may it be abandoned mid-flight, does it need an idempotency key)
+//! are methods of [`TaskKind`]. Pure data: no I/O, no scheduling.
+//!
+//! Outbound side effects (`send`, `sticker`) carry an [`IdempotencyKey`] as a field of their
+//! variant; [`TaskSpec::from_action`] and the runtime's owner alert build them with
+//! [`IdempotencyKey::fresh`], the one generator of keys.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::model::{MessageId, StickerChoice};
+use crate::core::plan::Action;
+
+/// Every kind of task the runtime knows. Each has one handler module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TaskKind {
+    Received,
+    Send,
+    Sticker,
+    Wait,
+    React,
+    Block,
+    Unblock,
+    ClearConversation,
+    Shutdown,
+}
+
+impl TaskKind {
+    pub const ALL: [TaskKind; 9] = [
+        TaskKind::Received,
+        TaskKind::Send,
+        TaskKind::Sticker,
+        TaskKind::Wait,
+        TaskKind::React,
+        TaskKind::Block,
+        TaskKind::Unblock,
+        TaskKind::ClearConversation,
+        TaskKind::Shutdown,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskKind::Received => "received",
+            TaskKind::Send => "send",
+            TaskKind::Sticker => "sticker",
+            TaskKind::Wait => "wait",
+            TaskKind::React => "react",
+            TaskKind::Block => "block",
+            TaskKind::Unblock => "unblock",
+            TaskKind::ClearConversation => "clear-conversation",
+            TaskKind::Shutdown => "shutdown",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<TaskKind> {
+        TaskKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// Whether a task of this kind can be abandoned mid-flight without leaving anything half
+    /// done (planning, waiting).
+    pub fn cancel_safe(self) -> bool {
+        matches!(self, TaskKind::Received | TaskKind::Wait)
+    }
+
+    /// Whether the kind has an outbound side effect that must not happen twice, so it
+    /// carries an idempotency key.
+    pub fn needs_idempotency_key(self) -> bool {
+        matches!(self, TaskKind::Send | TaskKind::Sticker)
+    }
+}
+
+impl fmt::Display for TaskKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The key an outbound action is sent with (Telegram's `random_id`): a repeated key returns
+/// the message already sent, so a crash between sending and marking done never posts twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct IdempotencyKey(pub i64);
+
+impl IdempotencyKey {
+    /// A random positive 63-bit key (zero is avoided). The one generator of keys.
+    pub fn fresh() -> IdempotencyKey {
+        IdempotencyKey(fastrand::i64(1..i64::MAX))
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// What a task does, with its typed parameters. Serialized with a `kind` tag
+/// (`{"kind": "send", "text": "hi", "idempotency_key": 42}`); new kinds are new variants.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum TaskSpec {
+    /// Plan an answer; `message_id` is the inbound message that triggered it.
+    Received {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<MessageId>,
+    },
+    Send {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply_to: Option<MessageId>,
+        idempotency_key: IdempotencyKey,
+    },
+    Sticker {
+        set: String,
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply_to: Option<MessageId>,
+        idempotency_key: IdempotencyKey,
+    },
+    /// A pause of `delay_secs`, counted from when its dependencies finish; with `typing`,
+    /// the typing indicator is shown first. `retry_of` names the task a retry wait precedes.
+    Wait {
+        delay_secs: f64,
+        #[serde(default, skip_serializing_if = "is_false")]
+        typing: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_of: Option<String>,
+    },
+    React {
+        message_id: MessageId,
+        emoji: String,
+    },
+    Block,
+    Unblock,
+    ClearConversation,
+    /// Operator only: stop the daemon gracefully.
+    Shutdown {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+impl TaskSpec {
+    pub fn kind(&self) -> TaskKind {
+        match self {
+            TaskSpec::Received { .. } => TaskKind::Received,
+            TaskSpec::Send { .. } => TaskKind::Send,
+            TaskSpec::Sticker { .. } => TaskKind::Sticker,
+            TaskSpec::Wait { .. } => TaskKind::Wait,
+            TaskSpec::React { .. } => TaskKind::React,
+            TaskSpec::Block => TaskKind::Block,
+            TaskSpec::Unblock => TaskKind::Unblock,
+            TaskSpec::ClearConversation => TaskKind::ClearConversation,
+            TaskSpec::Shutdown { .. } => TaskKind::Shutdown,
+        }
+    }
+
+    /// A text message with a fresh idempotency key.
+    pub fn send(text: impl Into<String>, reply_to: Option<MessageId>) -> TaskSpec {
+        TaskSpec::Send {
+            text: text.into(),
+            reply_to,
+            idempotency_key: IdempotencyKey::fresh(),
+        }
+    }
+
+    /// A pause of `secs` seconds (negative or garbage becomes zero).
+    pub fn wait(secs: f64, typing: bool) -> TaskSpec {
+        TaskSpec::Wait {
+            delay_secs: if secs.is_finite() { secs.max(0.0) } else { 0.0 },
+            typing,
+            retry_of: None,
+        }
+    }
+
+    /// The task for one planned action; outbound ones get their idempotency key here, long
+    /// before their side effect can start.
+    pub fn from_action(action: Action) -> TaskSpec {
+        match action {
+            Action::Send { text, reply_to } => TaskSpec::send(text, reply_to),
+            Action::Sticker {
+                sticker: StickerChoice { set, name },
+                reply_to,
+            } => TaskSpec::Sticker {
+                set,
+                name,
+                reply_to,
+                idempotency_key: IdempotencyKey::fresh(),
+            },
+            Action::Wait { secs } => TaskSpec::wait(secs, false),
+            Action::React { message, emoji } => TaskSpec::React {
+                message_id: message,
+                emoji,
+            },
+            Action::Block => TaskSpec::Block,
+            Action::Unblock => TaskSpec::Unblock,
+            Action::ClearConversation => TaskSpec::ClearConversation,
+        }
+    }
+
+    /// The idempotency key of an outbound task.
+    pub fn idempotency_key(&self) -> Option<IdempotencyKey> {
+        match self {
+            TaskSpec::Send {
+                idempotency_key, ..
+            }
+            | TaskSpec::Sticker {
+                idempotency_key, ..
+            } => Some(*idempotency_key),
+            _ => None,
+        }
+    }
+
+    /// The message an outbound task replies to.
+    pub fn reply_to(&self) -> Option<MessageId> {
+        match self {
+            TaskSpec::Send { reply_to, .. } | TaskSpec::Sticker { reply_to, .. } => *reply_to,
+            _ => None,
+        }
+    }
+
+    /// The delay of a `wait` task; zero for other kinds.
+    pub fn wait_delay(&self) -> Duration {
+        match self {
+            TaskSpec::Wait { delay_secs, .. } => crate::core::time::secs_f64(*delay_secs),
+            _ => Duration::ZERO,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_serialize_with_a_kind_tag_and_round_trip() {
+        let specs = vec![
+            TaskSpec::Received {
+                message_id: Some(MessageId(3)),
+            },
+            TaskSpec::send("hi", Some(MessageId(2))),
+            TaskSpec::wait(1.5, true),
+            TaskSpec::Block,
+            TaskSpec::ClearConversation,
+            TaskSpec::Shutdown { reason: None },
+        ];
+        for spec in specs {
+            let json = serde_json::to_string(&spec).unwrap_or_default();
+            assert!(
+                json.contains(&format!("\"kind\":\"{}\"", spec.kind())),
+                "{json}"
+            );
+            let back: Result<TaskSpec, _> = serde_json::from_str(&json);
+            assert_eq!(back.ok(), Some(spec));
+        }
+    }
+
+    #[test]
+    fn a_send_without_its_key_or_with_a_stray_field_is_rejected() {
+        assert!(serde_json::from_str::<TaskSpec>(r#"{"kind":"send","text":"x"}"#).is_err());
+        assert!(
+            serde_json::from_str::<TaskSpec>(
+                r#"{"kind":"send","text":"x","idempotency_key":1,"extra":2}"#
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn kind_properties() {
+        assert!(TaskKind::Wait.cancel_safe() && TaskKind::Received.cancel_safe());
+        assert!(!TaskKind::Send.cancel_safe());
+        let keyed: Vec<TaskKind> = TaskKind::ALL
+            .into_iter()
+            .filter(|k| k.needs_idempotency_key())
+            .collect();
+        assert_eq!(keyed, vec![TaskKind::Send, TaskKind::Sticker]);
+    }
+}

@@ -1,0 +1,21 @@
+//! The pure core: the vocabulary of the program and every decision that needs no I/O. Task
+//! graphs and the scheduler that drives them, account safety, persona parsing, task blocks,
+//! prompts, group decisions, Markdown rendering and media records. It imports nothing outside
+//! itself (a test, `tests/layers.rs`, holds it to that); every other layer builds on it.
+
+pub mod agent_state;
+pub mod blocks;
+pub mod config;
+pub mod graph;
+pub mod group;
+pub mod llm;
+pub mod markdown;
+pub mod media;
+pub mod model;
+pub mod outcome;
+pub mod persona;
+pub mod plan;
+pub mod prompt;
+pub mod safety;
+pub mod scheduler;
+pub mod time;

@@ -1,0 +1,246 @@
+//! The Telegram boundary: domain types for chats, messages and media, the [`Telegram`] trait
+//! every backend implements, and its typed errors. Handlers and the runtime talk to Telegram
+//! only through this trait; nothing outside a backend module may know which library (or fake)
+//! sits behind it. One trait object serves one agent's account.
+//!
+//! Backends: [`memory::MemoryTelegram`] (tests and the `chat` playground). The MTProto backend
+//! plugs in behind the same trait.
+
+use std::fmt;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// A Telegram chat id (users positive, groups negative, as in the Bot API numbering).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ChatId(pub i64);
+
+impl fmt::Display for ChatId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A message id, unique within its chat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MessageId(pub i64);
+
+impl fmt::Display for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// What kind of conversation a chat is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChatKind {
+    /// A one-on-one conversation with a user.
+    Direct,
+    /// A basic group or a supergroup.
+    Group,
+}
+
+impl ChatKind {
+    pub fn is_direct(self) -> bool {
+        self == ChatKind::Direct
+    }
+}
+
+/// A chat as the runtime knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chat {
+    pub id: ChatId,
+    pub kind: ChatKind,
+    /// The other user's display name in a DM, the group title in a group.
+    pub title: String,
+}
+
+/// Who wrote a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sender {
+    pub id: i64,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_bot: bool,
+}
+
+/// A mention of a user inside a message's text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mention {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+}
+
+/// The kind of media attached to a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MediaKind {
+    Photo,
+    Sticker,
+    Gif,
+    Video,
+    RoundVideo,
+    Voice,
+    Audio,
+    Document,
+}
+
+impl MediaKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MediaKind::Photo => "photo",
+            MediaKind::Sticker => "sticker",
+            MediaKind::Gif => "gif",
+            MediaKind::Video => "video",
+            MediaKind::RoundVideo => "round_video",
+            MediaKind::Voice => "voice",
+            MediaKind::Audio => "audio",
+            MediaKind::Document => "document",
+        }
+    }
+}
+
+/// Sticker details of a sticker message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StickerInfo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set: Option<String>,
+    /// The sticker's name inside its set (Telegram calls it `alt`: usually an emoji).
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emoji: Option<String>,
+}
+
+/// Media attached to a message, without its bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaInfo {
+    pub kind: MediaKind,
+    /// Stable id of the file (Telegram's document or photo id): the description cache key.
+    pub unique_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_secs: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sticker: Option<StickerInfo>,
+}
+
+/// One message of a chat, inbound or our own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub id: MessageId,
+    pub chat: ChatId,
+    pub sender: Sender,
+    /// Written by this agent's account.
+    pub outgoing: bool,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mentions: Vec<Mention>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<MessageId>,
+    pub date: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<MediaInfo>,
+}
+
+/// A sticker to send, named by set and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StickerChoice {
+    pub set: String,
+    pub name: String,
+}
+
+/// One sticker of a sticker set, as listed by [`Telegram::sticker_set`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetSticker {
+    /// The sticker's name inside its set (its emoji, usually).
+    pub name: String,
+    /// The same stable id its messages carry (the description cache key).
+    pub unique_id: String,
+}
+
+/// Errors a Telegram backend reports, already classified.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TelegramError {
+    #[error("flood wait: Telegram asks to wait {secs} s")]
+    FloodWait { secs: u64 },
+    #[error("slow mode: the chat allows a message every {secs} s")]
+    SlowmodeWait { secs: u64 },
+    #[error("the account is limited by Telegram ({0})")]
+    AccountLimited(String),
+    #[error("writing to this chat is forbidden ({0})")]
+    Forbidden(String),
+    /// The chat refuses this kind of content (stickers, media, GIFs, a Premium-only item);
+    /// other messages can still go there.
+    #[error("this chat refuses this kind of content ({0})")]
+    ContentRefused(String),
+    #[error("the session is no longer authorized ({0})")]
+    Unauthorized(String),
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    #[error("network error: {0}")]
+    Network(String),
+    #[error("telegram error: {0}")]
+    Other(String),
+}
+
+impl TelegramError {
+    /// Whether trying the same call again later can succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            TelegramError::FloodWait { .. }
+                | TelegramError::SlowmodeWait { .. }
+                | TelegramError::Network(_)
+                | TelegramError::Other(_)
+        )
+    }
+}
+
+pub type TgResult<T> = Result<T, TelegramError>;
+
+/// An outbound text message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutgoingText {
+    pub chat: ChatId,
+    pub text: String,
+    pub reply_to: Option<MessageId>,
+    /// Stored in the task before the call: a repeated key must not send twice.
+    pub idempotency_key: i64,
+}
+
+/// An outbound sticker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutgoingSticker {
+    pub chat: ChatId,
+    pub sticker: StickerChoice,
+    pub reply_to: Option<MessageId>,
+    pub idempotency_key: i64,
+}
+
+/// Most stickers listed from one curated set (the list is part of every prompt).
+pub const MAX_PER_SET: usize = 60;
+
+/// One sticker the persona may send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CuratedSticker {
+    pub set: String,
+    pub name: String,
+    /// The description cache key.
+    pub unique_id: String,
+    /// The cached description, when there is one (filled at planning time).
+    pub description: Option<String>,
+}

@@ -1,0 +1,78 @@
+//! The outcome of a task: what a handler hands back to the scheduler (done, a plan, a stop)
+//! and why a task failed, classified into what the scheduler does with the conversation.
+//! Pure vocabulary between `runtime::handlers` (which produce it) and `core::scheduler` (which
+//! applies it); Telegram's and the planner's errors map into it here.
+
+use crate::core::graph::Task;
+use crate::core::model::TelegramError;
+use crate::core::plan::PlanError;
+
+/// What a finished task asks the scheduler to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Mark the task done.
+    Done,
+    /// Mark the task done and append these tasks as a chain after it.
+    Planned(Vec<Task>),
+    /// Mark the task done and stop the daemon gracefully.
+    Shutdown { reason: String },
+}
+
+/// Why a task failed, and what that means for its conversation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TaskError {
+    /// Try again after the retry interval.
+    #[error("{0}")]
+    Transient(String),
+    /// Trying again cannot help: drop the graph.
+    #[error("{0}")]
+    Permanent(String),
+    /// Telegram asked us to wait (flood wait, slow mode): park the conversation for `secs`
+    /// without counting an attempt.
+    #[error("{reason}")]
+    Park { secs: u64, reason: String },
+    /// We may not write in this chat (banned, write forbidden): drop the graph and disable
+    /// the chat.
+    #[error("{0}")]
+    ChatForbidden(String),
+    /// The account is limited by Telegram (peer flood, spam reports): drop the graph and trip
+    /// the agent's breaker.
+    #[error("{0}")]
+    AccountLimited(String),
+    /// The session is gone: stop the agent.
+    #[error("{0}")]
+    Unauthorized(String),
+}
+
+impl TaskError {
+    pub fn is_transient(&self) -> bool {
+        matches!(self, TaskError::Transient(_))
+    }
+}
+
+impl From<TelegramError> for TaskError {
+    fn from(e: TelegramError) -> Self {
+        let text = e.to_string();
+        match e {
+            TelegramError::FloodWait { secs } | TelegramError::SlowmodeWait { secs } => {
+                TaskError::Park { secs, reason: text }
+            }
+            TelegramError::Forbidden(_) => TaskError::ChatForbidden(text),
+            TelegramError::AccountLimited(_) => TaskError::AccountLimited(text),
+            TelegramError::Unauthorized(_) => TaskError::Unauthorized(text),
+            TelegramError::Network(_) | TelegramError::Other(_) => TaskError::Transient(text),
+            TelegramError::NotFound(_)
+            | TelegramError::Invalid(_)
+            | TelegramError::ContentRefused(_) => TaskError::Permanent(text),
+        }
+    }
+}
+
+impl From<PlanError> for TaskError {
+    fn from(e: PlanError) -> Self {
+        match e {
+            PlanError::Transient(m) => TaskError::Transient(format!("planning failed: {m}")),
+            PlanError::Permanent(m) => TaskError::Permanent(format!("planning failed: {m}")),
+        }
+    }
+}

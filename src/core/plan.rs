@@ -1,0 +1,62 @@
+//! Planning: turning a chat's history into the actions a persona takes next. The [`Planner`]
+//! trait is what the `received` handler calls; an LLM-backed planner implements it, and so do
+//! the scripted planners of tests. [`Action`] is the closed set of things a plan may ask for:
+//! operator-only tasks (shutdown) are not in it, and no action can name another chat.
+//!
+//! [`EchoPlanner`] is an offline planner for trying the runtime without an LLM.
+
+use jiff::Timestamp;
+
+use crate::core::media::MediaDescriptions;
+use crate::core::model::{Chat, Message, MessageId, StickerChoice};
+use crate::core::persona::Persona;
+
+/// One step of a plan, always about the chat being planned for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Send {
+        text: String,
+        reply_to: Option<MessageId>,
+    },
+    Sticker {
+        sticker: StickerChoice,
+        reply_to: Option<MessageId>,
+    },
+    Wait {
+        secs: f64,
+    },
+    React {
+        message: MessageId,
+        emoji: String,
+    },
+    Block,
+    Unblock,
+    ClearConversation,
+}
+
+/// What a planner gets to see.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanRequest<'a> {
+    pub persona: &'a Persona,
+    pub chat: &'a Chat,
+    /// Oldest first.
+    pub history: &'a [Message],
+    /// The message to respond to, when the plan was triggered by one.
+    pub target: Option<MessageId>,
+    pub now: Timestamp,
+    /// Cached records of the history's media, by unique id.
+    pub media: &'a MediaDescriptions,
+    /// The persona's curated stickers, with cached descriptions.
+    pub stickers: &'a [crate::core::model::CuratedSticker],
+}
+
+/// Why planning failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// Worth trying again later (rate limits, overload, network).
+    #[error("{0}")]
+    Transient(String),
+    /// Retrying cannot help (bad request, bad key, unknown model).
+    #[error("{0}")]
+    Permanent(String),
+}

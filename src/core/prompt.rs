@@ -1,0 +1,423 @@
+//! The prompt builder: turns a persona and a chat's history into an LLM request, laid out so
+//! consecutive requests of a chat share the longest possible byte prefix (providers discount
+//! repeated prefixes). The system instruction holds only what is stable for a chat (base
+//! instructions, role prompts, persona, stickers, chat type): no clock, ids or counters. The
+//! history follows, oldest first, one turn per message, inside a window that advances in
+//! steps. Everything that changes per request (time, the message to answer) goes in one final
+//! user turn. Pure: no I/O; the LLM planner calls it.
+
+use std::fmt::Write as _;
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+
+use crate::core::llm::{Part, Role, Turn};
+use crate::core::media::{MediaDescriptions, MediaRecord, MediaStatus};
+use crate::core::model::CuratedSticker;
+use crate::core::model::{Chat, MediaInfo, MediaKind, Message, MessageId};
+use crate::core::persona::{Persona, apply_placeholders};
+
+/// Our base instructions: the reply format and how to behave on Telegram.
+pub const BASE_INSTRUCTIONS: &str = include_str!("base_instructions.md");
+
+/// Everything the builder needs.
+#[derive(Debug, Clone, Copy)]
+pub struct PromptInput<'a> {
+    pub persona: &'a Persona,
+    pub chat: &'a Chat,
+    /// Oldest first.
+    pub history: &'a [Message],
+    pub target: Option<MessageId>,
+    pub now: Timestamp,
+    /// Most messages sent as history.
+    pub history_size: usize,
+    /// First message id of the window used last time for this chat, if known.
+    pub window_start: Option<MessageId>,
+    /// Cached media records by unique id (rendering never does I/O).
+    pub media: &'a MediaDescriptions,
+    /// The persona's curated stickers (with cached descriptions).
+    pub stickers: &'a [CuratedSticker],
+}
+
+/// A built prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prompt {
+    pub system: String,
+    /// History turns then the final volatile user turn.
+    pub turns: Vec<Turn>,
+    /// First message id of the history window (remember it for the next request).
+    pub window_start: Option<MessageId>,
+}
+
+/// Builds the request for one planning step.
+pub fn build(input: &PromptInput<'_>) -> Prompt {
+    let tz = input.persona.timezone.clone().unwrap_or(TimeZone::UTC);
+    let start = window_start(input.history, input.history_size, input.window_start);
+    let window = &input.history[start..];
+    let mut turns: Vec<Turn> = window
+        .iter()
+        .map(|m| message_turn(m, &tz, input.media))
+        .collect();
+    turns.push(Turn {
+        role: Role::User,
+        parts: vec![Part::Text(volatile_context(input, &tz))],
+    });
+    Prompt {
+        system: system_instruction(input.persona, input.chat, input.stickers),
+        turns,
+        window_start: window.first().map(|m| m.id),
+    }
+}
+
+/// The stable part: identical for every request of a chat while persona files are unchanged.
+pub fn system_instruction(persona: &Persona, chat: &Chat, stickers: &[CuratedSticker]) -> String {
+    let user = chat.title.as_str();
+    let mut s = String::with_capacity(8 * 1024);
+    s.push_str(BASE_INSTRUCTIONS.trim());
+    s.push_str("\n\n");
+    if persona.allow_clear_conversation {
+        s.push_str(
+            "You may also use `# «clear-conversation»` (direct chats only) to delete the whole \
+             conversation for both sides.\n\n",
+        );
+    }
+    for role in &persona.role_prompts {
+        s.push_str(apply_placeholders(role.text.trim(), &persona.name, user).as_str());
+        s.push_str("\n\n");
+    }
+    let _ = writeln!(s, "# Who you are\n");
+    s.push_str(apply_placeholders(persona.instructions.trim(), &persona.name, user).as_str());
+    s.push_str("\n\n");
+    if !stickers.is_empty() {
+        // Set, name and (once described) what it shows. Changes only when the cache of
+        // curated stickers does, so it stays part of the stable prefix.
+        s.push_str("# Stickers you may send\n\n");
+        for st in stickers {
+            match &st.description {
+                Some(d) => {
+                    let _ = writeln!(s, "- {} :: {} - {}", st.set, st.name, d.trim());
+                }
+                None => {
+                    let _ = writeln!(s, "- {} :: {}", st.set, st.name);
+                }
+            }
+        }
+        s.push_str(
+            "You may also send a sticker you saw in this chat, naming its set and name.\n\n",
+        );
+    } else if !persona.stickers.is_empty() || !persona.sticker_sets.is_empty() {
+        s.push_str("# Stickers you may send\n\n");
+        for st in &persona.stickers {
+            let _ = writeln!(s, "- {} :: {}", st.set, st.name);
+        }
+        for set in &persona.sticker_sets {
+            let _ = writeln!(
+                s,
+                "- any sticker of the set {set} (name it by its emoji: `{set}` then the emoji)"
+            );
+        }
+        s.push_str(
+            "You may also send a sticker you saw in this chat, naming its set and name.\n\n",
+        );
+    }
+    s.push_str(
+        "Answer every turn with task blocks only, or with nothing at all to stay silent. When \
+         asked to respond to a message, staying silent is still fine if that suits you better.\n\n",
+    );
+    s.push_str("# This chat\n\n");
+    if chat.kind.is_direct() {
+        let _ = writeln!(s, "A direct (one-on-one) chat with {user}.");
+    } else {
+        let _ = writeln!(
+            s,
+            "A group chat titled {user:?}. Several people talk here; answer only when it suits you."
+        );
+    }
+    s
+}
+
+/// How far the window start advances at once: a fifth of the window, at least 10 messages,
+/// always leaving at least one message in the window.
+pub fn window_step(size: usize) -> usize {
+    let size = size.max(1);
+    (size / 5).max(10).min(size - 1)
+}
+
+/// Index of the first history message to send. Keeps the previous start while the window
+/// holds at most `size` messages; past that (or when the previous start is older than the
+/// fetched history, which then holds `size` messages or more) it advances by
+/// [`window_step`] at once, so consecutive requests share their prefix until the next step.
+/// Fetching `size` messages is therefore enough to honour a remembered start.
+pub fn window_start(history: &[Message], size: usize, previous: Option<MessageId>) -> usize {
+    let size = size.max(1);
+    let len = history.len();
+    let keep = size - window_step(size);
+    let kept_from = match previous {
+        None => Some(0),
+        Some(id) => match history.iter().position(|m| m.id >= id) {
+            // The remembered start fell out of a full fetch: the window overflowed.
+            Some(0) if history[0].id > id && len >= size => None,
+            Some(i) => Some(i),
+            // Every message is older than the remembered start (ids reset): start over.
+            None => Some(0),
+        },
+    };
+    match kept_from {
+        Some(from) if len - from <= size => from,
+        _ => len.saturating_sub(keep),
+    }
+}
+
+/// One history message as a turn: others' messages are `user` turns, the agent's own are
+/// `model` turns. The turn is one text part: the metadata line (so "see my message #12"
+/// resolves), then the media placeholder rendered from its cached record, if any, then the
+/// text, one per line (one part per message keeps the wire format compact).
+pub fn message_turn(m: &Message, tz: &TimeZone, media: &MediaDescriptions) -> Turn {
+    let mut text = metadata_header(m, tz);
+    let mut content = false;
+    if let Some(info) = &m.media {
+        text.push('\n');
+        text.push_str(&render_media(info, media.get(&info.unique_id)));
+        content = true;
+    }
+    if !m.text.is_empty() {
+        text.push('\n');
+        text.push_str(&m.text);
+        content = true;
+    }
+    if !content {
+        text.push_str("\n[no content]");
+    }
+    Turn {
+        role: if m.outgoing { Role::Model } else { Role::User },
+        parts: vec![Part::Text(text)],
+    }
+}
+
+/// The `[metadata]` line opening every history turn: sender, ids, reply link and the local
+/// time in the persona's zone, e.g. `[metadata] sender="Bob" sender_id=2 message_id=7
+/// reply_to=5 time="2024-05-01 14:03"`.
+pub fn metadata_header(m: &Message, tz: &TimeZone) -> String {
+    let mut h = format!(
+        "[metadata] sender={:?} sender_id={} message_id={}",
+        m.sender.name, m.sender.id, m.id
+    );
+    if let Some(u) = &m.sender.username {
+        let _ = write!(h, " username=@{u}");
+    }
+    if m.sender.is_bot {
+        h.push_str(" bot=true");
+    }
+    if let Some(r) = m.reply_to {
+        let _ = write!(h, " reply_to={r}");
+    }
+    let local = m.date.to_zoned(tz.clone());
+    let _ = write!(h, " time=\"{}\"", local.strftime("%Y-%m-%d %H:%M"));
+    h
+}
+
+/// A compact, unambiguous placeholder for media, with its cached description when there is
+/// one: `[sticker set=… name=… emoji=… description=…]`, `[photo description=…]`,
+/// `[voice duration=…s transcript=…]`, otherwise the kind and why it is not described.
+pub fn render_media(media: &MediaInfo, record: Option<&MediaRecord>) -> String {
+    let mut s = format!("[{}", media.kind.as_str());
+    if let (MediaKind::Sticker, Some(st)) = (&media.kind, &media.sticker) {
+        if let Some(set) = &st.set {
+            let _ = write!(s, " set={set:?}");
+        }
+        let _ = write!(s, " name={:?}", st.name);
+        if let Some(e) = &st.emoji {
+            let _ = write!(s, " emoji={e}");
+        }
+    }
+    if let Some(d) = media.duration_secs {
+        let _ = write!(s, " duration={d}s");
+    }
+    if let Some(f) = &media.file_name {
+        let _ = write!(s, " file={f:?}");
+    }
+    let label = match media.kind {
+        MediaKind::Voice | MediaKind::Audio => "transcript",
+        MediaKind::Document => "content",
+        _ => "description",
+    };
+    match record {
+        Some(r) => match (r.shown_description(), r.status) {
+            (Some(d), _) => {
+                let _ = write!(s, " {label}={d:?}");
+            }
+            (None, MediaStatus::NotUnderstood) => s.push_str(" (could not be understood)"),
+            (None, MediaStatus::Unsupported) => match media.kind {
+                MediaKind::Sticker => {}
+                MediaKind::Voice | MediaKind::Audio => s.push_str(" (not transcribed)"),
+                _ => s.push_str(" (not described)"),
+            },
+            (None, _) => s.push_str(" (not described yet)"),
+        },
+        None => s.push_str(" (not described yet)"),
+    }
+    s.push(']');
+    s
+}
+
+/// The final user turn: what changes from one request to the next.
+fn volatile_context(input: &PromptInput<'_>, tz: &TimeZone) -> String {
+    let now = input.now.to_zoned(tz.clone());
+    let mut s = String::from("[context]\n");
+    let _ = writeln!(
+        s,
+        "Current time: {} ({}).",
+        now.strftime("%A %-d %B %Y, %H:%M"),
+        tz.iana_name().unwrap_or("UTC")
+    );
+    let target = input
+        .target
+        .filter(|id| input.history.iter().any(|m| m.id == *id))
+        .or_else(|| {
+            if input.chat.kind.is_direct() {
+                input
+                    .history
+                    .iter()
+                    .rev()
+                    .find(|m| !m.outgoing)
+                    .map(|m| m.id)
+            } else {
+                None
+            }
+        });
+    match target {
+        Some(id) => {
+            let _ = writeln!(s, "Respond to message {id}.");
+        }
+        None => s.push_str(
+            "Nothing in particular needs an answer; stay silent unless you want to speak.\n",
+        ),
+    }
+    if !input.history.iter().any(|m| m.outgoing) {
+        s.push_str(
+            "You have not said anything in this chat yet: this would be your first message here.\n",
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::model::{ChatId, Sender};
+
+    fn msg(id: i64, outgoing: bool) -> Message {
+        Message {
+            id: MessageId(id),
+            chat: ChatId(1),
+            sender: Sender {
+                id: if outgoing { 1 } else { 2 },
+                name: "x".into(),
+                username: None,
+                is_bot: false,
+            },
+            outgoing,
+            text: format!("m{id}"),
+            mentions: vec![],
+            reply_to: None,
+            date: Timestamp::UNIX_EPOCH,
+            media: None,
+        }
+    }
+
+    fn media(kind: MediaKind) -> MediaInfo {
+        MediaInfo {
+            kind,
+            unique_id: "u1".into(),
+            mime: None,
+            size: None,
+            duration_secs: None,
+            file_name: None,
+            sticker: None,
+        }
+    }
+
+    fn record(kind: MediaKind, status: MediaStatus, description: Option<&str>) -> MediaRecord {
+        serde_json::from_value(serde_json::json!({
+            "unique_id": "u1", "kind": kind, "status": status, "description": description,
+        }))
+        .unwrap_or_else(|e| panic!("record: {e}"))
+    }
+
+    #[test]
+    fn media_render_compactly_from_their_records() {
+        use MediaKind::*;
+        let ok = |k, d| record(k, MediaStatus::Ok, Some(d));
+        assert_eq!(
+            render_media(&media(Photo), Some(&ok(Photo, "a red bike"))),
+            "[photo description=\"a red bike\"]"
+        );
+        assert_eq!(
+            render_media(&media(Photo), None),
+            "[photo (not described yet)]"
+        );
+        let mut st = media(Sticker);
+        st.sticker = Some(crate::core::model::StickerInfo {
+            set: Some("Cats".into()),
+            name: "wave".into(),
+            emoji: Some("👋".into()),
+        });
+        assert_eq!(
+            render_media(&st, Some(&ok(Sticker, "a cat waving"))),
+            "[sticker set=\"Cats\" name=\"wave\" emoji=👋 description=\"a cat waving\"]"
+        );
+        assert_eq!(
+            render_media(&st, Some(&record(Sticker, MediaStatus::Unsupported, None))),
+            "[sticker set=\"Cats\" name=\"wave\" emoji=👋]"
+        );
+        let mut voice = media(Voice);
+        voice.duration_secs = Some(3);
+        assert_eq!(
+            render_media(&voice, Some(&ok(Voice, "hi there"))),
+            "[voice duration=3s transcript=\"hi there\"]"
+        );
+        let mut doc = media(Document);
+        doc.file_name = Some("a.zip".into());
+        assert_eq!(
+            render_media(
+                &doc,
+                Some(&record(Document, MediaStatus::Unsupported, None))
+            ),
+            "[document file=\"a.zip\" (not described)]"
+        );
+        assert_eq!(
+            render_media(
+                &media(Gif),
+                Some(&record(Gif, MediaStatus::NotUnderstood, None))
+            ),
+            "[gif (could not be understood)]"
+        );
+        assert_eq!(
+            render_media(
+                &media(RoundVideo),
+                Some(&record(RoundVideo, MediaStatus::Error, None))
+            ),
+            "[round_video (not described yet)]"
+        );
+    }
+
+    #[test]
+    fn window_keeps_its_start_until_the_cap_then_steps_at_once() {
+        let h =
+            |from: i64, to: i64| -> Vec<Message> { (from..=to).map(|i| msg(i, false)).collect() };
+        assert_eq!(window_step(20), 10, "at least 10 messages");
+        assert_eq!(window_step(500), 100, "a fifth");
+        assert_eq!(window_step(5), 4, "never the whole window");
+        assert_eq!(window_start(&h(1, 20), 20, None), 0);
+        // Over the cap of 20: keep 10, starting at message 12.
+        assert_eq!(window_start(&h(1, 21), 20, Some(MessageId(1))), 11);
+        // The next requests keep that start until the window is full again.
+        assert_eq!(window_start(&h(1, 31), 20, Some(MessageId(12))), 11);
+        // A fetch of exactly `size` messages that no longer holds the start: step again.
+        assert_eq!(window_start(&h(13, 32), 20, Some(MessageId(12))), 10);
+        // The same fetch still holding the start: kept.
+        assert_eq!(window_start(&h(12, 31), 20, Some(MessageId(12))), 0);
+        // A short history that starts after the remembered id (deleted messages): kept whole.
+        assert_eq!(window_start(&h(15, 20), 20, Some(MessageId(12))), 0);
+    }
+}

@@ -1,0 +1,141 @@
+//! Account safety inside the scheduler: the per-agent state that outlives a restart (chats
+//! Telegram forbade, the account breaker) and the decisions made from it. Pure: the
+//! scheduler calls it and turns its answers into effects (save the agent state, queue the
+//! owner alert as a plan of its own); the driver loads and saves the state through `store`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::core::agent_state::{AgentState, Breaker, Disabled};
+use crate::core::graph::{ConversationKey, Task, TaskGraph, TaskSpec};
+use crate::core::model::{Chat, ChatId, ChatKind};
+
+/// How long the account breaker holds after Telegram limits an account.
+pub const BREAKER_HOLD: Duration = Duration::from_secs(24 * 3600);
+
+/// The safety state of every running agent, and each agent's own user id (its Saved
+/// Messages chat).
+#[derive(Debug, Default)]
+pub struct AccountSafety {
+    states: HashMap<String, AgentState>,
+    self_ids: HashMap<String, i64>,
+}
+
+impl AccountSafety {
+    pub fn new(self_ids: HashMap<String, i64>) -> AccountSafety {
+        AccountSafety {
+            states: HashMap::new(),
+            self_ids,
+        }
+    }
+
+    /// Adds an agent started while the runtime runs (hot reload), with its state from disk.
+    pub fn add_agent(&mut self, agent: &str, self_id: i64, state: AgentState) {
+        self.self_ids.insert(agent.to_string(), self_id);
+        self.states.insert(agent.to_string(), state);
+    }
+
+    /// Installs an agent's state as loaded from disk.
+    pub fn set_state(&mut self, agent: &str, state: AgentState) {
+        self.states.insert(agent.to_string(), state);
+    }
+
+    pub fn state(&self, agent: &str) -> Option<&AgentState> {
+        self.states.get(agent)
+    }
+
+    pub fn is_disabled(&self, agent: &str, chat: ChatId) -> bool {
+        self.states.get(agent).is_some_and(|s| s.is_disabled(chat))
+    }
+
+    /// Disables a chat for good (until an operator clears it).
+    pub fn disable_chat(&mut self, key: &ConversationKey, reason: String, now: Timestamp) {
+        self.states
+            .entry(key.agent.clone())
+            .or_default()
+            .disabled_chats
+            .insert(key.chat, Disabled { since: now, reason });
+    }
+
+    /// Trips the agent's breaker for [`BREAKER_HOLD`] and returns the alert to its owner's
+    /// Saved Messages, as a graph of its own (run through the normal machinery).
+    pub fn trip_breaker(
+        &mut self,
+        agent: &str,
+        reason: String,
+        now: Timestamp,
+    ) -> Option<TaskGraph> {
+        let until = crate::core::time::add(now, BREAKER_HOLD);
+        self.states.entry(agent.to_string()).or_default().breaker = Some(Breaker {
+            until,
+            reason: reason.clone(),
+        });
+        let self_id = *self.self_ids.get(agent)?;
+        let saved = Chat {
+            id: ChatId(self_id),
+            kind: ChatKind::Direct,
+            title: "Saved Messages".into(),
+        };
+        let text = format!(
+            "personad: Telegram limited this account ({reason}). Until {until} the agent only answers people who wrote to it first. Check @SpamBot for details."
+        );
+        let alert = Task::new(TaskSpec::send(text, None), now);
+        Some(TaskGraph::with_tasks(agent, saved, now, vec![alert]))
+    }
+
+    /// While an agent's breaker holds, only plans that answer someone who wrote in the chat
+    /// (and alerts to the owner) may send.
+    pub fn breaker_blocks(&self, graph: &TaskGraph, task: &Task, now: Timestamp) -> bool {
+        let Some(self_id) = self.self_ids.get(&graph.agent) else {
+            return false;
+        };
+        task.kind().needs_idempotency_key()
+            && self
+                .states
+                .get(&graph.agent)
+                .is_some_and(|s| s.breaker_active(now))
+            && !graph.answers_inbound()
+            && graph.chat.id.0 != *self_id
+    }
+
+    /// Sets or clears a group's trigger-mode override; returns whether the state changed.
+    pub fn set_group_mode(
+        &mut self,
+        agent: &str,
+        chat: ChatId,
+        mode: Option<crate::core::group::settings::TriggerMode>,
+    ) -> bool {
+        let state = self.states.entry(agent.to_string()).or_default();
+        let before = state.group_modes.get(&chat).copied();
+        match mode {
+            Some(m) => state.group_modes.insert(chat, m),
+            None => state.group_modes.remove(&chat),
+        };
+        before != mode
+    }
+
+    /// Moves what is kept about a chat (disabled mark, trigger-mode override) to its new id;
+    /// returns whether anything moved.
+    pub fn migrate_chat(&mut self, agent: &str, from: ChatId, to: ChatId) -> bool {
+        let Some(state) = self.states.get_mut(agent) else {
+            return false;
+        };
+        let mut moved = false;
+        if let Some(d) = state.disabled_chats.remove(&from) {
+            state.disabled_chats.insert(to, d);
+            moved = true;
+        }
+        if let Some(m) = state.group_modes.remove(&from) {
+            state.group_modes.entry(to).or_insert(m);
+            moved = true;
+        }
+        moved
+    }
+
+    /// Forgets a stopped agent (its state stays on disk).
+    pub fn remove_agent(&mut self, agent: &str) {
+        self.self_ids.remove(agent);
+    }
+}

@@ -1,0 +1,1035 @@
+//! The scheduler core: a synchronous state machine over every conversation's graph. It takes
+//! events (an inbound message, a finished task, a cancel, a stop) with the current time and
+//! answers with [`Effect`]s (persist a conversation, start a task, abort one, save an agent's
+//! safety state, stop an agent); it never awaits, never touches the disk, Telegram or the
+//! clock. The async driver (`driver`) feeds it and carries the effects out, so round robin,
+//! retries, supersede and abandon, and the breaker are plain unit tests.
+//!
+//! No pass scans every graph: conversations with a ready task wait in two FIFO queues
+//! (plans under way first, then new plans: replies go out before more planning starts), and
+//! future deadlines (debounce, waits, parks, retries) sit in a min-heap checked lazily
+//! against the one deadline each conversation has armed.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use tracing::{debug, error, info, warn};
+
+use crate::core::config::RuntimeConfig;
+use crate::core::graph::{ConversationKey, FailureVerdict, Task, TaskGraph, TaskKind, TaskStatus};
+use crate::core::model::{Chat, ChatId, MessageId};
+use crate::core::outcome::{Outcome, TaskError};
+use crate::core::safety::AccountSafety;
+
+/// A task the driver must run once the conversation's pending save is durable.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Start {
+    pub key: ConversationKey,
+    pub graph_id: String,
+    pub chat: Chat,
+    pub task: Task,
+}
+
+/// What the driver must do, in the order given.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Abort the task in flight (or about to start) for this conversation.
+    Abort {
+        key: ConversationKey,
+        graph_id: String,
+        task_id: String,
+    },
+    /// Save the agent's safety state.
+    SaveAgentState(String),
+    /// The agent stops for this run: drop its handle (its graphs stay on disk).
+    StopAgent(String),
+    /// Make the conversation's current graph durable (or delete its file when it has none).
+    /// Emitted once per conversation per pass, however often it changed.
+    Persist(ConversationKey),
+    /// Run this task, after the conversation's latest `Persist` is durable.
+    Start(Box<Start>),
+}
+
+#[derive(Debug, Clone)]
+struct Running {
+    graph_id: String,
+    task_id: String,
+    kind: TaskKind,
+    /// The driver has spawned it (once the write of its `active` mark is durable).
+    spawned: bool,
+}
+
+/// The scheduler's state. See the module documentation.
+pub struct Scheduler {
+    config: Arc<RuntimeConfig>,
+    agents: HashSet<String>,
+    graphs: HashMap<ConversationKey, TaskGraph>,
+    orphans: HashMap<ConversationKey, TaskGraph>,
+    in_flight: HashMap<ConversationKey, Running>,
+    /// Entries of `in_flight` not spawned yet (waiting for their write).
+    awaiting: usize,
+    /// Conversations whose plan is under way (its `received` is done) with a ready task.
+    replies: VecDeque<ConversationKey>,
+    /// Conversations with a new plan to start (a ready `received`).
+    fresh: VecDeque<ConversationKey>,
+    queued: HashSet<ConversationKey>,
+    deadlines: BinaryHeap<Reverse<(Timestamp, u64, ConversationKey)>>,
+    /// The one deadline each conversation without a ready task waits for.
+    armed: HashMap<ConversationKey, Timestamp>,
+    heap_seq: u64,
+    stopping: Option<(String, Timestamp)>,
+    safety: AccountSafety,
+    effects: Vec<Effect>,
+    dirty: Vec<ConversationKey>,
+    dirty_set: HashSet<ConversationKey>,
+    starts: Vec<Start>,
+}
+
+impl Scheduler {
+    pub fn new(
+        config: Arc<RuntimeConfig>,
+        agents: impl IntoIterator<Item = String>,
+        safety: AccountSafety,
+    ) -> Scheduler {
+        Scheduler {
+            config,
+            agents: agents.into_iter().collect(),
+            graphs: HashMap::new(),
+            orphans: HashMap::new(),
+            in_flight: HashMap::new(),
+            awaiting: 0,
+            replies: VecDeque::new(),
+            fresh: VecDeque::new(),
+            queued: HashSet::new(),
+            deadlines: BinaryHeap::new(),
+            armed: HashMap::new(),
+            heap_seq: 0,
+            stopping: None,
+            safety,
+            effects: Vec::new(),
+            dirty: Vec::new(),
+            dirty_set: HashSet::new(),
+            starts: Vec::new(),
+        }
+    }
+
+    pub fn graphs(&self) -> usize {
+        self.graphs.len()
+    }
+
+    pub fn orphans(&self) -> usize {
+        self.orphans.len()
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    pub fn agents(&self) -> usize {
+        self.agents.len()
+    }
+
+    pub fn graph(&self, key: &ConversationKey) -> Option<&TaskGraph> {
+        self.graphs.get(key)
+    }
+
+    pub fn safety(&self) -> &AccountSafety {
+        &self.safety
+    }
+
+    /// Why and until when the runtime is stopping, once it is.
+    pub fn stopping(&self) -> Option<&(String, Timestamp)> {
+        self.stopping.as_ref()
+    }
+
+    /// The graph as it must be written now, with its save counter advanced.
+    pub fn snapshot(&mut self, key: &ConversationKey) -> Option<TaskGraph> {
+        let g = self.graphs.get_mut(key)?;
+        g.seq += 1;
+        Some(g.clone())
+    }
+
+    /// Everything decided since the last call: aborts and other effects first, then one
+    /// `Persist` per changed conversation, then the starts (each after its persist).
+    pub fn take_effects(&mut self) -> Vec<Effect> {
+        let mut out = std::mem::take(&mut self.effects);
+        self.dirty_set.clear();
+        out.extend(self.dirty.drain(..).map(Effect::Persist));
+        out.extend(self.starts.drain(..).map(|s| Effect::Start(Box::new(s))));
+        out
+    }
+
+    fn mark_dirty(&mut self, key: &ConversationKey) {
+        if self.dirty_set.insert(key.clone()) {
+            self.dirty.push(key.clone());
+        }
+    }
+
+    /// Installs the graphs found on disk at startup.
+    pub fn load(&mut self, graphs: Vec<TaskGraph>, now: Timestamp) {
+        for mut graph in graphs {
+            let key = graph.key();
+            let reset = graph.reset_active(now);
+            if !reset.is_empty() {
+                info!(conversation = %key, tasks = ?reset, "tasks interrupted by the last stop will run again");
+            }
+            if !self.agents.contains(&graph.agent) {
+                warn!(conversation = %key, "graph kept on disk: its agent is not running");
+                self.orphans.insert(key, graph);
+                continue;
+            }
+            let armed = graph.arm_waits(now);
+            if !reset.is_empty() || armed {
+                self.mark_dirty(&key);
+            }
+            self.graphs.insert(key.clone(), graph);
+            self.reschedule(&key, now);
+        }
+        info!(graphs = self.graphs.len(), "loaded task graphs");
+    }
+
+    /// Puts the conversation where it belongs: a ready queue, the deadline heap, or nowhere.
+    fn reschedule(&mut self, key: &ConversationKey, now: Timestamp) {
+        if self.in_flight.contains_key(key) {
+            self.armed.remove(key);
+            return;
+        }
+        let Some(graph) = self.graphs.get(key) else {
+            self.armed.remove(key);
+            return;
+        };
+        if graph.ready_task(now).is_some() {
+            let reply = plan_under_way(graph);
+            self.armed.remove(key);
+            if self.queued.insert(key.clone()) {
+                if reply {
+                    self.replies.push_back(key.clone());
+                } else {
+                    self.fresh.push_back(key.clone());
+                }
+            }
+        } else if let Some(at) = graph.next_deadline() {
+            if self.armed.get(key) != Some(&at) {
+                self.armed.insert(key.clone(), at);
+                self.heap_seq += 1;
+                self.deadlines
+                    .push(Reverse((at, self.heap_seq, key.clone())));
+            }
+        } else {
+            self.armed.remove(key);
+        }
+    }
+
+    /// Moves conversations whose deadline has come into the ready queues.
+    pub fn advance(&mut self, now: Timestamp) {
+        while let Some(Reverse((at, _, key))) = self.deadlines.peek() {
+            if *at > now {
+                break;
+            }
+            let (at, key) = (*at, key.clone());
+            self.deadlines.pop();
+            if self.armed.get(&key) == Some(&at) {
+                self.armed.remove(&key);
+                self.reschedule(&key, now);
+            }
+        }
+    }
+
+    /// When the driver must wake up next (the earliest armed deadline, or the end of the
+    /// shutdown grace period).
+    pub fn next_wake(&mut self) -> Option<Timestamp> {
+        if let Some((_, grace_end)) = &self.stopping {
+            return Some(*grace_end);
+        }
+        while let Some(Reverse((at, _, key))) = self.deadlines.peek() {
+            if self.armed.get(key) == Some(at) {
+                return Some(*at);
+            }
+            self.deadlines.pop();
+        }
+        None
+    }
+
+    /// Starts ready tasks while slots are free (and the runtime is not stopping).
+    pub fn start_ready(&mut self, now: Timestamp) {
+        // A task waiting for its `active` mark to be durable holds its slot already, so the
+        // cap bounds handlers running however the disk keeps up.
+        while self.stopping.is_none() && self.in_flight.len() < self.config.max_in_flight {
+            if !self.start_one(now) {
+                break;
+            }
+        }
+    }
+
+    /// One tick: the next conversation with a ready task, replies before new plans, each
+    /// queue first in first out. Returns false when none is ready.
+    fn start_one(&mut self, now: Timestamp) -> bool {
+        loop {
+            let Some(key) = self.replies.pop_front().or_else(|| self.fresh.pop_front()) else {
+                return false;
+            };
+            self.queued.remove(&key);
+            if self.in_flight.contains_key(&key) {
+                continue;
+            }
+            let Some(graph) = self.graphs.get_mut(&key) else {
+                continue;
+            };
+            let Some(task) = graph.ready_task(now).cloned() else {
+                self.reschedule(&key, now);
+                continue;
+            };
+            if self.safety.breaker_blocks(graph, &task, now) {
+                warn!(
+                    conversation = %key,
+                    "account breaker holds: nobody wrote to us in this chat, so the plan is dropped"
+                );
+                self.remove_graph(&key);
+                return true;
+            }
+            graph.mark_active(&task.id, now);
+            let mut task = task;
+            task.status = TaskStatus::Active;
+            let start = Start {
+                key: key.clone(),
+                graph_id: graph.id.clone(),
+                chat: graph.chat.clone(),
+                task,
+            };
+            debug!(conversation = %key, task = %start.task.id, kind = %start.task.kind(), "task started");
+            self.in_flight.insert(
+                key.clone(),
+                Running {
+                    graph_id: start.graph_id.clone(),
+                    task_id: start.task.id.clone(),
+                    kind: start.task.kind(),
+                    spawned: false,
+                },
+            );
+            self.awaiting += 1;
+            self.armed.remove(&key);
+            self.mark_dirty(&key);
+            self.starts.push(start);
+            return true;
+        }
+    }
+
+    fn remove_graph(&mut self, key: &ConversationKey) {
+        if self.graphs.remove(key).is_some() {
+            self.mark_dirty(key);
+        }
+        self.armed.remove(key);
+    }
+
+    /// A message arrived. Returns whether it (re)planned the conversation (and so will be
+    /// persisted).
+    pub fn on_inbound(
+        &mut self,
+        agent: &str,
+        chat: Chat,
+        message: MessageId,
+        trigger: bool,
+        now: Timestamp,
+    ) -> bool {
+        if !self.agents.contains(agent) {
+            warn!(agent = %agent, chat = %chat.id, "message for an agent that is not running ignored");
+            return false;
+        }
+        if !trigger || self.stopping.is_some() {
+            return false;
+        }
+        if self.safety.is_disabled(agent, chat.id) {
+            debug!(agent = %agent, chat = %chat.id, "message in a disabled chat: not planning");
+            return false;
+        }
+        let key = ConversationKey::new(agent, chat.id);
+        let not_before = crate::core::time::add(now, self.config.debounce);
+        let mut graph = TaskGraph::with_received(agent, chat, now, Some(message), not_before);
+        if let Some(old) = self.graphs.get(&key) {
+            debug!(conversation = %key, old = %old.id, new = %graph.id, "replanning");
+            // Telegram's "wait" applies to the conversation, not to one plan.
+            graph.parked_until = old.parked_until.filter(|until| *until > now);
+        }
+        // A planning step of the superseded graph is abandoned; a side effect in flight is
+        // allowed to finish, but whatever it returns is discarded.
+        self.abandon_cancel_safe(&key);
+        self.graphs.insert(key.clone(), graph);
+        self.mark_dirty(&key);
+        self.reschedule(&key, now);
+        true
+    }
+
+    /// Drops the conversation's pending plan (a person took over).
+    pub fn on_cancel(&mut self, agent: &str, chat: ChatId, reason: &str) {
+        let key = ConversationKey::new(agent, chat);
+        if self.graphs.contains_key(&key) {
+            info!(conversation = %key, reason = %reason, "pending plan cancelled");
+            self.abandon_cancel_safe(&key);
+            self.remove_graph(&key);
+        }
+    }
+
+    /// Aborts the conversation's task in flight if it can be abandoned safely (planning,
+    /// waiting); a task with a side effect is left to finish and keeps the conversation busy.
+    fn abandon_cancel_safe(&mut self, key: &ConversationKey) {
+        if self
+            .in_flight
+            .get(key)
+            .is_some_and(|f| f.kind.cancel_safe())
+            && let Some(f) = self.take_in_flight(key)
+        {
+            self.effects.push(Effect::Abort {
+                key: key.clone(),
+                graph_id: f.graph_id,
+                task_id: f.task_id,
+            });
+        }
+    }
+
+    /// The driver gave up a task before it started (shutdown): its slot is free again.
+    pub fn forget_in_flight(&mut self, key: &ConversationKey) {
+        self.take_in_flight(key);
+    }
+
+    /// The driver spawned the conversation's task: from now on it takes a slot.
+    pub fn spawned(&mut self, key: &ConversationKey) {
+        if let Some(f) = self.in_flight.get_mut(key)
+            && !f.spawned
+        {
+            f.spawned = true;
+            self.awaiting = self.awaiting.saturating_sub(1);
+        }
+    }
+
+    fn take_in_flight(&mut self, key: &ConversationKey) -> Option<Running> {
+        let f = self.in_flight.remove(key)?;
+        if !f.spawned {
+            self.awaiting = self.awaiting.saturating_sub(1);
+        }
+        Some(f)
+    }
+
+    /// Begins a graceful stop: cancel-safe tasks are abandoned now, others get the grace
+    /// period. Everything is saved, so tasks still `active` run again after the next start.
+    pub fn begin_stop(&mut self, reason: String, now: Timestamp) {
+        if self.stopping.is_some() {
+            return;
+        }
+        info!(reason = %reason, in_flight = self.in_flight.len(), "stopping");
+        let keys: Vec<ConversationKey> = self
+            .in_flight
+            .iter()
+            .filter(|(_, f)| f.kind.cancel_safe())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            self.abandon_cancel_safe(&key);
+        }
+        self.stopping = Some((
+            reason,
+            crate::core::time::add(now, self.config.shutdown_grace),
+        ));
+    }
+
+    /// While stopping: past the grace period, tasks still running are abandoned. Returns
+    /// true once nothing is in flight (the driver may end once its writes are done).
+    pub fn stop_settled(&mut self, now: Timestamp) -> bool {
+        let Some((_, grace_end)) = &self.stopping else {
+            return false;
+        };
+        if !self.in_flight.is_empty() && now >= *grace_end {
+            warn!(
+                tasks = self.in_flight.len(),
+                "grace period over: tasks still running are abandoned and will run again after the next start"
+            );
+            self.awaiting = 0;
+            for (key, f) in std::mem::take(&mut self.in_flight) {
+                self.effects.push(Effect::Abort {
+                    key,
+                    graph_id: f.graph_id,
+                    task_id: f.task_id,
+                });
+            }
+        }
+        self.in_flight.is_empty()
+    }
+
+    /// Stops an agent for the rest of this run: its graphs stay on disk untouched.
+    /// Starts an agent while the runtime runs (hot reload): its graphs kept on disk come
+    /// back and are scheduled.
+    pub fn add_agent(
+        &mut self,
+        agent: &str,
+        self_id: i64,
+        state: crate::core::agent_state::AgentState,
+        now: Timestamp,
+    ) {
+        if !self.agents.insert(agent.to_string()) {
+            return;
+        }
+        self.safety.add_agent(agent, self_id, state);
+        let keys: Vec<ConversationKey> = self
+            .orphans
+            .keys()
+            .filter(|k| k.agent == agent)
+            .cloned()
+            .collect();
+        for key in keys {
+            if let Some(mut graph) = self.orphans.remove(&key) {
+                graph.arm_waits(now);
+                self.graphs.insert(key.clone(), graph);
+                self.reschedule(&key, now);
+            }
+        }
+    }
+
+    /// Sets or clears a group's trigger-mode override; a change is saved with the agent's
+    /// state.
+    pub fn set_group_mode(
+        &mut self,
+        agent: &str,
+        chat: ChatId,
+        mode: Option<crate::core::group::settings::TriggerMode>,
+    ) {
+        if self.agents.contains(agent) && self.safety.set_group_mode(agent, chat, mode) {
+            self.effects.push(Effect::SaveAgentState(agent.to_string()));
+        }
+    }
+
+    /// A basic group became a supergroup: its pending plan continues under the new id (unless
+    /// the new id already has one, or a task of it is in flight, in which case the old plan is
+    /// dropped: nothing can be sent to the old group any more), and the agent's state about
+    /// the chat moves with it.
+    pub fn migrate_chat(&mut self, agent: &str, from: ChatId, to: ChatId, now: Timestamp) {
+        if !self.agents.contains(agent) || from == to {
+            return;
+        }
+        if self.safety.migrate_chat(agent, from, to) {
+            self.effects.push(Effect::SaveAgentState(agent.to_string()));
+        }
+        let old = ConversationKey::new(agent, from);
+        let new = ConversationKey::new(agent, to);
+        if !self.graphs.contains_key(&old) {
+            return;
+        }
+        if self.in_flight.contains_key(&old) || self.graphs.contains_key(&new) {
+            info!(conversation = %old, to = %to, "group upgraded to a supergroup: its pending plan is dropped");
+            self.abandon_cancel_safe(&old);
+            self.remove_graph(&old);
+            return;
+        }
+        let Some(mut graph) = self.graphs.remove(&old) else {
+            return;
+        };
+        self.armed.remove(&old);
+        self.mark_dirty(&old);
+        graph.chat.id = to;
+        info!(conversation = %old, to = %to, "group upgraded to a supergroup: its plan continues there");
+        self.graphs.insert(new.clone(), graph);
+        self.mark_dirty(&new);
+        self.reschedule(&new, now);
+    }
+
+    /// Whether the agent runs.
+    pub fn has_agent(&self, agent: &str) -> bool {
+        self.agents.contains(agent)
+    }
+
+    pub fn stop_agent(&mut self, agent: &str, now: Timestamp) {
+        if !self.agents.remove(agent) {
+            return;
+        }
+        self.safety.remove_agent(agent);
+        let keys: Vec<ConversationKey> = self
+            .graphs
+            .keys()
+            .filter(|k| k.agent == agent)
+            .cloned()
+            .collect();
+        for key in keys {
+            if let Some(f) = self.take_in_flight(&key) {
+                self.effects.push(Effect::Abort {
+                    key: key.clone(),
+                    graph_id: f.graph_id,
+                    task_id: f.task_id,
+                });
+            }
+            self.armed.remove(&key);
+            if let Some(g) = self.graphs.remove(&key) {
+                self.orphans.insert(key, g);
+            }
+        }
+        self.effects.push(Effect::StopAgent(agent.to_string()));
+        if self.agents.is_empty() {
+            self.begin_stop("no agent left to run".to_string(), now);
+        }
+    }
+
+    /// A task finished: apply its outcome to its graph (if that graph is still current).
+    pub fn on_finished(
+        &mut self,
+        key: ConversationKey,
+        graph_id: &str,
+        task_id: &str,
+        result: Result<Outcome, TaskError>,
+        now: Timestamp,
+    ) {
+        if self
+            .in_flight
+            .get(&key)
+            .is_some_and(|f| f.graph_id == graph_id && f.task_id == task_id)
+        {
+            self.take_in_flight(&key);
+        }
+        self.apply_result(&key, graph_id, task_id, result, now);
+        if let Some(graph) = self.graphs.get_mut(&key) {
+            if graph.is_finished() {
+                debug!(conversation = %key, "plan finished");
+                self.remove_graph(&key);
+            } else {
+                graph.arm_waits(now);
+            }
+        }
+        // The conversation may be free again: whatever is ready next goes in a queue.
+        self.reschedule(&key, now);
+    }
+
+    fn apply_result(
+        &mut self,
+        key: &ConversationKey,
+        graph_id: &str,
+        task_id: &str,
+        result: Result<Outcome, TaskError>,
+        now: Timestamp,
+    ) {
+        let Some(graph) = self.graphs.get_mut(key).filter(|g| g.id == graph_id) else {
+            debug!(conversation = %key, task = %task_id, "result of a superseded graph discarded");
+            return;
+        };
+        match result {
+            Ok(outcome) => {
+                graph.mark_done(task_id, now);
+                match outcome {
+                    Outcome::Done => {}
+                    Outcome::Planned(tasks) => {
+                        if !tasks.is_empty() {
+                            info!(conversation = %key, tasks = tasks.len(), "planned");
+                        }
+                        graph.append_chain(task_id, tasks);
+                    }
+                    Outcome::Shutdown { reason } => self.begin_stop(reason, now),
+                }
+                self.mark_dirty(key);
+            }
+            Err(TaskError::Park { secs, reason }) => {
+                let until = crate::core::time::add(now, std::time::Duration::from_secs(secs));
+                graph.park(task_id, until, &reason, now);
+                warn!(
+                    conversation = %key,
+                    task = %task_id,
+                    until = %until,
+                    reason = %reason,
+                    "Telegram asked us to wait: conversation parked"
+                );
+                self.mark_dirty(key);
+            }
+            Err(TaskError::ChatForbidden(reason)) => {
+                error!(
+                    conversation = %key,
+                    task = %task_id,
+                    reason = %reason,
+                    "we may not write in this chat: plan dropped and chat disabled (`personad state clear --agent {} --chat {}` enables it again)",
+                    key.agent,
+                    key.chat
+                );
+                self.remove_graph(key);
+                self.safety.disable_chat(key, reason, now);
+                self.effects.push(Effect::SaveAgentState(key.agent.clone()));
+            }
+            Err(TaskError::AccountLimited(reason)) => {
+                error!(
+                    conversation = %key,
+                    task = %task_id,
+                    reason = %reason,
+                    "Telegram limits this account: plan dropped, breaker tripped for 24 h, owner alerted"
+                );
+                self.remove_graph(key);
+                let alert = self.safety.trip_breaker(&key.agent, reason, now);
+                self.effects.push(Effect::SaveAgentState(key.agent.clone()));
+                if let Some(alert) = alert {
+                    let alert_key = alert.key();
+                    self.abandon_cancel_safe(&alert_key);
+                    self.graphs.insert(alert_key.clone(), alert);
+                    self.mark_dirty(&alert_key);
+                    self.reschedule(&alert_key, now);
+                }
+            }
+            Err(TaskError::Unauthorized(reason)) => {
+                error!(
+                    agent = %key.agent,
+                    reason = %reason,
+                    "the agent's Telegram session is no longer valid; stopping this agent. Log in again: personad login --agent {:?}",
+                    key.agent
+                );
+                self.stop_agent(&key.agent.clone(), now);
+            }
+            Err(e) => {
+                let policy = self.config.retry;
+                match graph.record_failure(task_id, &e.to_string(), e.is_transient(), policy, now) {
+                    FailureVerdict::Retry { attempt } => {
+                        warn!(
+                            conversation = %key,
+                            task = %task_id,
+                            attempt,
+                            max_attempts = policy.max_attempts,
+                            error = %e,
+                            "task failed; will retry"
+                        );
+                        self.mark_dirty(key);
+                    }
+                    FailureVerdict::Drop => {
+                        let attempts = graph.task(task_id).map_or(0, |t| t.attempts);
+                        error!(
+                            conversation = %key,
+                            task = %task_id,
+                            attempts,
+                            error = %e,
+                            "task failed for good; the conversation's plan is dropped"
+                        );
+                        self.remove_graph(key);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether the graph's plan is under way: its `received` (if it has one) is done. Such a
+/// conversation's next task is a reply and goes before new plans.
+fn plan_under_way(graph: &TaskGraph) -> bool {
+    !graph
+        .tasks
+        .first()
+        .is_some_and(|t| t.kind() == TaskKind::Received && t.status != TaskStatus::Done)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The scheduler without any async runtime: events and time in, effects out.
+    use super::*;
+    use crate::core::graph::TaskSpec;
+    use crate::core::model::ChatKind;
+    use std::time::Duration;
+
+    fn at(secs: u64) -> Timestamp {
+        crate::core::time::add(
+            Timestamp::from_second(1_700_000_000).unwrap_or(Timestamp::UNIX_EPOCH),
+            Duration::from_secs(secs),
+        )
+    }
+
+    fn chat(id: i64) -> Chat {
+        Chat {
+            id: ChatId(id),
+            kind: ChatKind::Direct,
+            title: format!("c{id}"),
+        }
+    }
+
+    fn sched(max_in_flight: usize) -> Scheduler {
+        let config = RuntimeConfig {
+            max_in_flight,
+            ..RuntimeConfig::default()
+        };
+        let mut self_ids = HashMap::new();
+        self_ids.insert("a".to_string(), 1);
+        Scheduler::new(
+            Arc::new(config),
+            ["a".to_string()],
+            AccountSafety::new(self_ids),
+        )
+    }
+
+    fn starts(effects: &[Effect]) -> Vec<(i64, TaskKind)> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Start(s) => Some((s.key.chat.0, s.task.kind())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn persisted(effects: &[Effect]) -> Vec<i64> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Persist(k) => Some(k.chat.0),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn finish(
+        s: &mut Scheduler,
+        start: &Start,
+        result: Result<Outcome, TaskError>,
+        now: Timestamp,
+    ) {
+        s.on_finished(
+            start.key.clone(),
+            &start.graph_id,
+            &start.task.id,
+            result,
+            now,
+        );
+    }
+
+    #[test]
+    fn a_migrated_group_keeps_its_plan_under_the_new_id() {
+        let mut s = sched(4);
+        let group = Chat {
+            id: ChatId(-5),
+            kind: ChatKind::Group,
+            title: "club".into(),
+        };
+        assert!(s.on_inbound("a", group, MessageId(7), true, at(0)));
+        let _ = s.take_effects();
+        s.migrate_chat("a", ChatId(-5), ChatId(-1_000_000_005), at(1));
+        let e = s.take_effects();
+        assert_eq!(
+            persisted(&e),
+            vec![-5, -1_000_000_005],
+            "the old file is deleted, the new one written"
+        );
+        assert!(s.graph(&ConversationKey::new("a", ChatId(-5))).is_none());
+        let moved = s.graph(&ConversationKey::new("a", ChatId(-1_000_000_005)));
+        assert_eq!(moved.map(|g| g.chat.id), Some(ChatId(-1_000_000_005)));
+        // The plan goes on there once its debounce has passed.
+        s.advance(at(10));
+        s.start_ready(at(10));
+        assert_eq!(
+            starts(&s.take_effects()),
+            vec![(-1_000_000_005, TaskKind::Received)]
+        );
+    }
+
+    fn only_start(effects: Vec<Effect>) -> Start {
+        effects
+            .into_iter()
+            .find_map(|e| match e {
+                Effect::Start(s) => Some(*s),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("a task must start"))
+    }
+
+    fn plan(texts: &[&str]) -> Outcome {
+        Outcome::Planned(
+            texts
+                .iter()
+                .map(|t| Task::new(TaskSpec::send(*t, None), at(0)))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn debounce_then_one_start_per_conversation_and_every_start_follows_its_persist() {
+        let mut s = sched(8);
+        assert!(s.on_inbound("a", chat(1), MessageId(1), true, at(0)));
+        assert!(s.on_inbound("a", chat(1), MessageId(2), true, at(1)));
+        let e = s.take_effects();
+        assert_eq!(persisted(&e), vec![1], "two changes, one write");
+        assert_eq!(s.next_wake(), Some(at(3)), "the newest message's debounce");
+        s.advance(at(2));
+        s.start_ready(at(2));
+        assert!(starts(&s.take_effects()).is_empty());
+        s.advance(at(3));
+        s.start_ready(at(3));
+        let e = s.take_effects();
+        assert_eq!(starts(&e), vec![(1, TaskKind::Received)]);
+        let persist_at = e.iter().position(|x| matches!(x, Effect::Persist(_)));
+        let start_at = e.iter().position(|x| matches!(x, Effect::Start(_)));
+        assert!(persist_at < start_at, "the active mark is written first");
+        s.start_ready(at(3));
+        assert!(
+            starts(&s.take_effects()).is_empty(),
+            "one task per conversation"
+        );
+    }
+
+    #[test]
+    fn a_plan_under_way_gets_the_slot_before_new_plans() {
+        let mut s = sched(1);
+        for c in 1..=3 {
+            s.on_inbound("a", chat(c), MessageId(1), true, at(0));
+        }
+        s.advance(at(2));
+        s.start_ready(at(2));
+        let r1 = only_start(s.take_effects());
+        assert_eq!(r1.key.chat, ChatId(1));
+        finish(&mut s, &r1, Ok(plan(&["hi"])), at(2));
+        s.start_ready(at(2));
+        let next = only_start(s.take_effects());
+        assert_eq!(
+            (next.key.chat, next.task.kind()),
+            (ChatId(1), TaskKind::Send),
+            "the reply before chat 2's planning"
+        );
+        finish(&mut s, &next, Ok(Outcome::Done), at(2));
+        s.start_ready(at(2));
+        let r2 = only_start(s.take_effects());
+        assert_eq!(
+            (r2.key.chat, r2.task.kind()),
+            (ChatId(2), TaskKind::Received)
+        );
+    }
+
+    #[test]
+    fn max_in_flight_bounds_the_starts_and_a_finish_frees_a_slot() {
+        let mut s = sched(2);
+        for c in 1..=5 {
+            s.on_inbound("a", chat(c), MessageId(1), true, at(0));
+        }
+        s.advance(at(2));
+        s.start_ready(at(2));
+        let e = s.take_effects();
+        assert_eq!(starts(&e).len(), 2);
+        assert_eq!(s.in_flight(), 2);
+        let first = only_start(e);
+        finish(&mut s, &first, Ok(plan(&[])), at(2));
+        s.start_ready(at(2));
+        assert_eq!(starts(&s.take_effects()), vec![(3, TaskKind::Received)]);
+    }
+
+    #[test]
+    fn a_new_message_aborts_planning_but_not_a_send_which_keeps_the_chat_busy() {
+        let mut s = sched(8);
+        s.on_inbound("a", chat(1), MessageId(1), true, at(0));
+        s.advance(at(2));
+        s.start_ready(at(2));
+        let r = only_start(s.take_effects());
+        s.on_inbound("a", chat(1), MessageId(2), true, at(2));
+        let e = s.take_effects();
+        assert!(
+            e.iter()
+                .any(|x| matches!(x, Effect::Abort { task_id, .. } if *task_id == r.task.id)),
+            "planning is cancel-safe: aborted"
+        );
+        s.advance(at(4));
+        s.start_ready(at(4));
+        let r2 = only_start(s.take_effects());
+        finish(&mut s, &r2, Ok(plan(&["one", "two"])), at(4));
+        s.start_ready(at(4));
+        let send = only_start(s.take_effects());
+        s.on_inbound("a", chat(1), MessageId(3), true, at(4));
+        let e = s.take_effects();
+        assert!(
+            !e.iter().any(|x| matches!(x, Effect::Abort { .. })),
+            "a send is never aborted"
+        );
+        s.advance(at(10));
+        s.start_ready(at(10));
+        assert!(
+            starts(&s.take_effects()).is_empty(),
+            "the new plan waits while the old send is in flight"
+        );
+        finish(&mut s, &send, Ok(Outcome::Done), at(10));
+        s.start_ready(at(10));
+        assert_eq!(starts(&s.take_effects()), vec![(1, TaskKind::Received)]);
+    }
+
+    #[test]
+    fn transient_failures_retry_after_the_interval_then_the_graph_is_deleted() {
+        let mut s = sched(8);
+        s.on_inbound("a", chat(1), MessageId(1), true, at(0));
+        s.advance(at(2));
+        s.start_ready(at(2));
+        let mut t = at(2);
+        for attempt in 1..=10 {
+            let r = only_start(s.take_effects());
+            assert_eq!(r.task.kind(), TaskKind::Received, "attempt {attempt}");
+            finish(&mut s, &r, Err(TaskError::Transient("503".into())), t);
+            if attempt == 10 {
+                break;
+            }
+            assert_eq!(
+                s.next_wake(),
+                Some(crate::core::time::add(t, Duration::from_secs(10)))
+            );
+            t = crate::core::time::add(t, Duration::from_secs(10));
+            s.advance(t);
+            s.start_ready(t);
+            let w = only_start(s.take_effects());
+            assert_eq!(w.task.kind(), TaskKind::Wait);
+            finish(&mut s, &w, Ok(Outcome::Done), t);
+            s.start_ready(t);
+        }
+        assert_eq!(s.graphs(), 0, "dropped after the last attempt");
+        assert_eq!(persisted(&s.take_effects()), vec![1], "its file is deleted");
+        assert_eq!(s.next_wake(), None);
+    }
+
+    #[test]
+    fn account_limits_trip_the_breaker_and_queue_an_alert_to_saved_messages() {
+        let mut s = sched(8);
+        s.on_inbound("a", chat(5), MessageId(1), true, at(0));
+        s.advance(at(2));
+        s.start_ready(at(2));
+        let r = only_start(s.take_effects());
+        finish(&mut s, &r, Ok(plan(&["hi"])), at(2));
+        s.start_ready(at(2));
+        let send = only_start(s.take_effects());
+        finish(
+            &mut s,
+            &send,
+            Err(TaskError::AccountLimited("PEER_FLOOD".into())),
+            at(2),
+        );
+        let e = s.take_effects();
+        assert!(e.contains(&Effect::SaveAgentState("a".into())));
+        assert!(
+            s.safety()
+                .state("a")
+                .is_some_and(|st| st.breaker_active(at(3)))
+        );
+        s.start_ready(at(2));
+        let alert = only_start(s.take_effects());
+        assert_eq!(alert.key.chat, ChatId(1), "the owner's Saved Messages");
+    }
+
+    #[test]
+    fn stop_abandons_planning_at_once_and_a_send_after_the_grace_period() {
+        let mut s = sched(8);
+        s.on_inbound("a", chat(1), MessageId(1), true, at(0));
+        s.on_inbound("a", chat(2), MessageId(1), true, at(0));
+        s.advance(at(2));
+        s.start_ready(at(2));
+        let mut running: Vec<Start> = s
+            .take_effects()
+            .into_iter()
+            .filter_map(|e| match e {
+                Effect::Start(st) => Some(*st),
+                _ => None,
+            })
+            .collect();
+        let r2 = running.pop().unwrap_or_else(|| panic!("two starts"));
+        finish(&mut s, &r2, Ok(plan(&["x"])), at(2));
+        s.start_ready(at(2));
+        let _send = only_start(s.take_effects());
+        s.begin_stop("test".into(), at(2));
+        assert!(!s.stop_settled(at(2)), "the send is still in flight");
+        let aborts = s
+            .take_effects()
+            .iter()
+            .filter(|e| matches!(e, Effect::Abort { .. }))
+            .count();
+        assert_eq!(aborts, 1, "planning abandoned at once");
+        assert!(
+            s.stop_settled(at(12)),
+            "after the grace period nothing is kept"
+        );
+    }
+}

@@ -1,0 +1,33 @@
+//! The planner port: turns a conversation into a plan (a list of `core::plan::Action`s).
+//! The LLM planner (`adapters::llm_planner`) implements it; [`EchoPlanner`] is the offline twin
+//! the tests and the playground's `--planner echo` use. The `received` handler is its caller.
+
+use std::sync::Arc;
+
+use crate::core::plan::{Action, PlanError, PlanRequest};
+use crate::core::time::BoxFuture;
+
+/// Produces a plan; an empty plan means the persona stays silent.
+pub trait Planner: Send + Sync + 'static {
+    fn plan<'a>(&'a self, req: PlanRequest<'a>) -> BoxFuture<'a, Result<Vec<Action>, PlanError>>;
+}
+
+pub type SharedPlanner = Arc<dyn Planner>;
+
+/// Offline planner: answers the newest inbound text by echoing it. No LLM involved.
+#[derive(Debug, Default)]
+pub struct EchoPlanner;
+
+impl Planner for EchoPlanner {
+    fn plan<'a>(&'a self, req: PlanRequest<'a>) -> BoxFuture<'a, Result<Vec<Action>, PlanError>> {
+        let target = match req.target {
+            Some(id) => req.history.iter().find(|m| m.id == id),
+            None => req.history.iter().rev().find(|m| !m.outgoing),
+        };
+        let reply = target.map(|m| Action::Send {
+            text: format!("{} heard: {}", req.persona.name, m.text),
+            reply_to: None,
+        });
+        Box::pin(async move { Ok(reply.into_iter().collect()) })
+    }
+}

@@ -1,0 +1,58 @@
+//! The Telegram port: the [`Telegram`] trait every backend implements (MTProto in
+//! `adapters::mtproto`, the in-memory twin in `adapters::memory`). Handlers and the runtime talk
+//! to an account only through it; the vocabulary it speaks (chats, messages, errors) is
+//! `core::model`. It holds no implementation beyond the trait's defaults.
+
+use crate::core::model::{
+    Chat, ChatId, Message, MessageId, OutgoingSticker, OutgoingText, SetSticker, StickerChoice,
+    TgResult,
+};
+use crate::core::time::BoxFuture;
+
+/// One agent's Telegram account.
+pub trait Telegram: Send + Sync + 'static {
+    /// The account's own user id.
+    fn self_id(&self) -> i64;
+    /// What the backend knows of a chat.
+    fn chat(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Chat>>;
+    fn send_text(&self, msg: OutgoingText) -> BoxFuture<'_, TgResult<Message>>;
+    fn send_sticker(&self, msg: OutgoingSticker) -> BoxFuture<'_, TgResult<Message>>;
+    fn react(&self, chat: ChatId, message: MessageId, emoji: &str) -> BoxFuture<'_, TgResult<()>>;
+    fn typing(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>>;
+    fn mark_read(&self, chat: ChatId, upto: MessageId) -> BoxFuture<'_, TgResult<()>>;
+    fn block(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>>;
+    fn unblock(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>>;
+    fn delete_history(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>>;
+    /// The newest `limit` messages, returned oldest first.
+    fn fetch_history(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, TgResult<Vec<Message>>>;
+    /// Whether `choice` names a sticker that can be sent: its set exists and holds a sticker
+    /// with that name (Telegram's `alt`, usually an emoji). Backends fetch and cache the set
+    /// on first use; only that set is loaded.
+    fn has_sticker(&self, choice: &StickerChoice) -> BoxFuture<'_, TgResult<bool>>;
+    /// The stickers of a set, by its short name (NotFound when there is no such set).
+    fn sticker_set(&self, set: &str) -> BoxFuture<'_, TgResult<Vec<SetSticker>>>;
+    /// The bytes of a message's media, refusing files over `max_bytes`.
+    fn download_media(
+        &self,
+        chat: ChatId,
+        message: MessageId,
+        max_bytes: u64,
+    ) -> BoxFuture<'_, TgResult<Vec<u8>>>;
+    /// The reactions allowed in a chat (Telegram's available reactions narrowed by the chat's
+    /// own setting); `None` when the backend cannot tell, which allows any. Callers cache it.
+    fn allowed_reactions(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Option<Vec<String>>>> {
+        let _ = chat;
+        Box::pin(async { Ok(None) })
+    }
+}
+
+/// Whether two reaction emoji are the same, ignoring variation selectors (U+FE0F, U+FE0E).
+pub fn same_reaction(a: &str, b: &str) -> bool {
+    let strip = |s: &str| -> String {
+        s.trim()
+            .chars()
+            .filter(|c| !matches!(c, '\u{fe0f}' | '\u{fe0e}'))
+            .collect()
+    };
+    strip(a) == strip(b)
+}

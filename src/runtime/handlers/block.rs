@@ -1,0 +1,19 @@
+//! `block`: blocks the other user of a direct chat. Does nothing (with a warning) in groups.
+
+use crate::core::outcome::Outcome;
+use crate::core::time::BoxFuture;
+use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler, direct_only};
+
+pub struct Block;
+
+impl TaskHandler for Block {
+    fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {
+        Box::pin(async move {
+            if direct_only(ctx).await? {
+                ctx.telegram.block(ctx.chat.id).await?;
+                tracing::info!(agent = %ctx.key.agent, chat = %ctx.key.chat, "blocked the user");
+            }
+            Ok(Outcome::Done)
+        })
+    }
+}

@@ -1,0 +1,109 @@
+//! Task handlers: one module per task kind, all registered in [`handler_for`], the single
+//! place that maps a [`TaskKind`] to the code that runs it. A handler performs one task's side
+//! effect through the Telegram trait (or the planner) and reports an [`Outcome`]; it never
+//! touches the graph, the queue or the disk: the scheduler applies outcomes and persists.
+
+mod block;
+mod clear_conversation;
+mod react;
+mod received;
+mod send;
+mod shutdown;
+mod sticker;
+mod unblock;
+mod wait;
+
+use std::sync::Arc;
+
+use crate::adapters::media::MediaPipeline;
+use crate::core::config::RuntimeConfig;
+use crate::core::graph::{ConversationKey, Task, TaskKind};
+use crate::core::model::{Chat, MessageId};
+use crate::core::outcome::{Outcome, TaskError};
+use crate::core::persona::Persona;
+use crate::core::time::BoxFuture;
+use crate::ports::clock::SharedClock;
+use crate::ports::planner::SharedPlanner;
+use crate::ports::telegram::Telegram;
+
+pub use received::{persona_pacing, tasks_from_actions};
+
+/// Everything a handler may use while running one task.
+#[derive(Clone)]
+pub struct TaskContext {
+    pub key: ConversationKey,
+    pub chat: Chat,
+    pub task: Task,
+    pub persona: Arc<Persona>,
+    pub telegram: Arc<dyn Telegram>,
+    pub planner: SharedPlanner,
+    pub clock: SharedClock,
+    pub config: Arc<RuntimeConfig>,
+    /// The media description pipeline, when the process has one (it needs an LLM).
+    pub media: Option<Arc<MediaPipeline>>,
+    /// Curated stickers of every agent.
+    pub stickers: crate::adapters::stickers::SharedCatalog,
+}
+
+impl TaskContext {
+    /// The message an outbound task replies to, if any.
+    pub fn reply_to(&self) -> Option<MessageId> {
+        self.task.spec.reply_to()
+    }
+
+    /// The task's spec, with a permanent error when the registry handed a handler a task of
+    /// another kind (a programming error, never a panic).
+    fn spec_mismatch(&self, expected: TaskKind) -> TaskError {
+        TaskError::Permanent(format!(
+            "{} handler got a {} task",
+            expected,
+            self.task.kind()
+        ))
+    }
+}
+
+pub type HandlerResult = Result<Outcome, TaskError>;
+
+/// Runs one kind of task.
+pub trait TaskHandler: Send + Sync {
+    fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult>;
+}
+
+/// The registry: the handler of every task kind.
+pub fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
+    match kind {
+        TaskKind::Received => &received::Received,
+        TaskKind::Send => &send::Send,
+        TaskKind::Sticker => &sticker::Sticker,
+        TaskKind::Wait => &wait::Wait,
+        TaskKind::React => &react::React,
+        TaskKind::Block => &block::Block,
+        TaskKind::Unblock => &unblock::Unblock,
+        TaskKind::ClearConversation => &clear_conversation::ClearConversation,
+        TaskKind::Shutdown => &shutdown::Shutdown,
+    }
+}
+
+/// For tasks that only make sense in a one-on-one chat (block, unblock, clear): `Ok(false)`
+/// (and a warning) in a group, so the task completes without acting. The kind saved in the
+/// graph is not trusted alone (a damaged or edited file could call a group direct): Telegram
+/// is asked what the chat is now.
+async fn direct_only(ctx: &TaskContext) -> Result<bool, TaskError> {
+    let live = if ctx.chat.kind.is_direct() {
+        ctx.telegram.chat(ctx.chat.id).await?.kind
+    } else {
+        ctx.chat.kind
+    };
+    if live.is_direct() {
+        Ok(true)
+    } else {
+        tracing::warn!(
+            event = "task_refused",
+            agent = %ctx.key.agent,
+            chat = %ctx.key.chat,
+            kind = %ctx.task.kind(),
+            "refused: this task acts only in direct messages"
+        );
+        Ok(false)
+    }
+}

@@ -1,0 +1,141 @@
+//! `received`: the planning step. Marks the chat read, fetches its history through the
+//! Telegram trait, describes its media within budget (`media`, newest first), asks the
+//! planner what to do, and returns the plan as a chain of tasks.
+//! Runs only when its debounce window has passed, so a burst of messages costs one plan.
+
+use std::sync::Arc;
+
+use crate::core::config::Pacing;
+use crate::core::graph::{Task, TaskKind, TaskSpec};
+use crate::core::media::MediaDescriptions;
+use crate::core::outcome::Outcome;
+use crate::core::persona::Persona;
+use crate::core::plan::{Action, PlanRequest};
+use crate::core::time::BoxFuture;
+use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler};
+
+pub struct Received;
+
+impl TaskHandler for Received {
+    fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {
+        Box::pin(async move {
+            let target = match ctx.task.spec {
+                TaskSpec::Received { message_id } => message_id,
+                _ => return Err(ctx.spec_mismatch(TaskKind::Received)),
+            };
+            if let Some(upto) = target {
+                // Read receipts are cosmetic: never fail planning over them.
+                if let Err(e) = ctx.telegram.mark_read(ctx.chat.id, upto).await {
+                    tracing::debug!(error = %e, "mark read failed");
+                }
+            }
+            let history = ctx
+                .telegram
+                .fetch_history(ctx.chat.id, ctx.config.history_limit)
+                .await?;
+            let media = match &ctx.media {
+                Some(pipeline) => {
+                    pipeline
+                        .describe_pass(Arc::clone(&ctx.telegram), ctx.chat.id, &history)
+                        .await
+                }
+                None => MediaDescriptions::new(),
+            };
+            let now = ctx.clock.now();
+            let mut stickers = ctx
+                .stickers
+                .curated(&ctx.persona, ctx.telegram.as_ref(), now)
+                .await;
+            if let Some(pipeline) = &ctx.media
+                && !stickers.is_empty()
+            {
+                let known = pipeline
+                    .cached(stickers.iter().map(|s| s.unique_id.clone()).collect())
+                    .await;
+                for s in &mut stickers {
+                    s.description = known
+                        .get(&s.unique_id)
+                        .and_then(|r| r.shown_description())
+                        .map(str::to_string);
+                }
+            }
+            let actions = ctx
+                .planner
+                .plan(PlanRequest {
+                    persona: &ctx.persona,
+                    chat: &ctx.chat,
+                    history: &history,
+                    target,
+                    now,
+                    media: &media,
+                    stickers: &stickers,
+                })
+                .await?;
+            if actions.is_empty() {
+                tracing::info!(agent = %ctx.key.agent, chat = %ctx.key.chat, "planner chose silence");
+            }
+            let pacing = persona_pacing(&ctx.persona, ctx.config.pacing);
+            Ok(Outcome::Planned(tasks_from_actions(actions, now, pacing)))
+        })
+    }
+}
+
+/// The persona's own pacing where it sets one, the configured defaults otherwise.
+pub fn persona_pacing(persona: &Persona, defaults: Pacing) -> Pacing {
+    Pacing {
+        chars_per_sec: persona.typing_speed.unwrap_or(defaults.chars_per_sec),
+        start_delay_secs: persona
+            .start_typing_delay
+            .unwrap_or(defaults.start_delay_secs),
+        ..defaults
+    }
+}
+
+/// Longest single typing pause: Telegram shows "typing..." for about five seconds, so longer
+/// pauses are split, each part starting with a fresh indicator.
+const TYPING_CHUNK_SECS: f64 = 5.0;
+
+/// Seconds spent "choosing" a sticker.
+const STICKER_PAUSE_SECS: f64 = 1.5;
+
+/// Turns planned actions into pending tasks (not yet chained), adding human pacing: a pause
+/// before the plan's first message, and before every text a typing indicator for a time
+/// proportional to its length. Outbound tasks get their idempotency key here, long before
+/// their side effect can start.
+pub fn tasks_from_actions(actions: Vec<Action>, now: jiff::Timestamp, pacing: Pacing) -> Vec<Task> {
+    let mut tasks = Vec::with_capacity(actions.len() * 3);
+    let mut first_outbound = true;
+    for action in actions {
+        let outbound = matches!(action, Action::Send { .. } | Action::Sticker { .. });
+        if outbound && first_outbound && pacing.start_delay_secs > 0.0 {
+            tasks.push(wait_task(pacing.start_delay_secs, false, now));
+        }
+        if outbound {
+            first_outbound = false;
+        }
+        match &action {
+            Action::Send { text, .. } => {
+                let chars = text.chars().count() as f64;
+                let mut left = (chars / pacing.chars_per_sec).min(pacing.max_typing_secs);
+                while left > 0.0 {
+                    tasks.push(wait_task(0.0, true, now));
+                    let part = left.min(TYPING_CHUNK_SECS);
+                    tasks.push(wait_task(part, false, now));
+                    left -= part;
+                }
+            }
+            Action::Sticker { .. } => tasks.push(wait_task(STICKER_PAUSE_SECS, false, now)),
+            _ => {}
+        }
+        tasks.push(task_for(action, now));
+    }
+    tasks
+}
+
+fn wait_task(secs: f64, typing: bool, now: jiff::Timestamp) -> Task {
+    Task::new(TaskSpec::wait(secs, typing), now)
+}
+
+fn task_for(action: Action, now: jiff::Timestamp) -> Task {
+    Task::new(TaskSpec::from_action(action), now)
+}

@@ -1,0 +1,39 @@
+//! `send`: posts one text message (`text`, optional `reply_to`) with the idempotency key the
+//! task carried since before it started, so a retry after a crash never posts twice.
+
+use crate::core::graph::{TaskKind, TaskSpec};
+use crate::core::model::OutgoingText;
+use crate::core::outcome::{Outcome, TaskError};
+use crate::core::time::BoxFuture;
+use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler};
+
+pub struct Send;
+
+impl TaskHandler for Send {
+    fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {
+        Box::pin(async move {
+            let TaskSpec::Send {
+                text,
+                reply_to,
+                idempotency_key,
+            } = &ctx.task.spec
+            else {
+                return Err(ctx.spec_mismatch(TaskKind::Send));
+            };
+            if text.trim().is_empty() {
+                return Err(TaskError::Permanent("send task without text".into()));
+            }
+            let msg = OutgoingText {
+                chat: ctx.chat.id,
+                text: text.clone(),
+                reply_to: *reply_to,
+                idempotency_key: idempotency_key.0,
+            };
+            let sent = ctx.telegram.send_text(msg).await?;
+            tracing::info!(event = "message_sent", agent = %ctx.key.agent, chat = ctx.key.chat.0, message_id = sent.id.0, chars = text.chars().count(), "sent a message");
+            tracing::debug!(event = "message_sent_body", agent = %ctx.key.agent, chat = ctx.key.chat.0, text, "sent text");
+            metrics::counter!("personad_messages_sent_total").increment(1);
+            Ok(Outcome::Done)
+        })
+    }
+}
