@@ -607,8 +607,10 @@ impl MediaPipeline {
             .insert(record.unique_id.clone(), Arc::new(record.clone()))
             .await;
         let state = self.state.clone();
-        let saved =
-            tokio::task::spawn_blocking(move || store::save_media_record(&state, &record)).await;
+        let saved = tokio::task::spawn_blocking(move || {
+            store::write_json(&state.media_record_path(&record.unique_id), &record)
+        })
+        .await;
         match saved {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "media record not saved"),

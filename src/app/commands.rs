@@ -380,6 +380,7 @@ fn state_show(store: &GraphStore, agent: &str, chat: ChatId) -> CmdResult {
         )));
     };
     let graph = file.graph.map_err(|reason| {
+        let reason = reason.to_string();
         // A read error already names the file: say it once.
         let shown = path.display().to_string();
         let reason = reason

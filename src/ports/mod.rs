@@ -1,9 +1,13 @@
 //! The ports: the traits through which the runtime meets the outside world (Telegram, LLM,
-//! planner, clock) and the few helpers that belong to a trait (the clock's virtual twin, the
-//! backoff that waits on it). Imports only the core; adapters implement these traits.
+//! planner, clock, durable store, media descriptions, curated stickers) and the few helpers
+//! that belong to a trait (the clock's virtual twin, the backoff that waits on it, the empty
+//! sticker lookup). Imports only the core; adapters implement these traits.
 
 pub mod backoff;
 pub mod clock;
 pub mod llm;
+pub mod media;
 pub mod planner;
+pub mod stickers;
+pub mod store;
 pub mod telegram;

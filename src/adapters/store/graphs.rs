@@ -1,0 +1,356 @@
+//! The runtime's durable state on disk: one graph file per conversation under `graphs/`
+//! (encoded by the graph codec) and each agent's safety state (`agent-state.json`). It
+//! implements the store port ([`RuntimeStore`]) the runtime writes through, and serves
+//! `state list/show/clear`. Unreadable files are moved to `quarantine/`, never deleted.
+//! Paths come from [`StateDir`]; bytes go through the crash-safe primitives in `files`.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::files::{
+    GRAPH_FILE_CAP, Symlinks, TEMP_PREFIX, apply_batch, ensure_private_dir, io_err, quarantine,
+    read_file, read_optional, read_to_string, remove, utf8, write_json,
+};
+use super::layout::{AGENT_STATE_FILE, StateDir, fs_name};
+use crate::core::agent_state::AgentState;
+use crate::core::graph::codec::{self, CodecError};
+use crate::core::graph::{ConversationKey, TaskGraph};
+use crate::core::model::ChatId;
+use crate::ports::store::{LoadedGraphs, Quarantined, RuntimeStore, StoreError, Write};
+
+/// Why a saved record (a graph, an agent state) is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(transparent)]
+    Read(#[from] StoreError),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Decode(#[from] CodecError),
+    #[error("it describes conversation {key} whose file is {}", expected.display())]
+    Misplaced {
+        key: ConversationKey,
+        expected: PathBuf,
+    },
+    #[error("a second file for conversation {0}")]
+    Duplicate(ConversationKey),
+}
+
+/// Loads an agent's persisted safety state. A missing file is a fresh state; an unreadable
+/// one is moved to `quarantine/` (returned so the caller can log it) and a fresh state used.
+pub fn load_agent_state(
+    dir: &StateDir,
+    agent: &str,
+) -> Result<(AgentState, Option<Quarantined>), StoreError> {
+    let path = dir.agent_state_path(agent);
+    let unusable = match read_optional(&path) {
+        Ok(None) => return Ok((AgentState::default(), None)),
+        Ok(Some(text)) => match serde_json::from_str(&text) {
+            Ok(state) => return Ok((state, None)),
+            Err(e) => e.to_string(),
+        },
+        // Not a regular file, too big, a link, not UTF-8: moved aside like bad JSON.
+        Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::InvalidData => {
+            source.to_string()
+        }
+        Err(e) => return Err(e),
+    };
+    let moved_to = dir.quarantine_path(&fs_name(agent), AGENT_STATE_FILE);
+    quarantine(&path, &moved_to, &unusable)?;
+    Ok((
+        AgentState::default(),
+        Some(Quarantined {
+            original: path,
+            moved_to,
+            reason: unusable,
+        }),
+    ))
+}
+
+/// Every agent state file under the state directory, by agent directory name, for display.
+pub fn list_agent_states(dir: &StateDir) -> Vec<(String, Result<AgentState, RecordError>)> {
+    let mut out = Vec::new();
+    let Ok(entries) = fs::read_dir(dir.root()) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path().join(AGENT_STATE_FILE);
+        if fs::symlink_metadata(&path).is_err() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let state = read_to_string(&path)
+            .map_err(RecordError::from)
+            .and_then(|t| serde_json::from_str(&t).map_err(RecordError::from));
+        out.push((name, state));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// Saves an agent's safety state crash-safely.
+pub fn save_agent_state(dir: &StateDir, agent: &str, state: &AgentState) -> Result<(), StoreError> {
+    write_json(&dir.agent_state_path(agent), state)
+}
+
+/// One graph file as read by `state list`/`show`: parsed, or the reason it is not.
+#[derive(Debug)]
+pub struct GraphFile {
+    pub path: PathBuf,
+    pub graph: Result<TaskGraph, RecordError>,
+}
+
+/// Reads and writes graph files and agent states: the file-backed [`RuntimeStore`].
+#[derive(Debug, Clone)]
+pub struct GraphStore {
+    dir: StateDir,
+}
+
+impl RuntimeStore for GraphStore {
+    fn load_all(&self) -> Result<LoadedGraphs, StoreError> {
+        GraphStore::load_all(self)
+    }
+
+    fn load_agent_state(
+        &self,
+        agent: &str,
+    ) -> Result<(AgentState, Option<Quarantined>), StoreError> {
+        load_agent_state(&self.dir, agent)
+    }
+
+    fn write_batch(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        GraphStore::write_batch(self, writes)
+    }
+}
+
+fn encode(graph: &TaskGraph) -> Result<String, StoreError> {
+    codec::encode(graph).map_err(|source| StoreError::Encode {
+        key: graph.key().to_string(),
+        source,
+    })
+}
+
+fn json_bytes<T: serde::Serialize>(path: &Path, value: &T) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec_pretty(value).map_err(|e| StoreError::Io {
+        action: "cannot encode",
+        path: path.to_path_buf(),
+        source: io::Error::other(e),
+    })
+}
+
+impl GraphStore {
+    pub fn new(dir: StateDir) -> GraphStore {
+        GraphStore { dir }
+    }
+
+    pub fn state_dir(&self) -> &StateDir {
+        &self.dir
+    }
+
+    /// Writes the graph crash-safely.
+    pub fn save(&self, graph: &TaskGraph) -> Result<(), StoreError> {
+        let text = encode(graph)?;
+        super::files::write_atomic(&self.dir.graph_path(&graph.key()), text.as_bytes())
+    }
+
+    /// Carries out a batch of writes durably (see [`apply_batch`]).
+    pub fn write_batch(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        let mut ops = Vec::with_capacity(writes.len());
+        for w in writes {
+            ops.push(match w {
+                Write::Graph(g) => (
+                    self.dir.graph_path(&g.key()),
+                    Some(encode(&g)?.into_bytes()),
+                ),
+                Write::DeleteGraph(key) => (self.dir.graph_path(&key), None),
+                Write::AgentState(agent, state) => {
+                    let path = self.dir.agent_state_path(&agent);
+                    let bytes = json_bytes(&path, &state)?;
+                    (path, Some(bytes))
+                }
+            });
+        }
+        apply_batch(ops)
+    }
+
+    /// Writes the graph without fsync or rename: only for preparing benchmark and test
+    /// state directories in bulk, never for the daemon's own saves.
+    pub fn save_unsynced(&self, graph: &TaskGraph) -> Result<(), StoreError> {
+        let text = encode(graph)?;
+        let path = self.dir.graph_path(&graph.key());
+        if let Some(dir) = path.parent() {
+            ensure_private_dir(dir)?;
+        }
+        fs::write(&path, text).map_err(io_err("cannot write", &path))
+    }
+
+    /// Deletes the graph file of a conversation.
+    pub fn delete(&self, key: &ConversationKey) -> Result<(), StoreError> {
+        remove(&self.dir.graph_path(key))
+    }
+
+    /// Lists every graph file without changing anything (for `state list`/`show`).
+    /// Files are read and decoded on a few threads side by side (startup with thousands
+    /// of graphs); the result keeps the sorted path order.
+    pub fn scan(&self) -> Result<Vec<GraphFile>, StoreError> {
+        let paths = self.graph_files()?;
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 4);
+        let per_thread = paths.len().div_ceil(threads).max(64);
+        let read = |path: &PathBuf| GraphFile {
+            path: path.clone(),
+            graph: read_file(path, GRAPH_FILE_CAP, Symlinks::Refuse)
+                .and_then(|bytes| utf8(path, bytes))
+                .map_err(RecordError::from)
+                .and_then(|text| self.decode_at(path, &text)),
+        };
+        if paths.len() <= per_thread {
+            return Ok(paths.iter().map(read).collect());
+        }
+        let out = std::thread::scope(|s| {
+            let workers: Vec<_> = paths
+                .chunks(per_thread)
+                .map(|chunk| s.spawn(move || chunk.iter().map(read).collect::<Vec<_>>()))
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join())
+                .collect::<Result<Vec<_>, _>>()
+        });
+        match out {
+            Ok(parts) => Ok(parts.into_iter().flatten().collect()),
+            // A decoder panic is a bug; read sequentially rather than lose the files.
+            Err(_) => Ok(paths.iter().map(read).collect()),
+        }
+    }
+
+    /// Startup load: removes stale temp files, parses every graph, and moves files that do
+    /// not parse to `quarantine/` (never deleting them).
+    pub fn load_all(&self) -> Result<LoadedGraphs, StoreError> {
+        let mut loaded = LoadedGraphs {
+            stale_temp_files_removed: self.remove_stale_temp_files()?,
+            ..LoadedGraphs::default()
+        };
+        let mut seen = std::collections::HashSet::new();
+        for file in self.scan()? {
+            let verdict = file.graph.and_then(|g| {
+                if seen.insert(g.key()) {
+                    Ok(g)
+                } else {
+                    Err(RecordError::Duplicate(g.key()))
+                }
+            });
+            match verdict {
+                Ok(g) => loaded.graphs.push(g),
+                Err(reason) => {
+                    let reason = reason.to_string();
+                    let moved_to = self.quarantine_path(&file.path);
+                    quarantine(&file.path, &moved_to, &reason)?;
+                    loaded.quarantined.push(Quarantined {
+                        original: file.path,
+                        moved_to,
+                        reason,
+                    });
+                }
+            }
+        }
+        Ok(loaded)
+    }
+
+    /// Removes every chat's graph file of one agent's chat (used by `state clear`).
+    pub fn clear(&self, agent: Option<&str>, chat: Option<ChatId>) -> Result<usize, StoreError> {
+        let mut removed = 0;
+        for file in self.scan()? {
+            let matches = match &file.graph {
+                Ok(g) => agent.is_none_or(|a| a == g.agent) && chat.is_none_or(|c| c == g.chat.id),
+                // Unreadable files are only cleared by a clear-everything request.
+                Err(_) => agent.is_none() && chat.is_none(),
+            };
+            if matches {
+                remove(&file.path)?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    fn decode_at(&self, path: &Path, text: &str) -> Result<TaskGraph, RecordError> {
+        let graph = codec::decode(text)?;
+        let expected = self.dir.graph_path(&graph.key());
+        if expected != path {
+            return Err(RecordError::Misplaced {
+                key: graph.key(),
+                expected,
+            });
+        }
+        Ok(graph)
+    }
+
+    /// Where an unreadable graph file goes: named after its agent directory and file.
+    fn quarantine_path(&self, path: &Path) -> PathBuf {
+        let agent_dir = path
+            .parent()
+            .and_then(Path::file_name)
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let file = path
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.dir.quarantine_path(&agent_dir, &file)
+    }
+
+    fn agent_dirs(&self) -> Result<Vec<PathBuf>, StoreError> {
+        let root = self.dir.graphs_dir();
+        let entries = match fs::read_dir(&root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_err("cannot list", &root)(e)),
+        };
+        let mut dirs = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(io_err("cannot list", &root))?;
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(entry.path());
+            }
+        }
+        dirs.sort();
+        Ok(dirs)
+    }
+
+    fn graph_files(&self) -> Result<Vec<PathBuf>, StoreError> {
+        let mut files = Vec::new();
+        for dir in self.agent_dirs()? {
+            for entry in fs::read_dir(&dir).map_err(io_err("cannot list", &dir))? {
+                let entry = entry.map_err(io_err("cannot list", &dir))?;
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                if name.ends_with(".md") && !name.starts_with('.') {
+                    files.push(entry.path());
+                }
+            }
+        }
+        files.sort();
+        Ok(files)
+    }
+
+    fn remove_stale_temp_files(&self) -> Result<usize, StoreError> {
+        let mut removed = 0;
+        let mut dirs = self.agent_dirs()?;
+        dirs.push(self.dir.graphs_dir());
+        for dir in dirs {
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
+                    remove(&entry.path())?;
+                    removed += 1;
+                }
+            }
+        }
+        Ok(removed)
+    }
+}

@@ -1,0 +1,233 @@
+//! The layout of the state directory: every path under it is built here and nowhere else.
+//!
+//! ```text
+//! <state>/lock                                  the process lock (see `lock`)
+//! <state>/ctl.sock                              the control socket
+//! <state>/graphs/<agent>/<chat>.md              one task graph per conversation
+//! <state>/quarantine/<prefix>--<ms>--<file>     unreadable files moved aside (+ `.reason`)
+//! <state>/media/<unique_id>.json                generated media descriptions
+//! <state>/usage/<agent>.json                    token usage per agent
+//! <state>/windows/<agent>/<chat>.json           planner cache windows
+//! <state>/<agent>/agent-state.json              an agent's safety state
+//! <state>/<agent>/controls.json                 an agent's owner pauses
+//! <state>/<agent>/telegram.session(.lock)       the Telegram session and its lock
+//! <state>/<agent>/telegram-sent.json            the sent-message ledger
+//! <state>/<agent>/memory/, playground/          in-memory backend transcripts
+//! ```
+//!
+//! Agent names and media ids are escaped with [`fs_name`] so distinct names never share a
+//! path. It only computes paths; it reads and writes nothing.
+
+use std::path::{Path, PathBuf};
+
+use crate::core::graph::ConversationKey;
+use crate::core::model::ChatId;
+
+/// Name of the lock file in the state directory.
+pub const LOCK_FILE: &str = "lock";
+/// Name of the control socket in the state directory.
+pub const SOCKET_NAME: &str = "ctl.sock";
+/// An agent's safety state, in its agent directory.
+pub const AGENT_STATE_FILE: &str = crate::core::agent_state::FILE_NAME;
+/// An agent's owner pauses, in its agent directory.
+pub const CONTROLS_FILE: &str = "controls.json";
+/// An agent's Telegram session, in its agent directory.
+pub const SESSION_FILE: &str = "telegram.session";
+/// An agent's sent-message ledger, in its agent directory.
+pub const SENT_LEDGER_FILE: &str = "telegram-sent.json";
+
+/// Turns an agent name into a directory name: ASCII letters, digits, `_` and `-` stay, every
+/// other byte becomes `%XX`, so distinct names never share a directory.
+pub fn fs_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The file of one media record inside `dir` (generated or curated): `<unique_id>.json`,
+/// the id escaped like agent names.
+pub fn media_record_path(dir: &Path, unique_id: &str) -> PathBuf {
+    dir.join(format!("{}.json", fs_name(unique_id)))
+}
+
+/// The lock file of a session file: `<session>.lock`.
+pub fn session_lock_path(session: &Path) -> PathBuf {
+    session.with_extension("session.lock")
+}
+
+/// A transcript of the in-memory backend inside its directory: `<dir>/<chat>.json`.
+pub fn transcript_path(dir: &Path, chat: ChatId) -> PathBuf {
+    dir.join(format!("{chat}.json"))
+}
+
+/// Where an unusable transcript of the in-memory backend is moved:
+/// `<dir>/quarantine/transcript--<ms>--<file>`.
+pub fn transcript_quarantine_path(dir: &Path, file: &str) -> PathBuf {
+    dir.join("quarantine")
+        .join(format!("transcript--{}--{file}", now_ms()))
+}
+
+fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+/// Telegram session files are left as they are by the permission fix-up: a session others
+/// could read may have been copied, so `run` refuses it with its own message rather than
+/// having it fixed quietly.
+pub fn is_session_file(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with(SESSION_FILE))
+}
+
+/// The state directory, and every path in it.
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    root: PathBuf,
+}
+
+impl StateDir {
+    pub fn new(root: impl Into<PathBuf>) -> StateDir {
+        StateDir { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `<state>/lock`.
+    pub fn lock_path(&self) -> PathBuf {
+        self.root.join(LOCK_FILE)
+    }
+
+    /// `<state>/ctl.sock`.
+    pub fn socket_path(&self) -> PathBuf {
+        self.root.join(SOCKET_NAME)
+    }
+
+    pub fn graphs_dir(&self) -> PathBuf {
+        self.root.join("graphs")
+    }
+
+    /// `<state>/graphs/<agent>/<chat>.md`.
+    pub fn graph_path(&self, key: &ConversationKey) -> PathBuf {
+        self.graphs_dir()
+            .join(fs_name(&key.agent))
+            .join(format!("{}.md", key.chat))
+    }
+
+    pub fn quarantine_dir(&self) -> PathBuf {
+        self.root.join("quarantine")
+    }
+
+    /// Where an unreadable file named `file` is moved: `quarantine/<prefix>--<ms>--<file>`
+    /// (the prefix names its owner, an agent directory).
+    pub fn quarantine_path(&self, prefix: &str, file: &str) -> PathBuf {
+        self.quarantine_dir()
+            .join(format!("{prefix}--{}--{file}", now_ms()))
+    }
+
+    /// Generated media description records (`media/<unique_id>.json`).
+    pub fn media_dir(&self) -> PathBuf {
+        self.root.join("media")
+    }
+
+    /// `media/<unique_id>.json`.
+    pub fn media_record_path(&self, unique_id: &str) -> PathBuf {
+        media_record_path(&self.media_dir(), unique_id)
+    }
+
+    /// `<state>/usage`.
+    pub fn usage_dir(&self) -> PathBuf {
+        self.root.join("usage")
+    }
+
+    /// `usage/<agent>.json`.
+    pub fn usage_path(&self, agent: &str) -> PathBuf {
+        self.usage_dir().join(format!("{}.json", fs_name(agent)))
+    }
+
+    /// `<state>/windows/<agent>/<chat>.json`.
+    pub fn window_path(&self, agent: &str, chat: ChatId) -> PathBuf {
+        self.root
+            .join("windows")
+            .join(fs_name(agent))
+            .join(format!("{chat}.json"))
+    }
+
+    /// Per-agent private data (session file, safety state, transcripts).
+    pub fn agent_dir(&self, agent: &str) -> PathBuf {
+        self.root.join(fs_name(agent))
+    }
+
+    /// `<agent>/agent-state.json`.
+    pub fn agent_state_path(&self, agent: &str) -> PathBuf {
+        self.agent_dir(agent).join(AGENT_STATE_FILE)
+    }
+
+    /// `<agent>/controls.json`.
+    pub fn controls_path(&self, agent: &str) -> PathBuf {
+        self.agent_dir(agent).join(CONTROLS_FILE)
+    }
+
+    /// `<agent>/telegram.session`.
+    pub fn session_path(&self, agent: &str) -> PathBuf {
+        self.agent_dir(agent).join(SESSION_FILE)
+    }
+
+    /// `<agent>/telegram-sent.json`.
+    pub fn sent_ledger_path(&self, agent: &str) -> PathBuf {
+        self.agent_dir(agent).join(SENT_LEDGER_FILE)
+    }
+
+    /// `<agent>/memory`: the in-memory backend's transcripts under `run --telegram memory`.
+    pub fn memory_dir(&self, agent: &str) -> PathBuf {
+        self.agent_dir(agent).join("memory")
+    }
+
+    /// `<agent>/playground`: the playground's transcripts.
+    pub fn playground_dir(&self, agent: &str) -> PathBuf {
+        self.agent_dir(agent).join("playground")
+    }
+
+    /// `<state>/transcripts`: the crash harness child's transcripts.
+    pub fn transcripts_dir(&self) -> PathBuf {
+        self.root.join("transcripts")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fs_name_keeps_distinct_names_distinct() {
+        assert_eq!(fs_name("Mary"), "Mary");
+        assert_eq!(fs_name("a/b"), "a%2Fb");
+        assert_ne!(fs_name("a b"), fs_name("a_b"));
+        assert_eq!(fs_name(".."), "%2E%2E");
+    }
+
+    #[test]
+    fn every_agent_file_lives_in_the_agent_directory() {
+        let dir = StateDir::new("/s");
+        let agent = dir.agent_dir("a b");
+        for path in [
+            dir.agent_state_path("a b"),
+            dir.controls_path("a b"),
+            dir.session_path("a b"),
+            dir.sent_ledger_path("a b"),
+        ] {
+            assert_eq!(path.parent(), Some(agent.as_path()));
+        }
+        assert_eq!(
+            session_lock_path(&dir.session_path("x")),
+            PathBuf::from("/s/x/telegram.session.lock")
+        );
+    }
+}

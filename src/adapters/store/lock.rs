@@ -1,0 +1,109 @@
+//! The one lock implementation: an exclusive `flock` taken without waiting on a private lock
+//! file (created 0600, never through a link, opened without blocking so a FIFO in its place
+//! fails at once). The kernel drops it when the process ends, however it ends (kill -9
+//! included), so a stale lock file never blocks a restart.
+//!
+//! Used for the state directory ([`StateLock`], here) and for each Telegram session
+//! (`adapters::mtproto::session::lock`). Callers word their own errors from [`LockFailure`].
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write as _};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use super::StoreError;
+use super::files::{Symlinks, ensure_private_dir, io_err, read_file};
+use super::layout::StateDir;
+
+/// An exclusive lock on a file, held for as long as the value lives.
+#[derive(Debug)]
+pub struct FileLock {
+    file: File,
+}
+
+/// Why [`FileLock::try_acquire`] got no lock.
+#[derive(Debug)]
+pub enum LockFailure {
+    /// Another process holds it.
+    Held,
+    /// The lock file could not be opened or created.
+    Open(io::Error),
+    /// `flock` failed for another reason.
+    Lock(io::Error),
+}
+
+impl FileLock {
+    /// Takes the lock on `path` (created if missing) without waiting.
+    pub fn try_acquire(path: &Path) -> Result<FileLock, LockFailure> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+            .map_err(LockFailure::Open)?;
+        match file.try_lock() {
+            Ok(()) => Ok(FileLock { file }),
+            Err(fs::TryLockError::WouldBlock) => Err(LockFailure::Held),
+            Err(fs::TryLockError::Error(e)) => Err(LockFailure::Lock(e)),
+        }
+    }
+
+    /// Replaces the lock file's content with `text` (the holder's pid), synced.
+    fn record(&mut self, text: &str) -> io::Result<()> {
+        self.file.set_len(0)?;
+        writeln!(self.file, "{text}")?;
+        self.file.sync_all()
+    }
+}
+
+/// Why the state directory could not be locked.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error(
+        "state directory {dir} is in use by another personad (pid {pid}); stop it first, or give this one another --state"
+    )]
+    Held { dir: PathBuf, pid: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The lock that makes one process the only user of a state directory (`run`, `chat`, the
+/// crash harness's child): a [`FileLock`] on `<state>/lock`, which holds the owner's pid.
+/// Held until dropped.
+#[derive(Debug)]
+pub struct StateLock {
+    _lock: FileLock,
+}
+
+impl StateLock {
+    /// Takes the lock without waiting; a second process gets [`LockError::Held`] naming the
+    /// holder's pid.
+    pub fn acquire(dir: &StateDir) -> Result<StateLock, LockError> {
+        ensure_private_dir(dir.root())?;
+        let path = dir.lock_path();
+        let mut lock = match FileLock::try_acquire(&path) {
+            Ok(lock) => lock,
+            Err(LockFailure::Held) => {
+                let pid = read_file(&path, 64, Symlinks::Refuse)
+                    .ok()
+                    .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or_else(|| "unknown".into());
+                return Err(LockError::Held {
+                    dir: dir.root().to_path_buf(),
+                    pid,
+                });
+            }
+            Err(LockFailure::Open(e)) => {
+                return Err(io_err("cannot open lock file", &path)(e).into());
+            }
+            Err(LockFailure::Lock(e)) => return Err(io_err("cannot lock", &path)(e).into()),
+        };
+        lock.record(&std::process::id().to_string())
+            .map_err(io_err("cannot write lock file", &path))?;
+        Ok(StateLock { _lock: lock })
+    }
+}

@@ -1,0 +1,34 @@
+//! The state store. Everything the daemon writes to disk goes through it, and every path
+//! under the state directory is built by it:
+//! - [`files`]: crash-safe whole-file writes, batches, durable removal and moves, capped
+//!   reads that refuse links and special files, quarantine of unreadable files; by path,
+//!   knowing no record (each owner serializes its own: the media pipeline its records, the
+//!   usage meter its totals, ...);
+//! - [`layout`]: [`StateDir`], the one place that builds paths under the state directory;
+//! - [`lock`]: the one `flock` implementation, for the state directory and the sessions;
+//! - [`secure`]: keeping the state directory private;
+//! - [`graphs`]: the runtime's durable state (graph files, agent safety states), the
+//!   file-backed implementation of the store port the runtime writes through.
+//!
+//! All functions block; async callers run them through `tokio::task::spawn_blocking`. Other
+//! modules must not write files themselves.
+
+pub mod files;
+pub mod graphs;
+pub mod layout;
+pub mod lock;
+pub mod secure;
+
+pub use crate::ports::store::{LoadedGraphs, Quarantined, StoreError, Write};
+pub use files::{
+    GRAPH_FILE_CAP, REASON_SUFFIX, Refused, STATE_FILE_CAP, Symlinks, apply_batch,
+    create_private_file, ensure_private_dir, file_kind, list_quarantined, move_file, quarantine,
+    read_file, read_operator_file, read_optional, read_to_string, refusal, remove, write_atomic,
+    write_json, write_quarantine_reason,
+};
+pub use graphs::{
+    GraphFile, GraphStore, RecordError, list_agent_states, load_agent_state, save_agent_state,
+};
+pub use layout::{LOCK_FILE, StateDir, fs_name, media_record_path};
+pub use lock::{FileLock, LockError, LockFailure, StateLock};
+pub use secure::{Tightened, secure_state_dir};

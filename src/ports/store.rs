@@ -1,0 +1,79 @@
+//! The store port: what the runtime needs from durable storage. It loads every saved task
+//! graph and an agent's safety state at start, and writes batches of graph snapshots,
+//! graph deletions and safety states, returning only once the whole batch is durable (the
+//! runtime starts a side effect only after the write of its `active` mark returned).
+//!
+//! The file-backed implementation is `adapters::store::GraphStore`; the app builds it and
+//! hands it to the runtime. This module holds the trait and its vocabulary only (the write
+//! kinds, what a load found, the error), never an implementation. Methods block: the runtime
+//! calls them on the blocking pool.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::core::agent_state::AgentState;
+use crate::core::graph::codec::CodecError;
+use crate::core::graph::{ConversationKey, TaskGraph};
+
+/// A storage failure, naming the path involved.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("could not encode graph {key}: {source}")]
+    Encode {
+        key: String,
+        #[source]
+        source: CodecError,
+    },
+}
+
+/// One write of a batch (see [`RuntimeStore::write_batch`]).
+#[derive(Debug)]
+pub enum Write {
+    Graph(Box<TaskGraph>),
+    DeleteGraph(ConversationKey),
+    AgentState(String, Box<AgentState>),
+}
+
+/// A file that could not be read and was moved aside.
+#[derive(Debug, Clone)]
+pub struct Quarantined {
+    pub original: PathBuf,
+    pub moved_to: PathBuf,
+    pub reason: String,
+}
+
+/// Everything found in the state directory at startup.
+#[derive(Debug, Default)]
+pub struct LoadedGraphs {
+    pub graphs: Vec<TaskGraph>,
+    pub quarantined: Vec<Quarantined>,
+    pub stale_temp_files_removed: usize,
+}
+
+/// The runtime's durable state: task graphs and agents' safety states.
+pub trait RuntimeStore: Send + Sync + 'static {
+    /// Startup load: every saved graph; unreadable ones are moved aside (reported, never
+    /// deleted) and debris of interrupted writes removed.
+    fn load_all(&self) -> Result<LoadedGraphs, StoreError>;
+
+    /// An agent's safety state: a fresh one when none was saved; an unreadable one is moved
+    /// aside (returned so the caller can log it) and a fresh one used.
+    fn load_agent_state(
+        &self,
+        agent: &str,
+    ) -> Result<(AgentState, Option<Quarantined>), StoreError>;
+
+    /// Carries out a batch of writes; returns once all of it is durable.
+    fn write_batch(&self, writes: Vec<Write>) -> Result<(), StoreError>;
+}
+
+/// Shared handle.
+pub type SharedStore = Arc<dyn RuntimeStore>;
