@@ -491,7 +491,8 @@ async fn through_the_runtime_a_refused_send_is_parked_and_goes_out_later() -> Te
         planner,
         GraphStore::new(StateDir::new(dir.path())),
         Arc::clone(&clock),
-    );
+    )
+    .with_stickers(Arc::new(personad::adapters::stickers::StickerCatalog::new()));
     let handle = runtime.handle();
     let run = tokio::spawn(runtime.run());
     // Fifteen people write at once; each gets two messages: 30 sends against 20 a minute.

@@ -799,7 +799,8 @@ async fn two_personas_of_one_daemon_stop_addressing_each_other_within_the_loop_g
         planner.clone(),
         GraphStore::new(StateDir::new(dir.path())),
         Arc::clone(&clock),
-    );
+    )
+    .with_stickers(Arc::new(personad::adapters::stickers::StickerCatalog::new()));
     let handle = runtime.handle();
     let run = tokio::spawn(runtime.run());
     let ids: Vec<i64> = accounts.iter().map(|a| a.self_id()).collect();

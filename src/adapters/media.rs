@@ -24,6 +24,7 @@ use crate::adapters::store::{self, StateDir, StoreError};
 use crate::core::llm::{LlmOutcome, LlmRequest, Part, Turn};
 use crate::core::media::{MediaDescriptions, MediaRecord, MediaStatus};
 use crate::core::model::{ChatId, MediaInfo, MediaKind, Message, MessageId, TelegramError};
+use crate::core::time::BoxFuture;
 use crate::ports::backoff::Backoff;
 use crate::ports::clock::{self, SharedClock};
 use crate::ports::llm::{Llm, LlmError};
@@ -756,6 +757,21 @@ impl MediaPipeline {
             }
         };
         (status, text, Some(mime))
+    }
+}
+
+impl crate::ports::media::MediaDescriber for MediaPipeline {
+    fn describe_pass<'a>(
+        self: Arc<Self>,
+        telegram: Arc<dyn Telegram>,
+        chat: ChatId,
+        history: &'a [Message],
+    ) -> BoxFuture<'a, MediaDescriptions> {
+        Box::pin(async move { MediaPipeline::describe_pass(&self, telegram, chat, history).await })
+    }
+
+    fn cached(&self, ids: Vec<String>) -> BoxFuture<'_, MediaDescriptions> {
+        Box::pin(MediaPipeline::cached(self, ids))
     }
 }
 

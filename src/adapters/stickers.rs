@@ -3,6 +3,7 @@
 //! through the Telegram trait the first time an agent plans, and again later only for sets
 //! that failed. It owns no I/O of its own and no descriptions: the `received` handler adds
 //! cached descriptions, the prompt builder lists them, the `sticker` handler resolves names.
+//! It implements the stickers port (`ports::stickers::StickerLookup`) the runtime holds.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -12,6 +13,7 @@ use jiff::Timestamp;
 
 use crate::core::model::{CuratedSticker, MAX_PER_SET};
 use crate::core::persona::Persona;
+use crate::core::time::BoxFuture;
 use crate::ports::clock;
 use crate::ports::telegram::Telegram;
 
@@ -131,6 +133,21 @@ impl StickerCatalog {
                 .find(|s| s.name == name)
                 .cloned()
         })
+    }
+}
+
+impl crate::ports::stickers::StickerLookup for StickerCatalog {
+    fn curated<'a>(
+        &'a self,
+        persona: &'a Persona,
+        telegram: &'a dyn Telegram,
+        now: Timestamp,
+    ) -> BoxFuture<'a, Vec<CuratedSticker>> {
+        Box::pin(StickerCatalog::curated(self, persona, telegram, now))
+    }
+
+    fn find_by_name(&self, agent: &str, name: &str) -> Option<CuratedSticker> {
+        StickerCatalog::find_by_name(self, agent, name)
     }
 }
 

@@ -215,7 +215,8 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
         planner.clone(),
         graphs,
         Arc::clone(&clock),
-    );
+    )
+    .with_stickers(Arc::new(crate::adapters::stickers::StickerCatalog::new()));
     let handle = runtime.handle();
     let boot = Instant::now();
     let run = tokio::spawn(runtime.run());

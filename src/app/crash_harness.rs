@@ -118,7 +118,8 @@ pub async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> CmdResult 
         }),
         store,
         Arc::clone(&clock),
-    );
+    )
+    .with_stickers(Arc::new(crate::adapters::stickers::StickerCatalog::new()));
     let handle = runtime.handle();
     let mut observed = telegram.observe();
     let run = tokio::spawn(runtime.run());

@@ -638,6 +638,7 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         GraphStore::new(state.clone()),
         Arc::clone(&clock),
     )
+    .with_stickers(Arc::new(crate::adapters::stickers::StickerCatalog::new()))
     .with_heartbeat(heartbeat(
         heartbeat_every,
         Arc::clone(&health),

@@ -10,23 +10,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tracing::{error, info};
 
-use crate::adapters::media::MediaPipeline;
-use crate::adapters::store::{self, GraphStore};
-use crate::core::config::RuntimeConfig;
 use crate::core::graph::ConversationKey;
 use crate::core::outcome::TaskError;
 use crate::core::safety::AccountSafety;
 use crate::core::scheduler::{Effect, Scheduler, Start};
-use crate::ports::clock::{self, Hold, SharedClock};
-use crate::ports::planner::SharedPlanner;
+use crate::ports::clock::{self, Hold};
+use crate::ports::store::SharedStore;
 use crate::runtime::handlers::{self, TaskContext};
 use crate::runtime::persistence::{Persister, Target, Write, blocking};
-use crate::runtime::queue::{Event, WorkQueue};
-use crate::runtime::{AgentHandle, Runtime, RuntimeError, Status, StopReport};
+use crate::runtime::queue::Event;
+use crate::runtime::{AgentHandle, RuntimeError, Services, Status, StopReport};
 
 struct Running {
     graph_id: String,
@@ -36,15 +32,8 @@ struct Running {
 
 /// The loop and everything it owns.
 pub struct Driver {
-    config: Arc<RuntimeConfig>,
-    agents: HashMap<String, AgentHandle>,
-    planner: SharedPlanner,
-    media: Option<Arc<MediaPipeline>>,
-    stickers: crate::adapters::stickers::SharedCatalog,
-    store: GraphStore,
-    clock: SharedClock,
-    queue: Arc<WorkQueue>,
-    status_tx: watch::Sender<Status>,
+    /// What the runtime was given (config, agents, ports, queue, status channel).
+    svc: Services,
     sched: Scheduler,
     persister: Persister,
     running: HashMap<ConversationKey, Running>,
@@ -59,33 +48,23 @@ pub struct Driver {
     applied: u64,
     inbound_durable: u64,
     passes: u64,
-    heartbeat: Option<crate::runtime::Heartbeat>,
-    published: crate::runtime::handle::Published,
 }
 
 impl Driver {
-    pub fn new(rt: Runtime) -> Driver {
+    pub(in crate::runtime) fn new(svc: Services) -> Driver {
         // Replaced by `load` once the agents' safety state is read.
         let sched = Scheduler::new(
-            Arc::clone(&rt.config),
-            rt.agents.keys().cloned(),
+            Arc::clone(&svc.config),
+            svc.agents.keys().cloned(),
             AccountSafety::default(),
         );
         let persister = Persister::new(
-            rt.store.clone(),
-            Arc::clone(&rt.queue),
-            Arc::clone(&rt.clock),
+            Arc::clone(&svc.store),
+            Arc::clone(&svc.queue),
+            Arc::clone(&svc.clock),
         );
         Driver {
-            config: rt.config,
-            agents: rt.agents,
-            planner: rt.planner,
-            media: rt.media,
-            stickers: rt.stickers,
-            store: rt.store,
-            clock: rt.clock,
-            queue: rt.queue,
-            status_tx: rt.status_tx,
+            svc,
             sched,
             persister,
             running: HashMap::new(),
@@ -95,8 +74,6 @@ impl Driver {
             applied: 0,
             inbound_durable: 0,
             passes: 0,
-            heartbeat: rt.heartbeat,
-            published: rt.published,
         }
     }
 
@@ -106,7 +83,7 @@ impl Driver {
         for r in self.running.values() {
             r.abort.abort();
         }
-        self.status_tx.send_modify(|s| {
+        self.svc.status_tx.send_modify(|s| {
             s.stopped = true;
             s.in_flight = 0;
         });
@@ -114,20 +91,20 @@ impl Driver {
     }
 
     async fn run_inner(&mut self) -> Result<StopReport, RuntimeError> {
-        let hold = self.clock.hold();
+        let hold = self.svc.clock.hold();
         self.load().await?;
         drop(hold);
         let mut wake: Option<Hold> = None;
         loop {
-            let hold = self.clock.hold();
+            let hold = self.svc.clock.hold();
             drop(wake.take());
-            let (events, queued_hold) = self.queue.drain();
+            let (events, queued_hold) = self.svc.queue.drain();
             self.applied += events.len() as u64;
             for event in events {
                 self.apply(event).await?;
             }
             drop(queued_hold);
-            let now = self.clock.now();
+            let now = self.svc.clock.now();
             self.sched.advance(now);
             if self.sched.stopping().is_some() {
                 // Tasks not started yet are given up: their `active` mark makes them run
@@ -146,7 +123,7 @@ impl Driver {
                     info!(reason = %reason, "runtime stopped; all state is saved");
                     return Ok(StopReport {
                         reason,
-                        no_agents_left: self.agents.is_empty(),
+                        no_agents_left: self.svc.agents.is_empty(),
                     });
                 }
             } else {
@@ -156,7 +133,7 @@ impl Driver {
             self.passes += 1;
             self.publish();
             let mut deadline = self.sched.next_wake().filter(|at| *at > now);
-            if let Some(hb) = &self.heartbeat {
+            if let Some(hb) = &self.svc.heartbeat {
                 (hb.beat)();
                 let cap = clock::add(now, hb.every);
                 deadline = Some(deadline.map_or(cap, |d| d.min(cap)));
@@ -166,7 +143,7 @@ impl Driver {
     }
 
     async fn load(&mut self) -> Result<(), RuntimeError> {
-        let store = self.store.clone();
+        let store = Arc::clone(&self.svc.store);
         let loaded = blocking(move || store.load_all()).await??;
         if loaded.stale_temp_files_removed > 0 {
             info!(
@@ -183,30 +160,30 @@ impl Driver {
             );
         }
         let mut safety = AccountSafety::new(
-            self.agents
+            self.svc
+                .agents
                 .iter()
                 .map(|(name, a)| (name.clone(), a.telegram.self_id()))
                 .collect(),
         );
-        for agent in self.agents.keys() {
-            let dir = self.store.state_dir().clone();
-            let state = load_agent_state(dir, agent).await?;
+        for agent in self.svc.agents.keys() {
+            let state = load_agent_state(Arc::clone(&self.svc.store), agent).await?;
             safety.set_state(agent, state);
         }
         self.sched = Scheduler::new(
-            Arc::clone(&self.config),
-            self.agents.keys().cloned(),
+            Arc::clone(&self.svc.config),
+            self.svc.agents.keys().cloned(),
             safety,
         );
-        self.sched.load(loaded.graphs, self.clock.now());
-        for agent in self.agents.keys() {
+        self.sched.load(loaded.graphs, self.svc.clock.now());
+        for agent in self.svc.agents.keys() {
             self.publish_modes(agent);
         }
         Ok(())
     }
 
     async fn apply(&mut self, event: Event) -> Result<(), RuntimeError> {
-        let now = self.clock.now();
+        let now = self.svc.clock.now();
         match event {
             Event::Inbound {
                 agent,
@@ -268,7 +245,7 @@ impl Driver {
             Event::RemoveAgent { agent, reason } => {
                 info!(event = "agent_removed", agent = %agent, reason = %reason, "agent stopped; its graphs stay on disk");
                 self.sched.stop_agent(&agent, now);
-                self.published.set_modes(&agent, None);
+                self.svc.published.set_modes(&agent, None);
             }
         }
         Ok(())
@@ -278,7 +255,7 @@ impl Driver {
     /// handle (the group gate reads them there).
     fn publish_modes(&self, agent: &str) {
         let state = self.sched.safety().state(agent);
-        self.published.set_modes(
+        self.svc.published.set_modes(
             agent,
             Some(state.map(|s| &s.group_modes).unwrap_or(&Default::default())),
         );
@@ -293,12 +270,12 @@ impl Driver {
     ) -> Result<(), RuntimeError> {
         let agent = handle.persona.name.clone();
         let self_id = handle.telegram.self_id();
-        self.agents.insert(agent.clone(), handle);
+        self.svc.agents.insert(agent.clone(), handle);
         if self.sched.has_agent(&agent) {
             info!(event = "agent_persona_reloaded", agent = %agent, "persona reloaded");
             return Ok(());
         }
-        let state = load_agent_state(self.store.state_dir().clone(), &agent).await?;
+        let state = load_agent_state(Arc::clone(&self.svc.store), &agent).await?;
         self.sched.add_agent(&agent, self_id, state, now);
         self.publish_modes(&agent);
         info!(event = "agent_started", agent = %agent, "agent started");
@@ -364,7 +341,7 @@ impl Driver {
                     );
                 }
                 Effect::StopAgent(agent) => {
-                    self.agents.remove(&agent);
+                    self.svc.agents.remove(&agent);
                 }
                 Effect::Persist(key) => {
                     let write = match self.sched.snapshot(&key) {
@@ -397,7 +374,7 @@ impl Driver {
 
     /// Spawns a task's handler under the task timeout; its result comes back as an event.
     fn spawn(&mut self, start: Start) {
-        let Some(agent) = self.agents.get(&start.key.agent) else {
+        let Some(agent) = self.svc.agents.get(&start.key.agent) else {
             self.sched.forget_in_flight(&start.key);
             return;
         };
@@ -417,16 +394,16 @@ impl Driver {
             task,
             persona: Arc::clone(&agent.persona),
             telegram: Arc::clone(&agent.telegram),
-            planner: Arc::clone(&self.planner),
-            clock: Arc::clone(&self.clock),
-            config: Arc::clone(&self.config),
-            media: self.media.clone(),
-            stickers: Arc::clone(&self.stickers),
+            planner: Arc::clone(&self.svc.planner),
+            clock: Arc::clone(&self.svc.clock),
+            config: Arc::clone(&self.svc.config),
+            media: self.svc.media.clone(),
+            stickers: Arc::clone(&self.svc.stickers),
         };
-        let queue = Arc::clone(&self.queue);
-        let clock = Arc::clone(&self.clock);
-        let timeout = self.config.task_timeout;
-        let hold = self.clock.hold();
+        let queue = Arc::clone(&self.svc.queue);
+        let clock = Arc::clone(&self.svc.clock);
+        let timeout = self.svc.config.task_timeout;
+        let hold = self.svc.clock.hold();
         let (k, gid, tid) = (key.clone(), graph_id.clone(), task_id.clone());
         let join = tokio::spawn(clock::with_task_hold(hold, async move {
             let deadline = clock::add(clock.now(), timeout);
@@ -467,7 +444,7 @@ impl Driver {
             passes: self.passes,
             stopped: false,
         };
-        self.status_tx.send_replace(status);
+        self.svc.status_tx.send_replace(status);
     }
 
     /// Sleeps until an event arrives or the deadline passes; returns a hold on the clock
@@ -475,25 +452,25 @@ impl Driver {
     /// and a timer that may already have been woken is dropped only after a new hold is
     /// taken, so virtual time can never move between waking and reacting.
     async fn sleep(&self, deadline: Option<Timestamp>, hold: Hold) -> Option<Hold> {
-        let mut timer = deadline.map(|at| self.clock.sleep_until(at));
+        let mut timer = deadline.map(|at| self.svc.clock.sleep_until(at));
         drop(hold);
         let fired = match timer.as_mut() {
             Some(t) => {
                 tokio::select! {
                     biased;
                     wake = t => Some(wake),
-                    () = self.queue.notified() => None,
+                    () = self.svc.queue.notified() => None,
                 }
             }
             None => {
-                self.queue.notified().await;
+                self.svc.queue.notified().await;
                 None
             }
         };
         match fired {
             Some(wake) => Some(wake),
             None => {
-                let held = self.clock.hold();
+                let held = self.svc.clock.hold();
                 drop(timer);
                 Some(held)
             }
@@ -521,11 +498,11 @@ fn record_outcome(result: &Result<crate::core::outcome::Outcome, TaskError>) {
 /// An agent's safety state from disk, off the loop; an unreadable file is quarantined and
 /// the agent starts clean (logged).
 async fn load_agent_state(
-    dir: store::StateDir,
+    store: SharedStore,
     agent: &str,
 ) -> Result<crate::core::agent_state::AgentState, RuntimeError> {
     let a = agent.to_string();
-    let (state, quarantined) = blocking(move || store::load_agent_state(&dir, &a)).await??;
+    let (state, quarantined) = blocking(move || store.load_agent_state(&a)).await??;
     if let Some(q) = quarantined {
         error!(
             agent = %agent,

@@ -26,12 +26,13 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::adapters::media::MediaPipeline;
-use crate::adapters::store::{GraphStore, StoreError};
 use crate::core::config::RuntimeConfig;
 use crate::core::persona::Persona;
 use crate::ports::clock::SharedClock;
+use crate::ports::media::SharedMedia;
 use crate::ports::planner::SharedPlanner;
+use crate::ports::stickers::{NoStickers, SharedStickers};
+use crate::ports::store::{RuntimeStore, SharedStore, StoreError};
 use crate::ports::telegram::Telegram;
 pub use handle::RuntimeHandle;
 pub use queue::{Event, WorkQueue};
@@ -136,33 +137,43 @@ pub struct StopReport {
     pub no_agents_left: bool,
 }
 
+/// What the runtime is given and shares with every pass of the loop: assembled by
+/// [`Runtime`], then owned by the [`driver::Driver`].
+pub(in crate::runtime) struct Services {
+    pub(in crate::runtime) config: Arc<RuntimeConfig>,
+    pub(in crate::runtime) agents: HashMap<String, AgentHandle>,
+    pub(in crate::runtime) planner: SharedPlanner,
+    /// The media description pipeline, when the process has one (it needs an LLM).
+    pub(in crate::runtime) media: Option<SharedMedia>,
+    pub(in crate::runtime) stickers: SharedStickers,
+    pub(in crate::runtime) store: SharedStore,
+    pub(in crate::runtime) clock: SharedClock,
+    pub(in crate::runtime) queue: Arc<WorkQueue>,
+    pub(in crate::runtime) status_tx: watch::Sender<Status>,
+    pub(in crate::runtime) heartbeat: Option<Heartbeat>,
+    pub(in crate::runtime) published: handle::Published,
+}
+
 /// Everything the loop needs, assembled before it runs.
 pub struct Runtime {
-    config: Arc<RuntimeConfig>,
-    agents: HashMap<String, AgentHandle>,
-    planner: SharedPlanner,
-    media: Option<Arc<MediaPipeline>>,
-    stickers: crate::adapters::stickers::SharedCatalog,
-    store: GraphStore,
-    clock: SharedClock,
-    queue: Arc<WorkQueue>,
-    status_tx: watch::Sender<Status>,
+    services: Services,
     status_rx: watch::Receiver<Status>,
-    heartbeat: Option<Heartbeat>,
-    published: handle::Published,
 }
 
 impl Runtime {
+    /// A runtime over `store` (the durable graphs and agent states), with no media pipeline
+    /// and no curated stickers until given ([`Runtime::with_media`],
+    /// [`Runtime::with_stickers`]).
     pub fn new(
         config: RuntimeConfig,
         agents: Vec<AgentHandle>,
         planner: SharedPlanner,
-        store: GraphStore,
+        store: impl RuntimeStore,
         clock: SharedClock,
     ) -> Runtime {
         let (status_tx, status_rx) = watch::channel(Status::default());
         let published = handle::Published::new(agents.iter().map(|a| Arc::clone(&a.persona)));
-        Runtime {
+        let services = Services {
             published,
             config: Arc::new(config),
             agents: agents
@@ -171,39 +182,48 @@ impl Runtime {
                 .collect(),
             planner,
             media: None,
-            stickers: Arc::new(crate::adapters::stickers::StickerCatalog::new()),
-            store,
+            stickers: Arc::new(NoStickers),
+            store: Arc::new(store),
             queue: Arc::new(WorkQueue::new(Arc::clone(&clock))),
             clock,
             status_tx,
-            status_rx,
             heartbeat: None,
+        };
+        Runtime {
+            services,
+            status_rx,
         }
     }
 
     /// Makes the loop wake at least every `heartbeat.every` and call its beat each pass.
     pub fn with_heartbeat(mut self, heartbeat: Heartbeat) -> Runtime {
-        self.heartbeat = Some(heartbeat);
+        self.services.heartbeat = Some(heartbeat);
         self
     }
 
     /// Gives the `received` handler a media pipeline (descriptions of photos, voice, …).
-    pub fn with_media(mut self, media: Arc<MediaPipeline>) -> Runtime {
-        self.media = Some(media);
+    pub fn with_media(mut self, media: SharedMedia) -> Runtime {
+        self.services.media = Some(media);
+        self
+    }
+
+    /// Gives the handlers the agents' curated stickers (the planner's list, name lookup).
+    pub fn with_stickers(mut self, stickers: SharedStickers) -> Runtime {
+        self.services.stickers = stickers;
         self
     }
 
     pub fn handle(&self) -> RuntimeHandle {
         RuntimeHandle {
-            queue: Arc::clone(&self.queue),
+            queue: Arc::clone(&self.services.queue),
             status: self.status_rx.clone(),
             gate: None,
-            published: self.published.clone(),
+            published: self.services.published.clone(),
         }
     }
 
     /// Loads persisted graphs, then runs the loop until shutdown.
     pub async fn run(self) -> Result<StopReport, RuntimeError> {
-        driver::Driver::new(self).run().await
+        driver::Driver::new(self.services).run().await
     }
 }

@@ -2,7 +2,7 @@
 //! deletion, an agent's safety state) during a pass and calls [`Persister::flush`] at its
 //! end: the writes ready then go out as batches (at most [`BATCH_MAX`] files each, at most
 //! [`MAX_PARALLEL_BATCHES`] batches at once) on the blocking pool through
-//! `store::GraphStore::write_batch`, which syncs a directory once per batch instead of once
+//! the store port's `RuntimeStore::write_batch`, which syncs a directory once per batch instead of once
 //! per file. Each batch reports back through the work queue as [`Event::Saved`].
 //!
 //! Writes for one file stay in order: while one is running, later ones for the same file
@@ -17,10 +17,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::adapters::store::GraphStore;
-pub use crate::adapters::store::Write;
 use crate::core::graph::ConversationKey;
 use crate::ports::clock::SharedClock;
+use crate::ports::store::SharedStore;
+pub use crate::ports::store::Write;
 use crate::runtime::RuntimeError;
 use crate::runtime::queue::{Event, WorkQueue};
 
@@ -58,7 +58,7 @@ struct Slot {
 
 /// The write scheduler. Owned by the driver; see the module documentation.
 pub struct Persister {
-    store: GraphStore,
+    store: SharedStore,
     queue: Arc<WorkQueue>,
     clock: SharedClock,
     slots: HashMap<Target, Slot>,
@@ -69,7 +69,7 @@ pub struct Persister {
 }
 
 impl Persister {
-    pub fn new(store: GraphStore, queue: Arc<WorkQueue>, clock: SharedClock) -> Persister {
+    pub fn new(store: SharedStore, queue: Arc<WorkQueue>, clock: SharedClock) -> Persister {
         Persister {
             store,
             queue,
@@ -153,7 +153,7 @@ impl Persister {
     fn spawn(&mut self, done: Vec<(Target, u64)>, writes: Vec<Write>) {
         self.batches += 1;
         let hold = self.clock.hold();
-        let store = self.store.clone();
+        let store = Arc::clone(&self.store);
         let queue = Arc::clone(&self.queue);
         tokio::spawn(async move {
             let result = blocking(move || store.write_batch(writes))

@@ -10,6 +10,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use personad::adapters::media::MediaPipeline;
 use personad::adapters::memory::{Incoming, MemoryTelegram};
+use personad::adapters::stickers::StickerCatalog;
 use personad::adapters::store::{GraphStore, StateDir};
 use personad::core::config::RuntimeConfig;
 use personad::core::model::{Chat, ChatId, ChatKind, Message};
@@ -314,7 +315,8 @@ impl Harness {
             planner,
             GraphStore::new(StateDir::new(state)),
             Arc::clone(&shared),
-        );
+        )
+        .with_stickers(Arc::new(StickerCatalog::new()));
         if let Some(make) = make_media {
             runtime = runtime.with_media(make(Arc::clone(&shared)));
         }

@@ -145,7 +145,8 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
         // Media descriptions are facts about files, shared with the daemon's cache.
         GraphStore::new(StateDir::new(&dir)),
         Arc::clone(&clock),
-    );
+    )
+    .with_stickers(Arc::new(crate::adapters::stickers::StickerCatalog::new()));
     if let Some(media) = media {
         runtime = runtime.with_media(media);
     }

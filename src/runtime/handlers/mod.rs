@@ -15,7 +15,6 @@ mod wait;
 
 use std::sync::Arc;
 
-use crate::adapters::media::MediaPipeline;
 use crate::core::config::RuntimeConfig;
 use crate::core::graph::{ConversationKey, Task, TaskKind};
 use crate::core::model::{Chat, MessageId};
@@ -23,7 +22,9 @@ use crate::core::outcome::{Outcome, TaskError};
 use crate::core::persona::Persona;
 use crate::core::time::BoxFuture;
 use crate::ports::clock::SharedClock;
+use crate::ports::media::SharedMedia;
 use crate::ports::planner::SharedPlanner;
+use crate::ports::stickers::SharedStickers;
 use crate::ports::telegram::Telegram;
 
 pub use received::{persona_pacing, tasks_from_actions};
@@ -40,9 +41,9 @@ pub struct TaskContext {
     pub clock: SharedClock,
     pub config: Arc<RuntimeConfig>,
     /// The media description pipeline, when the process has one (it needs an LLM).
-    pub media: Option<Arc<MediaPipeline>>,
+    pub media: Option<SharedMedia>,
     /// Curated stickers of every agent.
-    pub stickers: crate::adapters::stickers::SharedCatalog,
+    pub stickers: SharedStickers,
 }
 
 impl TaskContext {

@@ -35,7 +35,7 @@ impl TaskHandler for Received {
                 .await?;
             let media = match &ctx.media {
                 Some(pipeline) => {
-                    pipeline
+                    Arc::clone(pipeline)
                         .describe_pass(Arc::clone(&ctx.telegram), ctx.chat.id, &history)
                         .await
                 }
