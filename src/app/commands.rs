@@ -253,7 +253,7 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
             agent.as_deref(),
             prices.as_deref(),
         )
-        .map_err(CommandError::Data)
+        .map_err(|e| CommandError::Data(e.to_string()))
         .and_then(|text| {
             out(&text)?;
             Ok(ExitCode::SUCCESS)

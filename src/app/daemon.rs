@@ -559,7 +559,7 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         && usable == 0
         && let Some(why) = first_problem
     {
-        return Err(llm_error(why));
+        return Err(llm_error(why.to_string()));
     }
     let planner: SharedPlanner = if use_llm {
         Arc::new(llm_planner)

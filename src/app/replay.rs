@@ -330,7 +330,7 @@ pub async fn run(global: GlobalArgs, args: ReplayArgs) -> CmdResult {
             .map_err(|reason| {
                 CommandError::Config(crate::core::config::ConfigError {
                     name: "classifier",
-                    reason,
+                    reason: reason.to_string(),
                 })
             })?;
         Some(Classifier::new(llm, clock))

@@ -33,6 +33,18 @@ pub fn preset(kind: ProviderKind) -> Option<Preset> {
     }
 }
 
+/// Why requests for a route cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    #[error(transparent)]
+    Resolve(#[from] crate::core::llm::ResolveError),
+    /// The provider's client could not be built (the reason names the variable to set).
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("the {0} provider is not configured")]
+    NotConfigured(ProviderKind),
+}
+
 /// Hands each request to the client of the provider its route names.
 pub struct Router {
     clients: BTreeMap<ProviderKind, Arc<dyn Llm>>,
@@ -113,22 +125,20 @@ impl Router {
 
     /// `Ok` when requests for `route` (a provider, a model or `provider:model`) can be served,
     /// else why not.
-    pub fn check_route(&self, route: &str) -> Result<(), String> {
-        resolve(route)
-            .map_err(|e| e.to_string())
-            .and_then(|choice| self.check(choice.provider))
+    pub fn check_route(&self, route: &str) -> Result<(), RouteError> {
+        let choice = resolve(route)?;
+        self.check(choice.provider)
     }
 
     /// `Ok` when requests for `kind` can be served, else why not (naming the variable).
-    pub fn check(&self, kind: ProviderKind) -> Result<(), String> {
+    pub fn check(&self, kind: ProviderKind) -> Result<(), RouteError> {
         if self.clients.contains_key(&kind) {
             return Ok(());
         }
-        Err(self
-            .unavailable
-            .get(&kind)
-            .cloned()
-            .unwrap_or_else(|| format!("the {kind} provider is not configured")))
+        Err(match self.unavailable.get(&kind) {
+            Some(why) => RouteError::Unavailable(why.clone()),
+            None => RouteError::NotConfigured(kind),
+        })
     }
 
     async fn run(&self, req: &LlmRequest) -> Result<LlmOutcome, LlmError> {
@@ -141,7 +151,7 @@ impl Router {
             return Err(LlmError::Config(
                 self.check(kind)
                     .err()
-                    .unwrap_or_else(|| format!("no {kind} client")),
+                    .map_or_else(|| format!("no {kind} client"), |e| e.to_string()),
             ));
         };
         let mut routed = req.clone();

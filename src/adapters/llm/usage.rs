@@ -267,11 +267,11 @@ impl UsageMeter {
 
 /// `<state>/usage`.
 pub fn usage_dir(state: &StateDir) -> PathBuf {
-    state.root().join("usage")
+    state.usage_dir()
 }
 
 fn usage_path(state: &StateDir, agent: &str) -> PathBuf {
-    usage_dir(state).join(format!("{}.json", store::fs_name(agent)))
+    state.usage_path(agent)
 }
 
 /// Every saved row, and the files that could not be read (path and reason).
@@ -291,19 +291,47 @@ pub fn read_totals(state: &StateDir) -> (Vec<UsageRow>, Vec<(PathBuf, String)>) 
     for path in paths {
         match read_file(&path) {
             Ok(file) => rows.extend(file.rows),
-            Err(why) => problems.push((path, why)),
+            Err(why) => problems.push((path, why.to_string())),
         }
     }
     (rows, problems)
 }
 
-fn read_file(path: &Path) -> Result<UsageFile, String> {
-    let text = store::read_to_string(path).map_err(|e| e.to_string())?;
-    let file: UsageFile = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+/// Why a usage file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum UsageFileError {
+    #[error(transparent)]
+    Read(#[from] StoreError),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("unknown format {0}")]
+    Format(u32),
+}
+
+fn read_file(path: &Path) -> Result<UsageFile, UsageFileError> {
+    let text = store::read_to_string(path)?;
+    let file: UsageFile = serde_json::from_str(&text)?;
     if file.format != FORMAT {
-        return Err(format!("unknown format {}", file.format));
+        return Err(UsageFileError::Format(file.format));
     }
     Ok(file)
+}
+
+/// Why a price file is unusable; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum PriceError {
+    #[error(transparent)]
+    Read(#[from] StoreError),
+    #[error("{}: no such file", .0.display())]
+    Missing(PathBuf),
+    #[error("{}: {source}", path.display())]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{}: the price of {model:?} must be non-negative numbers", path.display())]
+    Negative { path: PathBuf, model: String },
 }
 
 /// US dollars per million tokens.
@@ -348,21 +376,23 @@ impl PriceTable {
 
     /// A JSON object `{"model or prefix*": {"input": …, "cached_input": …, "output": …}}`
     /// (USD per million tokens); its entries come before the built-in ones.
-    pub fn with_file(path: &Path) -> Result<PriceTable, String> {
-        let text = store::read_operator_file(path)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("{}: no such file", path.display()))?;
+    pub fn with_file(path: &Path) -> Result<PriceTable, PriceError> {
+        let text = store::read_operator_file(path)?
+            .ok_or_else(|| PriceError::Missing(path.to_path_buf()))?;
         let map: BTreeMap<String, Price> =
-            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            serde_json::from_str(&text).map_err(|source| PriceError::Json {
+                path: path.to_path_buf(),
+                source,
+            })?;
         for (model, price) in &map {
             let ok = [price.input, price.output, price.cached_input.unwrap_or(0.0)]
                 .iter()
                 .all(|v| v.is_finite() && *v >= 0.0);
             if !ok {
-                return Err(format!(
-                    "{}: the price of {model:?} must be non-negative numbers",
-                    path.display()
-                ));
+                return Err(PriceError::Negative {
+                    path: path.to_path_buf(),
+                    model: model.clone(),
+                });
             }
         }
         let mut table = PriceTable {
@@ -453,7 +483,7 @@ pub fn state_usage(
     state: &StateDir,
     agent: Option<&str>,
     prices: Option<&Path>,
-) -> Result<String, String> {
+) -> Result<String, PriceError> {
     let table = match prices {
         Some(path) => PriceTable::with_file(path)?,
         None => PriceTable::builtin(),

@@ -108,8 +108,6 @@ pub enum ConnectError {
     Login(String),
 }
 
-/// The ledger of our own sends, in the agent's state directory.
-pub const SENT_LEDGER_FILE: &str = "telegram-sent.json";
 
 type Updates = tokio::sync::mpsc::Receiver<grammers_client::session::updates::UpdatesLike>;
 
@@ -266,7 +264,7 @@ pub async fn connect(
             }
         },
     };
-    let ledger_path = state.agent_dir(agent).join(SENT_LEDGER_FILE);
+    let ledger_path = state.sent_ledger_path(agent);
     let ledger_clock = Arc::clone(&clock);
     let ledger =
         tokio::task::spawn_blocking(move || sent::SentLedger::load(ledger_path, ledger_clock))

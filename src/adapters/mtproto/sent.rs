@@ -92,7 +92,7 @@ impl SentLedger {
             Ok(Some(text)) => match serde_json::from_str::<LedgerFile>(&text) {
                 Ok(file) => file.sent,
                 Err(e) => {
-                    let aside = path.with_extension("json.damaged");
+                    let aside = crate::adapters::store::layout::damaged_ledger_path(&path);
                     tracing::warn!(file = %path.display(), error = %e, moved_to = %aside.display(), "sent-message ledger is damaged; starting a new one");
                     if let Err(e) = crate::adapters::store::move_file(&path, &aside) {
                         tracing::warn!(file = %path.display(), error = %e, "could not move the damaged ledger aside");
@@ -206,17 +206,24 @@ impl SentLedger {
 
     /// Writes the ledger to its file (atomically, off the async threads). In-memory ledgers
     /// do nothing.
-    pub async fn save(&self) -> Result<(), String> {
+    pub async fn save(&self) -> Result<(), SaveError> {
         let Some(path) = self.path.clone() else {
             return Ok(());
         };
         let file = LedgerFile {
             sent: self.lock().records.iter().cloned().collect(),
         };
-        let bytes = serde_json::to_vec_pretty(&file).unwrap_or_default();
-        tokio::task::spawn_blocking(move || crate::adapters::store::write_atomic(&path, &bytes))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())
+        tokio::task::spawn_blocking(move || crate::adapters::store::write_json(&path, &file))
+            .await??;
+        Ok(())
     }
+}
+
+/// Why the ledger could not be saved.
+#[derive(Debug, thiserror::Error)]
+pub enum SaveError {
+    #[error(transparent)]
+    Store(#[from] crate::adapters::store::StoreError),
+    #[error(transparent)]
+    Join(#[from] tokio::task::JoinError),
 }

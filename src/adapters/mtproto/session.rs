@@ -3,12 +3,12 @@
 //! AUTH_KEY_DUPLICATED). The file is created 0600 inside a 0700 directory before the library
 //! writes to it; before SQLite opens it, [`check_file`] refuses anything but a private regular
 //! file (a FIFO, a device, a directory, a symbolic link, a file or directory others can read).
+//! Its paths come from the store's layout and its lock is the store's `FileLock`.
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::adapters::store::{self, StateDir};
+use crate::adapters::store::{self, FileLock, LockFailure, StateDir};
 
 /// Why a session cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +48,7 @@ pub enum SessionError {
 
 /// Where an agent's session file lives.
 pub fn session_path(state: &StateDir, agent: &str) -> PathBuf {
-    state.agent_dir(agent).join("telegram.session")
+    state.session_path(agent)
 }
 
 /// What [`check_file`] found at a session path.
@@ -146,30 +146,24 @@ pub fn create_private(path: &Path) -> Result<(), SessionError> {
 /// An exclusive lock on the session, held for as long as the value lives.
 #[derive(Debug)]
 pub struct SessionLock {
-    _file: File,
+    _lock: FileLock,
 }
 
-/// Takes the session's lock (`<session>.lock`), failing at once if another process has it.
+/// Takes the session's lock (`<session>.lock`, the store's one lock implementation),
+/// failing at once if another process has it.
 pub fn lock(path: &Path) -> Result<SessionLock, SessionError> {
-    let lock_path = path.with_extension("session.lock");
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&lock_path)
-        .map_err(|source| SessionError::Io {
-            action: "cannot open",
-            path: lock_path.clone(),
-            source,
-        })?;
-    match file.try_lock() {
-        Ok(()) => Ok(SessionLock { _file: file }),
-        Err(std::fs::TryLockError::WouldBlock) => Err(SessionError::Locked {
+    let lock_path = store::layout::session_lock_path(path);
+    match FileLock::try_acquire(&lock_path) {
+        Ok(lock) => Ok(SessionLock { _lock: lock }),
+        Err(LockFailure::Held) => Err(SessionError::Locked {
             path: path.to_path_buf(),
         }),
-        Err(std::fs::TryLockError::Error(source)) => Err(SessionError::Io {
+        Err(LockFailure::Open(source)) => Err(SessionError::Io {
+            action: "cannot open",
+            path: lock_path,
+            source,
+        }),
+        Err(LockFailure::Lock(source)) => Err(SessionError::Io {
             action: "cannot lock",
             path: lock_path,
             source,

@@ -61,6 +61,11 @@ pub fn session_lock_path(session: &Path) -> PathBuf {
     session.with_extension("session.lock")
 }
 
+/// Where a damaged sent-message ledger is moved aside: `<ledger>.json.damaged`.
+pub fn damaged_ledger_path(ledger: &Path) -> PathBuf {
+    ledger.with_extension("json.damaged")
+}
+
 /// A transcript of the in-memory backend inside its directory: `<dir>/<chat>.json`.
 pub fn transcript_path(dir: &Path, chat: ChatId) -> PathBuf {
     dir.join(format!("{chat}.json"))

@@ -528,7 +528,7 @@ fn choose_planner(
             );
             return Ok((Arc::new(EchoPlanner), None));
         }
-        return Err(llm_error(why));
+        return Err(llm_error(why.to_string()));
     }
     Ok((Arc::new(planner), Some(llm)))
 }
