@@ -391,7 +391,10 @@ async fn the_router_dispatches_by_route_and_names_missing_keys() {
     };
     let router = Router::from_lookup(env, Duration::from_secs(5));
     assert!(router.check(ProviderKind::Ollama).is_ok());
-    let missing = router.check(ProviderKind::OpenRouter).unwrap_err().to_string();
+    let missing = router
+        .check(ProviderKind::OpenRouter)
+        .unwrap_err()
+        .to_string();
     assert!(missing.contains("OPENROUTER_API_KEY"), "{missing}");
     assert!(
         router

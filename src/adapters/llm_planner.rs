@@ -100,11 +100,7 @@ struct WindowRecord {
 
 /// `<state>/windows/<agent>/<chat>.json`.
 pub fn window_path(state: &StateDir, agent: &str, chat: ChatId) -> std::path::PathBuf {
-    state
-        .root()
-        .join("windows")
-        .join(store::fs_name(agent))
-        .join(format!("{chat}.json"))
+    state.window_path(agent, chat)
 }
 
 impl LlmPlanner {

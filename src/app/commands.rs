@@ -488,7 +488,5 @@ pub fn save_loop(global: &GlobalArgs, args: &SaveLoopArgs) -> CmdResult {
 
 /// The directory where the playground keeps an agent's in-memory transcripts.
 pub fn playground_dir(global: &GlobalArgs, agent: &str) -> PathBuf {
-    StateDir::new(&global.state_dir)
-        .agent_dir(agent)
-        .join("playground")
+    StateDir::new(&global.state_dir).playground_dir(agent)
 }

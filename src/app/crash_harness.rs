@@ -76,7 +76,7 @@ pub async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> CmdResult 
         MemoryTelegram::new(
             AGENT,
             Arc::clone(&clock),
-            Some(global.state_dir.join("transcripts")),
+            Some(crate::adapters::store::StateDir::new(&global.state_dir).transcripts_dir()),
         )
         .map_err(CommandError::Store)?,
     );

@@ -236,7 +236,7 @@ impl Fleet {
             Backend::Memory { send_delay } => {
                 let send_delay = *send_delay;
                 let (name, clock) = (persona.name.clone(), Arc::clone(&self.clock));
-                let dir = self.state.agent_dir(&persona.name).join("memory");
+                let dir = self.state.memory_dir(&persona.name);
                 let memory = tokio::task::spawn_blocking(move || {
                     crate::adapters::store::ensure_private_dir(&dir)?;
                     MemoryTelegram::new(&name, clock, Some(dir))

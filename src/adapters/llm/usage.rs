@@ -132,7 +132,7 @@ impl UsageMeter {
     pub fn load(state: StateDir, clock: SharedClock) -> UsageMeter {
         let (rows, problems) = read_totals(&state);
         for (path, why) in problems {
-            let aside = path.with_extension("json.unreadable");
+            let aside = store::layout::unreadable_usage_path(&path);
             tracing::warn!(path = %path.display(), error = %why, "usage file unreadable; moved aside");
             if let Err(e) = store::move_file(&path, &aside) {
                 tracing::warn!(error = %e, "could not move the usage file aside");

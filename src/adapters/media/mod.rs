@@ -34,11 +34,12 @@ use crate::ports::telegram::Telegram;
 
 mod plan;
 
+pub use plan::{
+    DEFAULT_BUDGET_PER_PASS, DEFAULT_MEDIA_MODEL, MediaConfig, MediaPrompts, sniff_mime,
+};
 use plan::{
     Family, MAX_DESCRIPTION_CHARS, NOT_UNDERSTOOD, Plan, accepted, metadata_description, plan_for,
 };
-pub use plan::{DEFAULT_BUDGET_PER_PASS, DEFAULT_MEDIA_MODEL, MediaConfig, MediaPrompts, sniff_mime};
-
 
 /// An item being described; dropping it lets other passes describe the item again.
 struct Claim {

@@ -108,7 +108,6 @@ pub enum ConnectError {
     Login(String),
 }
 
-
 type Updates = tokio::sync::mpsc::Receiver<grammers_client::session::updates::UpdatesLike>;
 
 /// A connected agent.
@@ -707,9 +706,10 @@ pub async fn logout(
         client.disconnect();
         let _ = pool_task.await;
     }
+    let [journal, ..] = crate::adapters::store::layout::session_sidecars(&path);
     let files = [
-        path.with_extension("session-journal"),
-        path.with_extension("session.lock"),
+        journal,
+        crate::adapters::store::layout::session_lock_path(&path),
         path,
     ];
     tokio::task::spawn_blocking(move || {

@@ -60,9 +60,6 @@ pub enum SessionFile {
     Present,
 }
 
-/// SQLite's own files next to a session, opened by the library whenever it opens the session.
-const SIDECARS: [&str; 3] = ["-journal", "-wal", "-shm"];
-
 /// Checks a session path before it is handed to SQLite, without opening or reading it (its
 /// content is the account's key and never appears in an error): it must be absent, or a
 /// regular file (not a FIFO, a device, a directory, nor a symbolic link, even one into the
@@ -93,10 +90,7 @@ pub fn check_file(path: &Path) -> Result<SessionFile, SessionError> {
         .map(|m| (path.to_path_buf(), m))
         .into_iter()
         .collect();
-    for suffix in SIDECARS {
-        let mut name = path.as_os_str().to_owned();
-        name.push(suffix);
-        let p = PathBuf::from(name);
+    for p in store::layout::session_sidecars(path) {
         if let Some(m) = inspect(&p)? {
             files.push((p, m));
         }

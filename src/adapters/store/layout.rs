@@ -61,6 +61,21 @@ pub fn session_lock_path(session: &Path) -> PathBuf {
     session.with_extension("session.lock")
 }
 
+/// SQLite's own files next to a session (journal, WAL, shared memory), opened by the library
+/// whenever it opens the session: `<session>-journal`, `-wal`, `-shm`.
+pub fn session_sidecars(session: &Path) -> [PathBuf; 3] {
+    ["-journal", "-wal", "-shm"].map(|suffix| {
+        let mut name = session.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    })
+}
+
+/// Where an unreadable usage file is moved aside: `<file>.json.unreadable`.
+pub fn unreadable_usage_path(file: &Path) -> PathBuf {
+    file.with_extension("json.unreadable")
+}
+
 /// Where a damaged sent-message ledger is moved aside: `<ledger>.json.damaged`.
 pub fn damaged_ledger_path(ledger: &Path) -> PathBuf {
     ledger.with_extension("json.damaged")

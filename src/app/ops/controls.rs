@@ -24,7 +24,7 @@ use crate::ports::telegram::Telegram;
 use crate::runtime::{Admit, InboundGate, RuntimeHandle};
 
 /// Name of the per-agent file holding pauses.
-pub const CONTROLS_FILE: &str = "controls.json";
+pub const CONTROLS_FILE: &str = crate::adapters::store::layout::CONTROLS_FILE;
 
 /// Longest answer sent to Telegram (its limit is 4096 characters).
 const MAX_ANSWER_CHARS: usize = 4000;
@@ -183,7 +183,7 @@ impl Pauses {
 /// Reads an agent's pauses. An unreadable file is reported and left in place; the agent then
 /// runs unpaused until the owner pauses it again (which rewrites the file).
 pub fn load_pauses(dir: &StateDir, agent: &str) -> Pauses {
-    let path = dir.agent_dir(agent).join(CONTROLS_FILE);
+    let path = dir.controls_path(agent);
     match store::read_optional(&path) {
         Ok(None) => Pauses::default(),
         Ok(Some(text)) => serde_json::from_str(&text).unwrap_or_else(|e| {
@@ -201,7 +201,7 @@ fn save_pauses(dir: &StateDir, agent: &str, pauses: &Pauses) -> Result<(), Strin
     let agent_dir = dir.agent_dir(agent);
     store::ensure_private_dir(&agent_dir).map_err(|e| e.to_string())?;
     let text = serde_json::to_string_pretty(pauses).map_err(|e| e.to_string())?;
-    store::write_atomic(&agent_dir.join(CONTROLS_FILE), text.as_bytes()).map_err(|e| e.to_string())
+    store::write_atomic(&dir.controls_path(agent), text.as_bytes()).map_err(|e| e.to_string())
 }
 
 /// An agent the controller can answer for.

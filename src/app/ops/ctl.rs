@@ -20,7 +20,7 @@ use crate::app::commands::{CmdResult, CommandError};
 use crate::app::ops::controls::{Controller, Op, parse_duration};
 
 /// File name of the socket inside the state directory.
-pub const SOCKET_NAME: &str = "ctl.sock";
+pub const SOCKET_NAME: &str = crate::adapters::store::layout::SOCKET_NAME;
 
 /// Largest request accepted.
 const MAX_REQUEST: usize = 64 * 1024;
@@ -43,7 +43,7 @@ pub struct Response {
 
 /// Where the socket lives for a state directory.
 pub fn socket_path(state: &StateDir) -> PathBuf {
-    state.root().join(SOCKET_NAME)
+    state.socket_path()
 }
 
 /// Binds the socket (0600) and serves it until `stop`; removes the file at the end.

@@ -7,7 +7,14 @@
 //! A transcript that cannot be read at start is moved to `quarantine/` next to it (never
 //! overwritten), and its chat starts empty.
 //!
-//! It never touches the network. Writes go through `store`, off the async threads.
+//! It never touches the network. Writes go through `store`, off the async threads; paths come
+//! from the state layout. Transcript reading is in `transcript`, the trait in `telegram`.
+
+mod telegram;
+mod transcript;
+
+pub use transcript::{MAX_TRANSCRIPT_BYTES, Unusable};
+use transcript::{quarantine_transcript, read_transcript};
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -17,7 +24,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::adapters::store;
+use crate::adapters::store::{self, layout};
 use crate::core::model::{
     Chat, ChatId, MediaInfo, Mention, Message, MessageId, OutgoingSticker, OutgoingText, Sender,
     StickerChoice, TelegramError, TgResult,
@@ -149,59 +156,6 @@ pub struct MemoryTelegram {
     state: Mutex<State>,
     persist_lock: tokio::sync::Mutex<()>,
     observer: Mutex<Option<mpsc::UnboundedSender<Recorded>>>,
-}
-
-/// Largest playground transcript read at start; a bigger file is quarantined.
-pub const MAX_TRANSCRIPT_BYTES: u64 = 64 * 1024 * 1024;
-
-/// Reads one persisted transcript. The inner `Err` is why the file is unusable (not a
-/// regular file, over [`MAX_TRANSCRIPT_BYTES`], not UTF-8, not a transcript): the caller
-/// quarantines it. The outer error is an I/O failure that says nothing about the file.
-fn read_transcript(path: &Path) -> Result<Result<ChatLog, String>, store::StoreError> {
-    use std::io::Read;
-    let io = |source| store::StoreError::Io {
-        action: "cannot read",
-        path: path.to_path_buf(),
-        source,
-    };
-    let meta = std::fs::symlink_metadata(path).map_err(io)?;
-    if !meta.file_type().is_file() {
-        return Ok(Err("not a regular file".into()));
-    }
-    if meta.len() > MAX_TRANSCRIPT_BYTES {
-        return Ok(Err(format!("larger than {MAX_TRANSCRIPT_BYTES} bytes")));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_TRANSCRIPT_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(io)?;
-    if bytes.len() as u64 > MAX_TRANSCRIPT_BYTES {
-        return Ok(Err(format!("larger than {MAX_TRANSCRIPT_BYTES} bytes")));
-    }
-    let text = match String::from_utf8(bytes) {
-        Ok(t) => t,
-        Err(e) => {
-            return Ok(Err(format!(
-                "not valid UTF-8 (at byte {})",
-                e.utf8_error().valid_up_to()
-            )));
-        }
-    };
-    Ok(serde_json::from_str::<ChatLog>(&text).map_err(|e| e.to_string()))
-}
-
-/// Moves an unusable transcript to `<dir>/quarantine/transcript--<ms>--<file>`.
-fn quarantine_transcript(dir: &Path, path: &Path) -> Result<PathBuf, store::StoreError> {
-    let file = path
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let stamp = jiff::Timestamp::now().as_millisecond();
-    let target = dir
-        .join("quarantine")
-        .join(format!("transcript--{stamp}--{file}"));
-    store::move_file(path, &target)?;
-    Ok(target)
 }
 
 /// Deterministic user id for a display name, so a restarted playground keeps its ids.
@@ -523,7 +477,7 @@ impl MemoryTelegram {
         let Some(log) = snapshot else {
             return Ok(());
         };
-        let path = dir.join(format!("{chat}.json"));
+        let path = layout::transcript_path(dir, chat);
         let bytes = serde_json::to_vec_pretty(&log)
             .map_err(|e| TelegramError::Other(format!("cannot encode transcript: {e}")))?;
         tokio::task::spawn_blocking(move || store::write_atomic(&path, &bytes))
@@ -603,231 +557,6 @@ impl MemoryTelegram {
             self.persist(chat).await?;
         }
         Ok((msg, fresh))
-    }
-}
-
-impl Telegram for MemoryTelegram {
-    fn self_id(&self) -> i64 {
-        self.self_id
-    }
-
-    fn allowed_reactions(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Option<Vec<String>>>> {
-        let mut st = self.lock();
-        st.allowed_reactions_calls += 1;
-        let list = st.allowed_reactions.get(&chat).cloned();
-        Box::pin(async move { Ok(list) })
-    }
-
-    fn chat(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Chat>> {
-        Box::pin(async move {
-            self.enter(Op::Chat).await?;
-            self.with_chat(chat, |log| log.chat.clone())
-        })
-    }
-
-    fn send_text(&self, msg: OutgoingText) -> BoxFuture<'_, TgResult<Message>> {
-        Box::pin(async move {
-            self.enter(Op::SendText).await?;
-            let (sent, fresh) = self
-                .post(msg.chat, msg.idempotency_key, msg.text, msg.reply_to, None)
-                .await?;
-            if fresh {
-                self.record(Action::Send {
-                    chat: msg.chat,
-                    message: sent.clone(),
-                });
-            }
-            Ok(sent)
-        })
-    }
-
-    fn send_sticker(&self, msg: OutgoingSticker) -> BoxFuture<'_, TgResult<Message>> {
-        Box::pin(async move {
-            self.enter(Op::SendSticker).await?;
-            let media = MediaInfo {
-                kind: crate::core::model::MediaKind::Sticker,
-                unique_id: format!("sticker:{}:{}", msg.sticker.set, msg.sticker.name),
-                mime: Some("image/webp".into()),
-                size: None,
-                duration_secs: None,
-                file_name: None,
-                sticker: Some(crate::core::model::StickerInfo {
-                    set: Some(msg.sticker.set.clone()),
-                    name: msg.sticker.name.clone(),
-                    emoji: None,
-                }),
-            };
-            let (sent, fresh) = self
-                .post(
-                    msg.chat,
-                    msg.idempotency_key,
-                    String::new(),
-                    msg.reply_to,
-                    Some(media),
-                )
-                .await?;
-            if fresh {
-                self.record(Action::Sticker {
-                    chat: msg.chat,
-                    message: sent.clone(),
-                    sticker: msg.sticker,
-                });
-            }
-            Ok(sent)
-        })
-    }
-
-    fn react(&self, chat: ChatId, message: MessageId, emoji: &str) -> BoxFuture<'_, TgResult<()>> {
-        let emoji = emoji.to_string();
-        Box::pin(async move {
-            self.enter(Op::React).await?;
-            let exists =
-                self.with_chat(chat, |log| log.messages.iter().any(|m| m.id == message))?;
-            if !exists {
-                return Err(TelegramError::Invalid(format!(
-                    "no message {message} in chat {chat}"
-                )));
-            }
-            self.record(Action::React {
-                chat,
-                message_id: message,
-                emoji,
-            });
-            Ok(())
-        })
-    }
-
-    fn typing(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
-        Box::pin(async move {
-            self.enter(Op::Typing).await?;
-            self.with_chat(chat, |_| ())?;
-            self.record(Action::Typing { chat });
-            Ok(())
-        })
-    }
-
-    fn mark_read(&self, chat: ChatId, upto: MessageId) -> BoxFuture<'_, TgResult<()>> {
-        Box::pin(async move {
-            self.enter(Op::MarkRead).await?;
-            // Read state lives on Telegram's side: it survives a crash of ours, so the
-            // twin makes it durable at once (an unread scan after a restart relies on it).
-            let changed = self.with_chat(chat, |log| {
-                let changed = log.read_upto.is_none_or(|r| r < upto);
-                if changed {
-                    log.read_upto = Some(upto);
-                }
-                changed
-            })?;
-            if changed {
-                self.persist(chat).await?;
-            }
-            self.record(Action::Read { chat, upto });
-            Ok(())
-        })
-    }
-
-    fn block(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
-        Box::pin(async move {
-            self.enter(Op::Block).await?;
-            self.with_chat(chat, |log| log.blocked = true)?;
-            self.persist(chat).await?;
-            self.record(Action::Block { chat });
-            Ok(())
-        })
-    }
-
-    fn unblock(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
-        Box::pin(async move {
-            self.enter(Op::Unblock).await?;
-            self.with_chat(chat, |log| log.blocked = false)?;
-            self.persist(chat).await?;
-            self.record(Action::Unblock { chat });
-            Ok(())
-        })
-    }
-
-    fn delete_history(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
-        Box::pin(async move {
-            self.enter(Op::DeleteHistory).await?;
-            self.with_chat(chat, |log| log.messages.clear())?;
-            self.persist(chat).await?;
-            self.record(Action::Clear { chat });
-            Ok(())
-        })
-    }
-
-    fn fetch_history(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, TgResult<Vec<Message>>> {
-        Box::pin(async move {
-            self.enter(Op::FetchHistory).await?;
-            self.with_chat(chat, |log| {
-                let skip = log.messages.len().saturating_sub(limit);
-                log.messages[skip..].to_vec()
-            })
-        })
-    }
-
-    fn sticker_set(
-        &self,
-        set: &str,
-    ) -> BoxFuture<'_, TgResult<Vec<crate::core::model::SetSticker>>> {
-        let set = set.to_string();
-        Box::pin(async move {
-            let names = self
-                .lock()
-                .sticker_sets
-                .get(&set)
-                .cloned()
-                .ok_or_else(|| TelegramError::NotFound(format!("sticker set {set}")))?;
-            Ok(names
-                .into_iter()
-                .map(|name| crate::core::model::SetSticker {
-                    unique_id: format!("sticker:{set}:{name}"),
-                    name,
-                })
-                .collect())
-        })
-    }
-
-    fn has_sticker(&self, choice: &StickerChoice) -> BoxFuture<'_, TgResult<bool>> {
-        let state = self.lock();
-        let found = state.sticker_sets.is_empty()
-            || state
-                .sticker_sets
-                .get(&choice.set)
-                .is_some_and(|names| names.contains(&choice.name));
-        Box::pin(async move { Ok(found) })
-    }
-
-    fn download_media(
-        &self,
-        chat: ChatId,
-        message: MessageId,
-        max_bytes: u64,
-    ) -> BoxFuture<'_, TgResult<Vec<u8>>> {
-        Box::pin(async move {
-            self.enter(Op::Download).await?;
-            let uid = self
-                .with_chat(chat, |log| {
-                    log.messages
-                        .iter()
-                        .find(|m| m.id == message)
-                        .and_then(|m| m.media.as_ref().map(|x| x.unique_id.clone()))
-                })?
-                .ok_or_else(|| TelegramError::NotFound(format!("no media in message {message}")))?;
-            let bytes = self
-                .lock()
-                .media
-                .get(&uid)
-                .cloned()
-                .ok_or_else(|| TelegramError::NotFound(format!("media {uid}")))?;
-            if bytes.len() as u64 > max_bytes {
-                return Err(TelegramError::Invalid(format!(
-                    "media is {} bytes, over the {max_bytes} byte cap",
-                    bytes.len()
-                )));
-            }
-            Ok(bytes)
-        })
     }
 }
 

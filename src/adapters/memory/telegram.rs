@@ -1,0 +1,229 @@
+//! The [`Telegram`] trait on the in-memory account: each call reads or changes the account's
+//! state (in the parent module), records outbound actions and honours injected failures.
+
+use super::*;
+
+impl Telegram for MemoryTelegram {
+    fn self_id(&self) -> i64 {
+        self.self_id
+    }
+
+    fn allowed_reactions(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Option<Vec<String>>>> {
+        let mut st = self.lock();
+        st.allowed_reactions_calls += 1;
+        let list = st.allowed_reactions.get(&chat).cloned();
+        Box::pin(async move { Ok(list) })
+    }
+
+    fn chat(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Chat>> {
+        Box::pin(async move {
+            self.enter(Op::Chat).await?;
+            self.with_chat(chat, |log| log.chat.clone())
+        })
+    }
+
+    fn send_text(&self, msg: OutgoingText) -> BoxFuture<'_, TgResult<Message>> {
+        Box::pin(async move {
+            self.enter(Op::SendText).await?;
+            let (sent, fresh) = self
+                .post(msg.chat, msg.idempotency_key, msg.text, msg.reply_to, None)
+                .await?;
+            if fresh {
+                self.record(Action::Send {
+                    chat: msg.chat,
+                    message: sent.clone(),
+                });
+            }
+            Ok(sent)
+        })
+    }
+
+    fn send_sticker(&self, msg: OutgoingSticker) -> BoxFuture<'_, TgResult<Message>> {
+        Box::pin(async move {
+            self.enter(Op::SendSticker).await?;
+            let media = MediaInfo {
+                kind: crate::core::model::MediaKind::Sticker,
+                unique_id: format!("sticker:{}:{}", msg.sticker.set, msg.sticker.name),
+                mime: Some("image/webp".into()),
+                size: None,
+                duration_secs: None,
+                file_name: None,
+                sticker: Some(crate::core::model::StickerInfo {
+                    set: Some(msg.sticker.set.clone()),
+                    name: msg.sticker.name.clone(),
+                    emoji: None,
+                }),
+            };
+            let (sent, fresh) = self
+                .post(
+                    msg.chat,
+                    msg.idempotency_key,
+                    String::new(),
+                    msg.reply_to,
+                    Some(media),
+                )
+                .await?;
+            if fresh {
+                self.record(Action::Sticker {
+                    chat: msg.chat,
+                    message: sent.clone(),
+                    sticker: msg.sticker,
+                });
+            }
+            Ok(sent)
+        })
+    }
+
+    fn react(&self, chat: ChatId, message: MessageId, emoji: &str) -> BoxFuture<'_, TgResult<()>> {
+        let emoji = emoji.to_string();
+        Box::pin(async move {
+            self.enter(Op::React).await?;
+            let exists =
+                self.with_chat(chat, |log| log.messages.iter().any(|m| m.id == message))?;
+            if !exists {
+                return Err(TelegramError::Invalid(format!(
+                    "no message {message} in chat {chat}"
+                )));
+            }
+            self.record(Action::React {
+                chat,
+                message_id: message,
+                emoji,
+            });
+            Ok(())
+        })
+    }
+
+    fn typing(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.enter(Op::Typing).await?;
+            self.with_chat(chat, |_| ())?;
+            self.record(Action::Typing { chat });
+            Ok(())
+        })
+    }
+
+    fn mark_read(&self, chat: ChatId, upto: MessageId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.enter(Op::MarkRead).await?;
+            // Read state lives on Telegram's side: it survives a crash of ours, so the
+            // twin makes it durable at once (an unread scan after a restart relies on it).
+            let changed = self.with_chat(chat, |log| {
+                let changed = log.read_upto.is_none_or(|r| r < upto);
+                if changed {
+                    log.read_upto = Some(upto);
+                }
+                changed
+            })?;
+            if changed {
+                self.persist(chat).await?;
+            }
+            self.record(Action::Read { chat, upto });
+            Ok(())
+        })
+    }
+
+    fn block(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.enter(Op::Block).await?;
+            self.with_chat(chat, |log| log.blocked = true)?;
+            self.persist(chat).await?;
+            self.record(Action::Block { chat });
+            Ok(())
+        })
+    }
+
+    fn unblock(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.enter(Op::Unblock).await?;
+            self.with_chat(chat, |log| log.blocked = false)?;
+            self.persist(chat).await?;
+            self.record(Action::Unblock { chat });
+            Ok(())
+        })
+    }
+
+    fn delete_history(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.enter(Op::DeleteHistory).await?;
+            self.with_chat(chat, |log| log.messages.clear())?;
+            self.persist(chat).await?;
+            self.record(Action::Clear { chat });
+            Ok(())
+        })
+    }
+
+    fn fetch_history(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, TgResult<Vec<Message>>> {
+        Box::pin(async move {
+            self.enter(Op::FetchHistory).await?;
+            self.with_chat(chat, |log| {
+                let skip = log.messages.len().saturating_sub(limit);
+                log.messages[skip..].to_vec()
+            })
+        })
+    }
+
+    fn sticker_set(
+        &self,
+        set: &str,
+    ) -> BoxFuture<'_, TgResult<Vec<crate::core::model::SetSticker>>> {
+        let set = set.to_string();
+        Box::pin(async move {
+            let names = self
+                .lock()
+                .sticker_sets
+                .get(&set)
+                .cloned()
+                .ok_or_else(|| TelegramError::NotFound(format!("sticker set {set}")))?;
+            Ok(names
+                .into_iter()
+                .map(|name| crate::core::model::SetSticker {
+                    unique_id: format!("sticker:{set}:{name}"),
+                    name,
+                })
+                .collect())
+        })
+    }
+
+    fn has_sticker(&self, choice: &StickerChoice) -> BoxFuture<'_, TgResult<bool>> {
+        let state = self.lock();
+        let found = state.sticker_sets.is_empty()
+            || state
+                .sticker_sets
+                .get(&choice.set)
+                .is_some_and(|names| names.contains(&choice.name));
+        Box::pin(async move { Ok(found) })
+    }
+
+    fn download_media(
+        &self,
+        chat: ChatId,
+        message: MessageId,
+        max_bytes: u64,
+    ) -> BoxFuture<'_, TgResult<Vec<u8>>> {
+        Box::pin(async move {
+            self.enter(Op::Download).await?;
+            let uid = self
+                .with_chat(chat, |log| {
+                    log.messages
+                        .iter()
+                        .find(|m| m.id == message)
+                        .and_then(|m| m.media.as_ref().map(|x| x.unique_id.clone()))
+                })?
+                .ok_or_else(|| TelegramError::NotFound(format!("no media in message {message}")))?;
+            let bytes = self
+                .lock()
+                .media
+                .get(&uid)
+                .cloned()
+                .ok_or_else(|| TelegramError::NotFound(format!("media {uid}")))?;
+            if bytes.len() as u64 > max_bytes {
+                return Err(TelegramError::Invalid(format!(
+                    "media is {} bytes, over the {max_bytes} byte cap",
+                    bytes.len()
+                )));
+            }
+            Ok(bytes)
+        })
+    }
+}
