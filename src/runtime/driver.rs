@@ -4,7 +4,8 @@
 //! spawns, aborts). A task is spawned only once the write holding its `active` mark is
 //! durable; nothing else waits for the disk. Between passes it sleeps until the next event
 //! or the scheduler's next deadline. Hooks that watch the loop (a watchdog, metrics) read the
-//! [`Status`] published after every pass.
+//! [`Status`] published after every pass. What it was given (config, agents, ports, queue)
+//! lives in the runtime's shared `Services`, which it owns.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -13,7 +13,10 @@
 //! each), and spawns their handlers once their `active` mark is durable. Different
 //! conversations run concurrently, one task per conversation at a time, under a global cap.
 //! The runtime never talks to Telegram or an LLM itself: handlers do, through the traits in
-//! their context.
+//! their context. It imports no adapter: the durable store, the media pipeline and the sticker
+//! catalog reach it as port trait objects (`ports::{store, media, stickers}`), gathered with
+//! the config, agents, planner, clock and queue in one `Services` struct that [`Runtime`]
+//! assembles and the driver owns.
 
 pub mod driver;
 pub mod handle;
