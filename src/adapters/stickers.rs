@@ -6,7 +6,7 @@
 //! It implements the stickers port (`ports::stickers::StickerLookup`) the runtime holds.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -150,6 +150,3 @@ impl crate::ports::stickers::StickerLookup for StickerCatalog {
         StickerCatalog::find_by_name(self, agent, name)
     }
 }
-
-/// Shared handle.
-pub type SharedCatalog = Arc<StickerCatalog>;

@@ -234,14 +234,14 @@ impl UsageMeter {
                 .into_iter()
                 .filter(|r| r.agent == agent)
                 .collect();
-            let path = usage_path(&self.state, &agent);
+            let path = self.state.usage_path(&agent);
             let file = UsageFile {
                 format: FORMAT,
                 agent: agent.clone(),
                 rows,
             };
             let bytes = serde_json::to_vec_pretty(&file).unwrap_or_default();
-            let dir = usage_dir(&self.state);
+            let dir = self.state.usage_dir();
             let written = tokio::task::spawn_blocking(move || {
                 store::ensure_private_dir(&dir)?;
                 store::write_atomic(&path, &bytes)
@@ -265,20 +265,11 @@ impl UsageMeter {
     }
 }
 
-/// `<state>/usage`.
-pub fn usage_dir(state: &StateDir) -> PathBuf {
-    state.usage_dir()
-}
-
-fn usage_path(state: &StateDir, agent: &str) -> PathBuf {
-    state.usage_path(agent)
-}
-
 /// Every saved row, and the files that could not be read (path and reason).
 pub fn read_totals(state: &StateDir) -> (Vec<UsageRow>, Vec<(PathBuf, String)>) {
     let mut rows = Vec::new();
     let mut problems = Vec::new();
-    let dir = usage_dir(state);
+    let dir = state.usage_dir();
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return (rows, problems);
     };

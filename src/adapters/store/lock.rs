@@ -12,7 +12,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::StoreError;
-use super::files::{Symlinks, ensure_private_dir, io_err, read_file};
+use super::files::{Refused, Symlinks, ensure_private_dir, file_kind, io_err, read_file};
 use super::layout::StateDir;
 
 /// An exclusive lock on a file, held for as long as the value lives.
@@ -34,9 +34,10 @@ pub enum LockFailure {
 
 impl FileLock {
     /// Takes the lock on `path` (created if missing) without waiting.
+    /// Anything but a regular file in its place (a FIFO, a directory) fails as
+    /// [`LockFailure::Open`].
     pub fn try_acquire(path: &Path) -> Result<FileLock, LockFailure> {
         let file = OpenOptions::new()
-            .read(true)
             .write(true)
             .create(true)
             .truncate(false)
@@ -44,6 +45,13 @@ impl FileLock {
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(path)
             .map_err(LockFailure::Open)?;
+        let meta = file.metadata().map_err(LockFailure::Open)?;
+        if !meta.is_file() {
+            return Err(LockFailure::Open(io::Error::new(
+                io::ErrorKind::InvalidData,
+                Refused::NotRegular(file_kind(&meta)),
+            )));
+        }
         match file.try_lock() {
             Ok(()) => Ok(FileLock { file }),
             Err(fs::TryLockError::WouldBlock) => Err(LockFailure::Held),
@@ -105,5 +113,41 @@ impl StateLock {
         lock.record(&std::process::id().to_string())
             .map_err(io_err("cannot write lock file", &path))?;
         Ok(StateLock { _lock: lock })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_state_lock_is_refused_naming_the_holder() -> Result<(), Box<dyn std::error::Error>>
+    {
+        let tmp = tempfile::tempdir()?;
+        let dir = StateDir::new(tmp.path());
+        let _held = StateLock::acquire(&dir)?;
+        let err = StateLock::acquire(&dir).err().map(|e| e.to_string());
+        let pid = std::process::id().to_string();
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("in use") && e.contains(&pid)),
+            "{err:?}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_fifo_as_the_state_lock_fails_at_once() -> Result<(), Box<dyn std::error::Error>> {
+        let tmp = tempfile::tempdir()?;
+        let dir = StateDir::new(tmp.path());
+        let status = std::process::Command::new("mkfifo")
+            .arg(dir.lock_path())
+            .status()?;
+        assert!(status.success());
+        assert!(matches!(
+            StateLock::acquire(&dir),
+            Err(LockError::Store(StoreError::Io { .. }))
+        ));
+        Ok(())
     }
 }
