@@ -21,9 +21,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("cmd", &["core", "ports", "app", "cmd"]),
     (
         "fuzz",
-        &[
-            "core", "ports", "adapters", "runtime", "ingress", "app", "fuzz",
-        ],
+        &["core", "ports", "adapters", "runtime", "ingress", "app", "fuzz"],
     ),
 ];
 
@@ -250,11 +248,7 @@ fn no_source_file_is_over_800_lines() {
         })
         .collect();
     long.sort();
-    assert!(
-        long.is_empty(),
-        "files over 800 lines:\n{}",
-        long.join("\n")
-    );
+    assert!(long.is_empty(), "files over 800 lines:\n{}", long.join("\n"));
 }
 
 #[test]
