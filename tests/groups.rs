@@ -15,10 +15,12 @@ use personad::adapters::memory::Incoming;
 use personad::core::group::decide::{self, ChatState, Context, Identity, Inbound, Stage, Verdict};
 use personad::core::group::settings::{GroupSettings, TriggerMode};
 use personad::core::model::{ChatId, Mention, Message, MessageId, Sender};
-use personad::ingress::gate::{GateConfig, GroupGate, QuoteBook, identity_for};
+use personad::ingress::chain::{Chain, Groups};
+use personad::ingress::gate::{GateConfig, GroupGate, identity_for};
 use personad::ports::clock::{self, SharedClock};
 use personad::ports::llm::ApiKey;
 use personad::ports::telegram::Telegram;
+use personad::runtime::RuntimeHandle;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path_regex};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -476,6 +478,8 @@ fn not_addressed() -> Value {
 struct GroupRun {
     h: Harness,
     gate: GroupGate,
+    /// The runtime behind the admission chain (the group gate's step), as sources see it.
+    gated: RuntimeHandle,
     planner: Arc<ScriptedPlanner>,
 }
 
@@ -507,12 +511,27 @@ fn start_group(dir: &std::path::Path, headings: &str, server: Option<&MockServer
         classifier,
         classifier_model: None,
         clock: Arc::clone(&h.shared_clock),
-        quiet: Duration::from_secs(2),
         peers: Vec::new(),
         modes: Default::default(),
-        quotes: QuoteBook::new(),
     });
-    GroupRun { h, gate, planner }
+    let gated = chained(&h.handle, &[(AGENT, gate.clone())]);
+    GroupRun {
+        h,
+        gate,
+        gated,
+        planner,
+    }
+}
+
+/// The runtime behind an admission chain holding these group gates (which its `classify`
+/// tasks then reach).
+fn chained(handle: &RuntimeHandle, gates: &[(&str, GroupGate)]) -> RuntimeHandle {
+    let groups = Groups::new();
+    for (agent, gate) in gates {
+        groups.insert(agent, gate.clone());
+    }
+    handle.set_groups(Arc::clone(&groups) as _);
+    handle.clone().with_gate(Chain::new(None, groups))
 }
 
 impl GroupRun {
@@ -530,14 +549,13 @@ impl GroupRun {
             )
             .await
             .unwrap_or_else(|e| panic!("inject: {e}"));
-        self.gate.on_inbound(group(-100), m.clone(), false, false);
+        self.gated.push_inbound(AGENT, group(-100), m.clone(), true);
         m
     }
 
     async fn settle(&mut self) {
         drop(self.h.hold.take());
         for _ in 0..3 {
-            self.gate.wait_idle().await;
             self.h.handle.wait_idle().await;
         }
         self.h.hold = Some(self.h.shared_clock.hold());
@@ -815,22 +833,25 @@ async fn two_personas_of_one_daemon_stop_addressing_each_other_within_the_loop_g
                 classifier: None,
                 classifier_model: None,
                 clock: Arc::clone(&clock),
-                quiet: Duration::from_secs(2),
                 peers: vec![ids[1 - i]],
                 modes: Default::default(),
-                quotes: QuoteBook::new(),
             })
         })
         .collect();
+    let gated = chained(
+        &handle,
+        &[(names[0], gates[0].clone()), (names[1], gates[1].clone())],
+    );
     // Relay: what one persona sends reaches the other as an inbound message.
     let mut relays = Vec::new();
     for i in 0..2 {
         let mut rx = accounts[i].observe();
-        let (from, to, gate_from, gate_to) = (
+        let (from, to, gate_from, into, to_agent) = (
             names[i],
             accounts[1 - i].clone(),
             gates[i].clone(),
-            gates[1 - i].clone(),
+            gated.clone(),
+            names[1 - i],
         );
         relays.push(tokio::spawn(async move {
             while let Some(rec) = rx.recv().await {
@@ -847,7 +868,7 @@ async fn two_personas_of_one_daemon_stop_addressing_each_other_within_the_loop_g
                         )
                         .await
                         .unwrap();
-                    gate_to.on_inbound(group(-100), m, false, false);
+                    into.push_inbound(to_agent, group(-100), m, true);
                 }
             }
         }));
@@ -865,14 +886,11 @@ async fn two_personas_of_one_daemon_stop_addressing_each_other_within_the_loop_g
             )
             .await
             .unwrap();
-        gates[i].on_inbound(group(-100), m, false, false);
+        gated.push_inbound(names[i], group(-100), m, true);
     }
     drop(hold);
     let mut last = usize::MAX;
     for _ in 0..200 {
-        for g in &gates {
-            g.wait_idle().await;
-        }
         handle.wait_idle().await;
         let sends: usize = accounts
             .iter()

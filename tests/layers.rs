@@ -21,7 +21,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("cmd", &["core", "ports", "app", "cmd"]),
     (
         "fuzz",
-        &["core", "ports", "adapters", "runtime", "ingress", "app", "fuzz"],
+        &[
+            "core", "ports", "adapters", "runtime", "ingress", "app", "fuzz",
+        ],
     ),
 ];
 
@@ -248,7 +250,11 @@ fn no_source_file_is_over_800_lines() {
         })
         .collect();
     long.sort();
-    assert!(long.is_empty(), "files over 800 lines:\n{}", long.join("\n"));
+    assert!(
+        long.is_empty(),
+        "files over 800 lines:\n{}",
+        long.join("\n")
+    );
 }
 
 #[test]

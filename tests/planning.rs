@@ -362,6 +362,7 @@ async fn thirty_turns(history_size: usize) -> Vec<LlmRequest> {
             now: personad::core::time::add(t0(), secs(turn as u64 * 3600 + 17)),
             media: &Default::default(),
             stickers: &[],
+            quote: true,
         };
         let _ = planner.plan(req).await;
     }
@@ -429,6 +430,7 @@ async fn every_turn_opens_with_a_pinned_metadata_line_own_messages_included() {
             now: t0(),
             media: &Default::default(),
             stickers: &[],
+            quote: true,
         })
         .await;
     let reqs = llm.requests.lock().map(|r| r.clone()).unwrap_or_default();

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use personad::adapters::mtproto::pump::{
-    CHANNEL_FAILURE_LIMIT, Incoming, Lookups, Pump, PumpEnd, PumpOptions, RuntimeSink, SAVE_EVERY,
-    Sink, SourceError, SourceFactory, TgUpdate, UpdateSource,
+    CHANNEL_FAILURE_LIMIT, Incoming, Lookups, Pump, PumpEnd, PumpOptions, SAVE_EVERY, Sink,
+    SourceError, SourceFactory, TgUpdate, UpdateSource,
 };
 use personad::adapters::mtproto::recover::{
     self, CallError, MAX_DELETE_ROUNDS, PeerLearner, muted, reaction_variant,
@@ -21,6 +21,7 @@ use personad::adapters::mtproto::recover::{
 use personad::adapters::mtproto::sent::SentLedger;
 use personad::core::model::{Chat, ChatId, ChatKind, Message, MessageId, Sender, TelegramError};
 use personad::core::time::BoxFuture;
+use personad::ingress::sink::RuntimeSink;
 use personad::ports::clock::{SharedClock, VirtualClock};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -966,7 +967,7 @@ fn pump_into_runtime(
             runtime: RuntimeSink {
                 agent: common::AGENT.into(),
                 runtime: h.handle.clone(),
-                gate: None,
+                groups: personad::ingress::chain::Groups::new(),
             },
             recorder: Arc::clone(&recorder),
         }),

@@ -86,8 +86,6 @@ pub struct LlmPlanner {
     windows: Mutex<HashMap<(String, ChatId), Option<MessageId>>>,
     state: Option<StateDir>,
     usage: Option<Arc<UsageMeter>>,
-    /// Group triggers whose answer must not quote them (low impulse), from the group gate.
-    quotes: Option<Arc<crate::ingress::gate::QuoteBook>>,
 }
 
 /// The persisted window start of one chat.
@@ -111,7 +109,6 @@ impl LlmPlanner {
             windows: Mutex::new(HashMap::new()),
             state: None,
             usage: None,
-            quotes: None,
         }
     }
 
@@ -133,12 +130,6 @@ impl LlmPlanner {
             .unwrap_or_else(PoisonError::into_inner)
             .get(key)
             .copied()
-    }
-
-    /// Lets the group gate decide, per trigger, whether the answer quotes it.
-    pub fn with_quote_book(mut self, quotes: Arc<crate::ingress::gate::QuoteBook>) -> LlmPlanner {
-        self.quotes = Some(quotes);
-        self
     }
 
     /// The remembered window start: from memory, else from the chat's record on disk.
@@ -262,10 +253,7 @@ impl LlmPlanner {
         // the model chose otherwise, so people can tell what it responds to.
         if !req.chat.kind.is_direct()
             && let Some(target) = req.target
-            && self
-                .quotes
-                .as_ref()
-                .is_none_or(|q| q.should_quote(req.chat.id, target))
+            && req.quote
             && let Some(first) = actions
                 .iter_mut()
                 .find(|a| matches!(a, Action::Send { .. } | Action::Sticker { .. }))

@@ -133,7 +133,7 @@ pub async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> CmdResult 
             .ok()
             .and_then(|text| codec::decode(&text).ok())
             .and_then(|g| match g.tasks.first().map(|t| &t.spec) {
-                Some(TaskSpec::Received { message_id }) => *message_id,
+                Some(TaskSpec::Received { message_id, .. }) => *message_id,
                 _ => None,
             });
         let transcript = telegram.transcript(c.id);

@@ -36,7 +36,9 @@ use crate::app::ops::sdnotify::{self, Notifier};
 use crate::app::ops::{ctl, metrics, watch};
 use crate::core::config::ConfigError;
 use crate::core::persona::{LoadReport, Persona};
-use crate::ingress::gate::{GateConfig, GroupGate, QuoteBook, identity_for};
+use crate::ingress::chain::{Chain, Groups};
+use crate::ingress::gate::{GateConfig, GroupGate, identity_for};
+use crate::ingress::sink::RuntimeSink;
 use crate::ports::clock::{SharedClock, SystemClock};
 use crate::ports::llm::Llm;
 use crate::ports::planner::{EchoPlanner, SharedPlanner};
@@ -126,17 +128,15 @@ fn llm_stack(
     (metrics::MeteredLlm::wrap(llm), router)
 }
 
-/// What group messages need: the classifier, the quote book shared with the planner, and the
-/// user ids of the daemon's personas (so they never loop with each other).
+/// What group messages need: the classifier, the user ids of the daemon's personas (so they
+/// never loop with each other) and the admission chain's gates.
 #[derive(Clone)]
 struct GroupWiring {
     classifier: Option<Classifier>,
     classifier_model: String,
-    quotes: Arc<QuoteBook>,
-    quiet: Duration,
     peers: Arc<Mutex<BTreeSet<i64>>>,
-    /// The running gates by agent, so `/mode` applies at once.
-    gates: Arc<Mutex<BTreeMap<String, GroupGate>>>,
+    /// The running gates by agent (the admission chain's group step; `/mode` applies at once).
+    groups: Arc<Groups>,
 }
 
 /// How agents reach Telegram.
@@ -291,18 +291,12 @@ impl Fleet {
             classifier: group.classifier,
             classifier_model: Some(group.classifier_model),
             clock: Arc::clone(&clock),
-            quiet: group.quiet,
             peers,
             // Per-chat overrides come from the agent state the runtime reads (no second read
             // of that file), through the handle.
             modes: Default::default(),
-            quotes: group.quotes,
         });
-        group
-            .gates
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(agent.clone(), gate.clone());
+        group.groups.insert(&agent, gate);
         let (Some(connected), Some(opts)) = (connected, opts) else {
             return None;
         };
@@ -310,8 +304,12 @@ impl Fleet {
             // Let the runtime read the agent's state (its trigger modes) before the first
             // updates reach the gate.
             handle.wait_agent_state(&agent).await;
-            let connected = connected.with_group_gate(gate);
-            if let Err(e) = connected.serve(agent.clone(), handle, opts, clock, s).await {
+            let sink = Arc::new(RuntimeSink {
+                agent: agent.clone(),
+                runtime: handle,
+                groups: group.groups,
+            });
+            if let Err(e) = connected.serve(agent.clone(), sink, opts, clock, s).await {
                 tracing::error!(event = "pump_stopped", agent = %agent, error = %e, "update pump stopped");
             }
         }));
@@ -399,11 +397,7 @@ impl Fleet {
                     s.cancel();
                 }
                 controller.remove_agent(&name);
-                self.group
-                    .gates
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&name);
+                self.group.groups.remove(&name);
                 handle.remove_agent(&name, "its persona file was removed or disabled");
             }
         }
@@ -516,7 +510,6 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
             .await
             .map_err(|e| CommandError::Failed(e.to_string()))?,
     );
-    let quotes = QuoteBook::new();
     let llm_planner = LlmPlanner::new(
         Arc::clone(&llm),
         LlmPlannerConfig {
@@ -528,8 +521,7 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         },
     )
     .with_state(state.clone())
-    .with_usage(Arc::clone(&usage))
-    .with_quote_book(Arc::clone(&quotes));
+    .with_usage(Arc::clone(&usage));
     // Every agent whose provider is not configured is reported; with none usable, MTProto
     // stops here and the in-memory backend falls back to the echo planner.
     let mut problems = Vec::new();
@@ -573,12 +565,10 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
     let group = GroupWiring {
         classifier: use_llm.then(|| Classifier::new(Arc::clone(&llm), Arc::clone(&clock))),
         classifier_model: args.classifier_model.clone(),
-        quotes,
-        quiet: config.debounce,
         peers: Arc::new(Mutex::new(BTreeSet::new())),
-        gates: Arc::new(Mutex::new(BTreeMap::new())),
+        groups: Groups::new(),
     };
-    let gates = Arc::clone(&group.gates);
+    let groups = Arc::clone(&group.groups);
     let stop = CancellationToken::new();
     let mut fleet = Fleet {
         global: global.clone(),
@@ -659,6 +649,7 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         runtime = runtime.with_media(Arc::new(media));
     }
     let handle = runtime.handle();
+    handle.set_groups(Arc::clone(&groups) as _);
     *status_cell.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle.clone());
     let (reload_tx, mut reload_rx) = mpsc::unbounded_channel::<()>();
     let controller = {
@@ -680,32 +671,13 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         )
     };
     {
-        let gates = Arc::clone(&gates);
+        let groups = Arc::clone(&groups);
         controller.set_mode_listener(Arc::new(move |agent, chat, mode| {
-            if let Some(gate) = gates
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get(agent)
-            {
+            if let Some(gate) = groups.get(agent) {
                 gate.set_chat_mode(chat, Some(mode));
             }
         }));
     }
-    // `ctl say --group` on the in-memory backend: group messages meet the same gate.
-    controller.set_group_router(Arc::new(move |agent, chat, message| {
-        let gate = gates
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(agent)
-            .cloned();
-        match gate {
-            Some(gate) => {
-                gate.on_inbound(chat, message, false, false);
-                true
-            }
-            None => false,
-        }
-    }));
     {
         let usage = Arc::clone(&usage);
         controller.set_usage_source(Arc::new(move |agent| usage.today_line(agent)));
@@ -718,7 +690,11 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         reload_tx.clone(),
         Arc::clone(&immediate),
     ));
-    let gated = handle.clone().with_gate(controller.gate());
+    // The admission chain every inbound message takes: owner controls, then the group gates.
+    let gated = handle
+        .clone()
+        .with_gate(Chain::new(Some(controller.gate()), Arc::clone(&groups)));
+    controller.set_ingress(gated.clone());
     let run = tokio::spawn(runtime.run());
     for (path, persona, seat, connected) in opened {
         controller.add_agent(&persona.name, seat.clone());

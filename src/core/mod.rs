@@ -3,6 +3,7 @@
 //! prompts, group decisions, Markdown rendering and media records. It imports nothing outside
 //! itself (a test, `tests/layers.rs`, holds it to that); every other layer builds on it.
 
+pub mod admission;
 pub mod agent_state;
 pub mod blocks;
 pub mod config;

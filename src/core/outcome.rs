@@ -3,7 +3,10 @@
 //! Pure vocabulary between `runtime::handlers` (which produce it) and `core::scheduler` (which
 //! applies it); Telegram's and the planner's errors map into it here.
 
+use jiff::Timestamp;
+
 use crate::core::graph::Task;
+use crate::core::model::MessageId;
 use crate::core::model::TelegramError;
 use crate::core::plan::PlanError;
 
@@ -16,6 +19,13 @@ pub enum Outcome {
     Planned(Vec<Task>),
     /// Mark the task done and stop the daemon gracefully.
     Shutdown { reason: String },
+    /// Mark the task done and replace the conversation's graph by a plan answering
+    /// `message_id`, not before `at` (a group message the classifier found addressed).
+    Replan {
+        message_id: MessageId,
+        quote: bool,
+        at: Timestamp,
+    },
 }
 
 /// Why a task failed, and what that means for its conversation.

@@ -17,8 +17,11 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use tracing::{debug, error, info, warn};
 
+use crate::core::admission::Admission;
 use crate::core::config::RuntimeConfig;
-use crate::core::graph::{ConversationKey, FailureVerdict, Task, TaskGraph, TaskKind, TaskStatus};
+use crate::core::graph::{
+    ConversationKey, FailureVerdict, Task, TaskGraph, TaskKind, TaskSpec, TaskStatus,
+};
 use crate::core::model::{Chat, ChatId, MessageId};
 use crate::core::outcome::{Outcome, TaskError};
 use crate::core::safety::AccountSafety;
@@ -323,8 +326,7 @@ impl Scheduler {
         self.armed.remove(key);
     }
 
-    /// A message arrived. Returns whether it (re)planned the conversation (and so will be
-    /// persisted).
+    /// An inbound message with the old yes/no trigger flag: see [`Scheduler::admit`].
     pub fn on_inbound(
         &mut self,
         agent: &str,
@@ -333,24 +335,79 @@ impl Scheduler {
         trigger: bool,
         now: Timestamp,
     ) -> bool {
+        self.admit(agent, chat, message, Admission::from_trigger(trigger), now)
+    }
+
+    /// An inbound message, as admission decided it: history leaves the graph alone; a plan
+    /// replaces the conversation's graph by one `received` task (debounced, so a burst costs
+    /// one plan); a group message for the classifier adds (or pushes back) the
+    /// conversation's one waiting `classify` task. Returns whether the graph changed.
+    pub fn admit(
+        &mut self,
+        agent: &str,
+        chat: Chat,
+        message: MessageId,
+        admission: Admission,
+        now: Timestamp,
+    ) -> bool {
         if !self.agents.contains(agent) {
             warn!(agent = %agent, chat = %chat.id, "message for an agent that is not running ignored");
             return false;
         }
-        if !trigger || self.stopping.is_some() {
+        if admission == Admission::History || self.stopping.is_some() {
             return false;
         }
         if self.safety.is_disabled(agent, chat.id) {
             debug!(agent = %agent, chat = %chat.id, "message in a disabled chat: not planning");
             return false;
         }
+        match admission {
+            Admission::History => false,
+            Admission::Plan { quote, at } => {
+                self.replan(agent, chat, message, quote, at, now);
+                true
+            }
+            Admission::Classify => {
+                self.classify_later(agent, chat, message, now);
+                true
+            }
+        }
+    }
+
+    /// Replaces the conversation's graph by a fresh `received` task for `message`.
+    fn replan(
+        &mut self,
+        agent: &str,
+        chat: Chat,
+        message: MessageId,
+        quote: bool,
+        at: Option<Timestamp>,
+        now: Timestamp,
+    ) {
         let key = ConversationKey::new(agent, chat.id);
-        let not_before = crate::core::time::add(now, self.config.debounce);
+        let from = at.map_or(now, |at| at.max(now));
+        let not_before = crate::core::time::add(from, self.config.debounce);
         let mut graph = TaskGraph::with_received(agent, chat, now, Some(message), not_before);
+        if !quote
+            && let Some(TaskSpec::Received { no_quote, .. }) =
+                graph.tasks.first_mut().map(|t| &mut t.spec)
+        {
+            *no_quote = true;
+        }
         if let Some(old) = self.graphs.get(&key) {
             debug!(conversation = %key, old = %old.id, new = %graph.id, "replanning");
             // Telegram's "wait" applies to the conversation, not to one plan.
             graph.parked_until = old.parked_until.filter(|until| *until > now);
+            // A group batch still waiting for the classifier keeps its place.
+            if let Some(classify) = old
+                .tasks
+                .iter()
+                .find(|t| t.kind() == TaskKind::Classify && t.status != TaskStatus::Done)
+            {
+                let mut carried = Task::new(classify.spec.clone(), now);
+                carried.not_before = classify.not_before;
+                graph.tasks.push(carried);
+            }
         }
         // A planning step of the superseded graph is abandoned; a side effect in flight is
         // allowed to finish, but whatever it returns is discarded.
@@ -358,7 +415,46 @@ impl Scheduler {
         self.graphs.insert(key.clone(), graph);
         self.mark_dirty(&key);
         self.reschedule(&key, now);
-        true
+    }
+
+    /// Makes sure the conversation has one `classify` task waiting for the quiet period
+    /// after `message`: the pending one is pushed back (coalescing the burst), else a new one
+    /// joins the graph (after the one in flight, if any: the conversation runs one task at
+    /// a time), else a graph is made for it.
+    fn classify_later(&mut self, agent: &str, chat: Chat, message: MessageId, now: Timestamp) {
+        let key = ConversationKey::new(agent, chat.id);
+        let not_before = crate::core::time::add(now, self.config.debounce);
+        let spec = TaskSpec::Classify {
+            message_id: message,
+        };
+        match self.graphs.get_mut(&key) {
+            Some(graph) => {
+                let waiting = graph
+                    .tasks
+                    .iter_mut()
+                    .find(|t| t.kind() == TaskKind::Classify && t.status == TaskStatus::Pending);
+                match waiting {
+                    Some(t) => {
+                        t.spec = spec;
+                        t.not_before = Some(not_before);
+                        t.updated_at = now;
+                    }
+                    None => {
+                        let mut t = Task::new(spec, now);
+                        t.not_before = Some(not_before);
+                        graph.tasks.push(t);
+                    }
+                }
+            }
+            None => {
+                let mut t = Task::new(spec, now);
+                t.not_before = Some(not_before);
+                let graph = TaskGraph::with_tasks(agent, chat, now, vec![t]);
+                self.graphs.insert(key.clone(), graph);
+            }
+        }
+        self.mark_dirty(&key);
+        self.reschedule(&key, now);
     }
 
     /// Drops the conversation's pending plan (a person took over).
@@ -620,6 +716,16 @@ impl Scheduler {
                         graph.append_chain(task_id, tasks);
                     }
                     Outcome::Shutdown { reason } => self.begin_stop(reason, now),
+                    Outcome::Replan {
+                        message_id,
+                        quote,
+                        at,
+                    } => {
+                        let (agent, chat) = (graph.agent.clone(), graph.chat.clone());
+                        info!(conversation = %key, message = %message_id, "group message addressed: planning");
+                        self.replan(&agent, chat, message_id, quote, Some(at), now);
+                        return;
+                    }
                 }
                 self.mark_dirty(key);
             }

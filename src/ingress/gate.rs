@@ -1,13 +1,14 @@
-//! The group gate: runs the decision pipeline for one agent's inbound messages in front of
-//! `RuntimeHandle::push_inbound`. Direct chats pass straight through. For a group message it
-//! decides at once (no I/O) what the prefilter, explicit address and mode say; when only the
-//! classifier can tell, the message joins the chat's pending batch and a per-chat worker
-//! (at most one per chat) waits for the same quiet period as planning, then makes one
-//! classifier call for the whole batch, off the event path and under a timeout; any failure
-//! means not triggered (fail closed). It also sends reaction-only answers (checked against
-//! the chat's allowed reactions, cached for an hour), delays explicit answers until the
-//! cooldown ends, and records every decision (debug log `group_decision`, plus an optional
-//! observer for the playground). Called by the playground and the MTProto pump.
+//! The group gate of one agent: the group step of the admission chain (`ingress::chain`).
+//! Direct chats never reach it. For a group message it decides at once, without I/O, what
+//! the prefilter, explicit address and mode say ([`GroupGate::admit`]); a message only the
+//! classifier can judge joins the chat's pending batch and becomes a `classify` task of the
+//! conversation's graph, which the runtime starts after the quiet period and which calls
+//! [`GroupGate::classify`] (through `ports::groups`): one classifier call for the whole
+//! batch under the classifier's timeout, failing closed. The answer (a plan, a reaction-only
+//! answer checked against the chat's allowed reactions, cached for an hour, or nothing) goes
+//! back to the runtime as graph work. It records every decision (debug log
+//! `group_decision`, plus an optional observer for the playground). It never sends, sleeps
+//! or pushes into the queue itself.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -15,11 +16,12 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use serde::Serialize;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 use crate::adapters::classifier::{
     Classifier, ClassifierInput, HISTORY_SMART, HISTORY_TALKATIVE, Scores,
 };
+use crate::core::admission::{Admission, GroupOutcome};
 use crate::core::group::decide::{
     self, ChatState, Context, Decision, Identity, Inbound, Stage, Verdict,
 };
@@ -28,7 +30,7 @@ use crate::core::model::{Chat, ChatId, Message, MessageId};
 use crate::core::persona::Persona;
 use crate::ports::clock::{self, SharedClock};
 use crate::ports::telegram::{Telegram, same_reaction};
-use crate::runtime::RuntimeHandle;
+use crate::runtime::{Admit, RuntimeHandle};
 
 /// How long a chat's allowed reactions are cached.
 const REACTIONS_TTL: Duration = Duration::from_secs(3600);
@@ -52,40 +54,6 @@ pub struct DecisionEvent {
     pub scores: Option<Scores>,
 }
 
-/// Message ids whose plan must not quote the trigger (the classifier's impulse was low).
-/// Read by the LLM planner, which otherwise quotes a group's trigger message.
-#[derive(Debug, Default)]
-pub struct QuoteBook {
-    no_quote: Mutex<VecDeque<(ChatId, MessageId)>>,
-}
-
-impl QuoteBook {
-    pub fn new() -> Arc<QuoteBook> {
-        Arc::new(QuoteBook::default())
-    }
-
-    fn lock(&self) -> MutexGuard<'_, VecDeque<(ChatId, MessageId)>> {
-        self.no_quote.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Records whether the plan answering `message` should quote it.
-    pub fn set(&self, chat: ChatId, message: MessageId, quote: bool) {
-        let mut q = self.lock();
-        q.retain(|e| *e != (chat, message));
-        if !quote {
-            q.push_back((chat, message));
-            while q.len() > 1000 {
-                q.pop_front();
-            }
-        }
-    }
-
-    /// Whether the plan answering `message` should quote it (yes unless told otherwise).
-    pub fn should_quote(&self, chat: ChatId, message: MessageId) -> bool {
-        !self.lock().contains(&(chat, message))
-    }
-}
-
 #[derive(Default)]
 struct ChatGate {
     state: ChatState,
@@ -93,8 +61,6 @@ struct ChatGate {
     context: VecDeque<Message>,
     /// Messages waiting for the classifier.
     pending: Vec<Message>,
-    last_arrival: Option<Timestamp>,
-    worker: bool,
     reacted: HashSet<MessageId>,
 }
 
@@ -132,14 +98,11 @@ struct Inner {
     runtime: RuntimeHandle,
     classifier: Option<Classifier>,
     clock: SharedClock,
-    quiet: Duration,
     peers: Vec<i64>,
     modes: Mutex<HashMap<ChatId, TriggerMode>>,
     chats: Mutex<HashMap<ChatId, ChatGate>>,
     reactions: Mutex<HashMap<ChatId, CachedReactions>>,
     observer: Mutex<Option<mpsc::UnboundedSender<DecisionEvent>>>,
-    quotes: Arc<QuoteBook>,
-    busy: watch::Sender<usize>,
     calls: std::sync::atomic::AtomicUsize,
 }
 
@@ -161,14 +124,11 @@ pub struct GateConfig {
     /// The command's classifier model (the persona's heading wins).
     pub classifier_model: Option<String>,
     pub clock: SharedClock,
-    /// The quiet period before a classifier call (the planning debounce).
-    pub quiet: Duration,
     /// User ids of the daemon's other personas.
     pub peers: Vec<i64>,
     /// Per-chat mode overrides given by the caller (the playground's `--mode`); those in the
     /// agent's state are read from the runtime handle ([`RuntimeHandle::group_mode`]).
     pub modes: HashMap<ChatId, TriggerMode>,
-    pub quotes: Arc<QuoteBook>,
 }
 
 /// The persona's identity for explicit addressing.
@@ -222,14 +182,11 @@ impl GroupGate {
                 runtime: cfg.runtime,
                 classifier: cfg.classifier,
                 clock: cfg.clock,
-                quiet: cfg.quiet,
                 peers: cfg.peers,
                 modes: Mutex::new(cfg.modes),
                 chats: Mutex::new(HashMap::new()),
                 reactions: Mutex::new(HashMap::new()),
                 observer: Mutex::new(None),
-                quotes: cfg.quotes,
-                busy: watch::Sender::new(0),
                 calls: std::sync::atomic::AtomicUsize::new(0),
             }),
         }
@@ -273,16 +230,6 @@ impl GroupGate {
         self.inner.calls.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Resolves once no classifier batch, delayed answer or reaction is pending.
-    pub async fn wait_idle(&self) {
-        let mut rx = self.inner.busy.subscribe();
-        while *rx.borrow_and_update() > 0 {
-            if rx.changed().await.is_err() {
-                return;
-            }
-        }
-    }
-
     /// One of our own messages in a chat (for replies to us and the share of voice).
     pub fn note_own(&self, chat: &Chat, message: &Message) {
         if chat.kind.is_direct() {
@@ -294,19 +241,11 @@ impl GroupGate {
         push_context(&mut g.context, message.clone());
     }
 
-    /// An inbound message from someone else: decides and hands it to the runtime.
-    /// `blocked`: the sender is on our blocklist; `callout`: Telegram flagged it as
+    /// The group step of the admission chain for a message from someone else: the pure
+    /// decision, and what it means for the queue. `callout`: Telegram flagged it as
     /// mentioning or replying to us.
-    pub fn on_inbound(&self, chat: Chat, message: Message, blocked: bool, callout: bool) {
+    pub fn admit(&self, chat: &Chat, message: &Message, callout: bool) -> Admit {
         let inner = &self.inner;
-        if chat.kind.is_direct() {
-            if !blocked {
-                inner
-                    .runtime
-                    .push_inbound(&inner.agent, chat, message, true);
-            }
-            return;
-        }
         let now = inner.clock.now();
         let profile = inner.profile();
         let mode = inner.mode_for(chat.id, &profile);
@@ -323,14 +262,14 @@ impl GroupGate {
                 &ctx,
                 &g.state,
                 &Inbound {
-                    message: &message,
-                    blocked,
+                    message,
+                    blocked: false,
                     callout,
                 },
                 now,
             );
             if d.verdict != Verdict::Drop {
-                g.state.record(&message, false);
+                g.state.record(message, false);
                 push_context(&mut g.context, message.clone());
             }
             if let Verdict::Trigger { at, .. } = d.verdict {
@@ -342,29 +281,31 @@ impl GroupGate {
             }
             if d.verdict == Verdict::Classify {
                 g.pending.push(message.clone());
-                g.last_arrival = Some(now);
             }
             d
         };
-        match decision.verdict.clone() {
-            Verdict::Drop => self.emit(chat.id, message.id, &decision),
-            Verdict::History => {
-                self.emit(chat.id, message.id, &decision);
-                inner
-                    .runtime
-                    .push_inbound(&inner.agent, chat, message, false);
-            }
-            Verdict::Classify => {
-                inner
-                    .runtime
-                    .push_inbound(&inner.agent, chat.clone(), message, false);
-                self.ensure_worker(chat);
-            }
+        if decision.verdict != Verdict::Classify {
+            self.emit(chat.id, message.id, &decision);
+        }
+        match decision.verdict {
+            Verdict::Drop => Admit::Consumed,
+            Verdict::History | Verdict::React { .. } => Admit::As(Admission::History),
+            Verdict::Classify => Admit::As(Admission::Classify),
             Verdict::Trigger { at, quote } => {
-                self.emit(chat.id, message.id, &decision);
-                self.trigger(chat, message, at, quote, now);
+                if at > now {
+                    tracing::info!(
+                        agent = %inner.agent,
+                        chat = %chat.id,
+                        message_id = message.id.0,
+                        until = %at,
+                        "addressed during the group cooldown: the answer waits"
+                    );
+                }
+                Admit::As(Admission::Plan {
+                    quote,
+                    at: Some(at),
+                })
             }
-            Verdict::React { .. } => {}
         }
     }
 
@@ -394,143 +335,100 @@ impl GroupGate {
         }
     }
 
-    fn trigger(&self, chat: Chat, message: Message, at: Timestamp, quote: bool, now: Timestamp) {
-        let inner = Arc::clone(&self.inner);
-        inner.quotes.set(chat.id, message.id, quote);
-        if at <= now {
-            inner
-                .runtime
-                .push_inbound(&inner.agent, chat, message, true);
-            return;
-        }
-        tracing::info!(
-            agent = %inner.agent,
-            chat = %chat.id,
-            message_id = message.id.0,
-            until = %at,
-            "addressed during the group cooldown: the answer waits"
-        );
-        // Known to the runtime now (history), planned when the cooldown ends.
-        inner
-            .runtime
-            .push_inbound(&inner.agent, chat.clone(), message.clone(), false);
-        inner.busy.send_modify(|b| *b += 1);
-        let wake = inner.clock.sleep_until(at);
-        tokio::spawn(async move {
-            let hold = wake.await;
-            inner
-                .runtime
-                .push_inbound(&inner.agent, chat, message, true);
-            drop(hold);
-            inner.busy.send_modify(|b| *b = b.saturating_sub(1));
-        });
-    }
-
-    fn ensure_worker(&self, chat: Chat) {
-        {
-            let mut chats = self.inner.chats();
-            let g = chats.entry(chat.id).or_default();
-            if g.worker {
-                return;
-            }
-            g.worker = true;
-        }
-        self.inner.busy.send_modify(|b| *b += 1);
-        let gate = self.clone();
-        // Registered before this call returns, so virtual time cannot skip the quiet period.
-        let first = gate
-            .inner
-            .clock
-            .sleep_until(clock::add(gate.inner.clock.now(), gate.inner.quiet));
-        tokio::spawn(async move {
-            gate.worker(chat, first).await;
-            gate.inner.busy.send_modify(|b| *b = b.saturating_sub(1));
-        });
-    }
-
-    /// Waits for a quiet period, classifies the batch, acts; repeats while messages came in.
-    async fn worker(&self, chat: Chat, first: clock::BoxFuture<'static, clock::Hold>) {
+    /// The chat's pending batch (up to `newest`) and the context before it. After a
+    /// restart the batch is gone from memory: the newest message is read back from the
+    /// chat's history, with what precedes it as context.
+    async fn batch(&self, chat: &Chat, newest: MessageId) -> (Vec<Message>, Vec<Message>) {
         let inner = &self.inner;
-        let mut wake = first;
-        loop {
-            let hold = wake.await;
-            let now = inner.clock.now();
-            let (batch, context, state_mode) = {
-                let mut chats = inner.chats();
-                let g = chats.entry(chat.id).or_default();
-                if g.pending.is_empty() {
-                    g.worker = false;
-                    return;
-                }
-                let quiet_until = g.last_arrival.map(|t| clock::add(t, inner.quiet));
-                if let Some(until) = quiet_until
-                    && until > now
-                {
-                    // More messages came in: wait for quiet again.
-                    wake = inner.clock.sleep_until(until);
-                    drop(hold);
-                    continue;
-                }
-                let batch = std::mem::take(&mut g.pending);
+        {
+            let mut chats = inner.chats();
+            let g = chats.entry(chat.id).or_default();
+            let batch: Vec<Message> = g
+                .pending
+                .iter()
+                .filter(|m| m.id <= newest)
+                .cloned()
+                .collect();
+            if !batch.is_empty() {
                 let first_new = batch.first().map(|m| m.id);
-                let context: Vec<Message> = g
+                let context = g
                     .context
                     .iter()
                     .filter(|m| first_new.is_none_or(|f| m.id < f))
                     .cloned()
                     .collect();
-                (batch, context, inner.mode_for(chat.id, &inner.profile()))
-            };
-            let Some(target) = batch.last().cloned() else {
-                wake = Box::pin(async { Hold::none() });
-                continue;
-            };
-            // The call runs as a clock-holding task: virtual time stands still while it is in
-            // flight, but the client's retry pauses (and so the timeout) can let it move.
-            let (scores, hold) = clock::with_task_hold(hold, async {
-                let s = self.classify(&chat, &context, &batch, state_mode).await;
-                (s, inner.clock.hold())
-            })
-            .await;
-            let now = inner.clock.now();
-            let profile = inner.profile();
-            let decision = {
-                let mut chats = inner.chats();
-                let g = chats.entry(chat.id).or_default();
-                let ctx = Context {
-                    identity: &profile.identity,
-                    settings: &profile.persona.group,
-                    mode: state_mode,
-                    peers: &inner.peers,
-                };
-                let d = decide::resolve(&ctx, &g.state, &target, scores, now);
-                if let Verdict::Trigger { at, .. } = d.verdict {
-                    g.state.record_plan(at, None);
-                }
-                d
-            };
-            for m in &batch[..batch.len() - 1] {
-                let coalesced = Decision {
-                    stage: Stage::Classifier,
-                    verdict: Verdict::History,
-                    reason: "coalesced",
-                    scores: None,
-                };
-                self.emit(chat.id, m.id, &coalesced);
+                return (batch, context);
             }
-            match decision.verdict.clone() {
-                Verdict::Trigger { at, quote } => {
-                    self.emit(chat.id, target.id, &decision);
-                    self.trigger(chat.clone(), target, at, quote, now);
-                }
-                Verdict::React { emoji } => {
-                    let d = self.react(&chat, &target, &emoji, decision).await;
-                    self.emit(chat.id, target.id, &d);
-                }
-                _ => self.emit(chat.id, target.id, &decision),
+        }
+        match inner.telegram.fetch_history(chat.id, CONTEXT_KEPT).await {
+            Ok(history) => {
+                let (batch, context): (Vec<Message>, Vec<Message>) =
+                    history.into_iter().partition(|m| m.id == newest);
+                (batch, context)
             }
-            drop(hold);
-            wake = Box::pin(async { Hold::none() });
+            Err(e) => {
+                tracing::warn!(agent = %inner.agent, chat = %chat.id, error = %e, "group history unavailable: the batch stays history");
+                (Vec::new(), Vec::new())
+            }
+        }
+    }
+
+    /// One classifier call for the chat's pending batch whose newest message is `newest`,
+    /// and what it decided (the `classify` task's work, through `ports::groups`).
+    pub async fn classify_batch(&self, chat: &Chat, newest: MessageId) -> GroupOutcome {
+        let inner = &self.inner;
+        let (batch, context) = self.batch(chat, newest).await;
+        let Some(target) = batch.last().cloned() else {
+            return GroupOutcome::Nothing;
+        };
+        let mode = inner.mode_for(chat.id, &inner.profile());
+        let scores = self.classify(chat, &context, &batch, mode).await;
+        let now = inner.clock.now();
+        let profile = inner.profile();
+        let decision = {
+            let mut chats = inner.chats();
+            let g = chats.entry(chat.id).or_default();
+            // The batch is settled: what came in since waits for the next call.
+            g.pending.retain(|m| m.id > target.id);
+            let ctx = Context {
+                identity: &profile.identity,
+                settings: &profile.persona.group,
+                mode,
+                peers: &inner.peers,
+            };
+            let d = decide::resolve(&ctx, &g.state, &target, scores, now);
+            if let Verdict::Trigger { at, .. } = d.verdict {
+                g.state.record_plan(at, None);
+            }
+            d
+        };
+        for m in &batch[..batch.len() - 1] {
+            let coalesced = Decision {
+                stage: Stage::Classifier,
+                verdict: Verdict::History,
+                reason: "coalesced",
+                scores: None,
+            };
+            self.emit(chat.id, m.id, &coalesced);
+        }
+        match decision.verdict.clone() {
+            Verdict::Trigger { at, quote } => {
+                self.emit(chat.id, target.id, &decision);
+                GroupOutcome::Plan {
+                    message_id: target.id,
+                    quote,
+                    at,
+                }
+            }
+            Verdict::React { emoji } => {
+                let (d, outcome) = self.react(chat, &target, &emoji, decision).await;
+                self.emit(chat.id, target.id, &d);
+                outcome
+            }
+            _ => {
+                self.emit(chat.id, target.id, &decision);
+                GroupOutcome::Nothing
+            }
         }
     }
 
@@ -605,20 +503,27 @@ impl GroupGate {
         list
     }
 
-    /// Sends a reaction-only answer, unless the chat does not allow the emoji or we already
-    /// reacted to the message.
-    async fn react(&self, chat: &Chat, target: &Message, emoji: &str, d: Decision) -> Decision {
+    /// A reaction-only answer, unless the chat does not allow the emoji or we already
+    /// reacted to the message; the `react` task sends it.
+    async fn react(
+        &self,
+        chat: &Chat,
+        target: &Message,
+        emoji: &str,
+        d: Decision,
+    ) -> (Decision, GroupOutcome) {
         let inner = &self.inner;
         if let Some(allowed) = self.allowed_reactions(chat.id).await
             && !allowed.iter().any(|a| same_reaction(a, emoji))
         {
             tracing::info!(agent = %inner.agent, chat = %chat.id, emoji = %emoji, "reaction not allowed in this chat: dropped");
-            return Decision {
+            let d = Decision {
                 stage: Stage::Classifier,
                 verdict: Verdict::History,
                 reason: "reaction_not_allowed",
                 ..d
             };
+            return (d, GroupOutcome::Nothing);
         }
         if !inner
             .chats()
@@ -627,20 +532,20 @@ impl GroupGate {
             .reacted
             .insert(target.id)
         {
-            return Decision {
+            let d = Decision {
                 verdict: Verdict::History,
                 reason: "already_reacted",
                 ..d
             };
+            return (d, GroupOutcome::Nothing);
         }
-        if let Err(e) = inner.telegram.react(chat.id, target.id, emoji).await {
-            tracing::warn!(agent = %inner.agent, chat = %chat.id, error = %e, "reaction failed");
-        }
-        d
+        let outcome = GroupOutcome::React {
+            message_id: target.id,
+            emoji: emoji.to_string(),
+        };
+        (d, outcome)
     }
 }
-
-use crate::ports::clock::Hold;
 
 impl Inner {
     fn chats(&self) -> MutexGuard<'_, HashMap<ChatId, ChatGate>> {

@@ -1,4 +1,7 @@
-//! Ingress: the one admission chain every inbound message passes (owner controls, filters,
-//! group decision, queue), whatever its source.
+//! Ingress: the one admission chain every inbound message passes before the queue (owner
+//! controls → the source's filters → the group decision → queue), the group gates it holds,
+//! and the runtime-facing sink the MTProto pump delivers to.
 
+pub mod chain;
 pub mod gate;
+pub mod sink;

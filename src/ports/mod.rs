@@ -5,9 +5,11 @@
 
 pub mod backoff;
 pub mod clock;
+pub mod groups;
 pub mod llm;
 pub mod media;
 pub mod planner;
 pub mod stickers;
 pub mod store;
 pub mod telegram;
+pub mod updates;

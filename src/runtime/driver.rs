@@ -190,13 +190,10 @@ impl Driver {
                 agent,
                 chat,
                 message,
-                trigger,
+                admission,
             } => {
                 let key = ConversationKey::new(agent.clone(), chat.id);
-                if self
-                    .sched
-                    .on_inbound(&agent, chat, message.id, trigger, now)
-                {
+                if self.sched.admit(&agent, chat, message.id, admission, now) {
                     *self.inbound_pass.entry(key).or_default() += 1;
                 }
             }
@@ -400,6 +397,7 @@ impl Driver {
             config: Arc::clone(&self.svc.config),
             media: self.svc.media.clone(),
             stickers: Arc::clone(&self.svc.stickers),
+            groups: self.svc.published.groups(),
         };
         let queue = Arc::clone(&self.svc.queue);
         let clock = Arc::clone(&self.svc.clock);

@@ -7,9 +7,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
+use crate::core::admission::Admission;
 use crate::core::group::settings::TriggerMode;
 use crate::core::model::{Chat, ChatId, Message};
 use crate::core::persona::Persona;
+use crate::ports::groups::SharedGroups;
 use crate::runtime::queue::{Event, WorkQueue};
 use crate::runtime::{Admit, AgentHandle, InboundGate, Status};
 
@@ -24,6 +26,7 @@ type GroupModes = BTreeMap<ChatId, TriggerMode>;
 pub(super) struct Published {
     personas: Arc<Mutex<HashMap<String, Arc<Persona>>>>,
     modes: Arc<Mutex<HashMap<String, GroupModes>>>,
+    groups: Arc<Mutex<Option<SharedGroups>>>,
 }
 
 fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -36,7 +39,13 @@ impl Published {
         Published {
             personas: Arc::new(Mutex::new(map)),
             modes: Arc::default(),
+            groups: Arc::default(),
         }
+    }
+
+    /// The group pipeline `classify` tasks call, once one is set.
+    pub(super) fn groups(&self) -> Option<SharedGroups> {
+        locked(&self.groups).clone()
     }
 
     /// Records an agent's trigger-mode overrides (the driver, whenever it loads or changes
@@ -60,7 +69,13 @@ pub struct RuntimeHandle {
 }
 
 impl RuntimeHandle {
-    /// A handle whose inbound messages pass `gate` first.
+    /// Sets the group pipeline the runtime's `classify` tasks call (the admission chain's
+    /// group gates); takes effect from the next task.
+    pub fn set_groups(&self, groups: SharedGroups) {
+        *locked(&self.published.groups) = Some(groups);
+    }
+
+    /// A handle whose inbound messages pass `gate` (the admission chain) first.
     pub fn with_gate(mut self, gate: Arc<dyn InboundGate>) -> RuntimeHandle {
         self.gate = Some(gate);
         self
@@ -145,22 +160,36 @@ impl RuntimeHandle {
     }
 
     /// Hands an inbound message to the runtime (what Telegram event handlers call), after
-    /// the gate, if any, has had its say.
+    /// the gate (the admission chain), if any, has had its say.
     pub fn push_inbound(&self, agent: &str, chat: Chat, message: Message, trigger: bool) {
-        let trigger = match self
+        self.push_inbound_addressed(agent, chat, message, trigger, false);
+    }
+
+    /// As [`RuntimeHandle::push_inbound`], knowing whether Telegram flagged the message as
+    /// addressing the account (a mention or a reply): what a group decision needs.
+    pub fn push_inbound_addressed(
+        &self,
+        agent: &str,
+        chat: Chat,
+        message: Message,
+        trigger: bool,
+        callout: bool,
+    ) {
+        let admission = match self
             .gate
             .as_ref()
-            .map(|g| g.admit(agent, &chat, &message, trigger))
+            .map(|g| g.admit(agent, &chat, &message, trigger, callout))
         {
             Some(Admit::Consumed) => return,
-            Some(Admit::NoTrigger) => false,
-            _ => trigger,
+            Some(Admit::NoTrigger) => Admission::History,
+            Some(Admit::As(admission)) => admission,
+            Some(Admit::Pass) | None => Admission::from_trigger(trigger),
         };
         self.queue.push(Event::Inbound {
             agent: agent.to_string(),
             chat,
             message: Box::new(message),
-            trigger,
+            admission,
         });
     }
 

@@ -65,6 +65,7 @@ pub trait InboundGate: Send + Sync {
         chat: &crate::core::model::Chat,
         message: &crate::core::model::Message,
         trigger: bool,
+        callout: bool,
     ) -> Admit;
 }
 
@@ -75,8 +76,10 @@ pub enum Admit {
     Pass,
     /// Queue it, but it must not plan (paused chat, a command from someone else).
     NoTrigger,
-    /// Consumed by the gate (an owner command): never queued.
+    /// Consumed by the gate (an owner command, a group message dropped): never queued.
     Consumed,
+    /// Queued as the gate decided (a group decision).
+    As(crate::core::admission::Admission),
 }
 
 /// Called by the loop after every pass (watchdog, health, gauges); the loop wakes at least

@@ -22,8 +22,8 @@ pub enum Event {
         agent: String,
         chat: Chat,
         message: Box<Message>,
-        /// Whether the message should (re)plan the conversation.
-        trigger: bool,
+        /// What admission decided: history, a plan, or a group classification.
+        admission: crate::core::admission::Admission,
     },
     /// A task finished running.
     Finished {

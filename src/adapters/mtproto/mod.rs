@@ -42,7 +42,6 @@ use crate::adapters::store::StateDir;
 use crate::core::model::TelegramError;
 use crate::core::time::BoxFuture;
 use crate::ports::clock::SharedClock;
-use crate::runtime::RuntimeHandle;
 use grammers_client::session::types::PeerId;
 
 /// The application's api_hash: a secret. Debug and Display never show it.
@@ -119,8 +118,6 @@ pub struct Connected {
     pool_task: JoinHandle<()>,
     creds: Credentials,
     _lock: SessionLock,
-    /// Decides which group messages plan, react or stay history (`group::gate`).
-    gate: Option<crate::ingress::gate::GroupGate>,
 }
 
 async fn open_session(path: &std::path::Path) -> Result<Arc<GuardedSession>, ConnectError> {
@@ -285,17 +282,10 @@ pub async fn connect(
         pool_task,
         creds: creds.clone(),
         _lock: lock,
-        gate: None,
     })
 }
 
 impl Connected {
-    /// Routes this agent's group messages through the group decision pipeline.
-    pub fn with_group_gate(mut self, gate: crate::ingress::gate::GroupGate) -> Connected {
-        self.gate = Some(gate);
-        self
-    }
-
     /// Serves the agent until `stop`: runs the update pump (see [`pump`]) on this
     /// connection, which scans unread chats on every (re)connect, and rebuilds the connection
     /// with backoff when its pool ends or its reader fails. A dead session stops the agent in
@@ -303,7 +293,7 @@ impl Connected {
     pub async fn serve(
         self,
         agent: String,
-        runtime: RuntimeHandle,
+        sink: Arc<dyn pump::Sink>,
         opts: ConnectOptions,
         clock: SharedClock,
         stop: CancellationToken,
@@ -316,20 +306,14 @@ impl Connected {
             pool_task,
             creds,
             _lock,
-            gate,
         } = self;
-        let sink = Arc::new(pump::RuntimeSink {
-            agent: agent.clone(),
-            runtime,
-            gate,
-        });
         let factory = Arc::new(GrammersFactory {
             agent: agent.clone(),
             session,
             creds,
             opts,
             telegram: Arc::clone(&telegram),
-            sink: Arc::clone(&sink) as Arc<dyn pump::Sink>,
+            sink: Arc::clone(&sink),
             pool: tokio::sync::Mutex::new(Pool {
                 client,
                 updates,

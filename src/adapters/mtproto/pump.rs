@@ -33,7 +33,7 @@ use crate::core::model::{Chat, ChatId, Message, MessageId};
 use crate::core::time::BoxFuture;
 use crate::ports::backoff::Backoff;
 use crate::ports::clock::{self, SharedClock};
-use crate::runtime::RuntimeHandle;
+pub use crate::ports::updates::Sink;
 
 /// Reopening a failed source: the project's one backoff (exponential from 2 s, capped at
 /// 5 minutes, full jitter).
@@ -114,83 +114,6 @@ pub trait Lookups: Send + Sync + 'static {
     fn is_muted(&self, chat: ChatId) -> BoxFuture<'_, bool>;
     /// Fills what the update left out (a sticker set's short name, say). Must not fail.
     fn enrich<'a>(&'a self, incoming: &'a mut Incoming) -> BoxFuture<'a, ()>;
-}
-
-/// Where admitted updates go (the runtime in production, a recorder in tests).
-pub trait Sink: Send + Sync + 'static {
-    /// A message from someone else; `trigger` asks for a plan.
-    fn inbound(&self, chat: Chat, message: Message, trigger: bool);
-    /// As `inbound`, knowing whether the message addresses us (mention, reply, name): what
-    /// a group decision needs. By default the flag is not used.
-    fn inbound_addressed(&self, chat: Chat, message: Message, trigger: bool, callout: bool) {
-        let _ = callout;
-        self.inbound(chat, message, trigger);
-    }
-    /// One of our own sends came back from Telegram (share of voice, replies to us).
-    fn own_sent(&self, chat: &Chat, message: &Message) {
-        let _ = (chat, message);
-    }
-    /// The owner wrote in this chat from another device: history, and the plan is cancelled.
-    fn owner_wrote(&self, chat: Chat, message: Message);
-    fn edited(&self, chat: Chat, message: Message);
-    fn deleted(&self, chat: Option<ChatId>, ids: Vec<MessageId>);
-    fn migrated(&self, from: ChatId, to: ChatId);
-    /// The session is dead.
-    fn unauthorized(&self, reason: &str);
-}
-
-/// The runtime as a sink for one agent.
-pub struct RuntimeSink {
-    pub agent: String,
-    pub runtime: RuntimeHandle,
-    /// Group messages that may plan go through the group decision pipeline first.
-    pub gate: Option<crate::ingress::gate::GroupGate>,
-}
-
-impl Sink for RuntimeSink {
-    fn inbound(&self, chat: Chat, message: Message, trigger: bool) {
-        self.inbound_addressed(chat, message, trigger, false);
-    }
-    fn inbound_addressed(&self, chat: Chat, message: Message, trigger: bool, callout: bool) {
-        match self
-            .gate
-            .as_ref()
-            .filter(|_| trigger && !chat.kind.is_direct())
-        {
-            Some(gate) => gate.on_inbound(chat, message, false, callout),
-            None => self
-                .runtime
-                .push_inbound(&self.agent, chat, message, trigger),
-        }
-    }
-    fn own_sent(&self, chat: &Chat, message: &Message) {
-        if let Some(gate) = &self.gate {
-            gate.note_own(chat, message);
-        }
-    }
-    fn owner_wrote(&self, chat: Chat, message: Message) {
-        self.own_sent(&chat, &message);
-        let id = chat.id;
-        self.runtime.push_inbound(&self.agent, chat, message, false);
-        self.runtime
-            .cancel_plan(&self.agent, id, "the owner wrote in this chat");
-    }
-    fn edited(&self, chat: Chat, message: Message) {
-        // The planner reads history from Telegram when it plans, so it sees the new text.
-        tracing::debug!(agent = %self.agent, chat = %chat.id, message = %message.id, "message edited");
-    }
-    fn deleted(&self, chat: Option<ChatId>, ids: Vec<MessageId>) {
-        tracing::debug!(agent = %self.agent, chat = ?chat.map(|c| c.0), count = ids.len(), "messages deleted");
-    }
-    fn migrated(&self, from: ChatId, to: ChatId) {
-        tracing::info!(agent = %self.agent, from = %from, to = %to, "group upgraded to a supergroup; its messages now arrive from the new id");
-        // Nothing can be sent to the old basic group any more: its plan and what the agent
-        // keeps about it move to the supergroup.
-        self.runtime.migrate_chat(&self.agent, from, to);
-    }
-    fn unauthorized(&self, reason: &str) {
-        self.runtime.stop_agent(&self.agent, reason);
-    }
 }
 
 /// Settings of the pump.

@@ -221,10 +221,6 @@ pub struct Hooks {
 /// A seam for LLM usage totals (the LLM layer fills it): one line for the agent, if known.
 pub type UsageSource = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
-/// Takes a group message (`ctl say --group`) into an agent's group gate; false when the
-/// agent has none (the message then goes straight to the runtime).
-pub type GroupRouter = Arc<dyn Fn(&str, Chat, Message) -> bool + Send + Sync>;
-
 /// Told when the owner sets a group's trigger mode (the daemon's live group gates).
 pub type ModeListener =
     Arc<dyn Fn(&str, ChatId, crate::core::group::settings::TriggerMode) + Send + Sync>;
@@ -244,7 +240,8 @@ pub struct Controller {
     hooks: Hooks,
     usage: Mutex<Option<UsageSource>>,
     modes: Mutex<Option<ModeListener>>,
-    groups: Mutex<Option<GroupRouter>>,
+    /// The runtime handle carrying the whole admission chain (controls, then groups).
+    ingress: Mutex<Option<RuntimeHandle>>,
     seats: Mutex<BTreeMap<String, Seat>>,
     pauses: Mutex<BTreeMap<String, Pauses>>,
     chats: Mutex<BTreeMap<String, BTreeMap<i64, KnownChat>>>,
@@ -272,7 +269,7 @@ impl Controller {
             hooks,
             usage: Mutex::new(None),
             modes: Mutex::new(None),
-            groups: Mutex::new(None),
+            ingress: Mutex::new(None),
             seats: Mutex::new(BTreeMap::new()),
             pauses: Mutex::new(BTreeMap::new()),
             chats: Mutex::new(BTreeMap::new()),
@@ -280,9 +277,10 @@ impl Controller {
         })
     }
 
-    /// Who takes `ctl say --group` messages (the daemon's group gates).
-    pub fn set_group_router(&self, router: GroupRouter) {
-        *lock(&self.groups) = Some(router);
+    /// The handle `ctl say` delivers through: the runtime with the whole admission chain
+    /// installed (without it, `say` passes the owner controls alone).
+    pub fn set_ingress(&self, handle: RuntimeHandle) {
+        *lock(&self.ingress) = Some(handle);
     }
 
     /// Who applies `/mode` to running group gates (the override is also kept on disk).
@@ -681,10 +679,14 @@ impl Controller {
         let Some(memory) = seat.memory else {
             return Err("say needs `personad run --telegram memory`".into());
         };
-        let gated = self
-            .runtime
-            .clone()
-            .with_gate(Arc::new(Gate(self.clone_arc()?)));
+        let chained = lock(&self.ingress).clone();
+        let gated = match chained {
+            Some(handle) => handle,
+            None => self
+                .runtime
+                .clone()
+                .with_gate(Arc::new(Gate(self.clone_arc()?))),
+        };
         if chat.is_some_and(|c| c.eq_ignore_ascii_case("me")) {
             let saved = ChatId(memory.self_id());
             let msg = memory
@@ -733,12 +735,7 @@ impl Controller {
             .map_err(|e| e.to_string())?;
         let id = msg.id;
         let chat_id = chat.id;
-        let router = lock(&self.groups).clone();
-        let routed = !chat.kind.is_direct()
-            && router.is_some_and(|route| route(agent, chat.clone(), msg.clone()));
-        if !routed {
-            gated.push_inbound(agent, chat, msg, true);
-        }
+        gated.push_inbound(agent, chat, msg, true);
         Ok(format!("delivered #{id} to chat {chat_id}"))
     }
 
@@ -795,7 +792,14 @@ fn list(items: &[String]) -> String {
 struct Gate(Arc<Controller>);
 
 impl InboundGate for Gate {
-    fn admit(&self, agent: &str, chat: &Chat, message: &Message, trigger: bool) -> Admit {
+    fn admit(
+        &self,
+        agent: &str,
+        chat: &Chat,
+        message: &Message,
+        trigger: bool,
+        _callout: bool,
+    ) -> Admit {
         let ctl = &self.0;
         ctl.remember(agent, chat, message);
         let self_id = ctl.seat(agent).map(|s| s.telegram.self_id());

@@ -26,7 +26,8 @@ use crate::app::commands::{
 use crate::core::model::{
     Chat, ChatId, ChatKind, MediaInfo, MediaKind, Mention, MessageId, StickerInfo,
 };
-use crate::ingress::gate::{DecisionEvent, GateConfig, GroupGate, QuoteBook, identity_for};
+use crate::ingress::chain::{Chain, Groups};
+use crate::ingress::gate::{DecisionEvent, GateConfig, GroupGate, identity_for};
 use crate::ports::clock::{self, Hold, SharedClock, SystemClock, VirtualClock};
 use crate::ports::llm::Llm;
 use crate::ports::planner::{EchoPlanner, SharedPlanner};
@@ -95,8 +96,6 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     };
     let memory = Arc::new(memory);
     memory.ensure_chat(chat.clone());
-    let quotes = QuoteBook::new();
-    let quiet = config.debounce;
     let media_state = StateDir::new(&global.state_dir);
     let usage = Arc::new(
         crate::adapters::llm::usage::UsageMeter::load_async(
@@ -113,7 +112,6 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
         &media_state,
         Arc::clone(&usage),
         Arc::clone(&clock),
-        Arc::clone(&quotes),
     )?;
     let classifier = llm
         .as_ref()
@@ -150,7 +148,7 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     if let Some(media) = media {
         runtime = runtime.with_media(media);
     }
-    let handle = runtime.handle();
+    let base = runtime.handle();
     let start = clock.now();
     let gate = (!chat.kind.is_direct()).then(|| {
         let mut modes = std::collections::HashMap::new();
@@ -163,16 +161,22 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
             // In the playground the persona's @username is its name.
             identity: identity_for(&persona, memory.self_id(), Some(persona.name.clone())),
             telegram: memory.clone(),
-            runtime: handle.clone(),
+            runtime: base.clone(),
             classifier,
             classifier_model: Some(args.groups.classifier_model.clone()),
             clock: Arc::clone(&clock),
-            quiet,
             peers: Vec::new(),
             modes,
-            quotes,
         })
     });
+    // The admission chain: every message of the session takes it (the group gate decides,
+    // `classify` tasks reach it through the runtime).
+    let groups = Groups::new();
+    if let Some(g) = &gate {
+        groups.insert(&persona.name, g.clone());
+    }
+    base.set_groups(Arc::clone(&groups) as _);
+    let handle = base.with_gate(Chain::new(None, groups));
     let decisions = gate.as_ref().map(|g| {
         tokio::spawn(print_decisions(
             g.observe(),
@@ -241,16 +245,9 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     };
     drop(hold);
     if stopped_by.is_none() {
-        // A classifier batch or a delayed answer may still start a plan, and a plan may
-        // still be running: wait until both sides are quiet (or a stop signal comes).
-        let settle = async {
-            for _ in 0..3 {
-                if let Some(g) = &gate {
-                    g.wait_idle().await;
-                }
-                handle.wait_idle().await;
-            }
-        };
+        // A classifier batch, a delayed answer or a plan may still be running (all of them
+        // tasks of the runtime): wait until it is quiet (or a stop signal comes).
+        let settle = handle.wait_idle();
         tokio::select! {
             () = settle => {}
             Some(name) = signals.recv() => stopped_by = Some(name),
@@ -325,7 +322,7 @@ async fn recover_unanswered(driver: &Driver<'_>, dir: &std::path::Path) {
         let text = crate::adapters::store::read_to_string(&path).ok()?;
         let graph = crate::core::graph::codec::decode(&text).ok()?;
         graph.tasks.iter().find_map(|t| match t.spec {
-            crate::core::graph::spec::TaskSpec::Received { message_id } => message_id,
+            crate::core::graph::spec::TaskSpec::Received { message_id, .. } => message_id,
             _ => None,
         })
     })
@@ -340,12 +337,9 @@ async fn recover_unanswered(driver: &Driver<'_>, dir: &std::path::Path) {
         message_id = newest.id.0,
         "a message of the previous session was never planned: planning it now"
     );
-    match driver.gate {
-        Some(gate) => gate.on_inbound(chat.clone(), newest, false, false),
-        None => driver
-            .handle
-            .push_inbound(driver.agent, chat.clone(), newest, true),
-    }
+    driver
+        .handle
+        .push_inbound(driver.agent, chat.clone(), newest, true);
 }
 
 /// The documented exit code for a stop signal.
@@ -488,7 +482,6 @@ fn choose_planner(
     state: &StateDir,
     usage: Arc<crate::adapters::llm::usage::UsageMeter>,
     clock: SharedClock,
-    quotes: Arc<QuoteBook>,
 ) -> Result<(SharedPlanner, Option<Arc<dyn Llm>>), CommandError> {
     let llm_error = |reason: String| {
         CommandError::Config(crate::core::config::ConfigError {
@@ -517,8 +510,7 @@ fn choose_planner(
     };
     let planner = LlmPlanner::new(Arc::clone(&llm), config)
         .with_state(state.clone())
-        .with_usage(usage)
-        .with_quote_book(quotes);
+        .with_usage(usage);
     let route = planner.route(persona);
     let available = router.check_route(&route);
     if let Err(why) = available {
@@ -685,12 +677,9 @@ impl Driver<'_> {
             self.memory.put_media(&id, bytes);
         }
         match self.memory.inject(self.chat.id, pending.incoming).await {
-            Ok(msg) => match self.gate {
-                Some(gate) => gate.on_inbound(self.chat.clone(), msg, false, false),
-                None => self
-                    .handle
-                    .push_inbound(self.agent, self.chat.clone(), msg, true),
-            },
+            Ok(msg) => self
+                .handle
+                .push_inbound(self.agent, self.chat.clone(), msg, true),
             Err(e) => self.error(&format!("could not deliver the message: {e}")),
         }
     }

@@ -167,7 +167,13 @@ impl TaskGraph {
         message_id: Option<MessageId>,
         not_before: Timestamp,
     ) -> TaskGraph {
-        let mut received = Task::new(TaskSpec::Received { message_id }, now);
+        let mut received = Task::new(
+            TaskSpec::Received {
+                message_id,
+                no_quote: false,
+            },
+            now,
+        );
         received.not_before = Some(not_before);
         TaskGraph::with_tasks(agent, chat, now, vec![received])
     }
@@ -201,7 +207,8 @@ impl TaskGraph {
             matches!(
                 t.spec,
                 TaskSpec::Received {
-                    message_id: Some(_)
+                    message_id: Some(_),
+                    ..
                 }
             )
         })

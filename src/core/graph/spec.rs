@@ -20,6 +20,7 @@ use crate::core::plan::Action;
 #[serde(rename_all = "kebab-case")]
 pub enum TaskKind {
     Received,
+    Classify,
     Send,
     Sticker,
     Wait,
@@ -31,8 +32,9 @@ pub enum TaskKind {
 }
 
 impl TaskKind {
-    pub const ALL: [TaskKind; 9] = [
+    pub const ALL: [TaskKind; 10] = [
         TaskKind::Received,
+        TaskKind::Classify,
         TaskKind::Send,
         TaskKind::Sticker,
         TaskKind::Wait,
@@ -46,6 +48,7 @@ impl TaskKind {
     pub fn as_str(self) -> &'static str {
         match self {
             TaskKind::Received => "received",
+            TaskKind::Classify => "classify",
             TaskKind::Send => "send",
             TaskKind::Sticker => "sticker",
             TaskKind::Wait => "wait",
@@ -64,7 +67,10 @@ impl TaskKind {
     /// Whether a task of this kind can be abandoned mid-flight without leaving anything half
     /// done (planning, waiting).
     pub fn cancel_safe(self) -> bool {
-        matches!(self, TaskKind::Received | TaskKind::Wait)
+        matches!(
+            self,
+            TaskKind::Received | TaskKind::Classify | TaskKind::Wait
+        )
     }
 
     /// Whether the kind has an outbound side effect that must not happen twice, so it
@@ -106,6 +112,14 @@ pub enum TaskSpec {
     Received {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message_id: Option<MessageId>,
+        /// The plan must not quote its trigger (a group classifier's low impulse).
+        #[serde(default, skip_serializing_if = "is_false")]
+        no_quote: bool,
+    },
+    /// Classify a group chat's pending batch (its newest message is `message_id`): one
+    /// structured-output LLM call whose answer is a plan, a reaction-only answer or nothing.
+    Classify {
+        message_id: MessageId,
     },
     Send {
         text: String,
@@ -147,6 +161,7 @@ impl TaskSpec {
     pub fn kind(&self) -> TaskKind {
         match self {
             TaskSpec::Received { .. } => TaskKind::Received,
+            TaskSpec::Classify { .. } => TaskKind::Classify,
             TaskSpec::Send { .. } => TaskKind::Send,
             TaskSpec::Sticker { .. } => TaskKind::Sticker,
             TaskSpec::Wait { .. } => TaskKind::Wait,
@@ -240,6 +255,14 @@ mod tests {
         let specs = vec![
             TaskSpec::Received {
                 message_id: Some(MessageId(3)),
+                no_quote: false,
+            },
+            TaskSpec::Received {
+                message_id: Some(MessageId(4)),
+                no_quote: true,
+            },
+            TaskSpec::Classify {
+                message_id: MessageId(5),
             },
             TaskSpec::send("hi", Some(MessageId(2))),
             TaskSpec::wait(1.5, true),

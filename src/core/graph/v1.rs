@@ -136,6 +136,10 @@ fn spec_of(kind: TaskKind, map: &Map<String, Value>) -> Result<TaskSpec, String>
     Ok(match kind {
         TaskKind::Received => TaskSpec::Received {
             message_id: p.message("message_id")?,
+            no_quote: false,
+        },
+        TaskKind::Classify => TaskSpec::Classify {
+            message_id: p.need("message_id", p.message("message_id")?)?,
         },
         TaskKind::Send => TaskSpec::Send {
             text: p.need("text", p.opt_str("text")?)?,

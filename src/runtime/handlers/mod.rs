@@ -4,6 +4,7 @@
 //! touches the graph, the queue or the disk: the scheduler applies outcomes and persists.
 
 mod block;
+mod classify;
 mod clear_conversation;
 mod react;
 mod received;
@@ -22,6 +23,7 @@ use crate::core::outcome::{Outcome, TaskError};
 use crate::core::persona::Persona;
 use crate::core::time::BoxFuture;
 use crate::ports::clock::SharedClock;
+use crate::ports::groups::SharedGroups;
 use crate::ports::media::SharedMedia;
 use crate::ports::planner::SharedPlanner;
 use crate::ports::stickers::SharedStickers;
@@ -44,6 +46,8 @@ pub struct TaskContext {
     pub media: Option<SharedMedia>,
     /// Curated stickers of every agent.
     pub stickers: SharedStickers,
+    /// The group decision pipeline the `classify` task calls, when groups are wired.
+    pub groups: Option<SharedGroups>,
 }
 
 impl TaskContext {
@@ -74,6 +78,7 @@ pub trait TaskHandler: Send + Sync {
 pub fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
     match kind {
         TaskKind::Received => &received::Received,
+        TaskKind::Classify => &classify::Classify,
         TaskKind::Send => &send::Send,
         TaskKind::Sticker => &sticker::Sticker,
         TaskKind::Wait => &wait::Wait,

@@ -19,8 +19,11 @@ pub struct Received;
 impl TaskHandler for Received {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {
         Box::pin(async move {
-            let target = match ctx.task.spec {
-                TaskSpec::Received { message_id } => message_id,
+            let (target, no_quote) = match ctx.task.spec {
+                TaskSpec::Received {
+                    message_id,
+                    no_quote,
+                } => (message_id, no_quote),
                 _ => return Err(ctx.spec_mismatch(TaskKind::Received)),
             };
             if let Some(upto) = target {
@@ -69,6 +72,7 @@ impl TaskHandler for Received {
                     now,
                     media: &media,
                     stickers: &stickers,
+                    quote: !no_quote,
                 })
                 .await?;
             if actions.is_empty() {
