@@ -11,7 +11,9 @@ use common::*;
 use jiff::Timestamp;
 use personad::adapters::classifier::{Classifier, Scores};
 use personad::adapters::llm::gemini::{GeminiClient, GeminiConfig};
-use personad::adapters::memory::Incoming;
+use personad::adapters::memory::{Incoming, Op};
+use personad::adapters::store::StateDir;
+use personad::core::graph::{ConversationKey, TaskKind, codec};
 use personad::core::group::decide::{self, ChatState, Context, Identity, Inbound, Stage, Verdict};
 use personad::core::group::settings::{GroupSettings, TriggerMode};
 use personad::core::model::{ChatId, Mention, Message, MessageId, Sender};
@@ -692,6 +694,73 @@ async fn a_lightweight_answer_is_one_reaction_and_no_planning_call() {
         1
     );
     assert!(said.id.0 > 0);
+}
+
+/// A reaction-only answer is a `react` task of the chat's graph, made durable before it
+/// runs: a crash after the classifier decided and before the reaction reached Telegram
+/// loses nothing. After the restart (a fresh gate that remembers no batch) the reaction is
+/// sent once, and the classifier is not asked again.
+#[tokio::test]
+async fn a_reaction_only_answer_survives_a_crash_before_it_is_sent_and_is_sent_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = mock(classifier_answer(json!({
+        "addressed": true, "confidence": 0.9, "wanna_interject": false, "interject": 0.0,
+        "impulse": 0.2, "is_lightweight": true, "reaction": "👍", "reason": "good news"
+    })))
+    .await;
+    let mut g = start_group(dir.path(), "", Some(&server));
+    // An explicit request gets a full plan; our answer makes the thank-you a reply to us.
+    g.say("Bob", "Ann, can you send me the notes").await;
+    g.settle().await;
+    let ours: Vec<Message> =
+        g.h.telegram
+            .transcript(ChatId(-100))
+            .into_iter()
+            .filter(|m| m.outgoing)
+            .collect();
+    assert_eq!(ours.len(), 1);
+    g.gate.note_own(&group(-100), &ours[0]);
+    let stopped = g.h.telegram.gate(Op::React);
+    g.say("Bob", "thanks a lot").await;
+    drop(g.h.hold.take());
+    // Decided, saved, and stopped inside Telegram before the reaction is recorded.
+    tokio::time::timeout(Duration::from_secs(20), stopped.entered.notified())
+        .await
+        .unwrap_or_else(|_| panic!("the reaction never reached Telegram"));
+    let path = StateDir::new(dir.path()).graph_path(&ConversationKey::new(AGENT, ChatId(-100)));
+    let saved = codec::decode(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(
+        saved.tasks.iter().any(|t| t.kind() == TaskKind::React),
+        "the reaction is a task on disk: {:?}",
+        saved.tasks
+    );
+    assert!(g.reactions().is_empty());
+    assert_eq!(
+        server.received_requests().await.unwrap_or_default().len(),
+        1
+    );
+    assert_eq!(g.planner.calls(), 1);
+    let GroupRun { h, .. } = g;
+    h.crash().await;
+
+    let mut again = start_group(dir.path(), "", Some(&server));
+    again.settle().await;
+    assert_eq!(
+        again.reactions(),
+        vec!["👍".to_string()],
+        "sent once, after the restart"
+    );
+    assert_eq!(
+        server.received_requests().await.unwrap_or_default().len(),
+        1,
+        "the decision was kept, not made again"
+    );
+    assert_eq!(
+        again.planner.calls(),
+        0,
+        "a reaction-only answer plans nothing"
+    );
+    assert_eq!(again.h.sends().len(), 0, "and sends no text");
 }
 
 #[tokio::test]

@@ -767,6 +767,91 @@ mod gemini {
             .collect()
     }
 
+    /// The admission chain puts the owner's controls before the group decision: while Tess is
+    /// paused, a group message only the classifier could judge costs no LLM request and gets
+    /// no reaction; resumed, the same kind of message in another group is classified (one
+    /// request) and answered with a reaction, so the check above is not hollow.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_paused_agents_group_message_makes_no_llm_request_and_no_reaction() -> TestResult {
+        let server = MockServer::start().await;
+        let answer = json!({
+            "addressed": false, "confidence": 0.2, "wanna_interject": true, "interject": 0.9,
+            "impulse": 0.3, "is_lightweight": true, "reaction": "👍", "reason": "fun"
+        });
+        Mock::given(method("POST"))
+            .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "candidates": [{"content": {"role": "model", "parts": [{"text": answer.to_string()}]}, "finishReason": "STOP"}]
+            })))
+            .mount(&server)
+            .await;
+        // Talkative: any group message is for the classifier (`room_to_speak`).
+        let tess = persona(
+            "Tess",
+            "+15550100042",
+            "# Group Trigger Mode\ntalkative\n\n",
+        );
+        let s = Scratch::new(&[("Tess.md", &tess)])?;
+        let uri = server.uri();
+        let child = start(
+            &s,
+            &["--planner", "gemini", "--model", "chat-mock"],
+            &[("GEMINI_API_KEY", "k"), ("GEMINI_BASE_URL", &uri)],
+        )?;
+        let mut reaper = Reaper(Some(child));
+        let s2 = &s;
+        tokio::task::block_in_place(|| -> TestResult {
+            wait_up(s2)?;
+            let paused = ctl(s2, &["pause"])?;
+            assert!(paused.status.success(), "{}", stdout(&paused));
+            // `ctl say` returns once the chain has admitted the message.
+            say_in_group(s2, "Club", "made pizza tonight")?;
+            let resumed = ctl(s2, &["resume"])?;
+            assert!(resumed.status.success(), "{}", stdout(&resumed));
+            say_in_group(s2, "Den", "just saw the new film")?;
+            Ok(())
+        })?;
+        let reactions = |s: &Scratch| -> Vec<String> {
+            s.log_text()
+                .lines()
+                .filter(|l| l.contains("\"reaction_sent\""))
+                .map(str::to_string)
+                .collect()
+        };
+        let den = (-personad::adapters::memory::user_id_for("Den")).to_string();
+        let reacted = tokio::task::block_in_place(|| {
+            poll(Duration::from_secs(10), || {
+                let r = reactions(s2);
+                (!r.is_empty()).then_some(r)
+            })
+        })
+        .ok_or_else(|| format!("no reaction in the resumed chat:\n{}", s.log_text()))?;
+        assert_eq!(reacted.len(), 1, "{reacted:?}");
+        assert!(
+            reacted[0].contains(&den),
+            "the reaction is in Den: {}",
+            reacted[0]
+        );
+        let requests = server.received_requests().await.unwrap_or_default();
+        assert_eq!(
+            requests.len(),
+            1,
+            "only the resumed chat's message was classified"
+        );
+        let body = String::from_utf8_lossy(&requests[0].body);
+        assert!(body.contains("new film"), "{body}");
+        assert!(
+            !body.contains("pizza"),
+            "the paused message reached the LLM: {body}"
+        );
+        let child = reaper.0.as_mut().ok_or("no child")?;
+        signal(child, "-TERM")?;
+        tokio::task::block_in_place(|| wait_exit(child, Duration::from_secs(10)))
+            .ok_or("no exit")?;
+        reaper.0 = None;
+        Ok(())
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_edited_persona_changes_the_next_requests_system_instruction() -> TestResult {
         let server = MockServer::start().await;

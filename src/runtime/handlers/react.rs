@@ -15,7 +15,10 @@ impl TaskHandler for React {
                 return Err(ctx.spec_mismatch(TaskKind::React));
             };
             match ctx.telegram.react(ctx.chat.id, *message_id, emoji).await {
-                Ok(()) => Ok(Outcome::Done),
+                Ok(()) => {
+                    tracing::info!(event = "reaction_sent", agent = %ctx.key.agent, chat = %ctx.key.chat, message_id = message_id.0, emoji, "reaction sent");
+                    Ok(Outcome::Done)
+                }
                 // The chat does not allow this reaction (REACTION_INVALID): not worth a retry
                 // and no reason to drop the rest of the plan.
                 Err(TelegramError::Invalid(reason)) => {
