@@ -10,13 +10,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use personad::adapters::classifier::Classifier;
 use personad::app::replay::{ReplayOptions, replay};
 use personad::core::group::decide::{self, ChatState, Context, Identity, Inbound};
 use personad::core::group::settings::{GroupSettings, TriggerMode};
 use personad::core::llm::{LlmOutcome, LlmRequest};
 use personad::core::model::{ChatId, Message, MessageId, Sender};
 use personad::core::time::BoxFuture;
+use personad::ingress::classifier::Classifier;
 use personad::ports::clock::{SharedClock, SystemClock};
 use personad::ports::llm::{Llm, LlmError};
 
@@ -110,8 +110,12 @@ fn replay_calls() {
         return;
     };
     let src = "# Agent Name\nWren\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nA friendly Python programmer.\n";
-    let Some(persona) =
-        personad::core::persona::parse_persona(std::path::Path::new("bench.md"), src, &[]).persona
+    let Some(persona) = personad::adapters::persona_loader::parse_persona(
+        std::path::Path::new("bench.md"),
+        src,
+        &[],
+    )
+    .persona
     else {
         return;
     };

@@ -14,11 +14,12 @@ use std::path::Path;
 
 use jiff::Timestamp;
 
+use crate::adapters::export;
 use crate::adapters::mtproto::map::{self, MapContext, SerializedMapping};
-use crate::adapters::{classifier, export};
 use crate::app::playground::input::{self, RawLine};
 use crate::core::blocks::{self, ParseOptions, TELEGRAM_TEXT_LIMIT_UTF16};
 use crate::core::graph::codec;
+use crate::core::group::classifier;
 use crate::core::model::MessageId;
 use crate::core::persona;
 use crate::core::plan::Action;
@@ -148,7 +149,7 @@ pub fn persona_file(data: &[u8]) {
     let Ok(source) = std::str::from_utf8(data) else {
         return;
     };
-    let entry = persona::parse_persona(Path::new("fuzz.md"), source, &[]);
+    let entry = crate::adapters::persona_loader::parse_persona(Path::new("fuzz.md"), source, &[]);
     let has_error = entry.problems.iter().any(persona::Problem::is_error);
     assert_eq!(
         entry.persona.is_some(),

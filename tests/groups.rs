@@ -9,15 +9,16 @@ use std::time::Duration;
 
 use common::*;
 use jiff::Timestamp;
-use personad::adapters::classifier::{Classifier, Scores};
 use personad::adapters::llm::gemini::{GeminiClient, GeminiConfig};
 use personad::adapters::memory::{Incoming, Op};
 use personad::adapters::store::StateDir;
 use personad::core::graph::{ConversationKey, TaskKind, codec};
+use personad::core::group::classifier::Scores;
 use personad::core::group::decide::{self, ChatState, Context, Identity, Inbound, Stage, Verdict};
 use personad::core::group::settings::{GroupSettings, TriggerMode};
 use personad::core::model::{ChatId, Mention, Message, MessageId, Sender};
 use personad::ingress::chain::{Chain, Groups};
+use personad::ingress::classifier::Classifier;
 use personad::ingress::gate::{GateConfig, GroupGate, identity_for};
 use personad::ports::clock::{self, SharedClock};
 use personad::ports::llm::ApiKey;
@@ -629,7 +630,7 @@ async fn a_classifier_that_does_not_answer_times_out_on_the_project_clock() {
     let classifier = Classifier::new(gemini(&server.uri(), Arc::clone(&shared)), shared);
     let history: Vec<Message> = Vec::new();
     let new = vec![msg(1, 5, "anyone?")];
-    let input = personad::adapters::classifier::ClassifierInput {
+    let input = personad::core::group::classifier::ClassifierInput {
         model: "m",
         persona_name: "Wren",
         description: "",
@@ -654,7 +655,9 @@ async fn a_classifier_that_does_not_answer_times_out_on_the_project_clock() {
     let (result, ()) = tokio::join!(call, advance);
     assert_eq!(
         result,
-        Err(personad::adapters::classifier::ClassifierError::Timeout(10))
+        Err(personad::core::group::classifier::ClassifierError::Timeout(
+            10
+        ))
     );
 }
 
@@ -826,7 +829,8 @@ fn group_headings_parse_with_defaults_and_bad_values_name_their_line() {
     assert_eq!(persona_with("Wren", "").group, GroupSettings::default());
 
     let src = "# Agent Name\nWren\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nHi.\n\n# Group Trigger Mode\nloud\n\n# Group Interject Threshold\n1.5\n";
-    let entry = personad::core::persona::parse_persona(std::path::Path::new("w.md"), src, &[]);
+    let entry =
+        personad::adapters::persona_loader::parse_persona(std::path::Path::new("w.md"), src, &[]);
     assert!(entry.persona.is_none());
     let lines: Vec<(Option<usize>, bool)> = entry
         .problems

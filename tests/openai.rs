@@ -369,7 +369,8 @@ fn provider_resolution_of_every_llm_form() {
     let ok = common::persona_with("Wren", "# LLM\ngrok\n");
     assert_eq!(ok.llm.as_deref(), Some("grok"));
     let src = "# Agent Name\nX\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nHi.\n\n# LLM\nnonsense model\n";
-    let parsed = personad::core::persona::parse_persona(std::path::Path::new("x.md"), src, &[]);
+    let parsed =
+        personad::adapters::persona_loader::parse_persona(std::path::Path::new("x.md"), src, &[]);
     assert!(parsed.persona.is_none());
     let shown = format!("{:?}", parsed.problems);
     assert!(

@@ -6,10 +6,10 @@ use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use personad::adapters::persona_loader::{PersonaDirError, load_dir};
+use personad::adapters::persona_loader::{PersonaDirError, load_dir, parse_persona};
 use personad::core::persona::{
     LoadReport, MAX_FILE_BYTES, PersonaEntry, Severity, StickerRef, apply_placeholders, mask_phone,
-    parse_persona, redact_phones,
+    redact_phones,
 };
 
 /// The three required fields, nothing else: 11 lines, the last being

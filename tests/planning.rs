@@ -466,7 +466,7 @@ fn wren() -> personad::core::persona::Persona {
     let src = std::fs::read_to_string(root.join("agents/Wren.md"))
         .unwrap_or_else(|e| panic!("Wren.md: {e}"))
         .replacen("\nWren\n", &format!("\n{AGENT}\n"), 1);
-    personad::core::persona::parse_persona(
+    personad::adapters::persona_loader::parse_persona(
         &root.join("agents/Wren.md"),
         &src,
         &[root.join("prompts")],

@@ -1,9 +1,8 @@
 //! Adapters: the edges. The MTProto backend and the in-memory Telegram twin, the account-safety
 //! governor that wraps either, LLM clients, the LLM planner, the media pipeline, curated
-//! stickers, the group classifier, the Telegram Desktop export reader, the persona loader and
+//! stickers, the Telegram Desktop export reader, the persona loader and
 //! the state store. They import only the core and the ports; only `app` wires them.
 
-pub mod classifier;
 pub mod export;
 pub mod governor;
 pub mod llm;

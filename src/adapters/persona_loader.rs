@@ -7,7 +7,48 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::adapters::store::{self, Refused, Symlinks};
 use crate::core::persona::*;
+
+/// The safe reader persona and role-prompt files are read through.
+struct SafeFiles;
+
+impl ReadText for SafeFiles {
+    fn read_text(&self, path: &Path) -> Result<String, ReadError> {
+        read_capped(path)
+    }
+}
+
+/// Validates one persona file whose text has already been read, reading its role prompts
+/// from `prompt_dirs` (in order) through the safe reader: see
+/// `core::persona::parse_persona_with`.
+pub fn parse_persona(path: &Path, source: &str, prompt_dirs: &[PathBuf]) -> PersonaEntry {
+    parse_persona_with(path, source, prompt_dirs, &SafeFiles)
+}
+
+/// Reads a whole file as UTF-8 text through [`store::read_file`]: symlinks
+/// are followed (operators link persona files), but the target must be a
+/// regular file (a FIFO, a device or a directory named `*.md` is refused
+/// without blocking) of at most [`MAX_FILE_BYTES`] (checked from metadata
+/// first, and enforced while reading in case the file grows).
+fn read_capped(path: &Path) -> Result<String, ReadError> {
+    let buf =
+        store::read_file(path, MAX_FILE_BYTES, Symlinks::Follow).map_err(
+            |e| match store::refusal(&e) {
+                Some(Refused::TooLarge { size, .. }) => ReadError::TooLarge(*size),
+                Some(Refused::Grew { cap }) => ReadError::TooLarge(cap.saturating_add(1)),
+                _ => match e {
+                    store::StoreError::Io { source, .. } => ReadError::Io(source),
+                    other => ReadError::Io(io::Error::other(other.to_string())),
+                },
+            },
+        )?;
+    String::from_utf8(buf).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        let line = line_at_byte(e.as_bytes(), offset);
+        ReadError::InvalidUtf8 { line, offset }
+    })
+}
 
 /// The agents directory itself could not be listed. Problems with single
 /// files are reported as [`Problem`]s instead.
@@ -97,7 +138,7 @@ pub fn load_dir(agents_dir: &Path, prompt_dirs: &[PathBuf]) -> Result<LoadReport
     let mut owners: HashMap<String, (String, String)> = HashMap::new();
     for (file_name, path) in files {
         let (mut entry, name_line) = match read_capped(&path) {
-            Ok(text) => parse_persona_inner(&path, &text, prompt_dirs),
+            Ok(text) => parse_persona_inner(&path, &text, prompt_dirs, &SafeFiles),
             Err(err) => {
                 let problem = Problem {
                     file: path.clone(),

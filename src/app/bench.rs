@@ -112,7 +112,7 @@ fn bench_persona() -> Result<persona::Persona, CommandError> {
     let src = format!(
         "# Agent Name\n{AGENT}\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nAnswer.\n"
     );
-    persona::parse_persona(Path::new("bench.md"), &src, &[])
+    crate::adapters::persona_loader::parse_persona(Path::new("bench.md"), &src, &[])
         .persona
         .ok_or_else(|| CommandError::Failed("the bench persona does not parse".into()))
 }

@@ -19,7 +19,6 @@ use crate::app::commands::{CmdResult, CommandError};
 use crate::core::config::{Pacing, RuntimeConfig};
 use crate::core::graph::{ConversationKey, TaskSpec, codec};
 use crate::core::model::{Chat, ChatId, ChatKind};
-use crate::core::persona;
 use crate::core::plan::{Action, PlanError, PlanRequest};
 use crate::core::time::BoxFuture;
 use crate::ports::clock::{self, SharedClock, SystemClock};
@@ -93,7 +92,7 @@ pub async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> CmdResult 
     let src = format!(
         "# Agent Name\n{AGENT}\n\n# Agent Phone\n+15550100002\n\n# Agent Instructions\nAnswer.\n"
     );
-    let persona = persona::parse_persona(Path::new("crash.md"), &src, &[])
+    let persona = crate::adapters::persona_loader::parse_persona(Path::new("crash.md"), &src, &[])
         .persona
         .ok_or_else(|| CommandError::Failed("the harness persona does not parse".into()))?;
     let config = RuntimeConfig {

@@ -18,7 +18,6 @@ use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::adapters::classifier::Classifier;
 use crate::adapters::governor::{Governor, GovernorConfig};
 use crate::adapters::llm::provider::Router;
 use crate::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
@@ -37,6 +36,7 @@ use crate::app::ops::{ctl, metrics, watch};
 use crate::core::config::ConfigError;
 use crate::core::persona::{LoadReport, Persona};
 use crate::ingress::chain::{Chain, Groups};
+use crate::ingress::classifier::Classifier;
 use crate::ingress::gate::{GateConfig, GroupGate, identity_for};
 use crate::ingress::sink::RuntimeSink;
 use crate::ports::clock::{SharedClock, SystemClock};

@@ -13,14 +13,15 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use crate::adapters::classifier::{Classifier, ClassifierInput, HISTORY_SMART, HISTORY_TALKATIVE};
 use crate::adapters::export::{self, Export};
 use crate::app::cli::{GlobalArgs, ReplayArgs};
 use crate::app::commands::{CmdResult, CommandError, find_persona, load_personas_async};
+use crate::core::group::classifier::{ClassifierInput, HISTORY_SMART, HISTORY_TALKATIVE};
 use crate::core::group::decide::{self, ChatState, Context, Decision, Identity, Inbound, Verdict};
 use crate::core::group::settings::TriggerMode;
 use crate::core::model::Message;
 use crate::core::persona::Persona;
+use crate::ingress::classifier::Classifier;
 use crate::ingress::gate::description_for;
 use crate::ports::clock::{self, SharedClock, SystemClock};
 
@@ -321,7 +322,7 @@ pub async fn run(global: GlobalArgs, args: ReplayArgs) -> CmdResult {
     } else {
         let clock: SharedClock = Arc::new(SystemClock);
         let retry = crate::adapters::llm::retry::RetryConfig::within_task_timeout(
-            crate::adapters::classifier::DEFAULT_TIMEOUT,
+            crate::core::group::classifier::DEFAULT_TIMEOUT,
             args.llm_attempts,
         );
         let (llm, router) = crate::adapters::llm_planner::llm_from_env(retry, Arc::clone(&clock));

@@ -38,8 +38,6 @@ use std::path::{Path, PathBuf};
 
 use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
-use crate::adapters::store::{self, Refused, Symlinks};
-
 /// Largest persona or role prompt file accepted, in bytes (256 KiB).
 ///
 /// A file of exactly this size is accepted; one byte more is an error. The
@@ -311,9 +309,15 @@ impl LoadReport {
 /// the file are collected; the returned entry has a persona only if none of
 /// them is an error. A leading byte-order mark is ignored and line endings
 /// are normalized to `\n` (line numbers are unaffected). Duplicate agent
-/// names across files are checked by [`load_dir`], not here.
-pub fn parse_persona(path: &Path, source: &str, prompt_dirs: &[PathBuf]) -> PersonaEntry {
-    parse_persona_inner(path, source, prompt_dirs).0
+/// names across files are checked by the loader's `load_dir`, not here. Role prompts are
+/// read through `files`.
+pub fn parse_persona_with(
+    path: &Path,
+    source: &str,
+    prompt_dirs: &[PathBuf],
+    files: &dyn ReadText,
+) -> PersonaEntry {
+    parse_persona_inner(path, source, prompt_dirs, files).0
 }
 
 /// Expands the placeholders of a persona or role prompt text.
@@ -453,10 +457,17 @@ pub fn validate_agent_name(name: &str) -> Result<(), String> {
 // ---------------------------------------------------------------------------
 
 /// Why a file could not be turned into text.
-pub(crate) enum ReadError {
+#[derive(Debug)]
+pub enum ReadError {
     Io(io::Error),
     TooLarge(u64),
     InvalidUtf8 { line: usize, offset: usize },
+}
+
+/// Reads the text files a persona names (its role prompts). The persona loader implements
+/// it with the store's safe reader; the core never touches the disk itself.
+pub trait ReadText {
+    fn read_text(&self, path: &Path) -> Result<String, ReadError>;
 }
 
 impl ReadError {
@@ -487,33 +498,9 @@ impl ReadError {
     }
 }
 
-/// Reads a whole file as UTF-8 text through [`store::read_file`]: symlinks
-/// are followed (operators link persona files), but the target must be a
-/// regular file (a FIFO, a device or a directory named `*.md` is refused
-/// without blocking) of at most [`MAX_FILE_BYTES`] (checked from metadata
-/// first, and enforced while reading in case the file grows).
-pub(crate) fn read_capped(path: &Path) -> Result<String, ReadError> {
-    let buf =
-        store::read_file(path, MAX_FILE_BYTES, Symlinks::Follow).map_err(
-            |e| match store::refusal(&e) {
-                Some(Refused::TooLarge { size, .. }) => ReadError::TooLarge(*size),
-                Some(Refused::Grew { cap }) => ReadError::TooLarge(cap.saturating_add(1)),
-                _ => match e {
-                    store::StoreError::Io { source, .. } => ReadError::Io(source),
-                    other => ReadError::Io(io::Error::other(other.to_string())),
-                },
-            },
-        )?;
-    String::from_utf8(buf).map_err(|e| {
-        let offset = e.utf8_error().valid_up_to();
-        let line = line_at_byte(e.as_bytes(), offset);
-        ReadError::InvalidUtf8 { line, offset }
-    })
-}
-
 /// 1-based line of byte `offset`, counting `\n`, `\r\n` and a lone `\r` as
 /// line endings (as CommonMark does).
-fn line_at_byte(bytes: &[u8], offset: usize) -> usize {
+pub(crate) fn line_at_byte(bytes: &[u8], offset: usize) -> usize {
     let prefix = bytes.get(..offset).unwrap_or(bytes);
     let endings = prefix
         .iter()
@@ -902,6 +889,7 @@ pub(crate) fn parse_persona_inner(
     path: &Path,
     source: &str,
     prompt_dirs: &[PathBuf],
+    files: &dyn ReadText,
 ) -> (PersonaEntry, Option<usize>) {
     let text = normalize(source);
     let src: &str = &text;
@@ -1065,7 +1053,9 @@ pub(crate) fn parse_persona_inner(
                 continue;
             }
             listed.insert(prompt_name.to_owned(), line);
-            if let Some(prompt) = load_role_prompt(&mut report, line, prompt_name, prompt_dirs) {
+            if let Some(prompt) =
+                load_role_prompt(&mut report, line, prompt_name, prompt_dirs, files)
+            {
                 role_prompts.push(prompt);
             }
         }
@@ -1310,6 +1300,7 @@ fn load_role_prompt(
     line: usize,
     name: &str,
     prompt_dirs: &[PathBuf],
+    files: &dyn ReadText,
 ) -> Option<RolePrompt> {
     if prompt_dirs.is_empty() {
         report.error(
@@ -1324,7 +1315,7 @@ fn load_role_prompt(
     let file_name = format!("{name}.md");
     for dir in prompt_dirs {
         let candidate = dir.join(&file_name);
-        return match read_capped(&candidate) {
+        return match files.read_text(&candidate) {
             Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound => continue,
             Ok(text) => {
                 let text = normalize(&text).trim().to_owned();

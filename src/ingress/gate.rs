@@ -18,16 +18,15 @@ use jiff::Timestamp;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use crate::adapters::classifier::{
-    Classifier, ClassifierInput, HISTORY_SMART, HISTORY_TALKATIVE, Scores,
-};
 use crate::core::admission::{Admission, GroupOutcome};
+use crate::core::group::classifier::{ClassifierInput, HISTORY_SMART, HISTORY_TALKATIVE, Scores};
 use crate::core::group::decide::{
     self, ChatState, Context, Decision, Identity, Inbound, Stage, Verdict,
 };
 use crate::core::group::settings::{DEFAULT_CLASSIFIER_MODEL, TriggerMode};
 use crate::core::model::{Chat, ChatId, Message, MessageId};
 use crate::core::persona::Persona;
+use crate::ingress::classifier::Classifier;
 use crate::ports::clock::{self, SharedClock};
 use crate::ports::telegram::{Telegram, same_reaction};
 use crate::runtime::{Admit, RuntimeHandle};

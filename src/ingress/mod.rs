@@ -3,5 +3,6 @@
 //! and the runtime-facing sink the MTProto pump delivers to.
 
 pub mod chain;
+pub mod classifier;
 pub mod gate;
 pub mod sink;

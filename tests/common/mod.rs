@@ -14,7 +14,7 @@ use personad::adapters::stickers::StickerCatalog;
 use personad::adapters::store::{GraphStore, StateDir};
 use personad::core::config::RuntimeConfig;
 use personad::core::model::{Chat, ChatId, ChatKind, Message};
-use personad::core::persona::{self, Persona};
+use personad::core::persona::Persona;
 use personad::core::plan::{Action, PlanError, PlanRequest};
 use personad::core::time::BoxFuture;
 use personad::ports::clock::{self, SharedClock, VirtualClock};
@@ -129,7 +129,7 @@ pub fn persona_with(name: &str, extra: &str) -> Persona {
     let src = format!(
         "# Agent Name\n{name}\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nBe yourself.\n\n{extra}"
     );
-    persona::parse_persona(Path::new("test.md"), &src, &[])
+    personad::adapters::persona_loader::parse_persona(Path::new("test.md"), &src, &[])
         .persona
         .unwrap_or_else(|| panic!("test persona {name} must parse"))
 }

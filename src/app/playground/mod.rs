@@ -14,7 +14,6 @@ use jiff::Timestamp;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::adapters::classifier::Classifier;
 use crate::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig, llm_from_env};
 use crate::adapters::media::MediaPipeline;
 use crate::adapters::memory::{Action, Incoming, MemoryTelegram, Recorded, user_id_for};
@@ -27,6 +26,7 @@ use crate::core::model::{
     Chat, ChatId, ChatKind, MediaInfo, MediaKind, Mention, MessageId, StickerInfo,
 };
 use crate::ingress::chain::{Chain, Groups};
+use crate::ingress::classifier::Classifier;
 use crate::ingress::gate::{DecisionEvent, GateConfig, GroupGate, identity_for};
 use crate::ports::clock::{self, Hold, SharedClock, SystemClock, VirtualClock};
 use crate::ports::llm::Llm;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::Serialize;
 
-use crate::adapters::classifier::Scores;
+use crate::core::group::classifier::Scores;
 use crate::core::group::settings::{GroupSettings, TriggerMode};
 use crate::core::model::{Message, MessageId};
 

@@ -1,8 +1,9 @@
 //! Group decisions, pure: [`settings`] holds the persona's group headings, [`decide`] the
 //! pipeline (prefilter, explicit address, mode, share of voice) that says, for every inbound
 //! group message, whether the persona speaks, reacts or only listens. The classifier call is
-//! `adapters::classifier`; the async edge that runs this in front of the queue is
+//! `ingress::classifier` (its request and answer are [`classifier`]); the async edge that runs this in front of the queue is
 //! `ingress::gate`; `app::replay` runs it over an export.
 
+pub mod classifier;
 pub mod decide;
 pub mod settings;

@@ -1,21 +1,17 @@
-//! The addressing classifier: one cheap structured-output LLM call that says whether new
-//! group message(s) are addressed to the persona, whether it wants to interject, how strong
-//! the urge to answer is, and whether a reaction is enough. This module owns the request
-//! (prompt, response schema), the answer's parsing (scores clamped to 0..1, anything else an
-//! error) and the call's timeout on the project clock. It never decides what to do with the
-//! scores (`group::decide` does) and never touches Telegram. Called by `group::gate` and
-//! `group::replay`.
+//! The addressing classifier's request and answer, pure: the prompt and response schema of
+//! one cheap structured-output LLM call that says whether new group message(s) are addressed
+//! to the persona, whether it wants to interject, how strong the urge to answer is, and
+//! whether a reaction is enough; and the answer's parsing (scores clamped to 0..1, anything
+//! else an error). It never decides what to do with the scores (`decide` does) and makes no
+//! call: `ingress::classifier` makes it over the LLM port, under the timeout.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::core::llm::{LlmOutcome, LlmRequest, Turn};
+use crate::core::llm::{LlmRequest, Turn};
 use crate::core::model::Message;
-use crate::ports::clock::{self, SharedClock};
-use crate::ports::llm::Llm;
 
 /// What the classifier answered, clamped to range.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -214,49 +210,6 @@ pub fn parse_answer(text: &str) -> Result<Scores, ClassifierError> {
             .filter(|r| !r.is_empty() && r.chars().count() <= 8),
         reason: raw.reason.unwrap_or_default().chars().take(200).collect(),
     })
-}
-
-/// The classifier over an LLM.
-#[derive(Clone)]
-pub struct Classifier {
-    llm: Arc<dyn Llm>,
-    clock: SharedClock,
-    timeout: Duration,
-}
-
-impl Classifier {
-    pub fn new(llm: Arc<dyn Llm>, clock: SharedClock) -> Classifier {
-        Classifier {
-            llm,
-            clock,
-            timeout: DEFAULT_TIMEOUT,
-        }
-    }
-
-    pub fn with_timeout(mut self, timeout: Duration) -> Classifier {
-        self.timeout = timeout;
-        self
-    }
-
-    /// One call, bounded by the timeout on the project clock. The caller holds the clock if
-    /// virtual time must stand still meanwhile.
-    pub async fn classify(&self, input: &ClassifierInput<'_>) -> Result<Scores, ClassifierError> {
-        let req = build_request(input);
-        let deadline = clock::add(self.clock.now(), self.timeout);
-        let timer = self.clock.sleep_until(deadline);
-        let outcome = tokio::select! {
-            r = self.llm.generate(&req) => r,
-            _ = timer => return Err(ClassifierError::Timeout(self.timeout.as_secs())),
-        };
-        match outcome {
-            Ok(LlmOutcome::Text(text)) => parse_answer(&text),
-            Ok(LlmOutcome::Empty { finish_reason }) => Err(ClassifierError::Empty(
-                finish_reason.unwrap_or_else(|| "empty".into()),
-            )),
-            Ok(LlmOutcome::Blocked { reason }) => Err(ClassifierError::Empty(reason)),
-            Err(e) => Err(ClassifierError::Llm(e.to_string())),
-        }
-    }
 }
 
 #[cfg(test)]
