@@ -1,0 +1,171 @@
+//! The original's JSON task arrays: a reply that is a JSON array of task objects (the Python
+//! original's format) read into the same actions as task blocks, with the same limits.
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// The original's JSON task arrays
+
+/// How a task array names its kinds; a `[` reply without one is ordinary text.
+pub(super) const JSON_KINDS: [&str; 2] = ["\"kind\"", "'kind'"];
+
+/// What [`find_json_tasks`] found.
+pub(super) enum JsonTasks {
+    /// The array's task objects (anything else in it is kept to be warned about).
+    Parsed(Vec<serde_json::Value>),
+    /// It looks like a task array but is not valid JSON (cut off, say).
+    Malformed(String),
+}
+
+/// A JSON task array: the whole reply (`[ … ]`), or the content of a ```` ```json ```` (or
+/// bare) fence in it. Text that merely starts with `[` but names no `"kind"` is not one.
+pub(super) fn find_json_tasks(text: &str) -> Option<JsonTasks> {
+    let candidate = if text.starts_with('[') {
+        Some(text)
+    } else if segments(text).len() > 1 {
+        // A reply in task blocks may quote JSON inside a send; it is not a task array.
+        None
+    } else {
+        fenced_json(text)
+    }?;
+    if !JSON_KINDS.iter().any(|k| candidate.contains(k)) {
+        return None;
+    }
+    Some(
+        match serde_json::from_str::<Vec<serde_json::Value>>(candidate) {
+            Ok(tasks) => JsonTasks::Parsed(tasks),
+            Err(e) => JsonTasks::Malformed(e.to_string()),
+        },
+    )
+}
+
+/// The body of the first ```` ```json ```` fence (or of a bare fence holding an array).
+pub(super) fn fenced_json(text: &str) -> Option<&str> {
+    let lines = lines_of(text);
+    let open = lines.iter().position(|line| {
+        let t = line.text.trim();
+        t.starts_with("```") && {
+            let info = t.trim_start_matches('`').trim();
+            info.eq_ignore_ascii_case("json") || info.is_empty()
+        }
+    })?;
+    let close = lines
+        .iter()
+        .skip(open + 1)
+        .position(|line| line.text.trim() == "```")
+        .map(|i| i + open + 1);
+    let start = lines.get(open)?.next;
+    let end = match close {
+        Some(c) => lines.get(c)?.start,
+        None => text.len(),
+    };
+    let body = text.get(start..end)?.trim();
+    body.starts_with('[').then_some(body)
+}
+
+pub(super) fn parse_json_tasks(out: &mut ParsedReply, found: JsonTasks, opts: &ParseOptions) {
+    let tasks = match found {
+        JsonTasks::Parsed(tasks) => tasks,
+        JsonTasks::Malformed(why) => {
+            warn(
+                out,
+                "JSON task array",
+                format_args!("is not valid JSON ({}); nothing sent", excerpt(&why)),
+            );
+            return;
+        }
+    };
+    for (index, task) in tasks.iter().enumerate() {
+        let index = index + 1;
+        let Some(obj) = task.as_object() else {
+            warn(out, &format!("task {index}"), "is not an object; skipped");
+            continue;
+        };
+        let Some(kind) = obj.get("kind").and_then(|k| k.as_str()) else {
+            warn(out, &format!("task {index}"), "has no \"kind\"; skipped");
+            continue;
+        };
+        if kind.trim().eq_ignore_ascii_case("think") {
+            // The original's private reasoning: dropped by design, never shown.
+            tracing::debug!(task = index, "think task dropped");
+            continue;
+        }
+        let text_field = |name: &str| -> String {
+            match obj.get(name) {
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(serde_json::Value::Number(n)) => n.to_string(),
+                _ => String::new(),
+            }
+        };
+        let id_field = |name: &str| -> IdPart<'static> { json_id(obj.get(name)) };
+        let (id, body) = match Kind::parse(kind) {
+            Some(Kind::Send) => (id_field("reply_to"), text_field("text")),
+            Some(Kind::Sticker) => {
+                let set = text_field("sticker_set");
+                let name = text_field("name");
+                let body = if set.trim().is_empty() {
+                    name
+                } else {
+                    format!("{set}\n{name}")
+                };
+                (id_field("reply_to"), body)
+            }
+            Some(Kind::Wait) => (IdPart::Absent, text_field("delay")),
+            Some(Kind::React) => {
+                let mut id = id_field("message_id");
+                if id == IdPart::Absent {
+                    id = id_field("reply_to");
+                }
+                (id, text_field("emoji"))
+            }
+            _ => (IdPart::Absent, String::new()),
+        };
+        let heading = Heading {
+            kind,
+            id,
+            trailing: "",
+            bare: false,
+        };
+        parse_block(out, index, &heading, &body, opts);
+    }
+}
+
+/// A message id given as a JSON number or a string of digits (`"#12"` too).
+pub(super) fn json_id(value: Option<&serde_json::Value>) -> IdPart<'static> {
+    match value {
+        Some(serde_json::Value::Number(n)) => match n.as_i64() {
+            Some(id) if id > 0 => IdPart::Valid(MessageId(id)),
+            _ => IdPart::Invalid("(a number out of range)"),
+        },
+        Some(serde_json::Value::String(s)) => {
+            let digits = s.trim().trim_start_matches('#');
+            match digits.parse::<i64>() {
+                Ok(id) if id > 0 => IdPart::Valid(MessageId(id)),
+                _ if digits.is_empty() => IdPart::Absent,
+                _ => IdPart::Invalid("(not a message id)"),
+            }
+        }
+        _ => IdPart::Absent,
+    }
+}
+
+/// Drops `[metadata]` lines a model copied from the history at the start of its reply: they
+/// are bookkeeping, never something to send.
+pub(super) fn strip_echoed_metadata<'a>(out: &mut ParsedReply, mut text: &'a str) -> &'a str {
+    let mut dropped = 0;
+    while text.starts_with("[metadata]") {
+        text = text
+            .split_once('\n')
+            .map_or("", |(_, rest)| rest)
+            .trim_start();
+        dropped += 1;
+    }
+    if dropped > 0 {
+        warn(
+            out,
+            "reply",
+            format_args!("{dropped} echoed [metadata] line(s) dropped"),
+        );
+    }
+    text
+}

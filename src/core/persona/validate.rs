@@ -1,0 +1,480 @@
+//! Validation: from the raw section tree of a persona file to a validated [`Persona`], each
+//! heading's rule applied once, every problem with its file and line. Role prompts are read
+//! through the [`ReadText`] the caller hands over.
+
+use super::*;
+
+pub(crate) fn parse_persona_inner(
+    path: &Path,
+    source: &str,
+    prompt_dirs: &[PathBuf],
+    files: &dyn ReadText,
+) -> (PersonaEntry, Option<usize>) {
+    let text = normalize(source);
+    let src: &str = &text;
+    let lines = Lines::new(src);
+    let mut report = Report {
+        file: path.to_path_buf(),
+        problems: Vec::new(),
+    };
+
+    let headings = find_headings(src);
+
+    // Text before the first heading.
+    let preamble_end = headings.first().map_or(src.len(), |h| h.start);
+    let preamble = src.get(..preamble_end).unwrap_or("");
+    if let Some(pos) = preamble.find(|c: char| !c.is_whitespace()) {
+        report.warning(
+            lines.line_of(pos),
+            "text before the first `#` heading is ignored".to_owned(),
+        );
+    }
+
+    let mut sections = Vec::with_capacity(headings.len());
+    for (i, h) in headings.iter().enumerate() {
+        let value_end = headings.get(i + 1).map_or(src.len(), |n| n.start);
+        let raw = src.get(h.end..value_end).unwrap_or("");
+        let leading = raw.len() - raw.trim_start().len();
+        let value = raw.trim();
+        let line = lines.line_of(h.start);
+        let title = h.title.split_whitespace().collect::<Vec<_>>().join(" ");
+        sections.push(Section {
+            key: title.to_lowercase(),
+            title,
+            line,
+            value,
+            value_line: if value.is_empty() {
+                line
+            } else {
+                lines.line_of(h.end + leading)
+            },
+        });
+    }
+
+    // Classify headings; report duplicates and unknown ones.
+    let mut first_seen: HashMap<&str, usize> = HashMap::new();
+    let mut fields: HashMap<Field, &Section<'_>> = HashMap::new();
+    let mut extra = BTreeMap::new();
+    for sec in &sections {
+        if sec.key.is_empty() {
+            report.warning(
+                sec.line,
+                "empty `#` heading; the text under it is ignored".to_owned(),
+            );
+            continue;
+        }
+        if let Some(first) = first_seen.get(sec.key.as_str()) {
+            report.error(
+                sec.line,
+                format!(
+                    "duplicate {} heading (first at line {first})",
+                    show(&format!("# {}", sec.title))
+                ),
+            );
+            continue;
+        }
+        first_seen.insert(&sec.key, sec.line);
+        match Field::from_key(&sec.key) {
+            Some(field) => {
+                fields.insert(field, sec);
+            }
+            None => {
+                report.warning(
+                    sec.line,
+                    format!(
+                        "unknown heading {}: kept, but not used by this version",
+                        show(&format!("# {}", sec.title))
+                    ),
+                );
+                extra.insert(sec.title.clone(), sec.value.to_owned());
+            }
+        }
+    }
+
+    // Required text fields.
+    let name_sec = required(&mut report, &fields, Field::Name);
+    let phone_sec = required(&mut report, &fields, Field::Phone);
+    let instructions_sec = required(&mut report, &fields, Field::Instructions);
+
+    let mut name = None;
+    let mut name_line = None;
+    if let Some(sec) = name_sec {
+        let value = sec.value;
+        name_line = Some(sec.value_line);
+        match validate_agent_name(value) {
+            Ok(()) => name = Some(value.to_owned()),
+            Err(reason) => report.error(
+                sec.value_line,
+                format!("agent name {} is not usable: {reason}", show(value)),
+            ),
+        }
+    }
+
+    let mut phone = None;
+    if let Some(sec) = phone_sec
+        && let Some(value) = single_line(&mut report, Field::Phone, sec)
+    {
+        if !looks_like_phone(value) {
+            report.warning(
+                sec.value_line,
+                format!(
+                    "{} does not look like an international phone number (`+` and 7 to 15 digits, e.g. `+1 555 010 0001`)",
+                    heading(Field::Phone)
+                ),
+            );
+        }
+        phone = Some(value.to_owned());
+    }
+
+    let instructions = instructions_sec.map(|s| s.value.to_owned());
+
+    // Role prompts.
+    let mut role_prompts = Vec::new();
+    if let Some(sec) = fields.get(&Field::RolePrompt) {
+        if sec.value.is_empty() {
+            report.error(sec.line, format!("{} is empty", heading(Field::RolePrompt)));
+        }
+        let mut listed: HashMap<String, usize> = HashMap::new();
+        for (line, raw_name) in sec.lines() {
+            let mut prompt_name = raw_name;
+            if let Some(stem) = raw_name.strip_suffix(".md") {
+                report.warning(
+                    line,
+                    format!(
+                        "role prompt {}: write the name without `.md`",
+                        show(raw_name)
+                    ),
+                );
+                prompt_name = stem;
+            }
+            if prompt_name.is_empty()
+                || prompt_name.contains(['/', '\\', '\0'])
+                || prompt_name.contains("..")
+                || prompt_name.chars().any(char::is_control)
+            {
+                report.error(
+                    line,
+                    format!(
+                        "invalid role prompt name {}: it must not be empty or contain `/`, `\\`, `..`, NUL or control characters",
+                        show(raw_name)
+                    ),
+                );
+                continue;
+            }
+            if let Some(first) = listed.get(prompt_name) {
+                report.warning(
+                    line,
+                    format!(
+                        "role prompt {} is already listed at line {first}; ignoring this line",
+                        show(prompt_name)
+                    ),
+                );
+                continue;
+            }
+            listed.insert(prompt_name.to_owned(), line);
+            if let Some(prompt) =
+                load_role_prompt(&mut report, line, prompt_name, prompt_dirs, files)
+            {
+                role_prompts.push(prompt);
+            }
+        }
+    }
+
+    // Sticker sets (plural, then the legacy singular heading).
+    let mut sticker_sets: Vec<String> = Vec::new();
+    for field in [Field::StickerSets, Field::StickerSetLegacy] {
+        let Some(sec) = fields.get(&field) else {
+            continue;
+        };
+        if field == Field::StickerSetLegacy {
+            report.warning(
+                sec.line,
+                format!(
+                    "{} is the old spelling; use {} (one set per line)",
+                    heading(field),
+                    heading(Field::StickerSets)
+                ),
+            );
+        }
+        if sec.value.is_empty() {
+            report.error(sec.line, format!("{} is empty", heading(field)));
+        }
+        for (line, set) in sec.lines() {
+            if !valid_set_name(set) {
+                report.error(line, bad_set_name_message(set));
+            } else if sticker_sets.iter().any(|s| s == set) {
+                report.warning(
+                    line,
+                    format!("sticker set {} is listed more than once", show(set)),
+                );
+            } else {
+                sticker_sets.push(set.to_owned());
+            }
+        }
+    }
+
+    // Single stickers.
+    let mut stickers: Vec<StickerRef> = Vec::new();
+    if let Some(sec) = fields.get(&Field::Stickers) {
+        if sec.value.is_empty() {
+            report.error(sec.line, format!("{} is empty", heading(Field::Stickers)));
+        }
+        for (line, text) in sec.lines() {
+            let parsed = text
+                .split_once("::")
+                .map(|(set, name)| (set.trim(), name.trim()))
+                .filter(|(set, name)| !set.is_empty() && !name.is_empty());
+            let Some((set, sticker_name)) = parsed else {
+                report.error(
+                    line,
+                    format!(
+                        "malformed sticker line {}: expected `SET :: NAME`",
+                        show(text)
+                    ),
+                );
+                continue;
+            };
+            if !valid_set_name(set) {
+                report.error(line, bad_set_name_message(set));
+                continue;
+            }
+            let sticker = StickerRef {
+                set: set.to_owned(),
+                name: sticker_name.to_owned(),
+            };
+            if stickers.contains(&sticker) {
+                report.warning(
+                    line,
+                    format!("sticker {} is listed more than once", show(text)),
+                );
+            } else {
+                stickers.push(sticker);
+            }
+        }
+    }
+
+    // Time zone.
+    let mut timezone = None;
+    let mut timezone_name = None;
+    if let Some(sec) = fields.get(&Field::Timezone)
+        && let Some(value) = single_line(&mut report, Field::Timezone, sec)
+    {
+        match jiff::tz::TimeZone::get(value) {
+            Ok(tz) => {
+                timezone = Some(tz);
+                timezone_name = Some(value.to_owned());
+            }
+            Err(_) => report.error(
+                sec.value_line,
+                format!(
+                    "unknown time zone {}: expected an IANA name such as `Europe/Berlin`",
+                    show(value)
+                ),
+            ),
+        }
+    }
+
+    let typing_speed = fields
+        .get(&Field::TypingSpeed)
+        .and_then(|sec| parse_number(&mut report, Field::TypingSpeed, sec));
+    let start_typing_delay = fields
+        .get(&Field::StartTypingDelay)
+        .and_then(|sec| parse_number(&mut report, Field::StartTypingDelay, sec));
+    let llm_model = fields
+        .get(&Field::LlmModel)
+        .and_then(|sec| single_line(&mut report, Field::LlmModel, sec))
+        .map(str::to_owned);
+    let mut llm = None;
+    if let Some(sec) = fields.get(&Field::Llm)
+        && let Some(value) = single_line(&mut report, Field::Llm, sec)
+    {
+        match crate::core::llm::resolve(value) {
+            Ok(_) => llm = Some(value.trim().to_owned()),
+            Err(e) => report.error(sec.value_line, e.to_string()),
+        }
+    }
+
+    let disabled = fields
+        .get(&Field::Disabled)
+        .is_some_and(|sec| parse_flag(&mut report, Field::Disabled, sec));
+    let allow_clear_conversation = fields
+        .get(&Field::AllowClearConversation)
+        .is_some_and(|sec| parse_flag(&mut report, Field::AllowClearConversation, sec));
+
+    let group = parse_group(&mut report, &fields);
+
+    let persona = match (report.has_errors(), &name, phone, instructions) {
+        (false, Some(name), Some(phone), Some(instructions)) => Some(Persona {
+            name: name.clone(),
+            phone,
+            instructions,
+            role_prompts,
+            sticker_sets,
+            stickers,
+            timezone,
+            timezone_name,
+            typing_speed,
+            start_typing_delay,
+            llm_model,
+            llm,
+            disabled,
+            allow_clear_conversation,
+            group,
+            extra,
+            source: path.to_path_buf(),
+        }),
+        _ => None,
+    };
+
+    let mut problems = report.problems;
+    sort_problems(&mut problems);
+    let entry = PersonaEntry {
+        path: path.to_path_buf(),
+        name,
+        persona,
+        problems,
+    };
+    (entry, name_line)
+}
+
+/// The group headings, each validated by its parser in `group::settings`.
+pub(super) fn parse_group(
+    report: &mut Report,
+    fields: &HashMap<Field, &Section<'_>>,
+) -> crate::core::group::settings::GroupSettings {
+    use crate::core::group::settings as gs;
+    let mut g = gs::GroupSettings::default();
+    pub(super) fn one<T>(
+        report: &mut Report,
+        fields: &HashMap<Field, &Section<'_>>,
+        field: Field,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Option<T> {
+        let sec = fields.get(&field)?;
+        let value = single_line(report, field, sec)?;
+        match parse(value) {
+            Ok(v) => Some(v),
+            Err(reason) => {
+                report.error(
+                    sec.value_line,
+                    format!("{}: {}", heading(field), redact_phones(&reason)),
+                );
+                None
+            }
+        }
+    }
+    if let Some(m) = one(report, fields, Field::GroupTriggerMode, |v| v.parse()) {
+        g.mode = m;
+    }
+    if let Some(t) = one(
+        report,
+        fields,
+        Field::GroupConfidenceThreshold,
+        gs::parse_threshold,
+    ) {
+        g.confidence_threshold = t;
+    }
+    if let Some(t) = one(
+        report,
+        fields,
+        Field::GroupInterjectThreshold,
+        gs::parse_threshold,
+    ) {
+        g.interject_threshold = t;
+    }
+    if let Some(p) = one(report, fields, Field::GroupMaxShare, gs::parse_percent) {
+        g.max_share_percent = p;
+    }
+    if let Some(d) = one(report, fields, Field::GroupCooldown, gs::parse_seconds) {
+        g.cooldown = d;
+    }
+    if let Some(n) = one(report, fields, Field::GroupMaxPlansPerHour, gs::parse_count) {
+        g.max_plans_per_hour = n;
+    }
+    g.classifier_model = one(report, fields, Field::GroupClassifierModel, |v| {
+        Ok::<_, String>(v.to_owned())
+    });
+    g.description = one(report, fields, Field::Description, |v| {
+        Ok::<_, String>(v.to_owned())
+    });
+    if let Some(sec) = fields.get(&Field::GroupReplyToBots) {
+        g.reply_to_bots = parse_flag(report, Field::GroupReplyToBots, sec);
+    }
+    if let Some(sec) = fields.get(&Field::Nicknames) {
+        for (line, nick) in sec.lines() {
+            let nick = nick.trim_start_matches(['-', '*']).trim();
+            if nick.is_empty() || nick.chars().count() > 64 {
+                report.error(line, format!("invalid nickname {}", show(nick)));
+            } else if !g.nicknames.iter().any(|n| n.eq_ignore_ascii_case(nick)) {
+                g.nicknames.push(nick.to_owned());
+            }
+        }
+    }
+    g
+}
+
+/// Finds `<name>.md` in the first prompt directory that has it and reads it.
+pub(super) fn load_role_prompt(
+    report: &mut Report,
+    line: usize,
+    name: &str,
+    prompt_dirs: &[PathBuf],
+    files: &dyn ReadText,
+) -> Option<RolePrompt> {
+    if prompt_dirs.is_empty() {
+        report.error(
+            line,
+            format!(
+                "role prompt {} not found: no prompt directories are configured",
+                show(name)
+            ),
+        );
+        return None;
+    }
+    let file_name = format!("{name}.md");
+    for dir in prompt_dirs {
+        let candidate = dir.join(&file_name);
+        return match files.read_text(&candidate) {
+            Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound => continue,
+            Ok(text) => {
+                let text = normalize(&text).trim().to_owned();
+                if text.is_empty() {
+                    report.warning(
+                        line,
+                        format!(
+                            "role prompt file `{}` is empty",
+                            redact_phones(&candidate.display().to_string())
+                        ),
+                    );
+                }
+                Some(RolePrompt {
+                    name: name.to_owned(),
+                    path: candidate,
+                    text,
+                })
+            }
+            Err(err) => {
+                let what = format!(
+                    "role prompt file `{}`",
+                    redact_phones(&candidate.display().to_string())
+                );
+                report.error(line, err.describe(&what, true));
+                None
+            }
+        };
+    }
+    let searched: Vec<String> = prompt_dirs
+        .iter()
+        .map(|d| format!("`{}`", d.display()))
+        .collect();
+    report.error(
+        line,
+        format!(
+            "role prompt {} not found (searched {} for `{}`)",
+            show(name),
+            searched.join(", "),
+            redact_phones(&file_name)
+        ),
+    );
+    None
+}

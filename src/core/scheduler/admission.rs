@@ -1,0 +1,144 @@
+//! Admission into the scheduler: what an admitted inbound message does to its conversation's
+//! graph (history, a replacing plan, a coalescing `classify` task). Part of the pure
+//! scheduler; the driver calls [`Scheduler::admit`] for every inbound event.
+
+use super::*;
+
+impl Scheduler {
+    /// An inbound message with the old yes/no trigger flag: see [`Scheduler::admit`].
+    pub fn on_inbound(
+        &mut self,
+        agent: &str,
+        chat: Chat,
+        message: MessageId,
+        trigger: bool,
+        now: Timestamp,
+    ) -> bool {
+        self.admit(agent, chat, message, Admission::from_trigger(trigger), now)
+    }
+
+    /// An inbound message, as admission decided it: history leaves the graph alone; a plan
+    /// replaces the conversation's graph by one `received` task (debounced, so a burst costs
+    /// one plan); a group message for the classifier adds (or pushes back) the
+    /// conversation's one waiting `classify` task. Returns whether the graph changed.
+    pub fn admit(
+        &mut self,
+        agent: &str,
+        chat: Chat,
+        message: MessageId,
+        admission: Admission,
+        now: Timestamp,
+    ) -> bool {
+        if !self.agents.contains(agent) {
+            warn!(agent = %agent, chat = %chat.id, "message for an agent that is not running ignored");
+            return false;
+        }
+        if admission == Admission::History || self.stopping.is_some() {
+            return false;
+        }
+        if self.safety.is_disabled(agent, chat.id) {
+            debug!(agent = %agent, chat = %chat.id, "message in a disabled chat: not planning");
+            return false;
+        }
+        match admission {
+            Admission::History => false,
+            Admission::Plan { quote, at } => {
+                self.replan(agent, chat, message, quote, at, now);
+                true
+            }
+            Admission::Classify => {
+                self.classify_later(agent, chat, message, now);
+                true
+            }
+        }
+    }
+
+    /// Replaces the conversation's graph by a fresh `received` task for `message`.
+    pub(super) fn replan(
+        &mut self,
+        agent: &str,
+        chat: Chat,
+        message: MessageId,
+        quote: bool,
+        at: Option<Timestamp>,
+        now: Timestamp,
+    ) {
+        let key = ConversationKey::new(agent, chat.id);
+        let from = at.map_or(now, |at| at.max(now));
+        let not_before = crate::core::time::add(from, self.config.debounce);
+        let mut graph = TaskGraph::with_received(agent, chat, now, Some(message), not_before);
+        if !quote
+            && let Some(TaskSpec::Received { no_quote, .. }) =
+                graph.tasks.first_mut().map(|t| &mut t.spec)
+        {
+            *no_quote = true;
+        }
+        if let Some(old) = self.graphs.get(&key) {
+            debug!(conversation = %key, old = %old.id, new = %graph.id, "replanning");
+            // Telegram's "wait" applies to the conversation, not to one plan.
+            graph.parked_until = old.parked_until.filter(|until| *until > now);
+            // A group batch still waiting for the classifier keeps its place.
+            if let Some(classify) = old
+                .tasks
+                .iter()
+                .find(|t| t.kind() == TaskKind::Classify && t.status != TaskStatus::Done)
+            {
+                let mut carried = Task::new(classify.spec.clone(), now);
+                carried.not_before = classify.not_before;
+                graph.tasks.push(carried);
+            }
+        }
+        // A planning step of the superseded graph is abandoned; a side effect in flight is
+        // allowed to finish, but whatever it returns is discarded.
+        self.abandon_cancel_safe(&key);
+        self.graphs.insert(key.clone(), graph);
+        self.mark_dirty(&key);
+        self.reschedule(&key, now);
+    }
+
+    /// Makes sure the conversation has one `classify` task waiting for the quiet period
+    /// after `message`: the pending one is pushed back (coalescing the burst), else a new one
+    /// joins the graph (after the one in flight, if any: the conversation runs one task at
+    /// a time), else a graph is made for it.
+    pub(super) fn classify_later(
+        &mut self,
+        agent: &str,
+        chat: Chat,
+        message: MessageId,
+        now: Timestamp,
+    ) {
+        let key = ConversationKey::new(agent, chat.id);
+        let not_before = crate::core::time::add(now, self.config.debounce);
+        let spec = TaskSpec::Classify {
+            message_id: message,
+        };
+        match self.graphs.get_mut(&key) {
+            Some(graph) => {
+                let waiting = graph
+                    .tasks
+                    .iter_mut()
+                    .find(|t| t.kind() == TaskKind::Classify && t.status == TaskStatus::Pending);
+                match waiting {
+                    Some(t) => {
+                        t.spec = spec;
+                        t.not_before = Some(not_before);
+                        t.updated_at = now;
+                    }
+                    None => {
+                        let mut t = Task::new(spec, now);
+                        t.not_before = Some(not_before);
+                        graph.tasks.push(t);
+                    }
+                }
+            }
+            None => {
+                let mut t = Task::new(spec, now);
+                t.not_before = Some(not_before);
+                let graph = TaskGraph::with_tasks(agent, chat, now, vec![t]);
+                self.graphs.insert(key.clone(), graph);
+            }
+        }
+        self.mark_dirty(&key);
+        self.reschedule(&key, now);
+    }
+}

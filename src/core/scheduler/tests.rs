@@ -1,0 +1,310 @@
+//! The scheduler without any async runtime: events and time in, effects out.
+use super::*;
+use crate::core::graph::TaskSpec;
+use crate::core::model::ChatKind;
+use std::time::Duration;
+
+fn at(secs: u64) -> Timestamp {
+    crate::core::time::add(
+        Timestamp::from_second(1_700_000_000).unwrap_or(Timestamp::UNIX_EPOCH),
+        Duration::from_secs(secs),
+    )
+}
+
+fn chat(id: i64) -> Chat {
+    Chat {
+        id: ChatId(id),
+        kind: ChatKind::Direct,
+        title: format!("c{id}"),
+    }
+}
+
+fn sched(max_in_flight: usize) -> Scheduler {
+    let config = RuntimeConfig {
+        max_in_flight,
+        ..RuntimeConfig::default()
+    };
+    let mut self_ids = HashMap::new();
+    self_ids.insert("a".to_string(), 1);
+    Scheduler::new(
+        Arc::new(config),
+        ["a".to_string()],
+        AccountSafety::new(self_ids),
+    )
+}
+
+fn starts(effects: &[Effect]) -> Vec<(i64, TaskKind)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Start(s) => Some((s.key.chat.0, s.task.kind())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn persisted(effects: &[Effect]) -> Vec<i64> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Persist(k) => Some(k.chat.0),
+            _ => None,
+        })
+        .collect()
+}
+
+fn finish(s: &mut Scheduler, start: &Start, result: Result<Outcome, TaskError>, now: Timestamp) {
+    s.on_finished(
+        start.key.clone(),
+        &start.graph_id,
+        &start.task.id,
+        result,
+        now,
+    );
+}
+
+#[test]
+fn a_migrated_group_keeps_its_plan_under_the_new_id() {
+    let mut s = sched(4);
+    let group = Chat {
+        id: ChatId(-5),
+        kind: ChatKind::Group,
+        title: "club".into(),
+    };
+    assert!(s.on_inbound("a", group, MessageId(7), true, at(0)));
+    let _ = s.take_effects();
+    s.migrate_chat("a", ChatId(-5), ChatId(-1_000_000_005), at(1));
+    let e = s.take_effects();
+    assert_eq!(
+        persisted(&e),
+        vec![-5, -1_000_000_005],
+        "the old file is deleted, the new one written"
+    );
+    assert!(s.graph(&ConversationKey::new("a", ChatId(-5))).is_none());
+    let moved = s.graph(&ConversationKey::new("a", ChatId(-1_000_000_005)));
+    assert_eq!(moved.map(|g| g.chat.id), Some(ChatId(-1_000_000_005)));
+    // The plan goes on there once its debounce has passed.
+    s.advance(at(10));
+    s.start_ready(at(10));
+    assert_eq!(
+        starts(&s.take_effects()),
+        vec![(-1_000_000_005, TaskKind::Received)]
+    );
+}
+
+fn only_start(effects: Vec<Effect>) -> Start {
+    effects
+        .into_iter()
+        .find_map(|e| match e {
+            Effect::Start(s) => Some(*s),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("a task must start"))
+}
+
+fn plan(texts: &[&str]) -> Outcome {
+    Outcome::Planned(
+        texts
+            .iter()
+            .map(|t| Task::new(TaskSpec::send(*t, None), at(0)))
+            .collect(),
+    )
+}
+
+#[test]
+fn debounce_then_one_start_per_conversation_and_every_start_follows_its_persist() {
+    let mut s = sched(8);
+    assert!(s.on_inbound("a", chat(1), MessageId(1), true, at(0)));
+    assert!(s.on_inbound("a", chat(1), MessageId(2), true, at(1)));
+    let e = s.take_effects();
+    assert_eq!(persisted(&e), vec![1], "two changes, one write");
+    assert_eq!(s.next_wake(), Some(at(3)), "the newest message's debounce");
+    s.advance(at(2));
+    s.start_ready(at(2));
+    assert!(starts(&s.take_effects()).is_empty());
+    s.advance(at(3));
+    s.start_ready(at(3));
+    let e = s.take_effects();
+    assert_eq!(starts(&e), vec![(1, TaskKind::Received)]);
+    let persist_at = e.iter().position(|x| matches!(x, Effect::Persist(_)));
+    let start_at = e.iter().position(|x| matches!(x, Effect::Start(_)));
+    assert!(persist_at < start_at, "the active mark is written first");
+    s.start_ready(at(3));
+    assert!(
+        starts(&s.take_effects()).is_empty(),
+        "one task per conversation"
+    );
+}
+
+#[test]
+fn a_plan_under_way_gets_the_slot_before_new_plans() {
+    let mut s = sched(1);
+    for c in 1..=3 {
+        s.on_inbound("a", chat(c), MessageId(1), true, at(0));
+    }
+    s.advance(at(2));
+    s.start_ready(at(2));
+    let r1 = only_start(s.take_effects());
+    assert_eq!(r1.key.chat, ChatId(1));
+    finish(&mut s, &r1, Ok(plan(&["hi"])), at(2));
+    s.start_ready(at(2));
+    let next = only_start(s.take_effects());
+    assert_eq!(
+        (next.key.chat, next.task.kind()),
+        (ChatId(1), TaskKind::Send),
+        "the reply before chat 2's planning"
+    );
+    finish(&mut s, &next, Ok(Outcome::Done), at(2));
+    s.start_ready(at(2));
+    let r2 = only_start(s.take_effects());
+    assert_eq!(
+        (r2.key.chat, r2.task.kind()),
+        (ChatId(2), TaskKind::Received)
+    );
+}
+
+#[test]
+fn max_in_flight_bounds_the_starts_and_a_finish_frees_a_slot() {
+    let mut s = sched(2);
+    for c in 1..=5 {
+        s.on_inbound("a", chat(c), MessageId(1), true, at(0));
+    }
+    s.advance(at(2));
+    s.start_ready(at(2));
+    let e = s.take_effects();
+    assert_eq!(starts(&e).len(), 2);
+    assert_eq!(s.in_flight(), 2);
+    let first = only_start(e);
+    finish(&mut s, &first, Ok(plan(&[])), at(2));
+    s.start_ready(at(2));
+    assert_eq!(starts(&s.take_effects()), vec![(3, TaskKind::Received)]);
+}
+
+#[test]
+fn a_new_message_aborts_planning_but_not_a_send_which_keeps_the_chat_busy() {
+    let mut s = sched(8);
+    s.on_inbound("a", chat(1), MessageId(1), true, at(0));
+    s.advance(at(2));
+    s.start_ready(at(2));
+    let r = only_start(s.take_effects());
+    s.on_inbound("a", chat(1), MessageId(2), true, at(2));
+    let e = s.take_effects();
+    assert!(
+        e.iter()
+            .any(|x| matches!(x, Effect::Abort { task_id, .. } if *task_id == r.task.id)),
+        "planning is cancel-safe: aborted"
+    );
+    s.advance(at(4));
+    s.start_ready(at(4));
+    let r2 = only_start(s.take_effects());
+    finish(&mut s, &r2, Ok(plan(&["one", "two"])), at(4));
+    s.start_ready(at(4));
+    let send = only_start(s.take_effects());
+    s.on_inbound("a", chat(1), MessageId(3), true, at(4));
+    let e = s.take_effects();
+    assert!(
+        !e.iter().any(|x| matches!(x, Effect::Abort { .. })),
+        "a send is never aborted"
+    );
+    s.advance(at(10));
+    s.start_ready(at(10));
+    assert!(
+        starts(&s.take_effects()).is_empty(),
+        "the new plan waits while the old send is in flight"
+    );
+    finish(&mut s, &send, Ok(Outcome::Done), at(10));
+    s.start_ready(at(10));
+    assert_eq!(starts(&s.take_effects()), vec![(1, TaskKind::Received)]);
+}
+
+#[test]
+fn transient_failures_retry_after_the_interval_then_the_graph_is_deleted() {
+    let mut s = sched(8);
+    s.on_inbound("a", chat(1), MessageId(1), true, at(0));
+    s.advance(at(2));
+    s.start_ready(at(2));
+    let mut t = at(2);
+    for attempt in 1..=10 {
+        let r = only_start(s.take_effects());
+        assert_eq!(r.task.kind(), TaskKind::Received, "attempt {attempt}");
+        finish(&mut s, &r, Err(TaskError::Transient("503".into())), t);
+        if attempt == 10 {
+            break;
+        }
+        assert_eq!(
+            s.next_wake(),
+            Some(crate::core::time::add(t, Duration::from_secs(10)))
+        );
+        t = crate::core::time::add(t, Duration::from_secs(10));
+        s.advance(t);
+        s.start_ready(t);
+        let w = only_start(s.take_effects());
+        assert_eq!(w.task.kind(), TaskKind::Wait);
+        finish(&mut s, &w, Ok(Outcome::Done), t);
+        s.start_ready(t);
+    }
+    assert_eq!(s.graphs(), 0, "dropped after the last attempt");
+    assert_eq!(persisted(&s.take_effects()), vec![1], "its file is deleted");
+    assert_eq!(s.next_wake(), None);
+}
+
+#[test]
+fn account_limits_trip_the_breaker_and_queue_an_alert_to_saved_messages() {
+    let mut s = sched(8);
+    s.on_inbound("a", chat(5), MessageId(1), true, at(0));
+    s.advance(at(2));
+    s.start_ready(at(2));
+    let r = only_start(s.take_effects());
+    finish(&mut s, &r, Ok(plan(&["hi"])), at(2));
+    s.start_ready(at(2));
+    let send = only_start(s.take_effects());
+    finish(
+        &mut s,
+        &send,
+        Err(TaskError::AccountLimited("PEER_FLOOD".into())),
+        at(2),
+    );
+    let e = s.take_effects();
+    assert!(e.contains(&Effect::SaveAgentState("a".into())));
+    assert!(
+        s.safety()
+            .state("a")
+            .is_some_and(|st| st.breaker_active(at(3)))
+    );
+    s.start_ready(at(2));
+    let alert = only_start(s.take_effects());
+    assert_eq!(alert.key.chat, ChatId(1), "the owner's Saved Messages");
+}
+
+#[test]
+fn stop_abandons_planning_at_once_and_a_send_after_the_grace_period() {
+    let mut s = sched(8);
+    s.on_inbound("a", chat(1), MessageId(1), true, at(0));
+    s.on_inbound("a", chat(2), MessageId(1), true, at(0));
+    s.advance(at(2));
+    s.start_ready(at(2));
+    let mut running: Vec<Start> = s
+        .take_effects()
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Start(st) => Some(*st),
+            _ => None,
+        })
+        .collect();
+    let r2 = running.pop().unwrap_or_else(|| panic!("two starts"));
+    finish(&mut s, &r2, Ok(plan(&["x"])), at(2));
+    s.start_ready(at(2));
+    let _send = only_start(s.take_effects());
+    s.begin_stop("test".into(), at(2));
+    assert!(!s.stop_settled(at(2)), "the send is still in flight");
+    let aborts = s
+        .take_effects()
+        .iter()
+        .filter(|e| matches!(e, Effect::Abort { .. }))
+        .count();
+    assert_eq!(aborts, 1, "planning abandoned at once");
+    assert!(
+        s.stop_settled(at(12)),
+        "after the grace period nothing is kept"
+    );
+}
