@@ -28,7 +28,7 @@ use crate::core::plan::{Action, PlanError, PlanRequest};
 use crate::core::time::BoxFuture;
 use crate::ports::clock::{self, SharedClock, SystemClock};
 use crate::ports::planner::Planner;
-use crate::runtime::{AgentHandle, Runtime};
+use crate::runtime::AgentHandle;
 
 const AGENT: &str = "bench";
 /// Idle graphs use chat ids from here on, active chats from 1.
@@ -133,32 +133,30 @@ fn idle_graph(i: usize, now: Timestamp) -> TaskGraph {
     g
 }
 
-/// Runs one benchmark and returns its figures.
-pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, CommandError> {
-    store::ensure_private_dir(state_root)?;
-    let tmp = tempfile::Builder::new()
-        .prefix("personad-bench-")
-        .tempdir_in(state_root)
-        .map_err(|e| CommandError::Io(format!("temp dir in {}: {e}", state_root.display())))?;
-    let clock: SharedClock = Arc::new(SystemClock);
-    let graphs = GraphStore::new(StateDir::new(tmp.path().join("state")));
-    let now = clock.now();
-    {
-        let graphs = graphs.clone();
-        let idle = args.idle_graphs;
-        tokio::task::spawn_blocking(move || -> Result<(), CommandError> {
-            for i in 0..idle {
-                graphs.save_unsynced(&idle_graph(i, now))?;
-            }
-            Ok(())
-        })
-        .await
-        .map_err(|e| CommandError::Failed(format!("preparing idle graphs: {e}")))??;
-    }
-    let telegram = Arc::new(
-        MemoryTelegram::new(AGENT, Arc::clone(&clock), None)
-            .map_err(|e| CommandError::Failed(e.to_string()))?,
-    );
+/// Saves `idle` graphs that wait far in the future (the bench's background load).
+async fn prepare_idle_graphs(
+    graphs: &GraphStore,
+    idle: usize,
+    now: jiff::Timestamp,
+) -> Result<(), CommandError> {
+    let graphs = graphs.clone();
+    tokio::task::spawn_blocking(move || -> Result<(), CommandError> {
+        for i in 0..idle {
+            graphs.save_unsynced(&idle_graph(i, now))?;
+        }
+        Ok(())
+    })
+    .await
+    .map_err(|e| CommandError::Failed(format!("preparing idle graphs: {e}")))??;
+
+    Ok(())
+}
+
+/// The bench's chats, each with its messages injected into the in-memory backend.
+async fn inject_messages(
+    telegram: &MemoryTelegram,
+    args: &BenchArgs,
+) -> Result<Vec<(Chat, crate::core::model::Message)>, CommandError> {
     let chats: Vec<Chat> = (1..=args.chats as i64)
         .map(|id| Chat {
             id: ChatId(id),
@@ -184,6 +182,25 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
             messages.push((chat.clone(), msg));
         }
     }
+    Ok(messages)
+}
+
+/// Runs one benchmark and returns its figures.
+pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, CommandError> {
+    store::ensure_private_dir(state_root)?;
+    let tmp = tempfile::Builder::new()
+        .prefix("personad-bench-")
+        .tempdir_in(state_root)
+        .map_err(|e| CommandError::Io(format!("temp dir in {}: {e}", state_root.display())))?;
+    let clock: SharedClock = Arc::new(SystemClock);
+    let graphs = GraphStore::new(StateDir::new(tmp.path().join("state")));
+    let now = clock.now();
+    prepare_idle_graphs(&graphs, args.idle_graphs, now).await?;
+    let telegram = Arc::new(
+        MemoryTelegram::new(AGENT, Arc::clone(&clock), None)
+            .map_err(|e| CommandError::Failed(e.to_string()))?,
+    );
+    let messages = inject_messages(&telegram, args).await?;
     let planner = Arc::new(FixedLatencyPlanner {
         latency: Duration::from_millis(args.llm_latency_ms),
         clock: Arc::clone(&clock),
@@ -206,7 +223,7 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
         },
         ..RuntimeConfig::default()
     };
-    let runtime = Runtime::new(
+    let runtime = crate::app::services::runtime(
         config,
         vec![AgentHandle {
             persona: Arc::new(bench_persona()?),
@@ -214,9 +231,8 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
         }],
         planner.clone(),
         graphs,
-        Arc::clone(&clock),
-    )
-    .with_stickers(Arc::new(crate::adapters::stickers::StickerCatalog::new()));
+        &clock,
+    );
     let handle = runtime.handle();
     let boot = Instant::now();
     let run = tokio::spawn(runtime.run());

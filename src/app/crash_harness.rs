@@ -23,7 +23,7 @@ use crate::core::plan::{Action, PlanError, PlanRequest};
 use crate::core::time::BoxFuture;
 use crate::ports::clock::{self, SharedClock, SystemClock};
 use crate::ports::planner::Planner;
-use crate::runtime::{AgentHandle, Runtime};
+use crate::runtime::AgentHandle;
 
 /// The agent of the harness.
 pub const AGENT: &str = "crash";
@@ -106,7 +106,7 @@ pub async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> CmdResult 
         ..RuntimeConfig::default()
     };
     let store = GraphStore::new(state.clone());
-    let runtime = Runtime::new(
+    let runtime = crate::app::services::runtime(
         config,
         vec![AgentHandle {
             persona: Arc::new(persona),
@@ -116,9 +116,8 @@ pub async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> CmdResult 
             clock: Arc::clone(&clock),
         }),
         store,
-        Arc::clone(&clock),
-    )
-    .with_stickers(Arc::new(crate::adapters::stickers::StickerCatalog::new()));
+        &clock,
+    );
     let handle = runtime.handle();
     let mut observed = telegram.observe();
     let run = tokio::spawn(runtime.run());

@@ -21,7 +21,6 @@ use tokio_util::sync::CancellationToken;
 use crate::adapters::governor::{Governor, GovernorConfig};
 use crate::adapters::llm::provider::Router;
 use crate::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
-use crate::adapters::media::MediaPipeline;
 use crate::adapters::memory::MemoryTelegram;
 use crate::adapters::mtproto::{self, ApiHash, ConnectOptions, Connected, Credentials};
 use crate::adapters::store::{GraphStore, StateDir};
@@ -33,9 +32,10 @@ use crate::app::ops::controls::{Controller, Hooks, Seat};
 use crate::app::ops::metrics::Health;
 use crate::app::ops::sdnotify::{self, Notifier};
 use crate::app::ops::{ctl, metrics, watch};
+use crate::app::services;
 use crate::core::config::ConfigError;
 use crate::core::persona::{LoadReport, Persona};
-use crate::ingress::chain::{Chain, Groups};
+use crate::ingress::chain::Groups;
 use crate::ingress::classifier::Classifier;
 use crate::ingress::gate::{GateConfig, GroupGate, identity_for};
 use crate::ingress::sink::RuntimeSink;
@@ -43,7 +43,7 @@ use crate::ports::clock::{SharedClock, SystemClock};
 use crate::ports::llm::Llm;
 use crate::ports::planner::{EchoPlanner, SharedPlanner};
 use crate::ports::telegram::Telegram;
-use crate::runtime::{AgentHandle, Heartbeat, Runtime, RuntimeHandle, Status};
+use crate::runtime::{AgentHandle, Heartbeat, RuntimeHandle, Status};
 
 /// Longest the tick loop sleeps without a watchdog (it bounds `/healthz` too).
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
@@ -458,7 +458,212 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
     let notifier = Notifier::from_env();
     let clock: SharedClock = Arc::new(SystemClock);
     let state = StateDir::new(&global.state_dir);
-    let backend = match args.telegram {
+    let backend = backend_for(&mut args)?;
+    // A second daemon on the same state directory would fight over sessions and graphs.
+    let socket = ctl::socket_path(&state);
+    if tokio::net::UnixStream::connect(&socket).await.is_ok() {
+        return Err(CommandError::Unavailable(format!(
+            "another personad is running on this state directory (it answers on {})",
+            socket.display()
+        )));
+    }
+    let _lock = crate::app::commands::lock_state(&global)?;
+    let report = load_personas_async(&global).await?;
+    let memory = matches!(backend, Backend::Memory { .. });
+    let PlannerStack {
+        planner,
+        llm,
+        usage,
+        use_llm,
+    } = planner_stack(&args, &config, &state, &clock, &report, memory).await?;
+    let group = GroupWiring {
+        classifier: use_llm.then(|| Classifier::new(Arc::clone(&llm), Arc::clone(&clock))),
+        classifier_model: args.classifier_model.clone(),
+        peers: Arc::new(Mutex::new(BTreeSet::new())),
+        groups: Groups::new(),
+    };
+    let groups = Arc::clone(&group.groups);
+    let stop = CancellationToken::new();
+    let mut fleet = Fleet {
+        global: global.clone(),
+        backend,
+        state: state.clone(),
+        clock: Arc::clone(&clock),
+        stop: stop.clone(),
+        running: BTreeMap::new(),
+        reported: BTreeSet::new(),
+        pumps: Vec::new(),
+        group,
+    };
+    fleet.report_problems(&report, true);
+    let opened = open_agents(&mut fleet, &report, &notifier).await?;
+    let heartbeat_every =
+        sdnotify::watchdog_interval().map_or(DEFAULT_HEARTBEAT, |w| w.min(DEFAULT_HEARTBEAT));
+    let health = Arc::new(Health::new(heartbeat_every));
+    let status_cell: Arc<Mutex<Option<RuntimeHandle>>> = Arc::new(Mutex::new(None));
+    let mut runtime = services::runtime(
+        config,
+        agent_handles(&opened),
+        planner,
+        GraphStore::new(state.clone()),
+        &clock,
+    )
+    .with_heartbeat(heartbeat(
+        heartbeat_every,
+        Arc::clone(&health),
+        notifier.clone(),
+        Arc::clone(&status_cell),
+    ));
+    if use_llm {
+        let media =
+            services::media_pipeline(&args.media, llm, state.clone(), &clock, Arc::clone(&usage))
+                .await?;
+        runtime = runtime.with_media(media);
+    }
+    let handle = runtime.handle();
+    *status_cell.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle.clone());
+    let (reload_tx, reload_rx) = mpsc::unbounded_channel::<()>();
+    let controller = controller_for(
+        &args, &state, &handle, &clock, &notifier, &reload_tx, &groups, &usage,
+    );
+    // Signals are handled from here on (SIGHUP must not kill a starting daemon).
+    let immediate = Arc::new(Notify::new());
+    let signals = tokio::spawn(signal_loop(
+        handle.clone(),
+        notifier.clone(),
+        reload_tx.clone(),
+        Arc::clone(&immediate),
+    ));
+    // The admission chain every inbound message takes: owner controls, then the group gates.
+    let gated = services::admission(&handle, Some(controller.gate()), &groups);
+    controller.set_ingress(gated.clone());
+    let run = tokio::spawn(runtime.run());
+    for (path, persona, seat, connected) in opened {
+        controller.add_agent(&persona.name, seat.clone());
+        let pump_stop = fleet.pump(&persona, &seat, connected, gated.clone());
+        fleet.running.insert(
+            persona.name.clone(),
+            Running {
+                path,
+                persona,
+                seat,
+                pump_stop,
+            },
+        );
+    }
+    let metrics_task = match args.metrics_addr {
+        Some(addr) => match metrics::serve(addr, Arc::clone(&health), stop.clone()).await {
+            Ok(t) => Some(t),
+            Err(e) => {
+                stop.cancel();
+                handle.shutdown("metrics endpoint unavailable");
+                let _ = run.await;
+                return Err(CommandError::Unavailable(e));
+            }
+        },
+        None => None,
+    };
+    let (_watcher, ctl_task) =
+        watch_and_ctl(&args, &global, &state, &controller, &reload_tx, &stop).await;
+    handle.wait_started().await;
+    let st = handle.status();
+    tracing::info!(
+        event = "ready",
+        agents = st.agents,
+        graphs = st.graphs,
+        "daemon ready"
+    );
+    notifier.ready(&status_line(&st));
+    let reloader = spawn_reloader(
+        fleet,
+        reload_rx,
+        gated.clone(),
+        notifier.clone(),
+        Arc::clone(&controller),
+    );
+    let result = tokio::select! {
+        r = run => r,
+        () = immediate.notified() => {
+            tracing::warn!(event = "exit_now", "second signal: exiting at once; tasks in flight run again after the next start");
+            stop.cancel();
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    notifier.stopping();
+    stop.cancel();
+    signals.abort();
+    drop(reload_tx);
+    drop(controller);
+    wind_down(reloader, [ctl_task, metrics_task]).await;
+    let result = result.map_err(|e| CommandError::Failed(format!("runtime task failed: {e}")))?;
+    match result {
+        Ok(report) if report.no_agents_left => Ok(ExitCode::from(exit::UNAVAILABLE)),
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(CommandError::Io(e.to_string())),
+    }
+}
+
+/// After the runtime ended: the reloader hands the fleet back and its pumps get a moment to
+/// stop; the control socket and the metrics endpoint a shorter one.
+async fn wind_down(reloader: JoinHandle<Fleet>, servers: [Option<JoinHandle<()>>; 2]) {
+    reloader.abort();
+    if let Ok(fleet) = reloader.await {
+        for p in fleet.pumps {
+            let _ = tokio::time::timeout(Duration::from_secs(5), p).await;
+        }
+    }
+    for t in servers.into_iter().flatten() {
+        let _ = tokio::time::timeout(Duration::from_secs(1), t).await;
+    }
+}
+
+/// File watching (unless `--no-watch`) and, last, the control socket: once `personad ctl`
+/// answers, watching and metrics are in place. Neither is fatal: each logs why it is missing.
+async fn watch_and_ctl(
+    args: &RunArgs,
+    global: &GlobalArgs,
+    state: &StateDir,
+    controller: &Arc<Controller>,
+    reload_tx: &mpsc::UnboundedSender<()>,
+    stop: &CancellationToken,
+) -> (Option<watch::DirWatcher>, Option<JoinHandle<()>>) {
+    let _watcher = if args.no_watch {
+        None
+    } else {
+        let mut dirs = vec![global.agents_dir.clone()];
+        dirs.extend(global.prompt_dirs());
+        match watch::watch(&dirs, WATCH_QUIET, reload_tx.clone()) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!(event = "watch_unavailable", error = %e, "file watching unavailable: reload with SIGHUP or `personad ctl reload`");
+                None
+            }
+        }
+    };
+    let ctl_task = match ctl::serve(state, Arc::clone(controller), stop.clone()).await {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::error!(event = "ctl_unavailable", error = %e, "control socket unavailable: `personad ctl` will not work");
+            None
+        }
+    };
+    (_watcher, ctl_task)
+}
+
+/// What the runtime knows of each opened agent: its persona and its Telegram.
+fn agent_handles(opened: &[Opened]) -> Vec<AgentHandle> {
+    opened
+        .iter()
+        .map(|(_, persona, seat, _)| AgentHandle {
+            persona: Arc::clone(persona),
+            telegram: Arc::clone(&seat.telegram),
+        })
+        .collect()
+}
+
+/// The Telegram backend `run` was asked for, with its credentials and limits.
+fn backend_for(args: &mut RunArgs) -> Result<Backend, CommandError> {
+    Ok(match args.telegram {
         TelegramChoice::Mtproto => {
             credentials_from_systemd(&mut args.credentials);
             Backend::Mtproto {
@@ -479,17 +684,28 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         TelegramChoice::Memory => Backend::Memory {
             send_delay: Duration::from_millis(args.memory_send_delay_ms),
         },
-    };
-    // A second daemon on the same state directory would fight over sessions and graphs.
-    let socket = ctl::socket_path(&state);
-    if tokio::net::UnixStream::connect(&socket).await.is_ok() {
-        return Err(CommandError::Unavailable(format!(
-            "another personad is running on this state directory (it answers on {})",
-            socket.display()
-        )));
-    }
-    let _lock = crate::app::commands::lock_state(&global)?;
-    let report = load_personas_async(&global).await?;
+    })
+}
+
+/// What plans and pays: the planner (LLM or echo), the LLM stack under it, the usage meter.
+struct PlannerStack {
+    planner: SharedPlanner,
+    llm: Arc<dyn Llm>,
+    usage: Arc<crate::adapters::llm::usage::UsageMeter>,
+    /// Whether the LLM plans (and so describes media and classifies group messages).
+    use_llm: bool,
+}
+
+/// Builds the planner stack and checks every active persona's LLM route: with some usable,
+/// each unusable persona is reported; with none, the one error says why.
+async fn planner_stack(
+    args: &RunArgs,
+    config: &crate::core::config::RuntimeConfig,
+    state: &StateDir,
+    clock: &SharedClock,
+    report: &LoadReport,
+    memory: bool,
+) -> Result<PlannerStack, CommandError> {
     let llm_error = |reason: String| {
         CommandError::Config(ConfigError {
             name: "llm",
@@ -504,9 +720,9 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         config.task_timeout,
         args.llm.llm_attempts,
     );
-    let (llm, router) = llm_stack(retry, Arc::clone(&clock));
+    let (llm, router) = llm_stack(retry, Arc::clone(clock));
     let usage = Arc::new(
-        crate::adapters::llm::usage::UsageMeter::load_async(state.clone(), Arc::clone(&clock))
+        crate::adapters::llm::usage::UsageMeter::load_async(state.clone(), Arc::clone(clock))
             .await
             .map_err(|e| CommandError::Failed(e.to_string()))?,
     );
@@ -541,7 +757,6 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         }
     }
     let first_problem = problems.into_iter().next().map(|(_, _, why)| why);
-    let memory = matches!(backend, Backend::Memory { .. });
     let use_llm = match args.planner {
         PlannerChoice::Echo => !memory,
         PlannerChoice::Llm => true,
@@ -562,26 +777,24 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         );
         Arc::new(EchoPlanner)
     };
-    let group = GroupWiring {
-        classifier: use_llm.then(|| Classifier::new(Arc::clone(&llm), Arc::clone(&clock))),
-        classifier_model: args.classifier_model.clone(),
-        peers: Arc::new(Mutex::new(BTreeSet::new())),
-        groups: Groups::new(),
-    };
-    let groups = Arc::clone(&group.groups);
-    let stop = CancellationToken::new();
-    let mut fleet = Fleet {
-        global: global.clone(),
-        backend,
-        state: state.clone(),
-        clock: Arc::clone(&clock),
-        stop: stop.clone(),
-        running: BTreeMap::new(),
-        reported: BTreeSet::new(),
-        pumps: Vec::new(),
-        group,
-    };
-    fleet.report_problems(&report, true);
+    Ok(PlannerStack {
+        planner,
+        llm,
+        usage,
+        use_llm,
+    })
+}
+
+/// An agent whose account is connected, ready to join the runtime.
+type Opened = (PathBuf, Arc<Persona>, Seat, Option<Connected>);
+
+/// Connects every enabled persona's account, one at a time (each asking systemd for more
+/// start-up time); fails only when none could start.
+async fn open_agents(
+    fleet: &mut Fleet,
+    report: &LoadReport,
+    notifier: &Notifier,
+) -> Result<Vec<Opened>, CommandError> {
     let mut opened = Vec::new();
     for entry in &report.entries {
         let Some(persona) = entry.persona.as_ref().filter(|p| !p.disabled) else {
@@ -610,54 +823,28 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
             "no agent could start (see the errors above)".into(),
         ));
     }
-    let agents: Vec<AgentHandle> = opened
-        .iter()
-        .map(|(_, persona, seat, _)| AgentHandle {
-            persona: Arc::clone(persona),
-            telegram: Arc::clone(&seat.telegram),
-        })
-        .collect();
-    let heartbeat_every =
-        sdnotify::watchdog_interval().map_or(DEFAULT_HEARTBEAT, |w| w.min(DEFAULT_HEARTBEAT));
-    let health = Arc::new(Health::new(heartbeat_every));
-    let status_cell: Arc<Mutex<Option<RuntimeHandle>>> = Arc::new(Mutex::new(None));
-    let mut runtime = Runtime::new(
-        config,
-        agents,
-        planner,
-        GraphStore::new(state.clone()),
-        Arc::clone(&clock),
-    )
-    .with_stickers(Arc::new(crate::adapters::stickers::StickerCatalog::new()))
-    .with_heartbeat(heartbeat(
-        heartbeat_every,
-        Arc::clone(&health),
-        notifier.clone(),
-        Arc::clone(&status_cell),
-    ));
-    if use_llm {
-        let media = MediaPipeline::load(
-            args.media.config(),
-            args.media.media_prompts.clone(),
-            llm,
-            state.clone(),
-            Arc::clone(&clock),
-        )
-        .await
-        .map_err(|e| CommandError::Io(e.to_string()))?
-        .with_usage(Arc::clone(&usage));
-        runtime = runtime.with_media(Arc::new(media));
-    }
-    let handle = runtime.handle();
-    handle.set_groups(Arc::clone(&groups) as _);
-    *status_cell.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle.clone());
-    let (reload_tx, mut reload_rx) = mpsc::unbounded_channel::<()>();
+    Ok(opened)
+}
+
+/// The owner controls: commands, pauses, `/mode` reaching the running group gates, usage
+/// for `/status`.
+#[allow(clippy::too_many_arguments)]
+fn controller_for(
+    args: &RunArgs,
+    state: &StateDir,
+    handle: &RuntimeHandle,
+    clock: &SharedClock,
+    notifier: &Notifier,
+    reload_tx: &mpsc::UnboundedSender<()>,
+    groups: &Arc<Groups>,
+    usage: &Arc<crate::adapters::llm::usage::UsageMeter>,
+) -> Arc<Controller> {
     let controller = {
         let (h, n, r) = (handle.clone(), notifier.clone(), reload_tx.clone());
         Controller::new(
             state.clone(),
             handle.clone(),
-            Arc::clone(&clock),
+            Arc::clone(clock),
             args.admin_chats.clone(),
             Hooks {
                 stop: Box::new(move |reason| {
@@ -671,7 +858,7 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         )
     };
     {
-        let groups = Arc::clone(&groups);
+        let groups = Arc::clone(groups);
         controller.set_mode_listener(Arc::new(move |agent, chat, mode| {
             if let Some(gate) = groups.get(agent) {
                 gate.set_chat_mode(chat, Some(mode));
@@ -679,128 +866,40 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         }));
     }
     {
-        let usage = Arc::clone(&usage);
+        let usage = Arc::clone(usage);
         controller.set_usage_source(Arc::new(move |agent| usage.today_line(agent)));
     }
-    // Signals are handled from here on (SIGHUP must not kill a starting daemon).
-    let immediate = Arc::new(Notify::new());
-    let signals = tokio::spawn(signal_loop(
-        handle.clone(),
-        notifier.clone(),
-        reload_tx.clone(),
-        Arc::clone(&immediate),
-    ));
-    // The admission chain every inbound message takes: owner controls, then the group gates.
-    let gated = handle
-        .clone()
-        .with_gate(Chain::new(Some(controller.gate()), Arc::clone(&groups)));
-    controller.set_ingress(gated.clone());
-    let run = tokio::spawn(runtime.run());
-    for (path, persona, seat, connected) in opened {
-        controller.add_agent(&persona.name, seat.clone());
-        let pump_stop = fleet.pump(&persona, &seat, connected, gated.clone());
-        fleet.running.insert(
-            persona.name.clone(),
-            Running {
-                path,
-                persona,
-                seat,
-                pump_stop,
-            },
-        );
-    }
-    let metrics_task = match args.metrics_addr {
-        Some(addr) => match metrics::serve(addr, Arc::clone(&health), stop.clone()).await {
-            Ok(t) => Some(t),
-            Err(e) => {
-                stop.cancel();
-                handle.shutdown("metrics endpoint unavailable");
-                let _ = run.await;
-                return Err(CommandError::Unavailable(e));
-            }
-        },
-        None => None,
-    };
-    let _watcher = if args.no_watch {
-        None
-    } else {
-        let mut dirs = vec![global.agents_dir.clone()];
-        dirs.extend(global.prompt_dirs());
-        match watch::watch(&dirs, WATCH_QUIET, reload_tx.clone()) {
-            Ok(w) => Some(w),
-            Err(e) => {
-                tracing::warn!(event = "watch_unavailable", error = %e, "file watching unavailable: reload with SIGHUP or `personad ctl reload`");
-                None
-            }
+    controller
+}
+
+/// The one task that owns the agents: applies each reload request (coalesced) and hands the
+/// fleet back when the channel closes.
+fn spawn_reloader(
+    mut fleet: Fleet,
+    mut reload_rx: mpsc::UnboundedReceiver<()>,
+    h: RuntimeHandle,
+    n: Notifier,
+    c: Arc<Controller>,
+) -> JoinHandle<Fleet> {
+    tokio::spawn(async move {
+        while reload_rx.recv().await.is_some() {
+            while reload_rx.try_recv().is_ok() {}
+            n.reloading();
+            tracing::info!(
+                event = "reload_started",
+                "reloading personas and role prompts"
+            );
+            fleet.reload(&h, &c).await;
+            let st = h.status();
+            n.ready(&status_line(&st));
+            tracing::info!(
+                event = "reload_done",
+                agents = fleet.running.len(),
+                "reload done"
+            );
         }
-    };
-    // Last: once `personad ctl` answers, watching and metrics are in place.
-    let ctl_task = match ctl::serve(&state, Arc::clone(&controller), stop.clone()).await {
-        Ok(t) => Some(t),
-        Err(e) => {
-            tracing::error!(event = "ctl_unavailable", error = %e, "control socket unavailable: `personad ctl` will not work");
-            None
-        }
-    };
-    handle.wait_started().await;
-    let st = handle.status();
-    tracing::info!(
-        event = "ready",
-        agents = st.agents,
-        graphs = st.graphs,
-        "daemon ready"
-    );
-    notifier.ready(&status_line(&st));
-    let reloader = {
-        let (h, n, c) = (gated.clone(), notifier.clone(), Arc::clone(&controller));
-        tokio::spawn(async move {
-            while reload_rx.recv().await.is_some() {
-                while reload_rx.try_recv().is_ok() {}
-                n.reloading();
-                tracing::info!(
-                    event = "reload_started",
-                    "reloading personas and role prompts"
-                );
-                fleet.reload(&h, &c).await;
-                let st = h.status();
-                n.ready(&status_line(&st));
-                tracing::info!(
-                    event = "reload_done",
-                    agents = fleet.running.len(),
-                    "reload done"
-                );
-            }
-            fleet
-        })
-    };
-    let result = tokio::select! {
-        r = run => r,
-        () = immediate.notified() => {
-            tracing::warn!(event = "exit_now", "second signal: exiting at once; tasks in flight run again after the next start");
-            stop.cancel();
-            return Ok(ExitCode::SUCCESS);
-        }
-    };
-    notifier.stopping();
-    stop.cancel();
-    signals.abort();
-    drop(reload_tx);
-    drop(controller);
-    reloader.abort();
-    if let Ok(fleet) = reloader.await {
-        for p in fleet.pumps {
-            let _ = tokio::time::timeout(Duration::from_secs(5), p).await;
-        }
-    }
-    for t in [ctl_task, metrics_task].into_iter().flatten() {
-        let _ = tokio::time::timeout(Duration::from_secs(1), t).await;
-    }
-    let result = result.map_err(|e| CommandError::Failed(format!("runtime task failed: {e}")))?;
-    match result {
-        Ok(report) if report.no_agents_left => Ok(ExitCode::from(exit::UNAVAILABLE)),
-        Ok(_) => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(CommandError::Io(e.to_string())),
-    }
+        fleet
+    })
 }
 
 /// The one signal task: SIGTERM/SIGINT stop gracefully (a second one asks for an immediate

@@ -15,24 +15,24 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig, llm_from_env};
-use crate::adapters::media::MediaPipeline;
 use crate::adapters::memory::{Action, Incoming, MemoryTelegram, Recorded, user_id_for};
 use crate::adapters::store::{GraphStore, StateDir};
 use crate::app::cli::{ChatArgs, GlobalArgs, PlannerChoice};
 use crate::app::commands::{
     CmdResult, CommandError, find_persona, load_personas_async, playground_dir,
 };
+use crate::app::services;
 use crate::core::model::{
     Chat, ChatId, ChatKind, MediaInfo, MediaKind, Mention, MessageId, StickerInfo,
 };
-use crate::ingress::chain::{Chain, Groups};
+use crate::ingress::chain::Groups;
 use crate::ingress::classifier::Classifier;
 use crate::ingress::gate::{DecisionEvent, GateConfig, GroupGate, identity_for};
 use crate::ports::clock::{self, Hold, SharedClock, SystemClock, VirtualClock};
 use crate::ports::llm::Llm;
 use crate::ports::planner::{EchoPlanner, SharedPlanner};
 use crate::ports::telegram::Telegram;
-use crate::runtime::{AgentHandle, Runtime, RuntimeHandle};
+use crate::runtime::{AgentHandle, RuntimeHandle};
 
 pub mod input;
 
@@ -63,48 +63,12 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     let _lock = crate::app::commands::lock_state(&global)?;
     let report = load_personas_async(&global).await?;
     let persona = Arc::new(find_persona(&report, &args.agent)?);
-    let clock: SharedClock = if args.fast {
-        Arc::new(VirtualClock::new(Timestamp::now(), true))
-    } else {
-        Arc::new(SystemClock)
-    };
-    let chat = match &args.group {
-        Some(title) => Chat {
-            id: ChatId(-user_id_for(title)),
-            kind: ChatKind::Group,
-            title: title.clone(),
-        },
-        None => Chat {
-            id: ChatId(user_id_for(&args.user)),
-            kind: ChatKind::Direct,
-            title: args.user.clone(),
-        },
-    };
+    let clock = session_clock(&args);
+    let chat = session_chat(&args);
     let dir = playground_dir(&global, &persona.name);
-    let memory = {
-        let (name, c, d) = (persona.name.clone(), Arc::clone(&clock), dir.clone());
-        let stickers = args.stickers.clone();
-        tokio::task::spawn_blocking(move || {
-            let memory = MemoryTelegram::new(&name, c, Some(d))?;
-            if let Some(dir) = stickers {
-                memory.load_sticker_sets(&dir)?;
-            }
-            Ok::<_, crate::adapters::store::StoreError>(memory)
-        })
-        .await
-        .map_err(|e| CommandError::Failed(e.to_string()))??
-    };
-    let memory = Arc::new(memory);
-    memory.ensure_chat(chat.clone());
+    let memory = open_memory(&persona.name, &clock, &dir, &args, &chat).await?;
     let media_state = StateDir::new(&global.state_dir);
-    let usage = Arc::new(
-        crate::adapters::llm::usage::UsageMeter::load_async(
-            media_state.clone(),
-            Arc::clone(&clock),
-        )
-        .await
-        .map_err(|e| CommandError::Failed(e.to_string()))?,
-    );
+    let usage = usage_meter(&media_state, &clock).await?;
     let (planner, llm) = choose_planner(
         &args,
         &persona,
@@ -117,21 +81,12 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
         .as_ref()
         .map(|l| Classifier::new(Arc::clone(l), Arc::clone(&clock)));
     let media = match llm {
-        Some(llm) => Some(Arc::new(
-            MediaPipeline::load(
-                args.media.config(),
-                args.media.media_prompts.clone(),
-                llm,
-                media_state,
-                Arc::clone(&clock),
-            )
-            .await
-            .map_err(|e| CommandError::Io(e.to_string()))?
-            .with_usage(usage),
-        )),
+        Some(llm) => {
+            Some(services::media_pipeline(&args.media, llm, media_state, &clock, usage).await?)
+        }
         None => None,
     };
-    let mut runtime = Runtime::new(
+    let mut runtime = services::runtime(
         config,
         vec![AgentHandle {
             persona: Arc::clone(&persona),
@@ -142,41 +97,21 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
         // the in-memory backend, and the daemon's plans must never be run (and dropped) here.
         // Media descriptions are facts about files, shared with the daemon's cache.
         GraphStore::new(StateDir::new(&dir)),
-        Arc::clone(&clock),
-    )
-    .with_stickers(Arc::new(crate::adapters::stickers::StickerCatalog::new()));
+        &clock,
+    );
     if let Some(media) = media {
         runtime = runtime.with_media(media);
     }
     let base = runtime.handle();
     let start = clock.now();
-    let gate = (!chat.kind.is_direct()).then(|| {
-        let mut modes = std::collections::HashMap::new();
-        if let Some(mode) = args.groups.mode {
-            modes.insert(chat.id, mode);
-        }
-        GroupGate::new(GateConfig {
-            agent: persona.name.clone(),
-            persona: Arc::clone(&persona),
-            // In the playground the persona's @username is its name.
-            identity: identity_for(&persona, memory.self_id(), Some(persona.name.clone())),
-            telegram: memory.clone(),
-            runtime: base.clone(),
-            classifier,
-            classifier_model: Some(args.groups.classifier_model.clone()),
-            clock: Arc::clone(&clock),
-            peers: Vec::new(),
-            modes,
-        })
-    });
+    let gate = (!chat.kind.is_direct())
+        .then(|| group_gate(&args, &persona, &memory, &base, &clock, classifier, &chat));
     // The admission chain: every message of the session takes it (the group gate decides,
     // `classify` tasks reach it through the runtime).
     let groups = Groups::new();
-    if let Some(g) = &gate {
-        groups.insert(&persona.name, g.clone());
-    }
-    base.set_groups(Arc::clone(&groups) as _);
-    let handle = base.with_gate(Chain::new(None, groups));
+    gate.iter()
+        .for_each(|g| groups.insert(&persona.name, g.clone()));
+    let handle = services::admission(&base, None, &groups);
     let decisions = gate.as_ref().map(|g| {
         tokio::spawn(print_decisions(
             g.observe(),
@@ -236,7 +171,7 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     let signal_task = tokio::spawn(forward_stop_signals(signal_tx));
     recover_unanswered(&driver, &dir).await;
     let input = spawn_stdin_reader()?;
-    let mut stopped_by = tokio::select! {
+    let stopped_by = tokio::select! {
         end = driver.feed(&mut hold, input) => {
             read_failed = end.is_err();
             None
@@ -244,26 +179,7 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
         Some(name) = signals.recv() => Some(name),
     };
     drop(hold);
-    if stopped_by.is_none() {
-        // A classifier batch, a delayed answer or a plan may still be running (all of them
-        // tasks of the runtime): wait until it is quiet (or a stop signal comes).
-        let settle = handle.wait_idle();
-        tokio::select! {
-            () = settle => {}
-            Some(name) = signals.recv() => stopped_by = Some(name),
-        }
-    }
-    match stopped_by {
-        Some(name) => {
-            tracing::warn!(
-                event = "signal_stop",
-                signal = name,
-                "stopping: the task in flight may finish within the grace period (a second signal exits at once)"
-            );
-            handle.shutdown(&format!("{name} received"));
-        }
-        None => handle.shutdown("end of input"),
-    }
+    let stopped_by = settle_and_stop(&handle, &mut signals, stopped_by).await;
     let result = tokio::select! {
         r = &mut run => r,
         Some(name) = signals.recv() => {
@@ -294,6 +210,131 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
         ));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The LLM usage meter over the state directory (shared with the daemon's records).
+async fn usage_meter(
+    state: &StateDir,
+    clock: &SharedClock,
+) -> Result<Arc<crate::adapters::llm::usage::UsageMeter>, CommandError> {
+    Ok(Arc::new(
+        crate::adapters::llm::usage::UsageMeter::load_async(state.clone(), Arc::clone(clock))
+            .await
+            .map_err(|e| CommandError::Failed(e.to_string()))?,
+    ))
+}
+
+/// The session's clock: virtual (waits cost no real time) with `--fast`, else the system's.
+fn session_clock(args: &ChatArgs) -> SharedClock {
+    if args.fast {
+        Arc::new(VirtualClock::new(Timestamp::now(), true))
+    } else {
+        Arc::new(SystemClock)
+    }
+}
+
+/// The session's chat: a group by its title, or a direct chat with the user.
+fn session_chat(args: &ChatArgs) -> Chat {
+    match &args.group {
+        Some(title) => Chat {
+            id: ChatId(-user_id_for(title)),
+            kind: ChatKind::Group,
+            title: title.clone(),
+        },
+        None => Chat {
+            id: ChatId(user_id_for(&args.user)),
+            kind: ChatKind::Direct,
+            title: args.user.clone(),
+        },
+    }
+}
+
+/// The session's in-memory Telegram (transcripts under `dir`, the `--stickers` sets loaded
+/// off the runtime's threads), with the session's chat in it.
+async fn open_memory(
+    agent: &str,
+    clock: &SharedClock,
+    dir: &std::path::Path,
+    args: &ChatArgs,
+    chat: &Chat,
+) -> Result<Arc<MemoryTelegram>, CommandError> {
+    let memory = {
+        let (name, c, d) = (agent.to_string(), Arc::clone(clock), dir.to_path_buf());
+        let stickers = args.stickers.clone();
+        tokio::task::spawn_blocking(move || {
+            let memory = MemoryTelegram::new(&name, c, Some(d))?;
+            if let Some(dir) = stickers {
+                memory.load_sticker_sets(&dir)?;
+            }
+            Ok::<_, crate::adapters::store::StoreError>(memory)
+        })
+        .await
+        .map_err(|e| CommandError::Failed(e.to_string()))??
+    };
+    let memory = Arc::new(memory);
+    memory.ensure_chat(chat.clone());
+    Ok(memory)
+}
+
+/// The session's group gate (a group session only): the persona's names, the classifier, and
+/// the `--mode` override for the session's chat.
+fn group_gate(
+    args: &ChatArgs,
+    persona: &Arc<crate::core::persona::Persona>,
+    memory: &Arc<MemoryTelegram>,
+    base: &RuntimeHandle,
+    clock: &SharedClock,
+    classifier: Option<Classifier>,
+    chat: &Chat,
+) -> GroupGate {
+    let mut modes = std::collections::HashMap::new();
+    if let Some(mode) = args.groups.mode {
+        modes.insert(chat.id, mode);
+    }
+    GroupGate::new(GateConfig {
+        agent: persona.name.clone(),
+        persona: Arc::clone(persona),
+        // In the playground the persona's @username is its name.
+        identity: identity_for(persona, memory.self_id(), Some(persona.name.clone())),
+        telegram: memory.clone(),
+        runtime: base.clone(),
+        classifier,
+        classifier_model: Some(args.groups.classifier_model.clone()),
+        clock: Arc::clone(clock),
+        peers: Vec::new(),
+        modes,
+    })
+}
+
+/// After the input ended (or a stop signal came): waits until the runtime is quiet (a
+/// classifier batch, a delayed answer or a plan may still run, all of them tasks), unless a
+/// signal comes first, then asks it to stop. Returns the signal that stopped the session.
+async fn settle_and_stop(
+    handle: &RuntimeHandle,
+    signals: &mut mpsc::UnboundedReceiver<&'static str>,
+    mut stopped_by: Option<&'static str>,
+) -> Option<&'static str> {
+    if stopped_by.is_none() {
+        // A classifier batch, a delayed answer or a plan may still be running (all of them
+        // tasks of the runtime): wait until it is quiet (or a stop signal comes).
+        let settle = handle.wait_idle();
+        tokio::select! {
+            () = settle => {}
+            Some(name) = signals.recv() => stopped_by = Some(name),
+        }
+    }
+    match stopped_by {
+        Some(name) => {
+            tracing::warn!(
+                event = "signal_stop",
+                signal = name,
+                "stopping: the task in flight may finish within the grace period (a second signal exits at once)"
+            );
+            handle.shutdown(&format!("{name} received"));
+        }
+        None => handle.shutdown("end of input"),
+    }
+    stopped_by
 }
 
 /// The unread scan of the playground, as the daemon does on connecting: when the newest

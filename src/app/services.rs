@@ -1,0 +1,68 @@
+//! The composition root's shared pieces: every entry that runs the runtime (`run`, `chat`,
+//! `bench`, the crash child) builds it here, from the adapters it chose (Telegram backend,
+//! planner, store, clock), so the wiring the runtime needs (the curated sticker catalog, the
+//! media pipeline over the LLM, the admission chain with its group gates) is written once.
+//! Entries differ only in the adapters they pass.
+
+use std::sync::Arc;
+
+use crate::adapters::llm::usage::UsageMeter;
+use crate::adapters::media::MediaPipeline;
+use crate::adapters::stickers::StickerCatalog;
+use crate::adapters::store::StateDir;
+use crate::app::cli::MediaArgs;
+use crate::app::commands::CommandError;
+use crate::core::config::RuntimeConfig;
+use crate::ingress::chain::{Chain, Groups};
+use crate::ports::clock::SharedClock;
+use crate::ports::llm::Llm;
+use crate::ports::planner::SharedPlanner;
+use crate::ports::store::RuntimeStore;
+use crate::runtime::{AgentHandle, InboundGate, Runtime, RuntimeHandle};
+
+/// The runtime over the given adapters, with the process's curated sticker catalog.
+pub fn runtime(
+    config: RuntimeConfig,
+    agents: Vec<AgentHandle>,
+    planner: SharedPlanner,
+    store: impl RuntimeStore,
+    clock: &SharedClock,
+) -> Runtime {
+    Runtime::new(config, agents, planner, store, Arc::clone(clock))
+        .with_stickers(Arc::new(StickerCatalog::new()))
+}
+
+/// The media pipeline over the LLM: descriptions cached under `state`, metered.
+pub async fn media_pipeline(
+    args: &MediaArgs,
+    llm: Arc<dyn Llm>,
+    state: StateDir,
+    clock: &SharedClock,
+    usage: Arc<UsageMeter>,
+) -> Result<Arc<MediaPipeline>, CommandError> {
+    let pipeline = MediaPipeline::load(
+        args.config(),
+        args.media_prompts.clone(),
+        llm,
+        state,
+        Arc::clone(clock),
+    )
+    .await
+    .map_err(|e| CommandError::Io(e.to_string()))?
+    .with_usage(usage);
+    Ok(Arc::new(pipeline))
+}
+
+/// The admission chain in front of `handle` (owner controls, if any, then the group gates
+/// in `groups`), with the runtime's `classify` tasks wired to the same gates. Every source
+/// of inbound messages uses the returned handle.
+pub fn admission(
+    handle: &RuntimeHandle,
+    controls: Option<Arc<dyn InboundGate>>,
+    groups: &Arc<Groups>,
+) -> RuntimeHandle {
+    handle.set_groups(Arc::clone(groups) as _);
+    handle
+        .clone()
+        .with_gate(Chain::new(controls, Arc::clone(groups)))
+}
