@@ -840,6 +840,47 @@ fn group_headings_parse_with_defaults_and_bad_values_name_their_line() {
     assert_eq!(lines, vec![(Some(11), true), (Some(14), true)]);
 }
 
+/// Relays what each of two personas sends to the other as an inbound group message (through
+/// the admission chain), noting it as our own on the sender's gate.
+fn relay_between(
+    accounts: &[Arc<personad::adapters::memory::MemoryTelegram>],
+    gates: &[GroupGate],
+    names: [&'static str; 2],
+    gated: &RuntimeHandle,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut relays = Vec::new();
+    for i in 0..2 {
+        let mut rx = accounts[i].observe();
+        let (from, to, gate_from, into, to_agent) = (
+            names[i],
+            accounts[1 - i].clone(),
+            gates[i].clone(),
+            gated.clone(),
+            names[1 - i],
+        );
+        relays.push(tokio::spawn(async move {
+            while let Some(rec) = rx.recv().await {
+                if let personad::adapters::memory::Action::Send { message, .. } = rec.action {
+                    gate_from.note_own(&group(-100), &message);
+                    let m = to
+                        .inject(
+                            ChatId(-100),
+                            Incoming {
+                                from: from.into(),
+                                text: message.text.clone(),
+                                ..Incoming::default()
+                            },
+                        )
+                        .await
+                        .unwrap();
+                    into.push_inbound(to_agent, group(-100), m, true);
+                }
+            }
+        }));
+    }
+    relays
+}
+
 /// Two personas of one daemon in one in-memory group (each on its own account, each message
 /// relayed to the other's copy of the chat), each planning a reply that names the other:
 /// after the human's question the back-and-forth stops within the loop guard.
@@ -916,36 +957,7 @@ async fn two_personas_of_one_daemon_stop_addressing_each_other_within_the_loop_g
         &[(names[0], gates[0].clone()), (names[1], gates[1].clone())],
     );
     // Relay: what one persona sends reaches the other as an inbound message.
-    let mut relays = Vec::new();
-    for i in 0..2 {
-        let mut rx = accounts[i].observe();
-        let (from, to, gate_from, into, to_agent) = (
-            names[i],
-            accounts[1 - i].clone(),
-            gates[i].clone(),
-            gated.clone(),
-            names[1 - i],
-        );
-        relays.push(tokio::spawn(async move {
-            while let Some(rec) = rx.recv().await {
-                if let Recorded::Send { message, .. } = rec.action {
-                    gate_from.note_own(&group(-100), &message);
-                    let m = to
-                        .inject(
-                            ChatId(-100),
-                            Incoming {
-                                from: from.into(),
-                                text: message.text.clone(),
-                                ..Incoming::default()
-                            },
-                        )
-                        .await
-                        .unwrap();
-                    into.push_inbound(to_agent, group(-100), m, true);
-                }
-            }
-        }));
-    }
+    let relays = relay_between(&accounts, &gates, names, &gated);
     // A person asks Ann; Bo sees it too.
     for (i, a) in accounts.iter().enumerate() {
         let m = a

@@ -20,76 +20,9 @@ pub(crate) fn parse_persona_inner(
 
     let headings = find_headings(src);
 
-    // Text before the first heading.
-    let preamble_end = headings.first().map_or(src.len(), |h| h.start);
-    let preamble = src.get(..preamble_end).unwrap_or("");
-    if let Some(pos) = preamble.find(|c: char| !c.is_whitespace()) {
-        report.warning(
-            lines.line_of(pos),
-            "text before the first `#` heading is ignored".to_owned(),
-        );
-    }
+    let sections = raw_sections(src, &lines, &headings, &mut report);
 
-    let mut sections = Vec::with_capacity(headings.len());
-    for (i, h) in headings.iter().enumerate() {
-        let value_end = headings.get(i + 1).map_or(src.len(), |n| n.start);
-        let raw = src.get(h.end..value_end).unwrap_or("");
-        let leading = raw.len() - raw.trim_start().len();
-        let value = raw.trim();
-        let line = lines.line_of(h.start);
-        let title = h.title.split_whitespace().collect::<Vec<_>>().join(" ");
-        sections.push(Section {
-            key: title.to_lowercase(),
-            title,
-            line,
-            value,
-            value_line: if value.is_empty() {
-                line
-            } else {
-                lines.line_of(h.end + leading)
-            },
-        });
-    }
-
-    // Classify headings; report duplicates and unknown ones.
-    let mut first_seen: HashMap<&str, usize> = HashMap::new();
-    let mut fields: HashMap<Field, &Section<'_>> = HashMap::new();
-    let mut extra = BTreeMap::new();
-    for sec in &sections {
-        if sec.key.is_empty() {
-            report.warning(
-                sec.line,
-                "empty `#` heading; the text under it is ignored".to_owned(),
-            );
-            continue;
-        }
-        if let Some(first) = first_seen.get(sec.key.as_str()) {
-            report.error(
-                sec.line,
-                format!(
-                    "duplicate {} heading (first at line {first})",
-                    show(&format!("# {}", sec.title))
-                ),
-            );
-            continue;
-        }
-        first_seen.insert(&sec.key, sec.line);
-        match Field::from_key(&sec.key) {
-            Some(field) => {
-                fields.insert(field, sec);
-            }
-            None => {
-                report.warning(
-                    sec.line,
-                    format!(
-                        "unknown heading {}: kept, but not used by this version",
-                        show(&format!("# {}", sec.title))
-                    ),
-                );
-                extra.insert(sec.title.clone(), sec.value.to_owned());
-            }
-        }
-    }
+    let (fields, extra) = classify_sections(&sections, &mut report);
 
     // Required text fields.
     let name_sec = required(&mut report, &fields, Field::Name);
@@ -128,130 +61,17 @@ pub(crate) fn parse_persona_inner(
 
     let instructions = instructions_sec.map(|s| s.value.to_owned());
 
-    // Role prompts.
-    let mut role_prompts = Vec::new();
-    if let Some(sec) = fields.get(&Field::RolePrompt) {
-        if sec.value.is_empty() {
-            report.error(sec.line, format!("{} is empty", heading(Field::RolePrompt)));
-        }
-        let mut listed: HashMap<String, usize> = HashMap::new();
-        for (line, raw_name) in sec.lines() {
-            let mut prompt_name = raw_name;
-            if let Some(stem) = raw_name.strip_suffix(".md") {
-                report.warning(
-                    line,
-                    format!(
-                        "role prompt {}: write the name without `.md`",
-                        show(raw_name)
-                    ),
-                );
-                prompt_name = stem;
-            }
-            if prompt_name.is_empty()
-                || prompt_name.contains(['/', '\\', '\0'])
-                || prompt_name.contains("..")
-                || prompt_name.chars().any(char::is_control)
-            {
-                report.error(
-                    line,
-                    format!(
-                        "invalid role prompt name {}: it must not be empty or contain `/`, `\\`, `..`, NUL or control characters",
-                        show(raw_name)
-                    ),
-                );
-                continue;
-            }
-            if let Some(first) = listed.get(prompt_name) {
-                report.warning(
-                    line,
-                    format!(
-                        "role prompt {} is already listed at line {first}; ignoring this line",
-                        show(prompt_name)
-                    ),
-                );
-                continue;
-            }
-            listed.insert(prompt_name.to_owned(), line);
-            if let Some(prompt) =
-                load_role_prompt(&mut report, line, prompt_name, prompt_dirs, files)
-            {
-                role_prompts.push(prompt);
-            }
-        }
-    }
+    let role_prompts = fields
+        .get(&Field::RolePrompt)
+        .map(|sec| role_prompts_of(&mut report, sec, prompt_dirs, files))
+        .unwrap_or_default();
 
-    // Sticker sets (plural, then the legacy singular heading).
-    let mut sticker_sets: Vec<String> = Vec::new();
-    for field in [Field::StickerSets, Field::StickerSetLegacy] {
-        let Some(sec) = fields.get(&field) else {
-            continue;
-        };
-        if field == Field::StickerSetLegacy {
-            report.warning(
-                sec.line,
-                format!(
-                    "{} is the old spelling; use {} (one set per line)",
-                    heading(field),
-                    heading(Field::StickerSets)
-                ),
-            );
-        }
-        if sec.value.is_empty() {
-            report.error(sec.line, format!("{} is empty", heading(field)));
-        }
-        for (line, set) in sec.lines() {
-            if !valid_set_name(set) {
-                report.error(line, bad_set_name_message(set));
-            } else if sticker_sets.iter().any(|s| s == set) {
-                report.warning(
-                    line,
-                    format!("sticker set {} is listed more than once", show(set)),
-                );
-            } else {
-                sticker_sets.push(set.to_owned());
-            }
-        }
-    }
+    let sticker_sets = sticker_sets_of(&mut report, &fields);
 
-    // Single stickers.
-    let mut stickers: Vec<StickerRef> = Vec::new();
-    if let Some(sec) = fields.get(&Field::Stickers) {
-        if sec.value.is_empty() {
-            report.error(sec.line, format!("{} is empty", heading(Field::Stickers)));
-        }
-        for (line, text) in sec.lines() {
-            let parsed = text
-                .split_once("::")
-                .map(|(set, name)| (set.trim(), name.trim()))
-                .filter(|(set, name)| !set.is_empty() && !name.is_empty());
-            let Some((set, sticker_name)) = parsed else {
-                report.error(
-                    line,
-                    format!(
-                        "malformed sticker line {}: expected `SET :: NAME`",
-                        show(text)
-                    ),
-                );
-                continue;
-            };
-            if !valid_set_name(set) {
-                report.error(line, bad_set_name_message(set));
-                continue;
-            }
-            let sticker = StickerRef {
-                set: set.to_owned(),
-                name: sticker_name.to_owned(),
-            };
-            if stickers.contains(&sticker) {
-                report.warning(
-                    line,
-                    format!("sticker {} is listed more than once", show(text)),
-                );
-            } else {
-                stickers.push(sticker);
-            }
-        }
-    }
+    let stickers = fields
+        .get(&Field::Stickers)
+        .map(|sec| stickers_of(&mut report, sec))
+        .unwrap_or_default();
 
     // Time zone.
     let mut timezone = None;
@@ -411,6 +231,229 @@ pub(super) fn parse_group(
         }
     }
     g
+}
+
+/// The raw section tree: each heading with its title, key, line and trimmed value (the
+/// text before the first heading is reported and ignored).
+fn raw_sections<'a>(
+    src: &'a str,
+    lines: &Lines,
+    headings: &[RawHeading],
+    report: &mut Report,
+) -> Vec<Section<'a>> {
+    // Text before the first heading.
+    let preamble_end = headings.first().map_or(src.len(), |h| h.start);
+    let preamble = src.get(..preamble_end).unwrap_or("");
+    if let Some(pos) = preamble.find(|c: char| !c.is_whitespace()) {
+        report.warning(
+            lines.line_of(pos),
+            "text before the first `#` heading is ignored".to_owned(),
+        );
+    }
+
+    let mut sections = Vec::with_capacity(headings.len());
+    for (i, h) in headings.iter().enumerate() {
+        let value_end = headings.get(i + 1).map_or(src.len(), |n| n.start);
+        let raw = src.get(h.end..value_end).unwrap_or("");
+        let leading = raw.len() - raw.trim_start().len();
+        let value = raw.trim();
+        let line = lines.line_of(h.start);
+        let title = h.title.split_whitespace().collect::<Vec<_>>().join(" ");
+        sections.push(Section {
+            key: title.to_lowercase(),
+            title,
+            line,
+            value,
+            value_line: if value.is_empty() {
+                line
+            } else {
+                lines.line_of(h.end + leading)
+            },
+        });
+    }
+    sections
+}
+
+/// Each known heading's section by field (the first of duplicates; empty and unknown
+/// headings reported, unknown ones kept as extras).
+fn classify_sections<'s, 'a>(
+    sections: &'s [Section<'a>],
+    report: &mut Report,
+) -> (HashMap<Field, &'s Section<'a>>, BTreeMap<String, String>) {
+    // Classify headings; report duplicates and unknown ones.
+    let mut first_seen: HashMap<&str, usize> = HashMap::new();
+    let mut fields: HashMap<Field, &Section<'_>> = HashMap::new();
+    let mut extra = BTreeMap::new();
+    for sec in sections {
+        if sec.key.is_empty() {
+            report.warning(
+                sec.line,
+                "empty `#` heading; the text under it is ignored".to_owned(),
+            );
+            continue;
+        }
+        if let Some(first) = first_seen.get(sec.key.as_str()) {
+            report.error(
+                sec.line,
+                format!(
+                    "duplicate {} heading (first at line {first})",
+                    show(&format!("# {}", sec.title))
+                ),
+            );
+            continue;
+        }
+        first_seen.insert(&sec.key, sec.line);
+        match Field::from_key(&sec.key) {
+            Some(field) => {
+                fields.insert(field, sec);
+            }
+            None => {
+                report.warning(
+                    sec.line,
+                    format!(
+                        "unknown heading {}: kept, but not used by this version",
+                        show(&format!("# {}", sec.title))
+                    ),
+                );
+                extra.insert(sec.title.clone(), sec.value.to_owned());
+            }
+        }
+    }
+    (fields, extra)
+}
+
+/// The `Role Prompt` heading: one name per line, each read from the first prompt directory
+/// that has it.
+fn role_prompts_of(
+    report: &mut Report,
+    sec: &Section<'_>,
+    prompt_dirs: &[PathBuf],
+    files: &dyn ReadText,
+) -> Vec<RolePrompt> {
+    let mut role_prompts = Vec::new();
+    if sec.value.is_empty() {
+        report.error(sec.line, format!("{} is empty", heading(Field::RolePrompt)));
+    }
+    let mut listed: HashMap<String, usize> = HashMap::new();
+    for (line, raw_name) in sec.lines() {
+        let mut prompt_name = raw_name;
+        if let Some(stem) = raw_name.strip_suffix(".md") {
+            report.warning(
+                line,
+                format!(
+                    "role prompt {}: write the name without `.md`",
+                    show(raw_name)
+                ),
+            );
+            prompt_name = stem;
+        }
+        if prompt_name.is_empty()
+            || prompt_name.contains(['/', '\\', '\0'])
+            || prompt_name.contains("..")
+            || prompt_name.chars().any(char::is_control)
+        {
+            report.error(
+                line,
+                format!(
+                    "invalid role prompt name {}: it must not be empty or contain `/`, `\\`, `..`, NUL or control characters",
+                    show(raw_name)
+                ),
+            );
+            continue;
+        }
+        if let Some(first) = listed.get(prompt_name) {
+            report.warning(
+                line,
+                format!(
+                    "role prompt {} is already listed at line {first}; ignoring this line",
+                    show(prompt_name)
+                ),
+            );
+            continue;
+        }
+        listed.insert(prompt_name.to_owned(), line);
+        if let Some(prompt) = load_role_prompt(report, line, prompt_name, prompt_dirs, files) {
+            role_prompts.push(prompt);
+        }
+    }
+    role_prompts
+}
+
+/// The `Sticker Sets` heading (then the legacy singular one): one valid set name per line.
+fn sticker_sets_of(report: &mut Report, fields: &HashMap<Field, &Section<'_>>) -> Vec<String> {
+    let mut sticker_sets: Vec<String> = Vec::new();
+    for field in [Field::StickerSets, Field::StickerSetLegacy] {
+        let Some(sec) = fields.get(&field) else {
+            continue;
+        };
+        if field == Field::StickerSetLegacy {
+            report.warning(
+                sec.line,
+                format!(
+                    "{} is the old spelling; use {} (one set per line)",
+                    heading(field),
+                    heading(Field::StickerSets)
+                ),
+            );
+        }
+        if sec.value.is_empty() {
+            report.error(sec.line, format!("{} is empty", heading(field)));
+        }
+        for (line, set) in sec.lines() {
+            if !valid_set_name(set) {
+                report.error(line, bad_set_name_message(set));
+            } else if sticker_sets.iter().any(|s| s == set) {
+                report.warning(
+                    line,
+                    format!("sticker set {} is listed more than once", show(set)),
+                );
+            } else {
+                sticker_sets.push(set.to_owned());
+            }
+        }
+    }
+    sticker_sets
+}
+
+/// The `Stickers` heading: one `SET :: NAME` per line.
+fn stickers_of(report: &mut Report, sec: &Section<'_>) -> Vec<StickerRef> {
+    let mut stickers: Vec<StickerRef> = Vec::new();
+    if sec.value.is_empty() {
+        report.error(sec.line, format!("{} is empty", heading(Field::Stickers)));
+    }
+    for (line, text) in sec.lines() {
+        let parsed = text
+            .split_once("::")
+            .map(|(set, name)| (set.trim(), name.trim()))
+            .filter(|(set, name)| !set.is_empty() && !name.is_empty());
+        let Some((set, sticker_name)) = parsed else {
+            report.error(
+                line,
+                format!(
+                    "malformed sticker line {}: expected `SET :: NAME`",
+                    show(text)
+                ),
+            );
+            continue;
+        };
+        if !valid_set_name(set) {
+            report.error(line, bad_set_name_message(set));
+            continue;
+        }
+        let sticker = StickerRef {
+            set: set.to_owned(),
+            name: sticker_name.to_owned(),
+        };
+        if stickers.contains(&sticker) {
+            report.warning(
+                line,
+                format!("sticker {} is listed more than once", show(text)),
+            );
+        } else {
+            stickers.push(sticker);
+        }
+    }
+    stickers
 }
 
 /// Finds `<name>.md` in the first prompt directory that has it and reads it.
