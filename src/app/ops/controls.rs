@@ -22,6 +22,9 @@ use crate::core::model::{Chat, ChatId, ChatKind, Message, OutgoingText};
 use crate::ports::clock::{self, SharedClock};
 use crate::ports::telegram::Telegram;
 use crate::runtime::{Admit, InboundGate, RuntimeHandle};
+mod pauses;
+use pauses::save_pauses;
+pub use pauses::{Pause, Pauses, load_pauses};
 
 /// Name of the per-agent file holding pauses.
 pub const CONTROLS_FILE: &str = crate::adapters::store::layout::CONTROLS_FILE;
@@ -141,67 +144,6 @@ pub fn parse_duration(s: &str) -> Option<u64> {
         _ => return None,
     };
     n.checked_mul(mult).filter(|v| *v > 0)
-}
-
-/// One pause: since when, and until when (none: until resumed).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Pause {
-    pub since: Timestamp,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub until: Option<Timestamp>,
-}
-
-impl Pause {
-    pub fn active(&self, now: Timestamp) -> bool {
-        self.until.is_none_or(|u| u > now)
-    }
-
-    fn describe(&self) -> String {
-        match self.until {
-            Some(u) => format!("until {}", u.strftime("%Y-%m-%d %H:%M:%S UTC")),
-            None => "until resumed".to_string(),
-        }
-    }
-}
-
-/// An agent's pauses, as kept in `controls.json`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Pauses {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub all: Option<Pause>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub chats: BTreeMap<i64, Pause>,
-}
-
-impl Pauses {
-    pub fn is_paused(&self, chat: ChatId, now: Timestamp) -> bool {
-        self.all.as_ref().is_some_and(|p| p.active(now))
-            || self.chats.get(&chat.0).is_some_and(|p| p.active(now))
-    }
-}
-
-/// Reads an agent's pauses. An unreadable file is reported and left in place; the agent then
-/// runs unpaused until the owner pauses it again (which rewrites the file).
-pub fn load_pauses(dir: &StateDir, agent: &str) -> Pauses {
-    let path = dir.controls_path(agent);
-    match store::read_optional(&path) {
-        Ok(None) => Pauses::default(),
-        Ok(Some(text)) => serde_json::from_str(&text).unwrap_or_else(|e| {
-            tracing::error!(event = "controls_unreadable", agent, file = %path.display(), error = %e, "pauses file unreadable: the agent runs unpaused");
-            Pauses::default()
-        }),
-        Err(e) => {
-            tracing::error!(event = "controls_unreadable", agent, file = %path.display(), error = %e, "pauses file unreadable: the agent runs unpaused");
-            Pauses::default()
-        }
-    }
-}
-
-fn save_pauses(dir: &StateDir, agent: &str, pauses: &Pauses) -> Result<(), String> {
-    let agent_dir = dir.agent_dir(agent);
-    store::ensure_private_dir(&agent_dir).map_err(|e| e.to_string())?;
-    let text = serde_json::to_string_pretty(pauses).map_err(|e| e.to_string())?;
-    store::write_atomic(&dir.controls_path(agent), text.as_bytes()).map_err(|e| e.to_string())
 }
 
 /// An agent the controller can answer for.

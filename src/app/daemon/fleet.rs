@@ -1,0 +1,238 @@
+//! The fleet: the one owner of the running agents. It connects accounts, builds each agent's
+//! group gate and starts its update pump, and applies reloads (new, changed, removed and
+//! broken persona files) to the runtime.
+
+use super::*;
+
+impl Fleet {
+    /// Logs each new problem of the report once.
+    pub(super) fn report_problems(&mut self, report: &LoadReport, starting: bool) {
+        // Forget problems that are gone, so the same mistake made again is reported again.
+        let current: BTreeSet<String> = report
+            .entries
+            .iter()
+            .flat_map(|e| e.problems.iter().filter(|p| p.is_error()))
+            .map(ToString::to_string)
+            .collect();
+        self.reported.retain(|p| current.contains(p));
+        for entry in &report.entries {
+            for p in entry.problems.iter().filter(|p| p.is_error()) {
+                let text = p.to_string();
+                if self.reported.insert(text.clone()) {
+                    let kept = entry
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| self.running.contains_key(n));
+                    if starting {
+                        tracing::error!(event = "agent_not_started", problem = %text, "agent not started");
+                    } else if kept {
+                        tracing::error!(event = "persona_edit_rejected", problem = %text, "persona edit rejected: the previous version keeps running");
+                    } else {
+                        tracing::error!(event = "persona_invalid", problem = %text, "persona file unusable");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Opens an agent's account: MTProto (connected, not yet pumping) or in-memory.
+    pub(super) async fn open(
+        &self,
+        persona: &Persona,
+    ) -> Result<(Seat, Option<Connected>), String> {
+        match &self.backend {
+            Backend::Mtproto {
+                creds,
+                opts,
+                governor,
+            } => {
+                let connected = mtproto::connect(
+                    &self.state,
+                    &persona.name,
+                    creds,
+                    *opts,
+                    Arc::clone(&self.clock),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                let governed = Governor::new(
+                    connected.telegram.clone(),
+                    Arc::clone(&self.clock),
+                    governor.clone(),
+                );
+                let seat = Seat {
+                    telegram: Arc::new(governed),
+                    memory: None,
+                };
+                Ok((seat, Some(connected)))
+            }
+            Backend::Memory { send_delay } => {
+                let send_delay = *send_delay;
+                let (name, clock) = (persona.name.clone(), Arc::clone(&self.clock));
+                let dir = self.state.memory_dir(&persona.name);
+                let memory = tokio::task::spawn_blocking(move || {
+                    crate::adapters::store::ensure_private_dir(&dir)?;
+                    MemoryTelegram::new(&name, clock, Some(dir))
+                })
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+                memory.set_send_delay(send_delay);
+                let memory = Arc::new(memory);
+                let seat = Seat {
+                    telegram: memory.clone() as Arc<dyn Telegram>,
+                    memory: Some(memory),
+                };
+                Ok((seat, None))
+            }
+        }
+    }
+
+    /// Builds the agent's group gate (trigger modes, classifier, share of voice) and, for an
+    /// MTProto agent, starts its update pump with that gate; returns the pump's stop token.
+    pub(super) fn pump(
+        &mut self,
+        persona: &Arc<Persona>,
+        seat: &Seat,
+        connected: Option<Connected>,
+        handle: RuntimeHandle,
+    ) -> Option<CancellationToken> {
+        let stop = self.stop.child_token();
+        let opts = match &self.backend {
+            Backend::Mtproto { opts, .. } => Some(*opts),
+            Backend::Memory { .. } => None,
+        };
+        let me = seat.telegram.self_id();
+        let peers: Vec<i64> = {
+            let mut all = self
+                .group
+                .peers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            all.insert(me);
+            all.iter().copied().filter(|p| *p != me).collect()
+        };
+        let (clock, s, agent) = (Arc::clone(&self.clock), stop.clone(), persona.name.clone());
+        let group = self.group.clone();
+        let gate = GroupGate::new(GateConfig {
+            agent: agent.clone(),
+            // Telegram flags mentions of our @username as callouts.
+            identity: identity_for(persona, me, None),
+            persona: Arc::clone(persona),
+            telegram: Arc::clone(&seat.telegram),
+            runtime: handle.clone(),
+            classifier: group.classifier,
+            classifier_model: Some(group.classifier_model),
+            clock: Arc::clone(&clock),
+            peers,
+            // Per-chat overrides come from the agent state the runtime reads (no second read
+            // of that file), through the handle.
+            modes: Default::default(),
+        });
+        group.groups.insert(&agent, gate);
+        let (Some(connected), Some(opts)) = (connected, opts) else {
+            return None;
+        };
+        self.pumps.push(tokio::spawn(async move {
+            // Let the runtime read the agent's state (its trigger modes) before the first
+            // updates reach the gate.
+            handle.wait_agent_state(&agent).await;
+            let sink = Arc::new(RuntimeSink {
+                agent: agent.clone(),
+                runtime: handle,
+                groups: group.groups,
+            });
+            if let Err(e) = connected.serve(agent.clone(), sink, opts, clock, s).await {
+                tracing::error!(event = "pump_stopped", agent = %agent, error = %e, "update pump stopped");
+            }
+        }));
+        Some(stop)
+    }
+
+    /// Re-reads persona and role-prompt files and applies the difference to the running
+    /// agents: changed personas take effect from their next task, new ones start, removed
+    /// or disabled ones stop (their graphs stay on disk), a broken edit keeps the previous
+    /// version, and a changed `Agent Phone` is refused until a restart.
+    pub(super) async fn reload(&mut self, handle: &RuntimeHandle, controller: &Controller) {
+        let report = match load_personas_async(&self.global).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(event = "reload_failed", error = %e, "reload failed: every agent keeps running as it was");
+                return;
+            }
+        };
+        self.report_problems(&report, false);
+        let mut keep: BTreeSet<String> = BTreeSet::new();
+        for entry in &report.entries {
+            let Some(p) = &entry.persona else {
+                if let Some(name) = self
+                    .running
+                    .iter()
+                    .find(|(_, r)| r.path == entry.path)
+                    .map(|(n, _)| n.clone())
+                {
+                    keep.insert(name);
+                }
+                continue;
+            };
+            if p.disabled {
+                continue;
+            }
+            keep.insert(p.name.clone());
+            match self.running.get_mut(&p.name) {
+                Some(r) if r.persona.phone != p.phone => {
+                    tracing::error!(event = "reload_phone_refused", agent = %p.name, file = %entry.path.display(), "Agent Phone changed: that needs a restart; the previous persona keeps running");
+                }
+                Some(r) => {
+                    if format!("{:?}", r.persona) != format!("{p:?}") {
+                        r.persona = Arc::new(p.clone());
+                        r.path = entry.path.clone();
+                        handle.upsert_agent(AgentHandle {
+                            persona: Arc::clone(&r.persona),
+                            telegram: Arc::clone(&r.seat.telegram),
+                        });
+                    }
+                }
+                None => match self.open(p).await {
+                    Ok((seat, connected)) => {
+                        let persona = Arc::new(p.clone());
+                        controller.add_agent(&p.name, seat.clone());
+                        handle.upsert_agent(AgentHandle {
+                            persona: Arc::clone(&persona),
+                            telegram: Arc::clone(&seat.telegram),
+                        });
+                        let pump_stop = self.pump(&persona, &seat, connected, handle.clone());
+                        self.running.insert(
+                            p.name.clone(),
+                            Running {
+                                path: entry.path.clone(),
+                                persona,
+                                seat,
+                                pump_stop,
+                            },
+                        );
+                    }
+                    Err(e) => {
+                        tracing::error!(event = "agent_start_failed", agent = %p.name, error = %e, "new agent cannot start");
+                    }
+                },
+            }
+        }
+        let gone: Vec<String> = self
+            .running
+            .keys()
+            .filter(|n| !keep.contains(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(r) = self.running.remove(&name) {
+                if let Some(s) = r.pump_stop {
+                    s.cancel();
+                }
+                controller.remove_agent(&name);
+                self.group.groups.remove(&name);
+                handle.remove_agent(&name, "its persona file was removed or disabled");
+            }
+        }
+    }
+}

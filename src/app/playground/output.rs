@@ -1,0 +1,163 @@
+//! What the playground prints: each action of the in-memory backend and each group decision,
+//! as a human line or a JSON event (`--jsonl`), with times relative to the session's start.
+
+use super::*;
+
+pub(super) fn emit_line(line: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
+}
+
+pub(super) fn emit_error(message: &str) {
+    emit_line(&json!({"event": "error", "at_ms": 0, "message": message}).to_string());
+}
+
+/// Prints every recorded action until the backend stops observing.
+pub(super) async fn print_actions(
+    mut rx: mpsc::UnboundedReceiver<Recorded>,
+    start: Timestamp,
+    jsonl: bool,
+    agent: String,
+    gate: Option<(GroupGate, Chat)>,
+) {
+    while let Some(rec) = rx.recv().await {
+        if let (
+            Some((gate, chat)),
+            Action::Send { message, .. } | Action::Sticker { message, .. },
+        ) = (&gate, &rec.action)
+        {
+            gate.note_own(chat, message);
+        }
+        let at_ms = rec.at.duration_since(start).as_millis().max(0);
+        let line = if jsonl {
+            Some(json_event(&rec.action, at_ms).to_string())
+        } else {
+            human_event(&rec.action, at_ms, &agent)
+        };
+        if let Some(line) = line {
+            emit_line(&line);
+        }
+    }
+}
+
+/// Prints every group decision until the gate stops observing: a `decision` event in
+/// `--jsonl` mode, one dim line otherwise.
+pub(super) async fn print_decisions(
+    mut rx: mpsc::UnboundedReceiver<DecisionEvent>,
+    clock: SharedClock,
+    start: Timestamp,
+    jsonl: bool,
+) {
+    while let Some(d) = rx.recv().await {
+        let at_ms = clock.now().duration_since(start).as_millis().max(0);
+        let line = if jsonl {
+            decision_event(&d, at_ms).to_string()
+        } else {
+            let t = format!("[{:>7.1}s]", at_ms as f64 / 1000.0);
+            let verdict = if d.triggered {
+                "plan"
+            } else if d.react.is_some() {
+                "react"
+            } else {
+                "listen"
+            };
+            let text = format!(
+                "{t} #{} {verdict} ({} / {})",
+                d.message_id,
+                d.stage.as_str(),
+                d.reason
+            );
+            // Dim on a terminal only: piped output carries no escape codes.
+            if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+                format!("\x1b[2m{text}\x1b[0m")
+            } else {
+                text
+            }
+        };
+        emit_line(&line);
+    }
+}
+
+/// The `--jsonl` object of a group decision.
+pub fn decision_event(d: &DecisionEvent, at_ms: i128) -> Value {
+    json!({
+        "event": "decision",
+        "message_id": d.message_id,
+        "stage": d.stage,
+        "triggered": d.triggered,
+        "reason": d.reason,
+        "react": d.react,
+        "scores": d.scores,
+        "at_ms": at_ms as i64,
+    })
+}
+
+/// The `--jsonl` output object of an action.
+pub fn json_event(action: &Action, at_ms: i128) -> Value {
+    let mut v = match action {
+        Action::Inbound { message, .. } => json!({
+            "event": "inbound", "id": message.id, "from": message.sender.name,
+            "text": message.text, "reply_to": message.reply_to,
+        }),
+        Action::Send { message, .. } => json!({
+            "event": "send", "id": message.id, "text": message.text, "reply_to": message.reply_to,
+        }),
+        Action::Sticker {
+            message, sticker, ..
+        } => json!({
+            "event": "sticker", "id": message.id, "set": sticker.set, "name": sticker.name,
+            "reply_to": message.reply_to,
+        }),
+        Action::React {
+            message_id, emoji, ..
+        } => json!({"event": "react", "message_id": message_id, "emoji": emoji}),
+        Action::Typing { .. } => json!({"event": "typing"}),
+        Action::Read { upto, .. } => json!({"event": "read", "upto": upto}),
+        Action::Block { .. } => json!({"event": "block"}),
+        Action::Unblock { .. } => json!({"event": "unblock"}),
+        Action::Clear { .. } => json!({"event": "clear"}),
+    };
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("at_ms".into(), Value::from(at_ms as i64));
+    }
+    v
+}
+
+pub(super) fn human_event(action: &Action, at_ms: i128, agent: &str) -> Option<String> {
+    let t = format!("[{:>7.1}s]", at_ms as f64 / 1000.0);
+    let reply =
+        |r: &Option<MessageId>| r.map(|id| format!(" (reply to #{id})")).unwrap_or_default();
+    Some(match action {
+        // Echoed with its id, so replies and reactions can be followed.
+        Action::Inbound { message, .. } => {
+            format!(
+                "{t} #{} {}: {}",
+                message.id, message.sender.name, message.text
+            )
+        }
+        Action::Send { message, .. } => format!(
+            "{t} #{} {agent}{}: {}",
+            message.id,
+            reply(&message.reply_to),
+            message.text
+        ),
+        Action::Sticker {
+            message, sticker, ..
+        } => format!(
+            "{t} #{} {agent}{} sends sticker {} / {}",
+            message.id,
+            reply(&message.reply_to),
+            sticker.set,
+            sticker.name
+        ),
+        Action::React {
+            message_id, emoji, ..
+        } => format!("{t} {agent} reacts {emoji} to #{message_id}"),
+        Action::Typing { .. } => format!("{t} {agent} is typing..."),
+        Action::Read { .. } => return None,
+        Action::Block { .. } => format!("{t} {agent} blocked you"),
+        Action::Unblock { .. } => format!("{t} {agent} unblocked you"),
+        Action::Clear { .. } => format!("{t} {agent} cleared the conversation"),
+    })
+}
