@@ -179,7 +179,9 @@ impl UpdateSource for ScriptSource {
         })
     }
 
-    fn save_state(&mut self) -> BoxFuture<'_, Result<(), String>> {
+    fn save_state(
+        &mut self,
+    ) -> BoxFuture<'_, Result<(), personad::adapters::mtproto::pump::SaveError>> {
         Box::pin(async move {
             let mut st = self.0.st();
             let n = st.delivered;

@@ -331,7 +331,7 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
                 stop.cancel();
                 handle.shutdown("metrics endpoint unavailable");
                 let _ = run.await;
-                return Err(CommandError::Unavailable(e));
+                return Err(CommandError::Unavailable(e.0));
             }
         },
         None => None,

@@ -20,3 +20,21 @@ pub mod prompt;
 pub mod safety;
 pub mod scheduler;
 pub mod time;
+
+/// Why a value of outside input is not valid: the message says what and where, in the words
+/// shown to the operator. The core's rules return it; callers add the file and line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+impl From<String> for Invalid {
+    fn from(message: String) -> Invalid {
+        Invalid(message)
+    }
+}
+
+impl From<&str> for Invalid {
+    fn from(message: &str) -> Invalid {
+        Invalid(message.to_string())
+    }
+}

@@ -428,32 +428,42 @@ pub fn redact_phones(text: &str) -> String {
 /// empty, longer than [`MAX_AGENT_NAME_CHARS`] characters, more than one
 /// line, containing `/`, `\`, NUL or another control character, `.` or
 /// `..`, or reserved ([`RESERVED_AGENT_NAMES`], ignoring ASCII case).
-pub fn validate_agent_name(name: &str) -> Result<(), String> {
+pub fn validate_agent_name(name: &str) -> Result<(), crate::core::Invalid> {
     if name.is_empty() {
-        return Err("it is empty".to_owned());
+        return Err(crate::core::Invalid::from("it is empty".to_owned()));
     }
     if name.contains('\n') {
-        return Err("it must be a single line".to_owned());
-    }
-    if name.chars().count() > MAX_AGENT_NAME_CHARS {
-        return Err(format!(
-            "it is longer than {MAX_AGENT_NAME_CHARS} characters"
+        return Err(crate::core::Invalid::from(
+            "it must be a single line".to_owned(),
         ));
     }
+    if name.chars().count() > MAX_AGENT_NAME_CHARS {
+        return Err(crate::core::Invalid::from(format!(
+            "it is longer than {MAX_AGENT_NAME_CHARS} characters"
+        )));
+    }
     if name.contains('/') || name.contains('\\') {
-        return Err("it must not contain `/` or `\\`".to_owned());
+        return Err(crate::core::Invalid::from(
+            "it must not contain `/` or `\\`".to_owned(),
+        ));
     }
     if name.chars().any(char::is_control) {
-        return Err("it must not contain NUL or other control characters".to_owned());
+        return Err(crate::core::Invalid::from(
+            "it must not contain NUL or other control characters".to_owned(),
+        ));
     }
     if name == "." || name == ".." {
-        return Err("it must not be `.` or `..`".to_owned());
+        return Err(crate::core::Invalid::from(
+            "it must not be `.` or `..`".to_owned(),
+        ));
     }
     if let Some(reserved) = RESERVED_AGENT_NAMES
         .iter()
         .find(|r| r.eq_ignore_ascii_case(name))
     {
-        return Err(format!("`{reserved}` is reserved"));
+        return Err(crate::core::Invalid::from(format!(
+            "`{reserved}` is reserved"
+        )));
     }
     Ok(())
 }

@@ -454,12 +454,12 @@ impl pump::UpdateSource for GrammersSource {
         })
     }
 
-    fn save_state(&mut self) -> BoxFuture<'_, Result<(), String>> {
+    fn save_state(&mut self) -> BoxFuture<'_, Result<(), pump::SaveError>> {
         Box::pin(async move {
             self.stream
                 .sync_update_state()
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(pump::SaveError::of)
         })
     }
 
@@ -577,20 +577,18 @@ pub fn without_channels(
 
 /// Reads one line from the terminal (blocking, off the async threads).
 async fn prompt(text: String) -> Result<String, login::LoginError> {
-    tokio::task::spawn_blocking(move || -> Result<String, String> {
+    tokio::task::spawn_blocking(move || -> std::io::Result<String> {
         use std::io::Write;
         let mut out = std::io::stderr();
         let _ = write!(out, "{text}");
         let _ = out.flush();
         let mut line = String::new();
-        std::io::stdin()
-            .read_line(&mut line)
-            .map_err(|e| e.to_string())?;
+        std::io::stdin().read_line(&mut line)?;
         Ok(line.trim().to_string())
     })
     .await
     .map_err(|e| login::LoginError::Failed(e.to_string()))?
-    .map_err(login::LoginError::Failed)
+    .map_err(|e| login::LoginError::Failed(format!("cannot read the terminal: {e}")))
 }
 
 async fn prompt_password(hint: Option<String>) -> Result<String, login::LoginError> {
@@ -599,11 +597,11 @@ async fn prompt_password(hint: Option<String>) -> Result<String, login::LoginErr
             Some(h) if !h.is_empty() => format!("Two-step verification password (hint: {h}): "),
             _ => "Two-step verification password: ".to_string(),
         };
-        rpassword::prompt_password(label).map_err(|e| e.to_string())
+        rpassword::prompt_password(label)
     })
     .await
     .map_err(|e| login::LoginError::Failed(e.to_string()))?
-    .map_err(login::LoginError::Failed)
+    .map_err(|e| login::LoginError::Failed(format!("cannot read the password: {e}")))
 }
 
 /// The terminal as the login prompter.

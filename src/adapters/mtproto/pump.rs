@@ -91,12 +91,25 @@ pub enum SourceError {
     },
 }
 
+/// Why the update state could not be written to the session (the reader logs it and goes
+/// on; the next save tries again).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SaveError(pub String);
+
+impl SaveError {
+    /// The failure of the session write, in its own words.
+    pub fn of(e: impl std::fmt::Display) -> SaveError {
+        SaveError(e.to_string())
+    }
+}
+
 /// Where updates come from (grammers' update stream in production, a script in tests).
 pub trait UpdateSource: Send + 'static {
     /// The next update; `Ok(None)` for one the daemon does not handle.
     fn next(&mut self) -> BoxFuture<'_, Result<Option<TgUpdate>, SourceError>>;
     /// Writes the update state to the session.
-    fn save_state(&mut self) -> BoxFuture<'_, Result<(), String>>;
+    fn save_state(&mut self) -> BoxFuture<'_, Result<(), SaveError>>;
     /// Ends the difference of a channel that keeps failing, so other updates flow again.
     fn skip_channel(&mut self, channel: i64);
 }

@@ -39,7 +39,7 @@ impl Fleet {
     pub(super) async fn open(
         &self,
         persona: &Persona,
-    ) -> Result<(Seat, Option<Connected>), String> {
+    ) -> Result<(Seat, Option<Connected>), crate::app::ops::OpError> {
         match &self.backend {
             Backend::Mtproto {
                 creds,
@@ -54,7 +54,7 @@ impl Fleet {
                     Arc::clone(&self.clock),
                 )
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(crate::app::ops::OpError::of)?;
                 let governed = Governor::new(
                     connected.telegram.clone(),
                     Arc::clone(&self.clock),
@@ -75,8 +75,8 @@ impl Fleet {
                     MemoryTelegram::new(&name, clock, Some(dir))
                 })
                 .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?;
+                .map_err(crate::app::ops::OpError::of)?
+                .map_err(crate::app::ops::OpError::of)?;
                 memory.set_send_delay(send_delay);
                 let memory = Arc::new(memory);
                 let seat = Seat {

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::adapters::memory::{Incoming, MemoryTelegram, user_id_for};
 use crate::adapters::store::{self, GraphStore, StateDir};
+use crate::app::ops::OpError;
 use crate::core::graph::TaskStatus;
 use crate::core::model::{Chat, ChatId, ChatKind, Message, OutgoingText};
 use crate::ports::clock::{self, SharedClock};
@@ -79,7 +80,7 @@ A chat is an id, @username or part of its title.";
 
 /// Parses a message as an owner command: `None` when it is not one of ours, `Some(Err)`
 /// when it is but its arguments are wrong.
-pub fn parse_command(text: &str) -> Option<Result<Op, String>> {
+pub fn parse_command(text: &str) -> Option<Result<Op, OpError>> {
     let text = text.trim();
     let rest = text.strip_prefix('/')?;
     let mut words = rest.split_whitespace();
@@ -114,14 +115,14 @@ pub fn parse_command(text: &str) -> Option<Result<Op, String>> {
         }),
         "forget" => match joined(&args) {
             Some(chat) => Ok(Op::Forget { chat }),
-            None => Err("usage: /forget chat".to_string()),
+            None => Err(OpError::from("usage: /forget chat")),
         },
         "mode" => match args.split_last() {
             Some((mode, chat)) if !chat.is_empty() => Ok(Op::Mode {
                 chat: chat.join(" "),
                 mode: mode.to_lowercase(),
             }),
-            _ => Err("usage: /mode chat strict|smart|talkative".to_string()),
+            _ => Err(OpError::from("usage: /mode chat strict|smart|talkative")),
         },
         _ => return None,
     };
@@ -281,7 +282,7 @@ impl Controller {
     }
 
     /// The running agent an operation is about: the one named (any case), or the only one.
-    fn pick_agent(&self, agent: Option<&str>) -> Result<String, String> {
+    fn pick_agent(&self, agent: Option<&str>) -> Result<String, OpError> {
         let seats = lock(&self.seats);
         match agent {
             Some(name) => seats
@@ -289,16 +290,16 @@ impl Controller {
                 .find(|k| k.eq_ignore_ascii_case(name.trim()))
                 .cloned()
                 .ok_or_else(|| {
-                    format!(
+                    OpError(format!(
                         "no running agent named {name:?} (running: {})",
                         seats.keys().cloned().collect::<Vec<_>>().join(", ")
-                    )
+                    ))
                 }),
             None if seats.len() == 1 => Ok(seats.keys().next().cloned().unwrap_or_default()),
-            None => Err(format!(
+            None => Err(OpError::from(format!(
                 "say which agent (--agent NAME); running: {}",
                 seats.keys().cloned().collect::<Vec<_>>().join(", ")
-            )),
+            ))),
         }
     }
 
@@ -311,7 +312,7 @@ impl Controller {
     }
 
     /// Finds a chat by id, `me`, @username or title substring.
-    async fn resolve_chat(&self, agent: &str, sel: &str) -> Result<(ChatId, String), String> {
+    async fn resolve_chat(&self, agent: &str, sel: &str) -> Result<(ChatId, String), OpError> {
         let sel = sel.trim();
         if sel.eq_ignore_ascii_case("me") || sel.eq_ignore_ascii_case("saved") {
             let id = self.seat(agent).map(|s| s.telegram.self_id()).unwrap_or(0);
@@ -349,20 +350,20 @@ impl Controller {
         };
         match matches.as_slice() {
             [(id, title)] => Ok((ChatId(*id), title.clone())),
-            [] => Err(format!("no chat of {agent} matches {sel:?}")),
-            many => Err(format!(
+            [] => Err(OpError::from(format!("no chat of {agent} matches {sel:?}"))),
+            many => Err(OpError::from(format!(
                 "{sel:?} matches several chats: {}; use the id",
                 many.iter()
                     .map(|(id, t)| format!("{id} ({t})"))
                     .collect::<Vec<_>>()
                     .join(", ")
-            )),
+            ))),
         }
     }
 
     /// Carries out one operation; `agent` is the agent it concerns (required when several
     /// run, except for `status` and `plans`). Returns the answer text, or why it failed.
-    pub async fn execute(&self, agent: Option<&str>, op: Op) -> Result<String, String> {
+    pub async fn execute(&self, agent: Option<&str>, op: Op) -> Result<String, OpError> {
         match op {
             Op::Help => Ok(HELP.to_string()),
             Op::Status => self.status(agent).await,
@@ -376,9 +377,10 @@ impl Controller {
                 Ok("stopping: tasks in flight may finish, then the daemon exits".into())
             }
             Op::Mode { chat, mode } => {
-                let mode: crate::core::group::settings::TriggerMode = mode
-                    .parse()
-                    .map_err(|_| format!("unknown mode {mode:?}: strict, smart or talkative"))?;
+                let mode: crate::core::group::settings::TriggerMode =
+                    mode.parse().map_err(|_| {
+                        OpError(format!("unknown mode {mode:?}: strict, smart or talkative"))
+                    })?;
                 let agent = self.pick_agent(agent)?;
                 let (id, title) = self.resolve_chat(&agent, &chat).await?;
                 // Kept in the agent's state (so it survives restarts) and applied at once.
@@ -425,7 +427,7 @@ impl Controller {
         }
     }
 
-    async fn status(&self, agent: Option<&str>) -> Result<String, String> {
+    async fn status(&self, agent: Option<&str>) -> Result<String, OpError> {
         let agents = match agent {
             Some(a) => vec![self.pick_agent(Some(a))?],
             None => self.agents(),
@@ -484,7 +486,7 @@ impl Controller {
         Ok(text)
     }
 
-    async fn plans(&self, agent: Option<&str>, chat: Option<&str>) -> Result<String, String> {
+    async fn plans(&self, agent: Option<&str>, chat: Option<&str>) -> Result<String, OpError> {
         let agent = match (agent, chat) {
             (None, None) if lock(&self.seats).len() != 1 => None,
             _ => Some(self.pick_agent(agent)?),
@@ -526,7 +528,7 @@ impl Controller {
         agent: &str,
         chat: Option<&str>,
         secs: Option<u64>,
-    ) -> Result<String, String> {
+    ) -> Result<String, OpError> {
         let now = self.clock.now();
         let pause = Pause {
             since: now,
@@ -570,7 +572,7 @@ impl Controller {
         ))
     }
 
-    async fn resume(&self, agent: &str, chat: Option<&str>) -> Result<String, String> {
+    async fn resume(&self, agent: &str, chat: Option<&str>) -> Result<String, OpError> {
         let target = match chat {
             Some(c) => Some(self.resolve_chat(agent, c).await?),
             None => None,
@@ -599,12 +601,12 @@ impl Controller {
         })
     }
 
-    async fn persist(&self, agent: &str, pauses: Pauses) -> Result<(), String> {
+    async fn persist(&self, agent: &str, pauses: Pauses) -> Result<(), OpError> {
         let (dir, name) = (self.state.clone(), agent.to_string());
         tokio::task::spawn_blocking(move || save_pauses(&dir, &name, &pauses))
             .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| format!("could not save the pause: {e}"))
+            .map_err(OpError::of)?
+            .map_err(|e| OpError(format!("could not save the pause: {e}")))
     }
 
     /// `ctl say`: puts a message into an in-memory chat and hands it to the runtime through
@@ -616,10 +618,10 @@ impl Controller {
         from: &str,
         group: Option<&str>,
         text: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, OpError> {
         let seat = self.seat(agent).ok_or("agent not running")?;
         let Some(memory) = seat.memory else {
-            return Err("say needs `personad run --telegram memory`".into());
+            return Err(OpError::from("say needs `personad run --telegram memory`"));
         };
         let chained = lock(&self.ingress).clone();
         let gated = match chained {
@@ -639,8 +641,8 @@ impl Controller {
                     idempotency_key: fastrand::i64(1..),
                 })
                 .await
-                .map_err(|e| e.to_string())?;
-            let chat = memory.chat(saved).await.map_err(|e| e.to_string())?;
+                .map_err(OpError::of)?;
+            let chat = memory.chat(saved).await.map_err(OpError::of)?;
             let id = msg.id;
             gated.push_inbound(agent, chat, msg, false);
             return Ok(format!("delivered #{id} to Saved Messages"));
@@ -654,8 +656,8 @@ impl Controller {
             (None, Some(c)) => {
                 let id = c
                     .parse::<i64>()
-                    .map_err(|_| format!("--chat takes an id or `me`, not {c:?}"))?;
-                memory.chat(ChatId(id)).await.map_err(|e| e.to_string())?
+                    .map_err(|_| OpError(format!("--chat takes an id or `me`, not {c:?}")))?;
+                memory.chat(ChatId(id)).await.map_err(OpError::of)?
             }
             (None, None) => Chat {
                 id: ChatId(user_id_for(from)),
@@ -674,17 +676,17 @@ impl Controller {
                 },
             )
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(OpError::of)?;
         let id = msg.id;
         let chat_id = chat.id;
         gated.push_inbound(agent, chat, msg, true);
         Ok(format!("delivered #{id} to chat {chat_id}"))
     }
 
-    fn clone_arc(&self) -> Result<Arc<Controller>, String> {
+    fn clone_arc(&self) -> Result<Arc<Controller>, OpError> {
         self.me
             .upgrade()
-            .ok_or_else(|| "the daemon is stopping".to_string())
+            .ok_or_else(|| OpError::from("the daemon is stopping"))
     }
 
     /// Runs a command written in a chat and answers there.
@@ -693,7 +695,7 @@ impl Controller {
         agent: &str,
         chat: ChatId,
         reply_to: crate::core::model::MessageId,
-        op: Result<Op, String>,
+        op: Result<Op, OpError>,
     ) {
         let result = match op {
             Ok(op) => self.execute(Some(agent), op).await,

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::adapters::store::{self, StateDir};
 use crate::app::cli::{CtlCommand, GlobalArgs};
 use crate::app::commands::{CmdResult, CommandError};
+use crate::app::ops::OpError;
 use crate::app::ops::controls::{Controller, Op, parse_duration};
 
 /// File name of the socket inside the state directory.
@@ -52,21 +53,25 @@ pub async fn serve(
     state: &StateDir,
     controller: Arc<Controller>,
     stop: CancellationToken,
-) -> Result<JoinHandle<()>, String> {
+) -> Result<JoinHandle<()>, OpError> {
     let path = socket_path(state);
-    store::ensure_private_dir(state.root()).map_err(|e| e.to_string())?;
+    store::ensure_private_dir(state.root()).map_err(OpError::of)?;
     if path.exists() {
         if UnixStream::connect(&path).await.is_ok() {
-            return Err(format!(
+            return Err(OpError::from(format!(
                 "another personad is running on this state directory (it answers on {})",
                 path.display()
-            ));
+            )));
         }
-        std::fs::remove_file(&path)
-            .map_err(|e| format!("cannot remove the stale socket {}: {e}", path.display()))?;
+        std::fs::remove_file(&path).map_err(|e| {
+            OpError(format!(
+                "cannot remove the stale socket {}: {e}",
+                path.display()
+            ))
+        })?;
     }
-    let listener =
-        UnixListener::bind(&path).map_err(|e| format!("cannot bind {}: {e}", path.display()))?;
+    let listener = UnixListener::bind(&path)
+        .map_err(|e| OpError(format!("cannot bind {}: {e}", path.display())))?;
     set_private(&path)?;
     let owner = owner_uid(&path)?;
     tracing::info!(event = "ctl_listening", socket = %path.display(), "control socket ready");
@@ -87,12 +92,12 @@ pub async fn serve(
     }))
 }
 
-fn set_private(path: &Path) -> Result<(), String> {
+fn set_private(path: &Path) -> Result<(), OpError> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| format!("cannot make {} private: {e}", path.display()))
+            .map_err(|e| OpError(format!("cannot make {} private: {e}", path.display())))
     }
     #[cfg(not(unix))]
     {
@@ -101,11 +106,11 @@ fn set_private(path: &Path) -> Result<(), String> {
     }
 }
 
-fn owner_uid(path: &Path) -> Result<u32, String> {
+fn owner_uid(path: &Path) -> Result<u32, OpError> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(path)
         .map(|m| m.uid())
-        .map_err(|e| format!("cannot stat {}: {e}", path.display()))
+        .map_err(|e| OpError(format!("cannot stat {}: {e}", path.display())))
 }
 
 async fn handle(stream: UnixStream, controller: Arc<Controller>, owner: u32) {
@@ -117,10 +122,16 @@ async fn handle(stream: UnixStream, controller: Arc<Controller>, owner: u32) {
                 let agent = req.agent.clone();
                 match controller.execute(agent.as_deref(), req.op).await {
                     Ok(text) => Response { ok: true, text },
-                    Err(text) => Response { ok: false, text },
+                    Err(e) => Response {
+                        ok: false,
+                        text: e.0,
+                    },
                 }
             }
-            Err(text) => Response { ok: false, text },
+            Err(e) => Response {
+                ok: false,
+                text: e.0,
+            },
         },
         Ok(uid) => {
             // Take the request off the socket first, so the peer reads the refusal.
@@ -146,18 +157,18 @@ async fn handle(stream: UnixStream, controller: Arc<Controller>, owner: u32) {
     let _ = write.shutdown().await;
 }
 
-async fn read_request(read: tokio::net::unix::OwnedReadHalf) -> Result<Request, String> {
+async fn read_request(read: tokio::net::unix::OwnedReadHalf) -> Result<Request, OpError> {
     let mut reader = BufReader::new(read).take(MAX_REQUEST as u64);
     let mut line = String::new();
     reader
         .read_line(&mut line)
         .await
-        .map_err(|e| format!("cannot read the request: {e}"))?;
-    serde_json::from_str(&line).map_err(|e| format!("bad request: {e}"))
+        .map_err(|e| OpError(format!("cannot read the request: {e}")))?;
+    serde_json::from_str(&line).map_err(|e| OpError(format!("bad request: {e}")))
 }
 
 /// The request a `personad ctl` command line stands for.
-pub fn request_for(cmd: CtlCommand) -> Result<Request, String> {
+pub fn request_for(cmd: CtlCommand) -> Result<Request, OpError> {
     let (agent, op) = match cmd {
         CtlCommand::Status => (None, Op::Status),
         CtlCommand::Reload => (None, Op::Reload),
@@ -201,7 +212,7 @@ pub fn request_for(cmd: CtlCommand) -> Result<Request, String> {
 
 /// `personad ctl ...`: sends one request and prints the answer.
 pub async fn client(global: GlobalArgs, cmd: CtlCommand) -> CmdResult {
-    let request = request_for(cmd).map_err(CommandError::Usage)?;
+    let request = request_for(cmd).map_err(|e| CommandError::Usage(e.0))?;
     let path = socket_path(&StateDir::new(&global.state_dir));
     let stream = UnixStream::connect(&path).await.map_err(|e| {
         CommandError::Unavailable(format!(

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
+use crate::app::ops::OpError;
 use crate::core::llm::{LlmOutcome, LlmRequest};
 use crate::core::time::BoxFuture;
 use crate::ports::llm::{Llm, LlmError};
@@ -80,12 +81,12 @@ pub async fn serve(
     addr: SocketAddr,
     health: Arc<Health>,
     stop: CancellationToken,
-) -> Result<JoinHandle<()>, String> {
+) -> Result<JoinHandle<()>, OpError> {
     let handle = install().ok_or("metrics recorder unavailable")?;
     let listener = TcpListener::bind(addr)
         .await
-        .map_err(|e| format!("cannot listen on {addr} for metrics: {e}"))?;
-    let local = listener.local_addr().map_err(|e| e.to_string())?;
+        .map_err(|e| OpError(format!("cannot listen on {addr} for metrics: {e}")))?;
+    let local = listener.local_addr().map_err(OpError::of)?;
     tracing::info!(event = "metrics_listening", addr = %local, "metrics at /metrics, health at /healthz");
     Ok(tokio::spawn(async move {
         loop {

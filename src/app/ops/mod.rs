@@ -15,3 +15,29 @@ pub mod ctl;
 pub mod metrics;
 pub mod sdnotify;
 pub mod watch;
+
+/// Why an operation of the operator's surface (an owner command, the control socket, the
+/// metrics endpoint, file watching) could not be carried out. Its text is what the owner or
+/// the log sees, naming the cause.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct OpError(pub String);
+
+impl OpError {
+    /// The error of a failed step, in its own words.
+    pub fn of(e: impl std::fmt::Display) -> OpError {
+        OpError(e.to_string())
+    }
+}
+
+impl From<String> for OpError {
+    fn from(message: String) -> OpError {
+        OpError(message)
+    }
+}
+
+impl From<&str> for OpError {
+    fn from(message: &str) -> OpError {
+        OpError(message.to_string())
+    }
+}

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::app::ops::OpError;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
@@ -22,7 +23,7 @@ pub fn watch(
     dirs: &[PathBuf],
     quiet: Duration,
     reload: mpsc::UnboundedSender<()>,
-) -> Result<DirWatcher, String> {
+) -> Result<DirWatcher, OpError> {
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if let Ok(event) = res
@@ -32,11 +33,11 @@ pub fn watch(
             let _ = tx.send(());
         }
     })
-    .map_err(|e| format!("cannot watch files: {e}"))?;
+    .map_err(|e| OpError(format!("cannot watch files: {e}")))?;
     for dir in dirs.iter().filter(|d| d.is_dir()) {
         watcher
             .watch(dir, RecursiveMode::NonRecursive)
-            .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+            .map_err(|e| OpError(format!("cannot watch {}: {e}", dir.display())))?;
     }
     let task = tokio::spawn(async move {
         while rx.recv().await.is_some() {

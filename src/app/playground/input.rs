@@ -77,12 +77,12 @@ pub fn read_line_capped(
 
 /// A line's text, or why it is not text: the column (1-based, in bytes) of its first byte
 /// that is not UTF-8.
-pub fn line_text(bytes: Vec<u8>) -> Result<String, String> {
+pub fn line_text(bytes: Vec<u8>) -> Result<String, InputError> {
     String::from_utf8(bytes).map_err(|e| {
-        format!(
+        InputError(format!(
             "not valid UTF-8 (invalid byte at column {})",
             e.utf8_error().valid_up_to() + 1
-        )
+        ))
     })
 }
 
@@ -160,7 +160,7 @@ pub struct InputMessage {
 }
 
 /// Parses and validates one `--jsonl` line (already known to be text).
-pub fn parse_jsonl(line: &str) -> Result<InputMessage, String> {
+pub fn parse_jsonl(line: &str) -> Result<InputMessage, InputError> {
     let input: InputLine = serde_json::from_str(line).map_err(|e| match e.classify() {
         serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
             format!("not valid JSON: {e}")
@@ -169,7 +169,7 @@ pub fn parse_jsonl(line: &str) -> Result<InputMessage, String> {
     })?;
     let after = after_from(input.after_ms.as_ref())?;
     if input.text.is_empty() && input.media.is_none() {
-        return Err("a message needs `text` or `media`".into());
+        return Err(InputError::from("a message needs `text` or `media`"));
     }
     Ok(InputMessage {
         from: input.from.filter(|f| !f.trim().is_empty()),
@@ -182,14 +182,39 @@ pub fn parse_jsonl(line: &str) -> Result<InputMessage, String> {
 
 /// The pause an input line asks for: a whole number of milliseconds up to
 /// [`MAX_AFTER_MS`].
-fn after_from(value: Option<&serde_json::Number>) -> Result<Duration, String> {
+fn after_from(value: Option<&serde_json::Number>) -> Result<Duration, InputError> {
     let Some(n) = value else {
         return Ok(Duration::ZERO);
     };
     match n.as_u64() {
         Some(ms) if ms <= MAX_AFTER_MS => Ok(Duration::from_millis(ms)),
-        _ => Err(format!(
+        _ => Err(InputError::from(format!(
             "`after_ms` must be a whole number of milliseconds from 0 to {MAX_AFTER_MS} (7 days), not {n}"
-        )),
+        ))),
+    }
+}
+
+/// Why a line of the playground's input is not usable: the message names the problem, as
+/// the session prints it (`error` events with `--jsonl`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InputError(pub String);
+
+impl InputError {
+    /// A failed step's error, in its own words.
+    pub fn of(e: impl std::fmt::Display) -> InputError {
+        InputError(e.to_string())
+    }
+}
+
+impl From<String> for InputError {
+    fn from(message: String) -> InputError {
+        InputError(message)
+    }
+}
+
+impl From<&str> for InputError {
+    fn from(message: &str) -> InputError {
+        InputError(message.to_string())
     }
 }

@@ -36,7 +36,7 @@ use crate::runtime::{AgentHandle, RuntimeHandle};
 
 pub mod input;
 
-use input::{InputMedia, MAX_LINE_BYTES, RawLine, read_line_capped};
+use input::{InputError, InputMedia, MAX_LINE_BYTES, RawLine, read_line_capped};
 mod output;
 use output::*;
 
@@ -433,7 +433,7 @@ async fn forward_stop_signals(stops: mpsc::UnboundedSender<&'static str>) {
 /// Standard input, read on a thread of its own (never the runtime's blocking pool, so a
 /// read that never returns cannot keep the process alive at exit). The channel ends at the
 /// end of input; a read error arrives as `Err` and ends it too.
-fn spawn_stdin_reader() -> Result<mpsc::Receiver<Result<RawLine, String>>, CommandError> {
+fn spawn_stdin_reader() -> Result<mpsc::Receiver<Result<RawLine, InputError>>, CommandError> {
     let (tx, rx) = mpsc::channel(16);
     std::thread::Builder::new()
         .name("stdin".into())
@@ -449,7 +449,7 @@ fn spawn_stdin_reader() -> Result<mpsc::Receiver<Result<RawLine, String>>, Comma
                         }
                     }
                     Err(e) => {
-                        let _ = tx.blocking_send(Err(e.to_string()));
+                        let _ = tx.blocking_send(Err(InputError::of(e)));
                         return;
                     }
                 }
@@ -586,7 +586,7 @@ impl Driver<'_> {
     async fn feed(
         &self,
         hold: &mut Option<Hold>,
-        mut input: mpsc::Receiver<Result<RawLine, String>>,
+        mut input: mpsc::Receiver<Result<RawLine, InputError>>,
     ) -> Result<(), ()> {
         let mut line_no = 0usize;
         while let Some(read) = input.recv().await {
@@ -692,7 +692,7 @@ impl Driver<'_> {
             .collect()
     }
 
-    async fn parse_jsonl(&self, line: &str) -> Result<Pending, String> {
+    async fn parse_jsonl(&self, line: &str) -> Result<Pending, InputError> {
         let input = input::parse_jsonl(line)?;
         let (media, media_bytes) = match input.media {
             Some(m) => {
@@ -729,7 +729,7 @@ impl Driver<'_> {
 }
 
 /// Builds media info (and reads the file, if any) for a `--jsonl` media object.
-async fn media_from_input(m: InputMedia) -> Result<(MediaInfo, Option<Vec<u8>>), String> {
+async fn media_from_input(m: InputMedia) -> Result<(MediaInfo, Option<Vec<u8>>), InputError> {
     let bytes = match &m.path {
         Some(path) => {
             let path = path.clone();
@@ -744,7 +744,7 @@ async fn media_from_input(m: InputMedia) -> Result<(MediaInfo, Option<Vec<u8>>),
                 .map_err(|e| format!("media file: {e}"))
             })
             .await
-            .map_err(|e| e.to_string())??;
+            .map_err(InputError::of)??;
             Some(read)
         }
         None => None,

@@ -131,7 +131,7 @@ pub fn decode(text: &str) -> Result<TaskGraph, CodecError> {
     let graph: TaskGraph = match format {
         1 => {
             let old: v1::GraphV1 = serde_json::from_str(json).map_err(json_err)?;
-            v1::upgrade(old).map_err(CodecError::Invalid)?
+            v1::upgrade(old).map_err(|e| CodecError::Invalid(e.0))?
         }
         crate::core::graph::FORMAT_VERSION => serde_json::from_str(json).map_err(json_err)?,
         other => {
@@ -141,7 +141,7 @@ pub fn decode(text: &str) -> Result<TaskGraph, CodecError> {
             )));
         }
     };
-    graph.validate().map_err(CodecError::Invalid)?;
+    graph.validate().map_err(|e| CodecError::Invalid(e.0))?;
     Ok(graph)
 }
 

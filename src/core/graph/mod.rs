@@ -401,45 +401,54 @@ impl TaskGraph {
     }
 
     /// Checks the invariants a loaded graph must hold: unique ids, dependencies that exist.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::core::Invalid> {
         if self.format != FORMAT_VERSION {
-            return Err(format!(
+            return Err(crate::core::Invalid::from(format!(
                 "unsupported format version {} (this build reads {FORMAT_VERSION})",
                 self.format
-            ));
+            )));
         }
         let mut seen = std::collections::HashSet::new();
         for t in &self.tasks {
             if !seen.insert(t.id.as_str()) {
-                return Err(format!("duplicate task id {:?}", t.id));
+                return Err(crate::core::Invalid::from(format!(
+                    "duplicate task id {:?}",
+                    t.id
+                )));
             }
         }
         for t in &self.tasks {
             for d in &t.depends_on {
                 if *d == t.id {
-                    return Err(format!("task {:?} depends on itself", t.id));
+                    return Err(crate::core::Invalid::from(format!(
+                        "task {:?} depends on itself",
+                        t.id
+                    )));
                 }
                 if !seen.contains(d.as_str()) {
-                    return Err(format!("task {:?} depends on unknown task {d:?}", t.id));
+                    return Err(crate::core::Invalid::from(format!(
+                        "task {:?} depends on unknown task {d:?}",
+                        t.id
+                    )));
                 }
             }
             if let TaskSpec::Wait { delay_secs, .. } = &t.spec
                 && !(delay_secs.is_finite() && (0.0..=MAX_WAIT_SECS).contains(delay_secs))
             {
-                return Err(format!(
+                return Err(crate::core::Invalid::from(format!(
                     "task {:?} waits {delay_secs} seconds (allowed: 0 to {MAX_WAIT_SECS})",
                     t.id
-                ));
+                )));
             }
             let horizon = crate::core::time::add(t.updated_at.max(self.created_at), HORIZON);
             if let Some(nb) = t.not_before
                 && nb > horizon
             {
-                return Err(format!(
+                return Err(crate::core::Invalid::from(format!(
                     "task {:?} is not due before {nb}, past the horizon of {} days after its last update",
                     t.id,
                     HORIZON.as_secs() / 86_400
-                ));
+                )));
             }
         }
         if let Some(p) = self.parked_until {
@@ -449,14 +458,17 @@ impl TaskGraph {
                 HORIZON,
             );
             if p > horizon {
-                return Err(format!(
+                return Err(crate::core::Invalid::from(format!(
                     "the conversation is parked until {p}, past the horizon of {} days",
                     HORIZON.as_secs() / 86_400
-                ));
+                )));
             }
         }
         if let Some(cycle) = self.cycle() {
-            return Err(format!("dependency cycle: {}", cycle.join(" -> ")));
+            return Err(crate::core::Invalid::from(format!(
+                "dependency cycle: {}",
+                cycle.join(" -> ")
+            )));
         }
         Ok(())
     }

@@ -5,6 +5,7 @@
 //! `send`/`sticker` without an idempotency key gets one here, before it can ever run.
 //! Pure: `codec` calls it, nothing writes format 1 any more.
 
+use crate::core::Invalid;
 use jiff::Timestamp;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -51,9 +52,12 @@ pub struct TaskV1 {
 }
 
 /// Converts a format 1 graph; the error names the task and the parameter at fault.
-pub fn upgrade(old: GraphV1) -> Result<TaskGraph, String> {
+pub fn upgrade(old: GraphV1) -> Result<TaskGraph, Invalid> {
     if old.format != 1 {
-        return Err(format!("format {} read as format 1", old.format));
+        return Err(Invalid::from(format!(
+            "format {} read as format 1",
+            old.format
+        )));
     }
     let tasks = old
         .tasks
@@ -72,7 +76,7 @@ pub fn upgrade(old: GraphV1) -> Result<TaskGraph, String> {
                 last_error: t.last_error,
             })
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, Invalid>>()?;
     Ok(TaskGraph {
         format: FORMAT_VERSION,
         id: old.id,
@@ -96,42 +100,42 @@ impl Params<'_> {
         name: &str,
         what: &str,
         f: impl Fn(&Value) -> Option<T>,
-    ) -> Result<Option<T>, String> {
+    ) -> Result<Option<T>, Invalid> {
         match self.map.get(name) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => f(v).map(Some).ok_or_else(|| {
-                format!(
+                Invalid::from(format!(
                     "{} parameter `{name}` is not {what}: {v}",
                     self.kind.as_str()
-                )
+                ))
             }),
         }
     }
 
-    fn opt_i64(&self, name: &str) -> Result<Option<i64>, String> {
+    fn opt_i64(&self, name: &str) -> Result<Option<i64>, Invalid> {
         self.get(name, "an integer", Value::as_i64)
     }
 
-    fn opt_str(&self, name: &str) -> Result<Option<String>, String> {
+    fn opt_str(&self, name: &str) -> Result<Option<String>, Invalid> {
         self.get(name, "a string", |v| v.as_str().map(str::to_string))
     }
 
-    fn need<T>(&self, name: &str, v: Option<T>) -> Result<T, String> {
-        v.ok_or_else(|| format!("{} task without `{name}`", self.kind.as_str()))
+    fn need<T>(&self, name: &str, v: Option<T>) -> Result<T, Invalid> {
+        v.ok_or_else(|| Invalid::from(format!("{} task without `{name}`", self.kind.as_str())))
     }
 
-    fn message(&self, name: &str) -> Result<Option<MessageId>, String> {
+    fn message(&self, name: &str) -> Result<Option<MessageId>, Invalid> {
         Ok(self.opt_i64(name)?.map(MessageId))
     }
 
-    fn key(&self) -> Result<IdempotencyKey, String> {
+    fn key(&self) -> Result<IdempotencyKey, Invalid> {
         Ok(self
             .opt_i64("idempotency_key")?
             .map_or_else(IdempotencyKey::fresh, IdempotencyKey))
     }
 }
 
-fn spec_of(kind: TaskKind, map: &Map<String, Value>) -> Result<TaskSpec, String> {
+fn spec_of(kind: TaskKind, map: &Map<String, Value>) -> Result<TaskSpec, Invalid> {
     let p = Params { kind, map };
     Ok(match kind {
         TaskKind::Received => TaskSpec::Received {

@@ -3,6 +3,7 @@
 //! defaults and one parser per heading value; `persona` calls the parsers (and reports their
 //! errors with file and line), the decision pipeline reads the result. No I/O here.
 
+use crate::core::Invalid;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -39,17 +40,17 @@ impl fmt::Display for TriggerMode {
 }
 
 impl FromStr for TriggerMode {
-    type Err = String;
+    type Err = Invalid;
 
-    fn from_str(s: &str) -> Result<TriggerMode, String> {
+    fn from_str(s: &str) -> Result<TriggerMode, Invalid> {
         match s.trim().to_ascii_lowercase().as_str() {
             "strict" => Ok(TriggerMode::Strict),
             "smart" => Ok(TriggerMode::Smart),
             "talkative" => Ok(TriggerMode::Talkative),
-            _ => Err(format!(
+            _ => Err(Invalid::from(format!(
                 "unknown group trigger mode `{}`: expected `strict`, `smart` or `talkative`",
                 s.trim()
-            )),
+            ))),
         }
     }
 }
@@ -112,22 +113,22 @@ impl Default for GroupSettings {
 }
 
 /// A threshold between 0 and 1.
-pub fn parse_threshold(value: &str) -> Result<f64, String> {
+pub fn parse_threshold(value: &str) -> Result<f64, Invalid> {
     value
         .trim()
         .parse::<f64>()
         .ok()
         .filter(|n| n.is_finite() && (0.0..=1.0).contains(n))
         .ok_or_else(|| {
-            format!(
+            Invalid::from(format!(
                 "invalid threshold `{}`: expected a number from 0 to 1, such as `0.6`",
                 value.trim()
-            )
+            ))
         })
 }
 
 /// A percentage from 0 to 100 (a trailing `%` is allowed).
-pub fn parse_percent(value: &str) -> Result<f64, String> {
+pub fn parse_percent(value: &str) -> Result<f64, Invalid> {
     let v = value.trim();
     v.strip_suffix('%')
         .unwrap_or(v)
@@ -136,12 +137,14 @@ pub fn parse_percent(value: &str) -> Result<f64, String> {
         .ok()
         .filter(|n| n.is_finite() && (0.0..=100.0).contains(n))
         .ok_or_else(|| {
-            format!("invalid percentage `{v}`: expected a number from 0 to 100, such as `25`")
+            Invalid::from(format!(
+                "invalid percentage `{v}`: expected a number from 0 to 100, such as `25`"
+            ))
         })
 }
 
 /// A number of seconds, 0 or more.
-pub fn parse_seconds(value: &str) -> Result<Duration, String> {
+pub fn parse_seconds(value: &str) -> Result<Duration, Invalid> {
     value
         .trim()
         .parse::<f64>()
@@ -149,20 +152,20 @@ pub fn parse_seconds(value: &str) -> Result<Duration, String> {
         .filter(|n| n.is_finite() && *n >= 0.0 && *n <= 86_400.0 * 7.0)
         .map(Duration::from_secs_f64)
         .ok_or_else(|| {
-            format!(
+            Invalid::from(format!(
                 "invalid number of seconds `{}`: expected 0 or more, such as `60`",
                 value.trim()
-            )
+            ))
         })
 }
 
 /// A whole count, 0 or more.
-pub fn parse_count(value: &str) -> Result<u32, String> {
+pub fn parse_count(value: &str) -> Result<u32, Invalid> {
     value.trim().parse::<u32>().map_err(|_| {
-        format!(
+        Invalid::from(format!(
             "invalid count `{}`: expected a whole number such as `20`",
             value.trim()
-        )
+        ))
     })
 }
 
@@ -180,6 +183,7 @@ mod tests {
             "loud"
                 .parse::<TriggerMode>()
                 .unwrap_err()
+                .0
                 .contains("`loud`")
         );
         assert_eq!(parse_threshold("0.75"), Ok(0.75));

@@ -168,7 +168,7 @@ pub(super) fn parse_group(
         report: &mut Report,
         fields: &HashMap<Field, &Section<'_>>,
         field: Field,
-        parse: impl Fn(&str) -> Result<T, String>,
+        parse: impl Fn(&str) -> Result<T, crate::core::Invalid>,
     ) -> Option<T> {
         let sec = fields.get(&field)?;
         let value = single_line(report, field, sec)?;
@@ -177,7 +177,7 @@ pub(super) fn parse_group(
             Err(reason) => {
                 report.error(
                     sec.value_line,
-                    format!("{}: {}", heading(field), redact_phones(&reason)),
+                    format!("{}: {}", heading(field), redact_phones(&reason.0)),
                 );
                 None
             }
@@ -212,10 +212,10 @@ pub(super) fn parse_group(
         g.max_plans_per_hour = n;
     }
     g.classifier_model = one(report, fields, Field::GroupClassifierModel, |v| {
-        Ok::<_, String>(v.to_owned())
+        Ok::<_, crate::core::Invalid>(v.to_owned())
     });
     g.description = one(report, fields, Field::Description, |v| {
-        Ok::<_, String>(v.to_owned())
+        Ok::<_, crate::core::Invalid>(v.to_owned())
     });
     if let Some(sec) = fields.get(&Field::GroupReplyToBots) {
         g.reply_to_bots = parse_flag(report, Field::GroupReplyToBots, sec);

@@ -57,9 +57,9 @@ pub fn load_pauses(dir: &StateDir, agent: &str) -> Pauses {
     }
 }
 
-pub(super) fn save_pauses(dir: &StateDir, agent: &str, pauses: &Pauses) -> Result<(), String> {
+pub(super) fn save_pauses(dir: &StateDir, agent: &str, pauses: &Pauses) -> Result<(), OpError> {
     let agent_dir = dir.agent_dir(agent);
-    store::ensure_private_dir(&agent_dir).map_err(|e| e.to_string())?;
-    let text = serde_json::to_string_pretty(pauses).map_err(|e| e.to_string())?;
-    store::write_atomic(&dir.controls_path(agent), text.as_bytes()).map_err(|e| e.to_string())
+    store::ensure_private_dir(&agent_dir).map_err(OpError::of)?;
+    let text = serde_json::to_string_pretty(pauses).map_err(OpError::of)?;
+    store::write_atomic(&dir.controls_path(agent), text.as_bytes()).map_err(OpError::of)
 }
