@@ -34,6 +34,7 @@
 
 pub mod adapters;
 pub mod app;
+pub mod cmd;
 pub mod core;
 pub mod fuzz;
 pub mod ingress;

@@ -1,0 +1,50 @@
+//! The commands: one module per subcommand of `personad`, each a thin call into `app` (the
+//! composition root and the commands' shared code), and [`execute`], the one dispatch the
+//! binary calls. Commands parse nothing themselves (clap did) and wire nothing (app does).
+
+mod bench;
+mod chat;
+mod check;
+mod crash_child;
+mod ctl;
+mod login;
+mod replay;
+mod run;
+mod save_loop;
+mod state;
+
+use std::future::Future;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::app::cli::{Cli, Command};
+use crate::app::commands::{CmdResult, CommandError};
+
+/// Runs the command the command line names.
+pub fn execute(cli: Cli) -> CmdResult {
+    let global = cli.global;
+    match cli.command {
+        Command::Check(args) => check::check(&global, &args),
+        Command::State(cmd) => state::state(&global, &cmd),
+        Command::SaveLoop(args) => save_loop::save_loop(&global, &args),
+        Command::Bench(args) => on_runtime(bench::bench(global, args)),
+        Command::CrashChild(args) => on_runtime(crash_child::crash_child(global, args)),
+        Command::Run(args) => on_runtime(run::run(global, args)),
+        Command::Login(args) => on_runtime(login::login(global, args)),
+        Command::Chat(args) => on_runtime(chat::chat(global, args)),
+        Command::Replay(args) => on_runtime(replay::replay(global, args)),
+        Command::Ctl(cmd) => on_runtime(ctl::ctl(global, cmd)),
+    }
+}
+
+/// Runs a command on a fresh runtime. Blocking work still running when the command returns
+/// (a save, a file read) gets a moment to finish; nothing waits longer.
+fn on_runtime<F: Future<Output = CmdResult>>(fut: F) -> Result<ExitCode, CommandError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CommandError::Io(format!("cannot start the async runtime: {e}")))?;
+    let result = rt.block_on(fut);
+    rt.shutdown_timeout(Duration::from_secs(2));
+    result
+}
