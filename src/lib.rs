@@ -36,6 +36,7 @@ pub mod adapters;
 pub mod app;
 pub mod cmd;
 pub mod core;
+#[cfg(feature = "fuzzing")]
 pub mod fuzz;
 pub mod ingress;
 pub mod ports;
