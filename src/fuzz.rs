@@ -25,7 +25,7 @@ use crate::core::persona;
 use crate::core::plan::Action;
 
 /// A fuzz entry point: takes any bytes, panics only on a finding.
-pub type Target = fn(&[u8]);
+pub(crate) type Target = fn(&[u8]);
 
 /// The targets by name, as `fuzz/` and the corpus test know them.
 pub const TARGETS: &[(&str, Target)] = &[

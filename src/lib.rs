@@ -1,36 +1,41 @@
 //! personad: a Telegram userbot daemon that gives user accounts LLM personas.
 //!
+//! The crate is layered; each top-level module is a layer, and the rule is checked by
+//! `tests/layers.rs`: `core` imports nothing outside itself; `ports` imports `core`;
+//! `adapters` and `runtime` import `core` and `ports`; `ingress` adds `runtime`; `app` wires
+//! everything; `cmd` calls `app`. There is no import cycle between them.
+//!
 //! Module map (one concept each):
-//! - [`backoff`]: the one backoff formula (exponential, capped, full jitter) on the project clock.
-//! - [`clock`]: the one source of time; real, or virtual for tests and `chat --fast`.
-//! - [`config`]: validated runtime settings (debounce, retries, caps, timeouts).
-//! - [`persona`]: persona files and role prompts, parsed and validated into `Persona`.
-//! - [`graph`]: task graphs as pure data and transitions; [`graph::codec`] is their on-disk form.
-//! - [`agent_state`]: per-agent safety state kept across restarts (disabled chats, breaker).
-//! - [`stickers`]: the persona's curated stickers, loaded lazily and bounded.
-//! - [`store`]: every disk write (crash-safe, private permissions) and the state-dir layout.
-//! - [`telegram`]: the Telegram boundary (domain types, trait, errors), its in-memory twin, the
-//!   account-safety governor, and the MTProto backend (`telegram::mtproto`, the only grammers user).
-//! - [`planner`]: the planning trait and the closed set of actions a plan may contain.
-//! - [`blocks`]: parses the model's task-block reply into actions (pure, adversarial input).
-//! - [`prompt`]: builds the cache-stable LLM request from persona and chat history (pure).
-//! - [`llm`]: the LLM boundary (trait, request, outcomes, errors), providers (Gemini,
-//!   OpenAI-compatible), their router, the one retry policy and usage metering.
-//! - [`media`]: media descriptions and transcripts: cached records, budget, backoff, prompts.
-//! - [`llm_planner`]: the planner over an LLM: prompt, generate, parse.
-//! - [`handlers`]: one handler per task kind, registered in one place.
-//! - [`runtime`]: handle, work queue, pure scheduler (ready queues, deadline heap, retries),
-//!   account safety, durable writes off the loop, and the async driver.
-//! - [`group`]: group messages: trigger modes, addressing classifier, share of voice, replay.
-//! - [`playground`]: the `chat` command's driver (interactive and JSONL) on the in-memory backend.
-//! - [`cli`]: command-line definitions (clap), options and their environment variables.
-//! - [`daemon`]: `run` and `login`: connects agents, wires runtime, pumps and signals.
-//! - [`commands`]: `check`, `state` and the crash harness, shared loading helpers, exit codes.
-//! - [`bench`]: `personad bench`, the runtime measured on the in-memory backend.
-//! - [`crash_harness`]: hidden `crash-child`, the runtime under the kill -9 test.
-//! - [`fuzz`]: one entry point per parser of outside input, with its promises, for `fuzz/`.
-//! - [`ops`]: systemd notify, owner controls, the ctl socket, file watching, metrics.
-//! - [`logging`]: one log line per event (text, JSON or journald), stable event names.
+//! - [`core`]: pure rules and vocabulary, no I/O.
+//!   - `model`: chats, messages, media, stickers, Telegram's typed errors.
+//!   - `graph`: task graphs as data and transitions; `graph::codec` is their on-disk form.
+//!   - `scheduler`: the pure state machine over graphs (events in, effects out); `admission`
+//!     says how an admitted message enters it; `outcome` is what a task hands back.
+//!   - `safety`, `agent_state`: per-agent safety (disabled chats, the breaker) and its record.
+//!   - `persona`: persona files parsed (raw sections) and validated into `Persona`.
+//!   - `blocks`: the model's task-block reply parsed into actions (adversarial input).
+//!   - `plan`, `prompt`, `llm`: the planner's request and actions, the cache-stable prompt,
+//!     the provider-neutral LLM request and the provider choice.
+//!   - `group`: group decisions (`decide`), settings, the classifier's request and answer.
+//!   - `markdown`, `media`, `config`, `time`: rendering, media records, validated settings,
+//!     time arithmetic.
+//! - [`ports`]: the traits at the edges: `telegram`, `llm`, `planner`, `clock` (with its
+//!   virtual twin), `store`, `media`, `stickers`, `groups`, `updates`; `backoff` waits on the
+//!   clock.
+//! - [`runtime`]: the driver (async loop), work queue, durable writes off the loop, the
+//!   handle, and `handlers` (one per task kind, registered in one place).
+//! - [`ingress`]: the one admission chain (`chain`: owner controls → filters → group gate →
+//!   queue), the group gate, the classifier call, the pump's runtime sink.
+//! - [`adapters`]: MTProto (`mtproto`, the only grammers user), the in-memory Telegram
+//!   (`memory`), the account-safety `governor`, LLM clients and router (`llm`), the LLM
+//!   planner, the media pipeline, curated stickers, the persona loader, the Telegram Desktop
+//!   export reader, and the crash-safe state `store` (every path under `state/` is built in
+//!   `store::layout`).
+//! - [`app`]: the composition root (`services`), `daemon` (`run`, `login`), `playground`
+//!   (`chat`), `bench`, `replay`, the crash child, `commands` (`check`, `state`), `cli`,
+//!   `ops` (systemd notify, owner controls, ctl socket, metrics, file watching), `logging`.
+//! - [`cmd`]: one module per subcommand, each a call into `app`; `main` dispatches here.
+//! - `fuzz` (feature `fuzzing`): one entry point per parser of outside input, for `fuzz/`.
 
 pub mod adapters;
 pub mod app;

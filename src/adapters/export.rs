@@ -39,7 +39,7 @@ pub enum ExportError {
 }
 
 /// The numeric part of an export id such as `user123` or `channel456` (channels negative).
-pub fn numeric_id(from_id: &str) -> Option<i64> {
+pub(crate) fn numeric_id(from_id: &str) -> Option<i64> {
     let digits = from_id.trim_start_matches(|c: char| c.is_ascii_alphabetic());
     let n = digits.parse::<i64>().ok()?;
     // i64::MIN has no positive twin: not an id (found by fuzzing).

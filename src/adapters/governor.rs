@@ -35,7 +35,7 @@ use crate::ports::clock::{self, SharedClock};
 use crate::ports::telegram::Telegram;
 
 /// The length of the sliding window the per-minute limits count in.
-pub const WINDOW: Duration = Duration::from_secs(60);
+pub(crate) const WINDOW: Duration = Duration::from_secs(60);
 
 /// What to do with a message into a chat where nobody has written to us.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

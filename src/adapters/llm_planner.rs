@@ -25,9 +25,6 @@ use crate::core::time::BoxFuture;
 use crate::ports::llm::Llm;
 use crate::ports::planner::Planner;
 
-/// Default chat model when neither the persona nor the configuration names one.
-pub const DEFAULT_MODEL: &str = provider::GEMINI_DEFAULT_MODEL;
-
 /// Settings of the LLM planner.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmPlannerConfig {
@@ -56,7 +53,7 @@ impl Default for LlmPlannerConfig {
 /// The LLM stack from the environment: every provider the environment configures behind the
 /// [`provider::Router`], wrapped in the one retry policy (on `clock`). The router is returned
 /// too, to check providers at start-up. Shared by the planner and the media pipeline.
-pub fn llm_from_env(
+pub(crate) fn llm_from_env(
     retry: crate::adapters::llm::retry::RetryConfig,
     clock: crate::ports::clock::SharedClock,
 ) -> (Arc<dyn Llm>, Arc<provider::Router>) {
@@ -65,7 +62,7 @@ pub fn llm_from_env(
 
 /// As [`llm_from_env`], with settings and keys looked up through `lookup` (the daemon adds
 /// systemd's credentials to the environment this way).
-pub fn llm_from_lookup(
+pub(crate) fn llm_from_lookup(
     lookup: impl Fn(&str) -> Option<String>,
     retry: crate::adapters::llm::retry::RetryConfig,
     clock: crate::ports::clock::SharedClock,
@@ -119,7 +116,7 @@ impl LlmPlanner {
     }
 
     /// Sums token usage in `meter` (flushed to the state directory after each request).
-    pub fn with_usage(mut self, meter: Arc<UsageMeter>) -> LlmPlanner {
+    pub(crate) fn with_usage(mut self, meter: Arc<UsageMeter>) -> LlmPlanner {
         self.usage = Some(meter);
         self
     }
@@ -200,7 +197,7 @@ impl LlmPlanner {
 
     /// Builds the request for a planning step (public for tests of the prompt layout), given
     /// the window start remembered for the chat.
-    pub fn request_with_window(
+    pub(crate) fn request_with_window(
         &self,
         req: &PlanRequest<'_>,
         window_start: Option<MessageId>,

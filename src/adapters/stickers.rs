@@ -124,7 +124,7 @@ impl StickerCatalog {
     }
 
     /// A curated sticker of this agent with this name, in any loaded set.
-    pub fn find_by_name(&self, agent: &str, name: &str) -> Option<CuratedSticker> {
+    pub(crate) fn find_by_name(&self, agent: &str, name: &str) -> Option<CuratedSticker> {
         let agents = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
         agents.get(agent).and_then(|e| {
             e.sets

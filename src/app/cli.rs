@@ -73,7 +73,7 @@ pub struct GlobalArgs {
 
 impl GlobalArgs {
     /// The prompt search path as a list of directories.
-    pub fn prompt_dirs(&self) -> Vec<PathBuf> {
+    pub(crate) fn prompt_dirs(&self) -> Vec<PathBuf> {
         std::env::split_paths(&self.prompts_path)
             .filter(|p| !p.as_os_str().is_empty())
             .collect()
@@ -386,7 +386,7 @@ pub struct LlmArgs {
 impl LlmArgs {
     /// The default LLM choice: `--llm` / `PERSONAD_LLM`, else `DEFAULT_AGENT_LLM`, else Gemini;
     /// `--model` fills in its model when the choice names none.
-    pub fn default_choice(
+    pub(crate) fn default_choice(
         &self,
     ) -> Result<crate::core::llm::LlmChoice, crate::core::llm::ResolveError> {
         let spec = self.llm.clone().or_else(|| {

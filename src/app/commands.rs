@@ -19,28 +19,28 @@ use crate::core::persona::{LoadReport, Persona};
 
 /// Documented exit codes.
 pub mod exit {
-    /// Success.
-    pub const OK: u8 = 0;
     /// An unexpected failure.
     pub const FAILURE: u8 = 1;
     /// Bad command line (clap's own code).
-    pub const USAGE: u8 = 2;
+    pub(crate) const USAGE: u8 = 2;
     /// Bad input data: an unusable persona, a corrupt state file asked for by name.
-    pub const DATA: u8 = 65;
+    pub(crate) const DATA: u8 = 65;
     /// Something named does not exist: the agents directory, an agent, a graph.
-    pub const NO_INPUT: u8 = 66;
+    pub(crate) const NO_INPUT: u8 = 66;
     /// Nothing can run: no agent could start, or a needed backend is missing.
     pub const UNAVAILABLE: u8 = 69;
     /// The state directory could not be read or written.
-    pub const IO: u8 = 74;
+    pub(crate) const IO: u8 = 74;
     /// Invalid settings.
-    pub const CONFIG: u8 = 78;
+    pub(crate) const CONFIG: u8 = 78;
 }
 
 /// Makes the state directory private ([`crate::adapters::store::secure_state_dir`]) and takes its lock
 /// for this process (see [`crate::adapters::store::StateLock`]); a directory held by another process
 /// is `Unavailable`, naming its pid.
-pub fn lock_state(global: &GlobalArgs) -> Result<crate::adapters::store::StateLock, CommandError> {
+pub(crate) fn lock_state(
+    global: &GlobalArgs,
+) -> Result<crate::adapters::store::StateLock, CommandError> {
     let dir = StateDir::new(&global.state_dir);
     crate::adapters::store::secure_state_dir(&dir)?;
     crate::adapters::store::StateLock::acquire(&dir).map_err(|e| match e {
@@ -87,7 +87,7 @@ impl CommandError {
     }
 }
 
-pub type CmdResult = Result<ExitCode, CommandError>;
+pub(crate) type CmdResult = Result<ExitCode, CommandError>;
 
 /// An error and its causes as one line, each cause shown once: a cause whose text the line
 /// already holds is not repeated (`invalid setting llm: x: invalid setting llm: x`).
@@ -114,7 +114,7 @@ fn out(text: &str) -> Result<(), CommandError> {
 }
 
 /// Loads every persona file, logging nothing (callers decide how to report).
-pub fn load_personas(global: &GlobalArgs) -> Result<LoadReport, CommandError> {
+pub(crate) fn load_personas(global: &GlobalArgs) -> Result<LoadReport, CommandError> {
     Ok(crate::adapters::persona_loader::load_dir(
         &global.agents_dir,
         &global.prompt_dirs(),
@@ -122,7 +122,7 @@ pub fn load_personas(global: &GlobalArgs) -> Result<LoadReport, CommandError> {
 }
 
 /// [`load_personas`] off the async threads (it reads files).
-pub async fn load_personas_async(global: &GlobalArgs) -> Result<LoadReport, CommandError> {
+pub(crate) async fn load_personas_async(global: &GlobalArgs) -> Result<LoadReport, CommandError> {
     let g = global.clone();
     tokio::task::spawn_blocking(move || load_personas(&g))
         .await
@@ -130,7 +130,7 @@ pub async fn load_personas_async(global: &GlobalArgs) -> Result<LoadReport, Comm
 }
 
 /// Finds one usable persona by name (case-insensitive), or explains why it cannot be used.
-pub fn find_persona(report: &LoadReport, name: &str) -> Result<Persona, CommandError> {
+pub(crate) fn find_persona(report: &LoadReport, name: &str) -> Result<Persona, CommandError> {
     let wanted = name.trim().to_lowercase();
     if let Some(p) = report.usable().find(|p| p.name.to_lowercase() == wanted) {
         return Ok(p.clone());
@@ -393,7 +393,7 @@ fn state_show(store: &GraphStore, agent: &str, chat: ChatId) -> CmdResult {
 }
 
 /// A graph, task by task, for `state show`.
-pub fn render_graph(g: &TaskGraph) -> String {
+pub(crate) fn render_graph(g: &TaskGraph) -> String {
     let mut text = format!(
         "graph {} (save #{})\nagent {}  chat {} ({}, {:?})\ncreated {}\n\n",
         g.id,
@@ -436,7 +436,7 @@ pub fn render_graph(g: &TaskGraph) -> String {
 
 /// Hidden crash harness: saves `chats` graphs round-robin, printing `ACK <chat> <seq>` after
 /// each save returns. A parent kills it at random moments and checks every file parses.
-pub fn save_loop(global: &GlobalArgs, args: &SaveLoopArgs) -> CmdResult {
+pub(crate) fn save_loop(global: &GlobalArgs, args: &SaveLoopArgs) -> CmdResult {
     let store = GraphStore::new(StateDir::new(&global.state_dir));
     let mut graphs: Vec<TaskGraph> = (0..args.chats.max(1))
         .map(|i| {
@@ -487,6 +487,6 @@ pub fn save_loop(global: &GlobalArgs, args: &SaveLoopArgs) -> CmdResult {
 }
 
 /// The directory where the playground keeps an agent's in-memory transcripts.
-pub fn playground_dir(global: &GlobalArgs, agent: &str) -> PathBuf {
+pub(crate) fn playground_dir(global: &GlobalArgs, agent: &str) -> PathBuf {
     StateDir::new(&global.state_dir).playground_dir(agent)
 }

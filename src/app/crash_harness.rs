@@ -67,7 +67,7 @@ fn say(line: &str) -> Result<(), CommandError> {
 }
 
 /// `personad crash-child`.
-pub async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> CmdResult {
+pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> CmdResult {
     let clock: SharedClock = Arc::new(SystemClock);
     let _lock = crate::app::commands::lock_state(&global)?;
     let state = StateDir::new(&global.state_dir);

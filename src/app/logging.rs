@@ -46,7 +46,7 @@ const NOISY: &[&str] = &[
 ];
 
 /// Maps the `-v`/`-q` balance to a level (0 = info).
-pub fn level_for(verbosity: i8) -> &'static str {
+pub(crate) fn level_for(verbosity: i8) -> &'static str {
     match verbosity {
         i8::MIN..=-2 => "error",
         -1 => "warn",
@@ -58,7 +58,7 @@ pub fn level_for(verbosity: i8) -> &'static str {
 
 /// The filter directive for a verbosity: the level, with noisy dependencies capped at warn
 /// below `-vv`.
-pub fn directive_for(verbosity: i8) -> String {
+pub(crate) fn directive_for(verbosity: i8) -> String {
     let level = level_for(verbosity);
     let mut d = level.to_string();
     if (0..2).contains(&verbosity) {
@@ -118,7 +118,7 @@ pub fn init(format: LogFormat, verbosity: i8) -> bool {
 }
 
 /// The layer that renders events as lines.
-pub struct LineLayer {
+pub(crate) struct LineLayer {
     pub format: LogFormat,
 }
 
@@ -173,7 +173,7 @@ pub struct Line {
 
 /// Normalises raw fields (in recording order) into a line: the last `message` is the text,
 /// `event` names the line, and every other key is renamed to its one name and made unique.
-pub fn normalize(raw: Vec<(String, Value)>) -> Line {
+pub(crate) fn normalize(raw: Vec<(String, Value)>) -> Line {
     let msg_at = raw.iter().rposition(|(k, _)| k == "message");
     let mut msg = String::new();
     let mut event = None;
@@ -226,7 +226,7 @@ fn chat_value(s: &str) -> Value {
 
 /// A stable event name from a message: its leading words (up to the first `:`, `;`, `(`,
 /// `,` or `.`, at most six), lower case, joined by `_`.
-pub fn slug(msg: &str) -> String {
+pub(crate) fn slug(msg: &str) -> String {
     let head = msg.split([':', ';', '(', ',', '.']).next().unwrap_or("");
     let words: Vec<String> = head
         .split(|c: char| !c.is_alphanumeric())
@@ -250,7 +250,12 @@ fn render(format: LogFormat, event: &Event<'_>, now: jiff::Timestamp) -> String 
 }
 
 /// One finished line (with its newline) in the given format.
-pub fn render_line(format: LogFormat, level: Level, line: &Line, now: jiff::Timestamp) -> String {
+pub(crate) fn render_line(
+    format: LogFormat,
+    level: Level,
+    line: &Line,
+    now: jiff::Timestamp,
+) -> String {
     match format {
         LogFormat::Json => {
             let mut obj = Map::new();

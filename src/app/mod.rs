@@ -10,4 +10,4 @@ pub mod logging;
 pub mod ops;
 pub mod playground;
 pub mod replay;
-pub mod services;
+pub(crate) mod services;

@@ -52,7 +52,7 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({"summary": {
             "messages": self.messages,
             "ours": self.ours,
@@ -281,7 +281,7 @@ impl Replayer<'_> {
 }
 
 /// Largest Telegram Desktop export `replay` reads (a year of a busy group is tens of MB).
-pub const EXPORT_FILE_CAP: u64 = 512 << 20;
+pub(crate) const EXPORT_FILE_CAP: u64 = 512 << 20;
 
 /// `personad replay`.
 pub async fn run(global: GlobalArgs, args: ReplayArgs) -> CmdResult {

@@ -21,7 +21,7 @@ use crate::ports::store::RuntimeStore;
 use crate::runtime::{AgentHandle, InboundGate, Runtime, RuntimeHandle};
 
 /// The runtime over the given adapters, with the process's curated sticker catalog.
-pub fn runtime(
+pub(crate) fn runtime(
     config: RuntimeConfig,
     agents: Vec<AgentHandle>,
     planner: SharedPlanner,
@@ -33,7 +33,7 @@ pub fn runtime(
 }
 
 /// The media pipeline over the LLM: descriptions cached under `state`, metered.
-pub async fn media_pipeline(
+pub(crate) async fn media_pipeline(
     args: &MediaArgs,
     llm: Arc<dyn Llm>,
     state: StateDir,
@@ -56,7 +56,7 @@ pub async fn media_pipeline(
 /// The admission chain in front of `handle` (owner controls, if any, then the group gates
 /// in `groups`), with the runtime's `classify` tasks wired to the same gates. Every source
 /// of inbound messages uses the returned handle.
-pub fn admission(
+pub(crate) fn admission(
     handle: &RuntimeHandle,
     controls: Option<Arc<dyn InboundGate>>,
     groups: &Arc<Groups>,

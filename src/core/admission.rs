@@ -23,13 +23,13 @@ pub enum Admission {
 
 impl Admission {
     /// A plain trigger: plan now (after the debounce), quoting allowed.
-    pub const PLAN: Admission = Admission::Plan {
+    pub(crate) const PLAN: Admission = Admission::Plan {
         quote: true,
         at: None,
     };
 
     /// The old `trigger` flag, for callers that only know yes or no.
-    pub fn from_trigger(trigger: bool) -> Admission {
+    pub(crate) fn from_trigger(trigger: bool) -> Admission {
         if trigger {
             Admission::PLAN
         } else {

@@ -51,10 +51,10 @@ impl AgentState {
     }
 
     /// Whether the breaker holds at `now`.
-    pub fn breaker_active(&self, now: Timestamp) -> bool {
+    pub(crate) fn breaker_active(&self, now: Timestamp) -> bool {
         self.breaker.as_ref().is_some_and(|b| b.until > now)
     }
 }
 
 /// File name of the agent state inside the agent's state directory.
-pub const FILE_NAME: &str = "agent-state.json";
+pub(crate) const FILE_NAME: &str = "agent-state.json";

@@ -71,11 +71,11 @@ use split::*;
 /// Telegram's limit on a text message, in UTF-16 code units.
 pub const TELEGRAM_TEXT_LIMIT_UTF16: usize = 4096;
 /// Default for [`ParseOptions::max_tasks`].
-pub const DEFAULT_MAX_TASKS: usize = 12;
+pub(crate) const DEFAULT_MAX_TASKS: usize = 12;
 /// Default for [`ParseOptions::max_wait_secs`].
-pub const DEFAULT_MAX_WAIT_SECS: f64 = 3600.0;
+pub(crate) const DEFAULT_MAX_WAIT_SECS: f64 = 3600.0;
 /// Longest accepted reaction, in `char`s (emoji sequences with joiners run to about 10).
-pub const MAX_REACTION_CHARS: usize = 16;
+pub(crate) const MAX_REACTION_CHARS: usize = 16;
 
 /// Longest accepted sticker set short name or sticker name, in `char`s.
 const MAX_STICKER_FIELD_CHARS: usize = 64;

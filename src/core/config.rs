@@ -115,7 +115,7 @@ fn retry_interval(v: f64) -> Result<Duration, ConfigError> {
 
 impl RawRuntimeConfig {
     /// The one validation step from raw values to [`RuntimeConfig`].
-    pub fn validate(&self) -> Result<RuntimeConfig, ConfigError> {
+    pub(crate) fn validate(&self) -> Result<RuntimeConfig, ConfigError> {
         if self.max_in_flight == 0 {
             return Err(ConfigError {
                 name: "max-in-flight",

@@ -123,7 +123,7 @@ pub const GEMINI_MODEL_ENV: &str = "GEMINI_MODEL";
 
 /// Every environment variable that carries a provider's API key (the names systemd
 /// credentials may stand in for).
-pub const KEY_VARIABLES: &[&str] = &[
+pub(crate) const KEY_VARIABLES: &[&str] = &[
     "GEMINI_API_KEY",
     "GOOGLE_GEMINI_API_KEY",
     "OPENAI_API_KEY",
@@ -145,7 +145,7 @@ pub enum ProviderKind {
 
 impl ProviderKind {
     /// Every provider, in a stable order.
-    pub const ALL: [ProviderKind; 5] = [
+    pub(crate) const ALL: [ProviderKind; 5] = [
         ProviderKind::Gemini,
         ProviderKind::OpenAi,
         ProviderKind::OpenRouter,

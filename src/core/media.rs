@@ -82,7 +82,7 @@ impl MediaRecord {
     }
 
     /// The text the prompt may show: only settled, successful descriptions.
-    pub fn shown_description(&self) -> Option<&str> {
+    pub(crate) fn shown_description(&self) -> Option<&str> {
         match self.status {
             MediaStatus::Ok => self.description.as_deref().filter(|d| !d.trim().is_empty()),
             _ => None,
@@ -90,10 +90,10 @@ impl MediaRecord {
     }
 
     /// Whether a pass at `now` should try to describe it again.
-    pub fn retry_due(&self, now: Timestamp) -> bool {
+    pub(crate) fn retry_due(&self, now: Timestamp) -> bool {
         self.retryable && self.next_attempt_at.is_none_or(|t| t <= now)
     }
 }
 
 /// Records of the media of one history, by unique id: what the prompt builder renders.
-pub type MediaDescriptions = HashMap<String, MediaRecord>;
+pub(crate) type MediaDescriptions = HashMap<String, MediaRecord>;

@@ -17,7 +17,7 @@ pub mod outcome;
 pub mod persona;
 pub mod plan;
 pub mod prompt;
-pub mod safety;
+pub(crate) mod safety;
 pub mod scheduler;
 pub mod time;
 

@@ -44,7 +44,7 @@ pub enum ChatKind {
 }
 
 impl ChatKind {
-    pub fn is_direct(self) -> bool {
+    pub(crate) fn is_direct(self) -> bool {
         self == ChatKind::Direct
     }
 }
@@ -210,7 +210,7 @@ impl TelegramError {
     }
 }
 
-pub type TgResult<T> = Result<T, TelegramError>;
+pub(crate) type TgResult<T> = Result<T, TelegramError>;
 
 /// An outbound text message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -232,7 +232,7 @@ pub struct OutgoingSticker {
 }
 
 /// Most stickers listed from one curated set (the list is part of every prompt).
-pub const MAX_PER_SET: usize = 60;
+pub(crate) const MAX_PER_SET: usize = 60;
 
 /// One sticker the persona may send.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use crate::core::plan::PlanError;
 
 /// What a finished task asks the scheduler to do.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Mark the task done.
     Done,
     /// Mark the task done and append these tasks as a chain after it.
@@ -30,7 +30,7 @@ pub enum Outcome {
 
 /// Why a task failed, and what that means for its conversation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TaskError {
+pub(crate) enum TaskError {
     /// Try again after the retry interval.
     #[error("{0}")]
     Transient(String),
@@ -55,7 +55,7 @@ pub enum TaskError {
 }
 
 impl TaskError {
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         matches!(self, TaskError::Transient(_))
     }
 }

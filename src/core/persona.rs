@@ -51,11 +51,11 @@ use sections::*;
 pub const MAX_FILE_BYTES: u64 = 256 * 1024;
 
 /// Longest accepted agent name, in characters (Unicode scalar values).
-pub const MAX_AGENT_NAME_CHARS: usize = 64;
+pub(crate) const MAX_AGENT_NAME_CHARS: usize = 64;
 
 /// Agent names that cannot be used because the daemon uses them itself
 /// (compared ignoring ASCII case).
-pub const RESERVED_AGENT_NAMES: &[&str] = &["media"];
+pub(crate) const RESERVED_AGENT_NAMES: &[&str] = &["media"];
 
 /// One sticker named in an `# Agent Stickers` line (`SET :: NAME`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -317,7 +317,7 @@ impl LoadReport {
 /// are normalized to `\n` (line numbers are unaffected). Duplicate agent
 /// names across files are checked by the loader's `load_dir`, not here. Role prompts are
 /// read through `files`.
-pub fn parse_persona_with(
+pub(crate) fn parse_persona_with(
     path: &Path,
     source: &str,
     prompt_dirs: &[PathBuf],
@@ -428,7 +428,7 @@ pub fn redact_phones(text: &str) -> String {
 /// empty, longer than [`MAX_AGENT_NAME_CHARS`] characters, more than one
 /// line, containing `/`, `\`, NUL or another control character, `.` or
 /// `..`, or reserved ([`RESERVED_AGENT_NAMES`], ignoring ASCII case).
-pub fn validate_agent_name(name: &str) -> Result<(), crate::core::Invalid> {
+pub(crate) fn validate_agent_name(name: &str) -> Result<(), crate::core::Invalid> {
     if name.is_empty() {
         return Err(crate::core::Invalid::from("it is empty".to_owned()));
     }
@@ -474,7 +474,7 @@ pub fn validate_agent_name(name: &str) -> Result<(), crate::core::Invalid> {
 
 /// Why a file could not be turned into text.
 #[derive(Debug)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     Io(io::Error),
     TooLarge(u64),
     InvalidUtf8 { line: usize, offset: usize },
@@ -482,7 +482,7 @@ pub enum ReadError {
 
 /// Reads the text files a persona names (its role prompts). The persona loader implements
 /// it with the store's safe reader; the core never touches the disk itself.
-pub trait ReadText {
+pub(crate) trait ReadText {
     fn read_text(&self, path: &Path) -> Result<String, ReadError>;
 }
 

@@ -18,7 +18,7 @@ use crate::core::model::{Chat, MediaInfo, MediaKind, Message, MessageId};
 use crate::core::persona::{Persona, apply_placeholders};
 
 /// Our base instructions: the reply format and how to behave on Telegram.
-pub const BASE_INSTRUCTIONS: &str = include_str!("base_instructions.md");
+pub(crate) const BASE_INSTRUCTIONS: &str = include_str!("base_instructions.md");
 
 /// Everything the builder needs.
 #[derive(Debug, Clone, Copy)]
@@ -70,7 +70,11 @@ pub fn build(input: &PromptInput<'_>) -> Prompt {
 }
 
 /// The stable part: identical for every request of a chat while persona files are unchanged.
-pub fn system_instruction(persona: &Persona, chat: &Chat, stickers: &[CuratedSticker]) -> String {
+pub(crate) fn system_instruction(
+    persona: &Persona,
+    chat: &Chat,
+    stickers: &[CuratedSticker],
+) -> String {
     let user = chat.title.as_str();
     let mut s = String::with_capacity(8 * 1024);
     s.push_str(BASE_INSTRUCTIONS.trim());
@@ -138,7 +142,7 @@ pub fn system_instruction(persona: &Persona, chat: &Chat, stickers: &[CuratedSti
 
 /// How far the window start advances at once: a fifth of the window, at least 10 messages,
 /// always leaving at least one message in the window.
-pub fn window_step(size: usize) -> usize {
+pub(crate) fn window_step(size: usize) -> usize {
     let size = size.max(1);
     (size / 5).max(10).min(size - 1)
 }
@@ -148,7 +152,7 @@ pub fn window_step(size: usize) -> usize {
 /// fetched history, which then holds `size` messages or more) it advances by
 /// [`window_step`] at once, so consecutive requests share their prefix until the next step.
 /// Fetching `size` messages is therefore enough to honour a remembered start.
-pub fn window_start(history: &[Message], size: usize, previous: Option<MessageId>) -> usize {
+pub(crate) fn window_start(history: &[Message], size: usize, previous: Option<MessageId>) -> usize {
     let size = size.max(1);
     let len = history.len();
     let keep = size - window_step(size);
@@ -172,7 +176,7 @@ pub fn window_start(history: &[Message], size: usize, previous: Option<MessageId
 /// `model` turns. The turn is one text part: the metadata line (so "see my message #12"
 /// resolves), then the media placeholder rendered from its cached record, if any, then the
 /// text, one per line (one part per message keeps the wire format compact).
-pub fn message_turn(m: &Message, tz: &TimeZone, media: &MediaDescriptions) -> Turn {
+pub(crate) fn message_turn(m: &Message, tz: &TimeZone, media: &MediaDescriptions) -> Turn {
     let mut text = metadata_header(m, tz);
     let mut content = false;
     if let Some(info) = &m.media {
@@ -197,7 +201,7 @@ pub fn message_turn(m: &Message, tz: &TimeZone, media: &MediaDescriptions) -> Tu
 /// The `[metadata]` line opening every history turn: sender, ids, reply link and the local
 /// time in the persona's zone, e.g. `[metadata] sender="Bob" sender_id=2 message_id=7
 /// reply_to=5 time="2024-05-01 14:03"`.
-pub fn metadata_header(m: &Message, tz: &TimeZone) -> String {
+pub(crate) fn metadata_header(m: &Message, tz: &TimeZone) -> String {
     let mut h = format!(
         "[metadata] sender={:?} sender_id={} message_id={}",
         m.sender.name, m.sender.id, m.id
@@ -219,7 +223,7 @@ pub fn metadata_header(m: &Message, tz: &TimeZone) -> String {
 /// A compact, unambiguous placeholder for media, with its cached description when there is
 /// one: `[sticker set=… name=… emoji=… description=…]`, `[photo description=…]`,
 /// `[voice duration=…s transcript=…]`, otherwise the kind and why it is not described.
-pub fn render_media(media: &MediaInfo, record: Option<&MediaRecord>) -> String {
+pub(crate) fn render_media(media: &MediaInfo, record: Option<&MediaRecord>) -> String {
     let mut s = format!("[{}", media.kind.as_str());
     if let (MediaKind::Sticker, Some(st)) = (&media.kind, &media.sticker) {
         if let Some(set) = &st.set {

@@ -13,18 +13,18 @@ use crate::core::graph::{ConversationKey, Task, TaskGraph, TaskSpec};
 use crate::core::model::{Chat, ChatId, ChatKind};
 
 /// How long the account breaker holds after Telegram limits an account.
-pub const BREAKER_HOLD: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const BREAKER_HOLD: Duration = Duration::from_secs(24 * 3600);
 
 /// The safety state of every running agent, and each agent's own user id (its Saved
 /// Messages chat).
 #[derive(Debug, Default)]
-pub struct AccountSafety {
+pub(crate) struct AccountSafety {
     states: HashMap<String, AgentState>,
     self_ids: HashMap<String, i64>,
 }
 
 impl AccountSafety {
-    pub fn new(self_ids: HashMap<String, i64>) -> AccountSafety {
+    pub(crate) fn new(self_ids: HashMap<String, i64>) -> AccountSafety {
         AccountSafety {
             states: HashMap::new(),
             self_ids,
@@ -32,26 +32,26 @@ impl AccountSafety {
     }
 
     /// Adds an agent started while the runtime runs (hot reload), with its state from disk.
-    pub fn add_agent(&mut self, agent: &str, self_id: i64, state: AgentState) {
+    pub(crate) fn add_agent(&mut self, agent: &str, self_id: i64, state: AgentState) {
         self.self_ids.insert(agent.to_string(), self_id);
         self.states.insert(agent.to_string(), state);
     }
 
     /// Installs an agent's state as loaded from disk.
-    pub fn set_state(&mut self, agent: &str, state: AgentState) {
+    pub(crate) fn set_state(&mut self, agent: &str, state: AgentState) {
         self.states.insert(agent.to_string(), state);
     }
 
-    pub fn state(&self, agent: &str) -> Option<&AgentState> {
+    pub(crate) fn state(&self, agent: &str) -> Option<&AgentState> {
         self.states.get(agent)
     }
 
-    pub fn is_disabled(&self, agent: &str, chat: ChatId) -> bool {
+    pub(crate) fn is_disabled(&self, agent: &str, chat: ChatId) -> bool {
         self.states.get(agent).is_some_and(|s| s.is_disabled(chat))
     }
 
     /// Disables a chat for good (until an operator clears it).
-    pub fn disable_chat(&mut self, key: &ConversationKey, reason: String, now: Timestamp) {
+    pub(crate) fn disable_chat(&mut self, key: &ConversationKey, reason: String, now: Timestamp) {
         self.states
             .entry(key.agent.clone())
             .or_default()
@@ -61,7 +61,7 @@ impl AccountSafety {
 
     /// Trips the agent's breaker for [`BREAKER_HOLD`] and returns the alert to its owner's
     /// Saved Messages, as a graph of its own (run through the normal machinery).
-    pub fn trip_breaker(
+    pub(crate) fn trip_breaker(
         &mut self,
         agent: &str,
         reason: String,
@@ -87,7 +87,7 @@ impl AccountSafety {
 
     /// While an agent's breaker holds, only plans that answer someone who wrote in the chat
     /// (and alerts to the owner) may send.
-    pub fn breaker_blocks(&self, graph: &TaskGraph, task: &Task, now: Timestamp) -> bool {
+    pub(crate) fn breaker_blocks(&self, graph: &TaskGraph, task: &Task, now: Timestamp) -> bool {
         let Some(self_id) = self.self_ids.get(&graph.agent) else {
             return false;
         };
@@ -101,7 +101,7 @@ impl AccountSafety {
     }
 
     /// Sets or clears a group's trigger-mode override; returns whether the state changed.
-    pub fn set_group_mode(
+    pub(crate) fn set_group_mode(
         &mut self,
         agent: &str,
         chat: ChatId,
@@ -118,7 +118,7 @@ impl AccountSafety {
 
     /// Moves what is kept about a chat (disabled mark, trigger-mode override) to its new id;
     /// returns whether anything moved.
-    pub fn migrate_chat(&mut self, agent: &str, from: ChatId, to: ChatId) -> bool {
+    pub(crate) fn migrate_chat(&mut self, agent: &str, from: ChatId, to: ChatId) -> bool {
         let Some(state) = self.states.get_mut(agent) else {
             return false;
         };
@@ -135,7 +135,7 @@ impl AccountSafety {
     }
 
     /// Forgets a stopped agent (its state stays on disk).
-    pub fn remove_agent(&mut self, agent: &str) {
+    pub(crate) fn remove_agent(&mut self, agent: &str) {
         self.self_ids.remove(agent);
     }
 }

@@ -38,7 +38,7 @@ pub struct Start {
 
 /// What the driver must do, in the order given.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
+pub(crate) enum Effect {
     /// Abort the task in flight (or about to start) for this conversation.
     Abort {
         key: ConversationKey,
@@ -66,7 +66,7 @@ struct Running {
 }
 
 /// The scheduler's state. See the module documentation.
-pub struct Scheduler {
+pub(crate) struct Scheduler {
     config: Arc<RuntimeConfig>,
     agents: HashSet<String>,
     graphs: HashMap<ConversationKey, TaskGraph>,
@@ -92,7 +92,7 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    pub fn new(
+    pub(crate) fn new(
         config: Arc<RuntimeConfig>,
         agents: impl IntoIterator<Item = String>,
         safety: AccountSafety,
@@ -119,37 +119,38 @@ impl Scheduler {
         }
     }
 
-    pub fn graphs(&self) -> usize {
+    pub(crate) fn graphs(&self) -> usize {
         self.graphs.len()
     }
 
-    pub fn orphans(&self) -> usize {
+    pub(crate) fn orphans(&self) -> usize {
         self.orphans.len()
     }
 
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.in_flight.len()
     }
 
-    pub fn agents(&self) -> usize {
+    pub(crate) fn agents(&self) -> usize {
         self.agents.len()
     }
 
-    pub fn graph(&self, key: &ConversationKey) -> Option<&TaskGraph> {
+    #[cfg(test)]
+    pub(crate) fn graph(&self, key: &ConversationKey) -> Option<&TaskGraph> {
         self.graphs.get(key)
     }
 
-    pub fn safety(&self) -> &AccountSafety {
+    pub(crate) fn safety(&self) -> &AccountSafety {
         &self.safety
     }
 
     /// Why and until when the runtime is stopping, once it is.
-    pub fn stopping(&self) -> Option<&(String, Timestamp)> {
+    pub(crate) fn stopping(&self) -> Option<&(String, Timestamp)> {
         self.stopping.as_ref()
     }
 
     /// The graph as it must be written now, with its save counter advanced.
-    pub fn snapshot(&mut self, key: &ConversationKey) -> Option<TaskGraph> {
+    pub(crate) fn snapshot(&mut self, key: &ConversationKey) -> Option<TaskGraph> {
         let g = self.graphs.get_mut(key)?;
         g.seq += 1;
         Some(g.clone())
@@ -157,7 +158,7 @@ impl Scheduler {
 
     /// Everything decided since the last call: aborts and other effects first, then one
     /// `Persist` per changed conversation, then the starts (each after its persist).
-    pub fn take_effects(&mut self) -> Vec<Effect> {
+    pub(crate) fn take_effects(&mut self) -> Vec<Effect> {
         let mut out = std::mem::take(&mut self.effects);
         self.dirty_set.clear();
         out.extend(self.dirty.drain(..).map(Effect::Persist));
@@ -172,7 +173,7 @@ impl Scheduler {
     }
 
     /// Installs the graphs found on disk at startup.
-    pub fn load(&mut self, graphs: Vec<TaskGraph>, now: Timestamp) {
+    pub(crate) fn load(&mut self, graphs: Vec<TaskGraph>, now: Timestamp) {
         for mut graph in graphs {
             let key = graph.key();
             let reset = graph.reset_active(now);
@@ -227,7 +228,7 @@ impl Scheduler {
     }
 
     /// Moves conversations whose deadline has come into the ready queues.
-    pub fn advance(&mut self, now: Timestamp) {
+    pub(crate) fn advance(&mut self, now: Timestamp) {
         while let Some(Reverse((at, _, key))) = self.deadlines.peek() {
             if *at > now {
                 break;
@@ -243,7 +244,7 @@ impl Scheduler {
 
     /// When the driver must wake up next (the earliest armed deadline, or the end of the
     /// shutdown grace period).
-    pub fn next_wake(&mut self) -> Option<Timestamp> {
+    pub(crate) fn next_wake(&mut self) -> Option<Timestamp> {
         if let Some((_, grace_end)) = &self.stopping {
             return Some(*grace_end);
         }
@@ -257,7 +258,7 @@ impl Scheduler {
     }
 
     /// Starts ready tasks while slots are free (and the runtime is not stopping).
-    pub fn start_ready(&mut self, now: Timestamp) {
+    pub(crate) fn start_ready(&mut self, now: Timestamp) {
         // A task waiting for its `active` mark to be durable holds its slot already, so the
         // cap bounds handlers running however the disk keeps up.
         while self.stopping.is_none() && self.in_flight.len() < self.config.max_in_flight {
@@ -328,7 +329,7 @@ impl Scheduler {
     }
 
     /// Drops the conversation's pending plan (a person took over).
-    pub fn on_cancel(&mut self, agent: &str, chat: ChatId, reason: &str) {
+    pub(crate) fn on_cancel(&mut self, agent: &str, chat: ChatId, reason: &str) {
         let key = ConversationKey::new(agent, chat);
         if self.graphs.contains_key(&key) {
             info!(conversation = %key, reason = %reason, "pending plan cancelled");
@@ -355,12 +356,12 @@ impl Scheduler {
     }
 
     /// The driver gave up a task before it started (shutdown): its slot is free again.
-    pub fn forget_in_flight(&mut self, key: &ConversationKey) {
+    pub(crate) fn forget_in_flight(&mut self, key: &ConversationKey) {
         self.take_in_flight(key);
     }
 
     /// The driver spawned the conversation's task: from now on it takes a slot.
-    pub fn spawned(&mut self, key: &ConversationKey) {
+    pub(crate) fn spawned(&mut self, key: &ConversationKey) {
         if let Some(f) = self.in_flight.get_mut(key)
             && !f.spawned
         {
@@ -379,7 +380,7 @@ impl Scheduler {
 
     /// Begins a graceful stop: cancel-safe tasks are abandoned now, others get the grace
     /// period. Everything is saved, so tasks still `active` run again after the next start.
-    pub fn begin_stop(&mut self, reason: String, now: Timestamp) {
+    pub(crate) fn begin_stop(&mut self, reason: String, now: Timestamp) {
         if self.stopping.is_some() {
             return;
         }
@@ -401,7 +402,7 @@ impl Scheduler {
 
     /// While stopping: past the grace period, tasks still running are abandoned. Returns
     /// true once nothing is in flight (the driver may end once its writes are done).
-    pub fn stop_settled(&mut self, now: Timestamp) -> bool {
+    pub(crate) fn stop_settled(&mut self, now: Timestamp) -> bool {
         let Some((_, grace_end)) = &self.stopping else {
             return false;
         };
@@ -425,7 +426,7 @@ impl Scheduler {
     /// Stops an agent for the rest of this run: its graphs stay on disk untouched.
     /// Starts an agent while the runtime runs (hot reload): its graphs kept on disk come
     /// back and are scheduled.
-    pub fn add_agent(
+    pub(crate) fn add_agent(
         &mut self,
         agent: &str,
         self_id: i64,
@@ -453,7 +454,7 @@ impl Scheduler {
 
     /// Sets or clears a group's trigger-mode override; a change is saved with the agent's
     /// state.
-    pub fn set_group_mode(
+    pub(crate) fn set_group_mode(
         &mut self,
         agent: &str,
         chat: ChatId,
@@ -468,7 +469,7 @@ impl Scheduler {
     /// the new id already has one, or a task of it is in flight, in which case the old plan is
     /// dropped: nothing can be sent to the old group any more), and the agent's state about
     /// the chat moves with it.
-    pub fn migrate_chat(&mut self, agent: &str, from: ChatId, to: ChatId, now: Timestamp) {
+    pub(crate) fn migrate_chat(&mut self, agent: &str, from: ChatId, to: ChatId, now: Timestamp) {
         if !self.agents.contains(agent) || from == to {
             return;
         }
@@ -499,11 +500,11 @@ impl Scheduler {
     }
 
     /// Whether the agent runs.
-    pub fn has_agent(&self, agent: &str) -> bool {
+    pub(crate) fn has_agent(&self, agent: &str) -> bool {
         self.agents.contains(agent)
     }
 
-    pub fn stop_agent(&mut self, agent: &str, now: Timestamp) {
+    pub(crate) fn stop_agent(&mut self, agent: &str, now: Timestamp) {
         if !self.agents.remove(agent) {
             return;
         }
@@ -534,7 +535,7 @@ impl Scheduler {
     }
 
     /// A task finished: apply its outcome to its graph (if that graph is still current).
-    pub fn on_finished(
+    pub(crate) fn on_finished(
         &mut self,
         key: ConversationKey,
         graph_id: &str,

@@ -18,7 +18,7 @@ pub fn add(t: Timestamp, d: Duration) -> Timestamp {
 }
 
 /// Seconds (possibly fractional, never negative) as a [`Duration`]; garbage becomes zero.
-pub fn secs_f64(secs: f64) -> Duration {
+pub(crate) fn secs_f64(secs: f64) -> Duration {
     if secs.is_finite() && secs > 0.0 {
         Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
     } else {

@@ -30,11 +30,6 @@ impl Classifier {
         }
     }
 
-    pub fn with_timeout(mut self, timeout: Duration) -> Classifier {
-        self.timeout = timeout;
-        self
-    }
-
     /// One call, bounded by the timeout on the project clock. The caller holds the clock if
     /// virtual time must stand still meanwhile.
     pub async fn classify(&self, input: &ClassifierInput<'_>) -> Result<Scores, ClassifierError> {

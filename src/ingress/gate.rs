@@ -142,7 +142,7 @@ pub fn identity_for(persona: &Persona, user_id: i64, username: Option<String>) -
 }
 
 /// The one-line description the classifier gets.
-pub fn description_for(persona: &Persona) -> String {
+pub(crate) fn description_for(persona: &Persona) -> String {
     persona.group.description.clone().unwrap_or_else(|| {
         persona
             .instructions
@@ -157,7 +157,7 @@ pub fn description_for(persona: &Persona) -> String {
 }
 
 /// Logs one decision under the stable event name `group_decision`.
-pub fn log_decision(agent: &str, chat: ChatId, message: MessageId, d: &Decision) {
+pub(crate) fn log_decision(agent: &str, chat: ChatId, message: MessageId, d: &Decision) {
     tracing::debug!(
         agent = %agent,
         chat = %chat,
@@ -212,7 +212,7 @@ impl GroupGate {
     }
 
     /// Sets (or clears) a chat's mode override.
-    pub fn set_chat_mode(&self, chat: ChatId, mode: Option<TriggerMode>) {
+    pub(crate) fn set_chat_mode(&self, chat: ChatId, mode: Option<TriggerMode>) {
         let mut m = self
             .inner
             .modes
@@ -243,7 +243,7 @@ impl GroupGate {
     /// The group step of the admission chain for a message from someone else: the pure
     /// decision, and what it means for the queue. `callout`: Telegram flagged it as
     /// mentioning or replying to us.
-    pub fn admit(&self, chat: &Chat, message: &Message, callout: bool) -> Admit {
+    pub(crate) fn admit(&self, chat: &Chat, message: &Message, callout: bool) -> Admit {
         let inner = &self.inner;
         let now = inner.clock.now();
         let profile = inner.profile();
@@ -374,7 +374,7 @@ impl GroupGate {
 
     /// One classifier call for the chat's pending batch whose newest message is `newest`,
     /// and what it decided (the `classify` task's work, through `ports::groups`).
-    pub async fn classify_batch(&self, chat: &Chat, newest: MessageId) -> GroupOutcome {
+    pub(crate) async fn classify_batch(&self, chat: &Chat, newest: MessageId) -> GroupOutcome {
         let inner = &self.inner;
         let (batch, context) = self.batch(chat, newest).await;
         let Some(target) = batch.last().cloned() else {

@@ -48,6 +48,7 @@ impl Backoff {
         self.jittered(retry, fastrand::f64())
     }
 
+    #[cfg(test)]
     /// Sum of the ceilings of retries `1..=retries`: the most time `retries` backoff waits
     /// can take.
     pub fn worst_case_total(&self, retries: u32) -> Duration {

@@ -249,7 +249,10 @@ pub async fn with_task_hold<F: Future>(hold: Hold, f: F) -> F::Output {
 
 /// Like [`with_task_hold`], for work spawned off a task (its own tokio task): returns the
 /// hold the work ends with, so the spawner can take it over.
-pub async fn with_task_hold_returned<F: Future>(hold: Hold, f: F) -> (F::Output, Option<Hold>) {
+pub(crate) async fn with_task_hold_returned<F: Future>(
+    hold: Hold,
+    f: F,
+) -> (F::Output, Option<Hold>) {
     TASK_HOLD
         .scope(std::cell::RefCell::new(Some(hold)), async move {
             let out = f.await;
@@ -264,7 +267,7 @@ pub async fn with_task_hold_returned<F: Future>(hold: Hold, f: F) -> (F::Output,
 
 /// Gives up the current task's hold (see [`with_task_hold`]), for a task about to wait on
 /// work spawned with holds of their own. Give it back with [`resume_task_hold`].
-pub fn release_task_hold() -> Option<Hold> {
+pub(crate) fn release_task_hold() -> Option<Hold> {
     TASK_HOLD
         .try_with(|cell| cell.borrow_mut().take())
         .ok()
@@ -272,7 +275,7 @@ pub fn release_task_hold() -> Option<Hold> {
 }
 
 /// Makes `hold` the current task's hold again (dropped outside [`with_task_hold`]).
-pub fn resume_task_hold(hold: Hold) {
+pub(crate) fn resume_task_hold(hold: Hold) {
     let _ = TASK_HOLD.try_with(move |cell| *cell.borrow_mut() = Some(hold));
 }
 

@@ -21,4 +21,4 @@ pub trait GroupClassifier: Send + Sync {
     ) -> BoxFuture<'a, GroupOutcome>;
 }
 
-pub type SharedGroups = Arc<dyn GroupClassifier>;
+pub(crate) type SharedGroups = Arc<dyn GroupClassifier>;

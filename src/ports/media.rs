@@ -28,4 +28,4 @@ pub trait MediaDescriber: Send + Sync + 'static {
 }
 
 /// Shared handle.
-pub type SharedMedia = Arc<dyn MediaDescriber>;
+pub(crate) type SharedMedia = Arc<dyn MediaDescriber>;

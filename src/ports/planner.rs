@@ -16,7 +16,7 @@ pub type SharedPlanner = Arc<dyn Planner>;
 
 /// Offline planner: answers the newest inbound text by echoing it. No LLM involved.
 #[derive(Debug, Default)]
-pub struct EchoPlanner;
+pub(crate) struct EchoPlanner;
 
 impl Planner for EchoPlanner {
     fn plan<'a>(&'a self, req: PlanRequest<'a>) -> BoxFuture<'a, Result<Vec<Action>, PlanError>> {

@@ -29,11 +29,11 @@ pub trait StickerLookup: Send + Sync + 'static {
 }
 
 /// Shared handle.
-pub type SharedStickers = Arc<dyn StickerLookup>;
+pub(crate) type SharedStickers = Arc<dyn StickerLookup>;
 
 /// No curated stickers at all.
 #[derive(Debug, Default)]
-pub struct NoStickers;
+pub(crate) struct NoStickers;
 
 impl StickerLookup for NoStickers {
     fn curated<'a>(

@@ -76,4 +76,4 @@ pub trait RuntimeStore: Send + Sync + 'static {
 }
 
 /// Shared handle.
-pub type SharedStore = Arc<dyn RuntimeStore>;
+pub(crate) type SharedStore = Arc<dyn RuntimeStore>;

@@ -47,7 +47,7 @@ pub trait Telegram: Send + Sync + 'static {
 }
 
 /// Whether two reaction emoji are the same, ignoring variation selectors (U+FE0F, U+FE0E).
-pub fn same_reaction(a: &str, b: &str) -> bool {
+pub(crate) fn same_reaction(a: &str, b: &str) -> bool {
     let strip = |s: &str| -> String {
         s.trim()
             .chars()

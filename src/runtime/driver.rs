@@ -32,7 +32,7 @@ struct Running {
 }
 
 /// The loop and everything it owns.
-pub struct Driver {
+pub(crate) struct Driver {
     /// What the runtime was given (config, agents, ports, queue, status channel).
     svc: Services,
     sched: Scheduler,
@@ -79,7 +79,7 @@ impl Driver {
     }
 
     /// Loads persisted state, then runs until shutdown (or a failed write).
-    pub async fn run(mut self) -> Result<StopReport, RuntimeError> {
+    pub(crate) async fn run(mut self) -> Result<StopReport, RuntimeError> {
         let result = self.run_inner().await;
         for r in self.running.values() {
             r.abort.abort();

@@ -110,7 +110,7 @@ impl RuntimeHandle {
     }
 
     /// Stops an agent whose persona is gone (hot reload); its graphs stay on disk.
-    pub fn remove_agent(&self, agent: &str, reason: &str) {
+    pub(crate) fn remove_agent(&self, agent: &str, reason: &str) {
         locked(&self.published.personas).remove(agent);
         self.queue.push(Event::RemoveAgent {
             agent: agent.to_string(),
@@ -119,7 +119,7 @@ impl RuntimeHandle {
     }
 
     /// Records a group's trigger-mode override (or clears it) in the agent's state on disk.
-    pub fn set_group_mode(
+    pub(crate) fn set_group_mode(
         &self,
         agent: &str,
         chat: crate::core::model::ChatId,
@@ -134,7 +134,7 @@ impl RuntimeHandle {
 
     /// A basic group was upgraded to a supergroup (`migrate_to`): the pending plan, the
     /// trigger-mode override and a disabled mark move from the old id to the new one.
-    pub fn migrate_chat(
+    pub(crate) fn migrate_chat(
         &self,
         agent: &str,
         from: crate::core::model::ChatId,
@@ -148,14 +148,14 @@ impl RuntimeHandle {
     }
 
     /// Events pushed but not yet applied by the loop.
-    pub fn queue_depth(&self) -> u64 {
+    pub(crate) fn queue_depth(&self) -> u64 {
         self.queue
             .pushed()
             .saturating_sub(self.status.borrow().applied)
     }
 
     /// Resolves once persisted graphs are loaded and the loop runs (or it stopped).
-    pub async fn wait_started(&self) {
+    pub(crate) async fn wait_started(&self) {
         self.wait_until(|s| s.started).await;
     }
 
@@ -167,7 +167,7 @@ impl RuntimeHandle {
 
     /// As [`RuntimeHandle::push_inbound`], knowing whether Telegram flagged the message as
     /// addressing the account (a mention or a reply): what a group decision needs.
-    pub fn push_inbound_addressed(
+    pub(crate) fn push_inbound_addressed(
         &self,
         agent: &str,
         chat: Chat,
@@ -194,7 +194,7 @@ impl RuntimeHandle {
     }
 
     /// Drops the conversation's pending plan, e.g. because the owner wrote there themselves.
-    pub fn cancel_plan(&self, agent: &str, chat: crate::core::model::ChatId, reason: &str) {
+    pub(crate) fn cancel_plan(&self, agent: &str, chat: crate::core::model::ChatId, reason: &str) {
         self.queue.push(Event::Cancel {
             agent: agent.to_string(),
             chat,
@@ -203,7 +203,7 @@ impl RuntimeHandle {
     }
 
     /// Stops one agent for the rest of this run (its session is no longer valid).
-    pub fn stop_agent(&self, agent: &str, reason: &str) {
+    pub(crate) fn stop_agent(&self, agent: &str, reason: &str) {
         self.queue.push(Event::StopAgent {
             agent: agent.to_string(),
             reason: reason.to_string(),
@@ -238,7 +238,7 @@ impl RuntimeHandle {
     }
 
     /// Resolves once a published status satisfies `done` (or the loop stopped).
-    pub async fn wait_until(&self, done: impl Fn(&Status) -> bool) {
+    pub(crate) async fn wait_until(&self, done: impl Fn(&Status) -> bool) {
         let mut rx = self.status.clone();
         loop {
             {

@@ -18,10 +18,10 @@
 //! the config, agents, planner, clock and queue in one `Services` struct that [`Runtime`]
 //! assembles and the driver owns.
 
-pub mod driver;
+pub(crate) mod driver;
 pub mod handle;
-pub mod handlers;
-pub mod persistence;
+pub(crate) mod handlers;
+pub(crate) mod persistence;
 pub mod queue;
 
 use std::collections::HashMap;
@@ -38,7 +38,7 @@ use crate::ports::stickers::{NoStickers, SharedStickers};
 use crate::ports::store::{RuntimeStore, SharedStore, StoreError};
 use crate::ports::telegram::Telegram;
 pub use handle::RuntimeHandle;
-pub use queue::{Event, WorkQueue};
+pub(crate) use queue::WorkQueue;
 
 /// One agent the runtime serves: its persona and its Telegram account.
 #[derive(Clone)]
@@ -85,7 +85,7 @@ pub enum Admit {
 /// Called by the loop after every pass (watchdog, health, gauges); the loop wakes at least
 /// every `every`, so a hung loop is one that stops calling it.
 #[derive(Clone)]
-pub struct Heartbeat {
+pub(crate) struct Heartbeat {
     pub every: std::time::Duration,
     pub beat: Arc<dyn Fn() + Send + Sync>,
 }
@@ -120,7 +120,7 @@ pub struct Status {
 
 impl Status {
     /// Running, with no graph left to work on, nothing in flight and nothing left to write.
-    pub fn idle(&self) -> bool {
+    pub(crate) fn idle(&self) -> bool {
         self.started && self.graphs == 0 && self.in_flight == 0 && self.writes_pending == 0
     }
 }
@@ -202,7 +202,7 @@ impl Runtime {
     }
 
     /// Makes the loop wake at least every `heartbeat.every` and call its beat each pass.
-    pub fn with_heartbeat(mut self, heartbeat: Heartbeat) -> Runtime {
+    pub(crate) fn with_heartbeat(mut self, heartbeat: Heartbeat) -> Runtime {
         self.services.heartbeat = Some(heartbeat);
         self
     }

@@ -20,18 +20,18 @@ use std::sync::Arc;
 use crate::core::graph::ConversationKey;
 use crate::ports::clock::SharedClock;
 use crate::ports::store::SharedStore;
-pub use crate::ports::store::Write;
+pub(crate) use crate::ports::store::Write;
 use crate::runtime::RuntimeError;
 use crate::runtime::queue::{Event, WorkQueue};
 
 /// Files written by one batch at most.
-pub const BATCH_MAX: usize = 256;
+pub(crate) const BATCH_MAX: usize = 256;
 /// Batches running at once.
-pub const MAX_PARALLEL_BATCHES: usize = 8;
+pub(crate) const MAX_PARALLEL_BATCHES: usize = 8;
 
 /// Runs a blocking closure on tokio's blocking pool; a panic or cancellation there is a
 /// [`RuntimeError::Join`] that keeps its source.
-pub async fn blocking<T, F>(f: F) -> Result<T, RuntimeError>
+pub(crate) async fn blocking<T, F>(f: F) -> Result<T, RuntimeError>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -41,7 +41,7 @@ where
 
 /// Which file a write replaces.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Target {
+pub(crate) enum Target {
     Graph(ConversationKey),
     AgentState(String),
 }
@@ -57,7 +57,7 @@ struct Slot {
 }
 
 /// The write scheduler. Owned by the driver; see the module documentation.
-pub struct Persister {
+pub(crate) struct Persister {
     store: SharedStore,
     queue: Arc<WorkQueue>,
     clock: SharedClock,
@@ -69,7 +69,7 @@ pub struct Persister {
 }
 
 impl Persister {
-    pub fn new(store: SharedStore, queue: Arc<WorkQueue>, clock: SharedClock) -> Persister {
+    pub(crate) fn new(store: SharedStore, queue: Arc<WorkQueue>, clock: SharedClock) -> Persister {
         Persister {
             store,
             queue,
@@ -84,7 +84,7 @@ impl Persister {
 
     /// Queues a write (replacing a queued one for the same file); returns its generation.
     /// Nothing is written before [`Persister::flush`].
-    pub fn submit(&mut self, target: Target, write: Write) -> u64 {
+    pub(crate) fn submit(&mut self, target: Target, write: Write) -> u64 {
         self.next_gen += 1;
         let generation = self.next_gen;
         let slot = self.slots.entry(target.clone()).or_default();
@@ -97,17 +97,17 @@ impl Persister {
     }
 
     /// Files with a write queued or running.
-    pub fn pending(&self) -> usize {
+    pub(crate) fn pending(&self) -> usize {
         self.slots.len()
     }
 
     /// Writes completed so far.
-    pub fn written(&self) -> u64 {
+    pub(crate) fn written(&self) -> u64 {
         self.written
     }
 
     /// Hands the ready writes to batches, as far as the batch limit allows.
-    pub fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         while !self.ready.is_empty() && self.batches < MAX_PARALLEL_BATCHES {
             let take = self.ready.len().min(BATCH_MAX);
             let targets: Vec<Target> = self.ready.drain(..take).collect();
@@ -131,7 +131,7 @@ impl Persister {
     }
 
     /// Records a finished batch; files written again meanwhile become ready.
-    pub fn completed(&mut self, done: &[(Target, u64)]) {
+    pub(crate) fn completed(&mut self, done: &[(Target, u64)]) {
         self.batches = self.batches.saturating_sub(1);
         for (target, _) in done {
             self.written += 1;

@@ -16,7 +16,7 @@ use crate::runtime::handlers::HandlerResult;
 
 /// Something the tick loop must look at.
 #[derive(Debug)]
-pub enum Event {
+pub(crate) enum Event {
     /// A message arrived (or was recorded) in a chat of `agent`.
     Inbound {
         agent: String,
@@ -73,14 +73,14 @@ struct Inner {
 }
 
 /// The queue itself. Shared by `Arc` between the runtime and its handles.
-pub struct WorkQueue {
+pub(crate) struct WorkQueue {
     inner: Mutex<Inner>,
     notify: Notify,
     clock: SharedClock,
 }
 
 impl WorkQueue {
-    pub fn new(clock: SharedClock) -> WorkQueue {
+    pub(crate) fn new(clock: SharedClock) -> WorkQueue {
         WorkQueue {
             inner: Mutex::new(Inner {
                 events: VecDeque::new(),
@@ -97,7 +97,7 @@ impl WorkQueue {
     }
 
     /// Adds an event and wakes the tick loop.
-    pub fn push(&self, event: Event) {
+    pub(crate) fn push(&self, event: Event) {
         {
             let mut inner = self.lock();
             if inner.hold.is_none() {
@@ -110,19 +110,19 @@ impl WorkQueue {
     }
 
     /// Takes every queued event, and the clock hold that covered them.
-    pub fn drain(&self) -> (Vec<Event>, Option<Hold>) {
+    pub(crate) fn drain(&self) -> (Vec<Event>, Option<Hold>) {
         let mut inner = self.lock();
         (inner.events.drain(..).collect(), inner.hold.take())
     }
 
     /// How many events were ever pushed; the loop reports how many it has applied, so a
     /// watcher can tell whether everything pushed so far has been looked at.
-    pub fn pushed(&self) -> u64 {
+    pub(crate) fn pushed(&self) -> u64 {
         self.lock().pushed
     }
 
     /// Resolves when something was pushed since the last call.
-    pub async fn notified(&self) {
+    pub(crate) async fn notified(&self) {
         self.notify.notified().await
     }
 }

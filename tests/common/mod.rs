@@ -24,27 +24,28 @@ use personad::runtime::{AgentHandle, Runtime, RuntimeError, RuntimeHandle, StopR
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-pub type TestResult = Result<(), Box<dyn std::error::Error>>;
+pub(crate) type TestResult = Result<(), Box<dyn std::error::Error>>;
 
-pub fn t0() -> Timestamp {
+pub(crate) fn t0() -> Timestamp {
     Timestamp::from_second(1_750_000_000).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
-pub fn secs(s: u64) -> Duration {
+pub(crate) fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
 
 /// Elapsed time since `t0()`, in milliseconds.
-pub fn ms_since_t0(t: Timestamp) -> i64 {
+pub(crate) fn ms_since_t0(t: Timestamp) -> i64 {
     t.duration_since(t0()).as_millis() as i64
 }
 
 /// What a scripted planner does with one request.
-pub type Script = dyn Fn(&PlanRequest<'_>, usize) -> Result<Vec<Action>, PlanError> + Send + Sync;
+pub(crate) type Script =
+    dyn Fn(&PlanRequest<'_>, usize) -> Result<Vec<Action>, PlanError> + Send + Sync;
 
 /// A planner driven by a closure, counting its calls; optionally blocking each call until
 /// the test releases it.
-pub struct ScriptedPlanner {
+pub(crate) struct ScriptedPlanner {
     script: Box<Script>,
     calls: AtomicUsize,
     gate: Option<Arc<Notify>>,
@@ -53,7 +54,7 @@ pub struct ScriptedPlanner {
 }
 
 impl ScriptedPlanner {
-    pub fn new(
+    pub(crate) fn new(
         f: impl Fn(&PlanRequest<'_>, usize) -> Result<Vec<Action>, PlanError> + Send + Sync + 'static,
     ) -> ScriptedPlanner {
         ScriptedPlanner {
@@ -66,22 +67,22 @@ impl ScriptedPlanner {
     }
 
     /// The first call waits for `gate.notify_one()` before answering; later calls do not.
-    pub fn gated(mut self, gate: Arc<Notify>) -> ScriptedPlanner {
+    pub(crate) fn gated(mut self, gate: Arc<Notify>) -> ScriptedPlanner {
         self.gate = Some(gate);
         self
     }
 
     /// Resolves once a call has reached the planner (since the last time this resolved).
-    pub async fn entered(&self) {
+    pub(crate) async fn entered(&self) {
         self.entered.notified().await
     }
 
-    pub fn calls(&self) -> usize {
+    pub(crate) fn calls(&self) -> usize {
         self.calls.load(Ordering::SeqCst)
     }
 
     /// (chat, history length) of every call, in order.
-    pub fn seen(&self) -> Vec<(ChatId, usize)> {
+    pub(crate) fn seen(&self) -> Vec<(ChatId, usize)> {
         self.seen.lock().map(|v| v.clone()).unwrap_or_default()
     }
 }
@@ -103,7 +104,7 @@ impl Planner for ScriptedPlanner {
 }
 
 /// A planner that answers every message with one text.
-pub fn reply_with(text: &'static str) -> ScriptedPlanner {
+pub(crate) fn reply_with(text: &'static str) -> ScriptedPlanner {
     ScriptedPlanner::new(move |_, _| {
         Ok(vec![Action::Send {
             text: text.to_string(),
@@ -112,7 +113,7 @@ pub fn reply_with(text: &'static str) -> ScriptedPlanner {
     })
 }
 
-pub fn send(text: &str) -> Action {
+pub(crate) fn send(text: &str) -> Action {
     Action::Send {
         text: text.to_string(),
         reply_to: None,
@@ -120,12 +121,12 @@ pub fn send(text: &str) -> Action {
 }
 
 /// A minimal persona, parsed through the real parser.
-pub fn persona(name: &str) -> Persona {
+pub(crate) fn persona(name: &str) -> Persona {
     persona_with(name, "")
 }
 
 /// A minimal persona plus extra Markdown fields (`# Agent Sticker Sets` ...).
-pub fn persona_with(name: &str, extra: &str) -> Persona {
+pub(crate) fn persona_with(name: &str, extra: &str) -> Persona {
     let src = format!(
         "# Agent Name\n{name}\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nBe yourself.\n\n{extra}"
     );
@@ -134,7 +135,7 @@ pub fn persona_with(name: &str, extra: &str) -> Persona {
         .unwrap_or_else(|| panic!("test persona {name} must parse"))
 }
 
-pub fn dm(id: i64) -> Chat {
+pub(crate) fn dm(id: i64) -> Chat {
     Chat {
         id: ChatId(id),
         kind: ChatKind::Direct,
@@ -142,7 +143,7 @@ pub fn dm(id: i64) -> Chat {
     }
 }
 
-pub fn group(id: i64) -> Chat {
+pub(crate) fn group(id: i64) -> Chat {
     Chat {
         id: ChatId(id),
         kind: ChatKind::Group,
@@ -152,7 +153,7 @@ pub fn group(id: i64) -> Chat {
 
 /// Settings for fast tests: defaults except what a test overrides.
 /// No human pacing, so tests can reason about exact times unless they ask for pacing.
-pub fn config() -> RuntimeConfig {
+pub(crate) fn config() -> RuntimeConfig {
     RuntimeConfig {
         pacing: personad::core::config::Pacing {
             chars_per_sec: 1e9,
@@ -164,7 +165,7 @@ pub fn config() -> RuntimeConfig {
 }
 
 /// One running runtime with one agent named "ann".
-pub struct Harness {
+pub(crate) struct Harness {
     pub clock: VirtualClock,
     pub shared_clock: SharedClock,
     pub telegram: Arc<MemoryTelegram>,
@@ -176,12 +177,12 @@ pub struct Harness {
     pub hold: Option<personad::ports::clock::Hold>,
 }
 
-pub const AGENT: &str = "ann";
+pub(crate) const AGENT: &str = "ann";
 
 type MakePlanner = Box<dyn FnOnce(SharedClock) -> SharedPlanner>;
 
 /// Builds a media pipeline on the harness's clock.
-pub type MakeMedia = Box<dyn FnOnce(SharedClock) -> Arc<MediaPipeline>>;
+pub(crate) type MakeMedia = Box<dyn FnOnce(SharedClock) -> Arc<MediaPipeline>>;
 
 enum Planned {
     Ready(SharedPlanner),
@@ -189,11 +190,12 @@ enum Planned {
 }
 
 /// Wraps the in-memory backend before the runtime gets it (a governor, say).
-pub type WrapTelegram = Box<dyn FnOnce(Arc<MemoryTelegram>, SharedClock) -> Arc<dyn Telegram>>;
+pub(crate) type WrapTelegram =
+    Box<dyn FnOnce(Arc<MemoryTelegram>, SharedClock) -> Arc<dyn Telegram>>;
 
 impl Harness {
     /// Starts the runtime at `start` on a state dir, holding the clock until time is let run.
-    pub fn start_at(
+    pub(crate) fn start_at(
         state: &Path,
         planner: ScriptedPlanner,
         config: RuntimeConfig,
@@ -217,7 +219,7 @@ impl Harness {
 
     /// Starts the runtime with any planner (an LLM planner against a mock server, say),
     /// built on the harness's clock.
-    pub fn start_with(
+    pub(crate) fn start_with(
         state: &Path,
         make_planner: impl FnOnce(SharedClock) -> SharedPlanner + 'static,
         config: RuntimeConfig,
@@ -227,7 +229,7 @@ impl Harness {
     }
 
     /// Like [`Harness::start_with`], with a media pipeline given to the runtime.
-    pub fn start_with_media(
+    pub(crate) fn start_with_media(
         state: &Path,
         make_planner: impl FnOnce(SharedClock) -> SharedPlanner + 'static,
         make_media: Option<MakeMedia>,
@@ -247,7 +249,7 @@ impl Harness {
 
     /// Starts the runtime for a persona of the test's own (named `AGENT`), with an optional
     /// media pipeline and sticker sets served by the in-memory backend from `stickers`.
-    pub fn start_as(
+    pub(crate) fn start_as(
         persona: Persona,
         state: &Path,
         make_planner: impl FnOnce(SharedClock) -> SharedPlanner + 'static,
@@ -336,7 +338,7 @@ impl Harness {
 
     /// Like [`Harness::start`], with the agent's Telegram wrapped by `wrap` (the harness's
     /// `telegram` stays the in-memory backend underneath).
-    pub fn start_wrapped(
+    pub(crate) fn start_wrapped(
         state: &Path,
         planner: ScriptedPlanner,
         config: RuntimeConfig,
@@ -358,7 +360,7 @@ impl Harness {
         )
     }
 
-    pub fn start(
+    pub(crate) fn start(
         state: &Path,
         planner: ScriptedPlanner,
         config: RuntimeConfig,
@@ -368,7 +370,7 @@ impl Harness {
     }
 
     /// A message from `from` arrives in `chat` now.
-    pub async fn say(&self, chat: &Chat, from: &str, text: &str) -> Message {
+    pub(crate) async fn say(&self, chat: &Chat, from: &str, text: &str) -> Message {
         let msg = self
             .telegram
             .inject(
@@ -388,7 +390,7 @@ impl Harness {
 
     /// A message from `from` arrives in `chat` now, without being handed to the runtime
     /// (an update pump under test does that).
-    pub async fn say_silently(&self, chat: &Chat, from: &str, text: &str) -> Message {
+    pub(crate) async fn say_silently(&self, chat: &Chat, from: &str, text: &str) -> Message {
         self.telegram
             .inject(
                 chat.id,
@@ -403,20 +405,20 @@ impl Harness {
     }
 
     /// Lets virtual time run until `d` from now has passed (everything due earlier runs).
-    pub async fn pass(&mut self, d: Duration) {
+    pub(crate) async fn pass(&mut self, d: Duration) {
         let hold = clock::sleep_releasing(&self.clock, d, self.hold.take()).await;
         self.hold = Some(hold);
     }
 
     /// Lets time run until no work is left.
-    pub async fn settle(&mut self) {
+    pub(crate) async fn settle(&mut self) {
         drop(self.hold.take());
         self.handle.wait_idle().await;
         self.hold = Some(self.shared_clock.hold());
     }
 
     /// Texts sent by the agent, with the chat and the time (ms since t0).
-    pub fn sends(&self) -> Vec<(ChatId, String, i64)> {
+    pub(crate) fn sends(&self) -> Vec<(ChatId, String, i64)> {
         self.telegram
             .actions()
             .into_iter()
@@ -430,7 +432,7 @@ impl Harness {
     }
 
     /// Stops gracefully and waits for the loop to end.
-    pub async fn stop(mut self) -> Result<StopReport, String> {
+    pub(crate) async fn stop(mut self) -> Result<StopReport, String> {
         self.handle.shutdown("test over");
         drop(self.hold.take());
         match self.run.await {
@@ -440,14 +442,14 @@ impl Harness {
     }
 
     /// Simulates a crash: the loop is aborted where it stands; disk keeps what was saved.
-    pub async fn crash(self) {
+    pub(crate) async fn crash(self) {
         self.run.abort();
         let _ = self.run.await;
     }
 }
 
 /// Files below `dir` (recursively), as sorted relative paths.
-pub fn files_below(dir: &Path) -> Vec<String> {
+pub(crate) fn files_below(dir: &Path) -> Vec<String> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
         if let Ok(entries) = std::fs::read_dir(dir) {
             for e in entries.flatten() {
@@ -467,7 +469,7 @@ pub fn files_below(dir: &Path) -> Vec<String> {
 }
 
 /// Runs a command (the binary) to its end with `input` on stdin, off the async threads.
-pub async fn run_to_end(
+pub(crate) async fn run_to_end(
     mut cmd: std::process::Command,
     input: String,
 ) -> Result<std::process::Output, String> {
@@ -487,7 +489,7 @@ pub async fn run_to_end(
 
 /// An `agents/` directory (with an empty `prompts/` next to it) under `dir` holding one usable
 /// persona file, `good.md` (agent `Good`); returns the agents directory.
-pub fn agents_with_a_good_persona(dir: &Path) -> std::io::Result<PathBuf> {
+pub(crate) fn agents_with_a_good_persona(dir: &Path) -> std::io::Result<PathBuf> {
     let agents = dir.join("agents");
     std::fs::create_dir_all(&agents)?;
     std::fs::create_dir_all(dir.join("prompts"))?;
@@ -500,7 +502,7 @@ pub fn agents_with_a_good_persona(dir: &Path) -> std::io::Result<PathBuf> {
 
 /// Removes every variable the binary (or a library default) could read from the
 /// environment of a child process: PERSONAD_*, GEMINI_*, GOOGLE_*, TELEGRAM_*, OPENAI_*.
-pub fn clear_env(cmd: &mut std::process::Command) {
+pub(crate) fn clear_env(cmd: &mut std::process::Command) {
     const PREFIXES: [&str; 5] = ["PERSONAD_", "GEMINI_", "GOOGLE_", "TELEGRAM_", "OPENAI_"];
     for (name, _) in std::env::vars_os() {
         let n = name.to_string_lossy();

@@ -27,13 +27,13 @@ use crate::core::time::BoxFuture;
 use crate::ports::llm::{ApiKey, Llm, LlmError};
 
 /// Where the Gemini API lives unless configured otherwise.
-pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
+pub(crate) const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
 /// The environment variable holding the API key.
-pub const API_KEY_ENV: &str = "GEMINI_API_KEY";
+pub(crate) const API_KEY_ENV: &str = "GEMINI_API_KEY";
 /// The fallback environment variable for the API key.
-pub const API_KEY_ENV_FALLBACK: &str = "GOOGLE_GEMINI_API_KEY";
+pub(crate) const API_KEY_ENV_FALLBACK: &str = "GOOGLE_GEMINI_API_KEY";
 /// The environment variable overriding [`DEFAULT_BASE_URL`].
-pub const BASE_URL_ENV: &str = "GEMINI_BASE_URL";
+pub(crate) const BASE_URL_ENV: &str = "GEMINI_BASE_URL";
 
 /// The only place the key is ever put.
 const KEY_HEADER: &str = "x-goog-api-key";
@@ -56,7 +56,7 @@ const MAX_MESSAGE_CHARS: usize = 300;
 const REDACTED: &str = "[redacted]";
 
 /// The default safety settings: every adjustable harm category at `BLOCK_NONE`.
-pub fn default_safety_settings() -> Vec<(String, String)> {
+pub(crate) fn default_safety_settings() -> Vec<(String, String)> {
     [
         "HARM_CATEGORY_HARASSMENT",
         "HARM_CATEGORY_HATE_SPEECH",

@@ -10,7 +10,7 @@ use reqwest::header::{HeaderMap, RETRY_AFTER};
 use crate::ports::llm::LlmError;
 
 /// The HTTP client of a provider at `base_url` (already normalised).
-pub fn http_client(
+pub(crate) fn http_client(
     base_url: &str,
     connect_timeout: Duration,
     request_timeout: Duration,
@@ -34,7 +34,7 @@ pub fn http_client(
 
 /// A base URL without its trailing slash; http(s) only, no query or fragment (where a key
 /// could hide). `provider` names it in the error.
-pub fn normalise_base_url(provider: &str, raw: &str) -> Result<String, LlmError> {
+pub(crate) fn normalise_base_url(provider: &str, raw: &str) -> Result<String, LlmError> {
     let trimmed = raw.trim().trim_end_matches('/');
     let bad = |why: &str| LlmError::Config(format!("invalid {provider} base URL: {why}"));
     let url = reqwest::Url::parse(trimmed).map_err(|e| bad(&e.to_string()))?;
@@ -48,7 +48,7 @@ pub fn normalise_base_url(provider: &str, raw: &str) -> Result<String, LlmError>
 }
 
 /// True when the (already validated) base URL points at this machine.
-pub fn is_loopback(base_url: &str) -> bool {
+pub(crate) fn is_loopback(base_url: &str) -> bool {
     let Ok(url) = reqwest::Url::parse(base_url) else {
         return false;
     };
@@ -79,7 +79,7 @@ pub fn chain(err: reqwest::Error) -> String {
 }
 
 /// Whitespace runs collapsed to one space, cut to `max` characters (with an ellipsis).
-pub fn truncate(text: &str, max: usize) -> String {
+pub(crate) fn truncate(text: &str, max: usize) -> String {
     let mut out = String::new();
     let mut chars = 0usize;
     for word in text.split_whitespace() {
@@ -104,7 +104,7 @@ pub fn truncate(text: &str, max: usize) -> String {
 }
 
 /// `Retry-After` in (possibly fractional) seconds; HTTP dates are ignored.
-pub fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
+pub(crate) fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
     let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
     let secs: f64 = value.parse().ok()?;
     (secs.is_finite() && secs >= 0.0).then(|| crate::core::time::secs_f64(secs))

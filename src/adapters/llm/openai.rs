@@ -270,11 +270,6 @@ impl OpenAiClient {
         })
     }
 
-    /// The model this client uses for a request naming none.
-    pub fn default_model(&self) -> &str {
-        &self.default_model
-    }
-
     async fn run(&self, req: &LlmRequest) -> Result<LlmOutcome, LlmError> {
         if req.turns.is_empty() {
             return Err(LlmError::InvalidRequest(

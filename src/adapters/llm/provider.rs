@@ -23,7 +23,7 @@ use crate::core::time::BoxFuture;
 use crate::ports::llm::{Llm, LlmError};
 
 /// The OpenAI-compatible preset, for every provider but Gemini.
-pub fn preset(kind: ProviderKind) -> Option<Preset> {
+pub(crate) fn preset(kind: ProviderKind) -> Option<Preset> {
     match kind {
         ProviderKind::Gemini => None,
         ProviderKind::OpenAi => Some(Preset::OpenAi),
@@ -98,22 +98,8 @@ impl Router {
         Router::from_lookup(|name| std::env::var(name).ok(), request_timeout)
     }
 
-    /// A router over given clients (tests, embedders).
-    pub fn with_clients(clients: Vec<(ProviderKind, Arc<dyn Llm>, String)>) -> Router {
-        let mut router = Router {
-            clients: BTreeMap::new(),
-            unavailable: BTreeMap::new(),
-            default_models: BTreeMap::new(),
-        };
-        for (kind, client, model) in clients {
-            router.clients.insert(kind, client);
-            router.default_models.insert(kind, model);
-        }
-        router
-    }
-
     /// The model a provider uses when none is named.
-    pub fn default_model(&self, kind: ProviderKind) -> &str {
+    pub(crate) fn default_model(&self, kind: ProviderKind) -> &str {
         self.default_models
             .get(&kind)
             .map(String::as_str)
@@ -125,7 +111,7 @@ impl Router {
 
     /// `Ok` when requests for `route` (a provider, a model or `provider:model`) can be served,
     /// else why not.
-    pub fn check_route(&self, route: &str) -> Result<(), RouteError> {
+    pub(crate) fn check_route(&self, route: &str) -> Result<(), RouteError> {
         let choice = resolve(route)?;
         self.check(choice.provider)
     }

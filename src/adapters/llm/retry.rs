@@ -45,9 +45,9 @@ pub struct RetryConfig {
 }
 
 /// Default attempts per call.
-pub const DEFAULT_ATTEMPTS: u32 = 3;
+pub(crate) const DEFAULT_ATTEMPTS: u32 = 3;
 /// Default limit on one LLM request (real time).
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl RetryConfig {
     /// The defaults for a task timeout: 3 attempts, 2 s backoff capped at 30 s, a budget of

@@ -184,14 +184,17 @@ impl UsageMeter {
     }
 
     /// [`UsageMeter::load`] off the async threads (it reads the state directory).
-    pub async fn load_async(state: StateDir, clock: SharedClock) -> std::io::Result<UsageMeter> {
+    pub(crate) async fn load_async(
+        state: StateDir,
+        clock: SharedClock,
+    ) -> std::io::Result<UsageMeter> {
         tokio::task::spawn_blocking(move || UsageMeter::load(state, clock))
             .await
             .map_err(std::io::Error::other)
     }
 
     /// One line of today's (UTC) totals for `agent`, for `/status`; `None` before any use.
-    pub fn today_line(&self, agent: &str) -> Option<String> {
+    pub(crate) fn today_line(&self, agent: &str) -> Option<String> {
         let day = self.today();
         let rows: Vec<UsageRow> = self
             .totals()
@@ -290,7 +293,7 @@ pub fn read_totals(state: &StateDir) -> (Vec<UsageRow>, Vec<(PathBuf, String)>) 
 
 /// Why a usage file could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum UsageFileError {
+pub(crate) enum UsageFileError {
     #[error(transparent)]
     Read(#[from] StoreError),
     #[error(transparent)]
@@ -345,7 +348,7 @@ pub struct PriceTable {
 impl PriceTable {
     /// A few common models' list prices at the time of writing: estimates only; override them
     /// with a price file.
-    pub fn builtin() -> PriceTable {
+    pub(crate) fn builtin() -> PriceTable {
         let p = |input, cached: f64, output| Price {
             input,
             cached_input: Some(cached),
@@ -367,7 +370,7 @@ impl PriceTable {
 
     /// A JSON object `{"model or prefix*": {"input": …, "cached_input": …, "output": …}}`
     /// (USD per million tokens); its entries come before the built-in ones.
-    pub fn with_file(path: &Path) -> Result<PriceTable, PriceError> {
+    pub(crate) fn with_file(path: &Path) -> Result<PriceTable, PriceError> {
         let text = store::read_operator_file(path)?
             .ok_or_else(|| PriceError::Missing(path.to_path_buf()))?;
         let map: BTreeMap<String, Price> =

@@ -61,7 +61,7 @@ struct SetBackoff {
 
 /// The shared description pipeline (one per process).
 /// The name media descriptions' token usage is summed under.
-pub const MEDIA_USAGE_AGENT: &str = "(media)";
+pub(crate) const MEDIA_USAGE_AGENT: &str = "(media)";
 
 pub struct MediaPipeline {
     config: MediaConfig,
@@ -106,7 +106,7 @@ impl MediaPipeline {
 
     /// Sums the describe calls' token usage in `meter`, under the agent name
     /// [`MEDIA_USAGE_AGENT`] (descriptions are cached and shared by every agent).
-    pub fn with_usage(
+    pub(crate) fn with_usage(
         mut self,
         meter: Arc<crate::adapters::llm::usage::UsageMeter>,
     ) -> MediaPipeline {
@@ -157,16 +157,11 @@ impl MediaPipeline {
         out
     }
 
-    /// Description requests sent to the model so far.
-    pub fn describe_calls(&self) -> usize {
-        self.calls.load(Ordering::SeqCst)
-    }
-
     /// The records of every medium in `history` (cache tiers only), after starting at most
     /// the budget of new descriptions, newest media first, and waiting for them. Media over
     /// budget, in backoff or being described elsewhere have no usable record yet and render
     /// as "not described yet"; later passes pick them up.
-    pub async fn describe_pass(
+    pub(crate) async fn describe_pass(
         self: &Arc<Self>,
         telegram: Arc<dyn Telegram>,
         chat: ChatId,

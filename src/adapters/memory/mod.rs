@@ -13,7 +13,6 @@
 mod telegram;
 mod transcript;
 
-pub use transcript::{MAX_TRANSCRIPT_BYTES, Unusable};
 use transcript::{quarantine_transcript, read_transcript};
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -298,7 +297,7 @@ impl MemoryTelegram {
 
     /// Registers the bytes `download_media` returns for a media id.
     /// Makes every text send take `delay` on the clock (a slow network).
-    pub fn set_send_delay(&self, delay: std::time::Duration) {
+    pub(crate) fn set_send_delay(&self, delay: std::time::Duration) {
         self.lock().send_delay = delay;
     }
 
@@ -559,6 +558,3 @@ impl MemoryTelegram {
         Ok((msg, fresh))
     }
 }
-
-/// Shared handle type used by the playground and tests.
-pub type SharedMemory = Arc<MemoryTelegram>;

@@ -8,11 +8,11 @@ use super::ChatLog;
 use crate::adapters::store::{self, layout};
 
 /// Largest playground transcript read at start; a bigger file is quarantined.
-pub const MAX_TRANSCRIPT_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_TRANSCRIPT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Why a transcript file is unusable (it is quarantined).
 #[derive(Debug, thiserror::Error)]
-pub enum Unusable {
+pub(crate) enum Unusable {
     #[error("not a regular file")]
     NotRegular,
     #[error("larger than {MAX_TRANSCRIPT_BYTES} bytes")]

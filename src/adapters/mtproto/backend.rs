@@ -101,7 +101,7 @@ pub struct MtprotoTelegram {
 /// How long blocklist and mute look-ups are trusted.
 const LOOKUP_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 /// How long a failed look-up is not retried (its fail-open answer stands meanwhile).
-pub const FAILURE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+pub(crate) const FAILURE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What a cached look-up is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -224,12 +224,12 @@ impl MtprotoTelegram {
     }
 
     /// Swaps in the client of a rebuilt connection pool.
-    pub fn replace_client(&self, client: Client) {
+    pub(crate) fn replace_client(&self, client: Client) {
         *self.client.write().unwrap_or_else(PoisonError::into_inner) = client;
     }
 
     /// What the inbound mapping needs to know about this account.
-    pub fn map_context(&self) -> MapContext {
+    pub(crate) fn map_context(&self) -> MapContext {
         MapContext {
             self_id: self.self_id,
             self_username: self.self_username(),
@@ -244,21 +244,9 @@ impl MtprotoTelegram {
             .clone()
     }
 
-    pub fn set_self_username(&self, username: Option<String>) {
-        *self
-            .self_username
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = username;
-    }
-
     /// The ledger of our own sends.
     pub fn ledger(&self) -> &Arc<SentLedger> {
         &self.ledger
-    }
-
-    /// Whether the daemon itself sent this message (as opposed to the owner on a phone).
-    pub fn sent_by_us(&self, chat: ChatId, id: MessageId) -> bool {
-        self.ledger.is_ours(chat, id)
     }
 
     /// Records a send (before its in-flight guard is dropped) and writes the ledger.
@@ -294,7 +282,7 @@ impl MtprotoTelegram {
     /// Fills in the short name of a sticker's set when the message named the set by id only
     /// (one `messages.getStickerSet` per set, cached), so the persona can send it back by
     /// name. Failures leave the set unknown.
-    pub async fn resolve_sticker_set(&self, mapped: &mut Mapped) {
+    pub(crate) async fn resolve_sticker_set(&self, mapped: &mut Mapped) {
         if let Some(set) = mapped.sticker_set.clone() {
             self.resolve_set(&mut mapped.message, &set).await;
         }
@@ -506,7 +494,7 @@ impl MtprotoTelegram {
 
 impl MtprotoTelegram {
     /// Maps an update of the stream into the pump's domain update (`None`: not handled).
-    pub fn to_update(&self, update: &grammers_client::update::Update) -> Option<TgUpdate> {
+    pub(crate) fn to_update(&self, update: &grammers_client::update::Update) -> Option<TgUpdate> {
         use grammers_client::update::Update;
         match update {
             Update::NewMessage(m) => {

@@ -54,7 +54,7 @@ impl GuardedSession {
     }
 
     /// Forgets the channel of the last difference (it succeeded).
-    pub fn clear_difference_channel(&self) {
+    pub(crate) fn clear_difference_channel(&self) {
         self.lock().diff_channel = None;
     }
 

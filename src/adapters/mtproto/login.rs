@@ -20,7 +20,7 @@ use crate::adapters::mtproto::guarded::GuardedSession;
 use crate::core::time::BoxFuture;
 
 /// How many codes and passwords are tried before giving up.
-pub const TRIES: usize = 3;
+pub(crate) const TRIES: usize = 3;
 
 /// Where Telegram sent the login code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +96,7 @@ pub enum LoginError {
 }
 
 /// A fresh two-step challenge and the password hint.
-pub type ChallengeResult<C> = Result<(C, Option<String>), LoginError>;
+pub(crate) type ChallengeResult<C> = Result<(C, Option<String>), LoginError>;
 
 /// The Telegram side of a login.
 pub trait LoginApi: Send + Sync {
@@ -173,7 +173,7 @@ async fn password_flow<A: LoginApi, P: Prompter>(
 }
 
 /// The login calls on a grammers client (raw calls, so the code type is visible).
-pub struct GrammersLogin {
+pub(crate) struct GrammersLogin {
     pub client: Client,
     pub session: Arc<GuardedSession>,
     pub api_id: i32,

@@ -120,7 +120,7 @@ impl PeerDesc {
     }
 
     /// From grammers' high-level peer (what `Message::peer()` / `sender()` return).
-    pub fn from_peer(peer: &Peer) -> Option<Self> {
+    pub(crate) fn from_peer(peer: &Peer) -> Option<Self> {
         match peer {
             Peer::User(u) => Self::from_user(&u.raw),
             Peer::Group(g) => Self::from_chat(&g.raw),
@@ -195,12 +195,6 @@ impl PeerCache {
 
     pub fn remember_chat(&mut self, chat: &tl::enums::Chat) {
         if let Some(d) = PeerDesc::from_chat(chat) {
-            self.insert(d);
-        }
-    }
-
-    pub fn remember_peer(&mut self, peer: &Peer) {
-        if let Some(d) = PeerDesc::from_peer(peer) {
             self.insert(d);
         }
     }
@@ -415,7 +409,7 @@ pub fn is_real_edit(raw: &tl::enums::Message) -> bool {
 }
 
 /// Maps grammers' deletion update.
-pub fn map_deletion(d: &MessageDeletion) -> Option<Deleted> {
+pub(crate) fn map_deletion(d: &MessageDeletion) -> Option<Deleted> {
     map_deleted_raw(&d.raw)
 }
 
@@ -440,7 +434,7 @@ pub fn map_deleted_raw(update: &tl::enums::Update) -> Option<Deleted> {
 /// A channel's (or supergroup's) peer id; `None` out of Telegram's ranges. grammers'
 /// `PeerId::channel` computes the id before it checks the range, which overflows (a panic in
 /// debug builds) for ids near the ends of i64 (found by fuzzing); this checks first.
-pub fn channel_peer(id: i64) -> Option<PeerId> {
+pub(crate) fn channel_peer(id: i64) -> Option<PeerId> {
     (1..=MAX_CHANNEL_ID)
         .contains(&id)
         .then(|| PeerId::channel(id))
@@ -448,7 +442,7 @@ pub fn channel_peer(id: i64) -> Option<PeerId> {
 }
 
 /// A basic group's peer id; `None` out of range (checked first, as for [`channel_peer`]).
-pub fn chat_peer(id: i64) -> Option<PeerId> {
+pub(crate) fn chat_peer(id: i64) -> Option<PeerId> {
     (id > 0).then(|| PeerId::chat(id)).flatten()
 }
 

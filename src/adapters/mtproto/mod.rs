@@ -33,7 +33,7 @@ use grammers_mtsender::{AutoSleep, ConnectionParams, UpdatesConfiguration};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use backend::MtprotoTelegram;
+pub(crate) use backend::MtprotoTelegram;
 use errors::classify;
 use guarded::GuardedSession;
 use session::{SessionError, SessionLock};
@@ -672,7 +672,7 @@ async fn sign_in(
 }
 
 /// `personad login --logout`: signs out and deletes the session.
-pub async fn logout(
+pub(crate) async fn logout(
     state: &StateDir,
     agent: &str,
     creds: &Credentials,

@@ -37,9 +37,10 @@ pub use crate::ports::updates::Sink;
 
 /// Reopening a failed source: the project's one backoff (exponential from 2 s, capped at
 /// 5 minutes, full jitter).
-pub const RESTART_BACKOFF: Backoff = Backoff::new(Duration::from_secs(2), Duration::from_secs(300));
+pub(crate) const RESTART_BACKOFF: Backoff =
+    Backoff::new(Duration::from_secs(2), Duration::from_secs(300));
 /// Pausing after a transient stream error on the same source (1 s doubling to 36 s).
-pub const STREAM_ERROR_BACKOFF: Backoff =
+pub(crate) const STREAM_ERROR_BACKOFF: Backoff =
     Backoff::new(Duration::from_secs(1), Duration::from_secs(36));
 
 /// How often the reader saves the update state while updates flow.
@@ -317,7 +318,7 @@ impl Pump {
 
     /// Decides what one update means. `answered_later`: the owner's own message in the same
     /// chat is already queued behind this one.
-    pub async fn admit_one(&self, update: TgUpdate, answered_later: bool) {
+    pub(crate) async fn admit_one(&self, update: TgUpdate, answered_later: bool) {
         match update {
             TgUpdate::NewMessage(mut incoming) => {
                 let chat_id = incoming.chat.id;
@@ -359,6 +360,6 @@ impl Pump {
 }
 
 /// Backoff before reopening the source (see [`RESTART_BACKOFF`]): full jitter up to 2, 4, 8, ... s, at most 5 minutes.
-pub fn restart_backoff(restarts: u32) -> Duration {
+pub(crate) fn restart_backoff(restarts: u32) -> Duration {
     RESTART_BACKOFF.delay(restarts)
 }

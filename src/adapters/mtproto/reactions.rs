@@ -12,7 +12,7 @@ use crate::core::model::{ChatId, TgResult};
 
 /// The chat's own reaction setting: `Some(list)` for a restricted chat (empty: none allowed),
 /// `None` when every available reaction is allowed (or the setting is absent).
-pub fn chat_setting(full: &tl::enums::ChatFull) -> Option<Vec<String>> {
+pub(crate) fn chat_setting(full: &tl::enums::ChatFull) -> Option<Vec<String>> {
     let setting = match full {
         tl::enums::ChatFull::ChannelFull(f) => f.available_reactions.clone(),
         tl::enums::ChatFull::Full(f) => f.available_reactions.clone(),
@@ -22,7 +22,7 @@ pub fn chat_setting(full: &tl::enums::ChatFull) -> Option<Vec<String>> {
 }
 
 /// What a `ChatReactions` setting allows: `Some(list)` restricted, `None` everything.
-pub fn restriction(setting: Option<&tl::enums::ChatReactions>) -> Option<Vec<String>> {
+pub(crate) fn restriction(setting: Option<&tl::enums::ChatReactions>) -> Option<Vec<String>> {
     match setting? {
         tl::enums::ChatReactions::None => Some(Vec::new()),
         tl::enums::ChatReactions::Some(s) => Some(
@@ -39,7 +39,7 @@ pub fn restriction(setting: Option<&tl::enums::ChatReactions>) -> Option<Vec<Str
 }
 
 /// The standard reactions a regular account may use.
-pub fn available(list: &tl::enums::messages::AvailableReactions) -> Option<Vec<String>> {
+pub(crate) fn available(list: &tl::enums::messages::AvailableReactions) -> Option<Vec<String>> {
     match list {
         tl::enums::messages::AvailableReactions::Reactions(r) => Some(
             r.reactions
@@ -58,7 +58,10 @@ pub fn available(list: &tl::enums::messages::AvailableReactions) -> Option<Vec<S
 
 impl MtprotoTelegram {
     /// The reactions allowed in `chat` (`None`: a direct chat, or unknown).
-    pub async fn fetch_allowed_reactions(&self, chat: ChatId) -> TgResult<Option<Vec<String>>> {
+    pub(crate) async fn fetch_allowed_reactions(
+        &self,
+        chat: ChatId,
+    ) -> TgResult<Option<Vec<String>>> {
         let client = self.client();
         let full = match self.input_peer_for_reactions(chat).await? {
             tl::enums::InputPeer::Channel(c) => client

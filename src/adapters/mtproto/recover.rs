@@ -20,7 +20,7 @@ pub enum CallError {
 }
 
 impl CallError {
-    pub fn into_error(self) -> TelegramError {
+    pub(crate) fn into_error(self) -> TelegramError {
         match self {
             CallError::UnknownPeer(e) | CallError::BadEntities(e) | CallError::Other(e) => e,
         }

@@ -24,11 +24,11 @@ use crate::ports::clock::SharedClock;
 /// How long sent ids are remembered (catch-up after downtime can replay this far back).
 pub const DEFAULT_HORIZON: Duration = Duration::from_secs(3 * 24 * 3600);
 /// At most this many sends are remembered, newest kept.
-pub const MAX_RECORDS: usize = 5000;
+pub(crate) const MAX_RECORDS: usize = 5000;
 
 /// One send we made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SentRecord {
+pub(crate) struct SentRecord {
     pub chat: ChatId,
     pub id: MessageId,
     pub random_id: i64,
@@ -145,11 +145,6 @@ impl SentLedger {
             ledger: Arc::clone(self),
             chat,
         }
-    }
-
-    /// Whether a send is in flight in `chat` right now.
-    pub fn in_flight(&self, chat: ChatId) -> bool {
-        self.lock().in_flight.contains_key(&chat)
     }
 
     /// Records a message we sent (in memory; [`SentLedger::save`] makes it durable).

@@ -53,7 +53,7 @@ pub fn session_path(state: &StateDir, agent: &str) -> PathBuf {
 
 /// What [`check_file`] found at a session path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SessionFile {
+pub(crate) enum SessionFile {
     /// Nothing there yet: `login` creates it (`run` refuses to start the agent).
     Absent,
     /// A private regular file in a private directory.
@@ -68,7 +68,7 @@ pub enum SessionFile {
 /// files next to it, when present, must be regular files too. Loose permissions are refused
 /// with the `chmod` to run, never tightened quietly: a session others could read may have
 /// been copied.
-pub fn check_file(path: &Path) -> Result<SessionFile, SessionError> {
+pub(crate) fn check_file(path: &Path) -> Result<SessionFile, SessionError> {
     let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
     let inspect = |p: &Path| match std::fs::symlink_metadata(p) {
         Ok(m) => Ok(Some(m)),

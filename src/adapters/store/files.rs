@@ -19,7 +19,7 @@ use super::layout::StateDir;
 const SYNC_THREADS: usize = 16;
 
 /// Prefix of temp files; anything starting with it is debris from an interrupted write.
-pub const TEMP_PREFIX: &str = ".personad-tmp-";
+pub(crate) const TEMP_PREFIX: &str = ".personad-tmp-";
 
 pub(super) fn io_err<'a>(
     action: &'static str,

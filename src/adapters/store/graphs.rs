@@ -155,7 +155,7 @@ impl GraphStore {
     }
 
     /// Carries out a batch of writes durably (see [`apply_batch`]).
-    pub fn write_batch(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+    pub(crate) fn write_batch(&self, writes: Vec<Write>) -> Result<(), StoreError> {
         let mut ops = Vec::with_capacity(writes.len());
         for w in writes {
             ops.push(match w {
@@ -176,18 +176,13 @@ impl GraphStore {
 
     /// Writes the graph without fsync or rename: only for preparing benchmark and test
     /// state directories in bulk, never for the daemon's own saves.
-    pub fn save_unsynced(&self, graph: &TaskGraph) -> Result<(), StoreError> {
+    pub(crate) fn save_unsynced(&self, graph: &TaskGraph) -> Result<(), StoreError> {
         let text = encode(graph)?;
         let path = self.dir.graph_path(&graph.key());
         if let Some(dir) = path.parent() {
             ensure_private_dir(dir)?;
         }
         fs::write(&path, text).map_err(io_err("cannot write", &path))
-    }
-
-    /// Deletes the graph file of a conversation.
-    pub fn delete(&self, key: &ConversationKey) -> Result<(), StoreError> {
-        remove(&self.dir.graph_path(key))
     }
 
     /// Lists every graph file without changing anything (for `state list`/`show`).

@@ -26,15 +26,15 @@ use crate::core::model::ChatId;
 /// Name of the lock file in the state directory.
 pub const LOCK_FILE: &str = "lock";
 /// Name of the control socket in the state directory.
-pub const SOCKET_NAME: &str = "ctl.sock";
+pub(crate) const SOCKET_NAME: &str = "ctl.sock";
 /// An agent's safety state, in its agent directory.
-pub const AGENT_STATE_FILE: &str = crate::core::agent_state::FILE_NAME;
+pub(crate) const AGENT_STATE_FILE: &str = crate::core::agent_state::FILE_NAME;
 /// An agent's owner pauses, in its agent directory.
-pub const CONTROLS_FILE: &str = "controls.json";
+pub(crate) const CONTROLS_FILE: &str = "controls.json";
 /// An agent's Telegram session, in its agent directory.
-pub const SESSION_FILE: &str = "telegram.session";
+pub(crate) const SESSION_FILE: &str = "telegram.session";
 /// An agent's sent-message ledger, in its agent directory.
-pub const SENT_LEDGER_FILE: &str = "telegram-sent.json";
+pub(crate) const SENT_LEDGER_FILE: &str = "telegram-sent.json";
 
 /// Turns an agent name into a directory name: ASCII letters, digits, `_` and `-` stay, every
 /// other byte becomes `%XX`, so distinct names never share a directory.
@@ -57,13 +57,13 @@ pub fn media_record_path(dir: &Path, unique_id: &str) -> PathBuf {
 }
 
 /// The lock file of a session file: `<session>.lock`.
-pub fn session_lock_path(session: &Path) -> PathBuf {
+pub(crate) fn session_lock_path(session: &Path) -> PathBuf {
     session.with_extension("session.lock")
 }
 
 /// SQLite's own files next to a session (journal, WAL, shared memory), opened by the library
 /// whenever it opens the session: `<session>-journal`, `-wal`, `-shm`.
-pub fn session_sidecars(session: &Path) -> [PathBuf; 3] {
+pub(crate) fn session_sidecars(session: &Path) -> [PathBuf; 3] {
     ["-journal", "-wal", "-shm"].map(|suffix| {
         let mut name = session.as_os_str().to_owned();
         name.push(suffix);
@@ -72,12 +72,12 @@ pub fn session_sidecars(session: &Path) -> [PathBuf; 3] {
 }
 
 /// Where an unreadable usage file is moved aside: `<file>.json.unreadable`.
-pub fn unreadable_usage_path(file: &Path) -> PathBuf {
+pub(crate) fn unreadable_usage_path(file: &Path) -> PathBuf {
     file.with_extension("json.unreadable")
 }
 
 /// Where a damaged sent-message ledger is moved aside: `<ledger>.json.damaged`.
-pub fn damaged_ledger_path(ledger: &Path) -> PathBuf {
+pub(crate) fn damaged_ledger_path(ledger: &Path) -> PathBuf {
     ledger.with_extension("json.damaged")
 }
 
@@ -88,7 +88,7 @@ pub fn transcript_path(dir: &Path, chat: ChatId) -> PathBuf {
 
 /// Where an unusable transcript of the in-memory backend is moved:
 /// `<dir>/quarantine/transcript--<ms>--<file>`.
-pub fn transcript_quarantine_path(dir: &Path, file: &str) -> PathBuf {
+pub(crate) fn transcript_quarantine_path(dir: &Path, file: &str) -> PathBuf {
     dir.join("quarantine")
         .join(format!("transcript--{}--{file}", now_ms()))
 }
@@ -100,7 +100,7 @@ fn now_ms() -> i64 {
 /// Telegram session files are left as they are by the permission fix-up: a session others
 /// could read may have been copied, so `run` refuses it with its own message rather than
 /// having it fixed quietly.
-pub fn is_session_file(path: &Path) -> bool {
+pub(crate) fn is_session_file(path: &Path) -> bool {
     path.file_name()
         .is_some_and(|n| n.to_string_lossy().starts_with(SESSION_FILE))
 }
@@ -121,16 +121,16 @@ impl StateDir {
     }
 
     /// `<state>/lock`.
-    pub fn lock_path(&self) -> PathBuf {
+    pub(crate) fn lock_path(&self) -> PathBuf {
         self.root.join(LOCK_FILE)
     }
 
     /// `<state>/ctl.sock`.
-    pub fn socket_path(&self) -> PathBuf {
+    pub(crate) fn socket_path(&self) -> PathBuf {
         self.root.join(SOCKET_NAME)
     }
 
-    pub fn graphs_dir(&self) -> PathBuf {
+    pub(crate) fn graphs_dir(&self) -> PathBuf {
         self.root.join("graphs")
     }
 
@@ -141,13 +141,13 @@ impl StateDir {
             .join(format!("{}.md", key.chat))
     }
 
-    pub fn quarantine_dir(&self) -> PathBuf {
+    pub(crate) fn quarantine_dir(&self) -> PathBuf {
         self.root.join("quarantine")
     }
 
     /// Where an unreadable file named `file` is moved: `quarantine/<prefix>--<ms>--<file>`
     /// (the prefix names its owner, an agent directory).
-    pub fn quarantine_path(&self, prefix: &str, file: &str) -> PathBuf {
+    pub(crate) fn quarantine_path(&self, prefix: &str, file: &str) -> PathBuf {
         self.quarantine_dir()
             .join(format!("{prefix}--{}--{file}", now_ms()))
     }
@@ -163,12 +163,12 @@ impl StateDir {
     }
 
     /// `<state>/usage`.
-    pub fn usage_dir(&self) -> PathBuf {
+    pub(crate) fn usage_dir(&self) -> PathBuf {
         self.root.join("usage")
     }
 
     /// `usage/<agent>.json`.
-    pub fn usage_path(&self, agent: &str) -> PathBuf {
+    pub(crate) fn usage_path(&self, agent: &str) -> PathBuf {
         self.usage_dir().join(format!("{}.json", fs_name(agent)))
     }
 
@@ -186,12 +186,12 @@ impl StateDir {
     }
 
     /// `<agent>/agent-state.json`.
-    pub fn agent_state_path(&self, agent: &str) -> PathBuf {
+    pub(crate) fn agent_state_path(&self, agent: &str) -> PathBuf {
         self.agent_dir(agent).join(AGENT_STATE_FILE)
     }
 
     /// `<agent>/controls.json`.
-    pub fn controls_path(&self, agent: &str) -> PathBuf {
+    pub(crate) fn controls_path(&self, agent: &str) -> PathBuf {
         self.agent_dir(agent).join(CONTROLS_FILE)
     }
 
@@ -201,22 +201,22 @@ impl StateDir {
     }
 
     /// `<agent>/telegram-sent.json`.
-    pub fn sent_ledger_path(&self, agent: &str) -> PathBuf {
+    pub(crate) fn sent_ledger_path(&self, agent: &str) -> PathBuf {
         self.agent_dir(agent).join(SENT_LEDGER_FILE)
     }
 
     /// `<agent>/memory`: the in-memory backend's transcripts under `run --telegram memory`.
-    pub fn memory_dir(&self, agent: &str) -> PathBuf {
+    pub(crate) fn memory_dir(&self, agent: &str) -> PathBuf {
         self.agent_dir(agent).join("memory")
     }
 
     /// `<agent>/playground`: the playground's transcripts.
-    pub fn playground_dir(&self, agent: &str) -> PathBuf {
+    pub(crate) fn playground_dir(&self, agent: &str) -> PathBuf {
         self.agent_dir(agent).join("playground")
     }
 
     /// `<state>/transcripts`: the crash harness child's transcripts.
-    pub fn transcripts_dir(&self) -> PathBuf {
+    pub(crate) fn transcripts_dir(&self) -> PathBuf {
         self.root.join("transcripts")
     }
 }

@@ -36,7 +36,7 @@ impl FileLock {
     /// Takes the lock on `path` (created if missing) without waiting.
     /// Anything but a regular file in its place (a FIFO, a directory) fails as
     /// [`LockFailure::Open`].
-    pub fn try_acquire(path: &Path) -> Result<FileLock, LockFailure> {
+    pub(crate) fn try_acquire(path: &Path) -> Result<FileLock, LockFailure> {
         let file = OpenOptions::new()
             .write(true)
             .create(true)

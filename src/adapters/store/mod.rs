@@ -17,7 +17,7 @@ pub mod files;
 pub mod graphs;
 pub mod layout;
 pub mod lock;
-pub mod secure;
+pub(crate) mod secure;
 
 pub use crate::ports::store::{LoadedGraphs, Quarantined, StoreError, Write};
 pub use files::{

@@ -27,9 +27,6 @@ mod pauses;
 use pauses::save_pauses;
 pub use pauses::{Pause, Pauses, load_pauses};
 
-/// Name of the per-agent file holding pauses.
-pub const CONTROLS_FILE: &str = crate::adapters::store::layout::CONTROLS_FILE;
-
 /// Longest answer sent to Telegram (its limit is 4096 characters).
 const MAX_ANSWER_CHARS: usize = 4000;
 
@@ -80,7 +77,7 @@ A chat is an id, @username or part of its title.";
 
 /// Parses a message as an owner command: `None` when it is not one of ours, `Some(Err)`
 /// when it is but its arguments are wrong.
-pub fn parse_command(text: &str) -> Option<Result<Op, OpError>> {
+pub(crate) fn parse_command(text: &str) -> Option<Result<Op, OpError>> {
     let text = text.trim();
     let rest = text.strip_prefix('/')?;
     let mut words = rest.split_whitespace();
@@ -130,7 +127,7 @@ pub fn parse_command(text: &str) -> Option<Result<Op, OpError>> {
 }
 
 /// `90s`, `30m`, `2h`, `1d`, or plain seconds.
-pub fn parse_duration(s: &str) -> Option<u64> {
+pub(crate) fn parse_duration(s: &str) -> Option<u64> {
     let s = s.trim().to_lowercase();
     let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
         Some(i) => s.split_at(i),
@@ -162,10 +159,10 @@ pub struct Hooks {
 }
 
 /// A seam for LLM usage totals (the LLM layer fills it): one line for the agent, if known.
-pub type UsageSource = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+pub(crate) type UsageSource = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 /// Told when the owner sets a group's trigger mode (the daemon's live group gates).
-pub type ModeListener =
+pub(crate) type ModeListener =
     Arc<dyn Fn(&str, ChatId, crate::core::group::settings::TriggerMode) + Send + Sync>;
 
 #[derive(Debug, Clone, Default)]
@@ -222,17 +219,17 @@ impl Controller {
 
     /// The handle `ctl say` delivers through: the runtime with the whole admission chain
     /// installed (without it, `say` passes the owner controls alone).
-    pub fn set_ingress(&self, handle: RuntimeHandle) {
+    pub(crate) fn set_ingress(&self, handle: RuntimeHandle) {
         *lock(&self.ingress) = Some(handle);
     }
 
     /// Who applies `/mode` to running group gates (the override is also kept on disk).
-    pub fn set_mode_listener(&self, listener: ModeListener) {
+    pub(crate) fn set_mode_listener(&self, listener: ModeListener) {
         *lock(&self.modes) = Some(listener);
     }
 
     /// Where `/status` gets LLM usage from.
-    pub fn set_usage_source(&self, source: UsageSource) {
+    pub(crate) fn set_usage_source(&self, source: UsageSource) {
         *lock(&self.usage) = Some(source);
     }
 
@@ -243,7 +240,7 @@ impl Controller {
         lock(&self.seats).insert(agent.to_string(), seat);
     }
 
-    pub fn remove_agent(&self, agent: &str) {
+    pub(crate) fn remove_agent(&self, agent: &str) {
         lock(&self.seats).remove(agent);
     }
 

@@ -20,9 +20,6 @@ use crate::app::commands::{CmdResult, CommandError};
 use crate::app::ops::OpError;
 use crate::app::ops::controls::{Controller, Op, parse_duration};
 
-/// File name of the socket inside the state directory.
-pub const SOCKET_NAME: &str = crate::adapters::store::layout::SOCKET_NAME;
-
 /// Largest request accepted.
 const MAX_REQUEST: usize = 64 * 1024;
 
@@ -37,13 +34,13 @@ pub struct Request {
 
 /// One answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Response {
+pub(crate) struct Response {
     pub ok: bool,
     pub text: String,
 }
 
 /// Where the socket lives for a state directory.
-pub fn socket_path(state: &StateDir) -> PathBuf {
+pub(crate) fn socket_path(state: &StateDir) -> PathBuf {
     state.socket_path()
 }
 
@@ -168,7 +165,7 @@ async fn read_request(read: tokio::net::unix::OwnedReadHalf) -> Result<Request, 
 }
 
 /// The request a `personad ctl` command line stands for.
-pub fn request_for(cmd: CtlCommand) -> Result<Request, OpError> {
+pub(crate) fn request_for(cmd: CtlCommand) -> Result<Request, OpError> {
     let (agent, op) = match cmd {
         CtlCommand::Status => (None, Op::Status),
         CtlCommand::Reload => (None, Op::Reload),

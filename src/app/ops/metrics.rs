@@ -40,13 +40,13 @@ impl Health {
     }
 
     /// The loop ran.
-    pub fn beat(&self) {
+    pub(crate) fn beat(&self) {
         let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last_beat_ms.store(ms.max(1), Ordering::Relaxed);
     }
 
     /// Time since the loop last ran (`None` before it first ran).
-    pub fn since_beat(&self) -> Option<Duration> {
+    pub(crate) fn since_beat(&self) -> Option<Duration> {
         let last = self.last_beat_ms.load(Ordering::Relaxed);
         (last > 0).then(|| {
             self.start
@@ -55,7 +55,7 @@ impl Health {
         })
     }
 
-    pub fn healthy(&self) -> bool {
+    pub(crate) fn healthy(&self) -> bool {
         self.since_beat()
             .is_some_and(|d| d <= self.longest_sleep * 2)
     }
@@ -64,7 +64,7 @@ impl Health {
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Installs the process-wide recorder (once).
-pub fn install() -> Option<PrometheusHandle> {
+pub(crate) fn install() -> Option<PrometheusHandle> {
     HANDLE
         .get_or_init(|| match PrometheusBuilder::new().install_recorder() {
             Ok(h) => Some(h),
@@ -151,12 +151,12 @@ fn respond(path: &str, handle: &PrometheusHandle, health: &Health) -> (&'static 
 
 /// Counts LLM requests and errors by model around any [`Llm`] (metrics wrap the trait; the
 /// clients stay free of them).
-pub struct MeteredLlm {
+pub(crate) struct MeteredLlm {
     inner: Arc<dyn Llm>,
 }
 
 impl MeteredLlm {
-    pub fn wrap(inner: Arc<dyn Llm>) -> Arc<dyn Llm> {
+    pub(crate) fn wrap(inner: Arc<dyn Llm>) -> Arc<dyn Llm> {
         Arc::new(MeteredLlm { inner })
     }
 }

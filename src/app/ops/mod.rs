@@ -13,8 +13,8 @@
 pub mod controls;
 pub mod ctl;
 pub mod metrics;
-pub mod sdnotify;
-pub mod watch;
+pub(crate) mod sdnotify;
+pub(crate) mod watch;
 
 /// Why an operation of the operator's surface (an owner command, the control socket, the
 /// metrics endpoint, file watching) could not be carried out. Its text is what the owner or

@@ -8,20 +8,16 @@ use sd_notify::NotifyState;
 
 /// Sends lifecycle notifications to the service manager.
 #[derive(Debug, Clone, Default)]
-pub struct Notifier {
+pub(crate) struct Notifier {
     enabled: bool,
 }
 
 impl Notifier {
     /// Enabled when `NOTIFY_SOCKET` is set.
-    pub fn from_env() -> Notifier {
+    pub(crate) fn from_env() -> Notifier {
         Notifier {
             enabled: std::env::var_os("NOTIFY_SOCKET").is_some_and(|v| !v.is_empty()),
         }
-    }
-
-    pub fn enabled(&self) -> bool {
-        self.enabled
     }
 
     fn send(&self, states: &[NotifyState<'_>]) {
@@ -34,12 +30,12 @@ impl Notifier {
     }
 
     /// `READY=1` with a status line.
-    pub fn ready(&self, status: &str) {
+    pub(crate) fn ready(&self, status: &str) {
         self.send(&[NotifyState::Ready, NotifyState::Status(status)]);
     }
 
     /// `EXTEND_TIMEOUT_USEC=...`: starting takes a while longer (an agent connecting).
-    pub fn extend_timeout(&self, by: Duration, status: &str) {
+    pub(crate) fn extend_timeout(&self, by: Duration, status: &str) {
         let usec = u32::try_from(by.as_micros()).unwrap_or(u32::MAX);
         self.send(&[
             NotifyState::ExtendTimeoutUsec(usec),
@@ -48,17 +44,17 @@ impl Notifier {
     }
 
     /// `STATUS=...`.
-    pub fn status(&self, status: &str) {
+    pub(crate) fn status(&self, status: &str) {
         self.send(&[NotifyState::Status(status)]);
     }
 
     /// `WATCHDOG=1`.
-    pub fn watchdog(&self) {
+    pub(crate) fn watchdog(&self) {
         self.send(&[NotifyState::Watchdog]);
     }
 
     /// `RELOADING=1` with `MONOTONIC_USEC` (as `Type=notify-reload` expects).
-    pub fn reloading(&self) {
+    pub(crate) fn reloading(&self) {
         match NotifyState::monotonic_usec_now() {
             Ok(now) => self.send(&[NotifyState::Reloading, now]),
             Err(_) => self.send(&[NotifyState::Reloading]),
@@ -66,7 +62,7 @@ impl Notifier {
     }
 
     /// `STOPPING=1`.
-    pub fn stopping(&self) {
+    pub(crate) fn stopping(&self) {
         self.send(&[NotifyState::Stopping, NotifyState::Status("stopping")]);
     }
 }
@@ -74,7 +70,7 @@ impl Notifier {
 /// How often to ping the watchdog: half of `WATCHDOG_USEC`, when the service manager asks
 /// for pings. `WATCHDOG_PID`, when set, must name this process (`sd_watchdog_enabled(3)`;
 /// the `sd-notify` crate's own check wrongly requires it to be set).
-pub fn watchdog_interval() -> Option<Duration> {
+pub(crate) fn watchdog_interval() -> Option<Duration> {
     let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.trim().parse().ok()?;
     if let Ok(pid) = std::env::var("WATCHDOG_PID")
         && pid.trim().parse::<u32>().ok() != Some(std::process::id())

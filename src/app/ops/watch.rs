@@ -12,14 +12,14 @@ use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 /// A running watcher; dropping it stops watching.
-pub struct DirWatcher {
+pub(crate) struct DirWatcher {
     _watcher: RecommendedWatcher,
     _task: tokio::task::JoinHandle<()>,
 }
 
 /// Watches `dirs` (those that exist) and sends on `reload` once per burst of changes to
 /// Markdown files, `quiet` after the last one.
-pub fn watch(
+pub(crate) fn watch(
     dirs: &[PathBuf],
     quiet: Duration,
     reload: mpsc::UnboundedSender<()>,

@@ -13,14 +13,14 @@ use serde::Deserialize;
 use crate::core::model::MediaKind;
 
 /// Longest input line; the rest of a longer line is skipped with an `error` event.
-pub const MAX_LINE_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_LINE_BYTES: usize = 1024 * 1024;
 
 /// Longest pause one `--jsonl` line may ask for (`after_ms`): seven days.
-pub const MAX_AFTER_MS: u64 = 7 * 24 * 60 * 60 * 1000;
+pub(crate) const MAX_AFTER_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 
 /// One read from standard input.
 #[derive(Debug, PartialEq, Eq)]
-pub enum RawLine {
+pub(crate) enum RawLine {
     /// A line's bytes, without its line ending (not yet known to be UTF-8).
     Bytes(Vec<u8>),
     /// A line longer than the cap, skipped.
@@ -30,7 +30,7 @@ pub enum RawLine {
 /// Reads one line of at most `cap` bytes (`\n` or `\r\n` ends it; a last line without one
 /// counts). `None` at the end of input. A longer line is consumed and reported as
 /// [`RawLine::TooLong`] without being kept in memory.
-pub fn read_line_capped(
+pub(crate) fn read_line_capped(
     r: &mut impl std::io::BufRead,
     cap: usize,
 ) -> std::io::Result<Option<RawLine>> {
@@ -77,7 +77,7 @@ pub fn read_line_capped(
 
 /// A line's text, or why it is not text: the column (1-based, in bytes) of its first byte
 /// that is not UTF-8.
-pub fn line_text(bytes: Vec<u8>) -> Result<String, InputError> {
+pub(crate) fn line_text(bytes: Vec<u8>) -> Result<String, InputError> {
     String::from_utf8(bytes).map_err(|e| {
         InputError(format!(
             "not valid UTF-8 (invalid byte at column {})",
@@ -160,7 +160,7 @@ pub struct InputMessage {
 }
 
 /// Parses and validates one `--jsonl` line (already known to be text).
-pub fn parse_jsonl(line: &str) -> Result<InputMessage, InputError> {
+pub(crate) fn parse_jsonl(line: &str) -> Result<InputMessage, InputError> {
     let input: InputLine = serde_json::from_str(line).map_err(|e| match e.classify() {
         serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
             format!("not valid JSON: {e}")
@@ -198,11 +198,11 @@ fn after_from(value: Option<&serde_json::Number>) -> Result<Duration, InputError
 /// the session prints it (`error` events with `--jsonl`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct InputError(pub String);
+pub(crate) struct InputError(pub String);
 
 impl InputError {
     /// A failed step's error, in its own words.
-    pub fn of(e: impl std::fmt::Display) -> InputError {
+    pub(crate) fn of(e: impl std::fmt::Display) -> InputError {
         InputError(e.to_string())
     }
 }

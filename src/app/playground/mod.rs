@@ -44,9 +44,9 @@ use output::*;
 const MAX_MEDIA_BYTES: u64 = 20 * 1024 * 1024;
 
 /// Exit code after SIGINT (128 + 2), graceful or not.
-pub const EXIT_SIGINT: u8 = 130;
+pub(crate) const EXIT_SIGINT: u8 = 130;
 /// Exit code after SIGTERM (128 + 15), graceful or not.
-pub const EXIT_SIGTERM: u8 = 143;
+pub(crate) const EXIT_SIGTERM: u8 = 143;
 
 /// How long the task in flight may run on after a stop signal (on the run's clock).
 const STOP_GRACE: Duration = Duration::from_secs(5);

@@ -80,7 +80,7 @@ pub(super) async fn print_decisions(
 }
 
 /// The `--jsonl` object of a group decision.
-pub fn decision_event(d: &DecisionEvent, at_ms: i128) -> Value {
+pub(crate) fn decision_event(d: &DecisionEvent, at_ms: i128) -> Value {
     json!({
         "event": "decision",
         "message_id": d.message_id,
@@ -94,7 +94,7 @@ pub fn decision_event(d: &DecisionEvent, at_ms: i128) -> Value {
 }
 
 /// The `--jsonl` output object of an action.
-pub fn json_event(action: &Action, at_ms: i128) -> Value {
+pub(crate) fn json_event(action: &Action, at_ms: i128) -> Value {
     let mut v = match action {
         Action::Inbound { message, .. } => json!({
             "event": "inbound", "id": message.id, "from": message.sender.name,

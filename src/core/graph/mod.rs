@@ -22,11 +22,11 @@ pub use spec::{IdempotencyKey, TaskKind, TaskSpec};
 pub const FORMAT_VERSION: u32 = 2;
 
 /// The longest `wait` a loaded graph may hold (a day; the planner's own cap is an hour).
-pub const MAX_WAIT_SECS: f64 = 86_400.0;
+pub(crate) const MAX_WAIT_SECS: f64 = 86_400.0;
 
 /// How far past its last update a task's `not_before` (or the graph's `parked_until`) may
 /// lie in a loaded graph: further means a damaged or forged file that would stall the chat.
-pub const HORIZON: Duration = Duration::from_secs(30 * 86_400);
+pub(crate) const HORIZON: Duration = Duration::from_secs(30 * 86_400);
 
 /// Which conversation a graph belongs to: one agent in one chat.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -114,19 +114,19 @@ impl Task {
     }
 
     /// The delay of a `wait` task; zero for other kinds.
-    pub fn wait_delay(&self) -> Duration {
+    pub(crate) fn wait_delay(&self) -> Duration {
         self.spec.wait_delay()
     }
 }
 
 /// A random identifier `<prefix>-<12 hex digits>`.
-pub fn new_id(prefix: &str) -> String {
+pub(crate) fn new_id(prefix: &str) -> String {
     format!("{prefix}-{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff)
 }
 
 /// What to do after a task failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureVerdict {
+pub(crate) enum FailureVerdict {
     /// A retry wait was inserted; the task runs again after it.
     Retry { attempt: u32 },
     /// No attempts left (or the error is permanent): the graph must be dropped.
@@ -202,7 +202,7 @@ impl TaskGraph {
 
     /// Whether the plan answers someone who wrote in this chat (it starts from a `received`
     /// task for an inbound message).
-    pub fn answers_inbound(&self) -> bool {
+    pub(crate) fn answers_inbound(&self) -> bool {
         self.tasks.first().is_some_and(|t| {
             matches!(
                 t.spec,
@@ -251,7 +251,7 @@ impl TaskGraph {
 
     /// Fixes the deadline of every `wait` whose dependencies just finished (now + delay).
     /// Returns whether anything changed (and so must be saved).
-    pub fn arm_waits(&mut self, now: Timestamp) -> bool {
+    pub(crate) fn arm_waits(&mut self, now: Timestamp) -> bool {
         let to_arm: Vec<usize> = self
             .unblocked()
             .filter(|(_, t)| t.kind() == TaskKind::Wait && t.not_before.is_none())
@@ -266,7 +266,7 @@ impl TaskGraph {
     }
 
     /// The first task (in graph order) that may run now.
-    pub fn ready_task(&self, now: Timestamp) -> Option<&Task> {
+    pub(crate) fn ready_task(&self, now: Timestamp) -> Option<&Task> {
         if self.parked_until.is_some_and(|until| until > now) {
             return None;
         }
@@ -280,7 +280,7 @@ impl TaskGraph {
     }
 
     /// The earliest future instant at which a task whose dependencies are done turns ready.
-    pub fn next_deadline(&self) -> Option<Timestamp> {
+    pub(crate) fn next_deadline(&self) -> Option<Timestamp> {
         let task_deadline = self.unblocked().filter_map(|(_, t)| t.not_before).min();
         match (task_deadline, self.parked_until) {
             (Some(t), Some(p)) => Some(t.max(p)),
@@ -300,21 +300,17 @@ impl TaskGraph {
     }
 
     /// True when no task is left to run.
-    pub fn is_finished(&self) -> bool {
+    pub(crate) fn is_finished(&self) -> bool {
         self.tasks.iter().all(|t| t.status == TaskStatus::Done)
     }
 
-    pub fn has_active(&self) -> bool {
-        self.tasks.iter().any(|t| t.status == TaskStatus::Active)
-    }
-
     /// Marks a task active (the moment before its side effect starts).
-    pub fn mark_active(&mut self, id: &str, now: Timestamp) -> bool {
+    pub(crate) fn mark_active(&mut self, id: &str, now: Timestamp) -> bool {
         self.set_status(id, TaskStatus::Active, now)
     }
 
     /// Marks a task done.
-    pub fn mark_done(&mut self, id: &str, now: Timestamp) -> bool {
+    pub(crate) fn mark_done(&mut self, id: &str, now: Timestamp) -> bool {
         self.set_status(id, TaskStatus::Done, now)
     }
 
@@ -331,7 +327,7 @@ impl TaskGraph {
 
     /// Records a failure of `id`. A transient failure with attempts left inserts a `wait`
     /// of the retry interval that the task then depends on; otherwise the graph is doomed.
-    pub fn record_failure(
+    pub(crate) fn record_failure(
         &mut self,
         id: &str,
         error: &str,
@@ -380,7 +376,7 @@ impl TaskGraph {
 
     /// After a restart nothing is in flight: every `active` task becomes `pending` again.
     /// Returns the ids that were reset.
-    pub fn reset_active(&mut self, now: Timestamp) -> Vec<String> {
+    pub(crate) fn reset_active(&mut self, now: Timestamp) -> Vec<String> {
         let mut reset = Vec::new();
         for t in &mut self.tasks {
             if t.status == TaskStatus::Active {
@@ -393,7 +389,7 @@ impl TaskGraph {
     }
 
     /// Tasks not yet done, for status displays.
-    pub fn open_tasks(&self) -> usize {
+    pub(crate) fn open_tasks(&self) -> usize {
         self.tasks
             .iter()
             .filter(|t| t.status != TaskStatus::Done)
@@ -401,7 +397,7 @@ impl TaskGraph {
     }
 
     /// Checks the invariants a loaded graph must hold: unique ids, dependencies that exist.
-    pub fn validate(&self) -> Result<(), crate::core::Invalid> {
+    pub(crate) fn validate(&self) -> Result<(), crate::core::Invalid> {
         if self.format != FORMAT_VERSION {
             return Err(crate::core::Invalid::from(format!(
                 "unsupported format version {} (this build reads {FORMAT_VERSION})",

@@ -32,7 +32,7 @@ pub enum TaskKind {
 }
 
 impl TaskKind {
-    pub const ALL: [TaskKind; 10] = [
+    pub(crate) const ALL: [TaskKind; 10] = [
         TaskKind::Received,
         TaskKind::Classify,
         TaskKind::Send,
@@ -66,7 +66,7 @@ impl TaskKind {
 
     /// Whether a task of this kind can be abandoned mid-flight without leaving anything half
     /// done (planning, waiting).
-    pub fn cancel_safe(self) -> bool {
+    pub(crate) fn cancel_safe(self) -> bool {
         matches!(
             self,
             TaskKind::Received | TaskKind::Classify | TaskKind::Wait
@@ -75,7 +75,7 @@ impl TaskKind {
 
     /// Whether the kind has an outbound side effect that must not happen twice, so it
     /// carries an idempotency key.
-    pub fn needs_idempotency_key(self) -> bool {
+    pub(crate) fn needs_idempotency_key(self) -> bool {
         matches!(self, TaskKind::Send | TaskKind::Sticker)
     }
 }
@@ -193,7 +193,7 @@ impl TaskSpec {
 
     /// The task for one planned action; outbound ones get their idempotency key here, long
     /// before their side effect can start.
-    pub fn from_action(action: Action) -> TaskSpec {
+    pub(crate) fn from_action(action: Action) -> TaskSpec {
         match action {
             Action::Send { text, reply_to } => TaskSpec::send(text, reply_to),
             Action::Sticker {
@@ -238,7 +238,7 @@ impl TaskSpec {
     }
 
     /// The delay of a `wait` task; zero for other kinds.
-    pub fn wait_delay(&self) -> Duration {
+    pub(crate) fn wait_delay(&self) -> Duration {
         match self {
             TaskSpec::Wait { delay_secs, .. } => crate::core::time::secs_f64(*delay_secs),
             _ => Duration::ZERO,

@@ -41,10 +41,10 @@ pub enum ClassifierError {
 }
 
 /// Default timeout of one classifier call.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// History shown to the classifier: smart/strict, talkative.
-pub const HISTORY_SMART: usize = 8;
-pub const HISTORY_TALKATIVE: usize = 16;
+pub(crate) const HISTORY_SMART: usize = 8;
+pub(crate) const HISTORY_TALKATIVE: usize = 16;
 
 /// What one call is about.
 #[derive(Debug, Clone, Copy)]
@@ -114,7 +114,7 @@ fn message_json(m: &Message) -> Value {
 }
 
 /// Builds the request for one call.
-pub fn build_request(input: &ClassifierInput<'_>) -> LlmRequest {
+pub(crate) fn build_request(input: &ClassifierInput<'_>) -> LlmRequest {
     let skip = input.history.len().saturating_sub(input.history_size);
     let history: Vec<Value> = input.history.iter().skip(skip).map(message_json).collect();
     let new: Vec<Value> = input.new_messages.iter().map(message_json).collect();
@@ -186,7 +186,7 @@ fn as_score(v: &Value, name: &str) -> Result<f64, ClassifierError> {
 }
 
 /// Parses the model's answer (a JSON object, possibly inside a code fence).
-pub fn parse_answer(text: &str) -> Result<Scores, ClassifierError> {
+pub(crate) fn parse_answer(text: &str) -> Result<Scores, ClassifierError> {
     let t = text.trim();
     let t = t
         .strip_prefix("```json")

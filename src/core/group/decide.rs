@@ -205,7 +205,7 @@ impl ChatState {
     }
 
     /// Whether an interjection fits every cap right now.
-    pub fn has_room(&self, settings: &GroupSettings, now: Timestamp) -> bool {
+    pub(crate) fn has_room(&self, settings: &GroupSettings, now: Timestamp) -> bool {
         self.next_plan_allowed(settings, now) <= now
             && self.share(settings.share_window) * 100.0 < settings.max_share_percent
     }
@@ -378,7 +378,7 @@ pub fn resolve(
 }
 
 /// Why a message addresses us explicitly, if it does.
-pub fn explicit_address(
+pub(crate) fn explicit_address(
     me: &Identity,
     state: &ChatState,
     msg: &Message,
@@ -416,7 +416,7 @@ fn is_word_char(c: char) -> bool {
 }
 
 /// Whether `needle` occurs in `text` as a whole word, ignoring case.
-pub fn contains_word(text: &str, needle: &str) -> bool {
+pub(crate) fn contains_word(text: &str, needle: &str) -> bool {
     let needle = needle.trim();
     if needle.is_empty() {
         return false;
@@ -440,7 +440,7 @@ pub fn contains_word(text: &str, needle: &str) -> bool {
 }
 
 /// Whether `text` holds `@username` (case-insensitive, not followed by a username character).
-pub fn contains_at_username(text: &str, username: &str) -> bool {
+pub(crate) fn contains_at_username(text: &str, username: &str) -> bool {
     let hay = text.to_lowercase();
     let needle = format!("@{}", username.trim_start_matches('@').to_lowercase());
     let mut from = 0;
@@ -466,7 +466,7 @@ fn opens_with_other_username(text: &str) -> bool {
 }
 
 /// A question or request: a question mark, or an opening word that asks.
-pub fn looks_like_request(text: &str) -> bool {
+pub(crate) fn looks_like_request(text: &str) -> bool {
     if text.contains(['?', '？', '؟']) {
         return true;
     }

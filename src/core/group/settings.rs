@@ -56,7 +56,7 @@ impl FromStr for TriggerMode {
 }
 
 /// The classifier model used when neither the persona nor the command line names one.
-pub const DEFAULT_CLASSIFIER_MODEL: &str = "gemini-flash-lite-latest";
+pub(crate) const DEFAULT_CLASSIFIER_MODEL: &str = "gemini-flash-lite-latest";
 
 /// Everything the group pipeline needs from a persona. [`Default`] gives the documented
 /// defaults (docs/groups.md).
@@ -113,7 +113,7 @@ impl Default for GroupSettings {
 }
 
 /// A threshold between 0 and 1.
-pub fn parse_threshold(value: &str) -> Result<f64, Invalid> {
+pub(crate) fn parse_threshold(value: &str) -> Result<f64, Invalid> {
     value
         .trim()
         .parse::<f64>()
@@ -128,7 +128,7 @@ pub fn parse_threshold(value: &str) -> Result<f64, Invalid> {
 }
 
 /// A percentage from 0 to 100 (a trailing `%` is allowed).
-pub fn parse_percent(value: &str) -> Result<f64, Invalid> {
+pub(crate) fn parse_percent(value: &str) -> Result<f64, Invalid> {
     let v = value.trim();
     v.strip_suffix('%')
         .unwrap_or(v)
@@ -144,7 +144,7 @@ pub fn parse_percent(value: &str) -> Result<f64, Invalid> {
 }
 
 /// A number of seconds, 0 or more.
-pub fn parse_seconds(value: &str) -> Result<Duration, Invalid> {
+pub(crate) fn parse_seconds(value: &str) -> Result<Duration, Invalid> {
     value
         .trim()
         .parse::<f64>()
@@ -160,7 +160,7 @@ pub fn parse_seconds(value: &str) -> Result<Duration, Invalid> {
 }
 
 /// A whole count, 0 or more.
-pub fn parse_count(value: &str) -> Result<u32, Invalid> {
+pub(crate) fn parse_count(value: &str) -> Result<u32, Invalid> {
     value.trim().parse::<u32>().map_err(|_| {
         Invalid::from(format!(
             "invalid count `{}`: expected a whole number such as `20`",

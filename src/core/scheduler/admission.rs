@@ -5,8 +5,9 @@
 use super::*;
 
 impl Scheduler {
+    #[cfg(test)]
     /// An inbound message with the old yes/no trigger flag: see [`Scheduler::admit`].
-    pub fn on_inbound(
+    pub(crate) fn on_inbound(
         &mut self,
         agent: &str,
         chat: Chat,
@@ -21,7 +22,7 @@ impl Scheduler {
     /// replaces the conversation's graph by one `received` task (debounced, so a burst costs
     /// one plan); a group message for the classifier adds (or pushes back) the
     /// conversation's one waiting `classify` task. Returns whether the graph changed.
-    pub fn admit(
+    pub(crate) fn admit(
         &mut self,
         agent: &str,
         chat: Chat,

@@ -4,7 +4,7 @@ use crate::core::outcome::Outcome;
 use crate::core::time::BoxFuture;
 use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler, direct_only};
 
-pub struct Block;
+pub(super) struct Block;
 
 impl TaskHandler for Block {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {

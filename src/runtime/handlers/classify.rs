@@ -10,7 +10,7 @@ use crate::core::outcome::Outcome;
 use crate::core::time::BoxFuture;
 use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler};
 
-pub struct Classify;
+pub(super) struct Classify;
 
 impl TaskHandler for Classify {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {

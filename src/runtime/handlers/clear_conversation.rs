@@ -5,7 +5,7 @@ use crate::core::outcome::Outcome;
 use crate::core::time::BoxFuture;
 use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler, direct_only};
 
-pub struct ClearConversation;
+pub(super) struct ClearConversation;
 
 impl TaskHandler for ClearConversation {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {

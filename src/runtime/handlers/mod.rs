@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use crate::core::config::RuntimeConfig;
 use crate::core::graph::{ConversationKey, Task, TaskKind};
-use crate::core::model::{Chat, MessageId};
+use crate::core::model::Chat;
 use crate::core::outcome::{Outcome, TaskError};
 use crate::core::persona::Persona;
 use crate::core::time::BoxFuture;
@@ -29,11 +29,9 @@ use crate::ports::planner::SharedPlanner;
 use crate::ports::stickers::SharedStickers;
 use crate::ports::telegram::Telegram;
 
-pub use received::{persona_pacing, tasks_from_actions};
-
 /// Everything a handler may use while running one task.
 #[derive(Clone)]
-pub struct TaskContext {
+pub(crate) struct TaskContext {
     pub key: ConversationKey,
     pub chat: Chat,
     pub task: Task,
@@ -51,11 +49,6 @@ pub struct TaskContext {
 }
 
 impl TaskContext {
-    /// The message an outbound task replies to, if any.
-    pub fn reply_to(&self) -> Option<MessageId> {
-        self.task.spec.reply_to()
-    }
-
     /// The task's spec, with a permanent error when the registry handed a handler a task of
     /// another kind (a programming error, never a panic).
     fn spec_mismatch(&self, expected: TaskKind) -> TaskError {
@@ -67,15 +60,15 @@ impl TaskContext {
     }
 }
 
-pub type HandlerResult = Result<Outcome, TaskError>;
+pub(crate) type HandlerResult = Result<Outcome, TaskError>;
 
 /// Runs one kind of task.
-pub trait TaskHandler: Send + Sync {
+pub(crate) trait TaskHandler: Send + Sync {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult>;
 }
 
 /// The registry: the handler of every task kind.
-pub fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
+pub(crate) fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
     match kind {
         TaskKind::Received => &received::Received,
         TaskKind::Classify => &classify::Classify,

@@ -14,7 +14,7 @@ use crate::core::plan::{Action, PlanRequest};
 use crate::core::time::BoxFuture;
 use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler};
 
-pub struct Received;
+pub(crate) struct Received;
 
 impl TaskHandler for Received {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {
@@ -85,7 +85,7 @@ impl TaskHandler for Received {
 }
 
 /// The persona's own pacing where it sets one, the configured defaults otherwise.
-pub fn persona_pacing(persona: &Persona, defaults: Pacing) -> Pacing {
+pub(crate) fn persona_pacing(persona: &Persona, defaults: Pacing) -> Pacing {
     Pacing {
         chars_per_sec: persona.typing_speed.unwrap_or(defaults.chars_per_sec),
         start_delay_secs: persona
@@ -106,7 +106,11 @@ const STICKER_PAUSE_SECS: f64 = 1.5;
 /// before the plan's first message, and before every text a typing indicator for a time
 /// proportional to its length. Outbound tasks get their idempotency key here, long before
 /// their side effect can start.
-pub fn tasks_from_actions(actions: Vec<Action>, now: jiff::Timestamp, pacing: Pacing) -> Vec<Task> {
+pub(crate) fn tasks_from_actions(
+    actions: Vec<Action>,
+    now: jiff::Timestamp,
+    pacing: Pacing,
+) -> Vec<Task> {
     let mut tasks = Vec::with_capacity(actions.len() * 3);
     let mut first_outbound = true;
     for action in actions {

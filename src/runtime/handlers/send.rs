@@ -7,7 +7,7 @@ use crate::core::outcome::{Outcome, TaskError};
 use crate::core::time::BoxFuture;
 use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler};
 
-pub struct Send;
+pub(super) struct Send;
 
 impl TaskHandler for Send {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {

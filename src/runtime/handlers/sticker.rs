@@ -9,7 +9,7 @@ use crate::core::outcome::Outcome;
 use crate::core::time::BoxFuture;
 use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler};
 
-pub struct Sticker;
+pub(super) struct Sticker;
 
 impl TaskHandler for Sticker {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {

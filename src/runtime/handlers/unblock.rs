@@ -5,7 +5,7 @@ use crate::core::outcome::Outcome;
 use crate::core::time::BoxFuture;
 use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler, direct_only};
 
-pub struct Unblock;
+pub(super) struct Unblock;
 
 impl TaskHandler for Unblock {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {

@@ -5,7 +5,9 @@ use super::*;
 
 /// Media info of a raw message media, plus the sticker set to resolve if only its id is
 /// known. Media the daemon does not describe (polls, locations, web pages, ...) is `None`.
-pub fn map_media(media: &tl::enums::MessageMedia) -> (Option<MediaInfo>, Option<StickerSetRef>) {
+pub(crate) fn map_media(
+    media: &tl::enums::MessageMedia,
+) -> (Option<MediaInfo>, Option<StickerSetRef>) {
     match media {
         tl::enums::MessageMedia::Photo(p) => (map_photo(p), None),
         tl::enums::MessageMedia::Document(d) => map_document(d),
