@@ -59,6 +59,7 @@
 use std::collections::HashSet;
 use std::fmt;
 
+use crate::core::graph::TaskKind;
 use crate::core::model::{MessageId, StickerChoice};
 use crate::core::plan::Action;
 mod syntax;
@@ -202,53 +203,23 @@ pub fn utf16_len(text: &str) -> usize {
 // ---------------------------------------------------------------------------------------------
 // Block kinds
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Send,
-    Sticker,
-    Wait,
-    React,
-    Block,
-    Unblock,
-    ClearConversation,
-}
-
-impl Kind {
-    fn parse(raw: &str) -> Option<Kind> {
-        let raw = raw.trim();
-        if raw.len() > 32 {
-            return None;
-        }
-        let norm: String = raw
-            .chars()
-            .map(|c| match c {
-                '_' | ' ' => '-',
-                c => c.to_ascii_lowercase(),
-            })
-            .collect();
-        Some(match norm.as_str() {
-            "send" => Kind::Send,
-            "sticker" => Kind::Sticker,
-            "wait" => Kind::Wait,
-            "react" => Kind::React,
-            "block" => Kind::Block,
-            "unblock" => Kind::Unblock,
-            "clear-conversation" => Kind::ClearConversation,
-            _ => return None,
+/// The task kind a block heading names (`send`, `Clear_Conversation`, ...: case, `_` and
+/// spaces are forgiven), when a plan may contain it. The kinds are the graph's own
+/// [`TaskKind`]s; planning-only and operator kinds (`received`, `classify`, `shutdown`) are
+/// not blocks.
+fn block_kind(raw: &str) -> Option<TaskKind> {
+    let raw = raw.trim();
+    if raw.len() > 32 {
+        return None;
+    }
+    let norm: String = raw
+        .chars()
+        .map(|c| match c {
+            '_' | ' ' => '-',
+            c => c.to_ascii_lowercase(),
         })
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Send => "send",
-            Kind::Sticker => "sticker",
-            Kind::Wait => "wait",
-            Kind::React => "react",
-            Kind::Block => "block",
-            Kind::Unblock => "unblock",
-            Kind::ClearConversation => "clear-conversation",
-        }
-    }
+        .collect();
+    TaskKind::parse(&norm).filter(|k| k.plannable())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -261,17 +232,17 @@ fn parse_block(
     body: &str,
     opts: &ParseOptions,
 ) {
-    let Some(kind) = Kind::parse(heading.kind) else {
+    let Some(kind) = block_kind(heading.kind) else {
         let label = format!("block {index} («{}»)", shown_kind(heading.kind));
         warn(out, &label, "unknown kind; skipped");
         return;
     };
-    let label = format!("block {index} («{}»)", kind.name());
+    let label = format!("block {index} («{}»)", kind.as_str());
     if heading.bare {
         warn(
             out,
             &label,
-            format_args!("heading has no guillemets; read as `# «{}»`", kind.name()),
+            format_args!("heading has no guillemets; read as `# «{}»`", kind.as_str()),
         );
     }
     if !heading.trailing.is_empty() {
@@ -286,7 +257,7 @@ fn parse_block(
     }
     let body = body.trim();
     match kind {
-        Kind::Send => {
+        TaskKind::Send => {
             let reply_to = reply_target(out, &label, &heading.id, opts);
             if body.is_empty() {
                 warn(out, &label, "empty; skipped");
@@ -294,22 +265,22 @@ fn parse_block(
                 push_send(out, &label, body, reply_to);
             }
         }
-        Kind::Sticker => {
+        TaskKind::Sticker => {
             let Some(sticker) = parse_sticker(out, &label, body, opts) else {
                 return;
             };
             let reply_to = reply_target(out, &label, &heading.id, opts);
             out.actions.push(Action::Sticker { sticker, reply_to });
         }
-        Kind::Wait => {
+        TaskKind::Wait => {
             ignore_id(out, &label, &heading.id);
             if let Some(secs) = parse_wait(out, &label, body, opts.max_wait_secs) {
                 out.actions.push(Action::Wait { secs });
             }
         }
-        Kind::React => parse_react(out, &label, &heading.id, body, opts),
-        Kind::Block | Kind::Unblock | Kind::ClearConversation => {
-            if kind == Kind::ClearConversation && !opts.allow_clear_conversation {
+        TaskKind::React => parse_react(out, &label, &heading.id, body, opts),
+        TaskKind::Block | TaskKind::Unblock | TaskKind::ClearConversation => {
+            if kind == TaskKind::ClearConversation && !opts.allow_clear_conversation {
                 warn(out, &label, "not enabled for this persona; skipped");
                 return;
             }
@@ -322,10 +293,14 @@ fn parse_block(
                 );
             }
             out.actions.push(match kind {
-                Kind::Block => Action::Block,
-                Kind::Unblock => Action::Unblock,
+                TaskKind::Block => Action::Block,
+                TaskKind::Unblock => Action::Unblock,
                 _ => Action::ClearConversation,
             });
+        }
+        // Not plannable: `block_kind` never returns these.
+        TaskKind::Received | TaskKind::Classify | TaskKind::Shutdown => {
+            warn(out, &label, "unknown kind; skipped");
         }
     }
 }

@@ -98,9 +98,9 @@ pub(super) fn parse_json_tasks(out: &mut ParsedReply, found: JsonTasks, opts: &P
             }
         };
         let id_field = |name: &str| -> IdPart<'static> { json_id(obj.get(name)) };
-        let (id, body) = match Kind::parse(kind) {
-            Some(Kind::Send) => (id_field("reply_to"), text_field("text")),
-            Some(Kind::Sticker) => {
+        let (id, body) = match block_kind(kind) {
+            Some(TaskKind::Send) => (id_field("reply_to"), text_field("text")),
+            Some(TaskKind::Sticker) => {
                 let set = text_field("sticker_set");
                 let name = text_field("name");
                 let body = if set.trim().is_empty() {
@@ -110,8 +110,8 @@ pub(super) fn parse_json_tasks(out: &mut ParsedReply, found: JsonTasks, opts: &P
                 };
                 (id_field("reply_to"), body)
             }
-            Some(Kind::Wait) => (IdPart::Absent, text_field("delay")),
-            Some(Kind::React) => {
+            Some(TaskKind::Wait) => (IdPart::Absent, text_field("delay")),
+            Some(TaskKind::React) => {
                 let mut id = id_field("message_id");
                 if id == IdPart::Absent {
                     id = id_field("reply_to");

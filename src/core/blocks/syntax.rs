@@ -84,7 +84,7 @@ pub(super) fn parse_heading(line: &str) -> Option<Heading<'_>> {
     let (word, after) = after_hash
         .split_once([' ', '\t'])
         .unwrap_or((after_hash, ""));
-    Kind::parse(word)?;
+    block_kind(word)?;
     let (id, trailing) = parse_id(after);
     if !trailing.is_empty() {
         return None; // `# wait for it` is text

@@ -73,6 +73,15 @@ impl TaskKind {
         )
     }
 
+    /// Whether a plan may contain the kind (a task block or a planned action); planning,
+    /// classifying and stopping are the runtime's own.
+    pub fn plannable(self) -> bool {
+        !matches!(
+            self,
+            TaskKind::Received | TaskKind::Classify | TaskKind::Shutdown
+        )
+    }
+
     /// Whether the kind has an outbound side effect that must not happen twice, so it
     /// carries an idempotency key.
     pub(crate) fn needs_idempotency_key(self) -> bool {
