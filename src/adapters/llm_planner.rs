@@ -20,7 +20,7 @@ use crate::core::llm::LlmChoice;
 use crate::core::llm::{LlmOutcome, LlmRequest};
 use crate::core::model::{ChatId, MessageId};
 use crate::core::plan::{Action, PlanError, PlanRequest};
-use crate::core::prompt::{self, PromptInput};
+use crate::core::prompt;
 use crate::core::time::BoxFuture;
 use crate::ports::llm::Llm;
 use crate::ports::planner::Planner;
@@ -202,17 +202,7 @@ impl LlmPlanner {
         req: &PlanRequest<'_>,
         window_start: Option<MessageId>,
     ) -> (LlmRequest, Option<MessageId>) {
-        let built = prompt::build(&PromptInput {
-            persona: req.persona,
-            chat: req.chat,
-            history: req.history,
-            target: req.target,
-            now: req.now,
-            history_size: self.config.history_size,
-            window_start,
-            media: req.media,
-            stickers: req.stickers,
-        });
+        let built = prompt::build(req, self.config.history_size, window_start);
         (
             LlmRequest {
                 model: self.route(req.persona),

@@ -46,10 +46,10 @@ pub struct PlanRequest<'a> {
     pub now: Timestamp,
     /// Cached records of the history's media, by unique id.
     pub media: &'a MediaDescriptions,
-    /// The persona's curated stickers, with cached descriptions.
     /// Whether the plan's first message may quote the trigger in a group (the classifier's
     /// impulse was high enough, or the persona was addressed outright).
     pub quote: bool,
+    /// The persona's curated stickers, with cached descriptions.
     pub stickers: &'a [crate::core::model::CuratedSticker],
 }
 

@@ -8,7 +8,6 @@
 
 use std::fmt::Write as _;
 
-use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
 use crate::core::llm::{Part, Role, Turn};
@@ -16,28 +15,10 @@ use crate::core::media::{MediaDescriptions, MediaRecord, MediaStatus};
 use crate::core::model::CuratedSticker;
 use crate::core::model::{Chat, MediaInfo, MediaKind, Message, MessageId};
 use crate::core::persona::{Persona, apply_placeholders};
+use crate::core::plan::PlanRequest;
 
 /// Our base instructions: the reply format and how to behave on Telegram.
 pub(crate) const BASE_INSTRUCTIONS: &str = include_str!("base_instructions.md");
-
-/// Everything the builder needs.
-#[derive(Debug, Clone, Copy)]
-pub struct PromptInput<'a> {
-    pub persona: &'a Persona,
-    pub chat: &'a Chat,
-    /// Oldest first.
-    pub history: &'a [Message],
-    pub target: Option<MessageId>,
-    pub now: Timestamp,
-    /// Most messages sent as history.
-    pub history_size: usize,
-    /// First message id of the window used last time for this chat, if known.
-    pub window_start: Option<MessageId>,
-    /// Cached media records by unique id (rendering never does I/O).
-    pub media: &'a MediaDescriptions,
-    /// The persona's curated stickers (with cached descriptions).
-    pub stickers: &'a [CuratedSticker],
-}
 
 /// A built prompt.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,10 +30,16 @@ pub struct Prompt {
     pub window_start: Option<MessageId>,
 }
 
-/// Builds the request for one planning step.
-pub fn build(input: &PromptInput<'_>) -> Prompt {
+/// Builds the request for one planning step from what the planner was given: at most
+/// `history_size` messages of history, the window starting where it started last time
+/// (`window_start`, first message id, when known) so the cached prefix stays stable.
+pub fn build(
+    input: &PlanRequest<'_>,
+    history_size: usize,
+    window_start: Option<MessageId>,
+) -> Prompt {
     let tz = input.persona.timezone.clone().unwrap_or(TimeZone::UTC);
-    let start = window_start(input.history, input.history_size, input.window_start);
+    let start = self::window_start(input.history, history_size, window_start);
     let window = &input.history[start..];
     let mut turns: Vec<Turn> = window
         .iter()
@@ -265,7 +252,7 @@ pub(crate) fn render_media(media: &MediaInfo, record: Option<&MediaRecord>) -> S
 }
 
 /// The final user turn: what changes from one request to the next.
-fn volatile_context(input: &PromptInput<'_>, tz: &TimeZone) -> String {
+fn volatile_context(input: &PlanRequest<'_>, tz: &TimeZone) -> String {
     let now = input.now.to_zoned(tz.clone());
     let mut s = String::from("[context]\n");
     let _ = writeln!(
@@ -309,6 +296,7 @@ fn volatile_context(input: &PromptInput<'_>, tz: &TimeZone) -> String {
 mod tests {
     use super::*;
     use crate::core::model::{ChatId, Sender};
+    use jiff::Timestamp;
 
     fn msg(id: i64, outgoing: bool) -> Message {
         Message {
