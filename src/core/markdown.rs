@@ -26,6 +26,7 @@ pub fn rendered_text(markdown: &str) -> String {
 
 /// The rendered text and each entity's span as (offset, length) in UTF-16 code units, in
 /// the order [`to_telegram`] gives them: what the `markdown` fuzz target checks.
+#[cfg(feature = "fuzzing")]
 pub(crate) fn entity_spans(markdown: &str) -> (String, Vec<(i32, i32)>) {
     let (text, entities) = render(markdown);
     (

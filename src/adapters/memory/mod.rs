@@ -291,6 +291,7 @@ impl MemoryTelegram {
     }
 
     /// Makes the next call of `op` fail with `error` (queued: several calls fail in order).
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn fail_next(&self, op: Op, error: TelegramError) {
         self.lock().faults.entry(op).or_default().push_back(error);
     }
@@ -311,6 +312,7 @@ impl MemoryTelegram {
     }
 
     /// How many times `allowed_reactions` was called (to check caching).
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn allowed_reactions_calls(&self) -> usize {
         self.lock().allowed_reactions_calls
     }
@@ -432,11 +434,13 @@ impl MemoryTelegram {
     }
 
     /// From now on every call of `op` waits at the returned gate.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn gate(&self, op: Op) -> Arc<Gate> {
         Arc::clone(self.lock().gates.entry(op).or_default())
     }
 
     /// Removes the gate of `op`.
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn ungate(&self, op: Op) {
         self.lock().gates.remove(&op);
     }
