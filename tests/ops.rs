@@ -755,6 +755,8 @@ fn personas_reload_on_file_changes_new_ones_start_removed_ones_stop_and_keep_gra
 
 mod gemini {
     use super::*;
+    use personad::core::graph::{ConversationKey, codec};
+    use personad::core::model::ChatId;
     use serde_json::json;
     use wiremock::matchers::{method, path_regex};
     use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -773,24 +775,8 @@ mod gemini {
     /// request) and answered with a reaction, so the check above is not hollow.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_paused_agents_group_message_makes_no_llm_request_and_no_reaction() -> TestResult {
-        let server = MockServer::start().await;
-        let answer = json!({
-            "addressed": false, "confidence": 0.2, "wanna_interject": true, "interject": 0.9,
-            "impulse": 0.3, "is_lightweight": true, "reaction": "👍", "reason": "fun"
-        });
-        Mock::given(method("POST"))
-            .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
-            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-                "candidates": [{"content": {"role": "model", "parts": [{"text": answer.to_string()}]}, "finishReason": "STOP"}]
-            })))
-            .mount(&server)
-            .await;
-        // Talkative: any group message is for the classifier (`room_to_speak`).
-        let tess = persona(
-            "Tess",
-            "+15550100042",
-            "# Group Trigger Mode\ntalkative\n\n",
-        );
+        let server = reacting_gemini().await;
+        let tess = talkative_tess();
         let s = Scratch::new(&[("Tess.md", &tess)])?;
         let uri = server.uri();
         let child = start(
@@ -811,13 +797,6 @@ mod gemini {
             say_in_group(s2, "Den", "just saw the new film")?;
             Ok(())
         })?;
-        let reactions = |s: &Scratch| -> Vec<String> {
-            s.log_text()
-                .lines()
-                .filter(|l| l.contains("\"reaction_sent\""))
-                .map(str::to_string)
-                .collect()
-        };
         let den = (-personad::adapters::memory::user_id_for("Den")).to_string();
         let reacted = tokio::task::block_in_place(|| {
             poll(Duration::from_secs(10), || {
@@ -843,6 +822,116 @@ mod gemini {
         assert!(
             !body.contains("pizza"),
             "the paused message reached the LLM: {body}"
+        );
+        let child = reaper.0.as_mut().ok_or("no child")?;
+        signal(child, "-TERM")?;
+        tokio::task::block_in_place(|| wait_exit(child, Duration::from_secs(10)))
+            .ok_or("no exit")?;
+        reaper.0 = None;
+        Ok(())
+    }
+
+    /// The classifier's lightweight answer for every request: a 👍 reaction, nothing more.
+    async fn reacting_gemini() -> MockServer {
+        let server = MockServer::start().await;
+        let answer = json!({
+            "addressed": false, "confidence": 0.2, "wanna_interject": true, "interject": 0.9,
+            "impulse": 0.3, "is_lightweight": true, "reaction": "👍", "reason": "fun"
+        });
+        Mock::given(method("POST"))
+            .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "candidates": [{"content": {"role": "model", "parts": [{"text": answer.to_string()}]}, "finishReason": "STOP"}]
+            })))
+            .mount(&server)
+            .await;
+        server
+    }
+
+    /// Tess in talkative mode: any group message is for the classifier (`room_to_speak`).
+    fn talkative_tess() -> String {
+        persona(
+            "Tess",
+            "+15550100042",
+            "# Group Trigger Mode\ntalkative\n\n",
+        )
+    }
+
+    /// `reaction_sent` lines of the log (every run of the scratch directory appends to it).
+    fn reactions(s: &Scratch) -> Vec<String> {
+        s.log_text()
+            .lines()
+            .filter(|l| l.contains("\"reaction_sent\""))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// A reaction-only answer is a task saved before it runs: `run --telegram memory` killed
+    /// with SIGKILL while the reaction is on its way (the memory backend's outbound delay),
+    /// then started again, sends it once, and does not ask the classifier a second time.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reaction_only_answer_survives_kill_9_between_decision_and_send_and_is_sent_once()
+    -> TestResult {
+        let server = reacting_gemini().await;
+        let tess = talkative_tess();
+        let s = Scratch::new(&[("Tess.md", &tess)])?;
+        let uri = server.uri();
+        let args = [
+            "--planner",
+            "gemini",
+            "--model",
+            "chat-mock",
+            "--memory-send-delay-ms",
+            "3000",
+        ];
+        let env = [("GEMINI_API_KEY", "k"), ("GEMINI_BASE_URL", uri.as_str())];
+        let child = start(&s, &args, &env)?;
+        let mut reaper = Reaper(Some(child));
+        let s2 = &s;
+        tokio::task::block_in_place(|| -> TestResult {
+            wait_up(s2)?;
+            say_in_group(s2, "Club", "just saw the new film")?;
+            Ok(())
+        })?;
+        let club = ChatId(-personad::adapters::memory::user_id_for("Club"));
+        let path = StateDir::new(s.state()).graph_path(&ConversationKey::new("Tess", club));
+        let decided = tokio::task::block_in_place(|| {
+            poll(Duration::from_secs(10), || {
+                let text = std::fs::read_to_string(&path).ok()?;
+                let graph = codec::decode(&text).ok()?;
+                graph
+                    .tasks
+                    .iter()
+                    .any(|t| t.kind() == TaskKind::React)
+                    .then_some(())
+            })
+        });
+        decided.ok_or_else(|| format!("no react task on disk:\n{}", s.log_text()))?;
+        assert!(reactions(&s).is_empty(), "sent before the kill");
+        let child = reaper.0.as_mut().ok_or("no child")?;
+        signal(child, "-KILL")?;
+        tokio::task::block_in_place(|| wait_exit(child, Duration::from_secs(10)))
+            .ok_or("no exit after SIGKILL")?;
+        reaper.0 = Some(start(&s, &args, &env)?);
+        let sent = tokio::task::block_in_place(|| {
+            poll(Duration::from_secs(15), || {
+                let r = reactions(s2);
+                (!r.is_empty()).then_some(r)
+            })
+        })
+        .ok_or_else(|| format!("the reaction was lost:\n{}", s.log_text()))?;
+        // Give a duplicate the time to show up before counting.
+        let again = tokio::task::block_in_place(|| {
+            poll(Duration::from_secs(4), || {
+                (reactions(s2).len() > 1).then_some(())
+            })
+        });
+        assert!(again.is_none(), "sent twice: {:?}", reactions(&s));
+        assert_eq!(sent.len(), 1);
+        assert_eq!(
+            server.received_requests().await.unwrap_or_default().len(),
+            1,
+            "the decision was kept, not made again"
         );
         let child = reaper.0.as_mut().ok_or("no child")?;
         signal(child, "-TERM")?;

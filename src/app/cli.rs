@@ -261,7 +261,8 @@ pub struct RunArgs {
         allow_negative_numbers = true
     )]
     pub admin_chats: Vec<i64>,
-    /// With `--telegram memory`: every text send takes this long (a slow network; tests).
+    /// With `--telegram memory`: every text send and reaction takes this long (a slow network;
+    /// tests).
     #[arg(long, value_name = "MS", default_value_t = 0, hide = true)]
     pub memory_send_delay_ms: u64,
     /// Do not watch persona and role-prompt files (SIGHUP still reloads).

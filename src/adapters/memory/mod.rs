@@ -137,7 +137,7 @@ struct State {
     faults: HashMap<Op, VecDeque<TelegramError>>,
     gates: HashMap<Op, Arc<Gate>>,
     media: HashMap<String, Vec<u8>>,
-    /// Simulated network time of every text send (`run --telegram memory` tests).
+    /// Simulated network time of every text send and reaction (`run --telegram memory` tests).
     send_delay: std::time::Duration,
     /// Sticker set → sticker names; empty means every sticker exists.
     sticker_sets: BTreeMap<String, Vec<String>>,
@@ -297,7 +297,7 @@ impl MemoryTelegram {
     }
 
     /// Registers the bytes `download_media` returns for a media id.
-    /// Makes every text send take `delay` on the clock (a slow network).
+    /// Makes every text send and reaction take `delay` on the clock (a slow network).
     pub(crate) fn set_send_delay(&self, delay: std::time::Duration) {
         self.lock().send_delay = delay;
     }
@@ -448,7 +448,7 @@ impl MemoryTelegram {
     /// Passes the gate of `op` (if any), then any injected fault.
     async fn enter(&self, op: Op) -> TgResult<()> {
         let delay = self.lock().send_delay;
-        if op == Op::SendText && !delay.is_zero() {
+        if matches!(op, Op::SendText | Op::React) && !delay.is_zero() {
             drop(crate::ports::clock::sleep(self.clock.as_ref(), delay).await);
         }
         let gate = self.lock().gates.get(&op).cloned();
