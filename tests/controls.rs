@@ -41,6 +41,8 @@ fn from_user(chat: ChatId, id: i64, username: &str, text: &str, h: &Harness) -> 
             name: "Alice".into(),
             username: Some(username.into()),
             is_bot: false,
+            service: false,
+            deleted: false,
         },
         outgoing: false,
         text: text.into(),

@@ -48,6 +48,8 @@ fn msg(id: i64, from: i64, text: &str) -> Message {
             name: format!("user{from}"),
             username: None,
             is_bot: false,
+            service: false,
+            deleted: false,
         },
         outgoing: from == ME,
         text: text.into(),

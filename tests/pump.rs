@@ -22,7 +22,7 @@ use personad::adapters::mtproto::sent::SentLedger;
 use personad::core::model::{Chat, ChatId, ChatKind, Message, MessageId, Sender, TelegramError};
 use personad::core::time::BoxFuture;
 use personad::ingress::sink::RuntimeSink;
-use personad::ports::clock::{SharedClock, VirtualClock};
+use personad::ports::clock::{Clock, SharedClock, VirtualClock};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -58,6 +58,8 @@ fn msg(chat_id: i64, id: i64, from: i64, outgoing: bool, at: Timestamp) -> Incom
                 name: format!("user {from}"),
                 username: None,
                 is_bot: false,
+                service: false,
+                deleted: false,
             },
             outgoing,
             text: format!("message {id}"),
@@ -167,8 +169,10 @@ impl UpdateSource for ScriptSource {
                     Some(Step::FailingChannel(c)) => {
                         self.0.st().channel_failures += 1;
                         return Err(SourceError::Transient {
-                            reason: "FLOOD_WAIT (420, value 900)".into(),
+                            reason: "INTERNAL (500)".into(),
                             channel: Some(c),
+                            retry_after: None,
+                            permanent: false,
                         });
                     }
                     Some(Step::Fail(e)) => return Err(e),
@@ -190,8 +194,9 @@ impl UpdateSource for ScriptSource {
         })
     }
 
-    fn skip_channel(&mut self, channel: i64) {
+    fn skip_channel(&mut self, channel: i64) -> BoxFuture<'_, ()> {
         self.0.st().skipped.push(channel);
+        Box::pin(async {})
     }
 }
 
@@ -287,6 +292,9 @@ struct FakeLookups {
     blocked: HashSet<i64>,
     muted: HashSet<i64>,
     panics_on_sender: Option<i64>,
+    /// What `recent` answers per chat, and the reads it was asked for.
+    history: HashMap<i64, Vec<Incoming>>,
+    history_reads: Arc<Mutex<Vec<(i64, usize)>>>,
 }
 
 impl Lookups for FakeLookups {
@@ -303,6 +311,11 @@ impl Lookups for FakeLookups {
     }
     fn enrich<'a>(&'a self, _incoming: &'a mut Incoming) -> BoxFuture<'a, ()> {
         Box::pin(async {})
+    }
+    fn recent(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, Result<Vec<Incoming>, String>> {
+        self.history_reads.lock().unwrap().push((chat.0, limit));
+        let found = self.history.get(&chat.0).cloned().unwrap_or_default();
+        Box::pin(async move { Ok(found) })
     }
 }
 
@@ -634,6 +647,7 @@ async fn admission_rules_for_age_blocklist_and_mute() {
             blocked: [666].into(),
             muted: [-30].into(),
             panics_on_sender: None,
+            ..FakeLookups::default()
         },
         true,
     );
@@ -728,6 +742,99 @@ async fn a_failing_channel_difference_is_dropped_after_n_tries() {
     assert_eq!(script.st().channel_failures, CHANNEL_FAILURE_LIMIT as usize);
 }
 
+/// A channel's difference that asks for a long flood wait (40 s after a night offline) is
+/// given up at once instead of holding every DM behind it: the DM behind it is delivered
+/// without waiting, the channel is dropped from catch-up, and one rate-limited read of its
+/// newest messages later passes them through admission.
+#[tokio::test]
+async fn a_channel_difference_with_a_long_flood_wait_is_dropped_at_once_and_read_later() {
+    let channel = personad::adapters::mtproto::pump::channel_chat(77);
+    let mut missed = msg(channel.0, 5, 31, false, t0());
+    missed.chat = chat(channel.0);
+    let reads = Arc::new(Mutex::new(Vec::new()));
+    let h = start_with(
+        vec![
+            Step::Fail(SourceError::Transient {
+                reason: "FLOOD_WAIT (420, value 40)".into(),
+                channel: Some(77),
+                retry_after: Some(Duration::from_secs(40)),
+                permanent: false,
+            }),
+            upd(inbound(7, 1)),
+        ],
+        FakeLookups {
+            history: [(channel.0, vec![missed])].into(),
+            history_reads: Arc::clone(&reads),
+            ..FakeLookups::default()
+        },
+        false,
+    );
+    h.sink.wait_for(1).await;
+    assert_eq!(
+        h.clock.now(),
+        t0(),
+        "the DM waited for the channel's flood wait"
+    );
+    assert_eq!(h.script.st().skipped, vec![77], "dropped after one failure");
+    assert!(reads.lock().unwrap().is_empty(), "read at once, not later");
+    h.clock
+        .advance(personad::adapters::mtproto::pump::REFETCH_EVERY);
+    h.sink.wait_for(2).await;
+    assert_eq!(
+        *reads.lock().unwrap(),
+        vec![(channel.0, personad::adapters::mtproto::pump::REFETCH_LIMIT)]
+    );
+    let (seen, _, _) = h.stop().await;
+    assert_eq!(
+        seen[1],
+        Seen::Inbound {
+            chat: channel.0,
+            id: 5,
+            trigger: true
+        }
+    );
+}
+
+/// A channel whose difference is refused for good (CHANNEL_INVALID) is dropped at once.
+#[tokio::test]
+async fn a_permanently_refused_channel_difference_is_dropped_at_once() {
+    let h = start(vec![
+        Step::Fail(SourceError::Transient {
+            reason: "CHANNEL_INVALID (400)".into(),
+            channel: Some(88),
+            retry_after: None,
+            permanent: true,
+        }),
+        upd(inbound(7, 1)),
+    ]);
+    h.sink.wait_for(1).await;
+    let (_, script, _) = h.stop().await;
+    assert_eq!(script.st().skipped, vec![88]);
+}
+
+/// A flood wait of the update stream itself (no channel) is honoured: the reader waits at
+/// least Telegram's seconds before asking again, not its own shorter backoff.
+#[tokio::test]
+async fn a_flood_wait_of_the_stream_is_honoured_by_the_backoff() {
+    let h = start_with(
+        vec![
+            Step::Fail(SourceError::Transient {
+                reason: "FLOOD_WAIT (420, value 30)".into(),
+                channel: None,
+                retry_after: Some(Duration::from_secs(30)),
+                permanent: false,
+            }),
+            upd(inbound(7, 1)),
+        ],
+        FakeLookups::default(),
+        true,
+    );
+    h.sink.wait_for(1).await;
+    let waited = h.clock.now().duration_since(t0()).as_secs();
+    assert!(waited >= 30, "asked again after {waited} s");
+    let _ = h.stop().await;
+}
+
 /// A dead session stops the agent, with no restart.
 #[tokio::test]
 async fn unauthorized_stream_stops_the_agent() {
@@ -745,10 +852,7 @@ async fn unauthorized_stream_stops_the_agent() {
 #[tokio::test]
 async fn transient_stream_errors_retry_on_the_same_source() {
     let h = start(vec![
-        Step::Fail(SourceError::Transient {
-            reason: "i/o".into(),
-            channel: None,
-        }),
+        Step::Fail(SourceError::transient("i/o")),
         upd(inbound(7, 1)),
     ]);
     h.sink.wait_for(1).await;

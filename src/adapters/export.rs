@@ -170,6 +170,8 @@ pub fn parse(json: &str) -> Result<Export, ExportError> {
                     name,
                     username: None,
                     is_bot: false,
+                    service: false,
+                    deleted: false,
                 },
                 outgoing: false,
                 text,

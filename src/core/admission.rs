@@ -5,7 +5,48 @@
 
 use jiff::Timestamp;
 
-use crate::core::model::MessageId;
+use crate::core::model::{Chat, Message, MessageId};
+
+/// Telegram's own accounts: 777000 posts login codes and login notices, 42777 is its
+/// service-notification account.
+pub const SERVICE_ACCOUNTS: [i64; 2] = [777_000, 42_777];
+
+/// Whether `id` (a user id, or a DM's chat id) is one of Telegram's service accounts.
+pub fn is_service_account(id: i64) -> bool {
+    SERVICE_ACCOUNTS.contains(&id)
+}
+
+/// What the sender of an inbound message allows, whatever the source (live update, catch-up,
+/// unread scan, an operator's injection): the first rule of admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SenderRule {
+    /// A person: admission goes on.
+    Person,
+    /// Kept as history, never a trigger (a bot in a DM, a deleted account).
+    HistoryOnly(&'static str),
+    /// Not kept at all and never sent anywhere: Telegram's service accounts (login codes),
+    /// in their own chat or elsewhere.
+    Private,
+}
+
+/// The sender rule for `message` in `chat`. The agent's own messages (ours or the owner's,
+/// from any device) are `outgoing` and never trigger anyway.
+pub fn sender_rule(chat: &Chat, message: &Message) -> SenderRule {
+    if is_service_account(chat.id.0) || message.sender.service {
+        return SenderRule::Private;
+    }
+    if message.outgoing {
+        return SenderRule::Person;
+    }
+    // In groups a bot's message is the group decision's (the persona's `reply_to_bots`).
+    if message.sender.is_bot && chat.kind.is_direct() {
+        SenderRule::HistoryOnly("a bot")
+    } else if message.sender.deleted {
+        SenderRule::HistoryOnly("a deleted account")
+    } else {
+        SenderRule::Person
+    }
+}
 
 /// How an admitted inbound message enters its conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

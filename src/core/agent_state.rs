@@ -34,6 +34,13 @@ pub struct AgentState {
     /// Per-chat group trigger mode set by the owner; wins over the persona's heading.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub group_modes: BTreeMap<ChatId, crate::core::group::settings::TriggerMode>,
+    /// The newest inbound message per chat that admission handed to a plan or the group
+    /// classifier: catch-up, the unread scan and a restart after kill -9 redeliver messages,
+    /// and one at or below this mark is history, never a second plan. While a plan runs, its
+    /// graph file holds the mark (read back at load); the agent state is saved with it when
+    /// the graph is gone, so a crash before the plan was durable loses no message.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub handled: BTreeMap<ChatId, crate::core::model::MessageId>,
 }
 
 impl AgentState {
@@ -48,6 +55,26 @@ impl AgentState {
         default: crate::core::group::settings::TriggerMode,
     ) -> crate::core::group::settings::TriggerMode {
         self.group_modes.get(&chat).copied().unwrap_or(default)
+    }
+
+    /// Whether `message` in `chat` was already handed to a plan (or the classifier).
+    pub fn already_handled(&self, chat: ChatId, message: crate::core::model::MessageId) -> bool {
+        self.handled.get(&chat).is_some_and(|mark| message <= *mark)
+    }
+
+    /// Raises the chat's handled mark to `message`; returns whether it moved.
+    pub(crate) fn note_handled(
+        &mut self,
+        chat: ChatId,
+        message: crate::core::model::MessageId,
+    ) -> bool {
+        match self.handled.get(&chat) {
+            Some(mark) if *mark >= message => false,
+            _ => {
+                self.handled.insert(chat, message);
+                true
+            }
+        }
     }
 
     /// Whether the breaker holds at `now`.

@@ -67,6 +67,12 @@ pub struct Sender {
     pub username: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_bot: bool,
+    /// One of Telegram's own service accounts (login codes, notices, support).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub service: bool,
+    /// A deleted account.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
 }
 
 /// A mention of a user inside a message's text.

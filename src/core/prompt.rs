@@ -307,6 +307,8 @@ mod tests {
                 name: "x".into(),
                 username: None,
                 is_bot: false,
+                service: false,
+                deleted: false,
             },
             outgoing,
             text: format!("m{id}"),

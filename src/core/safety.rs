@@ -10,7 +10,7 @@ use jiff::Timestamp;
 
 use crate::core::agent_state::{AgentState, Breaker, Disabled};
 use crate::core::graph::{ConversationKey, Task, TaskGraph, TaskSpec};
-use crate::core::model::{Chat, ChatId, ChatKind};
+use crate::core::model::{Chat, ChatId, ChatKind, MessageId};
 
 /// How long the account breaker holds after Telegram limits an account.
 pub(crate) const BREAKER_HOLD: Duration = Duration::from_secs(24 * 3600);
@@ -48,6 +48,21 @@ impl AccountSafety {
 
     pub(crate) fn is_disabled(&self, agent: &str, chat: ChatId) -> bool {
         self.states.get(agent).is_some_and(|s| s.is_disabled(chat))
+    }
+
+    /// Whether `message` in `chat` was already handed to a plan (a redelivery).
+    pub(crate) fn already_handled(&self, agent: &str, chat: ChatId, message: MessageId) -> bool {
+        self.states
+            .get(agent)
+            .is_some_and(|s| s.already_handled(chat, message))
+    }
+
+    /// Records that `message` in `chat` went to a plan; returns whether the state changed.
+    pub(crate) fn note_handled(&mut self, agent: &str, chat: ChatId, message: MessageId) -> bool {
+        self.states
+            .entry(agent.to_string())
+            .or_default()
+            .note_handled(chat, message)
     }
 
     /// Disables a chat for good (until an operator clears it).

@@ -185,6 +185,12 @@ impl Scheduler {
                 self.orphans.insert(key, graph);
                 continue;
             }
+            if let Some(message) = graph.handled_message() {
+                // A plan on disk is a handled message, even if the agent state was written
+                // before the plan (a crash between the two writes).
+                self.safety
+                    .note_handled(&graph.agent, graph.chat.id, message);
+            }
             let armed = graph.arm_waits(now);
             if !reset.is_empty() || armed {
                 self.mark_dirty(&key);
@@ -322,8 +328,13 @@ impl Scheduler {
     }
 
     fn remove_graph(&mut self, key: &ConversationKey) {
-        if self.graphs.remove(key).is_some() {
+        if let Some(graph) = self.graphs.remove(key) {
             self.mark_dirty(key);
+            if graph.handled_message().is_some() {
+                // The graph file held the handled mark of its message until now: the agent
+                // state keeps it from here.
+                self.effects.push(Effect::SaveAgentState(key.agent.clone()));
+            }
         }
         self.armed.remove(key);
     }

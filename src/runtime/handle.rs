@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
-use crate::core::admission::Admission;
+use crate::core::admission::{Admission, SenderRule, sender_rule};
 use crate::core::group::settings::TriggerMode;
 use crate::core::model::{Chat, ChatId, Message};
 use crate::core::persona::Persona;
@@ -175,6 +175,21 @@ impl RuntimeHandle {
         trigger: bool,
         callout: bool,
     ) {
+        // The first rule, whatever the source: Telegram's service accounts are never kept
+        // (their messages hold login codes), bots in DMs and deleted accounts never trigger.
+        let trigger = match sender_rule(&chat, &message) {
+            SenderRule::Private => {
+                tracing::debug!(agent = %agent, chat = %chat.id, "message from a Telegram service account: not kept");
+                return;
+            }
+            SenderRule::HistoryOnly(why) => {
+                if trigger {
+                    tracing::debug!(agent = %agent, chat = %chat.id, sender = why, "message kept as history: its sender never triggers a plan");
+                }
+                false
+            }
+            SenderRule::Person => trigger,
+        };
         let admission = match self
             .gate
             .as_ref()

@@ -96,6 +96,18 @@ pub struct MtprotoTelegram {
     blocked: recover::Memo<(), Arc<HashSet<i64>>>,
     /// Mute settings (`mute_until`) per chat and the global ones, refreshed every 60 s.
     muted: recover::Memo<LookupKey, Option<i32>>,
+    /// Chats whose unread mentions or "marked unread" flag must be cleared when they are
+    /// next read (readHistory clears neither, and the next start would see them again).
+    unread_flags: Mutex<HashMap<ChatId, UnreadFlags>>,
+}
+
+/// What `mark_read` must clear besides the read position.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnreadFlags {
+    /// The chat has unread mentions (or replies to us).
+    pub mentions: bool,
+    /// The owner marked the dialog unread.
+    pub marked: bool,
 }
 
 /// How long blocklist and mute look-ups are trusted.
@@ -133,6 +145,7 @@ impl MtprotoTelegram {
             set_names: Mutex::new(HashMap::new()),
             blocked: recover::Memo::new(Arc::clone(&clock), LOOKUP_TTL, FAILURE_TTL, 1),
             muted: recover::Memo::new(Arc::clone(&clock), LOOKUP_TTL, FAILURE_TTL, 10_000),
+            unread_flags: Mutex::new(HashMap::new()),
             clock,
         }
     }
@@ -234,6 +247,40 @@ impl MtprotoTelegram {
             self_id: self.self_id,
             self_username: self.self_username(),
         }
+    }
+
+    /// Records a chat's own mute setting, as its dialog carries it (no look-up needed).
+    pub(crate) fn note_mute(&self, chat: ChatId, mute_until: Option<i32>) {
+        self.muted.put(LookupKey::Mute(chat), mute_until);
+    }
+
+    /// Records what the next `mark_read` of `chat` must clear besides the read position.
+    pub(crate) fn note_unread(&self, chat: ChatId, flags: UnreadFlags) {
+        let mut all = self
+            .unread_flags
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let entry = all.entry(chat).or_default();
+        entry.mentions |= flags.mentions;
+        entry.marked |= flags.marked;
+    }
+
+    /// Takes what `mark_read` of `chat` must clear.
+    fn take_unread(&self, chat: ChatId) -> UnreadFlags {
+        self.unread_flags
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&chat)
+            .unwrap_or_default()
+    }
+
+    /// Learns the account's username (at connect, or later when Telegram was not reachable
+    /// then): @username callouts match from now on.
+    pub(crate) fn set_self_username(&self, username: Option<String>) {
+        *self
+            .self_username
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = username;
     }
 
     /// The account's username, if known.
@@ -360,6 +407,16 @@ impl MtprotoTelegram {
             let newest = hints.entry(mapped.chat.id).or_insert(id);
             *newest = (*newest).max(id);
             drop(hints);
+            if mapped.callout && mapped.chat.kind == ChatKind::Group {
+                // Telegram counts it as an unread mention until readMentions.
+                self.note_unread(
+                    mapped.chat.id,
+                    UnreadFlags {
+                        mentions: true,
+                        marked: false,
+                    },
+                );
+            }
             if mapped.chat.kind == ChatKind::Group {
                 self.topics
                     .lock()
@@ -524,7 +581,7 @@ impl MtprotoTelegram {
 }
 
 /// A mapped message as the pump sees it.
-fn incoming(m: Mapped) -> Incoming {
+pub(crate) fn incoming(m: Mapped) -> Incoming {
     let sticker_set_id = match m.sticker_set {
         Some(map::StickerSetRef::Id { id, access_hash }) => Some((id, access_hash)),
         _ => None,
@@ -552,6 +609,37 @@ impl Lookups for MtprotoTelegram {
                 let set = map::StickerSetRef::Id { id, access_hash };
                 self.resolve_set(&mut incoming.message, &set).await;
             }
+            // A short update names no sender object: the session cache knows bots.
+            let sender = &mut incoming.message.sender;
+            if !sender.is_bot
+                && let Some(id) = PeerId::user(sender.id)
+                && let Ok(Some(PeerInfo::User {
+                    bot: Some(true), ..
+                })) = self.session.peer(id).await
+            {
+                sender.is_bot = true;
+            }
+        })
+    }
+
+    fn recent(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, Result<Vec<Incoming>, String>> {
+        Box::pin(async move {
+            let peer = self.peer(chat).await.map_err(|e| e.to_string())?;
+            let mut iter = self.client().iter_messages(peer).limit(limit);
+            let mut out = Vec::new();
+            loop {
+                match iter.next().await {
+                    Ok(Some(m)) => {
+                        if let Ok(mapped) = self.map(&m) {
+                            out.push(incoming(mapped));
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => return Err(classify(&e).to_string()),
+                }
+            }
+            out.reverse(); // oldest first
+            Ok(out)
         })
     }
 }

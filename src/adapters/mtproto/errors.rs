@@ -169,3 +169,47 @@ fn classify_rpc(rpc: &RpcError) -> TelegramError {
     }
     TelegramError::Other(label)
 }
+
+/// Maps an error of grammers' update stream for the pump. grammers' error names no channel,
+/// but its `caused_by` names the request that failed: only a failed `getChannelDifference`
+/// is attributed to a channel, the one `pending_channel` reports (the difference grammers
+/// prepared last, see `guarded`). A flood wait carries its seconds; a refusal (403, 400,
+/// 404: CHANNEL_INVALID, ...) of a channel's difference is permanent.
+pub(crate) fn stream_error(
+    err: &InvocationError,
+    pending_channel: impl FnOnce() -> Option<i64>,
+) -> crate::adapters::mtproto::pump::SourceError {
+    use crate::adapters::mtproto::pump::SourceError;
+    use grammers_client::tl::Identifiable;
+    if let InvocationError::Dropped(_) = err {
+        return SourceError::Closed;
+    }
+    let classified = classify(err);
+    if let TelegramError::Unauthorized(reason) = classified {
+        return SourceError::Unauthorized(reason);
+    }
+    let channel_diff = matches!(err, InvocationError::Rpc(rpc)
+        if rpc.caused_by == Some(grammers_client::tl::functions::updates::GetChannelDifference::CONSTRUCTOR_ID));
+    let channel = if channel_diff {
+        pending_channel()
+    } else {
+        None
+    };
+    let retry_after = match classified {
+        TelegramError::FloodWait { secs } | TelegramError::SlowmodeWait { secs } => {
+            Some(std::time::Duration::from_secs(secs))
+        }
+        _ => None,
+    };
+    let permanent = channel.is_some()
+        && matches!(
+            classified,
+            TelegramError::Forbidden(_) | TelegramError::NotFound(_) | TelegramError::Invalid(_)
+        );
+    SourceError::Transient {
+        reason: classified.to_string(),
+        channel,
+        retry_after,
+        permanent,
+    }
+}

@@ -42,6 +42,10 @@ pub struct PeerDesc {
     pub name: String,
     pub username: Option<String>,
     pub is_bot: bool,
+    /// Telegram's own service or support account.
+    pub service: bool,
+    /// A deleted account.
+    pub deleted: bool,
     pub is_self: bool,
     /// A "min" object: Telegram left some fields out, so it must not erase known ones.
     pub min: bool,
@@ -68,6 +72,8 @@ impl PeerDesc {
             name: full_name(u.first_name.as_deref(), u.last_name.as_deref()),
             username,
             is_bot: u.bot,
+            service: u.support || crate::core::admission::is_service_account(id),
+            deleted: u.deleted,
             is_self: u.is_self,
             min: u.min,
         })
@@ -82,6 +88,8 @@ impl PeerDesc {
                 name: title.to_string(),
                 username,
                 is_bot: false,
+                service: false,
+                deleted: false,
                 is_self: false,
                 min,
             })
@@ -624,6 +632,8 @@ fn map_with(
             name: d.name.clone(),
             username: d.username.clone(),
             is_bot: d.is_bot,
+            service: d.service,
+            deleted: d.deleted,
         },
         None => {
             if sender_id.0 != ctx.self_id && !missing.contains(&sender_id.0) {
@@ -636,6 +646,8 @@ fn map_with(
                     .then(|| ctx.self_username.clone())
                     .flatten(),
                 is_bot: false,
+                service: crate::core::admission::is_service_account(sender_id.0),
+                deleted: false,
             }
         }
     };

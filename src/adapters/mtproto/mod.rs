@@ -313,7 +313,8 @@ impl Connected {
             creds,
             opts,
             telegram: Arc::clone(&telegram),
-            sink: Arc::clone(&sink),
+            clock: Arc::clone(&clock),
+            scan: std::sync::Mutex::new(None),
             pool: tokio::sync::Mutex::new(Pool {
                 client,
                 updates,
@@ -356,7 +357,10 @@ struct GrammersFactory {
     creds: Credentials,
     opts: ConnectOptions,
     telegram: Arc<MtprotoTelegram>,
-    sink: Arc<dyn pump::Sink>,
+    clock: SharedClock,
+    /// The unread scan of the last open, which outlives a stop in its middle (so the
+    /// update state it walked over is always restored): shutdown waits for it.
+    scan: std::sync::Mutex<Option<JoinHandle<()>>>,
     pool: tokio::sync::Mutex<Pool>,
 }
 
@@ -364,9 +368,50 @@ impl GrammersFactory {
     async fn shutdown(&self) {
         let mut pool = self.pool.lock().await;
         pool.client.disconnect();
+        let scan = self
+            .scan
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(scan) = scan {
+            let _ = scan.await;
+        }
         if let Some(task) = pool.task.take() {
             let _ = task.await;
         }
+    }
+
+    /// Learns the account's username if the start could not (Telegram was not reachable):
+    /// without it, @username callouts never match.
+    async fn refresh_username(&self, client: &Client) {
+        if self.telegram.self_username().is_some() {
+            return;
+        }
+        let me = tokio::select! {
+            me = client.get_me() => me.ok(),
+            () = crate::ports::clock::pause(self.clock.as_ref(), GET_ME_TIMEOUT) => None,
+        };
+        if let Some(me) = me {
+            self.telegram
+                .set_self_username(me.username().map(str::to_string));
+        }
+    }
+
+    /// Runs the unread scan in a task of its own and waits for its finds. The task restores
+    /// the update state even when this wait is dropped (a stop during the scan).
+    async fn scan(&self, client: &Client) -> Vec<pump::TgUpdate> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (agent, client) = (self.agent.clone(), client.clone());
+        let (session, telegram) = (Arc::clone(&self.session), Arc::clone(&self.telegram));
+        let task = tokio::spawn(async move {
+            let found = scan_unread(&agent, client, session.as_ref(), telegram).await;
+            let _ = tx.send(found);
+        });
+        *self
+            .scan
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(task);
+        rx.await.unwrap_or_default()
     }
 }
 
@@ -392,26 +437,20 @@ impl pump::SourceFactory for GrammersFactory {
                 let updates = pool.updates.take().ok_or(pump::SourceError::Closed)?;
                 (pool.client.clone(), updates)
             };
-            scan_unread(
-                &self.agent,
-                &client,
-                &self.session,
-                &self.telegram,
-                &self.sink,
-            )
-            .await;
+            self.refresh_username(&client).await;
+            let backlog = self.scan(&client).await;
             let stream = client
                 .stream_updates(updates, UpdatesConfiguration { catch_up: true })
                 .await
-                .map_err(|e| pump::SourceError::Transient {
-                    reason: format!("cannot open the update stream: {e}"),
-                    channel: None,
+                .map_err(|e| {
+                    pump::SourceError::transient(format!("cannot open the update stream: {e}"))
                 })?;
-            Ok(Box::new(GrammersSource {
+            Ok(Box::new(GrammersSource::new(
                 stream,
-                telegram: Arc::clone(&self.telegram),
-                session: Arc::clone(&self.session),
-            }) as Box<dyn pump::UpdateSource>)
+                Arc::clone(&self.telegram),
+                Arc::clone(&self.session),
+                backlog,
+            )) as Box<dyn pump::UpdateSource>)
         })
     }
 
@@ -425,31 +464,46 @@ impl pump::SourceFactory for GrammersFactory {
     }
 }
 
-/// grammers' update stream as a pump source.
-struct GrammersSource {
+/// grammers' update stream as a pump source: first the unread scan's messages (so they pass
+/// the pump's admission like any update), then the stream.
+pub struct GrammersSource {
     stream: grammers_client::client::UpdateStream,
     telegram: Arc<MtprotoTelegram>,
     session: Arc<GuardedSession>,
+    backlog: std::collections::VecDeque<pump::TgUpdate>,
+}
+
+impl GrammersSource {
+    /// A source over `stream`, delivering `backlog` (the unread scan's finds) first.
+    pub fn new(
+        stream: grammers_client::client::UpdateStream,
+        telegram: Arc<MtprotoTelegram>,
+        session: Arc<GuardedSession>,
+        backlog: Vec<pump::TgUpdate>,
+    ) -> GrammersSource {
+        GrammersSource {
+            stream,
+            telegram,
+            session,
+            backlog: backlog.into(),
+        }
+    }
 }
 
 impl pump::UpdateSource for GrammersSource {
     fn next(&mut self) -> BoxFuture<'_, Result<Option<pump::TgUpdate>, pump::SourceError>> {
         Box::pin(async move {
+            if let Some(update) = self.backlog.pop_front() {
+                return Ok(Some(update));
+            }
             match self.stream.next().await {
                 Ok(update) => {
                     self.session.clear_difference_channel();
                     Ok(self.telegram.to_update(&update))
                 }
-                Err(grammers_client::InvocationError::Dropped(_)) => Err(pump::SourceError::Closed),
-                Err(e) => match classify(&e) {
-                    TelegramError::Unauthorized(reason) => {
-                        Err(pump::SourceError::Unauthorized(reason))
-                    }
-                    other => Err(pump::SourceError::Transient {
-                        reason: other.to_string(),
-                        channel: self.session.difference_channel(),
-                    }),
-                },
+                Err(e) => Err(errors::stream_error(&e, || {
+                    self.session.difference_channel()
+                })),
             }
         })
     }
@@ -463,76 +517,105 @@ impl pump::UpdateSource for GrammersSource {
         })
     }
 
-    fn skip_channel(&mut self, channel: i64) {
-        tracing::warn!(
-            channel,
-            "cannot end this channel's difference from outside grammers; it is retried with backoff"
-        );
+    fn skip_channel(&mut self, channel: i64) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            use grammers_client::session::Session;
+            // grammers ends the difference of a channel it has no access hash for: the
+            // session answers its next look-up of this channel without one.
+            self.session.skip_channel(channel);
+            // And a restart must not ask for it again.
+            match self.session.updates_state().await {
+                Ok(state) => {
+                    let state = without_channels(state, &std::iter::once(channel).collect());
+                    if let Err(e) = self
+                        .session
+                        .set_update_state(grammers_client::session::types::UpdateState::All(state))
+                        .await
+                    {
+                        tracing::warn!(channel, error = %e, "could not drop the channel from the saved update state");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(channel, error = %e, "could not read the saved update state")
+                }
+            }
+        })
     }
 }
 
-/// On connect: replan chats with unread messages from others, unread mentions, or the
-/// "marked unread" flag (a muted chat counts only for mentions and the flag). Walking the
-/// dialogs writes every channel's current pts into the session, which would erase the gaps
-/// catch-up must fill: the saved update state is restored afterwards, without broadcast
-/// channels (we never answer there, so their differences are not worth fetching).
-async fn scan_unread(
+/// On connect: finds chats with unread messages from others, unread mentions, or the
+/// "marked unread" flag, and returns each one's newest message for the pump's admission
+/// (the same rules as live updates: age, blocklist, mute, sender; a mention or the mark
+/// counts as addressing the agent, so it is answered in a muted chat too). Each dialog's
+/// own notify settings answer the mute look-up, and what `mark_read` must clear later is
+/// noted. Walking the dialogs writes every channel's current pts into the session, which
+/// would erase the gaps catch-up must fill: the saved update state is restored afterwards,
+/// without broadcast channels (we never answer there, so their differences are not worth
+/// fetching). The walk runs in a task of its own: a panic inside the library is contained.
+pub async fn scan_unread<S>(
     agent: &str,
-    client: &Client,
-    session: &Arc<GuardedSession>,
-    telegram: &Arc<MtprotoTelegram>,
-    sink: &Arc<dyn pump::Sink>,
-) {
-    use grammers_client::session::Session;
+    client: Client,
+    session: &S,
+    telegram: Arc<MtprotoTelegram>,
+) -> Vec<pump::TgUpdate>
+where
+    S: grammers_client::session::Session,
+    S::Error: fmt::Display,
+{
     let saved = session.updates_state().await.ok();
-    let client = client.clone();
-    let telegram_scan = Arc::clone(telegram);
-    let sink = Arc::clone(sink);
-    // Walking dialogs can panic inside the library on unknown peers: keep it contained.
-    let scan = tokio::spawn(async move {
-        let telegram = telegram_scan;
+    let walk = tokio::spawn(async move {
         let mut dialogs = client.iter_dialogs();
-        let mut replanned = 0usize;
+        let mut found = Vec::new();
         while let Ok(Some(dialog)) = dialogs.next().await {
-            let grammers_client::tl::enums::Dialog::Dialog(d) = &dialog.raw else {
-                continue;
-            };
-            if d.unread_count == 0 && d.unread_mentions_count == 0 && !d.unread_mark {
-                continue;
-            }
-            let Some(last) = dialog.last_message.as_ref() else {
-                continue;
-            };
-            let Ok(mapped) = telegram.map(last) else {
-                continue;
-            };
-            if mapped.message.outgoing {
-                continue;
-            }
-            if telegram.is_blocked(mapped.message.sender.id).await {
-                continue;
-            }
-            let strong = d.unread_mentions_count > 0 || d.unread_mark;
-            let trigger = strong || !telegram.is_muted(mapped.chat.id).await;
-            sink.inbound_addressed(
-                mapped.chat,
-                mapped.message,
-                trigger,
-                strong || mapped.callout,
-            );
-            if trigger {
-                replanned += 1;
+            if let grammers_client::tl::enums::Dialog::Dialog(d) = &dialog.raw
+                && let Some(last) = dialog.last_message.as_ref()
+                && let Some(update) = unread_update(&telegram, d, last)
+            {
+                found.push(update);
             }
         }
-        replanned
+        found
     });
-    match scan.await {
-        Ok(n) => tracing::info!(agent = %agent, chats = n, "unread scan done"),
-        Err(e) => tracing::warn!(agent = %agent, error = %e, "unread scan failed"),
-    }
+    let found = match walk.await {
+        Ok(found) => {
+            tracing::info!(agent = %agent, chats = found.len(), "unread scan done");
+            found
+        }
+        Err(e) => {
+            tracing::warn!(agent = %agent, error = %e, "unread scan failed");
+            Vec::new()
+        }
+    };
     if let Some(saved) = saved {
-        restore_update_state(agent, session.as_ref(), saved).await;
+        restore_update_state(agent, session, saved).await;
     }
+    found
+}
+
+/// The update the unread scan hands to admission for one dialog, if it has anything unread
+/// from someone else.
+pub fn unread_update(
+    telegram: &MtprotoTelegram,
+    dialog: &grammers_client::tl::types::Dialog,
+    last: &grammers_client::message::Message,
+) -> Option<pump::TgUpdate> {
+    if dialog.unread_count == 0 && dialog.unread_mentions_count == 0 && !dialog.unread_mark {
+        return None;
+    }
+    let mapped = telegram.map(last).ok()?;
+    if mapped.message.outgoing {
+        return None;
+    }
+    let grammers_client::tl::enums::PeerNotifySettings::Settings(notify) = &dialog.notify_settings;
+    telegram.note_mute(mapped.chat.id, notify.mute_until);
+    let flags = backend::UnreadFlags {
+        mentions: dialog.unread_mentions_count > 0,
+        marked: dialog.unread_mark,
+    };
+    telegram.note_unread(mapped.chat.id, flags);
+    let mut incoming = backend::incoming(mapped);
+    incoming.callout |= flags.mentions || flags.marked;
+    Some(pump::TgUpdate::NewMessage(incoming))
 }
 
 /// Writes back an update state saved before a dialog walk, minus broadcast channels.

@@ -47,6 +47,14 @@ pub(crate) const STREAM_ERROR_BACKOFF: Backoff =
 pub const SAVE_EVERY: Duration = Duration::from_secs(60);
 /// A channel whose difference fails this many times in a row is dropped from catch-up.
 pub const CHANNEL_FAILURE_LIMIT: u32 = 3;
+/// A channel whose difference asks to wait longer than this is dropped from catch-up at
+/// once: waiting would hold every other update (DMs included) behind it.
+pub const CHANNEL_WAIT_LIMIT: Duration = Duration::from_secs(10);
+/// A channel dropped from catch-up is read again from its history, one channel per this
+/// interval (the first one this long after it was dropped).
+pub const REFETCH_EVERY: Duration = Duration::from_secs(60);
+/// How many of a dropped channel's newest messages that read takes.
+pub const REFETCH_LIMIT: usize = 50;
 
 /// A new or edited message, mapped into the domain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,11 +93,27 @@ pub enum SourceError {
     Closed,
     /// The session is dead: stop the agent.
     Unauthorized(String),
-    /// Try again after a pause; `channel` names the channel whose difference failed, if any.
+    /// Try again after a pause; `channel` names the channel whose difference failed, if any
+    /// (bare id); `retry_after` is Telegram's own wait (a flood wait); `permanent`: the
+    /// channel's difference will never succeed (CHANNEL_INVALID and the like).
     Transient {
         reason: String,
         channel: Option<i64>,
+        retry_after: Option<Duration>,
+        permanent: bool,
     },
+}
+
+impl SourceError {
+    /// A transient failure with no channel attached and no wait asked.
+    pub fn transient(reason: impl Into<String>) -> SourceError {
+        SourceError::Transient {
+            reason: reason.into(),
+            channel: None,
+            retry_after: None,
+            permanent: false,
+        }
+    }
 }
 
 /// Why the update state could not be written to the session (the reader logs it and goes
@@ -111,8 +135,9 @@ pub trait UpdateSource: Send + 'static {
     fn next(&mut self) -> BoxFuture<'_, Result<Option<TgUpdate>, SourceError>>;
     /// Writes the update state to the session.
     fn save_state(&mut self) -> BoxFuture<'_, Result<(), SaveError>>;
-    /// Ends the difference of a channel that keeps failing, so other updates flow again.
-    fn skip_channel(&mut self, channel: i64);
+    /// Gives up the difference of a channel (bare id) that keeps failing, so other updates
+    /// flow again: ends it in the library and drops it from the saved update state.
+    fn skip_channel(&mut self, channel: i64) -> BoxFuture<'_, ()>;
 }
 
 /// Opens sources and closes them (stopping the pump closes the current one, which makes
@@ -128,6 +153,14 @@ pub trait Lookups: Send + Sync + 'static {
     fn is_muted(&self, chat: ChatId) -> BoxFuture<'_, bool>;
     /// Fills what the update left out (a sticker set's short name, say). Must not fail.
     fn enrich<'a>(&'a self, incoming: &'a mut Incoming) -> BoxFuture<'a, ()>;
+    /// The newest `limit` messages of a chat, oldest first (how a channel dropped from
+    /// catch-up is read again). A failure is logged by the pump and the chat is not retried.
+    fn recent(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, Result<Vec<Incoming>, String>>;
+}
+
+/// The chat id of a channel given by its bare id (Bot API form, -100…).
+pub fn channel_chat(bare: i64) -> ChatId {
+    ChatId(-1_000_000_000_000 - bare)
 }
 
 /// Settings of the pump.
@@ -167,6 +200,8 @@ impl Pump {
     pub async fn run(self, stop: CancellationToken) -> PumpEnd {
         let (tx, rx) = mpsc::unbounded_channel::<TgUpdate>();
         let admission = tokio::spawn(self.clone().admit(rx));
+        let (dropped_tx, dropped_rx) = mpsc::unbounded_channel::<i64>();
+        let refetch = tokio::spawn(self.clone().refetch(dropped_rx, tx.clone(), stop.clone()));
         let mut restarts: u32 = 0;
         let end = loop {
             if stop.is_cancelled() {
@@ -178,7 +213,8 @@ impl Pump {
             };
             let outcome = match source {
                 Ok(source) => {
-                    let reader = tokio::spawn(self.clone().read(source, tx.clone()));
+                    let reader =
+                        tokio::spawn(self.clone().read(source, tx.clone(), dropped_tx.clone()));
                     let closer = {
                         let (stop, factory) = (stop.clone(), Arc::clone(&self.factory));
                         let done = CancellationToken::new();
@@ -215,6 +251,11 @@ impl Pump {
                 () = clock::pause(self.clock.as_ref(), backoff) => {}
             }
         };
+        drop(dropped_tx);
+        // What the refetch already forwarded is admitted below; a read still waiting is
+        // given up with the run.
+        refetch.abort();
+        let _ = refetch.await;
         drop(tx);
         // Admission hands over everything the reader forwarded before it ends.
         let _ = admission.await;
@@ -230,6 +271,7 @@ impl Pump {
         self,
         mut source: Box<dyn UpdateSource>,
         tx: mpsc::UnboundedSender<TgUpdate>,
+        dropped: mpsc::UnboundedSender<i64>,
     ) -> ReaderEnd {
         let mut last_save = self.clock.now();
         let mut failures: u32 = 0;
@@ -252,19 +294,29 @@ impl Pump {
                 }
                 Err(SourceError::Closed) => break ReaderEnd::Closed,
                 Err(SourceError::Unauthorized(reason)) => break ReaderEnd::Unauthorized(reason),
-                Err(SourceError::Transient { reason, channel }) => {
+                Err(SourceError::Transient {
+                    reason,
+                    channel,
+                    retry_after,
+                    permanent,
+                }) => {
                     if let Some(channel) = channel {
                         let n = channel_failures.entry(channel).or_insert(0);
                         *n += 1;
-                        if *n >= CHANNEL_FAILURE_LIMIT {
-                            tracing::warn!(agent = %self.agent, channel, tries = *n, reason = %reason, "channel difference keeps failing; dropping it from catch-up");
-                            source.skip_channel(channel);
+                        let long_wait = retry_after.is_some_and(|w| w > CHANNEL_WAIT_LIMIT);
+                        if permanent || long_wait || *n >= CHANNEL_FAILURE_LIMIT {
+                            tracing::warn!(agent = %self.agent, channel, tries = *n, reason = %reason, "channel difference failed; dropping the channel from catch-up (its newest messages are read from its history later)");
+                            source.skip_channel(channel).await;
                             channel_failures.remove(&channel);
+                            let _ = dropped.send(channel);
                             continue;
                         }
                     }
                     failures = failures.saturating_add(1);
-                    let backoff = STREAM_ERROR_BACKOFF.delay(failures);
+                    // Telegram's own wait (a flood wait) wins over a shorter backoff.
+                    let backoff = STREAM_ERROR_BACKOFF
+                        .delay(failures)
+                        .max(retry_after.unwrap_or_default());
                     tracing::warn!(agent = %self.agent, error = %reason, retry_in_secs = backoff.as_secs(), "update stream error");
                     clock::pause(self.clock.as_ref(), backoff).await;
                 }
@@ -272,6 +324,50 @@ impl Pump {
         };
         self.save(source.as_mut()).await;
         end
+    }
+
+    /// Reads channels dropped from catch-up again from their history: one channel per
+    /// [`REFETCH_EVERY`], its newest [`REFETCH_LIMIT`] messages, each through admission like
+    /// any other update (old ones become history, handled ones are not planned again).
+    async fn refetch(
+        self,
+        mut dropped: mpsc::UnboundedReceiver<i64>,
+        tx: mpsc::UnboundedSender<TgUpdate>,
+        stop: CancellationToken,
+    ) {
+        let mut pending: std::collections::VecDeque<i64> = std::collections::VecDeque::new();
+        loop {
+            if pending.is_empty() {
+                match dropped.recv().await {
+                    Some(channel) => pending.push_back(channel),
+                    None => return,
+                }
+            }
+            while let Ok(more) = dropped.try_recv() {
+                if !pending.contains(&more) {
+                    pending.push_back(more);
+                }
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = clock::pause(self.clock.as_ref(), REFETCH_EVERY) => {}
+            }
+            let Some(channel) = pending.pop_front() else {
+                continue;
+            };
+            let chat = channel_chat(channel);
+            match self.lookups.recent(chat, REFETCH_LIMIT).await {
+                Ok(messages) => {
+                    tracing::info!(agent = %self.agent, chat = %chat, messages = messages.len(), "channel dropped from catch-up read again from its history");
+                    for m in messages {
+                        let _ = tx.send(TgUpdate::NewMessage(m));
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(agent = %self.agent, chat = %chat, error = %e, "could not read a channel dropped from catch-up; its missed messages stay unread");
+                }
+            }
+        }
     }
 
     async fn save(&self, source: &mut dyn UpdateSource) {

@@ -202,6 +202,16 @@ impl<K: std::hash::Hash + Eq + Clone, V: Clone> Memo<K, V> {
                 None
             }
         };
+        self.store(key, value.clone());
+        value
+    }
+
+    /// Records an answer learnt elsewhere (a dialog carries its own notify settings).
+    pub fn put(&self, key: K, value: V) {
+        self.store(key, Some(value));
+    }
+
+    fn store(&self, key: K, value: Option<V>) {
         let mut entries = self.lock();
         if entries.len() >= self.cap && !entries.contains_key(&key) {
             let oldest = entries
@@ -212,8 +222,7 @@ impl<K: std::hash::Hash + Eq + Clone, V: Clone> Memo<K, V> {
                 entries.remove(&oldest);
             }
         }
-        entries.insert(key, (self.clock.now(), value.clone()));
-        value
+        entries.insert(key, (self.clock.now(), value));
     }
 
     /// Forgets a key (after a change we made, e.g. blocking someone).

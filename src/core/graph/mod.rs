@@ -214,6 +214,22 @@ impl TaskGraph {
         })
     }
 
+    /// The newest inbound message this graph handles (the one its plan answers, or a group
+    /// batch waiting for the classifier), if any.
+    pub(crate) fn handled_message(&self) -> Option<MessageId> {
+        self.tasks
+            .iter()
+            .filter_map(|t| match &t.spec {
+                TaskSpec::Received {
+                    message_id: Some(id),
+                    ..
+                }
+                | TaskSpec::Classify { message_id: id } => Some(*id),
+                _ => None,
+            })
+            .max()
+    }
+
     pub fn key(&self) -> ConversationKey {
         ConversationKey::new(self.agent.clone(), self.chat.id)
     }

@@ -41,6 +41,17 @@ impl Scheduler {
             debug!(agent = %agent, chat = %chat.id, "message in a disabled chat: not planning");
             return false;
         }
+        if message.0 > 0 {
+            // A redelivered message (catch-up, the unread scan, a restart after a crash)
+            // that already went to a plan is history.
+            if self.safety.already_handled(agent, chat.id, message) {
+                debug!(agent = %agent, chat = %chat.id, message = %message, "message already handled: not planning again");
+                return false;
+            }
+            // Durable with the graph that answers it (its `received` task, read back at
+            // load), and in the agent state once that graph is gone.
+            self.safety.note_handled(agent, chat.id, message);
+        }
         match admission {
             Admission::History => false,
             Admission::Plan { quote, at } => {

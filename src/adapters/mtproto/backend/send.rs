@@ -71,6 +71,8 @@ impl MtprotoTelegram {
                 name: String::new(),
                 username: self.self_username(),
                 is_bot: false,
+                service: false,
+                deleted: false,
             },
             outgoing: true,
             text,
@@ -310,6 +312,53 @@ impl MtprotoTelegram {
         }
         out.reverse(); // newest first from Telegram; oldest first for us
         Ok(out)
+    }
+
+    /// Clears what readHistory leaves behind in a chat we handled: its unread mentions
+    /// (messages.readMentions) and the owner's "marked unread" flag, so neither fires again
+    /// at the next start. Failures are logged: the chat was read all the same.
+    pub(super) async fn clear_unread(&self, chat: ChatId) {
+        let flags = self.take_unread(chat);
+        if flags == UnreadFlags::default() {
+            return;
+        }
+        let Ok(peer) = self.input_peer(chat).await else {
+            return;
+        };
+        if flags.mentions {
+            let mut rounds = 0;
+            loop {
+                let answer = self
+                    .client()
+                    .invoke(&tl::functions::messages::ReadMentions {
+                        peer: peer.clone(),
+                        top_msg_id: None,
+                    })
+                    .await;
+                rounds += 1;
+                match answer {
+                    Ok(tl::enums::messages::AffectedHistory::History(h))
+                        if h.offset > 0 && rounds < recover::MAX_DELETE_ROUNDS => {}
+                    Ok(_) => break,
+                    Err(e) => {
+                        tracing::warn!(chat = %chat, error = %classify(&e), "could not clear the chat's unread mentions");
+                        break;
+                    }
+                }
+            }
+        }
+        if flags.marked
+            && let Err(e) = self
+                .client()
+                .invoke(&tl::functions::messages::MarkDialogUnread {
+                    unread: false,
+                    parent_peer: None,
+                    peer: tl::types::InputDialogPeer { peer }.into(),
+                })
+                .await
+        {
+            tracing::warn!(chat = %chat, error = %classify(&e), "could not clear the chat's unread mark");
+        }
     }
 
     pub(super) fn is_duplicate(e: &grammers_client::InvocationError) -> bool {

@@ -188,7 +188,9 @@ impl Telegram for MtprotoTelegram {
                 result.map_err(|e| Self::call_error(&e))
             })
             .await
-            .map_err(CallError::into_error)
+            .map_err(CallError::into_error)?;
+            self.clear_unread(chat).await;
+            Ok(())
         })
     }
 
