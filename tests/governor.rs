@@ -260,7 +260,7 @@ async fn no_first_message_into_a_chat_where_nobody_wrote() -> TestResult {
     .await?;
     assert_eq!(sends(&s.mem).last(), Some(&(ChatId(7), after(secs(60)))));
     // Contacted stays contacted, even when the history is cleared.
-    s.mem.delete_history(ChatId(7)).await?;
+    s.mem.delete_history(ChatId(7), true).await?;
     as_task(&s.clock, s.gov.send_text(text(7, 4))).await?;
     let stats = s.gov.stats();
     assert_eq!((stats.refusals, stats.first_contact_refusals), (2, 2));

@@ -30,12 +30,24 @@ fn cleared_or_blocked(h: &Harness) -> usize {
         .count()
 }
 
+/// For each clear: whether it deleted the history for the other side too.
+fn clears(h: &Harness) -> Vec<bool> {
+    h.telegram
+        .actions()
+        .into_iter()
+        .filter_map(|r| match r.action {
+            Did::Clear { for_both_sides, .. } => Some(for_both_sides),
+            _ => None,
+        })
+        .collect()
+}
+
 async fn run_saved(
     persona: personad::core::persona::Persona,
     chat: &Chat,
     saved_as: Chat,
     spec: TaskSpec,
-) -> Result<usize, Box<dyn std::error::Error>> {
+) -> Result<(usize, Vec<bool>), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     save_plan(dir.path(), saved_as, spec)?;
     let mut h = Harness::start_as(
@@ -49,12 +61,13 @@ async fn run_saved(
     );
     h.settle().await;
     let n = cleared_or_blocked(&h);
+    let cleared = clears(&h);
     assert!(
         common::files_below(&dir.path().join("graphs")).is_empty(),
         "the refused task completes; its graph is finished"
     );
     drop(h.stop().await?);
-    Ok(n)
+    Ok((n, cleared))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,11 +79,29 @@ async fn a_saved_clear_conversation_runs_only_for_a_persona_allowed_to_clear() -
         chat.clone(),
         TaskSpec::ClearConversation,
     )
-    .await?;
+    .await?
+    .0;
     assert_eq!(refused, 0, "no Allow Clear Conversation: nothing deleted");
     let allowed = persona_with(AGENT, "# Allow Clear Conversation\ntrue\n");
-    let done = run_saved(allowed, &chat, chat.clone(), TaskSpec::ClearConversation).await?;
+    let done = run_saved(allowed, &chat, chat.clone(), TaskSpec::ClearConversation)
+        .await?
+        .0;
     assert_eq!(done, 1, "with the permission the history is cleared");
+    Ok(())
+}
+
+/// `# Allow Clear Conversation` with `true` deletes the history for both sides (revoke);
+/// with `mine`, for this account only.
+#[tokio::test]
+async fn a_clear_deletes_for_both_sides_unless_the_persona_says_mine() -> TestResult {
+    let chat = dm(53);
+    for (value, both) in [("true", true), ("mine", false)] {
+        let persona = persona_with(AGENT, &format!("# Allow Clear Conversation\n{value}\n"));
+        let (n, cleared) =
+            run_saved(persona, &chat, chat.clone(), TaskSpec::ClearConversation).await?;
+        assert_eq!(n, 1, "{value}: cleared");
+        assert_eq!(cleared, vec![both], "{value}");
+    }
     Ok(())
 }
 
@@ -81,10 +112,14 @@ async fn a_block_saved_for_a_group_is_refused_even_if_the_file_calls_it_direct()
         kind: ChatKind::Direct,
         ..real.clone()
     };
-    let n = run_saved(persona(AGENT), &real, forged.clone(), TaskSpec::Block).await?;
+    let n = run_saved(persona(AGENT), &real, forged.clone(), TaskSpec::Block)
+        .await?
+        .0;
     assert_eq!(n, 0, "no block in a group");
     let allowed = persona_with(AGENT, "# Allow Clear Conversation\ntrue\n");
-    let n = run_saved(allowed, &real, forged, TaskSpec::ClearConversation).await?;
+    let n = run_saved(allowed, &real, forged, TaskSpec::ClearConversation)
+        .await?
+        .0;
     assert_eq!(n, 0, "no clear in a group");
     Ok(())
 }

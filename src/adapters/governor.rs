@@ -525,8 +525,8 @@ impl<T: Telegram + ?Sized> Telegram for Governor<T> {
         self.inner.unblock(chat)
     }
 
-    fn delete_history(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
-        self.inner.delete_history(chat)
+    fn delete_history(&self, chat: ChatId, for_both_sides: bool) -> BoxFuture<'_, TgResult<()>> {
+        self.inner.delete_history(chat, for_both_sides)
     }
 
     fn fetch_history(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, TgResult<Vec<Message>>> {

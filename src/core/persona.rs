@@ -119,6 +119,9 @@ pub struct Persona {
     /// `true` when a `# Allow Clear Conversation` heading is present (same values as
     /// `Disabled`): the model may then delete a direct chat's history.
     pub allow_clear_conversation: bool,
+    /// Whether clearing deletes the history for the other side too (`true` unless the
+    /// heading's value is `mine`).
+    pub clear_for_both_sides: bool,
     /// The `# Group …` headings, `# Agent Nicknames` and `# Agent Description` (see
     /// docs/groups.md), with defaults for the ones not given.
     pub group: crate::core::group::settings::GroupSettings,
@@ -161,6 +164,7 @@ impl fmt::Debug for Persona {
             .field("llm", &self.llm)
             .field("disabled", &self.disabled)
             .field("allow_clear_conversation", &self.allow_clear_conversation)
+            .field("clear_for_both_sides", &self.clear_for_both_sides)
             .field("extra", &self.extra)
             .field("source", &self.source)
             .finish_non_exhaustive()

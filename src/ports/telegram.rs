@@ -22,7 +22,7 @@ pub trait Telegram: Send + Sync + 'static {
     fn mark_read(&self, chat: ChatId, upto: MessageId) -> BoxFuture<'_, TgResult<()>>;
     fn block(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>>;
     fn unblock(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>>;
-    fn delete_history(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>>;
+    fn delete_history(&self, chat: ChatId, for_both_sides: bool) -> BoxFuture<'_, TgResult<()>>;
     /// The newest `limit` messages, returned oldest first.
     fn fetch_history(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, TgResult<Vec<Message>>>;
     /// Whether `choice` names a sticker that can be sent: its set exists and holds a sticker

@@ -95,6 +95,8 @@ pub enum Action {
     },
     Clear {
         chat: ChatId,
+        /// Deleted for the other side too (`false`: this account's copy only).
+        for_both_sides: bool,
     },
 }
 

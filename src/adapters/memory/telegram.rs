@@ -143,12 +143,15 @@ impl Telegram for MemoryTelegram {
         })
     }
 
-    fn delete_history(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+    fn delete_history(&self, chat: ChatId, for_both_sides: bool) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
             self.enter(Op::DeleteHistory).await?;
             self.with_chat(chat, |log| log.messages.clear())?;
             self.persist(chat).await?;
-            self.record(Action::Clear { chat });
+            self.record(Action::Clear {
+                chat,
+                for_both_sides,
+            });
             Ok(())
         })
     }

@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::adapters::mtproto::guarded::GuardedSession;
+use crate::adapters::mtproto::invoker::{self, Invoker};
 use grammers_client::Client;
 use grammers_client::session::Session;
 use grammers_client::session::types::{PeerId, PeerRef};
@@ -72,7 +73,9 @@ enum SendAnswer {
 /// One agent's account.
 pub struct MtprotoTelegram {
     /// Replaced when the supervisor rebuilds a dead connection pool.
-    client: std::sync::RwLock<Client>,
+    client: invoker::ClientSlot,
+    /// Where every raw TL call goes: the client above in production, a script in tests.
+    invoker: Arc<dyn Invoker>,
     session: Arc<GuardedSession>,
     self_id: i64,
     /// Learnt at connect, or later when Telegram was not reachable then.
@@ -132,8 +135,10 @@ impl MtprotoTelegram {
         clock: SharedClock,
         ledger: Arc<SentLedger>,
     ) -> MtprotoTelegram {
+        let client = Arc::new(std::sync::RwLock::new(client));
         MtprotoTelegram {
-            client: std::sync::RwLock::new(client),
+            invoker: Arc::new(invoker::ClientInvoker(Arc::clone(&client))),
+            client,
             session,
             self_id,
             self_username: std::sync::RwLock::new(self_username),
@@ -160,8 +165,7 @@ impl MtprotoTelegram {
                 let mut offset = 0;
                 loop {
                     let answer = self
-                        .client()
-                        .invoke(&tl::functions::contacts::GetBlocked {
+                        .call(&tl::functions::contacts::GetBlocked {
                             my_stories_from: false,
                             offset,
                             limit: 100,
@@ -218,8 +222,7 @@ impl MtprotoTelegram {
                     LookupKey::GlobalMute(false) => tl::enums::InputNotifyPeer::InputNotifyChats,
                 };
                 let settings = self
-                    .client()
-                    .invoke(&tl::functions::account::GetNotifySettings { peer })
+                    .call(&tl::functions::account::GetNotifySettings { peer })
                     .await
                     .map_err(|e| classify(&e))?;
                 let tl::enums::PeerNotifySettings::Settings(s) = settings;
@@ -234,6 +237,21 @@ impl MtprotoTelegram {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Sends every raw TL call through `invoker` instead of the client (tests script
+    /// Telegram's answers this way; the library's high-level calls still use the client).
+    pub fn with_invoker(mut self, invoker: Arc<dyn Invoker>) -> MtprotoTelegram {
+        self.invoker = invoker;
+        self
+    }
+
+    /// Invokes a raw TL request through the invoker.
+    pub(crate) async fn call<R: grammers_client::tl::RemoteCall>(
+        &self,
+        request: &R,
+    ) -> Result<R::Return, grammers_client::InvocationError> {
+        invoker::call(self.invoker.as_ref(), request).await
     }
 
     /// Swaps in the client of a rebuilt connection pool.
@@ -358,8 +376,7 @@ impl MtprotoTelegram {
             None => {
                 let stickerset = set.to_input();
                 match self
-                    .client()
-                    .invoke(&tl::functions::messages::GetStickerSet {
+                    .call(&tl::functions::messages::GetStickerSet {
                         stickerset,
                         hash: 0,
                     })
@@ -474,8 +491,7 @@ impl MtprotoTelegram {
             && id.kind() != grammers_client::session::types::PeerKind::Channel
         {
             let answer = self
-                .client()
-                .invoke(&tl::functions::messages::GetMessages {
+                .call(&tl::functions::messages::GetMessages {
                     id: vec![tl::types::InputMessageId { id: msg_id }.into()],
                 })
                 .await;
@@ -494,8 +510,7 @@ impl MtprotoTelegram {
         }
         // The first page of dialogs (a raw call: it does not touch the saved channel pts).
         let answer = self
-            .client()
-            .invoke(&tl::functions::messages::GetDialogs {
+            .call(&tl::functions::messages::GetDialogs {
                 exclude_pinned: false,
                 folder_id: None,
                 offset_date: 0,

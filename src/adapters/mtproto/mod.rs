@@ -14,6 +14,7 @@ pub mod backend;
 pub mod errors;
 pub mod format;
 pub mod guarded;
+pub mod invoker;
 pub mod login;
 pub mod map;
 pub mod pump;

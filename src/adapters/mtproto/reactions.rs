@@ -62,10 +62,9 @@ impl MtprotoTelegram {
         &self,
         chat: ChatId,
     ) -> TgResult<Option<Vec<String>>> {
-        let client = self.client();
         let full = match self.input_peer_for_reactions(chat).await? {
-            tl::enums::InputPeer::Channel(c) => client
-                .invoke(&tl::functions::channels::GetFullChannel {
+            tl::enums::InputPeer::Channel(c) => self
+                .call(&tl::functions::channels::GetFullChannel {
                     channel: tl::types::InputChannel {
                         channel_id: c.channel_id,
                         access_hash: c.access_hash,
@@ -74,8 +73,8 @@ impl MtprotoTelegram {
                 })
                 .await
                 .map_err(|e| classify(&e))?,
-            tl::enums::InputPeer::Chat(c) => client
-                .invoke(&tl::functions::messages::GetFullChat { chat_id: c.chat_id })
+            tl::enums::InputPeer::Chat(c) => self
+                .call(&tl::functions::messages::GetFullChat { chat_id: c.chat_id })
                 .await
                 .map_err(|e| classify(&e))?,
             _ => return Ok(None),
@@ -84,8 +83,8 @@ impl MtprotoTelegram {
         if let Some(restricted) = chat_setting(&full.full_chat) {
             return Ok(Some(restricted));
         }
-        let list = client
-            .invoke(&tl::functions::messages::GetAvailableReactions { hash: 0 })
+        let list = self
+            .call(&tl::functions::messages::GetAvailableReactions { hash: 0 })
             .await
             .map_err(|e| classify(&e))?;
         Ok(available(&list))

@@ -117,9 +117,16 @@ pub(crate) fn parse_persona_inner(
     let disabled = fields
         .get(&Field::Disabled)
         .is_some_and(|sec| parse_flag(&mut report, Field::Disabled, sec));
-    let allow_clear_conversation = fields
-        .get(&Field::AllowClearConversation)
-        .is_some_and(|sec| parse_flag(&mut report, Field::AllowClearConversation, sec));
+    let clear = fields.get(&Field::AllowClearConversation);
+    // `mine` (or `my side`): allowed, and the history goes for this account only.
+    let clear_mine_only = clear.is_some_and(|sec| {
+        matches!(
+            sec.value.trim().to_ascii_lowercase().as_str(),
+            "mine" | "my side" | "only mine"
+        )
+    });
+    let allow_clear_conversation = clear_mine_only
+        || clear.is_some_and(|sec| parse_flag(&mut report, Field::AllowClearConversation, sec));
 
     let group = parse_group(&mut report, &fields);
 
@@ -139,6 +146,7 @@ pub(crate) fn parse_persona_inner(
             llm,
             disabled,
             allow_clear_conversation,
+            clear_for_both_sides: !clear_mine_only,
             group,
             extra,
             source: path.to_path_buf(),

@@ -1,4 +1,5 @@
-//! `clear-conversation`: deletes the history of a direct chat for both sides. Does nothing
+//! `clear-conversation`: deletes the history of a direct chat, for both sides unless the
+//! persona says `mine` under `Allow Clear Conversation`. Does nothing
 //! (with a warning) in groups, or for a persona without `Allow Clear Conversation`.
 
 use crate::core::outcome::Outcome;
@@ -23,7 +24,9 @@ impl TaskHandler for ClearConversation {
                 return Ok(Outcome::Done);
             }
             if direct_only(ctx).await? {
-                ctx.telegram.delete_history(ctx.chat.id).await?;
+                ctx.telegram
+                    .delete_history(ctx.chat.id, ctx.persona.clear_for_both_sides)
+                    .await?;
                 tracing::info!(agent = %ctx.key.agent, chat = %ctx.key.chat, "cleared the conversation");
             }
             Ok(Outcome::Done)

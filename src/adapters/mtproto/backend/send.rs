@@ -16,17 +16,33 @@ impl MtprotoTelegram {
             .copied()
     }
 
-    /// The reply header of a send: the message answered, in its forum topic.
+    /// The forum topic of the newest message from others in `chat`, if it is a forum.
+    pub(super) fn current_topic(&self, chat: ChatId) -> Option<i32> {
+        self.topics
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .latest
+            .get(&chat)
+            .copied()
+            .flatten()
+    }
+
+    /// The reply header of a send: the message answered, in its forum topic. A part that
+    /// quotes nothing goes to the forum topic of the newest message from others (where the
+    /// conversation is), not to General: its header names the topic alone.
     pub(super) fn reply_to(
         &self,
         chat: ChatId,
         reply: Option<MessageId>,
     ) -> Option<tl::enums::InputReplyTo> {
-        let id = reply.and_then(|r| i32::try_from(r.0).ok())?;
+        let (id, top_msg_id) = match reply.and_then(|r| i32::try_from(r.0).ok()) {
+            Some(id) => (id, self.topic(chat, reply)),
+            None => (self.current_topic(chat)?, None),
+        };
         Some(
             tl::types::InputReplyToMessage {
                 reply_to_msg_id: id,
-                top_msg_id: self.topic(chat, reply),
+                top_msg_id,
                 reply_to_peer_id: None,
                 quote_text: None,
                 quote_entities: None,
@@ -115,8 +131,7 @@ impl MtprotoTelegram {
         short_name: &str,
     ) -> TgResult<HashMap<String, tl::enums::InputDocument>> {
         let answer = self
-            .client()
-            .invoke(&tl::functions::messages::GetStickerSet {
+            .call(&tl::functions::messages::GetStickerSet {
                 stickerset: tl::types::InputStickerSetShortName {
                     short_name: short_name.to_string(),
                 }
@@ -163,59 +178,55 @@ impl MtprotoTelegram {
             .input_peer(msg.chat)
             .await
             .map_err(|_| grammers_client::InvocationError::Dropped("no peer ref"))?;
-        self.client()
-            .invoke(&tl::functions::messages::SendMedia {
-                silent: false,
-                background: false,
-                clear_draft: false,
-                noforwards: false,
-                update_stickersets_order: false,
-                invert_media: false,
-                allow_paid_floodskip: false,
-                peer,
-                reply_to: self.reply_to(msg.chat, msg.reply_to),
-                media: tl::types::InputMediaDocument {
-                    spoiler: false,
-                    id: doc,
-                    video_cover: None,
-                    video_timestamp: None,
-                    ttl_seconds: None,
-                    query: None,
-                }
-                .into(),
-                message: String::new(),
-                random_id: msg.idempotency_key,
-                reply_markup: None,
-                entities: None,
-                schedule_date: None,
-                schedule_repeat_period: None,
-                send_as: None,
-                quick_reply_shortcut: None,
-                effect: None,
-                allow_paid_stars: None,
-                suggested_post: None,
-            })
-            .await
+        self.call(&tl::functions::messages::SendMedia {
+            silent: false,
+            background: false,
+            clear_draft: false,
+            noforwards: false,
+            update_stickersets_order: false,
+            invert_media: false,
+            allow_paid_floodskip: false,
+            peer,
+            reply_to: self.reply_to(msg.chat, msg.reply_to),
+            media: tl::types::InputMediaDocument {
+                spoiler: false,
+                id: doc,
+                video_cover: None,
+                video_timestamp: None,
+                ttl_seconds: None,
+                query: None,
+            }
+            .into(),
+            message: String::new(),
+            random_id: msg.idempotency_key,
+            reply_markup: None,
+            entities: None,
+            schedule_date: None,
+            schedule_repeat_period: None,
+            send_as: None,
+            quick_reply_shortcut: None,
+            effect: None,
+            allow_paid_stars: None,
+            suggested_post: None,
+        })
+        .await
     }
 
     pub(super) async fn set_blocked(&self, chat: ChatId, blocked: bool) -> TgResult<()> {
         let result = recover::with_peer_retry(self, chat, || async {
             let id = self.input_peer(chat).await?;
-            let client = self.client();
             let result = if blocked {
-                client
-                    .invoke(&tl::functions::contacts::Block {
-                        my_stories_from: false,
-                        id,
-                    })
-                    .await
+                self.call(&tl::functions::contacts::Block {
+                    my_stories_from: false,
+                    id,
+                })
+                .await
             } else {
-                client
-                    .invoke(&tl::functions::contacts::Unblock {
-                        my_stories_from: false,
-                        id,
-                    })
-                    .await
+                self.call(&tl::functions::contacts::Unblock {
+                    my_stories_from: false,
+                    id,
+                })
+                .await
             };
             result.map(|_| ()).map_err(|e| Self::call_error(&e))
         })
@@ -256,7 +267,7 @@ impl MtprotoTelegram {
             suggested_post: None,
             rich_message: None,
         };
-        match self.client().invoke(&request).await {
+        match self.call(&request).await {
             Ok(updates) => Ok(SendAnswer::Sent(Self::sent_id(
                 &updates,
                 msg.idempotency_key,
@@ -329,8 +340,7 @@ impl MtprotoTelegram {
             let mut rounds = 0;
             loop {
                 let answer = self
-                    .client()
-                    .invoke(&tl::functions::messages::ReadMentions {
+                    .call(&tl::functions::messages::ReadMentions {
                         peer: peer.clone(),
                         top_msg_id: None,
                     })
@@ -349,8 +359,7 @@ impl MtprotoTelegram {
         }
         if flags.marked
             && let Err(e) = self
-                .client()
-                .invoke(&tl::functions::messages::MarkDialogUnread {
+                .call(&tl::functions::messages::MarkDialogUnread {
                     unread: false,
                     parent_peer: None,
                     peer: tl::types::InputDialogPeer { peer }.into(),

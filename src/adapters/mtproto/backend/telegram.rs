@@ -106,17 +106,16 @@ impl Telegram for MtprotoTelegram {
                 .map_err(|_| TelegramError::Invalid(format!("message id {message}")))?;
             let send = |emoticon: String| async move {
                 let peer = self.input_peer(chat).await?;
-                self.client()
-                    .invoke(&tl::functions::messages::SendReaction {
-                        big: false,
-                        add_to_recent: false,
-                        peer,
-                        msg_id,
-                        reaction: Some(vec![tl::types::ReactionEmoji { emoticon }.into()]),
-                    })
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| Self::call_error(&e))
+                self.call(&tl::functions::messages::SendReaction {
+                    big: false,
+                    add_to_recent: false,
+                    peer,
+                    msg_id,
+                    reaction: Some(vec![tl::types::ReactionEmoji { emoticon }.into()]),
+                })
+                .await
+                .map(|_| ())
+                .map_err(|e| Self::call_error(&e))
             };
             let first = recover::with_peer_retry(self, chat, || send(emoji.clone())).await;
             match first {
@@ -137,25 +136,17 @@ impl Telegram for MtprotoTelegram {
     fn typing(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
             // Typing shows in the topic of the newest message from others.
-            let top_msg_id = self
-                .topics
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .latest
-                .get(&chat)
-                .copied()
-                .flatten();
+            let top_msg_id = self.current_topic(chat);
             recover::with_peer_retry(self, chat, || async {
                 let peer = self.input_peer(chat).await?;
-                self.client()
-                    .invoke(&tl::functions::messages::SetTyping {
-                        peer,
-                        top_msg_id,
-                        action: tl::enums::SendMessageAction::SendMessageTypingAction,
-                    })
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| Self::call_error(&e))
+                self.call(&tl::functions::messages::SetTyping {
+                    peer,
+                    top_msg_id,
+                    action: tl::enums::SendMessageAction::SendMessageTypingAction,
+                })
+                .await
+                .map(|_| ())
+                .map_err(|e| Self::call_error(&e))
             })
             .await
             .map_err(CallError::into_error)
@@ -169,21 +160,19 @@ impl Telegram for MtprotoTelegram {
                 let peer = self.peer(chat).await?;
                 let result = if peer.id.kind() == grammers_client::session::types::PeerKind::Channel
                 {
-                    self.client()
-                        .invoke(&tl::functions::channels::ReadHistory {
-                            channel: peer.into(),
-                            max_id,
-                        })
-                        .await
-                        .map(|_| ())
+                    self.call(&tl::functions::channels::ReadHistory {
+                        channel: peer.into(),
+                        max_id,
+                    })
+                    .await
+                    .map(|_| ())
                 } else {
-                    self.client()
-                        .invoke(&tl::functions::messages::ReadHistory {
-                            peer: peer.into(),
-                            max_id,
-                        })
-                        .await
-                        .map(|_| ())
+                    self.call(&tl::functions::messages::ReadHistory {
+                        peer: peer.into(),
+                        max_id,
+                    })
+                    .await
+                    .map(|_| ())
                 };
                 result.map_err(|e| Self::call_error(&e))
             })
@@ -202,7 +191,7 @@ impl Telegram for MtprotoTelegram {
         Box::pin(self.set_blocked(chat, false))
     }
 
-    fn delete_history(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+    fn delete_history(&self, chat: ChatId, for_both_sides: bool) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
             if chat.0 <= 0 {
                 return Err(TelegramError::Invalid(
@@ -213,18 +202,17 @@ impl Telegram for MtprotoTelegram {
             recover::delete_all(|| async {
                 recover::with_peer_retry(self, chat, || async {
                     let peer = self.input_peer(chat).await?;
-                    self.client()
-                        .invoke(&tl::functions::messages::DeleteHistory {
-                            just_clear: false,
-                            revoke: true,
-                            peer,
-                            max_id: 0,
-                            min_date: None,
-                            max_date: None,
-                        })
-                        .await
-                        .map(|tl::enums::messages::AffectedHistory::History(h)| h.offset)
-                        .map_err(|e| Self::call_error(&e))
+                    self.call(&tl::functions::messages::DeleteHistory {
+                        just_clear: false,
+                        revoke: for_both_sides,
+                        peer,
+                        max_id: 0,
+                        min_date: None,
+                        max_date: None,
+                    })
+                    .await
+                    .map(|tl::enums::messages::AffectedHistory::History(h)| h.offset)
+                    .map_err(|e| Self::call_error(&e))
                 })
                 .await
                 .map_err(CallError::into_error)
