@@ -2,6 +2,8 @@
 //! virtual clock that only moves when everything has settled (so tests never sleep).
 #![allow(dead_code)]
 
+pub(crate) mod tl;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -226,6 +228,29 @@ impl Harness {
         chats: &[Chat],
     ) -> Harness {
         Harness::start_with_media(state, make_planner, None, config, chats)
+    }
+
+    /// Like [`Harness::start_with`], with the in-memory backend wrapped by `wrap` (the
+    /// Governor, say) as the runtime sees it.
+    pub(crate) fn start_with_wrapped(
+        state: &Path,
+        make_planner: impl FnOnce(SharedClock) -> SharedPlanner + 'static,
+        config: RuntimeConfig,
+        chats: &[Chat],
+        wrap: WrapTelegram,
+    ) -> Harness {
+        let unused = Arc::new(ScriptedPlanner::new(|_, _| Ok(Vec::new())));
+        Harness::boot_as(
+            persona(AGENT),
+            state,
+            Planned::Make(Box::new(make_planner)),
+            unused,
+            config,
+            chats,
+            t0(),
+            None,
+            Some(wrap),
+        )
     }
 
     /// Like [`Harness::start_with`], with a media pipeline given to the runtime.

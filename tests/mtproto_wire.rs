@@ -1,0 +1,890 @@
+//! The MTProto backend and update source at grammers' own seam, offline:
+//! - outbound: the real `MtprotoTelegram` code (sends, peer learning, deleteHistory's loop,
+//!   read marks per peer type, reactions, typing, error classes) runs against a scripted
+//!   [`Invoker`] that decodes each TL request and answers with TL objects or RPC errors;
+//! - inbound: grammers' own update machinery (`Client::stream_updates` over a channel of raw
+//!   `UpdatesLike`) feeds `GrammersSource`, the pump and the real runtime.
+//!
+//! The `Client` has no running connection pool: anything that would reach the network fails
+//! at once with `Dropped`, so what a test sees is exactly what the backend asked the invoker.
+
+mod common;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::tl::{DATE, SELF_ID, basic_group, message, peer_chat, peer_user, user};
+use grammers_client::sender::{RpcError, UpdatesConfiguration};
+use grammers_client::session::Session;
+use grammers_client::session::storages::SqliteSession;
+use grammers_client::session::types::{ChannelKind, PeerAuth, PeerInfo};
+use grammers_client::session::updates::UpdatesLike;
+use grammers_client::tl::{self, Deserializable, Identifiable, Serializable};
+use grammers_client::{Client, InvocationError, SenderPool};
+use personad::adapters::mtproto::GrammersSource;
+use personad::adapters::mtproto::backend::MtprotoTelegram;
+use personad::adapters::mtproto::guarded::GuardedSession;
+use personad::adapters::mtproto::invoker::Invoker;
+use personad::adapters::mtproto::pump::{TgUpdate, UpdateSource};
+use personad::adapters::mtproto::sent::SentLedger;
+use personad::core::model::{ChatId, MessageId, OutgoingText, TelegramError};
+use personad::core::time::BoxFuture;
+use personad::ports::clock::{SharedClock, VirtualClock};
+use personad::ports::telegram::Telegram;
+use tokio::sync::mpsc;
+
+const ALICE: i64 = 111;
+const ALICE_HASH: i64 = 4242;
+const GROUP: i64 = 300;
+const CHANNEL: i64 = 400;
+const CHANNEL_HASH: i64 = 77;
+
+// ---------------------------------------------------------------------------------------
+// The scripted invoker.
+
+type Answer = Result<Vec<u8>, InvocationError>;
+type Reply = Box<dyn FnOnce(&[u8]) -> Answer + Send>;
+
+/// Telegram as a script: each request is answered by the first scripted reply for its
+/// constructor (unscripted requests get a 400 naming them), and every request is kept.
+#[derive(Default)]
+struct Wire {
+    script: Mutex<VecDeque<(u32, Reply)>>,
+    sent: Mutex<Vec<Vec<u8>>>,
+}
+
+impl Wire {
+    /// Answers the next request of type `R` with `reply(request)`.
+    fn on<R>(&self, reply: impl FnOnce(R) -> Answer + Send + 'static)
+    where
+        R: Identifiable + Deserializable + 'static,
+    {
+        let reply: Reply = Box::new(move |body: &[u8]| match R::from_bytes(&body[4..]) {
+            Ok(request) => reply(request),
+            Err(e) => panic!("the backend sent a request that does not decode: {e}"),
+        });
+        self.script
+            .lock()
+            .unwrap()
+            .push_back((R::CONSTRUCTOR_ID, reply));
+    }
+
+    /// Every request of type `R` sent so far, decoded.
+    fn requests<R: Identifiable + Deserializable>(&self) -> Vec<R> {
+        self.sent
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|b| constructor(b) == R::CONSTRUCTOR_ID)
+            .map(|b| R::from_bytes(&b[4..]).unwrap())
+            .collect()
+    }
+
+    /// The TL names of every request sent so far, in order.
+    fn names(&self) -> Vec<&'static str> {
+        self.sent
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|b| tl::name_for_id(constructor(b)))
+            .collect()
+    }
+}
+
+fn constructor(body: &[u8]) -> u32 {
+    u32::from_le_bytes([body[0], body[1], body[2], body[3]])
+}
+
+impl Invoker for Wire {
+    fn invoke(&self, request: Vec<u8>) -> BoxFuture<'_, Answer> {
+        self.sent.lock().unwrap().push(request.clone());
+        let id = constructor(&request);
+        let reply = {
+            let mut script = self.script.lock().unwrap();
+            script
+                .iter()
+                .position(|(c, _)| *c == id)
+                .and_then(|i| script.remove(i))
+        };
+        let answer = match reply {
+            Some((_, reply)) => reply(&request),
+            None => rpc(400, &format!("UNSCRIPTED_{}", tl::name_for_id(id)), None),
+        };
+        Box::pin(async move { answer })
+    }
+}
+
+fn ok(value: impl Serializable) -> Answer {
+    Ok(value.to_bytes())
+}
+
+fn rpc(code: i32, name: &str, value: Option<u32>) -> Answer {
+    Err(InvocationError::Rpc(RpcError {
+        code,
+        name: name.to_string(),
+        value,
+        caused_by: None,
+    }))
+}
+
+fn sent_message(id: i32) -> Answer {
+    ok(tl::enums::Updates::UpdateShortSentMessage(
+        tl::types::UpdateShortSentMessage {
+            out: true,
+            id,
+            pts: 1,
+            pts_count: 1,
+            date: DATE,
+            media: None,
+            entities: None,
+            ttl_period: None,
+        },
+    ))
+}
+
+fn affected_messages() -> Answer {
+    ok(tl::enums::messages::AffectedMessages::Messages(
+        tl::types::messages::AffectedMessages {
+            pts: 1,
+            pts_count: 1,
+        },
+    ))
+}
+
+fn affected(offset: i32) -> Answer {
+    ok(tl::enums::messages::AffectedHistory::History(
+        tl::types::messages::AffectedHistory {
+            pts: 1,
+            pts_count: 1,
+            offset,
+        },
+    ))
+}
+
+// ---------------------------------------------------------------------------------------
+// An account with no network.
+
+struct Account {
+    telegram: Arc<MtprotoTelegram>,
+    session: Arc<GuardedSession>,
+    wire: Arc<Wire>,
+}
+
+/// A logged-out in-memory session knowing Alice (with her access hash) and a supergroup,
+/// a client whose pool never runs, and the backend over the scripted wire.
+async fn account() -> Account {
+    let session = Arc::new(GuardedSession::new(
+        SqliteSession::open(":memory:").await.unwrap(),
+    ));
+    session
+        .cache_peer(PeerInfo::User {
+            id: ALICE,
+            auth: Some(PeerAuth::from_hash(ALICE_HASH)),
+            bot: Some(false),
+            is_self: Some(false),
+        })
+        .await
+        .unwrap();
+    session
+        .cache_peer(PeerInfo::Channel {
+            id: CHANNEL,
+            auth: Some(PeerAuth::from_hash(CHANNEL_HASH)),
+            kind: Some(ChannelKind::Megagroup),
+        })
+        .await
+        .unwrap();
+    let SenderPool { runner, handle, .. } = SenderPool::new(Arc::clone(&session), 1);
+    drop(runner);
+    let client = Client::new(handle);
+    let clock: SharedClock = Arc::new(VirtualClock::new(common::t0(), true));
+    let ledger = SentLedger::in_memory(Arc::clone(&clock));
+    let wire = Arc::new(Wire::default());
+    let telegram = MtprotoTelegram::new(
+        client,
+        Arc::clone(&session),
+        SELF_ID,
+        Some("wren_here".into()),
+        clock,
+        ledger,
+    )
+    .with_invoker(Arc::clone(&wire) as Arc<dyn Invoker>);
+    Account {
+        telegram: Arc::new(telegram),
+        session,
+        wire,
+    }
+}
+
+fn text(chat: i64, body: &str, key: i64) -> OutgoingText {
+    OutgoingText {
+        chat: ChatId(chat),
+        text: body.to_string(),
+        reply_to: None,
+        idempotency_key: key,
+    }
+}
+
+fn input_user(peer: &tl::enums::InputPeer) -> (i64, i64) {
+    match peer {
+        tl::enums::InputPeer::User(u) => (u.user_id, u.access_hash),
+        other => panic!("not a user peer: {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Outbound, through the invoker.
+
+/// A send carries the task's idempotency key as Telegram's random_id (so a repeated send
+/// after a crash is refused by Telegram, not sent twice) and the peer's access hash from
+/// the session; the new message id is recorded as ours.
+#[tokio::test]
+async fn a_send_uses_the_idempotency_key_as_random_id_and_records_the_new_id() {
+    let a = account().await;
+    a.wire
+        .on::<tl::functions::messages::SendMessage>(|_| sent_message(55));
+    let sent = a
+        .telegram
+        .send_text(text(ALICE, "hi **there**", 777))
+        .await
+        .unwrap();
+    assert_eq!(sent.id, MessageId(55));
+    let requests = a.wire.requests::<tl::functions::messages::SendMessage>();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].random_id, 777);
+    assert_eq!(input_user(&requests[0].peer), (ALICE, ALICE_HASH));
+    assert_eq!(requests[0].message, "hi there");
+    assert!(requests[0].entities.as_ref().is_some_and(|e| e.len() == 1));
+    assert!(a.telegram.ledger().is_ours(ChatId(ALICE), MessageId(55)));
+}
+
+/// Telegram answers RANDOM_ID_DUPLICATE to a send an earlier run already made: the message
+/// id comes from the sent ledger, and nothing is sent again.
+#[tokio::test]
+async fn a_duplicate_random_id_is_resolved_through_the_ledger_without_a_second_send() {
+    let a = account().await;
+    a.telegram
+        .ledger()
+        .record(ChatId(ALICE), MessageId(54), 778);
+    a.wire
+        .on::<tl::functions::messages::SendMessage>(|_| rpc(400, "RANDOM_ID_DUPLICATE", None));
+    let sent = a.telegram.send_text(text(ALICE, "hi", 778)).await.unwrap();
+    assert_eq!(sent.id, MessageId(54));
+    assert_eq!(a.wire.names(), vec!["messages.sendMessage"]);
+}
+
+/// First contact: a user the session has no access hash for. The send is refused with
+/// PEER_ID_INVALID, the backend learns the peer from the first page of dialogs, and the
+/// send is retried once, now with the hash.
+#[tokio::test]
+async fn a_first_contact_send_learns_the_peer_and_is_retried_once_with_its_hash() {
+    let a = account().await;
+    let stranger = 5555;
+    a.wire
+        .on::<tl::functions::messages::SendMessage>(|_| rpc(400, "PEER_ID_INVALID", None));
+    a.wire.on::<tl::functions::messages::GetDialogs>(move |_| {
+        let mut u = user(stranger, "Sam", None, None, false);
+        if let tl::enums::User::User(u) = &mut u {
+            u.access_hash = Some(9090);
+        }
+        ok(tl::enums::messages::Dialogs::Dialogs(
+            tl::types::messages::Dialogs {
+                dialogs: Vec::new(),
+                messages: Vec::new(),
+                chats: Vec::new(),
+                users: vec![u],
+            },
+        ))
+    });
+    a.wire
+        .on::<tl::functions::messages::SendMessage>(|_| sent_message(60));
+    let sent = a
+        .telegram
+        .send_text(text(stranger, "hello", 900))
+        .await
+        .unwrap();
+    assert_eq!(sent.id, MessageId(60));
+    let sends = a.wire.requests::<tl::functions::messages::SendMessage>();
+    assert_eq!(sends.len(), 2, "{:?}", a.wire.names());
+    assert_eq!(
+        input_user(&sends[0].peer),
+        (stranger, 0),
+        "first try: no hash"
+    );
+    assert_eq!(
+        input_user(&sends[1].peer),
+        (stranger, 9090),
+        "retry: learnt hash"
+    );
+    assert_eq!(sends[1].random_id, 900, "the same idempotency key");
+}
+
+/// A peer that cannot be learnt is not retried forever: one learning round, then the
+/// error reaches the runtime as "not found".
+#[tokio::test]
+async fn an_unlearnable_peer_fails_after_one_learning_round() {
+    let a = account().await;
+    a.wire
+        .on::<tl::functions::messages::SendMessage>(|_| rpc(400, "PEER_ID_INVALID", None));
+    a.wire.on::<tl::functions::messages::GetDialogs>(|_| {
+        ok(tl::enums::messages::Dialogs::Dialogs(
+            tl::types::messages::Dialogs {
+                dialogs: Vec::new(),
+                messages: Vec::new(),
+                chats: Vec::new(),
+                users: Vec::new(),
+            },
+        ))
+    });
+    let err = a
+        .telegram
+        .send_text(text(6666, "hello", 1))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, TelegramError::NotFound(_)), "{err:?}");
+    assert_eq!(
+        a.wire.names(),
+        vec!["messages.sendMessage", "messages.getDialogs"]
+    );
+}
+
+/// A flood wait on a send reaches the runtime with its seconds (it parks the chat).
+#[tokio::test]
+async fn a_flood_wait_on_a_send_is_reported_with_its_seconds() {
+    let a = account().await;
+    a.wire
+        .on::<tl::functions::messages::SendMessage>(|_| rpc(420, "FLOOD_WAIT", Some(31)));
+    let err = a
+        .telegram
+        .send_text(text(ALICE, "hi", 2))
+        .await
+        .unwrap_err();
+    assert_eq!(err, TelegramError::FloodWait { secs: 31 });
+}
+
+/// deleteHistory is repeated while Telegram reports more left (a long history goes in
+/// parts), and revokes for the other side only when asked.
+#[tokio::test]
+async fn delete_history_repeats_while_more_is_left_and_revokes_only_when_asked() {
+    let a = account().await;
+    for offset in [20, 10, 0] {
+        a.wire
+            .on::<tl::functions::messages::DeleteHistory>(move |_| affected(offset));
+    }
+    a.telegram
+        .delete_history(ChatId(ALICE), true)
+        .await
+        .unwrap();
+    let calls = a.wire.requests::<tl::functions::messages::DeleteHistory>();
+    assert_eq!(calls.len(), 3);
+    assert!(calls.iter().all(|c| c.revoke && !c.just_clear));
+    a.wire
+        .on::<tl::functions::messages::DeleteHistory>(|_| affected(0));
+    a.telegram
+        .delete_history(ChatId(ALICE), false)
+        .await
+        .unwrap();
+    let last = a.wire.requests::<tl::functions::messages::DeleteHistory>();
+    assert!(!last[3].revoke, "mine only: not revoked");
+}
+
+/// Reading marks a DM with messages.readHistory and a supergroup with channels.readHistory.
+#[tokio::test]
+async fn read_marks_use_the_call_of_each_peer_type() {
+    let a = account().await;
+    a.wire
+        .on::<tl::functions::messages::ReadHistory>(|_| affected_messages());
+    a.wire
+        .on::<tl::functions::channels::ReadHistory>(|_| ok(true));
+    a.telegram
+        .mark_read(ChatId(ALICE), MessageId(12))
+        .await
+        .unwrap();
+    let supergroup = ChatId(-1_000_000_000_000 - CHANNEL);
+    a.telegram
+        .mark_read(supergroup, MessageId(34))
+        .await
+        .unwrap();
+    assert_eq!(
+        a.wire.names(),
+        vec!["messages.readHistory", "channels.readHistory"]
+    );
+    let dm = a.wire.requests::<tl::functions::messages::ReadHistory>();
+    assert_eq!(dm[0].max_id, 12);
+    let group = a.wire.requests::<tl::functions::channels::ReadHistory>();
+    assert_eq!(group[0].max_id, 34);
+}
+
+/// A reaction Telegram rejects in one spelling is sent once more in the other (with or
+/// without U+FE0F); typing goes to the chat.
+#[tokio::test]
+async fn a_rejected_reaction_is_retried_in_its_other_spelling_and_typing_is_sent() {
+    let a = account().await;
+    a.wire
+        .on::<tl::functions::messages::SendReaction>(|_| rpc(400, "REACTION_INVALID", None));
+    a.wire.on::<tl::functions::messages::SendReaction>(|_| {
+        ok(tl::enums::Updates::Updates(tl::types::Updates {
+            updates: Vec::new(),
+            users: Vec::new(),
+            chats: Vec::new(),
+            date: DATE,
+            seq: 0,
+        }))
+    });
+    a.wire
+        .on::<tl::functions::messages::SetTyping>(|_| ok(true));
+    a.telegram
+        .react(ChatId(ALICE), MessageId(7), "❤️")
+        .await
+        .unwrap();
+    a.telegram.typing(ChatId(ALICE)).await.unwrap();
+    let reactions: Vec<String> = a
+        .wire
+        .requests::<tl::functions::messages::SendReaction>()
+        .into_iter()
+        .flat_map(|r| r.reaction.unwrap_or_default())
+        .map(|r| match r {
+            tl::enums::Reaction::Emoji(e) => e.emoticon,
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(reactions, vec!["❤️".to_string(), "❤".to_string()]);
+    assert_eq!(
+        a.wire
+            .requests::<tl::functions::messages::SetTyping>()
+            .len(),
+        1
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Inbound, through grammers' own update machinery.
+
+/// grammers' update stream over a channel the test feeds raw updates into, as a pump
+/// source over the account's backend.
+async fn source(a: &Account) -> (GrammersSource, mpsc::Sender<UpdatesLike>) {
+    let (tx, rx) = mpsc::channel(100);
+    let stream = a
+        .telegram
+        .client()
+        .stream_updates(rx, UpdatesConfiguration { catch_up: false })
+        .await
+        .unwrap();
+    let source = GrammersSource::new(
+        stream,
+        Arc::clone(&a.telegram),
+        Arc::clone(&a.session),
+        Vec::new(),
+    );
+    (source, tx)
+}
+
+fn short_message(pts: i32, id: i32, from: i64, body: &str) -> UpdatesLike {
+    UpdatesLike::Updates(tl::enums::Updates::UpdateShortMessage(
+        tl::types::UpdateShortMessage {
+            out: false,
+            mentioned: false,
+            media_unread: false,
+            silent: false,
+            id,
+            user_id: from,
+            message: body.to_string(),
+            pts,
+            pts_count: 1,
+            date: DATE,
+            fwd_from: None,
+            via_bot_id: None,
+            reply_to: None,
+            entities: None,
+            ttl_period: None,
+        },
+    ))
+}
+
+/// An `Updates` container with one new message and the users and chats it names.
+fn container(
+    pts: i32,
+    msg: tl::types::Message,
+    users: Vec<tl::enums::User>,
+    chats: Vec<tl::enums::Chat>,
+) -> UpdatesLike {
+    UpdatesLike::Updates(tl::enums::Updates::Updates(tl::types::Updates {
+        updates: vec![
+            tl::types::UpdateNewMessage {
+                message: msg.into(),
+                pts,
+                pts_count: 1,
+            }
+            .into(),
+        ],
+        users,
+        chats,
+        date: DATE,
+        seq: 0,
+    }))
+}
+
+async fn next(source: &mut GrammersSource) -> TgUpdate {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), source.next()).await {
+            Ok(Ok(Some(update))) => return update,
+            Ok(Ok(None)) => continue,
+            Ok(Err(e)) => panic!("source error: {e:?}"),
+            Err(_) => panic!("no update within 5 s"),
+        }
+    }
+}
+
+fn new_message(update: TgUpdate) -> personad::adapters::mtproto::pump::Incoming {
+    match update {
+        TgUpdate::NewMessage(m) => m,
+        other => panic!("not a new message: {other:?}"),
+    }
+}
+
+/// A short DM from a user the account never saw (no access hash, no name) comes through
+/// grammers as a new message in a direct chat with that user as sender; delivered twice
+/// (same pts), it comes out once; Telegram's service account (777000) is marked as such.
+#[tokio::test]
+async fn short_messages_come_through_grammers_once_and_777000_is_marked_service() {
+    let a = account().await;
+    let (mut source, tx) = source(&a).await;
+    tx.send(short_message(1, 10, 5555, "hi, remember me?"))
+        .await
+        .unwrap();
+    tx.send(short_message(1, 10, 5555, "hi, remember me?"))
+        .await
+        .unwrap();
+    tx.send(short_message(2, 11, 777_000, "Login code: 12345"))
+        .await
+        .unwrap();
+    let first = new_message(next(&mut source).await);
+    assert_eq!(first.chat.id, ChatId(5555));
+    assert_eq!(first.chat.kind, personad::core::model::ChatKind::Direct);
+    assert_eq!(first.message.sender.id, 5555);
+    assert_eq!(first.message.id, MessageId(10));
+    assert!(!first.message.sender.service);
+    let second = new_message(next(&mut source).await);
+    assert_eq!(
+        second.message.id,
+        MessageId(11),
+        "the duplicate was dropped"
+    );
+    assert!(second.message.sender.service, "777000 is Telegram's");
+}
+
+/// A user object carried by the update (a bot, a deleted account, a support account) marks
+/// the sender; a group mention through grammers is a callout.
+#[tokio::test]
+async fn senders_are_classed_from_the_user_objects_grammers_delivers() {
+    let a = account().await;
+    let (mut source, tx) = source(&a).await;
+    let bot = user(801, "Echo", None, Some("echo_bot"), true);
+    let mut gone = user(802, "", None, None, false);
+    if let tl::enums::User::User(u) = &mut gone {
+        u.deleted = true;
+    }
+    let mut support = user(803, "Support", None, None, false);
+    if let tl::enums::User::User(u) = &mut support {
+        u.support = true;
+    }
+    for (pts, from, u) in [(1, 801, bot), (2, 802, gone), (3, 803, support)] {
+        let msg = message(pts, peer_user(from), Some(peer_user(from)), "ping");
+        tx.send(container(pts, msg, vec![u], Vec::new()))
+            .await
+            .unwrap();
+    }
+    let mut mention = message(
+        4,
+        peer_chat(GROUP),
+        Some(peer_user(ALICE)),
+        "@wren_here are you there?",
+    );
+    mention.mentioned = true;
+    tx.send(container(
+        4,
+        mention,
+        vec![user(ALICE, "Alice", None, None, false)],
+        vec![basic_group(GROUP, "Club")],
+    ))
+    .await
+    .unwrap();
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(new_message(next(&mut source).await).message.sender);
+    }
+    assert!(got[0].is_bot);
+    assert!(got[1].deleted);
+    assert!(got[2].service);
+    let group = new_message(next(&mut source).await);
+    assert!(group.callout, "a mention is a callout");
+    assert_eq!(group.chat.id, ChatId(-GROUP));
+    // Handling the chat clears the mention too (readHistory leaves it counted).
+    a.wire
+        .on::<tl::functions::messages::ReadHistory>(|_| affected_messages());
+    a.wire
+        .on::<tl::functions::messages::ReadMentions>(|_| affected(0));
+    a.telegram
+        .mark_read(ChatId(-GROUP), MessageId(4))
+        .await
+        .unwrap();
+    assert_eq!(
+        a.wire.names(),
+        vec!["messages.readHistory", "messages.readMentions"]
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// End to end: grammers' stream → GrammersSource → the pump → the governed runtime → an LLM
+// planner against a mock Gemini server.
+
+mod end_to_end {
+    use super::*;
+    use common::{AGENT, Harness, TestResult, dm};
+    use personad::adapters::governor::{Governor, GovernorConfig};
+    use personad::adapters::llm::gemini::{GeminiClient, GeminiConfig};
+    use personad::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
+    use personad::adapters::mtproto::pump::{
+        Lookups, Pump, PumpEnd, PumpOptions, SourceError, SourceFactory,
+    };
+    use personad::core::model::{Chat, Message};
+    use personad::ingress::sink::RuntimeSink;
+    use personad::ports::llm::ApiKey;
+    use personad::ports::updates::Sink;
+    use serde_json::json;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio_util::sync::CancellationToken;
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    /// The harness's start as Telegram dates it.
+    fn now() -> i32 {
+        i32::try_from(common::t0().as_second()).unwrap()
+    }
+
+    fn fresh_short(pts: i32, id: i32, from: i64, body: &str) -> UpdatesLike {
+        let mut u = short_message(pts, id, from, body);
+        if let UpdatesLike::Updates(tl::enums::Updates::UpdateShortMessage(m)) = &mut u {
+            m.date = now();
+        }
+        u
+    }
+
+    /// Hands the pump one grammers source; closing it drops the feeding channel, which
+    /// ends grammers' stream (as a disconnect does).
+    struct OneSource {
+        source: Mutex<Option<GrammersSource>>,
+        feed: Mutex<Option<mpsc::Sender<UpdatesLike>>>,
+    }
+
+    impl SourceFactory for OneSource {
+        fn open(&self) -> BoxFuture<'_, Result<Box<dyn UpdateSource>, SourceError>> {
+            let source = self.source.lock().unwrap().take();
+            Box::pin(async move {
+                match source {
+                    Some(s) => Ok(Box::new(s) as Box<dyn UpdateSource>),
+                    None => std::future::pending().await,
+                }
+            })
+        }
+        fn close(&self) {
+            self.feed.lock().unwrap().take();
+        }
+    }
+
+    /// The runtime as the pump's sink, counting what the pump handed over.
+    struct Counting {
+        inner: RuntimeSink,
+        seen: AtomicUsize,
+    }
+
+    impl Sink for Counting {
+        fn inbound(&self, chat: Chat, message: Message, trigger: bool) {
+            self.inner.inbound(chat, message, trigger);
+            self.seen.fetch_add(1, Ordering::SeqCst);
+        }
+        fn inbound_addressed(&self, chat: Chat, message: Message, trigger: bool, callout: bool) {
+            self.inner
+                .inbound_addressed(chat, message, trigger, callout);
+            self.seen.fetch_add(1, Ordering::SeqCst);
+        }
+        fn owner_wrote(&self, chat: Chat, message: Message) {
+            self.inner.owner_wrote(chat, message);
+        }
+        fn edited(&self, chat: Chat, message: Message) {
+            self.inner.edited(chat, message);
+        }
+        fn deleted(&self, chat: Option<ChatId>, ids: Vec<MessageId>) {
+            self.inner.deleted(chat, ids);
+        }
+        fn migrated(&self, from: ChatId, to: ChatId) {
+            self.inner.migrated(from, to);
+        }
+        fn unauthorized(&self, reason: &str) {
+            self.inner.unauthorized(reason);
+        }
+    }
+
+    async fn gemini_server() -> MockServer {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "candidates": [{"content": {"role": "model",
+                    "parts": [{"text": "# «send»\nhey, of course!"}]}, "finishReason": "STOP"}]
+            })))
+            .mount(&server)
+            .await;
+        server
+    }
+
+    /// The runtime on the in-memory backend under the Governor, planning with Gemini.
+    fn governed(dir: &std::path::Path, server: &MockServer, chats: &[Chat]) -> Harness {
+        let uri = server.uri();
+        Harness::start_with_wrapped(
+            dir,
+            move |_clock| {
+                let mut cfg = GeminiConfig::new(ApiKey::new("test-key"));
+                cfg.base_url = uri;
+                let llm = GeminiClient::new(cfg).unwrap_or_else(|e| panic!("client: {e}"));
+                Arc::new(LlmPlanner::new(Arc::new(llm), LlmPlannerConfig::default()))
+            },
+            common::config(),
+            chats,
+            Box::new(|mem, clock| {
+                Arc::new(Governor::new(mem, clock, GovernorConfig::default())) as Arc<dyn Telegram>
+            }),
+        )
+    }
+
+    /// Runs `updates` through grammers and the pump into `h`'s runtime; returns once the
+    /// pump handed over `expect` messages and the runtime has nothing left to do.
+    async fn deliver(h: &mut Harness, updates: Vec<UpdatesLike>, expect: usize) -> TestResult {
+        let a = account().await;
+        a.wire.on::<tl::functions::contacts::GetBlocked>(|_| {
+            ok(tl::enums::contacts::Blocked::Blocked(
+                tl::types::contacts::Blocked {
+                    blocked: Vec::new(),
+                    chats: Vec::new(),
+                    users: Vec::new(),
+                },
+            ))
+        });
+        let (source, tx) = source(&a).await;
+        for u in updates {
+            tx.send(u).await?;
+        }
+        let sink = Arc::new(Counting {
+            inner: RuntimeSink {
+                agent: AGENT.into(),
+                runtime: h.handle.clone(),
+                groups: personad::ingress::chain::Groups::new(),
+            },
+            seen: AtomicUsize::new(0),
+        });
+        let pump = Pump {
+            agent: AGENT.into(),
+            factory: Arc::new(OneSource {
+                source: Mutex::new(Some(source)),
+                feed: Mutex::new(Some(tx)),
+            }),
+            lookups: Arc::clone(&a.telegram) as Arc<dyn Lookups>,
+            sink: Arc::clone(&sink) as Arc<dyn Sink>,
+            ledger: Arc::clone(a.telegram.ledger()),
+            clock: Arc::clone(&h.shared_clock),
+            opts: PumpOptions {
+                max_catch_up_age: Duration::from_secs(15 * 60),
+            },
+        };
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(pump.run(stop.clone()));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while sink.seen.load(Ordering::SeqCst) < expect {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the pump handed over too little"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        h.settle().await;
+        stop.cancel();
+        assert_eq!(task.await?, PumpEnd::Stopped);
+        Ok(())
+    }
+
+    async fn request_bodies(server: &MockServer) -> Vec<String> {
+        server
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .iter()
+            .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+            .collect()
+    }
+
+    /// A login code from Telegram's service account (777000) and a DM from a person arrive
+    /// through grammers: the person is answered; nothing of the service chat reaches the
+    /// LLM (no request body holds the code) and nothing is sent there.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_message_from_telegrams_service_account_reaches_an_llm_request() -> TestResult {
+        let server = gemini_server().await;
+        let dir = tempfile::tempdir()?;
+        let (bob, service) = (dm(5555), dm(777_000));
+        let mut h = governed(dir.path(), &server, &[bob.clone(), service.clone()]);
+        // What the planner reads as each chat's history.
+        h.say_silently(
+            &service,
+            "Telegram",
+            "Login code: 12345. Do not give it to anyone",
+        )
+        .await;
+        h.say_silently(&bob, "Bob", "hi, remember me?").await;
+        deliver(
+            &mut h,
+            vec![
+                fresh_short(
+                    1,
+                    10,
+                    777_000,
+                    "Login code: 12345. Do not give it to anyone",
+                ),
+                fresh_short(2, 11, 5555, "hi, remember me?"),
+            ],
+            2,
+        )
+        .await?;
+        let bodies = request_bodies(&server).await;
+        assert_eq!(bodies.len(), 1, "one plan, for Bob");
+        assert!(bodies[0].contains("remember me"), "{}", bodies[0]);
+        assert!(
+            bodies.iter().all(|b| !b.contains("12345")),
+            "the login code reached the LLM"
+        );
+        let sends: Vec<i64> = h.sends().into_iter().map(|(c, _, _)| c.0).collect();
+        assert_eq!(sends, vec![5555]);
+        drop(h.stop().await?);
+        Ok(())
+    }
+
+    /// A message answered before a crash is delivered again by catch-up after the restart
+    /// (the update state was not saved): it is not planned again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_message_answered_before_a_crash_is_not_planned_again_when_redelivered() -> TestResult
+    {
+        let server = gemini_server().await;
+        let dir = tempfile::tempdir()?;
+        let bob = dm(5555);
+        let mut h = governed(dir.path(), &server, std::slice::from_ref(&bob));
+        h.say_silently(&bob, "Bob", "hi, remember me?").await;
+        let update = || fresh_short(1, 11, 5555, "hi, remember me?");
+        deliver(&mut h, vec![update()], 1).await?;
+        assert_eq!(h.sends().len(), 1);
+        h.crash().await;
+        let mut h = governed(dir.path(), &server, std::slice::from_ref(&bob));
+        deliver(&mut h, vec![update()], 1).await?;
+        assert_eq!(request_bodies(&server).await.len(), 1, "planned twice");
+        assert!(h.sends().is_empty(), "answered twice: {:?}", h.sends());
+        drop(h.stop().await?);
+        Ok(())
+    }
+}
