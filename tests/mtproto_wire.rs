@@ -888,3 +888,159 @@ mod end_to_end {
         Ok(())
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// The unread scan and stream errors.
+
+/// A grammers message built offline (grammers' own workaround: a short "sent" answer whose
+/// raw message is then replaced).
+fn grammers_message(a: &Account, raw: tl::types::Message) -> grammers_client::message::Message {
+    let peer = grammers_client::session::types::PeerRef {
+        id: grammers_client::session::types::PeerId::chat(GROUP).unwrap(),
+        auth: PeerAuth::default(),
+    };
+    let mut m = grammers_client::message::Message::from_raw_short_updates(
+        &a.telegram.client(),
+        tl::types::UpdateShortSentMessage {
+            out: false,
+            id: raw.id,
+            pts: 1,
+            pts_count: 1,
+            date: DATE,
+            media: None,
+            entities: None,
+            ttl_period: None,
+        },
+        grammers_client::message::InputMessage::new(),
+        peer,
+    );
+    m.raw = tl::enums::Message::Message(raw);
+    m
+}
+
+fn dialog(unread: i32, mentions: i32, marked: bool, mute_until: Option<i32>) -> tl::types::Dialog {
+    tl::types::Dialog {
+        pinned: false,
+        unread_mark: marked,
+        view_forum_as_messages: false,
+        peer: peer_chat(GROUP),
+        top_message: 9,
+        read_inbox_max_id: 0,
+        read_outbox_max_id: 0,
+        unread_count: unread,
+        unread_mentions_count: mentions,
+        unread_reactions_count: 0,
+        unread_poll_votes_count: 0,
+        notify_settings: tl::types::PeerNotifySettings {
+            show_previews: None,
+            silent: None,
+            mute_until,
+            ios_sound: None,
+            android_sound: None,
+            other_sound: None,
+            stories_muted: None,
+            stories_hide_sender: None,
+            stories_ios_sound: None,
+            stories_android_sound: None,
+            stories_other_sound: None,
+        }
+        .into(),
+        pts: None,
+        draft: None,
+        folder_id: None,
+        ttl_period: None,
+    }
+}
+
+/// The unread scan hands each dialog's newest message to admission: a muted group's
+/// mention counts as addressing the agent, the mute comes from the dialog itself (no
+/// getNotifySettings call), and reading the chat later clears the mention and the owner's
+/// "unread" mark; a dialog with nothing unread, or whose newest message is ours, is skipped.
+#[tokio::test]
+async fn the_unread_scan_uses_the_dialogs_own_settings_and_clears_its_marks_on_read() {
+    use personad::adapters::mtproto::pump::Lookups;
+    let a = account().await;
+    let far = i32::MAX;
+    let last = grammers_message(&a, message(9, peer_chat(GROUP), Some(peer_user(ALICE)), "hey all"));
+    let scan = |d: &tl::types::Dialog, m: &grammers_client::message::Message| {
+        personad::adapters::mtproto::unread_update(&a.telegram, d, m)
+    };
+    assert!(scan(&dialog(0, 0, false, None), &last).is_none(), "nothing unread");
+    let mut ours = message(9, peer_chat(GROUP), Some(peer_user(SELF_ID)), "me");
+    ours.out = true;
+    assert!(scan(&dialog(3, 0, false, None), &grammers_message(&a, ours)).is_none());
+    let found = scan(&dialog(2, 1, true, Some(far)), &last).expect("an unread mention");
+    let found = new_message(found);
+    assert!(found.callout, "a mention (or the mark) addresses the agent");
+    assert!(a.telegram.is_muted(ChatId(-GROUP)).await, "muted, as the dialog says");
+    assert!(a.wire.names().is_empty(), "no look-up: {:?}", a.wire.names());
+    a.wire.on::<tl::functions::messages::ReadHistory>(|_| affected_messages());
+    a.wire.on::<tl::functions::messages::ReadMentions>(|_| affected(0));
+    a.wire.on::<tl::functions::messages::MarkDialogUnread>(|_| ok(true));
+    a.telegram
+        .mark_read(ChatId(-GROUP), MessageId(9))
+        .await
+        .unwrap();
+    assert_eq!(
+        a.wire.names(),
+        vec![
+            "messages.readHistory",
+            "messages.readMentions",
+            "messages.markDialogUnread"
+        ]
+    );
+    let unmark = a.wire.requests::<tl::functions::messages::MarkDialogUnread>();
+    assert!(!unmark[0].unread);
+}
+
+/// grammers' stream error names the request that failed, not the channel: only a failed
+/// getChannelDifference is attributed to the channel whose difference was prepared; a
+/// flood wait carries its seconds, a refusal of the channel is permanent.
+#[test]
+fn stream_errors_are_attributed_from_the_failed_request() {
+    use personad::adapters::mtproto::errors::stream_error;
+    use personad::adapters::mtproto::pump::SourceError;
+    let failed = |caused_by: u32, code: i32, name: &str, value: Option<u32>| {
+        InvocationError::Rpc(RpcError {
+            code,
+            name: name.into(),
+            value,
+            caused_by: Some(caused_by),
+        })
+    };
+    let channel_diff = tl::functions::updates::GetChannelDifference::CONSTRUCTOR_ID;
+    let diff = tl::functions::updates::GetDifference::CONSTRUCTOR_ID;
+    match stream_error(&failed(channel_diff, 420, "FLOOD_WAIT", Some(40)), || Some(77)) {
+        SourceError::Transient {
+            channel: Some(77),
+            retry_after: Some(wait),
+            permanent: false,
+            ..
+        } => assert_eq!(wait, Duration::from_secs(40)),
+        other => panic!("{other:?}"),
+    }
+    match stream_error(&failed(channel_diff, 400, "CHANNEL_INVALID", None), || Some(78)) {
+        SourceError::Transient {
+            channel: Some(78),
+            permanent: true,
+            ..
+        } => {}
+        other => panic!("{other:?}"),
+    }
+    match stream_error(&failed(diff, 420, "FLOOD_WAIT", Some(5)), || Some(79)) {
+        SourceError::Transient {
+            channel: None,
+            retry_after: Some(_),
+            ..
+        } => {}
+        other => panic!("a common difference is no channel's: {other:?}"),
+    }
+    assert_eq!(
+        stream_error(&failed(diff, 401, "AUTH_KEY_UNREGISTERED", None), || None),
+        SourceError::Unauthorized("AUTH_KEY_UNREGISTERED (401)".into())
+    );
+    assert_eq!(
+        stream_error(&InvocationError::Dropped("updates channel was closed"), || None),
+        SourceError::Closed
+    );
+}

@@ -175,7 +175,7 @@ fn classify_rpc(rpc: &RpcError) -> TelegramError {
 /// is attributed to a channel, the one `pending_channel` reports (the difference grammers
 /// prepared last, see `guarded`). A flood wait carries its seconds; a refusal (403, 400,
 /// 404: CHANNEL_INVALID, ...) of a channel's difference is permanent.
-pub(crate) fn stream_error(
+pub fn stream_error(
     err: &InvocationError,
     pending_channel: impl FnOnce() -> Option<i64>,
 ) -> crate::adapters::mtproto::pump::SourceError {
