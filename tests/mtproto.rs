@@ -1482,16 +1482,16 @@ async fn an_account_opens_offline_from_its_session() {
     use grammers_client::session::Session;
     use grammers_client::session::storages::SqliteSession;
     use grammers_client::session::types::{PeerAuth, PeerInfo};
-    use personad::adapters::mtproto::{ConnectError, open_account, session};
+    use personad::adapters::mtproto::{ConnectError, Servers, open_account, session};
     use personad::adapters::store::StateDir;
     let dir = tempfile::tempdir().unwrap();
     let state = StateDir::new(dir.path());
-    let path = session::session_path(&state, "Wren");
+    let path = session::session_path(&state, "Wren", Servers::Production);
     session::create_private(&path).unwrap();
     {
         let s = SqliteSession::open(&path).await.unwrap();
         assert!(matches!(
-            open_account(&state, "Wren").await,
+            open_account(&state, "Wren", Servers::Production).await,
             Err(ConnectError::NotAuthorized { .. })
         ));
         s.cache_peer(PeerInfo::User {
@@ -1503,17 +1503,78 @@ async fn an_account_opens_offline_from_its_session() {
         .await
         .unwrap();
     }
-    let account = open_account(&state, "Wren").await.unwrap();
+    let account = open_account(&state, "Wren", Servers::Production).await.unwrap();
     assert_eq!(account.self_id, 4242);
     assert!(
-        open_account(&state, "Wren").await.is_err(),
+        open_account(&state, "Wren", Servers::Production).await.is_err(),
         "a second user of the same session is refused"
     );
     drop(account);
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     assert!(matches!(
-        open_account(&state, "Wren").await,
+        open_account(&state, "Wren", Servers::Production).await,
         Err(ConnectError::Session(_))
     ));
+}
+
+/// `--test-dc`: the agent's session on Telegram's test servers is a file of its own (a
+/// production session is never touched or used for it), is missing until `login --test-dc`
+/// (the error says so), and points every test DC at the test addresses, keeping an auth key
+/// already made there.
+#[tokio::test]
+async fn a_test_dc_session_is_its_own_file_and_points_at_the_test_servers() {
+    use grammers_client::session::Session;
+    use grammers_client::session::storages::SqliteSession;
+    use grammers_client::session::types::{PeerAuth, PeerInfo};
+    use personad::adapters::mtproto::{Servers, open_account, session};
+    use personad::adapters::store::StateDir;
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::new(dir.path());
+    let production = session::session_path(&state, "Wren", Servers::Production);
+    let test = session::session_path(&state, "Wren", Servers::Test);
+    assert_ne!(production, test);
+    assert!(test.ends_with("Wren/telegram-test.session"), "{}", test.display());
+    let self_user = PeerInfo::User {
+        id: 4242,
+        auth: Some(PeerAuth::from_hash(7)),
+        bot: Some(false),
+        is_self: Some(true),
+    };
+    session::create_private(&production).unwrap();
+    {
+        let s = SqliteSession::open(&production).await.unwrap();
+        s.cache_peer(self_user.clone()).await.unwrap();
+    }
+    let missing = open_account(&state, "Wren", Servers::Test)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        missing.contains("telegram-test.session") && missing.contains("--test-dc"),
+        "{missing}"
+    );
+    session::create_private(&test).unwrap();
+    {
+        let s = SqliteSession::open(&test).await.unwrap();
+        s.cache_peer(self_user).await.unwrap();
+    }
+    let account = open_account(&state, "Wren", Servers::Test).await.unwrap();
+    let dc2 = account.session.dc_option(2).unwrap().unwrap();
+    assert_eq!(dc2.ipv4.to_string(), "149.154.167.40:443");
+    let mut keyed = dc2.clone();
+    keyed.auth_key = Some([7; 256]);
+    account.session.set_dc_option(&keyed).await.unwrap();
+    drop(account);
+    let again = open_account(&state, "Wren", Servers::Test).await.unwrap();
+    assert_eq!(
+        again.session.dc_option(2).unwrap().unwrap().auth_key,
+        Some([7; 256]),
+        "the test DC's auth key is kept"
+    );
+    drop(again);
+    let prod = open_account(&state, "Wren", Servers::Production).await.unwrap();
+    let prod_dc2 = prod.session.dc_option(2).unwrap().map(|o| o.ipv4.to_string());
+    assert_ne!(prod_dc2.as_deref(), Some("149.154.167.40:443"), "production untouched");
 }

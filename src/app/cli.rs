@@ -218,6 +218,11 @@ pub struct TelegramArgs {
         hide_env_values = true
     )]
     pub api_hash: Option<String>,
+    /// Use Telegram's test servers (test phone numbers such as 99966XYYYY, no real account
+    /// at risk) with a session of their own (`<state>/<agent>/telegram-test.session`):
+    /// docs/live-testing.md.
+    #[arg(long, env = "PERSONAD_TEST_DC")]
+    pub test_dc: bool,
 }
 
 /// Which Telegram the daemon runs on.

@@ -62,6 +62,11 @@ fn credentials(args: &TelegramArgs) -> Result<Credentials, CommandError> {
         (Some(api_id), Some(hash)) if !hash.trim().is_empty() => Ok(Credentials {
             api_id,
             api_hash: ApiHash::new(hash.trim()),
+            servers: if args.test_dc {
+                mtproto::Servers::Test
+            } else {
+                mtproto::Servers::Production
+            },
         }),
         _ => Err(CommandError::Config(ConfigError {
             name: "telegram",

@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use backend::MtprotoTelegram;
 use errors::classify;
 use guarded::GuardedSession;
+pub use session::Servers;
 use session::{SessionError, SessionLock};
 
 use crate::adapters::store::StateDir;
@@ -64,11 +65,13 @@ impl fmt::Debug for ApiHash {
     }
 }
 
-/// The application's credentials (from my.telegram.org).
+/// The application's credentials (from my.telegram.org), and which Telegram they are used
+/// on (the same credentials work on the test servers).
 #[derive(Debug, Clone)]
 pub struct Credentials {
     pub api_id: i32,
     pub api_hash: ApiHash,
+    pub servers: Servers,
 }
 
 /// Settings of a connection.
@@ -161,16 +164,67 @@ fn start_pool(
 }
 
 /// The agent's session file, which must exist and be private.
-fn existing_session(state: &StateDir, agent: &str) -> Result<std::path::PathBuf, ConnectError> {
-    let path = session::session_path(state, agent);
+fn existing_session(
+    state: &StateDir,
+    agent: &str,
+    servers: Servers,
+) -> Result<std::path::PathBuf, ConnectError> {
+    let path = session::session_path(state, agent, servers);
     match session::check_file(&path)? {
         session::SessionFile::Present => Ok(path),
         session::SessionFile::Absent => Err(SessionError::Missing {
             agent: agent.to_string(),
             path,
+            flag: servers.flag(),
         }
         .into()),
     }
+}
+
+/// Telegram's test datacenters (DC 1 to 3), where `--test-dc` sessions connect.
+const TEST_DCS: [(i32, [u8; 4]); 3] = [
+    (1, [149, 154, 175, 10]),
+    (2, [149, 154, 167, 40]),
+    (3, [149, 154, 175, 117]),
+];
+
+/// Points a session at Telegram's test servers (for `Servers::Test`): each test DC's
+/// address replaces the production one, keeping an auth key already made with the test DC.
+/// Production sessions are left alone.
+pub async fn point_at<S>(session: &S, servers: Servers) -> Result<(), ConnectError>
+where
+    S: grammers_client::session::Session,
+    S::Error: fmt::Display,
+{
+    use grammers_client::session::types::DcOption;
+    use std::net::{SocketAddrV4, SocketAddrV6};
+    if servers == Servers::Production {
+        return Ok(());
+    }
+    for (id, ip) in TEST_DCS {
+        let ipv4 = SocketAddrV4::new(ip.into(), 443);
+        let known = session.dc_option(id).map_err(|e| ConnectError::Open {
+            path: "the session".into(),
+            message: e.to_string(),
+        })?;
+        if known.as_ref().is_some_and(|o| o.ipv4 == ipv4) {
+            continue;
+        }
+        let option = DcOption {
+            id,
+            ipv4,
+            ipv6: SocketAddrV6::new(ipv4.ip().to_ipv6_mapped(), 443, 0, 0),
+            auth_key: None,
+        };
+        session
+            .set_dc_option(&option)
+            .await
+            .map_err(|e| ConnectError::Open {
+                path: "the session".into(),
+                message: e.to_string(),
+            })?;
+    }
+    Ok(())
 }
 
 /// Runs the (small, blocking) session file checks off the async threads: the file must
@@ -179,15 +233,16 @@ async fn prepare_session(
     state: &StateDir,
     agent: &str,
     create: bool,
+    servers: Servers,
 ) -> Result<(std::path::PathBuf, SessionLock), ConnectError> {
     let (state, agent) = (state.clone(), agent.to_string());
     tokio::task::spawn_blocking(move || {
         let path = if create {
-            let path = session::session_path(&state, &agent);
+            let path = session::session_path(&state, &agent, servers);
             session::create_private(&path)?;
             path
         } else {
-            existing_session(&state, &agent)?
+            existing_session(&state, &agent, servers)?
         };
         let lock = session::lock(&path)?;
         Ok((path, lock))
@@ -209,11 +264,16 @@ pub struct OpenAccount {
 /// Opens an agent's session without the network: the file must exist, be private and not
 /// be in use, and know its own user (logged in). So an agent whose network is down at start
 /// still starts, and its pump keeps reconnecting.
-pub async fn open_account(state: &StateDir, agent: &str) -> Result<OpenAccount, ConnectError> {
+pub async fn open_account(
+    state: &StateDir,
+    agent: &str,
+    servers: Servers,
+) -> Result<OpenAccount, ConnectError> {
     use grammers_client::session::Session;
     use grammers_client::session::types::PeerInfo;
-    let (path, lock) = prepare_session(state, agent, false).await?;
+    let (path, lock) = prepare_session(state, agent, false, servers).await?;
     let session = open_session(&path).await?;
+    point_at(session.as_ref(), servers).await?;
     match session.peer(PeerId::self_user()).await {
         Ok(Some(PeerInfo::User { id, .. })) => Ok(OpenAccount {
             session,
@@ -234,7 +294,7 @@ pub async fn connect(
     opts: ConnectOptions,
     clock: SharedClock,
 ) -> Result<Connected, ConnectError> {
-    let account = open_account(state, agent).await?;
+    let account = open_account(state, agent, creds.servers).await?;
     let (session, lock, self_id) = (account.session, account.lock, account.self_id);
     let (client, updates, pool_task) = start_pool(&session, creds, opts);
     // Bounded on the project clock: a black-holed network must not hold up the start.
@@ -712,8 +772,9 @@ pub async fn login(
     phone: &str,
     creds: &Credentials,
 ) -> Result<String, ConnectError> {
-    let (path, _lock) = prepare_session(state, agent, true).await?;
+    let (path, _lock) = prepare_session(state, agent, true, creds.servers).await?;
     let session = open_session(&path).await?;
+    point_at(session.as_ref(), creds.servers).await?;
     let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
     let result = sign_in(&client, &session, phone, creds).await;
     if result.is_ok() {
@@ -761,10 +822,11 @@ pub(crate) async fn logout(
     agent: &str,
     creds: &Credentials,
 ) -> Result<(), ConnectError> {
-    let (path, lock) = prepare_session(state, agent, false).await?;
+    let (path, lock) = prepare_session(state, agent, false, creds.servers).await?;
     {
         let _lock = lock;
         let session = open_session(&path).await?;
+        point_at(session.as_ref(), creds.servers).await?;
         let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
         if let Err(e) = client.sign_out().await {
             tracing::warn!(agent = %agent, error = %classify(&e), "sign-out failed; deleting the session anyway");

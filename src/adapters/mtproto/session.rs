@@ -14,9 +14,14 @@ use crate::adapters::store::{self, FileLock, LockFailure, StateDir};
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     #[error(
-        "no Telegram session for agent {agent:?} at {path}; log in first: personad login --agent {agent:?}"
+        "no Telegram session for agent {agent:?} at {path}; log in first: personad login --agent {agent:?}{flag}"
     )]
-    Missing { agent: String, path: PathBuf },
+    Missing {
+        agent: String,
+        path: PathBuf,
+        /// ` --test-dc` for a test-server session, else empty.
+        flag: &'static str,
+    },
     #[error(
         "{path} is readable by other users (mode {mode:o}); it gives full control of the account. Fix it with: chmod 600 {path} && chmod 700 {dir}"
     )]
@@ -46,9 +51,32 @@ pub enum SessionError {
     Store(#[from] store::StoreError),
 }
 
-/// Where an agent's session file lives.
-pub fn session_path(state: &StateDir, agent: &str) -> PathBuf {
-    state.session_path(agent)
+/// Where an agent's session file lives (a separate one for Telegram's test servers).
+pub fn session_path(state: &StateDir, agent: &str, servers: Servers) -> PathBuf {
+    match servers {
+        Servers::Production => state.session_path(agent),
+        Servers::Test => state.test_session_path(agent),
+    }
+}
+
+/// Which Telegram an account lives on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Servers {
+    /// Telegram itself.
+    #[default]
+    Production,
+    /// Telegram's test servers (`--test-dc`): test phone numbers, no real account at risk.
+    Test,
+}
+
+impl Servers {
+    /// The flag that chooses these servers on the command line (empty for production).
+    pub fn flag(self) -> &'static str {
+        match self {
+            Servers::Production => "",
+            Servers::Test => " --test-dc",
+        }
+    }
 }
 
 /// What [`check_file`] found at a session path.
@@ -174,7 +202,7 @@ mod tests {
     fn a_world_readable_session_is_refused() -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let state = StateDir::new(dir.path());
-        let path = session_path(&state, "Ann");
+        let path = session_path(&state, "Ann", Servers::Production);
         create_private(&path)?;
         check_file(&path)?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))?;
@@ -200,7 +228,7 @@ mod tests {
         make: impl FnOnce(&Path) -> std::io::Result<()>,
     ) -> Result<(tempfile::TempDir, PathBuf), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
-        let path = session_path(&StateDir::new(dir.path()), "Ann");
+        let path = session_path(&StateDir::new(dir.path()), "Ann", Servers::Production);
         store::ensure_private_dir(path.parent().ok_or("no parent")?)?;
         make(&path)?;
         Ok((dir, path))
@@ -257,7 +285,7 @@ mod tests {
         let elsewhere = dir.path().join("elsewhere");
         store::ensure_private_dir(&elsewhere)?;
         std::os::unix::fs::symlink(&elsewhere, dir.path().join("Ann"))?;
-        let path = session_path(&StateDir::new(dir.path()), "Ann");
+        let path = session_path(&StateDir::new(dir.path()), "Ann", Servers::Production);
         let err = refusal(&path);
         assert!(err.contains("is a symbolic link, not a directory"), "{err}");
         Ok(())

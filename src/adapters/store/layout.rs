@@ -11,6 +11,7 @@
 //! <state>/<agent>/agent-state.json              an agent's safety state
 //! <state>/<agent>/controls.json                 an agent's owner pauses
 //! <state>/<agent>/telegram.session(.lock)       the Telegram session and its lock
+//! <state>/<agent>/telegram-test.session(.lock)  the same on Telegram's test servers
 //! <state>/<agent>/telegram-sent.json            the sent-message ledger
 //! <state>/<agent>/memory/, playground/          in-memory backend transcripts
 //! ```
@@ -33,6 +34,9 @@ pub(crate) const AGENT_STATE_FILE: &str = crate::core::agent_state::FILE_NAME;
 pub(crate) const CONTROLS_FILE: &str = "controls.json";
 /// An agent's Telegram session, in its agent directory.
 pub(crate) const SESSION_FILE: &str = "telegram.session";
+/// An agent's Telegram session on Telegram's test servers (`--test-dc`), in its agent
+/// directory: never the production one.
+pub(crate) const TEST_SESSION_FILE: &str = "telegram-test.session";
 /// An agent's sent-message ledger, in its agent directory.
 pub(crate) const SENT_LEDGER_FILE: &str = "telegram-sent.json";
 
@@ -101,8 +105,10 @@ fn now_ms() -> i64 {
 /// could read may have been copied, so `run` refuses it with its own message rather than
 /// having it fixed quietly.
 pub(crate) fn is_session_file(path: &Path) -> bool {
-    path.file_name()
-        .is_some_and(|n| n.to_string_lossy().starts_with(SESSION_FILE))
+    path.file_name().is_some_and(|n| {
+        let n = n.to_string_lossy();
+        n.starts_with(SESSION_FILE) || n.starts_with(TEST_SESSION_FILE)
+    })
 }
 
 /// The state directory, and every path in it.
@@ -198,6 +204,11 @@ impl StateDir {
     /// `<agent>/telegram.session`.
     pub fn session_path(&self, agent: &str) -> PathBuf {
         self.agent_dir(agent).join(SESSION_FILE)
+    }
+
+    /// `<agent>/telegram-test.session`: the session on Telegram's test servers.
+    pub fn test_session_path(&self, agent: &str) -> PathBuf {
+        self.agent_dir(agent).join(TEST_SESSION_FILE)
     }
 
     /// `<agent>/telegram-sent.json`.
