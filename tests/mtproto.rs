@@ -1503,10 +1503,14 @@ async fn an_account_opens_offline_from_its_session() {
         .await
         .unwrap();
     }
-    let account = open_account(&state, "Wren", Servers::Production).await.unwrap();
+    let account = open_account(&state, "Wren", Servers::Production)
+        .await
+        .unwrap();
     assert_eq!(account.self_id, 4242);
     assert!(
-        open_account(&state, "Wren", Servers::Production).await.is_err(),
+        open_account(&state, "Wren", Servers::Production)
+            .await
+            .is_err(),
         "a second user of the same session is refused"
     );
     drop(account);
@@ -1534,7 +1538,11 @@ async fn a_test_dc_session_is_its_own_file_and_points_at_the_test_servers() {
     let production = session::session_path(&state, "Wren", Servers::Production);
     let test = session::session_path(&state, "Wren", Servers::Test);
     assert_ne!(production, test);
-    assert!(test.ends_with("Wren/telegram-test.session"), "{}", test.display());
+    assert!(
+        test.ends_with("Wren/telegram-test.session"),
+        "{}",
+        test.display()
+    );
     let self_user = PeerInfo::User {
         id: 4242,
         auth: Some(PeerAuth::from_hash(7)),
@@ -1574,7 +1582,17 @@ async fn a_test_dc_session_is_its_own_file_and_points_at_the_test_servers() {
         "the test DC's auth key is kept"
     );
     drop(again);
-    let prod = open_account(&state, "Wren", Servers::Production).await.unwrap();
-    let prod_dc2 = prod.session.dc_option(2).unwrap().map(|o| o.ipv4.to_string());
-    assert_ne!(prod_dc2.as_deref(), Some("149.154.167.40:443"), "production untouched");
+    let prod = open_account(&state, "Wren", Servers::Production)
+        .await
+        .unwrap();
+    let prod_dc2 = prod
+        .session
+        .dc_option(2)
+        .unwrap()
+        .map(|o| o.ipv4.to_string());
+    assert_ne!(
+        prod_dc2.as_deref(),
+        Some("149.154.167.40:443"),
+        "production untouched"
+    );
 }

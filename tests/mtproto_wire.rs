@@ -961,22 +961,38 @@ async fn the_unread_scan_uses_the_dialogs_own_settings_and_clears_its_marks_on_r
     use personad::adapters::mtproto::pump::Lookups;
     let a = account().await;
     let far = i32::MAX;
-    let last = grammers_message(&a, message(9, peer_chat(GROUP), Some(peer_user(ALICE)), "hey all"));
+    let last = grammers_message(
+        &a,
+        message(9, peer_chat(GROUP), Some(peer_user(ALICE)), "hey all"),
+    );
     let scan = |d: &tl::types::Dialog, m: &grammers_client::message::Message| {
         personad::adapters::mtproto::unread_update(&a.telegram, d, m)
     };
-    assert!(scan(&dialog(0, 0, false, None), &last).is_none(), "nothing unread");
+    assert!(
+        scan(&dialog(0, 0, false, None), &last).is_none(),
+        "nothing unread"
+    );
     let mut ours = message(9, peer_chat(GROUP), Some(peer_user(SELF_ID)), "me");
     ours.out = true;
     assert!(scan(&dialog(3, 0, false, None), &grammers_message(&a, ours)).is_none());
     let found = scan(&dialog(2, 1, true, Some(far)), &last).expect("an unread mention");
     let found = new_message(found);
     assert!(found.callout, "a mention (or the mark) addresses the agent");
-    assert!(a.telegram.is_muted(ChatId(-GROUP)).await, "muted, as the dialog says");
-    assert!(a.wire.names().is_empty(), "no look-up: {:?}", a.wire.names());
-    a.wire.on::<tl::functions::messages::ReadHistory>(|_| affected_messages());
-    a.wire.on::<tl::functions::messages::ReadMentions>(|_| affected(0));
-    a.wire.on::<tl::functions::messages::MarkDialogUnread>(|_| ok(true));
+    assert!(
+        a.telegram.is_muted(ChatId(-GROUP)).await,
+        "muted, as the dialog says"
+    );
+    assert!(
+        a.wire.names().is_empty(),
+        "no look-up: {:?}",
+        a.wire.names()
+    );
+    a.wire
+        .on::<tl::functions::messages::ReadHistory>(|_| affected_messages());
+    a.wire
+        .on::<tl::functions::messages::ReadMentions>(|_| affected(0));
+    a.wire
+        .on::<tl::functions::messages::MarkDialogUnread>(|_| ok(true));
     a.telegram
         .mark_read(ChatId(-GROUP), MessageId(9))
         .await
@@ -989,7 +1005,9 @@ async fn the_unread_scan_uses_the_dialogs_own_settings_and_clears_its_marks_on_r
             "messages.markDialogUnread"
         ]
     );
-    let unmark = a.wire.requests::<tl::functions::messages::MarkDialogUnread>();
+    let unmark = a
+        .wire
+        .requests::<tl::functions::messages::MarkDialogUnread>();
     assert!(!unmark[0].unread);
 }
 
@@ -1010,7 +1028,9 @@ fn stream_errors_are_attributed_from_the_failed_request() {
     };
     let channel_diff = tl::functions::updates::GetChannelDifference::CONSTRUCTOR_ID;
     let diff = tl::functions::updates::GetDifference::CONSTRUCTOR_ID;
-    match stream_error(&failed(channel_diff, 420, "FLOOD_WAIT", Some(40)), || Some(77)) {
+    match stream_error(&failed(channel_diff, 420, "FLOOD_WAIT", Some(40)), || {
+        Some(77)
+    }) {
         SourceError::Transient {
             channel: Some(77),
             retry_after: Some(wait),
@@ -1019,7 +1039,9 @@ fn stream_errors_are_attributed_from_the_failed_request() {
         } => assert_eq!(wait, Duration::from_secs(40)),
         other => panic!("{other:?}"),
     }
-    match stream_error(&failed(channel_diff, 400, "CHANNEL_INVALID", None), || Some(78)) {
+    match stream_error(&failed(channel_diff, 400, "CHANNEL_INVALID", None), || {
+        Some(78)
+    }) {
         SourceError::Transient {
             channel: Some(78),
             permanent: true,
@@ -1040,7 +1062,10 @@ fn stream_errors_are_attributed_from_the_failed_request() {
         SourceError::Unauthorized("AUTH_KEY_UNREGISTERED (401)".into())
     );
     assert_eq!(
-        stream_error(&InvocationError::Dropped("updates channel was closed"), || None),
+        stream_error(
+            &InvocationError::Dropped("updates channel was closed"),
+            || None
+        ),
         SourceError::Closed
     );
 }

@@ -576,6 +576,39 @@ async fn own_sends_survive_a_restart_for_catch_up() {
     assert_eq!(seen, vec![Seen::Owner { chat: 7, id: 51 }]);
 }
 
+/// Saves racing from many sends land in order: the file on disk always ends with the
+/// newest snapshot, so no recorded send is missing after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_ledger_saves_never_leave_an_older_snapshot_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("telegram-sent.json");
+    let clock: SharedClock = Arc::new(VirtualClock::new(t0(), false));
+    let ledger = SentLedger::load(path.clone(), Arc::clone(&clock));
+    for round in 0..20 {
+        let tasks: Vec<_> = (0..16)
+            .map(|i| {
+                let ledger = Arc::clone(&ledger);
+                tokio::spawn(async move {
+                    let id = round * 100 + i;
+                    ledger.record(ChatId(7), MessageId(id), id);
+                    ledger.save().await.unwrap();
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let reloaded = SentLedger::load(path.clone(), Arc::clone(&clock));
+        for i in 0..16 {
+            let id = round * 100 + i;
+            assert!(
+                reloaded.is_ours(ChatId(7), MessageId(id)),
+                "round {round}: send {id} lost by an older snapshot written last"
+            );
+        }
+    }
+}
+
 /// Old sends fall off after the horizon; a damaged ledger file is moved aside, not lost.
 #[tokio::test]
 async fn ledger_forgets_after_the_horizon_and_keeps_a_damaged_file() {

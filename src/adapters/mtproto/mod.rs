@@ -777,23 +777,54 @@ pub async fn login(
     point_at(session.as_ref(), creds.servers).await?;
     let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
     let result = sign_in(&client, &session, phone, creds).await;
-    if result.is_ok() {
-        use grammers_client::session::Session;
+    if let Ok(signed) = &result {
+        warm_peer_cache(agent, &client, session.as_ref(), signed.fresh).await;
+    }
+    client.disconnect();
+    let _ = pool_task.await;
+    result.map(|signed| signed.said)
+}
+
+/// What signing in did.
+struct SignedIn {
+    /// What to tell the operator.
+    said: String,
+    /// A new login (`false`: the session was logged in already).
+    fresh: bool,
+}
+
+/// Walks every dialog once so the session knows the access hashes channel catch-up needs.
+/// The walk runs in a task of its own (the library can panic on unknown peers). Walking
+/// writes each channel's current pts: after a fresh login that is where catch-up starts
+/// (minus broadcast channels); on a session logged in before, the saved state is put back,
+/// so what the daemon missed meanwhile is still fetched.
+pub async fn warm_peer_cache<S>(agent: &str, client: &Client, session: &S, fresh: bool)
+where
+    S: grammers_client::session::Session,
+    S::Error: fmt::Display,
+{
+    let saved = session.updates_state().await.ok();
+    let client = client.clone();
+    let walk = tokio::spawn(async move {
         let mut dialogs = client.iter_dialogs();
         let mut n = 0usize;
         while let Ok(Some(_)) = dialogs.next().await {
             n += 1;
         }
-        // Keep the channel pts the walk wrote (catch-up starts from here), minus broadcast
-        // channels.
-        if let Ok(walked) = session.updates_state().await {
-            restore_update_state(agent, session.as_ref(), walked).await;
-        }
-        tracing::info!(agent = %agent, dialogs = n, "peer cache warmed");
+        n
+    });
+    match walk.await {
+        Ok(n) => tracing::info!(agent = %agent, dialogs = n, "peer cache warmed"),
+        Err(e) => tracing::warn!(agent = %agent, error = %e, "walking the dialogs failed"),
     }
-    client.disconnect();
-    let _ = pool_task.await;
-    result
+    let keep = if fresh {
+        session.updates_state().await.ok()
+    } else {
+        saved
+    };
+    if let Some(state) = keep {
+        restore_update_state(agent, session, state).await;
+    }
 }
 
 async fn sign_in(
@@ -801,9 +832,12 @@ async fn sign_in(
     session: &Arc<GuardedSession>,
     phone: &str,
     creds: &Credentials,
-) -> Result<String, ConnectError> {
+) -> Result<SignedIn, ConnectError> {
     if client.is_authorized().await.map_err(|e| classify(&e))? {
-        return Ok("already logged in".into());
+        return Ok(SignedIn {
+            said: "already logged in".into(),
+            fresh: false,
+        });
     }
     let api = login::GrammersLogin {
         client: client.clone(),
@@ -813,6 +847,7 @@ async fn sign_in(
     };
     login::run_login(&api, &Terminal, phone)
         .await
+        .map(|said| SignedIn { said, fresh: true })
         .map_err(|e| ConnectError::Login(e.to_string()))
 }
 

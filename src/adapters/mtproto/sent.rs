@@ -50,6 +50,9 @@ struct Inner {
 /// Our sends, shared by the send path and the update pump of one account.
 pub struct SentLedger {
     inner: Mutex<Inner>,
+    /// Held from the snapshot to the end of its write: saves reach the disk in the order
+    /// their snapshots were taken, so an older one never lands last.
+    writing: tokio::sync::Mutex<()>,
     path: Option<PathBuf>,
     clock: SharedClock,
     horizon: Duration,
@@ -78,6 +81,7 @@ impl SentLedger {
     pub fn in_memory(clock: SharedClock) -> Arc<SentLedger> {
         Arc::new(SentLedger {
             inner: Mutex::new(Inner::default()),
+            writing: tokio::sync::Mutex::new(()),
             path: None,
             clock,
             horizon: DEFAULT_HORIZON,
@@ -110,6 +114,7 @@ impl SentLedger {
                 in_flight: HashMap::new(),
                 records: records.into(),
             }),
+            writing: tokio::sync::Mutex::new(()),
             path: Some(path),
             clock,
             horizon: DEFAULT_HORIZON,
@@ -205,6 +210,7 @@ impl SentLedger {
         let Some(path) = self.path.clone() else {
             return Ok(());
         };
+        let _order = self.writing.lock().await;
         let file = LedgerFile {
             sent: self.lock().records.iter().cloned().collect(),
         };
