@@ -1226,15 +1226,22 @@ async fn through_the_runtime_the_planner_sees_edits_and_not_deleted_messages() {
 
 /// End to end: a basic group is upgraded to a supergroup while a plan for it waits; the plan
 /// moves to the supergroup's id and its reply is sent there, not to the dead basic group.
+/// The Governor stands in front of Telegram, as in the daemon: the supergroup's own history
+/// has nobody's message yet, and the moved plan still passes its first-contact rule.
 #[tokio::test]
 async fn through_the_runtime_a_migrated_groups_plan_is_answered_in_the_supergroup() {
+    use personad::adapters::governor::{Governor, GovernorConfig};
     let dir = tempfile::tempdir().unwrap();
     let (old, new) = (common::group(-5), common::group(-1_000_000_005));
-    let mut h = common::Harness::start(
+    let mut h = common::Harness::start_wrapped(
         dir.path(),
         common::reply_with("hi"),
         common::config(),
         &[old.clone(), new.clone()],
+        Box::new(|mem, clock| {
+            Arc::new(Governor::new(mem, clock, GovernorConfig::default()))
+                as Arc<dyn personad::ports::telegram::Telegram>
+        }),
     );
     let question = h.say_silently(&old, "bob", "anyone?").await;
     let script = Script::new(vec![

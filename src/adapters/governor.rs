@@ -525,6 +525,19 @@ impl<T: Telegram + ?Sized> Telegram for Governor<T> {
         self.inner.unblock(chat)
     }
 
+    fn chat_migrated(&self, from: ChatId, to: ChatId) {
+        // The supergroup's own history starts empty, but people wrote in the group it was:
+        // a plan moved there is no first contact.
+        {
+            let mut st = self.lock();
+            let was = st.chats.get(&from).map(|c| c.contact).unwrap_or_default();
+            if !matches!(was, Contact::NotContacted { .. }) {
+                st.chats.entry(to).or_default().contact = Contact::Contacted;
+            }
+        }
+        self.inner.chat_migrated(from, to);
+    }
+
     fn delete_history(&self, chat: ChatId, for_both_sides: bool) -> BoxFuture<'_, TgResult<()>> {
         self.inner.delete_history(chat, for_both_sides)
     }

@@ -23,6 +23,11 @@ pub trait Telegram: Send + Sync + 'static {
     fn block(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>>;
     fn unblock(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>>;
     fn delete_history(&self, chat: ChatId, for_both_sides: bool) -> BoxFuture<'_, TgResult<()>>;
+    /// A basic group became the supergroup `to`: what a wrapper knows about `from` (that
+    /// people wrote there, say) holds for `to`. Backends with nothing to carry ignore it.
+    fn chat_migrated(&self, from: ChatId, to: ChatId) {
+        let _ = (from, to);
+    }
     /// The newest `limit` messages, returned oldest first.
     fn fetch_history(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, TgResult<Vec<Message>>>;
     /// Whether `choice` names a sticker that can be sent: its set exists and holds a sticker

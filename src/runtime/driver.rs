@@ -235,6 +235,9 @@ impl Driver {
             Event::Shutdown { reason } => self.sched.begin_stop(reason, now),
             Event::UpsertAgent(agent) => self.upsert_agent(*agent, now).await?,
             Event::MigrateChat { agent, from, to } => {
+                if let Some(handle) = self.svc.agents.get(&agent) {
+                    handle.telegram.chat_migrated(from, to);
+                }
                 self.sched.migrate_chat(&agent, from, to, now)
             }
             Event::SetGroupMode { agent, chat, mode } => {
