@@ -102,9 +102,13 @@ pub enum ConnectError {
     #[error("cannot open the session database {path}: {message}")]
     Open { path: String, message: String },
     #[error(
-        "agent {agent:?} is not logged in (or its session was revoked); log in again: personad login --agent {agent:?}"
+        "agent {agent:?} is not logged in (or its session was revoked); log in again: personad login --agent {agent:?}{flag}"
     )]
-    NotAuthorized { agent: String },
+    NotAuthorized {
+        agent: String,
+        /// ` --test-dc` for a test-server session, else empty.
+        flag: &'static str,
+    },
     #[error("Telegram: {0}")]
     Telegram(#[from] TelegramError),
     #[error("login: {0}")]
@@ -282,6 +286,7 @@ pub async fn open_account(
         }),
         _ => Err(ConnectError::NotAuthorized {
             agent: agent.to_string(),
+            flag: servers.flag(),
         }),
     }
 }
@@ -313,6 +318,7 @@ pub async fn connect(
                 client.disconnect();
                 return Err(ConnectError::NotAuthorized {
                     agent: agent.to_string(),
+                    flag: creds.servers.flag(),
                 });
             }
             other => {
@@ -393,11 +399,12 @@ impl Connected {
                 max_catch_up_age: opts.max_catch_up_age,
             },
         };
+        let flag = factory.creds.servers.flag();
         let end = pump.run(stop).await;
         factory.shutdown().await;
         match end {
             pump::PumpEnd::Stopped => Ok(()),
-            pump::PumpEnd::Unauthorized(_) => Err(ConnectError::NotAuthorized { agent }),
+            pump::PumpEnd::Unauthorized(_) => Err(ConnectError::NotAuthorized { agent, flag }),
         }
     }
 }
