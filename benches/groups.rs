@@ -42,6 +42,8 @@ fn message(id: i64, from: i64, text: &str, at: Timestamp) -> Message {
             name: format!("user{from}"),
             username: None,
             is_bot: false,
+            service: false,
+            deleted: false,
         },
         outgoing: false,
         text: text.into(),

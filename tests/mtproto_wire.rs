@@ -958,7 +958,6 @@ fn dialog(unread: i32, mentions: i32, marked: bool, mute_until: Option<i32>) -> 
 /// "unread" mark; a dialog with nothing unread, or whose newest message is ours, is skipped.
 #[tokio::test]
 async fn the_unread_scan_uses_the_dialogs_own_settings_and_clears_its_marks_on_read() {
-    use personad::adapters::mtproto::pump::Lookups;
     let a = account().await;
     let far = i32::MAX;
     let last = grammers_message(

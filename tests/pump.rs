@@ -312,7 +312,11 @@ impl Lookups for FakeLookups {
     fn enrich<'a>(&'a self, _incoming: &'a mut Incoming) -> BoxFuture<'a, ()> {
         Box::pin(async {})
     }
-    fn recent(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, Result<Vec<Incoming>, String>> {
+    fn recent(
+        &self,
+        chat: ChatId,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<Incoming>, TelegramError>> {
         self.history_reads.lock().unwrap().push((chat.0, limit));
         let found = self.history.get(&chat.0).cloned().unwrap_or_default();
         Box::pin(async move { Ok(found) })

@@ -637,9 +637,9 @@ impl Lookups for MtprotoTelegram {
         })
     }
 
-    fn recent(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, Result<Vec<Incoming>, String>> {
+    fn recent(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, TgResult<Vec<Incoming>>> {
         Box::pin(async move {
-            let peer = self.peer(chat).await.map_err(|e| e.to_string())?;
+            let peer = self.peer(chat).await?;
             let mut iter = self.client().iter_messages(peer).limit(limit);
             let mut out = Vec::new();
             loop {
@@ -650,7 +650,7 @@ impl Lookups for MtprotoTelegram {
                         }
                     }
                     Ok(None) => break,
-                    Err(e) => return Err(classify(&e).to_string()),
+                    Err(e) => return Err(classify(&e)),
                 }
             }
             out.reverse(); // oldest first

@@ -11,6 +11,7 @@
 //! commands. It plans nothing: admitted updates go to the runtime's queue.
 
 pub mod backend;
+pub mod dialogs;
 pub mod errors;
 pub mod format;
 pub mod guarded;
@@ -35,6 +36,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use backend::MtprotoTelegram;
+pub use dialogs::{
+    restore_update_state, scan_unread, unread_update, warm_peer_cache, without_channels,
+};
 use errors::classify;
 use guarded::GuardedSession;
 pub use session::Servers;
@@ -611,121 +615,6 @@ impl pump::UpdateSource for GrammersSource {
     }
 }
 
-/// On connect: finds chats with unread messages from others, unread mentions, or the
-/// "marked unread" flag, and returns each one's newest message for the pump's admission
-/// (the same rules as live updates: age, blocklist, mute, sender; a mention or the mark
-/// counts as addressing the agent, so it is answered in a muted chat too). Each dialog's
-/// own notify settings answer the mute look-up, and what `mark_read` must clear later is
-/// noted. Walking the dialogs writes every channel's current pts into the session, which
-/// would erase the gaps catch-up must fill: the saved update state is restored afterwards,
-/// without broadcast channels (we never answer there, so their differences are not worth
-/// fetching). The walk runs in a task of its own: a panic inside the library is contained.
-pub async fn scan_unread<S>(
-    agent: &str,
-    client: Client,
-    session: &S,
-    telegram: Arc<MtprotoTelegram>,
-) -> Vec<pump::TgUpdate>
-where
-    S: grammers_client::session::Session,
-    S::Error: fmt::Display,
-{
-    let saved = session.updates_state().await.ok();
-    let walk = tokio::spawn(async move {
-        let mut dialogs = client.iter_dialogs();
-        let mut found = Vec::new();
-        while let Ok(Some(dialog)) = dialogs.next().await {
-            if let grammers_client::tl::enums::Dialog::Dialog(d) = &dialog.raw
-                && let Some(last) = dialog.last_message.as_ref()
-                && let Some(update) = unread_update(&telegram, d, last)
-            {
-                found.push(update);
-            }
-        }
-        found
-    });
-    let found = match walk.await {
-        Ok(found) => {
-            tracing::info!(agent = %agent, chats = found.len(), "unread scan done");
-            found
-        }
-        Err(e) => {
-            tracing::warn!(agent = %agent, error = %e, "unread scan failed");
-            Vec::new()
-        }
-    };
-    if let Some(saved) = saved {
-        restore_update_state(agent, session, saved).await;
-    }
-    found
-}
-
-/// The update the unread scan hands to admission for one dialog, if it has anything unread
-/// from someone else.
-pub fn unread_update(
-    telegram: &MtprotoTelegram,
-    dialog: &grammers_client::tl::types::Dialog,
-    last: &grammers_client::message::Message,
-) -> Option<pump::TgUpdate> {
-    if dialog.unread_count == 0 && dialog.unread_mentions_count == 0 && !dialog.unread_mark {
-        return None;
-    }
-    let mapped = telegram.map(last).ok()?;
-    if mapped.message.outgoing {
-        return None;
-    }
-    let grammers_client::tl::enums::PeerNotifySettings::Settings(notify) = &dialog.notify_settings;
-    telegram.note_mute(mapped.chat.id, notify.mute_until);
-    let flags = backend::UnreadFlags {
-        mentions: dialog.unread_mentions_count > 0,
-        marked: dialog.unread_mark,
-    };
-    telegram.note_unread(mapped.chat.id, flags);
-    let mut incoming = backend::incoming(mapped);
-    incoming.callout |= flags.mentions || flags.marked;
-    Some(pump::TgUpdate::NewMessage(incoming))
-}
-
-/// Writes back an update state saved before a dialog walk, minus broadcast channels.
-pub async fn restore_update_state<S>(
-    agent: &str,
-    session: &S,
-    saved: grammers_client::session::types::UpdatesState,
-) where
-    S: grammers_client::session::Session,
-    S::Error: fmt::Display,
-{
-    use grammers_client::session::types::{ChannelKind, PeerInfo, UpdateState};
-    if saved.pts == 0 && saved.date == 0 && saved.channels.is_empty() {
-        // Nothing saved yet (first run): the stream starts from the server's state.
-        return;
-    }
-    let mut broadcast = std::collections::HashSet::new();
-    for channel in &saved.channels {
-        if let Some(id) = map::channel_peer(channel.id)
-            && let Ok(Some(PeerInfo::Channel {
-                kind: Some(ChannelKind::Broadcast),
-                ..
-            })) = session.peer(id).await
-        {
-            broadcast.insert(channel.id);
-        }
-    }
-    let state = without_channels(saved, &broadcast);
-    if let Err(e) = session.set_update_state(UpdateState::All(state)).await {
-        tracing::warn!(agent = %agent, error = %e, "could not restore the update state after the unread scan");
-    }
-}
-
-/// An update state without the given channels.
-pub fn without_channels(
-    mut state: grammers_client::session::types::UpdatesState,
-    drop: &std::collections::HashSet<i64>,
-) -> grammers_client::session::types::UpdatesState {
-    state.channels.retain(|c| !drop.contains(&c.id));
-    state
-}
-
 /// Reads one line from the terminal (blocking, off the async threads).
 async fn prompt(text: String) -> Result<String, login::LoginError> {
     tokio::task::spawn_blocking(move || -> std::io::Result<String> {
@@ -798,40 +687,6 @@ struct SignedIn {
     said: String,
     /// A new login (`false`: the session was logged in already).
     fresh: bool,
-}
-
-/// Walks every dialog once so the session knows the access hashes channel catch-up needs.
-/// The walk runs in a task of its own (the library can panic on unknown peers). Walking
-/// writes each channel's current pts: after a fresh login that is where catch-up starts
-/// (minus broadcast channels); on a session logged in before, the saved state is put back,
-/// so what the daemon missed meanwhile is still fetched.
-pub async fn warm_peer_cache<S>(agent: &str, client: &Client, session: &S, fresh: bool)
-where
-    S: grammers_client::session::Session,
-    S::Error: fmt::Display,
-{
-    let saved = session.updates_state().await.ok();
-    let client = client.clone();
-    let walk = tokio::spawn(async move {
-        let mut dialogs = client.iter_dialogs();
-        let mut n = 0usize;
-        while let Ok(Some(_)) = dialogs.next().await {
-            n += 1;
-        }
-        n
-    });
-    match walk.await {
-        Ok(n) => tracing::info!(agent = %agent, dialogs = n, "peer cache warmed"),
-        Err(e) => tracing::warn!(agent = %agent, error = %e, "walking the dialogs failed"),
-    }
-    let keep = if fresh {
-        session.updates_state().await.ok()
-    } else {
-        saved
-    };
-    if let Some(state) = keep {
-        restore_update_state(agent, session, state).await;
-    }
 }
 
 async fn sign_in(

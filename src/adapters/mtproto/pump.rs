@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::adapters::mtproto::sent::SentLedger;
-use crate::core::model::{Chat, ChatId, Message, MessageId};
+use crate::core::model::{Chat, ChatId, Message, MessageId, TelegramError};
 use crate::core::time::BoxFuture;
 use crate::ports::backoff::Backoff;
 use crate::ports::clock::{self, SharedClock};
@@ -155,7 +155,11 @@ pub trait Lookups: Send + Sync + 'static {
     fn enrich<'a>(&'a self, incoming: &'a mut Incoming) -> BoxFuture<'a, ()>;
     /// The newest `limit` messages of a chat, oldest first (how a channel dropped from
     /// catch-up is read again). A failure is logged by the pump and the chat is not retried.
-    fn recent(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, Result<Vec<Incoming>, String>>;
+    fn recent(
+        &self,
+        chat: ChatId,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<Incoming>, TelegramError>>;
 }
 
 /// The chat id of a channel given by its bare id (Bot API form, -100…).
