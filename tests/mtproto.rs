@@ -890,24 +890,9 @@ async fn grammers_message_wrapper_maps_like_raw() {
     let chat_ref = grammers_client::session::types::PeerId::chat(42)
         .expect("in range")
         .to_ambient_ref();
-    let mut m = grammers_client::message::Message::from_raw_short_updates(
-        &client,
-        tl::types::UpdateShortSentMessage {
-            out: false,
-            id: 1,
-            pts: 1,
-            pts_count: 1,
-            date: DATE,
-            media: None,
-            entities: None,
-            ttl_period: None,
-        },
-        grammers_client::message::InputMessage::new(),
-        chat_ref,
-    );
     let mut raw = message(90, peer_chat(42), Some(peer_user(ALICE)), "via wrapper");
     raw.reply_to = Some(reply_header(89));
-    m.raw = tl::enums::Message::Message(raw.clone());
+    let mut m = grammers_message(&client, raw.clone(), chat_ref);
     let peers = cache();
     let is_own = |_: ChatId, id: MessageId| id == MessageId(89);
     let known = Known {

@@ -14,7 +14,9 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::tl::{DATE, SELF_ID, basic_group, message, peer_chat, peer_user, user};
+use common::tl::{
+    DATE, SELF_ID, basic_group, dialogs_page, grammers_message, message, peer_chat, peer_user, user,
+};
 use grammers_client::sender::{RpcError, UpdatesConfiguration};
 use grammers_client::session::Session;
 use grammers_client::session::storages::SqliteSession;
@@ -287,14 +289,7 @@ async fn a_first_contact_send_learns_the_peer_and_is_retried_once_with_its_hash(
         if let tl::enums::User::User(u) = &mut u {
             u.access_hash = Some(9090);
         }
-        ok(tl::enums::messages::Dialogs::Dialogs(
-            tl::types::messages::Dialogs {
-                dialogs: Vec::new(),
-                messages: Vec::new(),
-                chats: Vec::new(),
-                users: vec![u],
-            },
-        ))
+        ok(dialogs_page(vec![u]))
     });
     a.wire
         .on::<tl::functions::messages::SendMessage>(|_| sent_message(60));
@@ -326,16 +321,8 @@ async fn an_unlearnable_peer_fails_after_one_learning_round() {
     let a = account().await;
     a.wire
         .on::<tl::functions::messages::SendMessage>(|_| rpc(400, "PEER_ID_INVALID", None));
-    a.wire.on::<tl::functions::messages::GetDialogs>(|_| {
-        ok(tl::enums::messages::Dialogs::Dialogs(
-            tl::types::messages::Dialogs {
-                dialogs: Vec::new(),
-                messages: Vec::new(),
-                chats: Vec::new(),
-                users: Vec::new(),
-            },
-        ))
-    });
+    a.wire
+        .on::<tl::functions::messages::GetDialogs>(|_| ok(dialogs_page(Vec::new())));
     let err = a
         .telegram
         .send_text(text(6666, "hello", 1))
@@ -892,30 +879,12 @@ mod end_to_end {
 // ---------------------------------------------------------------------------------------
 // The unread scan and stream errors.
 
-/// A grammers message built offline (grammers' own workaround: a short "sent" answer whose
-/// raw message is then replaced).
-fn grammers_message(a: &Account, raw: tl::types::Message) -> grammers_client::message::Message {
-    let peer = grammers_client::session::types::PeerRef {
-        id: grammers_client::session::types::PeerId::chat(GROUP).unwrap(),
-        auth: PeerAuth::default(),
-    };
-    let mut m = grammers_client::message::Message::from_raw_short_updates(
-        &a.telegram.client(),
-        tl::types::UpdateShortSentMessage {
-            out: false,
-            id: raw.id,
-            pts: 1,
-            pts_count: 1,
-            date: DATE,
-            media: None,
-            entities: None,
-            ttl_period: None,
-        },
-        grammers_client::message::InputMessage::new(),
-        peer,
-    );
-    m.raw = tl::enums::Message::Message(raw);
-    m
+/// A grammers message of the test group, built offline.
+fn group_message(a: &Account, raw: tl::types::Message) -> grammers_client::message::Message {
+    let peer = grammers_client::session::types::PeerId::chat(GROUP)
+        .unwrap()
+        .to_ambient_ref();
+    grammers_message(&a.telegram.client(), raw, peer)
 }
 
 fn dialog(unread: i32, mentions: i32, marked: bool, mute_until: Option<i32>) -> tl::types::Dialog {
@@ -960,7 +929,7 @@ fn dialog(unread: i32, mentions: i32, marked: bool, mute_until: Option<i32>) -> 
 async fn the_unread_scan_uses_the_dialogs_own_settings_and_clears_its_marks_on_read() {
     let a = account().await;
     let far = i32::MAX;
-    let last = grammers_message(
+    let last = group_message(
         &a,
         message(9, peer_chat(GROUP), Some(peer_user(ALICE)), "hey all"),
     );
@@ -973,7 +942,7 @@ async fn the_unread_scan_uses_the_dialogs_own_settings_and_clears_its_marks_on_r
     );
     let mut ours = message(9, peer_chat(GROUP), Some(peer_user(SELF_ID)), "me");
     ours.out = true;
-    assert!(scan(&dialog(3, 0, false, None), &grammers_message(&a, ours)).is_none());
+    assert!(scan(&dialog(3, 0, false, None), &group_message(&a, ours)).is_none());
     let found = scan(&dialog(2, 1, true, Some(far)), &last).expect("an unread mention");
     let found = new_message(found);
     assert!(found.callout, "a mention (or the mark) addresses the agent");

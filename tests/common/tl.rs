@@ -216,3 +216,39 @@ pub(crate) fn message(
         rich_message: None,
     }
 }
+
+/// A grammers message built offline (grammers' own workaround: a short "sent" answer whose raw
+/// message is then replaced); `peer` must be the ref of the raw message's chat.
+pub(crate) fn grammers_message(
+    client: &grammers_client::Client,
+    raw: tl::types::Message,
+    peer: grammers_client::session::types::PeerRef,
+) -> grammers_client::message::Message {
+    let mut m = grammers_client::message::Message::from_raw_short_updates(
+        client,
+        tl::types::UpdateShortSentMessage {
+            out: false,
+            id: raw.id,
+            pts: 1,
+            pts_count: 1,
+            date: DATE,
+            media: None,
+            entities: None,
+            ttl_period: None,
+        },
+        grammers_client::message::InputMessage::new(),
+        peer,
+    );
+    m.raw = tl::enums::Message::Message(raw);
+    m
+}
+
+/// A first page of dialogs that only introduces `users`.
+pub(crate) fn dialogs_page(users: Vec<tl::enums::User>) -> tl::enums::messages::Dialogs {
+    tl::enums::messages::Dialogs::Dialogs(tl::types::messages::Dialogs {
+        dialogs: Vec::new(),
+        messages: Vec::new(),
+        chats: Vec::new(),
+        users,
+    })
+}
