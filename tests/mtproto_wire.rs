@@ -176,6 +176,11 @@ struct Account {
 /// A logged-out in-memory session knowing Alice (with her access hash) and a supergroup,
 /// a client whose pool never runs, and the backend over the scripted wire.
 async fn account() -> Account {
+    account_named(Some("wren_here")).await
+}
+
+/// As [`account`], with the account's username as the start learnt it.
+async fn account_named(username: Option<&str>) -> Account {
     let session = Arc::new(GuardedSession::new(
         SqliteSession::open(":memory:").await.unwrap(),
     ));
@@ -206,7 +211,7 @@ async fn account() -> Account {
         client,
         Arc::clone(&session),
         SELF_ID,
-        Some("wren_here".into()),
+        username.map(str::to_string),
         clock,
         ledger,
     )
@@ -442,6 +447,20 @@ async fn a_rejected_reaction_is_retried_in_its_other_spelling_and_typing_is_sent
             .len(),
         1
     );
+}
+
+/// An account whose username the start could not learn (Telegram did not answer in time)
+/// asks again (users.getUsers on itself), so @username callouts match from then on.
+#[tokio::test]
+async fn the_username_missed_at_start_is_learnt_later() {
+    let a = account_named(None).await;
+    assert_eq!(a.telegram.self_username(), None);
+    a.wire.on::<tl::functions::users::GetUsers>(|req| {
+        assert!(matches!(req.id[..], [tl::enums::InputUser::UserSelf]));
+        ok(vec![user(SELF_ID, "Wren", None, Some("wren_here"), false)])
+    });
+    a.telegram.refresh_self_username().await;
+    assert_eq!(a.telegram.self_username().as_deref(), Some("wren_here"));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1035,5 +1054,54 @@ fn stream_errors_are_attributed_from_the_failed_request() {
             || None
         ),
         SourceError::Closed
+    );
+}
+
+/// `login` on a session that was logged in before walks the dialogs (warming the peer
+/// cache) and then puts the saved update state back, so what the daemon missed is still
+/// fetched; after a fresh login the walked state is kept. Either way broadcast channels are
+/// left out. (The walk itself fails at once here: the client has no network.)
+#[tokio::test]
+async fn a_login_walk_keeps_catch_up_on_a_session_logged_in_before() {
+    use grammers_client::session::types::{ChannelState, UpdateState, UpdatesState};
+    use personad::adapters::mtproto::warm_peer_cache;
+    let a = account().await;
+    let state = |pts: i32, channels: Vec<(i64, i32)>| UpdatesState {
+        pts,
+        qts: 0,
+        date: DATE,
+        seq: 1,
+        channels: channels
+            .into_iter()
+            .map(|(id, pts)| ChannelState { id, pts })
+            .collect(),
+    };
+    let saved = state(10, vec![(CHANNEL, 100)]);
+    let walked = state(10, vec![(CHANNEL, 150), (999, 5)]);
+    let channels =
+        |s: UpdatesState| -> Vec<(i64, i32)> { s.channels.iter().map(|c| (c.id, c.pts)).collect() };
+    a.session
+        .set_update_state(UpdateState::All(walked.clone()))
+        .await
+        .unwrap();
+    warm_peer_cache(
+        "Wren",
+        &a.telegram.client(),
+        a.session.as_ref(),
+        Some(saved),
+    )
+    .await;
+    let now = a.session.updates_state().await.unwrap();
+    assert_eq!(channels(now), vec![(CHANNEL, 100)], "the gap is kept");
+    a.session
+        .set_update_state(UpdateState::All(walked))
+        .await
+        .unwrap();
+    warm_peer_cache("Wren", &a.telegram.client(), a.session.as_ref(), None).await;
+    let now = a.session.updates_state().await.unwrap();
+    assert_eq!(
+        channels(now),
+        vec![(CHANNEL, 150), (999, 5)],
+        "a fresh login starts here"
     );
 }

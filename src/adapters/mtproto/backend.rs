@@ -301,6 +301,26 @@ impl MtprotoTelegram {
             .unwrap_or_else(PoisonError::into_inner) = username;
     }
 
+    /// Asks Telegram who this account is (users.getUsers on the self user) and keeps its
+    /// username. A failure keeps what is known (logged).
+    pub async fn refresh_self_username(&self) {
+        let answer = self
+            .call(&tl::functions::users::GetUsers {
+                id: vec![tl::enums::InputUser::UserSelf],
+            })
+            .await;
+        match answer {
+            Ok(users) => {
+                if let Some(me) = users.iter().find_map(map::PeerDesc::from_user) {
+                    self.set_self_username(me.username);
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %classify(&e), "could not learn the account's username")
+            }
+        }
+    }
+
     /// The account's username, if known.
     pub fn self_username(&self) -> Option<String> {
         self.self_username

@@ -132,12 +132,18 @@ pub fn without_channels(
 /// writes each channel's current pts: after a fresh login that is where catch-up starts
 /// (minus broadcast channels); on a session logged in before, the saved state is put back,
 /// so what the daemon missed meanwhile is still fetched.
-pub async fn warm_peer_cache<S>(agent: &str, client: &Client, session: &S, fresh: bool)
-where
+///
+/// `saved`: the state to put back (a session logged in before), or `None` to keep what the
+/// walk wrote (a fresh login).
+pub async fn warm_peer_cache<S>(
+    agent: &str,
+    client: &Client,
+    session: &S,
+    saved: Option<grammers_client::session::types::UpdatesState>,
+) where
     S: grammers_client::session::Session,
     S::Error: fmt::Display,
 {
-    let saved = session.updates_state().await.ok();
     let client = client.clone();
     let walk = tokio::spawn(async move {
         let mut dialogs = client.iter_dialogs();
@@ -151,10 +157,9 @@ where
         Ok(n) => tracing::info!(agent = %agent, dialogs = n, "peer cache warmed"),
         Err(e) => tracing::warn!(agent = %agent, error = %e, "walking the dialogs failed"),
     }
-    let keep = if fresh {
-        session.updates_state().await.ok()
-    } else {
-        saved
+    let keep = match saved {
+        Some(saved) => Some(saved),
+        None => session.updates_state().await.ok(),
     };
     if let Some(state) = keep {
         restore_update_state(agent, session, state).await;

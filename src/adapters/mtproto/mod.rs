@@ -455,17 +455,13 @@ impl GrammersFactory {
 
     /// Learns the account's username if the start could not (Telegram was not reachable):
     /// without it, @username callouts never match.
-    async fn refresh_username(&self, client: &Client) {
+    async fn refresh_username(&self) {
         if self.telegram.self_username().is_some() {
             return;
         }
-        let me = tokio::select! {
-            me = client.get_me() => me.ok(),
-            () = crate::ports::clock::pause(self.clock.as_ref(), GET_ME_TIMEOUT) => None,
-        };
-        if let Some(me) = me {
-            self.telegram
-                .set_self_username(me.username().map(str::to_string));
+        tokio::select! {
+            () = self.telegram.refresh_self_username() => {}
+            () = crate::ports::clock::pause(self.clock.as_ref(), GET_ME_TIMEOUT) => {}
         }
     }
 
@@ -509,7 +505,7 @@ impl pump::SourceFactory for GrammersFactory {
                 let updates = pool.updates.take().ok_or(pump::SourceError::Closed)?;
                 (pool.client.clone(), updates)
             };
-            self.refresh_username(&client).await;
+            self.refresh_username().await;
             let backlog = self.scan(&client).await;
             let stream = client
                 .stream_updates(updates, UpdatesConfiguration { catch_up: true })
@@ -672,9 +668,14 @@ pub async fn login(
     let session = open_session(&path).await?;
     point_at(session.as_ref(), creds.servers).await?;
     let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
+    let before = {
+        use grammers_client::session::Session;
+        session.updates_state().await.ok()
+    };
     let result = sign_in(&client, &session, phone, creds).await;
     if let Ok(signed) = &result {
-        warm_peer_cache(agent, &client, session.as_ref(), signed.fresh).await;
+        let saved = before.filter(|_| !signed.fresh);
+        warm_peer_cache(agent, &client, session.as_ref(), saved).await;
     }
     client.disconnect();
     let _ = pool_task.await;
