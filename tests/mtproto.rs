@@ -26,26 +26,6 @@ use personad::core::model::{ChatId, ChatKind, MediaKind, Mention, MessageId, Tel
 const ALICE: i64 = 111;
 const BOB: i64 = 222;
 
-fn reply_header(to: i32) -> tl::enums::MessageReplyHeader {
-    tl::types::MessageReplyHeader {
-        reply_to_scheduled: false,
-        forum_topic: false,
-        quote: false,
-        reply_to_ephemeral: false,
-        reply_to_msg_id: Some(to),
-        reply_to_peer_id: None,
-        reply_from: None,
-        reply_media: None,
-        reply_to_top_id: None,
-        quote_text: None,
-        quote_entities: None,
-        quote_offset: None,
-        todo_item_id: None,
-        poll_option: None,
-    }
-    .into()
-}
-
 fn document(
     id: i64,
     mime: &str,

@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::tl::{
-    DATE, SELF_ID, basic_group, dialogs_page, grammers_message, message, peer_chat, peer_user, user,
+    DATE, SELF_ID, basic_group, channel, dialogs_page, grammers_message, message, peer_channel,
+    peer_chat, peer_user, reply_header, user,
 };
 use grammers_client::sender::{RpcError, UpdatesConfiguration};
 use grammers_client::session::Session;
@@ -577,6 +578,57 @@ async fn short_messages_come_through_grammers_once_and_777000_is_marked_service(
         "the duplicate was dropped"
     );
     assert!(second.message.sender.service, "777000 is Telegram's");
+}
+
+/// In a forum, a part that quotes nothing goes to the topic of the newest message from
+/// others (where the conversation is), not to General.
+#[tokio::test]
+async fn a_part_without_a_quote_goes_to_the_forum_topic_of_the_conversation() {
+    let a = account().await;
+    let (mut source, tx) = source(&a).await;
+    let mut msg = message(
+        41,
+        peer_channel(CHANNEL),
+        Some(peer_user(ALICE)),
+        "in topic",
+    );
+    let mut header = reply_header(12);
+    if let tl::enums::MessageReplyHeader::Header(h) = &mut header {
+        h.forum_topic = true;
+    }
+    msg.reply_to = Some(header);
+    tx.send(UpdatesLike::Updates(tl::enums::Updates::Updates(
+        tl::types::Updates {
+            updates: vec![
+                tl::types::UpdateNewChannelMessage {
+                    message: msg.into(),
+                    pts: 1,
+                    pts_count: 1,
+                }
+                .into(),
+            ],
+            users: vec![user(ALICE, "Alice", None, None, false)],
+            chats: vec![channel(CHANNEL, "Forum", false)],
+            date: DATE,
+            seq: 0,
+        },
+    )))
+    .await
+    .unwrap();
+    let got = new_message(next(&mut source).await);
+    let forum = ChatId(-1_000_000_000_000 - CHANNEL);
+    assert_eq!(got.chat.id, forum);
+    a.wire
+        .on::<tl::functions::messages::SendMessage>(|_| sent_message(70));
+    a.telegram
+        .send_text(text(forum.0, "and another thing", 5))
+        .await
+        .unwrap();
+    let sent = a.wire.requests::<tl::functions::messages::SendMessage>();
+    match &sent[0].reply_to {
+        Some(tl::enums::InputReplyTo::Message(m)) => assert_eq!(m.reply_to_msg_id, 12),
+        other => panic!("not in the topic: {other:?}"),
+    }
 }
 
 /// A user object carried by the update (a bot, a deleted account, a support account) marks
