@@ -1157,3 +1157,58 @@ async fn a_login_walk_keeps_catch_up_on_a_session_logged_in_before() {
         "a fresh login starts here"
     );
 }
+
+/// The daemon is stopped while the unread scan walks the dialogs (the walk has already
+/// written the channels' current pts): the scan runs in a task of its own, so the update
+/// state saved before the walk is still put back and catch-up keeps its gaps.
+#[tokio::test]
+async fn a_stop_during_the_unread_scan_still_restores_the_update_state() {
+    use grammers_client::session::types::{ChannelState, UpdateState, UpdatesState};
+    use personad::adapters::mtproto::spawn_scan;
+    let session = Arc::new(GuardedSession::new(
+        SqliteSession::open(":memory:").await.unwrap(),
+    ));
+    let state = |pts: i32| UpdatesState {
+        pts: 10,
+        qts: 0,
+        date: DATE,
+        seq: 1,
+        channels: vec![ChannelState { id: CHANNEL, pts }],
+    };
+    session
+        .set_update_state(UpdateState::All(state(100)))
+        .await
+        .unwrap();
+    // A pool that is never run: the walk's first request waits until the pool goes away.
+    let SenderPool { runner, handle, .. } = SenderPool::new(Arc::clone(&session), 1);
+    let client = Client::new(handle);
+    let clock: SharedClock = Arc::new(VirtualClock::new(common::t0(), true));
+    let telegram = Arc::new(MtprotoTelegram::new(
+        client.clone(),
+        Arc::clone(&session),
+        SELF_ID,
+        None,
+        Arc::clone(&clock),
+        SentLedger::in_memory(clock),
+    ));
+    let scan = spawn_scan("Wren".into(), client, Arc::clone(&session), telegram).await;
+    // What the walk writes meanwhile: every channel's current pts.
+    session
+        .set_update_state(UpdateState::All(state(150)))
+        .await
+        .unwrap();
+    // The stop: nobody waits for the finds any more, and the connection goes.
+    drop(scan.found);
+    drop(runner);
+    tokio::time::timeout(Duration::from_secs(10), scan.task)
+        .await
+        .expect("the scan ends once the connection is gone")
+        .unwrap();
+    let now = session.updates_state().await.unwrap();
+    let channels: Vec<(i64, i32)> = now.channels.iter().map(|c| (c.id, c.pts)).collect();
+    assert_eq!(
+        channels,
+        vec![(CHANNEL, 100)],
+        "the gap before the walk is kept"
+    );
+}

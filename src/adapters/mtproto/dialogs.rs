@@ -21,17 +21,18 @@ use crate::adapters::mtproto::{map, pump};
 /// would erase the gaps catch-up must fill: the saved update state is restored afterwards,
 /// without broadcast channels (we never answer there, so their differences are not worth
 /// fetching). The walk runs in a task of its own: a panic inside the library is contained.
+/// `saved`: the update state read before the walk, put back after it.
 pub async fn scan_unread<S>(
     agent: &str,
     client: Client,
     session: &S,
     telegram: Arc<MtprotoTelegram>,
+    saved: Option<grammers_client::session::types::UpdatesState>,
 ) -> Vec<pump::TgUpdate>
 where
     S: grammers_client::session::Session,
     S::Error: fmt::Display,
 {
-    let saved = session.updates_state().await.ok();
     let walk = tokio::spawn(async move {
         let mut dialogs = client.iter_dialogs();
         let mut found = Vec::new();
@@ -59,6 +60,36 @@ where
         restore_update_state(agent, session, saved).await;
     }
     found
+}
+
+/// The unread scan running in a task of its own (see [`spawn_scan`]).
+pub struct Scan {
+    /// Ends once the update state is restored, whether or not anyone waits for `found`.
+    pub task: tokio::task::JoinHandle<()>,
+    /// The scan's finds.
+    pub found: tokio::sync::oneshot::Receiver<Vec<pump::TgUpdate>>,
+}
+
+/// Starts the unread scan in a task of its own: the update state is read first and put back
+/// after the walk even when the caller stops waiting (a stop during the scan), so the gaps
+/// catch-up must fill are never lost.
+pub async fn spawn_scan<S>(
+    agent: String,
+    client: Client,
+    session: Arc<S>,
+    telegram: Arc<MtprotoTelegram>,
+) -> Scan
+where
+    S: grammers_client::session::Session + Send + Sync + 'static,
+    S::Error: fmt::Display,
+{
+    let saved = session.updates_state().await.ok();
+    let (tx, found) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let finds = scan_unread(&agent, client, session.as_ref(), telegram, saved).await;
+        let _ = tx.send(finds);
+    });
+    Scan { task, found }
 }
 
 /// The update the unread scan hands to admission for one dialog, if it has anything unread

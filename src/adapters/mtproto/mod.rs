@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 pub(crate) use backend::MtprotoTelegram;
 pub use dialogs::{
-    restore_update_state, scan_unread, unread_update, warm_peer_cache, without_channels,
+    restore_update_state, scan_unread, spawn_scan, unread_update, warm_peer_cache, without_channels,
 };
 use errors::classify;
 use guarded::GuardedSession;
@@ -468,18 +468,18 @@ impl GrammersFactory {
     /// Runs the unread scan in a task of its own and waits for its finds. The task restores
     /// the update state even when this wait is dropped (a stop during the scan).
     async fn scan(&self, client: &Client) -> Vec<pump::TgUpdate> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let (agent, client) = (self.agent.clone(), client.clone());
-        let (session, telegram) = (Arc::clone(&self.session), Arc::clone(&self.telegram));
-        let task = tokio::spawn(async move {
-            let found = scan_unread(&agent, client, session.as_ref(), telegram).await;
-            let _ = tx.send(found);
-        });
+        let scan = dialogs::spawn_scan(
+            self.agent.clone(),
+            client.clone(),
+            Arc::clone(&self.session),
+            Arc::clone(&self.telegram),
+        )
+        .await;
         *self
             .scan
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(task);
-        rx.await.unwrap_or_default()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(scan.task);
+        scan.found.await.unwrap_or_default()
     }
 }
 
