@@ -1212,3 +1212,104 @@ async fn a_stop_during_the_unread_scan_still_restores_the_update_state() {
         "the gap before the walk is kept"
     );
 }
+
+/// Giving up a channel through grammers' source: it leaves the saved update state at once
+/// (a restart does not ask for it again), and the session answers grammers' next look-up of
+/// it without its access hash, which makes grammers end that channel's difference.
+#[tokio::test]
+async fn giving_up_a_channel_drops_it_from_the_saved_state_and_hides_its_hash_once() {
+    use grammers_client::session::types::{ChannelState, PeerId, UpdateState, UpdatesState};
+    let a = account().await;
+    a.session
+        .set_update_state(UpdateState::All(UpdatesState {
+            pts: 10,
+            qts: 0,
+            date: DATE,
+            seq: 1,
+            channels: vec![
+                ChannelState {
+                    id: CHANNEL,
+                    pts: 100,
+                },
+                ChannelState { id: 401, pts: 7 },
+            ],
+        }))
+        .await
+        .unwrap();
+    let (mut source, _tx) = source(&a).await;
+    source.skip_channel(CHANNEL).await;
+    let saved = a.session.updates_state().await.unwrap();
+    let ids: Vec<i64> = saved.channels.iter().map(|c| c.id).collect();
+    assert_eq!(ids, vec![401]);
+    let id = PeerId::channel(CHANNEL).unwrap();
+    let hidden = a.session.peer(id).await.unwrap();
+    assert!(
+        matches!(hidden, Some(PeerInfo::Channel { auth: None, .. })),
+        "{hidden:?}"
+    );
+    let again = a.session.peer(id).await.unwrap();
+    assert!(
+        matches!(again, Some(PeerInfo::Channel { auth: Some(_), .. })),
+        "hidden once only"
+    );
+}
+
+/// Telegram says the account's backlog is too long (UpdatesTooLong) after a message: grammers
+/// goes to fetch the difference (here there is no network, so the source reports the
+/// connection gone and the pump reopens it with catch-up).
+#[tokio::test]
+async fn updates_too_long_makes_grammers_fetch_the_difference() {
+    let a = account().await;
+    let (mut source, tx) = source(&a).await;
+    tx.send(short_message(1, 10, 5555, "before the gap"))
+        .await
+        .unwrap();
+    tx.send(UpdatesLike::Updates(tl::enums::Updates::TooLong))
+        .await
+        .unwrap();
+    assert_eq!(
+        new_message(next(&mut source).await).message.id,
+        MessageId(10)
+    );
+    let after = tokio::time::timeout(Duration::from_secs(5), source.next())
+        .await
+        .expect("grammers answered");
+    assert!(
+        matches!(
+            after,
+            Err(personad::adapters::mtproto::pump::SourceError::Closed)
+        ),
+        "{after:?}"
+    );
+}
+
+/// A "min" user object (Telegram left the access hash out) still names the sender, and is
+/// not cached as a peer the account could write to.
+#[tokio::test]
+async fn a_min_user_names_the_sender_without_becoming_a_writable_peer() {
+    use grammers_client::session::types::PeerId;
+    let a = account().await;
+    let (mut source, tx) = source(&a).await;
+    let mut mia = user(804, "Mia", None, None, false);
+    if let tl::enums::User::User(u) = &mut mia {
+        u.min = true;
+        u.access_hash = Some(1);
+    }
+    let msg = message(1, peer_chat(GROUP), Some(peer_user(804)), "hi all");
+    tx.send(container(
+        1,
+        msg,
+        vec![mia],
+        vec![basic_group(GROUP, "Club")],
+    ))
+    .await
+    .unwrap();
+    let got = new_message(next(&mut source).await);
+    assert_eq!(got.message.sender.name, "Mia");
+    let cached = a
+        .session
+        .peer_ref(PeerId::user(804).unwrap())
+        .await
+        .unwrap();
+    assert!(cached.is_none(), "{cached:?}");
+}
