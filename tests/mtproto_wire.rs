@@ -1313,3 +1313,27 @@ async fn a_min_user_names_the_sender_without_becoming_a_writable_peer() {
         .unwrap();
     assert!(cached.is_none(), "{cached:?}");
 }
+
+/// Without a scripted wire the backend's raw calls go to the account's grammers client
+/// (serialized requests through `Client::invoke`); here its pool is gone, so a send fails as
+/// a network error, and nothing is recorded as sent.
+#[tokio::test]
+async fn the_production_invoker_sends_through_the_client() {
+    let session = Arc::new(GuardedSession::new(
+        SqliteSession::open(":memory:").await.unwrap(),
+    ));
+    let SenderPool { runner, handle, .. } = SenderPool::new(Arc::clone(&session), 1);
+    drop(runner);
+    let clock: SharedClock = Arc::new(VirtualClock::new(common::t0(), true));
+    let telegram = MtprotoTelegram::new(
+        Client::new(handle),
+        session,
+        SELF_ID,
+        None,
+        Arc::clone(&clock),
+        SentLedger::in_memory(clock),
+    );
+    let err = telegram.send_text(text(ALICE, "hi", 3)).await.unwrap_err();
+    assert!(matches!(err, TelegramError::Network(_)), "{err:?}");
+    assert!(!telegram.ledger().is_ours(ChatId(ALICE), MessageId(0)));
+}
