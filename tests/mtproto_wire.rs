@@ -818,7 +818,19 @@ mod end_to_end {
     /// Runs `updates` through grammers and the pump into `h`'s runtime; returns once the
     /// pump handed over `expect` messages and the runtime has nothing left to do.
     async fn deliver(h: &mut Harness, updates: Vec<UpdatesLike>, expect: usize) -> TestResult {
+        deliver_after_scan(h, |_| Vec::new(), updates, expect).await
+    }
+
+    /// As [`deliver`], with what the unread scan found (built on the same account) handed
+    /// over first, as `GrammersSource` does after a connect.
+    async fn deliver_after_scan(
+        h: &mut Harness,
+        scan: impl FnOnce(&Account) -> Vec<TgUpdate>,
+        updates: Vec<UpdatesLike>,
+        expect: usize,
+    ) -> TestResult {
         let a = account().await;
+        let backlog = scan(&a);
         a.wire.on::<tl::functions::contacts::GetBlocked>(|_| {
             ok(tl::enums::contacts::Blocked::Blocked(
                 tl::types::contacts::Blocked {
@@ -828,7 +840,8 @@ mod end_to_end {
                 },
             ))
         });
-        let (source, tx) = source(&a).await;
+        let (stream_source, tx) = source(&a).await;
+        let source = stream_source.with_backlog(backlog);
         for u in updates {
             tx.send(u).await?;
         }
@@ -920,6 +933,46 @@ mod end_to_end {
         );
         let sends: Vec<i64> = h.sends().into_iter().map(|(c, _, _)| c.0).collect();
         assert_eq!(sends, vec![5555]);
+        drop(h.stop().await?);
+        Ok(())
+    }
+
+    /// The unread scan's finds pass the same admission as live updates: an unread message
+    /// older than the catch-up window is history (no LLM request), a fresh one is answered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_unread_scans_finds_pass_the_same_admission_as_live_updates() -> TestResult {
+        let server = gemini_server().await;
+        let dir = tempfile::tempdir()?;
+        let (old_chat, fresh_chat) = (dm(5555), dm(6666));
+        let mut h = governed(dir.path(), &server, &[old_chat.clone(), fresh_chat.clone()]);
+        h.say_silently(&old_chat, "Olga", "are you there? (last month)")
+            .await;
+        h.say_silently(&fresh_chat, "Fred", "are you there? (just now)")
+            .await;
+        let found = |a: &Account| {
+            [(5555, DATE, "last month"), (6666, now(), "just now")]
+                .into_iter()
+                .filter_map(|(from, date, body)| {
+                    let mut raw = message(9, peer_user(from), Some(peer_user(from)), body);
+                    raw.date = date;
+                    let peer = grammers_client::session::types::PeerId::user(from)
+                        .unwrap()
+                        .to_ambient_ref();
+                    let last = grammers_message(&a.telegram.client(), raw, peer);
+                    personad::adapters::mtproto::unread_update(
+                        &a.telegram,
+                        &dialog(1, 0, false, None),
+                        &last,
+                    )
+                })
+                .collect()
+        };
+        deliver_after_scan(&mut h, found, Vec::new(), 2).await?;
+        let bodies = request_bodies(&server).await;
+        assert_eq!(bodies.len(), 1, "only the fresh one is planned");
+        assert!(bodies[0].contains("just now"), "{}", bodies[0]);
+        let sends: Vec<i64> = h.sends().into_iter().map(|(c, _, _)| c.0).collect();
+        assert_eq!(sends, vec![6666]);
         drop(h.stop().await?);
         Ok(())
     }
@@ -1336,4 +1389,54 @@ async fn the_production_invoker_sends_through_the_client() {
     let err = telegram.send_text(text(ALICE, "hi", 3)).await.unwrap_err();
     assert!(matches!(err, TelegramError::Network(_)), "{err:?}");
     assert!(!telegram.ledger().is_ours(ChatId(ALICE), MessageId(0)));
+}
+
+/// A channel given up by catch-up is read again with one messages.getHistory: its newest
+/// messages come back oldest first, with the senders' names from the answer.
+#[tokio::test]
+async fn a_given_up_channel_is_read_again_with_one_history_call() {
+    use personad::adapters::mtproto::pump::Lookups;
+    let a = account().await;
+    let supergroup = ChatId(-1_000_000_000_000 - CHANNEL);
+    a.wire.on::<tl::functions::messages::GetHistory>(|req| {
+        assert_eq!(req.limit, 50);
+        let newest = message(21, peer_channel(CHANNEL), Some(peer_user(ALICE)), "second");
+        let older = message(20, peer_channel(CHANNEL), Some(peer_user(ALICE)), "first");
+        ok(tl::enums::messages::Messages::ChannelMessages(
+            tl::types::messages::ChannelMessages {
+                inexact: false,
+                pts: 30,
+                count: 2,
+                offset_id_offset: None,
+                messages: vec![newest.into(), older.into()],
+                topics: Vec::new(),
+                chats: vec![channel(CHANNEL, "Forum", false)],
+                users: vec![user(ALICE, "Alice", None, None, false)],
+            },
+        ))
+    });
+    let found = a.telegram.recent(supergroup, 50).await.unwrap();
+    let got: Vec<(i64, String, String)> = found
+        .iter()
+        .map(|m| {
+            (
+                m.message.id.0,
+                m.message.text.clone(),
+                m.message.sender.name.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (20, "first".to_string(), "Alice".to_string()),
+            (21, "second".to_string(), "Alice".to_string())
+        ]
+    );
+    assert!(found.iter().all(|m| m.chat.id == supergroup));
+    let asked = a.wire.requests::<tl::functions::messages::GetHistory>();
+    assert!(matches!(
+        asked[0].peer,
+        tl::enums::InputPeer::Channel(ref c) if c.channel_id == CHANNEL && c.access_hash == CHANNEL_HASH
+    ));
 }

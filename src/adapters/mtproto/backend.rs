@@ -469,6 +469,21 @@ impl MtprotoTelegram {
         mapped
     }
 
+    /// Maps a raw message of an answer (not an update) with the names learnt so far.
+    fn map_raw_message(&self, raw: &tl::enums::Message) -> Result<Mapped, map::Ignored> {
+        let ctx = self.map_context();
+        let own = |chat: ChatId, id: MessageId| self.ledger.recorded(chat, id);
+        let peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+        map::map_raw(
+            raw,
+            &ctx,
+            &Known {
+                peers: Some(&peers),
+                is_own_message: Some(&own),
+            },
+        )
+    }
+
     /// Caches users and chats of an answer in the session (access hashes) and the name cache.
     async fn cache_peers(&self, users: Vec<tl::enums::User>, chats: Vec<tl::enums::Chat>) {
         let client = self.client();
@@ -659,21 +674,33 @@ impl Lookups for MtprotoTelegram {
 
     fn recent(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, TgResult<Vec<Incoming>>> {
         Box::pin(async move {
-            let peer = self.peer(chat).await?;
-            let mut iter = self.client().iter_messages(peer).limit(limit);
-            let mut out = Vec::new();
-            loop {
-                match iter.next().await {
-                    Ok(Some(m)) => {
-                        if let Ok(mapped) = self.map(&m) {
-                            out.push(incoming(mapped));
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => return Err(classify(&e)),
-                }
-            }
-            out.reverse(); // oldest first
+            let peer = self.input_peer(chat).await?;
+            let answer = self
+                .call(&tl::functions::messages::GetHistory {
+                    peer,
+                    offset_id: 0,
+                    offset_date: 0,
+                    add_offset: 0,
+                    limit: i32::try_from(limit).unwrap_or(100),
+                    max_id: 0,
+                    min_id: 0,
+                    hash: 0,
+                })
+                .await
+                .map_err(|e| classify(&e))?;
+            let (messages, users, chats) = match answer {
+                tl::enums::messages::Messages::Messages(m) => (m.messages, m.users, m.chats),
+                tl::enums::messages::Messages::Slice(m) => (m.messages, m.users, m.chats),
+                tl::enums::messages::Messages::ChannelMessages(m) => (m.messages, m.users, m.chats),
+                tl::enums::messages::Messages::NotModified(_) => Default::default(),
+            };
+            self.cache_peers(users, chats).await;
+            let mut out: Vec<Incoming> = messages
+                .iter()
+                .filter_map(|raw| self.map_raw_message(raw).ok())
+                .map(incoming)
+                .collect();
+            out.reverse(); // newest first from Telegram; oldest first for us
             Ok(out)
         })
     }

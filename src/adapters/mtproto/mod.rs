@@ -558,6 +558,14 @@ impl GrammersSource {
     }
 }
 
+impl GrammersSource {
+    /// The same source with `backlog` handed over before anything else.
+    pub fn with_backlog(mut self, backlog: Vec<pump::TgUpdate>) -> GrammersSource {
+        self.backlog.extend(backlog);
+        self
+    }
+}
+
 impl pump::UpdateSource for GrammersSource {
     fn next(&mut self) -> BoxFuture<'_, Result<Option<pump::TgUpdate>, pump::SourceError>> {
         Box::pin(async move {
