@@ -81,6 +81,8 @@ pub struct GeminiConfig {
     pub connect_timeout: Duration,
     /// Limit on one whole request, body included (real time).
     pub request_timeout: Duration,
+    /// Most bytes of a response body read (see `http::DEFAULT_MAX_RESPONSE_BYTES`).
+    pub max_response_bytes: usize,
 }
 
 impl GeminiConfig {
@@ -93,6 +95,7 @@ impl GeminiConfig {
             safety_settings: default_safety_settings(),
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(120),
+            max_response_bytes: super::http::DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 
@@ -113,6 +116,7 @@ impl GeminiConfig {
         if let Some(base) = get(BASE_URL_ENV) {
             config.base_url = base.trim().to_owned();
         }
+        config.max_response_bytes = super::http::max_response_bytes(&lookup)?;
         Ok(config)
     }
 }
@@ -130,6 +134,7 @@ pub struct GeminiClient {
     key_header: HeaderValue,
     key: ApiKey,
     safety_settings: Vec<(String, String)>,
+    max_response_bytes: usize,
 }
 
 impl fmt::Debug for GeminiClient {
@@ -162,6 +167,7 @@ impl GeminiClient {
             key_header,
             key: config.api_key,
             safety_settings: config.safety_settings,
+            max_response_bytes: config.max_response_bytes,
         })
     }
 
@@ -211,10 +217,19 @@ impl GeminiClient {
             .map_err(|e| self.transport_failure(e))?;
         let status = response.status();
         let retry_after = parse_retry_after(response.headers());
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| self.transport_failure(e))?;
+        let bytes = match super::http::read_body(response, self.max_response_bytes).await {
+            Ok(bytes) => bytes,
+            Err(super::http::BodyError::Transport(e)) => return Err(self.transport_failure(e)),
+            Err(super::http::BodyError::TooLarge) => {
+                return Err(Failure {
+                    error: super::http::too_large(
+                        "Gemini",
+                        status.as_u16(),
+                        self.max_response_bytes,
+                    ),
+                });
+            }
+        };
         debug!(
             status = status.as_u16(),
             response_bytes = bytes.len(),

@@ -32,6 +32,68 @@ pub(crate) fn http_client(
         .map_err(|e| LlmError::Config(format!("cannot build the HTTP client: {}", chain(e))))
 }
 
+/// How much of a provider's response body is read by default (8 MiB): a chat answer is a
+/// few KB, so this only stops a runaway body from taking the process's memory.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+
+/// The environment variable that changes [`DEFAULT_MAX_RESPONSE_BYTES`] (in MiB).
+pub const MAX_RESPONSE_ENV: &str = "PERSONAD_LLM_MAX_RESPONSE_MB";
+
+/// The body cap from `lookup` ([`MAX_RESPONSE_ENV`], whole MiB, at least 1), else the
+/// default. A value that is not a number is a configuration error naming the variable.
+pub(crate) fn max_response_bytes(
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<usize, LlmError> {
+    match lookup(MAX_RESPONSE_ENV).filter(|v| !v.trim().is_empty()) {
+        None => Ok(DEFAULT_MAX_RESPONSE_BYTES),
+        Some(v) => match v.trim().parse::<usize>() {
+            Ok(mb) if (1..=1024).contains(&mb) => Ok(mb * 1024 * 1024),
+            _ => Err(LlmError::Config(format!(
+                "{MAX_RESPONSE_ENV} must be a whole number of MiB from 1 to 1024"
+            ))),
+        },
+    }
+}
+
+/// Why a response body could not be read.
+pub(crate) enum BodyError {
+    /// The connection failed while reading.
+    Transport(reqwest::Error),
+    /// The body is longer than the cap (it was not read further).
+    TooLarge,
+}
+
+/// Reads a response body chunk by chunk, stopping as soon as it would pass `max` bytes (a
+/// declared length over the cap is refused before reading anything).
+pub(crate) async fn read_body(
+    mut response: reqwest::Response,
+    max: usize,
+) -> Result<Vec<u8>, BodyError> {
+    if response.content_length().is_some_and(|n| n > max as u64) {
+        return Err(BodyError::TooLarge);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
+        if body.len() + chunk.len() > max {
+            return Err(BodyError::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// The error of a body over the cap: permanent (the same request would stream the same
+/// runaway body again), naming the provider and the cap.
+pub(crate) fn too_large(provider: &str, status: u16, max: usize) -> LlmError {
+    LlmError::Permanent {
+        status: Some(status),
+        message: format!(
+            "the {provider} response is larger than the {} MiB cap ({MAX_RESPONSE_ENV}); it was not read",
+            max / (1024 * 1024)
+        ),
+    }
+}
+
 /// A base URL without its trailing slash; http(s) only, no query or fragment (where a key
 /// could hide). `provider` names it in the error.
 pub(crate) fn normalise_base_url(provider: &str, raw: &str) -> Result<String, LlmError> {

@@ -156,6 +156,8 @@ pub struct OpenAiConfig {
     pub default_model: String,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
+    /// Most bytes of a response body read (see `http::DEFAULT_MAX_RESPONSE_BYTES`).
+    pub max_response_bytes: usize,
 }
 
 impl OpenAiConfig {
@@ -169,6 +171,7 @@ impl OpenAiConfig {
             default_model: preset.default_model().to_owned(),
             connect_timeout: Duration::from_secs(10),
             request_timeout: crate::adapters::llm::retry::DEFAULT_REQUEST_TIMEOUT,
+            max_response_bytes: super::http::DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 
@@ -197,6 +200,7 @@ impl OpenAiConfig {
         if let Some(model) = get(preset.model_env()) {
             config.default_model = model.trim().to_owned();
         }
+        config.max_response_bytes = super::http::max_response_bytes(&lookup)?;
         if config.api_key.is_none() && preset.key_required(config.base_url_overridden) {
             return Err(missing_key(preset));
         }
@@ -223,6 +227,7 @@ pub struct OpenAiClient {
     key: Option<ApiKey>,
     default_model: String,
     max_tokens_field: MaxTokensField,
+    max_response_bytes: usize,
 }
 
 impl fmt::Debug for OpenAiClient {
@@ -267,6 +272,7 @@ impl OpenAiClient {
             key,
             default_model: config.default_model,
             max_tokens_field: config.preset.max_tokens_field(config.base_url_overridden),
+            max_response_bytes: config.max_response_bytes,
         })
     }
 
@@ -310,10 +316,17 @@ impl OpenAiClient {
             .map_err(|e| self.transport_error(e))?;
         let status = response.status();
         let retry_after = parse_retry_after(response.headers());
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| self.transport_error(e))?;
+        let bytes = match super::http::read_body(response, self.max_response_bytes).await {
+            Ok(bytes) => bytes,
+            Err(super::http::BodyError::Transport(e)) => return Err(self.transport_error(e)),
+            Err(super::http::BodyError::TooLarge) => {
+                return Err(super::http::too_large(
+                    self.preset.name(),
+                    status.as_u16(),
+                    self.max_response_bytes,
+                ));
+            }
+        };
         debug!(
             provider = self.preset.name(),
             status = status.as_u16(),
