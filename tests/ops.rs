@@ -1235,15 +1235,33 @@ fn wait_for_answer(
     .ok_or_else(|| format!("{missing}:\n{}", s.log_text()))
 }
 
+/// An admin chat takes commands from the owner account only: a member (Mallory) writing
+/// `/stop`, `/pause` or `/plans` there is ignored (nothing runs, nothing is planned, the daemon
+/// keeps running), her small talk there is not answered either; the owner's `/plans` is.
 #[test]
-fn admin_chats_take_commands_and_other_groups_do_not_plan_them() -> TestResult {
+fn admin_chats_take_commands_from_the_owner_only_and_other_groups_do_not_plan_them() -> TestResult {
     let s = Scratch::new(&[("Tess.md", TESS)])?;
     let ops_id = -personad::adapters::memory::user_id_for("Ops");
     let admin = ops_id.to_string();
     let child = start(&s, &["--planner", "echo", "--admin-chat", &admin], &[])?;
     let mut reaper = Reaper(Some(child));
     wait_up(&s)?;
-    ctl(&s, &["say", "--group", "Ops", "--from", "Bob", "/plans"])?;
+    for text in ["/pause", "/stop", "/plans", "Tess, are you there?"] {
+        let out = ctl(&s, &["say", "--group", "Ops", "--from", "Mallory", text])?;
+        assert!(out.status.success(), "{}", stdout(&out));
+    }
+    let status = ctl(&s, &["status"])?;
+    assert!(
+        status.status.success(),
+        "the daemon stopped: {}",
+        s.log_text()
+    );
+    assert!(
+        stdout(&status).contains("paused: -"),
+        "Mallory's /pause ran: {}",
+        stdout(&status)
+    );
+    ctl(&s, &["say", "--group", "Ops", "--from", "me", "/plans"])?;
     let answer = poll(Duration::from_secs(10), || {
         texts(&s, "Tess", "Ops")
             .into_iter()
@@ -1251,6 +1269,13 @@ fn admin_chats_take_commands_and_other_groups_do_not_plan_them() -> TestResult {
     })
     .ok_or("no answer in the admin chat")?;
     assert!(answer.contains("no pending plans"), "{answer}");
+    let ops = texts(&s, "Tess", "Ops");
+    assert_eq!(
+        ops.iter().filter(|t| t.starts_with("personad:")).count(),
+        1,
+        "only the owner's command was answered: {ops:?}"
+    );
+    assert!(!ops.iter().any(|t| t.starts_with("Tess heard:")), "{ops:?}");
     ctl(&s, &["say", "--group", "Club", "--from", "Bob", "/status"])?;
     // Group messages meet the group gate: small talk addressed to nobody stays history
     // (smart mode, and no classifier with the echo planner); naming Tess gets an answer.

@@ -693,7 +693,7 @@ pub enum CtlCommand {
         /// (the owner writing).
         #[arg(long)]
         chat: Option<String>,
-        /// Who writes.
+        /// Who writes; `me` is the owner (the agent's own account, from another device).
         #[arg(long, default_value = "User")]
         from: String,
         /// Make the chat a group with this title.

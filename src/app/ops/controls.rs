@@ -2,9 +2,10 @@
 //! `/pause`, `/resume`, `/forget`, `/plans`, `/mode`, `/stop`, `/help`) and the same
 //! operations for `personad ctl`. Owns their parsing (pure), the pauses (persisted per agent
 //! in `<state>/<agent>/controls.json`, so they survive restarts) and the inbound gate: a
-//! command is accepted only from the account itself in Saved Messages or from a configured
-//! admin chat, is never planned as conversation, and a command-looking message from anyone
-//! else is neither executed nor planned. A paused chat still records its messages but does
+//! command is accepted only from the account itself (the owner, from any device), in its
+//! Saved Messages or in a configured admin chat, and is never planned as conversation; a
+//! command-looking message from anyone else is neither executed nor planned, and in an admin
+//! chat nobody else's text is answered at all. A paused chat still records its messages but does
 //! not plan. Plans are read from the graph store and dropped through the runtime's
 //! `cancel_plan`; nothing here edits a graph. Wired by `daemon`; `ctl` calls [`Controller`].
 
@@ -628,21 +629,39 @@ impl Controller {
                 .clone()
                 .with_gate(Arc::new(Gate(self.clone_arc()?))),
         };
-        if chat.is_some_and(|c| c.eq_ignore_ascii_case("me")) {
-            let saved = ChatId(memory.self_id());
+        let saved_messages = chat.is_some_and(|c| c.eq_ignore_ascii_case("me"));
+        if saved_messages || from.eq_ignore_ascii_case("me") {
+            // The owner writes (from another device): an outgoing message of the account.
+            let target = match (saved_messages, group, chat) {
+                (true, _, _) => ChatId(memory.self_id()),
+                (false, Some(title), _) => {
+                    let chat = Chat {
+                        id: ChatId(-user_id_for(title)),
+                        kind: ChatKind::Group,
+                        title: title.to_string(),
+                    };
+                    memory.ensure_chat(chat.clone());
+                    chat.id
+                }
+                (false, None, Some(c)) => ChatId(
+                    c.parse::<i64>()
+                        .map_err(|_| OpError(format!("--chat takes an id or `me`, not {c:?}")))?,
+                ),
+                (false, None, None) => ChatId(memory.self_id()),
+            };
             let msg = memory
                 .send_text(OutgoingText {
-                    chat: saved,
+                    chat: target,
                     text: text.to_string(),
                     reply_to: None,
                     idempotency_key: fastrand::i64(1..),
                 })
                 .await
                 .map_err(OpError::of)?;
-            let chat = memory.chat(saved).await.map_err(OpError::of)?;
+            let chat = memory.chat(target).await.map_err(OpError::of)?;
             let id = msg.id;
             gated.push_inbound(agent, chat, msg, false);
-            return Ok(format!("delivered #{id} to Saved Messages"));
+            return Ok(format!("delivered #{id} from the owner to chat {target}"));
         }
         let chat = match (group, chat) {
             (Some(title), _) => Chat {
@@ -744,9 +763,13 @@ impl InboundGate for Gate {
         let ctl = &self.0;
         ctl.remember(agent, chat, message);
         let self_id = ctl.seat(agent).map(|s| s.telegram.self_id());
+        let admin_chat = ctl.admin_chats.contains(&chat.id.0);
         if let Some(op) = parse_command(&message.text) {
-            let from_owner = message.outgoing && Some(chat.id.0) == self_id;
-            if from_owner || ctl.admin_chats.contains(&chat.id.0) {
+            // Only the owner account (the agent's own account, from any device) commands,
+            // and only in its Saved Messages or an admin chat: a member of an admin group
+            // is not the owner.
+            let place = Some(chat.id.0) == self_id || admin_chat;
+            if message.outgoing && place {
                 tracing::info!(
                     event = "owner_command",
                     agent,
@@ -766,6 +789,15 @@ impl InboundGate for Gate {
                 agent,
                 chat = chat.id.0,
                 "a command from someone other than the owner: ignored and not planned"
+            );
+            return Admit::NoTrigger;
+        }
+        if admin_chat && !message.outgoing {
+            tracing::debug!(
+                event = "admin_chat_message_ignored",
+                agent,
+                chat = chat.id.0,
+                "admin chat: text from someone other than the owner is recorded, not answered"
             );
             return Admit::NoTrigger;
         }
