@@ -189,3 +189,83 @@ async fn the_playground_against_an_endless_endpoint_fails_the_plan_at_the_cap() 
     let sent = server.sent.load(Ordering::Relaxed);
     assert!(sent < 64 * 1024 * 1024, "{sent} bytes were read");
 }
+
+/// A request dropped while in flight (its plan was superseded by a newer message, the daemon
+/// stopped) was sent and is billed: it is counted, as a discarded request, under the model
+/// asked for; an answered one is counted with its tokens; `state usage` shows both.
+#[tokio::test]
+async fn a_request_dropped_in_flight_is_counted_as_discarded() {
+    use personad::adapters::llm::usage::{self, UsageMeter};
+    use personad::adapters::store::StateDir;
+    use personad::ports::clock::{SharedClock, VirtualClock};
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let server = MockServer::start().await;
+    let answer = serde_json::json!({
+        "candidates": [{"content": {"role": "model", "parts": [{"text": "hi"}]}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 5}
+    });
+    // The first request hangs (its plan is superseded meanwhile); the second is answered.
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(answer.clone())
+                .set_delay(Duration::from_secs(60)),
+        )
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(answer))
+        .mount(&server)
+        .await;
+    let mut config = GeminiConfig::new(ApiKey::new("k"));
+    config.base_url = server.uri();
+    let client = Arc::new(GeminiClient::new(config).unwrap());
+    let state = tempfile::tempdir().unwrap();
+    let clock: SharedClock = Arc::new(VirtualClock::new(
+        jiff::Timestamp::from_second(1_750_000_000).unwrap(),
+        true,
+    ));
+    let meter = Arc::new(UsageMeter::load(StateDir::new(state.path()), clock));
+    let (c, m) = (Arc::clone(&client), Arc::clone(&meter));
+    let superseded = tokio::spawn(async move {
+        let req = request();
+        usage::scoped("Wren", "42", Some(m), c.generate(&req)).await
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the request never left"
+        );
+        tokio::task::yield_now().await;
+    }
+    superseded.abort();
+    assert!(superseded.await.is_err(), "dropped, not answered");
+    let req = request();
+    let answered = usage::scoped(
+        "Wren",
+        "42",
+        Some(Arc::clone(&meter)),
+        client.generate(&req),
+    );
+    assert!(answered.await.is_ok());
+    let rows = meter.totals();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (rows[0].requests, rows[0].discarded, rows[0].prompt_tokens),
+        (2, 1, 100),
+        "{rows:?}"
+    );
+    meter.flush().await.unwrap();
+    let shown = usage::state_usage(&StateDir::new(state.path()), Some("Wren"), None).unwrap();
+    let row = shown.lines().find(|l| l.starts_with("Wren")).unwrap();
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cols[3..5], ["2", "1"], "{shown}");
+}

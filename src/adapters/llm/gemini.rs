@@ -18,9 +18,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use serde::{Deserialize, Serialize};
 use tracing::debug;
 
-use crate::adapters::llm::http::{
-    chain, http_client, normalise_base_url, parse_retry_after, truncate,
-};
+use crate::adapters::llm::http::{chain, http_client, normalise_base_url, truncate};
 use crate::adapters::llm::usage::{self, Usage};
 use crate::core::llm::{LlmOutcome, LlmRequest, Part, Role};
 use crate::core::time::BoxFuture;
@@ -206,40 +204,31 @@ impl GeminiClient {
 
     /// One HTTP exchange.
     async fn attempt(&self, model: &str, url: &str, body: &[u8]) -> Result<LlmOutcome, Failure> {
-        let response = self
+        let request = self
             .http
             .post(url)
             .header(KEY_HEADER, self.key_header.clone())
             .header(CONTENT_TYPE, "application/json")
-            .body(body.to_vec())
-            .send()
-            .await
-            .map_err(|e| self.transport_failure(e))?;
-        let status = response.status();
-        let retry_after = parse_retry_after(response.headers());
-        let bytes = match super::http::read_body(response, self.max_response_bytes).await {
-            Ok(bytes) => bytes,
-            Err(super::http::BodyError::Transport(e)) => return Err(self.transport_failure(e)),
-            Err(super::http::BodyError::TooLarge) => {
+            .body(body.to_vec());
+        let answer = match super::http::exchange(request, model, self.max_response_bytes).await {
+            Ok(answer) => answer,
+            Err(super::http::ExchangeError::Transport(e)) => return Err(self.transport_failure(e)),
+            Err(super::http::ExchangeError::TooLarge(status)) => {
                 return Err(Failure {
-                    error: super::http::too_large(
-                        "Gemini",
-                        status.as_u16(),
-                        self.max_response_bytes,
-                    ),
+                    error: super::http::too_large("Gemini", status, self.max_response_bytes),
                 });
             }
         };
         debug!(
-            status = status.as_u16(),
-            response_bytes = bytes.len(),
+            status = answer.status.as_u16(),
+            response_bytes = answer.body.len(),
             "gemini response"
         );
-        if status.is_success() {
-            self.parse_success(model, &bytes)
+        if answer.status.is_success() {
+            self.parse_success(model, &answer.body)
                 .map_err(|error| Failure { error })
         } else {
-            Err(self.http_failure(status, retry_after, &bytes))
+            Err(self.http_failure(answer.status, answer.retry_after, &answer.body))
         }
     }
 

@@ -55,31 +55,61 @@ pub(crate) fn max_response_bytes(
     }
 }
 
-/// Why a response body could not be read.
-pub(crate) enum BodyError {
-    /// The connection failed while reading.
+/// Why an exchange brought no body.
+pub(crate) enum ExchangeError {
+    /// The connection failed (sending or reading).
     Transport(reqwest::Error),
-    /// The body is longer than the cap (it was not read further).
-    TooLarge,
+    /// The body is longer than the cap (it was not read further); the status it came with.
+    TooLarge(u16),
 }
 
-/// Reads a response body chunk by chunk, stopping as soon as it would pass `max` bytes (a
-/// declared length over the cap is refused before reading anything).
-pub(crate) async fn read_body(
-    mut response: reqwest::Response,
+/// What came back: the status, the server's `Retry-After`, the body, and the request's
+/// usage guard (keep it until the response's usage is reported).
+pub(crate) struct Answer {
+    pub(crate) status: reqwest::StatusCode,
+    pub(crate) retry_after: Option<Duration>,
+    pub(crate) body: Vec<u8>,
+    pub(crate) in_flight: crate::adapters::llm::usage::InFlight,
+}
+
+/// Sends one request to `model` and reads its answer, the body up to `max` bytes. The
+/// request is metered (`usage::InFlight`): if this future is dropped before the answer is
+/// read, it is counted as discarded.
+pub(crate) async fn exchange(
+    request: reqwest::RequestBuilder,
+    model: &str,
     max: usize,
-) -> Result<Vec<u8>, BodyError> {
+) -> Result<Answer, ExchangeError> {
+    let mut in_flight = crate::adapters::llm::usage::sending(model);
+    let result = send_and_read(request, max).await;
+    in_flight.answered();
+    result.map(|(status, retry_after, body)| Answer {
+        status,
+        retry_after,
+        body,
+        in_flight,
+    })
+}
+
+async fn send_and_read(
+    request: reqwest::RequestBuilder,
+    max: usize,
+) -> Result<(reqwest::StatusCode, Option<Duration>, Vec<u8>), ExchangeError> {
+    let mut response = request.send().await.map_err(ExchangeError::Transport)?;
+    let status = response.status();
+    let retry_after = parse_retry_after(response.headers());
+    // A declared length over the cap is refused before reading anything.
     if response.content_length().is_some_and(|n| n > max as u64) {
-        return Err(BodyError::TooLarge);
+        return Err(ExchangeError::TooLarge(status.as_u16()));
     }
     let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
+    while let Some(chunk) = response.chunk().await.map_err(ExchangeError::Transport)? {
         if body.len() + chunk.len() > max {
-            return Err(BodyError::TooLarge);
+            return Err(ExchangeError::TooLarge(status.as_u16()));
         }
         body.extend_from_slice(&chunk);
     }
-    Ok(body)
+    Ok((status, retry_after, body))
 }
 
 /// The error of a body over the cap: permanent (the same request would stream the same

@@ -23,9 +23,7 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use serde::{Deserialize, Serialize};
 use tracing::debug;
 
-use crate::adapters::llm::http::{
-    chain, http_client, normalise_base_url, parse_retry_after, truncate,
-};
+use crate::adapters::llm::http::{chain, http_client, normalise_base_url, truncate};
 use crate::adapters::llm::usage::{self, Usage};
 use crate::core::llm::{LlmOutcome, LlmRequest, Part, Role};
 use crate::core::time::BoxFuture;
@@ -309,24 +307,27 @@ impl OpenAiClient {
         if let Some(auth) = &self.auth {
             request = request.header(AUTHORIZATION, auth.clone());
         }
-        let response = request
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| self.transport_error(e))?;
-        let status = response.status();
-        let retry_after = parse_retry_after(response.headers());
-        let bytes = match super::http::read_body(response, self.max_response_bytes).await {
-            Ok(bytes) => bytes,
-            Err(super::http::BodyError::Transport(e)) => return Err(self.transport_error(e)),
-            Err(super::http::BodyError::TooLarge) => {
-                return Err(super::http::too_large(
-                    self.preset.name(),
-                    status.as_u16(),
-                    self.max_response_bytes,
-                ));
-            }
-        };
+        let answer =
+            match super::http::exchange(request.body(body), model, self.max_response_bytes).await {
+                Ok(answer) => answer,
+                Err(super::http::ExchangeError::Transport(e)) => {
+                    return Err(self.transport_error(e));
+                }
+                Err(super::http::ExchangeError::TooLarge(status)) => {
+                    return Err(super::http::too_large(
+                        self.preset.name(),
+                        status,
+                        self.max_response_bytes,
+                    ));
+                }
+            };
+        // `_in_flight` lives to the end of this call, after the usage report.
+        let (status, retry_after, bytes, _in_flight) = (
+            answer.status,
+            answer.retry_after,
+            answer.body,
+            answer.in_flight,
+        );
         debug!(
             provider = self.preset.name(),
             status = status.as_u16(),

@@ -35,6 +35,8 @@ struct Scope {
     agent: String,
     chat: String,
     meter: Option<Arc<UsageMeter>>,
+    /// Responses reported inside this scope so far (see [`InFlight`]).
+    reports: Arc<std::sync::atomic::AtomicU64>,
 }
 
 tokio::task_local! {
@@ -52,6 +54,7 @@ pub fn scoped<F: Future>(
         agent: agent.to_owned(),
         chat: chat.to_owned(),
         meter,
+        reports: Arc::default(),
     };
     SCOPE.scope(scope, f)
 }
@@ -83,10 +86,71 @@ pub fn report(provider: &str, model: &str, usage: Usage) {
     if let Some(Scope {
         agent,
         meter: Some(meter),
+        reports,
         ..
     }) = scope
     {
+        reports.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         meter.add(&agent, model, usage);
+    }
+}
+
+/// One request on the wire. Every request is counted once, inside [`scoped`] for that
+/// agent: with its tokens when its response reports usage ([`report`]); else, when this guard
+/// goes, under the model asked for, as a plain request (an error status, a transport failure)
+/// or, if it goes before [`InFlight::answered`] (the plan it was for was superseded, the daemon
+/// stopped), as a discarded one, also counted in `personad_llm_requests_discarded_total`.
+/// Discarded requests are billed all the same.
+pub struct InFlight {
+    scope: Option<Scope>,
+    model: String,
+    answered: bool,
+    reports_before: u64,
+}
+
+/// A request to `model` is being sent now.
+pub fn sending(model: &str) -> InFlight {
+    let scope = SCOPE.try_with(Scope::clone).ok();
+    let reports_before = scope
+        .as_ref()
+        .map_or(0, |s| s.reports.load(std::sync::atomic::Ordering::Relaxed));
+    InFlight {
+        scope,
+        model: model.to_owned(),
+        answered: false,
+        reports_before,
+    }
+}
+
+impl InFlight {
+    /// The exchange is over (an answer, an error status, or a transport failure). The guard
+    /// lives on until the response is reported, if it is.
+    pub fn answered(&mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if !self.answered {
+            metrics::counter!("personad_llm_requests_discarded_total", "model" => self.model.clone())
+                .increment(1);
+        }
+        let Some(Scope {
+            agent,
+            chat,
+            meter: Some(meter),
+            reports,
+        }) = &self.scope
+        else {
+            return;
+        };
+        if !self.answered {
+            tracing::debug!(agent = %agent, chat = %chat, model = %self.model, "llm request discarded before its answer (billed all the same)");
+            meter.count_discarded(agent, &self.model);
+        } else if reports.load(std::sync::atomic::Ordering::Relaxed) == self.reports_before {
+            meter.count_request(agent, &self.model);
+        }
     }
 }
 
@@ -98,10 +162,15 @@ pub struct UsageRow {
     pub model: String,
     /// `YYYY-MM-DD`, UTC.
     pub day: String,
+    /// Requests sent (each HTTP attempt), whatever became of them.
     pub requests: u64,
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
     pub output_tokens: u64,
+    /// Of `requests`, those whose answer was never read: the plan they were for was
+    /// superseded (a newer message) or the daemon stopped. They are billed all the same.
+    #[serde(default)]
+    pub discarded: u64,
 }
 
 /// The on-disk form of one agent's totals.
@@ -151,8 +220,34 @@ impl UsageMeter {
         }
     }
 
-    /// Adds one response's usage for `agent` and `model`, on today's (UTC) row.
+    /// Adds one answered request and its tokens for `agent` and `model`, on today's (UTC)
+    /// row.
     pub fn add(&self, agent: &str, model: &str, usage: Usage) {
+        self.bump(agent, model, |row| {
+            row.requests = row.requests.saturating_add(1);
+            row.prompt_tokens = row.prompt_tokens.saturating_add(usage.prompt_tokens);
+            row.cached_tokens = row.cached_tokens.saturating_add(usage.cached_tokens);
+            row.output_tokens = row.output_tokens.saturating_add(usage.output_tokens);
+        });
+    }
+
+    /// Counts one request sent for `agent` with `model`.
+    pub fn count_request(&self, agent: &str, model: &str) {
+        self.bump(agent, model, |row| {
+            row.requests = row.requests.saturating_add(1)
+        });
+    }
+
+    /// Counts one request whose answer was never read.
+    pub fn count_discarded(&self, agent: &str, model: &str) {
+        self.bump(agent, model, |row| {
+            row.requests = row.requests.saturating_add(1);
+            row.discarded = row.discarded.saturating_add(1);
+        });
+    }
+
+    /// Changes today's (UTC) row of `agent` and `model`, and marks the agent for the flush.
+    fn bump(&self, agent: &str, model: &str, change: impl FnOnce(&mut UsageRow)) {
         let day = self.today();
         let key = (agent.to_owned(), model.to_owned(), day.clone());
         {
@@ -163,10 +258,7 @@ impl UsageMeter {
                 day,
                 ..UsageRow::default()
             });
-            row.requests = row.requests.saturating_add(1);
-            row.prompt_tokens = row.prompt_tokens.saturating_add(usage.prompt_tokens);
-            row.cached_tokens = row.cached_tokens.saturating_add(usage.cached_tokens);
-            row.output_tokens = row.output_tokens.saturating_add(usage.output_tokens);
+            change(row);
         }
         self.dirty
             .lock()
@@ -206,8 +298,9 @@ impl UsageMeter {
         }
         let sum = |f: fn(&UsageRow) -> u64| rows.iter().map(f).sum::<u64>();
         Some(format!(
-            "{} request(s), {} prompt tokens ({} cached), {} output tokens",
+            "{} request(s) ({} discarded), {} prompt tokens ({} cached), {} output tokens",
             sum(|r| r.requests),
+            sum(|r| r.discarded),
             sum(|r| r.prompt_tokens),
             sum(|r| r.cached_tokens),
             sum(|r| r.output_tokens)
@@ -434,8 +527,8 @@ pub fn render(rows: &[UsageRow], prices: &PriceTable) -> String {
     }
     let _ = writeln!(
         out,
-        "{:<16} {:<28} {:<10} {:>8} {:>12} {:>12} {:>10} {:>10}",
-        "AGENT", "MODEL", "DAY", "REQUESTS", "PROMPT", "CACHED", "OUTPUT", "COST_USD"
+        "{:<16} {:<28} {:<10} {:>8} {:>9} {:>12} {:>12} {:>10} {:>10}",
+        "AGENT", "MODEL", "DAY", "REQUESTS", "DISCARDED", "PROMPT", "CACHED", "OUTPUT", "COST_USD"
     );
     let mut total = 0.0;
     let mut unpriced = false;
@@ -448,11 +541,12 @@ pub fn render(rows: &[UsageRow], prices: &PriceTable) -> String {
         let shown = cost.map_or_else(|| "?".to_owned(), |c| format!("{c:.4}"));
         let _ = writeln!(
             out,
-            "{:<16} {:<28} {:<10} {:>8} {:>12} {:>12} {:>10} {:>10}",
+            "{:<16} {:<28} {:<10} {:>8} {:>9} {:>12} {:>12} {:>10} {:>10}",
             r.agent,
             r.model,
             r.day,
             r.requests,
+            r.discarded,
             r.prompt_tokens,
             r.cached_tokens,
             r.output_tokens,

@@ -149,6 +149,18 @@ fn respond(path: &str, handle: &PrometheusHandle, health: &Health) -> (&'static 
     }
 }
 
+/// Counts a call that is dropped before it ends (the model while pending).
+struct Discarded(Option<String>);
+
+impl Drop for Discarded {
+    fn drop(&mut self) {
+        if let Some(model) = self.0.take() {
+            metrics::counter!("personad_llm_requests_total", "model" => model, "outcome" => "discarded")
+                .increment(1);
+        }
+    }
+}
+
 /// Counts LLM requests and errors by model around any [`Llm`] (metrics wrap the trait; the
 /// clients stay free of them).
 pub(crate) struct MeteredLlm {
@@ -169,7 +181,10 @@ impl Llm for MeteredLlm {
             .and_then(|c| c.model)
             .unwrap_or_else(|| req.model.clone());
         Box::pin(async move {
+            // A call dropped before it ends (its plan superseded) still counts, as `discarded`.
+            let mut pending = Discarded(Some(model.clone()));
             let result = self.inner.generate(req).await;
+            pending.0 = None;
             let outcome = match &result {
                 Ok(LlmOutcome::Text(_)) => "text",
                 Ok(LlmOutcome::Empty { .. }) => "empty",
