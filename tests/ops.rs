@@ -92,7 +92,25 @@ fn base(cmd: &mut Command) {
 
 /// Starts `personad run --telegram memory` with fast pacing and JSON logs into the log file.
 fn start(s: &Scratch, extra: &[&str], env: &[(&str, &str)]) -> Result<Child, std::io::Error> {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+    start_limited(s, extra, env, None)
+}
+
+/// As [`start`], with the open file limit lowered to `nofile` (through the shell's `ulimit`).
+fn start_limited(
+    s: &Scratch,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    nofile: Option<u32>,
+) -> Result<Child, std::io::Error> {
+    let bin = env!("CARGO_BIN_EXE_personad");
+    let mut cmd = match nofile {
+        None => Command::new(bin),
+        Some(n) => {
+            let mut sh = Command::new("sh");
+            sh.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\""), bin]);
+            sh
+        }
+    };
     base(&mut cmd);
     cmd.arg("--agents")
         .arg(s.agents())
@@ -1537,6 +1555,105 @@ fn the_control_socket_refuses_other_users_even_when_its_file_is_opened_up() -> T
         status.contains("paused: -"),
         "another user paused the agent: {status}"
     );
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = None;
+    Ok(())
+}
+
+/// Descriptor pressure under a lowered open file limit (128): 120 idle connections to the
+/// metrics endpoint (with the daemon's own, more than the limit) cost at most its 32 slots (the rest wait in the kernel's backlog),
+/// accept failures do not spin the log, the daemon keeps running and keeps writing its state
+/// (a message is answered), and the endpoint answers again once the idle peers go.
+#[test]
+fn idle_metrics_connections_under_a_low_descriptor_limit_do_not_take_the_daemon_down() -> TestResult
+{
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = start_limited(
+        &s,
+        &["--planner", "echo", "--metrics-addr", &addr],
+        &[],
+        Some(128),
+    )?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    let idle: Vec<std::net::TcpStream> = (0..120)
+        .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
+        .collect();
+    assert_eq!(idle.len(), 120, "connections opened");
+    // The daemon holds at most the listener's slots for them.
+    let pid = reaper.0.as_ref().ok_or("no child")?.id();
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd"))?.count();
+    assert!(open < 100, "{open} descriptors open");
+    let said = ctl(&s, &["say", "--from", "Alice", "hello"])?;
+    assert!(said.status.success(), "{}", stdout(&said));
+    wait_for_answer(
+        &s,
+        "Alice",
+        |t| t == "Tess heard: hello",
+        "no answer under pressure",
+    )?;
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    assert!(
+        child.try_wait()?.is_none(),
+        "the daemon exited:\n{}",
+        s.log_text()
+    );
+    drop(idle);
+    let healthy = poll(Duration::from_secs(15), || {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(&addr).ok()?;
+        c.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .ok()?;
+        let mut answer = String::new();
+        c.read_to_string(&mut answer).ok()?;
+        answer.starts_with("HTTP/1.1 200").then_some(())
+    });
+    assert!(healthy.is_some(), "no /healthz answer:\n{}", s.log_text());
+    let log = s.log_text();
+    let spins = log.matches("accept_failed").count();
+    assert!(spins <= 5, "{spins} accept failures logged");
+    assert!(!log.contains("Too many open files"), "{log}");
+    signal(child, "-TERM")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = None;
+    Ok(())
+}
+
+/// Idle connections to the control socket (more than its 32 slots) are closed when they send
+/// no request within 3 s, so `personad ctl` works again instead of waiting for ever.
+#[test]
+fn idle_control_connections_are_closed_and_ctl_keeps_working() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let child = start(&s, &["--planner", "echo"], &[])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    let socket = s.state().join("ctl.sock");
+    let idle: Vec<std::os::unix::net::UnixStream> = (0..40)
+        .filter_map(|_| std::os::unix::net::UnixStream::connect(&socket).ok())
+        .collect();
+    assert_eq!(idle.len(), 40);
+    let asked = std::time::Instant::now();
+    let status = ctl(&s, &["status"])?;
+    assert!(status.status.success(), "{}", s.log_text());
+    // Idle peers go after 3 s of silence, not after a connection's 30 s deadline.
+    assert!(
+        asked.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert!(
+        stdout(&status).contains("agent(s) up"),
+        "{}",
+        stdout(&status)
+    );
+    drop(idle);
     let child = reaper.0.as_mut().ok_or("no child")?;
     signal(child, "-TERM")?;
     wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;

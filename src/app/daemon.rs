@@ -237,6 +237,7 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
     let clock: SharedClock = Arc::new(SystemClock);
     let state = StateDir::new(&global.state_dir);
     let backend = backend_for(&mut args)?;
+    crate::app::ops::listen::raise_descriptor_limit();
     // A second daemon on the same state directory would fight over sessions and graphs.
     let socket = ctl::socket_path(&state);
     if tokio::net::UnixStream::connect(&socket).await.is_ok() {

@@ -23,6 +23,14 @@ use crate::app::ops::controls::{Controller, Op, parse_duration};
 /// Largest request accepted.
 const MAX_REQUEST: usize = 64 * 1024;
 
+/// Control connections open at once, and how long one may take (a `say` or `stop` answers
+/// in well under a second; an idle peer is closed).
+const CTL_BUDGET: crate::app::ops::listen::Budget = crate::app::ops::listen::Budget {
+    name: "ctl",
+    max_connections: 32,
+    deadline: std::time::Duration::from_secs(30),
+};
+
 /// One request.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Request {
@@ -73,18 +81,10 @@ pub async fn serve(
     let owner = owner_uid(&path)?;
     tracing::info!(event = "ctl_listening", socket = %path.display(), "control socket ready");
     Ok(tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => break,
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => {
-                        let c = Arc::clone(&controller);
-                        tokio::spawn(async move { handle(stream, c, owner).await });
-                    }
-                    Err(e) => tracing::warn!(event = "ctl_accept_failed", error = %e, "control socket accept failed"),
-                }
-            }
-        }
+        crate::app::ops::listen::serve(listener, CTL_BUDGET, stop, move |stream| {
+            handle(stream, Arc::clone(&controller), owner)
+        })
+        .await;
         let _ = std::fs::remove_file(&path);
     }))
 }
@@ -154,12 +154,16 @@ async fn handle(stream: UnixStream, controller: Arc<Controller>, owner: u32) {
     let _ = write.shutdown().await;
 }
 
+/// How long a connected peer has to send its request (`personad ctl` sends it at once): an
+/// idle connection is closed after this, freeing its slot.
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 async fn read_request(read: tokio::net::unix::OwnedReadHalf) -> Result<Request, OpError> {
     let mut reader = BufReader::new(read).take(MAX_REQUEST as u64);
     let mut line = String::new();
-    reader
-        .read_line(&mut line)
+    tokio::time::timeout(REQUEST_TIMEOUT, reader.read_line(&mut line))
         .await
+        .map_err(|_| OpError::from("no request within 3 s"))?
         .map_err(|e| OpError(format!("cannot read the request: {e}")))?;
     serde_json::from_str(&line).map_err(|e| OpError(format!("bad request: {e}")))
 }
@@ -207,6 +211,9 @@ pub(crate) fn request_for(cmd: CtlCommand) -> Result<Request, OpError> {
     Ok(Request { agent, op })
 }
 
+/// How long `personad ctl` waits for the daemon's answer.
+const CLIENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// `personad ctl ...`: sends one request and prints the answer.
 pub async fn client(global: GlobalArgs, cmd: CtlCommand) -> CmdResult {
     let request = request_for(cmd).map_err(|e| CommandError::Usage(e.0))?;
@@ -225,10 +232,16 @@ pub async fn client(global: GlobalArgs, cmd: CtlCommand) -> CmdResult {
     // when the request could not be written.
     let sent = write.write_all(line.as_bytes()).await;
     let mut answer = String::new();
-    let read = BufReader::new(read)
-        .take(16 * 1024 * 1024)
-        .read_line(&mut answer)
-        .await;
+    let mut reader = BufReader::new(read).take(16 * 1024 * 1024);
+    let read = tokio::time::timeout(CLIENT_TIMEOUT, reader.read_line(&mut answer))
+        .await
+        .map_err(|_| {
+            CommandError::Unavailable(format!(
+                "the daemon on {} did not answer within {} s",
+                path.display(),
+                CLIENT_TIMEOUT.as_secs()
+            ))
+        })?;
     if answer.trim().is_empty() {
         return Err(CommandError::Io(match (sent, read) {
             (Err(e), _) => format!("cannot send the request: {e}"),

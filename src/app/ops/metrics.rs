@@ -76,6 +76,14 @@ pub(crate) fn install() -> Option<PrometheusHandle> {
         .clone()
 }
 
+/// Scrapes open at once, and how long one may take (an idle peer is closed after 5 s of
+/// silence, a slow reader after 10 s).
+const METRICS_BUDGET: crate::app::ops::listen::Budget = crate::app::ops::listen::Budget {
+    name: "metrics",
+    max_connections: 32,
+    deadline: Duration::from_secs(10),
+};
+
 /// Binds `addr` and serves until `stop`.
 pub async fn serve(
     addr: SocketAddr,
@@ -88,31 +96,29 @@ pub async fn serve(
         .map_err(|e| OpError(format!("cannot listen on {addr} for metrics: {e}")))?;
     let local = listener.local_addr().map_err(OpError::of)?;
     tracing::info!(event = "metrics_listening", addr = %local, "metrics at /metrics, health at /healthz");
-    Ok(tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => break,
-                accepted = listener.accept() => {
-                    let Ok((mut stream, _)) = accepted else { continue };
-                    let (handle, health) = (handle.clone(), Arc::clone(&health));
-                    tokio::spawn(async move {
-                        let read = tokio::time::timeout(Duration::from_secs(5), read_head(&mut stream)).await;
-                        let Ok(Some(head)) = read else { return };
-                        let request = String::from_utf8_lossy(&head);
-                        let path = request.split_whitespace().nth(1).unwrap_or("/");
-                        let (status, body) = respond(path, &handle, &health);
-                        let head = format!(
-                            "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                            body.len()
-                        );
-                        let _ = stream.write_all(head.as_bytes()).await;
-                        let _ = stream.write_all(body.as_bytes()).await;
-                        let _ = stream.shutdown().await;
-                    });
-                }
+    Ok(tokio::spawn(crate::app::ops::listen::serve(
+        listener,
+        METRICS_BUDGET,
+        stop,
+        move |mut stream| {
+            let (handle, health) = (handle.clone(), Arc::clone(&health));
+            async move {
+                let read =
+                    tokio::time::timeout(Duration::from_secs(5), read_head(&mut stream)).await;
+                let Ok(Some(head)) = read else { return };
+                let request = String::from_utf8_lossy(&head);
+                let path = request.split_whitespace().nth(1).unwrap_or("/");
+                let (status, body) = respond(path, &handle, &health);
+                let head = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(head.as_bytes()).await;
+                let _ = stream.write_all(body.as_bytes()).await;
+                let _ = stream.shutdown().await;
             }
-        }
-    }))
+        },
+    )))
 }
 
 /// Reads a request's head (up to the blank line, at most 8 KiB).

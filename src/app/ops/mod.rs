@@ -7,11 +7,13 @@
 //! - [`controls`]: owner commands (`/status`, `/pause`, ...) and their persisted pauses; the
 //!   inbound gate that accepts commands only from Saved Messages (and admin chats).
 //! - [`ctl`]: the local control socket (`<state>/ctl.sock`, mode 0600) and `personad ctl`.
+//! - [`listen`]: the listeners' connection budgets and accept back-off; the descriptor limit.
 //! - [`watch`]: debounced file watching of persona and role-prompt directories.
 //! - [`metrics`]: the opt-in Prometheus endpoint (`/metrics`, `/healthz`).
 
 pub mod controls;
 pub mod ctl;
+pub(crate) mod listen;
 pub mod metrics;
 pub(crate) mod sdnotify;
 pub(crate) mod watch;

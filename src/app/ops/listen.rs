@@ -1,0 +1,136 @@
+//! Descriptor and connection budgets for the daemon's listeners (the control socket, the
+//! metrics endpoint, any later console): one accept loop that holds at most a fixed number of
+//! connections open (the next accept waits for a free slot, so the kernel's backlog holds the
+//! rest without costing a descriptor), closes a connection that is not done within its
+//! deadline (idle or slow peers), and backs off when accepting fails (out of descriptors)
+//! instead of spinning, logging the first failure of a burst and the burst's count once
+//! accepting works again. Also the start-up step that raises the soft descriptor limit to the
+//! hard one. The listeners' caps together stay far below the limit, so the state store can
+//! always open its files. It knows nothing of what the connections carry.
+
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+/// A listener's budget.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Budget {
+    /// The listener's name in logs (`ctl`, `metrics`).
+    pub(crate) name: &'static str,
+    /// Connections open at once.
+    pub(crate) max_connections: usize,
+    /// How long one connection may take, from accept to close.
+    pub(crate) deadline: Duration,
+}
+
+/// First pause after a failed accept, doubled up to [`ACCEPT_BACKOFF_MAX`].
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(50);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// Something that accepts connections.
+pub(crate) trait Accept: Send + 'static {
+    type Conn: Send + 'static;
+    fn accept_one(&self) -> impl Future<Output = io::Result<Self::Conn>> + Send;
+}
+
+impl Accept for tokio::net::TcpListener {
+    type Conn = tokio::net::TcpStream;
+    async fn accept_one(&self) -> io::Result<Self::Conn> {
+        self.accept().await.map(|(stream, _)| stream)
+    }
+}
+
+impl Accept for tokio::net::UnixListener {
+    type Conn = tokio::net::UnixStream;
+    async fn accept_one(&self) -> io::Result<Self::Conn> {
+        self.accept().await.map(|(stream, _)| stream)
+    }
+}
+
+/// Serves `listener` until `stop` within `budget`, each connection handled by `handle`.
+pub(crate) async fn serve<L, H, F>(listener: L, budget: Budget, stop: CancellationToken, handle: H)
+where
+    L: Accept,
+    H: Fn(L::Conn) -> F + Send + Sync + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let slots = Arc::new(Semaphore::new(budget.max_connections.max(1)));
+    let mut failures: u64 = 0;
+    let mut backoff = ACCEPT_BACKOFF_MIN;
+    loop {
+        let slot = tokio::select! {
+            () = stop.cancelled() => return,
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => return,
+            },
+        };
+        let accepted = tokio::select! {
+            () = stop.cancelled() => return,
+            accepted = listener.accept_one() => accepted,
+        };
+        match accepted {
+            Ok(conn) => {
+                if failures > 0 {
+                    tracing::warn!(
+                        event = "accept_recovered",
+                        listener = budget.name,
+                        failures,
+                        "accepting connections again"
+                    );
+                    failures = 0;
+                    backoff = ACCEPT_BACKOFF_MIN;
+                }
+                let work = handle(conn);
+                let name = budget.name;
+                tokio::spawn(async move {
+                    if tokio::time::timeout(budget.deadline, work).await.is_err() {
+                        tracing::debug!(listener = name, "connection closed: over its deadline");
+                    }
+                    drop(slot);
+                });
+            }
+            Err(e) => {
+                drop(slot);
+                if failures == 0 {
+                    tracing::warn!(event = "accept_failed", listener = budget.name, error = %e, "cannot accept connections (backing off; the count follows when it works again)");
+                }
+                failures = failures.saturating_add(1);
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+            }
+        }
+    }
+}
+
+/// Raises the soft limit on open descriptors to the hard one and logs both; returns the
+/// soft limit in force. Under systemd the unit's `LimitNOFILE` sets the hard limit.
+pub(crate) fn raise_descriptor_limit() -> Option<u64> {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(soft) => {
+            let hard = rlimit::getrlimit(rlimit::Resource::NOFILE)
+                .map(|(_, hard)| hard)
+                .unwrap_or(soft);
+            tracing::info!(event = "descriptor_limit", soft, hard, "open file limit");
+            if soft < 1024 {
+                tracing::warn!(
+                    event = "descriptor_limit_low",
+                    soft,
+                    "the open file limit is low; raise LimitNOFILE (docs/operations.md)"
+                );
+            }
+            Some(soft)
+        }
+        Err(e) => {
+            tracing::warn!(event = "descriptor_limit_unknown", error = %e, "cannot read or raise the open file limit");
+            None
+        }
+    }
+}
