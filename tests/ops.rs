@@ -1660,3 +1660,25 @@ fn idle_control_connections_are_closed_and_ctl_keeps_working() -> TestResult {
     reaper.0 = None;
     Ok(())
 }
+
+/// The state directory deleted under a running daemon: within seconds the daemon stops with
+/// exit 74 and one clear line, and does not make the directory (or its lock) again, so a
+/// second daemon cannot end up running beside it unnoticed.
+#[test]
+fn a_state_directory_removed_under_the_daemon_stops_it_with_exit_74() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let child = start(&s, &["--planner", "echo"], &[])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    std::fs::remove_dir_all(s.state())?;
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    let status = wait_exit(child, Duration::from_secs(15))
+        .ok_or_else(|| format!("still running:\n{}", s.log_text()))?;
+    reaper.0 = None;
+    assert_eq!(status.code(), Some(74), "{}", s.log_text());
+    let log = s.log_text();
+    assert_eq!(log.matches("state_directory_gone").count(), 1, "{log}");
+    assert!(log.contains("was removed while the daemon ran"), "{log}");
+    assert!(!s.state().join("lock").exists(), "the lock was made again");
+    Ok(())
+}

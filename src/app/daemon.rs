@@ -246,7 +246,7 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
             socket.display()
         )));
     }
-    let _lock = crate::app::commands::lock_state(&global)?;
+    let lock = Arc::new(crate::app::commands::lock_state(&global)?);
     let report = load_personas_async(&global).await?;
     let memory = matches!(backend, Backend::Memory { .. });
     let PlannerStack {
@@ -367,6 +367,12 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
             stop.cancel();
             return Ok(ExitCode::SUCCESS);
         }
+        gone = state_gone(Arc::clone(&lock), Arc::clone(&clock)) => {
+            // Nothing more is written: a graceful stop would make the directory again.
+            tracing::error!(event = "state_directory_gone", error = %gone, "stopping");
+            stop.cancel();
+            return Err(CommandError::Io(gone.to_string()));
+        }
     };
     notifier.stopping();
     stop.cancel();
@@ -379,6 +385,23 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         Ok(report) if report.no_agents_left => Ok(ExitCode::from(exit::UNAVAILABLE)),
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(e) => Err(CommandError::Io(e.to_string())),
+    }
+}
+
+/// How often the daemon checks that its state directory is still the one it locked.
+const STATE_CHECK_EVERY: Duration = Duration::from_secs(2);
+
+/// Resolves when the state directory (or its lock file) was removed or replaced.
+async fn state_gone(
+    lock: Arc<crate::adapters::store::StateLock>,
+    clock: SharedClock,
+) -> crate::adapters::store::StateGone {
+    loop {
+        crate::ports::clock::pause(clock.as_ref(), STATE_CHECK_EVERY).await;
+        let lock = Arc::clone(&lock);
+        if let Ok(Err(gone)) = tokio::task::spawn_blocking(move || lock.check()).await {
+            return gone;
+        }
     }
 }
 

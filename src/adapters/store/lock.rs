@@ -84,6 +84,33 @@ pub enum LockError {
 #[derive(Debug)]
 pub struct StateLock {
     _lock: FileLock,
+    /// The state directory and the lock file as they were when the lock was taken.
+    identity: Identity,
+}
+
+/// A file's identity (device and inode): a directory deleted and made again, or a lock file
+/// replaced, has another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Identity {
+    root: PathBuf,
+    lock: PathBuf,
+    root_id: (u64, u64),
+    lock_id: (u64, u64),
+}
+
+fn identity_of(path: &Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).map(|m| (m.dev(), m.ino()))
+}
+
+/// Why the state directory can no longer be trusted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the state directory {dir} was {what} while the daemon ran; stopping without writing to it (start again once it is back)"
+)]
+pub struct StateGone {
+    pub dir: PathBuf,
+    pub what: &'static str,
 }
 
 impl StateLock {
@@ -112,7 +139,37 @@ impl StateLock {
         };
         lock.record(&std::process::id().to_string())
             .map_err(io_err("cannot write lock file", &path))?;
-        Ok(StateLock { _lock: lock })
+        let identity = Identity {
+            root: dir.root().to_path_buf(),
+            root_id: identity_of(dir.root()).map_err(io_err("cannot stat", dir.root()))?,
+            lock_id: identity_of(&path).map_err(io_err("cannot stat", &path))?,
+            lock: path,
+        };
+        Ok(StateLock {
+            _lock: lock,
+            identity,
+        })
+    }
+
+    /// Whether the state directory and its lock file are still the ones locked (blocking:
+    /// two `stat` calls). A removed, moved or replaced directory or lock file is
+    /// [`StateGone`]: the lock no longer guards anything, and a second daemon could start.
+    pub fn check(&self) -> Result<(), StateGone> {
+        let id = &self.identity;
+        let gone = |what| StateGone {
+            dir: id.root.clone(),
+            what,
+        };
+        match identity_of(&id.root) {
+            Err(_) => return Err(gone("removed")),
+            Ok(now) if now != id.root_id => return Err(gone("replaced")),
+            Ok(_) => {}
+        }
+        match identity_of(&id.lock) {
+            Err(_) => Err(gone("emptied (its lock file is gone)")),
+            Ok(now) if now != id.lock_id => Err(gone("replaced (its lock file is another)")),
+            Ok(_) => Ok(()),
+        }
     }
 }
 
