@@ -360,18 +360,11 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         notifier.clone(),
         Arc::clone(&controller),
     );
-    let result = tokio::select! {
-        r = run => r,
-        () = immediate.notified() => {
-            tracing::warn!(event = "exit_now", "second signal: exiting at once; tasks in flight run again after the next start");
+    let result = match until_end(run, &immediate, lock, clock).await {
+        Ended::Runtime(r) => r,
+        Ended::Now(code) => {
             stop.cancel();
-            return Ok(ExitCode::SUCCESS);
-        }
-        gone = state_gone(Arc::clone(&lock), Arc::clone(&clock)) => {
-            // Nothing more is written: a graceful stop would make the directory again.
-            tracing::error!(event = "state_directory_gone", error = %gone, "stopping");
-            stop.cancel();
-            return Err(CommandError::Io(gone.to_string()));
+            return code;
         }
     };
     notifier.stopping();
@@ -385,6 +378,40 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         Ok(report) if report.no_agents_left => Ok(ExitCode::from(exit::UNAVAILABLE)),
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(e) => Err(CommandError::Io(e.to_string())),
+    }
+}
+
+/// How the daemon's run ended.
+enum Ended {
+    /// The runtime stopped (gracefully, or with an error).
+    Runtime(
+        Result<
+            Result<crate::runtime::StopReport, crate::runtime::RuntimeError>,
+            tokio::task::JoinError,
+        >,
+    ),
+    /// Exit at once with this result: a second signal, or the state directory gone.
+    Now(CmdResult),
+}
+
+/// Waits for the runtime to end, a second signal, or the state directory to go.
+async fn until_end(
+    run: tokio::task::JoinHandle<Result<crate::runtime::StopReport, crate::runtime::RuntimeError>>,
+    immediate: &Notify,
+    lock: Arc<crate::adapters::store::StateLock>,
+    clock: SharedClock,
+) -> Ended {
+    tokio::select! {
+        r = run => Ended::Runtime(r),
+        () = immediate.notified() => {
+            tracing::warn!(event = "exit_now", "second signal: exiting at once; tasks in flight run again after the next start");
+            Ended::Now(Ok(ExitCode::SUCCESS))
+        }
+        gone = state_gone(lock, clock) => {
+            // Nothing more is written: a graceful stop would make the directory again.
+            tracing::error!(event = "state_directory_gone", error = %gone, "stopping");
+            Ended::Now(Err(CommandError::Io(gone.to_string())))
+        }
     }
 }
 
