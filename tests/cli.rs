@@ -87,6 +87,32 @@ fn check_names_file_and_line_of_a_broken_persona_and_fails() -> TestResult {
     Ok(())
 }
 
+/// A start typing delay longer than a saved graph can hold (a day) is refused by `check`,
+/// naming the file and line, instead of being saved as a wait that cannot be loaded back.
+#[test]
+fn check_refuses_a_typing_delay_a_saved_plan_could_not_hold() -> TestResult {
+    for delay in ["86401", "1e12"] {
+        let dir = tempfile::tempdir()?;
+        let agents = common::agents_with_a_good_persona(dir.path())?;
+        std::fs::write(
+            agents.join("slow.md"),
+            format!(
+                "# Agent Name\nSlow\n# Agent Phone\n+15550100009\n# Start Typing Delay\n{delay}\n# Agent Instructions\nHi.\n"
+            ),
+        )?;
+        let out = run(&["check"], dir.path())?;
+        let stdout = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(65), "{delay}: {stdout}");
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains("slow.md:6: error:") && l.contains("from 0 to 86400")),
+            "{delay}: {stdout}"
+        );
+    }
+    Ok(())
+}
+
 #[test]
 fn check_loads_the_python_originals_persona_files_unchanged() -> TestResult {
     let data = root().join("../shared/data/cw-telegram-agent");

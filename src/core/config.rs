@@ -143,11 +143,14 @@ impl RawRuntimeConfig {
                 ),
             });
         }
-        if !(self.start_typing_delay_secs.is_finite() && self.start_typing_delay_secs >= 0.0) {
+        let max_wait = crate::core::graph::MAX_WAIT_SECS;
+        if !(self.start_typing_delay_secs.is_finite()
+            && (0.0..=max_wait).contains(&self.start_typing_delay_secs))
+        {
             return Err(ConfigError {
                 name: "start-typing-delay",
                 reason: format!(
-                    "{} is not a number of seconds",
+                    "{} is not a number of seconds from 0 to {max_wait} (a day)",
                     self.start_typing_delay_secs
                 ),
             });
@@ -208,6 +211,10 @@ mod tests {
         // A retry pause a saved graph could not hold again is refused up front.
         let mut r = raw();
         r.retry_interval_secs = 2.0 * 86_400.0;
+        assert!(r.validate().is_err());
+        // So is a start typing delay (one wait task) longer than a saved graph may hold.
+        let mut r = raw();
+        r.start_typing_delay_secs = 86_401.0;
         assert!(r.validate().is_err());
     }
 }

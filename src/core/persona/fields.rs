@@ -226,21 +226,23 @@ pub(super) fn parse_flag(report: &mut Report, field: Field, sec: &Section<'_>) -
 
 pub(super) fn parse_number(report: &mut Report, field: Field, sec: &Section<'_>) -> Option<f64> {
     let value = single_line(report, field, sec)?;
+    // A delay becomes one saved wait task: it must be one a saved graph can hold.
+    let max_wait = crate::core::graph::MAX_WAIT_SECS;
     let number = value.parse::<f64>().ok().filter(|n| {
         n.is_finite()
             && if field == Field::TypingSpeed {
                 *n > 0.0
             } else {
-                *n >= 0.0
+                (0.0..=max_wait).contains(n)
             }
     });
     if number.is_some() {
         return number;
     }
     let wanted = if field == Field::TypingSpeed {
-        "a number of characters per second greater than 0, such as `5.0`"
+        "a number of characters per second greater than 0, such as `5.0`".to_string()
     } else {
-        "a number of seconds, 0 or more, such as `2.5`"
+        format!("a number of seconds from 0 to {max_wait} (a day), such as `2.5`")
     };
     report.error(
         sec.value_line,

@@ -116,7 +116,12 @@ pub(crate) fn tasks_from_actions(
     for action in actions {
         let outbound = matches!(action, Action::Send { .. } | Action::Sticker { .. });
         if outbound && first_outbound && pacing.start_delay_secs > 0.0 {
-            tasks.push(wait_task(pacing.start_delay_secs, false, now));
+            // Never a wait a saved graph could not hold (settings are checked; this is the
+            // last guard).
+            let delay = pacing
+                .start_delay_secs
+                .min(crate::core::graph::MAX_WAIT_SECS);
+            tasks.push(wait_task(delay, false, now));
         }
         if outbound {
             first_outbound = false;
