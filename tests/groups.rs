@@ -483,6 +483,8 @@ fn not_addressed() -> Value {
 struct GroupRun {
     h: Harness,
     gate: GroupGate,
+    /// The agent's gates as the MTProto pump's sink holds them (`RuntimeSink::groups`).
+    groups: Arc<Groups>,
     /// The runtime behind the admission chain (the group gate's step), as sources see it.
     gated: RuntimeHandle,
     planner: Arc<ScriptedPlanner>,
@@ -519,10 +521,13 @@ fn start_group(dir: &std::path::Path, headings: &str, server: Option<&MockServer
         peers: Vec::new(),
         modes: Default::default(),
     });
-    let gated = chained(&h.handle, &[(AGENT, gate.clone())]);
+    let groups = Groups::new();
+    groups.insert(AGENT, gate.clone());
+    let gated = gated_by(&h.handle, &groups);
     GroupRun {
         h,
         gate,
+        groups,
         gated,
         planner,
     }
@@ -535,8 +540,15 @@ fn chained(handle: &RuntimeHandle, gates: &[(&str, GroupGate)]) -> RuntimeHandle
     for (agent, gate) in gates {
         groups.insert(agent, gate.clone());
     }
-    handle.set_groups(Arc::clone(&groups) as _);
-    handle.clone().with_gate(Chain::new(None, groups))
+    gated_by(handle, &groups)
+}
+
+/// The runtime behind an admission chain over `groups`.
+fn gated_by(handle: &RuntimeHandle, groups: &Arc<Groups>) -> RuntimeHandle {
+    handle.set_groups(Arc::clone(groups) as _);
+    handle
+        .clone()
+        .with_gate(Chain::new(None, Arc::clone(groups)))
 }
 
 impl GroupRun {
@@ -685,7 +697,14 @@ async fn a_lightweight_answer_is_one_reaction_and_no_planning_call() {
             .filter(|m| m.outgoing)
             .collect::<Vec<_>>();
     assert_eq!(ours.len(), 1);
-    g.gate.note_own(&group(-100), &ours[0]);
+    // Our send comes back from Telegram and reaches the gate through the pump's sink (the
+    // production feed of replies-to-us and share of voice).
+    let sink = personad::ingress::sink::RuntimeSink {
+        agent: AGENT.into(),
+        runtime: g.gated.clone(),
+        groups: Arc::clone(&g.groups),
+    };
+    personad::ports::updates::Sink::own_sent(&sink, &group(-100), &ours[0]);
     g.say("Bob", "thanks a lot").await;
     g.settle().await;
     assert_eq!(g.planner.calls(), 1, "no planning call for a reaction");
