@@ -36,31 +36,39 @@ fn child(state: &Path, push: Option<i64>) -> Command {
 }
 
 /// Runs a child and kills it after it printed `lines` lines (or when it ends on its own).
-/// Returns the last line read.
-fn run_and_kill(state: &Path, push: Option<i64>, lines: usize) -> Result<String, String> {
+/// Returns the lines read.
+fn run_and_kill(state: &Path, push: Option<i64>, lines: usize) -> Result<Vec<String>, String> {
     let mut c = child(state, push).spawn().map_err(|e| e.to_string())?;
     let out = c.stdout.take().ok_or("no stdout")?;
-    let mut last = String::new();
-    for (n, line) in BufReader::new(out).lines().enumerate() {
-        let line = line.map_err(|e| e.to_string())?;
-        last = line;
-        if n + 1 >= lines {
+    let mut read = Vec::new();
+    for line in BufReader::new(out).lines() {
+        read.push(line.map_err(|e| e.to_string())?);
+        if read.len() >= lines {
             break;
         }
     }
     // SIGKILL: no destructor, no flush, no graceful anything.
     let _ = c.kill();
     let _ = c.wait();
-    Ok(last)
+    Ok(read)
 }
 
-fn transcript(state: &Path, chat: i64) -> Vec<serde_json::Value> {
+/// The persisted transcript of a chat that received messages: missing or unreadable is a
+/// failure (an empty list would let the checks below pass on nothing).
+fn transcript(state: &Path, chat: i64) -> Result<Vec<serde_json::Value>, String> {
     let path = state.join("transcripts").join(format!("{chat}.json"));
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| v["messages"].as_array().cloned())
-        .unwrap_or_default()
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("chat {chat}: transcript {}: {e}", path.display()))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "chat {chat}: transcript {} is not JSON: {e}",
+            path.display()
+        )
+    })?;
+    value["messages"]
+        .as_array()
+        .cloned()
+        .ok_or_else(|| format!("chat {chat}: transcript {} has no messages", path.display()))
 }
 
 #[test]
@@ -78,13 +86,19 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let state = dir.path().join("state");
     let store = GraphStore::new(StateDir::new(&state));
+    let mut pushed = std::collections::BTreeSet::new();
     for cycle in 0..cycles {
         // Most cycles bring a new message; some only resume.
         let push = (rng.u8(..4) != 0).then(|| rng.i64(1..=CHATS));
         // 1 kills right after READY, 2 after the push or the first send, ...; a run with
         // one new message prints about six lines, so most kills land mid-plan.
         let lines = rng.usize(1..7);
-        let last = run_and_kill(&state, push, lines)?;
+        let read = run_and_kill(&state, push, lines)?;
+        // The child says PUSHED once the message is in its (persisted) transcript.
+        if read.iter().any(|l| l == "PUSHED") {
+            pushed.extend(push);
+        }
+        let last = read.last().cloned().unwrap_or_default();
         println!("cycle {cycle}: push {push:?}, killed after line {lines} ({last:?})");
         for file in store.scan().map_err(|e| e.to_string())? {
             if let Err(e) = file.graph {
@@ -112,14 +126,16 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
             left.len()
         ));
     }
-    for chat in 1..=CHATS {
-        let messages = transcript(&state, chat);
+    let mut sends = 0usize;
+    for &chat in &pushed {
+        let messages = transcript(&state, chat).map_err(|e| format!("seed {seed}: {e}"))?;
         let mut sent: HashMap<String, usize> = HashMap::new();
         for m in messages.iter().filter(|m| m["outgoing"] == true) {
             *sent
                 .entry(m["text"].as_str().unwrap_or_default().to_string())
                 .or_default() += 1;
         }
+        sends += sent.values().sum::<usize>();
         let log: Vec<String> = messages
             .iter()
             .map(|m| format!("{} {} {}", m["id"], m["outgoing"], m["text"]))
@@ -145,6 +161,11 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
                 }
             }
         }
+    }
+    if !pushed.is_empty() && sends == 0 {
+        return Err(format!(
+            "seed {seed}: messages were pushed but nothing was ever sent"
+        ));
     }
     Ok(())
 }
