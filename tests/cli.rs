@@ -115,18 +115,9 @@ fn check_refuses_a_typing_delay_a_saved_plan_could_not_hold() -> TestResult {
 
 #[test]
 fn check_loads_the_python_originals_persona_files_unchanged() -> TestResult {
-    let data = root().join("../shared/data/cw-telegram-agent");
-    if !data.is_dir() {
-        // Straight to the stderr stream (the harness swallows `eprintln!`): a skip must be
-        // seen. PERSONAD_REQUIRE_SHARED_DATA=1 makes it a failure.
-        let msg = format!("SKIPPED compatibility test: {} is absent", data.display());
-        assert!(
-            std::env::var_os("PERSONAD_REQUIRE_SHARED_DATA").is_none(),
-            "{msg}"
-        );
-        std::io::stderr().write_all(format!("\n*** {msg} ***\n").as_bytes())?;
+    let Some(data) = common::shared_data("cw-telegram-agent") else {
         return Ok(());
-    }
+    };
     for (agents, prompts) in [
         ("v27bdb37/agents", "v27bdb37/prompts".to_string()),
         (

@@ -16,17 +16,11 @@ use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-const EXPORT: &str = "../shared/data/telegram-exports/pytopia-public-group.json";
+const EXPORT: &str = "telegram-exports/pytopia-public-group.json";
 const USER: &str = "user637731573";
 
 fn real_export() -> Option<PathBuf> {
-    let p = PathBuf::from(EXPORT);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("note: {EXPORT} is absent; skipping");
-        None
-    }
+    common::shared_data(EXPORT)
 }
 
 fn agents_dir(mode: &str) -> tempfile::TempDir {
@@ -47,7 +41,7 @@ fn replay_cmd(agents: &Path, server: &MockServer, extra: &[&str]) -> std::proces
         .arg(agents)
         .args(["replay", "--agent", "Wren", "--as", USER])
         .args(extra)
-        .arg(EXPORT)
+        .arg(real_export().unwrap_or_else(|| PathBuf::from(EXPORT)))
         .env("GEMINI_API_KEY", "test-key")
         .env("GEMINI_BASE_URL", server.uri())
         .env_remove("GOOGLE_GEMINI_API_KEY")

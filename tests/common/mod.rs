@@ -536,3 +536,23 @@ pub(crate) fn clear_env(cmd: &mut std::process::Command) {
         }
     }
 }
+
+/// A path under the shared test data beside the checkout (`../shared/data/...`), if present.
+/// When absent the test is skipped loudly (straight to stderr, which the harness does not
+/// swallow), and `PERSONAD_REQUIRE_SHARED_DATA=1` makes the absence a failure.
+pub(crate) fn shared_data(relative: &str) -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data")
+        .join(relative);
+    if path.exists() {
+        return Some(path);
+    }
+    let msg = format!("SKIPPED: the shared test data {} is absent", path.display());
+    assert!(
+        std::env::var_os("PERSONAD_REQUIRE_SHARED_DATA").is_none(),
+        "{msg}"
+    );
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "\n*** {msg} ***");
+    None
+}
