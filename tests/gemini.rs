@@ -458,11 +458,17 @@ async fn client_errors_are_permanent_and_not_retried() {
         f.respond(error(code, status_text, message, json!([])), None)
             .await;
         let err = f.generate().await.unwrap_err();
+        // A key problem names where the key comes from.
+        let expected = if code == 404 {
+            message.to_owned()
+        } else {
+            format!("{message} (check the key in GEMINI_API_KEY or GOOGLE_GEMINI_API_KEY)")
+        };
         assert_eq!(
             err,
             LlmError::Permanent {
                 status: Some(code),
-                message: message.to_owned()
+                message: expected
             }
         );
         assert!(!err.is_transient());

@@ -829,3 +829,33 @@ async fn a_playground_killed_mid_plan_finishes_it_after_restart_without_sending_
     assert_eq!(ours, vec![json!("one"), json!("two")]);
     Ok(())
 }
+
+/// A 200 answer Gemini gives without any candidate (an unknown shape), or with only thought
+/// parts, is silence, and says so in the log instead of passing without a line.
+#[tokio::test]
+async fn an_answer_without_text_is_silence_with_a_log_line() -> TestResult {
+    for (body, line) in [
+        (json!({"candidates": []}), "holds no candidate"),
+        (
+            json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "hmm", "thought": true}]}, "finishReason": "STOP"}]}),
+            "holds only thought parts",
+        ),
+    ] {
+        let server = mock_with(ResponseTemplate::new(200).set_body_json(body)).await;
+        let agents = tess_dir()?;
+        let state = tempfile::tempdir()?;
+        let out = run_to_end(
+            playground(state.path(), agents.path(), &server, true),
+            "{\"text\":\"hello\"}\n".to_string(),
+        )
+        .await?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(line), "{line}: {stderr}");
+        let sends = json_lines(&out.stdout)
+            .into_iter()
+            .filter(|e| e["event"] == "send")
+            .count();
+        assert_eq!(sends, 0, "silence");
+    }
+    Ok(())
+}

@@ -286,7 +286,13 @@ impl GeminiClient {
                 (message, None, false)
             }
         };
-        let message = self.clean(&message);
+        let mut message = self.clean(&message);
+        if code == 401 || code == 403 || message.contains("API key") {
+            // The usual cause: a missing, mistyped or revoked key. Name where it comes from.
+            message.push_str(&format!(
+                " (check the key in {API_KEY_ENV} or {API_KEY_ENV_FALLBACK})"
+            ));
+        }
         if RETRYABLE_STATUSES.contains(&code) {
             let mut asked = match (retry_info, retry_after_header) {
                 (Some(a), Some(b)) => Some(a.max(b)),
@@ -460,6 +466,10 @@ fn classify(response: WireResponse) -> LlmOutcome {
         return LlmOutcome::Blocked { reason };
     }
     let Some(candidate) = response.candidates.unwrap_or_default().into_iter().next() else {
+        tracing::warn!(
+            event = "llm_answer_without_candidates",
+            "the Gemini answer holds no candidate (an unknown shape?); treated as silence"
+        );
         return LlmOutcome::Empty {
             finish_reason: None,
         };
@@ -471,14 +481,20 @@ fn classify(response: WireResponse) -> LlmOutcome {
             reason: reason.clone(),
         };
     }
-    let text: String = candidate
-        .content
-        .and_then(|c| c.parts)
-        .unwrap_or_default()
+    let parts = candidate.content.and_then(|c| c.parts).unwrap_or_default();
+    let only_thoughts = !parts.is_empty() && parts.iter().all(|p| p.thought == Some(true));
+    let text: String = parts
         .into_iter()
         .filter(|p| p.thought != Some(true))
         .filter_map(|p| p.text)
         .collect();
+    if only_thoughts {
+        tracing::warn!(
+            event = "llm_answer_only_thoughts",
+            finish_reason = candidate.finish_reason.as_deref().unwrap_or("-"),
+            "the Gemini answer holds only thought parts; treated as silence"
+        );
+    }
     if text.trim().is_empty() {
         LlmOutcome::Empty {
             finish_reason: candidate.finish_reason,
