@@ -859,3 +859,50 @@ async fn an_answer_without_text_is_silence_with_a_log_line() -> TestResult {
     }
     Ok(())
 }
+
+/// The interactive playground shows the model's escape sequences and bidi overrides as
+/// `\u{..}` text: they never reach the terminal raw (no recolouring, no reordered lines).
+#[tokio::test]
+async fn the_interactive_playground_never_prints_escape_codes_or_bidi_overrides_raw() -> TestResult
+{
+    let server = mock_with(answer(
+        "# «send»\n\u{1b}[2J\u{1b}]0;owned\u{7}red \u{202e}txet",
+    ))
+    .await;
+    let agents = tess_dir()?;
+    let state = tempfile::tempdir()?;
+    let mut cmd = playground(state.path(), agents.path(), &server, true);
+    // The same command in its human (interactive) form.
+    let args: Vec<std::ffi::OsString> = cmd
+        .get_args()
+        .filter(|a| *a != "--jsonl")
+        .map(std::ffi::OsStr::to_os_string)
+        .collect();
+    let mut human = std::process::Command::new(cmd.get_program());
+    human.args(args);
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => human.env(k, v),
+            None => human.env_remove(k),
+        };
+    }
+    human
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd = human;
+    let out = run_to_end(cmd, "hello\n".to_string()).await?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("red "), "{stdout}");
+    assert!(!stdout.contains('\u{1b}'), "raw escape: {stdout:?}");
+    assert!(
+        !stdout.contains('\u{202e}'),
+        "raw bidi override: {stdout:?}"
+    );
+    assert!(!stdout.contains('\u{7}'), "raw bell: {stdout:?}");
+    assert!(
+        stdout.contains("\\u{1b}") && stdout.contains("\\u{202e}"),
+        "{stdout}"
+    );
+    Ok(())
+}

@@ -124,7 +124,33 @@ pub(crate) fn json_event(action: &Action, at_ms: i128) -> Value {
     v
 }
 
+/// Text for a terminal: control characters (escape sequences that would recolour, move the
+/// cursor or retitle the window) and bidirectional overrides and isolates (which reorder what
+/// follows) are shown as `\u{..}` instead of acting. Line breaks and tabs stay.
+pub(crate) fn terminal_safe(text: &str) -> String {
+    let acts = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{061C}')
+    };
+    if !text.chars().any(acts) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| {
+            if acts(c) {
+                format!("\\u{{{:x}}}", u32::from(c))
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 pub(super) fn human_event(action: &Action, at_ms: i128, agent: &str) -> Option<String> {
+    human_line(action, at_ms, agent).map(|line| terminal_safe(&line))
+}
+
+fn human_line(action: &Action, at_ms: i128, agent: &str) -> Option<String> {
     let t = format!("[{:>7.1}s]", at_ms as f64 / 1000.0);
     let reply =
         |r: &Option<MessageId>| r.map(|id| format!(" (reply to #{id})")).unwrap_or_default();
