@@ -1682,3 +1682,54 @@ fn a_state_directory_removed_under_the_daemon_stops_it_with_exit_74() -> TestRes
     assert!(!s.state().join("lock").exists(), "the lock was made again");
     Ok(())
 }
+
+/// `run --telegram memory` plans, at its start, a direct message the previous run recorded
+/// but never planned (here: recorded while paused, the pause then lifted while stopped; a
+/// kill -9 between a message and its plan leaves the same state), once.
+#[test]
+fn a_message_left_unplanned_is_planned_at_the_next_start_of_the_memory_backend() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let child = start(&s, &["--planner", "echo"], &[])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    assert!(ctl(&s, &["pause"])?.status.success());
+    ctl(&s, &["say", "--from", "Alice", "are you there?"])?;
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = None;
+    assert!(
+        !texts(&s, "Tess", "Alice")
+            .iter()
+            .any(|t| t.starts_with("Tess heard")),
+        "answered while paused"
+    );
+    std::fs::remove_file(s.state().join("Tess").join("controls.json"))?;
+    for run in 0..2 {
+        let child = start(&s, &["--planner", "echo"], &[])?;
+        let mut reaper = Reaper(Some(child));
+        wait_up(&s)?;
+        if run == 0 {
+            wait_for_answer(
+                &s,
+                "Alice",
+                |t| t == "Tess heard: are you there?",
+                "the unplanned message was not answered at the start",
+            )?;
+        } else {
+            // A later message is answered: the start's scan has run by then.
+            ctl(&s, &["say", "--from", "Bob", "ping"])?;
+            wait_for_answer(&s, "Bob", |t| t == "Tess heard: ping", "no answer to Bob")?;
+        }
+        let child = reaper.0.as_mut().ok_or("no child")?;
+        signal(child, "-TERM")?;
+        wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+        reaper.0 = None;
+    }
+    let answers = texts(&s, "Tess", "Alice")
+        .into_iter()
+        .filter(|t| t.starts_with("Tess heard"))
+        .count();
+    assert_eq!(answers, 1, "answered once, not again at the second start");
+    Ok(())
+}

@@ -528,7 +528,7 @@ fn invalid_timezone() {
 }
 
 /// Typing speed must be a finite number above 0; the start delay a finite
-/// number of at least 0. Text, zero, negatives, `inf` and `NaN` are errors.
+/// number from 0 to a day. Text, zero, negatives, `inf` and `NaN` are errors.
 #[test]
 fn bad_typing_numbers() {
     let speed = "expected a number of characters per second greater than 0, such as `5.0`";
@@ -546,9 +546,12 @@ fn bad_typing_numbers() {
     assert_eq!(
         rendered(&entry),
         [
-            "bad.md:15: error: invalid `# Start Typing Delay` value `-0.5`: expected a number of seconds, 0 or more, such as `2.5`"
+            "bad.md:15: error: invalid `# Start Typing Delay` value `-0.5`: expected a number of seconds from 0 to 86400 (a day), such as `2.5`"
         ]
     );
+    // More than a saved plan's longest wait.
+    let entry = parse(&format!("{MINIMAL}\n# Start Typing Delay\n\n86401\n"));
+    assert!(entry.persona.is_none());
     let ok = parse(&format!(
         "{MINIMAL}\n# Start Typing Delay\n\n0\n\n# Typing Speed\n\n1e3\n"
     ));

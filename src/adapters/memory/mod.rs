@@ -385,12 +385,28 @@ impl MemoryTelegram {
         Ok(msg)
     }
 
-    /// The newest message of `chat` marked read, if any.
+    /// What an unread scan finds: for every direct chat that is not blocked, its newest
+    /// message from others when it was never read (its plan never started: the previous run
+    /// was killed between the message and its plan). Groups are left to their own traffic.
+    pub fn unread(&self) -> Vec<(Chat, Message)> {
+        self.lock()
+            .chats
+            .values()
+            .filter(|log| !log.blocked && log.chat.kind == crate::core::model::ChatKind::Direct)
+            .filter_map(|log| {
+                let newest = log.messages.iter().rev().find(|m| !m.outgoing)?;
+                let read = log.read_upto.is_some_and(|r| r >= newest.id);
+                (!read).then(|| (log.chat.clone(), newest.clone()))
+            })
+            .collect()
+    }
+
     /// Whether the account has blocked the chat's other side.
     pub fn is_blocked(&self, chat: ChatId) -> bool {
         self.lock().chats.get(&chat).is_some_and(|log| log.blocked)
     }
 
+    /// The newest message of `chat` marked read, if any.
     pub fn read_upto(&self, chat: ChatId) -> Option<MessageId> {
         self.lock().chats.get(&chat).and_then(|log| log.read_upto)
     }

@@ -131,6 +131,18 @@ impl Fleet {
         });
         group.groups.insert(&agent, gate);
         let (Some(connected), Some(opts)) = (connected, opts) else {
+            if let Some(memory) = seat.memory.clone() {
+                // The in-memory Telegram's unread scan, as a real account's connect does: a
+                // message left unplanned by a crash is planned now (the runtime's handled
+                // marks keep an answered one from being planned twice).
+                self.pumps.push(tokio::spawn(async move {
+                    handle.wait_agent_state(&agent).await;
+                    for (chat, message) in memory.unread() {
+                        tracing::info!(event = "unanswered_replanned", agent = %agent, chat = %chat.id, message_id = message.id.0, "a message of the previous run was never planned: planning it now");
+                        handle.push_inbound(&agent, chat, message, true);
+                    }
+                }));
+            }
             return None;
         };
         self.pumps.push(tokio::spawn(async move {

@@ -16,15 +16,16 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::adapters::memory::{Incoming, MemoryTelegram, user_id_for};
+use crate::adapters::memory::MemoryTelegram;
 use crate::adapters::store::{self, GraphStore, StateDir};
 use crate::app::ops::OpError;
 use crate::core::graph::TaskStatus;
-use crate::core::model::{Chat, ChatId, ChatKind, Message, OutgoingText};
+use crate::core::model::{Chat, ChatId, Message, OutgoingText};
 use crate::ports::clock::{self, SharedClock};
 use crate::ports::telegram::Telegram;
 use crate::runtime::{Admit, InboundGate, RuntimeHandle};
 mod pauses;
+mod say;
 use pauses::save_pauses;
 pub use pauses::{Pause, Pauses, load_pauses};
 
@@ -605,98 +606,6 @@ impl Controller {
             .await
             .map_err(OpError::of)?
             .map_err(|e| OpError(format!("could not save the pause: {e}")))
-    }
-
-    /// `ctl say`: puts a message into an in-memory chat and hands it to the runtime through
-    /// the gate (so `--chat me` is the owner writing in Saved Messages).
-    async fn say(
-        &self,
-        agent: &str,
-        chat: Option<&str>,
-        from: &str,
-        group: Option<&str>,
-        text: &str,
-    ) -> Result<String, OpError> {
-        let seat = self.seat(agent).ok_or("agent not running")?;
-        let Some(memory) = seat.memory else {
-            return Err(OpError::from("say needs `personad run --telegram memory`"));
-        };
-        let chained = lock(&self.ingress).clone();
-        let gated = match chained {
-            Some(handle) => handle,
-            None => self
-                .runtime
-                .clone()
-                .with_gate(Arc::new(Gate(self.clone_arc()?))),
-        };
-        let saved_messages = chat.is_some_and(|c| c.eq_ignore_ascii_case("me"));
-        if saved_messages || from.eq_ignore_ascii_case("me") {
-            // The owner writes (from another device): an outgoing message of the account.
-            let target = match (saved_messages, group, chat) {
-                (true, _, _) => ChatId(memory.self_id()),
-                (false, Some(title), _) => {
-                    let chat = Chat {
-                        id: ChatId(-user_id_for(title)),
-                        kind: ChatKind::Group,
-                        title: title.to_string(),
-                    };
-                    memory.ensure_chat(chat.clone());
-                    chat.id
-                }
-                (false, None, Some(c)) => ChatId(
-                    c.parse::<i64>()
-                        .map_err(|_| OpError(format!("--chat takes an id or `me`, not {c:?}")))?,
-                ),
-                (false, None, None) => ChatId(memory.self_id()),
-            };
-            let msg = memory
-                .send_text(OutgoingText {
-                    chat: target,
-                    text: text.to_string(),
-                    reply_to: None,
-                    idempotency_key: fastrand::i64(1..),
-                })
-                .await
-                .map_err(OpError::of)?;
-            let chat = memory.chat(target).await.map_err(OpError::of)?;
-            let id = msg.id;
-            gated.push_inbound(agent, chat, msg, false);
-            return Ok(format!("delivered #{id} from the owner to chat {target}"));
-        }
-        let chat = match (group, chat) {
-            (Some(title), _) => Chat {
-                id: ChatId(-user_id_for(title)),
-                kind: ChatKind::Group,
-                title: title.to_string(),
-            },
-            (None, Some(c)) => {
-                let id = c
-                    .parse::<i64>()
-                    .map_err(|_| OpError(format!("--chat takes an id or `me`, not {c:?}")))?;
-                memory.chat(ChatId(id)).await.map_err(OpError::of)?
-            }
-            (None, None) => Chat {
-                id: ChatId(user_id_for(from)),
-                kind: ChatKind::Direct,
-                title: from.to_string(),
-            },
-        };
-        memory.ensure_chat(chat.clone());
-        let msg = memory
-            .inject(
-                chat.id,
-                Incoming {
-                    from: from.to_string(),
-                    text: text.to_string(),
-                    ..Incoming::default()
-                },
-            )
-            .await
-            .map_err(OpError::of)?;
-        let id = msg.id;
-        let chat_id = chat.id;
-        gated.push_inbound(agent, chat, msg, true);
-        Ok(format!("delivered #{id} to chat {chat_id}"))
     }
 
     fn clone_arc(&self) -> Result<Arc<Controller>, OpError> {
