@@ -186,6 +186,15 @@ fn wait_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
     poll(limit, || child.try_wait().ok().flatten())
 }
 
+/// Stops the daemon with SIGTERM and waits (10 s at most) for it to exit.
+fn stop_daemon(reaper: &mut Reaper) -> Result<(), String> {
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-TERM").map_err(|e| e.to_string())?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    reaper.0 = None;
+    Ok(())
+}
+
 /// Stops a child for good if a test failed half-way.
 struct Reaper(Option<Child>);
 impl Drop for Reaper {
@@ -546,10 +555,7 @@ fn owner_commands_work_in_saved_messages_only_and_a_pause_survives_a_restart() -
             .then_some(())
     })
     .ok_or("Alice not answered after resume")?;
-    let child = reaper.0.as_mut().ok_or("no child")?;
-    signal(child, "-TERM")?;
-    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
-    reaper.0 = None;
+    stop_daemon(&mut reaper)?;
     Ok(())
 }
 
@@ -653,10 +659,7 @@ fn json_logs_parse_without_duplicate_keys_and_metrics_parse_as_prometheus_text()
     }
     let (code, _) = http_get(&addr, "/nope")?;
     assert_eq!(code, 404);
-    let child = reaper.0.as_mut().ok_or("no child")?;
-    signal(child, "-TERM")?;
-    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
-    reaper.0 = None;
+    stop_daemon(&mut reaper)?;
     let log = s.log_text();
     let mut sent = 0;
     for line in log.lines() {
@@ -758,10 +761,7 @@ fn personas_reload_on_file_changes_new_ones_start_removed_ones_stop_and_keep_gra
         s.log_text().contains("reload_phone_refused").then_some(())
     })
     .ok_or("a changed phone was not refused")?;
-    let child = reaper.0.as_mut().ok_or("no child")?;
-    signal(child, "-TERM")?;
-    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
-    reaper.0 = None;
+    stop_daemon(&mut reaper)?;
     let rejections = s
         .log_text()
         .lines()
@@ -1312,10 +1312,7 @@ fn admin_chats_take_commands_from_the_owner_only_and_other_groups_do_not_plan_th
             || t == "Tess heard: evening all"),
         "{club:?}"
     );
-    let child = reaper.0.as_mut().ok_or("no child")?;
-    signal(child, "-TERM")?;
-    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
-    reaper.0 = None;
+    stop_daemon(&mut reaper)?;
     Ok(())
 }
 
@@ -1360,10 +1357,7 @@ fn a_nickname_added_by_a_persona_edit_addresses_the_agent_in_groups_at_once() ->
         "the new nickname did not address Tess",
     )?;
     assert!(s.log_text().contains("group_names_reloaded"));
-    let child = reaper.0.as_mut().ok_or("no child")?;
-    signal(child, "-TERM")?;
-    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
-    reaper.0 = None;
+    stop_daemon(&mut reaper)?;
     Ok(())
 }
 
@@ -1555,10 +1549,7 @@ fn the_control_socket_refuses_other_users_even_when_its_file_is_opened_up() -> T
         status.contains("paused: -"),
         "another user paused the agent: {status}"
     );
-    let child = reaper.0.as_mut().ok_or("no child")?;
-    signal(child, "-TERM")?;
-    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
-    reaper.0 = None;
+    stop_daemon(&mut reaper)?;
     Ok(())
 }
 
@@ -1654,10 +1645,7 @@ fn idle_control_connections_are_closed_and_ctl_keeps_working() -> TestResult {
         stdout(&status)
     );
     drop(idle);
-    let child = reaper.0.as_mut().ok_or("no child")?;
-    signal(child, "-TERM")?;
-    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
-    reaper.0 = None;
+    stop_daemon(&mut reaper)?;
     Ok(())
 }
 
@@ -1694,10 +1682,7 @@ fn a_message_left_unplanned_is_planned_at_the_next_start_of_the_memory_backend()
     wait_up(&s)?;
     assert!(ctl(&s, &["pause"])?.status.success());
     ctl(&s, &["say", "--from", "Alice", "are you there?"])?;
-    let child = reaper.0.as_mut().ok_or("no child")?;
-    signal(child, "-TERM")?;
-    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
-    reaper.0 = None;
+    stop_daemon(&mut reaper)?;
     assert!(
         !texts(&s, "Tess", "Alice")
             .iter()
@@ -1721,10 +1706,7 @@ fn a_message_left_unplanned_is_planned_at_the_next_start_of_the_memory_backend()
             ctl(&s, &["say", "--from", "Bob", "ping"])?;
             wait_for_answer(&s, "Bob", |t| t == "Tess heard: ping", "no answer to Bob")?;
         }
-        let child = reaper.0.as_mut().ok_or("no child")?;
-        signal(child, "-TERM")?;
-        wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
-        reaper.0 = None;
+        stop_daemon(&mut reaper)?;
     }
     let answers = texts(&s, "Tess", "Alice")
         .into_iter()
