@@ -320,6 +320,25 @@ fn unknown_kinds_are_skipped_while_others_run() {
     }
 }
 
+/// block and unblock are produced unless the persona turns them off (`# Allow Block` false).
+#[test]
+fn block_and_unblock_are_gated_by_allow_block() {
+    let reply = "# «block»\n# «unblock»\n# «send»\nbye";
+    let parsed = parse(reply);
+    assert_eq!(
+        parsed.actions,
+        [Action::Block, Action::Unblock, send("bye")],
+        "on by default"
+    );
+    let opts = ParseOptions {
+        allow_block: false,
+        ..ParseOptions::default()
+    };
+    let parsed = parse_reply(reply, &opts);
+    assert_eq!(parsed.actions, [send("bye")]);
+    assert_eq!(parsed.warnings.len(), 2, "{:?}", parsed.warnings);
+}
+
 /// `shutdown` never turns into an action, whatever its spelling or options.
 #[test]
 fn shutdown_is_never_produced() {
@@ -630,6 +649,7 @@ proptest! {
             max_tasks,
             max_wait_secs,
             allow_clear_conversation: true,
+            allow_block: true,
             default_sticker_set: default_set,
             known_messages: Some([MessageId(1)].into_iter().collect()),
         };

@@ -105,6 +105,25 @@ async fn a_clear_deletes_for_both_sides_unless_the_persona_says_mine() -> TestRe
     Ok(())
 }
 
+/// A saved block or unblock runs only while the persona allows it: `# Allow Block` false
+/// (set after the plan was made) refuses it.
+#[tokio::test]
+async fn a_saved_block_runs_only_while_the_persona_allows_blocking() -> TestResult {
+    let chat = dm(54);
+    for spec in [TaskSpec::Block, TaskSpec::Unblock] {
+        let (n, _) = run_saved(persona(AGENT), &chat, chat.clone(), spec.clone()).await?;
+        assert_eq!(
+            n,
+            usize::from(spec == TaskSpec::Block),
+            "allowed by default"
+        );
+        let off = persona_with(AGENT, "# Allow Block\nfalse\n");
+        let (n, _) = run_saved(off, &chat, chat.clone(), spec).await?;
+        assert_eq!(n, 0, "refused when the persona turns blocking off");
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_block_saved_for_a_group_is_refused_even_if_the_file_calls_it_direct() -> TestResult {
     let real = group(-52);

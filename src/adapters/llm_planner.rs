@@ -227,6 +227,7 @@ impl LlmPlanner {
         let opts = ParseOptions {
             max_tasks: self.config.max_tasks,
             allow_clear_conversation: req.persona.allow_clear_conversation,
+            allow_block: req.persona.allow_block,
             default_sticker_set: req.persona.sticker_sets.first().cloned(),
             known_messages: Some(known),
             ..ParseOptions::default()

@@ -96,6 +96,8 @@ pub struct ParseOptions {
     pub max_wait_secs: f64,
     /// Whether the persona enables `clear-conversation`.
     pub allow_clear_conversation: bool,
+    /// Whether the persona lets the model `block` and `unblock` (on by default).
+    pub allow_block: bool,
     /// Set used for a sticker block that names only the sticker (the persona's first set).
     pub default_sticker_set: Option<String>,
     /// Message ids of the chat's history; `None` accepts any id.
@@ -108,6 +110,7 @@ impl Default for ParseOptions {
             max_tasks: DEFAULT_MAX_TASKS,
             max_wait_secs: DEFAULT_MAX_WAIT_SECS,
             allow_clear_conversation: false,
+            allow_block: true,
             default_sticker_set: None,
             known_messages: None,
         }
@@ -280,7 +283,11 @@ fn parse_block(
         }
         TaskKind::React => parse_react(out, &label, &heading.id, body, opts),
         TaskKind::Block | TaskKind::Unblock | TaskKind::ClearConversation => {
-            if kind == TaskKind::ClearConversation && !opts.allow_clear_conversation {
+            let enabled = match kind {
+                TaskKind::ClearConversation => opts.allow_clear_conversation,
+                _ => opts.allow_block,
+            };
+            if !enabled {
                 warn(out, &label, "not enabled for this persona; skipped");
                 return;
             }

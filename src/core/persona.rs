@@ -122,6 +122,9 @@ pub struct Persona {
     /// Whether clearing deletes the history for the other side too (`true` unless the
     /// heading's value is `mine`).
     pub clear_for_both_sides: bool,
+    /// Whether the model may `block` and `unblock` the other side of a direct chat on its
+    /// own: `true` unless a `# Allow Block` heading says `false`/`no`/`0`.
+    pub allow_block: bool,
     /// The `# Group …` headings, `# Agent Nicknames` and `# Agent Description` (see
     /// docs/groups.md), with defaults for the ones not given.
     pub group: crate::core::group::settings::GroupSettings,
@@ -165,6 +168,7 @@ impl fmt::Debug for Persona {
             .field("disabled", &self.disabled)
             .field("allow_clear_conversation", &self.allow_clear_conversation)
             .field("clear_for_both_sides", &self.clear_for_both_sides)
+            .field("allow_block", &self.allow_block)
             .field("extra", &self.extra)
             .field("source", &self.source)
             .finish_non_exhaustive()

@@ -66,6 +66,12 @@ pub(crate) fn system_instruction(
     let mut s = String::with_capacity(8 * 1024);
     s.push_str(BASE_INSTRUCTIONS.trim());
     s.push_str("\n\n");
+    if persona.allow_block {
+        s.push_str(
+            "You may also use `# «block»` and `# «unblock»` (direct chats only, no body) to stop \
+             or resume hearing from the other person.\n\n",
+        );
+    }
     if persona.allow_clear_conversation {
         s.push_str(
             "You may also use `# «clear-conversation»` (direct chats only) to delete the whole \
@@ -297,6 +303,42 @@ mod tests {
     use super::*;
     use crate::core::model::{ChatId, Sender};
     use jiff::Timestamp;
+
+    /// The model is told about block and unblock only when the persona allows them.
+    #[test]
+    fn block_is_offered_only_when_the_persona_allows_it() {
+        let chat = Chat {
+            id: ChatId(1),
+            kind: crate::core::model::ChatKind::Direct,
+            title: "Bob".into(),
+        };
+        let text = |extra: &str| {
+            let source = format!(
+                "# Agent Name\nTess\n\n# Agent Phone\n+15550100042\n\n{extra}# Agent Instructions\nHi.\n"
+            );
+            struct NoFiles;
+            impl crate::core::persona::ReadText for NoFiles {
+                fn read_text(
+                    &self,
+                    _: &std::path::Path,
+                ) -> Result<String, crate::core::persona::ReadError> {
+                    Err(crate::core::persona::ReadError::TooLarge(0))
+                }
+            }
+            let entry = crate::core::persona::parse_persona_with(
+                std::path::Path::new("t.md"),
+                &source,
+                &[],
+                &NoFiles,
+            );
+            let persona = entry
+                .persona
+                .unwrap_or_else(|| panic!("{:?}", entry.problems));
+            system_instruction(&persona, &chat, &[])
+        };
+        assert!(text("").contains("«block»"));
+        assert!(!text("# Allow Block\nfalse\n\n").contains("«block»"));
+    }
 
     fn msg(id: i64, outgoing: bool) -> Message {
         Message {

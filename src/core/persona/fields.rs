@@ -24,6 +24,7 @@ pub(super) enum Field {
     Llm,
     Disabled,
     AllowClearConversation,
+    AllowBlock,
     GroupTriggerMode,
     GroupConfidenceThreshold,
     GroupInterjectThreshold,
@@ -37,7 +38,7 @@ pub(super) enum Field {
 }
 
 impl Field {
-    pub(super) const ALL: [Field; 24] = [
+    pub(super) const ALL: [Field; 25] = [
         Field::Name,
         Field::Phone,
         Field::Instructions,
@@ -52,6 +53,7 @@ impl Field {
         Field::Llm,
         Field::Disabled,
         Field::AllowClearConversation,
+        Field::AllowBlock,
         Field::GroupTriggerMode,
         Field::GroupConfidenceThreshold,
         Field::GroupInterjectThreshold,
@@ -81,6 +83,7 @@ impl Field {
             Field::Llm => "LLM",
             Field::Disabled => "Disabled",
             Field::AllowClearConversation => "Allow Clear Conversation",
+            Field::AllowBlock => "Allow Block",
             Field::GroupTriggerMode => "Group Trigger Mode",
             Field::GroupConfidenceThreshold => "Group Confidence Threshold",
             Field::GroupInterjectThreshold => "Group Interject Threshold",

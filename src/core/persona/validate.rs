@@ -125,6 +125,10 @@ pub(crate) fn parse_persona_inner(
             "mine" | "my side" | "only mine"
         )
     });
+    // Blocking is on unless the persona says otherwise (`# Allow Block` / `false`).
+    let allow_block = fields
+        .get(&Field::AllowBlock)
+        .is_none_or(|sec| parse_flag(&mut report, Field::AllowBlock, sec));
     let allow_clear_conversation = clear_mine_only
         || clear.is_some_and(|sec| parse_flag(&mut report, Field::AllowClearConversation, sec));
 
@@ -147,6 +151,7 @@ pub(crate) fn parse_persona_inner(
             disabled,
             allow_clear_conversation,
             clear_for_both_sides: !clear_mine_only,
+            allow_block,
             group,
             extra,
             source: path.to_path_buf(),

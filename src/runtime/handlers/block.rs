@@ -2,14 +2,19 @@
 
 use crate::core::outcome::Outcome;
 use crate::core::time::BoxFuture;
-use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler, direct_only};
+use crate::runtime::handlers::{
+    HandlerResult, TaskContext, TaskHandler, allowed_by_persona, direct_only,
+};
 
 pub(super) struct Block;
 
 impl TaskHandler for Block {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {
         Box::pin(async move {
-            if direct_only(ctx).await? {
+            // Re-checked here: a saved task must not outlive the persona's `Allow Block`.
+            if allowed_by_persona(ctx, ctx.persona.allow_block, "Allow Block")
+                && direct_only(ctx).await?
+            {
                 ctx.telegram.block(ctx.chat.id).await?;
                 tracing::info!(agent = %ctx.key.agent, chat = %ctx.key.chat, "blocked the user");
             }

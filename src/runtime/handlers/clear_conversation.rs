@@ -4,7 +4,9 @@
 
 use crate::core::outcome::Outcome;
 use crate::core::time::BoxFuture;
-use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler, direct_only};
+use crate::runtime::handlers::{
+    HandlerResult, TaskContext, TaskHandler, allowed_by_persona, direct_only,
+};
 
 pub(super) struct ClearConversation;
 
@@ -13,14 +15,11 @@ impl TaskHandler for ClearConversation {
         Box::pin(async move {
             // The permission is checked again here: a saved task (or an edited graph file)
             // must not outlive the persona's `Allow Clear Conversation`.
-            if !ctx.persona.allow_clear_conversation {
-                tracing::warn!(
-                    event = "task_refused",
-                    agent = %ctx.key.agent,
-                    chat = %ctx.key.chat,
-                    kind = %ctx.task.kind(),
-                    "refused: the persona does not have Allow Clear Conversation"
-                );
+            if !allowed_by_persona(
+                ctx,
+                ctx.persona.allow_clear_conversation,
+                "Allow Clear Conversation",
+            ) {
                 return Ok(Outcome::Done);
             }
             if direct_only(ctx).await? {

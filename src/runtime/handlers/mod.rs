@@ -87,6 +87,21 @@ pub(crate) fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
 /// (and a warning) in a group, so the task completes without acting. The kind saved in the
 /// graph is not trusted alone (a damaged or edited file could call a group direct): Telegram
 /// is asked what the chat is now.
+/// Whether the persona (as it is now, not when the plan was made) allows this task; if not,
+/// the refusal is logged naming the persona heading that would allow it.
+fn allowed_by_persona(ctx: &TaskContext, allowed: bool, heading: &str) -> bool {
+    if !allowed {
+        tracing::warn!(
+            event = "task_refused",
+            agent = %ctx.key.agent,
+            chat = %ctx.key.chat,
+            kind = %ctx.task.kind(),
+            "refused: the persona does not have {heading}"
+        );
+    }
+    allowed
+}
+
 async fn direct_only(ctx: &TaskContext) -> Result<bool, TaskError> {
     let live = if ctx.chat.kind.is_direct() {
         ctx.telegram.chat(ctx.chat.id).await?.kind
