@@ -733,7 +733,7 @@ fn personas_reload_on_file_changes_new_ones_start_removed_ones_stop_and_keep_gra
     })
     .ok_or_else(|| format!("a disabled Nova still runs:\n{}", s.log_text()))?;
     assert!(has_nova_graph(), "Nova's graph was lost");
-    // A broken edit keeps Tess running and is logged once with file:line.
+    // A broken edit keeps Tess running and is logged once (per edit) with file:line.
     std::fs::write(
         s.agents().join("Tess.md"),
         "# Agent Name\nTess\n\n# Agent Phone\n+15550100042\n\n# Typing Speed\nfast\n\n# Agent Instructions\nx\n",
@@ -755,6 +755,15 @@ fn personas_reload_on_file_changes_new_ones_start_removed_ones_stop_and_keep_gra
             .then_some(())
     })
     .ok_or("Tess stopped answering after a broken edit")?;
+    // A second edit with the same mistake is a new edit: logged again.
+    std::fs::write(
+        s.agents().join("Tess.md"),
+        "# Agent Name\nTess\n\n# Agent Phone\n+15550100042\n\n# Typing Speed\nfast\n\n# Agent Instructions\ny\n",
+    )?;
+    poll(Duration::from_secs(10), || {
+        (s.log_text().matches("persona_edit_rejected").count() >= 2).then_some(())
+    })
+    .ok_or_else(|| format!("the second broken edit was not logged:\n{}", s.log_text()))?;
     // A changed phone is refused until a restart.
     std::fs::write(s.agents().join("Tess.md"), TESS.replace("0042", "0099"))?;
     poll(Duration::from_secs(10), || {
@@ -767,7 +776,7 @@ fn personas_reload_on_file_changes_new_ones_start_removed_ones_stop_and_keep_gra
         .lines()
         .filter(|l| l.contains("persona_edit_rejected"))
         .count();
-    assert_eq!(rejections, 1, "logged once");
+    assert_eq!(rejections, 2, "each broken edit logged once");
     Ok(())
 }
 

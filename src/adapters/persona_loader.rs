@@ -151,6 +151,7 @@ pub fn load_dir(agents_dir: &Path, prompt_dirs: &[PathBuf]) -> Result<LoadReport
                     name: None,
                     persona: None,
                     problems: vec![problem],
+                    fingerprint: 0,
                 };
                 (entry, None)
             }

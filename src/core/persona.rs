@@ -252,6 +252,9 @@ pub struct PersonaEntry {
     /// All errors and warnings of the file, ordered by line (problems
     /// without a line first).
     pub problems: Vec<Problem>,
+    /// A fingerprint of the file's text (0 when it could not be read): a reload tells a new
+    /// edit from the same file read again.
+    pub fingerprint: u64,
 }
 
 impl PersonaEntry {

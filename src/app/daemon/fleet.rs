@@ -7,18 +7,26 @@ use super::*;
 impl Fleet {
     /// Logs each new problem of the report once.
     pub(super) fn report_problems(&mut self, report: &LoadReport, starting: bool) {
-        // Forget problems that are gone, so the same mistake made again is reported again.
+        // A problem is reported once per version of its file: the same file read again stays
+        // quiet, a new edit with the same mistake is reported again; forget what is gone.
+        let key = |e: &crate::core::persona::PersonaEntry, p: &crate::core::persona::Problem| {
+            format!("{:016x} {p}", e.fingerprint)
+        };
         let current: BTreeSet<String> = report
             .entries
             .iter()
-            .flat_map(|e| e.problems.iter().filter(|p| p.is_error()))
-            .map(ToString::to_string)
+            .flat_map(|e| {
+                e.problems
+                    .iter()
+                    .filter(|p| p.is_error())
+                    .map(|p| key(e, p))
+            })
             .collect();
         self.reported.retain(|p| current.contains(p));
         for entry in &report.entries {
             for p in entry.problems.iter().filter(|p| p.is_error()) {
                 let text = p.to_string();
-                if self.reported.insert(text.clone()) {
+                if self.reported.insert(key(entry, p)) {
                     let kept = entry
                         .name
                         .as_deref()

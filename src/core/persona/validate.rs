@@ -161,11 +161,18 @@ pub(crate) fn parse_persona_inner(
 
     let mut problems = report.problems;
     sort_problems(&mut problems);
+    let fingerprint = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        source.hash(&mut h);
+        h.finish()
+    };
     let entry = PersonaEntry {
         path: path.to_path_buf(),
         name,
         persona,
         problems,
+        fingerprint,
     };
     (entry, name_line)
 }
