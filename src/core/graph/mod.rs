@@ -370,7 +370,24 @@ impl TaskGraph {
             retry_of: Some(id.to_string()),
         };
         let mut wait = Task::new(spec, now);
-        wait.id = format!("retry-{attempt}-{id}");
+        // A failing retry wait gets a retry of its own: named after the task it serves, not
+        // `retry-1-retry-1-…`, and never the id of a task already in the graph.
+        let mut base = id;
+        while let Some(rest) = base
+            .strip_prefix("retry-")
+            .and_then(|r| r.split_once('-'))
+            .filter(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+            .map(|(_, rest)| rest)
+        {
+            base = rest;
+        }
+        let mut wait_id = format!("retry-{attempt}-{base}");
+        let mut n = 1;
+        while self.tasks.iter().any(|t| t.id == wait_id) {
+            n += 1;
+            wait_id = format!("retry-{attempt}.{n}-{base}");
+        }
+        wait.id = wait_id;
         // The retry wait starts counting now: it has no dependencies of its own.
         wait.not_before = Some(crate::core::time::add(now, policy.interval));
         let wait_id = wait.id.clone();
@@ -563,6 +580,38 @@ mod tests {
 
     fn wait(secs: f64) -> Task {
         Task::new(TaskSpec::wait(secs, false), at(0))
+    }
+
+    /// A retry wait that fails itself gets a retry named after the task it serves: ids never
+    /// nest (`retry-1-retry-1-…`), and never repeat one already in the graph.
+    #[test]
+    fn retries_of_retries_do_not_nest_their_ids() {
+        let mut g = graph();
+        let rid = g.tasks[0].id.clone();
+        let policy = RetryPolicy {
+            max_attempts: 10,
+            interval: std::time::Duration::from_secs(10),
+        };
+        let mut failing = rid.clone();
+        for round in 0..5 {
+            let verdict = g.record_failure(&failing, "boom", true, policy, at(round));
+            assert!(matches!(verdict, FailureVerdict::Retry { .. }));
+            let task = g
+                .task(&failing)
+                .map(|t| t.depends_on.clone())
+                .unwrap_or_default();
+            failing = task.last().cloned().unwrap_or_default();
+        }
+        let ids: Vec<&str> = g.tasks.iter().map(|t| t.id.as_str()).collect();
+        for id in &ids {
+            assert!(
+                id.matches("retry-").count() <= 1,
+                "nested retry id {id}: {ids:?}"
+            );
+        }
+        let unique: std::collections::HashSet<&&str> = ids.iter().collect();
+        assert_eq!(unique.len(), ids.len(), "{ids:?}");
+        assert!(g.validate().is_ok());
     }
 
     #[test]
