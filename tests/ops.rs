@@ -446,6 +446,10 @@ fn transcript(s: &Scratch, agent: &str) -> Vec<Value> {
     let dir = s.state().join(agent).join("memory");
     let mut all = Vec::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        // A save in progress shows as a hidden temporary file beside the transcript.
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
         if let Ok(text) = std::fs::read_to_string(entry.path())
             && let Ok(v) = serde_json::from_str::<Value>(&text)
         {
