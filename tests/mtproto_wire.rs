@@ -477,12 +477,7 @@ async fn source(a: &Account) -> (GrammersSource, mpsc::Sender<UpdatesLike>) {
         .stream_updates(rx, UpdatesConfiguration { catch_up: false })
         .await
         .unwrap();
-    let source = GrammersSource::new(
-        stream,
-        Arc::clone(&a.telegram),
-        Arc::clone(&a.session),
-        Vec::new(),
-    );
+    let source = GrammersSource::new(stream, Arc::clone(&a.telegram), Arc::clone(&a.session));
     (source, tx)
 }
 

@@ -423,20 +423,7 @@ impl MtprotoTelegram {
 
     /// Maps a message from Telegram into the domain, learning the names it carries.
     pub fn map(&self, m: &grammers_client::message::Message) -> Result<Mapped, map::Ignored> {
-        let ctx = self.map_context();
-        let own = |chat: ChatId, id: MessageId| self.ledger.recorded(chat, id);
-        let mapped = {
-            let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
-            peers.remember_message(m);
-            map::map_message_with(
-                m,
-                &ctx,
-                &Known {
-                    peers: Some(&peers),
-                    is_own_message: Some(&own),
-                },
-            )
-        };
+        let mapped = self.with_known(Some(m), |ctx, known| map::map_message_with(m, ctx, known));
         if let Ok(mapped) = &mapped
             && let Ok(id) = i32::try_from(mapped.message.id.0)
         {
@@ -471,11 +458,23 @@ impl MtprotoTelegram {
 
     /// Maps a raw message of an answer (not an update) with the names learnt so far.
     fn map_raw_message(&self, raw: &tl::enums::Message) -> Result<Mapped, map::Ignored> {
+        self.with_known(None, |ctx, known| map::map_raw(raw, ctx, known))
+    }
+
+    /// Runs a mapping with what this account knows: its own id and username, the names seen
+    /// so far (after learning those `carrier` brings) and the ids of our own sends.
+    fn with_known(
+        &self,
+        carrier: Option<&grammers_client::message::Message>,
+        f: impl FnOnce(&MapContext, &Known<'_>) -> Result<Mapped, map::Ignored>,
+    ) -> Result<Mapped, map::Ignored> {
         let ctx = self.map_context();
         let own = |chat: ChatId, id: MessageId| self.ledger.recorded(chat, id);
-        let peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
-        map::map_raw(
-            raw,
+        let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(m) = carrier {
+            peers.remember_message(m);
+        }
+        f(
             &ctx,
             &Known {
                 peers: Some(&peers),

@@ -132,14 +132,23 @@ pub struct Connected {
     _lock: SessionLock,
 }
 
-async fn open_session(path: &std::path::Path) -> Result<Arc<GuardedSession>, ConnectError> {
-    SqliteSession::open(path)
+/// Opens a session file, pointed at the servers it is for (see [`point_at`]).
+async fn open_session(
+    path: &std::path::Path,
+    servers: Servers,
+) -> Result<Arc<GuardedSession>, ConnectError> {
+    let open_error = |message: String| ConnectError::Open {
+        path: path.display().to_string(),
+        message,
+    };
+    let session = SqliteSession::open(path)
         .await
         .map(|s| Arc::new(GuardedSession::new(s)))
-        .map_err(|e| ConnectError::Open {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })
+        .map_err(|e| open_error(e.to_string()))?;
+    point_at(session.as_ref(), servers)
+        .await
+        .map_err(|e| open_error(e.to_string()))?;
+    Ok(session)
 }
 
 /// Starts a connection pool on a session: the runner task, a client, and the update channel.
@@ -199,7 +208,7 @@ const TEST_DCS: [(i32, [u8; 4]); 3] = [
 /// Points a session at Telegram's test servers (for `Servers::Test`): each test DC's
 /// address replaces the production one, keeping an auth key already made with the test DC.
 /// Production sessions are left alone.
-pub async fn point_at<S>(session: &S, servers: Servers) -> Result<(), ConnectError>
+async fn point_at<S>(session: &S, servers: Servers) -> Result<(), S::Error>
 where
     S: grammers_client::session::Session,
     S::Error: fmt::Display,
@@ -211,10 +220,7 @@ where
     }
     for (id, ip) in TEST_DCS {
         let ipv4 = SocketAddrV4::new(ip.into(), 443);
-        let known = session.dc_option(id).map_err(|e| ConnectError::Open {
-            path: "the session".into(),
-            message: e.to_string(),
-        })?;
+        let known = session.dc_option(id)?;
         if known.as_ref().is_some_and(|o| o.ipv4 == ipv4) {
             continue;
         }
@@ -224,13 +230,7 @@ where
             ipv6: SocketAddrV6::new(ipv4.ip().to_ipv6_mapped(), 443, 0, 0),
             auth_key: None,
         };
-        session
-            .set_dc_option(&option)
-            .await
-            .map_err(|e| ConnectError::Open {
-                path: "the session".into(),
-                message: e.to_string(),
-            })?;
+        session.set_dc_option(&option).await?;
     }
     Ok(())
 }
@@ -280,8 +280,7 @@ pub async fn open_account(
     use grammers_client::session::Session;
     use grammers_client::session::types::PeerInfo;
     let (path, lock) = prepare_session(state, agent, false, servers).await?;
-    let session = open_session(&path).await?;
-    point_at(session.as_ref(), servers).await?;
+    let session = open_session(&path, servers).await?;
     match session.peer(PeerId::self_user()).await {
         Ok(Some(PeerInfo::User { id, .. })) => Ok(OpenAccount {
             session,
@@ -513,12 +512,13 @@ impl pump::SourceFactory for GrammersFactory {
                 .map_err(|e| {
                     pump::SourceError::transient(format!("cannot open the update stream: {e}"))
                 })?;
-            Ok(Box::new(GrammersSource::new(
+            let source = GrammersSource::new(
                 stream,
                 Arc::clone(&self.telegram),
                 Arc::clone(&self.session),
-                backlog,
-            )) as Box<dyn pump::UpdateSource>)
+            )
+            .with_backlog(backlog);
+            Ok(Box::new(source) as Box<dyn pump::UpdateSource>)
         })
     }
 
@@ -542,24 +542,22 @@ pub struct GrammersSource {
 }
 
 impl GrammersSource {
-    /// A source over `stream`, delivering `backlog` (the unread scan's finds) first.
+    /// A source over `stream`.
     pub fn new(
         stream: grammers_client::client::UpdateStream,
         telegram: Arc<MtprotoTelegram>,
         session: Arc<GuardedSession>,
-        backlog: Vec<pump::TgUpdate>,
     ) -> GrammersSource {
         GrammersSource {
             stream,
             telegram,
             session,
-            backlog: backlog.into(),
+            backlog: std::collections::VecDeque::new(),
         }
     }
-}
 
-impl GrammersSource {
-    /// The same source with `backlog` handed over before anything else.
+    /// The same source with `backlog` (the unread scan's finds) handed over before anything
+    /// else.
     pub fn with_backlog(mut self, backlog: Vec<pump::TgUpdate>) -> GrammersSource {
         self.backlog.extend(backlog);
         self
@@ -673,8 +671,7 @@ pub async fn login(
     creds: &Credentials,
 ) -> Result<String, ConnectError> {
     let (path, _lock) = prepare_session(state, agent, true, creds.servers).await?;
-    let session = open_session(&path).await?;
-    point_at(session.as_ref(), creds.servers).await?;
+    let session = open_session(&path, creds.servers).await?;
     let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
     let before = {
         use grammers_client::session::Session;
@@ -731,8 +728,7 @@ pub(crate) async fn logout(
     let (path, lock) = prepare_session(state, agent, false, creds.servers).await?;
     {
         let _lock = lock;
-        let session = open_session(&path).await?;
-        point_at(session.as_ref(), creds.servers).await?;
+        let session = open_session(&path, creds.servers).await?;
         let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
         if let Err(e) = client.sign_out().await {
             tracing::warn!(agent = %agent, error = %classify(&e), "sign-out failed; deleting the session anyway");
