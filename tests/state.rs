@@ -146,7 +146,7 @@ fn sigkill_while_saving_never_corrupts_or_loses_an_acknowledged_save()
         }
     }
     // A startup load removes temp debris and quarantines nothing.
-    let loaded = store.load_all()?;
+    let loaded = store.load_all(jiff::Timestamp::now())?;
     assert!(loaded.quarantined.is_empty(), "{:?}", loaded.quarantined);
     assert_eq!(loaded.graphs.len(), 4);
     let debris: Vec<_> = std::fs::read_dir(dir.path().join("graphs").join("harness"))?

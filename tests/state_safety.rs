@@ -89,6 +89,21 @@ fn graphs_that_cannot_run_are_quarantined_with_their_reason_and_listed() -> Test
     let mut far = graph(4);
     far.tasks[0].not_before = Some(Timestamp::MAX);
     write_raw(&state, &far)?;
+    // 6: a forged file that moves its own clock along: every task updated in 2099 and one
+    // due ten days later. Judged against now, it is past the horizon all the same.
+    let mut forged = graph(6);
+    let y2099 = Timestamp::from_second(4_070_908_800)?;
+    for t in &mut forged.tasks {
+        t.created_at = y2099;
+        t.updated_at = y2099;
+    }
+    forged.created_at = y2099;
+    forged.tasks[2].not_before = Some(y2099.checked_add(jiff::SignedDuration::from_hours(240))?);
+    write_raw(&state, &forged)?;
+    // 7: a conversation parked until 2099.
+    let mut parked = graph(7);
+    parked.parked_until = Some(y2099);
+    write_raw(&state, &parked)?;
     // 5: a sound graph stays.
     GraphStore::new(StateDir::new(&state)).save(&graph(5))?;
 
@@ -100,7 +115,9 @@ fn graphs_that_cannot_run_are_quarantined_with_their_reason_and_listed() -> Test
         ("1.md", "depends on itself"),
         ("2.md", "dependency cycle"),
         ("3.md", "waits"),
-        ("4.md", "horizon"),
+        ("4.md", "days from now"),
+        ("6.md", "days from now"),
+        ("7.md", "parked until"),
     ] {
         assert!(
             stdout
@@ -110,10 +127,10 @@ fn graphs_that_cannot_run_are_quarantined_with_their_reason_and_listed() -> Test
         );
     }
 
-    let loaded = GraphStore::new(StateDir::new(&state)).load_all()?;
+    let loaded = GraphStore::new(StateDir::new(&state)).load_all(jiff::Timestamp::now())?;
     let chats: Vec<i64> = loaded.graphs.iter().map(|g| g.chat.id.0).collect();
     assert_eq!(chats, vec![5], "only the sound graph is loaded");
-    assert_eq!(loaded.quarantined.len(), 4);
+    assert_eq!(loaded.quarantined.len(), 6);
 
     let out = run(&["--state", &st, "state", "list"], dir.path())?;
     let stdout = text(&out.stdout);
@@ -121,7 +138,7 @@ fn graphs_that_cannot_run_are_quarantined_with_their_reason_and_listed() -> Test
         .lines()
         .filter(|l| l.starts_with("QUARANTINED"))
         .collect();
-    assert_eq!(quarantined.len(), 4, "{stdout}");
+    assert_eq!(quarantined.len(), 6, "{stdout}");
     assert!(
         quarantined
             .iter()
@@ -213,10 +230,10 @@ fn fifos_links_and_oversized_state_files_are_refused_without_blocking() -> TestR
     );
 
     // Startup's load moves them aside (never reading through them) and keeps the sound one.
-    let loaded = store.load_all()?;
+    let loaded = store.load_all(jiff::Timestamp::now())?;
     let chats: Vec<i64> = loaded.graphs.iter().map(|g| g.chat.id.0).collect();
     assert_eq!(chats, vec![5]);
-    assert_eq!(loaded.quarantined.len(), 4);
+    assert_eq!(loaded.quarantined.len(), 6);
     assert!(outside.exists(), "the link's target is left alone");
     let (agent_state, q) = personad::adapters::store::load_agent_state(store.state_dir(), "Wren")?;
     assert!(agent_state.disabled_chats.is_empty());

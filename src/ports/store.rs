@@ -12,6 +12,8 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use jiff::Timestamp;
+
 use crate::core::agent_state::AgentState;
 use crate::core::graph::codec::CodecError;
 use crate::core::graph::{ConversationKey, TaskGraph};
@@ -60,9 +62,10 @@ pub struct LoadedGraphs {
 
 /// The runtime's durable state: task graphs and agents' safety states.
 pub trait RuntimeStore: Send + Sync + 'static {
-    /// Startup load: every saved graph; unreadable ones are moved aside (reported, never
-    /// deleted) and debris of interrupted writes removed.
-    fn load_all(&self) -> Result<LoadedGraphs, StoreError>;
+    /// Startup load at `now` (the runtime's clock): every saved graph; unreadable ones, and
+    /// ones with a time further than the graph horizon past `now`, are moved aside (reported,
+    /// never deleted) and debris of interrupted writes removed.
+    fn load_all(&self, now: Timestamp) -> Result<LoadedGraphs, StoreError>;
 
     /// An agent's safety state: a fresh one when none was saved; an unreadable one is moved
     /// aside (returned so the caller can log it) and a fresh one used.

@@ -145,7 +145,8 @@ impl Driver {
 
     async fn load(&mut self) -> Result<(), RuntimeError> {
         let store = Arc::clone(&self.svc.store);
-        let loaded = blocking(move || store.load_all()).await??;
+        let now = self.svc.clock.now();
+        let loaded = blocking(move || store.load_all(now)).await??;
         if loaded.stale_temp_files_removed > 0 {
             info!(
                 count = loaded.stale_temp_files_removed,

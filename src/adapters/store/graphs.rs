@@ -8,6 +8,8 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use jiff::Timestamp;
+
 use super::files::{
     GRAPH_FILE_CAP, Symlinks, TEMP_PREFIX, apply_batch, ensure_private_dir, io_err, quarantine,
     read_file, read_optional, read_to_string, remove, utf8, write_json,
@@ -108,8 +110,8 @@ pub struct GraphStore {
 }
 
 impl RuntimeStore for GraphStore {
-    fn load_all(&self) -> Result<LoadedGraphs, StoreError> {
-        GraphStore::load_all(self)
+    fn load_all(&self, now: Timestamp) -> Result<LoadedGraphs, StoreError> {
+        GraphStore::load_all(self, now)
     }
 
     fn load_agent_state(
@@ -185,10 +187,17 @@ impl GraphStore {
         fs::write(&path, text).map_err(io_err("cannot write", &path))
     }
 
-    /// Lists every graph file without changing anything (for `state list`/`show`).
-    /// Files are read and decoded on a few threads side by side (startup with thousands
-    /// of graphs); the result keeps the sorted path order.
+    /// Lists every graph file without changing anything (for `state list`/`show`), judged
+    /// at the wall clock's now (see [`GraphStore::scan_at`]).
     pub fn scan(&self) -> Result<Vec<GraphFile>, StoreError> {
+        self.scan_at(Timestamp::now())
+    }
+
+    /// Lists every graph file without changing anything; a graph with a time further than
+    /// the horizon past `now` counts as unreadable. Files are read and decoded on a few
+    /// threads side by side (startup with thousands of graphs); the result keeps the sorted
+    /// path order.
+    pub fn scan_at(&self, now: Timestamp) -> Result<Vec<GraphFile>, StoreError> {
         let paths = self.graph_files()?;
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
@@ -199,7 +208,7 @@ impl GraphStore {
             graph: read_file(path, GRAPH_FILE_CAP, Symlinks::Refuse)
                 .and_then(|bytes| utf8(path, bytes))
                 .map_err(RecordError::from)
-                .and_then(|text| self.decode_at(path, &text)),
+                .and_then(|text| self.decode_at(path, &text, now)),
         };
         if paths.len() <= per_thread {
             return Ok(paths.iter().map(read).collect());
@@ -223,13 +232,13 @@ impl GraphStore {
 
     /// Startup load: removes stale temp files, parses every graph, and moves files that do
     /// not parse to `quarantine/` (never deleting them).
-    pub fn load_all(&self) -> Result<LoadedGraphs, StoreError> {
+    pub fn load_all(&self, now: Timestamp) -> Result<LoadedGraphs, StoreError> {
         let mut loaded = LoadedGraphs {
             stale_temp_files_removed: self.remove_stale_temp_files()?,
             ..LoadedGraphs::default()
         };
         let mut seen = std::collections::HashSet::new();
-        for file in self.scan()? {
+        for file in self.scan_at(now)? {
             let verdict = file.graph.and_then(|g| {
                 if seen.insert(g.key()) {
                     Ok(g)
@@ -271,8 +280,11 @@ impl GraphStore {
         Ok(removed)
     }
 
-    fn decode_at(&self, path: &Path, text: &str) -> Result<TaskGraph, RecordError> {
+    fn decode_at(&self, path: &Path, text: &str, now: Timestamp) -> Result<TaskGraph, RecordError> {
         let graph = codec::decode(text)?;
+        graph
+            .check_horizon(now)
+            .map_err(|e| RecordError::from(CodecError::Invalid(e.0)))?;
         let expected = self.dir.graph_path(&graph.key());
         if expected != path {
             return Err(RecordError::Misplaced {

@@ -24,8 +24,10 @@ pub const FORMAT_VERSION: u32 = 2;
 /// The longest `wait` a loaded graph may hold (a day; the planner's own cap is an hour).
 pub(crate) const MAX_WAIT_SECS: f64 = 86_400.0;
 
-/// How far past its last update a task's `not_before` (or the graph's `parked_until`) may
+/// How far past the loading moment a task's `not_before` (or the graph's `parked_until`) may
 /// lie in a loaded graph: further means a damaged or forged file that would stall the chat.
+/// Judged against the clock, never against the file's own timestamps (which a forged file
+/// would move along).
 pub(crate) const HORIZON: Duration = Duration::from_secs(30 * 86_400);
 
 /// Which conversation a graph belongs to: one agent in one chat.
@@ -469,34 +471,34 @@ impl TaskGraph {
                     t.id
                 )));
             }
-            let horizon = crate::core::time::add(t.updated_at.max(self.created_at), HORIZON);
-            if let Some(nb) = t.not_before
-                && nb > horizon
-            {
-                return Err(crate::core::Invalid::from(format!(
-                    "task {:?} is not due before {nb}, past the horizon of {} days after its last update",
-                    t.id,
-                    HORIZON.as_secs() / 86_400
-                )));
-            }
-        }
-        if let Some(p) = self.parked_until {
-            let last = self.tasks.iter().map(|t| t.updated_at).max();
-            let horizon = crate::core::time::add(
-                last.unwrap_or(self.created_at).max(self.created_at),
-                HORIZON,
-            );
-            if p > horizon {
-                return Err(crate::core::Invalid::from(format!(
-                    "the conversation is parked until {p}, past the horizon of {} days",
-                    HORIZON.as_secs() / 86_400
-                )));
-            }
         }
         if let Some(cycle) = self.cycle() {
             return Err(crate::core::Invalid::from(format!(
                 "dependency cycle: {}",
                 cycle.join(" -> ")
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks that nothing in the graph is due further than [`HORIZON`] past `now` (the
+    /// loading moment): a task's `not_before` and the conversation's `parked_until`.
+    pub(crate) fn check_horizon(&self, now: Timestamp) -> Result<(), crate::core::Invalid> {
+        let limit = crate::core::time::add(now, HORIZON);
+        let days = HORIZON.as_secs() / 86_400;
+        let late = self.tasks.iter().find_map(|t| {
+            t.not_before
+                .filter(|nb| *nb > limit)
+                .map(|nb| (t.id.as_str(), nb))
+        });
+        if let Some((id, nb)) = late {
+            return Err(crate::core::Invalid::from(format!(
+                "task {id:?} is not due before {nb}, more than {days} days from now ({now})"
+            )));
+        }
+        if let Some(p) = self.parked_until.filter(|p| *p > limit) {
+            return Err(crate::core::Invalid::from(format!(
+                "the conversation is parked until {p}, more than {days} days from now ({now})"
             )));
         }
         Ok(())
