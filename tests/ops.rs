@@ -784,6 +784,89 @@ fn personas_reload_on_file_changes_new_ones_start_removed_ones_stop_and_keep_gra
     Ok(())
 }
 
+/// Two files claiming one agent name: the file the agent runs from keeps it. A copy that sorts
+/// earlier (with a one-minute typing delay) is reported and ignored, so Tess keeps answering
+/// at once; another running persona edited to Tess's name is an edit rejected (Nova keeps
+/// running as she was); and a persona file renamed on disk carries its agent along, so a broken
+/// edit of the renamed file still keeps the agent running.
+#[test]
+fn a_second_file_claiming_a_running_agents_name_never_takes_it_over() -> TestResult {
+    let nova = persona("Nova", "+15550100043", "");
+    let s = Scratch::new(&[("Tess.md", TESS), ("Nova.md", &nova)])?;
+    let child = start(&s, &["--planner", "echo"], &[])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    let events = |s: &Scratch, event: &str| -> Vec<String> {
+        s.log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["event"] == event)
+            .map(|v| v["problem"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let answered = |s: &Scratch, agent: &str, from: &str, text: &str| {
+        let want = format!("{agent} heard: {text}");
+        poll(Duration::from_secs(10), || {
+            texts(s, agent, from).contains(&want).then_some(())
+        })
+    };
+    // A copy that sorts before Tess.md, slowed to a minute.
+    std::fs::write(
+        s.agents().join("A-copy.md"),
+        TESS.replace(
+            "# Agent Instructions",
+            "# Start Typing Delay\n60\n\n# Agent Instructions",
+        ),
+    )?;
+    let invalid = poll(Duration::from_secs(10), || {
+        events(&s, "persona_invalid").into_iter().next()
+    })
+    .ok_or_else(|| format!("the copy was not reported:\n{}", s.log_text()))?;
+    assert!(
+        invalid.contains("A-copy.md") && invalid.contains("already used by `Tess.md`"),
+        "{invalid}"
+    );
+    ctl(&s, &["say", "--agent", "Tess", "--from", "Ann", "one"])?;
+    answered(&s, "Tess", "Ann", "one")
+        .ok_or_else(|| format!("the copy took Tess over:\n{}", s.log_text()))?;
+    // Nova's file renamed to Tess: rejected, Nova keeps running.
+    std::fs::write(
+        s.agents().join("Nova.md"),
+        persona("Tess", "+15550100043", ""),
+    )?;
+    let rejected = poll(Duration::from_secs(10), || {
+        events(&s, "persona_edit_rejected").into_iter().next()
+    })
+    .ok_or_else(|| format!("the rename was not rejected:\n{}", s.log_text()))?;
+    assert!(
+        rejected.contains("Nova.md") && rejected.contains("already used by `Tess.md`"),
+        "{rejected}"
+    );
+    let st = stdout(&ctl(&s, &["status"])?);
+    assert!(st.contains("Nova:") && st.contains("Tess:"), "{st}");
+    ctl(&s, &["say", "--agent", "Nova", "--from", "Bob", "two"])?;
+    answered(&s, "Nova", "Bob", "two").ok_or("Nova stopped after the rename")?;
+    // Tess.md renamed on disk, then broken: Tess keeps running from the renamed file.
+    std::fs::remove_file(s.agents().join("A-copy.md"))?;
+    std::fs::rename(s.agents().join("Tess.md"), s.agents().join("Tess2.md"))?;
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::write(
+        s.agents().join("Tess2.md"),
+        "# Agent Name\nTess\n\n# Agent Phone\n+15550100042\n\n# Typing Speed\nfast\n\n# Agent Instructions\nx\n",
+    )?;
+    poll(Duration::from_secs(10), || {
+        events(&s, "persona_edit_rejected")
+            .iter()
+            .any(|p| p.contains("Tess2.md"))
+            .then_some(())
+    })
+    .ok_or_else(|| format!("the broken edit was not rejected:\n{}", s.log_text()))?;
+    ctl(&s, &["say", "--agent", "Tess", "--from", "Cy", "three"])?;
+    answered(&s, "Tess", "Cy", "three").ok_or("Tess stopped after her file was renamed")?;
+    stop_daemon(&mut reaper)?;
+    Ok(())
+}
+
 mod gemini {
     use super::*;
     use personad::core::graph::{ConversationKey, codec};

@@ -96,6 +96,19 @@ pub enum PersonaDirError {
 ///
 /// Fails only when `agents_dir` itself cannot be listed.
 pub fn load_dir(agents_dir: &Path, prompt_dirs: &[PathBuf]) -> Result<LoadReport, PersonaDirError> {
+    load_dir_keeping(agents_dir, prompt_dirs, &HashMap::new())
+}
+
+/// [`load_dir`] for a reload: `keep` maps a running agent's lower-cased name to the file it
+/// runs from. When two files claim one name, that file keeps it (a copy that sorts earlier,
+/// or another running agent's file edited to the name, is the one reported and ignored);
+/// when that file is gone (renamed), a file no other running agent runs from takes the name
+/// before one that another agent runs from.
+pub fn load_dir_keeping(
+    agents_dir: &Path,
+    prompt_dirs: &[PathBuf],
+    keep: &HashMap<String, PathBuf>,
+) -> Result<LoadReport, PersonaDirError> {
     let meta = fs::metadata(agents_dir).map_err(|error| {
         if error.kind() == io::ErrorKind::NotFound {
             PersonaDirError::Missing {
@@ -133,11 +146,9 @@ pub fn load_dir(agents_dir: &Path, prompt_dirs: &[PathBuf]) -> Result<LoadReport
     }
     files.sort_by(|a, b| a.0.cmp(&b.0));
 
-    let mut entries = Vec::with_capacity(files.len());
-    // Lower-cased agent name -> (name as written, file name of its owner).
-    let mut owners: HashMap<String, (String, String)> = HashMap::new();
+    let mut parsed = Vec::with_capacity(files.len());
     for (file_name, path) in files {
-        let (mut entry, name_line) = match read_capped(&path) {
+        let (entry, name_line) = match read_capped(&path) {
             Ok(text) => parse_persona_inner(&path, &text, prompt_dirs, &SafeFiles),
             Err(err) => {
                 let problem = Problem {
@@ -156,35 +167,57 @@ pub fn load_dir(agents_dir: &Path, prompt_dirs: &[PathBuf]) -> Result<LoadReport
                 (entry, None)
             }
         };
-        if let Some(name) = entry.name.clone() {
+        parsed.push((file_name.to_string_lossy().into_owned(), entry, name_line));
+    }
+
+    // Lower-cased agent name -> (name as written, file name of its owner). The owner is, in
+    // this order: the file the name is kept by (if it still carries the name); the first
+    // file by name that no other kept agent runs from; the first file by name.
+    let rank = |key: &str, path: &PathBuf| {
+        if keep.get(key).is_some_and(|p| p == path) {
+            0
+        } else if keep.values().any(|p| p == path) {
+            2
+        } else {
+            1
+        }
+    };
+    let mut owners: HashMap<String, (String, String)> = HashMap::new();
+    for pass in 0..3 {
+        for (file_name, entry, _) in &parsed {
+            let Some(name) = &entry.name else { continue };
             let key = name.to_lowercase();
-            let this_file = file_name.to_string_lossy().into_owned();
-            match owners.get(&key) {
-                Some((other_name, other_file)) => {
-                    let mut message = format!(
-                        "agent name {} is already used by `{}`; this file is ignored",
-                        show(&name),
-                        other_file
-                    );
-                    if *other_name != name {
-                        message.push_str(&format!(
-                            " (names are compared ignoring case; there it is {})",
-                            show(other_name)
-                        ));
-                    }
-                    entry.problems.push(Problem {
-                        file: entry.path.clone(),
-                        line: name_line,
-                        severity: Severity::Error,
-                        message,
-                    });
-                    entry.persona = None;
-                    sort_problems(&mut entry.problems);
-                }
-                None => {
-                    owners.insert(key, (name, this_file));
-                }
+            if rank(&key, &entry.path) == pass && !owners.contains_key(&key) {
+                owners.insert(key, (name.clone(), file_name.clone()));
             }
+        }
+    }
+
+    let mut entries = Vec::with_capacity(parsed.len());
+    for (file_name, mut entry, name_line) in parsed {
+        if let Some(name) = entry.name.clone()
+            && let Some((other_name, other_file)) = owners.get(&name.to_lowercase())
+            && *other_file != file_name
+        {
+            let mut message = format!(
+                "agent name {} is already used by `{}`; this file is ignored",
+                show(&name),
+                other_file
+            );
+            if *other_name != name {
+                message.push_str(&format!(
+                    " (names are compared ignoring case; there it is {})",
+                    show(other_name)
+                ));
+            }
+            entry.problems.push(Problem {
+                file: entry.path.clone(),
+                line: name_line,
+                severity: Severity::Error,
+                message,
+            });
+            entry.persona = None;
+            sort_problems(&mut entry.problems);
         }
         match &entry.persona {
             Some(p) => tracing::debug!(

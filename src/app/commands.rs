@@ -123,10 +123,25 @@ pub(crate) fn load_personas(global: &GlobalArgs) -> Result<LoadReport, CommandEr
 
 /// [`load_personas`] off the async threads (it reads files).
 pub(crate) async fn load_personas_async(global: &GlobalArgs) -> Result<LoadReport, CommandError> {
+    reload_personas(global, std::collections::HashMap::new()).await
+}
+
+/// [`load_personas_async`] for a reload: `keep` maps each running agent's lower-cased name
+/// to the file it runs from, which keeps the name when another file claims it too.
+pub(crate) async fn reload_personas(
+    global: &GlobalArgs,
+    keep: std::collections::HashMap<String, std::path::PathBuf>,
+) -> Result<LoadReport, CommandError> {
     let g = global.clone();
-    tokio::task::spawn_blocking(move || load_personas(&g))
-        .await
-        .map_err(|e| CommandError::Failed(e.to_string()))?
+    tokio::task::spawn_blocking(move || {
+        Ok(crate::adapters::persona_loader::load_dir_keeping(
+            &g.agents_dir,
+            &g.prompt_dirs(),
+            &keep,
+        )?)
+    })
+    .await
+    .map_err(|e| CommandError::Failed(e.to_string()))?
 }
 
 /// Finds one usable persona by name (case-insensitive), or explains why it cannot be used.

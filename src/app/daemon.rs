@@ -27,7 +27,9 @@ use crate::adapters::store::{GraphStore, StateDir};
 use crate::app::cli::{
     GlobalArgs, LoginArgs, PlannerChoice, RunArgs, TelegramArgs, TelegramChoice,
 };
-use crate::app::commands::{CmdResult, CommandError, exit, find_persona, load_personas_async};
+use crate::app::commands::{
+    CmdResult, CommandError, exit, find_persona, load_personas_async, reload_personas,
+};
 use crate::app::ops::controls::{Controller, Hooks, Seat};
 use crate::app::ops::metrics::Health;
 use crate::app::ops::sdnotify::{self, Notifier};

@@ -27,10 +27,7 @@ impl Fleet {
             for p in entry.problems.iter().filter(|p| p.is_error()) {
                 let text = p.to_string();
                 if self.reported.insert(key(entry, p)) {
-                    let kept = entry
-                        .name
-                        .as_deref()
-                        .is_some_and(|n| self.running.contains_key(n));
+                    let kept = self.running.values().any(|r| r.path == entry.path);
                     if starting {
                         tracing::error!(event = "agent_not_started", problem = %text, "agent not started");
                     } else if kept {
@@ -174,7 +171,12 @@ impl Fleet {
     /// or disabled ones stop (their graphs stay on disk), a broken edit keeps the previous
     /// version, and a changed `Agent Phone` is refused until a restart.
     pub(super) async fn reload(&mut self, handle: &RuntimeHandle, controller: &Controller) {
-        let report = match load_personas_async(&self.global).await {
+        let keep = self
+            .running
+            .iter()
+            .map(|(name, r)| (name.to_lowercase(), r.path.clone()))
+            .collect();
+        let report = match reload_personas(&self.global, keep).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(event = "reload_failed", error = %e, "reload failed: every agent keeps running as it was");
