@@ -602,6 +602,119 @@ fn http_get(addr: &str, path: &str) -> Result<(u16, String), std::io::Error> {
     Ok((code, body))
 }
 
+/// The watchdog pings and `/healthz` follow the tick loop itself: while the loop is stalled
+/// (the hidden fault injection `--debug-stall-loop`: 2.5 s after start, for 2.5 s), no
+/// `WATCHDOG=1` arrives and `/healthz` answers 503; once it runs again, both come back.
+/// A ping or a health mark kept alive by anything but the loop's passes fails this.
+#[test]
+fn a_stalled_tick_loop_stops_the_watchdog_pings_and_turns_healthz_503() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let mut systemd = FakeSystemd::new(s.path())?;
+    let sock = systemd.path.display().to_string();
+    let child = start(
+        &s,
+        &[
+            "--planner",
+            "echo",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--debug-stall-loop",
+            "2500,2500",
+        ],
+        &[("NOTIFY_SOCKET", &sock), ("WATCHDOG_USEC", "400000")],
+    )?;
+    let mut reaper = Reaper(Some(child));
+    systemd
+        .until(Duration::from_secs(20), |m| has_line(m, "READY=1"))
+        .ok_or_else(|| format!("no READY=1:\n{}", s.log_text()))?;
+    let logged = |event: &str| {
+        s.log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["event"] == event)
+    };
+    let addr = poll(Duration::from_secs(5), || logged("metrics_listening"))
+        .and_then(|v| v["addr"].as_str().map(str::to_string))
+        .ok_or("no metrics address logged")?;
+    // Before the stall: pings flow and the daemon is healthy.
+    systemd
+        .until(Duration::from_millis(1000), |m| has_line(m, "WATCHDOG=1"))
+        .ok_or("no ping before the stall")?;
+    assert!(logged("loop_stall_injected").is_none(), "stalled too early");
+    assert_eq!(http_get(&addr, "/healthz")?.0, 200);
+    // Keep reading the socket (as systemd does) until the stall begins.
+    let waiting = Instant::now();
+    while logged("loop_stall_injected").is_none() {
+        let _ = systemd.until(Duration::from_millis(20), |_| false);
+        if waiting.elapsed() > Duration::from_secs(10) {
+            return Err(format!("the loop never stalled:\n{}", s.log_text()).into());
+        }
+    }
+    // A ping sent just before the stall may still wait in the socket: read it off first.
+    let _ = systemd.until(Duration::from_millis(100), |_| false);
+    let during = Instant::now();
+    let mut pings = 0;
+    while during.elapsed() < Duration::from_millis(1300) {
+        if systemd
+            .until(Duration::from_millis(100), |m| has_line(m, "WATCHDOG=1"))
+            .is_some()
+        {
+            pings += 1;
+        }
+    }
+    assert_eq!(pings, 0, "watchdog pings while the loop was stalled");
+    let (code, body) = http_get(&addr, "/healthz")?;
+    assert_eq!(code, 503, "a stalled loop must be unhealthy: {body}");
+    // The loop runs again: pings and health come back.
+    systemd
+        .until(Duration::from_secs(5), |m| has_line(m, "WATCHDOG=1"))
+        .ok_or("no ping after the stall")?;
+    poll(Duration::from_secs(5), || {
+        (http_get(&addr, "/healthz").ok()?.0 == 200).then_some(())
+    })
+    .ok_or("not healthy after the stall")?;
+    stop_daemon(&mut reaper)?;
+    Ok(())
+}
+
+/// A service manager that stops reading its socket never stalls the daemon: notifications
+/// are sent without blocking, dropped (and logged) when its queue is full, and messages are
+/// still answered. With a blocking send, the tick loop hangs after a dozen pings.
+#[test]
+fn a_service_manager_that_stops_reading_never_stalls_the_tick_loop() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let mut systemd = FakeSystemd::new(s.path())?;
+    let sock = systemd.path.display().to_string();
+    let child = start(
+        &s,
+        &["--planner", "echo"],
+        &[("NOTIFY_SOCKET", &sock), ("WATCHDOG_USEC", "100000")],
+    )?;
+    let mut reaper = Reaper(Some(child));
+    systemd
+        .until(Duration::from_secs(20), |m| has_line(m, "READY=1"))
+        .ok_or_else(|| format!("no READY=1:\n{}", s.log_text()))?;
+    // From here on nobody reads: pings every 50 ms fill the queue within a second.
+    poll(Duration::from_secs(10), || {
+        s.log_text().contains("\"sd_notify_dropped\"").then_some(())
+    })
+    .ok_or_else(|| format!("no notification was dropped:\n{}", s.log_text()))?;
+    ctl(&s, &["say", "--from", "Alice", "still there?"])?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Alice")
+            .contains(&"Tess heard: still there?".to_string())
+            .then_some(())
+    })
+    .ok_or_else(|| {
+        format!(
+            "the loop stalled on a full notify socket:\n{}",
+            s.log_text()
+        )
+    })?;
+    stop_daemon(&mut reaper)?;
+    Ok(())
+}
+
 #[test]
 fn json_logs_parse_without_duplicate_keys_and_metrics_parse_as_prometheus_text() -> TestResult {
     let s = Scratch::new(&[("Tess.md", TESS)])?;

@@ -270,6 +270,15 @@ pub struct RunArgs {
     /// tests).
     #[arg(long, value_name = "MS", default_value_t = 0, hide = true)]
     pub memory_send_delay_ms: u64,
+    /// Fault injection (tests of the watchdog and `/healthz`): AFTER_MS after the tick loop
+    /// starts, it stalls once for FOR_MS, running no pass, as a hung loop would.
+    #[arg(
+        long,
+        value_name = "AFTER_MS,FOR_MS",
+        value_delimiter = ',',
+        hide = true
+    )]
+    pub debug_stall_loop: Vec<u64>,
     /// Do not watch persona and role-prompt files (SIGHUP still reloads).
     #[arg(long, env = "PERSONAD_NO_WATCH")]
     pub no_watch: bool,

@@ -198,6 +198,7 @@ fn heartbeat(
     health: Arc<Health>,
     notifier: Notifier,
     runtime: Arc<Mutex<Option<RuntimeHandle>>>,
+    stall: &[u64],
 ) -> Heartbeat {
     let watchdog = sdnotify::watchdog_interval().is_some();
     let last = Mutex::new((None::<Instant>, None::<Instant>));
@@ -228,7 +229,25 @@ fn heartbeat(
     Heartbeat {
         every,
         beat: Arc::new(beat),
+        stall: injected_stall(stall),
     }
+}
+
+/// `run --debug-stall-loop AFTER_MS,FOR_MS`: one stall of the tick loop, AFTER_MS after its
+/// first beat.
+fn injected_stall(stall: &[u64]) -> Option<Arc<dyn Fn() -> Option<Duration> + Send + Sync>> {
+    let [after, length] = *stall else { return None };
+    let (after, length) = (Duration::from_millis(after), Duration::from_millis(length));
+    let first = Mutex::new((None::<Instant>, false));
+    Some(Arc::new(move || {
+        let mut first = first.lock().unwrap_or_else(PoisonError::into_inner);
+        let started = *first.0.get_or_insert_with(Instant::now);
+        if first.1 || started.elapsed() < after {
+            return None;
+        }
+        first.1 = true;
+        Some(length)
+    }))
 }
 
 /// `personad run`.
@@ -294,6 +313,7 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         Arc::clone(&health),
         notifier.clone(),
         Arc::clone(&status_cell),
+        &args.debug_stall_loop,
     ));
     if use_llm {
         let media =

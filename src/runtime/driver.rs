@@ -134,8 +134,18 @@ impl Driver {
             self.passes += 1;
             self.publish();
             let mut deadline = self.sched.next_wake().filter(|at| *at > now);
-            if let Some(hb) = &self.svc.heartbeat {
+            let mut hold = hold;
+            if let Some(hb) = self.svc.heartbeat.clone() {
                 (hb.beat)();
+                if let Some(stall) = hb.stall.as_ref().and_then(|f| f()) {
+                    tracing::warn!(
+                        event = "loop_stall_injected",
+                        ms = stall.as_millis() as u64,
+                        "the tick loop stalls (fault injection)"
+                    );
+                    drop(hold);
+                    hold = self.svc.clock.sleep_until(clock::add(now, stall)).await;
+                }
                 let cap = clock::add(now, hb.every);
                 deadline = Some(deadline.map_or(cap, |d| d.min(cap)));
             }

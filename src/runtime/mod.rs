@@ -88,6 +88,10 @@ pub enum Admit {
 pub(crate) struct Heartbeat {
     pub every: std::time::Duration,
     pub beat: Arc<dyn Fn() + Send + Sync>,
+    /// Fault injection for tests of what watches the loop (`run --debug-stall-loop`): asked
+    /// after each beat; a length makes the loop stall that long (awaiting, running no pass
+    /// and no beat), as a hung loop would. `None` in normal runs.
+    pub stall: Option<Arc<dyn Fn() -> Option<std::time::Duration> + Send + Sync>>,
 }
 
 /// A snapshot of what the runtime is doing, published after every loop iteration (a
