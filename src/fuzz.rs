@@ -229,43 +229,194 @@ pub fn jsonl_input(data: &[u8]) {
     );
 }
 
-/// A Telegram Desktop export (`result.json`), either schema.
+/// A Telegram Desktop export as `personad replay` reads it. Checked against the document
+/// itself, read here as plain JSON: every entry of `messages` is kept, or counted as a
+/// service entry or a malformed one (none vanishes); kept messages keep their ids, in order,
+/// and their reply ids; every message is in the export's chat (never positive); an
+/// `@username` mention lies inside its text.
 pub fn tg_export(data: &[u8]) {
     let Ok(json) = std::str::from_utf8(data) else {
         return;
     };
-    if let Ok(e) = export::parse(json) {
-        for m in &e.messages {
-            if let Some(id) = &m.from_id {
-                let _ = export::numeric_id(id);
+    let Ok(e) = export::parse(json) else {
+        return;
+    };
+    let doc: serde_json::Value = serde_json::from_str(json).unwrap_or_default();
+    let raw = doc["messages"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        e.messages.len() + e.skipped_service + e.skipped_malformed,
+        raw.len(),
+        "an entry neither kept nor counted"
+    );
+    let services = raw.iter().filter(|m| m["type"] == "service").count();
+    assert_eq!(e.skipped_service, services, "service entries miscounted");
+    let mut rest = raw.iter().filter(|m| m["type"] == "message");
+    for m in &e.messages {
+        let same = |v: &serde_json::Value, id: i64| {
+            v.as_i64() == Some(id) || v.as_str().is_some_and(|s| s.trim().parse() == Ok(id))
+        };
+        let source = rest
+            .find(|r| same(&r["id"], m.message.id.0))
+            .unwrap_or_else(|| panic!("message {} out of order or invented", m.message.id.0));
+        if let Some(reply) = m.message.reply_to {
+            assert!(
+                same(&source["reply_to_message_id"], reply.0),
+                "reply id changed"
+            );
+        }
+        assert_eq!(
+            m.message.chat, e.chat,
+            "a message outside the export's chat"
+        );
+        for mention in &m.message.mentions {
+            if let Some(name) = &mention.username {
+                assert!(
+                    m.message.text.contains(name.as_str()),
+                    "a mention not in the text"
+                );
             }
         }
+        if let Some(id) = &m.from_id {
+            let _ = export::numeric_id(id);
+        }
     }
+    assert!(
+        e.chat.0 <= 0,
+        "an export's chat id is a group's (not positive)"
+    );
 }
 
-/// A message or update as Telegram sends it (TL-serialized), mapped as the pump maps it: a
-/// mapped message belongs to the chat it names, and its mentions come from inside its text.
+/// A message or update as Telegram sends it (TL-serialized), mapped as the pump maps it, and
+/// checked against the decoded object itself: the object serializes back to bytes that
+/// decode to the same bytes again; a mapped message keeps its id, text, date, direction and
+/// sender; its chat is the Bot API id of its peer; every `@username` entity whose range lies
+/// inside the text (UTF-16) is a mention, and every mention comes from such an entity or a
+/// name mention; a deletion keeps its ids.
 pub fn telegram(data: &[u8]) {
+    use grammers_client::tl::{self, Deserializable as _, Serializable as _};
     let ctx = MapContext {
         self_id: 1000,
         self_username: Some("personabot".into()),
     };
-    let Some(SerializedMapping::Message { mapped, .. }) = map::map_serialized(data, &ctx) else {
+    let Some(mapping) = map::map_serialized(data, &ctx) else {
         return;
     };
-    let Ok(mapped) = *mapped else {
+    let mapped = match mapping {
+        SerializedMapping::Update(deleted) => {
+            let Ok(update) = tl::enums::Update::from_bytes(data) else {
+                panic!("mapped an update that does not decode");
+            };
+            let again = tl::enums::Update::from_bytes(&update.to_bytes()).map(|u| u.to_bytes());
+            assert_eq!(
+                again.ok(),
+                Some(update.to_bytes()),
+                "an update re-serializes differently"
+            );
+            let ids: Option<Vec<i64>> = match &update {
+                tl::enums::Update::DeleteMessages(u) => {
+                    Some(u.messages.iter().map(|&i| i64::from(i)).collect())
+                }
+                tl::enums::Update::DeleteChannelMessages(u) => {
+                    Some(u.messages.iter().map(|&i| i64::from(i)).collect())
+                }
+                _ => None,
+            };
+            let got = deleted.map(|d| d.ids.iter().map(|i| i.0).collect::<Vec<_>>());
+            assert_eq!(got, ids, "a deletion lost or invented ids");
+            return;
+        }
+        SerializedMapping::Message { mapped, .. } => mapped,
+    };
+    let Ok(raw) = tl::enums::Message::from_bytes(data) else {
+        panic!("mapped a message that does not decode");
+    };
+    let bytes = raw.to_bytes();
+    let again = tl::enums::Message::from_bytes(&bytes).map(|m| m.to_bytes());
+    assert_eq!(
+        again.ok(),
+        Some(bytes),
+        "a message re-serializes differently"
+    );
+    let (Ok(mapped), tl::enums::Message::Message(m)) = (*mapped, &raw) else {
         return;
+    };
+    let msg = &mapped.message;
+    assert_eq!(mapped.chat.id, msg.chat, "a message outside its chat");
+    assert_eq!(msg.id.0, i64::from(m.id), "the id changed");
+    assert_eq!(msg.text, m.message, "the text changed");
+    assert_eq!(msg.date.as_second(), i64::from(m.date), "the date changed");
+    // The Bot API ids, computed here (checked: ids out of range are the mapper's to refuse).
+    let peer = |p: &tl::enums::Peer| match p {
+        tl::enums::Peer::User(u) => Some(u.user_id),
+        tl::enums::Peer::Chat(c) => c.chat_id.checked_neg(),
+        tl::enums::Peer::Channel(c) => (-1_000_000_000_000_i64).checked_sub(c.channel_id),
     };
     assert_eq!(
-        mapped.chat.id, mapped.message.chat,
-        "a message outside its chat"
+        Some(msg.chat.0),
+        peer(&m.peer_id),
+        "the chat is not the peer's"
     );
-    for m in &mapped.message.mentions {
-        if let Some(name) = &m.username {
-            assert!(
-                mapped.message.text.contains(name.as_str()),
-                "a mention not in the text"
-            );
+    if let Some(from) = m.from_id.as_ref().filter(|f| map::chat_id_of(f).is_some()) {
+        assert_eq!(Some(msg.sender.id), peer(from), "the sender is not from_id");
+    }
+    assert_eq!(
+        msg.outgoing,
+        m.out || msg.sender.id == ctx.self_id,
+        "the direction changed"
+    );
+    // Usernames cut out of the text with an independent UTF-16 reading of the entities.
+    let units: Vec<u16> = m.message.encode_utf16().collect();
+    let mut names = Vec::new();
+    let mut ids = Vec::new();
+    for entity in m.entities.as_deref().unwrap_or(&[]) {
+        match entity {
+            tl::enums::MessageEntity::Mention(e) => {
+                let (Ok(at), Ok(len)) = (usize::try_from(e.offset), usize::try_from(e.length))
+                else {
+                    continue;
+                };
+                let Some(cut) = at.checked_add(len).and_then(|end| units.get(at..end)) else {
+                    continue;
+                };
+                if let Ok(s) = String::from_utf16(cut) {
+                    let name = s.trim().trim_start_matches('@').to_string();
+                    if !name.is_empty() {
+                        names.push(name);
+                    }
+                }
+            }
+            tl::enums::MessageEntity::MentionName(e) => ids.push(e.user_id),
+            tl::enums::MessageEntity::InputMessageEntityMentionName(e) => {
+                if let tl::enums::InputUser::User(u) = &e.user_id {
+                    ids.push(u.user_id);
+                }
+            }
+            _ => {}
         }
+    }
+    for name in &names {
+        assert!(
+            msg.mentions
+                .iter()
+                .any(|x| x.username.as_deref() == Some(name.as_str())),
+            "the mention @{name} was lost"
+        );
+    }
+    for x in &msg.mentions {
+        match (&x.username, x.user_id) {
+            (Some(u), _) => assert!(names.contains(u), "a mention @{u} from no entity"),
+            (None, Some(id)) => assert!(ids.contains(&id), "a mention of {id} from no entity"),
+            (None, None) => panic!("an empty mention"),
+        }
+    }
+    if let Some(reply) = msg.reply_to {
+        let Some(tl::enums::MessageReplyHeader::Header(h)) = &m.reply_to else {
+            panic!("a reply without a reply header");
+        };
+        assert_eq!(
+            h.reply_to_msg_id.map(i64::from),
+            Some(reply.0),
+            "the reply id changed"
+        );
     }
 }

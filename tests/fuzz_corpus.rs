@@ -1,8 +1,11 @@
 //! The fuzz targets' inputs replayed on the normal test build: every seed under
 //! `fuzz/seeds/<target>/` and every input a fuzz run once failed on, kept under
 //! `fuzz/regressions/<target>/`, goes through the same entry point in `personad::fuzz`, so a
-//! crash that was fixed stays fixed without a fuzzer installed. Also checks that the fuzz
-//! crate builds exactly the targets the library lists.
+//! crash that was fixed stays fixed without a fuzzer installed. Then each committed input is
+//! mutated a fixed number of times by a seeded generator (no coverage feedback, so the same
+//! commit runs the same inputs on every machine: this is CI's deterministic fuzzing; the
+//! open-ended search is `.ci/fuzz-scheduled`). Also checks that the fuzz crate builds exactly
+//! the targets the library lists.
 
 use std::path::{Path, PathBuf};
 
@@ -40,6 +43,135 @@ fn every_seed_and_past_crash_passes_its_target() {
     }
     assert!(failures.is_empty(), "failing inputs: {failures:#?}");
     assert!(ran >= personad::fuzz::TARGETS.len());
+}
+
+/// Mutations of each committed input per run (`PERSONAD_FUZZ_MUTATIONS` overrides).
+const MUTATIONS: u64 = 2000;
+
+/// splitmix64: a small, fixed generator, so every machine mutates alike.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        usize::try_from(self.next() % (n.max(1) as u64)).unwrap_or(0)
+    }
+}
+
+/// Bytes that matter to the parsers: structure of Markdown, JSON and task blocks, UTF-8 and
+/// UTF-16 edges, integer edges.
+const INTERESTING: &[&[u8]] = &[
+    b"\n",
+    b"\r\n",
+    b"#",
+    b"# ",
+    "«".as_bytes(),
+    "»".as_bytes(),
+    b"```",
+    b"\"",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b",",
+    b":",
+    b"-1",
+    b"0",
+    b"9223372036854775807",
+    b"-9223372036854775808",
+    b"1e308",
+    b"NaN",
+    b"\\u0000",
+    "\u{1F600}".as_bytes(),
+    "\u{200D}".as_bytes(),
+    &[0xff],
+    &[0xc3],
+    &[0],
+    b"@",
+    b"null",
+];
+
+/// One seeded mutation of `input` (with `other`, an input of the same target, for splices).
+fn mutate(rng: &mut Rng, input: &[u8], other: &[u8]) -> Vec<u8> {
+    let mut out = input.to_vec();
+    for _ in 0..=rng.below(4) {
+        let at = rng.below(out.len() + 1);
+        match rng.below(7) {
+            0 if !out.is_empty() => {
+                let i = rng.below(out.len());
+                out[i] ^= 1 << rng.below(8);
+            }
+            1 => {
+                let piece = INTERESTING[rng.below(INTERESTING.len())];
+                out.splice(at..at, piece.iter().copied());
+            }
+            2 if !out.is_empty() => {
+                let end = (at + 1 + rng.below(32)).min(out.len());
+                out.drain(at.min(end)..end);
+            }
+            3 if !out.is_empty() => {
+                let from = rng.below(out.len());
+                let end = (from + 1 + rng.below(64)).min(out.len());
+                let copy = out[from..end].to_vec();
+                out.splice(at..at, copy);
+            }
+            4 if !other.is_empty() => {
+                let from = rng.below(other.len());
+                let end = (from + 1 + rng.below(256)).min(other.len());
+                out.splice(at..at, other[from..end].iter().copied());
+            }
+            5 => out.truncate(at),
+            _ => {
+                let b = u8::try_from(rng.next() & 0xff).unwrap_or(0);
+                out.insert(at, b);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn seeded_mutations_of_every_committed_input_pass_their_target() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let per_input = std::env::var("PERSONAD_FUZZ_MUTATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(MUTATIONS);
+    let findings = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fuzz-findings");
+    let mut failures = Vec::new();
+    let mut ran = 0u64;
+    for (t, (name, target)) in personad::fuzz::TARGETS.iter().enumerate() {
+        let inputs: Vec<Vec<u8>> = files(&root.join("seeds").join(name))
+            .iter()
+            .chain(&files(&root.join("regressions").join(name)))
+            .filter_map(|p| std::fs::read(p).ok())
+            .collect();
+        for (i, input) in inputs.iter().enumerate() {
+            let mut rng = Rng(((t as u64) << 32) | i as u64);
+            for n in 0..per_input {
+                let other = &inputs[rng.below(inputs.len())];
+                let data = mutate(&mut rng, input, other);
+                ran += 1;
+                if std::panic::catch_unwind(|| target(&data)).is_err() {
+                    let path = findings.join(format!("{name}-{i}-{n}"));
+                    let _ = std::fs::create_dir_all(&findings);
+                    let _ = std::fs::write(&path, &data);
+                    failures.push(path.display().to_string());
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "inputs that fail their target (replay one with its fuzz binary, then keep it in \
+         fuzz/regressions/<target>/ with the fix): {failures:#?}"
+    );
+    assert!(ran >= per_input * personad::fuzz::TARGETS.len() as u64);
 }
 
 #[test]

@@ -233,7 +233,7 @@ fn fifos_links_and_oversized_state_files_are_refused_without_blocking() -> TestR
     let loaded = store.load_all(jiff::Timestamp::now())?;
     let chats: Vec<i64> = loaded.graphs.iter().map(|g| g.chat.id.0).collect();
     assert_eq!(chats, vec![5]);
-    assert_eq!(loaded.quarantined.len(), 6);
+    assert_eq!(loaded.quarantined.len(), 4);
     assert!(outside.exists(), "the link's target is left alone");
     let (agent_state, q) = personad::adapters::store::load_agent_state(store.state_dir(), "Wren")?;
     assert!(agent_state.disabled_chats.is_empty());
