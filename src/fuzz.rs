@@ -72,6 +72,8 @@ pub fn model_output(data: &[u8]) {
         allow_clear_conversation: data.first().is_some_and(|b| b & 1 == 1),
         default_sticker_set: Some("set".into()),
         known_messages: Some(known.clone()),
+        default_person: Some(7),
+        known_people: Some([7, 8].into_iter().collect()),
         ..ParseOptions::default()
     };
     let reply = blocks::parse_reply(&text, &opts);
@@ -113,6 +115,22 @@ pub fn model_output(data: &[u8]) {
                 assert!(opts.allow_clear_conversation, "a forbidden clear");
             }
             Action::Block | Action::Unblock => {}
+            Action::Remember { about, write, .. } => {
+                assert!(
+                    [7, 8].contains(about),
+                    "a fact about someone not in the chat"
+                );
+                assert!(
+                    write.id.is_some() || !write.content.trim().is_empty(),
+                    "an empty write"
+                );
+            }
+            Action::Note { write, .. } => {
+                assert!(
+                    write.id.is_some() || !write.content.trim().is_empty(),
+                    "an empty write"
+                );
+            }
         }
     }
     let limit = usize::from(data.first().copied().unwrap_or(0)).max(2);

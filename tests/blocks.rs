@@ -304,6 +304,7 @@ fn clear_conversation_is_gated() {
 
 /// Unknown kinds (including the operator-only `shutdown`) are skipped with a warning that
 /// names them, and every other block still runs: one bad block no longer discards the reply.
+/// `think` (the original's private reasoning) is dropped without a warning.
 #[test]
 fn unknown_kinds_are_skipped_while_others_run() {
     let reply = "# «send»\nbefore\n# «shutdown»\nbye\n# «xsend» 5\nother chat\n\
@@ -313,8 +314,8 @@ fn unknown_kinds_are_skipped_while_others_run() {
         parsed.actions,
         [send("before"), Action::Wait { secs: 1.0 }, send("after")]
     );
-    assert_eq!(parsed.warnings.len(), 3, "{:?}", parsed.warnings);
-    for (warning, name) in parsed.warnings.iter().zip(["shutdown", "xsend", "think"]) {
+    assert_eq!(parsed.warnings.len(), 2, "{:?}", parsed.warnings);
+    for (warning, name) in parsed.warnings.iter().zip(["shutdown", "xsend"]) {
         assert!(warning.contains(&format!("(«{name}»)")), "{warning}");
         assert!(warning.contains("unknown kind; skipped"), "{warning}");
     }
@@ -652,6 +653,8 @@ proptest! {
             allow_block: true,
             default_sticker_set: default_set,
             known_messages: Some([MessageId(1)].into_iter().collect()),
+            default_person: Some(5),
+            known_people: None,
         };
         let parsed = parse_reply(&parts.join("\n"), &opts);
         prop_assert!(parsed.actions.len() <= max_tasks);

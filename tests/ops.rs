@@ -443,7 +443,7 @@ fn a_second_sigterm_exits_at_once_and_every_graph_still_decodes() -> TestResult 
 
 /// The transcript of one in-memory chat, as the daemon saved it.
 fn transcript(s: &Scratch, agent: &str) -> Vec<Value> {
-    let dir = s.state().join(agent).join("memory");
+    let dir = s.state().join(agent).join("telegram-memory");
     let mut all = Vec::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         // A save in progress shows as a hidden temporary file beside the transcript.

@@ -365,6 +365,7 @@ async fn thirty_turns(history_size: usize) -> Vec<LlmRequest> {
             media: &Default::default(),
             stickers: &[],
             quote: true,
+            memory: &Default::default(),
         };
         let _ = planner.plan(req).await;
     }
@@ -433,6 +434,7 @@ async fn every_turn_opens_with_a_pinned_metadata_line_own_messages_included() {
             media: &Default::default(),
             stickers: &[],
             quote: true,
+            memory: &Default::default(),
         })
         .await;
     let reqs = llm.requests.lock().map(|r| r.clone()).unwrap_or_default();

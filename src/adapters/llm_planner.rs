@@ -224,7 +224,10 @@ impl LlmPlanner {
 
     fn parse(&self, req: &PlanRequest<'_>, text: &str) -> Vec<Action> {
         let known: HashSet<MessageId> = req.history.iter().map(|m| m.id).collect();
+        let (default_person, known_people) = people_of(req);
         let opts = ParseOptions {
+            default_person,
+            known_people: Some(known_people),
             max_tasks: self.config.max_tasks,
             allow_clear_conversation: req.persona.allow_clear_conversation,
             allow_block: req.persona.allow_block,
@@ -237,6 +240,11 @@ impl LlmPlanner {
             tracing::warn!(agent = %req.persona.name, chat = %req.chat.id, "model reply: {w}");
         }
         let mut actions = parsed.actions;
+        for a in &mut actions {
+            if let Action::Remember { message, .. } | Action::Note { message, .. } = a {
+                *message = req.target;
+            }
+        }
         // In a group, the first message answers the message that triggered the plan unless
         // the model chose otherwise, so people can tell what it responds to.
         if !req.chat.kind.is_direct()
@@ -255,6 +263,24 @@ impl LlmPlanner {
         }
         actions
     }
+}
+
+/// Whom a `remember` is about by default (the sender of the message answered; in a direct
+/// chat, the other person) and whom it may name (the people of the chat's history).
+fn people_of(req: &PlanRequest<'_>) -> (Option<i64>, HashSet<i64>) {
+    let mut known: HashSet<i64> = req
+        .history
+        .iter()
+        .filter(|m| !m.outgoing)
+        .map(|m| m.sender.id)
+        .collect();
+    let direct = req.chat.kind.is_direct().then_some(req.chat.id.0);
+    known.extend(direct);
+    let answered = req
+        .target
+        .and_then(|t| req.history.iter().find(|m| m.id == t && !m.outgoing))
+        .map(|m| m.sender.id);
+    (answered.or(direct), known)
 }
 
 impl Planner for LlmPlanner {

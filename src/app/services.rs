@@ -10,6 +10,8 @@ use crate::adapters::llm::usage::UsageMeter;
 use crate::adapters::media::MediaPipeline;
 use crate::adapters::stickers::StickerCatalog;
 use crate::adapters::store::StateDir;
+use crate::adapters::store::facts::FileFacts;
+use crate::adapters::store::graphs::GraphStore;
 use crate::app::cli::MediaArgs;
 use crate::app::commands::CommandError;
 use crate::core::config::RuntimeConfig;
@@ -17,19 +19,21 @@ use crate::ingress::chain::{Chain, Groups};
 use crate::ports::clock::SharedClock;
 use crate::ports::llm::Llm;
 use crate::ports::planner::SharedPlanner;
-use crate::ports::store::RuntimeStore;
 use crate::runtime::{AgentHandle, InboundGate, Runtime, RuntimeHandle};
 
-/// The runtime over the given adapters, with the process's curated sticker catalog.
+/// The runtime over the given adapters, with the process's curated sticker catalog and the
+/// long-term memory kept beside the graphs (`<state>/<agent>/memory/`).
 pub(crate) fn runtime(
     config: RuntimeConfig,
     agents: Vec<AgentHandle>,
     planner: SharedPlanner,
-    store: impl RuntimeStore,
+    store: GraphStore,
     clock: &SharedClock,
 ) -> Runtime {
+    let facts = FileFacts::new(store.state_dir().clone());
     Runtime::new(config, agents, planner, store, Arc::clone(clock))
         .with_stickers(Arc::new(StickerCatalog::new()))
+        .with_facts(Arc::new(facts))
 }
 
 /// The media pipeline over the LLM: descriptions cached under `state`, metered.

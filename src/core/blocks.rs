@@ -68,6 +68,8 @@ mod json;
 use json::*;
 mod split;
 use split::*;
+mod memory;
+use memory::*;
 
 /// Telegram's limit on a text message, in UTF-16 code units.
 pub const TELEGRAM_TEXT_LIMIT_UTF16: usize = 4096;
@@ -102,6 +104,10 @@ pub struct ParseOptions {
     pub default_sticker_set: Option<String>,
     /// Message ids of the chat's history; `None` accepts any id.
     pub known_messages: Option<HashSet<MessageId>>,
+    /// Whom a `remember` without `about` is about (the person being answered).
+    pub default_person: Option<i64>,
+    /// Who may be named by `about` (the chat's people); `None` accepts anyone.
+    pub known_people: Option<HashSet<i64>>,
 }
 
 impl Default for ParseOptions {
@@ -113,6 +119,8 @@ impl Default for ParseOptions {
             allow_block: true,
             default_sticker_set: None,
             known_messages: None,
+            default_person: None,
+            known_people: None,
         }
     }
 }
@@ -235,6 +243,11 @@ fn parse_block(
     body: &str,
     opts: &ParseOptions,
 ) {
+    if heading.kind.trim().eq_ignore_ascii_case("think") {
+        // Private reasoning (the original's prompts ask for it): dropped by design.
+        tracing::debug!(block = index, "think block dropped");
+        return;
+    }
     let Some(kind) = block_kind(heading.kind) else {
         let label = format!("block {index} («{}»)", shown_kind(heading.kind));
         warn(out, &label, "unknown kind; skipped");
@@ -304,6 +317,11 @@ fn parse_block(
                 TaskKind::Unblock => Action::Unblock,
                 _ => Action::ClearConversation,
             });
+        }
+        TaskKind::Remember | TaskKind::Note => {
+            ignore_id(out, &label, &heading.id);
+            let (id, about, content) = memory_fields(body);
+            push_memory(out, &label, kind, id, about, content, opts);
         }
         // Not plannable: `block_kind` never returns these.
         TaskKind::Received | TaskKind::Classify | TaskKind::Shutdown => {

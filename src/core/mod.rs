@@ -7,6 +7,7 @@ pub mod admission;
 pub mod agent_state;
 pub mod blocks;
 pub mod config;
+pub mod facts;
 pub mod graph;
 pub mod group;
 pub mod llm;

@@ -32,6 +32,17 @@ pub enum Action {
     Block,
     Unblock,
     ClearConversation,
+    /// A fact about a person (`about`: their sender id), learnt answering `message`.
+    Remember {
+        about: i64,
+        write: crate::core::facts::FactWrite,
+        message: Option<MessageId>,
+    },
+    /// A note about this chat.
+    Note {
+        write: crate::core::facts::FactWrite,
+        message: Option<MessageId>,
+    },
 }
 
 /// What a planner gets to see.
@@ -51,6 +62,8 @@ pub struct PlanRequest<'a> {
     pub quote: bool,
     /// The persona's curated stickers, with cached descriptions.
     pub stickers: &'a [crate::core::model::CuratedSticker],
+    /// What this chat may see of the persona's long-term memory.
+    pub memory: &'a crate::core::facts::MemoryView,
 }
 
 /// Why planning failed.

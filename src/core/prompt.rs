@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 
 use jiff::tz::TimeZone;
 
+use crate::core::facts::MemoryView;
 use crate::core::llm::{Part, Role, Turn};
 use crate::core::media::{MediaDescriptions, MediaRecord, MediaStatus};
 use crate::core::model::CuratedSticker;
@@ -49,8 +50,10 @@ pub fn build(
         role: Role::User,
         parts: vec![Part::Text(volatile_context(input, &tz))],
     });
+    let mut system = system_instruction(input.persona, input.chat, input.stickers);
+    memory_section(&mut system, input.memory);
     Prompt {
-        system: system_instruction(input.persona, input.chat, input.stickers),
+        system,
         turns,
         window_start: window.first().map(|m| m.id),
     }
@@ -131,6 +134,31 @@ pub(crate) fn system_instruction(
         );
     }
     s
+}
+
+/// The memory part of the instruction, after everything about the persona (which it never
+/// changes): the owner's facts about the persona, then this chat's notes, then the facts about
+/// each person here. A new fact changes the prompt from here on only.
+fn memory_section(s: &mut String, memory: &MemoryView) {
+    if memory.is_empty() {
+        return;
+    }
+    if !memory.persona.trim().is_empty() {
+        s.push_str("\n# More about you\n\n");
+        s.push_str(memory.persona.trim());
+        s.push('\n');
+    }
+    s.push_str("\n# What you remember\n\n");
+    if !memory.chat.trim().is_empty() {
+        s.push_str("About this chat:\n");
+        s.push_str(&memory.chat);
+        s.push('\n');
+    }
+    for (id, name, lines) in &memory.people {
+        let _ = writeln!(s, "About {name:?} (sender_id {id}):");
+        s.push_str(lines);
+        s.push('\n');
+    }
 }
 
 /// How far the window start advances at once: a fifth of the window, at least 10 messages,

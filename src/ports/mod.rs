@@ -5,6 +5,7 @@
 
 pub mod backoff;
 pub mod clock;
+pub mod facts;
 pub mod groups;
 pub mod llm;
 pub mod media;

@@ -411,6 +411,7 @@ impl Driver {
             config: Arc::clone(&self.svc.config),
             media: self.svc.media.clone(),
             stickers: Arc::clone(&self.svc.stickers),
+            facts: self.svc.facts.clone(),
             groups: self.svc.published.groups(),
         };
         let queue = Arc::clone(&self.svc.queue);

@@ -32,6 +32,7 @@ use tokio::sync::watch;
 use crate::core::config::RuntimeConfig;
 use crate::core::persona::Persona;
 use crate::ports::clock::SharedClock;
+use crate::ports::facts::SharedFacts;
 use crate::ports::media::SharedMedia;
 use crate::ports::planner::SharedPlanner;
 use crate::ports::stickers::{NoStickers, SharedStickers};
@@ -156,6 +157,8 @@ pub(in crate::runtime) struct Services {
     /// The media description pipeline, when the process has one (it needs an LLM).
     pub(in crate::runtime) media: Option<SharedMedia>,
     pub(in crate::runtime) stickers: SharedStickers,
+    /// Long-term memory (facts), when the process keeps it.
+    pub(in crate::runtime) facts: Option<SharedFacts>,
     pub(in crate::runtime) store: SharedStore,
     pub(in crate::runtime) clock: SharedClock,
     pub(in crate::runtime) queue: Arc<WorkQueue>,
@@ -193,6 +196,7 @@ impl Runtime {
             planner,
             media: None,
             stickers: Arc::new(NoStickers),
+            facts: None,
             store: Arc::new(store),
             queue: Arc::new(WorkQueue::new(Arc::clone(&clock))),
             clock,
@@ -220,6 +224,13 @@ impl Runtime {
     /// Gives the handlers the agents' curated stickers (the planner's list, name lookup).
     pub fn with_stickers(mut self, stickers: SharedStickers) -> Runtime {
         self.services.stickers = stickers;
+        self
+    }
+
+    /// Gives the handlers long-term memory: `remember` and `note` tasks write it, planning
+    /// shows what a chat may see of it.
+    pub fn with_facts(mut self, facts: SharedFacts) -> Runtime {
+        self.services.facts = Some(facts);
         self
     }
 

@@ -343,7 +343,10 @@ impl Harness {
             GraphStore::new(StateDir::new(state)),
             Arc::clone(&shared),
         )
-        .with_stickers(Arc::new(StickerCatalog::new()));
+        .with_stickers(Arc::new(StickerCatalog::new()))
+        .with_facts(Arc::new(personad::adapters::store::facts::FileFacts::new(
+            StateDir::new(state),
+        )));
         if let Some(make) = make_media {
             runtime = runtime.with_media(make(Arc::clone(&shared)));
         }

@@ -174,6 +174,38 @@ pub fn user_id_for(name: &str) -> i64 {
 /// are at most a few hundred KB).
 pub const STICKER_FILE_CAP: u64 = 16 << 20;
 
+/// Moves the transcripts an earlier version kept in `old` (`<agent>/memory/`, now the
+/// agent's long-term memory) to `new`, once: only when `new` does not exist yet. Returns how
+/// many were moved.
+pub fn adopt_old_transcripts(old: &Path, new: &Path) -> Result<usize, store::StoreError> {
+    if new.exists() {
+        return Ok(0);
+    }
+    let Ok(entries) = std::fs::read_dir(old) else {
+        return Ok(0);
+    };
+    let transcripts: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    if transcripts.is_empty() {
+        return Ok(0);
+    }
+    store::ensure_private_dir(new)?;
+    for path in &transcripts {
+        if let Some(name) = path.file_name() {
+            std::fs::rename(path, new.join(name)).map_err(|e| store::StoreError::Io {
+                action: "cannot move transcript",
+                path: path.clone(),
+                source: e,
+            })?;
+        }
+    }
+    tracing::info!(event = "transcripts_moved", count = transcripts.len(), to = %new.display(), "in-memory transcripts moved to their new folder");
+    Ok(transcripts.len())
+}
+
 impl MemoryTelegram {
     /// A fresh account. With `dir`, transcripts are loaded from and saved to
     /// `dir/<chat>.json`.

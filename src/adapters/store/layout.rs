@@ -13,7 +13,10 @@
 //! <state>/<agent>/telegram.session(.lock)       the Telegram session and its lock
 //! <state>/<agent>/telegram-test.session(.lock)  the same on Telegram's test servers
 //! <state>/<agent>/telegram-sent.json            the sent-message ledger
-//! <state>/<agent>/memory/, playground/          in-memory backend transcripts
+//! <state>/<agent>/memory/persona.md             the owner's facts about the persona
+//! <state>/<agent>/memory/people/<user>.md       what the persona remembers about a person
+//! <state>/<agent>/memory/chats/<chat>.md        its notes about one chat
+//! <state>/<agent>/telegram-memory/, playground/ in-memory backend transcripts
 //! ```
 //!
 //! Agent names and media ids are escaped with [`fs_name`] so distinct names never share a
@@ -216,9 +219,26 @@ impl StateDir {
         self.agent_dir(agent).join(SENT_LEDGER_FILE)
     }
 
-    /// `<agent>/memory`: the in-memory backend's transcripts under `run --telegram memory`.
+    /// `<agent>/telegram-memory`: the in-memory backend's transcripts under
+    /// `run --telegram memory` (before 0.2 they were in `<agent>/memory`, now the facts').
     pub(crate) fn memory_dir(&self, agent: &str) -> PathBuf {
+        self.agent_dir(agent).join("telegram-memory")
+    }
+
+    /// `<agent>/memory`: an agent's long-term memory (facts).
+    pub(crate) fn facts_dir(&self, agent: &str) -> PathBuf {
         self.agent_dir(agent).join("memory")
+    }
+
+    /// The file of one scope of an agent's facts.
+    pub(crate) fn facts_path(&self, agent: &str, scope: crate::core::facts::FactScope) -> PathBuf {
+        use crate::core::facts::FactScope;
+        let dir = self.facts_dir(agent);
+        match scope {
+            FactScope::Persona => dir.join("persona.md"),
+            FactScope::Person(id) => dir.join("people").join(format!("{id}.md")),
+            FactScope::Chat(id) => dir.join("chats").join(format!("{id}.md")),
+        }
     }
 
     /// `<agent>/playground`: the playground's transcripts.

@@ -13,6 +13,7 @@
 //! All functions block; async callers run them through `tokio::task::spawn_blocking`. Other
 //! modules must not write files themselves.
 
+pub mod facts;
 pub mod files;
 pub mod graphs;
 pub mod layout;

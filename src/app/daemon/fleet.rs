@@ -75,7 +75,9 @@ impl Fleet {
                 let send_delay = *send_delay;
                 let (name, clock) = (persona.name.clone(), Arc::clone(&self.clock));
                 let dir = self.state.memory_dir(&persona.name);
+                let old = self.state.facts_dir(&persona.name);
                 let memory = tokio::task::spawn_blocking(move || {
+                    crate::adapters::memory::adopt_old_transcripts(&old, &dir)?;
                     crate::adapters::store::ensure_private_dir(&dir)?;
                     MemoryTelegram::new(&name, clock, Some(dir))
                 })

@@ -90,6 +90,22 @@ pub(super) fn parse_json_tasks(out: &mut ParsedReply, found: JsonTasks, opts: &P
             tracing::debug!(task = index, "think task dropped");
             continue;
         }
+        if let Some(k @ (TaskKind::Remember | TaskKind::Note)) = block_kind(kind) {
+            let content = json_text(obj, "content")
+                .or_else(|| json_text(obj, "text"))
+                .unwrap_or_default();
+            let label = format!("task {index} («{}»)", k.as_str());
+            push_memory(
+                out,
+                &label,
+                k,
+                json_text(obj, "id"),
+                json_text(obj, "about"),
+                content,
+                opts,
+            );
+            continue;
+        }
         let text_field = |name: &str| -> String {
             match obj.get(name) {
                 Some(serde_json::Value::String(s)) => s.clone(),

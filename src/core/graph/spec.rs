@@ -29,10 +29,12 @@ pub enum TaskKind {
     Unblock,
     ClearConversation,
     Shutdown,
+    Remember,
+    Note,
 }
 
 impl TaskKind {
-    pub(crate) const ALL: [TaskKind; 10] = [
+    pub(crate) const ALL: [TaskKind; 12] = [
         TaskKind::Received,
         TaskKind::Classify,
         TaskKind::Send,
@@ -43,6 +45,8 @@ impl TaskKind {
         TaskKind::Unblock,
         TaskKind::ClearConversation,
         TaskKind::Shutdown,
+        TaskKind::Remember,
+        TaskKind::Note,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -57,6 +61,8 @@ impl TaskKind {
             TaskKind::Unblock => "unblock",
             TaskKind::ClearConversation => "clear-conversation",
             TaskKind::Shutdown => "shutdown",
+            TaskKind::Remember => "remember",
+            TaskKind::Note => "note",
         }
     }
 
@@ -164,6 +170,24 @@ pub enum TaskSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// Keep (or, with empty `content`, forget) a fact about the person `about`, learnt in
+    /// answer to `message`.
+    Remember {
+        about: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        content: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<MessageId>,
+    },
+    /// Keep (or forget) a note about this chat.
+    Note {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        content: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<MessageId>,
+    },
 }
 
 impl TaskSpec {
@@ -179,6 +203,8 @@ impl TaskSpec {
             TaskSpec::Unblock => TaskKind::Unblock,
             TaskSpec::ClearConversation => TaskKind::ClearConversation,
             TaskSpec::Shutdown { .. } => TaskKind::Shutdown,
+            TaskSpec::Remember { .. } => TaskKind::Remember,
+            TaskSpec::Note { .. } => TaskKind::Note,
         }
     }
 
@@ -222,6 +248,21 @@ impl TaskSpec {
             Action::Block => TaskSpec::Block,
             Action::Unblock => TaskSpec::Unblock,
             Action::ClearConversation => TaskSpec::ClearConversation,
+            Action::Remember {
+                about,
+                write,
+                message,
+            } => TaskSpec::Remember {
+                about,
+                id: write.id,
+                content: write.content,
+                message,
+            },
+            Action::Note { write, message } => TaskSpec::Note {
+                id: write.id,
+                content: write.content,
+                message,
+            },
         }
     }
 

@@ -169,6 +169,11 @@ fn spec_of(kind: TaskKind, map: &Map<String, Value>) -> Result<TaskSpec, Invalid
             message_id: p.need("message_id", p.message("message_id")?)?,
             emoji: p.need("emoji", p.opt_str("emoji")?)?,
         },
+        TaskKind::Remember | TaskKind::Note => {
+            return Err(Invalid::from(format!(
+                "a {kind} task in a format 1 file (format 1 had no memory tasks)"
+            )));
+        }
         TaskKind::Block => TaskSpec::Block,
         TaskKind::Unblock => TaskSpec::Unblock,
         TaskKind::ClearConversation => TaskSpec::ClearConversation,

@@ -6,6 +6,7 @@
 mod block;
 mod classify;
 mod clear_conversation;
+mod memory;
 mod react;
 mod received;
 mod send;
@@ -23,6 +24,7 @@ use crate::core::outcome::{Outcome, TaskError};
 use crate::core::persona::Persona;
 use crate::core::time::BoxFuture;
 use crate::ports::clock::SharedClock;
+use crate::ports::facts::SharedFacts;
 use crate::ports::groups::SharedGroups;
 use crate::ports::media::SharedMedia;
 use crate::ports::planner::SharedPlanner;
@@ -44,6 +46,8 @@ pub(crate) struct TaskContext {
     pub media: Option<SharedMedia>,
     /// Curated stickers of every agent.
     pub stickers: SharedStickers,
+    /// Long-term memory, when the process keeps it.
+    pub facts: Option<SharedFacts>,
     /// The group decision pipeline the `classify` task calls, when groups are wired.
     pub groups: Option<SharedGroups>,
 }
@@ -80,6 +84,7 @@ pub(crate) fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
         TaskKind::Unblock => &unblock::Unblock,
         TaskKind::ClearConversation => &clear_conversation::ClearConversation,
         TaskKind::Shutdown => &shutdown::Shutdown,
+        TaskKind::Remember | TaskKind::Note => &memory::Memory,
     }
 }
 

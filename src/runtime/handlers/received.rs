@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use crate::core::config::Pacing;
+use crate::core::facts::{DEFAULT_SCOPE_BYTES, FactScope, MemoryView};
 use crate::core::graph::{Task, TaskKind, TaskSpec};
 use crate::core::media::MediaDescriptions;
 use crate::core::outcome::Outcome;
@@ -62,6 +63,7 @@ impl TaskHandler for Received {
                         .map(str::to_string);
                 }
             }
+            let memory = memory_view(ctx, &history).await;
             let actions = ctx
                 .planner
                 .plan(PlanRequest {
@@ -73,6 +75,7 @@ impl TaskHandler for Received {
                     media: &media,
                     stickers: &stickers,
                     quote: !no_quote,
+                    memory: &memory,
                 })
                 .await?;
             if actions.is_empty() {
@@ -81,6 +84,74 @@ impl TaskHandler for Received {
             let pacing = persona_pacing(&ctx.persona, ctx.config.pacing);
             Ok(Outcome::Planned(tasks_from_actions(actions, now, pacing)))
         })
+    }
+}
+
+/// Most people of a group whose facts one plan sees (the latest speakers).
+const PEOPLE_SHOWN: usize = 12;
+
+/// What this chat may see of the agent's memory: the persona's own facts, this chat's notes,
+/// and the facts about each person here (the other person of a direct chat; in a group, the
+/// latest speakers of the history). Facts about anyone else never reach the prompt. An
+/// unreadable file is logged and left out.
+async fn memory_view(ctx: &TaskContext, history: &[crate::core::model::Message]) -> MemoryView {
+    let Some(facts) = ctx.facts.clone() else {
+        return MemoryView::default();
+    };
+    let mut people: Vec<(i64, String)> = Vec::new();
+    if ctx.chat.kind.is_direct() {
+        people.push((ctx.chat.id.0, ctx.chat.title.clone()));
+    }
+    for m in history.iter().rev().filter(|m| !m.outgoing) {
+        if people.len() == PEOPLE_SHOWN {
+            break;
+        }
+        if !people.iter().any(|(id, _)| *id == m.sender.id) {
+            people.push((m.sender.id, m.sender.name.clone()));
+        }
+    }
+    let (agent, chat) = (ctx.key.agent.clone(), ctx.chat.id);
+    let read = tokio::task::spawn_blocking(move || {
+        let cap = DEFAULT_SCOPE_BYTES;
+        let mut problems = Vec::new();
+        let mut scope_lines = |scope: FactScope| match facts.read(&agent, scope) {
+            Ok(file) => file.prompt_lines(cap),
+            Err(e) => {
+                problems.push(e.to_string());
+                String::new()
+            }
+        };
+        let chat_notes = scope_lines(FactScope::Chat(chat));
+        let people: Vec<(i64, String, String)> = people
+            .into_iter()
+            .map(|(id, name)| (id, name, scope_lines(FactScope::Person(id))))
+            .filter(|(_, _, lines)| !lines.is_empty())
+            .collect();
+        let persona = match facts.persona_text(&agent) {
+            Ok(text) => crate::core::facts::capped(&text, cap),
+            Err(e) => {
+                problems.push(e.to_string());
+                String::new()
+            }
+        };
+        (
+            MemoryView {
+                persona,
+                chat: chat_notes,
+                people,
+            },
+            problems,
+        )
+    })
+    .await;
+    match read {
+        Ok((view, problems)) => {
+            for p in problems {
+                tracing::warn!(event = "memory_file_unreadable", agent = %ctx.key.agent, problem = %p, "memory file unreadable: left out of the prompt");
+            }
+            view
+        }
+        Err(_) => MemoryView::default(),
     }
 }
 

@@ -1,0 +1,98 @@
+//! The file store of long-term memory: one Markdown file per scope under
+//! `<state>/<agent>/memory/` (`persona.md`, `people/<user>.md`, `chats/<chat>.md`), each read
+//! and written whole, atomically. Implements [`FactStore`]. Hand edits are read on the next
+//! use (nothing is cached); a file that does not read as facts is reported with its line and
+//! never overwritten.
+
+use std::sync::{Mutex, PoisonError};
+
+use super::files::{read_optional, write_atomic};
+use super::layout::StateDir;
+use crate::core::facts::{
+    Applied, DEFAULT_SCOPE_BYTES, FactFile, FactScope, FactWrite, Refused, Source,
+};
+use crate::core::model::ChatId;
+use crate::ports::facts::{FactError, FactStore};
+
+/// Facts as files under a state directory.
+pub struct FileFacts {
+    dir: StateDir,
+    cap: usize,
+    /// Serializes read-change-save steps (two chats may write one person's facts).
+    writing: Mutex<()>,
+}
+
+impl FileFacts {
+    pub fn new(dir: StateDir) -> FileFacts {
+        FileFacts {
+            dir,
+            cap: DEFAULT_SCOPE_BYTES,
+            writing: Mutex::new(()),
+        }
+    }
+
+    /// Sets the cap on one scope's prompt form, in bytes.
+    pub fn with_scope_cap(mut self, bytes: usize) -> FileFacts {
+        self.cap = bytes.max(256);
+        self
+    }
+}
+
+impl FactStore for FileFacts {
+    fn read(&self, agent: &str, scope: FactScope) -> Result<FactFile, FactError> {
+        let path = self.dir.facts_path(agent, scope);
+        match read_optional(&path)? {
+            None => Ok(FactFile::default()),
+            Some(text) => FactFile::parse(&text).map_err(|e| FactError::Unreadable {
+                file: path,
+                line: e.line,
+                message: e.message,
+            }),
+        }
+    }
+
+    fn persona_text(&self, agent: &str) -> Result<String, FactError> {
+        let path = self.dir.facts_path(agent, FactScope::Persona);
+        Ok(read_optional(&path)?.unwrap_or_default())
+    }
+
+    fn apply(
+        &self,
+        agent: &str,
+        scope: FactScope,
+        write: &FactWrite,
+        source: &Source,
+    ) -> Result<Result<Applied, Refused>, FactError> {
+        let _one_at_a_time = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut file = self.read(agent, scope)?;
+        let applied = file.apply(scope, write, source, self.cap);
+        // Every applied write is saved (a delete of nothing too: its task id is recorded).
+        if matches!(&applied, Ok(a) if *a != Applied::AlreadyApplied) {
+            let path = self.dir.facts_path(agent, scope);
+            write_atomic(&path, file.render(scope).as_bytes())?;
+        }
+        Ok(applied)
+    }
+
+    fn scopes(&self, agent: &str) -> Result<Vec<FactScope>, FactError> {
+        let root = self.dir.facts_dir(agent);
+        let mut out = Vec::new();
+        for (sub, make) in [
+            ("people", FactScope::Person as fn(i64) -> FactScope),
+            ("chats", |id| FactScope::Chat(ChatId(id))),
+        ] {
+            let Ok(entries) = std::fs::read_dir(root.join(sub)) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if let Some(id) = name.strip_suffix(".md").and_then(|n| n.parse().ok()) {
+                    out.push(make(id));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+}

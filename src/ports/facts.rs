@@ -1,0 +1,48 @@
+//! The long-term memory port: where an agent's facts (`core::facts`) are kept. The file store
+//! (`adapters::store::facts`) is the one implementation, also used by tests and the
+//! playground (on a temporary state directory). Calls are blocking file work: async callers
+//! run them with `spawn_blocking`. Each `apply` is one read-change-save step, serialized
+//! within the process, so two chats writing one person's facts never lose a write.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::core::facts::{Applied, FactFile, FactScope, FactWrite, Refused, Source};
+
+/// Why the memory store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum FactError {
+    #[error(transparent)]
+    Store(#[from] crate::ports::store::StoreError),
+    /// A hand-edited file that does not read as facts: never overwritten.
+    #[error("{}:{line}: {message}", file.display())]
+    Unreadable {
+        file: PathBuf,
+        line: usize,
+        message: String,
+    },
+}
+
+/// An agent's facts, by scope.
+pub trait FactStore: Send + Sync + 'static {
+    /// One scope's facts (empty when it has no file).
+    fn read(&self, agent: &str, scope: FactScope) -> Result<FactFile, FactError>;
+
+    /// The owner's facts about the persona (`persona.md`), as written.
+    fn persona_text(&self, agent: &str) -> Result<String, FactError>;
+
+    /// Applies one write to one scope: read, change, save atomically. The inner result is
+    /// the write's own fate (refused by a cap, or what it did).
+    fn apply(
+        &self,
+        agent: &str,
+        scope: FactScope,
+        write: &FactWrite,
+        source: &Source,
+    ) -> Result<Result<Applied, Refused>, FactError>;
+
+    /// Every person and chat scope that has a file, sorted.
+    fn scopes(&self, agent: &str) -> Result<Vec<FactScope>, FactError>;
+}
+
+pub type SharedFacts = Arc<dyn FactStore>;

@@ -1,0 +1,138 @@
+//! Long-term memory end to end: the real runtime and LLM planner against a mock Gemini server
+//! on 127.0.0.1, on virtual time. What a person tells the persona is kept for that person
+//! (a `remember` task in the plan, written once to `state/<agent>/memory/people/<id>.md`) and
+//! shown wherever that person is, in no other chat: checked on the request bodies the mock
+//! received.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use personad::adapters::llm::gemini::{GeminiClient, GeminiConfig};
+use personad::adapters::llm::retry::{RetryConfig, RetryingLlm};
+use personad::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
+use personad::adapters::memory::user_id_for;
+use personad::core::model::{Chat, ChatId, ChatKind};
+use personad::ports::clock::SharedClock;
+use personad::ports::llm::ApiKey;
+use personad::ports::planner::SharedPlanner;
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path_regex};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+
+/// What the model keeps about Alice: words no message contains, so seeing them in a request
+/// can only come from memory.
+const FACT: &str = "Her sister Sarah studies marine biology in Lisbon.";
+const MARK: &str = "marine biology in Lisbon";
+
+fn reply(text: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}]
+    }))
+}
+
+/// The newest message of a request (the turn before the final `[context]` turn).
+fn newest_message(body: &Value) -> String {
+    let contents = body["contents"].as_array().cloned().unwrap_or_default();
+    contents
+        .iter()
+        .rev()
+        .nth(1)
+        .and_then(|c| c["parts"][0]["text"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Answers "ok"; told about a sister, also keeps the fact.
+async fn remembering_gemini() -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
+        .respond_with(|req: &Request| {
+            let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+            if newest_message(&body).contains("my sister") {
+                reply(&format!("# «remember»\n{FACT}\n\n# «send»\nHow lovely!"))
+            } else {
+                reply("# «send»\nok")
+            }
+        })
+        .mount(&server)
+        .await;
+    server
+}
+
+fn planner(uri: String) -> impl FnOnce(SharedClock) -> SharedPlanner {
+    move |clock| {
+        let mut cfg = GeminiConfig::new(ApiKey::new("k"));
+        cfg.base_url = uri;
+        let client = GeminiClient::new(cfg).unwrap_or_else(|e| panic!("client: {e}"));
+        let llm = RetryingLlm::new(Arc::new(client), RetryConfig::default(), clock);
+        Arc::new(LlmPlanner::new(Arc::new(llm), LlmPlannerConfig::default()))
+    }
+}
+
+fn person(name: &str) -> Chat {
+    Chat {
+        id: ChatId(user_id_for(name)),
+        kind: ChatKind::Direct,
+        title: name.into(),
+    }
+}
+
+/// Alice tells the persona about her sister in their DM. The fact is kept once, for Alice;
+/// it is in the prompt of Alice's DM and of a group where Alice speaks, and in no request of
+/// Bob's DM or of a group with only Bob.
+#[tokio::test]
+async fn a_fact_alice_tells_is_shown_where_alice_is_and_nowhere_else() -> TestResult {
+    let server = remembering_gemini().await;
+    let dir = tempfile::tempdir()?;
+    let (alice, bob) = (person("Alice"), person("Bob"));
+    let (club, den) = (group(-501), group(-502));
+    let chats = [alice.clone(), bob.clone(), club.clone(), den.clone()];
+    let mut h = Harness::start_with(dir.path(), planner(server.uri()), config(), &chats);
+    let steps = [
+        (&alice, "Alice", "my sister Sarah moved abroad"),
+        (&bob, "Bob", "hello, how are you?"),
+        (&alice, "Alice", "guess what happened today"),
+        (&club, "Alice", "evening everyone"),
+        (&den, "Bob", "anyone here?"),
+    ];
+    for (chat, from, text) in steps {
+        h.say(chat, from, text).await;
+        h.settle().await;
+    }
+    let bodies: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect();
+    assert_eq!(bodies.len(), 5, "one request per message");
+    let shown: Vec<bool> = bodies.iter().map(|b| b.contains(MARK)).collect();
+    assert_eq!(
+        shown,
+        [false, false, true, true, false],
+        "the fact reaches Alice's DM and the group with Alice only"
+    );
+    let file = dir
+        .path()
+        .join("ann/memory/people")
+        .join(format!("{}.md", user_id_for("Alice")));
+    let text = std::fs::read_to_string(&file)?;
+    assert_eq!(text.matches("\n## ").count(), 1, "kept once: {text}");
+    assert!(text.contains(FACT), "{text}");
+    assert!(
+        text.contains(&format!("chat {}", alice.id)),
+        "where it was learnt: {text}"
+    );
+    assert!(
+        !dir.path()
+            .join(format!("ann/memory/people/{}.md", user_id_for("Bob")))
+            .exists(),
+        "nothing was kept about Bob"
+    );
+    h.stop().await?;
+    Ok(())
+}
