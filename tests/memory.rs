@@ -136,3 +136,105 @@ async fn a_fact_alice_tells_is_shown_where_alice_is_and_nowhere_else() -> TestRe
     h.stop().await?;
     Ok(())
 }
+
+/// The original's Heidi, with her role prompts (`Task-Memory` among them), from the shared
+/// data: `check` names the task kinds her prompts ask for that personad does not support, and
+/// in a conversation where the model answers in the original's JSON task format, her
+/// `remember` task is stored (and her `think` dropped).
+#[tokio::test]
+async fn the_originals_heidi_stores_remember_tasks_and_check_flags_the_rest() -> TestResult {
+    let Some(base) = shared_data("cw-telegram-agent/head") else {
+        return Ok(());
+    };
+    let prompts = std::env::join_paths([base.join("prompts"), base.join("configprompts")])?;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+    clear_env(&mut cmd);
+    let out = cmd
+        .arg("--agents")
+        .arg(base.join("agents"))
+        .arg("--prompts")
+        .arg(&prompts)
+        .arg("check")
+        .output()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let heidi_line = text
+        .lines()
+        .find(|l| l.contains("Heidi.md") && l.contains("warning:") && l.contains("Task-XSend"))
+        .ok_or_else(|| format!("no unsupported-kind warning for Task-XSend:\n{text}"))?;
+    assert!(heidi_line.contains("xsend"), "{heidi_line}");
+    for (prompt, kinds) in [
+        ("Task-Retrieve", "retrieve"),
+        ("Task-Photo", "send_media"),
+        ("Task-Plan", "plan, intend"),
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.contains("Heidi.md") && l.contains(prompt) && l.contains(kinds)),
+            "{prompt} ({kinds}) not flagged:\n{text}"
+        );
+    }
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.contains("Task-Memory") && l.contains("does not support")),
+        "remember and note are supported:\n{text}"
+    );
+
+    let report = personad::adapters::persona_loader::load_dir(
+        &base.join("agents"),
+        &[base.join("prompts"), base.join("configprompts")],
+    )?;
+    let mut heidi = report
+        .usable()
+        .find(|p| p.name == "Heidi")
+        .cloned()
+        .ok_or("Heidi does not load")?;
+    heidi.name = AGENT.into();
+    heidi.disabled = false;
+    heidi.typing_speed = None;
+    heidi.start_typing_delay = None;
+    let server = MockServer::start().await;
+    let tasks = json!([
+        {"kind": "think", "text": "She told me about her sister."},
+        {"kind": "remember", "content": FACT},
+        {"kind": "send", "text": "Oh, that's wonderful!"}
+    ]);
+    Mock::given(method("POST"))
+        .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
+        .respond_with(reply(&tasks.to_string()))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir()?;
+    let alice = person("Alice");
+    let mut h = Harness::start_as(
+        heidi,
+        dir.path(),
+        planner(server.uri()),
+        config(),
+        std::slice::from_ref(&alice),
+        None,
+        None,
+    );
+    h.say(
+        &alice,
+        "Alice",
+        "my sister got into a marine biology course!",
+    )
+    .await;
+    h.settle().await;
+    let texts: Vec<String> = h.sends().into_iter().map(|(_, t, _)| t).collect();
+    assert_eq!(texts, ["Oh, that's wonderful!"]);
+    let file = dir
+        .path()
+        .join("ann/memory/people")
+        .join(format!("{}.md", user_id_for("Alice")));
+    let kept = std::fs::read_to_string(&file)?;
+    assert!(kept.contains(FACT), "{kept}");
+    assert!(!kept.contains("She told me"), "think is never kept: {kept}");
+    h.stop().await?;
+    Ok(())
+}

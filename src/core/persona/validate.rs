@@ -393,6 +393,17 @@ fn role_prompts_of(
         }
         listed.insert(prompt_name.to_owned(), line);
         if let Some(prompt) = load_role_prompt(report, line, prompt_name, prompt_dirs, files) {
+            let unsupported = unsupported_kinds(&prompt.text);
+            if !unsupported.is_empty() {
+                report.warning(
+                    line,
+                    format!(
+                        "role prompt {} asks for task kinds personad does not support: {}; the model's tasks of these kinds are skipped (logged)",
+                        show(prompt_name),
+                        unsupported.join(", ")
+                    ),
+                );
+            }
             role_prompts.push(prompt);
         }
     }
@@ -540,4 +551,49 @@ pub(super) fn load_role_prompt(
         ),
     );
     None
+}
+
+/// The task kinds personad carries out (task blocks or the original's JSON tasks); `think`
+/// is accepted and dropped.
+const SUPPORTED_KINDS: [&str; 11] = [
+    "send",
+    "react",
+    "sticker",
+    "wait",
+    "block",
+    "unblock",
+    "clear-conversation",
+    "think",
+    "remember",
+    "note",
+    "shutdown",
+];
+
+/// Kinds a role prompt of the original enables (its `<!-- SCHEMA_TASKS: a, b -->` lines) that
+/// personad does not support, in the order written.
+pub(crate) fn unsupported_kinds(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.trim().strip_prefix("<!--") else {
+            continue;
+        };
+        let Some(kinds) = rest
+            .trim_end()
+            .trim_end_matches("-->")
+            .trim()
+            .strip_prefix("SCHEMA_TASKS:")
+        else {
+            continue;
+        };
+        for kind in kinds
+            .split(',')
+            .map(|k| k.trim().to_ascii_lowercase().replace('_', "-"))
+        {
+            let known = SUPPORTED_KINDS.contains(&kind.as_str()) || kind == "clear-conversation";
+            if !kind.is_empty() && !known && !out.contains(&kind) {
+                out.push(kind.replace('-', "_"));
+            }
+        }
+    }
+    out
 }
