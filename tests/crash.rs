@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use personad::adapters::store::{GraphStore, StateDir};
-use personad::app::crash_harness::planned_texts;
+use personad::app::crash_harness::{planned_fact, planned_texts};
 
 const CHATS: i64 = 4;
 
@@ -69,6 +69,19 @@ fn transcript(state: &Path, chat: i64) -> Result<Vec<serde_json::Value>, String>
         .as_array()
         .cloned()
         .ok_or_else(|| format!("chat {chat}: transcript {} has no messages", path.display()))
+}
+
+/// The notes kept for `chat` (its memory file's facts, as text), in file order.
+fn notes_of(state: &Path, chat: i64) -> Result<Vec<String>, String> {
+    let path = state.join("crash/memory/chats").join(format!("{chat}.md"));
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let file = personad::core::facts::FactFile::parse(&text)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(file.facts.into_iter().map(|f| f.text).collect())
 }
 
 #[test]
@@ -127,6 +140,7 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
         ));
     }
     let mut sends = 0usize;
+    let mut facts = 0usize;
     for &chat in &pushed {
         let messages = transcript(&state, chat).map_err(|e| format!("seed {seed}: {e}"))?;
         let mut sent: HashMap<String, usize> = HashMap::new();
@@ -151,6 +165,24 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
             .rev()
             .find(|m| m["outgoing"] == false)
             .and_then(|m| m["id"].as_i64());
+        // Memory writes: none twice, and the newest message's plan kept its note once.
+        let notes = notes_of(&state, chat).map_err(|e| format!("seed {seed}: {e}"))?;
+        if let Some(dup) = notes
+            .iter()
+            .find(|n| notes.iter().filter(|m| m == n).count() > 1)
+        {
+            return Err(format!(
+                "seed {seed}: chat {chat}: the note {dup:?} was written twice: {notes:?}"
+            ));
+        }
+        facts += notes.len();
+        if let Some(id) = newest
+            && !notes.contains(&planned_fact(chat, id))
+        {
+            return Err(format!(
+                "seed {seed}: chat {chat}: the note of message {id} was lost: {notes:?}"
+            ));
+        }
         if let Some(id) = newest {
             for text in planned_texts(chat, id) {
                 if !sent.contains_key(&text) {
@@ -161,6 +193,11 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
                 }
             }
         }
+    }
+    if !pushed.is_empty() && facts == 0 {
+        return Err(format!(
+            "seed {seed}: messages were pushed but no note was kept"
+        ));
     }
     if !pushed.is_empty() && sends == 0 {
         return Err(format!(

@@ -1,6 +1,6 @@
 //! Hidden `personad crash-child`: the real runtime (scheduler, driver, fsynced writes) on a
 //! persisted in-memory Telegram and a deterministic planner whose plans have several sends
-//! with waits between them, for the runtime-level kill -9 test (tests/crash.rs). Each run
+//! with waits between them and a memory write (a `note`) among them, for the runtime-level kill -9 test (tests/crash.rs). Each run
 //! resumes what the previous run left on disk, optionally receives one new message, and
 //! prints a line per step (`READY`, `PUSHED`, `SENT <text>`, `IDLE`) so the test can kill it
 //! at chosen points. Like the daemon's unread scan on connect, a chat whose newest inbound
@@ -35,6 +35,11 @@ pub fn planned_texts(chat: i64, msg: i64) -> Vec<String> {
         .collect()
 }
 
+/// The note the planner keeps for message `msg` of `chat` (a memory write in every plan).
+pub fn planned_fact(chat: i64, msg: i64) -> String {
+    format!("c{chat} m{msg} noted")
+}
+
 struct CrashPlanner {
     clock: SharedClock,
 }
@@ -48,6 +53,15 @@ impl Planner for CrashPlanner {
             for (i, text) in planned_texts(req.chat.id.0, msg).into_iter().enumerate() {
                 if i > 0 {
                     actions.push(Action::Wait { secs: 0.01 });
+                }
+                if i == 1 {
+                    actions.push(Action::Note {
+                        write: crate::core::facts::FactWrite {
+                            id: None,
+                            content: planned_fact(req.chat.id.0, msg),
+                        },
+                        message: req.target,
+                    });
                 }
                 actions.push(Action::Send {
                     text,
