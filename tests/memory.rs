@@ -13,6 +13,8 @@ use personad::adapters::llm::gemini::{GeminiClient, GeminiConfig};
 use personad::adapters::llm::retry::{RetryConfig, RetryingLlm};
 use personad::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
 use personad::adapters::memory::user_id_for;
+use personad::adapters::store::StateDir;
+use personad::app::ops::controls::{Controller, Hooks, Op, Seat};
 use personad::core::model::{Chat, ChatId, ChatKind};
 use personad::ports::clock::SharedClock;
 use personad::ports::llm::ApiKey;
@@ -133,6 +135,66 @@ async fn a_fact_alice_tells_is_shown_where_alice_is_and_nowhere_else() -> TestRe
             .exists(),
         "nothing was kept about Bob"
     );
+
+    // The operator's view: `state memory` lists the fact with where it came from.
+    let state_memory = |who: &[&str]| -> Result<String, std::io::Error> {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+        clear_env(&mut cmd);
+        let out = cmd
+            .arg("--state")
+            .arg(dir.path())
+            .args(["state", "memory", "ann"])
+            .args(who)
+            .output()?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let all = state_memory(&[])?;
+    assert!(
+        all.contains(FACT)
+            && all.contains("Facts about Alice")
+            && all.contains(&format!("chat {}", alice.id)),
+        "{all}"
+    );
+    assert!(state_memory(&["@alice"])?.contains(FACT));
+    assert!(state_memory(&["Bob"])?.contains("keeps no facts about Bob"));
+
+    // The owner's commands: `/memory Alice` shows it, `/forget-fact ID` removes it.
+    let ctl = Controller::new(
+        StateDir::new(dir.path()),
+        h.handle.clone(),
+        h.shared_clock.clone(),
+        Vec::new(),
+        Hooks {
+            stop: Box::new(|_| {}),
+            reload: Box::new(|| {}),
+        },
+    );
+    ctl.add_agent(
+        AGENT,
+        Seat {
+            telegram: h.telegram.clone(),
+            memory: Some(h.telegram.clone()),
+        },
+    );
+    let shown = ctl
+        .execute(
+            Some(AGENT),
+            Op::Memory {
+                who: Some("Alice".into()),
+            },
+        )
+        .await?;
+    let id = shown
+        .split('[')
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .ok_or_else(|| format!("no fact id in {shown}"))?
+        .to_string();
+    let answer = ctl
+        .execute(Some(AGENT), Op::ForgetFact { id: id.clone() })
+        .await?;
+    assert!(answer.contains("forgot"), "{answer}");
+    assert!(!std::fs::read_to_string(&file)?.contains(FACT));
     h.stop().await?;
     Ok(())
 }

@@ -717,6 +717,45 @@ async fn playground_burst_makes_one_well_formed_request_and_never_prints_the_key
     Ok(())
 }
 
+/// A `remember` and a `note` in the model's answer are printed as `remember` and `note`
+/// events of the playground's JSON output, with what was kept.
+#[tokio::test]
+async fn playground_prints_memory_writes_as_events() -> TestResult {
+    let server = mock_with(answer(
+        "# «remember»\nLikes green tea.\n\n# «note»\nWe talk about tea here.\n\n# «send»\nnoted",
+    ))
+    .await;
+    let agents = tess_dir()?;
+    let state = tempfile::tempdir()?;
+    let out = run_to_end(
+        playground(state.path(), agents.path(), &server, true),
+        "{\"text\":\"I love green tea\"}\n".into(),
+    )
+    .await?;
+    let events = json_lines(&out.stdout);
+    let of = |kind: &str| -> Vec<Value> {
+        events
+            .iter()
+            .filter(|e| e["event"] == kind)
+            .cloned()
+            .collect()
+    };
+    let remembered = of("remember");
+    assert_eq!(remembered.len(), 1, "{events:?}");
+    assert_eq!(remembered[0]["text"], "Likes green tea.");
+    assert!(
+        remembered[0]["outcome"]
+            .as_str()
+            .is_some_and(|o| o.starts_with("created fact-")),
+        "{remembered:?}"
+    );
+    let noted = of("note");
+    assert_eq!(noted.len(), 1, "{events:?}");
+    assert_eq!(noted[0]["text"], "We talk about tea here.");
+    assert_eq!(of("send").len(), 1);
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_rejected_key_is_reported_without_printing_it() -> TestResult {
     let server = mock_with(ResponseTemplate::new(403).set_body_string(format!(

@@ -241,7 +241,21 @@ impl LlmPlanner {
         }
         let mut actions = parsed.actions;
         for a in &mut actions {
-            if let Action::Remember { message, .. } | Action::Note { message, .. } = a {
+            if let Action::Remember {
+                about,
+                name,
+                message,
+                ..
+            } = a
+            {
+                *message = req.target;
+                *name = req
+                    .history
+                    .iter()
+                    .find(|m| m.sender.id == *about && !m.outgoing)
+                    .map(|m| m.sender.name.clone())
+                    .or_else(|| (req.chat.id.0 == *about).then(|| req.chat.title.clone()));
+            } else if let Action::Note { message, .. } = a {
                 *message = req.target;
             }
         }

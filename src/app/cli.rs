@@ -556,6 +556,14 @@ pub enum StateCommand {
     },
     /// One line per persisted graph; unreadable files are reported, not fatal.
     List,
+    /// What an agent remembers: the persona's own facts, and the facts about each person and
+    /// chat, each with its id and where it came from.
+    Memory {
+        /// Agent name.
+        agent: String,
+        /// Only a person or chat: an id, or a person's name (`@name` too).
+        who: Option<String>,
+    },
     /// Show one conversation's graph task by task.
     Show {
         /// Agent name.

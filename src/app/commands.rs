@@ -263,6 +263,13 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
     let store = GraphStore::new(StateDir::new(&global.state_dir));
     match cmd {
         StateCommand::List => state_list(&store),
+        StateCommand::Memory { agent, who } => {
+            let facts = crate::adapters::store::facts::FileFacts::new(store.state_dir().clone());
+            let text = crate::app::memory_report::report(&facts, agent, who.as_deref())
+                .map_err(|e| CommandError::Data(e.to_string()))?;
+            out(&text)?;
+            Ok(ExitCode::SUCCESS)
+        }
         StateCommand::Usage { agent, prices } => crate::adapters::llm::usage::state_usage(
             store.state_dir(),
             agent.as_deref(),

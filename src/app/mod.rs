@@ -7,6 +7,7 @@ pub mod commands;
 pub mod crash_harness;
 pub mod daemon;
 pub mod logging;
+pub(crate) mod memory_report;
 pub mod ops;
 pub mod playground;
 pub mod replay;

@@ -90,6 +90,8 @@ pub struct FactWrite {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Source {
     pub task: String,
+    /// The person's name as the chat shows it (titles a new person's file).
+    pub name: Option<String>,
     pub chat: ChatId,
     pub message: Option<MessageId>,
     pub at: Timestamp,
@@ -343,6 +345,11 @@ impl FactFile {
         if bytes > cap && !matches!(applied, Applied::Deleted(_) | Applied::NothingToDelete(_)) {
             return Err(Refused::ScopeFull { scope, bytes, cap });
         }
+        if next.title.is_empty()
+            && let (FactScope::Person(_), Some(name)) = (scope, &source.name)
+        {
+            next.title = format!("Facts about {}", one_line(name));
+        }
         next.applied.push(source.task.clone());
         if next.applied.len() > APPLIED_KEPT {
             let extra = next.applied.len() - APPLIED_KEPT;
@@ -429,6 +436,7 @@ mod tests {
     fn source(task: &str) -> Source {
         Source {
             task: task.into(),
+            name: None,
             chat: ChatId(7),
             message: Some(MessageId(3)),
             at: Timestamp::from_second(1_750_000_000).unwrap_or(Timestamp::UNIX_EPOCH),

@@ -35,6 +35,8 @@ pub enum Action {
     /// A fact about a person (`about`: their sender id), learnt answering `message`.
     Remember {
         about: i64,
+        /// Their name as the chat shows it, when known.
+        name: Option<String>,
         write: crate::core::facts::FactWrite,
         message: Option<MessageId>,
     },

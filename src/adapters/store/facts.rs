@@ -14,12 +14,14 @@ use crate::core::facts::{
 use crate::core::model::ChatId;
 use crate::ports::facts::{FactError, FactStore};
 
+/// Serializes read-change-save steps across every [`FileFacts`] of the process (the
+/// runtime's and the owner commands' may write one file at once).
+static WRITING: Mutex<()> = Mutex::new(());
+
 /// Facts as files under a state directory.
 pub struct FileFacts {
     dir: StateDir,
     cap: usize,
-    /// Serializes read-change-save steps (two chats may write one person's facts).
-    writing: Mutex<()>,
 }
 
 impl FileFacts {
@@ -27,7 +29,6 @@ impl FileFacts {
         FileFacts {
             dir,
             cap: DEFAULT_SCOPE_BYTES,
-            writing: Mutex::new(()),
         }
     }
 
@@ -63,7 +64,7 @@ impl FactStore for FileFacts {
         write: &FactWrite,
         source: &Source,
     ) -> Result<Result<Applied, Refused>, FactError> {
-        let _one_at_a_time = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        let _one_at_a_time = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
         let mut file = self.read(agent, scope)?;
         let applied = file.apply(scope, write, source, self.cap);
         // Every applied write is saved (a delete of nothing too: its task id is recorded).

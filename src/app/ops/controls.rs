@@ -57,6 +57,14 @@ pub enum Op {
     Reload,
     Stop,
     Help,
+    /// What the agent remembers (about `who`, or everything).
+    Memory {
+        who: Option<String>,
+    },
+    /// Forget one fact by its id.
+    ForgetFact {
+        id: String,
+    },
     /// `--telegram memory` only: a message as if `from` wrote it.
     Say {
         chat: Option<String>,
@@ -73,6 +81,8 @@ const HELP: &str = "personad commands (Saved Messages only):
 /forget chat: drop the chat's pending plan
 /plans [chat]: pending plans
 /mode chat strict|smart|talkative: a group's trigger mode
+/memory [person|chat]: what the persona remembers, with fact ids
+/forget-fact id: forget one fact
 /stop: stop the daemon gracefully
 /help: this text
 A chat is an id, @username or part of its title.";
@@ -115,6 +125,13 @@ pub(crate) fn parse_command(text: &str) -> Option<Result<Op, OpError>> {
         "forget" => match joined(&args) {
             Some(chat) => Ok(Op::Forget { chat }),
             None => Err(OpError::from("usage: /forget chat")),
+        },
+        "memory" => Ok(Op::Memory { who: joined(&args) }),
+        "forget-fact" | "forget_fact" => match args.as_slice() {
+            [id] => Ok(Op::ForgetFact {
+                id: (*id).to_string(),
+            }),
+            _ => Err(OpError::from("usage: /forget-fact id")),
         },
         "mode" => match args.split_last() {
             Some((mode, chat)) if !chat.is_empty() => Ok(Op::Mode {
@@ -412,6 +429,27 @@ impl Controller {
                 } else {
                     format!("{agent}: chat {id} ({title}) had no plan")
                 })
+            }
+            Op::Memory { who } => {
+                let agent = self.pick_agent(agent)?;
+                let facts = crate::adapters::store::facts::FileFacts::new(self.state.clone());
+                tokio::task::spawn_blocking(move || {
+                    crate::app::memory_report::report(&facts, &agent, who.as_deref())
+                })
+                .await
+                .map_err(OpError::of)?
+                .map_err(OpError::of)
+            }
+            Op::ForgetFact { id } => {
+                let agent = self.pick_agent(agent)?;
+                let facts = crate::adapters::store::facts::FileFacts::new(self.state.clone());
+                let now = self.clock.now();
+                tokio::task::spawn_blocking(move || {
+                    crate::app::memory_report::forget_fact(&facts, &agent, &id, now)
+                })
+                .await
+                .map_err(OpError::of)?
+                .map_err(OpError::of)
             }
             Op::Say {
                 chat,

@@ -187,3 +187,110 @@ fn human_line(action: &Action, at_ms: i128, agent: &str) -> Option<String> {
         Action::Clear { .. } => format!("{t} {agent} cleared the conversation"),
     })
 }
+
+/// The playground's memory store: the files under its state directory, with every applied
+/// write also reported to the printer (a `remember`/`note` event).
+pub(super) struct ObservedFacts {
+    inner: crate::adapters::store::facts::FileFacts,
+    tx: mpsc::UnboundedSender<(crate::core::facts::FactScope, String, String)>,
+}
+
+impl ObservedFacts {
+    pub(super) fn new(
+        dir: StateDir,
+    ) -> (
+        ObservedFacts,
+        mpsc::UnboundedReceiver<(crate::core::facts::FactScope, String, String)>,
+    ) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let inner = crate::adapters::store::facts::FileFacts::new(dir);
+        (ObservedFacts { inner, tx }, rx)
+    }
+}
+
+impl crate::ports::facts::FactStore for ObservedFacts {
+    fn read(
+        &self,
+        agent: &str,
+        scope: crate::core::facts::FactScope,
+    ) -> Result<crate::core::facts::FactFile, crate::ports::facts::FactError> {
+        self.inner.read(agent, scope)
+    }
+
+    fn persona_text(&self, agent: &str) -> Result<String, crate::ports::facts::FactError> {
+        self.inner.persona_text(agent)
+    }
+
+    fn apply(
+        &self,
+        agent: &str,
+        scope: crate::core::facts::FactScope,
+        write: &crate::core::facts::FactWrite,
+        source: &crate::core::facts::Source,
+    ) -> Result<
+        Result<crate::core::facts::Applied, crate::core::facts::Refused>,
+        crate::ports::facts::FactError,
+    > {
+        use crate::core::facts::Applied;
+        let result = self.inner.apply(agent, scope, write, source)?;
+        let outcome = match &result {
+            Ok(Applied::Created(id)) => Some(("created", id.clone())),
+            Ok(Applied::Replaced(id)) => Some(("replaced", id.clone())),
+            Ok(Applied::Deleted(id)) => Some(("deleted", id.clone())),
+            Ok(Applied::NothingToDelete(_) | Applied::AlreadyApplied) => None,
+            Err(refused) => Some(("refused", refused.to_string())),
+        };
+        if let Some((what, id)) = outcome {
+            let _ = self
+                .tx
+                .send((scope, format!("{what} {id}"), write.content.clone()));
+        }
+        Ok(result)
+    }
+
+    fn scopes(
+        &self,
+        agent: &str,
+    ) -> Result<Vec<crate::core::facts::FactScope>, crate::ports::facts::FactError> {
+        self.inner.scopes(agent)
+    }
+}
+
+/// Gives the runtime the playground's memory (under `dir`), each write printed.
+pub(super) fn with_printed_memory(
+    runtime: crate::runtime::Runtime,
+    dir: StateDir,
+    clock: &SharedClock,
+    jsonl: bool,
+) -> crate::runtime::Runtime {
+    let (facts, events) = ObservedFacts::new(dir);
+    tokio::spawn(print_memory(events, Arc::clone(clock), clock.now(), jsonl));
+    runtime.with_facts(Arc::new(facts))
+}
+
+/// Prints every memory write: a `remember` or `note` event in `--jsonl` mode, a line
+/// otherwise.
+pub(super) async fn print_memory(
+    mut rx: mpsc::UnboundedReceiver<(crate::core::facts::FactScope, String, String)>,
+    clock: SharedClock,
+    start: Timestamp,
+    jsonl: bool,
+) {
+    use crate::core::facts::FactScope;
+    while let Some((scope, outcome, text)) = rx.recv().await {
+        let at_ms = clock.now().duration_since(start).as_millis().max(0);
+        let (kind, about) = match scope {
+            FactScope::Chat(c) => ("note", c.0),
+            FactScope::Person(p) => ("remember", p),
+            FactScope::Persona => ("remember", 0),
+        };
+        let line = if jsonl {
+            json!({"event": kind, "about": about, "outcome": outcome, "text": text, "at_ms": at_ms as i64})
+                .to_string()
+        } else {
+            let t = format!("[{:>7.1}s]", at_ms as f64 / 1000.0);
+            terminal_safe(&format!("{t} {kind} ({scope}): {outcome}: {text}"))
+        };
+        emit_line(&line);
+    }
+}

@@ -87,6 +87,7 @@ pub(super) fn push_memory(
     };
     out.actions.push(Action::Remember {
         about,
+        name: None,
         write,
         message: None,
     });

@@ -175,6 +175,8 @@ pub enum TaskSpec {
     Remember {
         about: i64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<String>,
         content: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -250,10 +252,12 @@ impl TaskSpec {
             Action::ClearConversation => TaskSpec::ClearConversation,
             Action::Remember {
                 about,
+                name,
                 write,
                 message,
             } => TaskSpec::Remember {
                 about,
+                name,
                 id: write.id,
                 content: write.content,
                 message,

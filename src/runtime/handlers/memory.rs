@@ -15,18 +15,25 @@ pub(super) struct Memory;
 impl TaskHandler for Memory {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {
         Box::pin(async move {
-            let (scope, id, content, message) = match &ctx.task.spec {
+            let (scope, name, id, content, message) = match &ctx.task.spec {
                 TaskSpec::Remember {
                     about,
+                    name,
                     id,
                     content,
                     message,
-                } => (FactScope::Person(*about), id, content, *message),
+                } => (
+                    FactScope::Person(*about),
+                    name.clone(),
+                    id,
+                    content,
+                    *message,
+                ),
                 TaskSpec::Note {
                     id,
                     content,
                     message,
-                } => (FactScope::Chat(ctx.chat.id), id, content, *message),
+                } => (FactScope::Chat(ctx.chat.id), None, id, content, *message),
                 _ => return Err(ctx.spec_mismatch(TaskKind::Remember)),
             };
             let Some(facts) = ctx.facts.clone() else {
@@ -39,6 +46,7 @@ impl TaskHandler for Memory {
             };
             let source = Source {
                 task: ctx.task.id.clone(),
+                name,
                 chat: ctx.chat.id,
                 message,
                 // The task's own time, so a run again writes the same entry.

@@ -27,6 +27,20 @@ fn commands_parse_with_chat_selectors_and_durations() {
     );
     assert!(matches!(parse_command("/forget"), Some(Err(_))));
     assert_eq!(
+        parse_command("/memory @alice"),
+        Some(Ok(Op::Memory {
+            who: Some("@alice".into())
+        }))
+    );
+    assert_eq!(parse_command("/memory"), Some(Ok(Op::Memory { who: None })));
+    assert_eq!(
+        parse_command("/forget-fact fact-3f2a"),
+        Some(Ok(Op::ForgetFact {
+            id: "fact-3f2a".into()
+        }))
+    );
+    assert!(matches!(parse_command("/forget-fact"), Some(Err(_))));
+    assert_eq!(
         parse_command("/mode Book club smart"),
         Some(Ok(Op::Mode {
             chat: "Book club".into(),

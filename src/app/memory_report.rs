@@ -1,0 +1,120 @@
+//! The operator's view of long-term memory, shared by `personad state memory` and the owner
+//! commands `/memory` and `/forget-fact`: what an agent keeps, scope by scope, with where
+//! each fact came from; and forgetting one fact by its id. Reads and writes through the
+//! memory port only.
+
+use std::fmt::Write as _;
+
+use jiff::Timestamp;
+
+use crate::core::facts::{Applied, FactFile, FactScope, FactWrite, Source};
+use crate::core::model::ChatId;
+use crate::ports::facts::{FactError, FactStore};
+
+/// Which scopes `who` selects: everything (`None`); a number (a person and a chat with that
+/// id); a name or `@name` (the people whose file is titled with it).
+fn selected(scope: FactScope, file: &FactFile, who: Option<&str>) -> bool {
+    let Some(who) = who.map(|w| w.trim().trim_start_matches('@')) else {
+        return true;
+    };
+    if let Ok(id) = who.parse::<i64>() {
+        return matches!(scope, FactScope::Person(p) if p == id)
+            || matches!(scope, FactScope::Chat(c) if c == ChatId(id));
+    }
+    matches!(scope, FactScope::Person(_)) && file.title.to_lowercase().contains(&who.to_lowercase())
+}
+
+/// The agent's memory as text: the persona's own facts, then each person and chat scope
+/// `who` selects, fact by fact with its id, time, chat and message.
+pub(crate) fn report(
+    facts: &dyn FactStore,
+    agent: &str,
+    who: Option<&str>,
+) -> Result<String, FactError> {
+    let mut out = String::new();
+    if who.is_none() {
+        let own = facts.persona_text(agent)?;
+        if !own.trim().is_empty() {
+            let _ = writeln!(out, "{agent} (persona.md):\n{}\n", own.trim());
+        }
+    }
+    let mut shown = 0;
+    for scope in facts.scopes(agent)? {
+        let file = match facts.read(agent, scope) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = writeln!(out, "{scope}: unreadable: {e}\n");
+                continue;
+            }
+        };
+        if !selected(scope, &file, who) || file.facts.is_empty() {
+            continue;
+        }
+        shown += 1;
+        let title = if file.title.is_empty() {
+            scope.to_string()
+        } else {
+            format!("{} ({scope})", file.title)
+        };
+        let _ = writeln!(out, "{title}:");
+        for f in &file.facts {
+            let mut from = Vec::new();
+            if let Some(t) = f.created {
+                from.push(t.strftime("%Y-%m-%d %H:%M UTC").to_string());
+            }
+            if let Some(c) = f.chat {
+                from.push(format!("chat {c}"));
+            }
+            if let Some(m) = f.message {
+                from.push(format!("message {m}"));
+            }
+            let _ = writeln!(out, "  [{}] {}", f.id, f.text);
+            if !from.is_empty() {
+                let _ = writeln!(out, "      {}", from.join(" · "));
+            }
+        }
+        out.push('\n');
+    }
+    if shown == 0 {
+        let _ = match who {
+            Some(w) => writeln!(out, "{agent} keeps no facts about {w}"),
+            None => writeln!(out, "{agent} keeps no facts yet"),
+        };
+    }
+    Ok(out)
+}
+
+/// Forgets the fact `id` wherever the agent keeps it; says where it was.
+pub(crate) fn forget_fact(
+    facts: &dyn FactStore,
+    agent: &str,
+    id: &str,
+    now: Timestamp,
+) -> Result<String, FactError> {
+    let id = crate::core::facts::clean_id(id);
+    for scope in facts.scopes(agent)? {
+        let Ok(file) = facts.read(agent, scope) else {
+            continue;
+        };
+        if !file.facts.iter().any(|f| f.id == id) {
+            continue;
+        }
+        let source = Source {
+            task: format!("owner-{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff),
+            name: None,
+            chat: ChatId(0),
+            message: None,
+            at: now,
+        };
+        let write = FactWrite {
+            id: Some(id.clone()),
+            content: String::new(),
+        };
+        return Ok(match facts.apply(agent, scope, &write, &source)? {
+            Ok(Applied::Deleted(_)) => format!("{agent}: forgot [{id}] ({scope})"),
+            Ok(_) => format!("{agent}: [{id}] was already gone"),
+            Err(refused) => format!("{agent}: [{id}] not forgotten: {refused}"),
+        });
+    }
+    Ok(format!("{agent} keeps no fact [{id}]"))
+}
