@@ -21,9 +21,10 @@ use crate::core::llm::{LlmOutcome, LlmRequest};
 use crate::core::model::{ChatId, MessageId};
 use crate::core::plan::{Action, PlanError, PlanRequest};
 use crate::core::prompt;
+use crate::core::summaries;
 use crate::core::time::BoxFuture;
 use crate::ports::llm::Llm;
-use crate::ports::planner::Planner;
+use crate::ports::planner::{Planner, SummaryRequest};
 
 /// Settings of the LLM planner.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +84,8 @@ pub struct LlmPlanner {
     windows: Mutex<HashMap<(String, ChatId), Option<MessageId>>>,
     state: Option<StateDir>,
     usage: Option<Arc<UsageMeter>>,
+    /// Summary calls per agent and (UTC) day, for the daily cap.
+    summary_calls: Mutex<HashMap<(String, jiff::civil::Date), u32>>,
 }
 
 /// The persisted window start of one chat.
@@ -106,6 +109,7 @@ impl LlmPlanner {
             windows: Mutex::new(HashMap::new()),
             state: None,
             usage: None,
+            summary_calls: Mutex::new(HashMap::new()),
         }
     }
 
@@ -297,7 +301,102 @@ fn people_of(req: &PlanRequest<'_>) -> (Option<i64>, HashSet<i64>) {
     (answered.or(direct), known)
 }
 
+impl LlmPlanner {
+    /// Counts one summary call of `agent` today; `false` past the daily cap.
+    fn take_summary_call(&self, agent: &str, now: jiff::Timestamp) -> bool {
+        let day = now.to_zoned(jiff::tz::TimeZone::UTC).date();
+        let mut calls = self
+            .summary_calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        calls.retain(|(_, d), _| *d == day);
+        let n = calls.entry((agent.to_string(), day)).or_default();
+        if *n >= summaries::CALLS_PER_DAY {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    /// The summary call's request: the standing instructions, then one turn with the
+    /// summaries so far and the messages to summarize.
+    pub(crate) fn summary_request(&self, req: &SummaryRequest<'_>) -> LlmRequest {
+        let tz = req
+            .persona
+            .timezone
+            .clone()
+            .unwrap_or(jiff::tz::TimeZone::UTC);
+        let (first, last) = match (req.messages.first(), req.messages.last()) {
+            (Some(a), Some(b)) => (a.id, b.id),
+            _ => (MessageId(0), MessageId(0)),
+        };
+        let mut text = String::from("Summaries so far:\n");
+        text.push_str(if req.earlier.trim().is_empty() {
+            "(none)\n"
+        } else {
+            req.earlier
+        });
+        text.push_str(&format!("\nMessages {first}–{last}:\n\n"));
+        for m in req.messages {
+            for part in prompt::message_turn(m, &tz, req.media).parts {
+                if let crate::core::llm::Part::Text(t) = part {
+                    text.push_str(&t);
+                    text.push_str("\n\n");
+                }
+            }
+        }
+        text.push_str(&format!("Summarize messages {first}–{last}."));
+        LlmRequest {
+            model: self.route(req.persona),
+            system: format!(
+                "{}\nThe account is {}'s; the chat is {:?}.",
+                summaries::INSTRUCTIONS,
+                req.persona.name,
+                req.chat.title
+            ),
+            turns: vec![crate::core::llm::Turn {
+                role: crate::core::llm::Role::User,
+                parts: vec![crate::core::llm::Part::Text(text)],
+            }],
+            temperature: self.config.temperature,
+            max_output_tokens: self.config.max_output_tokens,
+            response_schema: None,
+        }
+    }
+}
+
 impl Planner for LlmPlanner {
+    fn summarize<'a>(
+        &'a self,
+        req: SummaryRequest<'a>,
+    ) -> BoxFuture<'a, Result<Option<summaries::Draft>, PlanError>> {
+        Box::pin(async move {
+            if !self.take_summary_call(&req.persona.name, req.now) {
+                tracing::warn!(event = "summary_cap_reached", agent = %req.persona.name, cap = summaries::CALLS_PER_DAY, "daily cap on summary calls reached: no summary until tomorrow");
+                return Ok(None);
+            }
+            let request = self.summary_request(&req);
+            let result = usage::scoped(
+                &req.persona.name,
+                &req.chat.id.to_string(),
+                self.usage.clone(),
+                self.llm.generate(&request),
+            )
+            .await;
+            if let Some(meter) = &self.usage
+                && let Err(e) = meter.flush().await
+            {
+                tracing::warn!(agent = %req.persona.name, error = %e, "usage totals not saved");
+            }
+            match result {
+                Ok(LlmOutcome::Text(text)) => Ok(summaries::parse_answer(&text)),
+                Ok(_) => Ok(None),
+                Err(e) if e.is_transient() => Err(PlanError::Transient(e.to_string())),
+                Err(e) => Err(PlanError::Permanent(e.to_string())),
+            }
+        })
+    }
+
     fn plan<'a>(&'a self, req: PlanRequest<'a>) -> BoxFuture<'a, Result<Vec<Action>, PlanError>> {
         Box::pin(async move {
             let key = (req.persona.name.clone(), req.chat.id);

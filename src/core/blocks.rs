@@ -324,7 +324,7 @@ fn parse_block(
             push_memory(out, &label, kind, id, about, content, opts);
         }
         // Not plannable: `block_kind` never returns these.
-        TaskKind::Received | TaskKind::Classify | TaskKind::Shutdown => {
+        TaskKind::Received | TaskKind::Classify | TaskKind::Shutdown | TaskKind::Summarize => {
             warn(out, &label, "unknown kind; skipped");
         }
     }

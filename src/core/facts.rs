@@ -417,6 +417,10 @@ fn one_line(text: &str) -> String {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MemoryView {
     pub persona: String,
+    /// The chat's summaries (their prompt form).
+    pub summaries: String,
+    /// The newest message summarized: the history shown starts after it.
+    pub watermark: Option<MessageId>,
     pub chat: String,
     pub people: Vec<(i64, String, String)>,
 }
@@ -424,6 +428,7 @@ pub struct MemoryView {
 impl MemoryView {
     pub fn is_empty(&self) -> bool {
         self.persona.trim().is_empty()
+            && self.summaries.trim().is_empty()
             && self.chat.trim().is_empty()
             && self.people.iter().all(|(_, _, f)| f.trim().is_empty())
     }

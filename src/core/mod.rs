@@ -20,6 +20,7 @@ pub mod plan;
 pub mod prompt;
 pub(crate) mod safety;
 pub mod scheduler;
+pub mod summaries;
 pub mod time;
 
 /// Why a value of outside input is not valid: the message says what and where, in the words

@@ -40,8 +40,13 @@ pub fn build(
     window_start: Option<MessageId>,
 ) -> Prompt {
     let tz = input.persona.timezone.clone().unwrap_or(TimeZone::UTC);
-    let start = self::window_start(input.history, history_size, window_start);
-    let window = &input.history[start..];
+    // What the summaries cover is not repeated: the history starts after the watermark.
+    let history = match input.memory.watermark {
+        Some(w) => &input.history[input.history.partition_point(|m| m.id <= w)..],
+        None => input.history,
+    };
+    let start = self::window_start(history, history_size, window_start);
+    let window = &history[start..];
     let mut turns: Vec<Turn> = window
         .iter()
         .map(|m| message_turn(m, &tz, input.media))
@@ -147,6 +152,13 @@ fn memory_section(s: &mut String, memory: &MemoryView) {
         s.push_str("\n# More about you\n\n");
         s.push_str(memory.persona.trim());
         s.push('\n');
+    }
+    if !memory.summaries.trim().is_empty() {
+        s.push_str("\n# Earlier in this chat\n\n");
+        s.push_str(&memory.summaries);
+    }
+    if memory.chat.trim().is_empty() && memory.people.is_empty() {
+        return;
     }
     s.push_str("\n# What you remember\n\n");
     if !memory.chat.trim().is_empty() {

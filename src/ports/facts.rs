@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::core::facts::{Applied, FactFile, FactScope, FactWrite, Refused, Source};
+use crate::core::model::ChatId;
+use crate::core::summaries::SummaryFile;
 
 /// Why the memory store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +45,17 @@ pub trait FactStore: Send + Sync + 'static {
 
     /// Every person and chat scope that has a file, sorted.
     fn scopes(&self, agent: &str) -> Result<Vec<FactScope>, FactError>;
+
+    /// A chat's rolling summaries (empty when it has none).
+    fn summaries(&self, agent: &str, chat: ChatId) -> Result<SummaryFile, FactError>;
+
+    /// Saves a chat's summaries (only its `summarize` tasks write them, one at a time).
+    fn save_summaries(
+        &self,
+        agent: &str,
+        chat: ChatId,
+        file: &SummaryFile,
+    ) -> Result<(), FactError>;
 }
 
 pub type SharedFacts = Arc<dyn FactStore>;

@@ -5,11 +5,35 @@
 use std::sync::Arc;
 
 use crate::core::plan::{Action, PlanError, PlanRequest};
+use crate::core::summaries::Draft;
 use crate::core::time::BoxFuture;
 
 /// Produces a plan; an empty plan means the persona stays silent.
 pub trait Planner: Send + Sync + 'static {
     fn plan<'a>(&'a self, req: PlanRequest<'a>) -> BoxFuture<'a, Result<Vec<Action>, PlanError>>;
+
+    /// Summarizes a stretch of a chat (`summarize` tasks). `Ok(None)`: no summary (declined,
+    /// or a planner without a model, as here by default).
+    fn summarize<'a>(
+        &'a self,
+        req: SummaryRequest<'a>,
+    ) -> BoxFuture<'a, Result<Option<Draft>, PlanError>> {
+        let _ = req;
+        Box::pin(async { Ok(None) })
+    }
+}
+
+/// What a summary call is given.
+#[derive(Debug, Clone, Copy)]
+pub struct SummaryRequest<'a> {
+    pub persona: &'a crate::core::persona::Persona,
+    pub chat: &'a crate::core::model::Chat,
+    /// The summaries so far (their prompt form).
+    pub earlier: &'a str,
+    /// The messages to summarize, oldest first.
+    pub messages: &'a [crate::core::model::Message],
+    pub media: &'a crate::core::media::MediaDescriptions,
+    pub now: jiff::Timestamp,
 }
 
 pub type SharedPlanner = Arc<dyn Planner>;

@@ -12,6 +12,7 @@ use crate::core::facts::{
     Applied, DEFAULT_SCOPE_BYTES, FactFile, FactScope, FactWrite, Refused, Source,
 };
 use crate::core::model::ChatId;
+use crate::core::summaries::SummaryFile;
 use crate::ports::facts::{FactError, FactStore};
 
 /// Serializes read-change-save steps across every [`FileFacts`] of the process (the
@@ -73,6 +74,28 @@ impl FactStore for FileFacts {
             write_atomic(&path, file.render(scope).as_bytes())?;
         }
         Ok(applied)
+    }
+
+    fn summaries(&self, agent: &str, chat: ChatId) -> Result<SummaryFile, FactError> {
+        let path = self.dir.summaries_path(agent, chat);
+        match read_optional(&path)? {
+            None => Ok(SummaryFile::default()),
+            Some(text) => SummaryFile::parse(&text).map_err(|e| FactError::Unreadable {
+                file: path,
+                line: e.line,
+                message: e.message,
+            }),
+        }
+    }
+
+    fn save_summaries(
+        &self,
+        agent: &str,
+        chat: ChatId,
+        file: &SummaryFile,
+    ) -> Result<(), FactError> {
+        let path = self.dir.summaries_path(agent, chat);
+        Ok(write_atomic(&path, file.render().as_bytes())?)
     }
 
     fn scopes(&self, agent: &str) -> Result<Vec<FactScope>, FactError> {

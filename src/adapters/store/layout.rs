@@ -16,6 +16,7 @@
 //! <state>/<agent>/memory/persona.md             the owner's facts about the persona
 //! <state>/<agent>/memory/people/<user>.md       what the persona remembers about a person
 //! <state>/<agent>/memory/chats/<chat>.md        its notes about one chat
+//! <state>/<agent>/memory/summaries/<chat>.md    a chat's rolling summaries
 //! <state>/<agent>/telegram-memory/, playground/ in-memory backend transcripts
 //! ```
 //!
@@ -228,6 +229,13 @@ impl StateDir {
     /// `<agent>/memory`: an agent's long-term memory (facts).
     pub(crate) fn facts_dir(&self, agent: &str) -> PathBuf {
         self.agent_dir(agent).join("memory")
+    }
+
+    /// `<agent>/memory/summaries/<chat>.md`.
+    pub(crate) fn summaries_path(&self, agent: &str, chat: ChatId) -> PathBuf {
+        self.facts_dir(agent)
+            .join("summaries")
+            .join(format!("{chat}.md"))
     }
 
     /// The file of one scope of an agent's facts.

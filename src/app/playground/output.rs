@@ -188,20 +188,19 @@ fn human_line(action: &Action, at_ms: i128, agent: &str) -> Option<String> {
     })
 }
 
+/// One memory write for the printer: its kind (`remember`, `note`, `summary`), scope, what
+/// happened and the text.
+pub(super) type MemoryEvent = (&'static str, crate::core::facts::FactScope, String, String);
+
 /// The playground's memory store: the files under its state directory, with every applied
 /// write also reported to the printer (a `remember`/`note` event).
 pub(super) struct ObservedFacts {
     inner: crate::adapters::store::facts::FileFacts,
-    tx: mpsc::UnboundedSender<(crate::core::facts::FactScope, String, String)>,
+    tx: mpsc::UnboundedSender<MemoryEvent>,
 }
 
 impl ObservedFacts {
-    pub(super) fn new(
-        dir: StateDir,
-    ) -> (
-        ObservedFacts,
-        mpsc::UnboundedReceiver<(crate::core::facts::FactScope, String, String)>,
-    ) {
+    pub(super) fn new(dir: StateDir) -> (ObservedFacts, mpsc::UnboundedReceiver<MemoryEvent>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let inner = crate::adapters::store::facts::FileFacts::new(dir);
         (ObservedFacts { inner, tx }, rx)
@@ -241,9 +240,13 @@ impl crate::ports::facts::FactStore for ObservedFacts {
             Err(refused) => Some(("refused", refused.to_string())),
         };
         if let Some((what, id)) = outcome {
+            let kind = match scope {
+                crate::core::facts::FactScope::Chat(_) => "note",
+                _ => "remember",
+            };
             let _ = self
                 .tx
-                .send((scope, format!("{what} {id}"), write.content.clone()));
+                .send((kind, scope, format!("{what} {id}"), write.content.clone()));
         }
         Ok(result)
     }
@@ -253,6 +256,38 @@ impl crate::ports::facts::FactStore for ObservedFacts {
         agent: &str,
     ) -> Result<Vec<crate::core::facts::FactScope>, crate::ports::facts::FactError> {
         self.inner.scopes(agent)
+    }
+
+    fn summaries(
+        &self,
+        agent: &str,
+        chat: ChatId,
+    ) -> Result<crate::core::summaries::SummaryFile, crate::ports::facts::FactError> {
+        self.inner.summaries(agent, chat)
+    }
+
+    fn save_summaries(
+        &self,
+        agent: &str,
+        chat: ChatId,
+        file: &crate::core::summaries::SummaryFile,
+    ) -> Result<(), crate::ports::facts::FactError> {
+        let before = self.inner.summaries(agent, chat).unwrap_or_default();
+        self.inner.save_summaries(agent, chat, file)?;
+        if let Some(new) = file
+            .summaries
+            .last()
+            .filter(|s| before.summaries.last() != Some(*s))
+        {
+            let outcome = format!("messages {}–{}", new.first, new.last);
+            let _ = self.tx.send((
+                "summary",
+                crate::core::facts::FactScope::Chat(chat),
+                outcome,
+                new.text.clone(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -271,18 +306,18 @@ pub(super) fn with_printed_memory(
 /// Prints every memory write: a `remember` or `note` event in `--jsonl` mode, a line
 /// otherwise.
 pub(super) async fn print_memory(
-    mut rx: mpsc::UnboundedReceiver<(crate::core::facts::FactScope, String, String)>,
+    mut rx: mpsc::UnboundedReceiver<MemoryEvent>,
     clock: SharedClock,
     start: Timestamp,
     jsonl: bool,
 ) {
     use crate::core::facts::FactScope;
-    while let Some((scope, outcome, text)) = rx.recv().await {
+    while let Some((kind, scope, outcome, text)) = rx.recv().await {
         let at_ms = clock.now().duration_since(start).as_millis().max(0);
-        let (kind, about) = match scope {
-            FactScope::Chat(c) => ("note", c.0),
-            FactScope::Person(p) => ("remember", p),
-            FactScope::Persona => ("remember", 0),
+        let about = match scope {
+            FactScope::Chat(c) => c.0,
+            FactScope::Person(p) => p,
+            FactScope::Persona => 0,
         };
         let line = if jsonl {
             json!({"event": kind, "about": about, "outcome": outcome, "text": text, "at_ms": at_ms as i64})

@@ -31,10 +31,11 @@ pub enum TaskKind {
     Shutdown,
     Remember,
     Note,
+    Summarize,
 }
 
 impl TaskKind {
-    pub(crate) const ALL: [TaskKind; 12] = [
+    pub(crate) const ALL: [TaskKind; 13] = [
         TaskKind::Received,
         TaskKind::Classify,
         TaskKind::Send,
@@ -47,6 +48,7 @@ impl TaskKind {
         TaskKind::Shutdown,
         TaskKind::Remember,
         TaskKind::Note,
+        TaskKind::Summarize,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -63,6 +65,7 @@ impl TaskKind {
             TaskKind::Shutdown => "shutdown",
             TaskKind::Remember => "remember",
             TaskKind::Note => "note",
+            TaskKind::Summarize => "summarize",
         }
     }
 
@@ -75,7 +78,7 @@ impl TaskKind {
     pub(crate) fn cancel_safe(self) -> bool {
         matches!(
             self,
-            TaskKind::Received | TaskKind::Classify | TaskKind::Wait
+            TaskKind::Received | TaskKind::Classify | TaskKind::Wait | TaskKind::Summarize
         )
     }
 
@@ -84,7 +87,7 @@ impl TaskKind {
     pub fn plannable(self) -> bool {
         !matches!(
             self,
-            TaskKind::Received | TaskKind::Classify | TaskKind::Shutdown
+            TaskKind::Received | TaskKind::Classify | TaskKind::Shutdown | TaskKind::Summarize
         )
     }
 
@@ -182,6 +185,9 @@ pub enum TaskSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<MessageId>,
     },
+    /// Summarize the oldest unsummarized stretch of the chat (in the background, after a
+    /// reply): the runtime's own, never planned by a model.
+    Summarize,
     /// Keep (or forget) a note about this chat.
     Note {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -207,6 +213,7 @@ impl TaskSpec {
             TaskSpec::Shutdown { .. } => TaskKind::Shutdown,
             TaskSpec::Remember { .. } => TaskKind::Remember,
             TaskSpec::Note { .. } => TaskKind::Note,
+            TaskSpec::Summarize => TaskKind::Summarize,
         }
     }
 

@@ -169,7 +169,7 @@ fn spec_of(kind: TaskKind, map: &Map<String, Value>) -> Result<TaskSpec, Invalid
             message_id: p.need("message_id", p.message("message_id")?)?,
             emoji: p.need("emoji", p.opt_str("emoji")?)?,
         },
-        TaskKind::Remember | TaskKind::Note => {
+        TaskKind::Remember | TaskKind::Note | TaskKind::Summarize => {
             return Err(Invalid::from(format!(
                 "a {kind} task in a format 1 file (format 1 had no memory tasks)"
             )));

@@ -12,6 +12,7 @@ mod received;
 mod send;
 mod shutdown;
 mod sticker;
+mod summarize;
 mod unblock;
 mod wait;
 
@@ -85,6 +86,7 @@ pub(crate) fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
         TaskKind::ClearConversation => &clear_conversation::ClearConversation,
         TaskKind::Shutdown => &shutdown::Shutdown,
         TaskKind::Remember | TaskKind::Note => &memory::Memory,
+        TaskKind::Summarize => &summarize::Summarize,
     }
 }
 

@@ -12,6 +12,7 @@ use crate::core::media::MediaDescriptions;
 use crate::core::outcome::Outcome;
 use crate::core::persona::Persona;
 use crate::core::plan::{Action, PlanRequest};
+use crate::core::summaries::SummaryFile;
 use crate::core::time::BoxFuture;
 use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler};
 
@@ -63,7 +64,7 @@ impl TaskHandler for Received {
                         .map(str::to_string);
                 }
             }
-            let memory = memory_view(ctx, &history).await;
+            let (memory, summaries) = memory_view(ctx, &history).await;
             let actions = ctx
                 .planner
                 .plan(PlanRequest {
@@ -82,7 +83,14 @@ impl TaskHandler for Received {
                 tracing::info!(agent = %ctx.key.agent, chat = %ctx.key.chat, "planner chose silence");
             }
             let pacing = persona_pacing(&ctx.persona, ctx.config.pacing);
-            Ok(Outcome::Planned(tasks_from_actions(actions, now, pacing)))
+            let mut tasks = tasks_from_actions(actions, now, pacing);
+            // Summaries are written after the reply, as a task of their own.
+            if summaries.is_some_and(|f| {
+                crate::core::summaries::due(&history, &f, now, ctx.config.history_limit).is_some()
+            }) {
+                tasks.push(Task::new(TaskSpec::Summarize, now));
+            }
+            Ok(Outcome::Planned(tasks))
         })
     }
 }
@@ -94,9 +102,12 @@ const PEOPLE_SHOWN: usize = 12;
 /// and the facts about each person here (the other person of a direct chat; in a group, the
 /// latest speakers of the history). Facts about anyone else never reach the prompt. An
 /// unreadable file is logged and left out.
-async fn memory_view(ctx: &TaskContext, history: &[crate::core::model::Message]) -> MemoryView {
+async fn memory_view(
+    ctx: &TaskContext,
+    history: &[crate::core::model::Message],
+) -> (MemoryView, Option<SummaryFile>) {
     let Some(facts) = ctx.facts.clone() else {
-        return MemoryView::default();
+        return (MemoryView::default(), None);
     };
     let mut people: Vec<(i64, String)> = Vec::new();
     if ctx.chat.kind.is_direct() {
@@ -114,6 +125,13 @@ async fn memory_view(ctx: &TaskContext, history: &[crate::core::model::Message])
     let read = tokio::task::spawn_blocking(move || {
         let cap = DEFAULT_SCOPE_BYTES;
         let mut problems = Vec::new();
+        let summaries = match facts.summaries(&agent, chat) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                problems.push(e.to_string());
+                None
+            }
+        };
         let mut scope_lines = |scope: FactScope| match facts.read(&agent, scope) {
             Ok(file) => file.prompt_lines(cap),
             Err(e) => {
@@ -137,21 +155,27 @@ async fn memory_view(ctx: &TaskContext, history: &[crate::core::model::Message])
         (
             MemoryView {
                 persona,
+                summaries: summaries
+                    .as_ref()
+                    .map(SummaryFile::prompt_text)
+                    .unwrap_or_default(),
+                watermark: summaries.as_ref().and_then(|f| f.watermark),
                 chat: chat_notes,
                 people,
             },
+            summaries,
             problems,
         )
     })
     .await;
     match read {
-        Ok((view, problems)) => {
+        Ok((view, summaries, problems)) => {
             for p in problems {
                 tracing::warn!(event = "memory_file_unreadable", agent = %ctx.key.agent, problem = %p, "memory file unreadable: left out of the prompt");
             }
-            view
+            (view, summaries)
         }
-        Err(_) => MemoryView::default(),
+        Err(_) => (MemoryView::default(), None),
     }
 }
 
