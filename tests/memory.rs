@@ -446,6 +446,21 @@ async fn a_600_message_conversation_stays_bounded_cached_and_gapless() -> TestRe
         h.settle().await;
     }
     h.stop().await?;
+    let listed = {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+        clear_env(&mut cmd);
+        let out = cmd
+            .arg("--state")
+            .arg(dir.path())
+            .args(["state", "memory", "ann", &bob.id.to_string()])
+            .output()?;
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(
+        listed.contains(&format!("Summaries of chat {}", bob.id))
+            && listed.contains("messages 1–100: Bob and the persona talked about books"),
+        "state memory lists the summaries: {listed}"
+    );
     let (plans, summaries) = split_requests(&server).await;
     let (bodies, _) = split_raw(&server).await;
     assert_eq!(plans.len(), 300);

@@ -187,6 +187,15 @@ pub struct RuntimeArgs {
         default_value_t = 2.0
     )]
     pub start_typing_delay: f64,
+    /// Cap on one scope of long-term memory (a person's facts, a chat's notes) as the prompt
+    /// shows it; a write past it is refused and logged.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        env = "PERSONAD_MEMORY_SCOPE_BYTES",
+        default_value_t = 3072
+    )]
+    pub memory_scope_bytes: usize,
 }
 
 impl RuntimeArgs {
@@ -198,6 +207,7 @@ impl RuntimeArgs {
             retry_interval_secs: self.retry_interval_secs,
             task_timeout_secs: self.task_timeout_secs,
             history_limit: self.history_limit,
+            memory_scope_bytes: self.memory_scope_bytes,
             typing_speed: self.typing_speed,
             start_typing_delay_secs: self.start_typing_delay,
         }

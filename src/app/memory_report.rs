@@ -75,6 +75,35 @@ pub(crate) fn report(
         }
         out.push('\n');
     }
+    let wanted_chat = who.and_then(|w| w.trim().parse::<i64>().ok());
+    for chat in facts.summary_chats(agent)? {
+        if who.is_some() && wanted_chat != Some(chat.0) {
+            continue;
+        }
+        let file = match facts.summaries(agent, chat) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = writeln!(out, "summaries of chat {chat}: unreadable: {e}\n");
+                continue;
+            }
+        };
+        shown += 1;
+        let _ = writeln!(out, "Summaries of chat {chat}:");
+        for sm in &file.summaries {
+            let _ = writeln!(out, "  messages {}–{}: {}", sm.first, sm.last, sm.text);
+        }
+        if let Some(w) = file.watermark {
+            let _ = writeln!(out, "  (history starts after message {w})");
+        }
+        if let Some(t) = file.retry_after {
+            let _ = writeln!(
+                out,
+                "  ({} failed call(s); no summary call before {t})",
+                file.failures
+            );
+        }
+        out.push('\n');
+    }
     if shown == 0 {
         let _ = match who {
             Some(w) => writeln!(out, "{agent} keeps no facts about {w}"),

@@ -30,7 +30,7 @@ pub(crate) fn runtime(
     store: GraphStore,
     clock: &SharedClock,
 ) -> Runtime {
-    let facts = FileFacts::new(store.state_dir().clone());
+    let facts = FileFacts::new(store.state_dir().clone()).with_scope_cap(config.memory_scope_bytes);
     Runtime::new(config, agents, planner, store, Arc::clone(clock))
         .with_stickers(Arc::new(StickerCatalog::new()))
         .with_facts(Arc::new(facts))

@@ -24,6 +24,9 @@ pub struct RuntimeConfig {
     pub shutdown_grace: Duration,
     /// Human pacing of outbound messages, unless a persona sets its own.
     pub pacing: Pacing,
+    /// Cap on one scope of long-term memory (a person's facts, a chat's notes) as the prompt
+    /// shows it, in bytes.
+    pub memory_scope_bytes: usize,
 }
 
 /// How fast a persona "types": a pause before its first message of a plan, then a typing
@@ -61,6 +64,7 @@ impl Default for RuntimeConfig {
             history_limit: 500,
             shutdown_grace: Duration::from_secs(10),
             pacing: Pacing::default(),
+            memory_scope_bytes: crate::core::facts::DEFAULT_SCOPE_BYTES,
         }
     }
 }
@@ -76,6 +80,7 @@ pub struct RawRuntimeConfig {
     pub history_limit: usize,
     pub typing_speed: f64,
     pub start_typing_delay_secs: f64,
+    pub memory_scope_bytes: usize,
 }
 
 /// A setting out of range.
@@ -155,7 +160,17 @@ impl RawRuntimeConfig {
                 ),
             });
         }
+        if !(256..=65_536).contains(&self.memory_scope_bytes) {
+            return Err(ConfigError {
+                name: "memory-scope-bytes",
+                reason: format!(
+                    "{} is not a number of bytes from 256 to 65536",
+                    self.memory_scope_bytes
+                ),
+            });
+        }
         Ok(RuntimeConfig {
+            memory_scope_bytes: self.memory_scope_bytes,
             pacing: Pacing {
                 chars_per_sec: self.typing_speed,
                 start_delay_secs: self.start_typing_delay_secs,
@@ -188,6 +203,7 @@ mod tests {
             history_limit: 500,
             typing_speed: 10.0,
             start_typing_delay_secs: 2.0,
+            memory_scope_bytes: 3072,
         }
     }
 

@@ -49,6 +49,9 @@ pub trait FactStore: Send + Sync + 'static {
     /// A chat's rolling summaries (empty when it has none).
     fn summaries(&self, agent: &str, chat: ChatId) -> Result<SummaryFile, FactError>;
 
+    /// Every chat with a summaries file, sorted.
+    fn summary_chats(&self, agent: &str) -> Result<Vec<ChatId>, FactError>;
+
     /// Saves a chat's summaries (only its `summarize` tasks write them, one at a time).
     fn save_summaries(
         &self,

@@ -88,6 +88,24 @@ impl FactStore for FileFacts {
         }
     }
 
+    fn summary_chats(&self, agent: &str) -> Result<Vec<ChatId>, FactError> {
+        let Ok(entries) = std::fs::read_dir(self.dir.facts_dir(agent).join("summaries")) else {
+            return Ok(Vec::new());
+        };
+        let mut out: Vec<ChatId> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name();
+                name.to_string_lossy()
+                    .strip_suffix(".md")
+                    .and_then(|n| n.parse().ok())
+                    .map(ChatId)
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
     fn save_summaries(
         &self,
         agent: &str,

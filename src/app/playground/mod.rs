@@ -104,7 +104,7 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     if let Some(media) = media {
         runtime = runtime.with_media(media);
     }
-    runtime = with_printed_memory(runtime, StateDir::new(&dir), &clock, args.jsonl);
+    runtime = with_printed_memory(runtime, StateDir::new(&dir), &args, &clock);
     let base = runtime.handle();
     let start = clock.now();
     let gate = (!chat.kind.is_direct())

@@ -200,9 +200,12 @@ pub(super) struct ObservedFacts {
 }
 
 impl ObservedFacts {
-    pub(super) fn new(dir: StateDir) -> (ObservedFacts, mpsc::UnboundedReceiver<MemoryEvent>) {
+    pub(super) fn new(
+        dir: StateDir,
+        cap: usize,
+    ) -> (ObservedFacts, mpsc::UnboundedReceiver<MemoryEvent>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let inner = crate::adapters::store::facts::FileFacts::new(dir);
+        let inner = crate::adapters::store::facts::FileFacts::new(dir).with_scope_cap(cap);
         (ObservedFacts { inner, tx }, rx)
     }
 }
@@ -266,6 +269,10 @@ impl crate::ports::facts::FactStore for ObservedFacts {
         self.inner.summaries(agent, chat)
     }
 
+    fn summary_chats(&self, agent: &str) -> Result<Vec<ChatId>, crate::ports::facts::FactError> {
+        self.inner.summary_chats(agent)
+    }
+
     fn save_summaries(
         &self,
         agent: &str,
@@ -295,11 +302,16 @@ impl crate::ports::facts::FactStore for ObservedFacts {
 pub(super) fn with_printed_memory(
     runtime: crate::runtime::Runtime,
     dir: StateDir,
+    args: &ChatArgs,
     clock: &SharedClock,
-    jsonl: bool,
 ) -> crate::runtime::Runtime {
-    let (facts, events) = ObservedFacts::new(dir);
-    tokio::spawn(print_memory(events, Arc::clone(clock), clock.now(), jsonl));
+    let (facts, events) = ObservedFacts::new(dir, args.runtime.memory_scope_bytes);
+    tokio::spawn(print_memory(
+        events,
+        Arc::clone(clock),
+        clock.now(),
+        args.jsonl,
+    ));
     runtime.with_facts(Arc::new(facts))
 }
 

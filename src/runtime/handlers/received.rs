@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::core::config::Pacing;
-use crate::core::facts::{DEFAULT_SCOPE_BYTES, FactScope, MemoryView};
+use crate::core::facts::{FactScope, MemoryView};
 use crate::core::graph::{Task, TaskKind, TaskSpec};
 use crate::core::media::MediaDescriptions;
 use crate::core::outcome::Outcome;
@@ -122,8 +122,8 @@ async fn memory_view(
         }
     }
     let (agent, chat) = (ctx.key.agent.clone(), ctx.chat.id);
+    let cap = ctx.config.memory_scope_bytes;
     let read = tokio::task::spawn_blocking(move || {
-        let cap = DEFAULT_SCOPE_BYTES;
         let mut problems = Vec::new();
         let summaries = match facts.summaries(&agent, chat) {
             Ok(f) => Some(f),
