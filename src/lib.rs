@@ -17,11 +17,13 @@
 //!   - `plan`, `prompt`, `llm`: the planner's request and actions, the cache-stable prompt,
 //!     the provider-neutral LLM request and the provider choice.
 //!   - `group`: group decisions (`decide`), settings, the classifier's request and answer.
+//!   - `facts`, `summaries`: long-term memory as data (scopes, files, caps, applied-once
+//!     writes) and rolling summaries (when, which messages, checks, back-off).
 //!   - `markdown`, `media`, `config`, `time`: rendering, media records, validated settings,
 //!     time arithmetic.
 //! - [`ports`]: the traits at the edges: `telegram`, `llm`, `planner`, `clock` (with its
-//!   virtual twin), `store`, `media`, `stickers`, `groups`, `updates`; `backoff` waits on the
-//!   clock.
+//!   virtual twin), `store`, `facts` (long-term memory), `media`, `stickers`, `groups`,
+//!   `updates`; `backoff` waits on the clock.
 //! - [`runtime`]: the driver (async loop), work queue, durable writes off the loop, the
 //!   handle, and `handlers` (one per task kind, registered in one place).
 //! - [`ingress`]: the one admission chain (`chain`: owner controls → filters → group gate →

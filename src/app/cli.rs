@@ -241,7 +241,7 @@ pub enum TelegramChoice {
     /// The real accounts over MTProto (needs credentials and `personad login`).
     Mtproto,
     /// An in-memory Telegram per agent: no account, no credentials; transcripts under
-    /// `<state>/<agent>/memory/`; messages come in through `personad ctl say`.
+    /// `<state>/<agent>/telegram-memory/`; messages come in through `personad ctl say`.
     Memory,
 }
 
