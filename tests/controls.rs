@@ -4,33 +4,10 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::{AGENT, Harness, TestResult, config, dm, reply_with, secs};
+use common::{AGENT, Harness, TestResult, config, controller, dm, reply_with, secs};
 use personad::adapters::store::StateDir;
-use personad::app::ops::controls::{Controller, Hooks, Op, Seat};
+use personad::app::ops::controls::Op;
 use personad::core::model::{ChatId, Message, MessageId, Sender};
-
-fn controller(h: &Harness) -> Arc<Controller> {
-    let c = Controller::new(
-        StateDir::new(&h.state),
-        h.handle.clone(),
-        h.shared_clock.clone(),
-        Vec::new(),
-        Hooks {
-            stop: Box::new(|_| {}),
-            reload: Box::new(|| {}),
-        },
-    );
-    c.add_agent(
-        AGENT,
-        Seat {
-            telegram: h.telegram.clone(),
-            memory: Some(h.telegram.clone()),
-        },
-    );
-    c
-}
 
 fn from_user(chat: ChatId, id: i64, username: &str, text: &str, h: &Harness) -> Message {
     Message {

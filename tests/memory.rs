@@ -13,8 +13,7 @@ use personad::adapters::llm::gemini::{GeminiClient, GeminiConfig};
 use personad::adapters::llm::retry::{RetryConfig, RetryingLlm};
 use personad::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
 use personad::adapters::memory::user_id_for;
-use personad::adapters::store::StateDir;
-use personad::app::ops::controls::{Controller, Hooks, Op, Seat};
+use personad::app::ops::controls::Op;
 use personad::core::model::{Chat, ChatId, ChatKind};
 use personad::ports::clock::SharedClock;
 use personad::ports::llm::ApiKey;
@@ -72,6 +71,19 @@ fn planner(uri: String) -> impl FnOnce(SharedClock) -> SharedPlanner {
         let llm = RetryingLlm::new(Arc::new(client), RetryConfig::default(), clock);
         Arc::new(LlmPlanner::new(Arc::new(llm), LlmPlannerConfig::default()))
     }
+}
+
+/// `personad state memory ann WHO…` on a state directory: its standard output.
+fn state_memory(state: &std::path::Path, who: &[&str]) -> Result<String, std::io::Error> {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+    clear_env(&mut cmd);
+    let out = cmd
+        .arg("--state")
+        .arg(state)
+        .args(["state", "memory", "ann"])
+        .args(who)
+        .output()?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn person(name: &str) -> Chat {
@@ -137,17 +149,7 @@ async fn a_fact_alice_tells_is_shown_where_alice_is_and_nowhere_else() -> TestRe
     );
 
     // The operator's view: `state memory` lists the fact with where it came from.
-    let state_memory = |who: &[&str]| -> Result<String, std::io::Error> {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
-        clear_env(&mut cmd);
-        let out = cmd
-            .arg("--state")
-            .arg(dir.path())
-            .args(["state", "memory", "ann"])
-            .args(who)
-            .output()?;
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    };
+    let state_memory = |who: &[&str]| state_memory(dir.path(), who);
     let all = state_memory(&[])?;
     assert!(
         all.contains(FACT)
@@ -159,23 +161,7 @@ async fn a_fact_alice_tells_is_shown_where_alice_is_and_nowhere_else() -> TestRe
     assert!(state_memory(&["Bob"])?.contains("keeps no facts about Bob"));
 
     // The owner's commands: `/memory Alice` shows it, `/forget-fact ID` removes it.
-    let ctl = Controller::new(
-        StateDir::new(dir.path()),
-        h.handle.clone(),
-        h.shared_clock.clone(),
-        Vec::new(),
-        Hooks {
-            stop: Box::new(|_| {}),
-            reload: Box::new(|| {}),
-        },
-    );
-    ctl.add_agent(
-        AGENT,
-        Seat {
-            telegram: h.telegram.clone(),
-            memory: Some(h.telegram.clone()),
-        },
-    );
+    let ctl = controller(&h);
     let shown = ctl
         .execute(
             Some(AGENT),
@@ -446,16 +432,7 @@ async fn a_600_message_conversation_stays_bounded_cached_and_gapless() -> TestRe
         h.settle().await;
     }
     h.stop().await?;
-    let listed = {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
-        clear_env(&mut cmd);
-        let out = cmd
-            .arg("--state")
-            .arg(dir.path())
-            .args(["state", "memory", "ann", &bob.id.to_string()])
-            .output()?;
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let listed = state_memory(dir.path(), &[&bob.id.to_string()])?;
     assert!(
         listed.contains(&format!("Summaries of chat {}", bob.id))
             && listed.contains("messages 1–100: Bob and the persona talked about books"),

@@ -318,6 +318,28 @@ impl LlmPlanner {
         true
     }
 
+    /// One LLM call inside the usage scope of `agent` and `chat`; the totals are saved after.
+    async fn metered(
+        &self,
+        agent: &str,
+        chat: ChatId,
+        request: &LlmRequest,
+    ) -> Result<LlmOutcome, crate::ports::llm::LlmError> {
+        let result = usage::scoped(
+            agent,
+            &chat.to_string(),
+            self.usage.clone(),
+            self.llm.generate(request),
+        )
+        .await;
+        if let Some(meter) = &self.usage
+            && let Err(e) = meter.flush().await
+        {
+            tracing::warn!(agent = %agent, error = %e, "usage totals not saved");
+        }
+        result
+    }
+
     /// The summary call's request: the standing instructions, then one turn with the
     /// summaries so far and the messages to summarize.
     pub(crate) fn summary_request(&self, req: &SummaryRequest<'_>) -> LlmRequest {
@@ -376,19 +398,7 @@ impl Planner for LlmPlanner {
                 return Ok(None);
             }
             let request = self.summary_request(&req);
-            let result = usage::scoped(
-                &req.persona.name,
-                &req.chat.id.to_string(),
-                self.usage.clone(),
-                self.llm.generate(&request),
-            )
-            .await;
-            if let Some(meter) = &self.usage
-                && let Err(e) = meter.flush().await
-            {
-                tracing::warn!(agent = %req.persona.name, error = %e, "usage totals not saved");
-            }
-            match result {
+            match self.metered(&req.persona.name, req.chat.id, &request).await {
                 Ok(LlmOutcome::Text(text)) => Ok(summaries::parse_answer(&text)),
                 Ok(_) => Ok(None),
                 Err(e) if e.is_transient() => Err(PlanError::Transient(e.to_string())),
@@ -402,18 +412,7 @@ impl Planner for LlmPlanner {
             let key = (req.persona.name.clone(), req.chat.id);
             let remembered = self.window(&key).await;
             let (request, window) = self.request_with_window(&req, remembered);
-            let result = usage::scoped(
-                &req.persona.name,
-                &req.chat.id.to_string(),
-                self.usage.clone(),
-                self.llm.generate(&request),
-            )
-            .await;
-            if let Some(meter) = &self.usage
-                && let Err(e) = meter.flush().await
-            {
-                tracing::warn!(agent = %req.persona.name, error = %e, "usage totals not saved");
-            }
+            let result = self.metered(&req.persona.name, req.chat.id, &request).await;
             let outcome = result.map_err(|e| {
                 if e.is_transient() {
                     PlanError::Transient(e.to_string())

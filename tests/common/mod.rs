@@ -476,6 +476,29 @@ impl Harness {
     }
 }
 
+/// An owner controller over the harness's runtime and agent, as the daemon wires it.
+pub(crate) fn controller(h: &Harness) -> Arc<personad::app::ops::controls::Controller> {
+    use personad::app::ops::controls::{Controller, Hooks, Seat};
+    let c = Controller::new(
+        StateDir::new(&h.state),
+        h.handle.clone(),
+        h.shared_clock.clone(),
+        Vec::new(),
+        Hooks {
+            stop: Box::new(|_| {}),
+            reload: Box::new(|| {}),
+        },
+    );
+    c.add_agent(
+        AGENT,
+        Seat {
+            telegram: h.telegram.clone(),
+            memory: Some(h.telegram.clone()),
+        },
+    );
+    c
+}
+
 /// Files below `dir` (recursively), as sorted relative paths.
 pub(crate) fn files_below(dir: &Path) -> Vec<String> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {

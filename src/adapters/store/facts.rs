@@ -40,17 +40,25 @@ impl FileFacts {
     }
 }
 
+/// Reads and parses one memory file (a missing one is empty); a parse error names the file
+/// and line.
+fn read_parsed<T: Default>(
+    path: std::path::PathBuf,
+    parse: impl Fn(&str) -> Result<T, crate::core::facts::ParseError>,
+) -> Result<T, FactError> {
+    match read_optional(&path)? {
+        None => Ok(T::default()),
+        Some(text) => parse(&text).map_err(|e| FactError::Unreadable {
+            file: path,
+            line: e.line,
+            message: e.message,
+        }),
+    }
+}
+
 impl FactStore for FileFacts {
     fn read(&self, agent: &str, scope: FactScope) -> Result<FactFile, FactError> {
-        let path = self.dir.facts_path(agent, scope);
-        match read_optional(&path)? {
-            None => Ok(FactFile::default()),
-            Some(text) => FactFile::parse(&text).map_err(|e| FactError::Unreadable {
-                file: path,
-                line: e.line,
-                message: e.message,
-            }),
-        }
+        read_parsed(self.dir.facts_path(agent, scope), FactFile::parse)
     }
 
     fn persona_text(&self, agent: &str) -> Result<String, FactError> {
@@ -77,15 +85,7 @@ impl FactStore for FileFacts {
     }
 
     fn summaries(&self, agent: &str, chat: ChatId) -> Result<SummaryFile, FactError> {
-        let path = self.dir.summaries_path(agent, chat);
-        match read_optional(&path)? {
-            None => Ok(SummaryFile::default()),
-            Some(text) => SummaryFile::parse(&text).map_err(|e| FactError::Unreadable {
-                file: path,
-                line: e.line,
-                message: e.message,
-            }),
-        }
+        read_parsed(self.dir.summaries_path(agent, chat), SummaryFile::parse)
     }
 
     fn summary_chats(&self, agent: &str) -> Result<Vec<ChatId>, FactError> {
