@@ -246,17 +246,31 @@ fn has_line(msg: &str, line: &str) -> bool {
     msg.lines().any(|l| l == line)
 }
 
+/// Starts the daemon under a fake service manager asking for watchdog pings every
+/// `watchdog_usec` / 2, with `extra` arguments (the echo planner is always on).
+fn start_notified(
+    s: &Scratch,
+    extra: &[&str],
+    watchdog_usec: &str,
+) -> Result<(FakeSystemd, Reaper), Box<dyn std::error::Error>> {
+    let systemd = FakeSystemd::new(s.path())?;
+    let sock = systemd.path.display().to_string();
+    let args: Vec<&str> = ["--planner", "echo"]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
+    let child = start(
+        s,
+        &args,
+        &[("NOTIFY_SOCKET", &sock), ("WATCHDOG_USEC", watchdog_usec)],
+    )?;
+    Ok((systemd, Reaper(Some(child))))
+}
+
 #[test]
 fn systemd_sees_ready_watchdog_reload_and_stopping_then_exit_0() -> TestResult {
     let s = Scratch::new(&[("Tess.md", TESS)])?;
-    let mut systemd = FakeSystemd::new(s.path())?;
-    let sock = systemd.path.display().to_string();
-    let child = start(
-        &s,
-        &["--planner", "echo"],
-        &[("NOTIFY_SOCKET", &sock), ("WATCHDOG_USEC", "400000")],
-    )?;
-    let mut reaper = Reaper(Some(child));
+    let (mut systemd, mut reaper) = start_notified(&s, &[], "400000")?;
     let ready = systemd.until(Duration::from_secs(20), |m| has_line(m, "READY=1"));
     assert!(
         systemd
@@ -609,21 +623,13 @@ fn http_get(addr: &str, path: &str) -> Result<(u16, String), std::io::Error> {
 #[test]
 fn a_stalled_tick_loop_stops_the_watchdog_pings_and_turns_healthz_503() -> TestResult {
     let s = Scratch::new(&[("Tess.md", TESS)])?;
-    let mut systemd = FakeSystemd::new(s.path())?;
-    let sock = systemd.path.display().to_string();
-    let child = start(
-        &s,
-        &[
-            "--planner",
-            "echo",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--debug-stall-loop",
-            "2500,2500",
-        ],
-        &[("NOTIFY_SOCKET", &sock), ("WATCHDOG_USEC", "400000")],
-    )?;
-    let mut reaper = Reaper(Some(child));
+    let extra = [
+        "--metrics-addr",
+        "127.0.0.1:0",
+        "--debug-stall-loop",
+        "2500,2500",
+    ];
+    let (mut systemd, mut reaper) = start_notified(&s, &extra, "400000")?;
     systemd
         .until(Duration::from_secs(20), |m| has_line(m, "READY=1"))
         .ok_or_else(|| format!("no READY=1:\n{}", s.log_text()))?;
@@ -683,14 +689,7 @@ fn a_stalled_tick_loop_stops_the_watchdog_pings_and_turns_healthz_503() -> TestR
 #[test]
 fn a_service_manager_that_stops_reading_never_stalls_the_tick_loop() -> TestResult {
     let s = Scratch::new(&[("Tess.md", TESS)])?;
-    let mut systemd = FakeSystemd::new(s.path())?;
-    let sock = systemd.path.display().to_string();
-    let child = start(
-        &s,
-        &["--planner", "echo"],
-        &[("NOTIFY_SOCKET", &sock), ("WATCHDOG_USEC", "100000")],
-    )?;
-    let mut reaper = Reaper(Some(child));
+    let (mut systemd, mut reaper) = start_notified(&s, &[], "100000")?;
     systemd
         .until(Duration::from_secs(20), |m| has_line(m, "READY=1"))
         .ok_or_else(|| format!("no READY=1:\n{}", s.log_text()))?;
