@@ -113,7 +113,8 @@ pub(crate) fn report(
     Ok(out)
 }
 
-/// Forgets the fact `id` wherever the agent keeps it; says where it was.
+/// Forgets the fact `id` in every scope that keeps it; says where it was (and which files
+/// could not be read, so could not be searched).
 pub(crate) fn forget_fact(
     facts: &dyn FactStore,
     agent: &str,
@@ -121,9 +122,14 @@ pub(crate) fn forget_fact(
     now: Timestamp,
 ) -> Result<String, FactError> {
     let id = crate::core::facts::clean_id(id);
+    let mut lines = Vec::new();
     for scope in facts.scopes(agent)? {
-        let Ok(file) = facts.read(agent, scope) else {
-            continue;
+        let file = match facts.read(agent, scope) {
+            Ok(f) => f,
+            Err(e) => {
+                lines.push(format!("{scope}: not searched: {e}"));
+                continue;
+            }
         };
         if !file.facts.iter().any(|f| f.id == id) {
             continue;
@@ -139,11 +145,14 @@ pub(crate) fn forget_fact(
             id: Some(id.clone()),
             content: String::new(),
         };
-        return Ok(match facts.apply(agent, scope, &write, &source)? {
+        lines.push(match facts.apply(agent, scope, &write, &source)? {
             Ok(Applied::Deleted(_)) => format!("{agent}: forgot [{id}] ({scope})"),
-            Ok(_) => format!("{agent}: [{id}] was already gone"),
-            Err(refused) => format!("{agent}: [{id}] not forgotten: {refused}"),
+            Ok(_) => format!("{agent}: [{id}] was already gone ({scope})"),
+            Err(refused) => format!("{agent}: [{id}] not forgotten ({scope}): {refused}"),
         });
     }
-    Ok(format!("{agent} keeps no fact [{id}]"))
+    if !lines.iter().any(|l| l.contains(&format!("[{id}]"))) {
+        lines.insert(0, format!("{agent} keeps no fact [{id}]"));
+    }
+    Ok(lines.join("\n"))
 }

@@ -122,6 +122,8 @@ pub enum Refused {
     },
     #[error("{0} is not an id (letters, digits, `.`, `_` and `-`, at most {ID_CHARS})")]
     BadId(String),
+    #[error("the fact has no text once markup is taken off")]
+    NotText,
 }
 
 /// A hand-edited file that cannot be read as facts (never overwritten).
@@ -217,8 +219,8 @@ impl FactFile {
                 if !*seen_meta && body.iter().all(|l| l.trim().is_empty()) && !trimmed.is_empty() {
                     *seen_meta = true;
                     if let Some(meta) = trimmed.strip_prefix('_').and_then(|m| m.strip_suffix('_'))
+                        && read_meta(fact, meta)
                     {
-                        read_meta(fact, meta);
                         continue;
                     }
                 }
@@ -262,7 +264,8 @@ impl FactFile {
     }
 
     /// The scope as the prompt shows it: one `- [id] text` line per fact, oldest first. When
-    /// a hand edit made it longer than `cap` bytes, the oldest facts are left out.
+    /// a hand edit made it longer than `cap` bytes, the oldest facts are left out (the newest
+    /// that fit are shown, still oldest first).
     pub fn prompt_lines(&self, cap: usize) -> String {
         let lines: Vec<String> = self
             .facts
@@ -294,6 +297,9 @@ impl FactFile {
         // metadata line.
         let content = one_line(&write.content);
         let content = content.trim_start_matches(['#', '<', '_', ' ']);
+        if content.is_empty() && !write.content.trim().is_empty() {
+            return Err(Refused::NotText);
+        }
         let id = match &write.id {
             Some(id) => {
                 let id = clean_id(id);
@@ -342,7 +348,12 @@ impl FactFile {
             .iter()
             .map(|f| format!("- [{}] {}\n", f.id, one_line(&f.text)).len())
             .sum();
-        if bytes > cap && !matches!(applied, Applied::Deleted(_) | Applied::NothingToDelete(_)) {
+        let before: usize = self
+            .facts
+            .iter()
+            .map(|f| format!("- [{}] {}\n", f.id, one_line(&f.text)).len())
+            .sum();
+        if bytes > cap && bytes > before {
             return Err(Refused::ScopeFull { scope, bytes, cap });
         }
         if next.title.is_empty()
@@ -379,16 +390,29 @@ fn default_title(scope: FactScope) -> String {
     }
 }
 
-fn read_meta(fact: &mut Fact, meta: &str) {
+/// Reads a metadata line (`time · chat N · message M`); `false` when it holds none of them
+/// (an italic first line written by hand is then the fact's text).
+fn read_meta(fact: &mut Fact, meta: &str) -> bool {
+    let mut seen = false;
     for part in meta.split('·').map(str::trim) {
-        if let Some(c) = part.strip_prefix("chat ") {
-            fact.chat = c.trim().parse().ok().map(ChatId);
-        } else if let Some(m) = part.strip_prefix("message ") {
-            fact.message = m.trim().parse().ok().map(MessageId);
+        if let Some(c) = part
+            .strip_prefix("chat ")
+            .and_then(|c| c.trim().parse().ok())
+        {
+            fact.chat = Some(ChatId(c));
+            seen = true;
+        } else if let Some(m) = part
+            .strip_prefix("message ")
+            .and_then(|m| m.trim().parse().ok())
+        {
+            fact.message = Some(MessageId(m));
+            seen = true;
         } else if let Ok(t) = part.parse::<Timestamp>() {
             fact.created = Some(t);
+            seen = true;
         }
     }
+    seen
 }
 
 /// `text` cut to at most `cap` bytes at a line (or, failing that, a `char`) boundary.
@@ -534,6 +558,24 @@ mod tests {
         assert_eq!(FactFile::parse(bad).err().map(|e| e.line), Some(2));
         let dup = "## a\nx\n## a\ny\n";
         assert!(FactFile::parse(dup).is_err());
+        // An italic first line without time, chat or message is the fact, not metadata.
+        let italic = FactFile::parse("## likes\n_Loves jazz_\n").unwrap_or_default();
+        assert_eq!(italic.facts[0].text, "_Loves jazz_");
+    }
+
+    #[test]
+    fn markup_only_content_is_refused_never_read_as_a_delete() {
+        let scope = FactScope::Person(1);
+        let mut f = FactFile::default();
+        let _ = f.apply(
+            scope,
+            &write(Some("a"), "kept"),
+            &source("remember-1"),
+            1000,
+        );
+        let r = f.apply(scope, &write(Some("a"), "###"), &source("remember-2"), 1000);
+        assert_eq!(r, Err(Refused::NotText));
+        assert_eq!(f.facts.len(), 1, "the fact is still there");
     }
 
     #[test]

@@ -121,6 +121,9 @@ async fn memory_view(
             people.push((m.sender.id, m.sender.name.clone()));
         }
     }
+    // Chosen by recency, shown by id: who spoke last must not reorder the prompt (its
+    // cached prefix).
+    people.sort_by_key(|(id, _)| *id);
     let (agent, chat) = (ctx.key.agent.clone(), ctx.chat.id);
     let cap = ctx.config.memory_scope_bytes;
     let read = tokio::task::spawn_blocking(move || {
@@ -208,7 +211,12 @@ pub(crate) fn tasks_from_actions(
 ) -> Vec<Task> {
     let mut tasks = Vec::with_capacity(actions.len() * 3);
     let mut first_outbound = true;
-    for action in actions {
+    // Memory writes first: they are applied as soon as the plan is accepted, so a newer
+    // message that replaces the rest of the plan never drops them.
+    let (memory, rest): (Vec<Action>, Vec<Action>) = actions
+        .into_iter()
+        .partition(|a| matches!(a, Action::Remember { .. } | Action::Note { .. }));
+    for action in memory.into_iter().chain(rest) {
         let outbound = matches!(action, Action::Send { .. } | Action::Sticker { .. });
         if outbound && first_outbound && pacing.start_delay_secs > 0.0 {
             // Never a wait a saved graph could not hold (settings are checked; this is the
@@ -246,4 +254,32 @@ fn wait_task(secs: f64, typing: bool, now: jiff::Timestamp) -> Task {
 
 fn task_for(action: Action, now: jiff::Timestamp) -> Task {
     Task::new(TaskSpec::from_action(action), now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::facts::FactWrite;
+
+    /// A memory write the model put after its messages still runs first: a newer message
+    /// replacing the rest of the plan cannot drop it.
+    #[test]
+    fn memory_writes_lead_the_plan() {
+        let actions = vec![
+            Action::Send {
+                text: "hello there".into(),
+                reply_to: None,
+            },
+            Action::Note {
+                write: FactWrite {
+                    id: None,
+                    content: "likes tea".into(),
+                },
+                message: None,
+            },
+        ];
+        let tasks = tasks_from_actions(actions, jiff::Timestamp::UNIX_EPOCH, Pacing::default());
+        assert_eq!(tasks.first().map(Task::kind), Some(TaskKind::Note));
+        assert_eq!(tasks.last().map(Task::kind), Some(TaskKind::Send));
+    }
 }

@@ -72,8 +72,19 @@ impl TaskHandler for Summarize {
                     now,
                 })
                 .await;
+            if let Some(w) = file.watermark
+                && chunk.first.0 > w.0 + 1
+                && history.first().is_some_and(|m| m.id == chunk.first)
+            {
+                tracing::warn!(event = "summary_gap", agent = %agent, chat = %chat, watermark = w.0, first = chunk.first.0, "messages after {w} fell out of the history fetch before they were summarized (raise --history-limit)");
+            }
             let accepted = match answer {
-                Ok(draft) => summaries::check(draft, &chunk),
+                Ok(draft) => summaries::check(draft, &chunk).map(|(summary, matched)| {
+                    if !matched {
+                        tracing::warn!(event = "summary_range_mismatch", agent = %agent, chat = %chat, "the summary claims a range outside messages {}–{}: kept as the summary of those", chunk.first, chunk.last);
+                    }
+                    summary
+                }),
                 Err(e) => {
                     tracing::warn!(event = "summary_failed", agent = %agent, chat = %chat, error = %e, "summary call failed: backing off");
                     None
