@@ -496,3 +496,57 @@ async fn a_600_message_conversation_stays_bounded_cached_and_gapless() -> TestRe
     assert!(max < 40_000, "prompt bytes {max}");
     Ok(())
 }
+
+/// A hand edit made while a summary call is under way is kept: the file is read again before
+/// the summary is saved. (The mock edits the file when the summary request reaches it.)
+#[tokio::test]
+async fn a_hand_edit_during_a_summary_call_is_kept() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let bob = person("Bob");
+    let file = dir
+        .path()
+        .join("ann/memory/summaries")
+        .join(format!("{}.md", bob.id));
+    let edited = file.clone();
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
+        .respond_with(move |req: &Request| {
+            let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+            if !is_summary_call(&body) {
+                return reply("# «send»\nok");
+            }
+            if let Some(parent) = edited.parent() {
+                let _ = std::fs::create_dir_all(parent);
+            }
+            let _ = std::fs::write(
+                &edited,
+                "# Summaries\n\n## messages 0–0\n\nWritten by hand.\n",
+            );
+            let (a, b) = asked_range(&body);
+            reply(&format!(
+                "# «summarize»\nmin_message_id: {a}\nmax_message_id: {b}\nThey talked."
+            ))
+        })
+        .mount(&server)
+        .await;
+    let mut h = Harness::start_with(
+        dir.path(),
+        planner(server.uri()),
+        config(),
+        std::slice::from_ref(&bob),
+    );
+    for turn in 0..62 {
+        h.say(&bob, "Bob", &format!("turn {turn}")).await;
+        h.settle().await;
+    }
+    h.stop().await?;
+    let text = std::fs::read_to_string(&file)?;
+    assert!(
+        text.contains("Written by hand.")
+            && text.contains("They talked.")
+            && text.contains("watermark="),
+        "{text}"
+    );
+    Ok(())
+}

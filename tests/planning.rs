@@ -760,6 +760,47 @@ async fn playground_prints_memory_writes_as_events() -> TestResult {
     Ok(())
 }
 
+/// After enough messages the playground prints the chat's summary as a `summary` event.
+#[tokio::test]
+async fn playground_prints_a_summary_event() -> TestResult {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
+        .respond_with(|req: &wiremock::Request| {
+            let body = String::from_utf8_lossy(&req.body);
+            if body.contains("You keep the memory of a Telegram chat") {
+                answer("# «summarize»\nmin_message_id: 1\nmax_message_id: 100\nThey counted turns.")
+            } else {
+                answer("# «send»\nok")
+            }
+        })
+        .mount(&server)
+        .await;
+    let agents = tess_dir()?;
+    let state = tempfile::tempdir()?;
+    let input: String = (0..62)
+        .map(|i| format!("{{\"text\":\"turn {i}\",\"after_ms\":5000}}\n"))
+        .collect();
+    let out = run_to_end(
+        playground(state.path(), agents.path(), &server, true),
+        input,
+    )
+    .await?;
+    let summaries: Vec<Value> = json_lines(&out.stdout)
+        .into_iter()
+        .filter(|e| e["event"] == "summary")
+        .collect();
+    assert_eq!(
+        summaries.len(),
+        1,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(summaries[0]["text"], "They counted turns.");
+    assert_eq!(summaries[0]["outcome"], "messages 1–100");
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_rejected_key_is_reported_without_printing_it() -> TestResult {
     let server = mock_with(ResponseTemplate::new(403).set_body_string(format!(

@@ -33,7 +33,7 @@ impl TaskHandler for Summarize {
                 let (facts, agent) = (facts.clone(), agent.clone());
                 tokio::task::spawn_blocking(move || facts.summaries(&agent, chat)).await
             };
-            let mut file = match read {
+            let file = match read {
                 Ok(Ok(f)) => f,
                 Ok(Err(e)) => {
                     tracing::error!(event = "memory_file_unreadable", agent = %agent, chat = %chat, problem = %e, "summaries unreadable (fix the file by hand; it is never overwritten): not summarizing");
@@ -89,6 +89,25 @@ impl TaskHandler for Summarize {
                     tracing::warn!(event = "summary_failed", agent = %agent, chat = %chat, error = %e, "summary call failed: backing off");
                     None
                 }
+            };
+            // The file is read again now: a hand edit made during the call is kept, and if
+            // its watermark moved meanwhile this summary is dropped rather than stacked.
+            let before = file.watermark;
+            let reread = {
+                let (facts, agent) = (facts.clone(), agent.clone());
+                tokio::task::spawn_blocking(move || facts.summaries(&agent, chat)).await
+            };
+            let mut file = match reread {
+                Ok(Ok(f)) if f.watermark == before => f,
+                Ok(Ok(_)) => {
+                    tracing::info!(event = "summary_superseded", agent = %agent, chat = %chat, "the summaries changed during the call: this summary is dropped");
+                    return Ok(Outcome::Done);
+                }
+                Ok(Err(e)) => {
+                    tracing::error!(event = "memory_file_unreadable", agent = %agent, chat = %chat, problem = %e, "summaries unreadable (fix the file by hand; it is never overwritten)");
+                    return Ok(Outcome::Done);
+                }
+                Err(_) => return Ok(Outcome::Done),
             };
             let more = match accepted {
                 Some(summary) => {
