@@ -34,7 +34,8 @@
 //!   export reader, and the crash-safe state `store` (every path under `state/` is built in
 //!   `store::layout`).
 //! - [`app`]: the composition root (`services`), `daemon` (`run`, `login`), `playground`
-//!   (`chat`), `bench`, `replay`, the crash child, `commands` (`check`, `state`), `cli`,
+//!   (`chat`), `bench` (and `bench_memory`), `memory_report` (the operator's view of
+//!   memory), `replay`, the crash child, `commands` (`check`, `state`), `cli`,
 //!   `ops` (systemd notify, owner controls, ctl socket, metrics, file watching), `logging`.
 //! - [`cmd`]: one module per subcommand, each a call into `app`; `main` dispatches here.
 //! - `fuzz` (feature `fuzzing`): one entry point per parser of outside input, for `fuzz/`.

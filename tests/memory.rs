@@ -550,3 +550,32 @@ async fn a_hand_edit_during_a_summary_call_is_kept() -> TestResult {
     );
     Ok(())
 }
+
+/// `personad bench --memory-conversation N --json` runs to completion and reports a bounded,
+/// gapless conversation (the figures docs/memory.md records come from this command).
+#[test]
+fn the_memory_bench_runs_and_reports_no_gaps() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+    clear_env(&mut cmd);
+    let out = cmd
+        .arg("--state")
+        .arg(dir.path())
+        .args(["bench", "--memory-conversation", "400", "--json"])
+        .output()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["plan_requests"], 200);
+    assert_eq!(report["gaps"], 0, "{report}");
+    let calls = report["summary_calls"].as_u64().unwrap_or(0);
+    assert!((1..=10).contains(&calls), "{report}");
+    assert!(
+        report["prefix_reuse"].as_f64().unwrap_or(0.0) >= 0.9,
+        "{report}"
+    );
+    Ok(())
+}

@@ -95,12 +95,25 @@ impl Planner for FixedLatencyPlanner {
 
 /// `personad bench`.
 pub async fn bench(global: GlobalArgs, args: BenchArgs) -> CmdResult {
+    if let Some(n) = args.memory_conversation {
+        let report = crate::app::bench_memory::run(&global.state_dir, n).await?;
+        let text = if args.json {
+            serde_json::to_string(&report).map_err(|e| CommandError::Failed(e.to_string()))? + "\n"
+        } else {
+            crate::app::bench_memory::render(&report)
+        };
+        return print(&text);
+    }
     let report = run(&global.state_dir, &args).await?;
     let text = if args.json {
         serde_json::to_string(&report).map_err(|e| CommandError::Failed(e.to_string()))? + "\n"
     } else {
         render(&report)
     };
+    print(&text)
+}
+
+fn print(text: &str) -> CmdResult {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())

@@ -639,6 +639,11 @@ pub struct BenchArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Instead: the memory bench, one conversation of N messages through the LLM planner,
+    /// prompts and summaries (an in-process model, virtual time): prompt bytes, prefix reuse,
+    /// summary calls, history gaps.
+    #[arg(long, value_name = "N")]
+    pub memory_conversation: Option<usize>,
 }
 
 /// The hidden `crash-child` harness.

@@ -2,6 +2,7 @@
 //! shared code, operations (systemd, owner controls, ctl, metrics) and logging.
 
 pub mod bench;
+pub mod bench_memory;
 pub mod cli;
 pub mod commands;
 pub mod crash_harness;
