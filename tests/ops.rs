@@ -979,6 +979,33 @@ fn a_second_file_claiming_a_running_agents_name_never_takes_it_over() -> TestRes
     Ok(())
 }
 
+/// `ctl memory` shows what the persona keeps (here a fact written by hand) and `ctl
+/// forget-fact` removes it from its file, through the running daemon.
+#[test]
+fn ctl_memory_lists_a_fact_and_forget_fact_removes_it() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let people = s.state().join("Tess/memory/people");
+    std::fs::create_dir_all(&people)?;
+    let file = people.join("4242.md");
+    std::fs::write(
+        &file,
+        "# Facts about Ann\n\n## likes-tea\nAnn likes green tea.\n",
+    )?;
+    let child = start(&s, &["--planner", "echo"], &[])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    let shown = stdout(&ctl(&s, &["memory", "Ann"])?);
+    assert!(
+        shown.contains("[likes-tea] Ann likes green tea.") && shown.contains("Facts about Ann"),
+        "{shown}"
+    );
+    let forgot = stdout(&ctl(&s, &["forget-fact", "likes-tea"])?);
+    assert!(forgot.contains("forgot [likes-tea]"), "{forgot}");
+    assert!(!std::fs::read_to_string(&file)?.contains("green tea"));
+    stop_daemon(&mut reaper)?;
+    Ok(())
+}
+
 mod gemini {
     use super::*;
     use personad::core::graph::{ConversationKey, codec};

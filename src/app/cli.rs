@@ -692,6 +692,22 @@ pub enum CtlCommand {
         #[arg(long)]
         chat: String,
     },
+    /// What a persona remembers (facts with their ids and sources, chat summaries).
+    Memory {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only a person or chat: an id, or a person's name (`@name` too).
+        who: Option<String>,
+    },
+    /// Forget one fact by its id, in every file that has it.
+    ForgetFact {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// The fact's id (as `ctl memory` shows it).
+        id: String,
+    },
     /// Show pending plans (of one chat, or all).
     Plans {
         /// The agent (needed when several run).
