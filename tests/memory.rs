@@ -13,6 +13,7 @@ use personad::adapters::llm::gemini::{GeminiClient, GeminiConfig};
 use personad::adapters::llm::retry::{RetryConfig, RetryingLlm};
 use personad::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
 use personad::adapters::memory::user_id_for;
+use personad::app::bench_memory::{history_gap, mean_prefix_reuse};
 use personad::app::ops::controls::Op;
 use personad::core::model::{Chat, ChatId, ChatKind};
 use personad::ports::clock::SharedClock;
@@ -334,6 +335,18 @@ async fn summarizing_gemini(decline: bool) -> MockServer {
     server
 }
 
+/// The runtime with the LLM planner against `server`, and a DM with Bob.
+fn bob_dm(state: &std::path::Path, server: &MockServer) -> (Harness, Chat) {
+    let bob = person("Bob");
+    let h = Harness::start_with(
+        state,
+        planner(server.uri()),
+        config(),
+        std::slice::from_ref(&bob),
+    );
+    (h, bob)
+}
+
 async fn split_requests(server: &MockServer) -> (Vec<Value>, Vec<Value>) {
     let (plans, summaries) = split_raw(server).await;
     let parse = |v: Vec<Vec<u8>>| {
@@ -362,13 +375,7 @@ async fn split_raw(server: &MockServer) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
 async fn a_model_that_declines_to_summarize_costs_one_call_then_backs_off() -> TestResult {
     let server = summarizing_gemini(true).await;
     let dir = tempfile::tempdir()?;
-    let bob = person("Bob");
-    let mut h = Harness::start_with(
-        dir.path(),
-        planner(server.uri()),
-        config(),
-        std::slice::from_ref(&bob),
-    );
+    let (mut h, bob) = bob_dm(dir.path(), &server);
     // 80 turns: 160 messages, past the trigger of 120 after turn 60.
     for turn in 0..80 {
         h.say(&bob, "Bob", &format!("turn {turn}: what are you reading?"))
@@ -413,13 +420,7 @@ async fn a_model_that_declines_to_summarize_costs_one_call_then_backs_off() -> T
 async fn a_600_message_conversation_stays_bounded_cached_and_gapless() -> TestResult {
     let server = summarizing_gemini(false).await;
     let dir = tempfile::tempdir()?;
-    let bob = person("Bob");
-    let mut h = Harness::start_with(
-        dir.path(),
-        planner(server.uri()),
-        config(),
-        std::slice::from_ref(&bob),
-    );
+    let (mut h, bob) = bob_dm(dir.path(), &server);
     for turn in 0..300 {
         h.say(
             &bob,
@@ -444,41 +445,17 @@ async fn a_600_message_conversation_stays_bounded_cached_and_gapless() -> TestRe
     let sizes: Vec<usize> = bodies.iter().map(Vec::len).collect();
     let max = sizes.iter().copied().max().unwrap_or(0);
     let mean = sizes.iter().sum::<usize>() / sizes.len().max(1);
-    let shares: Vec<f64> = bodies
-        .windows(2)
-        .map(|p| {
-            let common = p[0].iter().zip(&p[1]).take_while(|(x, y)| x == y).count();
-            common as f64 / p[0].len() as f64
-        })
-        .collect();
-    let reuse = shares.iter().sum::<f64>() / shares.len() as f64;
+    let reuse = mean_prefix_reuse(&bodies);
     // Coverage: every plan's history starts right after the newest summarized message.
     for (i, body) in plans.iter().enumerate() {
         let system = body["systemInstruction"]["parts"][0]["text"]
             .as_str()
             .unwrap_or("");
-        let covered = system
-            .lines()
-            .filter_map(|l| l.strip_prefix("- messages "))
-            .filter_map(|r| {
-                r.split(':')
-                    .next()?
-                    .split_once('–')?
-                    .1
-                    .trim()
-                    .parse::<i64>()
-                    .ok()
-            })
-            .max();
-        let first_shown = body["contents"][0]["parts"][0]["text"]
+        let first_turn = body["contents"][0]["parts"][0]["text"]
             .as_str()
-            .and_then(|t| t.split("message_id=").nth(1))
-            .and_then(|t| t.split_whitespace().next())
-            .and_then(|t| t.parse::<i64>().ok())
-            .ok_or_else(|| format!("request {i}: no first message id"))?;
-        assert_eq!(
-            first_shown,
-            covered.map_or(1, |c| c + 1),
+            .unwrap_or("");
+        assert!(
+            !history_gap(system, first_turn),
             "request {i}: the history does not start right after what the summaries cover"
         );
     }
@@ -502,11 +479,10 @@ async fn a_600_message_conversation_stays_bounded_cached_and_gapless() -> TestRe
 #[tokio::test]
 async fn a_hand_edit_during_a_summary_call_is_kept() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let bob = person("Bob");
     let file = dir
         .path()
         .join("ann/memory/summaries")
-        .join(format!("{}.md", bob.id));
+        .join(format!("{}.md", person("Bob").id));
     let edited = file.clone();
     let server = MockServer::start().await;
     Mock::given(method("POST"))
@@ -530,12 +506,7 @@ async fn a_hand_edit_during_a_summary_call_is_kept() -> TestResult {
         })
         .mount(&server)
         .await;
-    let mut h = Harness::start_with(
-        dir.path(),
-        planner(server.uri()),
-        config(),
-        std::slice::from_ref(&bob),
-    );
+    let (mut h, bob) = bob_dm(dir.path(), &server);
     for turn in 0..62 {
         h.say(&bob, "Bob", &format!("turn {turn}")).await;
         h.settle().await;

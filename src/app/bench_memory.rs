@@ -85,7 +85,7 @@ impl Llm for Recorder {
                     _ => "",
                 })
                 .unwrap_or("");
-            let gap = gap(&req.system, first_turn);
+            let gap = history_gap(&req.system, first_turn);
             self.plans
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -192,17 +192,6 @@ pub async fn run(
 fn report(messages: usize, recorded: &[(String, bool)], summary_calls: usize) -> MemoryReport {
     let plans: Vec<&String> = recorded.iter().map(|(p, _)| p).collect();
     let sizes: Vec<usize> = plans.iter().map(|p| p.len()).collect();
-    let shares: Vec<f64> = plans
-        .windows(2)
-        .map(|p| {
-            let common = p[0]
-                .bytes()
-                .zip(p[1].bytes())
-                .take_while(|(a, b)| a == b)
-                .count();
-            common as f64 / p[0].len().max(1) as f64
-        })
-        .collect();
     let gaps = recorded.iter().filter(|(_, gap)| *gap).count();
     MemoryReport {
         messages,
@@ -210,14 +199,28 @@ fn report(messages: usize, recorded: &[(String, bool)], summary_calls: usize) ->
         summary_calls,
         prompt_bytes_mean: sizes.iter().sum::<usize>() / sizes.len().max(1),
         prompt_bytes_max: sizes.iter().copied().max().unwrap_or(0),
-        prefix_reuse: shares.iter().sum::<f64>() / shares.len().max(1) as f64,
+        prefix_reuse: mean_prefix_reuse(&plans),
         gaps,
     }
 }
 
+/// Mean share of each prompt's bytes that the next one repeats as its prefix (what a
+/// provider's prompt cache can serve).
+pub fn mean_prefix_reuse<T: AsRef<[u8]>>(prompts: &[T]) -> f64 {
+    let shares: Vec<f64> = prompts
+        .windows(2)
+        .map(|p| {
+            let (a, b) = (p[0].as_ref(), p[1].as_ref());
+            let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+            common as f64 / a.len().max(1) as f64
+        })
+        .collect();
+    shares.iter().sum::<f64>() / shares.len().max(1) as f64
+}
+
 /// Whether a planning request's history (its first turn) fails to start right after what the
 /// summaries in its system instruction cover.
-fn gap(system: &str, first_turn: &str) -> bool {
+pub fn history_gap(system: &str, first_turn: &str) -> bool {
     let covered = system
         .lines()
         .filter_map(|l| l.strip_prefix("- messages "))

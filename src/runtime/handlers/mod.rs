@@ -90,41 +90,38 @@ pub(crate) fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
     }
 }
 
-/// For tasks that only make sense in a one-on-one chat (block, unblock, clear): `Ok(false)`
-/// (and a warning) in a group, so the task completes without acting. The kind saved in the
-/// graph is not trusted alone (a damaged or edited file could call a group direct): Telegram
-/// is asked what the chat is now.
+/// Logs that the task was refused (it completes without acting), and why.
+fn refused(ctx: &TaskContext, why: &str) {
+    tracing::warn!(
+        event = "task_refused",
+        agent = %ctx.key.agent,
+        chat = %ctx.key.chat,
+        kind = %ctx.task.kind(),
+        "refused: {why}"
+    );
+}
+
 /// Whether the persona (as it is now, not when the plan was made) allows this task; if not,
 /// the refusal is logged naming the persona heading that would allow it.
 fn allowed_by_persona(ctx: &TaskContext, allowed: bool, heading: &str) -> bool {
     if !allowed {
-        tracing::warn!(
-            event = "task_refused",
-            agent = %ctx.key.agent,
-            chat = %ctx.key.chat,
-            kind = %ctx.task.kind(),
-            "refused: the persona does not have {heading}"
-        );
+        refused(ctx, &format!("the persona does not have {heading}"));
     }
     allowed
 }
 
+/// For tasks that only make sense in a one-on-one chat (block, unblock, clear): `Ok(false)`
+/// (and a warning) in a group, so the task completes without acting. The kind saved in the
+/// graph is not trusted alone (a damaged or edited file could call a group direct): Telegram
+/// is asked what the chat is now.
 async fn direct_only(ctx: &TaskContext) -> Result<bool, TaskError> {
     let live = if ctx.chat.kind.is_direct() {
         ctx.telegram.chat(ctx.chat.id).await?.kind
     } else {
         ctx.chat.kind
     };
-    if live.is_direct() {
-        Ok(true)
-    } else {
-        tracing::warn!(
-            event = "task_refused",
-            agent = %ctx.key.agent,
-            chat = %ctx.key.chat,
-            kind = %ctx.task.kind(),
-            "refused: this task acts only in direct messages"
-        );
-        Ok(false)
+    if !live.is_direct() {
+        refused(ctx, "this task acts only in direct messages");
     }
+    Ok(live.is_direct())
 }
