@@ -131,6 +131,12 @@ pub fn model_output(data: &[u8]) {
                     "an empty write"
                 );
             }
+            Action::Event { write } => {
+                assert!(
+                    write.id.is_some() || !write.text.trim().is_empty(),
+                    "an event without an id or a text"
+                );
+            }
         }
     }
     let limit = usize::from(data.first().copied().unwrap_or(0)).max(2);

@@ -19,6 +19,9 @@
 //!   - `group`: group decisions (`decide`), settings, the classifier's request and answer.
 //!   - `facts`, `summaries`: long-term memory as data (scopes, files, caps, applied-once
 //!     writes) and rolling summaries (when, which messages, checks, back-off).
+//!   - `presence`, `intents`: a persona's day as data (activities, the day file, checks,
+//!     the fallback, the timing curve, DST-aware instants) and scheduled intents (the file,
+//!     writes, when one fires next); `scheduler::presence` applies both.
 //!   - `markdown`, `media`, `config`, `time`: rendering, media records, validated settings,
 //!     time arithmetic.
 //! - [`ports`]: the traits at the edges: `telegram`, `llm`, `planner`, `clock` (with its
@@ -32,10 +35,10 @@
 //!   (`memory`), the account-safety `governor`, LLM clients and router (`llm`), the LLM
 //!   planner, the media pipeline, curated stickers, the persona loader, the Telegram Desktop
 //!   export reader, and the crash-safe state `store` (every path under `state/` is built in
-//!   `store::layout`).
+//!   `store::layout`; `store::presence` reads schedule days and intents).
 //! - [`app`]: the composition root (`services`), `daemon` (`run`, `login`), `playground`
-//!   (`chat`), `bench` (and `bench_memory`), `memory_report` (the operator's view of
-//!   memory), `replay`, the crash child, `commands` (`check`, `state`), `cli`,
+//!   (`chat`), `bench` (and `bench_memory`), `memory_report` and `presence_report` (the
+//!   operator's views of memory and of schedules), `replay`, the crash child, `commands` (`check`, `state`), `cli`,
 //!   `ops` (systemd notify, owner controls, ctl socket, metrics, file watching), `logging`.
 //! - [`cmd`]: one module per subcommand, each a call into `app`; `main` dispatches here.
 //! - `fuzz` (feature `fuzzing`): one entry point per parser of outside input, for `fuzz/`.

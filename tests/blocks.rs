@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use personad::core::blocks::{
     ParseOptions, ParsedReply, TELEGRAM_TEXT_LIMIT_UTF16, parse_reply, split_message, utf16_len,
 };
+use personad::core::intents::IntentWrite;
 use personad::core::model::{MessageId, StickerChoice};
 use personad::core::plan::Action;
 use proptest::prelude::*;
@@ -605,6 +606,8 @@ fn valid_block() -> impl Strategy<Value = String> {
         (1..1_000_000i64).prop_map(|id| format!("# «react» {id}\n👍")),
         Just("# «block»".to_owned()),
         Just("# «Unblock»".to_owned()),
+        Just("# «event»\ntime: 2026-11-27 09:00\nevery: 1 day\nRemind me.".to_owned()),
+        Just("# «event» event-0123".to_owned()),
     ]
 }
 
@@ -617,6 +620,8 @@ fn fragment() -> impl Strategy<Value = String> {
         Just("# «sticker» #99999999999999999999".to_owned()),
         Just("# «wait»".to_owned()),
         Just("# unblock".to_owned()),
+        Just("# «event» event-1 x".to_owned()),
+        Just("times: 99999999999".to_owned()),
         Just("# «".to_owned()),
         Just("```".to_owned()),
         Just("````md".to_owned()),
@@ -821,4 +826,129 @@ fn echoed_metadata_lines_are_dropped() {
     let parsed = parse("[metadata] sender=\"Wren\" message_id=9\n# «send»\nhello");
     assert_eq!(parsed.actions, vec![send("hello")]);
     assert_one_warning(&parsed, &["metadata"]);
+}
+
+// ------------------------------------------------------------------------------------------
+// Scheduled intents (`event`)
+
+fn event(write: IntentWrite) -> Action {
+    Action::Event { write }
+}
+
+/// An `event` block's leading `key: value` lines and its text become one intent write, with
+/// the raw strings (the zone and the interval are checked when it is applied).
+#[test]
+fn event_blocks_become_intent_writes() {
+    let parsed = parse(
+        "# «event»\ntime: 2026-11-27 09:00\nevery: 1 day\ntimes: 3\nRemind Alice about the dentist.\n\
+         # «Event» event-abc123\nTimezone: Europe/London\ninterval: 2 hours\nurgent: yes\n\
+         occurrences: 5\nCheck in: how is the project?\nSecond line.",
+    );
+    assert_eq!(
+        parsed.actions,
+        [
+            event(IntentWrite {
+                text: "Remind Alice about the dentist.".into(),
+                time: Some("2026-11-27 09:00".into()),
+                interval: Some("1 day".into()),
+                occurrences: Some(3),
+                ..IntentWrite::default()
+            }),
+            event(IntentWrite {
+                id: Some("event-abc123".into()),
+                text: "Check in: how is the project?\nSecond line.".into(),
+                timezone: Some("Europe/London".into()),
+                interval: Some("2 hours".into()),
+                occurrences: Some(5),
+                urgent: true,
+                ..IntentWrite::default()
+            }),
+        ]
+    );
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+}
+
+/// `# «event» ID` with an empty body deletes that intent; an `id:` line works too; an event
+/// with neither text nor id is skipped.
+#[test]
+fn event_blocks_with_an_id_and_no_text_delete() {
+    let delete = |id: &str| {
+        event(IntentWrite {
+            id: Some(id.into()),
+            ..IntentWrite::default()
+        })
+    };
+    let parsed = parse("# «event» event-abc123\n# «event»\nid: event-def456\n# «send»\nok");
+    assert_eq!(
+        parsed.actions,
+        [delete("event-abc123"), delete("event-def456"), send("ok")]
+    );
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    let empty = parse("# «event»\n# «send»\nok");
+    assert_eq!(empty.actions, [send("ok")]);
+    assert_one_warning(&empty, &["block 1 («event»)", "no text and no id"]);
+}
+
+/// A count or an `urgent` that does not read skips the block with a warning; the rest of the
+/// reply still runs.
+#[test]
+fn malformed_event_fields_warn_and_skip() {
+    let parsed = parse("# «event»\ntime: 2026-11-27 09:00\ntimes: abc\nRemind me.\n# «send»\nok");
+    assert_eq!(parsed.actions, [send("ok")]);
+    assert_one_warning(
+        &parsed,
+        &["block 1 («event»)", "`times`", "\"abc\"", "skipped"],
+    );
+    let urgent = parse("# «event»\nurgent: very\ntime: 2026-11-27 09:00\nRemind me.");
+    assert!(urgent.actions.is_empty());
+    assert_one_warning(&urgent, &["`urgent`", "skipped"]);
+    let two_ids = parse("# «event» event-a\nid: event-b\nRemind me.");
+    assert!(two_ids.actions.is_empty());
+    assert_one_warning(&two_ids, &["two different ids"]);
+}
+
+/// The original's JSON `event` task (`intent` for the text) becomes the same write; an empty
+/// `intent` with an id deletes; a malformed `occurrences` skips only that task.
+#[test]
+fn json_event_tasks_become_intent_writes() {
+    let parsed = parse(
+        r#"[
+      {"kind": "event", "intent": "Check in on the project.", "time": "2026-03-01T09:00:00",
+       "timezone": "Europe/Berlin", "interval": "2 hours", "occurrences": 5, "urgent": true},
+      {"kind": "event", "id": "event-abc123", "intent": ""},
+      {"kind": "event", "id": "event-def", "text": "Updated.", "time": "2026-03-01T15:00:00", "occurrences": "2"},
+      {"kind": "event", "intent": "x", "time": "2026-03-01T09:00:00", "occurrences": "five"},
+      {"kind": "event", "intent": "x", "time": "2026-03-01T09:00:00", "occurrences": -1},
+      {"kind": "event"}
+    ]"#,
+    );
+    assert_eq!(
+        parsed.actions,
+        [
+            event(IntentWrite {
+                text: "Check in on the project.".into(),
+                time: Some("2026-03-01T09:00:00".into()),
+                timezone: Some("Europe/Berlin".into()),
+                interval: Some("2 hours".into()),
+                occurrences: Some(5),
+                urgent: true,
+                ..IntentWrite::default()
+            }),
+            event(IntentWrite {
+                id: Some("event-abc123".into()),
+                ..IntentWrite::default()
+            }),
+            event(IntentWrite {
+                id: Some("event-def".into()),
+                text: "Updated.".into(),
+                time: Some("2026-03-01T15:00:00".into()),
+                occurrences: Some(2),
+                ..IntentWrite::default()
+            }),
+        ]
+    );
+    assert_eq!(parsed.warnings.len(), 3, "{:?}", parsed.warnings);
+    assert!(parsed.warnings[0].starts_with("task 4 («event»): `occurrences` \"five\""));
+    assert!(parsed.warnings[1].starts_with("task 5 («event»): `occurrences` \"-1\""));
+    assert!(parsed.warnings[2].starts_with("task 6 («event»): no text and no id"));
 }

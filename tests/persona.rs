@@ -654,18 +654,50 @@ fn invalid_utf8_reports_its_line() {
 /// warning; warnings do not make the agent unusable.
 #[test]
 fn unknown_heading_is_kept_with_warning() {
-    let src = format!("{MINIMAL}\n# Daily Schedule\n\nUp at *seven*.\n\n- school\n");
+    let src = format!("{MINIMAL}\n# Favourite Colour\n\nGreen, *mostly*.\n\n- teal\n");
     let entry = parse(&src);
     assert_eq!(
         rendered(&entry),
         [
-            "bad.md:13: warning: unknown heading `# Daily Schedule`: kept, but not used by this version"
+            "bad.md:13: warning: unknown heading `# Favourite Colour`: kept, but not used by this version"
         ]
     );
     let p = entry.persona.expect("warnings keep the agent usable");
     assert_eq!(
-        p.extra.get("Daily Schedule").map(String::as_str),
+        p.extra.get("Favourite Colour").map(String::as_str),
+        Some("Green, *mostly*.\n\n- teal")
+    );
+}
+
+/// The presence headings are read: the schedule's prose as written, the fresh-start flags
+/// (whose body may be free prose, as in the original's files), `Start Of Conversation`.
+#[test]
+fn presence_headings_are_read_without_warnings() {
+    use personad::core::persona::FreshStart;
+    let src = format!(
+        "{MINIMAL}\n# Daily Schedule\n\nUp at *seven*.\n\n- school\n\n# Reset Context On First Message\n\nForget everything each time.\n\n# Start Of Conversation\n\nSay hello like a stranger.\n"
+    );
+    let entry = parse(&src);
+    assert!(rendered(&entry).is_empty(), "{:?}", rendered(&entry));
+    let p = entry.persona.expect("usable");
+    assert_eq!(
+        p.daily_schedule.as_deref(),
         Some("Up at *seven*.\n\n- school")
+    );
+    assert_eq!(p.fresh_start, FreshStart::ResetContext);
+    assert_eq!(
+        p.start_of_conversation.as_deref(),
+        Some("Say hello like a stranger.")
+    );
+    assert!(p.extra.is_empty());
+    let off = parse(&format!(
+        "{MINIMAL}\n# Clear Summaries On First Message\nno\n"
+    ));
+    assert_eq!(off.persona.map(|p| p.fresh_start), Some(FreshStart::Keep));
+    let summaries = parse(&format!("{MINIMAL}\n# Clear Summaries On First Message\n"));
+    assert_eq!(
+        summaries.persona.map(|p| p.fresh_start),
+        Some(FreshStart::ClearSummaries)
     );
 }
 
@@ -995,9 +1027,9 @@ fn compat_original_v27bdb37() {
 }
 
 /// The personas of the original project at its newest stored commit load
-/// without errors using both of its prompt directories; fields the original
-/// added later (`Daily Schedule`, `Reset Context On First Message`) are
-/// warnings and kept in `extra`.
+/// without errors using both of its prompt directories; the fields the original
+/// added later (`Daily Schedule`, `Reset Context On First Message`) are read,
+/// with no "unknown heading" warning.
 #[test]
 fn compat_original_head() {
     let Some(data) = original_data() else { return };
@@ -1037,13 +1069,33 @@ fn compat_original_head() {
     assert_eq!(heidi.typing_speed, Some(5.0));
     assert_eq!(heidi.start_typing_delay, Some(8.0));
     assert!(heidi.disabled);
-    assert!(heidi.extra.contains_key("Daily Schedule"));
+    assert!(
+        heidi
+            .daily_schedule
+            .as_deref()
+            .is_some_and(|s| s.contains("When I'm asleep, I'm completely unavailable"))
+    );
+    assert!(heidi.extra.is_empty(), "{:?}", heidi.extra.keys());
     let mary = report.usable().find(|p| p.name == "Mary").unwrap();
     assert_eq!(mary.typing_speed, Some(1000.0));
     assert!(mary.disabled);
-    assert!(mary.extra.contains_key("Reset Context On First Message"));
+    assert_eq!(
+        mary.fresh_start,
+        personad::core::persona::FreshStart::ResetContext
+    );
+    assert!(mary.extra.is_empty(), "{:?}", mary.extra.keys());
+    let dm = report.usable().find(|p| p.name == "DungeonMaster").unwrap();
+    assert_eq!(
+        dm.fresh_start,
+        personad::core::persona::FreshStart::ResetContext
+    );
+    let unknown: Vec<String> = report
+        .problems()
+        .map(ToString::to_string)
+        .filter(|p| p.contains("unknown heading"))
+        .collect();
+    assert!(unknown.is_empty(), "{unknown:?}");
     assert_eq!(report.active().count(), 0, "all three are disabled");
-    assert!(report.warning_count() >= 3);
 }
 
 /// The sample personas and role prompts shipped with the project load

@@ -366,6 +366,7 @@ async fn thirty_turns(history_size: usize) -> Vec<LlmRequest> {
             stickers: &[],
             quote: true,
             memory: &Default::default(),
+            moment: &Default::default(),
         };
         let _ = planner.plan(req).await;
     }
@@ -435,6 +436,7 @@ async fn every_turn_opens_with_a_pinned_metadata_line_own_messages_included() {
             stickers: &[],
             quote: true,
             memory: &Default::default(),
+            moment: &Default::default(),
         })
         .await;
     let reqs = llm.requests.lock().map(|r| r.clone()).unwrap_or_default();

@@ -521,6 +521,10 @@ impl<T: Telegram + ?Sized> Telegram for Governor<T> {
         self.inner.block(chat)
     }
 
+    fn set_online(&self, online: bool) -> BoxFuture<'_, TgResult<()>> {
+        self.inner.set_online(online)
+    }
+
     fn unblock(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
         self.inner.unblock(chat)
     }

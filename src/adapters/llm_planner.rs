@@ -24,7 +24,7 @@ use crate::core::prompt;
 use crate::core::summaries;
 use crate::core::time::BoxFuture;
 use crate::ports::llm::Llm;
-use crate::ports::planner::{Planner, SummaryRequest};
+use crate::ports::planner::{Planner, ScheduleRequest, SummaryRequest};
 
 /// Settings of the LLM planner.
 #[derive(Debug, Clone, PartialEq)]
@@ -388,6 +388,40 @@ impl LlmPlanner {
 }
 
 impl Planner for LlmPlanner {
+    fn schedule<'a>(
+        &'a self,
+        req: ScheduleRequest<'a>,
+    ) -> BoxFuture<'a, Result<Option<String>, PlanError>> {
+        Box::pin(async move {
+            let request = LlmRequest {
+                model: self.route(req.persona),
+                system: format!(
+                    "{}\nYou are {}.",
+                    crate::core::presence::INSTRUCTIONS,
+                    req.persona.name
+                ),
+                turns: vec![crate::core::llm::Turn {
+                    role: crate::core::llm::Role::User,
+                    parts: vec![crate::core::llm::Part::Text(
+                        crate::core::presence::request_text(
+                            req.prose, req.date, req.zone, req.recent,
+                        ),
+                    )],
+                }],
+                temperature: self.config.temperature,
+                max_output_tokens: self.config.max_output_tokens,
+                response_schema: None,
+            };
+            // Counted under chat 0: the call belongs to no chat.
+            match self.metered(&req.persona.name, ChatId(0), &request).await {
+                Ok(LlmOutcome::Text(text)) => Ok(Some(text)),
+                Ok(_) => Err(PlanError::Permanent("the model gave no schedule".into())),
+                Err(e) if e.is_transient() => Err(PlanError::Transient(e.to_string())),
+                Err(e) => Err(PlanError::Permanent(e.to_string())),
+            }
+        })
+    }
+
     fn summarize<'a>(
         &'a self,
         req: SummaryRequest<'a>,

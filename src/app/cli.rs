@@ -9,6 +9,9 @@ use clap::{Args, Parser, Subcommand};
 use crate::app::logging::LogFormat;
 use crate::core::config::RawRuntimeConfig;
 
+mod admin;
+pub use admin::{CtlCommand, StateCommand};
+
 /// A Telegram userbot daemon: gives user accounts LLM personas written as Markdown files.
 #[derive(Debug, Parser)]
 #[command(
@@ -499,6 +502,10 @@ pub struct ChatArgs {
     /// Virtual time: waits and pacing cost no real time.
     #[arg(long)]
     pub fast: bool,
+    /// With `--fast`: the virtual clock starts at this instant (RFC 3339, e.g.
+    /// `2026-11-26T02:00:00Z`) instead of now, to try a schedule's night or noon.
+    #[arg(long, value_name = "TIME", requires = "fast")]
+    pub start_at: Option<jiff::Timestamp>,
     /// Who plans the persona's replies.
     #[arg(long, value_enum, env = "PERSONAD_PLANNER", default_value = "auto")]
     pub planner: PlannerChoice,
@@ -550,50 +557,6 @@ pub struct ReplayArgs {
     /// The export: Telegram Desktop's `result.json`.
     #[arg(value_name = "FILE.json")]
     pub file: PathBuf,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum StateCommand {
-    /// LLM token usage per agent, model and day, with an estimated cost.
-    Usage {
-        /// Only this agent.
-        #[arg(long)]
-        agent: Option<String>,
-        /// A JSON price file (`{"model or prefix*": {"input": USD, "cached_input": USD,
-        /// "output": USD}}` per million tokens) taking precedence over the built-in prices.
-        #[arg(long, value_name = "FILE", env = "PERSONAD_PRICES")]
-        prices: Option<PathBuf>,
-    },
-    /// One line per persisted graph; unreadable files are reported, not fatal.
-    List,
-    /// What an agent remembers: the persona's own facts, and the facts about each person and
-    /// chat, each with its id and where it came from.
-    Memory {
-        /// Agent name.
-        agent: String,
-        /// Only a person or chat: an id, or a person's name (`@name` too).
-        who: Option<String>,
-    },
-    /// Show one conversation's graph task by task.
-    Show {
-        /// Agent name.
-        agent: String,
-        /// Chat id.
-        chat: i64,
-    },
-    /// Delete persisted graphs (pending plans are forgotten). Stop the daemon first.
-    #[command(group(clap::ArgGroup::new("selector").required(true).args(["agent", "all"])))]
-    Clear {
-        /// Only this agent's graphs.
-        #[arg(long)]
-        agent: Option<String>,
-        /// Only this chat's graph (with --agent).
-        #[arg(long, requires = "agent")]
-        chat: Option<i64>,
-        /// Every graph, readable or not.
-        #[arg(long, conflicts_with_all = ["agent", "chat"])]
-        all: bool,
-    },
 }
 
 #[derive(Debug, Clone, Args)]
@@ -658,101 +621,6 @@ pub struct CrashChildArgs {
 }
 
 /// `personad ctl ...`: the operations of the owner commands, for the local operator.
-#[derive(Debug, Clone, Subcommand)]
-pub enum CtlCommand {
-    /// Agents, chats with plans, breaker and disabled chats, pauses.
-    Status,
-    /// Pause an agent (all its chats) or one chat; optionally for a while (`30m`, `2h`, `1d`).
-    Pause {
-        /// The agent (needed when several run).
-        #[arg(long)]
-        agent: Option<String>,
-        /// Chat id, @username or a title substring (without it: every chat of the agent).
-        #[arg(long)]
-        chat: Option<String>,
-        /// How long (`90s`, `30m`, `2h`, `1d`); until resumed when absent.
-        #[arg(long = "for", value_name = "DURATION")]
-        duration: Option<String>,
-    },
-    /// Lift a pause.
-    Resume {
-        /// The agent (needed when several run).
-        #[arg(long)]
-        agent: Option<String>,
-        /// Chat id, @username or a title substring (without it: every chat).
-        #[arg(long)]
-        chat: Option<String>,
-    },
-    /// Drop a chat's pending plan.
-    Forget {
-        /// The agent (needed when several run).
-        #[arg(long)]
-        agent: Option<String>,
-        /// Chat id, @username or a title substring.
-        #[arg(long)]
-        chat: String,
-    },
-    /// What a persona remembers (facts with their ids and sources, chat summaries).
-    Memory {
-        /// The agent (needed when several run).
-        #[arg(long)]
-        agent: Option<String>,
-        /// Only a person or chat: an id, or a person's name (`@name` too).
-        who: Option<String>,
-    },
-    /// Forget one fact by its id, in every file that has it.
-    ForgetFact {
-        /// The agent (needed when several run).
-        #[arg(long)]
-        agent: Option<String>,
-        /// The fact's id (as `ctl memory` shows it).
-        id: String,
-    },
-    /// Show pending plans (of one chat, or all).
-    Plans {
-        /// The agent (needed when several run).
-        #[arg(long)]
-        agent: Option<String>,
-        /// Chat id, @username or a title substring (without it: every chat).
-        #[arg(long)]
-        chat: Option<String>,
-    },
-    /// Set a group's trigger mode.
-    Mode {
-        /// The agent (needed when several run).
-        #[arg(long)]
-        agent: Option<String>,
-        /// Chat id, @username or a title substring.
-        #[arg(long)]
-        chat: String,
-        /// strict, smart or talkative.
-        mode: String,
-    },
-    /// Reload personas and role prompts (as SIGHUP does).
-    Reload,
-    /// Stop the daemon gracefully.
-    Stop,
-    /// With `run --telegram memory`: deliver a message to an agent as if NAME wrote it.
-    Say {
-        /// The agent (needed when several run).
-        #[arg(long)]
-        agent: Option<String>,
-        /// The chat: a direct chat with --from by default; `me` is the agent's Saved Messages
-        /// (the owner writing).
-        #[arg(long)]
-        chat: Option<String>,
-        /// Who writes; `me` is the owner (the agent's own account, from another device).
-        #[arg(long, default_value = "User")]
-        from: String,
-        /// Make the chat a group with this title.
-        #[arg(long, value_name = "TITLE")]
-        group: Option<String>,
-        /// The message.
-        #[arg(required = true, num_args = 1..)]
-        text: Vec<String>,
-    },
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

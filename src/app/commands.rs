@@ -270,6 +270,40 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
             out(&text)?;
             Ok(ExitCode::SUCCESS)
         }
+        StateCommand::Schedule { agent, day } => {
+            // The persona tells the zone and whether it keeps a schedule; without its file the
+            // host's zone is assumed (said in the output).
+            let persona = load_personas(global)
+                .ok()
+                .and_then(|r| find_persona(&r, agent).ok());
+            let (tz, has, name) = match &persona {
+                Some(p) => (
+                    crate::runtime::driver::presence_zone(p),
+                    p.daily_schedule.is_some(),
+                    p.name.clone(),
+                ),
+                None => (
+                    jiff::tz::TimeZone::try_system().unwrap_or(jiff::tz::TimeZone::UTC),
+                    true,
+                    agent.clone(),
+                ),
+            };
+            if persona.is_none() {
+                out(&format!(
+                    "(no persona file for {agent:?} found: the host's time zone is assumed)\n"
+                ))?;
+            }
+            let text = crate::app::presence_report::report(
+                store.state_dir(),
+                &name,
+                &tz,
+                has,
+                *day,
+                jiff::Timestamp::now(),
+            );
+            out(&text)?;
+            Ok(ExitCode::SUCCESS)
+        }
         StateCommand::Usage { agent, prices } => crate::adapters::llm::usage::state_usage(
             store.state_dir(),
             agent.as_deref(),

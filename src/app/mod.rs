@@ -11,5 +11,6 @@ pub mod logging;
 pub(crate) mod memory_report;
 pub mod ops;
 pub mod playground;
+pub(crate) mod presence_report;
 pub mod replay;
 pub(crate) mod services;

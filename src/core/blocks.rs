@@ -25,6 +25,8 @@
 //! | `react` | one emoji (at most 16 chars, no letters or spaces) | target message, required |
 //! | `block`, `unblock` | ignored | ignored |
 //! | `clear-conversation` | ignored; only when the persona enables it | ignored |
+//! | `remember`, `note` | leading `id:` (and `about:`) lines, then the fact | ignored |
+//! | `event` | leading `time:`, `timezone:`, `every:`, `times:`, `urgent:`, `id:` lines, then the intent's text; empty with an id deletes | the intent's id (`event-…`) |
 //!
 //! Any other kind (`shutdown`, `xsend`, `think`, …) is skipped with a warning; operator-only
 //! tasks cannot be produced here because [`Action`] has no variant for them.
@@ -34,10 +36,12 @@
 //! A reply that is a JSON array of task objects (as the original's newer `Task-*` prompts ask
 //! for), whole or inside a ```` ```json ```` fence, is read task by task with the same rules as
 //! blocks: `kind` plus `text` and `reply_to` (send), `sticker_set`, `name` and `reply_to`
-//! (sticker), `delay` (wait), `emoji` and `message_id` (react). `think` tasks are dropped by
-//! design; `id` and `depends_on` are accepted and ignored (tasks run in array order); any other
-//! kind is skipped with a warning. An array that is not valid JSON is skipped whole with a
-//! warning: a task array is never sent to the chat as text.
+//! (sticker), `delay` (wait), `emoji` and `message_id` (react), `id`, `content` and `about`
+//! (remember, note), `id`, `intent`, `time`, `timezone`, `interval`, `occurrences` and `urgent`
+//! (event: `id` names the intent). `think` tasks are dropped by design; otherwise `id` and
+//! `depends_on` are accepted and ignored (tasks run in array order); any other kind is skipped
+//! with a warning. An array that is not valid JSON is skipped whole with a warning: a task
+//! array is never sent to the chat as text.
 //!
 //! # Fallbacks and guards
 //!
@@ -70,6 +74,8 @@ mod split;
 use split::*;
 mod memory;
 use memory::*;
+mod event;
+use event::*;
 
 /// Telegram's limit on a text message, in UTF-16 code units.
 pub const TELEGRAM_TEXT_LIMIT_UTF16: usize = 4096;
@@ -261,7 +267,8 @@ fn parse_block(
             format_args!("heading has no guillemets; read as `# «{}»`", kind.as_str()),
         );
     }
-    if !heading.trailing.is_empty() {
+    // An event's heading names the intent it changes (`# «event» event-3f2a…`).
+    if !heading.trailing.is_empty() && kind != TaskKind::Intent {
         warn(
             out,
             &label,
@@ -323,8 +330,14 @@ fn parse_block(
             let (id, about, content) = memory_fields(body);
             push_memory(out, &label, kind, id, about, content, opts);
         }
+        TaskKind::Intent => parse_event(out, &label, heading, body),
         // Not plannable: `block_kind` never returns these.
-        TaskKind::Received | TaskKind::Classify | TaskKind::Shutdown | TaskKind::Summarize => {
+        TaskKind::Received
+        | TaskKind::Classify
+        | TaskKind::Shutdown
+        | TaskKind::Summarize
+        | TaskKind::Schedule
+        | TaskKind::Presence => {
             warn(out, &label, "unknown kind; skipped");
         }
     }

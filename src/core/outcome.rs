@@ -26,6 +26,11 @@ pub(crate) enum Outcome {
         quote: bool,
         at: Timestamp,
     },
+    /// Mark the task done and use this day of the agent's schedule (a `schedule` task's
+    /// answer, or its fallback).
+    Day(Box<crate::core::presence::DaySchedule>),
+    /// Mark the task done and apply this change to the chat's scheduled intents.
+    Intent(crate::core::intents::IntentWrite),
 }
 
 /// Why a task failed, and what that means for its conversation.

@@ -128,6 +128,14 @@ pub struct Persona {
     /// The `# Group …` headings, `# Agent Nicknames` and `# Agent Description` (see
     /// docs/groups.md), with defaults for the ones not given.
     pub group: crate::core::group::settings::GroupSettings,
+    /// `# Daily Schedule`: free prose the persona's days are planned from (docs/presence.md).
+    /// Without it the persona is always available, as before.
+    pub daily_schedule: Option<String>,
+    /// `# Reset Context On First Message` / `# Clear Summaries On First Message`: what a chat
+    /// that starts anew forgets.
+    pub fresh_start: FreshStart,
+    /// `# Start Of Conversation`: instructions for the first turn of a chat that starts anew.
+    pub start_of_conversation: Option<String>,
     /// Headings this version does not know, keyed by the heading as written
     /// (trimmed, inner whitespace collapsed), valued by their raw Markdown.
     pub extra: BTreeMap<String, String>,
@@ -169,10 +177,25 @@ impl fmt::Debug for Persona {
             .field("allow_clear_conversation", &self.allow_clear_conversation)
             .field("clear_for_both_sides", &self.clear_for_both_sides)
             .field("allow_block", &self.allow_block)
+            .field("daily_schedule", &self.daily_schedule.is_some())
+            .field("fresh_start", &self.fresh_start)
             .field("extra", &self.extra)
             .field("source", &self.source)
             .finish_non_exhaustive()
     }
+}
+
+/// What a chat that starts anew (few messages, none of ours) forgets, once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FreshStart {
+    /// Nothing (no heading).
+    #[default]
+    Keep,
+    /// Its summaries only (`# Clear Summaries On First Message`).
+    ClearSummaries,
+    /// Its summaries, notes and plans (`# Reset Context On First Message`); what the persona
+    /// knows about people and itself stays.
+    ResetContext,
 }
 
 /// How bad a [`Problem`] is.

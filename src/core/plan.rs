@@ -45,6 +45,10 @@ pub enum Action {
         write: crate::core::facts::FactWrite,
         message: Option<MessageId>,
     },
+    /// Create, change or delete a scheduled intent of this chat.
+    Event {
+        write: crate::core::intents::IntentWrite,
+    },
 }
 
 /// What a planner gets to see.
@@ -66,6 +70,23 @@ pub struct PlanRequest<'a> {
     pub stickers: &'a [crate::core::model::CuratedSticker],
     /// What this chat may see of the persona's long-term memory.
     pub memory: &'a crate::core::facts::MemoryView,
+    /// The moment: the persona's activity, a firing intent, the chat's intents, a fresh
+    /// start (all for the prompt's final, volatile turn).
+    pub moment: &'a Moment,
+}
+
+/// What is true of this plan's moment beyond the history: shown in the prompt's final turn,
+/// which changes from one request to the next anyway.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Moment {
+    /// The persona's current activity (`core::presence`), as prompt lines.
+    pub activity: Option<String>,
+    /// The scheduled intent this plan fires.
+    pub intent: Option<crate::core::intents::Fired>,
+    /// The chat's scheduled intents, as prompt lines (empty: none).
+    pub intents: String,
+    /// The chat starts anew: the persona's `Start Of Conversation` (empty when it has none).
+    pub fresh_start: Option<String>,
 }
 
 /// Why planning failed.

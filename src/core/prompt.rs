@@ -335,7 +335,38 @@ fn volatile_context(input: &PlanRequest<'_>, tz: &TimeZone) -> String {
             "You have not said anything in this chat yet: this would be your first message here.\n",
         );
     }
+    moment_lines(&mut s, input.moment);
     s
+}
+
+/// The moment's lines of the final turn: activity, a firing intent, the chat's intents, a
+/// fresh start.
+fn moment_lines(s: &mut String, m: &crate::core::plan::Moment) {
+    if let Some(activity) = &m.activity {
+        let _ = writeln!(s, "{activity}");
+    }
+    if let Some(f) = &m.intent {
+        let _ = writeln!(
+            s,
+            "A scheduled intent of yours fires now ({}): {}\nDo what it says in this chat, or stay silent if it no longer makes sense.",
+            f.id, f.text
+        );
+    }
+    if !m.intents.is_empty() {
+        let _ = writeln!(
+            s,
+            "Your scheduled intents in this chat:\n{}",
+            m.intents.trim_end()
+        );
+    }
+    if let Some(start) = &m.fresh_start {
+        s.push_str(
+            "This conversation is starting anew: you remember nothing of earlier talks here.\n",
+        );
+        if !start.is_empty() {
+            let _ = writeln!(s, "{start}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -74,6 +74,17 @@ impl AccountSafety {
             .insert(key.chat, Disabled { since: now, reason });
     }
 
+    /// The agent's own chat (its Saved Messages): where alerts and the runtime's own upkeep
+    /// tasks go.
+    pub(crate) fn own_chat(&self, agent: &str) -> Option<Chat> {
+        let self_id = *self.self_ids.get(agent)?;
+        Some(Chat {
+            id: ChatId(self_id),
+            kind: ChatKind::Direct,
+            title: "Saved Messages".into(),
+        })
+    }
+
     /// Trips the agent's breaker for [`BREAKER_HOLD`] and returns the alert to its owner's
     /// Saved Messages, as a graph of its own (run through the normal machinery).
     pub(crate) fn trip_breaker(
@@ -87,12 +98,7 @@ impl AccountSafety {
             until,
             reason: reason.clone(),
         });
-        let self_id = *self.self_ids.get(agent)?;
-        let saved = Chat {
-            id: ChatId(self_id),
-            kind: ChatKind::Direct,
-            title: "Saved Messages".into(),
-        };
+        let saved = self.own_chat(agent)?;
         let text = format!(
             "personad: Telegram limited this account ({reason}). Until {until} the agent only answers people who wrote to it first. Check @SpamBot for details."
         );

@@ -26,6 +26,9 @@ use crate::core::model::{Chat, ChatId, MessageId};
 use crate::core::outcome::{Outcome, TaskError};
 use crate::core::safety::AccountSafety;
 mod admission;
+mod presence;
+pub(crate) use presence::AgentPresence;
+pub use presence::PresenceChange;
 
 /// A task the driver must run once the conversation's pending save is durable.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,6 +37,9 @@ pub struct Start {
     pub graph_id: String,
     pub chat: Chat,
     pub task: Task,
+    /// The agent's schedule and intents as they are now, for the tasks that use them
+    /// (planning, writing a day).
+    pub(crate) presence: Option<Box<AgentPresence>>,
 }
 
 /// What the driver must do, in the order given.
@@ -54,6 +60,18 @@ pub(crate) enum Effect {
     Persist(ConversationKey),
     /// Run this task, after the conversation's latest `Persist` is durable.
     Start(Box<Start>),
+    /// Save one day of the agent's schedule.
+    SaveDay {
+        agent: String,
+        day: Box<crate::core::presence::DaySchedule>,
+    },
+    /// Save the agent's scheduled intents.
+    SaveIntents(String),
+    /// The agent's presence changed: show it (status, the playground).
+    Presence {
+        agent: String,
+        change: PresenceChange,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -89,6 +107,8 @@ pub(crate) struct Scheduler {
     dirty: Vec<ConversationKey>,
     dirty_set: HashSet<ConversationKey>,
     starts: Vec<Start>,
+    /// Each agent's schedule and intents (`presence`).
+    presence: HashMap<String, AgentPresence>,
 }
 
 impl Scheduler {
@@ -116,6 +136,7 @@ impl Scheduler {
             dirty: Vec::new(),
             dirty_set: HashSet::new(),
             starts: Vec::new(),
+            presence: HashMap::new(),
         }
     }
 
@@ -211,7 +232,10 @@ impl Scheduler {
             self.armed.remove(key);
             return;
         };
-        if graph.ready_task(now).is_some() {
+        let ready = graph.ready_task(now);
+        if let Some(wake) = ready.and_then(|t| self.held_by_sleep(graph, t, now)) {
+            self.arm(key, wake);
+        } else if ready.is_some() {
             let reply = plan_under_way(graph);
             self.armed.remove(key);
             if self.queued.insert(key.clone()) {
@@ -222,19 +246,25 @@ impl Scheduler {
                 }
             }
         } else if let Some(at) = graph.next_deadline() {
-            if self.armed.get(key) != Some(&at) {
-                self.armed.insert(key.clone(), at);
-                self.heap_seq += 1;
-                self.deadlines
-                    .push(Reverse((at, self.heap_seq, key.clone())));
-            }
+            self.arm(key, at);
         } else {
             self.armed.remove(key);
         }
     }
 
+    /// Makes `at` the one deadline the conversation waits for.
+    fn arm(&mut self, key: &ConversationKey, at: Timestamp) {
+        if self.armed.get(key) != Some(&at) {
+            self.armed.insert(key.clone(), at);
+            self.heap_seq += 1;
+            self.deadlines
+                .push(Reverse((at, self.heap_seq, key.clone())));
+        }
+    }
+
     /// Moves conversations whose deadline has come into the ready queues.
     pub(crate) fn advance(&mut self, now: Timestamp) {
+        self.presence_advance(now);
         while let Some(Reverse((at, _, key))) = self.deadlines.peek() {
             if *at > now {
                 break;
@@ -254,13 +284,14 @@ impl Scheduler {
         if let Some((_, grace_end)) = &self.stopping {
             return Some(*grace_end);
         }
+        let presence = self.presence_wake();
         while let Some(Reverse((at, _, key))) = self.deadlines.peek() {
             if self.armed.get(key) == Some(at) {
-                return Some(*at);
+                return Some(presence.map_or(*at, |p| p.min(*at)));
             }
             self.deadlines.pop();
         }
-        None
+        presence
     }
 
     /// Starts ready tasks while slots are free (and the runtime is not stopping).
@@ -285,11 +316,18 @@ impl Scheduler {
             if self.in_flight.contains_key(&key) {
                 continue;
             }
-            let Some(graph) = self.graphs.get_mut(&key) else {
+            let Some(graph) = self.graphs.get(&key) else {
                 continue;
             };
             let Some(task) = graph.ready_task(now).cloned() else {
                 self.reschedule(&key, now);
+                continue;
+            };
+            if let Some(wake) = self.held_by_sleep(graph, &task, now) {
+                self.arm(&key, wake);
+                continue;
+            }
+            let Some(graph) = self.graphs.get_mut(&key) else {
                 continue;
             };
             if self.safety.breaker_blocks(graph, &task, now) {
@@ -300,6 +338,12 @@ impl Scheduler {
                 self.remove_graph(&key);
                 return true;
             }
+            let presence = matches!(task.kind(), TaskKind::Received | TaskKind::Schedule)
+                .then(|| self.presence.get(&key.agent).cloned().map(Box::new))
+                .flatten();
+            let Some(graph) = self.graphs.get_mut(&key) else {
+                continue;
+            };
             graph.mark_active(&task.id, now);
             let mut task = task;
             task.status = TaskStatus::Active;
@@ -308,6 +352,7 @@ impl Scheduler {
                 graph_id: graph.id.clone(),
                 chat: graph.chat.clone(),
                 task,
+                presence,
             };
             debug!(conversation = %key, task = %start.task.id, kind = %start.task.kind(), "task started");
             self.in_flight.insert(
@@ -341,6 +386,10 @@ impl Scheduler {
 
     /// Drops the conversation's pending plan (a person took over).
     pub(crate) fn on_cancel(&mut self, agent: &str, chat: ChatId, reason: &str) {
+        if self.is_own_chat(agent, chat) {
+            // The owner's notes to self never cancel the runtime's upkeep there.
+            return;
+        }
         let key = ConversationKey::new(agent, chat);
         if self.graphs.contains_key(&key) {
             info!(conversation = %key, reason = %reason, "pending plan cancelled");
@@ -520,6 +569,7 @@ impl Scheduler {
             return;
         }
         self.safety.remove_agent(agent);
+        self.presence.remove(agent);
         let keys: Vec<ConversationKey> = self
             .graphs
             .keys()
@@ -589,8 +639,30 @@ impl Scheduler {
         match result {
             Ok(outcome) => {
                 graph.mark_done(task_id, now);
+                if graph
+                    .task(task_id)
+                    .is_some_and(|t| t.kind().needs_idempotency_key())
+                {
+                    let agent = graph.agent.clone();
+                    self.note_wrote(&agent, now);
+                }
+                let Some(graph) = self.graphs.get_mut(key).filter(|g| g.id == graph_id) else {
+                    return;
+                };
                 match outcome {
                     Outcome::Done => {}
+                    Outcome::Day(day) => {
+                        let agent = graph.agent.clone();
+                        self.mark_dirty(key);
+                        self.install_day(&agent, *day, now);
+                        return;
+                    }
+                    Outcome::Intent(write) => {
+                        let title = graph.chat.title.clone();
+                        self.mark_dirty(key);
+                        self.apply_intent(key, &title, &write, now);
+                        return;
+                    }
                     Outcome::Planned(tasks) => {
                         if !tasks.is_empty() {
                             info!(conversation = %key, tasks = tasks.len(), "planned");
@@ -648,8 +720,13 @@ impl Scheduler {
                 self.effects.push(Effect::SaveAgentState(key.agent.clone()));
                 if let Some(alert) = alert {
                     let alert_key = alert.key();
-                    self.abandon_cancel_safe(&alert_key);
-                    self.graphs.insert(alert_key.clone(), alert);
+                    match self.graphs.get_mut(&alert_key) {
+                        // The own chat's upkeep stays; the alert joins it.
+                        Some(own) => own.tasks.extend(alert.tasks),
+                        None => {
+                            self.graphs.insert(alert_key.clone(), alert);
+                        }
+                    }
                     self.mark_dirty(&alert_key);
                     self.reschedule(&alert_key, now);
                 }

@@ -39,6 +39,16 @@ pub trait Clock: Send + Sync + 'static {
 #[must_use = "a hold only works while it is kept"]
 pub struct Hold(Option<Arc<VirtualInner>>);
 
+impl std::fmt::Debug for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Hold"
+        } else {
+            "Hold(none)"
+        })
+    }
+}
+
 impl Hold {
     /// A hold that holds nothing.
     pub fn none() -> Hold {

@@ -52,6 +52,18 @@ pub trait FactStore: Send + Sync + 'static {
     /// Every chat with a summaries file, sorted.
     fn summary_chats(&self, agent: &str) -> Result<Vec<ChatId>, FactError>;
 
+    /// A chat starts anew at message `first` (`Reset Context On First Message`): once per
+    /// `first`, its summaries (and with `notes`, its notes) leave the prompt: they are moved
+    /// to an archive under the agent's memory, never deleted. Returns the files moved, or
+    /// `None` when this start was already handled.
+    fn fresh_start(
+        &self,
+        agent: &str,
+        chat: ChatId,
+        first: crate::core::model::MessageId,
+        notes: bool,
+    ) -> Result<Option<Vec<PathBuf>>, FactError>;
+
     /// Saves a chat's summaries (only its `summarize` tasks write them, one at a time).
     fn save_summaries(
         &self,

@@ -21,6 +21,30 @@ pub trait Planner: Send + Sync + 'static {
         let _ = req;
         Box::pin(async { Ok(None) })
     }
+
+    /// Writes one day of the persona's schedule (`schedule` tasks): the answer's text, in
+    /// the day file's line form (`core::presence`). `Ok(None)`: no model to ask, as here by
+    /// default (the deterministic fallback is used).
+    fn schedule<'a>(
+        &'a self,
+        req: ScheduleRequest<'a>,
+    ) -> BoxFuture<'a, Result<Option<String>, PlanError>> {
+        let _ = req;
+        Box::pin(async { Ok(None) })
+    }
+}
+
+/// What a schedule call is given: the persona, its `Daily Schedule` prose, the local day to
+/// write and the days before it (so the model varies them).
+#[derive(Debug, Clone, Copy)]
+pub struct ScheduleRequest<'a> {
+    pub persona: &'a crate::core::persona::Persona,
+    pub prose: &'a str,
+    pub date: jiff::civil::Date,
+    /// The zone's IANA name.
+    pub zone: &'a str,
+    pub recent: &'a [crate::core::presence::DaySchedule],
+    pub now: jiff::Timestamp,
 }
 
 /// What a summary call is given.

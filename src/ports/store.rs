@@ -17,6 +17,8 @@ use jiff::Timestamp;
 use crate::core::agent_state::AgentState;
 use crate::core::graph::codec::CodecError;
 use crate::core::graph::{ConversationKey, TaskGraph};
+use crate::core::intents::Intent;
+use crate::core::presence::DaySchedule;
 
 /// A storage failure, naming the path involved.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +44,20 @@ pub enum Write {
     Graph(Box<TaskGraph>),
     DeleteGraph(ConversationKey),
     AgentState(String, Box<AgentState>),
+    /// One day of an agent's schedule.
+    Day(String, Box<DaySchedule>),
+    /// Every scheduled intent of an agent.
+    Intents(String, Vec<Intent>),
+}
+
+/// An agent's presence as found on disk: the schedule's days around today and its intents,
+/// with what could not be read (each naming its file and line; such a day falls back, an
+/// unreadable intents file is moved aside).
+#[derive(Debug, Default)]
+pub struct LoadedPresence {
+    pub days: Vec<DaySchedule>,
+    pub intents: Vec<Intent>,
+    pub problems: Vec<String>,
 }
 
 /// A file that could not be read and was moved aside.
@@ -73,6 +89,14 @@ pub trait RuntimeStore: Send + Sync + 'static {
         &self,
         agent: &str,
     ) -> Result<(AgentState, Option<Quarantined>), StoreError>;
+
+    /// An agent's schedule days from a week before `today` to two days after it, and its
+    /// intents.
+    fn load_presence(
+        &self,
+        agent: &str,
+        today: jiff::civil::Date,
+    ) -> Result<LoadedPresence, StoreError>;
 
     /// Carries out a batch of writes; returns once all of it is durable.
     fn write_batch(&self, writes: Vec<Write>) -> Result<(), StoreError>;

@@ -23,6 +23,9 @@ pub trait Telegram: Send + Sync + 'static {
     fn block(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>>;
     fn unblock(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>>;
     fn delete_history(&self, chat: ChatId, for_both_sides: bool) -> BoxFuture<'_, TgResult<()>>;
+    /// Shows the account online (it is reading or writing) or offline (asleep): Telegram's
+    /// `account.updateStatus`. An online status lapses by itself after a few minutes.
+    fn set_online(&self, online: bool) -> BoxFuture<'_, TgResult<()>>;
     /// A basic group became the supergroup `to`: what a wrapper knows about `from` (that
     /// people wrote there, say) holds for `to`. Backends with nothing to carry ignore it.
     fn chat_migrated(&self, from: ChatId, to: ChatId) {

@@ -49,6 +49,10 @@ pub(crate) struct Driver {
     applied: u64,
     inbound_durable: u64,
     passes: u64,
+    /// Stop once idle, for this reason (`RuntimeHandle::stop_when_idle`).
+    stop_when_idle: Option<String>,
+    /// Who gets a hold on the clock once idle (`RuntimeHandle::hold_when_idle`).
+    idle_waiters: Vec<tokio::sync::oneshot::Sender<Hold>>,
 }
 
 impl Driver {
@@ -75,6 +79,8 @@ impl Driver {
             applied: 0,
             inbound_durable: 0,
             passes: 0,
+            stop_when_idle: None,
+            idle_waiters: Vec::new(),
         }
     }
 
@@ -94,8 +100,9 @@ impl Driver {
     async fn run_inner(&mut self) -> Result<StopReport, RuntimeError> {
         let hold = self.svc.clock.hold();
         self.load().await?;
-        drop(hold);
-        let mut wake: Option<Hold> = None;
+        // Kept into the first pass: what the load decided (presence at start) happens at the
+        // load's moment, before virtual time can move.
+        let mut wake: Option<Hold> = Some(hold);
         loop {
             let hold = self.svc.clock.hold();
             drop(wake.take());
@@ -133,6 +140,22 @@ impl Driver {
             }
             self.passes += 1;
             self.publish();
+            if self.sched.stopping().is_none()
+                && self.sched.graphs() == 0
+                && self.sched.in_flight() == 0
+                && self.persister.pending() == 0
+            {
+                // Idle, judged here so virtual time cannot run on first.
+                for waiter in self.idle_waiters.drain(..) {
+                    let _ = waiter.send(self.svc.clock.hold());
+                }
+                if let Some(reason) = self.stop_when_idle.take() {
+                    self.sched.begin_stop(reason, now);
+                    // Straight to the next pass, still holding the clock.
+                    wake = Some(hold);
+                    continue;
+                }
+            }
             let mut deadline = self.sched.next_wake().filter(|at| *at > now);
             let mut hold = hold;
             if let Some(hb) = self.svc.heartbeat.clone() {
@@ -188,9 +211,33 @@ impl Driver {
             safety,
         );
         self.sched.load(loaded.graphs, self.svc.clock.now());
-        for agent in self.svc.agents.keys() {
-            self.publish_modes(agent);
+        let agents: Vec<String> = self.svc.agents.keys().cloned().collect();
+        for agent in agents {
+            self.publish_modes(&agent);
+            self.load_presence(&agent).await?;
         }
+        Ok(())
+    }
+
+    /// Reads the agent's schedule days and intents off the loop and hands them to the
+    /// scheduler (at start, and whenever the agent is upserted: a reload reads hand edits).
+    async fn load_presence(&mut self, agent: &str) -> Result<(), RuntimeError> {
+        let Some(handle) = self.svc.agents.get(agent) else {
+            return Ok(());
+        };
+        let persona = Arc::clone(&handle.persona);
+        let tz = presence_zone(&persona);
+        let now = self.svc.clock.now();
+        let today = now.to_zoned(tz.clone()).date();
+        let store = Arc::clone(&self.svc.store);
+        let a = agent.to_string();
+        let loaded = blocking(move || store.load_presence(&a, today)).await??;
+        for problem in &loaded.problems {
+            error!(event = "presence_file_unreadable", agent = %agent, problem = %problem, "schedule or intents file unreadable: the day falls back (fix the file and reload)");
+        }
+        let days = persona.daily_schedule.is_some().then_some(loaded.days);
+        self.sched
+            .set_presence(agent, tz, days, loaded.intents, self.svc.clock.now());
         Ok(())
     }
 
@@ -244,6 +291,8 @@ impl Driver {
                 self.sched.stop_agent(&agent, now);
             }
             Event::Shutdown { reason } => self.sched.begin_stop(reason, now),
+            Event::StopWhenIdle { reason } => self.stop_when_idle = Some(reason),
+            Event::HoldWhenIdle(tx) => self.idle_waiters.push(tx),
             Event::UpsertAgent(agent) => self.upsert_agent(*agent, now).await?,
             Event::MigrateChat { agent, from, to } => {
                 if let Some(handle) = self.svc.agents.get(&agent) {
@@ -285,11 +334,13 @@ impl Driver {
         self.svc.agents.insert(agent.clone(), handle);
         if self.sched.has_agent(&agent) {
             info!(event = "agent_persona_reloaded", agent = %agent, "persona reloaded");
-            return Ok(());
+            // The schedule's prose or zone may have changed, and hand edits are read.
+            return self.load_presence(&agent).await;
         }
         let state = load_agent_state(Arc::clone(&self.svc.store), &agent).await?;
         self.sched.add_agent(&agent, self_id, state, now);
         self.publish_modes(&agent);
+        self.load_presence(&agent).await?;
         info!(event = "agent_started", agent = %agent, "agent started");
         Ok(())
     }
@@ -354,6 +405,29 @@ impl Driver {
                 }
                 Effect::StopAgent(agent) => {
                     self.svc.agents.remove(&agent);
+                    self.svc.published.set_presence(&agent, None);
+                }
+                Effect::SaveDay { agent, day } => {
+                    let target = Target::Day(agent.clone(), day.date.to_string());
+                    self.persister.submit(target, Write::Day(agent, day));
+                }
+                Effect::SaveIntents(agent) => {
+                    let intents = self
+                        .sched
+                        .presence_of(&agent)
+                        .map(|p| p.intents.clone())
+                        .unwrap_or_default();
+                    self.persister.submit(
+                        Target::Intents(agent.clone()),
+                        Write::Intents(agent, intents),
+                    );
+                }
+                Effect::Presence { agent, change } => {
+                    let now = self.svc.clock.now();
+                    if let crate::core::scheduler::PresenceChange::Activity(a) = &change {
+                        info!(event = "activity", agent = %agent, activity = %a.activity.name, responsiveness = a.activity.responsiveness, until = %a.until, "activity begins");
+                    }
+                    self.svc.published.presence_changed(&agent, change, now);
                 }
                 Effect::Persist(key) => {
                     let write = match self.sched.snapshot(&key) {
@@ -395,6 +469,7 @@ impl Driver {
             graph_id,
             chat,
             task,
+            presence,
         } = start;
         let task_id = task.id.clone();
         let kind = task.kind();
@@ -413,6 +488,7 @@ impl Driver {
             stickers: Arc::clone(&self.svc.stickers),
             facts: self.svc.facts.clone(),
             groups: self.svc.published.groups(),
+            presence,
         };
         let queue = Arc::clone(&self.svc.queue);
         let clock = Arc::clone(&self.svc.clock);
@@ -527,4 +603,12 @@ async fn load_agent_state(
         );
     }
     Ok(state)
+}
+
+/// The zone an agent's schedule and intents are in: its `Agent Timezone`, else the host's.
+pub(crate) fn presence_zone(persona: &crate::core::persona::Persona) -> jiff::tz::TimeZone {
+    persona
+        .timezone
+        .clone()
+        .unwrap_or_else(|| jiff::tz::TimeZone::try_system().unwrap_or(jiff::tz::TimeZone::UTC))
 }

@@ -11,6 +11,8 @@ use crate::core::admission::{Admission, SenderRule, sender_rule};
 use crate::core::group::settings::TriggerMode;
 use crate::core::model::{Chat, ChatId, Message};
 use crate::core::persona::Persona;
+use crate::core::presence::PresenceNow;
+use crate::core::scheduler::PresenceChange;
 use crate::ports::groups::SharedGroups;
 use crate::runtime::queue::{Event, WorkQueue};
 use crate::runtime::{Admit, AgentHandle, InboundGate, Status};
@@ -27,6 +29,27 @@ pub(super) struct Published {
     personas: Arc<Mutex<HashMap<String, Arc<Persona>>>>,
     modes: Arc<Mutex<HashMap<String, GroupModes>>>,
     groups: Arc<Mutex<Option<SharedGroups>>>,
+    /// Each agent's presence as last announced (agents with a schedule).
+    presence: Arc<Mutex<HashMap<String, PresenceReport>>>,
+    /// Who watches presence changes (the playground's printer).
+    presence_watchers: Arc<Mutex<Vec<tokio::sync::mpsc::UnboundedSender<PresenceEvent>>>>,
+}
+
+/// An agent's presence as the runtime last announced it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresenceReport {
+    /// The current activity.
+    pub now: PresenceNow,
+    /// Asleep until this instant.
+    pub asleep_until: Option<jiff::Timestamp>,
+}
+
+/// One change of an agent's presence, and when it happened on the runtime's clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresenceEvent {
+    pub agent: String,
+    pub at: jiff::Timestamp,
+    pub change: PresenceChange,
 }
 
 fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -40,7 +63,58 @@ impl Published {
             personas: Arc::new(Mutex::new(map)),
             modes: Arc::default(),
             groups: Arc::default(),
+            presence: Arc::default(),
+            presence_watchers: Arc::default(),
         }
+    }
+
+    /// Forgets an agent's presence (it stopped), or sets a report outright.
+    pub(super) fn set_presence(&self, agent: &str, report: Option<PresenceReport>) {
+        let mut all = locked(&self.presence);
+        match report {
+            Some(r) => all.insert(agent.to_string(), r),
+            None => all.remove(agent),
+        };
+    }
+
+    /// Records a presence change and tells the watchers.
+    pub(super) fn presence_changed(
+        &self,
+        agent: &str,
+        change: PresenceChange,
+        at: jiff::Timestamp,
+    ) {
+        {
+            let mut all = locked(&self.presence);
+            match &change {
+                PresenceChange::Activity(now) => {
+                    let asleep = all.get(agent).and_then(|r| r.asleep_until);
+                    all.insert(
+                        agent.to_string(),
+                        PresenceReport {
+                            now: now.clone(),
+                            asleep_until: asleep.filter(|_| now.activity.asleep()),
+                        },
+                    );
+                }
+                PresenceChange::Asleep { until } => {
+                    if let Some(r) = all.get_mut(agent) {
+                        r.asleep_until = Some(*until);
+                    }
+                }
+                PresenceChange::Woke => {
+                    if let Some(r) = all.get_mut(agent) {
+                        r.asleep_until = None;
+                    }
+                }
+            }
+        }
+        let event = PresenceEvent {
+            agent: agent.to_string(),
+            at,
+            change,
+        };
+        locked(&self.presence_watchers).retain(|w| w.send(event.clone()).is_ok());
     }
 
     /// The group pipeline `classify` tasks call, once one is set.
@@ -92,6 +166,18 @@ impl RuntimeHandle {
     /// The persona `agent` was last given, at start or by [`RuntimeHandle::upsert_agent`].
     pub fn persona(&self, agent: &str) -> Option<Arc<Persona>> {
         locked(&self.published.personas).get(agent).cloned()
+    }
+
+    /// `agent`'s presence as last announced (`None`: it has no schedule, or is not running).
+    pub fn presence(&self, agent: &str) -> Option<PresenceReport> {
+        locked(&self.published.presence).get(agent).cloned()
+    }
+
+    /// Every later presence change, in order.
+    pub fn observe_presence(&self) -> tokio::sync::mpsc::UnboundedReceiver<PresenceEvent> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        locked(&self.published.presence_watchers).push(tx);
+        rx
     }
 
     /// The trigger-mode override of `chat` in `agent`'s state, as the runtime holds it.
@@ -230,6 +316,27 @@ impl RuntimeHandle {
         self.queue.push(Event::Shutdown {
             reason: reason.to_string(),
         });
+    }
+
+    /// Stops gracefully once no conversation has work left (checked by the loop after each
+    /// pass, so nothing that is merely due later, such as the next activity of a schedule,
+    /// keeps it going).
+    pub fn stop_when_idle(&self, reason: &str) {
+        self.queue.push(Event::StopWhenIdle {
+            reason: reason.to_string(),
+        });
+    }
+
+    /// Resolves with a hold on the clock taken the moment no conversation has work left
+    /// (judged in the loop): on virtual time nothing that is merely due later (the next
+    /// activity of a schedule) runs past that moment while the hold is kept.
+    /// The request is queued at once (before the caller lets time run); await the result.
+    pub fn hold_when_idle(
+        &self,
+    ) -> impl std::future::Future<Output = Option<crate::ports::clock::Hold>> + use<> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.queue.push(Event::HoldWhenIdle(tx));
+        async move { rx.await.ok() }
     }
 
     pub fn status(&self) -> Status {

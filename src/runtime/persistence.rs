@@ -44,6 +44,9 @@ where
 pub(crate) enum Target {
     Graph(ConversationKey),
     AgentState(String),
+    /// One day of an agent's schedule (its date as written).
+    Day(String, String),
+    Intents(String),
 }
 
 #[derive(Default)]

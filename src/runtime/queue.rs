@@ -48,6 +48,13 @@ pub(crate) enum Event {
     StopAgent { agent: String, reason: String },
     /// Stop gracefully.
     Shutdown { reason: String },
+    /// Stop gracefully as soon as no conversation has work left (the playground's end of
+    /// input): judged by the loop itself, so virtual time never runs past the last plan.
+    StopWhenIdle { reason: String },
+    /// Hand a hold on the clock to the sender as soon as no conversation has work left, so
+    /// virtual time stops right there (tests settling a runtime whose schedule would keep
+    /// time moving).
+    HoldWhenIdle(tokio::sync::oneshot::Sender<crate::ports::clock::Hold>),
     /// Stop an agent whose persona was removed or disabled (hot reload); graphs stay on disk.
     RemoveAgent { agent: String, reason: String },
     /// The owner set (or cleared) a group's trigger mode: kept in the agent's state.

@@ -364,6 +364,30 @@ impl Harness {
         }
     }
 
+    /// Starts the runtime for a persona of the test's own (named `AGENT`) at `start`, with
+    /// any planner built on the harness's clock.
+    pub(crate) fn start_persona_at(
+        persona: Persona,
+        state: &Path,
+        make_planner: impl FnOnce(SharedClock) -> SharedPlanner + 'static,
+        config: RuntimeConfig,
+        chats: &[Chat],
+        start: Timestamp,
+    ) -> Harness {
+        let unused = Arc::new(ScriptedPlanner::new(|_, _| Ok(Vec::new())));
+        Harness::boot_as(
+            persona,
+            state,
+            Planned::Make(Box::new(make_planner)),
+            unused,
+            config,
+            chats,
+            start,
+            None,
+            None,
+        )
+    }
+
     /// Like [`Harness::start`], with the agent's Telegram wrapped by `wrap` (the harness's
     /// `telegram` stays the in-memory backend underneath).
     pub(crate) fn start_wrapped(
@@ -432,17 +456,29 @@ impl Harness {
             .unwrap_or_else(|e| panic!("inject: {e}"))
     }
 
+    /// Resolves once the runtime has loaded its state and made its first pass (virtual time
+    /// stays still meanwhile: the harness holds it).
+    pub(crate) async fn started(&self) {
+        while !self.handle.status().started {
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// Lets virtual time run until `d` from now has passed (everything due earlier runs).
     pub(crate) async fn pass(&mut self, d: Duration) {
         let hold = clock::sleep_releasing(&self.clock, d, self.hold.take()).await;
         self.hold = Some(hold);
     }
 
-    /// Lets time run until no work is left.
+    /// Lets time run until no work is left, and stops it there (a schedule's next activity
+    /// does not move it on).
     pub(crate) async fn settle(&mut self) {
+        let waiting = self.handle.hold_when_idle();
         drop(self.hold.take());
-        self.handle.wait_idle().await;
-        self.hold = Some(self.shared_clock.hold());
+        self.hold = Some(match waiting.await {
+            Some(hold) => hold,
+            None => self.shared_clock.hold(),
+        });
     }
 
     /// Texts sent by the agent, with the chat and the time (ms since t0).

@@ -46,6 +46,7 @@ pub enum Op {
     DeleteHistory,
     FetchHistory,
     Download,
+    Status,
 }
 
 /// Makes calls of one operation stop until the test lets them through.
@@ -97,6 +98,10 @@ pub enum Action {
         chat: ChatId,
         /// Deleted for the other side too (`false`: this account's copy only).
         for_both_sides: bool,
+    },
+    /// The account's online status was set.
+    Status {
+        online: bool,
     },
 }
 

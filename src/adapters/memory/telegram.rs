@@ -123,6 +123,14 @@ impl Telegram for MemoryTelegram {
         })
     }
 
+    fn set_online(&self, online: bool) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.enter(Op::Status).await?;
+            self.record(Action::Status { online });
+            Ok(())
+        })
+    }
+
     fn block(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
             self.enter(Op::Block).await?;

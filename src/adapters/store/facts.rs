@@ -106,6 +106,40 @@ impl FactStore for FileFacts {
         Ok(out)
     }
 
+    fn fresh_start(
+        &self,
+        agent: &str,
+        chat: ChatId,
+        first: crate::core::model::MessageId,
+        notes: bool,
+    ) -> Result<Option<Vec<std::path::PathBuf>>, FactError> {
+        let _one_at_a_time = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
+        let marker = self.dir.reset_marker_path(agent, chat);
+        let line = format!("first message after the reset: {first}\n");
+        if read_optional(&marker)?.is_some_and(|t| t == line) {
+            return Ok(None);
+        }
+        let archive = self.dir.reset_archive_dir(agent, chat, first.0);
+        let mut moved = Vec::new();
+        let mut files = vec![(self.dir.summaries_path(agent, chat), "summaries.md")];
+        if notes {
+            files.push((
+                self.dir.facts_path(agent, FactScope::Chat(chat)),
+                "notes.md",
+            ));
+        }
+        for (path, name) in files {
+            if std::fs::symlink_metadata(&path).is_ok() {
+                super::files::ensure_private_dir(&archive)?;
+                let to = archive.join(name);
+                super::files::move_file(&path, &to)?;
+                moved.push(to);
+            }
+        }
+        write_atomic(&marker, line.as_bytes())?;
+        Ok(Some(moved))
+    }
+
     fn save_summaries(
         &self,
         agent: &str,

@@ -121,6 +121,14 @@ impl RuntimeStore for GraphStore {
         load_agent_state(&self.dir, agent)
     }
 
+    fn load_presence(
+        &self,
+        agent: &str,
+        today: jiff::civil::Date,
+    ) -> Result<crate::ports::store::LoadedPresence, StoreError> {
+        super::presence::load(&self.dir, agent, today)
+    }
+
     fn write_batch(&self, writes: Vec<Write>) -> Result<(), StoreError> {
         GraphStore::write_batch(self, writes)
     }
@@ -171,6 +179,14 @@ impl GraphStore {
                     let bytes = json_bytes(&path, &state)?;
                     (path, Some(bytes))
                 }
+                Write::Day(agent, day) => (
+                    self.dir.schedule_day_path(&agent, day.date),
+                    Some(day.render(&agent).into_bytes()),
+                ),
+                Write::Intents(agent, intents) => (
+                    self.dir.intents_path(&agent),
+                    Some(crate::core::intents::render_file(&agent, &intents).into_bytes()),
+                ),
             });
         }
         apply_batch(ops)

@@ -238,6 +238,20 @@ impl StateDir {
             .join(format!("{chat}.md"))
     }
 
+    /// `<agent>/memory/resets/<chat>.md`: the first message of the chat's last fresh start.
+    pub(crate) fn reset_marker_path(&self, agent: &str, chat: ChatId) -> PathBuf {
+        self.facts_dir(agent)
+            .join("resets")
+            .join(format!("{chat}.md"))
+    }
+
+    /// `<agent>/memory/resets/<chat>-<first>/`: what a fresh start took out of the prompt.
+    pub(crate) fn reset_archive_dir(&self, agent: &str, chat: ChatId, first: i64) -> PathBuf {
+        self.facts_dir(agent)
+            .join("resets")
+            .join(format!("{chat}-{first}"))
+    }
+
     /// The file of one scope of an agent's facts.
     pub(crate) fn facts_path(&self, agent: &str, scope: crate::core::facts::FactScope) -> PathBuf {
         use crate::core::facts::FactScope;
@@ -247,6 +261,21 @@ impl StateDir {
             FactScope::Person(id) => dir.join("people").join(format!("{id}.md")),
             FactScope::Chat(id) => dir.join("chats").join(format!("{id}.md")),
         }
+    }
+
+    /// `<agent>/schedule`: the persona's days, one file each.
+    pub fn schedule_dir(&self, agent: &str) -> PathBuf {
+        self.agent_dir(agent).join("schedule")
+    }
+
+    /// `<agent>/schedule/<YYYY-MM-DD>.md`.
+    pub fn schedule_day_path(&self, agent: &str, date: jiff::civil::Date) -> PathBuf {
+        self.schedule_dir(agent).join(format!("{date}.md"))
+    }
+
+    /// `<agent>/intents.md`: the persona's scheduled intents.
+    pub fn intents_path(&self, agent: &str) -> PathBuf {
+        self.agent_dir(agent).join("intents.md")
     }
 
     /// `<agent>/playground`: the playground's transcripts.

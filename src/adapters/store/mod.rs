@@ -8,7 +8,9 @@
 //! - [`lock`]: the one `flock` implementation, for the state directory and the sessions;
 //! - [`secure`]: keeping the state directory private;
 //! - [`graphs`]: the runtime's durable state (graph files, agent safety states), the
-//!   file-backed implementation of the store port the runtime writes through.
+//!   file-backed implementation of the store port the runtime writes through;
+//! - [`presence`]: the persona's schedule days and scheduled intents (read here, written
+//!   through the runtime's batches).
 //!
 //! All functions block; async callers run them through `tokio::task::spawn_blocking`. Other
 //! modules must not write files themselves.
@@ -18,6 +20,7 @@ pub mod files;
 pub mod graphs;
 pub mod layout;
 pub mod lock;
+pub mod presence;
 pub(crate) mod secure;
 
 pub use crate::ports::store::{LoadedGraphs, Quarantined, StoreError, Write};

@@ -61,6 +61,10 @@ pub enum Op {
     Memory {
         who: Option<String>,
     },
+    /// The persona's schedule (today, or a `YYYY-MM-DD` day) and its intents.
+    Schedule {
+        day: Option<String>,
+    },
     /// Forget one fact by its id.
     ForgetFact {
         id: String,
@@ -83,6 +87,7 @@ const HELP: &str = "personad commands (Saved Messages only):
 /mode chat strict|smart|talkative: a group's trigger mode
 /memory [person|chat]: what the persona remembers, with fact ids
 /forget-fact id: forget one fact
+/schedule [YYYY-MM-DD]: today's (or that day's) schedule and the scheduled intents
 /stop: stop the daemon gracefully
 /help: this text
 A chat is an id, @username or part of its title.";
@@ -127,6 +132,7 @@ pub(crate) fn parse_command(text: &str) -> Option<Result<Op, OpError>> {
             None => Err(OpError::from("usage: /forget chat")),
         },
         "memory" => Ok(Op::Memory { who: joined(&args) }),
+        "schedule" => Ok(Op::Schedule { day: joined(&args) }),
         "forget-fact" | "forget_fact" => match args.as_slice() {
             [id] => Ok(Op::ForgetFact {
                 id: (*id).to_string(),
@@ -440,6 +446,12 @@ impl Controller {
                 .map_err(OpError::of)?
                 .map_err(OpError::of)
             }
+            Op::Schedule { day } => {
+                let agent = self.pick_agent(agent)?;
+                let now = self.clock.now();
+                crate::app::presence_report::for_owner(&self.state, &self.runtime, agent, day, now)
+                    .await
+            }
             Op::ForgetFact { id } => {
                 let agent = self.pick_agent(agent)?;
                 let facts = crate::adapters::store::facts::FileFacts::new(self.state.clone());
@@ -513,8 +525,18 @@ impl Controller {
                 .as_ref()
                 .and_then(|u| u(&a))
                 .unwrap_or_else(|| "not tracked yet".into());
+            let activity = self
+                .runtime
+                .presence(&a)
+                .map_or("always available".into(), |p| match p.asleep_until {
+                    Some(until) => format!("{} (asleep until {until})", p.now.activity.name),
+                    None => format!(
+                        "{} (responsiveness {}, until {})",
+                        p.now.activity.name, p.now.activity.responsiveness, p.now.until
+                    ),
+                });
             text.push_str(&format!(
-                "{a}: paused: {}; chats with plans: {}; breaker: {breaker}; disabled chats: {}; LLM usage today: {usage}\n",
+                "{a}: now: {activity}; paused: {}; chats with plans: {}; breaker: {breaker}; disabled chats: {}; LLM usage today: {usage}\n",
                 list(&paused),
                 list(&plans),
                 list(&disabled),

@@ -192,6 +192,7 @@ pub(crate) fn request_for(cmd: CtlCommand) -> Result<Request, OpError> {
         CtlCommand::Forget { agent, chat } => (agent, Op::Forget { chat }),
         CtlCommand::Plans { agent, chat } => (agent, Op::Plans { chat }),
         CtlCommand::Memory { agent, who } => (agent, Op::Memory { who }),
+        CtlCommand::Schedule { agent, day } => (agent, Op::Schedule { day }),
         CtlCommand::ForgetFact { agent, id } => (agent, Op::ForgetFact { id }),
         CtlCommand::Mode { agent, chat, mode } => (agent, Op::Mode { chat, mode }),
         CtlCommand::Say {

@@ -39,6 +39,8 @@ pub mod input;
 use input::{InputError, InputMedia, MAX_LINE_BYTES, RawLine, read_line_capped};
 mod output;
 use output::*;
+mod signals;
+use signals::*;
 
 /// Largest media file the playground reads from disk.
 const MAX_MEDIA_BYTES: u64 = 20 * 1024 * 1024;
@@ -123,6 +125,7 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
             args.jsonl,
         ))
     });
+    let (presence_stop, presence_printer) = spawn_presence_printer(&base, start, &args, &persona);
     let printer = tokio::spawn(print_actions(
         memory.observe(),
         start,
@@ -197,6 +200,8 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     hangups.abort();
     memory.stop_observing();
     let _ = printer.await;
+    let _ = presence_stop.send(());
+    let _ = presence_printer.await;
     if let (Some(g), Some(d)) = (&gate, decisions) {
         g.stop_observing();
         let _ = d.await;
@@ -230,7 +235,10 @@ async fn usage_meter(
 /// The session's clock: virtual (waits cost no real time) with `--fast`, else the system's.
 fn session_clock(args: &ChatArgs) -> SharedClock {
     if args.fast {
-        Arc::new(VirtualClock::new(Timestamp::now(), true))
+        Arc::new(VirtualClock::new(
+            args.start_at.unwrap_or_else(Timestamp::now),
+            true,
+        ))
     } else {
         Arc::new(SystemClock)
     }
@@ -309,37 +317,6 @@ fn group_gate(
     })
 }
 
-/// After the input ended (or a stop signal came): waits until the runtime is quiet (a
-/// classifier batch, a delayed answer or a plan may still run, all of them tasks), unless a
-/// signal comes first, then asks it to stop. Returns the signal that stopped the session.
-async fn settle_and_stop(
-    handle: &RuntimeHandle,
-    signals: &mut mpsc::UnboundedReceiver<&'static str>,
-    mut stopped_by: Option<&'static str>,
-) -> Option<&'static str> {
-    if stopped_by.is_none() {
-        // A classifier batch, a delayed answer or a plan may still be running (all of them
-        // tasks of the runtime): wait until it is quiet (or a stop signal comes).
-        let settle = handle.wait_idle();
-        tokio::select! {
-            () = settle => {}
-            Some(name) = signals.recv() => stopped_by = Some(name),
-        }
-    }
-    match stopped_by {
-        Some(name) => {
-            tracing::warn!(
-                event = "signal_stop",
-                signal = name,
-                "stopping: the task in flight may finish within the grace period (a second signal exits at once)"
-            );
-            handle.shutdown(&format!("{name} received"));
-        }
-        None => handle.shutdown("end of input"),
-    }
-    stopped_by
-}
-
 /// The unread scan of the playground, as the daemon does on connecting: when the newest
 /// message from others in the session's chat was never read (its planning never started,
 /// say the previous session was killed between the message and its plan) and no graph on
@@ -384,51 +361,6 @@ async fn recover_unanswered(driver: &Driver<'_>, dir: &std::path::Path) {
     driver
         .handle
         .push_inbound(driver.agent, chat.clone(), newest, true);
-}
-
-/// The documented exit code for a stop signal.
-fn signal_exit_code(name: &str) -> u8 {
-    if name == "SIGTERM" {
-        EXIT_SIGTERM
-    } else {
-        EXIT_SIGINT
-    }
-}
-
-/// Turns SIGINT and SIGTERM into stop requests, every time they arrive. If signals cannot
-/// be listened to, nothing is ever sent (and the sender stays open).
-async fn forward_stop_signals(stops: mpsc::UnboundedSender<&'static str>) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            tracing::error!(
-                event = "signals_unavailable",
-                "cannot listen for SIGINT/SIGTERM"
-            );
-            std::future::pending::<()>().await;
-            return;
-        };
-        loop {
-            let name = tokio::select! {
-                _ = term.recv() => "SIGTERM",
-                _ = int.recv() => "SIGINT",
-            };
-            if stops.send(name).is_err() {
-                return;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = stops.send("SIGINT");
-        }
-        std::future::pending::<()>().await;
-    }
 }
 
 /// Standard input, read on a thread of its own (never the runtime's blocking pool, so a
@@ -493,26 +425,6 @@ async fn reload_persona(
                 }
             }
         }
-    }
-}
-
-/// Turns SIGHUP into reload requests.
-async fn forward_hangups(reload: mpsc::UnboundedSender<()>) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else {
-            return;
-        };
-        while hup.recv().await.is_some() {
-            if reload.send(()).is_err() {
-                return;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = reload;
     }
 }
 

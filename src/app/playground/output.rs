@@ -41,6 +41,89 @@ pub(super) async fn print_actions(
     }
 }
 
+/// Starts [`print_presence`] for the session; send on the returned channel to stop it.
+pub(super) fn spawn_presence_printer(
+    runtime: &crate::runtime::RuntimeHandle,
+    start: Timestamp,
+    args: &crate::app::cli::ChatArgs,
+    persona: &crate::core::persona::Persona,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(print_presence(
+        runtime.observe_presence(),
+        stopped,
+        start,
+        args.jsonl,
+        crate::runtime::driver::presence_zone(persona),
+    ));
+    (stop, task)
+}
+
+/// Prints every presence change (`activity`, `asleep`, `woke`) until told to stop, then what
+/// is left: local times in the persona's zone.
+pub(super) async fn print_presence(
+    mut rx: mpsc::UnboundedReceiver<crate::runtime::handle::PresenceEvent>,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+    start: Timestamp,
+    jsonl: bool,
+    tz: jiff::tz::TimeZone,
+) {
+    let print = |e: crate::runtime::handle::PresenceEvent| {
+        let at_ms = e.at.duration_since(start).as_millis().max(0);
+        let local = |t: Timestamp| {
+            t.to_zoned(tz.clone())
+                .strftime("%Y-%m-%d %H:%M")
+                .to_string()
+        };
+        let ms = |t: Timestamp| t.duration_since(start).as_millis().max(0) as i64;
+        use crate::core::scheduler::PresenceChange;
+        let line = match (&e.change, jsonl) {
+            (PresenceChange::Activity(now), true) => json!({
+                "event": "activity", "name": now.activity.name,
+                "responsiveness": now.activity.responsiveness, "local": local(e.at),
+                "until_ms": ms(now.until), "fallback": now.fallback, "at_ms": at_ms as i64,
+            })
+            .to_string(),
+            (PresenceChange::Asleep { until }, true) => json!({
+                "event": "asleep", "local": local(e.at), "until_ms": ms(*until),
+                "until_local": local(*until), "at_ms": at_ms as i64,
+            })
+            .to_string(),
+            (PresenceChange::Woke, true) => {
+                json!({"event": "woke", "local": local(e.at), "at_ms": at_ms as i64}).to_string()
+            }
+            (change, false) => {
+                let t = format!("[{:>7.1}s]", at_ms as f64 / 1000.0);
+                let what = match change {
+                    PresenceChange::Activity(now) => format!(
+                        "{} (responsiveness {})",
+                        now.activity.name, now.activity.responsiveness
+                    ),
+                    PresenceChange::Asleep { until } => format!("asleep until {}", local(*until)),
+                    PresenceChange::Woke => "woke up".to_string(),
+                };
+                terminal_safe(&format!("{t} {} · {what}", local(e.at)))
+            }
+        };
+        emit_line(&line);
+    };
+    loop {
+        tokio::select! {
+            e = rx.recv() => match e {
+                Some(e) => print(e),
+                None => return,
+            },
+            _ = &mut stop => break,
+        }
+    }
+    while let Ok(e) = rx.try_recv() {
+        print(e);
+    }
+}
+
 /// Prints every group decision until the gate stops observing: a `decision` event in
 /// `--jsonl` mode, one dim line otherwise.
 pub(super) async fn print_decisions(
@@ -117,6 +200,7 @@ pub(crate) fn json_event(action: &Action, at_ms: i128) -> Value {
         Action::Block { .. } => json!({"event": "block"}),
         Action::Unblock { .. } => json!({"event": "unblock"}),
         Action::Clear { .. } => json!({"event": "clear"}),
+        Action::Status { online } => json!({"event": "status", "online": online}),
     };
     if let Some(obj) = v.as_object_mut() {
         obj.insert("at_ms".into(), Value::from(at_ms as i64));
@@ -185,6 +269,12 @@ fn human_line(action: &Action, at_ms: i128, agent: &str) -> Option<String> {
         Action::Block { .. } => format!("{t} {agent} blocked you"),
         Action::Unblock { .. } => format!("{t} {agent} unblocked you"),
         Action::Clear { .. } => format!("{t} {agent} cleared the conversation"),
+        Action::Status { online } => {
+            format!(
+                "{t} {agent} is {}",
+                if *online { "online" } else { "offline" }
+            )
+        }
     })
 }
 
@@ -271,6 +361,25 @@ impl crate::ports::facts::FactStore for ObservedFacts {
 
     fn summary_chats(&self, agent: &str) -> Result<Vec<ChatId>, crate::ports::facts::FactError> {
         self.inner.summary_chats(agent)
+    }
+
+    fn fresh_start(
+        &self,
+        agent: &str,
+        chat: ChatId,
+        first: MessageId,
+        notes: bool,
+    ) -> Result<Option<Vec<std::path::PathBuf>>, crate::ports::facts::FactError> {
+        let moved = self.inner.fresh_start(agent, chat, first, notes)?;
+        if let Some(files) = &moved {
+            let _ = self.tx.send((
+                "reset",
+                crate::core::facts::FactScope::Chat(chat),
+                format!("from message {first}"),
+                format!("{} file(s) archived", files.len()),
+            ));
+        }
+        Ok(moved)
     }
 
     fn save_summaries(

@@ -106,6 +106,11 @@ pub(super) fn parse_json_tasks(out: &mut ParsedReply, found: JsonTasks, opts: &P
             );
             continue;
         }
+        if block_kind(kind) == Some(TaskKind::Intent) {
+            let label = format!("task {index} («{}»)", TaskKind::Intent.as_str());
+            parse_json_event(out, &label, obj);
+            continue;
+        }
         let text_field = |name: &str| -> String {
             match obj.get(name) {
                 Some(serde_json::Value::String(s)) => s.clone(),

@@ -173,6 +173,7 @@ impl TaskGraph {
             TaskSpec::Received {
                 message_id,
                 no_quote: false,
+                intent: None,
             },
             now,
         );

@@ -32,10 +32,13 @@ pub enum TaskKind {
     Remember,
     Note,
     Summarize,
+    Intent,
+    Schedule,
+    Presence,
 }
 
 impl TaskKind {
-    pub(crate) const ALL: [TaskKind; 13] = [
+    pub(crate) const ALL: [TaskKind; 16] = [
         TaskKind::Received,
         TaskKind::Classify,
         TaskKind::Send,
@@ -49,6 +52,9 @@ impl TaskKind {
         TaskKind::Remember,
         TaskKind::Note,
         TaskKind::Summarize,
+        TaskKind::Intent,
+        TaskKind::Schedule,
+        TaskKind::Presence,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -66,6 +72,9 @@ impl TaskKind {
             TaskKind::Remember => "remember",
             TaskKind::Note => "note",
             TaskKind::Summarize => "summarize",
+            TaskKind::Intent => "event",
+            TaskKind::Schedule => "schedule",
+            TaskKind::Presence => "presence",
         }
     }
 
@@ -78,7 +87,11 @@ impl TaskKind {
     pub(crate) fn cancel_safe(self) -> bool {
         matches!(
             self,
-            TaskKind::Received | TaskKind::Classify | TaskKind::Wait | TaskKind::Summarize
+            TaskKind::Received
+                | TaskKind::Classify
+                | TaskKind::Wait
+                | TaskKind::Summarize
+                | TaskKind::Schedule
         )
     }
 
@@ -87,7 +100,12 @@ impl TaskKind {
     pub fn plannable(self) -> bool {
         !matches!(
             self,
-            TaskKind::Received | TaskKind::Classify | TaskKind::Shutdown | TaskKind::Summarize
+            TaskKind::Received
+                | TaskKind::Classify
+                | TaskKind::Shutdown
+                | TaskKind::Summarize
+                | TaskKind::Schedule
+                | TaskKind::Presence
         )
     }
 
@@ -133,6 +151,9 @@ pub enum TaskSpec {
         /// The plan must not quote its trigger (a group classifier's low impulse).
         #[serde(default, skip_serializing_if = "is_false")]
         no_quote: bool,
+        /// The scheduled intent this plan fires (no inbound message then).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        intent: Option<crate::core::intents::Fired>,
     },
     /// Classify a group chat's pending batch (its newest message is `message_id`): one
     /// structured-output LLM call whose answer is a plan, a reaction-only answer or nothing.
@@ -188,6 +209,21 @@ pub enum TaskSpec {
     /// Summarize the oldest unsummarized stretch of the chat (in the background, after a
     /// reply): the runtime's own, never planned by a model.
     Summarize,
+    /// Create, change or delete a scheduled intent of this chat (the original's `event`).
+    #[serde(rename = "event")]
+    Intent {
+        #[serde(flatten)]
+        write: crate::core::intents::IntentWrite,
+    },
+    /// Write the persona's schedule for the local `date` (`YYYY-MM-DD`): one model call in
+    /// the agent's own chat, the runtime's own.
+    Schedule {
+        date: String,
+    },
+    /// Show the account online or offline (the schedule's sleep): the runtime's own.
+    Presence {
+        online: bool,
+    },
     /// Keep (or forget) a note about this chat.
     Note {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -214,6 +250,9 @@ impl TaskSpec {
             TaskSpec::Remember { .. } => TaskKind::Remember,
             TaskSpec::Note { .. } => TaskKind::Note,
             TaskSpec::Summarize => TaskKind::Summarize,
+            TaskSpec::Intent { .. } => TaskKind::Intent,
+            TaskSpec::Schedule { .. } => TaskKind::Schedule,
+            TaskSpec::Presence { .. } => TaskKind::Presence,
         }
     }
 
@@ -274,6 +313,7 @@ impl TaskSpec {
                 content: write.content,
                 message,
             },
+            Action::Event { write } => TaskSpec::Intent { write },
         }
     }
 
@@ -317,11 +357,31 @@ mod tests {
             TaskSpec::Received {
                 message_id: Some(MessageId(3)),
                 no_quote: false,
+                intent: None,
             },
             TaskSpec::Received {
-                message_id: Some(MessageId(4)),
+                message_id: None,
                 no_quote: true,
+                intent: Some(crate::core::intents::Fired {
+                    id: "event-1".into(),
+                    text: "say hi".into(),
+                    due: jiff::Timestamp::UNIX_EPOCH,
+                    urgent: true,
+                }),
             },
+            TaskSpec::Intent {
+                write: crate::core::intents::IntentWrite {
+                    id: None,
+                    text: "remind".into(),
+                    time: Some("2026-12-01 09:00".into()),
+                    interval: Some("1 day".into()),
+                    ..Default::default()
+                },
+            },
+            TaskSpec::Schedule {
+                date: "2026-12-01".into(),
+            },
+            TaskSpec::Presence { online: false },
             TaskSpec::Classify {
                 message_id: MessageId(5),
             },

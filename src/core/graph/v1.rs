@@ -141,6 +141,7 @@ fn spec_of(kind: TaskKind, map: &Map<String, Value>) -> Result<TaskSpec, Invalid
         TaskKind::Received => TaskSpec::Received {
             message_id: p.message("message_id")?,
             no_quote: false,
+            intent: None,
         },
         TaskKind::Classify => TaskSpec::Classify {
             message_id: p.need("message_id", p.message("message_id")?)?,
@@ -169,9 +170,14 @@ fn spec_of(kind: TaskKind, map: &Map<String, Value>) -> Result<TaskSpec, Invalid
             message_id: p.need("message_id", p.message("message_id")?)?,
             emoji: p.need("emoji", p.opt_str("emoji")?)?,
         },
-        TaskKind::Remember | TaskKind::Note | TaskKind::Summarize => {
+        TaskKind::Remember
+        | TaskKind::Note
+        | TaskKind::Summarize
+        | TaskKind::Intent
+        | TaskKind::Schedule
+        | TaskKind::Presence => {
             return Err(Invalid::from(format!(
-                "a {kind} task in a format 1 file (format 1 had no memory tasks)"
+                "a {kind} task in a format 1 file (format 1 had no memory or presence tasks)"
             )));
         }
         TaskKind::Block => TaskSpec::Block,

@@ -35,10 +35,14 @@ pub(super) enum Field {
     GroupCooldown,
     GroupMaxPlansPerHour,
     GroupClassifierModel,
+    DailySchedule,
+    ResetContext,
+    ClearSummaries,
+    StartOfConversation,
 }
 
 impl Field {
-    pub(super) const ALL: [Field; 25] = [
+    pub(super) const ALL: [Field; 29] = [
         Field::Name,
         Field::Phone,
         Field::Instructions,
@@ -64,6 +68,10 @@ impl Field {
         Field::GroupCooldown,
         Field::GroupMaxPlansPerHour,
         Field::GroupClassifierModel,
+        Field::DailySchedule,
+        Field::ResetContext,
+        Field::ClearSummaries,
+        Field::StartOfConversation,
     ];
 
     /// The canonical heading text.
@@ -94,6 +102,10 @@ impl Field {
             Field::GroupCooldown => "Group Cooldown",
             Field::GroupMaxPlansPerHour => "Group Max Plans Per Hour",
             Field::GroupClassifierModel => "Group Classifier Model",
+            Field::DailySchedule => "Daily Schedule",
+            Field::ResetContext => "Reset Context On First Message",
+            Field::ClearSummaries => "Clear Summaries On First Message",
+            Field::StartOfConversation => "Start Of Conversation",
         }
     }
 

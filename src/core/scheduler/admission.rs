@@ -77,7 +77,15 @@ impl Scheduler {
     ) {
         let key = ConversationKey::new(agent, chat.id);
         let from = at.map_or(now, |at| at.max(now));
-        let not_before = crate::core::time::add(from, self.config.debounce);
+        // A plan not started yet keeps its reading time (a second message does not make a
+        // persona read later); the debounce still applies.
+        let pending = self.graphs.get(&key).and_then(|g| {
+            g.tasks
+                .first()
+                .filter(|t| t.kind() == TaskKind::Received && t.status == TaskStatus::Pending)
+                .and_then(|t| t.not_before)
+        });
+        let not_before = self.plan_ready_at(agent, from, pending);
         let mut graph = TaskGraph::with_received(agent, chat, now, Some(message), not_before);
         if !quote
             && let Some(TaskSpec::Received { no_quote, .. }) =

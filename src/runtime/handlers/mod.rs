@@ -6,9 +6,12 @@
 mod block;
 mod classify;
 mod clear_conversation;
+mod intent;
 mod memory;
+mod presence;
 mod react;
 mod received;
+mod schedule;
 mod send;
 mod shutdown;
 mod sticker;
@@ -51,6 +54,8 @@ pub(crate) struct TaskContext {
     pub facts: Option<SharedFacts>,
     /// The group decision pipeline the `classify` task calls, when groups are wired.
     pub groups: Option<SharedGroups>,
+    /// The agent's schedule and intents when the task started (planning, `schedule`).
+    pub presence: Option<Box<crate::core::scheduler::AgentPresence>>,
 }
 
 impl TaskContext {
@@ -87,6 +92,9 @@ pub(crate) fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
         TaskKind::Shutdown => &shutdown::Shutdown,
         TaskKind::Remember | TaskKind::Note => &memory::Memory,
         TaskKind::Summarize => &summarize::Summarize,
+        TaskKind::Intent => &intent::Intent,
+        TaskKind::Schedule => &schedule::Schedule,
+        TaskKind::Presence => &presence::Presence,
     }
 }
 

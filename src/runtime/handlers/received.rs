@@ -10,8 +10,9 @@ use crate::core::facts::{FactScope, MemoryView};
 use crate::core::graph::{Task, TaskKind, TaskSpec};
 use crate::core::media::MediaDescriptions;
 use crate::core::outcome::Outcome;
+use crate::core::persona::FreshStart;
 use crate::core::persona::Persona;
-use crate::core::plan::{Action, PlanRequest};
+use crate::core::plan::{Action, Moment, PlanRequest};
 use crate::core::summaries::SummaryFile;
 use crate::core::time::BoxFuture;
 use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler};
@@ -21,13 +22,21 @@ pub(crate) struct Received;
 impl TaskHandler for Received {
     fn run<'a>(&'a self, ctx: &'a TaskContext) -> BoxFuture<'a, HandlerResult> {
         Box::pin(async move {
-            let (target, no_quote) = match ctx.task.spec {
+            let (target, no_quote, intent) = match &ctx.task.spec {
                 TaskSpec::Received {
                     message_id,
                     no_quote,
-                } => (message_id, no_quote),
+                    intent,
+                } => (*message_id, *no_quote, intent.clone()),
                 _ => return Err(ctx.spec_mismatch(TaskKind::Received)),
             };
+            let schedule = ctx.presence.as_ref().and_then(|p| p.schedule.as_ref());
+            if schedule.is_some() {
+                // Reading shows the account online (it lapses by itself); cosmetic.
+                if let Err(e) = ctx.telegram.set_online(true).await {
+                    tracing::debug!(error = %e, "online status not set");
+                }
+            }
             if let Some(upto) = target {
                 // Read receipts are cosmetic: never fail planning over them.
                 if let Err(e) = ctx.telegram.mark_read(ctx.chat.id, upto).await {
@@ -64,7 +73,18 @@ impl TaskHandler for Received {
                         .map(str::to_string);
                 }
             }
+            let fresh_start = fresh_start(ctx, &history).await;
             let (memory, summaries) = memory_view(ctx, &history).await;
+            let moment = Moment {
+                activity: schedule.map(|s| s.now(now).prompt_text(&s.tz)),
+                intent,
+                intents: ctx
+                    .presence
+                    .as_ref()
+                    .map(|p| crate::core::intents::prompt_lines(&p.intents, ctx.chat.id))
+                    .unwrap_or_default(),
+                fresh_start,
+            };
             let actions = ctx
                 .planner
                 .plan(PlanRequest {
@@ -77,6 +97,7 @@ impl TaskHandler for Received {
                     stickers: &stickers,
                     quote: !no_quote,
                     memory: &memory,
+                    moment: &moment,
                 })
                 .await?;
             if actions.is_empty() {
@@ -92,6 +113,60 @@ impl TaskHandler for Received {
             }
             Ok(Outcome::Planned(tasks))
         })
+    }
+}
+
+/// A chat shorter than this, with nothing of ours in it, starts anew (the original's rule).
+const FRESH_MESSAGES: usize = 5;
+
+/// Whether the chat starts anew (a few messages, none of ours, none already summarized), and
+/// if so what the plan is told (`Start Of Conversation`). With `Reset Context On First
+/// Message` (or `Clear Summaries On First Message`) the chat's summaries (and notes) leave
+/// the prompt, once per start: the memory store archives them and records the start's first
+/// message. `None` when the chat does not start anew or the persona has neither heading.
+async fn fresh_start(ctx: &TaskContext, history: &[crate::core::model::Message]) -> Option<String> {
+    let persona = &ctx.persona;
+    if persona.fresh_start == FreshStart::Keep && persona.start_of_conversation.is_none() {
+        return None;
+    }
+    let first = history.first()?.id;
+    if history.len() >= FRESH_MESSAGES || history.iter().any(|m| m.outgoing) {
+        return None;
+    }
+    let text = persona.start_of_conversation.clone().unwrap_or_default();
+    let Some(facts) = ctx.facts.clone() else {
+        return Some(text);
+    };
+    let (agent, chat) = (ctx.key.agent.clone(), ctx.chat.id);
+    let reset = persona.fresh_start;
+    let ids: Vec<crate::core::model::MessageId> = history.iter().map(|m| m.id).collect();
+    let done = tokio::task::spawn_blocking(move || {
+        let watermark = facts.summaries(&agent, chat).ok().and_then(|f| f.watermark);
+        if watermark.is_some_and(|w| ids.iter().any(|id| *id <= w)) {
+            // Already summarized: an old conversation, not a new one.
+            return Ok(None::<Option<Vec<std::path::PathBuf>>>);
+        }
+        if reset == FreshStart::Keep {
+            return Ok(Some(None));
+        }
+        facts
+            .fresh_start(&agent, chat, first, reset == FreshStart::ResetContext)
+            .map(Some)
+    })
+    .await;
+    match done {
+        Ok(Ok(None)) => None,
+        Ok(Ok(Some(moved))) => {
+            if let Some(files) = moved {
+                tracing::info!(event = "fresh_start", agent = %ctx.key.agent, chat = %ctx.chat.id, first = %first, archived = files.len(), "the chat starts anew: its summaries and notes leave the prompt (archived)");
+            }
+            Some(text)
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(event = "memory_file_unreadable", agent = %ctx.key.agent, problem = %e, "fresh start not recorded");
+            Some(text)
+        }
+        Err(_) => Some(text),
     }
 }
 

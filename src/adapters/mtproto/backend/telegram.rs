@@ -153,6 +153,15 @@ impl Telegram for MtprotoTelegram {
         })
     }
 
+    fn set_online(&self, online: bool) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.call(&tl::functions::account::UpdateStatus { offline: !online })
+                .await
+                .map(|_| ())
+                .map_err(|e| Self::call_error(&e).into_error())
+        })
+    }
+
     fn mark_read(&self, chat: ChatId, upto: MessageId) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
             let max_id = i32::try_from(upto.0).unwrap_or(0);

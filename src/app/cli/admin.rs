@@ -1,0 +1,166 @@
+//! The operator's subcommands: `personad state ...` (the state directory, offline) and
+//! `personad ctl ...` (the running daemon, over its socket). Described here; `commands` and
+//! `ops::ctl` carry them out.
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+
+/// `personad state ...`.
+#[derive(Debug, Subcommand)]
+pub enum StateCommand {
+    /// LLM token usage per agent, model and day, with an estimated cost.
+    Usage {
+        /// Only this agent.
+        #[arg(long)]
+        agent: Option<String>,
+        /// A JSON price file (`{"model or prefix*": {"input": USD, "cached_input": USD,
+        /// "output": USD}}` per million tokens) taking precedence over the built-in prices.
+        #[arg(long, value_name = "FILE", env = "PERSONAD_PRICES")]
+        prices: Option<PathBuf>,
+    },
+    /// One line per persisted graph; unreadable files are reported, not fatal.
+    List,
+    /// What an agent remembers: the persona's own facts, and the facts about each person and
+    /// chat, each with its id and where it came from.
+    Memory {
+        /// Agent name.
+        agent: String,
+        /// Only a person or chat: an id, or a person's name (`@name` too).
+        who: Option<String>,
+    },
+    /// A persona's schedule for one local day (the current activity marked when it is today)
+    /// and its scheduled intents.
+    Schedule {
+        /// Agent name.
+        agent: String,
+        /// The local day (`YYYY-MM-DD`); today in the persona's zone when absent.
+        #[arg(long, value_name = "DAY")]
+        day: Option<jiff::civil::Date>,
+    },
+    /// Show one conversation's graph task by task.
+    Show {
+        /// Agent name.
+        agent: String,
+        /// Chat id.
+        chat: i64,
+    },
+    /// Delete persisted graphs (pending plans are forgotten). Stop the daemon first.
+    #[command(group(clap::ArgGroup::new("selector").required(true).args(["agent", "all"])))]
+    Clear {
+        /// Only this agent's graphs.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only this chat's graph (with --agent).
+        #[arg(long, requires = "agent")]
+        chat: Option<i64>,
+        /// Every graph, readable or not.
+        #[arg(long, conflicts_with_all = ["agent", "chat"])]
+        all: bool,
+    },
+}
+
+/// `personad ctl ...`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum CtlCommand {
+    /// Agents, chats with plans, breaker and disabled chats, pauses.
+    Status,
+    /// Pause an agent (all its chats) or one chat; optionally for a while (`30m`, `2h`, `1d`).
+    Pause {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Chat id, @username or a title substring (without it: every chat of the agent).
+        #[arg(long)]
+        chat: Option<String>,
+        /// How long (`90s`, `30m`, `2h`, `1d`); until resumed when absent.
+        #[arg(long = "for", value_name = "DURATION")]
+        duration: Option<String>,
+    },
+    /// Lift a pause.
+    Resume {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Chat id, @username or a title substring (without it: every chat).
+        #[arg(long)]
+        chat: Option<String>,
+    },
+    /// Drop a chat's pending plan.
+    Forget {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Chat id, @username or a title substring.
+        #[arg(long)]
+        chat: String,
+    },
+    /// What a persona remembers (facts with their ids and sources, chat summaries).
+    Memory {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only a person or chat: an id, or a person's name (`@name` too).
+        who: Option<String>,
+    },
+    /// Forget one fact by its id, in every file that has it.
+    ForgetFact {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// The fact's id (as `ctl memory` shows it).
+        id: String,
+    },
+    /// A persona's schedule for today (or `--day`) and its scheduled intents.
+    Schedule {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// The local day (`YYYY-MM-DD`).
+        #[arg(long, value_name = "DAY")]
+        day: Option<String>,
+    },
+    /// Show pending plans (of one chat, or all).
+    Plans {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Chat id, @username or a title substring (without it: every chat).
+        #[arg(long)]
+        chat: Option<String>,
+    },
+    /// Set a group's trigger mode.
+    Mode {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Chat id, @username or a title substring.
+        #[arg(long)]
+        chat: String,
+        /// strict, smart or talkative.
+        mode: String,
+    },
+    /// Reload personas and role prompts (as SIGHUP does).
+    Reload,
+    /// Stop the daemon gracefully.
+    Stop,
+    /// With `run --telegram memory`: deliver a message to an agent as if NAME wrote it.
+    Say {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// The chat: a direct chat with --from by default; `me` is the agent's Saved Messages
+        /// (the owner writing).
+        #[arg(long)]
+        chat: Option<String>,
+        /// Who writes; `me` is the owner (the agent's own account, from another device).
+        #[arg(long, default_value = "User")]
+        from: String,
+        /// Make the chat a group with this title.
+        #[arg(long, value_name = "TITLE")]
+        group: Option<String>,
+        /// The message.
+        #[arg(required = true, num_args = 1..)]
+        text: Vec<String>,
+    },
+}

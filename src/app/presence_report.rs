@@ -1,0 +1,168 @@
+//! The operator's view of presence, shared by `personad state schedule`, `personad ctl
+//! schedule` and the owner command `/schedule`: one local day of a persona's schedule (from
+//! its file, or the fallback the runtime would use, saying which), the current activity
+//! marked when the day is today, and the persona's scheduled intents. Reads files only.
+
+use std::fmt::Write as _;
+
+use jiff::Timestamp;
+use jiff::civil::Date;
+use jiff::tz::TimeZone;
+
+use crate::adapters::store::StateDir;
+use crate::adapters::store::presence::{days_on_disk, read_day, read_intents};
+use crate::core::presence::{DaySchedule, Presence, Source};
+
+/// The report for `agent` (zone `tz`) on local `day` (today when `None`) at `now`.
+pub(crate) fn report(
+    dir: &StateDir,
+    agent: &str,
+    tz: &TimeZone,
+    has_schedule: bool,
+    day: Option<Date>,
+    now: Timestamp,
+) -> String {
+    let today = now.to_zoned(tz.clone()).date();
+    let day = day.unwrap_or(today);
+    let zone = tz.iana_name().unwrap_or("UTC");
+    let mut out = String::new();
+    if !has_schedule {
+        let _ = writeln!(
+            out,
+            "{agent} has no `# Daily Schedule`: always available, no schedule is kept."
+        );
+    } else {
+        let mut problems = Vec::new();
+        // The days before it too: a missing day falls back to a copy of the last real one.
+        let days: Vec<DaySchedule> = days_on_disk(dir, agent)
+            .into_iter()
+            .filter(|d| *d <= day)
+            .rev()
+            .take(8)
+            .filter_map(|d| match read_day(dir, agent, d) {
+                Ok(Some(Ok(s))) => Some(s),
+                Ok(Some(Err(mut p))) => {
+                    if d == day {
+                        problems.append(&mut p);
+                    }
+                    None
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    problems.push(e.to_string());
+                    None
+                }
+            })
+            .collect();
+        let presence = Presence::new(tz.clone(), days);
+        let shown = presence.day(day);
+        let origin = match (&shown.source, presence.known(day).is_some()) {
+            (Source::Generated, _) => "from its file (generated)".to_string(),
+            (Source::Edited, _) => "from its file (edited by hand)".to_string(),
+            (Source::Fallback { attempts, retry_at }, true) => format!(
+                "the fallback after {attempts} failed call(s){}",
+                retry_at.map_or(String::new(), |t| format!(", next try from {t}"))
+            ),
+            (Source::Fallback { .. }, false) => {
+                "no file yet: the fallback the runtime uses until one is written".to_string()
+            }
+        };
+        let _ = writeln!(
+            out,
+            "{agent}, {} {day} ({zone}), {origin}:",
+            day.strftime("%A")
+        );
+        for p in &problems {
+            let _ = writeln!(out, "  unreadable: {p}");
+        }
+        let current = (day == today).then(|| presence.now(now).activity);
+        for a in &shown.activities {
+            let mark = if current.as_ref() == Some(a) {
+                "▶"
+            } else {
+                " "
+            };
+            let _ = write!(
+                out,
+                "{mark} {:<11} {:>3}  {}",
+                a.span(),
+                a.responsiveness,
+                a.name
+            );
+            if !a.description.is_empty() {
+                let _ = write!(out, ": {}", a.description);
+            }
+            out.push('\n');
+        }
+        if day == today
+            && let Some(wake) = presence.wake_at(now)
+        {
+            let _ = writeln!(
+                out,
+                "Asleep until {}: messages stay unread until then.",
+                wake.to_zoned(tz.clone()).strftime("%Y-%m-%d %H:%M")
+            );
+        }
+    }
+    match read_intents(dir, agent) {
+        Ok(Ok(intents)) if intents.is_empty() => out.push_str("No scheduled intents.\n"),
+        Ok(Ok(intents)) => {
+            out.push_str("Scheduled intents:\n");
+            for i in &intents {
+                let _ = write!(
+                    out,
+                    "- {} in chat {} ({}) at {}",
+                    i.id, i.chat, i.title, i.due
+                );
+                if let Some(every) = i.every {
+                    let _ = write!(out, ", every {every}");
+                }
+                if let Some(left) = i.left {
+                    let _ = write!(out, ", {left} left");
+                }
+                if i.urgent {
+                    out.push_str(", urgent");
+                }
+                let _ = writeln!(out, ": {}", i.text);
+            }
+        }
+        Ok(Err(problems)) => {
+            for p in problems {
+                let _ = writeln!(out, "intents.md unreadable: {p}");
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(out, "intents unreadable: {e}");
+        }
+    }
+    out
+}
+
+/// `/schedule [day]` and `ctl schedule`: the report for a running agent, whose persona the
+/// runtime holds.
+pub(crate) async fn for_owner(
+    dir: &StateDir,
+    runtime: &crate::runtime::RuntimeHandle,
+    agent: String,
+    day: Option<String>,
+    now: Timestamp,
+) -> Result<String, crate::app::ops::OpError> {
+    use crate::app::ops::OpError;
+    let day = match day {
+        Some(d) => Some(
+            d.trim()
+                .parse::<Date>()
+                .map_err(|_| OpError(format!("{d:?} is not a day: use YYYY-MM-DD")))?,
+        ),
+        None => None,
+    };
+    let persona = runtime.persona(&agent);
+    let tz = persona
+        .as_deref()
+        .map_or(TimeZone::UTC, crate::runtime::driver::presence_zone);
+    let has = persona.is_some_and(|p| p.daily_schedule.is_some());
+    let dir = dir.clone();
+    tokio::task::spawn_blocking(move || report(&dir, &agent, &tz, has, day, now))
+        .await
+        .map_err(OpError::of)
+}

@@ -1,0 +1,458 @@
+//! Presence in the scheduler: each agent's schedule (asleep means nothing of it runs, human
+//! delays before reading), its activity boundaries (announced once, the account shown offline
+//! when sleep starts, the next day's schedule asked for in the agent's own chat) and its
+//! scheduled intents (fired as plans at their time, after waking unless urgent). Part of the
+//! pure scheduler: the driver installs an agent's presence with [`Scheduler::set_presence`]
+//! and carries out the effects.
+
+use jiff::civil::Date;
+use jiff::tz::TimeZone;
+
+use super::*;
+use crate::core::intents::{self, Fired, Intent};
+use crate::core::presence::{self, DaySchedule, Presence, PresenceNow};
+
+/// A change of an agent's presence, for the operator's views (`ctl status`, the playground).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PresenceChange {
+    /// A new activity began.
+    Activity(PresenceNow),
+    /// Sleep began; it lasts until the instant given.
+    Asleep { until: Timestamp },
+    /// The persona woke up.
+    Woke,
+}
+
+/// What the scheduler keeps of one agent's presence.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AgentPresence {
+    /// The persona's zone (its `Agent Timezone`, else the host's).
+    pub(crate) tz: TimeZone,
+    /// The schedule, when the persona has a `Daily Schedule` (else always available).
+    pub(crate) schedule: Option<Presence>,
+    pub(crate) intents: Vec<Intent>,
+    /// The activity last announced (its day and start), so each is announced once.
+    announced: Option<(Date, u16)>,
+    asleep: bool,
+    /// The next instant something of this agent's presence is due.
+    pub(crate) boundary: Option<Timestamp>,
+    /// A `schedule` task handed out for this day, and when the claim lapses.
+    generating: Option<(Date, Timestamp)>,
+    /// The persona wrote something until this instant ago: it is still "online".
+    online_until: Option<Timestamp>,
+}
+
+/// How long a handed-out `schedule` task keeps others from being made for its day.
+const CLAIM: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+impl Scheduler {
+    /// Installs (or replaces) an agent's presence: its zone, its schedule's days (`None`:
+    /// the persona has no `Daily Schedule`) and its intents. Conversations are rescheduled
+    /// (one may sleep, or wake); a firing already recorded in a loaded plan moves its intent
+    /// on (a crash between the two writes fires it once).
+    pub(crate) fn set_presence(
+        &mut self,
+        agent: &str,
+        tz: TimeZone,
+        days: Option<Vec<DaySchedule>>,
+        mut intents: Vec<Intent>,
+        now: Timestamp,
+    ) {
+        if !self.agents.contains(agent) {
+            return;
+        }
+        let fired: Vec<Fired> = self
+            .graphs
+            .values()
+            .filter(|g| g.agent == agent)
+            .filter_map(|g| match g.tasks.first().map(|t| &t.spec) {
+                Some(TaskSpec::Received {
+                    intent: Some(f), ..
+                }) => Some(f.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut moved = false;
+        for f in fired {
+            if let Some(i) = intents.iter().position(|i| i.id == f.id)
+                && intents::instant(intents[i].due, &tz) <= f.due
+            {
+                moved = true;
+                match intents::fire(&intents[i], f.due, &tz) {
+                    Some(next) => intents[i] = next,
+                    None => {
+                        intents.remove(i);
+                    }
+                }
+            }
+        }
+        let previous = self.presence.remove(agent);
+        let schedule = days.map(|d| Presence::new(tz.clone(), d));
+        self.presence.insert(
+            agent.to_string(),
+            AgentPresence {
+                tz,
+                schedule,
+                intents,
+                announced: previous.as_ref().and_then(|p| p.announced),
+                asleep: previous.as_ref().is_some_and(|p| p.asleep),
+                boundary: None,
+                generating: previous.as_ref().and_then(|p| p.generating),
+                online_until: previous.and_then(|p| p.online_until),
+            },
+        );
+        if moved {
+            self.effects.push(Effect::SaveIntents(agent.to_string()));
+        }
+        self.presence_tick(agent, now);
+        self.reschedule_agent(agent, now);
+    }
+
+    /// The agent's presence, if it runs.
+    pub(crate) fn presence_of(&self, agent: &str) -> Option<&AgentPresence> {
+        self.presence.get(agent)
+    }
+
+    /// When the agent wakes, if it is asleep at `now`.
+    pub(crate) fn asleep_until(&self, agent: &str, now: Timestamp) -> Option<Timestamp> {
+        self.presence.get(agent)?.schedule.as_ref()?.wake_at(now)
+    }
+
+    /// Whether sleep holds this task back, and until when: everything of a sleeping agent
+    /// waits, except its own chat (alerts, presence upkeep), a stop, and a plan an urgent
+    /// intent started.
+    pub(super) fn held_by_sleep(
+        &self,
+        graph: &TaskGraph,
+        task: &Task,
+        now: Timestamp,
+    ) -> Option<Timestamp> {
+        if task.kind() == TaskKind::Shutdown || self.is_own_chat(&graph.agent, graph.chat.id) {
+            return None;
+        }
+        if let Some(TaskSpec::Received {
+            intent: Some(f), ..
+        }) = graph.tasks.first().map(|t| &t.spec)
+            && f.urgent
+        {
+            return None;
+        }
+        self.asleep_until(&graph.agent, now)
+    }
+
+    pub(super) fn is_own_chat(&self, agent: &str, chat: ChatId) -> bool {
+        self.safety.own_chat(agent).is_some_and(|c| c.id == chat)
+    }
+
+    /// When a new plan of `agent` may start, counting from `from`: after the debounce and,
+    /// with a schedule, after the persona got to reading (its responsiveness now, or at
+    /// wake-up when asleep). `pending`: the deadline of the plan it replaces, kept when later
+    /// (a persona does not read later because a second message came).
+    pub(super) fn plan_ready_at(
+        &self,
+        agent: &str,
+        from: Timestamp,
+        pending: Option<Timestamp>,
+    ) -> Timestamp {
+        let debounced = crate::core::time::add(from, self.config.debounce);
+        let Some(p) = self.presence.get(agent) else {
+            return debounced;
+        };
+        let Some(schedule) = &p.schedule else {
+            return debounced;
+        };
+        let (start, online) = match schedule.wake_at(from) {
+            Some(wake) => (wake, false),
+            None => (from, p.online_until.is_some_and(|u| u > from)),
+        };
+        let r = schedule.now(start).activity.responsiveness;
+        let read =
+            crate::core::time::add(start, presence::response_delay(r, online, fastrand::f64()));
+        let at = read.max(debounced);
+        pending.filter(|p| *p > at).unwrap_or(at)
+    }
+
+    /// A message of the agent's went out: it stays online for a while.
+    pub(super) fn note_wrote(&mut self, agent: &str, now: Timestamp) {
+        if let Some(p) = self.presence.get_mut(agent) {
+            p.online_until = Some(crate::core::time::add(now, presence::ONLINE_WINDOW));
+        }
+    }
+
+    /// The earliest presence deadline of any agent.
+    pub(super) fn presence_wake(&self) -> Option<Timestamp> {
+        self.presence.values().filter_map(|p| p.boundary).min()
+    }
+
+    /// Runs every agent's presence whose deadline has come.
+    pub(super) fn presence_advance(&mut self, now: Timestamp) {
+        let due: Vec<String> = self
+            .presence
+            .iter()
+            .filter(|(_, p)| p.boundary.is_some_and(|b| b <= now))
+            .map(|(a, _)| a.clone())
+            .collect();
+        for agent in due {
+            self.presence_tick(&agent, now);
+            self.reschedule_agent(&agent, now);
+        }
+    }
+
+    /// Puts every conversation of the agent back where it belongs (asleep or awake now).
+    fn reschedule_agent(&mut self, agent: &str, now: Timestamp) {
+        let keys: Vec<ConversationKey> = self
+            .graphs
+            .keys()
+            .filter(|k| k.agent == agent)
+            .cloned()
+            .collect();
+        for key in keys {
+            self.armed.remove(&key);
+            self.reschedule(&key, now);
+        }
+    }
+
+    /// One look at the agent's presence at `now`: announce a new activity, sleep or waking
+    /// (showing the account offline as sleep starts), ask for a missing day, fire the
+    /// intents that are due, and arm the next deadline.
+    fn presence_tick(&mut self, agent: &str, now: Timestamp) {
+        let Some(p) = self.presence.get(agent) else {
+            return;
+        };
+        let mut next: Vec<Timestamp> = Vec::new();
+        let mut changes = Vec::new();
+        let mut generate = None;
+        let mut asleep = false;
+        if let Some(schedule) = &p.schedule {
+            let state = schedule.now(now);
+            asleep = state.activity.asleep();
+            next.push(state.until);
+            let id = (state.date, state.activity.start);
+            if p.announced != Some(id) {
+                changes.push(PresenceChange::Activity(state.clone()));
+            }
+            if asleep != p.asleep {
+                changes.push(match schedule.wake_at(now) {
+                    Some(until) => PresenceChange::Asleep { until },
+                    None => PresenceChange::Woke,
+                });
+            }
+            let claimed = p.generating.filter(|(_, until)| *until > now);
+            if let Some(day) = schedule.day_to_generate(now)
+                && claimed.is_none_or(|(d, _)| d != day)
+            {
+                generate = Some(day);
+            }
+            // From 18:00 local, the next day may be asked for.
+            let (today, minute) = schedule.local(now);
+            if minute < presence::GENERATE_FROM_MINUTE {
+                next.push(schedule.instant(today, presence::GENERATE_FROM_MINUTE, now));
+            }
+            if let Some(Source::Fallback {
+                retry_at: Some(at), ..
+            }) = schedule.known(today).map(|d| &d.source)
+                && *at > now
+            {
+                next.push(*at);
+            }
+            if let Some((_, until)) = claimed {
+                next.push(until);
+            }
+        }
+        let fell_asleep = asleep && !p.asleep;
+        let announced = p.schedule.as_ref().map(|s| {
+            let st = s.now(now);
+            (st.date, st.activity.start)
+        });
+        if let Some(p) = self.presence.get_mut(agent) {
+            p.announced = announced;
+            p.asleep = asleep;
+            if let Some(day) = generate {
+                p.generating = Some((day, crate::core::time::add(now, CLAIM)));
+            }
+        }
+        for change in changes {
+            self.effects.push(Effect::Presence {
+                agent: agent.to_string(),
+                change,
+            });
+        }
+        if fell_asleep {
+            self.own_task(agent, TaskSpec::Presence { online: false }, now);
+        }
+        if let Some(day) = generate {
+            self.own_task(
+                agent,
+                TaskSpec::Schedule {
+                    date: day.to_string(),
+                },
+                now,
+            );
+        }
+        next.extend(self.fire_intents(agent, now));
+        if let Some(p) = self.presence.get_mut(agent) {
+            p.boundary = next.into_iter().filter(|t| *t > now).min();
+        }
+    }
+
+    /// Fires the agent's intents that are due (a sleeping persona's wait for its wake-up,
+    /// unless urgent): each becomes a plan in its chat, and moves on (or ends). Returns when
+    /// the next one is due.
+    fn fire_intents(&mut self, agent: &str, now: Timestamp) -> Option<Timestamp> {
+        let wake = self.asleep_until(agent, now);
+        let mut changed = false;
+        let mut fires: Vec<(Intent, Timestamp)> = Vec::new();
+        if let Some(p) = self.presence.get_mut(agent) {
+            let tz = p.tz.clone();
+            let mut i = 0;
+            while i < p.intents.len() {
+                let at = intents::instant(p.intents[i].due, &tz);
+                if at <= now && (wake.is_none() || p.intents[i].urgent) {
+                    fires.push((p.intents[i].clone(), at));
+                    changed = true;
+                    match intents::fire(&p.intents[i], now, &tz) {
+                        Some(next) => p.intents[i] = next,
+                        None => {
+                            p.intents.remove(i);
+                            continue;
+                        }
+                    }
+                }
+                i += 1;
+            }
+        }
+        for (intent, due) in fires {
+            let chat = Chat {
+                id: intent.chat,
+                kind: if intent.chat.0 > 0 {
+                    crate::core::model::ChatKind::Direct
+                } else {
+                    crate::core::model::ChatKind::Group
+                },
+                title: intent.title.clone(),
+            };
+            let key = ConversationKey::new(agent, intent.chat);
+            let kind = self.graphs.get(&key).map(|g| g.chat.clone());
+            info!(conversation = %key, intent = %intent.id, "scheduled intent fires");
+            self.replan_intent(
+                agent,
+                kind.unwrap_or(chat),
+                Fired {
+                    id: intent.id,
+                    text: intent.text,
+                    due,
+                    urgent: intent.urgent,
+                },
+                now,
+            );
+        }
+        if changed {
+            self.effects.push(Effect::SaveIntents(agent.to_string()));
+        }
+        let p = self.presence.get(agent)?;
+        let next = intents::next_due(&p.intents, &p.tz).map(|(t, _)| t)?;
+        // A sleeping persona's intents wait for its wake-up (the schedule's deadline).
+        Some(match wake {
+            Some(w) if next < w => w,
+            _ => next,
+        })
+    }
+
+    /// A plan in the intent's chat, replacing what was planned there.
+    fn replan_intent(&mut self, agent: &str, chat: Chat, fired: Fired, now: Timestamp) {
+        let key = ConversationKey::new(agent, chat.id);
+        let not_before = crate::core::time::add(now, self.config.debounce);
+        let mut graph = TaskGraph::with_received(agent, chat, now, None, not_before);
+        if let Some(TaskSpec::Received { intent, .. }) =
+            graph.tasks.first_mut().map(|t| &mut t.spec)
+        {
+            *intent = Some(fired);
+        }
+        if let Some(old) = self.graphs.get(&key) {
+            graph.parked_until = old.parked_until.filter(|until| *until > now);
+        }
+        self.abandon_cancel_safe(&key);
+        self.graphs.insert(key.clone(), graph);
+        self.mark_dirty(&key);
+        self.reschedule(&key, now);
+    }
+
+    /// Adds one of the runtime's own tasks to the agent's own chat (its Saved Messages): a
+    /// pending one of the same kind is replaced, so upkeep never piles up.
+    pub(super) fn own_task(&mut self, agent: &str, spec: TaskSpec, now: Timestamp) {
+        let Some(chat) = self.safety.own_chat(agent) else {
+            return;
+        };
+        let key = ConversationKey::new(agent, chat.id);
+        let kind = spec.kind();
+        match self.graphs.get_mut(&key) {
+            Some(graph) => {
+                if let Some(t) = graph
+                    .tasks
+                    .iter_mut()
+                    .find(|t| t.kind() == kind && t.status == TaskStatus::Pending)
+                {
+                    t.spec = spec;
+                    t.updated_at = now;
+                } else {
+                    graph.tasks.push(Task::new(spec, now));
+                }
+            }
+            None => {
+                let graph = TaskGraph::with_tasks(agent, chat, now, vec![Task::new(spec, now)]);
+                self.graphs.insert(key.clone(), graph);
+            }
+        }
+        self.mark_dirty(&key);
+        self.reschedule(&key, now);
+    }
+
+    /// A `schedule` task's day: installed (the claim on it released), saved, and every
+    /// conversation of the agent rescheduled (the wake-up may have moved).
+    pub(super) fn install_day(&mut self, agent: &str, day: DaySchedule, now: Timestamp) {
+        let Some(p) = self.presence.get_mut(agent) else {
+            return;
+        };
+        let Some(schedule) = p.schedule.as_mut() else {
+            return;
+        };
+        if p.generating.is_some_and(|(d, _)| d == day.date) {
+            p.generating = None;
+        }
+        schedule.install(day.clone());
+        self.effects.push(Effect::SaveDay {
+            agent: agent.to_string(),
+            day: Box::new(day),
+        });
+        self.presence_tick(agent, now);
+        self.reschedule_agent(agent, now);
+    }
+
+    /// A plan's `event` task: the write applied to the chat's intents (refusals logged), saved.
+    pub(super) fn apply_intent(
+        &mut self,
+        key: &ConversationKey,
+        title: &str,
+        write: &crate::core::intents::IntentWrite,
+        now: Timestamp,
+    ) {
+        let Some(p) = self.presence.get_mut(&key.agent) else {
+            return;
+        };
+        let tz = p.tz.clone();
+        match intents::apply(&mut p.intents, key.chat, title, write, &tz, now, || {
+            crate::core::graph::new_id("event")
+        }) {
+            Ok(change) => {
+                info!(event = "intent_changed", conversation = %key, change = ?change, "scheduled intent changed");
+                self.effects.push(Effect::SaveIntents(key.agent.clone()));
+                self.presence_tick(&key.agent, now);
+            }
+            Err(refused) => {
+                warn!(event = "intent_refused", conversation = %key, reason = %refused, "scheduled intent refused");
+            }
+        }
+    }
+}
+
+use crate::core::presence::Source;
