@@ -36,6 +36,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("jsonl_input", jsonl_input),
     ("tg_export", tg_export),
     ("telegram", telegram),
+    ("presence_files", presence_files),
 ];
 
 /// A graph file as `store` reads it: decoding validates, and a graph that decodes encodes
@@ -442,5 +443,83 @@ pub fn telegram(data: &[u8]) {
             Some(reply.0),
             "the reply id changed"
         );
+    }
+}
+
+/// A schedule day file (or a model's schedule answer, read the same way) and an intents file,
+/// as the store and the `schedule` task read them: a day that reads covers 00:00–24:00 without
+/// gaps or overlaps, within range, and renders back to the same day; presence queries on it
+/// return, and a sleep ends within the cap; problems name lines of the file; intents that
+/// read render back the same, and firing them moves them past now.
+pub fn presence_files(data: &[u8]) {
+    use crate::core::intents;
+    use crate::core::presence::{DAY_MINUTES, DaySchedule, MAX_ACTIVITIES, MAX_SLEEP, Presence};
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let lines = text.lines().count().max(1);
+    let date = jiff::civil::date(2026, 3, 29);
+    match DaySchedule::parse(text, date) {
+        Ok(day) => {
+            assert!(
+                !day.activities.is_empty() && day.activities.len() <= MAX_ACTIVITIES,
+                "activity count"
+            );
+            let mut at = 0;
+            for a in &day.activities {
+                assert_eq!(a.start, at, "a gap or an overlap");
+                assert!(a.start < a.end && a.responsiveness <= 100, "out of range");
+                at = a.end;
+            }
+            assert_eq!(at, DAY_MINUTES, "the day does not end at 24:00");
+            let back = DaySchedule::parse(&day.render("fuzz"), date);
+            assert_eq!(back.ok().as_ref(), Some(&day), "render and parse differ");
+            let tz = jiff::tz::TimeZone::get("Europe/Berlin").unwrap_or(jiff::tz::TimeZone::UTC);
+            let p = Presence::new(tz, [day]);
+            for hour in [0, 1, 2, 3, 12, 23] {
+                let now = Timestamp::from_second(1_774_742_400 + hour * 3600)
+                    .unwrap_or(Timestamp::UNIX_EPOCH);
+                let state = p.now(now);
+                assert!(state.until > now, "the activity ends before now");
+                if let Some(wake) = p.wake_at(now) {
+                    assert!(
+                        wake > now && wake <= crate::core::time::add(now, MAX_SLEEP),
+                        "a sleep past the cap"
+                    );
+                }
+            }
+        }
+        Err(problems) => {
+            assert!(!problems.is_empty(), "an error without a problem");
+            for pr in problems {
+                assert!(pr.line <= lines, "problem line out of file");
+            }
+        }
+    }
+    match intents::parse_file(text) {
+        Ok(list) => {
+            let rendered = intents::render_file("fuzz", &list);
+            assert_eq!(
+                intents::parse_file(&rendered).ok().as_ref(),
+                Some(&list),
+                "intents render and parse differ"
+            );
+            let tz = jiff::tz::TimeZone::UTC;
+            let now = Timestamp::from_second(1_774_742_400).unwrap_or(Timestamp::UNIX_EPOCH);
+            for i in &list {
+                if let Some(next) = intents::fire(i, now, &tz) {
+                    assert!(
+                        intents::instant(next.due, &tz) > now,
+                        "fired but not moved on"
+                    );
+                }
+            }
+            let _ = intents::next_due(&list, &tz);
+        }
+        Err(problems) => {
+            for pr in problems {
+                assert!(pr.line <= lines + 1, "intent problem line out of file");
+            }
+        }
     }
 }

@@ -450,6 +450,36 @@ async fn a_rejected_reaction_is_retried_in_its_other_spelling_and_typing_is_sent
     );
 }
 
+/// The schedule's online status is `account.updateStatus` as Telegram reads it: asleep sends
+/// `offline: true`, reading `offline: false`; a refusal comes back as an error.
+#[tokio::test]
+async fn the_online_status_is_account_update_status() {
+    let a = account().await;
+    a.wire
+        .on::<tl::functions::account::UpdateStatus>(|_| ok(true));
+    a.wire
+        .on::<tl::functions::account::UpdateStatus>(|_| ok(true));
+    a.wire
+        .on::<tl::functions::account::UpdateStatus>(|_| rpc(420, "FLOOD_WAIT_X", Some(30)));
+    a.telegram.set_online(false).await.unwrap();
+    a.telegram.set_online(true).await.unwrap();
+    let third = a.telegram.set_online(false).await;
+    let sent: Vec<bool> = a
+        .wire
+        .requests::<tl::functions::account::UpdateStatus>()
+        .into_iter()
+        .map(|r| r.offline)
+        .collect();
+    assert_eq!(sent, vec![true, false, true]);
+    assert!(
+        matches!(
+            third,
+            Err(personad::core::model::TelegramError::FloodWait { secs: 30 })
+        ),
+        "{third:?}"
+    );
+}
+
 /// An account whose username the start could not learn (Telegram did not answer in time)
 /// asks again (users.getUsers on itself), so @username callouts match from then on.
 #[tokio::test]

@@ -17,8 +17,8 @@ use personad::adapters::llm::retry::{RetryConfig, RetryingLlm};
 use personad::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
 use personad::adapters::memory::Action as Done;
 use personad::app::ops::controls::Op;
-use personad::core::intents::{Fired, IntentWrite};
-use personad::core::model::Chat;
+use personad::core::intents::{Fired, Intent, IntentWrite};
+use personad::core::model::{Chat, MessageId};
 use personad::core::plan::{Action, Moment};
 use personad::core::presence;
 use personad::ports::clock::SharedClock;
@@ -52,8 +52,8 @@ fn write_days(state: &Path, days: &[&str]) {
     }
 }
 
-/// What each planning call saw: its time, the history's length, the moment.
-type Seen = Arc<Mutex<Vec<(Timestamp, usize, Moment)>>>;
+/// What each planning call saw: its time, the history's length, the moment, its target.
+type Seen = Arc<Mutex<Vec<(Timestamp, usize, Moment, Option<MessageId>)>>>;
 
 /// A planner that records each call and answers with `answer(call number)`.
 fn recording(
@@ -64,14 +64,44 @@ fn recording(
     move |_| {
         Arc::new(ScriptedPlanner::new(move |req, n| {
             if let Ok(mut s) = seen.lock() {
-                s.push((req.now, req.history.len(), req.moment.clone()));
+                s.push((req.now, req.history.len(), req.moment.clone(), req.target));
             }
             Ok(answer(n))
         }))
     }
 }
 
-fn calls(seen: &Seen) -> Vec<(Timestamp, usize, Moment)> {
+/// Writes the agent's intents file with one intent for Alice.
+fn write_intent(state: &Path, id: &str, text: &str, due: &str, daily: bool) -> Intent {
+    use personad::core::intents::{Every, Unit};
+    let intent = Intent {
+        id: id.into(),
+        chat: alice().id,
+        title: "Alice".into(),
+        text: text.into(),
+        due: due.parse().unwrap_or_else(|e| panic!("{due}: {e}")),
+        every: daily.then_some(Every {
+            n: 1,
+            unit: Unit::Days,
+        }),
+        left: None,
+        urgent: false,
+    };
+    std::fs::create_dir_all(state.join(AGENT)).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        state.join(AGENT).join("intents.md"),
+        personad::core::intents::render_file(AGENT, std::slice::from_ref(&intent)),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    intent
+}
+
+/// The agent's intents file.
+fn intents_file(state: &Path) -> Result<String, std::io::Error> {
+    std::fs::read_to_string(state.join(AGENT).join("intents.md"))
+}
+
+fn calls(seen: &Seen) -> Vec<(Timestamp, usize, Moment, Option<MessageId>)> {
     seen.lock().map(|s| s.clone()).unwrap_or_default()
 }
 
@@ -146,7 +176,7 @@ async fn a_message_at_three_is_read_and_answered_only_after_waking() -> TestResu
     h.pass(Duration::from_secs(60 + 100)).await;
     let seen_now = calls(&seen);
     assert_eq!(seen_now.len(), 1, "one plan for the backlog");
-    let (at, history, moment) = &seen_now[0];
+    let (at, history, moment, _) = &seen_now[0];
     assert_eq!(*history, 2, "both messages in one plan");
     let (lo, hi) = presence::delay_range(40);
     let delay = secs_between(ts("2026-11-26T06:00:00Z"), *at);
@@ -381,7 +411,7 @@ async fn an_intent_fires_after_waking_and_once_after_downtime() -> TestResult {
     );
     h.say(&alice(), "Alice", "remind me every morning?").await;
     h.pass(Duration::from_secs(600)).await;
-    let intents = std::fs::read_to_string(dir.path().join(AGENT).join("intents.md"))?;
+    let intents = intents_file(dir.path())?;
     assert!(intents.contains("due: 2026-11-27 06:30"), "{intents}");
     // 06:45 local: still asleep, nothing fired.
     h.pass(Duration::from_secs(14 * 3600 + 35 * 60)).await;
@@ -409,7 +439,7 @@ async fn an_intent_fires_after_waking_and_once_after_downtime() -> TestResult {
     h.started().await;
     h.pass(Duration::from_secs(3600)).await;
     assert_eq!(calls(&seen).len(), 3, "the missed days fire once");
-    let intents = std::fs::read_to_string(dir.path().join(AGENT).join("intents.md"))?;
+    let intents = intents_file(dir.path())?;
     assert!(intents.contains("due: 2026-12-01 06:30"), "{intents}");
     h.stop().await?;
     Ok(())
@@ -466,7 +496,7 @@ async fn a_fresh_start_archives_the_chats_memory_once() -> TestResult {
         move |_| {
             Arc::new(ScriptedPlanner::new(move |req, _| {
                 if let Ok(mut s) = s2.lock() {
-                    s.push((req.now, req.history.len(), req.moment.clone()));
+                    s.push((req.now, req.history.len(), req.moment.clone(), req.target));
                 }
                 if let Ok(mut m) = m2.lock() {
                     m.push(format!("{}|{}", req.memory.summaries, req.memory.chat));
@@ -633,6 +663,82 @@ async fn the_schedule_call_never_holds_up_a_reply() -> TestResult {
         delay >= lo && delay <= hi,
         "the written day is used: {delay}"
     );
+    h.stop().await?;
+    Ok(())
+}
+
+/// A crash after an intent's plan was saved but before the intent moved on: at the next
+/// start the saved plan goes on (its message is sent, nothing is planned again) and the
+/// intent moves to its next time, so it fires once.
+#[tokio::test]
+async fn an_intent_whose_plan_was_saved_before_a_crash_fires_once() -> TestResult {
+    use personad::core::graph::{Task, TaskGraph, TaskSpec, TaskStatus};
+    let dir = tempfile::tempdir()?;
+    write_days(dir.path(), &["2026-11-26"]);
+    let intent = write_intent(
+        dir.path(),
+        "event-a1b2c3d4e5f6",
+        "Say good morning",
+        "2026-11-26T09:00",
+        true,
+    );
+    let fired_at = ts("2026-11-26T08:00:00Z");
+    let mut graph = TaskGraph::with_received(AGENT, alice(), fired_at, None, fired_at);
+    if let Some(TaskSpec::Received { intent: slot, .. }) =
+        graph.tasks.first_mut().map(|t| &mut t.spec)
+    {
+        *slot = Some(Fired {
+            id: intent.id.clone(),
+            text: intent.text.clone(),
+            due: fired_at,
+            urgent: false,
+        });
+    }
+    graph.tasks[0].status = TaskStatus::Done;
+    let received = graph.tasks[0].id.clone();
+    graph.append_chain(
+        &received,
+        vec![Task::new(TaskSpec::send("good morning!", None), fired_at)],
+    );
+    personad::adapters::store::GraphStore::new(personad::adapters::store::StateDir::new(
+        dir.path(),
+    ))
+    .save(&graph)?;
+    let seen: Seen = Arc::default();
+    let mut h = start(dir.path(), &seen, "2026-11-26T08:05:00Z");
+    h.started().await;
+    h.pass(Duration::from_secs(120)).await;
+    assert!(calls(&seen).is_empty(), "planned again: {:?}", calls(&seen));
+    assert_eq!(send_times(&h).len(), 1, "the saved plan's message");
+    let intents = intents_file(dir.path())?;
+    assert!(intents.contains("due: 2026-11-27 09:00"), "{intents}");
+    h.stop().await?;
+    Ok(())
+}
+
+/// An intent that comes due while a message waits for the wake-up is answered by the same
+/// plan: the message keeps its place as the plan's target.
+#[tokio::test]
+async fn an_intent_due_while_a_message_waits_joins_its_plan() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    write_days(dir.path(), &["2026-11-26"]);
+    write_intent(
+        dir.path(),
+        "event-0000000000aa",
+        "Ask about the exam",
+        "2026-11-26T07:00",
+        false,
+    );
+    let seen: Seen = Arc::default();
+    let mut h = start(dir.path(), &seen, "2026-11-26T05:30:00Z");
+    h.started().await;
+    let msg = h.say(&alice(), "Alice", "morning! exam today").await;
+    h.pass(Duration::from_secs(3600)).await;
+    let c = calls(&seen);
+    assert_eq!(c.len(), 1, "one plan: {c:?}");
+    assert_eq!(c[0].3, Some(msg.id), "the message stays the target");
+    assert!(c[0].2.intent.is_some(), "and the intent fires in it");
+    assert!(c[0].0 >= ts("2026-11-26T06:00:00Z"));
     h.stop().await?;
     Ok(())
 }

@@ -312,3 +312,58 @@ async fn a_playground_killed_at_night_answers_once_after_waking() -> TestResult 
     );
     Ok(())
 }
+
+/// `personad state schedule` reads the files: a day from its file with its origin, a broken
+/// day with its problem's file and line (and the fallback shown instead), the intents.
+#[test]
+fn state_schedule_shows_a_day_its_origin_and_problems() -> TestResult {
+    let agents = agents()?;
+    let state = tempfile::tempdir()?;
+    let dir = state.path().join("Pia/schedule");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("2026-11-26.md"), DAY_26)?;
+    std::fs::write(
+        dir.join("2026-11-27.md"),
+        "- 00:00–07:00 | 0 | Sleep\n- 06:00–09:00 | 140 | Breakfast\n",
+    )?;
+    let run = |day: &str| -> Result<String, Box<dyn std::error::Error>> {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+        common::clear_env(&mut cmd);
+        let out = cmd
+            .arg("--agents")
+            .arg(agents.path())
+            .arg("--prompts")
+            .arg(agents.path())
+            .arg("--state")
+            .arg(state.path())
+            .args(["state", "schedule", "Pia", "--day", day])
+            .output()?;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let good = run("2026-11-26")?;
+    assert!(
+        good.contains("Pia, Thursday 2026-11-26 (Europe/Berlin), from its file (edited by hand):"),
+        "{good}"
+    );
+    assert!(good.contains("12:00–13:00  50  Lunch"), "{good}");
+    assert!(good.contains("No scheduled intents."), "{good}");
+    let bad = run("2026-11-27")?;
+    assert!(
+        bad.contains("2026-11-27.md:2:"),
+        "the problem's line: {bad}"
+    );
+    assert!(
+        bad.contains("the fallback the runtime uses"),
+        "the fallback is shown: {bad}"
+    );
+    assert!(
+        bad.contains("Bakery shift"),
+        "a copy of the day before: {bad}"
+    );
+    Ok(())
+}

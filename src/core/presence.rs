@@ -312,12 +312,21 @@ fn parse_line(body: &str) -> Result<Activity, crate::core::Invalid> {
         return Err(crate::core::Invalid::from("missing the activity's name"));
     }
     let description = fields.next().unwrap_or_default();
+    // Kept as the file writes it (one line, no `|`), so a day reads back the same.
+    let clean = |s: &str, cap: usize| -> String {
+        one_line(s)
+            .chars()
+            .take(cap)
+            .collect::<String>()
+            .trim_end()
+            .to_string()
+    };
     Ok(Activity {
         start,
         end,
         responsiveness,
-        name: name.chars().take(NAME_CHARS).collect(),
-        description: description.chars().take(DESCRIPTION_CHARS).collect(),
+        name: clean(name, NAME_CHARS),
+        description: clean(description, DESCRIPTION_CHARS),
     })
 }
 

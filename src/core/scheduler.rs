@@ -109,6 +109,8 @@ pub(crate) struct Scheduler {
     starts: Vec<Start>,
     /// Each agent's schedule and intents (`presence`).
     presence: HashMap<String, AgentPresence>,
+    /// Effects carried out after the pass's graph writes (saving intents and days).
+    after_graphs: Vec<Effect>,
 }
 
 impl Scheduler {
@@ -137,6 +139,7 @@ impl Scheduler {
             dirty_set: HashSet::new(),
             starts: Vec::new(),
             presence: HashMap::new(),
+            after_graphs: Vec::new(),
         }
     }
 
@@ -183,6 +186,9 @@ impl Scheduler {
         let mut out = std::mem::take(&mut self.effects);
         self.dirty_set.clear();
         out.extend(self.dirty.drain(..).map(Effect::Persist));
+        // After the graphs: a fired intent's plan is on disk before the intent moves on (a
+        // crash between the two leaves the plan, which `set_presence` recognizes).
+        out.extend(std::mem::take(&mut self.after_graphs));
         out.extend(self.starts.drain(..).map(|s| Effect::Start(Box::new(s))));
         out
     }
@@ -497,12 +503,7 @@ impl Scheduler {
             return;
         }
         self.safety.add_agent(agent, self_id, state);
-        let keys: Vec<ConversationKey> = self
-            .orphans
-            .keys()
-            .filter(|k| k.agent == agent)
-            .cloned()
-            .collect();
+        let keys = keys_of(&self.orphans, agent);
         for key in keys {
             if let Some(mut graph) = self.orphans.remove(&key) {
                 graph.arm_waits(now);
@@ -570,12 +571,7 @@ impl Scheduler {
         }
         self.safety.remove_agent(agent);
         self.presence.remove(agent);
-        let keys: Vec<ConversationKey> = self
-            .graphs
-            .keys()
-            .filter(|k| k.agent == agent)
-            .cloned()
-            .collect();
+        let keys = keys_of(&self.graphs, agent);
         for key in keys {
             if let Some(f) = self.take_in_flight(&key) {
                 self.effects.push(Effect::Abort {
@@ -769,6 +765,15 @@ impl Scheduler {
             }
         }
     }
+}
+
+/// The conversations of `agent` among `graphs`.
+fn keys_of(graphs: &HashMap<ConversationKey, TaskGraph>, agent: &str) -> Vec<ConversationKey> {
+    graphs
+        .keys()
+        .filter(|k| k.agent == agent)
+        .cloned()
+        .collect()
 }
 
 /// Whether the graph's plan is under way: its `received` (if it has one) is done. Such a

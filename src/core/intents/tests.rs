@@ -590,3 +590,22 @@ fn instants_never_panic_and_take_the_time_after_a_gap() -> TestResult {
     let _ = instant(DateTime::MIN, &tz);
     Ok(())
 }
+
+/// An id with a new time and no text moves the intent (its text kept); an id alone deletes.
+#[test]
+fn an_id_with_a_new_time_and_no_text_reschedules() -> TestResult {
+    let tz = berlin()?;
+    let now = instant(at(2026, 11, 20, 12, 0), &tz);
+    let mut intents = vec![intent("event-a", 1, at(2026, 11, 21, 8, 0))];
+    let before = intents[0].text.clone();
+    let move_it = write(Some("event-a"), "", Some("2026-11-22 09:15"));
+    let r = apply(&mut intents, ChatId(1), "", &move_it, &tz, now, String::new);
+    assert_eq!(r, Ok(IntentChange::Updated("event-a".into())));
+    assert_eq!(intents[0].due, at(2026, 11, 22, 9, 15));
+    assert_eq!(intents[0].text, before);
+    let delete = write(Some("event-a"), "", None);
+    let r = apply(&mut intents, ChatId(1), "", &delete, &tz, now, String::new);
+    assert_eq!(r, Ok(IntentChange::Deleted("event-a".into())));
+    assert!(intents.is_empty());
+    Ok(())
+}

@@ -102,7 +102,8 @@ impl Scheduler {
             },
         );
         if moved {
-            self.effects.push(Effect::SaveIntents(agent.to_string()));
+            self.after_graphs
+                .push(Effect::SaveIntents(agent.to_string()));
         }
         self.presence_tick(agent, now);
         self.reschedule_agent(agent, now);
@@ -200,13 +201,7 @@ impl Scheduler {
 
     /// Puts every conversation of the agent back where it belongs (asleep or awake now).
     fn reschedule_agent(&mut self, agent: &str, now: Timestamp) {
-        let keys: Vec<ConversationKey> = self
-            .graphs
-            .keys()
-            .filter(|k| k.agent == agent)
-            .cloned()
-            .collect();
-        for key in keys {
+        for key in keys_of(&self.graphs, agent) {
             self.armed.remove(&key);
             self.reschedule(&key, now);
         }
@@ -347,7 +342,8 @@ impl Scheduler {
             );
         }
         if changed {
-            self.effects.push(Effect::SaveIntents(agent.to_string()));
+            self.after_graphs
+                .push(Effect::SaveIntents(agent.to_string()));
         }
         let p = self.presence.get(agent)?;
         let next = intents::next_due(&p.intents, &p.tz).map(|(t, _)| t)?;
@@ -362,11 +358,32 @@ impl Scheduler {
     fn replan_intent(&mut self, agent: &str, chat: Chat, fired: Fired, now: Timestamp) {
         let key = ConversationKey::new(agent, chat.id);
         let not_before = crate::core::time::add(now, self.config.debounce);
-        let mut graph = TaskGraph::with_received(agent, chat, now, None, not_before);
-        if let Some(TaskSpec::Received { intent, .. }) =
-            graph.tasks.first_mut().map(|t| &mut t.spec)
+        // A message whose plan has not started yet is answered by the same plan.
+        let waiting = self.graphs.get(&key).and_then(|g| match g.tasks.first() {
+            Some(Task {
+                spec:
+                    TaskSpec::Received {
+                        message_id: Some(m),
+                        no_quote,
+                        ..
+                    },
+                status: TaskStatus::Pending,
+                not_before,
+                ..
+            }) => Some((*m, *no_quote, *not_before)),
+            _ => None,
+        });
+        let not_before = waiting
+            .and_then(|(_, _, nb)| nb)
+            .map_or(not_before, |nb| nb.max(not_before));
+        let mut graph =
+            TaskGraph::with_received(agent, chat, now, waiting.map(|(m, _, _)| m), not_before);
+        if let Some(TaskSpec::Received {
+            intent, no_quote, ..
+        }) = graph.tasks.first_mut().map(|t| &mut t.spec)
         {
             *intent = Some(fired);
+            *no_quote = waiting.is_some_and(|(_, q, _)| q);
         }
         if let Some(old) = self.graphs.get(&key) {
             graph.parked_until = old.parked_until.filter(|until| *until > now);
@@ -420,7 +437,7 @@ impl Scheduler {
             p.generating = None;
         }
         schedule.install(day.clone());
-        self.effects.push(Effect::SaveDay {
+        self.after_graphs.push(Effect::SaveDay {
             agent: agent.to_string(),
             day: Box::new(day),
         });
@@ -445,7 +462,8 @@ impl Scheduler {
         }) {
             Ok(change) => {
                 info!(event = "intent_changed", conversation = %key, change = ?change, "scheduled intent changed");
-                self.effects.push(Effect::SaveIntents(key.agent.clone()));
+                self.after_graphs
+                    .push(Effect::SaveIntents(key.agent.clone()));
                 self.presence_tick(&key.agent, now);
             }
             Err(refused) => {
