@@ -73,6 +73,18 @@ fn recording(
 
 /// Writes the agent's intents file with one intent for Alice.
 fn write_intent(state: &Path, id: &str, text: &str, due: &str, daily: bool) -> Intent {
+    write_intent_as(state, id, text, due, daily, false)
+}
+
+/// [`write_intent`], urgent or not.
+fn write_intent_as(
+    state: &Path,
+    id: &str,
+    text: &str,
+    due: &str,
+    daily: bool,
+    urgent: bool,
+) -> Intent {
     use personad::core::intents::{Every, Unit};
     let intent = Intent {
         id: id.into(),
@@ -85,7 +97,7 @@ fn write_intent(state: &Path, id: &str, text: &str, due: &str, daily: bool) -> I
             unit: Unit::Days,
         }),
         left: None,
-        urgent: false,
+        urgent,
     };
     std::fs::create_dir_all(state.join(AGENT)).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(
@@ -94,6 +106,30 @@ fn write_intent(state: &Path, id: &str, text: &str, due: &str, daily: bool) -> I
     )
     .unwrap_or_else(|e| panic!("{e}"));
     intent
+}
+
+/// The scripted day, one intent of Alice's (`event-0000000000aa`) due at `due` (local), and a
+/// runtime started (and loaded) at `at`.
+async fn with_intent(
+    dir: &Path,
+    due: &str,
+    daily: bool,
+    urgent: bool,
+    at: &str,
+) -> (Harness, Seen) {
+    write_days(dir, &["2026-11-26"]);
+    write_intent_as(
+        dir,
+        "event-0000000000aa",
+        "Ask about the exam",
+        due,
+        daily,
+        urgent,
+    );
+    let seen: Seen = Arc::default();
+    let h = start(dir, &seen, at);
+    h.started().await;
+    (h, seen)
 }
 
 /// The agent's intents file.
@@ -254,7 +290,10 @@ async fn at_noon_the_delay_follows_the_curve_and_online_answers_faster() -> Test
     let seen: Seen = Arc::default();
     let mut h = start(dir.path(), &seen, "2026-11-26T11:05:00Z");
     let first = h.say(&alice(), "Alice", "lunch?").await;
-    h.pass(Duration::from_secs(120)).await;
+    // A second message 45 s later does not push the reading time back.
+    h.pass(Duration::from_secs(45)).await;
+    h.say(&alice(), "Alice", "I'm at the usual place").await;
+    h.pass(Duration::from_secs(75)).await;
     let c = calls(&seen);
     assert_eq!(c.len(), 1);
     let (lo, hi) = presence::delay_range(50);
@@ -305,8 +344,8 @@ async fn a_crash_at_night_answers_the_backlog_once_after_waking() -> TestResult 
 }
 
 /// Every request to the mock fails: the day falls back to the deterministic template at
-/// once, the second call waits for the back-off, and after two calls the day is left alone
-/// (requests counted at the mock); a plan is never held up by any of it.
+/// once, the second call waits for the back-off, and after two calls the day is left alone,
+/// tomorrow's call included until the next local day (requests counted at the mock).
 #[tokio::test]
 async fn a_failing_schedule_call_falls_back_and_backs_off() -> TestResult {
     let server = MockServer::start().await;
@@ -361,9 +400,17 @@ async fn a_failing_schedule_call_falls_back_and_backs_off() -> TestResult {
     // Until 18:00 local nothing more is asked for today or tomorrow.
     h.pass(Duration::from_secs(8 * 3600)).await;
     assert_eq!(requests().await, 2, "two calls for the day at most");
-    // 18:00 local: tomorrow is asked for once.
+    // 18:00 local: tomorrow is due, but the day's two calls are spent: it waits for the next
+    // local day, and then it is asked for once (it is today by then).
     h.pass(Duration::from_secs(3600)).await;
-    assert_eq!(requests().await, 3, "tomorrow's call from 18:00");
+    assert_eq!(requests().await, 2, "two calls a day, all days together");
+    h.pass(Duration::from_secs(5 * 3600 + 45 * 60)).await;
+    assert_eq!(requests().await, 3, "the new day's call after midnight");
+    let state = std::fs::read_to_string(dir.path().join(AGENT).join("agent-state.json"))?;
+    assert!(
+        state.contains("2026-11-27"),
+        "the calls are counted on disk: {state}"
+    );
     h.stop().await?;
     Ok(())
 }
@@ -445,8 +492,8 @@ async fn an_intent_fires_after_waking_and_once_after_downtime() -> TestResult {
     Ok(())
 }
 
-/// `Reset Context On First Message`: a chat that starts anew loses its summaries and notes
-/// from the prompt once (archived, not deleted), and the plan gets `Start Of Conversation`.
+/// `Reset Context On First Message`: a chat that starts anew loses its summaries, notes and
+/// scheduled intents once (archived, not deleted), and the plan gets `Start Of Conversation`.
 #[tokio::test]
 async fn a_fresh_start_archives_the_chats_memory_once() -> TestResult {
     use personad::core::facts::{FactScope, FactWrite, Source};
@@ -484,6 +531,13 @@ async fn a_fresh_start_archives_the_chats_memory_once() -> TestResult {
             ..Default::default()
         },
     )?;
+    write_intent(
+        dir.path(),
+        "event-0000000000ee",
+        "Ask about the trip photos",
+        "2026-12-20T10:00",
+        false,
+    );
     let seen: Seen = Arc::default();
     let memory_seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let (s2, m2) = (Arc::clone(&seen), Arc::clone(&memory_seen));
@@ -527,11 +581,21 @@ async fn a_fresh_start_archives_the_chats_memory_once() -> TestResult {
     let archived = files_below(&dir.path().join(AGENT).join("memory").join("resets"));
     assert_eq!(
         archived.len(),
-        3,
-        "marker, summaries and notes: {archived:?}"
+        4,
+        "marker, summaries, notes and intents: {archived:?}"
     );
     assert!(archived.iter().any(|f| f.ends_with("summaries.md")));
     assert!(archived.iter().any(|f| f.ends_with("notes.md")));
+    assert!(archived.iter().any(|f| f.ends_with("intents.md")));
+    assert!(
+        c[0].2.intents.is_empty(),
+        "the dropped intents are not shown: {:?}",
+        c[0].2
+    );
+    assert!(
+        !intents_file(dir.path())?.contains("event-0000000000ee"),
+        "the chat's intents are gone"
+    );
     h.stop().await?;
     Ok(())
 }
@@ -555,6 +619,15 @@ async fn the_owner_sees_the_schedule_and_the_current_activity() -> TestResult {
     );
     let status = c.execute(Some(AGENT), Op::Status).await?;
     assert!(status.contains("now: Lunch (responsiveness 50"), "{status}");
+    // A reload that removes the `Daily Schedule` makes the persona always available.
+    h.handle.upsert_agent(personad::runtime::AgentHandle {
+        persona: Arc::new(persona_with(AGENT, "# Agent Timezone\nEurope/Berlin\n\n")),
+        telegram: h.telegram.clone(),
+    });
+    h.pass(Duration::from_secs(1)).await;
+    assert_eq!(h.handle.presence(AGENT), None);
+    let status = c.execute(Some(AGENT), Op::Status).await?;
+    assert!(status.contains("now: always available"), "{status}");
     h.stop().await?;
     Ok(())
 }
@@ -595,17 +668,16 @@ impl personad::ports::planner::Planner for SlowScheduler {
     }
 }
 
-/// The day's schedule is asked for in the agent's own chat: a message arriving while that
-/// call runs is read and answered after its own delay, long before the call returns, and the
-/// day the call wrote is used from then on.
-#[tokio::test]
-async fn the_schedule_call_never_holds_up_a_reply() -> TestResult {
-    let dir = tempfile::tempdir()?;
+/// A harness whose planner is a [`SlowScheduler`], started at `at` (and loaded).
+async fn start_slow(
+    dir: &Path,
+    at: &str,
+) -> Result<(Harness, Arc<SlowScheduler>), Box<dyn std::error::Error>> {
     let slow: Arc<Mutex<Option<Arc<SlowScheduler>>>> = Arc::default();
     let keep = Arc::clone(&slow);
-    let mut h = Harness::start_persona_at(
+    let h = Harness::start_persona_at(
         persona_with(AGENT, PERSONA),
-        dir.path(),
+        dir,
         move |clock| {
             let p = Arc::new(SlowScheduler {
                 clock,
@@ -619,7 +691,7 @@ async fn the_schedule_call_never_holds_up_a_reply() -> TestResult {
         },
         config(),
         &[alice()],
-        ts("2026-11-26T14:00:00Z"),
+        ts(at),
     );
     h.started().await;
     let planner = slow
@@ -628,6 +700,16 @@ async fn the_schedule_call_never_holds_up_a_reply() -> TestResult {
         .ok()
         .flatten()
         .ok_or("planner")?;
+    Ok((h, planner))
+}
+
+/// The day's schedule is asked for in the agent's own chat: a message arriving while that
+/// call runs is read and answered after its own delay, long before the call returns, and the
+/// day the call wrote is used from then on.
+#[tokio::test]
+async fn the_schedule_call_never_holds_up_a_reply() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (mut h, planner) = start_slow(dir.path(), "2026-11-26T14:00:00Z").await?;
     let msg = h.say(&alice(), "Alice", "free this afternoon?").await;
     h.pass(Duration::from_secs(100)).await;
     let plans = planner.plans.lock().map(|p| p.clone()).unwrap_or_default();
@@ -721,17 +803,14 @@ async fn an_intent_whose_plan_was_saved_before_a_crash_fires_once() -> TestResul
 #[tokio::test]
 async fn an_intent_due_while_a_message_waits_joins_its_plan() -> TestResult {
     let dir = tempfile::tempdir()?;
-    write_days(dir.path(), &["2026-11-26"]);
-    write_intent(
+    let (mut h, seen) = with_intent(
         dir.path(),
-        "event-0000000000aa",
-        "Ask about the exam",
         "2026-11-26T07:00",
         false,
-    );
-    let seen: Seen = Arc::default();
-    let mut h = start(dir.path(), &seen, "2026-11-26T05:30:00Z");
-    h.started().await;
+        false,
+        "2026-11-26T05:30:00Z",
+    )
+    .await;
     let msg = h.say(&alice(), "Alice", "morning! exam today").await;
     h.pass(Duration::from_secs(3600)).await;
     let c = calls(&seen);
@@ -739,6 +818,143 @@ async fn an_intent_due_while_a_message_waits_joins_its_plan() -> TestResult {
     assert_eq!(c[0].3, Some(msg.id), "the message stays the target");
     assert!(c[0].2.intent.is_some(), "and the intent fires in it");
     assert!(c[0].0 >= ts("2026-11-26T06:00:00Z"));
+    h.stop().await?;
+    Ok(())
+}
+
+/// A message that arrives before a fired intent's plan starts: the new plan answers the
+/// message and still carries the intent.
+#[tokio::test]
+async fn a_message_after_an_intent_fired_keeps_the_intent_in_the_plan() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (mut h, seen) = with_intent(
+        dir.path(),
+        "2026-11-26T14:00",
+        false,
+        false,
+        "2026-11-26T12:59:00Z",
+    )
+    .await;
+    // 14:00 local: the intent fires, and Alice writes before its plan starts.
+    h.pass(Duration::from_secs(60)).await;
+    let msg = h.say(&alice(), "Alice", "guess what").await;
+    h.pass(Duration::from_secs(120)).await;
+    let c = calls(&seen);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].3, Some(msg.id));
+    assert!(
+        c[0].2.intent.is_some(),
+        "the intent was dropped: {:?}",
+        c[0].2
+    );
+    assert!(!intents_file(dir.path())?.contains("event-0000000000aa"));
+    h.stop().await?;
+    Ok(())
+}
+
+/// An urgent intent fires at night even while a message waits for the morning, and its plan
+/// answers the message too.
+#[tokio::test]
+async fn an_urgent_intent_fires_at_night_with_the_waiting_message() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (mut h, seen) = with_intent(
+        dir.path(),
+        "2026-11-26T03:30",
+        false,
+        true,
+        "2026-11-26T02:00:00Z",
+    )
+    .await;
+    let msg = h.say(&alice(), "Alice", "my alarm is broken").await;
+    h.pass(Duration::from_secs(40 * 60)).await;
+    let c = calls(&seen);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert!(c[0].0 < ts("2026-11-26T02:40:00Z"), "planned at {}", c[0].0);
+    assert_eq!(c[0].3, Some(msg.id));
+    assert!(c[0].2.intent.is_some());
+    h.stop().await?;
+    Ok(())
+}
+
+/// A paused chat gets no plan from its intent (the intent moves on), and a disabled one
+/// neither.
+#[tokio::test]
+async fn a_paused_chat_gets_no_plan_from_an_intent() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let (mut h, seen) = with_intent(
+        dir.path(),
+        "2026-11-26T14:00",
+        true,
+        false,
+        "2026-11-26T12:00:00Z",
+    )
+    .await;
+    let ctl = controller(&h);
+    ctl.execute(
+        Some(AGENT),
+        Op::Pause {
+            chat: Some(alice().id.to_string()),
+            secs: None,
+        },
+    )
+    .await?;
+    h.pass(Duration::from_secs(2 * 3600)).await;
+    assert!(calls(&seen).is_empty(), "planned in a paused chat");
+    assert!(intents_file(dir.path())?.contains("due: 2026-11-27 14:00"));
+    ctl.execute(
+        Some(AGENT),
+        Op::Resume {
+            chat: Some(alice().id.to_string()),
+        },
+    )
+    .await?;
+    h.pass(Duration::from_secs(24 * 3600)).await;
+    assert_eq!(calls(&seen).len(), 1, "fires again once resumed");
+    h.stop().await?;
+    Ok(())
+}
+
+/// A day broken by hand is left alone (no call writes over it; the fallback covers it), and a
+/// day written by hand after the start is never written over by the call that was due.
+#[tokio::test]
+async fn days_written_by_hand_are_never_written_over() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let days = dir.path().join(AGENT).join("schedule");
+    std::fs::create_dir_all(&days)?;
+    let broken =
+        "<!-- schedule: source=edited -->\n- 00:00–07:00 | 0 | Sleep\n- 07:00–25:00 | 50 | Day\n";
+    std::fs::write(days.join("2026-11-26.md"), broken)?;
+    let (mut h, planner) = start_slow(dir.path(), "2026-11-26T10:00:00Z").await?;
+    h.pass(Duration::from_secs(600)).await;
+    assert_eq!(std::fs::read_to_string(days.join("2026-11-26.md"))?, broken);
+    assert_eq!(
+        planner.schedule_done.lock().map(|d| *d).ok().flatten(),
+        None,
+        "no call for a broken day"
+    );
+    // Tomorrow is written by hand at 18:01 local, while tomorrow's call (from 18:00, it
+    // takes 150 s) runs: the call's answer does not replace it.
+    h.pass(Duration::from_secs(6 * 3600 + 51 * 60)).await;
+    assert!(
+        planner
+            .schedule_done
+            .lock()
+            .map(|d| d.is_none())
+            .unwrap_or(false),
+        "the call is still running"
+    );
+    let mine = "<!-- schedule: source=edited -->\n- 00:00–09:00 | 0 | Sleep in\n- 09:00–24:00 | 90 | Holiday\n";
+    std::fs::write(days.join("2026-11-27.md"), mine)?;
+    h.pass(Duration::from_secs(600)).await;
+    assert!(
+        planner
+            .schedule_done
+            .lock()
+            .map(|d| d.is_some())
+            .unwrap_or(false),
+        "tomorrow's call ran"
+    );
+    assert_eq!(std::fs::read_to_string(days.join("2026-11-27.md"))?, mine);
     h.stop().await?;
     Ok(())
 }

@@ -41,6 +41,10 @@ pub struct AgentState {
     /// the graph is gone, so a crash before the plan was durable loses no message.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub handled: BTreeMap<ChatId, crate::core::model::MessageId>,
+    /// Schedule calls made on one local day of the persona (counted when a call is handed
+    /// out, so a crash mid-call still counts): at most two a day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_calls: Option<(jiff::civil::Date, u32)>,
 }
 
 impl AgentState {

@@ -265,6 +265,14 @@ impl DaySchedule {
                 Vec::new()
             }
         };
+        if !activities.is_empty() && activities.iter().all(Activity::asleep) {
+            // A day asleep throughout would silence the persona (and every fallback copied
+            // from it): a day needs a waking activity.
+            problems.push(problem(
+                0,
+                "no activity above responsiveness 0: a day needs some waking time",
+            ));
+        }
         if problems.is_empty() {
             Ok(DaySchedule {
                 date,
@@ -474,6 +482,8 @@ impl PresenceNow {
 pub struct Presence {
     pub tz: TimeZone,
     days: BTreeMap<Date, DaySchedule>,
+    /// Days whose file does not read: they fall back, and no call ever writes over them.
+    unreadable: std::collections::BTreeSet<Date>,
 }
 
 impl Presence {
@@ -481,12 +491,25 @@ impl Presence {
         Presence {
             tz,
             days: days.into_iter().map(|d| (d.date, d)).collect(),
+            unreadable: std::collections::BTreeSet::new(),
         }
+    }
+
+    /// Marks days whose file does not read (the operator fixes them; nothing writes them).
+    pub fn with_unreadable(mut self, dates: impl IntoIterator<Item = Date>) -> Presence {
+        self.unreadable.extend(dates);
+        self
+    }
+
+    /// Whether a day's file is on disk but does not read.
+    pub fn is_unreadable(&self, date: Date) -> bool {
+        self.unreadable.contains(&date)
     }
 
     /// Adds or replaces a day; days more than a week before it are forgotten.
     pub fn install(&mut self, day: DaySchedule) {
         let keep_from = day.date.checked_sub(jiff::Span::new().days(8)).ok();
+        self.unreadable.remove(&day.date);
         self.days.insert(day.date, day);
         if let Some(from) = keep_from {
             self.days.retain(|d, _| *d >= from);
@@ -520,8 +543,24 @@ impl Presence {
     /// The local date and minute of an instant.
     pub fn local(&self, at: Timestamp) -> (Date, u16) {
         let z = at.to_zoned(self.tz.clone());
-        let minute = u16::try_from(i32::from(z.hour()) * 60 + i32::from(z.minute())).unwrap_or(0);
-        (z.date(), minute)
+        let minute_of = |z: &jiff::Zoned| {
+            u16::try_from(i32::from(z.hour()) * 60 + i32::from(z.minute())).unwrap_or(0)
+        };
+        // The repeated hour of an autumn change is lived once: the second time round, the
+        // local time counts as the end of the repeated hour (so a sleep that ended in it does
+        // not start again).
+        let amb = self.tz.to_ambiguous_timestamp(z.datetime());
+        if let jiff::tz::AmbiguousOffset::Fold { before, after } = amb.offset()
+            && z.offset() == after
+            && let Some(tr) = self
+                .tz
+                .preceding(crate::core::time::add(at, Duration::from_nanos(1)))
+                .next()
+        {
+            let end = tr.timestamp().to_zoned(TimeZone::fixed(before));
+            return (end.date(), minute_of(&end));
+        }
+        (z.date(), minute_of(&z))
     }
 
     /// The first instant after `after` at which local `date` `minute` holds (1440: the next
@@ -537,11 +576,20 @@ impl Presence {
         let min = i8::try_from(minute % 60).unwrap_or(0);
         let dt = date.at(hour, min, 0, 0);
         let amb = self.tz.to_ambiguous_timestamp(dt);
-        // In a gap the local time does not exist: the instant after the gap (`compatible`).
+        // In a gap the local time does not exist: the moment the gap ends (the transition).
         // In a fold it exists twice: the earlier, or the later once the earlier has passed.
         let candidates = match amb.offset() {
             jiff::tz::AmbiguousOffset::Fold { .. } => [amb.earlier().ok(), amb.later().ok()],
-            _ => [amb.compatible().ok(), None],
+            jiff::tz::AmbiguousOffset::Gap { .. } => {
+                let first = [amb.earlier().ok(), amb.later().ok()]
+                    .into_iter()
+                    .flatten()
+                    .min();
+                let transition =
+                    first.and_then(|t| self.tz.following(t).next().map(|tr| tr.timestamp()));
+                [transition.or_else(|| amb.compatible().ok()), None]
+            }
+            jiff::tz::AmbiguousOffset::Unambiguous { .. } => [amb.compatible().ok(), None],
         };
         candidates
             .into_iter()
@@ -604,7 +652,7 @@ impl Presence {
     pub fn day_to_generate(&self, now: Timestamp) -> Option<Date> {
         let (today, minute) = self.local(now);
         let due = |d: Date| match self.days.get(&d) {
-            None => true,
+            None => !self.unreadable.contains(&d),
             Some(day) => day.may_regenerate(now),
         };
         if due(today) {

@@ -46,6 +46,24 @@ impl AccountSafety {
         self.states.get(agent)
     }
 
+    /// Schedule calls the agent made on local day `day`.
+    pub(crate) fn schedule_calls(&self, agent: &str, day: jiff::civil::Date) -> u32 {
+        self.states
+            .get(agent)
+            .and_then(|s| s.schedule_calls)
+            .filter(|(d, _)| *d == day)
+            .map_or(0, |(_, n)| n)
+    }
+
+    /// Counts one schedule call on local day `day` (the state must then be saved).
+    pub(crate) fn count_schedule_call(&mut self, agent: &str, day: jiff::civil::Date) {
+        let n = self.schedule_calls(agent, day);
+        self.states
+            .entry(agent.to_string())
+            .or_default()
+            .schedule_calls = Some((day, n + 1));
+    }
+
     pub(crate) fn is_disabled(&self, agent: &str, chat: ChatId) -> bool {
         self.states.get(agent).is_some_and(|s| s.is_disabled(chat))
     }

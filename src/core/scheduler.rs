@@ -28,7 +28,7 @@ use crate::core::safety::AccountSafety;
 mod admission;
 mod presence;
 pub(crate) use presence::AgentPresence;
-pub use presence::PresenceChange;
+pub use presence::{Paused, PresenceChange};
 
 /// A task the driver must run once the conversation's pending save is durable.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,6 +111,8 @@ pub(crate) struct Scheduler {
     presence: HashMap<String, AgentPresence>,
     /// Effects carried out after the pass's graph writes (saving intents and days).
     after_graphs: Vec<Effect>,
+    /// Each agent's pauses, as the owner's controls last told.
+    paused: HashMap<String, presence::Paused>,
 }
 
 impl Scheduler {
@@ -140,6 +142,7 @@ impl Scheduler {
             starts: Vec::new(),
             presence: HashMap::new(),
             after_graphs: Vec::new(),
+            paused: HashMap::new(),
         }
     }
 

@@ -56,12 +56,14 @@ pub trait FactStore: Send + Sync + 'static {
     /// `first`, its summaries (and with `notes`, its notes) leave the prompt: they are moved
     /// to an archive under the agent's memory, never deleted. Returns the files moved, or
     /// `None` when this start was already handled.
+    /// `intents` (the chat's scheduled intents as text, when they go too) is archived beside.
     fn fresh_start(
         &self,
         agent: &str,
         chat: ChatId,
         first: crate::core::model::MessageId,
         notes: bool,
+        intents: &str,
     ) -> Result<Option<Vec<PathBuf>>, FactError>;
 
     /// Saves a chat's summaries (only its `summarize` tasks write them, one at a time).

@@ -56,6 +56,8 @@ pub enum Write {
 #[derive(Debug, Default)]
 pub struct LoadedPresence {
     pub days: Vec<DaySchedule>,
+    /// Days whose file is there but does not read (left alone; the fallback covers them).
+    pub unreadable: Vec<jiff::civil::Date>,
     pub intents: Vec<Intent>,
     pub problems: Vec<String>,
 }

@@ -53,6 +53,9 @@ pub(crate) struct Driver {
     stop_when_idle: Option<String>,
     /// Who gets a hold on the clock once idle (`RuntimeHandle::hold_when_idle`).
     idle_waiters: Vec<tokio::sync::oneshot::Sender<Hold>>,
+    /// Intents saves waiting for graph writes of their agent (a fired intent's plan is on
+    /// disk before the intent moves on): the writes (conversation, generation) still due.
+    intents_after: HashMap<String, Vec<(ConversationKey, u64)>>,
 }
 
 impl Driver {
@@ -81,6 +84,7 @@ impl Driver {
             passes: 0,
             stop_when_idle: None,
             idle_waiters: Vec::new(),
+            intents_after: HashMap::new(),
         }
     }
 
@@ -235,9 +239,34 @@ impl Driver {
         for problem in &loaded.problems {
             error!(event = "presence_file_unreadable", agent = %agent, problem = %problem, "schedule or intents file unreadable: the day falls back (fix the file and reload)");
         }
-        let days = persona.daily_schedule.is_some().then_some(loaded.days);
+        // Writes still on their way make the disk older than memory: what they carry stays.
+        let current = self.sched.presence_of(agent);
+        let intents = match current {
+            Some(p)
+                if self
+                    .persister
+                    .is_pending(&Target::Intents(agent.to_string())) =>
+            {
+                p.intents.clone()
+            }
+            _ => loaded.intents,
+        };
+        let mut days = loaded.days;
+        if let Some(known) = current.and_then(|p| p.schedule.as_ref()) {
+            for day in known.days() {
+                let target = Target::Day(agent.to_string(), day.date.to_string());
+                if self.persister.is_pending(&target) {
+                    days.retain(|d| d.date != day.date);
+                    days.push(day.clone());
+                }
+            }
+        }
+        let schedule = persona.daily_schedule.is_some().then(|| {
+            crate::core::presence::Presence::new(tz.clone(), days)
+                .with_unreadable(loaded.unreadable)
+        });
         self.sched
-            .set_presence(agent, tz, days, loaded.intents, self.svc.clock.now());
+            .set_presence(agent, tz, schedule, intents, self.svc.clock.now());
         Ok(())
     }
 
@@ -292,6 +321,7 @@ impl Driver {
             }
             Event::Shutdown { reason } => self.sched.begin_stop(reason, now),
             Event::StopWhenIdle { reason } => self.stop_when_idle = Some(reason),
+            Event::SetPaused { agent, paused } => self.sched.set_paused(&agent, paused),
             Event::HoldWhenIdle(tx) => self.idle_waiters.push(tx),
             Event::UpsertAgent(agent) => self.upsert_agent(*agent, now).await?,
             Event::MigrateChat { agent, from, to } => {
@@ -345,9 +375,30 @@ impl Driver {
         Ok(())
     }
 
+    /// Writes the agent's intents as the scheduler holds them now.
+    fn save_intents(&mut self, agent: String) {
+        let intents = self
+            .sched
+            .presence_of(&agent)
+            .map(|p| p.intents.clone())
+            .unwrap_or_default();
+        self.persister.submit(
+            Target::Intents(agent.clone()),
+            Write::Intents(agent, intents),
+        );
+    }
+
     /// A conversation's write of `generation` is on disk: count the inbound messages it
-    /// covers and start the task that waited for it.
+    /// covers, start the task that waited for it, and save intents that waited for it.
     fn on_durable(&mut self, key: &ConversationKey, generation: u64) {
+        if let Some(needs) = self.intents_after.get_mut(&key.agent) {
+            needs.retain(|(k, g)| !(k == key && *g <= generation));
+            if needs.is_empty() {
+                self.intents_after.remove(&key.agent);
+                self.save_intents(key.agent.clone());
+                self.persister.flush();
+            }
+        }
         if let Some((count, needed)) = self.inbound_waiting.get(key)
             && *needed <= generation
         {
@@ -412,15 +463,16 @@ impl Driver {
                     self.persister.submit(target, Write::Day(agent, day));
                 }
                 Effect::SaveIntents(agent) => {
-                    let intents = self
-                        .sched
-                        .presence_of(&agent)
-                        .map(|p| p.intents.clone())
-                        .unwrap_or_default();
-                    self.persister.submit(
-                        Target::Intents(agent.clone()),
-                        Write::Intents(agent, intents),
-                    );
+                    let needs: Vec<(ConversationKey, u64)> = generations
+                        .iter()
+                        .filter(|(k, _)| k.agent == agent)
+                        .map(|(k, g)| (k.clone(), *g))
+                        .collect();
+                    if needs.is_empty() && !self.intents_after.contains_key(&agent) {
+                        self.save_intents(agent);
+                    } else {
+                        self.intents_after.entry(agent).or_default().extend(needs);
+                    }
                 }
                 Effect::Presence { agent, change } => {
                     let now = self.svc.clock.now();

@@ -107,6 +107,9 @@ impl Published {
                         r.asleep_until = None;
                     }
                 }
+                PresenceChange::Off => {
+                    all.remove(agent);
+                }
             }
         }
         let event = PresenceEvent {
@@ -337,6 +340,15 @@ impl RuntimeHandle {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.queue.push(Event::HoldWhenIdle(tx));
         async move { rx.await.ok() }
+    }
+
+    /// Tells the runtime the owner's pauses of `agent` (scheduled intents do not fire in a
+    /// paused chat).
+    pub fn set_paused(&self, agent: &str, paused: crate::core::scheduler::Paused) {
+        self.queue.push(Event::SetPaused {
+            agent: agent.to_string(),
+            paused,
+        });
     }
 
     pub fn status(&self) -> Status {

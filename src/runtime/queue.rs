@@ -48,6 +48,11 @@ pub(crate) enum Event {
     StopAgent { agent: String, reason: String },
     /// Stop gracefully.
     Shutdown { reason: String },
+    /// The owner's pauses of an agent changed (or were read at start).
+    SetPaused {
+        agent: String,
+        paused: crate::core::scheduler::Paused,
+    },
     /// Stop gracefully as soon as no conversation has work left (the playground's end of
     /// input): judged by the loop itself, so virtual time never runs past the last plan.
     StopWhenIdle { reason: String },

@@ -112,6 +112,7 @@ impl FactStore for FileFacts {
         chat: ChatId,
         first: crate::core::model::MessageId,
         notes: bool,
+        intents: &str,
     ) -> Result<Option<Vec<std::path::PathBuf>>, FactError> {
         let _one_at_a_time = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
         let marker = self.dir.reset_marker_path(agent, chat);
@@ -135,6 +136,11 @@ impl FactStore for FileFacts {
                 super::files::move_file(&path, &to)?;
                 moved.push(to);
             }
+        }
+        if !intents.trim().is_empty() {
+            let to = archive.join("intents.md");
+            write_atomic(&to, intents.as_bytes())?;
+            moved.push(to);
         }
         write_atomic(&marker, line.as_bytes())?;
         Ok(Some(moved))

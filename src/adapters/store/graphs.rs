@@ -179,10 +179,13 @@ impl GraphStore {
                     let bytes = json_bytes(&path, &state)?;
                     (path, Some(bytes))
                 }
-                Write::Day(agent, day) => (
-                    self.dir.schedule_day_path(&agent, day.date),
-                    Some(day.render(&agent).into_bytes()),
-                ),
+                Write::Day(agent, day) => {
+                    let path = self.dir.schedule_day_path(&agent, day.date);
+                    if !super::presence::may_write_day(&path, day.date)? {
+                        continue;
+                    }
+                    (path, Some(day.render(&agent).into_bytes()))
+                }
                 Write::Intents(agent, intents) => (
                     self.dir.intents_path(&agent),
                     Some(crate::core::intents::render_file(&agent, &intents).into_bytes()),

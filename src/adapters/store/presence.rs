@@ -63,10 +63,16 @@ pub(crate) fn load(dir: &StateDir, agent: &str, today: Date) -> Result<LoadedPre
         match read_day(dir, agent, date) {
             Ok(None) => {}
             Ok(Some(Ok(day))) => loaded.days.push(day),
-            Ok(Some(Err(mut problems))) => loaded.problems.append(&mut problems),
+            Ok(Some(Err(mut problems))) => {
+                loaded.problems.append(&mut problems);
+                loaded.unreadable.push(date);
+            }
             // A file that cannot be read at all (a link, a device, too big): reported, the
             // fallback covers the day.
-            Err(e) => loaded.problems.push(e.to_string()),
+            Err(e) => {
+                loaded.problems.push(e.to_string());
+                loaded.unreadable.push(date);
+            }
         }
     }
     let path = dir.intents_path(agent);
@@ -104,4 +110,18 @@ pub fn read_intents(
         None => Ok(Vec::new()),
         Some(text) => crate::core::intents::parse_file(&text),
     })
+}
+
+/// Whether a day's file may be written: it is absent, or a fallback. A day written (or broken)
+/// by hand since the runtime read it is never written over (logged).
+pub(crate) fn may_write_day(path: &std::path::Path, date: Date) -> Result<bool, StoreError> {
+    let Some(text) = read_optional(path)? else {
+        return Ok(true);
+    };
+    let fallback = DaySchedule::parse(&text, date)
+        .is_ok_and(|d| matches!(d.source, crate::core::presence::Source::Fallback { .. }));
+    if !fallback {
+        tracing::warn!(event = "schedule_file_kept", file = %path.display(), "a schedule day written by hand is kept; reload to use it");
+    }
+    Ok(fallback)
 }

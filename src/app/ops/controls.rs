@@ -261,6 +261,7 @@ impl Controller {
     /// Makes an agent known (at start and when hot reload starts one); loads its pauses.
     pub fn add_agent(&self, agent: &str, seat: Seat) {
         let pauses = load_pauses(&self.state, agent);
+        self.runtime.set_paused(agent, pauses.for_runtime());
         lock(&self.pauses).insert(agent.to_string(), pauses);
         lock(&self.seats).insert(agent.to_string(), seat);
     }
@@ -661,6 +662,7 @@ impl Controller {
     }
 
     async fn persist(&self, agent: &str, pauses: Pauses) -> Result<(), OpError> {
+        self.runtime.set_paused(agent, pauses.for_runtime());
         let (dir, name) = (self.state.clone(), agent.to_string());
         tokio::task::spawn_blocking(move || save_pauses(&dir, &name, &pauses))
             .await

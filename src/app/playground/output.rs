@@ -92,6 +92,10 @@ pub(super) async fn print_presence(
                 "until_local": local(*until), "at_ms": at_ms as i64,
             })
             .to_string(),
+            (PresenceChange::Off, true) => {
+                json!({"event": "schedule_off", "local": local(e.at), "at_ms": at_ms as i64})
+                    .to_string()
+            }
             (PresenceChange::Woke, true) => {
                 json!({"event": "woke", "local": local(e.at), "at_ms": at_ms as i64}).to_string()
             }
@@ -104,6 +108,7 @@ pub(super) async fn print_presence(
                     ),
                     PresenceChange::Asleep { until } => format!("asleep until {}", local(*until)),
                     PresenceChange::Woke => "woke up".to_string(),
+                    PresenceChange::Off => "no schedule: always available".to_string(),
                 };
                 terminal_safe(&format!("{t} {} · {what}", local(e.at)))
             }
@@ -369,8 +374,9 @@ impl crate::ports::facts::FactStore for ObservedFacts {
         chat: ChatId,
         first: MessageId,
         notes: bool,
+        intents: &str,
     ) -> Result<Option<Vec<std::path::PathBuf>>, crate::ports::facts::FactError> {
-        let moved = self.inner.fresh_start(agent, chat, first, notes)?;
+        let moved = self.inner.fresh_start(agent, chat, first, notes, intents)?;
         if let Some(files) = &moved {
             let _ = self.tx.send((
                 "reset",

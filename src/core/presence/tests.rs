@@ -112,9 +112,9 @@ fn dst_days_of_23_and_25_hours() {
     let start = p.instant(date("2026-03-29"), 0, ts("2026-03-28T00:00:00Z"));
     let end = p.instant(date("2026-03-29"), DAY_MINUTES, start);
     assert_eq!(end.duration_since(start).as_hours(), 23);
-    // A boundary inside the spring gap (02:30 does not exist) falls after the gap.
+    // A boundary inside the spring gap (02:30 does not exist) falls when the gap ends.
     let gap = p.instant(date("2026-03-29"), 150, ts("2026-03-29T00:00:00Z"));
-    assert_eq!(gap, ts("2026-03-29T01:30:00Z"));
+    assert_eq!(gap, ts("2026-03-29T01:00:00Z"));
 }
 
 #[test]
@@ -188,4 +188,61 @@ fn the_timing_curve() {
         "{lo} {hi}"
     );
     assert!(response_delay(10, true, 1.0).as_secs_f64() <= 5.0);
+}
+
+/// Boundaries inside the changes: a sleep ending at 02:30 on the spring day (02:30 does not
+/// exist) ends when the gap ends (03:00 CEST); on the autumn day it ends at the first 02:30,
+/// and the repeated hour does not put the persona back to sleep.
+#[test]
+fn boundaries_inside_the_gap_and_the_fold() {
+    let short = |d: &str| {
+        DaySchedule::parse(
+            "- 00:00–02:30 | 0 | Sleep\n- 02:30–23:00 | 60 | Up early\n- 23:00–24:00 | 0 | Sleep\n",
+            date(d),
+        )
+        .unwrap_or_else(|p| panic!("{p:?}"))
+    };
+    let p = Presence::new(
+        berlin(),
+        [
+            short("2026-03-28"),
+            short("2026-03-29"),
+            short("2026-10-24"),
+            short("2026-10-25"),
+        ],
+    );
+    // Spring: asleep at 01:30 CET (00:30Z); the gap ends at 01:00Z.
+    assert_eq!(
+        p.wake_at(ts("2026-03-29T00:30:00Z")),
+        Some(ts("2026-03-29T01:00:00Z"))
+    );
+    assert!(!p.now(ts("2026-03-29T01:00:00Z")).activity.asleep());
+    // Autumn: the first 02:30 is 00:30Z.
+    assert_eq!(
+        p.wake_at(ts("2026-10-25T00:00:00Z")),
+        Some(ts("2026-10-25T00:30:00Z"))
+    );
+    for awake in [
+        "2026-10-25T00:45:00Z",
+        "2026-10-25T01:10:00Z",
+        "2026-10-25T01:45:00Z",
+        "2026-10-25T02:10:00Z",
+    ] {
+        let state = p.now(ts(awake));
+        assert!(!state.activity.asleep(), "asleep again at {awake}");
+        assert!(state.until > ts(awake));
+    }
+}
+
+/// A day asleep throughout does not check out (it would silence the persona, and every
+/// fallback copied from it): the fallback covers it.
+#[test]
+fn a_day_asleep_throughout_is_refused() {
+    let problems = DaySchedule::parse("- 00:00–24:00 | 0 | Sleep\n", date("2026-11-26"))
+        .err()
+        .unwrap_or_default();
+    assert!(
+        problems.iter().any(|p| p.message.contains("waking time")),
+        "{problems:?}"
+    );
 }

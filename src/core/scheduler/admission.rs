@@ -95,17 +95,21 @@ impl Scheduler {
         }
         if let Some(old) = self.graphs.get(&key) {
             debug!(conversation = %key, old = %old.id, new = %graph.id, "replanning");
-            // Telegram's "wait" applies to the conversation, not to one plan.
-            graph.parked_until = old.parked_until.filter(|until| *until > now);
-            // A group batch still waiting for the classifier keeps its place.
-            if let Some(classify) = old
+            // Telegram's "wait" and a group batch waiting for the classifier stay.
+            super::presence::carry_over(old, &mut graph, now);
+            // A scheduled intent whose plan was not made yet is answered by the new plan.
+            if let Some(TaskSpec::Received {
+                intent: Some(fired),
+                ..
+            }) = old
                 .tasks
-                .iter()
-                .find(|t| t.kind() == TaskKind::Classify && t.status != TaskStatus::Done)
+                .first()
+                .filter(|t| t.status != TaskStatus::Done)
+                .map(|t| &t.spec)
+                && let Some(TaskSpec::Received { intent, .. }) =
+                    graph.tasks.first_mut().map(|t| &mut t.spec)
             {
-                let mut carried = Task::new(classify.spec.clone(), now);
-                carried.not_before = classify.not_before;
-                graph.tasks.push(carried);
+                *intent = Some(fired.clone());
             }
         }
         // A planning step of the superseded graph is abandoned; a side effect in flight is

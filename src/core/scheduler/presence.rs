@@ -12,6 +12,37 @@ use super::*;
 use crate::core::intents::{self, Fired, Intent};
 use crate::core::presence::{self, DaySchedule, Presence, PresenceNow};
 
+/// An agent's pauses as the owner set them (`/pause`): every chat, or some, each until an
+/// instant or until resumed. Paused chats get no plan from a scheduled intent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Paused {
+    /// Every chat: `Some(until)` (`None` inside: until resumed).
+    pub all: Option<Option<Timestamp>>,
+    pub chats: std::collections::BTreeMap<ChatId, Option<Timestamp>>,
+}
+
+impl Paused {
+    fn holds(&self, chat: ChatId, now: Timestamp) -> bool {
+        let active = |until: &Option<Timestamp>| until.is_none_or(|u| u > now);
+        self.all.as_ref().is_some_and(active) || self.chats.get(&chat).is_some_and(active)
+    }
+}
+
+/// What a replacing plan takes from the graph it replaces: Telegram's wait (it applies to
+/// the conversation) and a group batch still waiting for the classifier.
+pub(super) fn carry_over(old: &TaskGraph, new: &mut TaskGraph, now: Timestamp) {
+    new.parked_until = old.parked_until.filter(|until| *until > now);
+    if let Some(classify) = old
+        .tasks
+        .iter()
+        .find(|t| t.kind() == TaskKind::Classify && t.status != TaskStatus::Done)
+    {
+        let mut carried = Task::new(classify.spec.clone(), now);
+        carried.not_before = classify.not_before;
+        new.tasks.push(carried);
+    }
+}
+
 /// A change of an agent's presence, for the operator's views (`ctl status`, the playground).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PresenceChange {
@@ -21,6 +52,8 @@ pub enum PresenceChange {
     Asleep { until: Timestamp },
     /// The persona woke up.
     Woke,
+    /// The persona has no schedule any more (always available).
+    Off,
 }
 
 /// What the scheduler keeps of one agent's presence.
@@ -54,7 +87,7 @@ impl Scheduler {
         &mut self,
         agent: &str,
         tz: TimeZone,
-        days: Option<Vec<DaySchedule>>,
+        schedule: Option<Presence>,
         mut intents: Vec<Intent>,
         now: Timestamp,
     ) {
@@ -87,7 +120,13 @@ impl Scheduler {
             }
         }
         let previous = self.presence.remove(agent);
-        let schedule = days.map(|d| Presence::new(tz.clone(), d));
+        if schedule.is_none() && previous.as_ref().is_some_and(|p| p.schedule.is_some()) {
+            // The persona lost its `Daily Schedule`: it is always available from now on.
+            self.effects.push(Effect::Presence {
+                agent: agent.to_string(),
+                change: PresenceChange::Off,
+            });
+        }
         self.presence.insert(
             agent.to_string(),
             AgentPresence {
@@ -141,6 +180,15 @@ impl Scheduler {
         self.asleep_until(&graph.agent, now)
     }
 
+    /// Records the agent's pauses (the owner's controls tell the runtime whenever they change).
+    pub(crate) fn set_paused(&mut self, agent: &str, paused: Paused) {
+        self.paused.insert(agent.to_string(), paused);
+    }
+
+    fn is_paused(&self, agent: &str, chat: ChatId, now: Timestamp) -> bool {
+        self.paused.get(agent).is_some_and(|p| p.holds(chat, now))
+    }
+
     pub(super) fn is_own_chat(&self, agent: &str, chat: ChatId) -> bool {
         self.safety.own_chat(agent).is_some_and(|c| c.id == chat)
     }
@@ -166,11 +214,15 @@ impl Scheduler {
             Some(wake) => (wake, false),
             None => (from, p.online_until.is_some_and(|u| u > from)),
         };
+        if let Some(pending) = pending {
+            // The reading time was drawn when the first message came: a later one only
+            // adds the debounce.
+            return pending.max(debounced);
+        }
         let r = schedule.now(start).activity.responsiveness;
         let read =
             crate::core::time::add(start, presence::response_delay(r, online, fastrand::f64()));
-        let at = read.max(debounced);
-        pending.filter(|p| *p > at).unwrap_or(at)
+        read.max(debounced)
     }
 
     /// A message of the agent's went out: it stays online for a while.
@@ -233,22 +285,29 @@ impl Scheduler {
                 });
             }
             let claimed = p.generating.filter(|(_, until)| *until > now);
+            let (today, minute) = schedule.local(now);
+            // At most two calls a day (the persona's local day of the call, all target days
+            // together; counted in the agent's state when handed out).
+            let calls_left = self.safety.schedule_calls(agent, today) < presence::CALLS_PER_DAY;
             if let Some(day) = schedule.day_to_generate(now)
                 && claimed.is_none_or(|(d, _)| d != day)
+                && calls_left
             {
-                generate = Some(day);
+                generate = Some((day, today));
             }
             // From 18:00 local, the next day may be asked for.
-            let (today, minute) = schedule.local(now);
             if minute < presence::GENERATE_FROM_MINUTE {
                 next.push(schedule.instant(today, presence::GENERATE_FROM_MINUTE, now));
             }
-            if let Some(Source::Fallback {
-                retry_at: Some(at), ..
-            }) = schedule.known(today).map(|d| &d.source)
-                && *at > now
-            {
-                next.push(*at);
+            let tomorrow = today.tomorrow().unwrap_or(today);
+            for day in [today, tomorrow] {
+                if let Some(Source::Fallback {
+                    retry_at: Some(at), ..
+                }) = schedule.known(day).map(|d| &d.source)
+                    && *at > now
+                {
+                    next.push(*at);
+                }
             }
             if let Some((_, until)) = claimed {
                 next.push(until);
@@ -262,9 +321,13 @@ impl Scheduler {
         if let Some(p) = self.presence.get_mut(agent) {
             p.announced = announced;
             p.asleep = asleep;
-            if let Some(day) = generate {
+            if let Some((day, _)) = generate {
                 p.generating = Some((day, crate::core::time::add(now, CLAIM)));
             }
+        }
+        if let Some((_, today)) = generate {
+            self.safety.count_schedule_call(agent, today);
+            self.effects.push(Effect::SaveAgentState(agent.to_string()));
         }
         for change in changes {
             self.effects.push(Effect::Presence {
@@ -275,7 +338,7 @@ impl Scheduler {
         if fell_asleep {
             self.own_task(agent, TaskSpec::Presence { online: false }, now);
         }
-        if let Some(day) = generate {
+        if let Some((day, _)) = generate {
             self.own_task(
                 agent,
                 TaskSpec::Schedule {
@@ -317,6 +380,12 @@ impl Scheduler {
             }
         }
         for (intent, due) in fires {
+            if self.safety.is_disabled(agent, intent.chat)
+                || self.is_paused(agent, intent.chat, now)
+            {
+                info!(event = "intent_skipped", agent = %agent, chat = %intent.chat, intent = %intent.id, "scheduled intent skipped: the chat is paused or disabled");
+                continue;
+            }
             let chat = Chat {
                 id: intent.chat,
                 kind: if intent.chat.0 > 0 {
@@ -345,13 +414,18 @@ impl Scheduler {
             self.after_graphs
                 .push(Effect::SaveIntents(agent.to_string()));
         }
+        // A sleeping persona's intents wait for its wake-up, unless urgent.
         let p = self.presence.get(agent)?;
-        let next = intents::next_due(&p.intents, &p.tz).map(|(t, _)| t)?;
-        // A sleeping persona's intents wait for its wake-up (the schedule's deadline).
-        Some(match wake {
-            Some(w) if next < w => w,
-            _ => next,
-        })
+        p.intents
+            .iter()
+            .map(|i| {
+                let at = intents::instant(i.due, &p.tz);
+                match wake {
+                    Some(w) if !i.urgent => at.max(w),
+                    _ => at,
+                }
+            })
+            .min()
     }
 
     /// A plan in the intent's chat, replacing what was planned there.
@@ -373,8 +447,10 @@ impl Scheduler {
             }) => Some((*m, *no_quote, *not_before)),
             _ => None,
         });
+        // It keeps the message's reading time, unless it is urgent (it runs now).
         let not_before = waiting
             .and_then(|(_, _, nb)| nb)
+            .filter(|_| !fired.urgent)
             .map_or(not_before, |nb| nb.max(not_before));
         let mut graph =
             TaskGraph::with_received(agent, chat, now, waiting.map(|(m, _, _)| m), not_before);
@@ -386,7 +462,7 @@ impl Scheduler {
             *no_quote = waiting.is_some_and(|(_, q, _)| q);
         }
         if let Some(old) = self.graphs.get(&key) {
-            graph.parked_until = old.parked_until.filter(|until| *until > now);
+            carry_over(old, &mut graph, now);
         }
         self.abandon_cancel_safe(&key);
         self.graphs.insert(key.clone(), graph);
@@ -435,6 +511,15 @@ impl Scheduler {
         };
         if p.generating.is_some_and(|(d, _)| d == day.date) {
             p.generating = None;
+        }
+        let written_meanwhile = schedule.is_unreadable(day.date)
+            || schedule
+                .known(day.date)
+                .is_some_and(|d| !matches!(d.source, Source::Fallback { .. }));
+        if written_meanwhile {
+            // A day written (or broken) by hand while the call ran is the operator's.
+            info!(event = "schedule_kept", agent = %agent, date = %day.date, "a day written meanwhile is kept; the call's answer is dropped");
+            return;
         }
         schedule.install(day.clone());
         self.after_graphs.push(Effect::SaveDay {

@@ -73,17 +73,31 @@ impl TaskHandler for Received {
                         .map(str::to_string);
                 }
             }
-            let fresh_start = fresh_start(ctx, &history).await;
+            let fresh = fresh_start(ctx, &history).await;
+            // A full reset made now drops the chat's intents too (tasks leading the plan).
+            let dropped: Vec<String> = match (&fresh, &ctx.presence) {
+                (Some((_, true)), Some(p))
+                    if ctx.persona.fresh_start == FreshStart::ResetContext =>
+                {
+                    p.intents
+                        .iter()
+                        .filter(|i| i.chat == ctx.chat.id)
+                        .map(|i| i.id.clone())
+                        .collect()
+                }
+                _ => Vec::new(),
+            };
             let (memory, summaries) = memory_view(ctx, &history).await;
             let moment = Moment {
                 activity: schedule.map(|s| s.now(now).prompt_text(&s.tz)),
                 intent,
-                intents: ctx
-                    .presence
-                    .as_ref()
-                    .map(|p| crate::core::intents::prompt_lines(&p.intents, ctx.chat.id))
-                    .unwrap_or_default(),
-                fresh_start,
+                intents: match &ctx.presence {
+                    Some(p) if dropped.is_empty() => {
+                        crate::core::intents::prompt_lines(&p.intents, ctx.chat.id)
+                    }
+                    _ => String::new(),
+                },
+                fresh_start: fresh.map(|(text, _)| text),
             };
             let actions = ctx
                 .planner
@@ -104,7 +118,17 @@ impl TaskHandler for Received {
                 tracing::info!(agent = %ctx.key.agent, chat = %ctx.key.chat, "planner chose silence");
             }
             let pacing = persona_pacing(&ctx.persona, ctx.config.pacing);
-            let mut tasks = tasks_from_actions(actions, now, pacing);
+            let mut tasks: Vec<Task> = dropped
+                .into_iter()
+                .map(|id| {
+                    let write = crate::core::intents::IntentWrite {
+                        id: Some(id),
+                        ..Default::default()
+                    };
+                    Task::new(TaskSpec::Intent { write }, now)
+                })
+                .collect();
+            tasks.extend(tasks_from_actions(actions, now, pacing));
             // Summaries are written after the reply, as a task of their own.
             if summaries.is_some_and(|f| {
                 crate::core::summaries::due(&history, &f, now, ctx.config.history_limit).is_some()
@@ -124,7 +148,10 @@ const FRESH_MESSAGES: usize = 5;
 /// Message` (or `Clear Summaries On First Message`) the chat's summaries (and notes) leave
 /// the prompt, once per start: the memory store archives them and records the start's first
 /// message. `None` when the chat does not start anew or the persona has neither heading.
-async fn fresh_start(ctx: &TaskContext, history: &[crate::core::model::Message]) -> Option<String> {
+async fn fresh_start(
+    ctx: &TaskContext,
+    history: &[crate::core::model::Message],
+) -> Option<(String, bool)> {
     let persona = &ctx.persona;
     if persona.fresh_start == FreshStart::Keep && persona.start_of_conversation.is_none() {
         return None;
@@ -135,7 +162,14 @@ async fn fresh_start(ctx: &TaskContext, history: &[crate::core::model::Message])
     }
     let text = persona.start_of_conversation.clone().unwrap_or_default();
     let Some(facts) = ctx.facts.clone() else {
-        return Some(text);
+        return Some((text, false));
+    };
+    // With a full reset the chat's scheduled intents go too (archived with the rest).
+    let intents = match (&ctx.presence, persona.fresh_start) {
+        (Some(p), FreshStart::ResetContext) => {
+            crate::core::intents::prompt_lines(&p.intents, ctx.chat.id)
+        }
+        _ => String::new(),
     };
     let (agent, chat) = (ctx.key.agent.clone(), ctx.chat.id);
     let reset = persona.fresh_start;
@@ -150,23 +184,30 @@ async fn fresh_start(ctx: &TaskContext, history: &[crate::core::model::Message])
             return Ok(Some(None));
         }
         facts
-            .fresh_start(&agent, chat, first, reset == FreshStart::ResetContext)
+            .fresh_start(
+                &agent,
+                chat,
+                first,
+                reset == FreshStart::ResetContext,
+                &intents,
+            )
             .map(Some)
     })
     .await;
     match done {
         Ok(Ok(None)) => None,
         Ok(Ok(Some(moved))) => {
+            let now = moved.is_some();
             if let Some(files) = moved {
-                tracing::info!(event = "fresh_start", agent = %ctx.key.agent, chat = %ctx.chat.id, first = %first, archived = files.len(), "the chat starts anew: its summaries and notes leave the prompt (archived)");
+                tracing::info!(event = "fresh_start", agent = %ctx.key.agent, chat = %ctx.chat.id, first = %first, archived = files.len(), "the chat starts anew: its summaries, notes and intents leave the prompt (archived)");
             }
-            Some(text)
+            Some((text, now))
         }
         Ok(Err(e)) => {
             tracing::warn!(event = "memory_file_unreadable", agent = %ctx.key.agent, problem = %e, "fresh start not recorded");
-            Some(text)
+            Some((text, false))
         }
-        Err(_) => Some(text),
+        Err(_) => Some((text, false)),
     }
 }
 

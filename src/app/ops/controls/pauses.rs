@@ -34,6 +34,18 @@ pub struct Pauses {
 }
 
 impl Pauses {
+    /// What the runtime keeps of them (scheduled intents do not fire in a paused chat).
+    pub(crate) fn for_runtime(&self) -> crate::core::scheduler::Paused {
+        crate::core::scheduler::Paused {
+            all: self.all.as_ref().map(|p| p.until),
+            chats: self
+                .chats
+                .iter()
+                .map(|(chat, p)| (ChatId(*chat), p.until))
+                .collect(),
+        }
+    }
+
     pub fn is_paused(&self, chat: ChatId, now: Timestamp) -> bool {
         self.all.as_ref().is_some_and(|p| p.active(now))
             || self.chats.get(&chat.0).is_some_and(|p| p.active(now))
