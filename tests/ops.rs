@@ -577,6 +577,76 @@ fn owner_commands_work_in_saved_messages_only_and_a_pause_survives_a_restart() -
     Ok(())
 }
 
+/// The daemon learns the owner's pauses before its loop starts: an overdue intent in a paused
+/// chat does not fire at start (it is skipped and moves on), while one in another chat does.
+#[test]
+fn an_overdue_intent_in_a_paused_chat_does_not_fire_at_start() -> TestResult {
+    use personad::adapters::memory::user_id_for;
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let mut reaper = Reaper(Some(start(&s, &["--planner", "echo"], &[])?));
+    wait_up(&s)?;
+    for who in ["Alice", "Bob"] {
+        ctl(&s, &["say", "--from", who, "hi"])?;
+        poll(Duration::from_secs(10), || {
+            texts(&s, "Tess", who)
+                .iter()
+                .any(|t| t == "Tess heard: hi")
+                .then_some(())
+        })
+        .ok_or("no answer")?;
+    }
+    ctl(&s, &["say", "--chat", "me", "/pause Alice"])?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Saved Messages")
+            .iter()
+            .any(|t| t.contains("paused chat"))
+            .then_some(())
+    })
+    .ok_or("not paused")?;
+    stop_daemon(&mut reaper)?;
+    let intent = |id: &str, who: &str| {
+        format!(
+            "## {id}\n- chat: {} ({who})\n- due: 2026-01-01 09:00\n\nSay good morning.\n\n",
+            user_id_for(who)
+        )
+    };
+    std::fs::write(
+        s.state().join("Tess").join("intents.md"),
+        format!(
+            "# Tess: scheduled intents\n\n{}{}",
+            intent("event-00000000000a", "Alice"),
+            intent("event-00000000000b", "Bob")
+        ),
+    )?;
+    reaper.0 = Some(start(&s, &["--planner", "echo"], &[])?);
+    wait_up(&s)?;
+    poll(Duration::from_secs(10), || {
+        (texts(&s, "Tess", "Bob")
+            .iter()
+            .filter(|t| *t == "Tess heard: hi")
+            .count()
+            == 2)
+            .then_some(())
+    })
+    .ok_or("Bob's intent did not fire")?;
+    poll(Duration::from_secs(10), || {
+        s.log_text().contains("intent_skipped").then_some(())
+    })
+    .ok_or("Alice's intent was not skipped")?;
+    assert_eq!(
+        texts(&s, "Tess", "Alice")
+            .iter()
+            .filter(|t| t.starts_with("Tess heard"))
+            .count(),
+        1,
+        "a paused chat got a plan from its intent"
+    );
+    let left = std::fs::read_to_string(s.state().join("Tess").join("intents.md"))?;
+    assert!(!left.contains("event-00000000000a"), "{left}");
+    stop_daemon(&mut reaper)?;
+    Ok(())
+}
+
 /// Keys of one JSON object in order, duplicates kept.
 fn keys_of(line: &str) -> Result<Vec<String>, serde_json::Error> {
     use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};

@@ -196,6 +196,12 @@ async fn a_message_at_three_is_read_and_answered_only_after_waking() -> TestResu
     assert!(calls(&seen).is_empty(), "planned during sleep");
     assert!(reads(&h).is_empty(), "read during sleep");
     assert!(send_times(&h).is_empty());
+    // The owner's commands work at night.
+    let status = controller(&h).execute(Some(AGENT), Op::Status).await?;
+    assert!(
+        status.contains("now: Sleep (asleep until 2026-11-26T06:00:00Z)"),
+        "{status}"
+    );
     let graphs = personad::adapters::store::GraphStore::new(
         personad::adapters::store::StateDir::new(dir.path()),
     )
@@ -955,6 +961,70 @@ async fn days_written_by_hand_are_never_written_over() -> TestResult {
         "tomorrow's call ran"
     );
     assert_eq!(std::fs::read_to_string(days.join("2026-11-27.md"))?, mine);
+    h.stop().await?;
+    Ok(())
+}
+
+/// A message whose reading time fell into the night, and a second one at night: the backlog
+/// is read after waking with the delay at the wake-up's responsiveness, not at once.
+#[tokio::test]
+async fn a_reading_time_that_fell_into_the_night_is_drawn_again_at_waking() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    write_days(dir.path(), &["2026-11-26", "2026-11-27"]);
+    let seen: Seen = Arc::default();
+    let mut h = start(dir.path(), &seen, "2026-11-26T20:59:50Z");
+    h.started().await;
+    h.say(&alice(), "Alice", "still up?").await;
+    h.pass(Duration::from_secs(3600)).await;
+    h.say(&alice(), "Alice", "guess not").await;
+    h.pass(Duration::from_secs(8 * 3600 + 10 * 60)).await;
+    let c = calls(&seen);
+    assert_eq!(c.len(), 1, "{c:?}");
+    let (lo, hi) = presence::delay_range(40);
+    let delay = secs_between(ts("2026-11-27T06:00:00Z"), c[0].0);
+    assert!(delay >= lo && delay <= hi, "read {delay:.1} s after waking");
+    h.stop().await?;
+    Ok(())
+}
+
+/// A fresh start whose first planning attempt fails: the retry (the start already recorded)
+/// still drops the chat's intents.
+#[tokio::test]
+async fn a_fresh_start_retried_still_drops_the_chats_intents() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    write_intent(
+        dir.path(),
+        "event-0000000000ff",
+        "Old reminder",
+        "2026-12-20T10:00",
+        false,
+    );
+    let seen: Seen = Arc::default();
+    let s2 = Arc::clone(&seen);
+    let mut h = Harness::start_persona_at(
+        persona_with(AGENT, "# Reset Context On First Message\n\n"),
+        dir.path(),
+        move |_| {
+            Arc::new(ScriptedPlanner::new(move |req, n| {
+                if let Ok(mut s) = s2.lock() {
+                    s.push((req.now, req.history.len(), req.moment.clone(), req.target));
+                }
+                if n == 0 {
+                    return Err(personad::core::plan::PlanError::Transient("503".into()));
+                }
+                Ok(vec![send("hello")])
+            }))
+        },
+        config(),
+        &[alice()],
+        t0(),
+    );
+    h.started().await;
+    h.say(&alice(), "Alice", "hi").await;
+    h.pass(Duration::from_secs(60)).await;
+    assert_eq!(calls(&seen).len(), 2, "a failed attempt and its retry");
+    assert!(!intents_file(dir.path())?.contains("event-0000000000ff"));
+    assert_eq!(send_times(&h).len(), 1);
     h.stop().await?;
     Ok(())
 }

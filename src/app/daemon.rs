@@ -338,9 +338,13 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
     // The admission chain every inbound message takes: owner controls, then the group gates.
     let gated = services::admission(&handle, Some(controller.gate()), &groups);
     controller.set_ingress(gated.clone());
+    // Before the loop starts: the runtime learns the owner's pauses (as events queued ahead
+    // of everything), so no scheduled intent fires in a paused chat at start.
+    for (_, persona, seat, _) in &opened {
+        controller.add_agent(&persona.name, seat.clone());
+    }
     let run = tokio::spawn(runtime.run());
     for (path, persona, seat, connected) in opened {
-        controller.add_agent(&persona.name, seat.clone());
         let pump_stop = fleet.pump(&persona, &seat, connected, gated.clone());
         fleet.running.insert(
             persona.name.clone(),

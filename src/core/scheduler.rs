@@ -65,8 +65,9 @@ pub(crate) enum Effect {
         agent: String,
         day: Box<crate::core::presence::DaySchedule>,
     },
-    /// Save the agent's scheduled intents.
-    SaveIntents(String),
+    /// Save the agent's scheduled intents; `after`: only once this pass's graph writes of the
+    /// agent are durable (an intent fired: its plan is on disk first).
+    SaveIntents { agent: String, after: bool },
     /// The agent's presence changed: show it (status, the playground).
     Presence {
         agent: String,

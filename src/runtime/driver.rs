@@ -245,7 +245,8 @@ impl Driver {
             Some(p)
                 if self
                     .persister
-                    .is_pending(&Target::Intents(agent.to_string())) =>
+                    .is_pending(&Target::Intents(agent.to_string()))
+                    || self.intents_after.contains_key(agent) =>
             {
                 p.intents.clone()
             }
@@ -377,11 +378,10 @@ impl Driver {
 
     /// Writes the agent's intents as the scheduler holds them now.
     fn save_intents(&mut self, agent: String) {
-        let intents = self
-            .sched
-            .presence_of(&agent)
-            .map(|p| p.intents.clone())
-            .unwrap_or_default();
+        // An agent that stopped meanwhile keeps its file as it is.
+        let Some(intents) = self.sched.presence_of(&agent).map(|p| p.intents.clone()) else {
+            return;
+        };
         self.persister.submit(
             Target::Intents(agent.clone()),
             Write::Intents(agent, intents),
@@ -462,7 +462,15 @@ impl Driver {
                     let target = Target::Day(agent.clone(), day.date.to_string());
                     self.persister.submit(target, Write::Day(agent, day));
                 }
-                Effect::SaveIntents(agent) => {
+                Effect::SaveIntents {
+                    agent,
+                    after: false,
+                } => {
+                    if !self.intents_after.contains_key(&agent) {
+                        self.save_intents(agent);
+                    }
+                }
+                Effect::SaveIntents { agent, after: true } => {
                     let needs: Vec<(ConversationKey, u64)> = generations
                         .iter()
                         .filter(|(k, _)| k.agent == agent)

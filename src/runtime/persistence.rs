@@ -85,8 +85,6 @@ impl Persister {
         }
     }
 
-    /// Queues a write (replacing a queued one for the same file); returns its generation.
-    /// Nothing is written before [`Persister::flush`].
     /// Whether a write for `target` is waiting or running.
     pub(crate) fn is_pending(&self, target: &Target) -> bool {
         self.slots
@@ -94,6 +92,8 @@ impl Persister {
             .is_some_and(|slot| slot.running || slot.next.is_some())
     }
 
+    /// Queues a write (replacing a queued one for the same file); returns its generation.
+    /// Nothing is written before [`Persister::flush`].
     pub(crate) fn submit(&mut self, target: Target, write: Write) -> u64 {
         self.next_gen += 1;
         let generation = self.next_gen;

@@ -110,6 +110,11 @@ impl Scheduler {
                     graph.tasks.first_mut().map(|t| &mut t.spec)
             {
                 *intent = Some(fired.clone());
+                if fired.urgent {
+                    // An urgent intent runs now, night or not: the message rides along.
+                    graph.tasks[0].not_before =
+                        Some(crate::core::time::add(now, self.config.debounce));
+                }
             }
         }
         // A planning step of the superseded graph is abandoned; a side effect in flight is

@@ -141,10 +141,16 @@ impl Scheduler {
             },
         );
         if moved {
-            self.after_graphs
-                .push(Effect::SaveIntents(agent.to_string()));
+            self.effects.push(Effect::SaveIntents {
+                agent: agent.to_string(),
+                after: false,
+            });
         }
-        self.presence_tick(agent, now);
+        // The first look happens in the pass's `advance`, after the queued events (the
+        // owner's pauses at start) are applied.
+        if let Some(p) = self.presence.get_mut(agent) {
+            p.boundary = Some(now);
+        }
         self.reschedule_agent(agent, now);
     }
 
@@ -210,11 +216,14 @@ impl Scheduler {
         let Some(schedule) = &p.schedule else {
             return debounced;
         };
-        let (start, online) = match schedule.wake_at(from) {
+        let wake = schedule.wake_at(from);
+        let (start, online) = match wake {
             Some(wake) => (wake, false),
             None => (from, p.online_until.is_some_and(|u| u > from)),
         };
-        if let Some(pending) = pending {
+        // Asleep, the reading time is drawn again from the wake-up (a kept one may have come
+        // and gone during the night).
+        if let Some(pending) = pending.filter(|_| wake.is_none()) {
             // The reading time was drawn when the first message came: a later one only
             // adds the debounce.
             return pending.max(debounced);
@@ -292,6 +301,7 @@ impl Scheduler {
             if let Some(day) = schedule.day_to_generate(now)
                 && claimed.is_none_or(|(d, _)| d != day)
                 && calls_left
+                && !self.schedule_task_waits(agent, day)
             {
                 generate = Some((day, today));
             }
@@ -411,8 +421,10 @@ impl Scheduler {
             );
         }
         if changed {
-            self.after_graphs
-                .push(Effect::SaveIntents(agent.to_string()));
+            self.after_graphs.push(Effect::SaveIntents {
+                agent: agent.to_string(),
+                after: true,
+            });
         }
         // A sleeping persona's intents wait for its wake-up, unless urgent.
         let p = self.presence.get(agent)?;
@@ -441,7 +453,7 @@ impl Scheduler {
                         no_quote,
                         ..
                     },
-                status: TaskStatus::Pending,
+                status: TaskStatus::Pending | TaskStatus::Active,
                 not_before,
                 ..
             }) => Some((*m, *no_quote, *not_before)),
@@ -468,6 +480,23 @@ impl Scheduler {
         self.graphs.insert(key.clone(), graph);
         self.mark_dirty(&key);
         self.reschedule(&key, now);
+    }
+
+    /// Whether the agent's own chat still holds a `schedule` task for `day` (handed out before
+    /// and not run yet: its claim lapsed, the call is not made twice).
+    fn schedule_task_waits(&self, agent: &str, day: Date) -> bool {
+        let Some(chat) = self.safety.own_chat(agent) else {
+            return false;
+        };
+        let date = day.to_string();
+        self.graphs
+            .get(&ConversationKey::new(agent, chat.id))
+            .is_some_and(|g| {
+                g.tasks.iter().any(|t| {
+                    t.status != TaskStatus::Done
+                        && matches!(&t.spec, TaskSpec::Schedule { date: d } if *d == date)
+                })
+            })
     }
 
     /// Adds one of the runtime's own tasks to the agent's own chat (its Saved Messages): a
@@ -547,8 +576,11 @@ impl Scheduler {
         }) {
             Ok(change) => {
                 info!(event = "intent_changed", conversation = %key, change = ?change, "scheduled intent changed");
-                self.after_graphs
-                    .push(Effect::SaveIntents(key.agent.clone()));
+                // Saved at once: the graph marking the `event` task done goes on its own.
+                self.effects.push(Effect::SaveIntents {
+                    agent: key.agent.clone(),
+                    after: false,
+                });
                 self.presence_tick(&key.agent, now);
             }
             Err(refused) => {

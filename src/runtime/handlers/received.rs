@@ -75,16 +75,14 @@ impl TaskHandler for Received {
             }
             let fresh = fresh_start(ctx, &history).await;
             // A full reset made now drops the chat's intents too (tasks leading the plan).
+            // (Also when a retry of this step finds the start already recorded.)
             let dropped: Vec<String> = match (&fresh, &ctx.presence) {
-                (Some((_, true)), Some(p))
-                    if ctx.persona.fresh_start == FreshStart::ResetContext =>
-                {
-                    p.intents
-                        .iter()
-                        .filter(|i| i.chat == ctx.chat.id)
-                        .map(|i| i.id.clone())
-                        .collect()
-                }
+                (Some(_), Some(p)) if ctx.persona.fresh_start == FreshStart::ResetContext => p
+                    .intents
+                    .iter()
+                    .filter(|i| i.chat == ctx.chat.id)
+                    .map(|i| i.id.clone())
+                    .collect(),
                 _ => Vec::new(),
             };
             let (memory, summaries) = memory_view(ctx, &history).await;
@@ -97,7 +95,7 @@ impl TaskHandler for Received {
                     }
                     _ => String::new(),
                 },
-                fresh_start: fresh.map(|(text, _)| text),
+                fresh_start: fresh,
             };
             let actions = ctx
                 .planner
@@ -148,10 +146,7 @@ const FRESH_MESSAGES: usize = 5;
 /// Message` (or `Clear Summaries On First Message`) the chat's summaries (and notes) leave
 /// the prompt, once per start: the memory store archives them and records the start's first
 /// message. `None` when the chat does not start anew or the persona has neither heading.
-async fn fresh_start(
-    ctx: &TaskContext,
-    history: &[crate::core::model::Message],
-) -> Option<(String, bool)> {
+async fn fresh_start(ctx: &TaskContext, history: &[crate::core::model::Message]) -> Option<String> {
     let persona = &ctx.persona;
     if persona.fresh_start == FreshStart::Keep && persona.start_of_conversation.is_none() {
         return None;
@@ -162,7 +157,7 @@ async fn fresh_start(
     }
     let text = persona.start_of_conversation.clone().unwrap_or_default();
     let Some(facts) = ctx.facts.clone() else {
-        return Some((text, false));
+        return Some(text);
     };
     // With a full reset the chat's scheduled intents go too (archived with the rest).
     let intents = match (&ctx.presence, persona.fresh_start) {
@@ -197,17 +192,16 @@ async fn fresh_start(
     match done {
         Ok(Ok(None)) => None,
         Ok(Ok(Some(moved))) => {
-            let now = moved.is_some();
             if let Some(files) = moved {
                 tracing::info!(event = "fresh_start", agent = %ctx.key.agent, chat = %ctx.chat.id, first = %first, archived = files.len(), "the chat starts anew: its summaries, notes and intents leave the prompt (archived)");
             }
-            Some((text, now))
+            Some(text)
         }
         Ok(Err(e)) => {
             tracing::warn!(event = "memory_file_unreadable", agent = %ctx.key.agent, problem = %e, "fresh start not recorded");
-            Some((text, false))
+            Some(text)
         }
-        Err(_) => Some((text, false)),
+        Err(_) => Some(text),
     }
 }
 
