@@ -135,14 +135,20 @@ fn start_limited(
         .spawn()
 }
 
+/// `personad ctl ARGS`; `say` returns at once unless the test asks it to wait (`--wait`).
 fn ctl(s: &Scratch, args: &[&str]) -> Result<Output, std::io::Error> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
     base(&mut cmd);
-    cmd.arg("--state")
-        .arg(s.state())
-        .arg("ctl")
-        .args(args)
-        .output()
+    cmd.arg("--state").arg(s.state()).arg("ctl");
+    match args.split_first() {
+        Some((&"say", rest)) if !rest.contains(&"--wait") => {
+            cmd.args(["say", "--no-wait"]).args(rest);
+        }
+        _ => {
+            cmd.args(args);
+        }
+    }
+    cmd.output()
 }
 
 fn stdout(o: &Output) -> String {
@@ -643,6 +649,46 @@ fn an_overdue_intent_in_a_paused_chat_does_not_fire_at_start() -> TestResult {
     );
     let left = std::fs::read_to_string(s.state().join("Tess").join("intents.md"))?;
     assert!(!left.contains("event-00000000000a"), "{left}");
+    stop_daemon(&mut reaper)?;
+    Ok(())
+}
+
+/// `ctl say` waits for the answer and prints it: the persona's reply to a message, the owner
+/// command's answer in Saved Messages, and says so when no plan was made (a paused chat).
+#[test]
+fn ctl_say_prints_the_answer() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let mut reaper = Reaper(Some(start(&s, &["--planner", "echo"], &[])?));
+    wait_up(&s)?;
+    let out = stdout(&ctl(
+        &s,
+        &["say", "--wait", "20", "--from", "Alice", "hello"],
+    )?);
+    assert!(
+        out.contains("delivered #") && out.contains("Tess: Tess heard: hello"),
+        "{out}"
+    );
+    let out = stdout(&ctl(
+        &s,
+        &["say", "--wait", "20", "--chat", "me", "/status"],
+    )?);
+    assert!(
+        out.contains("agent(s) up") && out.contains("Tess: now:"),
+        "{out}"
+    );
+    ctl(&s, &["say", "--chat", "me", "/pause Alice"])?;
+    poll(Duration::from_secs(10), || {
+        texts(&s, "Tess", "Saved Messages")
+            .iter()
+            .any(|t| t.contains("paused chat"))
+            .then_some(())
+    })
+    .ok_or("not paused")?;
+    let out = stdout(&ctl(
+        &s,
+        &["say", "--wait", "20", "--from", "Alice", "anyone?"],
+    )?);
+    assert!(out.contains("no plan was made for it"), "{out}");
     stop_daemon(&mut reaper)?;
     Ok(())
 }
@@ -1766,7 +1812,10 @@ fn ctl_plans_forget_mode_help_and_stop() -> TestResult {
         (out.contains("(Ann)") && out.contains("wait")).then_some(out)
     })
     .ok_or("no plan listed")?;
-    assert!(plans.contains("send pending"), "{plans}");
+    assert!(
+        plans.contains("send pending: \"Tess heard: hello\""),
+        "the pending send's text is shown: {plans}"
+    );
     let out = ctl(&s, &["forget", "--chat", "Ann"])?;
     assert!(
         stdout(&out).contains("dropped the plan"),

@@ -297,8 +297,15 @@ impl UsageMeter {
             return None;
         }
         let sum = |f: fn(&UsageRow) -> u64| rows.iter().map(f).sum::<u64>();
+        // Estimated with the built-in prices (`state usage --prices` takes a table of yours).
+        let prices = PriceTable::builtin();
+        let costs: Vec<Option<f64>> = rows.iter().map(|r| prices.cost(r)).collect();
+        let cost = match costs.iter().copied().sum::<Option<f64>>() {
+            Some(usd) => format!(", about ${usd:.4}"),
+            None => ", cost unknown (a model without a built-in price)".to_string(),
+        };
         Some(format!(
-            "{} request(s) ({} discarded), {} prompt tokens ({} cached), {} output tokens",
+            "{} request(s) ({} discarded), {} prompt tokens ({} cached), {} output tokens{cost}",
             sum(|r| r.requests),
             sum(|r| r.discarded),
             sum(|r| r.prompt_tokens),
@@ -608,5 +615,30 @@ mod tests {
         let cost = t.cost(&row).unwrap_or(f64::NAN);
         // 0.5 M × 0.25 + 0.5 M × 0.025 + 0.1 M × 2.00 = 0.125 + 0.0125 + 0.2
         assert!((cost - 0.3375).abs() < 1e-9, "{cost}");
+    }
+
+    /// `/status`'s line carries today's estimated cost, or says it cannot tell.
+    #[test]
+    fn the_status_line_shows_todays_cost() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let clock: SharedClock = std::sync::Arc::new(crate::ports::clock::VirtualClock::new(
+            jiff::Timestamp::UNIX_EPOCH,
+            true,
+        ));
+        let meter = UsageMeter::load(StateDir::new(dir.path()), clock);
+        let usage = Usage {
+            prompt_tokens: 1_000_000,
+            cached_tokens: 500_000,
+            output_tokens: 100_000,
+        };
+        meter.add("ann", "gpt-5-mini", usage);
+        let line = meter.today_line("ann").unwrap_or_default();
+        assert!(
+            line.ends_with("100000 output tokens, about $0.3375"),
+            "{line}"
+        );
+        meter.add("ann", "llama3.2", usage);
+        let line = meter.today_line("ann").unwrap_or_default();
+        assert!(line.contains("cost unknown"), "{line}");
     }
 }

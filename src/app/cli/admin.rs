@@ -159,6 +159,12 @@ pub enum CtlCommand {
         /// Make the chat a group with this title.
         #[arg(long, value_name = "TITLE")]
         group: Option<String>,
+        /// Return at once instead of waiting for the answer.
+        #[arg(long)]
+        no_wait: bool,
+        /// How long to wait for the answer, in seconds (at most 25).
+        #[arg(long, value_name = "SECS", default_value_t = 20)]
+        wait: u64,
         /// The message.
         #[arg(required = true, num_args = 1..)]
         text: Vec<String>,

@@ -26,6 +26,7 @@ use crate::ports::telegram::Telegram;
 use crate::runtime::{Admit, InboundGate, RuntimeHandle};
 mod pauses;
 mod say;
+mod views;
 use pauses::save_pauses;
 pub use pauses::{Pause, Pauses, load_pauses};
 
@@ -75,6 +76,9 @@ pub enum Op {
         from: String,
         group: Option<String>,
         text: String,
+        /// How long to wait for the answer, in seconds (0: do not wait).
+        #[serde(default)]
+        wait_secs: u64,
     },
 }
 
@@ -469,118 +473,21 @@ impl Controller {
                 from,
                 group,
                 text,
+                wait_secs,
             } => {
                 let agent = self.pick_agent(agent)?;
-                self.say(&agent, chat.as_deref(), &from, group.as_deref(), &text)
-                    .await
-            }
-        }
-    }
-
-    async fn status(&self, agent: Option<&str>) -> Result<String, OpError> {
-        let agents = match agent {
-            Some(a) => vec![self.pick_agent(Some(a))?],
-            None => self.agents(),
-        };
-        let st = self.runtime.status();
-        let graphs = self.graphs().await;
-        let now = self.clock.now();
-        let mut text = format!(
-            "{} agent(s) up, {} chat(s) with plans, {} task(s) in flight\n",
-            st.agents, st.graphs, st.in_flight
-        );
-        for a in agents {
-            let plans: Vec<String> = graphs
-                .iter()
-                .filter(|g| g.agent == a)
-                .map(|g| format!("{} ({})", g.chat.id, g.chat.title))
-                .collect();
-            let pauses = lock(&self.pauses).get(&a).cloned().unwrap_or_default();
-            let mut paused: Vec<String> = Vec::new();
-            if let Some(p) = pauses.all.as_ref().filter(|p| p.active(now)) {
-                paused.push(format!("all chats {}", p.describe()));
-            }
-            for (chat, p) in pauses.chats.iter().filter(|(_, p)| p.active(now)) {
-                paused.push(format!("chat {chat} {}", p.describe()));
-            }
-            let (dir, name) = (self.state.clone(), a.clone());
-            let safety = tokio::task::spawn_blocking(move || store::load_agent_state(&dir, &name))
+                let wait = Duration::from_secs(wait_secs.min(say::MAX_WAIT_SECS));
+                self.say(
+                    &agent,
+                    chat.as_deref(),
+                    &from,
+                    group.as_deref(),
+                    &text,
+                    wait,
+                )
                 .await
-                .ok()
-                .and_then(Result::ok)
-                .map(|(s, _)| s)
-                .unwrap_or_default();
-            let breaker = safety
-                .breaker
-                .as_ref()
-                .filter(|_| safety.breaker_active(now))
-                .map_or("-".to_string(), |b| {
-                    format!("until {} ({})", b.until, b.reason)
-                });
-            let disabled: Vec<String> = safety
-                .disabled_chats
-                .iter()
-                .map(|(c, d)| format!("{c} ({})", d.reason))
-                .collect();
-            let usage = lock(&self.usage)
-                .as_ref()
-                .and_then(|u| u(&a))
-                .unwrap_or_else(|| "not tracked yet".into());
-            let activity = self
-                .runtime
-                .presence(&a)
-                .map_or("always available".into(), |p| match p.asleep_until {
-                    Some(until) => format!("{} (asleep until {until})", p.now.activity.name),
-                    None => format!(
-                        "{} (responsiveness {}, until {})",
-                        p.now.activity.name, p.now.activity.responsiveness, p.now.until
-                    ),
-                });
-            text.push_str(&format!(
-                "{a}: now: {activity}; paused: {}; chats with plans: {}; breaker: {breaker}; disabled chats: {}; LLM usage today: {usage}\n",
-                list(&paused),
-                list(&plans),
-                list(&disabled),
-            ));
-        }
-        Ok(text)
-    }
-
-    async fn plans(&self, agent: Option<&str>, chat: Option<&str>) -> Result<String, OpError> {
-        let agent = match (agent, chat) {
-            (None, None) if lock(&self.seats).len() != 1 => None,
-            _ => Some(self.pick_agent(agent)?),
-        };
-        let chat = match (&agent, chat) {
-            (Some(a), Some(c)) => Some(self.resolve_chat(a, c).await?.0),
-            _ => None,
-        };
-        let mut text = String::new();
-        for g in self.graphs().await {
-            if agent.as_ref().is_some_and(|a| *a != g.agent) || chat.is_some_and(|c| c != g.chat.id)
-            {
-                continue;
-            }
-            text.push_str(&format!(
-                "{} chat {} ({}): {} open of {} task(s)\n",
-                g.agent,
-                g.chat.id,
-                g.chat.title,
-                g.open_tasks(),
-                g.tasks.len()
-            ));
-            for t in g.tasks.iter().filter(|t| t.status != TaskStatus::Done) {
-                let when = t
-                    .not_before
-                    .map(|nb| format!(" not before {}", nb.strftime("%H:%M:%S")))
-                    .unwrap_or_default();
-                text.push_str(&format!("  {} {}{when}\n", t.kind(), t.status.as_str()));
             }
         }
-        if text.is_empty() {
-            text.push_str("no pending plans\n");
-        }
-        Ok(text)
     }
 
     async fn pause(

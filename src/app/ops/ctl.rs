@@ -201,6 +201,8 @@ pub(crate) fn request_for(cmd: CtlCommand) -> Result<Request, OpError> {
             from,
             group,
             text,
+            no_wait,
+            wait,
         } => (
             agent,
             Op::Say {
@@ -208,6 +210,7 @@ pub(crate) fn request_for(cmd: CtlCommand) -> Result<Request, OpError> {
                 from,
                 group,
                 text: text.join(" "),
+                wait_secs: if no_wait { 0 } else { wait },
             },
         ),
     };

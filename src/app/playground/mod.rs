@@ -136,6 +136,9 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     // In fast mode virtual time stands still while input is read.
     let mut hold = Some(clock.hold());
     let mut run = tokio::spawn(runtime.run());
+    // Input moves virtual time only once the runtime has loaded and looked at its state (a
+    // schedule's activity at the start is announced at the start).
+    base.wait_until(|st| st.started).await;
     let mut read_failed = false;
     if !args.jsonl {
         let who = match &args.group {

@@ -317,6 +317,60 @@ impl TaskSpec {
         }
     }
 
+    /// What the task will do, in one short line for the operator (`ctl plans`, `/plans`): a
+    /// send's text (cut at 80 characters), a sticker, a reaction, a wait, an intent.
+    pub fn summary(&self) -> String {
+        let cut = |t: &str| {
+            let one: String = t.split_whitespace().collect::<Vec<_>>().join(" ");
+            match one.char_indices().nth(80) {
+                Some((i, _)) => format!("{:?}…", &one[..i]),
+                None => format!("{one:?}"),
+            }
+        };
+        let reply =
+            |r: &Option<MessageId>| r.map(|id| format!(" (reply to #{id})")).unwrap_or_default();
+        match self {
+            TaskSpec::Received {
+                message_id, intent, ..
+            } => match (message_id, intent) {
+                (_, Some(f)) => format!("for the intent {}", f.id),
+                (Some(id), None) => format!("answering #{id}"),
+                (None, None) => String::new(),
+            },
+            TaskSpec::Classify { message_id } => format!("up to #{message_id}"),
+            TaskSpec::Send { text, reply_to, .. } => format!("{}{}", cut(text), reply(reply_to)),
+            TaskSpec::Sticker {
+                set,
+                name,
+                reply_to,
+                ..
+            } => format!("{set} / {name}{}", reply(reply_to)),
+            TaskSpec::Wait {
+                delay_secs, typing, ..
+            } => {
+                if *typing {
+                    "typing".into()
+                } else {
+                    format!("{delay_secs:.1} s")
+                }
+            }
+            TaskSpec::React { message_id, emoji } => format!("{emoji} on #{message_id}"),
+            TaskSpec::Remember { content, .. } | TaskSpec::Note { content, .. } => cut(content),
+            TaskSpec::Intent { write } => match (&write.time, write.text.is_empty()) {
+                (_, true) => format!("delete {}", write.id.as_deref().unwrap_or("?")),
+                (Some(t), false) => format!("at {t}: {}", cut(&write.text)),
+                (None, false) => cut(&write.text),
+            },
+            TaskSpec::Schedule { date } => format!("the day {date}"),
+            TaskSpec::Presence { online } => (if *online { "online" } else { "offline" }).into(),
+            TaskSpec::Shutdown { reason } => reason.clone().unwrap_or_default(),
+            TaskSpec::Block
+            | TaskSpec::Unblock
+            | TaskSpec::ClearConversation
+            | TaskSpec::Summarize => String::new(),
+        }
+    }
+
     /// The idempotency key of an outbound task.
     pub fn idempotency_key(&self) -> Option<IdempotencyKey> {
         match self {

@@ -1,12 +1,15 @@
 //! `ctl say` on the in-memory Telegram (`run --telegram memory`): a message from someone,
 //! or from the owner (`--from me`, `--chat me`), put into a chat and handed to the runtime
-//! through the admission chain, as the real backend's pump does. Part of [`Controller`].
+//! through the admission chain, as the real backend's pump does; then, within a bound, what
+//! the persona (or the owner command) answered. Part of [`Controller`].
 
 use std::sync::Arc;
 
-use crate::adapters::memory::{Incoming, user_id_for};
+use std::time::Duration;
+
+use crate::adapters::memory::{Incoming, MemoryTelegram, user_id_for};
 use crate::app::ops::OpError;
-use crate::core::model::{Chat, ChatId, ChatKind, OutgoingText};
+use crate::core::model::{Chat, ChatId, ChatKind, MessageId, OutgoingText};
 use crate::ports::telegram::Telegram;
 
 use super::{Controller, Gate, lock};
@@ -21,6 +24,7 @@ impl Controller {
         from: &str,
         group: Option<&str>,
         text: &str,
+        wait: Duration,
     ) -> Result<String, OpError> {
         let seat = self.seat(agent).ok_or("agent not running")?;
         let Some(memory) = seat.memory else {
@@ -66,7 +70,10 @@ impl Controller {
             let chat = memory.chat(target).await.map_err(OpError::of)?;
             let id = msg.id;
             gated.push_inbound(agent, chat, msg, false);
-            return Ok(format!("delivered #{id} from the owner to chat {target}"));
+            let said = format!("delivered #{id} from the owner to chat {target}");
+            return Ok(self
+                .said_and_answered(agent, &memory, target, id, said, wait)
+                .await);
         }
         let chat = match (group, chat) {
             (Some(title), _) => Chat {
@@ -101,6 +108,74 @@ impl Controller {
         let id = msg.id;
         let chat_id = chat.id;
         gated.push_inbound(agent, chat, msg, true);
-        Ok(format!("delivered #{id} to chat {chat_id}"))
+        let said = format!("delivered #{id} to chat {chat_id}");
+        Ok(self
+            .said_and_answered(agent, &memory, chat_id, id, said, wait)
+            .await)
+    }
+
+    /// `said`, then what the account wrote in `chat` after message `after` within `wait`:
+    /// the persona's messages (until it has been quiet for a moment) or an owner command's
+    /// answer. Returns at once when the message made no plan (paused, not addressed, an
+    /// owner's note), and says so when nothing came in time.
+    async fn said_and_answered(
+        &self,
+        agent: &str,
+        memory: &MemoryTelegram,
+        chat: ChatId,
+        after: MessageId,
+        said: String,
+        wait: Duration,
+    ) -> String {
+        if wait.is_zero() {
+            return said;
+        }
+        let start = std::time::Instant::now();
+        let mut seen = 0;
+        let mut quiet_since = start;
+        loop {
+            let answers: Vec<String> = memory
+                .transcript(chat)
+                .into_iter()
+                .filter(|m| m.outgoing && m.id > after)
+                .map(|m| format!("{agent}: {}", m.text))
+                .collect();
+            if answers.len() != seen {
+                seen = answers.len();
+                quiet_since = std::time::Instant::now();
+            }
+            let planned = self
+                .graphs()
+                .await
+                .iter()
+                .any(|g| g.agent == agent && g.chat.id == chat);
+            let settled = start.elapsed() > SETTLE;
+            let done = (seen > 0 && !planned && quiet_since.elapsed() > QUIET)
+                || (seen == 0 && !planned && settled && start.elapsed() > NO_PLAN);
+            if done || start.elapsed() >= wait {
+                return match (seen, planned) {
+                    (0, false) => format!(
+                        "{said}\nno answer: no plan was made for it (paused, not addressed, or a note)"
+                    ),
+                    (0, true) => format!(
+                        "{said}\nno answer within {} s (still planned: see `personad ctl plans`)",
+                        wait.as_secs()
+                    ),
+                    _ => format!("{said}\n{}", answers.join("\n")),
+                };
+            }
+            tokio::time::sleep(POLL).await;
+        }
     }
 }
+
+/// Longest `ctl say` wait, in seconds (the control socket's connection lasts 30 s).
+pub(crate) const MAX_WAIT_SECS: u64 = 25;
+/// How often `ctl say` looks for the answer.
+const POLL: Duration = Duration::from_millis(100);
+/// How long an answer must be followed by silence before `ctl say` returns it.
+const QUIET: Duration = Duration::from_millis(1500);
+/// How long after delivery the runtime has surely made the message's plan (or not).
+const SETTLE: Duration = Duration::from_millis(500);
+/// With no plan and no answer, how long an owner command's answer may take.
+const NO_PLAN: Duration = Duration::from_millis(1500);
