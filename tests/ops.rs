@@ -583,6 +583,18 @@ fn owner_commands_work_in_saved_messages_only_and_a_pause_survives_a_restart() -
     Ok(())
 }
 
+/// The owner pauses Alice's chat from Tess's Saved Messages, and the pause is answered.
+fn pause_alice(s: &Scratch) -> Result<(), String> {
+    ctl(s, &["say", "--chat", "me", "/pause Alice"]).map_err(|e| e.to_string())?;
+    poll(Duration::from_secs(10), || {
+        texts(s, "Tess", "Saved Messages")
+            .iter()
+            .any(|t| t.contains("paused chat"))
+            .then_some(())
+    })
+    .ok_or_else(|| "not paused".to_string())
+}
+
 /// The daemon learns the owner's pauses before its loop starts: an overdue intent in a paused
 /// chat does not fire at start (it is skipped and moves on), while one in another chat does.
 #[test]
@@ -601,14 +613,7 @@ fn an_overdue_intent_in_a_paused_chat_does_not_fire_at_start() -> TestResult {
         })
         .ok_or("no answer")?;
     }
-    ctl(&s, &["say", "--chat", "me", "/pause Alice"])?;
-    poll(Duration::from_secs(10), || {
-        texts(&s, "Tess", "Saved Messages")
-            .iter()
-            .any(|t| t.contains("paused chat"))
-            .then_some(())
-    })
-    .ok_or("not paused")?;
+    pause_alice(&s)?;
     stop_daemon(&mut reaper)?;
     let intent = |id: &str, who: &str| {
         format!(
@@ -676,14 +681,7 @@ fn ctl_say_prints_the_answer() -> TestResult {
         out.contains("agent(s) up") && out.contains("Tess: now:"),
         "{out}"
     );
-    ctl(&s, &["say", "--chat", "me", "/pause Alice"])?;
-    poll(Duration::from_secs(10), || {
-        texts(&s, "Tess", "Saved Messages")
-            .iter()
-            .any(|t| t.contains("paused chat"))
-            .then_some(())
-    })
-    .ok_or("not paused")?;
+    pause_alice(&s)?;
     let out = stdout(&ctl(
         &s,
         &["say", "--wait", "20", "--from", "Alice", "anyone?"],
