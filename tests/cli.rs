@@ -395,6 +395,49 @@ fn playground_reports_bad_input_lines_and_keeps_going() -> TestResult {
     Ok(())
 }
 
+/// `state history` prints a playground conversation: who wrote what, and the persona's answers.
+#[test]
+fn state_history_prints_a_playground_conversation() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state").display().to_string();
+    let input = "{\"text\":\"hello there\"}\n{\"text\":\"how are you?\",\"after_ms\":60000}\n";
+    let out = run_with_stdin(&playground_args(&state, &[]), &root(), input)?;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let chat = personad::adapters::memory::user_id_for("User").to_string();
+    let out = run(
+        &[
+            "--state",
+            &state,
+            "state",
+            "history",
+            "Wren",
+            &chat,
+            "--playground",
+            "--last",
+            "3",
+        ],
+        &root(),
+    )?;
+    let shown = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{shown}{}", text(&out.stderr));
+    assert!(shown.contains("4 message(s), the last 3"), "{shown}");
+    assert!(
+        !shown.contains("User: hello there"),
+        "only the last 3: {shown}"
+    );
+    assert!(
+        shown.contains("Wren (persona): Wren heard: hello there"),
+        "{shown}"
+    );
+    assert!(shown.contains("User: how are you?"), "{shown}");
+    let missing = run(
+        &["--state", &state, "state", "history", "Wren", "42"],
+        &root(),
+    )?;
+    assert_ne!(missing.status.code(), Some(0));
+    Ok(())
+}
+
 #[test]
 fn playground_keeps_its_transcript_across_runs() -> TestResult {
     let dir = tempfile::tempdir()?;

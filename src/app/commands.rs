@@ -315,6 +315,23 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
             Ok(ExitCode::SUCCESS)
         }),
         StateCommand::Show { agent, chat } => state_show(&store, agent, ChatId(*chat)),
+        StateCommand::History {
+            agent,
+            chat,
+            last,
+            playground,
+        } => {
+            let text = crate::app::memory_report::history(
+                store.state_dir(),
+                agent,
+                ChatId(*chat),
+                *last,
+                *playground,
+            )
+            .map_err(|e| CommandError::Data(e.to_string()))?;
+            out(&text)?;
+            Ok(ExitCode::SUCCESS)
+        }
         StateCommand::Clear { agent, chat, all } => {
             if !*all && agent.is_none() {
                 return Err(CommandError::Data(

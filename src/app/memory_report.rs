@@ -1,7 +1,8 @@
 //! The operator's view of long-term memory, shared by `personad state memory` and the owner
 //! commands `/memory` and `/forget-fact`: what an agent keeps, scope by scope, with where
 //! each fact came from; and forgetting one fact by its id. Reads and writes through the
-//! memory port only.
+//! memory port only. Also `personad state history`: a conversation as the in-memory backend
+//! recorded it, with the cached media descriptions.
 
 use std::fmt::Write as _;
 
@@ -155,4 +156,67 @@ pub(crate) fn forget_fact(
         lines.insert(0, format!("{agent} keeps no fact [{id}]"));
     }
     Ok(lines.join("\n"))
+}
+
+/// `personad state history`: the last `last` messages of `chat` as the in-memory backend
+/// recorded them (`<agent>/telegram-memory/`, or `<agent>/playground/`), one line each: id,
+/// time (UTC), who, text, what it replies to, and the media with its cached description.
+pub(crate) fn history(
+    dir: &crate::adapters::store::StateDir,
+    agent: &str,
+    chat: ChatId,
+    last: usize,
+    playground: bool,
+) -> Result<String, crate::adapters::memory::HistoryError> {
+    let folder = if playground {
+        dir.playground_dir(agent)
+    } else {
+        dir.memory_dir(agent)
+    };
+    let path = crate::adapters::store::layout::transcript_path(&folder, chat);
+    let (info, messages) = crate::adapters::memory::read_history(&path)?;
+    let mut out = format!(
+        "{agent} in chat {} ({}), {} message(s){}:\n",
+        info.id,
+        info.title,
+        messages.len(),
+        if messages.len() > last {
+            format!(", the last {last}")
+        } else {
+            String::new()
+        }
+    );
+    for m in messages.iter().skip(messages.len().saturating_sub(last)) {
+        let who = if m.outgoing {
+            format!("{agent} (persona)")
+        } else {
+            m.sender.name.clone()
+        };
+        let _ = write!(
+            out,
+            "#{} {} {who}: {}",
+            m.id,
+            m.date.strftime("%Y-%m-%d %H:%M:%S"),
+            m.text
+        );
+        if let Some(r) = m.reply_to {
+            let _ = write!(out, " (reply to #{r})");
+        }
+        if let Some(media) = &m.media {
+            let described =
+                crate::adapters::store::read_optional(&dir.media_record_path(&media.unique_id))
+                    .ok()
+                    .flatten()
+                    .and_then(|t| serde_json::from_str::<crate::core::media::MediaRecord>(&t).ok())
+                    .and_then(|r| r.shown_description().map(str::to_string));
+            let _ = write!(
+                out,
+                " [{:?}{}]",
+                media.kind,
+                described.map(|d| format!(": {d}")).unwrap_or_default()
+            );
+        }
+        out.push('\n');
+    }
+    Ok(out)
 }

@@ -12,6 +12,7 @@
 
 mod telegram;
 mod transcript;
+pub use transcript::{HistoryError, read_history};
 
 use transcript::{quarantine_transcript, read_transcript};
 

@@ -63,3 +63,26 @@ pub(super) fn quarantine_transcript(dir: &Path, path: &Path) -> Result<PathBuf, 
     store::move_file(path, &target)?;
     Ok(target)
 }
+
+/// Why a chat's recorded history could not be read (`personad state history`).
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("{}: unusable transcript: {reason}", path.display())]
+    Unusable { path: PathBuf, reason: String },
+}
+
+/// A chat's recorded history (its chat and messages, oldest first) from a transcript file of
+/// the in-memory backend, read only.
+pub fn read_history(
+    path: &Path,
+) -> Result<(crate::core::model::Chat, Vec<crate::core::model::Message>), HistoryError> {
+    match read_transcript(path)? {
+        Ok(log) => Ok((log.chat, log.messages)),
+        Err(e) => Err(HistoryError::Unusable {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        }),
+    }
+}

@@ -38,6 +38,20 @@ pub enum StateCommand {
         #[arg(long, value_name = "DAY")]
         day: Option<jiff::civil::Date>,
     },
+    /// A conversation as the in-memory backend recorded it (`run --telegram memory`, or the
+    /// playground with `--playground`): who wrote what and when, with media descriptions.
+    History {
+        /// Agent name.
+        agent: String,
+        /// Chat id.
+        chat: i64,
+        /// Only the last N messages.
+        #[arg(long, value_name = "N", default_value_t = 50)]
+        last: usize,
+        /// The playground's record instead of `run --telegram memory`'s.
+        #[arg(long)]
+        playground: bool,
+    },
     /// Show one conversation's graph task by task.
     Show {
         /// Agent name.
