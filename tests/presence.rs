@@ -132,6 +132,22 @@ async fn with_intent(
     (h, seen)
 }
 
+/// There was one plan, it answered `msg`, and the intent fired in it: its time.
+fn the_plan_answers_with_the_intent(
+    seen: &Seen,
+    msg: &personad::core::model::Message,
+) -> Timestamp {
+    let c = calls(seen);
+    assert_eq!(c.len(), 1, "one plan: {c:?}");
+    assert_eq!(c[0].3, Some(msg.id), "the message stays the target");
+    assert!(
+        c[0].2.intent.is_some(),
+        "the intent was dropped: {:?}",
+        c[0].2
+    );
+    c[0].0
+}
+
 /// The agent's intents file.
 fn intents_file(state: &Path) -> Result<String, std::io::Error> {
     std::fs::read_to_string(state.join(AGENT).join("intents.md"))
@@ -819,11 +835,8 @@ async fn an_intent_due_while_a_message_waits_joins_its_plan() -> TestResult {
     .await;
     let msg = h.say(&alice(), "Alice", "morning! exam today").await;
     h.pass(Duration::from_secs(3600)).await;
-    let c = calls(&seen);
-    assert_eq!(c.len(), 1, "one plan: {c:?}");
-    assert_eq!(c[0].3, Some(msg.id), "the message stays the target");
-    assert!(c[0].2.intent.is_some(), "and the intent fires in it");
-    assert!(c[0].0 >= ts("2026-11-26T06:00:00Z"));
+    let at = the_plan_answers_with_the_intent(&seen, &msg);
+    assert!(at >= ts("2026-11-26T06:00:00Z"));
     h.stop().await?;
     Ok(())
 }
@@ -845,14 +858,7 @@ async fn a_message_after_an_intent_fired_keeps_the_intent_in_the_plan() -> TestR
     h.pass(Duration::from_secs(60)).await;
     let msg = h.say(&alice(), "Alice", "guess what").await;
     h.pass(Duration::from_secs(120)).await;
-    let c = calls(&seen);
-    assert_eq!(c.len(), 1, "{c:?}");
-    assert_eq!(c[0].3, Some(msg.id));
-    assert!(
-        c[0].2.intent.is_some(),
-        "the intent was dropped: {:?}",
-        c[0].2
-    );
+    the_plan_answers_with_the_intent(&seen, &msg);
     assert!(!intents_file(dir.path())?.contains("event-0000000000aa"));
     h.stop().await?;
     Ok(())
@@ -873,11 +879,8 @@ async fn an_urgent_intent_fires_at_night_with_the_waiting_message() -> TestResul
     .await;
     let msg = h.say(&alice(), "Alice", "my alarm is broken").await;
     h.pass(Duration::from_secs(40 * 60)).await;
-    let c = calls(&seen);
-    assert_eq!(c.len(), 1, "{c:?}");
-    assert!(c[0].0 < ts("2026-11-26T02:40:00Z"), "planned at {}", c[0].0);
-    assert_eq!(c[0].3, Some(msg.id));
-    assert!(c[0].2.intent.is_some());
+    let at = the_plan_answers_with_the_intent(&seen, &msg);
+    assert!(at < ts("2026-11-26T02:40:00Z"), "planned at {at}");
     h.stop().await?;
     Ok(())
 }

@@ -521,18 +521,23 @@ impl Presence {
         if let Some(d) = self.days.get(&date) {
             return Cow::Borrowed(d);
         }
-        let previous = (1..=COPY_BACK_DAYS)
-            .filter_map(|n| date.checked_sub(jiff::Span::new().days(n)).ok())
-            .filter_map(|d| self.days.get(&d))
-            .find(|d| !matches!(d.source, Source::Fallback { .. }));
         Cow::Owned(fallback(
             date,
-            previous,
+            self.last_real_day(date),
             Source::Fallback {
                 attempts: 0,
                 retry_at: None,
             },
         ))
+    }
+
+    /// The nearest day before `date` (within a week) that is not a fallback itself: what a
+    /// fallback copies.
+    fn last_real_day(&self, date: Date) -> Option<&DaySchedule> {
+        (1..=COPY_BACK_DAYS)
+            .filter_map(|n| date.checked_sub(jiff::Span::new().days(n)).ok())
+            .filter_map(|d| self.days.get(&d))
+            .find(|d| !matches!(d.source, Source::Fallback { .. }))
     }
 
     /// The stored day, if there is one.
@@ -706,18 +711,11 @@ pub fn failed(presence: &Presence, date: Date, now: Timestamp) -> DaySchedule {
     };
     let retry_at =
         (attempts < CALLS_PER_DAY).then(|| crate::core::time::add(now, RETRY_AFTER * attempts));
-    let mut day = presence.day(date).into_owned();
-    if !matches!(day.source, Source::Fallback { .. }) || presence.known(date).is_some() {
-        // A known day that failed to regenerate is replaced by the fallback of its own
-        // earlier days, never kept half-made.
-        let previous = (1..=COPY_BACK_DAYS)
-            .filter_map(|n| date.checked_sub(jiff::Span::new().days(n)).ok())
-            .filter_map(|d| presence.known(d))
-            .find(|d| !matches!(d.source, Source::Fallback { .. }));
-        day = fallback(date, previous, Source::Generated);
-    }
-    day.source = Source::Fallback { attempts, retry_at };
-    day
+    fallback(
+        date,
+        presence.last_real_day(date),
+        Source::Fallback { attempts, retry_at },
+    )
 }
 
 #[cfg(test)]

@@ -92,6 +92,11 @@ impl AccountSafety {
             .insert(key.chat, Disabled { since: now, reason });
     }
 
+    /// Whether `chat` is the agent's own chat (its Saved Messages).
+    pub(crate) fn is_own_chat(&self, agent: &str, chat: ChatId) -> bool {
+        self.self_ids.get(agent).is_some_and(|id| *id == chat.0)
+    }
+
     /// The agent's own chat (its Saved Messages): where alerts and the runtime's own upkeep
     /// tasks go.
     pub(crate) fn own_chat(&self, agent: &str) -> Option<Chat> {

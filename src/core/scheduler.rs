@@ -396,7 +396,7 @@ impl Scheduler {
 
     /// Drops the conversation's pending plan (a person took over).
     pub(crate) fn on_cancel(&mut self, agent: &str, chat: ChatId, reason: &str) {
-        if self.is_own_chat(agent, chat) {
+        if self.safety.is_own_chat(agent, chat) {
             // The owner's notes to self never cancel the runtime's upkeep there.
             return;
         }

@@ -96,7 +96,7 @@ impl Scheduler {
         if let Some(old) = self.graphs.get(&key) {
             debug!(conversation = %key, old = %old.id, new = %graph.id, "replanning");
             // Telegram's "wait" and a group batch waiting for the classifier stay.
-            super::presence::carry_over(old, &mut graph, now);
+            carry_over(old, &mut graph, now);
             // A scheduled intent whose plan was not made yet is answered by the new plan.
             if let Some(TaskSpec::Received {
                 intent: Some(fired),
@@ -169,5 +169,20 @@ impl Scheduler {
         }
         self.mark_dirty(&key);
         self.reschedule(&key, now);
+    }
+}
+
+/// What a replacing plan takes from the graph it replaces: Telegram's wait (it applies to
+/// the conversation) and a group batch still waiting for the classifier.
+pub(super) fn carry_over(old: &TaskGraph, new: &mut TaskGraph, now: Timestamp) {
+    new.parked_until = old.parked_until.filter(|until| *until > now);
+    if let Some(classify) = old
+        .tasks
+        .iter()
+        .find(|t| t.kind() == TaskKind::Classify && t.status != TaskStatus::Done)
+    {
+        let mut carried = Task::new(classify.spec.clone(), now);
+        carried.not_before = classify.not_before;
+        new.tasks.push(carried);
     }
 }

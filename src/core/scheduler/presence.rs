@@ -28,21 +28,6 @@ impl Paused {
     }
 }
 
-/// What a replacing plan takes from the graph it replaces: Telegram's wait (it applies to
-/// the conversation) and a group batch still waiting for the classifier.
-pub(super) fn carry_over(old: &TaskGraph, new: &mut TaskGraph, now: Timestamp) {
-    new.parked_until = old.parked_until.filter(|until| *until > now);
-    if let Some(classify) = old
-        .tasks
-        .iter()
-        .find(|t| t.kind() == TaskKind::Classify && t.status != TaskStatus::Done)
-    {
-        let mut carried = Task::new(classify.spec.clone(), now);
-        carried.not_before = classify.not_before;
-        new.tasks.push(carried);
-    }
-}
-
 /// A change of an agent's presence, for the operator's views (`ctl status`, the playground).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PresenceChange {
@@ -173,17 +158,15 @@ impl Scheduler {
         task: &Task,
         now: Timestamp,
     ) -> Option<Timestamp> {
-        if task.kind() == TaskKind::Shutdown || self.is_own_chat(&graph.agent, graph.chat.id) {
-            return None;
-        }
-        if let Some(TaskSpec::Received {
-            intent: Some(f), ..
-        }) = graph.tasks.first().map(|t| &t.spec)
-            && f.urgent
-        {
-            return None;
-        }
-        self.asleep_until(&graph.agent, now)
+        let wake = self.asleep_until(&graph.agent, now)?;
+        let urgent = matches!(
+            graph.tasks.first().map(|t| &t.spec),
+            Some(TaskSpec::Received { intent: Some(f), .. }) if f.urgent
+        );
+        let exempt = task.kind() == TaskKind::Shutdown
+            || urgent
+            || self.safety.is_own_chat(&graph.agent, graph.chat.id);
+        (!exempt).then_some(wake)
     }
 
     /// Records the agent's pauses (the owner's controls tell the runtime whenever they change).
@@ -193,10 +176,6 @@ impl Scheduler {
 
     fn is_paused(&self, agent: &str, chat: ChatId, now: Timestamp) -> bool {
         self.paused.get(agent).is_some_and(|p| p.holds(chat, now))
-    }
-
-    pub(super) fn is_own_chat(&self, agent: &str, chat: ChatId) -> bool {
-        self.safety.own_chat(agent).is_some_and(|c| c.id == chat)
     }
 
     /// When a new plan of `agent` may start, counting from `from`: after the debounce and,
@@ -279,11 +258,13 @@ impl Scheduler {
         let mut changes = Vec::new();
         let mut generate = None;
         let mut asleep = false;
+        let mut announced = None;
         if let Some(schedule) = &p.schedule {
             let state = schedule.now(now);
             asleep = state.activity.asleep();
             next.push(state.until);
             let id = (state.date, state.activity.start);
+            announced = Some(id);
             if p.announced != Some(id) {
                 changes.push(PresenceChange::Activity(state.clone()));
             }
@@ -324,10 +305,6 @@ impl Scheduler {
             }
         }
         let fell_asleep = asleep && !p.asleep;
-        let announced = p.schedule.as_ref().map(|s| {
-            let st = s.now(now);
-            (st.date, st.activity.start)
-        });
         if let Some(p) = self.presence.get_mut(agent) {
             p.announced = announced;
             p.asleep = asleep;
@@ -474,7 +451,7 @@ impl Scheduler {
             *no_quote = waiting.is_some_and(|(_, q, _)| q);
         }
         if let Some(old) = self.graphs.get(&key) {
-            carry_over(old, &mut graph, now);
+            super::admission::carry_over(old, &mut graph, now);
         }
         self.abandon_cancel_safe(&key);
         self.graphs.insert(key.clone(), graph);

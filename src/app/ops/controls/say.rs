@@ -144,11 +144,13 @@ impl Controller {
                 seen = answers.len();
                 quiet_since = std::time::Instant::now();
             }
-            let planned = self
-                .graphs()
+            // The chat's plan, if any, is one file: no scan of every graph per look.
+            let plan = self
+                .state
+                .graph_path(&crate::core::graph::ConversationKey::new(agent, chat));
+            let planned = tokio::task::spawn_blocking(move || plan.exists())
                 .await
-                .iter()
-                .any(|g| g.agent == agent && g.chat.id == chat);
+                .unwrap_or(false);
             let settled = start.elapsed() > SETTLE;
             let done = (seen > 0 && !planned && quiet_since.elapsed() > QUIET)
                 || (seen == 0 && !planned && settled && start.elapsed() > NO_PLAN);
