@@ -145,6 +145,36 @@ async fn two_sends_in_one_chat_are_at_least_3s_apart() -> TestResult {
     Ok(())
 }
 
+/// A persona's `# Send Limits` (parsed by the real persona parser) set the governor's
+/// figures, and a reload's new limits apply from the next message on.
+#[tokio::test]
+async fn a_personas_send_limits_pace_its_account_and_a_reload_changes_them() -> TestResult {
+    let persona = common::persona_with("ann", "# Send Limits\nper chat 2/min, gap 10s\n");
+    let s = setup(GovernorConfig::default().with_limits(&persona.send_limits))?;
+    open_dm(&s.mem, 1).await?;
+    as_task(&s.clock, async {
+        for key in 0..3 {
+            s.gov.send_text(text(1, key)).await?;
+        }
+        Ok::<_, TelegramError>(())
+    })
+    .await?;
+    let at: Vec<Timestamp> = sends(&s.mem).into_iter().map(|(_, t)| t).collect();
+    // 10 s apart, and the third waits for the first to leave the minute.
+    assert_eq!(at, vec![t0(), after(secs(10)), after(secs(60))]);
+    let looser = common::persona_with("ann", "# Send Limits\ngap 1s\n");
+    s.gov
+        .set_config(GovernorConfig::default().with_limits(&looser.send_limits));
+    as_task(&s.clock, async {
+        s.gov.send_text(text(1, 10)).await?;
+        s.gov.send_text(text(1, 11)).await
+    })
+    .await?;
+    let at: Vec<Timestamp> = sends(&s.mem).into_iter().map(|(_, t)| t).collect();
+    assert_eq!(at[3..], [after(secs(61)), after(secs(62))]);
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_chat_gets_at_most_10_messages_a_minute() -> TestResult {
     let s = setup(GovernorConfig::default())?;

@@ -192,6 +192,15 @@ async fn rate_limit_with_retry_delay_then_success() -> TestResult {
     Ok(())
 }
 
+/// Nothing went to `chat`, and the owner got one notice (in Saved Messages) that its plan
+/// was dropped: a plan never ends silently.
+fn assert_only_the_owner_was_told(h: &Harness, chat: &Chat) {
+    assert!(h.sends_to(chat.id).is_empty(), "{:?}", h.sends());
+    let notices = h.owner_notices();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices[0].contains("was dropped after"), "{notices:?}");
+}
+
 /// A 503 storm with the default settings (3 attempts per call, 10 task attempts 10 s apart):
 /// the first task attempt spends its 3 requests, then the outage guard makes the later task
 /// attempts fail without a request except one probe per cooldown (30 s, then 60 s). Before
@@ -208,7 +217,7 @@ async fn a_503_storm_costs_a_bounded_number_of_requests_per_plan() -> TestResult
     let (mut h, chat) = start(dir.path(), &server, cfg, 3);
     h.say(&chat, "Bob", "hi").await;
     h.settle().await;
-    assert!(h.sends().is_empty());
+    assert_only_the_owner_was_told(&h, &chat);
     let requests = bodies(&server).await.len();
     assert!(
         requests <= RetryConfig::default().worst_case_requests(10) as usize,
@@ -233,7 +242,7 @@ async fn a_permanent_error_drops_the_plan_without_a_retry_storm() -> TestResult 
     let (mut h, chat) = start(dir.path(), &server, config(), 3);
     h.say(&chat, "Bob", "hi").await;
     h.settle().await;
-    assert!(h.sends().is_empty());
+    assert_only_the_owner_was_told(&h, &chat);
     assert_eq!(bodies(&server).await.len(), 1);
     h.stop().await?;
     Ok(())

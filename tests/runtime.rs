@@ -268,7 +268,13 @@ async fn a_failing_task_is_retried_then_its_graph_dropped() -> TestResult {
     }
     h.say(&chat, "Bob", "hi").await;
     h.settle().await;
-    assert!(h.sends().is_empty());
+    assert!(h.sends_to(chat.id).is_empty());
+    // The owner hears of it once.
+    let told = h.owner_notices();
+    assert!(
+        told.len() == 1 && told[0].contains("dropped after 3 attempt(s)"),
+        "{told:?}"
+    );
     // Attempts at 2 s, 12 s and 22 s; the third failure drops the graph.
     assert_eq!(ms_since_t0(h.clock.now()), 22_000);
     assert!(
@@ -278,7 +284,7 @@ async fn a_failing_task_is_retried_then_its_graph_dropped() -> TestResult {
     // A fourth attempt would have succeeded: nothing else was queued.
     h.say(&chat, "Bob", "again").await;
     h.settle().await;
-    assert_eq!(h.sends().len(), 1, "a new message plans afresh");
+    assert_eq!(h.sends_to(chat.id).len(), 1, "a new message plans afresh");
     h.stop().await?;
     Ok(())
 }
@@ -299,7 +305,7 @@ async fn a_permanent_error_drops_the_graph_without_retrying() -> TestResult {
     );
     h.say(&chat, "Bob", "hi").await;
     h.settle().await;
-    assert!(h.sends().is_empty());
+    assert!(h.sends_to(chat.id).is_empty());
     assert_eq!(ms_since_t0(h.clock.now()), 2000, "no retry wait happened");
     h.stop().await?;
     Ok(())

@@ -160,8 +160,25 @@ struct State {
 pub struct Governor<T: ?Sized> {
     inner: Arc<T>,
     clock: SharedClock,
-    config: GovernorConfig,
+    /// The limits in force; a persona reload may change them ([`Governor::set_config`]).
+    config: std::sync::RwLock<GovernorConfig>,
     state: Mutex<State>,
+}
+
+impl GovernorConfig {
+    /// These limits with a persona's `# Send Limits` over them (each figure it sets wins).
+    pub fn with_limits(mut self, limits: &crate::core::persona::SendLimits) -> GovernorConfig {
+        if let Some(n) = limits.chat_per_minute {
+            self.chat_per_minute = n;
+        }
+        if let Some(n) = limits.account_per_minute {
+            self.account_per_minute = n;
+        }
+        if let Some(gap) = limits.chat_gap {
+            self.chat_min_gap = gap;
+        }
+        self
+    }
 }
 
 impl<T: Telegram + ?Sized> Governor<T> {
@@ -170,7 +187,7 @@ impl<T: Telegram + ?Sized> Governor<T> {
         Governor {
             inner,
             clock,
-            config,
+            config: std::sync::RwLock::new(config),
             state: Mutex::new(State::default()),
         }
     }
@@ -181,8 +198,16 @@ impl<T: Telegram + ?Sized> Governor<T> {
     }
 
     /// The limits in force.
-    pub fn config(&self) -> &GovernorConfig {
-        &self.config
+    pub fn config(&self) -> GovernorConfig {
+        self.config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// New limits, from the next message on (a persona's `# Send Limits` changed).
+    pub fn set_config(&self, config: GovernorConfig) {
+        *self.config.write().unwrap_or_else(PoisonError::into_inner) = config;
     }
 
     /// A snapshot of the counters.
@@ -215,7 +240,7 @@ impl<T: Telegram + ?Sized> Governor<T> {
     async fn check_first_contact(&self, chat: ChatId) -> TgResult<()> {
         // The account's own chat (Saved Messages, where the runtime alerts the owner) has no
         // one else in it and is no contact with anybody.
-        if self.config.first_contact == FirstContact::Allow || chat.0 == self.inner.self_id() {
+        if self.config().first_contact == FirstContact::Allow || chat.0 == self.inner.self_id() {
             return Ok(());
         }
         let now = self.clock.now();
@@ -228,7 +253,7 @@ impl<T: Telegram + ?Sized> Governor<T> {
         match cached {
             Contact::Contacted => return Ok(()),
             Contact::NotContacted { checked }
-                if now < clock::add(checked, self.config.contact_recheck) =>
+                if now < clock::add(checked, self.config().contact_recheck) =>
             {
                 return Err(self.refuse_first_contact(chat, true));
             }
@@ -236,7 +261,7 @@ impl<T: Telegram + ?Sized> Governor<T> {
         }
         let history = self
             .inner
-            .fetch_history(chat, self.config.contact_history.max(1))
+            .fetch_history(chat, self.config().contact_history.max(1))
             .await?;
         let contacted = history.iter().any(|m| !m.outgoing);
         {
@@ -274,7 +299,7 @@ impl<T: Telegram + ?Sized> Governor<T> {
     /// the slot is now), or the refusal when that wait exceeds `max_wait`.
     fn reserve(&self, chat: ChatId) -> TgResult<Option<(Duration, Reason)>> {
         let now = self.clock.now();
-        let cfg = &self.config;
+        let cfg = &self.config();
         let result = {
             let mut guard = self.lock();
             let st = &mut *guard;
@@ -320,7 +345,7 @@ impl<T: Telegram + ?Sized> Governor<T> {
         let entry = st.chats.entry(chat).or_default();
         let previous = entry.last_typing;
         let allowed = match previous {
-            Some(last) => clock::add(last, self.config.typing_min_gap) <= now,
+            Some(last) => clock::add(last, self.config().typing_min_gap) <= now,
             None => true,
         };
         if allowed {

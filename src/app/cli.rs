@@ -199,6 +199,11 @@ pub struct RuntimeArgs {
         default_value_t = 3072
     )]
     pub memory_scope_bytes: usize,
+    /// The daemon's daily LLM cap, all personas together: `200000 tokens`, `200k tokens`,
+    /// `$5`, or both (`1M tokens, $5`). Past 80% the owners are told; at 100% planning stops
+    /// until the next UTC day (or `/resume`). A persona's `# Daily Budget` caps it alone.
+    #[arg(long, value_name = "CAP", env = "PERSONAD_DAILY_BUDGET")]
+    pub daily_budget: Option<String>,
 }
 
 impl RuntimeArgs {
@@ -211,6 +216,7 @@ impl RuntimeArgs {
             task_timeout_secs: self.task_timeout_secs,
             history_limit: self.history_limit,
             memory_scope_bytes: self.memory_scope_bytes,
+            daily_budget: self.daily_budget.clone(),
             typing_speed: self.typing_speed,
             start_typing_delay_secs: self.start_typing_delay,
         }

@@ -182,7 +182,12 @@ struct Fleet {
     reported: BTreeSet<String>,
     pumps: Vec<JoinHandle<()>>,
     group: GroupWiring,
+    /// Per MTProto agent: applies a persona's `# Send Limits` to its running governor.
+    retune: std::sync::Mutex<BTreeMap<String, Retune>>,
 }
+
+/// Sets a running governor's limits from a persona's `# Send Limits`.
+type Retune = Box<dyn Fn(&crate::core::persona::SendLimits) + Send>;
 
 fn status_line(st: &Status) -> String {
     format!(
@@ -284,17 +289,14 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
     };
     let groups = Arc::clone(&group.groups);
     let stop = CancellationToken::new();
-    let mut fleet = Fleet {
-        global: global.clone(),
+    let mut fleet = Fleet::new(
+        global.clone(),
         backend,
-        state: state.clone(),
-        clock: Arc::clone(&clock),
-        stop: stop.clone(),
-        running: BTreeMap::new(),
-        reported: BTreeSet::new(),
-        pumps: Vec::new(),
+        state.clone(),
+        &clock,
+        stop.clone(),
         group,
-    };
+    );
     fleet.report_problems(&report, true);
     let opened = open_agents(&mut fleet, &report, &notifier).await?;
     let heartbeat_every =
@@ -315,10 +317,10 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
         Arc::clone(&status_cell),
         &args.debug_stall_loop,
     ));
-    if use_llm {
-        let media =
-            services::media_pipeline(&args.media, llm, state.clone(), &clock, Arc::clone(&usage))
-                .await?;
+    let llm = use_llm.then_some(llm);
+    if let Some(media) =
+        services::media_pipeline(&args.media, llm, state.clone(), &clock, &usage).await?
+    {
         runtime = runtime.with_media(media);
     }
     let handle = runtime.handle();

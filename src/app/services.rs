@@ -36,14 +36,18 @@ pub(crate) fn runtime(
         .with_facts(Arc::new(facts))
 }
 
-/// The media pipeline over the LLM: descriptions cached under `state`, metered.
+/// The media pipeline over the LLM (none without one): descriptions cached under `state`,
+/// metered.
 pub(crate) async fn media_pipeline(
     args: &MediaArgs,
-    llm: Arc<dyn Llm>,
+    llm: Option<Arc<dyn Llm>>,
     state: StateDir,
     clock: &SharedClock,
-    usage: Arc<UsageMeter>,
-) -> Result<Arc<MediaPipeline>, CommandError> {
+    usage: &Arc<UsageMeter>,
+) -> Result<Option<Arc<MediaPipeline>>, CommandError> {
+    let Some(llm) = llm else {
+        return Ok(None);
+    };
     let pipeline = MediaPipeline::load(
         args.config(),
         args.media_prompts.clone(),
@@ -53,8 +57,8 @@ pub(crate) async fn media_pipeline(
     )
     .await
     .map_err(|e| CommandError::Io(e.to_string()))?
-    .with_usage(usage);
-    Ok(Arc::new(pipeline))
+    .with_usage(Arc::clone(usage));
+    Ok(Some(Arc::new(pipeline)))
 }
 
 /// The admission chain in front of `handle` (owner controls, if any, then the group gates
@@ -69,4 +73,16 @@ pub(crate) fn admission(
     handle
         .clone()
         .with_gate(Chain::new(controls, Arc::clone(groups)))
+}
+
+/// The spending caps: every request's spend of the day reaches the runtime, which decides
+/// (warns at 80%, holds planning at 100%).
+pub(crate) fn spending_caps(
+    usage: &crate::adapters::llm::usage::UsageMeter,
+    handle: &crate::runtime::RuntimeHandle,
+) {
+    let h = handle.clone();
+    usage.on_spend(Arc::new(move |agent, spend, all| {
+        h.report_spend(agent, spend, all);
+    }));
 }

@@ -34,6 +34,9 @@ pub struct AgentState {
     /// Per-chat group trigger mode set by the owner; wins over the persona's heading.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub group_modes: BTreeMap<ChatId, crate::core::group::settings::TriggerMode>,
+    /// Per-chat draft mode set by the owner; wins over the persona's `Approval`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub approval_modes: BTreeMap<ChatId, crate::core::approval::ApprovalMode>,
     /// The newest inbound message per chat that admission handed to a plan or the group
     /// classifier: catch-up, the unread scan and a restart after kill -9 redeliver messages,
     /// and one at or below this mark is history, never a second plan. While a plan runs, its
@@ -45,6 +48,19 @@ pub struct AgentState {
     /// out, so a crash mid-call still counts): at most two a day.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule_calls: Option<(jiff::civil::Date, u32)>,
+    /// What the owner was told of today's LLM budget, and whether they lifted the cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetMark>,
+}
+
+/// The day's budget mark: the highest level the owner was told of on `day` (UTC), and whether
+/// the owner lifted a reached cap for that day (`/resume`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetMark {
+    pub day: jiff::civil::Date,
+    pub told: crate::core::budget::Level,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lifted: bool,
 }
 
 impl AgentState {

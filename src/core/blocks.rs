@@ -337,7 +337,8 @@ fn parse_block(
         | TaskKind::Shutdown
         | TaskKind::Summarize
         | TaskKind::Schedule
-        | TaskKind::Presence => {
+        | TaskKind::Presence
+        | TaskKind::Draft => {
             warn(out, &label, "unknown kind; skipped");
         }
     }

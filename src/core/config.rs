@@ -27,6 +27,8 @@ pub struct RuntimeConfig {
     /// Cap on one scope of long-term memory (a person's facts, a chat's notes) as the prompt
     /// shows it, in bytes.
     pub memory_scope_bytes: usize,
+    /// The daemon's daily LLM cap, all personas together (`--daily-budget`).
+    pub daily_budget: Option<crate::core::budget::DailyCap>,
 }
 
 /// How fast a persona "types": a pause before its first message of a plan, then a typing
@@ -65,6 +67,7 @@ impl Default for RuntimeConfig {
             shutdown_grace: Duration::from_secs(10),
             pacing: Pacing::default(),
             memory_scope_bytes: crate::core::facts::DEFAULT_SCOPE_BYTES,
+            daily_budget: None,
         }
     }
 }
@@ -81,6 +84,8 @@ pub struct RawRuntimeConfig {
     pub typing_speed: f64,
     pub start_typing_delay_secs: f64,
     pub memory_scope_bytes: usize,
+    /// `--daily-budget` as written (`200k tokens`, `$5`).
+    pub daily_budget: Option<String>,
 }
 
 /// A setting out of range.
@@ -169,7 +174,15 @@ impl RawRuntimeConfig {
                 ),
             });
         }
+        let daily_budget = match self.daily_budget.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(v) => Some(v.parse().map_err(|e: crate::core::Invalid| ConfigError {
+                name: "daily-budget",
+                reason: e.0,
+            })?),
+        };
         Ok(RuntimeConfig {
+            daily_budget,
             memory_scope_bytes: self.memory_scope_bytes,
             pacing: Pacing {
                 chars_per_sec: self.typing_speed,
@@ -204,6 +217,7 @@ mod tests {
             typing_speed: 10.0,
             start_typing_delay_secs: 2.0,
             memory_scope_bytes: 3072,
+            daily_budget: None,
         }
     }
 

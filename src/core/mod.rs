@@ -5,7 +5,9 @@
 
 pub mod admission;
 pub mod agent_state;
+pub mod approval;
 pub mod blocks;
+pub mod budget;
 pub mod config;
 pub mod facts;
 pub mod graph;

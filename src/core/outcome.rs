@@ -31,6 +31,12 @@ pub(crate) enum Outcome {
     Day(Box<crate::core::presence::DaySchedule>),
     /// Mark the task done and apply this change to the chat's scheduled intents.
     Intent(crate::core::intents::IntentWrite),
+    /// A `draft` task posted its draft here: it stays pending until the owner decides or its
+    /// timeout passes.
+    Drafted(crate::core::approval::Posted),
+    /// End the plan here, on purpose (a draft timed out with `then drop`): the graph goes,
+    /// with the reason logged.
+    Dropped { reason: String },
 }
 
 /// Why a task failed, and what that means for its conversation.

@@ -37,6 +37,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+mod owner;
+pub use owner::SendLimits;
 mod validate;
 pub(crate) use validate::*;
 mod fields;
@@ -136,6 +138,12 @@ pub struct Persona {
     pub fresh_start: FreshStart,
     /// `# Start Of Conversation`: instructions for the first turn of a chat that starts anew.
     pub start_of_conversation: Option<String>,
+    /// `# Approval` and `# Approval Timeout`: which plans wait for the owner (draft mode).
+    pub approval: crate::core::approval::ApprovalPolicy,
+    /// `# Daily Budget`: the persona's daily LLM spending cap.
+    pub daily_budget: Option<crate::core::budget::DailyCap>,
+    /// `# Send Limits`: the account governor's figures for this persona.
+    pub send_limits: SendLimits,
     /// Headings this version does not know, keyed by the heading as written
     /// (trimmed, inner whitespace collapsed), valued by their raw Markdown.
     pub extra: BTreeMap<String, String>,
@@ -179,6 +187,9 @@ impl fmt::Debug for Persona {
             .field("allow_block", &self.allow_block)
             .field("daily_schedule", &self.daily_schedule.is_some())
             .field("fresh_start", &self.fresh_start)
+            .field("approval", &self.approval)
+            .field("daily_budget", &self.daily_budget)
+            .field("send_limits", &self.send_limits)
             .field("extra", &self.extra)
             .field("source", &self.source)
             .finish_non_exhaustive()

@@ -144,6 +144,38 @@ impl AccountSafety {
             && graph.chat.id.0 != *self_id
     }
 
+    /// Records the day's budget mark.
+    pub(crate) fn set_budget(&mut self, agent: &str, mark: crate::core::agent_state::BudgetMark) {
+        self.states.entry(agent.to_string()).or_default().budget = Some(mark);
+    }
+
+    /// The owner's draft-mode override of a chat.
+    pub(crate) fn approval_mode(
+        &self,
+        agent: &str,
+        chat: ChatId,
+    ) -> Option<crate::core::approval::ApprovalMode> {
+        self.states
+            .get(agent)
+            .and_then(|s| s.approval_modes.get(&chat).copied())
+    }
+
+    /// Sets or clears a chat's draft-mode override; returns whether the state changed.
+    pub(crate) fn set_approval_mode(
+        &mut self,
+        agent: &str,
+        chat: ChatId,
+        mode: Option<crate::core::approval::ApprovalMode>,
+    ) -> bool {
+        let state = self.states.entry(agent.to_string()).or_default();
+        let before = state.approval_modes.get(&chat).copied();
+        match mode {
+            Some(m) => state.approval_modes.insert(chat, m),
+            None => state.approval_modes.remove(&chat),
+        };
+        before != mode
+    }
+
     /// Sets or clears a group's trigger-mode override; returns whether the state changed.
     pub(crate) fn set_group_mode(
         &mut self,
@@ -173,6 +205,10 @@ impl AccountSafety {
         }
         if let Some(m) = state.group_modes.remove(&from) {
             state.group_modes.entry(to).or_insert(m);
+            moved = true;
+        }
+        if let Some(m) = state.approval_modes.remove(&from) {
+            state.approval_modes.entry(to).or_insert(m);
             moved = true;
         }
         moved

@@ -26,7 +26,12 @@ use crate::core::model::{Chat, ChatId, MessageId};
 use crate::core::outcome::{Outcome, TaskError};
 use crate::core::safety::AccountSafety;
 mod admission;
+mod budget;
+mod finish;
+pub use budget::SpendReport;
+mod owner;
 mod presence;
+pub use owner::DraftRef;
 pub(crate) use presence::AgentPresence;
 pub use presence::{Paused, PresenceChange};
 
@@ -40,6 +45,8 @@ pub struct Start {
     /// The agent's schedule and intents as they are now, for the tasks that use them
     /// (planning, writing a day).
     pub(crate) presence: Option<Box<AgentPresence>>,
+    /// The owner's draft-mode override of the chat (planning only).
+    pub(crate) approval: Option<crate::core::approval::ApprovalMode>,
 }
 
 /// What the driver must do, in the order given.
@@ -73,6 +80,21 @@ pub(crate) enum Effect {
         agent: String,
         change: PresenceChange,
     },
+    /// Something the operator should see happened: count it and show it to watchers.
+    Notable(Notable),
+}
+
+/// Something the operator should see (a draft decided or void, a plan dropped, a send
+/// refused, a spending cap reached): the driver counts it in `personad_events_total{event}`
+/// and shows it to watchers (the playground's JSON lines); the scheduler logs it with the same
+/// `event` name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notable {
+    pub agent: String,
+    pub chat: Option<ChatId>,
+    /// A stable name (`draft_approved`, `plan_dropped`, `budget_reached`, ...).
+    pub event: &'static str,
+    pub detail: String,
 }
 
 #[derive(Debug, Clone)]
@@ -114,6 +136,8 @@ pub(crate) struct Scheduler {
     after_graphs: Vec<Effect>,
     /// Each agent's pauses, as the owner's controls last told.
     paused: HashMap<String, presence::Paused>,
+    /// Incident notices to the owner held back (rate limit).
+    notices: owner::Notices,
 }
 
 impl Scheduler {
@@ -144,6 +168,7 @@ impl Scheduler {
             presence: HashMap::new(),
             after_graphs: Vec::new(),
             paused: HashMap::new(),
+            notices: HashMap::new(),
         }
     }
 
@@ -243,7 +268,7 @@ impl Scheduler {
             return;
         };
         let ready = graph.ready_task(now);
-        if let Some(wake) = ready.and_then(|t| self.held_by_sleep(graph, t, now)) {
+        if let Some(wake) = ready.and_then(|t| self.held(graph, t, now)) {
             self.arm(key, wake);
         } else if ready.is_some() {
             let reply = plan_under_way(graph);
@@ -333,7 +358,7 @@ impl Scheduler {
                 self.reschedule(&key, now);
                 continue;
             };
-            if let Some(wake) = self.held_by_sleep(graph, &task, now) {
+            if let Some(wake) = self.held(graph, &task, now) {
                 self.arm(&key, wake);
                 continue;
             }
@@ -351,6 +376,9 @@ impl Scheduler {
             let presence = matches!(task.kind(), TaskKind::Received | TaskKind::Schedule)
                 .then(|| self.presence.get(&key.agent).cloned().map(Box::new))
                 .flatten();
+            let approval = (task.kind() == TaskKind::Received)
+                .then(|| self.safety.approval_mode(&key.agent, key.chat))
+                .flatten();
             let Some(graph) = self.graphs.get_mut(&key) else {
                 continue;
             };
@@ -363,6 +391,7 @@ impl Scheduler {
                 chat: graph.chat.clone(),
                 task,
                 presence,
+                approval,
             };
             debug!(conversation = %key, task = %start.task.id, kind = %start.task.kind(), "task started");
             self.in_flight.insert(
@@ -519,6 +548,19 @@ impl Scheduler {
 
     /// Sets or clears a group's trigger-mode override; a change is saved with the agent's
     /// state.
+    /// Sets or clears a chat's draft-mode override; a change is saved with the agent's
+    /// state.
+    pub(crate) fn set_approval_mode(
+        &mut self,
+        agent: &str,
+        chat: ChatId,
+        mode: Option<crate::core::approval::ApprovalMode>,
+    ) {
+        if self.agents.contains(agent) && self.safety.set_approval_mode(agent, chat, mode) {
+            self.effects.push(Effect::SaveAgentState(agent.to_string()));
+        }
+    }
+
     pub(crate) fn set_group_mode(
         &mut self,
         agent: &str,
@@ -592,181 +634,6 @@ impl Scheduler {
         self.effects.push(Effect::StopAgent(agent.to_string()));
         if self.agents.is_empty() {
             self.begin_stop("no agent left to run".to_string(), now);
-        }
-    }
-
-    /// A task finished: apply its outcome to its graph (if that graph is still current).
-    pub(crate) fn on_finished(
-        &mut self,
-        key: ConversationKey,
-        graph_id: &str,
-        task_id: &str,
-        result: Result<Outcome, TaskError>,
-        now: Timestamp,
-    ) {
-        if self
-            .in_flight
-            .get(&key)
-            .is_some_and(|f| f.graph_id == graph_id && f.task_id == task_id)
-        {
-            self.take_in_flight(&key);
-        }
-        self.apply_result(&key, graph_id, task_id, result, now);
-        if let Some(graph) = self.graphs.get_mut(&key) {
-            if graph.is_finished() {
-                debug!(conversation = %key, "plan finished");
-                self.remove_graph(&key);
-            } else {
-                graph.arm_waits(now);
-            }
-        }
-        // The conversation may be free again: whatever is ready next goes in a queue.
-        self.reschedule(&key, now);
-    }
-
-    fn apply_result(
-        &mut self,
-        key: &ConversationKey,
-        graph_id: &str,
-        task_id: &str,
-        result: Result<Outcome, TaskError>,
-        now: Timestamp,
-    ) {
-        let Some(graph) = self.graphs.get_mut(key).filter(|g| g.id == graph_id) else {
-            debug!(conversation = %key, task = %task_id, "result of a superseded graph discarded");
-            return;
-        };
-        match result {
-            Ok(outcome) => {
-                graph.mark_done(task_id, now);
-                if graph
-                    .task(task_id)
-                    .is_some_and(|t| t.kind().needs_idempotency_key())
-                {
-                    let agent = graph.agent.clone();
-                    self.note_wrote(&agent, now);
-                }
-                let Some(graph) = self.graphs.get_mut(key).filter(|g| g.id == graph_id) else {
-                    return;
-                };
-                match outcome {
-                    Outcome::Done => {}
-                    Outcome::Day(day) => {
-                        let agent = graph.agent.clone();
-                        self.mark_dirty(key);
-                        self.install_day(&agent, *day, now);
-                        return;
-                    }
-                    Outcome::Intent(write) => {
-                        let title = graph.chat.title.clone();
-                        self.mark_dirty(key);
-                        self.apply_intent(key, &title, &write, now);
-                        return;
-                    }
-                    Outcome::Planned(tasks) => {
-                        if !tasks.is_empty() {
-                            info!(conversation = %key, tasks = tasks.len(), "planned");
-                        }
-                        graph.append_chain(task_id, tasks);
-                    }
-                    Outcome::Shutdown { reason } => self.begin_stop(reason, now),
-                    Outcome::Replan {
-                        message_id,
-                        quote,
-                        at,
-                    } => {
-                        let (agent, chat) = (graph.agent.clone(), graph.chat.clone());
-                        info!(conversation = %key, message = %message_id, "group message addressed: planning");
-                        self.replan(&agent, chat, message_id, quote, Some(at), now);
-                        return;
-                    }
-                }
-                self.mark_dirty(key);
-            }
-            Err(TaskError::Park { secs, reason }) => {
-                let until = crate::core::time::add(now, std::time::Duration::from_secs(secs));
-                graph.park(task_id, until, &reason, now);
-                warn!(
-                    conversation = %key,
-                    task = %task_id,
-                    until = %until,
-                    reason = %reason,
-                    "Telegram asked us to wait: conversation parked"
-                );
-                self.mark_dirty(key);
-            }
-            Err(TaskError::ChatForbidden(reason)) => {
-                error!(
-                    conversation = %key,
-                    task = %task_id,
-                    reason = %reason,
-                    "we may not write in this chat: plan dropped and chat disabled (`personad state clear --agent {} --chat {}` enables it again)",
-                    key.agent,
-                    key.chat
-                );
-                self.remove_graph(key);
-                self.safety.disable_chat(key, reason, now);
-                self.effects.push(Effect::SaveAgentState(key.agent.clone()));
-            }
-            Err(TaskError::AccountLimited(reason)) => {
-                error!(
-                    conversation = %key,
-                    task = %task_id,
-                    reason = %reason,
-                    "Telegram limits this account: plan dropped, breaker tripped for 24 h, owner alerted"
-                );
-                self.remove_graph(key);
-                let alert = self.safety.trip_breaker(&key.agent, reason, now);
-                self.effects.push(Effect::SaveAgentState(key.agent.clone()));
-                if let Some(alert) = alert {
-                    let alert_key = alert.key();
-                    match self.graphs.get_mut(&alert_key) {
-                        // The own chat's upkeep stays; the alert joins it.
-                        Some(own) => own.tasks.extend(alert.tasks),
-                        None => {
-                            self.graphs.insert(alert_key.clone(), alert);
-                        }
-                    }
-                    self.mark_dirty(&alert_key);
-                    self.reschedule(&alert_key, now);
-                }
-            }
-            Err(TaskError::Unauthorized(reason)) => {
-                error!(
-                    agent = %key.agent,
-                    reason = %reason,
-                    "the agent's Telegram session is no longer valid; stopping this agent. Log in again: personad login --agent {:?}",
-                    key.agent
-                );
-                self.stop_agent(&key.agent.clone(), now);
-            }
-            Err(e) => {
-                let policy = self.config.retry;
-                match graph.record_failure(task_id, &e.to_string(), e.is_transient(), policy, now) {
-                    FailureVerdict::Retry { attempt } => {
-                        warn!(
-                            conversation = %key,
-                            task = %task_id,
-                            attempt,
-                            max_attempts = policy.max_attempts,
-                            error = %e,
-                            "task failed; will retry"
-                        );
-                        self.mark_dirty(key);
-                    }
-                    FailureVerdict::Drop => {
-                        let attempts = graph.task(task_id).map_or(0, |t| t.attempts);
-                        error!(
-                            conversation = %key,
-                            task = %task_id,
-                            attempts,
-                            error = %e,
-                            "task failed for good; the conversation's plan is dropped"
-                        );
-                        self.remove_graph(key);
-                    }
-                }
-            }
         }
     }
 }

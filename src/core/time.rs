@@ -25,3 +25,21 @@ pub(crate) fn secs_f64(secs: f64) -> Duration {
         Duration::ZERO
     }
 }
+
+/// A span written as `90s`, `30m`, `2h`, `1d`, or plain seconds, in seconds (more than 0).
+pub fn parse_span(s: &str) -> Option<u64> {
+    let s = s.trim().to_lowercase();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s.as_str(), "s"),
+    };
+    let n: u64 = num.parse().ok()?;
+    let mult = match unit.trim() {
+        "s" | "sec" | "secs" => 1,
+        "m" | "min" | "mins" => 60,
+        "h" | "hour" | "hours" => 3600,
+        "d" | "day" | "days" => 86_400,
+        _ => return None,
+    };
+    n.checked_mul(mult).filter(|v| *v > 0)
+}

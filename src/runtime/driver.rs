@@ -331,6 +331,29 @@ impl Driver {
                 }
                 self.sched.migrate_chat(&agent, from, to, now)
             }
+            Event::Spent { agent, spend, all } => {
+                let cap = self
+                    .svc
+                    .agents
+                    .get(&agent)
+                    .and_then(|a| a.persona.daily_budget);
+                let report = crate::core::scheduler::SpendReport {
+                    agent: (spend, cap),
+                    daemon: (all, self.svc.config.daily_budget),
+                };
+                self.sched.on_spend(&agent, report, now);
+            }
+            Event::LiftBudget { agent } => self.sched.lift_budget(&agent, now),
+            Event::DecideDraft {
+                agent,
+                which,
+                decision,
+            } => {
+                self.sched.decide_draft(&agent, &which, decision, now);
+            }
+            Event::SetApprovalMode { agent, chat, mode } => {
+                self.sched.set_approval_mode(&agent, chat, mode);
+            }
             Event::SetGroupMode { agent, chat, mode } => {
                 self.sched.set_group_mode(&agent, chat, mode);
             }
@@ -482,6 +505,10 @@ impl Driver {
                         self.intents_after.entry(agent).or_default().extend(needs);
                     }
                 }
+                Effect::Notable(n) => {
+                    metrics::counter!("personad_events_total", "event" => n.event).increment(1);
+                    self.svc.published.notable(n, self.svc.clock.now());
+                }
                 Effect::Presence { agent, change } => {
                     let now = self.svc.clock.now();
                     if let crate::core::scheduler::PresenceChange::Activity(a) = &change {
@@ -530,6 +557,7 @@ impl Driver {
             chat,
             task,
             presence,
+            approval,
         } = start;
         let task_id = task.id.clone();
         let kind = task.kind();
@@ -549,6 +577,7 @@ impl Driver {
             facts: self.svc.facts.clone(),
             groups: self.svc.published.groups(),
             presence,
+            approval,
         };
         let queue = Arc::clone(&self.svc.queue);
         let clock = Arc::clone(&self.svc.clock);

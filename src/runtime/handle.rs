@@ -33,6 +33,15 @@ pub(super) struct Published {
     presence: Arc<Mutex<HashMap<String, PresenceReport>>>,
     /// Who watches presence changes (the playground's printer).
     presence_watchers: Arc<Mutex<Vec<tokio::sync::mpsc::UnboundedSender<PresenceEvent>>>>,
+    /// Who watches notable events (the playground's printer).
+    notable_watchers: Arc<Mutex<Vec<tokio::sync::mpsc::UnboundedSender<NotableEvent>>>>,
+}
+
+/// Something the operator should see, and when it happened on the runtime's clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotableEvent {
+    pub at: jiff::Timestamp,
+    pub notable: crate::core::scheduler::Notable,
 }
 
 /// An agent's presence as the runtime last announced it.
@@ -65,6 +74,7 @@ impl Published {
             groups: Arc::default(),
             presence: Arc::default(),
             presence_watchers: Arc::default(),
+            notable_watchers: Arc::default(),
         }
     }
 
@@ -118,6 +128,12 @@ impl Published {
             change,
         };
         locked(&self.presence_watchers).retain(|w| w.send(event.clone()).is_ok());
+    }
+
+    /// Tells the watchers of notable events.
+    pub(super) fn notable(&self, notable: crate::core::scheduler::Notable, at: jiff::Timestamp) {
+        let event = NotableEvent { at, notable };
+        locked(&self.notable_watchers).retain(|w| w.send(event.clone()).is_ok());
     }
 
     /// The group pipeline `classify` tasks call, once one is set.
@@ -181,6 +197,63 @@ impl RuntimeHandle {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         locked(&self.published.presence_watchers).push(tx);
         rx
+    }
+
+    /// Every later notable event (drafts decided, plans dropped, caps reached), in order.
+    pub fn observe_notables(&self) -> tokio::sync::mpsc::UnboundedReceiver<NotableEvent> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        locked(&self.published.notable_watchers).push(tx);
+        rx
+    }
+
+    /// The owner's word on a draft (a reply to it, or `personad ctl approve/reject`).
+    pub fn decide_draft(
+        &self,
+        agent: &str,
+        which: crate::core::scheduler::DraftRef,
+        decision: crate::core::approval::Decision,
+    ) {
+        self.queue.push(Event::DecideDraft {
+            agent: agent.to_string(),
+            which,
+            decision,
+        });
+    }
+
+    /// The LLM layer's report of the day's spend after a request of `agent` (its own, every
+    /// agent's together): the runtime holds planning at a cap.
+    pub fn report_spend(
+        &self,
+        agent: &str,
+        spend: crate::core::budget::Spend,
+        all: crate::core::budget::Spend,
+    ) {
+        self.queue.push(Event::Spent {
+            agent: agent.to_string(),
+            spend,
+            all,
+        });
+    }
+
+    /// The owner resumed the agent: a daily LLM cap reached today no longer holds.
+    pub fn lift_budget(&self, agent: &str) {
+        self.queue.push(Event::LiftBudget {
+            agent: agent.to_string(),
+        });
+    }
+
+    /// Records a chat's draft-mode override (or clears it) in the agent's state on disk.
+    pub fn set_approval_mode(
+        &self,
+        agent: &str,
+        chat: ChatId,
+        mode: Option<crate::core::approval::ApprovalMode>,
+    ) {
+        self.queue.push(Event::SetApprovalMode {
+            agent: agent.to_string(),
+            chat,
+            mode,
+        });
     }
 
     /// The trigger-mode override of `chat` in `agent`'s state, as the runtime holds it.

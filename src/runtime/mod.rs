@@ -38,7 +38,7 @@ use crate::ports::planner::SharedPlanner;
 use crate::ports::stickers::{NoStickers, SharedStickers};
 use crate::ports::store::{RuntimeStore, SharedStore, StoreError};
 use crate::ports::telegram::Telegram;
-pub use handle::RuntimeHandle;
+pub use handle::{NotableEvent, RuntimeHandle};
 pub(crate) use queue::WorkQueue;
 
 /// One agent the runtime serves: its persona and its Telegram account.

@@ -74,6 +74,26 @@ pub(crate) enum Event {
         from: crate::core::model::ChatId,
         to: crate::core::model::ChatId,
     },
+    /// The day's LLM spend after a request of `agent`.
+    Spent {
+        agent: String,
+        spend: crate::core::budget::Spend,
+        all: crate::core::budget::Spend,
+    },
+    /// The owner lifted today's reached cap of `agent`.
+    LiftBudget { agent: String },
+    /// The owner decided on a draft.
+    DecideDraft {
+        agent: String,
+        which: crate::core::scheduler::DraftRef,
+        decision: crate::core::approval::Decision,
+    },
+    /// The owner set (or cleared) a chat's draft mode: kept in the agent's state.
+    SetApprovalMode {
+        agent: String,
+        chat: crate::core::model::ChatId,
+        mode: Option<crate::core::approval::ApprovalMode>,
+    },
     /// Start an agent, or give a running one a new persona (hot reload).
     UpsertAgent(Box<crate::runtime::AgentHandle>),
 }

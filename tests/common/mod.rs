@@ -2,6 +2,7 @@
 //! virtual clock that only moves when everything has settled (so tests never sleep).
 #![allow(dead_code)]
 
+pub(crate) mod daemon;
 pub(crate) mod tl;
 
 use std::path::{Path, PathBuf};
@@ -493,6 +494,20 @@ impl Harness {
                 _ => None,
             })
             .collect()
+    }
+
+    /// Texts sent to `chat`.
+    pub(crate) fn sends_to(&self, chat: ChatId) -> Vec<String> {
+        self.sends()
+            .into_iter()
+            .filter(|(c, _, _)| *c == chat)
+            .map(|(_, t, _)| t)
+            .collect()
+    }
+
+    /// Notices the owner got in the agent's Saved Messages.
+    pub(crate) fn owner_notices(&self) -> Vec<String> {
+        self.sends_to(ChatId(self.telegram.self_id()))
     }
 
     /// Stops gracefully and waits for the loop to end.

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 
 use crate::adapters::store::{self, StateDir, StoreError};
+use crate::core::budget::Spend;
 use crate::ports::clock::SharedClock;
 
 /// Tokens of one response.
@@ -186,6 +187,9 @@ const FORMAT: u32 = 1;
 
 type Key = (String, String, String);
 
+/// Told the day's spend after each request: the agent's own, then every agent's together.
+pub type SpendListener = Arc<dyn Fn(&str, Spend, Spend) + Send + Sync>;
+
 /// Sums usage per agent, model and day; persists per agent on [`UsageMeter::flush`].
 pub struct UsageMeter {
     clock: SharedClock,
@@ -193,6 +197,7 @@ pub struct UsageMeter {
     totals: Mutex<BTreeMap<Key, UsageRow>>,
     dirty: Mutex<BTreeSet<String>>,
     writing: tokio::sync::Mutex<()>,
+    listener: Mutex<Option<SpendListener>>,
 }
 
 impl UsageMeter {
@@ -217,7 +222,38 @@ impl UsageMeter {
             totals: Mutex::new(totals),
             dirty: Mutex::new(BTreeSet::new()),
             writing: tokio::sync::Mutex::new(()),
+            listener: Mutex::new(None),
         }
+    }
+
+    /// Who hears the day's spend after each request (the runtime's spending caps).
+    pub fn on_spend(&self, listener: SpendListener) {
+        *self.listener.lock().unwrap_or_else(PoisonError::into_inner) = Some(listener);
+    }
+
+    /// Today's (UTC) spend of `agent`, or of every agent with `None`: tokens (prompt and
+    /// output) and the cost estimated with the built-in prices.
+    pub fn spend_today(&self, agent: Option<&str>) -> Spend {
+        let day = self.today();
+        let prices = PriceTable::builtin();
+        let totals = self.totals.lock().unwrap_or_else(PoisonError::into_inner);
+        let rows = totals
+            .values()
+            .filter(|r| r.day == day && agent.is_none_or(|a| r.agent == a));
+        let mut spend = Spend {
+            tokens: 0,
+            usd: Some(0.0),
+        };
+        for r in rows {
+            spend.tokens = spend
+                .tokens
+                .saturating_add(r.prompt_tokens.saturating_add(r.output_tokens));
+            spend.usd = match (spend.usd, prices.cost(r)) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+        }
+        spend
     }
 
     /// Adds one answered request and its tokens for `agent` and `model`, on today's (UTC)
@@ -264,6 +300,14 @@ impl UsageMeter {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(agent.to_owned());
+        let listener = self
+            .listener
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(listener) = listener {
+            listener(agent, self.spend_today(Some(agent)), self.spend_today(None));
+        }
     }
 
     /// Today's UTC date, the key of the day's rows.

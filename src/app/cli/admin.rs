@@ -154,6 +154,42 @@ pub enum CtlCommand {
         /// strict, smart or talkative.
         mode: String,
     },
+    /// Drafts waiting for the owner's approval (draft mode), with what each would do.
+    Drafts {
+        /// The agent (every agent's drafts when absent).
+        #[arg(long)]
+        agent: Option<String>,
+    },
+    /// Approve a draft: carry its plan out, or send `--text` instead of its texts.
+    Approve {
+        /// The agent (found from the draft when absent).
+        #[arg(long)]
+        agent: Option<String>,
+        /// The draft's id as `ctl drafts` shows it (or its first 4+ hex digits).
+        id: String,
+        /// Send this text instead of the plan's texts.
+        #[arg(long)]
+        text: Option<String>,
+    },
+    /// Reject a draft: its plan is dropped, nothing is sent.
+    Reject {
+        /// The agent (found from the draft when absent).
+        #[arg(long)]
+        agent: Option<String>,
+        /// The draft's id as `ctl drafts` shows it (or its first 4+ hex digits).
+        id: String,
+    },
+    /// Set a chat's draft mode (off, new-contacts, groups, all), over the persona's `Approval`.
+    ApproveMode {
+        /// The agent (needed when several run).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Chat id, @username or a title substring.
+        #[arg(long)]
+        chat: String,
+        /// off, new-contacts, groups or all; `default` clears the override.
+        mode: String,
+    },
     /// Reload personas and role prompts (as SIGHUP does).
     Reload,
     /// Stop the daemon gracefully.
@@ -173,6 +209,9 @@ pub enum CtlCommand {
         /// Make the chat a group with this title.
         #[arg(long, value_name = "TITLE")]
         group: Option<String>,
+        /// Reply to this message id (the owner answering a draft in Saved Messages).
+        #[arg(long, value_name = "ID")]
+        reply_to: Option<i64>,
         /// Return at once instead of waiting for the answer.
         #[arg(long)]
         no_wait: bool,

@@ -5,6 +5,28 @@
 use super::*;
 
 impl Fleet {
+    pub(super) fn new(
+        global: GlobalArgs,
+        backend: Backend,
+        state: StateDir,
+        clock: &SharedClock,
+        stop: CancellationToken,
+        group: GroupWiring,
+    ) -> Fleet {
+        Fleet {
+            global,
+            backend,
+            state,
+            clock: Arc::clone(clock),
+            stop,
+            running: BTreeMap::new(),
+            reported: BTreeSet::new(),
+            pumps: Vec::new(),
+            group,
+            retune: std::sync::Mutex::default(),
+        }
+    }
+
     /// Logs each new problem of the report once.
     pub(super) fn report_problems(&mut self, report: &LoadReport, starting: bool) {
         // A problem is reported once per version of its file: the same file read again stays
@@ -60,13 +82,23 @@ impl Fleet {
                 )
                 .await
                 .map_err(crate::app::ops::OpError::of)?;
-                let governed = Governor::new(
+                // The persona's `# Send Limits` over the daemon's figures (again at each
+                // reload that changes them).
+                let governed = Arc::new(Governor::new(
                     connected.telegram.clone(),
                     Arc::clone(&self.clock),
-                    governor.clone(),
-                );
+                    governor.clone().with_limits(&persona.send_limits),
+                ));
+                let (g, base) = (Arc::clone(&governed), governor.clone());
+                self.retune
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(
+                        persona.name.clone(),
+                        Box::new(move |limits| g.set_config(base.clone().with_limits(limits))),
+                    );
                 let seat = Seat {
-                    telegram: Arc::new(governed),
+                    telegram: governed,
                     memory: None,
                 };
                 Ok((seat, Some(connected)))
@@ -208,6 +240,16 @@ impl Fleet {
                     tracing::error!(event = "reload_phone_refused", agent = %p.name, file = %entry.path.display(), "Agent Phone changed: that needs a restart; the previous persona keeps running");
                 }
                 Some(r) => {
+                    if r.persona.send_limits != p.send_limits
+                        && let Some(retune) = self
+                            .retune
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .get(&p.name)
+                    {
+                        tracing::info!(event = "send_limits_changed", agent = %p.name, limits = ?p.send_limits, "the persona's send limits apply from the next message");
+                        retune(&p.send_limits);
+                    }
                     if format!("{:?}", r.persona) != format!("{p:?}") {
                         r.persona = Arc::new(p.clone());
                         r.path = entry.path.clone();

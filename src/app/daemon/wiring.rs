@@ -270,6 +270,7 @@ pub(super) fn controller_for(
         let usage = Arc::clone(usage);
         controller.set_usage_source(Arc::new(move |agent| usage.today_line(agent)));
     }
+    crate::app::services::spending_caps(usage, handle);
     controller
 }
 

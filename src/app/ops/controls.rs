@@ -24,8 +24,10 @@ use crate::core::model::{Chat, ChatId, Message, OutgoingText};
 use crate::ports::clock::{self, SharedClock};
 use crate::ports::telegram::Telegram;
 use crate::runtime::{Admit, InboundGate, RuntimeHandle};
+mod drafts;
 mod pauses;
 mod say;
+use crate::core::approval::{ApprovalMode, Decision};
 mod views;
 use pauses::save_pauses;
 pub use pauses::{Pause, Pauses, load_pauses};
@@ -70,11 +72,30 @@ pub enum Op {
     ForgetFact {
         id: String,
     },
+    /// Drafts waiting for the owner.
+    Drafts,
+    /// Approve a draft (with a text of the owner's instead of the plan's, if given).
+    Approve {
+        id: String,
+        text: Option<String>,
+    },
+    /// Reject a draft.
+    Reject {
+        id: String,
+    },
+    /// A chat's draft mode (`default` clears the override).
+    ApprovalMode {
+        chat: String,
+        mode: String,
+    },
     /// `--telegram memory` only: a message as if `from` wrote it.
     Say {
         chat: Option<String>,
         from: String,
         group: Option<String>,
+        /// The message it replies to.
+        #[serde(default)]
+        reply_to: Option<i64>,
         text: String,
         /// How long to wait for the answer, in seconds (0: do not wait).
         #[serde(default)]
@@ -89,6 +110,10 @@ const HELP: &str = "personad commands (Saved Messages only):
 /forget chat: drop the chat's pending plan
 /plans [chat]: pending plans
 /mode chat strict|smart|talkative: a group's trigger mode
+/drafts: drafts waiting for your approval (reply to a draft: ok, no, later, or your text)
+/approve id [text]: send a draft (or your text instead)
+/reject id: drop a draft
+/approve-mode chat off|new-contacts|groups|all|default: a chat's draft mode
 /memory [person|chat]: what the persona remembers, with fact ids
 /forget-fact id: forget one fact
 /schedule [YYYY-MM-DD]: today's (or that day's) schedule and the scheduled intents
@@ -143,6 +168,29 @@ pub(crate) fn parse_command(text: &str) -> Option<Result<Op, OpError>> {
             }),
             _ => Err(OpError::from("usage: /forget-fact id")),
         },
+        "drafts" => Ok(Op::Drafts),
+        "approve" => match args.split_first() {
+            Some((id, rest)) => Ok(Op::Approve {
+                id: (*id).to_string(),
+                text: (!rest.is_empty()).then(|| rest.join(" ")),
+            }),
+            None => Err(OpError::from("usage: /approve id [text]")),
+        },
+        "reject" => match args.as_slice() {
+            [id] => Ok(Op::Reject {
+                id: (*id).to_string(),
+            }),
+            _ => Err(OpError::from("usage: /reject id")),
+        },
+        "approve-mode" | "approve_mode" => match args.split_last() {
+            Some((mode, chat)) if !chat.is_empty() => Ok(Op::ApprovalMode {
+                chat: chat.join(" "),
+                mode: mode.to_lowercase(),
+            }),
+            _ => Err(OpError::from(
+                "usage: /approve-mode chat off|new-contacts|groups|all|default",
+            )),
+        },
         "mode" => match args.split_last() {
             Some((mode, chat)) if !chat.is_empty() => Ok(Op::Mode {
                 chat: chat.join(" "),
@@ -157,20 +205,7 @@ pub(crate) fn parse_command(text: &str) -> Option<Result<Op, OpError>> {
 
 /// `90s`, `30m`, `2h`, `1d`, or plain seconds.
 pub(crate) fn parse_duration(s: &str) -> Option<u64> {
-    let s = s.trim().to_lowercase();
-    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => s.split_at(i),
-        None => (s.as_str(), "s"),
-    };
-    let n: u64 = num.parse().ok()?;
-    let mult = match unit {
-        "s" | "sec" | "secs" => 1,
-        "m" | "min" | "mins" => 60,
-        "h" | "hour" | "hours" => 3600,
-        "d" | "day" | "days" => 86_400,
-        _ => return None,
-    };
-    n.checked_mul(mult).filter(|v| *v > 0)
+    crate::core::time::parse_span(s)
 }
 
 /// An agent the controller can answer for.
@@ -403,10 +438,25 @@ impl Controller {
                 (self.hooks.stop)("owner asked to stop");
                 Ok("stopping: tasks in flight may finish, then the daemon exits".into())
             }
+            Op::Drafts => self.drafts(agent).await,
+            Op::Approve { id, text } => {
+                let decision = match text {
+                    Some(text) if !text.trim().is_empty() => Decision::Edit { text },
+                    _ => Decision::Send,
+                };
+                self.decide(agent, &id, decision).await
+            }
+            Op::Reject { id } => self.decide(agent, &id, Decision::Drop).await,
+            Op::ApprovalMode { chat, mode } => self.approval_mode(agent, &chat, &mode).await,
+            Op::Mode { chat, mode } if mode.parse::<ApprovalMode>().is_ok() => {
+                self.approval_mode(agent, &chat, &mode).await
+            }
             Op::Mode { chat, mode } => {
                 let mode: crate::core::group::settings::TriggerMode =
                     mode.parse().map_err(|_| {
-                        OpError(format!("unknown mode {mode:?}: strict, smart or talkative"))
+                        OpError(format!(
+                            "unknown mode {mode:?}: strict, smart or talkative (a group's trigger), or off, new-contacts, groups or all (draft mode)"
+                        ))
                     })?;
                 let agent = self.pick_agent(agent)?;
                 let (id, title) = self.resolve_chat(&agent, &chat).await?;
@@ -472,20 +522,20 @@ impl Controller {
                 chat,
                 from,
                 group,
+                reply_to,
                 text,
                 wait_secs,
             } => {
                 let agent = self.pick_agent(agent)?;
                 let wait = Duration::from_secs(wait_secs.min(say::MAX_WAIT_SECS));
-                self.say(
-                    &agent,
-                    chat.as_deref(),
-                    &from,
-                    group.as_deref(),
-                    &text,
-                    wait,
-                )
-                .await
+                let said = say::Said {
+                    chat: chat.as_deref(),
+                    from: &from,
+                    group: group.as_deref(),
+                    reply_to: reply_to.map(crate::core::model::MessageId),
+                    text: &text,
+                };
+                self.say(&agent, said, wait).await
             }
         }
     }
@@ -555,6 +605,10 @@ impl Controller {
             }
             p.clone()
         };
+        if target.is_none() {
+            // Resuming everything also lifts a daily LLM cap reached today.
+            self.runtime.lift_budget(agent);
+        }
         self.persist(agent, updated).await?;
         tracing::info!(
             event = "resumed",
@@ -669,6 +723,31 @@ impl InboundGate for Gate {
                 "a command from someone other than the owner: ignored and not planned"
             );
             return Admit::NoTrigger;
+        }
+        let place = Some(chat.id.0) == self_id || admin_chat;
+        if message.outgoing
+            && place
+            && let Some(replied) = message.reply_to
+            && !message.text.trim_start().starts_with("personad:")
+            && let Some(decision) = Decision::from_reply(&message.text)
+        {
+            // The owner answering a draft (the runtime checks the message answered is one; a
+            // reply to anything else changes nothing). The message itself stays history.
+            tracing::info!(
+                event = "owner_draft_reply",
+                agent,
+                chat = chat.id.0,
+                reply_to = replied.0,
+                "owner replied to a message: checked against the waiting drafts"
+            );
+            ctl.runtime.decide_draft(
+                agent,
+                crate::core::scheduler::DraftRef::Reply {
+                    chat: chat.id,
+                    message: replied,
+                },
+                decision,
+            );
         }
         if admin_chat && !message.outgoing {
             tracing::debug!(

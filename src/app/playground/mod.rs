@@ -84,12 +84,7 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     let classifier = llm
         .as_ref()
         .map(|l| Classifier::new(Arc::clone(l), Arc::clone(&clock)));
-    let media = match llm {
-        Some(llm) => {
-            Some(services::media_pipeline(&args.media, llm, media_state, &clock, usage).await?)
-        }
-        None => None,
-    };
+    let media = services::media_pipeline(&args.media, llm, media_state, &clock, &usage).await?;
     let mut runtime = services::runtime(
         config,
         vec![AgentHandle {
@@ -108,6 +103,7 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     }
     runtime = with_printed_memory(runtime, StateDir::new(&dir), &args, &clock);
     let base = runtime.handle();
+    services::spending_caps(&usage, &base);
     let start = clock.now();
     let gate = (!chat.kind.is_direct())
         .then(|| group_gate(&args, &persona, &memory, &base, &clock, classifier, &chat));
@@ -203,8 +199,7 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
     hangups.abort();
     memory.stop_observing();
     let _ = printer.await;
-    let _ = presence_stop.send(());
-    let _ = presence_printer.await;
+    let _ = (presence_stop.send(()), presence_printer.await);
     if let (Some(g), Some(d)) = (&gate, decisions) {
         g.stop_observing();
         let _ = d.await;

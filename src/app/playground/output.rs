@@ -54,6 +54,7 @@ pub(super) fn spawn_presence_printer(
     let (stop, stopped) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(print_presence(
         runtime.observe_presence(),
+        runtime.observe_notables(),
         stopped,
         start,
         args.jsonl,
@@ -62,10 +63,12 @@ pub(super) fn spawn_presence_printer(
     (stop, task)
 }
 
-/// Prints every presence change (`activity`, `asleep`, `woke`) until told to stop, then what
-/// is left: local times in the persona's zone.
+/// Prints every presence change (`activity`, `asleep`, `woke`) and every notable event (a
+/// draft decided, a plan dropped, a cap reached: its stable name) until told to stop, then
+/// what is left: local times in the persona's zone.
 pub(super) async fn print_presence(
     mut rx: mpsc::UnboundedReceiver<crate::runtime::handle::PresenceEvent>,
+    mut notables: mpsc::UnboundedReceiver<crate::runtime::NotableEvent>,
     mut stop: tokio::sync::oneshot::Receiver<()>,
     start: Timestamp,
     jsonl: bool,
@@ -115,17 +118,36 @@ pub(super) async fn print_presence(
         };
         emit_line(&line);
     };
+    let notable = |e: crate::runtime::NotableEvent| {
+        let at_ms = e.at.duration_since(start).as_millis().max(0) as i64;
+        let n = e.notable;
+        let line = if jsonl {
+            json!({
+                "event": n.event, "agent": n.agent, "chat": n.chat.map(|c| c.0),
+                "detail": n.detail, "at_ms": at_ms,
+            })
+            .to_string()
+        } else {
+            let t = format!("[{:>7.1}s]", at_ms as f64 / 1000.0);
+            terminal_safe(&format!("{t} {}: {}", n.event.replace('_', " "), n.detail))
+        };
+        emit_line(&line);
+    };
     loop {
         tokio::select! {
             e = rx.recv() => match e {
                 Some(e) => print(e),
                 None => return,
             },
+            n = notables.recv() => if let Some(n) = n { notable(n) },
             _ = &mut stop => break,
         }
     }
     while let Ok(e) = rx.try_recv() {
         print(e);
+    }
+    while let Ok(n) = notables.try_recv() {
+        notable(n);
     }
 }
 

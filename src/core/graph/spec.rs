@@ -35,10 +35,11 @@ pub enum TaskKind {
     Intent,
     Schedule,
     Presence,
+    Draft,
 }
 
 impl TaskKind {
-    pub(crate) const ALL: [TaskKind; 16] = [
+    pub(crate) const ALL: [TaskKind; 17] = [
         TaskKind::Received,
         TaskKind::Classify,
         TaskKind::Send,
@@ -55,6 +56,7 @@ impl TaskKind {
         TaskKind::Intent,
         TaskKind::Schedule,
         TaskKind::Presence,
+        TaskKind::Draft,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -75,6 +77,7 @@ impl TaskKind {
             TaskKind::Intent => "event",
             TaskKind::Schedule => "schedule",
             TaskKind::Presence => "presence",
+            TaskKind::Draft => "draft",
         }
     }
 
@@ -106,6 +109,7 @@ impl TaskKind {
                 | TaskKind::Summarize
                 | TaskKind::Schedule
                 | TaskKind::Presence
+                | TaskKind::Draft
         )
     }
 
@@ -224,6 +228,27 @@ pub enum TaskSpec {
     Presence {
         online: bool,
     },
+    /// Wait for the owner's approval of the rest of the plan (draft mode): posted to the
+    /// owner first, then pending until the owner decides or `timeout_secs` pass. The
+    /// runtime's own, made by the `received` handler.
+    Draft {
+        /// The message the plan answers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answers: Option<MessageId>,
+        /// What the owner reads: the chat, the message, the plan's actions numbered.
+        draft: String,
+        /// The key the draft is posted with.
+        idempotency_key: IdempotencyKey,
+        timeout_secs: u64,
+        #[serde(default)]
+        on_timeout: crate::core::approval::OnTimeout,
+        /// Where the draft was posted, once it was.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        posted: Option<crate::core::approval::Posted>,
+        /// The owner's word, when it came while the task ran.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decision: Option<crate::core::approval::Decision>,
+    },
     /// Keep (or forget) a note about this chat.
     Note {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -253,6 +278,7 @@ impl TaskSpec {
             TaskSpec::Intent { .. } => TaskKind::Intent,
             TaskSpec::Schedule { .. } => TaskKind::Schedule,
             TaskSpec::Presence { .. } => TaskKind::Presence,
+            TaskSpec::Draft { .. } => TaskKind::Draft,
         }
     }
 
@@ -364,6 +390,13 @@ impl TaskSpec {
             TaskSpec::Schedule { date } => format!("the day {date}"),
             TaskSpec::Presence { online } => (if *online { "online" } else { "offline" }).into(),
             TaskSpec::Shutdown { reason } => reason.clone().unwrap_or_default(),
+            TaskSpec::Draft {
+                posted, decision, ..
+            } => match (posted, decision) {
+                (_, Some(d)) => d.verb().to_string(),
+                (Some(_), None) => "waiting for the owner".into(),
+                (None, None) => "to post to the owner".into(),
+            },
             TaskSpec::Block
             | TaskSpec::Unblock
             | TaskSpec::ClearConversation

@@ -175,9 +175,10 @@ fn spec_of(kind: TaskKind, map: &Map<String, Value>) -> Result<TaskSpec, Invalid
         | TaskKind::Summarize
         | TaskKind::Intent
         | TaskKind::Schedule
-        | TaskKind::Presence => {
+        | TaskKind::Presence
+        | TaskKind::Draft => {
             return Err(Invalid::from(format!(
-                "a {kind} task in a format 1 file (format 1 had no memory or presence tasks)"
+                "a {kind} task in a format 1 file (format 1 had no memory, presence or draft tasks)"
             )));
         }
         TaskKind::Block => TaskSpec::Block,

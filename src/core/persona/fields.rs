@@ -39,10 +39,14 @@ pub(super) enum Field {
     ResetContext,
     ClearSummaries,
     StartOfConversation,
+    Approval,
+    ApprovalTimeout,
+    DailyBudget,
+    SendLimits,
 }
 
 impl Field {
-    pub(super) const ALL: [Field; 29] = [
+    pub(super) const ALL: [Field; 33] = [
         Field::Name,
         Field::Phone,
         Field::Instructions,
@@ -72,6 +76,10 @@ impl Field {
         Field::ResetContext,
         Field::ClearSummaries,
         Field::StartOfConversation,
+        Field::Approval,
+        Field::ApprovalTimeout,
+        Field::DailyBudget,
+        Field::SendLimits,
     ];
 
     /// The canonical heading text.
@@ -106,6 +114,10 @@ impl Field {
             Field::ResetContext => "Reset Context On First Message",
             Field::ClearSummaries => "Clear Summaries On First Message",
             Field::StartOfConversation => "Start Of Conversation",
+            Field::Approval => "Approval",
+            Field::ApprovalTimeout => "Approval Timeout",
+            Field::DailyBudget => "Daily Budget",
+            Field::SendLimits => "Send Limits",
         }
     }
 

@@ -137,6 +137,8 @@ pub(crate) fn parse_persona_inner(
     let (daily_schedule, fresh_start, start_of_conversation) =
         presence_fields(&mut report, &fields);
 
+    let (approval, daily_budget, send_limits) = owner::owner_fields(&mut report, &fields);
+
     let persona = match (report.has_errors(), &name, phone, instructions) {
         (false, Some(name), Some(phone), Some(instructions)) => Some(Persona {
             name: name.clone(),
@@ -159,6 +161,9 @@ pub(crate) fn parse_persona_inner(
             daily_schedule,
             fresh_start,
             start_of_conversation,
+            approval,
+            daily_budget,
+            send_limits,
             extra,
             source: path.to_path_buf(),
         }),
@@ -167,20 +172,22 @@ pub(crate) fn parse_persona_inner(
 
     let mut problems = report.problems;
     sort_problems(&mut problems);
-    let fingerprint = {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        source.hash(&mut h);
-        h.finish()
-    };
     let entry = PersonaEntry {
         path: path.to_path_buf(),
         name,
         persona,
         problems,
-        fingerprint,
+        fingerprint: fingerprint(source),
     };
     (entry, name_line)
+}
+
+/// A hash of the file's text: a reload skips a file whose text did not change.
+fn fingerprint(source: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    source.hash(&mut h);
+    h.finish()
 }
 
 /// The group headings, each validated by its parser in `group::settings`.

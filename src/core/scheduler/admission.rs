@@ -93,6 +93,7 @@ impl Scheduler {
         {
             *no_quote = true;
         }
+        self.draft_superseded(&key, now);
         if let Some(old) = self.graphs.get(&key) {
             debug!(conversation = %key, old = %old.id, new = %graph.id, "replanning");
             // Telegram's "wait" and a group batch waiting for the classifier stay.

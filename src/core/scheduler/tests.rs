@@ -308,3 +308,49 @@ fn stop_abandons_planning_at_once_and_a_send_after_the_grace_period() {
         "after the grace period nothing is kept"
     );
 }
+
+/// A reached cap holds the agent's planning (the message stays unplanned, armed for the next
+/// UTC day), tells the owner once however often the spend is reported, and the owner's lift
+/// lets planning go on at once; the hold survives in the agent's state.
+#[test]
+fn a_reached_cap_holds_planning_until_lifted_and_tells_the_owner_once() {
+    use crate::core::budget::{DailyCap, Spend};
+    let mut s = sched(4);
+    let cap = DailyCap {
+        tokens: Some(1000),
+        usd: None,
+    };
+    let report = |tokens| SpendReport {
+        agent: (Spend { tokens, usd: None }, Some(cap)),
+        daemon: (Spend::default(), None),
+    };
+    s.on_spend("a", report(1200), at(0));
+    s.on_spend("a", report(1300), at(1));
+    let _ = s.take_effects();
+    let told = s
+        .graph(&ConversationKey::new("a", ChatId(1)))
+        .map_or(0, |g| {
+            g.tasks
+                .iter()
+                .filter(|t| t.kind() == TaskKind::Send)
+                .count()
+        });
+    assert_eq!(told, 1, "one notice to the owner, in Saved Messages");
+    assert!(
+        s.safety()
+            .state("a")
+            .and_then(|st| st.budget)
+            .is_some_and(|m| m.told == crate::core::budget::Level::Reached)
+    );
+    assert!(s.on_inbound("a", chat(7), MessageId(3), true, at(2)));
+    s.advance(at(60));
+    s.start_ready(at(60));
+    assert!(
+        !starts(&s.take_effects()).contains(&(7, TaskKind::Received)),
+        "planned past the cap"
+    );
+    s.lift_budget("a", at(61));
+    s.advance(at(61));
+    s.start_ready(at(61));
+    assert!(starts(&s.take_effects()).contains(&(7, TaskKind::Received)));
+}

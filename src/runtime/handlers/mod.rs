@@ -6,6 +6,7 @@
 mod block;
 mod classify;
 mod clear_conversation;
+mod draft;
 mod intent;
 mod memory;
 mod presence;
@@ -56,6 +57,8 @@ pub(crate) struct TaskContext {
     pub groups: Option<SharedGroups>,
     /// The agent's schedule and intents when the task started (planning, `schedule`).
     pub presence: Option<Box<crate::core::scheduler::AgentPresence>>,
+    /// The owner's draft-mode override for this chat, when planning.
+    pub approval: Option<crate::core::approval::ApprovalMode>,
 }
 
 impl TaskContext {
@@ -95,6 +98,7 @@ pub(crate) fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
         TaskKind::Intent => &intent::Intent,
         TaskKind::Schedule => &schedule::Schedule,
         TaskKind::Presence => &presence::Presence,
+        TaskKind::Draft => &draft::Draft,
     }
 }
 

@@ -127,6 +127,7 @@ impl TaskHandler for Received {
                 })
                 .collect();
             tasks.extend(tasks_from_actions(actions, now, pacing));
+            let mut tasks = with_draft(ctx, &history, target, tasks, now);
             // Summaries are written after the reply, as a task of their own.
             if summaries.is_some_and(|f| {
                 crate::core::summaries::due(&history, &f, now, ctx.config.history_limit).is_some()
@@ -136,6 +137,57 @@ impl TaskHandler for Received {
             Ok(Outcome::Planned(tasks))
         })
     }
+}
+
+/// Draft mode: when the chat's mode (the owner's override, else the persona's `Approval`)
+/// wants the owner to see this plan first, a `draft` task goes in front of its first action
+/// done in the owner's name (memory and intent writes before it still apply). A plan with no
+/// such action, and the account's own Saved Messages, never wait.
+fn with_draft(
+    ctx: &TaskContext,
+    history: &[crate::core::model::Message],
+    target: Option<crate::core::model::MessageId>,
+    mut tasks: Vec<Task>,
+    now: jiff::Timestamp,
+) -> Vec<Task> {
+    use crate::core::approval;
+    let policy = ctx.persona.approval;
+    let mode = ctx.approval.unwrap_or(policy.mode);
+    let own = ctx.chat.id.0 == ctx.telegram.self_id();
+    let wrote_before = history.iter().any(|m| m.outgoing);
+    if own
+        || !mode.requires(ctx.chat.kind.is_direct(), wrote_before)
+        || !tasks.iter().any(|t| approval::consequential(t.kind()))
+    {
+        return tasks;
+    }
+    let answers = target.and_then(|id| history.iter().find(|m| m.id == id));
+    let draft = approval::render(
+        &ctx.chat.title,
+        answers.map(|m| (m.sender.name.as_str(), m.text.as_str())),
+        &tasks,
+    );
+    let at = tasks
+        .iter()
+        .position(|t| {
+            !matches!(
+                t.kind(),
+                TaskKind::Remember | TaskKind::Note | TaskKind::Intent
+            )
+        })
+        .unwrap_or(tasks.len());
+    let spec = TaskSpec::Draft {
+        answers: target,
+        draft,
+        idempotency_key: crate::core::graph::IdempotencyKey::fresh(),
+        timeout_secs: policy.timeout.as_secs().max(1),
+        on_timeout: policy.on_timeout,
+        posted: None,
+        decision: None,
+    };
+    tracing::info!(event = "draft_made", agent = %ctx.key.agent, chat = %ctx.key.chat, mode = %mode, "the plan waits for the owner's approval");
+    tasks.insert(at, Task::new(spec, now));
+    tasks
 }
 
 /// A chat shorter than this, with nothing of ours in it, starts anew (the original's rule).

@@ -14,18 +14,32 @@ use crate::ports::telegram::Telegram;
 
 use super::{Controller, Gate, lock};
 
+/// What `ctl say` puts into a chat.
+pub(super) struct Said<'a> {
+    pub chat: Option<&'a str>,
+    pub from: &'a str,
+    pub group: Option<&'a str>,
+    /// The message it replies to (the owner answering a draft).
+    pub reply_to: Option<MessageId>,
+    pub text: &'a str,
+}
+
 impl Controller {
     /// `ctl say`: puts a message into an in-memory chat and hands it to the runtime through
     /// the gate (so `--chat me` is the owner writing in Saved Messages).
     pub(super) async fn say(
         &self,
         agent: &str,
-        chat: Option<&str>,
-        from: &str,
-        group: Option<&str>,
-        text: &str,
+        said: Said<'_>,
         wait: Duration,
     ) -> Result<String, OpError> {
+        let Said {
+            chat,
+            from,
+            group,
+            reply_to,
+            text,
+        } = said;
         let seat = self.seat(agent).ok_or("agent not running")?;
         let Some(memory) = seat.memory else {
             return Err(OpError::from("say needs `personad run --telegram memory`"));
@@ -62,7 +76,7 @@ impl Controller {
                 .send_text(OutgoingText {
                     chat: target,
                     text: text.to_string(),
-                    reply_to: None,
+                    reply_to,
                     idempotency_key: fastrand::i64(1..),
                 })
                 .await
@@ -72,7 +86,7 @@ impl Controller {
             gated.push_inbound(agent, chat, msg, false);
             let said = format!("delivered #{id} from the owner to chat {target}");
             return Ok(self
-                .said_and_answered(agent, &memory, target, id, said, wait)
+                .said_and_answered(agent, &memory, (target, id), None, said, wait)
                 .await);
         }
         let chat = match (group, chat) {
@@ -100,6 +114,7 @@ impl Controller {
                 Incoming {
                     from: from.to_string(),
                     text: text.to_string(),
+                    reply_to,
                     ..Incoming::default()
                 },
             )
@@ -107,23 +122,25 @@ impl Controller {
             .map_err(OpError::of)?;
         let id = msg.id;
         let chat_id = chat.id;
+        let draft_for = Some((chat.title.clone(), msg.date));
         gated.push_inbound(agent, chat, msg, true);
         let said = format!("delivered #{id} to chat {chat_id}");
         Ok(self
-            .said_and_answered(agent, &memory, chat_id, id, said, wait)
+            .said_and_answered(agent, &memory, (chat_id, id), draft_for, said, wait)
             .await)
     }
 
     /// `said`, then what the account wrote in `chat` after message `after` within `wait`:
     /// the persona's messages (until it has been quiet for a moment) or an owner command's
     /// answer. Returns at once when the message made no plan (paused, not addressed, an
-    /// owner's note), and says so when nothing came in time.
+    /// owner's note), and says so when nothing came in time. With `draft_for` (the chat's
+    /// title, the message's time), a draft of the answer posted to the owner is an answer too.
     async fn said_and_answered(
         &self,
         agent: &str,
         memory: &MemoryTelegram,
-        chat: ChatId,
-        after: MessageId,
+        (chat, after): (ChatId, MessageId),
+        draft_for: Option<(String, jiff::Timestamp)>,
         said: String,
         wait: Duration,
     ) -> String {
@@ -140,6 +157,24 @@ impl Controller {
                 .filter(|m| m.outgoing && m.id > after)
                 .map(|m| format!("{agent}: {}", m.text))
                 .collect();
+            let draft = draft_for.as_ref().and_then(|(title, since)| {
+                memory
+                    .transcript(ChatId(memory.self_id()))
+                    .into_iter()
+                    .rev()
+                    .find(|m| {
+                        m.outgoing
+                            && m.date >= *since
+                            && m.text.starts_with("personad: draft ")
+                            && m.text.contains(&format!(" in {title}"))
+                    })
+            });
+            if let Some(d) = draft {
+                return format!(
+                    "{said}\nno answer yet: a draft waits for your approval in Saved Messages (message #{}):\n{}",
+                    d.id, d.text
+                );
+            }
             if answers.len() != seen {
                 seen = answers.len();
                 quiet_since = std::time::Instant::now();

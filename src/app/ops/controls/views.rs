@@ -64,8 +64,13 @@ impl Controller {
                         p.now.activity.name, p.now.activity.responsiveness, p.now.until
                     ),
                 });
+            let budget = budget_line(
+                self.runtime.persona(&a).and_then(|p| p.daily_budget),
+                safety.budget,
+                now,
+            );
             text.push_str(&format!(
-                "{a}: now: {activity}; paused: {}; chats with plans: {}; breaker: {breaker}; disabled chats: {}; LLM usage today: {usage}\n",
+                "{a}: now: {activity}; paused: {}; chats with plans: {}; breaker: {breaker}; disabled chats: {}; LLM usage today: {usage}{budget}\n",
                 list(&paused),
                 list(&plans),
                 list(&disabled),
@@ -123,5 +128,27 @@ impl Controller {
             text.push_str("no pending plans\n");
         }
         Ok(text)
+    }
+}
+
+/// The persona's cap and where today stands against it (what the owner was told, a hold).
+fn budget_line(
+    cap: Option<crate::core::budget::DailyCap>,
+    mark: Option<crate::core::agent_state::BudgetMark>,
+    now: jiff::Timestamp,
+) -> String {
+    use crate::core::budget::Level;
+    let today = now.to_zoned(jiff::tz::TimeZone::UTC).date();
+    let state = match mark.filter(|m| m.day == today) {
+        Some(m) if m.told == Level::Reached && m.lifted => "reached, lifted by the owner",
+        Some(m) if m.told == Level::Reached => "reached: planning waits for the next UTC day",
+        Some(m) if m.told == Level::Warn => "past 80%",
+        _ => "",
+    };
+    match (cap, state) {
+        (None, "") => String::new(),
+        (None, s) => format!("; budget: {s} (the daemon's cap)"),
+        (Some(c), "") => format!("; budget: {c}"),
+        (Some(c), s) => format!("; budget: {c}, {s}"),
     }
 }

@@ -1,0 +1,148 @@
+//! Drafts for the owner: `/drafts` and `ctl drafts` list the plans waiting for approval (read
+//! from the graph files), `ctl approve` / `ctl reject` (and `/approve`, `/reject`) hand the
+//! owner's word to the runtime, which applies it once; `/approve-mode` and `ctl approve-mode`
+//! set a chat's draft mode. Part of [`Controller`]; it never edits a graph itself.
+
+use super::*;
+use crate::core::approval::{self, ApprovalMode, Decision};
+use crate::core::graph::{TaskGraph, TaskSpec};
+
+/// A waiting draft as the graph files show it.
+struct Found {
+    agent: String,
+    id: String,
+    title: String,
+    chat: ChatId,
+}
+
+impl Controller {
+    /// Every draft that waits, of one agent or all.
+    pub(super) async fn drafts(&self, agent: Option<&str>) -> Result<String, OpError> {
+        let agent = agent.map(|a| self.pick_agent(Some(a))).transpose()?;
+        let mut text = String::new();
+        let tz_of = |a: &str| {
+            self.runtime
+                .persona(a)
+                .and_then(|p| p.timezone.clone())
+                .unwrap_or(jiff::tz::TimeZone::UTC)
+        };
+        for g in self.graphs().await {
+            if agent.as_ref().is_some_and(|a| *a != g.agent) {
+                continue;
+            }
+            for t in g.tasks.iter().filter(|t| t.status != TaskStatus::Done) {
+                let TaskSpec::Draft { draft, posted, .. } = &t.spec else {
+                    continue;
+                };
+                let state = match (posted, t.not_before) {
+                    (Some(_), Some(until)) => format!(
+                        "waits until {}",
+                        until
+                            .to_zoned(tz_of(&g.agent))
+                            .strftime("%Y-%m-%d %H:%M %Z")
+                    ),
+                    _ => "being posted to the owner".into(),
+                };
+                text.push_str(&format!(
+                    "{} {} ({state}):\n  {}\n",
+                    g.agent,
+                    t.id,
+                    draft.replace('\n', "\n  ")
+                ));
+            }
+        }
+        if text.is_empty() {
+            text = "no draft waits".into();
+        }
+        Ok(text)
+    }
+
+    /// The owner's word on the draft `sel`, checked against the graph files first so the
+    /// answer says what happens.
+    pub(super) async fn decide(
+        &self,
+        agent: Option<&str>,
+        sel: &str,
+        decision: Decision,
+    ) -> Result<String, OpError> {
+        let agent = agent.map(|a| self.pick_agent(Some(a))).transpose()?;
+        let graphs = self.graphs().await;
+        let found: Vec<Found> = graphs
+            .iter()
+            .filter(|g| agent.as_ref().is_none_or(|a| *a == g.agent))
+            .flat_map(|g| waiting(g, sel))
+            .collect();
+        let f = match found.as_slice() {
+            [one] => one,
+            [] => {
+                return Err(OpError(format!(
+                    "no draft {sel:?} waits (see `personad ctl drafts`)"
+                )));
+            }
+            many => {
+                return Err(OpError(format!(
+                    "{sel:?} matches several drafts: {}; give more of the id",
+                    many.iter()
+                        .map(|f| f.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        };
+        let what = match &decision {
+            Decision::Send => "approved: its plan is carried out".to_string(),
+            Decision::Edit { text } => format!("approved with your text: sending {text:?}"),
+            Decision::Drop => "rejected: nothing is sent".to_string(),
+            Decision::Later => "kept for later".to_string(),
+        };
+        tracing::info!(event = "owner_draft_decision", agent = %f.agent, chat = f.chat.0, draft = %f.id, decision = decision.verb(), "owner decided on a draft from the shell");
+        self.runtime.decide_draft(
+            &f.agent,
+            crate::core::scheduler::DraftRef::Id(f.id.clone()),
+            decision,
+        );
+        Ok(format!(
+            "{}: draft {} for {} ({}) {what}",
+            f.agent, f.id, f.title, f.chat
+        ))
+    }
+
+    /// Sets (or with `default`, clears) a chat's draft mode.
+    pub(super) async fn approval_mode(
+        &self,
+        agent: Option<&str>,
+        chat: &str,
+        mode: &str,
+    ) -> Result<String, OpError> {
+        let agent = self.pick_agent(agent)?;
+        let mode = match mode.trim().to_ascii_lowercase().as_str() {
+            "default" | "persona" | "clear" => None,
+            other => Some(other.parse::<ApprovalMode>().map_err(OpError::of)?),
+        };
+        let (id, title) = self.resolve_chat(&agent, chat).await?;
+        self.runtime.set_approval_mode(&agent, id, mode);
+        tracing::info!(event = "approval_mode_set", agent = %agent, chat = id.0, mode = mode.map_or("default", ApprovalMode::as_str), "owner set a chat's draft mode");
+        Ok(match mode {
+            Some(m) => format!("{title} ({id}): draft mode {m}"),
+            None => format!("{title} ({id}): draft mode as the persona says"),
+        })
+    }
+}
+
+/// The drafts of `g` that wait and that `sel` names.
+fn waiting(g: &TaskGraph, sel: &str) -> Vec<Found> {
+    g.tasks
+        .iter()
+        .filter(|t| {
+            t.status != TaskStatus::Done
+                && matches!(t.spec, TaskSpec::Draft { decision: None, .. })
+                && approval::matches_id(&t.id, sel)
+        })
+        .map(|t| Found {
+            agent: g.agent.clone(),
+            id: t.id.clone(),
+            title: g.chat.title.clone(),
+            chat: g.chat.id,
+        })
+        .collect()
+}

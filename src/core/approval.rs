@@ -1,0 +1,350 @@
+//! Draft mode as data and rules: which plans wait for the owner's approval (the persona's
+//! `Approval` heading and the owner's per-chat override), what a draft shows the owner, how
+//! the owner's reply reads (`ok`, `no`, `later`, or a text of their own) and what a decision
+//! does to the plan's tasks. Pure: the `received` handler builds the `draft` task, the
+//! scheduler (`scheduler::drafts`) applies decisions, the `draft` handler posts the draft.
+//! Nothing here sends, waits or reads a file.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::graph::{Task, TaskGraph, TaskKind, TaskSpec, TaskStatus};
+use crate::core::model::{ChatId, MessageId};
+
+/// Which plans wait for the owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalMode {
+    /// None: the persona acts on its own (the default).
+    #[default]
+    Off,
+    /// Plans in direct chats where the account has not written yet.
+    NewContacts,
+    /// Plans in groups.
+    Groups,
+    /// Every plan that would send, react, block or clear.
+    All,
+}
+
+impl ApprovalMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalMode::Off => "off",
+            ApprovalMode::NewContacts => "new-contacts",
+            ApprovalMode::Groups => "groups",
+            ApprovalMode::All => "all",
+        }
+    }
+
+    /// Whether a plan in a chat of this kind needs the owner's approval; `wrote_before`: the
+    /// chat's history holds a message of the account.
+    pub fn requires(self, direct: bool, wrote_before: bool) -> bool {
+        match self {
+            ApprovalMode::Off => false,
+            ApprovalMode::NewContacts => direct && !wrote_before,
+            ApprovalMode::Groups => !direct,
+            ApprovalMode::All => true,
+        }
+    }
+}
+
+impl fmt::Display for ApprovalMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ApprovalMode {
+    type Err = crate::core::Invalid;
+
+    fn from_str(s: &str) -> Result<ApprovalMode, Self::Err> {
+        match s
+            .trim()
+            .to_ascii_lowercase()
+            .replace(['_', ' '], "-")
+            .as_str()
+        {
+            "off" | "no" | "none" | "false" => Ok(ApprovalMode::Off),
+            "new-contacts" | "new-contact" | "new" => Ok(ApprovalMode::NewContacts),
+            "groups" | "group" => Ok(ApprovalMode::Groups),
+            "all" | "on" | "yes" | "true" | "always" => Ok(ApprovalMode::All),
+            other => Err(crate::core::Invalid(format!(
+                "unknown approval mode `{other}`: off, new-contacts, groups or all"
+            ))),
+        }
+    }
+}
+
+/// What happens to a draft nobody answered in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnTimeout {
+    /// Drop the plan (the default: nothing is said in the owner's name unseen).
+    #[default]
+    Drop,
+    /// Carry the plan out as drafted.
+    Send,
+}
+
+/// The persona's draft settings (`# Approval`, `# Approval Timeout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApprovalPolicy {
+    pub mode: ApprovalMode,
+    /// How long a draft waits for the owner.
+    pub timeout: Duration,
+    pub on_timeout: OnTimeout,
+}
+
+/// How long a draft waits by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2 * 3600);
+/// The longest timeout a persona may set (a saved graph's deadlines stay within a month).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 86_400);
+
+impl Default for ApprovalPolicy {
+    fn default() -> ApprovalPolicy {
+        ApprovalPolicy {
+            mode: ApprovalMode::Off,
+            timeout: DEFAULT_TIMEOUT,
+            on_timeout: OnTimeout::Drop,
+        }
+    }
+}
+
+/// Parses `# Approval Timeout`: a duration (`90s`, `30m`, `2h`, `1d`), optionally followed by
+/// `then send` or `then drop` (`drop` when absent).
+pub fn parse_timeout(value: &str) -> Result<(Duration, OnTimeout), crate::core::Invalid> {
+    let lower = value.trim().to_ascii_lowercase();
+    let (span, then) = match lower.split_once("then") {
+        Some((span, then)) => (span.trim().trim_end_matches(','), Some(then.trim())),
+        None => (lower.as_str(), None),
+    };
+    let secs = crate::core::time::parse_span(span.trim()).ok_or_else(|| {
+        crate::core::Invalid(format!(
+            "`{}` is not a duration such as `30m`, `2h` or `1d`",
+            span.trim()
+        ))
+    })?;
+    let timeout = Duration::from_secs(secs);
+    if timeout > MAX_TIMEOUT {
+        return Err(crate::core::Invalid::from(
+            "a draft waits at most 7 days (`7d`)",
+        ));
+    }
+    let on_timeout = match then {
+        None | Some("drop") => OnTimeout::Drop,
+        Some("send") => OnTimeout::Send,
+        Some(other) => {
+            return Err(crate::core::Invalid(format!(
+                "after `then`: `send` or `drop`, not `{other}`"
+            )));
+        }
+    };
+    Ok((timeout, on_timeout))
+}
+
+/// Where the posted draft is, so the owner's reply can be matched to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Posted {
+    pub chat: ChatId,
+    pub message: MessageId,
+}
+
+/// The owner's word on a draft.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "kebab-case")]
+pub enum Decision {
+    /// Carry the plan out as drafted.
+    Send,
+    /// Send this text instead of the plan's texts.
+    Edit { text: String },
+    /// Drop the plan.
+    Drop,
+    /// Keep waiting (the timeout counts again from now).
+    Later,
+}
+
+impl Decision {
+    /// Reads the owner's reply to a draft: `ok`/`yes`/`send`/👍 sends, `no`/`drop`/👎 drops,
+    /// `later` waits; anything else is the text to send instead. `None` for an empty reply.
+    pub fn from_reply(text: &str) -> Option<Decision> {
+        let t = text.trim();
+        if t.is_empty() {
+            return None;
+        }
+        let word = t
+            .trim_end_matches(['.', '!'])
+            .trim()
+            .to_lowercase()
+            .replace('\u{fe0f}', "");
+        Some(match word.as_str() {
+            "ok" | "okay" | "yes" | "y" | "send" | "send it" | "approve" | "👍" | "✅" => {
+                Decision::Send
+            }
+            "no" | "n" | "drop" | "reject" | "cancel" | "👎" | "❌" => Decision::Drop,
+            "later" | "wait" => Decision::Later,
+            _ => Decision::Edit {
+                text: t.to_string(),
+            },
+        })
+    }
+
+    /// A word for logs and answers.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Decision::Send => "approved",
+            Decision::Edit { .. } => "approved with the owner's text",
+            Decision::Drop => "rejected",
+            Decision::Later => "kept for later",
+        }
+    }
+}
+
+/// Kinds a draft is about: what is done in the owner's name.
+pub fn consequential(kind: TaskKind) -> bool {
+    matches!(
+        kind,
+        TaskKind::Send
+            | TaskKind::Sticker
+            | TaskKind::React
+            | TaskKind::Block
+            | TaskKind::Unblock
+            | TaskKind::ClearConversation
+    )
+}
+
+/// The draft the owner reads: the chat, the message the plan answers, then each action of
+/// the plan, numbered.
+pub fn render(chat: &str, answers: Option<(&str, &str)>, tasks: &[Task]) -> String {
+    let mut out = format!("in {chat}");
+    if let Some((who, text)) = answers {
+        let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let cut: String = one.chars().take(200).collect();
+        let more = if cut.len() < one.len() { "…" } else { "" };
+        out.push_str(&format!(", answering {who}: \"{cut}{more}\""));
+    }
+    let mut n = 0;
+    for t in tasks.iter().filter(|t| consequential(t.kind())) {
+        n += 1;
+        let what = match &t.spec {
+            TaskSpec::Send { text, .. } => format!("send: {text}"),
+            other => format!("{}: {}", other.kind(), other.summary()),
+        };
+        out.push_str(&format!("\n{n}. {}", what.trim_end()));
+    }
+    out
+}
+
+/// The text posted to the owner for a draft task `id`.
+pub fn notice(id: &str, draft: &str, deadline: &str, on_timeout: OnTimeout) -> String {
+    let unanswered = match on_timeout {
+        OnTimeout::Drop => "dropped",
+        OnTimeout::Send => "sent as planned",
+    };
+    format!(
+        "personad: draft {id} {draft}\n\nReply to this message: ok (or 👍) sends it, no (or 👎) drops it, later keeps it, any other text is sent instead. Unanswered, it is {unanswered} at {deadline}."
+    )
+}
+
+/// The draft task of a graph still waiting for the owner: posted, undecided, not yet done.
+pub fn waiting_draft(graph: &TaskGraph) -> Option<&Task> {
+    graph.tasks.iter().find(|t| {
+        t.status != TaskStatus::Done
+            && matches!(
+                &t.spec,
+                TaskSpec::Draft {
+                    posted: Some(_),
+                    decision: None,
+                    ..
+                }
+            )
+    })
+}
+
+/// Whether `sel` names the draft task `id`: its whole id, or at least 4 leading characters of
+/// the hex part (`draft-3f2a…` is `3f2a`).
+pub fn matches_id(id: &str, sel: &str) -> bool {
+    let sel = sel.trim();
+    let hex = id.strip_prefix("draft-").unwrap_or(id);
+    id == sel || (sel.len() >= 4 && hex.starts_with(sel.strip_prefix("draft-").unwrap_or(sel)))
+}
+
+/// Applies the owner's edit to a plan: the first text the plan sends becomes `text`; its
+/// other texts go, each with the typing pauses that led up to it. A plan without a text (a
+/// reaction, a sticker) gets the owner's text as a reply right after the draft.
+pub fn apply_edit(graph: &mut TaskGraph, draft_id: &str, text: &str) {
+    let sends: Vec<String> = graph
+        .tasks
+        .iter()
+        .filter(|t| t.kind() == TaskKind::Send && t.status == TaskStatus::Pending)
+        .map(|t| t.id.clone())
+        .collect();
+    let Some((first, rest)) = sends.split_first() else {
+        let reply_to = graph.tasks.iter().find_map(|t| match &t.spec {
+            TaskSpec::Draft { answers, .. } => *answers,
+            _ => None,
+        });
+        let now = graph
+            .task(draft_id)
+            .map_or(graph.created_at, |t| t.updated_at);
+        let mut send = Task::new(TaskSpec::send(text, reply_to), now);
+        send.depends_on = vec![draft_id.to_string()];
+        // Whatever followed the draft now follows the send.
+        let send_id = send.id.clone();
+        for t in &mut graph.tasks {
+            for d in &mut t.depends_on {
+                if d == draft_id {
+                    *d = send_id.clone();
+                }
+            }
+        }
+        graph.tasks.push(send);
+        return;
+    };
+    for t in &mut graph.tasks {
+        if t.id == *first
+            && let TaskSpec::Send { text: old, .. } = &mut t.spec
+        {
+            *old = text.to_string();
+        }
+    }
+    for id in rest {
+        // The typing pauses right before a dropped text go with it.
+        let mut doomed = vec![id.clone()];
+        let mut at = id.clone();
+        while let Some(prev) = graph
+            .task(&at)
+            .and_then(|t| t.depends_on.first().cloned())
+            .filter(|p| graph.task(p).is_some_and(|t| t.kind() == TaskKind::Wait))
+        {
+            doomed.push(prev.clone());
+            at = prev;
+        }
+        for d in doomed {
+            remove_task(graph, &d);
+        }
+    }
+}
+
+/// Takes a task out of a chain: whatever depended on it depends on its dependencies.
+fn remove_task(graph: &mut TaskGraph, id: &str) {
+    let Some(pos) = graph.tasks.iter().position(|t| t.id == id) else {
+        return;
+    };
+    let gone = graph.tasks.remove(pos);
+    for t in &mut graph.tasks {
+        if let Some(i) = t.depends_on.iter().position(|d| d == id) {
+            t.depends_on.remove(i);
+            for d in &gone.depends_on {
+                if !t.depends_on.contains(d) {
+                    t.depends_on.push(d.clone());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

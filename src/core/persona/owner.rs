@@ -1,0 +1,136 @@
+//! The owner-in-the-loop headings: `# Approval` (which plans wait for the owner),
+//! `# Approval Timeout` (how long, and what then), `# Daily Budget` (the persona's daily LLM
+//! cap) and `# Send Limits` (the account governor's figures). Each is validated once here,
+//! with the file's line on every problem.
+
+use std::time::Duration;
+
+use super::*;
+use crate::core::approval::{ApprovalMode, ApprovalPolicy};
+use crate::core::budget::DailyCap;
+
+/// The send governor's figures a persona may set; `None` keeps the daemon's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SendLimits {
+    /// At most this many of our messages in one chat per minute.
+    pub chat_per_minute: Option<u32>,
+    /// At most this many messages from the account per minute, all chats together.
+    pub account_per_minute: Option<u32>,
+    /// At least this long between two of our messages in one chat.
+    pub chat_gap: Option<Duration>,
+}
+
+impl SendLimits {
+    /// Parses `per chat 6/min, per account 15/min, gap 5s` (any subset, any order).
+    pub fn parse(value: &str) -> Result<SendLimits, crate::core::Invalid> {
+        let mut out = SendLimits::default();
+        for part in value
+            .split([',', ';', '\n'])
+            .map(|p| p.trim().trim_start_matches(['-', '*']).trim())
+            .filter(|p| !p.is_empty())
+        {
+            let lower = part.to_ascii_lowercase();
+            let bad = || {
+                crate::core::Invalid(format!(
+                    "`{part}`: write `per chat 6/min`, `per account 15/min` or `gap 5s`"
+                ))
+            };
+            let per_minute = |rest: &str| -> Result<u32, crate::core::Invalid> {
+                let n = rest
+                    .trim()
+                    .trim_end_matches("/min")
+                    .trim_end_matches("per minute")
+                    .trim_end_matches("a minute")
+                    .trim();
+                n.parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=60).contains(n))
+                    .ok_or_else(bad)
+            };
+            if let Some(rest) = lower.strip_prefix("per chat") {
+                out.chat_per_minute = Some(per_minute(rest)?);
+            } else if let Some(rest) = lower.strip_prefix("per account") {
+                out.account_per_minute = Some(per_minute(rest)?);
+            } else if let Some(rest) = lower.strip_prefix("gap") {
+                let secs = crate::core::time::parse_span(rest.trim())
+                    .filter(|s| *s <= 600)
+                    .ok_or_else(bad)?;
+                out.chat_gap = Some(Duration::from_secs(secs));
+            } else {
+                return Err(bad());
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The owner headings, each checked once.
+pub(super) fn owner_fields(
+    report: &mut Report,
+    fields: &HashMap<Field, &Section<'_>>,
+) -> (ApprovalPolicy, Option<DailyCap>, SendLimits) {
+    let mut policy = ApprovalPolicy::default();
+    let mut one = |field: Field| -> Option<(usize, String)> {
+        let sec = fields.get(&field)?;
+        single_line(report, field, sec).map(|v| (sec.value_line, v.to_owned()))
+    };
+    let approval = one(Field::Approval);
+    let timeout = one(Field::ApprovalTimeout);
+    let budget = one(Field::DailyBudget);
+    let limits = fields
+        .get(&Field::SendLimits)
+        .map(|sec| (sec.value_line, sec.value.to_owned()));
+    if let Some((line, value)) = approval {
+        match value.parse::<ApprovalMode>() {
+            Ok(mode) => policy.mode = mode,
+            Err(e) => report.error(line, format!("{}: {e}", heading(Field::Approval))),
+        }
+    }
+    if let Some((line, value)) = timeout {
+        match crate::core::approval::parse_timeout(&value) {
+            Ok((t, then)) => {
+                policy.timeout = t;
+                policy.on_timeout = then;
+            }
+            Err(e) => report.error(line, format!("{}: {e}", heading(Field::ApprovalTimeout))),
+        }
+    }
+    let daily_budget = budget.and_then(|(line, value)| match value.parse::<DailyCap>() {
+        Ok(cap) => Some(cap),
+        Err(e) => {
+            report.error(line, format!("{}: {e}", heading(Field::DailyBudget)));
+            None
+        }
+    });
+    let send_limits = match limits {
+        Some((line, value)) => SendLimits::parse(&value).unwrap_or_else(|e| {
+            report.error(line, format!("{}: {e}", heading(Field::SendLimits)));
+            SendLimits::default()
+        }),
+        None => SendLimits::default(),
+    };
+    (policy, daily_budget, send_limits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn send_limits_parse_any_subset_and_refuse_nonsense() {
+        let l = SendLimits::parse("per chat 6/min, gap 5s");
+        assert_eq!(
+            l.ok(),
+            Some(SendLimits {
+                chat_per_minute: Some(6),
+                account_per_minute: None,
+                chat_gap: Some(Duration::from_secs(5)),
+            })
+        );
+        let l = SendLimits::parse("- per account 15 per minute");
+        assert_eq!(l.ok().and_then(|l| l.account_per_minute), Some(15));
+        for bad in ["per chat 0/min", "per chat lots", "speed 3", "gap 1h"] {
+            assert!(SendLimits::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! Applying a finished task: its outcome (done, a plan, a day, an intent, a posted draft, a
+//! replan, a stop) or its failure (retry, park, drop, disable the chat, trip the breaker,
+//! stop the agent) to its graph. Part of the pure scheduler.
+
+use super::*;
+
+impl Scheduler {
+    /// A task finished: apply its outcome to its graph (if that graph is still current).
+    pub(crate) fn on_finished(
+        &mut self,
+        key: ConversationKey,
+        graph_id: &str,
+        task_id: &str,
+        result: Result<Outcome, TaskError>,
+        now: Timestamp,
+    ) {
+        if self
+            .in_flight
+            .get(&key)
+            .is_some_and(|f| f.graph_id == graph_id && f.task_id == task_id)
+        {
+            self.take_in_flight(&key);
+        }
+        match self.kept_decision(&key, graph_id, task_id) {
+            // The owner decided while the draft was being posted (or timing out): their word
+            // wins over what the task returned.
+            Some(decision) => {
+                if let Some(g) = self.graphs.get_mut(&key) {
+                    g.tasks
+                        .iter_mut()
+                        .filter(|t| t.id == task_id)
+                        .for_each(|t| t.status = TaskStatus::Pending);
+                }
+                self.apply_decision(&key, task_id, decision, now);
+            }
+            None => self.apply_result(&key, graph_id, task_id, result, now),
+        }
+        if let Some(graph) = self.graphs.get_mut(&key) {
+            if graph.is_finished() {
+                debug!(conversation = %key, "plan finished");
+                self.remove_graph(&key);
+            } else {
+                graph.arm_waits(now);
+            }
+        }
+        // The conversation may be free again: whatever is ready next goes in a queue.
+        self.reschedule(&key, now);
+    }
+
+    fn apply_result(
+        &mut self,
+        key: &ConversationKey,
+        graph_id: &str,
+        task_id: &str,
+        result: Result<Outcome, TaskError>,
+        now: Timestamp,
+    ) {
+        let Some(graph) = self.graphs.get_mut(key).filter(|g| g.id == graph_id) else {
+            debug!(conversation = %key, task = %task_id, "result of a superseded graph discarded");
+            return;
+        };
+        match result {
+            Ok(Outcome::Drafted(posted)) => self.on_drafted(key, task_id, posted, now),
+            Ok(Outcome::Dropped { reason }) => {
+                info!(event = "plan_dropped", conversation = %key, task = %task_id, reason = %reason, "plan dropped");
+                let agent = key.agent.clone();
+                self.notable(&agent, Some(key.chat), "plan_dropped", reason);
+                self.remove_graph(key);
+            }
+            Ok(outcome) => {
+                graph.mark_done(task_id, now);
+                if graph
+                    .task(task_id)
+                    .is_some_and(|t| t.kind().needs_idempotency_key())
+                {
+                    let agent = graph.agent.clone();
+                    self.note_wrote(&agent, now);
+                }
+                let Some(graph) = self.graphs.get_mut(key).filter(|g| g.id == graph_id) else {
+                    return;
+                };
+                match outcome {
+                    Outcome::Done => {}
+                    Outcome::Day(day) => {
+                        let agent = graph.agent.clone();
+                        self.mark_dirty(key);
+                        self.install_day(&agent, *day, now);
+                        return;
+                    }
+                    Outcome::Intent(write) => {
+                        let title = graph.chat.title.clone();
+                        self.mark_dirty(key);
+                        self.apply_intent(key, &title, &write, now);
+                        return;
+                    }
+                    Outcome::Planned(tasks) => {
+                        if !tasks.is_empty() {
+                            info!(conversation = %key, tasks = tasks.len(), "planned");
+                        }
+                        graph.append_chain(task_id, tasks);
+                    }
+                    Outcome::Shutdown { reason } => self.begin_stop(reason, now),
+                    Outcome::Drafted(_) | Outcome::Dropped { .. } => {}
+                    Outcome::Replan {
+                        message_id,
+                        quote,
+                        at,
+                    } => {
+                        let (agent, chat) = (graph.agent.clone(), graph.chat.clone());
+                        info!(conversation = %key, message = %message_id, "group message addressed: planning");
+                        self.replan(&agent, chat, message_id, quote, Some(at), now);
+                        return;
+                    }
+                }
+                self.mark_dirty(key);
+            }
+            Err(TaskError::Park { secs, reason }) => {
+                let until = crate::core::time::add(now, std::time::Duration::from_secs(secs));
+                graph.park(task_id, until, &reason, now);
+                warn!(
+                    conversation = %key,
+                    task = %task_id,
+                    until = %until,
+                    reason = %reason,
+                    "Telegram asked us to wait: conversation parked"
+                );
+                self.mark_dirty(key);
+            }
+            Err(TaskError::ChatForbidden(reason)) => {
+                error!(
+                    conversation = %key,
+                    task = %task_id,
+                    reason = %reason,
+                    "we may not write in this chat: plan dropped and chat disabled (`personad state clear --agent {} --chat {}` enables it again)",
+                    key.agent,
+                    key.chat
+                );
+                let title = graph.chat.title.clone();
+                self.remove_graph(key);
+                self.incident(
+                    key,
+                    "chat_disabled",
+                    format!("{title} refuses our messages ({reason}): its plan is dropped and the chat disabled; `personad state clear --agent {} --chat {}` enables it again", key.agent, key.chat),
+                    now,
+                );
+                self.safety.disable_chat(key, reason, now);
+                self.effects.push(Effect::SaveAgentState(key.agent.clone()));
+            }
+            Err(TaskError::AccountLimited(reason)) => {
+                error!(
+                    conversation = %key,
+                    task = %task_id,
+                    reason = %reason,
+                    "Telegram limits this account: plan dropped, breaker tripped for 24 h, owner alerted"
+                );
+                self.remove_graph(key);
+                self.notable(
+                    &key.agent.clone(),
+                    Some(key.chat),
+                    "breaker_tripped",
+                    reason.clone(),
+                );
+                let alert = self.safety.trip_breaker(&key.agent, reason, now);
+                self.effects.push(Effect::SaveAgentState(key.agent.clone()));
+                if let Some(alert) = alert {
+                    let alert_key = alert.key();
+                    match self.graphs.get_mut(&alert_key) {
+                        // The own chat's upkeep stays; the alert joins it.
+                        Some(own) => own.tasks.extend(alert.tasks),
+                        None => {
+                            self.graphs.insert(alert_key.clone(), alert);
+                        }
+                    }
+                    self.mark_dirty(&alert_key);
+                    self.reschedule(&alert_key, now);
+                }
+            }
+            Err(TaskError::Unauthorized(reason)) => {
+                error!(
+                    agent = %key.agent,
+                    reason = %reason,
+                    "the agent's Telegram session is no longer valid; stopping this agent. Log in again: personad login --agent {:?}",
+                    key.agent
+                );
+                self.stop_agent(&key.agent.clone(), now);
+            }
+            Err(e) => self.on_failure(key, task_id, &e, now),
+        }
+    }
+
+    /// A task failed in an ordinary way: retry it through a wait, or drop the plan once its
+    /// attempts are spent (or the error is permanent).
+    fn on_failure(&mut self, key: &ConversationKey, task_id: &str, e: &TaskError, now: Timestamp) {
+        let Some(graph) = self.graphs.get_mut(key) else {
+            return;
+        };
+        let policy = self.config.retry;
+        match graph.record_failure(task_id, &e.to_string(), e.is_transient(), policy, now) {
+            FailureVerdict::Retry { attempt } => {
+                warn!(
+                    conversation = %key,
+                    task = %task_id,
+                    attempt,
+                    max_attempts = policy.max_attempts,
+                    error = %e,
+                    "task failed; will retry"
+                );
+                self.mark_dirty(key);
+            }
+            FailureVerdict::Drop => {
+                let attempts = graph.task(task_id).map_or(0, |t| t.attempts);
+                error!(
+                    event = "plan_dropped",
+                    conversation = %key,
+                    task = %task_id,
+                    attempts,
+                    error = %e,
+                    "task failed for good; the conversation's plan is dropped"
+                );
+                let title = graph.chat.title.clone();
+                self.remove_graph(key);
+                self.incident(
+                    key,
+                    "plan_dropped",
+                    format!("the plan for {title} was dropped after {attempts} attempt(s): {e}"),
+                    now,
+                );
+            }
+        }
+    }
+}

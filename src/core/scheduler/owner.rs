@@ -1,0 +1,309 @@
+//! The owner in the loop, inside the scheduler: drafts waiting for approval (posted, then
+//! decided by the owner's reply or `personad ctl`, superseded by a newer message, timed out)
+//! and notices to the owner (a send task in the agent's Saved Messages graph, so it is
+//! durable and paced like any other; incident notices are rate-limited per kind). Part of
+//! the pure scheduler: no I/O, the `draft` handler posts and the driver persists.
+
+use super::*;
+use crate::core::approval::{self, Decision, Posted};
+
+/// Which draft the owner means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DraftRef {
+    /// The owner replied to the posted draft (a message in `chat`).
+    Reply { chat: ChatId, message: MessageId },
+    /// A draft id from `personad ctl drafts` (the whole id or 4+ leading hex digits).
+    Id(String),
+}
+
+/// At most one notice of a kind per agent in this span; the ones held back are counted in
+/// the next.
+pub(super) const NOTICE_GAP: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// Incident notices held back per agent and kind: when the last went out, how many since.
+pub(super) type Notices = HashMap<(String, &'static str), (Timestamp, u32)>;
+
+impl Scheduler {
+    /// A `draft` task posted its draft: it stays pending until the owner decides or its
+    /// timeout passes (its `not_before`).
+    pub(super) fn on_drafted(
+        &mut self,
+        key: &ConversationKey,
+        task_id: &str,
+        posted: Posted,
+        now: Timestamp,
+    ) {
+        let Some(task) = self
+            .graphs
+            .get_mut(key)
+            .and_then(|g| g.tasks.iter_mut().find(|t| t.id == task_id))
+        else {
+            return;
+        };
+        let TaskSpec::Draft {
+            posted: slot,
+            timeout_secs,
+            ..
+        } = &mut task.spec
+        else {
+            return;
+        };
+        *slot = Some(posted);
+        let deadline = crate::core::time::add(now, std::time::Duration::from_secs(*timeout_secs));
+        task.status = TaskStatus::Pending;
+        task.not_before = Some(deadline);
+        task.updated_at = now;
+        info!(event = "draft_posted", conversation = %key, draft = %task_id, until = %deadline, "draft waits for the owner");
+        self.mark_dirty(key);
+    }
+
+    /// The owner's word on a draft. A draft whose posting is under way keeps the word and
+    /// applies it once posted; the owner's reply in Telegram is answered there. Returns
+    /// whether a waiting draft was found.
+    pub(crate) fn decide_draft(
+        &mut self,
+        agent: &str,
+        which: &DraftRef,
+        decision: Decision,
+        now: Timestamp,
+    ) -> bool {
+        let found = self.graphs.iter().find_map(|(key, g)| {
+            if key.agent != agent {
+                return None;
+            }
+            g.tasks.iter().find_map(|t| match &t.spec {
+                TaskSpec::Draft { posted, .. } if t.status != TaskStatus::Done => {
+                    let hit = match which {
+                        DraftRef::Reply { chat, message } => {
+                            *posted
+                                == Some(Posted {
+                                    chat: *chat,
+                                    message: *message,
+                                })
+                        }
+                        DraftRef::Id(sel) => approval::matches_id(&t.id, sel),
+                    };
+                    hit.then(|| (key.clone(), t.id.clone(), g.chat.title.clone()))
+                }
+                _ => None,
+            })
+        });
+        let Some((key, task_id, title)) = found else {
+            info!(event = "draft_not_found", agent = %agent, which = ?which, "the owner decided on a draft that no longer waits");
+            return false;
+        };
+        let in_flight = self
+            .in_flight
+            .get(&key)
+            .is_some_and(|f| f.task_id == task_id);
+        if in_flight {
+            // Posting (or timing out) right now: the word is kept with the task and wins
+            // when it finishes.
+            if let Some(TaskSpec::Draft { decision: slot, .. }) = self
+                .graphs
+                .get_mut(&key)
+                .and_then(|g| g.tasks.iter_mut().find(|t| t.id == task_id))
+                .map(|t| &mut t.spec)
+            {
+                *slot = Some(decision.clone());
+            }
+            self.mark_dirty(&key);
+        } else {
+            self.apply_decision(&key, &task_id, decision.clone(), now);
+        }
+        if matches!(which, DraftRef::Reply { .. }) {
+            let what = match &decision {
+                Decision::Send => "approved: sending it now".to_string(),
+                Decision::Edit { .. } => "approved with your text: sending that".to_string(),
+                Decision::Drop => "rejected: nothing is sent".to_string(),
+                Decision::Later => "kept: it waits again".to_string(),
+            };
+            self.notify_owner(
+                agent,
+                &format!("personad: draft {task_id} for {title} {what}"),
+                now,
+            );
+        }
+        true
+    }
+
+    /// Applies a decision to a draft that is not running.
+    pub(super) fn apply_decision(
+        &mut self,
+        key: &ConversationKey,
+        task_id: &str,
+        decision: Decision,
+        now: Timestamp,
+    ) {
+        if !self.graphs.contains_key(key) {
+            return;
+        }
+        info!(event = "draft_decided", conversation = %key, draft = %task_id, decision = decision.verb(), "the owner decided on a draft");
+        let event = match &decision {
+            Decision::Send => "draft_approved",
+            Decision::Edit { .. } => "draft_edited",
+            Decision::Drop => "draft_rejected",
+            Decision::Later => "draft_later",
+        };
+        self.notable(&key.agent, Some(key.chat), event, task_id.to_string());
+        let Some(graph) = self.graphs.get_mut(key) else {
+            return;
+        };
+        match decision {
+            Decision::Drop => {
+                self.remove_graph(key);
+            }
+            Decision::Later => {
+                if let Some(t) = graph.tasks.iter_mut().find(|t| t.id == task_id) {
+                    let secs = match &t.spec {
+                        TaskSpec::Draft { timeout_secs, .. } => *timeout_secs,
+                        _ => 0,
+                    };
+                    t.not_before = Some(crate::core::time::add(
+                        now,
+                        std::time::Duration::from_secs(secs),
+                    ));
+                    t.status = TaskStatus::Pending;
+                    t.updated_at = now;
+                }
+                self.mark_dirty(key);
+            }
+            Decision::Send | Decision::Edit { .. } => {
+                if let Decision::Edit { text } = &decision {
+                    approval::apply_edit(graph, task_id, text);
+                }
+                if let Some(TaskSpec::Draft { decision: slot, .. }) = graph
+                    .tasks
+                    .iter_mut()
+                    .find(|t| t.id == task_id)
+                    .map(|t| &mut t.spec)
+                {
+                    *slot = Some(decision);
+                }
+                graph.mark_done(task_id, now);
+                graph.arm_waits(now);
+                self.mark_dirty(key);
+            }
+        }
+        self.reschedule(key, now);
+    }
+
+    /// The word the owner gave on a draft while it ran, if the finished task is one.
+    pub(super) fn kept_decision(
+        &self,
+        key: &ConversationKey,
+        graph_id: &str,
+        task_id: &str,
+    ) -> Option<Decision> {
+        let graph = self.graphs.get(key).filter(|g| g.id == graph_id)?;
+        match &graph.task(task_id)?.spec {
+            TaskSpec::Draft { decision, .. } => decision.clone(),
+            _ => None,
+        }
+    }
+
+    /// A newer message replaces the conversation's graph, whose draft the owner has (or is
+    /// about to get): the owner is told that draft is void.
+    pub(super) fn draft_superseded(&mut self, key: &ConversationKey, now: Timestamp) {
+        let Some((draft, title)) = self.graphs.get(key).and_then(|old| {
+            old.tasks
+                .iter()
+                .find(|t| {
+                    t.status != TaskStatus::Done
+                        && matches!(&t.spec, TaskSpec::Draft { posted, decision: None, .. }
+                            if posted.is_some() || t.status == TaskStatus::Active)
+                })
+                .map(|t| (t.id.clone(), old.chat.title.clone()))
+        }) else {
+            return;
+        };
+        info!(event = "draft_superseded", conversation = %key, draft = %draft, "a newer message supersedes the draft");
+        let text = format!(
+            "personad: draft {draft} for {title} is void: a newer message came in, and a new plan is made for it"
+        );
+        self.notable(&key.agent, Some(key.chat), "draft_superseded", draft);
+        self.notify_owner(&key.agent, &text, now);
+    }
+
+    /// Sends `text` to the owner (the agent's Saved Messages) as a task of that chat's graph.
+    pub(crate) fn notify_owner(&mut self, agent: &str, text: &str, now: Timestamp) {
+        let Some(saved) = self.safety.own_chat(agent) else {
+            return;
+        };
+        let task = Task::new(TaskSpec::send(text, None), now);
+        let key = ConversationKey::new(agent, saved.id);
+        match self.graphs.get_mut(&key) {
+            // The own chat's upkeep stays; the notice joins it.
+            Some(own) => own.tasks.push(task),
+            None => {
+                self.graphs.insert(
+                    key.clone(),
+                    TaskGraph::with_tasks(agent, saved, now, vec![task]),
+                );
+            }
+        }
+        self.mark_dirty(&key);
+        self.reschedule(&key, now);
+    }
+
+    /// One notice per incident `kind` per agent in [`NOTICE_GAP`]; the ones held back are
+    /// counted in the next.
+    pub(crate) fn notify_incident(
+        &mut self,
+        agent: &str,
+        kind: &'static str,
+        text: &str,
+        now: Timestamp,
+    ) {
+        let slot = (agent.to_string(), kind);
+        let held = match self.notices.get(&slot) {
+            Some((last, held)) if crate::core::time::add(*last, NOTICE_GAP) > now => {
+                self.notices.insert(slot, (*last, held + 1));
+                return;
+            }
+            Some((_, held)) => *held,
+            None => 0,
+        };
+        self.notices.insert(slot, (now, 0));
+        let text = if held > 0 {
+            format!("{text} ({held} more like it since the last notice)")
+        } else {
+            text.to_string()
+        };
+        self.notify_owner(agent, &text, now);
+    }
+}
+
+impl Scheduler {
+    /// A plan ended against its will (dropped after its retries, refused by the chat): the
+    /// operator sees it and the owner gets a notice, rate-limited per kind. Nothing is said
+    /// about the agent's own Saved Messages (a notice there that fails must not beget another).
+    pub(super) fn incident(
+        &mut self,
+        key: &ConversationKey,
+        event: &'static str,
+        detail: String,
+        now: Timestamp,
+    ) {
+        self.notable(&key.agent, Some(key.chat), event, detail.clone());
+        if !self.safety.is_own_chat(&key.agent, key.chat) {
+            self.notify_incident(&key.agent, event, &format!("personad: {detail}"), now);
+        }
+    }
+
+    /// Records something the operator should see (the caller logs it with the same name).
+    pub(super) fn notable(
+        &mut self,
+        agent: &str,
+        chat: Option<ChatId>,
+        event: &'static str,
+        detail: String,
+    ) {
+        self.effects.push(Effect::Notable(Notable {
+            agent: agent.to_string(),
+            chat,
+            event,
+            detail,
+        }));
+    }
+}

@@ -1,0 +1,111 @@
+//! Spending caps in the playground binary (`chat --jsonl --fast --start-at`) against a mock
+//! Gemini that reports 450 tokens per request: with `# Daily Budget: 1000 tokens`, the second
+//! request passes 80% (the owner is told once), the third reaches the cap (told once; no
+//! further request that day, the next message stays unread), and planning resumes at the
+//! next UTC day.
+
+mod common;
+
+use serde_json::{Value, json};
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use common::TestResult;
+
+const PERSONA: &str = "# Agent Name\nBea\n\n# Agent Phone\n+15550100078\n\n# Daily Budget\n1000 tokens\n\n# Agent Instructions\nYou are Bea.\n";
+
+const HOUR: i64 = 3_600_000;
+const MINUTE: i64 = 60_000;
+
+async fn model() -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "candidates": [{"content": {"role": "model", "parts": [{"text": "# «send»\nHi!"}]}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": 400, "candidatesTokenCount": 50, "totalTokenCount": 450}
+        })))
+        .mount(&server)
+        .await;
+    server
+}
+
+fn at(e: &Value) -> i64 {
+    e["at_ms"].as_i64().unwrap_or(-1)
+}
+
+#[tokio::test]
+async fn a_daily_cap_stops_planning_until_the_next_day_and_tells_the_owner_once() -> TestResult {
+    let server = model().await;
+    let agents = tempfile::tempdir()?;
+    std::fs::write(agents.path().join("Bea.md"), PERSONA)?;
+    let state = tempfile::tempdir()?;
+    // 20:00 UTC: the day's cap lifts at midnight, 4 hours in.
+    let input = [
+        json!({"text": "one", "after_ms": HOUR}),
+        json!({"text": "two", "after_ms": 10 * MINUTE}),
+        json!({"text": "three", "after_ms": 10 * MINUTE}),
+        json!({"text": "four", "after_ms": 10 * MINUTE}),
+    ]
+    .iter()
+    .map(|v| format!("{v}\n"))
+    .collect::<String>();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+    common::clear_env(&mut cmd);
+    cmd.arg("--agents")
+        .arg(agents.path())
+        .arg("--prompts")
+        .arg(agents.path())
+        .arg("--state")
+        .arg(state.path())
+        .args([
+            "chat", "--agent", "Bea", "--user", "Ola", "--jsonl", "--fast",
+        ])
+        .args(["--start-at", "2026-11-26T20:00:00Z", "--planner", "gemini"])
+        .env("GEMINI_API_KEY", "k")
+        .env("GEMINI_BASE_URL", server.uri())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = common::run_to_end(cmd, input).await?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let ev: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let show = || {
+        ev.iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let named = |name: &str| ev.iter().filter(|e| e["event"] == name).collect::<Vec<_>>();
+    // Four requests in all: three that day, the fourth after midnight.
+    assert_eq!(
+        server.received_requests().await.unwrap_or_default().len(),
+        4,
+        "{}",
+        show()
+    );
+    let warned = named("budget_warning");
+    let reached = named("budget_reached");
+    assert_eq!((warned.len(), reached.len()), (1, 1), "{}", show());
+    assert!(at(warned[0]) < at(reached[0]), "{}", show());
+    assert!(at(reached[0]) < 2 * HOUR, "{}", show());
+    // The owner got one notice of each, in Saved Messages.
+    let notices: Vec<String> = named("send")
+        .iter()
+        .filter_map(|e| e["text"].as_str())
+        .filter(|t| t.starts_with("personad:"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(notices.len(), 2, "{notices:?}");
+    assert!(notices[0].contains("80%") && notices[1].contains("reached its daily LLM budget"));
+    // "four" stayed unread until the day changed, then was answered.
+    let reads: Vec<i64> = named("read").iter().map(|e| at(e)).collect();
+    assert_eq!(reads.len(), 4, "{}", show());
+    assert!(reads[3] >= 4 * HOUR, "read before midnight: {}", show());
+    let answers = named("send").iter().filter(|e| e["text"] == "Hi!").count();
+    assert_eq!(answers, 4, "{}", show());
+    Ok(())
+}

@@ -1,0 +1,338 @@
+//! Draft mode end to end on `run --telegram memory`, steered as an owner would: messages come
+//! in through `personad ctl say`, the owner answers drafts by replying to them in Saved
+//! Messages (`ctl say --chat me --reply-to ID`) or with `ctl approve` / `ctl reject`, and the
+//! tests read what each chat's transcript holds. The echo planner answers `Tess heard: TEXT`.
+
+use std::time::Duration;
+
+use personad::adapters::store::{GraphStore, StateDir};
+use personad::core::graph::{TaskKind, TaskStatus};
+
+mod common;
+use common::daemon::*;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// Tess, with drafts for people she has not written to yet.
+fn tess(extra: &str) -> String {
+    persona(
+        "Tess",
+        "+15550100042",
+        &format!("# Approval\nnew-contacts\n\n{extra}"),
+    )
+}
+
+/// The newest draft posted to the owner for the chat titled `title`: its message id and text.
+fn draft_for(s: &Scratch, title: &str, skip: usize) -> Option<(i64, String)> {
+    transcript(s, "Tess")
+        .into_iter()
+        .filter(|c| c["chat"]["title"] == "Saved Messages")
+        .flat_map(|c| c["messages"].as_array().cloned().unwrap_or_default())
+        .filter_map(|m| {
+            let text = m["text"].as_str()?.to_string();
+            (text.starts_with("personad: draft ") && text.contains(&format!(" in {title}")))
+                .then(|| Some((m["id"].as_i64()?, text)))
+                .flatten()
+        })
+        .nth(skip)
+}
+
+/// Waits for the `n`-th (from 0) draft of `title`.
+fn wait_draft(s: &Scratch, title: &str, n: usize) -> Result<(i64, String), String> {
+    poll(WAIT, || draft_for(s, title, n))
+        .ok_or_else(|| format!("no draft #{n} for {title}; log:\n{}", s.log_text()))
+}
+
+/// What Tess wrote in the chat titled `title`.
+fn sent(s: &Scratch, title: &str) -> Vec<String> {
+    transcript(s, "Tess")
+        .into_iter()
+        .filter(|c| c["chat"]["title"] == title)
+        .flat_map(|c| c["messages"].as_array().cloned().unwrap_or_default())
+        .filter(|m| m["outgoing"] == true)
+        .filter_map(|m| m["text"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The owner replies `text` to message `id` in Saved Messages.
+fn reply(s: &Scratch, id: i64, text: &str) -> Result<(), std::io::Error> {
+    ctl(
+        s,
+        &["say", "--chat", "me", "--reply-to", &id.to_string(), text],
+    )
+    .map(|_| ())
+}
+
+fn wait_sent(s: &Scratch, title: &str, text: &str) -> Result<(), String> {
+    poll(WAIT, || {
+        sent(s, title).iter().any(|t| t == text).then_some(())
+    })
+    .ok_or_else(|| format!("{title} never got {text:?}: {:?}", sent(s, title)))
+}
+
+/// A new contact's message makes a draft and no send; `ok` sends it exactly once; a reply
+/// with other text sends that text; `no` drops the plan; a newer message voids a draft (the
+/// owner is told) and its successor is approved from the shell; a known contact is answered
+/// without a draft.
+#[test]
+fn drafts_wait_for_the_owner_and_each_answer_does_what_it_says() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", &tess(""))])?;
+    let mut reaper = Reaper(Some(start(&s, &["--planner", "echo"], &[])?));
+    wait_up(&s)?;
+
+    // A new contact: a draft, and nothing sent to her.
+    let out = stdout(&ctl(
+        &s,
+        &["say", "--wait", "20", "--from", "Alice", "hello"],
+    )?);
+    assert!(out.contains("a draft waits for your approval"), "{out}");
+    let (id, draft) = wait_draft(&s, "Alice", 0)?;
+    assert!(
+        draft.contains("answering Alice: \"hello\"")
+            && draft.contains("1. send: Tess heard: hello"),
+        "{draft}"
+    );
+    assert!(sent(&s, "Alice").is_empty(), "sent before approval");
+    // `ok` sends it as planned, exactly once, even when said twice.
+    reply(&s, id, "ok")?;
+    wait_sent(&s, "Alice", "Tess heard: hello")?;
+    reply(&s, id, "ok")?;
+    poll(WAIT, || {
+        texts(&s, "Tess", "Saved Messages")
+            .iter()
+            .any(|t| t.contains("approved: sending it now"))
+            .then_some(())
+    })
+    .ok_or("the owner was not told the draft went out")?;
+
+    // An edit: the owner's text goes out instead of the plan's.
+    ctl(&s, &["say", "--from", "Bob", "coming tonight?"])?;
+    let (id, _) = wait_draft(&s, "Bob", 0)?;
+    reply(&s, id, "Sure, see you at 8")?;
+    wait_sent(&s, "Bob", "Sure, see you at 8")?;
+
+    // `no`: nothing is sent, the plan is gone.
+    ctl(&s, &["say", "--from", "Carol", "buy my course"])?;
+    let (id, _) = wait_draft(&s, "Carol", 0)?;
+    reply(&s, id, "no")?;
+    let store = GraphStore::new(StateDir::new(s.state()));
+    poll(WAIT, || {
+        let files = store.scan().ok()?;
+        (!files
+            .iter()
+            .any(|f| f.graph.as_ref().is_ok_and(|g| g.chat.title == "Carol")))
+        .then_some(())
+    })
+    .ok_or("Carol's plan is still there")?;
+
+    // A newer message voids the waiting draft; the owner is told, and a new draft follows.
+    ctl(&s, &["say", "--from", "Dan", "one"])?;
+    wait_draft(&s, "Dan", 0)?;
+    ctl(&s, &["say", "--from", "Dan", "two"])?;
+    let (_, second) = wait_draft(&s, "Dan", 1)?;
+    assert!(second.contains("Tess heard: two"), "{second}");
+    poll(WAIT, || {
+        texts(&s, "Tess", "Saved Messages")
+            .iter()
+            .any(|t| t.contains("for Dan is void"))
+            .then_some(())
+    })
+    .ok_or("the owner was not told the first draft is void")?;
+    // The shell sees the waiting draft and approves it by a prefix of its id.
+    let listed = stdout(&ctl(&s, &["drafts"])?);
+    let draft_id = listed
+        .split_whitespace()
+        .find(|w| w.starts_with("draft-"))
+        .ok_or(format!("no draft listed: {listed}"))?
+        .to_string();
+    assert!(listed.contains("Tess heard: two"), "{listed}");
+    let prefix = &draft_id["draft-".len().."draft-".len() + 6];
+    let out = stdout(&ctl(&s, &["approve", prefix])?);
+    assert!(out.contains("approved"), "{out}");
+    wait_sent(&s, "Dan", "Tess heard: two")?;
+    // Applied once: the approved draft no longer waits.
+    let out = ctl(&s, &["reject", prefix])?;
+    assert!(!out.status.success(), "{}", stdout(&out));
+
+    // Alice is a contact now: answered at once, no second draft.
+    ctl(&s, &["say", "--from", "Alice", "again"])?;
+    wait_sent(&s, "Alice", "Tess heard: again")?;
+    assert!(
+        draft_for(&s, "Alice", 1).is_none(),
+        "a known contact got a draft"
+    );
+
+    // Every answer went out once.
+    stop_daemon(&mut reaper)?;
+    assert_eq!(
+        sent(&s, "Alice"),
+        ["Tess heard: hello", "Tess heard: again"]
+    );
+    assert_eq!(sent(&s, "Bob"), ["Sure, see you at 8"]);
+    assert!(sent(&s, "Carol").is_empty());
+    assert_eq!(sent(&s, "Dan"), ["Tess heard: two"]);
+    Ok(())
+}
+
+/// kill -9 after the owner's `ok` is durable and before the send: the next start sends the
+/// answer once, and a third start sends nothing more.
+#[test]
+fn a_kill_9_between_the_owners_ok_and_the_send_sends_once() -> TestResult {
+    // A long pause before the first message leaves time to kill the daemon in between.
+    let s = Scratch::new(&[("Tess.md", &tess("# Start Typing Delay\n4\n\n"))])?;
+    let mut reaper = Reaper(Some(start(&s, &["--planner", "echo"], &[])?));
+    wait_up(&s)?;
+    ctl(&s, &["say", "--from", "Eve", "hi"])?;
+    let (id, _) = wait_draft(&s, "Eve", 0)?;
+    reply(&s, id, "👍")?;
+    let store = GraphStore::new(StateDir::new(s.state()));
+    poll(WAIT, || {
+        let files = store.scan().ok()?;
+        files.iter().find_map(|f| {
+            let g = f.graph.as_ref().ok()?;
+            let approved = g
+                .tasks
+                .iter()
+                .any(|t| t.kind() == TaskKind::Draft && t.status == TaskStatus::Done);
+            let unsent = g
+                .tasks
+                .iter()
+                .any(|t| t.kind() == TaskKind::Send && t.status == TaskStatus::Pending);
+            (g.chat.title == "Eve" && approved && unsent).then_some(())
+        })
+    })
+    .ok_or("the approval never reached the graph file")?;
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    signal(child, "-KILL")?;
+    wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
+    assert!(sent(&s, "Eve").is_empty(), "sent before the kill");
+    reaper.0 = Some(start(&s, &["--planner", "echo"], &[])?);
+    wait_up(&s)?;
+    wait_sent(&s, "Eve", "Tess heard: hi")?;
+    stop_daemon(&mut reaper)?;
+    reaper.0 = Some(start(&s, &["--planner", "echo"], &[])?);
+    let status = wait_up(&s)?;
+    assert!(!status.contains("Eve"), "a plan is left for Eve: {status}");
+    stop_daemon(&mut reaper)?;
+    assert_eq!(sent(&s, "Eve"), ["Tess heard: hi"]);
+    assert_eq!(
+        draft_for(&s, "Eve", 1),
+        None,
+        "the approved draft was posted again"
+    );
+    Ok(())
+}
+
+mod on_virtual_time {
+    //! Draft timeouts on the harness's virtual clock: the runtime, the in-memory Telegram and
+    //! a scripted planner in one process.
+
+    use std::sync::Arc;
+
+    use personad::core::approval::Decision;
+    use personad::core::model::ChatId;
+    use personad::core::scheduler::DraftRef;
+    use personad::ports::planner::SharedPlanner;
+    use personad::ports::telegram::Telegram;
+
+    use super::common::*;
+
+    fn harness(dir: &std::path::Path, timeout: &str) -> Harness {
+        let persona = persona_with(
+            AGENT,
+            &format!("# Approval\nall\n\n# Approval Timeout\n{timeout}\n"),
+        );
+        let planner: SharedPlanner = Arc::new(reply_with("sure"));
+        Harness::start_persona_at(persona, dir, move |_| planner, config(), &[dm(7)], t0())
+    }
+
+    /// Texts in the owner's Saved Messages.
+    fn owner_texts(h: &Harness) -> Vec<String> {
+        h.telegram
+            .transcript(ChatId(h.telegram.self_id()))
+            .into_iter()
+            .map(|m| m.text)
+            .collect()
+    }
+
+    fn sent_to_7(h: &Harness) -> usize {
+        h.sends().iter().filter(|(c, _, _)| *c == ChatId(7)).count()
+    }
+
+    /// `then send`: unanswered for the timeout, the plan goes out as drafted (not a minute
+    /// early), and the owner is told.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unanswered_draft_is_sent_at_its_timeout_when_so_configured() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let mut h = harness(dir.path(), "30m then send");
+        h.started().await;
+        h.say(&dm(7), "Bob", "hi").await;
+        h.pass(secs(29 * 60)).await;
+        assert_eq!(sent_to_7(&h), 0, "sent before the timeout");
+        assert!(
+            owner_texts(&h)
+                .iter()
+                .any(|t| t.starts_with("personad: draft ")),
+            "{:?}",
+            owner_texts(&h)
+        );
+        h.pass(secs(2 * 60)).await;
+        assert_eq!(sent_to_7(&h), 1);
+        assert!(
+            owner_texts(&h)
+                .iter()
+                .any(|t| t.contains("not answered in time: carried out")),
+            "{:?}",
+            owner_texts(&h)
+        );
+        h.stop().await?;
+        Ok(())
+    }
+
+    /// `later` gives the draft its whole timeout again; then, unanswered, it is dropped (the
+    /// default) and the owner is told; nothing is ever sent.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn later_waits_again_and_the_default_drops_an_unanswered_draft() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let mut h = harness(dir.path(), "30m");
+        h.started().await;
+        h.say(&dm(7), "Bob", "hi").await;
+        h.pass(secs(20 * 60)).await;
+        let id = h
+            .telegram
+            .transcript(ChatId(h.telegram.self_id()))
+            .into_iter()
+            .find(|m| m.text.starts_with("personad: draft "))
+            .map(|m| m.id)
+            .ok_or("no draft")?;
+        h.handle.decide_draft(
+            AGENT,
+            DraftRef::Reply {
+                chat: ChatId(h.telegram.self_id()),
+                message: id,
+            },
+            Decision::Later,
+        );
+        h.pass(secs(29 * 60)).await;
+        assert!(
+            !owner_texts(&h).iter().any(|t| t.contains("not answered")),
+            "timed out although the owner said later: {:?}",
+            owner_texts(&h)
+        );
+        h.pass(secs(2 * 60)).await;
+        assert!(
+            owner_texts(&h)
+                .iter()
+                .any(|t| t.contains("not answered in time: dropped")),
+            "{:?}",
+            owner_texts(&h)
+        );
+        h.settle().await;
+        assert_eq!(sent_to_7(&h), 0);
+        assert_eq!(h.handle.status().graphs, 0, "the plan is gone");
+        h.stop().await?;
+        Ok(())
+    }
+}
