@@ -95,6 +95,7 @@ async fn a_daily_cap_stops_planning_until_the_next_day_and_tells_the_owner_once(
     // The owner got one notice of each, in Saved Messages.
     let notices: Vec<String> = named("send")
         .iter()
+        .filter(|e| e["to_owner"] == true)
         .filter_map(|e| e["text"].as_str())
         .filter(|t| t.starts_with("personad:"))
         .map(str::to_string)

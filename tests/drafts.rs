@@ -176,6 +176,82 @@ fn drafts_wait_for_the_owner_and_each_answer_does_what_it_says() -> TestResult {
     Ok(())
 }
 
+/// With `--admin-chat`, drafts go to the first admin chat, and the owner's reply there
+/// decides them; a stranger's "ok" there decides nothing.
+#[test]
+fn with_an_admin_chat_drafts_are_posted_and_answered_there() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", &tess(""))])?;
+    let ops = (-personad::adapters::memory::user_id_for("Ops")).to_string();
+    let mut reaper = Reaper(Some(start(
+        &s,
+        &["--planner", "echo", "--admin-chat", &ops],
+        &[],
+    )?));
+    wait_up(&s)?;
+    // The admin group exists (someone wrote there).
+    ctl(
+        &s,
+        &["say", "--group", "Ops", "--from", "Mallory", "morning"],
+    )?;
+    ctl(&s, &["say", "--from", "Alice", "hello"])?;
+    let posted = poll(WAIT, || {
+        transcript(&s, "Tess")
+            .into_iter()
+            .filter(|c| c["chat"]["title"] == "Ops")
+            .flat_map(|c| c["messages"].as_array().cloned().unwrap_or_default())
+            .find_map(|m| {
+                m["text"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("personad: draft ") && t.contains(" in Alice"))
+                    .then(|| m["id"].as_i64())
+                    .flatten()
+            })
+    })
+    .ok_or_else(|| format!("no draft in the admin chat; log:\n{}", s.log_text()))?;
+    assert!(
+        draft_for(&s, "Alice", 0).is_none(),
+        "posted to Saved Messages too"
+    );
+    let id = posted.to_string();
+    // A member's reply is not the owner's: after it (`say` waits until it is handled), the
+    // draft still waits.
+    ctl(
+        &s,
+        &[
+            "say",
+            "--wait",
+            "5",
+            "--group",
+            "Ops",
+            "--from",
+            "Mallory",
+            "--reply-to",
+            &id,
+            "ok",
+        ],
+    )?;
+    let listed = stdout(&ctl(&s, &["drafts"])?);
+    assert!(listed.contains("Tess heard: hello"), "{listed}");
+    assert!(sent(&s, "Alice").is_empty());
+    ctl(
+        &s,
+        &[
+            "say",
+            "--group",
+            "Ops",
+            "--from",
+            "me",
+            "--reply-to",
+            &id,
+            "ok",
+        ],
+    )?;
+    wait_sent(&s, "Alice", "Tess heard: hello")?;
+    stop_daemon(&mut reaper)?;
+    assert_eq!(sent(&s, "Alice"), ["Tess heard: hello"]);
+    Ok(())
+}
+
 /// kill -9 after the owner's `ok` is durable and before the send: the next start sends the
 /// answer once, and a third start sends nothing more.
 #[test]
@@ -221,6 +297,70 @@ fn a_kill_9_between_the_owners_ok_and_the_send_sends_once() -> TestResult {
         draft_for(&s, "Eve", 1),
         None,
         "the approved draft was posted again"
+    );
+    Ok(())
+}
+
+/// The playground shows drafts as messages to the owner (`to_owner`), and a `from: "owner"`
+/// line replying to one decides it: the plan then runs in the session's chat.
+#[tokio::test]
+async fn in_the_playground_the_owner_answers_a_draft_with_a_reply_line() -> TestResult {
+    let agents = tempfile::tempdir()?;
+    std::fs::write(agents.path().join("Tess.md"), tess(""))?;
+    let state = tempfile::tempdir()?;
+    let input = [
+        serde_json::json!({"text": "hello"}),
+        serde_json::json!({"from": "owner", "reply_to": 1, "text": "Hey you", "after_ms": 60_000}),
+    ]
+    .iter()
+    .map(|v| format!("{v}\n"))
+    .collect::<String>();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+    common::clear_env(&mut cmd);
+    cmd.arg("--agents")
+        .arg(agents.path())
+        .arg("--prompts")
+        .arg(agents.path())
+        .arg("--state")
+        .arg(state.path())
+        .args([
+            "chat", "--agent", "Tess", "--user", "Ola", "--jsonl", "--fast",
+        ])
+        .args(["--planner", "echo"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = common::run_to_end(cmd, input).await?;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ev: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let draft = ev
+        .iter()
+        .find(|e| {
+            e["event"] == "send"
+                && e["to_owner"] == true
+                && e["text"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("personad: draft "))
+        })
+        .ok_or(format!("no draft: {ev:?}"))?;
+    assert_eq!(draft["id"], 1, "{draft}");
+    let answers: Vec<&str> = ev
+        .iter()
+        .filter(|e| e["event"] == "send" && e["to_owner"] != true)
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(answers, ["Hey you"], "{ev:?}");
+    assert!(
+        ev.iter().any(|e| e["event"] == "draft_edited"),
+        "the decision is an event: {ev:?}"
     );
     Ok(())
 }

@@ -255,10 +255,23 @@ fn injected_stall(stall: &[u64]) -> Option<Arc<dyn Fn() -> Option<Duration> + Se
     }))
 }
 
-/// `personad run`.
-pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
+/// The runtime settings of `run`: the shared ones, the shutdown grace, where drafts go.
+fn run_config(
+    args: &RunArgs,
+) -> Result<crate::core::config::RuntimeConfig, crate::core::config::ConfigError> {
     let mut config = args.runtime.raw().validate()?;
     config.shutdown_grace = Duration::from_secs(args.shutdown_grace_secs);
+    config.drafts_chat = args
+        .admin_chats
+        .first()
+        .copied()
+        .map(crate::core::model::ChatId);
+    Ok(config)
+}
+
+/// `personad run`.
+pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
+    let config = run_config(&args)?;
     let notifier = Notifier::from_env();
     let clock: SharedClock = Arc::new(SystemClock);
     let state = StateDir::new(&global.state_dir);

@@ -29,6 +29,9 @@ pub struct RuntimeConfig {
     pub memory_scope_bytes: usize,
     /// The daemon's daily LLM cap, all personas together (`--daily-budget`).
     pub daily_budget: Option<crate::core::budget::DailyCap>,
+    /// Where drafts go for approval: the first `--admin-chat`, else (`None`) each account's
+    /// Saved Messages.
+    pub drafts_chat: Option<crate::core::model::ChatId>,
 }
 
 /// How fast a persona "types": a pause before its first message of a plan, then a typing
@@ -68,6 +71,7 @@ impl Default for RuntimeConfig {
             pacing: Pacing::default(),
             memory_scope_bytes: crate::core::facts::DEFAULT_SCOPE_BYTES,
             daily_budget: None,
+            drafts_chat: None,
         }
     }
 }

@@ -126,7 +126,7 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
         memory.observe(),
         start,
         args.jsonl,
-        persona.name.clone(),
+        (persona.name.clone(), ChatId(memory.self_id())),
         gate.clone().map(|g| (g, chat.clone())),
     ));
     // In fast mode virtual time stands still while input is read.
@@ -626,6 +626,9 @@ impl Driver<'_> {
     }
 
     async fn deliver(&self, pending: Pending) {
+        if pending.incoming.from.eq_ignore_ascii_case("owner") {
+            return self.owner_says(pending.incoming).await;
+        }
         let media_id = pending.incoming.media.as_ref().map(|m| m.unique_id.clone());
         if let (Some(id), Some(bytes)) = (media_id, pending.media_bytes) {
             self.memory.put_media(&id, bytes);
@@ -635,6 +638,39 @@ impl Driver<'_> {
                 .handle
                 .push_inbound(self.agent, self.chat.clone(), msg, true),
             Err(e) => self.error(&format!("could not deliver the message: {e}")),
+        }
+    }
+}
+
+impl Driver<'_> {
+    /// A line `from: "owner"`: the owner writes in the persona's Saved Messages; a reply there
+    /// (`reply_to`) is the owner's word on the draft it answers (`ok`, `no`, `later`, a text).
+    async fn owner_says(&self, incoming: Incoming) {
+        let saved = ChatId(self.memory.self_id());
+        let sent = self
+            .memory
+            .send_text(crate::core::model::OutgoingText {
+                chat: saved,
+                text: incoming.text.clone(),
+                reply_to: incoming.reply_to,
+                idempotency_key: fastrand::i64(1..),
+            })
+            .await;
+        if let Err(e) = sent {
+            return self.error(&format!("could not write to Saved Messages: {e}"));
+        }
+        if let (Some(message), Some(decision)) = (
+            incoming.reply_to,
+            crate::core::approval::Decision::from_reply(&incoming.text),
+        ) {
+            self.handle.decide_draft(
+                self.agent,
+                crate::core::scheduler::DraftRef::Reply {
+                    chat: saved,
+                    message,
+                },
+                decision,
+            );
         }
     }
 }

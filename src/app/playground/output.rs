@@ -18,10 +18,13 @@ pub(super) async fn print_actions(
     mut rx: mpsc::UnboundedReceiver<Recorded>,
     start: Timestamp,
     jsonl: bool,
-    agent: String,
+    (agent, owner): (String, crate::core::model::ChatId),
     gate: Option<(GroupGate, Chat)>,
 ) {
     while let Some(rec) = rx.recv().await {
+        // What the runtime tells the owner (drafts, notices) goes to the account's Saved
+        // Messages: marked as such, never mistaken for an answer in the session's chat.
+        let to_owner = matches!(&rec.action, Action::Send { chat, .. } if *chat == owner);
         if let (
             Some((gate, chat)),
             Action::Send { message, .. } | Action::Sticker { message, .. },
@@ -31,9 +34,19 @@ pub(super) async fn print_actions(
         }
         let at_ms = rec.at.duration_since(start).as_millis().max(0);
         let line = if jsonl {
-            Some(json_event(&rec.action, at_ms).to_string())
+            let mut v = json_event(&rec.action, at_ms);
+            if to_owner && let Some(obj) = v.as_object_mut() {
+                obj.insert("to_owner".into(), Value::Bool(true));
+            }
+            Some(v.to_string())
         } else {
-            human_event(&rec.action, at_ms, &agent)
+            human_event(&rec.action, at_ms, &agent).map(|l| {
+                if to_owner {
+                    format!("{l}   (to the owner)")
+                } else {
+                    l
+                }
+            })
         };
         if let Some(line) = line {
             emit_line(&line);

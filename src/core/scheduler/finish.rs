@@ -128,6 +128,7 @@ impl Scheduler {
             }
             Err(TaskError::ChatForbidden(reason)) => {
                 error!(
+                    event = "chat_disabled",
                     conversation = %key,
                     task = %task_id,
                     reason = %reason,
@@ -148,6 +149,7 @@ impl Scheduler {
             }
             Err(TaskError::AccountLimited(reason)) => {
                 error!(
+                    event = "breaker_tripped",
                     conversation = %key,
                     task = %task_id,
                     reason = %reason,

@@ -27,7 +27,11 @@ impl TaskHandler for Draft {
             else {
                 return Err(ctx.spec_mismatch(TaskKind::Draft));
             };
-            let owner = ChatId(ctx.telegram.self_id());
+            // The first admin chat when there is one, else the account's Saved Messages.
+            let owner = ctx
+                .config
+                .drafts_chat
+                .unwrap_or(ChatId(ctx.telegram.self_id()));
             let id = &ctx.task.id;
             let Some(posted) = posted else {
                 let now = ctx.clock.now();
