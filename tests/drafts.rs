@@ -102,7 +102,7 @@ fn drafts_wait_for_the_owner_and_each_answer_does_what_it_says() -> TestResult {
     poll(WAIT, || {
         texts(&s, "Tess", "Saved Messages")
             .iter()
-            .any(|t| t.contains("approved: sending it now"))
+            .any(|t| t.contains("approved: it goes out as planned"))
             .then_some(())
     })
     .ok_or("the owner was not told the draft went out")?;

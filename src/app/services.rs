@@ -82,7 +82,7 @@ pub(crate) fn spending_caps(
     handle: &crate::runtime::RuntimeHandle,
 ) {
     let h = handle.clone();
-    usage.on_spend(Arc::new(move |agent, spend, all| {
-        h.report_spend(agent, spend, all);
+    usage.on_spend(Arc::new(move |agent, day, spend, all| {
+        h.report_spend(agent, day, spend, all);
     }));
 }

@@ -48,19 +48,39 @@ pub struct AgentState {
     /// out, so a crash mid-call still counts): at most two a day.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule_calls: Option<(jiff::civil::Date, u32)>,
-    /// What the owner was told of today's LLM budget, and whether they lifted the cap.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<BudgetMark>,
+    /// Per cap (the persona's, the daemon's): what the owner was told of the day's LLM spend,
+    /// and whether they lifted a reached cap.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub budget: BTreeMap<CapSource, BudgetMark>,
 }
 
-/// The day's budget mark: the highest level the owner was told of on `day` (UTC), and whether
-/// the owner lifted a reached cap for that day (`/resume`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Which cap a budget mark is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CapSource {
+    /// The persona's `# Daily Budget`.
+    Persona,
+    /// The daemon's `--daily-budget`, all personas together.
+    Daemon,
+}
+
+/// The day's budget mark: the highest level the owner was told of on `day` (UTC) against the
+/// cap `cap` (as it read then: a changed cap starts over), and whether the owner lifted a
+/// reached cap for that day (`/resume`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BudgetMark {
     pub day: jiff::civil::Date,
     pub told: crate::core::budget::Level,
+    pub cap: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub lifted: bool,
+}
+
+impl BudgetMark {
+    /// Whether this mark holds planning on `day`.
+    pub fn holds(&self, day: jiff::civil::Date) -> bool {
+        self.day == day && self.told == crate::core::budget::Level::Reached && !self.lifted
+    }
 }
 
 impl AgentState {

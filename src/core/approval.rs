@@ -174,17 +174,31 @@ impl Decision {
         if t.is_empty() {
             return None;
         }
+        // `send: TEXT` (or `edit:`) says outright that TEXT is to be sent.
+        for prefix in ["send:", "edit:", "say:"] {
+            if let Some(rest) = t
+                .get(..prefix.len())
+                .filter(|p| p.eq_ignore_ascii_case(prefix))
+                .map(|_| t[prefix.len()..].trim())
+            {
+                return (!rest.is_empty()).then(|| Decision::Edit {
+                    text: rest.to_string(),
+                });
+            }
+        }
         let word = t
             .trim_end_matches(['.', '!'])
             .trim()
             .to_lowercase()
-            .replace('\u{fe0f}', "");
+            .replace('\u{fe0f}', "")
+            .replace('’', "'");
         Some(match word.as_str() {
-            "ok" | "okay" | "yes" | "y" | "send" | "send it" | "approve" | "👍" | "✅" => {
-                Decision::Send
-            }
-            "no" | "n" | "drop" | "reject" | "cancel" | "👎" | "❌" => Decision::Drop,
-            "later" | "wait" => Decision::Later,
+            "ok" | "okay" | "k" | "yes" | "y" | "yep" | "sure" | "send" | "send it" | "go"
+            | "approve" | "approved" | "👍" | "✅" | "ok 👍" | "👌" => Decision::Send,
+            "no" | "n" | "nope" | "nah" | "no thanks" | "drop" | "drop it" | "reject"
+            | "cancel" | "don't" | "dont" | "don't send" | "dont send" | "do not send" | "stop"
+            | "skip" | "👎" | "❌" | "🚫" | "✋" => Decision::Drop,
+            "later" | "wait" | "not now" | "⏳" => Decision::Later,
             _ => Decision::Edit {
                 text: t.to_string(),
             },
@@ -244,7 +258,7 @@ pub fn notice(id: &str, draft: &str, deadline: &str, on_timeout: OnTimeout) -> S
         OnTimeout::Send => "sent as planned",
     };
     format!(
-        "personad: draft {id} {draft}\n\nReply to this message: ok (or 👍) sends it, no (or 👎) drops it, later keeps it, any other text is sent instead. Unanswered, it is {unanswered} at {deadline}."
+        "personad: draft {id} {draft}\n\nReply to this message: ok (or 👍) sends it, no (or 👎) drops it, later keeps it, any other text (or send: TEXT) is sent instead. Unanswered, it is {unanswered} at {deadline}."
     )
 }
 
@@ -268,7 +282,8 @@ pub fn waiting_draft(graph: &TaskGraph) -> Option<&Task> {
 pub fn matches_id(id: &str, sel: &str) -> bool {
     let sel = sel.trim();
     let hex = id.strip_prefix("draft-").unwrap_or(id);
-    id == sel || (sel.len() >= 4 && hex.starts_with(sel.strip_prefix("draft-").unwrap_or(sel)))
+    let part = sel.strip_prefix("draft-").unwrap_or(sel);
+    id == sel || (part.len() >= 4 && hex.starts_with(part))
 }
 
 /// Applies the owner's edit to a plan: the first text the plan sends becomes `text`; its

@@ -24,8 +24,10 @@ pub struct DailyCap {
 pub struct Spend {
     /// Prompt and output tokens.
     pub tokens: u64,
-    /// Estimated with the price table; `None` when a model has no known price.
-    pub usd: Option<f64>,
+    /// Estimated with the price table, over the models that have a price.
+    pub usd: f64,
+    /// Of `tokens`, those of models without a known price (not in `usd`).
+    pub unpriced_tokens: u64,
 }
 
 /// How far a spend is into its cap.
@@ -48,9 +50,8 @@ impl DailyCap {
         let tokens = self
             .tokens
             .map_or(0.0, |cap| spend.tokens as f64 / cap.max(1) as f64);
-        let usd = match (self.usd, spend.usd) {
-            (Some(cap), Some(used)) if cap > 0.0 => used / cap,
-            (Some(_), Some(used)) if used > 0.0 => f64::INFINITY,
+        let usd = match self.usd {
+            Some(cap) if cap > 0.0 => spend.usd / cap,
             _ => 0.0,
         };
         tokens.max(usd)
@@ -81,10 +82,15 @@ impl fmt::Display for DailyCap {
 
 impl fmt::Display for Spend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.usd {
-            Some(u) => write!(f, "{} tokens, about ${u:.4}", self.tokens),
-            None => write!(f, "{} tokens", self.tokens),
+        write!(f, "{} tokens, about ${:.4}", self.tokens, self.usd)?;
+        if self.unpriced_tokens > 0 {
+            write!(
+                f,
+                " ({} tokens of models without a known price not in the dollars)",
+                self.unpriced_tokens
+            )?;
         }
+        Ok(())
     }
 }
 
@@ -177,24 +183,26 @@ mod tests {
         };
         let at = |tokens, usd| Spend {
             tokens,
-            usd: Some(usd),
+            usd,
+            unpriced_tokens: 0,
         };
         assert_eq!(cap.level(&at(799, 0.1)), Level::Under);
         assert_eq!(cap.level(&at(800, 0.1)), Level::Warn);
         assert_eq!(cap.level(&at(10, 0.85)), Level::Warn);
         assert_eq!(cap.level(&at(1000, 0.1)), Level::Reached);
         assert_eq!(cap.level(&at(10, 1.2)), Level::Reached);
-        // An unknown price never reaches a dollar cap by itself.
+        // Tokens at an unknown price never reach a dollar cap by themselves; the priced ones
+        // still do.
         let dollars = DailyCap {
             tokens: None,
             usd: Some(1.0),
         };
-        assert_eq!(
-            dollars.level(&Spend {
-                tokens: 10_000_000,
-                usd: None
-            }),
-            Level::Under
-        );
+        let spend = |usd| Spend {
+            tokens: 10_000_000,
+            usd,
+            unpriced_tokens: 9_000_000,
+        };
+        assert_eq!(dollars.level(&spend(0.0)), Level::Under);
+        assert_eq!(dollars.level(&spend(1.0)), Level::Reached);
     }
 }

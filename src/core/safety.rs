@@ -144,9 +144,15 @@ impl AccountSafety {
             && graph.chat.id.0 != *self_id
     }
 
-    /// Records the day's budget mark.
-    pub(crate) fn set_budget(&mut self, agent: &str, mark: crate::core::agent_state::BudgetMark) {
-        self.states.entry(agent.to_string()).or_default().budget = Some(mark);
+    /// The agent's budget marks, to read and change.
+    pub(crate) fn budget_mut(
+        &mut self,
+        agent: &str,
+    ) -> &mut std::collections::BTreeMap<
+        crate::core::agent_state::CapSource,
+        crate::core::agent_state::BudgetMark,
+    > {
+        &mut self.states.entry(agent.to_string()).or_default().budget
     }
 
     /// The owner's draft-mode override of a chat.

@@ -367,9 +367,12 @@ impl Scheduler {
             };
             if self.safety.breaker_blocks(graph, &task, now) {
                 warn!(
+                    event = "plan_dropped",
                     conversation = %key,
                     "account breaker holds: nobody wrote to us in this chat, so the plan is dropped"
                 );
+                let why = "the account breaker holds: only people who wrote to us are answered";
+                self.notable(&key.agent, Some(key.chat), "plan_dropped", why.to_string());
                 self.remove_graph(&key);
                 return true;
             }
@@ -424,7 +427,7 @@ impl Scheduler {
     }
 
     /// Drops the conversation's pending plan (a person took over).
-    pub(crate) fn on_cancel(&mut self, agent: &str, chat: ChatId, reason: &str) {
+    pub(crate) fn on_cancel(&mut self, agent: &str, chat: ChatId, reason: &str, now: Timestamp) {
         if self.safety.is_own_chat(agent, chat) {
             // The owner's notes to self never cancel the runtime's upkeep there.
             return;
@@ -432,6 +435,7 @@ impl Scheduler {
         let key = ConversationKey::new(agent, chat);
         if self.graphs.contains_key(&key) {
             info!(conversation = %key, reason = %reason, "pending plan cancelled");
+            self.draft_void(&key, reason, now);
             self.abandon_cancel_safe(&key);
             self.remove_graph(&key);
         }

@@ -218,6 +218,7 @@ impl Driver {
         let agents: Vec<String> = self.svc.agents.keys().cloned().collect();
         for agent in agents {
             self.publish_modes(&agent);
+            self.check_caps(&agent);
             self.load_presence(&agent).await?;
         }
         Ok(())
@@ -315,7 +316,7 @@ impl Driver {
                 agent,
                 chat,
                 reason,
-            } => self.sched.on_cancel(&agent, chat, &reason),
+            } => self.sched.on_cancel(&agent, chat, &reason, now),
             Event::StopAgent { agent, reason } => {
                 error!(agent = %agent, reason = %reason, "agent stopped: log in again with personad login --agent {agent:?}");
                 self.sched.stop_agent(&agent, now);
@@ -331,13 +332,19 @@ impl Driver {
                 }
                 self.sched.migrate_chat(&agent, from, to, now)
             }
-            Event::Spent { agent, spend, all } => {
+            Event::Spent {
+                agent,
+                day,
+                spend,
+                all,
+            } => {
                 let cap = self
                     .svc
                     .agents
                     .get(&agent)
                     .and_then(|a| a.persona.daily_budget);
                 let report = crate::core::scheduler::SpendReport {
+                    day,
                     agent: (spend, cap),
                     daemon: (all, self.svc.config.daily_budget),
                 };
@@ -366,6 +373,18 @@ impl Driver {
         Ok(())
     }
 
+    /// Hands the scheduler the agent's caps as configured now (a changed cap starts over).
+    fn check_caps(&mut self, agent: &str) {
+        let persona = self
+            .svc
+            .agents
+            .get(agent)
+            .and_then(|a| a.persona.daily_budget);
+        let daemon = self.svc.config.daily_budget;
+        self.sched
+            .check_caps(agent, persona, daemon, self.svc.clock.now());
+    }
+
     /// Shows the agent's trigger-mode overrides, as the scheduler now holds them, to the
     /// handle (the group gate reads them there).
     fn publish_modes(&self, agent: &str) {
@@ -388,12 +407,14 @@ impl Driver {
         self.svc.agents.insert(agent.clone(), handle);
         if self.sched.has_agent(&agent) {
             info!(event = "agent_persona_reloaded", agent = %agent, "persona reloaded");
+            self.check_caps(&agent);
             // The schedule's prose or zone may have changed, and hand edits are read.
             return self.load_presence(&agent).await;
         }
         let state = load_agent_state(Arc::clone(&self.svc.store), &agent).await?;
         self.sched.add_agent(&agent, self_id, state, now);
         self.publish_modes(&agent);
+        self.check_caps(&agent);
         self.load_presence(&agent).await?;
         info!(event = "agent_started", agent = %agent, "agent started");
         Ok(())

@@ -225,11 +225,13 @@ impl RuntimeHandle {
     pub fn report_spend(
         &self,
         agent: &str,
+        day: jiff::civil::Date,
         spend: crate::core::budget::Spend,
         all: crate::core::budget::Spend,
     ) {
         self.queue.push(Event::Spent {
             agent: agent.to_string(),
+            day,
             spend,
             all,
         });

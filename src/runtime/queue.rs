@@ -77,6 +77,8 @@ pub(crate) enum Event {
     /// The day's LLM spend after a request of `agent`.
     Spent {
         agent: String,
+        /// The (UTC) day the spend is of.
+        day: jiff::civil::Date,
         spend: crate::core::budget::Spend,
         all: crate::core::budget::Spend,
     },

@@ -187,8 +187,9 @@ const FORMAT: u32 = 1;
 
 type Key = (String, String, String);
 
-/// Told the day's spend after each request: the agent's own, then every agent's together.
-pub type SpendListener = Arc<dyn Fn(&str, Spend, Spend) + Send + Sync>;
+/// Told the day's spend after each request: the agent, the (UTC) day, the agent's own spend
+/// that day, then every agent's together.
+pub type SpendListener = Arc<dyn Fn(&str, jiff::civil::Date, Spend, Spend) + Send + Sync>;
 
 /// Sums usage per agent, model and day; persists per agent on [`UsageMeter::flush`].
 pub struct UsageMeter {
@@ -231,29 +232,26 @@ impl UsageMeter {
         *self.listener.lock().unwrap_or_else(PoisonError::into_inner) = Some(listener);
     }
 
-    /// Today's (UTC) spend of `agent`, or of every agent with `None`: tokens (prompt and
-    /// output) and the cost estimated with the built-in prices.
-    pub fn spend_today(&self, agent: Option<&str>) -> Spend {
+    /// Today's (UTC) spend of `agent` and of every agent together: tokens (prompt and
+    /// output) and the cost estimated with the built-in prices, in one pass over the rows.
+    pub fn spend_today(&self, agent: &str) -> (Spend, Spend) {
+        static PRICES: std::sync::OnceLock<PriceTable> = std::sync::OnceLock::new();
+        let prices = PRICES.get_or_init(PriceTable::builtin);
         let day = self.today();
-        let prices = PriceTable::builtin();
         let totals = self.totals.lock().unwrap_or_else(PoisonError::into_inner);
-        let rows = totals
-            .values()
-            .filter(|r| r.day == day && agent.is_none_or(|a| r.agent == a));
-        let mut spend = Spend {
-            tokens: 0,
-            usd: Some(0.0),
-        };
-        for r in rows {
-            spend.tokens = spend
-                .tokens
-                .saturating_add(r.prompt_tokens.saturating_add(r.output_tokens));
-            spend.usd = match (spend.usd, prices.cost(r)) {
-                (Some(a), Some(b)) => Some(a + b),
-                _ => None,
-            };
+        let (mut own, mut all) = (Spend::default(), Spend::default());
+        for r in totals.values().filter(|r| r.day == day) {
+            let tokens = r.prompt_tokens.saturating_add(r.output_tokens);
+            let cost = prices.cost(r);
+            for s in std::iter::once(&mut all).chain((r.agent == agent).then_some(&mut own)) {
+                s.tokens = s.tokens.saturating_add(tokens);
+                match cost {
+                    Some(usd) => s.usd += usd,
+                    None => s.unpriced_tokens = s.unpriced_tokens.saturating_add(tokens),
+                }
+            }
         }
-        spend
+        (own, all)
     }
 
     /// Adds one answered request and its tokens for `agent` and `model`, on today's (UTC)
@@ -306,7 +304,9 @@ impl UsageMeter {
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
         if let Some(listener) = listener {
-            listener(agent, self.spend_today(Some(agent)), self.spend_today(None));
+            let (own, all) = self.spend_today(agent);
+            let day = self.clock.now().to_zoned(jiff::tz::TimeZone::UTC).date();
+            listener(agent, day, own, all);
         }
     }
 

@@ -296,6 +296,10 @@ impl Fleet {
                     s.cancel();
                 }
                 controller.remove_agent(&name);
+                self.retune
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .remove(&name);
                 self.group.groups.remove(&name);
                 handle.remove_agent(&name, "its persona file was removed or disabled");
             }

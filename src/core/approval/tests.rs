@@ -39,6 +39,16 @@ fn the_owners_reply_reads_as_a_decision() {
         })
     );
     assert_eq!(Decision::from_reply("  "), None);
+    // The usual ways of saying no never go out as text.
+    for no in ["nope", "No thanks", "don't send", "Don’t send", "stop."] {
+        assert_eq!(Decision::from_reply(no), Some(Decision::Drop), "{no}");
+    }
+    assert_eq!(Decision::from_reply("Ok 👍"), Some(Decision::Send));
+    assert_eq!(
+        Decision::from_reply("send: no"),
+        Some(Decision::Edit { text: "no".into() })
+    );
+    assert_eq!(Decision::from_reply("edit:   "), None);
 }
 
 #[test]
@@ -63,6 +73,8 @@ fn ids_match_whole_or_by_a_prefix_of_four_or_more() {
     assert!(matches_id(id, "3f2a"));
     assert!(matches_id(id, "draft-3f2a9c"));
     assert!(!matches_id(id, "3f2"), "too short");
+    assert!(!matches_id(id, "draft-"), "the prefix alone names no draft");
+    assert!(!matches_id(id, "draft-3f2"));
     assert!(!matches_id(id, "3f2b"));
 }
 

@@ -410,6 +410,39 @@ impl TaskGraph {
         }
     }
 
+    /// Takes task `id` out of the graph with every task that (transitively) depends on it;
+    /// the rest stays (independent upkeep and notices in the agent's own chat).
+    pub(crate) fn drop_task(&mut self, id: &str) {
+        let mut gone: std::collections::HashSet<String> = std::collections::HashSet::new();
+        gone.insert(id.to_string());
+        loop {
+            let more: Vec<String> = self
+                .tasks
+                .iter()
+                .filter(|t| !gone.contains(&t.id) && t.depends_on.iter().any(|d| gone.contains(d)))
+                .map(|t| t.id.clone())
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            gone.extend(more);
+        }
+        // Retry waits that served the task go with it (it depends on them, not they on it).
+        let waits: Vec<String> = self
+            .task(id)
+            .map(|t| t.depends_on.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|d| {
+                self.task(d).is_some_and(
+                    |w| matches!(&w.spec, TaskSpec::Wait { retry_of: Some(of), .. } if of == id),
+                )
+            })
+            .collect();
+        gone.extend(waits);
+        self.tasks.retain(|t| !gone.contains(&t.id));
+    }
+
     /// After a restart nothing is in flight: every `active` task becomes `pending` again.
     /// Returns the ids that were reset.
     pub(crate) fn reset_active(&mut self, now: Timestamp) -> Vec<String> {

@@ -21,7 +21,8 @@ pub struct SendLimits {
 }
 
 impl SendLimits {
-    /// Parses `per chat 6/min, per account 15/min, gap 5s` (any subset, any order).
+    /// Parses `per chat 6/min, per account 15/min, gap 5s` (any subset, any order; `6 per
+    /// minute`, `6/minute` and `per chat: 6/min` read the same; `gap 0` turns the gap off).
     pub fn parse(value: &str) -> Result<SendLimits, crate::core::Invalid> {
         let mut out = SendLimits::default();
         for part in value
@@ -32,29 +33,41 @@ impl SendLimits {
             let lower = part.to_ascii_lowercase();
             let bad = || {
                 crate::core::Invalid(format!(
-                    "`{part}`: write `per chat 6/min`, `per account 15/min` or `gap 5s`"
+                    "`{part}`: write `per chat 6/min` (1 to 60), `per account 15/min` (1 to 600) or `gap 5s` (0 to 60 s)"
                 ))
             };
-            let per_minute = |rest: &str| -> Result<u32, crate::core::Invalid> {
+            let per_minute = |rest: &str, most: u32| -> Result<u32, crate::core::Invalid> {
                 let n = rest
                     .trim()
-                    .trim_end_matches("/min")
-                    .trim_end_matches("per minute")
-                    .trim_end_matches("a minute")
+                    .trim_start_matches(':')
+                    .trim()
+                    .replace(" /", "/")
+                    .replace("/ ", "/");
+                let n = n.as_str();
+                let n = ["/minute", "/min", "per minute", "a minute"]
+                    .iter()
+                    .find_map(|unit| n.strip_suffix(unit))
+                    .unwrap_or(n)
                     .trim();
                 n.parse::<u32>()
                     .ok()
-                    .filter(|n| (1..=60).contains(n))
+                    .filter(|n| (1..=most).contains(n))
                     .ok_or_else(bad)
             };
             if let Some(rest) = lower.strip_prefix("per chat") {
-                out.chat_per_minute = Some(per_minute(rest)?);
+                out.chat_per_minute = Some(per_minute(rest, 60)?);
             } else if let Some(rest) = lower.strip_prefix("per account") {
-                out.account_per_minute = Some(per_minute(rest)?);
+                out.account_per_minute = Some(per_minute(rest, 600)?);
             } else if let Some(rest) = lower.strip_prefix("gap") {
-                let secs = crate::core::time::parse_span(rest.trim())
-                    .filter(|s| *s <= 600)
-                    .ok_or_else(bad)?;
+                let rest = rest.trim().trim_start_matches(':').trim();
+                // Longer than the governor's longest own wait (60 s) would refuse every
+                // second message instead of pacing it.
+                let secs = match rest {
+                    "0" | "0s" | "off" | "none" => 0,
+                    _ => crate::core::time::parse_span(rest)
+                        .filter(|s| *s <= 60)
+                        .ok_or_else(bad)?,
+                };
                 out.chat_gap = Some(Duration::from_secs(secs));
             } else {
                 return Err(bad());
@@ -129,7 +142,22 @@ mod tests {
         );
         let l = SendLimits::parse("- per account 15 per minute");
         assert_eq!(l.ok().and_then(|l| l.account_per_minute), Some(15));
-        for bad in ["per chat 0/min", "per chat lots", "speed 3", "gap 1h"] {
+        let l = SendLimits::parse("per chat: 6 / minute; gap 0");
+        assert_eq!(
+            l.ok(),
+            Some(SendLimits {
+                chat_per_minute: Some(6),
+                account_per_minute: None,
+                chat_gap: Some(Duration::ZERO),
+            })
+        );
+        for bad in [
+            "per chat 0/min",
+            "per chat lots",
+            "speed 3",
+            "gap 2m",
+            "per chat 61/min",
+        ] {
             assert!(SendLimits::parse(bad).is_err(), "{bad}");
         }
     }

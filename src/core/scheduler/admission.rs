@@ -93,7 +93,11 @@ impl Scheduler {
         {
             *no_quote = true;
         }
-        self.draft_superseded(&key, now);
+        self.draft_void(
+            &key,
+            "a newer message came in, and a new plan is made for it",
+            now,
+        );
         if let Some(old) = self.graphs.get(&key) {
             debug!(conversation = %key, old = %old.id, new = %graph.id, "replanning");
             // Telegram's "wait" and a group batch waiting for the classifier stay.

@@ -21,19 +21,22 @@ impl Scheduler {
         {
             self.take_in_flight(&key);
         }
-        match self.kept_decision(&key, graph_id, task_id) {
-            // The owner decided while the draft was being posted (or timing out): their word
-            // wins over what the task returned.
-            Some(decision) => {
-                if let Some(g) = self.graphs.get_mut(&key) {
-                    g.tasks
-                        .iter_mut()
-                        .filter(|t| t.id == task_id)
-                        .for_each(|t| t.status = TaskStatus::Pending);
-                }
+        // The owner's word given while a draft was being posted (or timing out) wins over
+        // what the task returned, unless the account itself failed (limited, logged out).
+        let fatal = matches!(
+            result,
+            Err(TaskError::AccountLimited(_) | TaskError::Unauthorized(_))
+        );
+        match self.take_kept_decision(&key, graph_id, task_id) {
+            Some(decision) if !fatal => {
+                let posted = match &result {
+                    Ok(Outcome::Drafted(p)) => Some(*p),
+                    _ => None,
+                };
+                self.word_after_run(&key, task_id, posted);
                 self.apply_decision(&key, task_id, decision, now);
             }
-            None => self.apply_result(&key, graph_id, task_id, result, now),
+            _ => self.apply_result(&key, graph_id, task_id, result, now),
         }
         if let Some(graph) = self.graphs.get_mut(&key) {
             if graph.is_finished() {
@@ -219,6 +222,19 @@ impl Scheduler {
                     error = %e,
                     "task failed for good; the conversation's plan is dropped"
                 );
+                if self.safety.is_own_chat(&key.agent, key.chat) {
+                    // The own chat holds independent upkeep and notices: only the failed one
+                    // goes (the incident rule never notices about this chat).
+                    graph.drop_task(task_id);
+                    self.notable(
+                        &key.agent.clone(),
+                        Some(key.chat),
+                        "plan_dropped",
+                        e.to_string(),
+                    );
+                    self.mark_dirty(key);
+                    return;
+                }
                 let title = graph.chat.title.clone();
                 self.remove_graph(key);
                 self.incident(

@@ -113,8 +113,8 @@ impl Scheduler {
         }
         if matches!(which, DraftRef::Reply { .. }) {
             let what = match &decision {
-                Decision::Send => "approved: sending it now".to_string(),
-                Decision::Edit { .. } => "approved with your text: sending that".to_string(),
+                Decision::Send => "approved: it goes out as planned".to_string(),
+                Decision::Edit { .. } => "approved with your text: that goes out".to_string(),
                 Decision::Drop => "rejected: nothing is sent".to_string(),
                 Decision::Later => "kept: it waits again".to_string(),
             };
@@ -188,23 +188,48 @@ impl Scheduler {
         self.reschedule(key, now);
     }
 
-    /// The word the owner gave on a draft while it ran, if the finished task is one.
-    pub(super) fn kept_decision(
-        &self,
+    /// Takes the word the owner gave on a draft while it ran, if the finished task is one
+    /// (taken: a word is applied once, never again at the next run).
+    pub(super) fn take_kept_decision(
+        &mut self,
         key: &ConversationKey,
         graph_id: &str,
         task_id: &str,
     ) -> Option<Decision> {
-        let graph = self.graphs.get(key).filter(|g| g.id == graph_id)?;
-        match &graph.task(task_id)?.spec {
-            TaskSpec::Draft { decision, .. } => decision.clone(),
+        let graph = self.graphs.get_mut(key).filter(|g| g.id == graph_id)?;
+        let task = graph.tasks.iter_mut().find(|t| t.id == task_id)?;
+        match &mut task.spec {
+            TaskSpec::Draft { decision, .. } if task.status != TaskStatus::Done => decision.take(),
             _ => None,
         }
     }
 
-    /// A newer message replaces the conversation's graph, whose draft the owner has (or is
-    /// about to get): the owner is told that draft is void.
-    pub(super) fn draft_superseded(&mut self, key: &ConversationKey, now: Timestamp) {
+    /// A draft task whose run ended while the owner's word waited: pending again (the word
+    /// decides next), with where it was posted if the run posted it.
+    pub(super) fn word_after_run(
+        &mut self,
+        key: &ConversationKey,
+        task_id: &str,
+        posted: Option<Posted>,
+    ) {
+        let Some(task) = self
+            .graphs
+            .get_mut(key)
+            .and_then(|g| g.tasks.iter_mut().find(|t| t.id == task_id))
+        else {
+            return;
+        };
+        task.status = TaskStatus::Pending;
+        if let (TaskSpec::Draft { posted: slot, .. }, Some(p)) = (&mut task.spec, posted) {
+            *slot = Some(p);
+        }
+        self.mark_dirty(key);
+    }
+
+    /// The conversation's graph goes (a newer message replaces it, the owner took over,
+    /// paused or forgot the chat) while the owner has its draft (or is about to get it): the
+    /// owner is told that draft is void, rate-limited like other incidents.
+    pub(super) fn draft_void(&mut self, key: &ConversationKey, why: &str, now: Timestamp) {
         let Some((draft, title)) = self.graphs.get(key).and_then(|old| {
             old.tasks
                 .iter()
@@ -217,12 +242,10 @@ impl Scheduler {
         }) else {
             return;
         };
-        info!(event = "draft_superseded", conversation = %key, draft = %draft, "a newer message supersedes the draft");
-        let text = format!(
-            "personad: draft {draft} for {title} is void: a newer message came in, and a new plan is made for it"
-        );
+        info!(event = "draft_superseded", conversation = %key, draft = %draft, why, "the draft is void");
+        let text = format!("personad: draft {draft} for {title} is void: {why}");
         self.notable(&key.agent, Some(key.chat), "draft_superseded", draft);
-        self.notify_owner(&key.agent, &text, now);
+        self.notify_incident(&key.agent, "draft_superseded", &text, now);
     }
 
     /// Sends `text` to the owner (the agent's Saved Messages) as a task of that chat's graph.
@@ -233,8 +256,17 @@ impl Scheduler {
         let task = Task::new(TaskSpec::send(text, None), now);
         let key = ConversationKey::new(agent, saved.id);
         match self.graphs.get_mut(&key) {
-            // The own chat's upkeep stays; the notice joins it.
-            Some(own) => own.tasks.push(task),
+            // The own chat's upkeep stays; the notice goes first, so upkeep that waits (a
+            // schedule call held by a spending cap) never holds it back.
+            // Notices keep their order among themselves.
+            Some(own) => {
+                let at = own
+                    .tasks
+                    .iter()
+                    .take_while(|t| t.kind() == TaskKind::Send && t.depends_on.is_empty())
+                    .count();
+                own.tasks.insert(at, task);
+            }
             None => {
                 self.graphs.insert(
                     key.clone(),

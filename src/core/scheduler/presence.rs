@@ -163,7 +163,8 @@ impl Scheduler {
             graph.tasks.first().map(|t| &t.spec),
             Some(TaskSpec::Received { intent: Some(f), .. }) if f.urgent
         );
-        let exempt = task.kind() == TaskKind::Shutdown
+        // A draft is the owner's side of a plan (posting it, its timeout), not the persona's.
+        let exempt = matches!(task.kind(), TaskKind::Shutdown | TaskKind::Draft)
             || urgent
             || self.safety.is_own_chat(&graph.agent, graph.chat.id);
         (!exempt).then_some(wake)

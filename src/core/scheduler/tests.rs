@@ -321,7 +321,14 @@ fn a_reached_cap_holds_planning_until_lifted_and_tells_the_owner_once() {
         usd: None,
     };
     let report = |tokens| SpendReport {
-        agent: (Spend { tokens, usd: None }, Some(cap)),
+        day: at(0).to_zoned(jiff::tz::TimeZone::UTC).date(),
+        agent: (
+            Spend {
+                tokens,
+                ..Spend::default()
+            },
+            Some(cap),
+        ),
         daemon: (Spend::default(), None),
     };
     s.on_spend("a", report(1200), at(0));
@@ -336,12 +343,11 @@ fn a_reached_cap_holds_planning_until_lifted_and_tells_the_owner_once() {
                 .count()
         });
     assert_eq!(told, 1, "one notice to the owner, in Saved Messages");
-    assert!(
-        s.safety()
-            .state("a")
-            .and_then(|st| st.budget)
-            .is_some_and(|m| m.told == crate::core::budget::Level::Reached)
-    );
+    assert!(s.safety().state("a").is_some_and(|st| {
+        st.budget
+            .values()
+            .any(|m| m.told == crate::core::budget::Level::Reached)
+    }));
     assert!(s.on_inbound("a", chat(7), MessageId(3), true, at(2)));
     s.advance(at(60));
     s.start_ready(at(60));
@@ -353,4 +359,215 @@ fn a_reached_cap_holds_planning_until_lifted_and_tells_the_owner_once() {
     s.advance(at(61));
     s.start_ready(at(61));
     assert!(starts(&s.take_effects()).contains(&(7, TaskKind::Received)));
+}
+
+/// A report of another day is stale (no hold); the persona's and the daemon's caps keep their
+/// own marks (a lifted persona cap does not lift the daemon's); a raised cap releases a hold
+/// at once.
+#[test]
+fn caps_keep_their_own_marks_and_a_raised_cap_releases_the_hold() {
+    use crate::core::budget::{DailyCap, Spend};
+    let mut s = sched(4);
+    let tokens = |n: u64| DailyCap {
+        tokens: Some(n),
+        usd: None,
+    };
+    let spent = |n| Spend {
+        tokens: n,
+        ..Spend::default()
+    };
+    let today = at(0).to_zoned(jiff::tz::TimeZone::UTC).date();
+    let report = |day, own, all| SpendReport {
+        day,
+        agent: (spent(own), Some(tokens(1000))),
+        daemon: (spent(all), Some(tokens(5000))),
+    };
+    let yesterday = today.yesterday().unwrap_or(today);
+    s.on_spend("a", report(yesterday, 2000, 0), at(0));
+    assert!(s.on_inbound("a", chat(7), MessageId(3), true, at(1)));
+    s.advance(at(10));
+    s.start_ready(at(10));
+    let e = s.take_effects();
+    assert!(
+        starts(&e).contains(&(7, TaskKind::Received)),
+        "a stale report held planning"
+    );
+    let planning = e.iter().find_map(|e| match e {
+        Effect::Start(st) if st.key.chat == ChatId(7) => Some(st.as_ref().clone()),
+        _ => None,
+    });
+    if let Some(st) = planning {
+        finish(&mut s, &st, Ok(Outcome::Planned(Vec::new())), at(11));
+    }
+    // The persona's cap is reached and lifted; the daemon's is then reached too: held again.
+    s.on_spend("a", report(today, 1200, 1200), at(20));
+    s.lift_budget("a", at(21));
+    s.on_spend("a", report(today, 1300, 5100), at(22));
+    assert!(s.on_inbound("a", chat(8), MessageId(4), true, at(23)));
+    s.advance(at(40));
+    s.start_ready(at(40));
+    assert!(
+        !starts(&s.take_effects()).contains(&(8, TaskKind::Received)),
+        "the daemon's cap did not hold"
+    );
+    // The operator raises the daemon's cap (a restart with a new --daily-budget): planning
+    // goes on at once.
+    s.check_caps("a", Some(tokens(1000)), Some(tokens(50_000)), at(41));
+    s.advance(at(41));
+    s.start_ready(at(41));
+    assert!(starts(&s.take_effects()).contains(&(8, TaskKind::Received)));
+}
+
+/// A plan in chat 7 whose `received` is done and whose `draft` task has just started (its
+/// post in flight). Returns the draft's start.
+fn draft_in_flight(s: &mut Scheduler) -> Start {
+    use crate::core::approval::OnTimeout;
+    assert!(s.on_inbound("a", chat(7), MessageId(3), true, at(0)));
+    s.advance(at(5));
+    s.start_ready(at(5));
+    let received = s.take_effects().into_iter().find_map(|e| match e {
+        Effect::Start(st) => Some(*st),
+        _ => None,
+    });
+    let draft = Task::new(
+        TaskSpec::Draft {
+            answers: Some(MessageId(3)),
+            draft: "in c7".into(),
+            idempotency_key: crate::core::graph::IdempotencyKey(5),
+            timeout_secs: 600,
+            on_timeout: OnTimeout::Drop,
+            posted: None,
+            decision: None,
+        },
+        at(6),
+    );
+    let send = Task::new(TaskSpec::send("hello", None), at(6));
+    if let Some(r) = received {
+        finish(s, &r, Ok(Outcome::Planned(vec![draft, send])), at(6));
+    }
+    s.start_ready(at(6));
+    s.take_effects()
+        .into_iter()
+        .find_map(|e| match e {
+            Effect::Start(st) if st.task.kind() == TaskKind::Draft => Some(*st),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("the draft did not start"))
+}
+
+fn posted() -> Outcome {
+    Outcome::Drafted(crate::core::approval::Posted {
+        chat: ChatId(1),
+        message: MessageId(40),
+    })
+}
+
+/// The owner's word that comes while the draft is being posted is kept and applied once the
+/// post is back: the send starts, and the word is not applied a second time.
+#[test]
+fn a_word_given_while_the_draft_is_posted_applies_once_it_is_back() {
+    use crate::core::approval::Decision;
+    let mut s = sched(4);
+    let draft = draft_in_flight(&mut s);
+    assert!(s.decide_draft(
+        "a",
+        &DraftRef::Id(draft.task.id.clone()),
+        Decision::Send,
+        at(7)
+    ));
+    finish(&mut s, &draft, Ok(posted()), at(8));
+    s.start_ready(at(8));
+    assert_eq!(starts(&s.take_effects()), vec![(7, TaskKind::Send)]);
+    // Said again by a reply: nothing waits any more.
+    let reply = DraftRef::Reply {
+        chat: ChatId(1),
+        message: MessageId(40),
+    };
+    assert!(!s.decide_draft("a", &reply, Decision::Send, at(9)));
+}
+
+/// `later` given while the timeout run is in flight waits one more timeout and then times
+/// out normally: the kept word is used once, never again at each deadline.
+#[test]
+fn later_during_the_timeout_run_waits_once_more_and_does_not_loop() {
+    use crate::core::approval::Decision;
+    let mut s = sched(4);
+    let draft = draft_in_flight(&mut s);
+    finish(&mut s, &draft, Ok(posted()), at(8));
+    // The deadline comes: the timeout run starts.
+    s.advance(at(608));
+    s.start_ready(at(608));
+    let run = s
+        .take_effects()
+        .into_iter()
+        .find_map(|e| match e {
+            Effect::Start(st) if st.task.kind() == TaskKind::Draft => Some(*st),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no timeout run"));
+    assert!(s.decide_draft(
+        "a",
+        &DraftRef::Id(run.task.id.clone()),
+        Decision::Later,
+        at(609)
+    ));
+    finish(
+        &mut s,
+        &run,
+        Ok(Outcome::Dropped {
+            reason: "timed out".into(),
+        }),
+        at(610),
+    );
+    let key = ConversationKey::new("a", ChatId(7));
+    assert!(s.graph(&key).is_some(), "later kept the plan");
+    s.advance(at(1209));
+    s.start_ready(at(1209));
+    assert!(
+        starts(&s.take_effects()).is_empty(),
+        "ran before its new deadline"
+    );
+    s.advance(at(1210));
+    s.start_ready(at(1210));
+    let again = s
+        .take_effects()
+        .into_iter()
+        .find_map(|e| match e {
+            Effect::Start(st) if st.task.kind() == TaskKind::Draft => Some(*st),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no second timeout run"));
+    finish(
+        &mut s,
+        &again,
+        Ok(Outcome::Dropped {
+            reason: "timed out".into(),
+        }),
+        at(1211),
+    );
+    assert!(s.graph(&key).is_none(), "the second timeout ends it");
+}
+
+/// The owner taking over (or pausing, forgetting) a chat whose draft they hold is told the
+/// draft is void.
+#[test]
+fn a_cancelled_plan_voids_its_draft_and_says_so() {
+    let mut s = sched(4);
+    let draft = draft_in_flight(&mut s);
+    finish(&mut s, &draft, Ok(posted()), at(8));
+    s.on_cancel("a", ChatId(7), "paused by the owner", at(9));
+    let own = s
+        .graph(&ConversationKey::new("a", ChatId(1)))
+        .map(|g| {
+            g.tasks
+                .iter()
+                .filter_map(|t| match &t.spec {
+                    TaskSpec::Send { text, .. } => Some(text.clone()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    assert_eq!(own.len(), 1, "{own:?}");
+    assert!(own[0].contains("is void: paused by the owner"), "{own:?}");
 }

@@ -6,8 +6,8 @@
 
 use crate::core::approval::{self, OnTimeout, Posted};
 use crate::core::graph::{IdempotencyKey, TaskKind, TaskSpec};
-use crate::core::model::{ChatId, OutgoingText};
-use crate::core::outcome::Outcome;
+use crate::core::model::{ChatId, OutgoingText, TelegramError};
+use crate::core::outcome::{Outcome, TaskError};
 use crate::core::time::BoxFuture;
 use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler};
 
@@ -52,7 +52,8 @@ impl TaskHandler for Draft {
                         reply_to: None,
                         idempotency_key: idempotency_key.0,
                     })
-                    .await?;
+                    .await
+                    .map_err(posting_failed)?;
                 tracing::info!(event = "draft_sent_to_owner", agent = %ctx.key.agent, chat = ctx.key.chat.0, draft = %id, message_id = sent.id.0, "draft posted to the owner");
                 return Ok(Outcome::Drafted(Posted {
                     chat: owner,
@@ -68,7 +69,7 @@ impl TaskHandler for Draft {
             let told = ctx
                 .telegram
                 .send_text(OutgoingText {
-                    chat: owner,
+                    chat: posted.chat,
                     text: format!("personad: draft {id} for {} {what}", ctx.chat.title),
                     reply_to: Some(posted.message),
                     idempotency_key: timeout_key(*idempotency_key),
@@ -85,6 +86,19 @@ impl TaskHandler for Draft {
                 },
             })
         })
+    }
+}
+
+/// A failure to post the draft is about the owner's chat, never the contact's: a chat that
+/// refuses us (the account left the admin group) drops the plan without disabling the
+/// contact's chat; the account's own troubles (limited, logged out, a flood wait) and
+/// passing failures keep their meaning.
+fn posting_failed(e: TelegramError) -> TaskError {
+    match e {
+        TelegramError::Forbidden(why) | TelegramError::NotFound(why) => TaskError::Permanent(
+            format!("the draft could not be posted to the owner's chat: {why}"),
+        ),
+        other => TaskError::from(other),
     }
 }
 

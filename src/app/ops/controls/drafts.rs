@@ -96,13 +96,34 @@ impl Controller {
             Decision::Later => "kept for later".to_string(),
         };
         tracing::info!(event = "owner_draft_decision", agent = %f.agent, chat = f.chat.0, draft = %f.id, decision = decision.verb(), "owner decided on a draft from the shell");
+        let later = matches!(decision, Decision::Later);
         self.runtime.decide_draft(
             &f.agent,
             crate::core::scheduler::DraftRef::Id(f.id.clone()),
             decision,
         );
+        // The answer comes once the decision is on disk (the draft no longer waits in the
+        // chat's graph file), so a crash right after it cannot take it back.
+        let key = crate::core::graph::ConversationKey::new(f.agent.clone(), f.chat);
+        let path = self.state.graph_path(&key);
+        let id = f.id.clone();
+        let durable = later
+            || self
+                .until(DURABLE_WITHIN, move || {
+                    // Gone (the plan was dropped or done) or no longer waiting.
+                    let graph = std::fs::read_to_string(&path)
+                        .ok()
+                        .and_then(|text| crate::core::graph::codec::decode(&text).ok());
+                    graph.is_none_or(|g| waiting(&g, &id).is_empty())
+                })
+                .await;
+        let note = if durable {
+            ""
+        } else {
+            " (not on disk yet: see `personad ctl drafts`)"
+        };
         Ok(format!(
-            "{}: draft {} for {} ({}) {what}",
+            "{}: draft {} for {} ({}) {what}{note}",
             f.agent, f.id, f.title, f.chat
         ))
     }
@@ -126,6 +147,30 @@ impl Controller {
             Some(m) => format!("{title} ({id}): draft mode {m}"),
             None => format!("{title} ({id}): draft mode as the persona says"),
         })
+    }
+}
+
+/// How long `ctl approve`/`reject` wait for the decision to be on disk.
+const DURABLE_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl Controller {
+    /// Polls `done` (a blocking look at the disk) every 50 ms for at most `limit`.
+    async fn until(
+        &self,
+        limit: std::time::Duration,
+        done: impl Fn() -> bool + Send + Sync + Clone + 'static,
+    ) -> bool {
+        let start = std::time::Instant::now();
+        loop {
+            let look = done.clone();
+            if tokio::task::spawn_blocking(look).await.unwrap_or(false) {
+                return true;
+            }
+            if start.elapsed() >= limit {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     }
 }
 

@@ -66,7 +66,7 @@ impl Controller {
                 });
             let budget = budget_line(
                 self.runtime.persona(&a).and_then(|p| p.daily_budget),
-                safety.budget,
+                &safety.budget,
                 now,
             );
             text.push_str(&format!(
@@ -131,24 +131,36 @@ impl Controller {
     }
 }
 
-/// The persona's cap and where today stands against it (what the owner was told, a hold).
+/// The persona's cap and where today stands against each cap (what the owner was told, a
+/// hold, a lift).
 fn budget_line(
     cap: Option<crate::core::budget::DailyCap>,
-    mark: Option<crate::core::agent_state::BudgetMark>,
+    marks: &std::collections::BTreeMap<
+        crate::core::agent_state::CapSource,
+        crate::core::agent_state::BudgetMark,
+    >,
     now: jiff::Timestamp,
 ) -> String {
+    use crate::core::agent_state::CapSource;
     use crate::core::budget::Level;
     let today = now.to_zoned(jiff::tz::TimeZone::UTC).date();
-    let state = match mark.filter(|m| m.day == today) {
-        Some(m) if m.told == Level::Reached && m.lifted => "reached, lifted by the owner",
-        Some(m) if m.told == Level::Reached => "reached: planning waits for the next UTC day",
-        Some(m) if m.told == Level::Warn => "past 80%",
-        _ => "",
-    };
-    match (cap, state) {
-        (None, "") => String::new(),
-        (None, s) => format!("; budget: {s} (the daemon's cap)"),
-        (Some(c), "") => format!("; budget: {c}"),
-        (Some(c), s) => format!("; budget: {c}, {s}"),
+    let mut parts: Vec<String> = cap.iter().map(|c| c.to_string()).collect();
+    for (source, m) in marks.iter().filter(|(_, m)| m.day == today) {
+        let whose = match source {
+            CapSource::Persona => "its cap",
+            CapSource::Daemon => "the daemon's cap",
+        };
+        let state = match (m.told, m.lifted) {
+            (Level::Reached, true) => "reached, lifted by the owner",
+            (Level::Reached, false) => "reached: planning waits for the next UTC day",
+            (Level::Warn, _) => "past 80%",
+            (Level::Under, _) => continue,
+        };
+        parts.push(format!("{whose} ({}) {state}", m.cap));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; budget: {}", parts.join(", "))
     }
 }
