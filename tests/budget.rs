@@ -110,3 +110,78 @@ async fn a_daily_cap_stops_planning_until_the_next_day_and_tells_the_owner_once(
     assert_eq!(answers, 4, "{}", show());
     Ok(())
 }
+
+/// The daemon (`run --telegram memory` against the mock Gemini): a persona's reached cap holds
+/// its planning (the next message gets no answer and no request), `/status` says so, and the
+/// owner's `ctl resume` lifts it: the waiting message is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_holds_a_reached_cap_until_the_owner_resumes() -> TestResult {
+    use common::daemon::*;
+    use std::time::Duration;
+    let server = model().await;
+    let uri = server.uri();
+    let persona = persona("Tess", "+15550100042", "# Daily Budget\n800 tokens\n\n");
+    let s = Scratch::new(&[("Tess.md", &persona)])?;
+    let status = tokio::task::spawn_blocking(move || -> Result<String, String> {
+        let env = [("GEMINI_API_KEY", "k"), ("GEMINI_BASE_URL", uri.as_str())];
+        let child = start(&s, &["--planner", "gemini"], &env).map_err(|e| e.to_string())?;
+        let mut reaper = Reaper(Some(child));
+        wait_up(&s)?;
+        let say = |who: &str, text: &str| {
+            ctl(&s, &["say", "--from", who, text]).map_err(|e| e.to_string())
+        };
+        let answered = |who: &str, n: usize| {
+            poll(Duration::from_secs(15), || {
+                (texts(&s, "Tess", who)
+                    .iter()
+                    .filter(|t| *t == "Hi!")
+                    .count()
+                    >= n)
+                    .then_some(())
+            })
+            .ok_or(format!("{who} got no answer #{n}; log:\n{}", s.log_text()))
+        };
+        say("Alice", "one")?;
+        answered("Alice", 1)?;
+        say("Alice", "two")?;
+        answered("Alice", 2)?;
+        // 900 tokens of 800: reached. Bob waits.
+        let status = poll(Duration::from_secs(10), || {
+            let out = stdout(&ctl(&s, &["status"]).ok()?);
+            out.contains("reached").then_some(out)
+        })
+        .ok_or("status never said the cap was reached")?;
+        say("Bob", "hello?")?;
+        let held = poll(Duration::from_secs(10), || {
+            stdout(&ctl(&s, &["plans"]).ok()?)
+                .contains("Bob")
+                .then_some(())
+        });
+        held.ok_or("Bob's plan is not waiting")?;
+        assert!(texts(&s, "Tess", "Bob").iter().all(|t| t != "Hi!"));
+        let before = s.log_text().matches("\"event\":\"budget_reached\"").count();
+        let out = stdout(&ctl(&s, &["resume", "--agent", "Tess"]).map_err(|e| e.to_string())?);
+        assert!(out.contains("resumed"), "{out}");
+        answered("Bob", 1)?;
+        let owner = texts(&s, "Tess", "Saved Messages");
+        stop_daemon(&mut reaper)?;
+        assert_eq!(before, 1, "one budget_reached line");
+        assert_eq!(
+            owner
+                .iter()
+                .filter(|t| t.contains("reached its daily LLM budget"))
+                .count(),
+            1,
+            "{owner:?}"
+        );
+        Ok(status)
+    })
+    .await??;
+    assert!(status.contains("budget: 800 tokens a day"), "{status}");
+    // Alice twice, Bob once after the lift: nothing was asked while the cap held.
+    assert_eq!(
+        server.received_requests().await.unwrap_or_default().len(),
+        3
+    );
+    Ok(())
+}

@@ -250,7 +250,7 @@ impl Fleet {
                         tracing::info!(event = "send_limits_changed", agent = %p.name, limits = ?p.send_limits, "the persona's send limits apply from the next message");
                         retune(&p.send_limits);
                     }
-                    if format!("{:?}", r.persona) != format!("{p:?}") {
+                    if changed(&r.persona, p) {
                         r.persona = Arc::new(p.clone());
                         r.path = entry.path.clone();
                         handle.upsert_agent(AgentHandle {
@@ -305,4 +305,17 @@ impl Fleet {
             }
         }
     }
+}
+
+/// Whether a reloaded persona differs from the running one in anything the runtime uses: its
+/// `Debug` form (which leaves out the schedule's prose, the group settings and the first-turn
+/// text, to keep logs short) and those.
+fn changed(running: &Persona, loaded: &Persona) -> bool {
+    let whole = |p: &Persona| {
+        format!(
+            "{p:?}{:?}{:?}{:?}",
+            p.daily_schedule, p.group, p.start_of_conversation
+        )
+    };
+    whole(running) != whole(loaded)
 }
