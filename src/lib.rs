@@ -10,7 +10,11 @@
 //!   - `model`: chats, messages, media, stickers, Telegram's typed errors.
 //!   - `graph`: task graphs as data and transitions; `graph::codec` is their on-disk form.
 //!   - `scheduler`: the pure state machine over graphs (events in, effects out); `admission`
-//!     says how an admitted message enters it; `outcome` is what a task hands back.
+//!     says how an admitted message enters it, `finish` applies a finished task, `owner`
+//!     holds drafts and notices to the owner, `budget` the spending caps; `outcome` is what
+//!     a task hands back.
+//!   - `approval`, `budget`: draft mode as data (modes, the owner's reply, edits of a plan)
+//!     and daily spending caps (parse, levels).
 //!   - `safety`, `agent_state`: per-agent safety (disabled chats, the breaker) and its record.
 //!   - `persona`: persona files parsed (raw sections) and validated into `Persona`.
 //!   - `blocks`: the model's task-block reply parsed into actions (adversarial input).

@@ -49,30 +49,18 @@ async fn a_daily_cap_stops_planning_until_the_next_day_and_tells_the_owner_once(
     .iter()
     .map(|v| format!("{v}\n"))
     .collect::<String>();
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
-    common::clear_env(&mut cmd);
-    cmd.arg("--agents")
-        .arg(agents.path())
-        .arg("--prompts")
-        .arg(agents.path())
-        .arg("--state")
-        .arg(state.path())
-        .args([
-            "chat", "--agent", "Bea", "--user", "Ola", "--jsonl", "--fast",
-        ])
-        .args(["--start-at", "2026-11-26T20:00:00Z", "--planner", "gemini"])
+    let mut cmd = common::playground(
+        agents.path(),
+        state.path(),
+        &["--agent", "Bea", "--user", "Ola", "--jsonl", "--fast"],
+    );
+    cmd.args(["--start-at", "2026-11-26T20:00:00Z", "--planner", "gemini"])
         .env("GEMINI_API_KEY", "k")
-        .env("GEMINI_BASE_URL", server.uri())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+        .env("GEMINI_BASE_URL", server.uri());
     let out = common::run_to_end(cmd, input).await?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let ev: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let ev = common::jsonl(&out.stdout);
     let show = || {
         ev.iter()
             .map(Value::to_string)

@@ -26,17 +26,20 @@ fn tess(extra: &str) -> String {
 
 /// The newest draft posted to the owner for the chat titled `title`: its message id and text.
 fn draft_for(s: &Scratch, title: &str, skip: usize) -> Option<(i64, String)> {
-    transcript(s, "Tess")
+    drafts_in(s, "Saved Messages", title).into_iter().nth(skip)
+}
+
+/// The drafts for `title` posted in the chat titled `place`: message id and text.
+fn drafts_in(s: &Scratch, place: &str, title: &str) -> Vec<(i64, String)> {
+    messages(s, "Tess", place)
         .into_iter()
-        .filter(|c| c["chat"]["title"] == "Saved Messages")
-        .flat_map(|c| c["messages"].as_array().cloned().unwrap_or_default())
         .filter_map(|m| {
             let text = m["text"].as_str()?.to_string();
             (text.starts_with("personad: draft ") && text.contains(&format!(" in {title}")))
                 .then(|| Some((m["id"].as_i64()?, text)))
                 .flatten()
         })
-        .nth(skip)
+        .collect()
 }
 
 /// Waits for the `n`-th (from 0) draft of `title`.
@@ -47,13 +50,7 @@ fn wait_draft(s: &Scratch, title: &str, n: usize) -> Result<(i64, String), Strin
 
 /// What Tess wrote in the chat titled `title`.
 fn sent(s: &Scratch, title: &str) -> Vec<String> {
-    transcript(s, "Tess")
-        .into_iter()
-        .filter(|c| c["chat"]["title"] == title)
-        .flat_map(|c| c["messages"].as_array().cloned().unwrap_or_default())
-        .filter(|m| m["outgoing"] == true)
-        .filter_map(|m| m["text"].as_str().map(str::to_string))
-        .collect()
+    common::daemon::sent(s, "Tess", title)
 }
 
 /// The owner replies `text` to message `id` in Saved Messages.
@@ -194,20 +191,8 @@ fn with_an_admin_chat_drafts_are_posted_and_answered_there() -> TestResult {
         &["say", "--group", "Ops", "--from", "Mallory", "morning"],
     )?;
     ctl(&s, &["say", "--from", "Alice", "hello"])?;
-    let posted = poll(WAIT, || {
-        transcript(&s, "Tess")
-            .into_iter()
-            .filter(|c| c["chat"]["title"] == "Ops")
-            .flat_map(|c| c["messages"].as_array().cloned().unwrap_or_default())
-            .find_map(|m| {
-                m["text"]
-                    .as_str()
-                    .is_some_and(|t| t.starts_with("personad: draft ") && t.contains(" in Alice"))
-                    .then(|| m["id"].as_i64())
-                    .flatten()
-            })
-    })
-    .ok_or_else(|| format!("no draft in the admin chat; log:\n{}", s.log_text()))?;
+    let posted = poll(WAIT, || drafts_in(&s, "Ops", "Alice").first().map(|d| d.0))
+        .ok_or_else(|| format!("no draft in the admin chat; log:\n{}", s.log_text()))?;
     assert!(
         draft_for(&s, "Alice", 0).is_none(),
         "posted to Saved Messages too"
@@ -315,21 +300,20 @@ async fn in_the_playground_the_owner_answers_a_draft_with_a_reply_line() -> Test
     .iter()
     .map(|v| format!("{v}\n"))
     .collect::<String>();
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
-    common::clear_env(&mut cmd);
-    cmd.arg("--agents")
-        .arg(agents.path())
-        .arg("--prompts")
-        .arg(agents.path())
-        .arg("--state")
-        .arg(state.path())
-        .args([
-            "chat", "--agent", "Tess", "--user", "Ola", "--jsonl", "--fast",
-        ])
-        .args(["--planner", "echo"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+    let cmd = common::playground(
+        agents.path(),
+        state.path(),
+        &[
+            "--agent",
+            "Tess",
+            "--user",
+            "Ola",
+            "--jsonl",
+            "--fast",
+            "--planner",
+            "echo",
+        ],
+    );
     let out = common::run_to_end(cmd, input).await?;
     assert_eq!(
         out.status.code(),
@@ -337,10 +321,7 @@ async fn in_the_playground_the_owner_answers_a_draft_with_a_reply_line() -> Test
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let ev: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let ev = common::jsonl(&out.stdout);
     let draft = ev
         .iter()
         .find(|e| {

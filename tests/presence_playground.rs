@@ -81,31 +81,19 @@ fn command(
     state: &std::path::Path,
     start_at: &str,
 ) -> std::process::Command {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
-    common::clear_env(&mut cmd);
-    cmd.arg("--agents")
-        .arg(agents)
-        .arg("--prompts")
-        .arg(agents)
-        .arg("--state")
-        .arg(state)
-        .args([
-            "chat", "--agent", "Pia", "--user", "Ola", "--jsonl", "--fast",
-        ])
-        .args(["--start-at", start_at, "--planner", "gemini"])
+    let mut cmd = common::playground(
+        agents,
+        state,
+        &["--agent", "Pia", "--user", "Ola", "--jsonl", "--fast"],
+    );
+    cmd.args(["--start-at", start_at, "--planner", "gemini"])
         .env("GEMINI_API_KEY", "k")
-        .env("GEMINI_BASE_URL", server.uri())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+        .env("GEMINI_BASE_URL", server.uri());
     cmd
 }
 
 fn events(out: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(out)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+    common::jsonl(out)
 }
 
 fn at(e: &Value) -> i64 {

@@ -226,16 +226,26 @@ pub(crate) fn transcript(s: &Scratch, agent: &str) -> Vec<Value> {
 
 /// Texts of messages in chats titled `title`.
 pub(crate) fn texts(s: &Scratch, agent: &str, title: &str) -> Vec<String> {
+    messages(s, agent, title)
+        .into_iter()
+        .filter_map(|m| m["text"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Texts the agent itself wrote in chats titled `title`.
+pub(crate) fn sent(s: &Scratch, agent: &str, title: &str) -> Vec<String> {
+    messages(s, agent, title)
+        .into_iter()
+        .filter(|m| m["outgoing"] == true)
+        .filter_map(|m| m["text"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Messages (as saved) in chats titled `title`.
+pub(crate) fn messages(s: &Scratch, agent: &str, title: &str) -> Vec<Value> {
     transcript(s, agent)
         .into_iter()
         .filter(|c| c["chat"]["title"] == title)
-        .flat_map(|c| {
-            c["messages"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .into_iter()
-                .filter_map(|m| m["text"].as_str().map(str::to_string))
-        })
+        .flat_map(|c| c["messages"].as_array().cloned().unwrap_or_default())
         .collect()
 }

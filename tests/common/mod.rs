@@ -589,6 +589,33 @@ pub(crate) async fn run_to_end(
     .map_err(|e| e.to_string())?
 }
 
+/// `personad chat ARGS` over a persona folder (also its prompt path) and a state directory,
+/// with a clean environment and every stream piped: feed it with [`run_to_end`].
+pub(crate) fn playground(agents: &Path, state: &Path, args: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+    clear_env(&mut cmd);
+    cmd.arg("--agents")
+        .arg(agents)
+        .arg("--prompts")
+        .arg(agents)
+        .arg("--state")
+        .arg(state)
+        .arg("chat")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
+
+/// The JSON lines of a `--jsonl` playground's output (other lines skipped).
+pub(crate) fn jsonl(out: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 /// An `agents/` directory (with an empty `prompts/` next to it) under `dir` holding one usable
 /// persona file, `good.md` (agent `Good`); returns the agents directory.
 pub(crate) fn agents_with_a_good_persona(dir: &Path) -> std::io::Result<PathBuf> {

@@ -24,6 +24,15 @@ pub(super) const NOTICE_GAP: std::time::Duration = std::time::Duration::from_sec
 pub(super) type Notices = HashMap<(String, &'static str), (Timestamp, u32)>;
 
 impl Scheduler {
+    /// One task of the conversation's current graph, to change.
+    fn task_mut(&mut self, key: &ConversationKey, task_id: &str) -> Option<&mut Task> {
+        self.graphs
+            .get_mut(key)?
+            .tasks
+            .iter_mut()
+            .find(|t| t.id == task_id)
+    }
+
     /// A `draft` task posted its draft: it stays pending until the owner decides or its
     /// timeout passes (its `not_before`).
     pub(super) fn on_drafted(
@@ -33,11 +42,7 @@ impl Scheduler {
         posted: Posted,
         now: Timestamp,
     ) {
-        let Some(task) = self
-            .graphs
-            .get_mut(key)
-            .and_then(|g| g.tasks.iter_mut().find(|t| t.id == task_id))
-        else {
+        let Some(task) = self.task_mut(key, task_id) else {
             return;
         };
         let TaskSpec::Draft {
@@ -99,11 +104,8 @@ impl Scheduler {
         if in_flight {
             // Posting (or timing out) right now: the word is kept with the task and wins
             // when it finishes.
-            if let Some(TaskSpec::Draft { decision: slot, .. }) = self
-                .graphs
-                .get_mut(&key)
-                .and_then(|g| g.tasks.iter_mut().find(|t| t.id == task_id))
-                .map(|t| &mut t.spec)
+            if let Some(TaskSpec::Draft { decision: slot, .. }) =
+                self.task_mut(&key, &task_id).map(|t| &mut t.spec)
             {
                 *slot = Some(decision.clone());
             }
@@ -212,11 +214,7 @@ impl Scheduler {
         task_id: &str,
         posted: Option<Posted>,
     ) {
-        let Some(task) = self
-            .graphs
-            .get_mut(key)
-            .and_then(|g| g.tasks.iter_mut().find(|t| t.id == task_id))
-        else {
+        let Some(task) = self.task_mut(key, task_id) else {
             return;
         };
         task.status = TaskStatus::Pending;
