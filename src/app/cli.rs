@@ -608,6 +608,18 @@ pub struct BenchArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Keep the same disk busy meanwhile (a background writer syncing 1 MiB at a time), to
+    /// measure the tail under contention.
+    #[arg(long)]
+    pub disk_noise: bool,
+    /// How long each step of the sustained scenario lasts (steady arrivals at 500, 1000,
+    /// 2000, ... messages/s); 0 skips it.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub sustain_secs: u64,
+    /// Internal: load the graphs under DIR, print the milliseconds it took, exit (the cold
+    /// startup figure's fresh process).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub startup_probe: Option<std::path::PathBuf>,
     /// Instead: the memory bench, one conversation of N messages through the LLM planner,
     /// prompts and summaries (an in-process model, virtual time): prompt bytes, prefix reuse,
     /// summary calls, history gaps.
