@@ -408,7 +408,13 @@ impl Scheduler {
             );
             self.awaiting += 1;
             self.armed.remove(&key);
-            self.mark_dirty(&key);
+            // A task with a side effect starts only once its `active` mark is durable (a
+            // crash then never repeats what it may have done). A cancel-safe one (planning,
+            // a wait) has nothing to repeat: it starts at once, and its mark is written with
+            // the graph's next change, if ever (after a crash it would be reset anyway).
+            if !start.task.kind().cancel_safe() {
+                self.mark_dirty(&key);
+            }
             self.starts.push(start);
             return true;
         }

@@ -25,9 +25,11 @@ use crate::runtime::RuntimeError;
 use crate::runtime::queue::{Event, WorkQueue};
 
 /// Files written by one batch at most.
-pub(crate) const BATCH_MAX: usize = 256;
-/// Batches running at once.
-pub(crate) const MAX_PARALLEL_BATCHES: usize = 8;
+pub(crate) const BATCH_MAX: usize = 1024;
+/// Batches running at once: one writer. Writes to one directory never contend for its lock,
+/// and whatever changes while a batch runs goes out together in the next one (group
+/// commit: one sync per directory per batch, however many conversations changed).
+pub(crate) const MAX_PARALLEL_BATCHES: usize = 1;
 
 /// Runs a blocking closure on tokio's blocking pool; a panic or cancellation there is a
 /// [`RuntimeError::Join`] that keeps its source.

@@ -16,7 +16,6 @@ use super::StoreError;
 use super::layout::StateDir;
 
 /// Threads syncing the files of one batch side by side.
-const SYNC_THREADS: usize = 16;
 
 /// Prefix of temp files; anything starting with it is debris from an interrupted write.
 pub(crate) const TEMP_PREFIX: &str = ".personad-tmp-";
@@ -64,27 +63,52 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     sync_dir(dir)
 }
 
+/// Directories known to exist, so a batch does not try to make them again (one failing
+/// `mkdir` per file was a tenth of the kernel's share of a write).
+pub type MadeDirs = std::sync::Mutex<std::collections::HashSet<PathBuf>>;
+
 /// Applies many whole-file replacements and removals with the same guarantee as
-/// [`write_atomic`] for each file, but sharing the expensive part: every temp file is
-/// written first, then synced (the first sync commits the others' data with it), renamed
-/// over its target, and each directory involved is synced once at the end. Returns once
-/// all of it is durable.
-pub fn apply_batch(ops: Vec<(PathBuf, Option<Vec<u8>>)>) -> Result<(), StoreError> {
+/// [`write_atomic`] for each file, but sharing the expensive part (group commit): every
+/// temp file is written first, then synced one after another on this thread (the first
+/// sync commits the others' data with it, so the rest are cheap; no thread is started),
+/// renamed over its target, and each directory involved is synced once at the end. Returns
+/// once all of it is durable. `made` remembers the directories already there.
+pub fn apply_batch(
+    ops: Vec<(PathBuf, Option<Vec<u8>>)>,
+    made: &MadeDirs,
+) -> Result<(), StoreError> {
     let mut dirs: std::collections::BTreeSet<PathBuf> = std::collections::BTreeSet::new();
-    let mut made: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
     let mut temps = Vec::new();
     for (path, bytes) in ops {
         let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         match bytes {
             Some(bytes) => {
-                if made.insert(dir.clone()) {
+                let known = made
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .contains(&dir);
+                if !known {
                     ensure_private_dir(&dir)?;
+                    made.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .insert(dir.clone());
                 }
-                let mut tmp = tempfile::Builder::new()
-                    .prefix(TEMP_PREFIX)
-                    .permissions(fs::Permissions::from_mode(0o600))
-                    .tempfile_in(&dir)
-                    .map_err(io_err("cannot create temp file in", &dir))?;
+                let temp = || {
+                    tempfile::Builder::new()
+                        .prefix(TEMP_PREFIX)
+                        .permissions(fs::Permissions::from_mode(0o600))
+                        .tempfile_in(&dir)
+                };
+                let mut tmp = match temp() {
+                    // A directory removed since it was made (an operator's cleanup): made
+                    // again, once.
+                    Err(e) if known && e.kind() == io::ErrorKind::NotFound => {
+                        ensure_private_dir(&dir)?;
+                        temp()
+                    }
+                    other => other,
+                }
+                .map_err(io_err("cannot create temp file in", &dir))?;
                 tmp.write_all(&bytes)
                     .map_err(io_err("cannot write temp file for", &path))?;
                 temps.push((tmp, path));
@@ -97,33 +121,11 @@ pub fn apply_batch(ops: Vec<(PathBuf, Option<Vec<u8>>)>) -> Result<(), StoreErro
         }
         dirs.insert(dir);
     }
-    // Syncs run side by side: the filesystem folds concurrent syncs into shared journal
-    // commits, where one after another each would pay for its own.
-    let per_thread = temps.len().div_ceil(SYNC_THREADS).max(1);
-    std::thread::scope(|s| {
-        let workers: Vec<_> = temps
-            .chunks(per_thread)
-            .map(|chunk| {
-                s.spawn(move || {
-                    for (tmp, path) in chunk {
-                        tmp.as_file()
-                            .sync_all()
-                            .map_err(io_err("cannot sync temp file for", path))?;
-                    }
-                    Ok::<(), StoreError>(())
-                })
-            })
-            .collect();
-        workers.into_iter().try_for_each(|w| {
-            w.join().unwrap_or_else(|_| {
-                Err(StoreError::Io {
-                    action: "sync thread failed for",
-                    path: PathBuf::new(),
-                    source: io::Error::other("panicked"),
-                })
-            })
-        })
-    })?;
+    for (tmp, path) in &temps {
+        tmp.as_file()
+            .sync_data()
+            .map_err(io_err("cannot sync temp file for", path))?;
+    }
     for (tmp, path) in temps {
         tmp.persist(&path).map_err(|e| StoreError::Io {
             action: "cannot rename temp file onto",

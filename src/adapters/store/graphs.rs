@@ -107,6 +107,8 @@ pub struct GraphFile {
 #[derive(Debug, Clone)]
 pub struct GraphStore {
     dir: StateDir,
+    /// Directories this store has made or found (they are not made again per write).
+    made: std::sync::Arc<super::files::MadeDirs>,
 }
 
 impl RuntimeStore for GraphStore {
@@ -151,7 +153,10 @@ fn json_bytes<T: serde::Serialize>(path: &Path, value: &T) -> Result<Vec<u8>, St
 
 impl GraphStore {
     pub fn new(dir: StateDir) -> GraphStore {
-        GraphStore { dir }
+        GraphStore {
+            dir,
+            made: std::sync::Arc::default(),
+        }
     }
 
     pub fn state_dir(&self) -> &StateDir {
@@ -192,7 +197,7 @@ impl GraphStore {
                 ),
             });
         }
-        apply_batch(ops)
+        apply_batch(ops, &self.made)
     }
 
     /// Writes the graph without fsync or rename: only for preparing benchmark and test
