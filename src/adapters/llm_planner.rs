@@ -333,7 +333,7 @@ impl LlmPlanner {
         )
         .await;
         if let Some(meter) = &self.usage
-            && let Err(e) = meter.flush().await
+            && let Err(e) = meter.flush_due().await
         {
             tracing::warn!(agent = %agent, error = %e, "usage totals not saved");
         }

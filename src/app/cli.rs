@@ -620,6 +620,9 @@ pub struct BenchArgs {
     /// startup figure's fresh process).
     #[arg(long, value_name = "DIR", hide = true)]
     pub startup_probe: Option<std::path::PathBuf>,
+    /// Internal: the `--disk-noise` writer's child process (writes into DIR until DIR/stop).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub noise_writer: Option<std::path::PathBuf>,
     /// Instead: the memory bench, one conversation of N messages through the LLM planner,
     /// prompts and summaries (an in-process model, virtual time): prompt bytes, prefix reuse,
     /// summary calls, history gaps.

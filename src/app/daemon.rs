@@ -413,7 +413,7 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
     signals.abort();
     drop(reload_tx);
     drop(controller);
-    wind_down(reloader, [ctl_task, metrics_task]).await;
+    wind_down(reloader, [ctl_task, metrics_task], &usage).await;
     let result = result.map_err(|e| CommandError::Failed(format!("runtime task failed: {e}")))?;
     match result {
         Ok(report) if report.no_agents_left => Ok(ExitCode::from(exit::UNAVAILABLE)),

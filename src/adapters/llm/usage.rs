@@ -199,7 +199,14 @@ pub struct UsageMeter {
     dirty: Mutex<BTreeSet<String>>,
     writing: tokio::sync::Mutex<()>,
     listener: Mutex<Option<SpendListener>>,
+    /// When the totals were last saved (wall time): [`UsageMeter::flush_due`] saves at most
+    /// every [`SAVE_EVERY`].
+    saved_at: Mutex<Option<std::time::Instant>>,
 }
+
+/// How often the totals are saved while calls go on: a kill -9 loses at most the counts of
+/// the calls made since the last save, which is at most this old when the next call came.
+pub const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl UsageMeter {
     /// A meter continuing the totals saved under `state` (blocking read; call at start-up).
@@ -224,6 +231,7 @@ impl UsageMeter {
             dirty: Mutex::new(BTreeSet::new()),
             writing: tokio::sync::Mutex::new(()),
             listener: Mutex::new(None),
+            saved_at: Mutex::new(None),
         }
     }
 
@@ -368,8 +376,25 @@ impl UsageMeter {
             .collect()
     }
 
+    /// Saves the totals if the last save is older than [`SAVE_EVERY`] (off the hot path: a
+    /// burst of calls costs one save, not one per call). The daemon and the playground save
+    /// once more when they stop.
+    pub async fn flush_due(&self) -> Result<(), StoreError> {
+        let due = self
+            .saved_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none_or(|at| at.elapsed() >= SAVE_EVERY);
+        if due {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
     /// Writes the totals of every agent changed since the last flush.
     pub async fn flush(&self) -> Result<(), StoreError> {
+        *self.saved_at.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(std::time::Instant::now());
         let _one_writer = self.writing.lock().await;
         let agents: Vec<String> =
             std::mem::take(&mut *self.dirty.lock().unwrap_or_else(PoisonError::into_inner))

@@ -15,8 +15,6 @@ use std::path::{Path, PathBuf};
 use super::StoreError;
 use super::layout::StateDir;
 
-/// Threads syncing the files of one batch side by side.
-
 /// Prefix of temp files; anything starting with it is debris from an interrupted write.
 pub(crate) const TEMP_PREFIX: &str = ".personad-tmp-";
 

@@ -9,7 +9,7 @@
 
 mod probe;
 mod sustained;
-pub use probe::startup_probe;
+pub use probe::{noise_writer, startup_probe};
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -118,6 +118,10 @@ impl Planner for FixedLatencyPlanner {
 
 /// `personad bench`.
 pub async fn bench(global: GlobalArgs, args: BenchArgs) -> CmdResult {
+    if let Some(dir) = &args.noise_writer {
+        let mib = probe::noise_writer(dir)?;
+        return print(&format!("{mib}\n"));
+    }
     if let Some(dir) = &args.startup_probe {
         let ms = probe::startup_probe(dir)?;
         return print(&format!("{ms}\n"));
@@ -367,8 +371,7 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
         )));
     }
     let sustained = sustained::run(tmp.path(), args).await?;
-    let disk_noise_mib = noise.as_ref().map_or(0.0, probe::DiskNoise::written_mib);
-    drop(noise);
+    let disk_noise_mib = noise.map_or(0.0, probe::DiskNoise::stop);
     let (startup_cold_ms, startup_cold_evicted) = probe::cold_startup(&tmp.path().join("state"))?;
     let batches = args.chats.div_ceil(args.max_in_flight.max(1)) as f64;
     let ideal_s = debounce.as_secs_f64() + batches * args.llm_latency_ms as f64 / 1000.0;

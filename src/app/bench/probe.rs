@@ -6,8 +6,6 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use crate::app::commands::CommandError;
@@ -40,64 +38,81 @@ pub(super) fn peak_rss_mb() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-/// A writer on its own thread that keeps the disk busy: 1 MiB written and synced in a loop
-/// into one file of the bench's directory (so on the same disk), until dropped.
+/// A writer in a child process (`bench --noise-writer DIR`, so its CPU is not the bench's)
+/// that keeps the disk busy: 1 MiB written and synced in a loop into one file of the bench's
+/// directory (so on the same disk), until dropped.
 pub(super) struct DiskNoise {
-    stop: Arc<AtomicBool>,
-    written: Arc<AtomicU64>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    dir: PathBuf,
+    child: Option<std::process::Child>,
+    written_mib: f64,
 }
 
 impl DiskNoise {
     pub(super) fn start(dir: &Path) -> Result<DiskNoise, CommandError> {
-        let path = dir.join("disk-noise.bin");
-        let mut file = std::fs::File::create(&path)
-            .map_err(|e| CommandError::Io(format!("{}: {e}", path.display())))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let written = Arc::new(AtomicU64::new(0));
-        let (s, w) = (Arc::clone(&stop), Arc::clone(&written));
-        let thread = std::thread::Builder::new()
-            .name("bench-disk-noise".into())
-            .spawn(move || {
-                let chunk = vec![0x5a_u8; 1 << 20];
-                let mut round = 0u64;
-                while !s.load(Ordering::Relaxed) {
-                    // A 64 MiB ring: rewrite from the start, synced every MiB.
-                    if round.is_multiple_of(64) && std::io::Seek::rewind(&mut file).is_err() {
-                        break;
-                    }
-                    if file
-                        .write_all(&chunk)
-                        .and_then(|()| file.sync_data())
-                        .is_err()
-                    {
-                        break;
-                    }
-                    w.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-                    round += 1;
-                }
-            })
-            .map_err(|e| CommandError::Failed(format!("disk noise thread: {e}")))?;
+        let dir = dir.join("disk-noise");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| CommandError::Io(format!("{}: {e}", dir.display())))?;
+        let exe = std::env::current_exe().map_err(|e| CommandError::Io(e.to_string()))?;
+        let child = std::process::Command::new(exe)
+            .arg("bench")
+            .arg("--noise-writer")
+            .arg(&dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| CommandError::Io(format!("disk noise writer: {e}")))?;
         Ok(DiskNoise {
-            stop,
-            written,
-            thread: Some(thread),
+            dir,
+            child: Some(child),
+            written_mib: 0.0,
         })
     }
 
-    /// MiB written so far.
-    pub(super) fn written_mib(&self) -> f64 {
-        self.written.load(Ordering::Relaxed) as f64 / f64::from(1 << 20)
+    /// Stops the writer; returns the MiB it wrote.
+    pub(super) fn stop(mut self) -> f64 {
+        self.finish();
+        self.written_mib
+    }
+
+    fn finish(&mut self) {
+        let Some(child) = self.child.take() else {
+            return;
+        };
+        let _ = std::fs::write(self.dir.join("stop"), b"");
+        if let Ok(out) = child.wait_with_output() {
+            self.written_mib = String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse()
+                .unwrap_or(0.0);
+        }
     }
 }
 
 impl Drop for DiskNoise {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.finish();
     }
+}
+
+/// The `--noise-writer DIR` child: writes and syncs 1 MiB at a time into a 64 MiB ring in
+/// DIR until a file `stop` appears there, then prints the MiB written.
+pub fn noise_writer(dir: &Path) -> Result<f64, CommandError> {
+    let path = dir.join("disk-noise.bin");
+    let mut file = std::fs::File::create(&path)
+        .map_err(|e| CommandError::Io(format!("{}: {e}", path.display())))?;
+    let chunk = vec![0x5a_u8; 1 << 20];
+    let mut round = 0u64;
+    while !dir.join("stop").exists() {
+        if round.is_multiple_of(64) {
+            std::io::Seek::rewind(&mut file).map_err(|e| CommandError::Io(e.to_string()))?;
+        }
+        file.write_all(&chunk)
+            .and_then(|()| file.sync_data())
+            .map_err(|e| CommandError::Io(e.to_string()))?;
+        round += 1;
+    }
+    Ok(round as f64)
 }
 
 /// Evicts the graph files under `state` from the page cache (they are synced first, since

@@ -6,7 +6,15 @@ use super::*;
 
 /// After the runtime ended: the reloader hands the fleet back and its pumps get a moment to
 /// stop; the control socket and the metrics endpoint a shorter one.
-pub(super) async fn wind_down(reloader: JoinHandle<Fleet>, servers: [Option<JoinHandle<()>>; 2]) {
+pub(super) async fn wind_down(
+    reloader: JoinHandle<Fleet>,
+    servers: [Option<JoinHandle<()>>; 2],
+    usage: &crate::adapters::llm::usage::UsageMeter,
+) {
+    // The usage counts since the last save (they are saved at most every few seconds).
+    if let Err(e) = usage.flush().await {
+        tracing::warn!(event = "usage_not_saved", error = %e, "usage totals not saved at exit");
+    }
     reloader.abort();
     if let Ok(fleet) = reloader.await {
         for p in fleet.pumps {

@@ -194,9 +194,10 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
         }
     };
     let result = result.map_err(|e| CommandError::Failed(format!("runtime task failed: {e}")))?;
-    signal_task.abort();
-    reloader.abort();
-    hangups.abort();
+    for t in [&signal_task, &reloader, &hangups] {
+        t.abort();
+    }
+    let _ = usage.flush().await;
     memory.stop_observing();
     let _ = printer.await;
     let _ = (presence_stop.send(()), presence_printer.await);
