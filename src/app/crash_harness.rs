@@ -117,6 +117,9 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
             start_delay_secs: 0.0,
             max_typing_secs: 0.0,
         },
+        // Every plan keeps a note: a thousand cycles write hundreds of them into one chat's
+        // file, past the default cap (a refused write would read as a lost note).
+        memory_scope_bytes: 65_536,
         ..RuntimeConfig::default()
     };
     let store = GraphStore::new(state.clone());

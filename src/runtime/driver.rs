@@ -303,9 +303,13 @@ impl Driver {
                 self.sched
                     .on_finished(key, &graph_id, &task_id, result, now);
             }
-            Event::Saved { done, result } => {
+            Event::Saved {
+                done,
+                result,
+                urgent,
+            } => {
                 result?;
-                self.persister.completed(&done);
+                self.persister.completed(&done, urgent);
                 for (target, generation) in &done {
                     if let Target::Graph(key) = target {
                         self.on_durable(key, *generation);
@@ -552,6 +556,9 @@ impl Driver {
                 }
                 Effect::Start(start) => match generations.get(&start.key) {
                     Some(generation) => {
+                        // The task waits for this write: it skips the bulk queue.
+                        self.persister
+                            .make_urgent(&Target::Graph(start.key.clone()));
                         self.waiting
                             .insert(start.key.clone(), (*generation, *start));
                     }

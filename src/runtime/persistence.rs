@@ -26,9 +26,10 @@ use crate::runtime::queue::{Event, WorkQueue};
 
 /// Files written by one batch at most.
 pub(crate) const BATCH_MAX: usize = 1024;
-/// Batches running at once: one writer. Writes to one directory never contend for its lock,
-/// and whatever changes while a batch runs goes out together in the next one (group
-/// commit: one sync per directory per batch, however many conversations changed).
+/// Batches running at once per lane: one writer for the bulk of the writes (they never
+/// contend for a directory's lock, and whatever changes while a batch runs goes out together
+/// in the next one: group commit, one sync per directory per batch), and one for the writes
+/// a side effect waits on (its `active` mark), so a reply never queues behind a bulk batch.
 pub(crate) const MAX_PARALLEL_BATCHES: usize = 1;
 
 /// Runs a blocking closure on tokio's blocking pool; a panic or cancellation there is a
@@ -59,6 +60,10 @@ struct Slot {
     next: Option<(u64, Write)>,
     /// The file is listed in `ready`.
     queued: bool,
+    /// A task waits for the next write of this file: it goes in the urgent lane.
+    urgent: bool,
+    /// The file is listed in `ready_urgent`.
+    queued_urgent: bool,
 }
 
 /// The write scheduler. Owned by the driver; see the module documentation.
@@ -68,8 +73,11 @@ pub(crate) struct Persister {
     clock: SharedClock,
     slots: HashMap<Target, Slot>,
     ready: Vec<Target>,
+    /// Files whose next write a task waits for.
+    ready_urgent: Vec<Target>,
     next_gen: u64,
     batches: usize,
+    urgent_batches: usize,
     written: u64,
 }
 
@@ -81,8 +89,10 @@ impl Persister {
             clock,
             slots: HashMap::new(),
             ready: Vec::new(),
+            ready_urgent: Vec::new(),
             next_gen: 0,
             batches: 0,
+            urgent_batches: 0,
             written: 0,
         }
     }
@@ -108,6 +118,22 @@ impl Persister {
         generation
     }
 
+    /// Moves the next write of `target` (already submitted) to the urgent lane: a task waits
+    /// for it.
+    pub(crate) fn make_urgent(&mut self, target: &Target) {
+        let Some(slot) = self.slots.get_mut(target) else {
+            return;
+        };
+        if slot.next.is_none() {
+            return;
+        }
+        slot.urgent = true;
+        if !slot.running && !slot.queued_urgent {
+            slot.queued_urgent = true;
+            self.ready_urgent.push(target.clone());
+        }
+    }
+
     /// Files with a write queued or running.
     pub(crate) fn pending(&self) -> usize {
         self.slots.len()
@@ -118,52 +144,88 @@ impl Persister {
         self.written
     }
 
-    /// Hands the ready writes to batches, as far as the batch limit allows.
+    /// Hands the ready writes to batches, as far as each lane's batch limit allows.
     pub(crate) fn flush(&mut self) {
+        while !self.ready_urgent.is_empty() && self.urgent_batches < MAX_PARALLEL_BATCHES {
+            let take = self.ready_urgent.len().min(BATCH_MAX);
+            let targets: Vec<Target> = self.ready_urgent.drain(..take).collect();
+            self.start_batch(targets, true);
+        }
         while !self.ready.is_empty() && self.batches < MAX_PARALLEL_BATCHES {
             let take = self.ready.len().min(BATCH_MAX);
             let targets: Vec<Target> = self.ready.drain(..take).collect();
-            let mut done = Vec::with_capacity(targets.len());
-            let mut writes = Vec::with_capacity(targets.len());
-            for target in targets {
-                let Some(slot) = self.slots.get_mut(&target) else {
-                    continue;
-                };
-                slot.queued = false;
-                if let Some((generation, write)) = slot.next.take() {
-                    slot.running = true;
-                    writes.push(write);
-                    done.push((target, generation));
-                }
-            }
-            if !writes.is_empty() {
-                self.spawn(done, writes);
-            }
+            self.start_batch(targets, false);
         }
     }
 
-    /// Records a finished batch; files written again meanwhile become ready.
-    pub(crate) fn completed(&mut self, done: &[(Target, u64)]) {
-        self.batches = self.batches.saturating_sub(1);
+    /// Starts one batch of the given lane with the next write of each target (a bulk-listed
+    /// target gone urgent meanwhile is left to the urgent lane).
+    fn start_batch(&mut self, targets: Vec<Target>, urgent: bool) {
+        let mut done = Vec::with_capacity(targets.len());
+        let mut writes = Vec::with_capacity(targets.len());
+        for target in targets {
+            let Some(slot) = self.slots.get_mut(&target) else {
+                continue;
+            };
+            if urgent {
+                slot.queued_urgent = false;
+            } else {
+                slot.queued = false;
+            }
+            if slot.running || (slot.urgent && !urgent) {
+                continue;
+            }
+            if let Some((generation, write)) = slot.next.take() {
+                slot.running = true;
+                slot.urgent = false;
+                writes.push(write);
+                done.push((target, generation));
+            } else if !slot.queued && !slot.queued_urgent {
+                // Written by the other lane meanwhile, and nothing new since.
+                self.slots.remove(&target);
+            }
+        }
+        if !writes.is_empty() {
+            self.spawn(done, writes, urgent);
+        }
+    }
+
+    /// Records a finished batch; files written again meanwhile become ready (in the urgent
+    /// lane when a task waits for them).
+    pub(crate) fn completed(&mut self, done: &[(Target, u64)], urgent: bool) {
+        if urgent {
+            self.urgent_batches = self.urgent_batches.saturating_sub(1);
+        } else {
+            self.batches = self.batches.saturating_sub(1);
+        }
         for (target, _) in done {
             self.written += 1;
             let Some(slot) = self.slots.get_mut(target) else {
                 continue;
             };
             slot.running = false;
-            if slot.next.is_some() {
-                if !slot.queued {
-                    slot.queued = true;
-                    self.ready.push(target.clone());
+            if slot.next.is_none() {
+                if !slot.queued && !slot.queued_urgent {
+                    self.slots.remove(target);
                 }
-            } else {
-                self.slots.remove(target);
+            } else if slot.urgent {
+                if !slot.queued_urgent {
+                    slot.queued_urgent = true;
+                    self.ready_urgent.push(target.clone());
+                }
+            } else if !slot.queued {
+                slot.queued = true;
+                self.ready.push(target.clone());
             }
         }
     }
 
-    fn spawn(&mut self, done: Vec<(Target, u64)>, writes: Vec<Write>) {
-        self.batches += 1;
+    fn spawn(&mut self, done: Vec<(Target, u64)>, writes: Vec<Write>, urgent: bool) {
+        if urgent {
+            self.urgent_batches += 1;
+        } else {
+            self.batches += 1;
+        }
         let hold = self.clock.hold();
         let store = Arc::clone(&self.store);
         let queue = Arc::clone(&self.queue);
@@ -171,7 +233,11 @@ impl Persister {
             let result = blocking(move || store.write_batch(writes))
                 .await
                 .and_then(|r| r.map_err(RuntimeError::from));
-            queue.push(Event::Saved { done, result });
+            queue.push(Event::Saved {
+                done,
+                result,
+                urgent,
+            });
             drop(hold);
         });
     }

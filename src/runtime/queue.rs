@@ -43,6 +43,8 @@ pub(crate) enum Event {
         /// The files written, each with the generation of its write.
         done: Vec<(crate::runtime::persistence::Target, u64)>,
         result: Result<(), crate::runtime::RuntimeError>,
+        /// The batch was of the urgent lane (writes a task waited for).
+        urgent: bool,
     },
     /// An agent can no longer run (its session is gone).
     StopAgent { agent: String, reason: String },

@@ -90,28 +90,57 @@ struct PlanTimes {
     returned: HashMap<ChatId, Timestamp>,
 }
 
-/// A planner that takes a fixed time and answers one short text.
-struct FixedLatencyPlanner {
+/// The model the bench plans with: it takes a fixed time, reports a typical usage, and
+/// answers one short text. Everything around it is the production planner path
+/// (`LlmPlanner`: prompt build, task-block parsing, usage metering, window files); only the
+/// HTTP call is replaced.
+struct FixedLatencyModel {
     latency: Duration,
+    clock: SharedClock,
+}
+
+impl crate::ports::llm::Llm for FixedLatencyModel {
+    fn generate<'a>(
+        &'a self,
+        _req: &'a crate::core::llm::LlmRequest,
+    ) -> BoxFuture<'a, Result<crate::core::llm::LlmOutcome, crate::ports::llm::LlmError>> {
+        Box::pin(async move {
+            let mut sending = crate::adapters::llm::usage::sending("bench-model");
+            clock::pause(self.clock.as_ref(), self.latency).await;
+            sending.answered();
+            crate::adapters::llm::usage::report(
+                "bench",
+                "bench-model",
+                crate::adapters::llm::usage::Usage {
+                    prompt_tokens: 1200,
+                    cached_tokens: 1000,
+                    output_tokens: 20,
+                },
+            );
+            Ok(crate::core::llm::LlmOutcome::Text("# «send»\nok".into()))
+        })
+    }
+}
+
+/// The production planner, timed per chat (when its call started and returned).
+struct TimedPlanner {
+    inner: crate::adapters::llm_planner::LlmPlanner,
     clock: SharedClock,
     times: Mutex<PlanTimes>,
 }
 
-impl Planner for FixedLatencyPlanner {
+impl Planner for TimedPlanner {
     fn plan<'a>(&'a self, req: PlanRequest<'a>) -> BoxFuture<'a, Result<Vec<Action>, PlanError>> {
         let chat = req.chat.id;
         Box::pin(async move {
             if let Ok(mut t) = self.times.lock() {
                 t.started.insert(chat, self.clock.now());
             }
-            clock::pause(self.clock.as_ref(), self.latency).await;
+            let actions = self.inner.plan(req).await;
             if let Ok(mut t) = self.times.lock() {
                 t.returned.insert(chat, self.clock.now());
             }
-            Ok(vec![Action::Send {
-                text: "ok".into(),
-                reply_to: None,
-            }])
+            actions
         })
     }
 }
@@ -231,10 +260,25 @@ async fn inject_messages(
     Ok(messages)
 }
 
-/// The bench's planner: a fixed latency, one short answer.
-fn planner(args: &BenchArgs, clock: &SharedClock) -> Arc<FixedLatencyPlanner> {
-    Arc::new(FixedLatencyPlanner {
+/// The bench's planner: the production planner over a model of a fixed latency, its window
+/// files and usage totals under `state`.
+fn planner(args: &BenchArgs, clock: &SharedClock, state: &StateDir) -> Arc<TimedPlanner> {
+    let model = Arc::new(FixedLatencyModel {
         latency: Duration::from_millis(args.llm_latency_ms),
+        clock: Arc::clone(clock),
+    });
+    let usage = Arc::new(crate::adapters::llm::usage::UsageMeter::load(
+        state.clone(),
+        Arc::clone(clock),
+    ));
+    let inner = crate::adapters::llm_planner::LlmPlanner::new(
+        model,
+        crate::adapters::llm_planner::LlmPlannerConfig::default(),
+    )
+    .with_state(state.clone())
+    .with_usage(usage);
+    Arc::new(TimedPlanner {
+        inner,
         clock: Arc::clone(clock),
         times: Mutex::new(PlanTimes::default()),
     })
@@ -270,7 +314,7 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
             .map_err(|e| CommandError::Failed(e.to_string()))?,
     );
     let messages = inject_messages(&telegram, args).await?;
-    let planner = planner(args, &clock);
+    let planner = planner(args, &clock, graphs.state_dir());
     // One plan per chat: with several messages per chat a short debounce lets them land
     // together, as a burst does in production.
     let debounce = if args.messages_per_chat > 1 {

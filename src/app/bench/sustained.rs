@@ -88,7 +88,7 @@ async fn at_rate(dir: &Path, args: &BenchArgs, rate: u64) -> Result<(f64, f64), 
             persona: Arc::new(super::bench_persona()?),
             telegram: telegram.clone(),
         }],
-        super::planner(args, &clock),
+        super::planner(args, &clock, &StateDir::new(dir.join("state"))),
         GraphStore::new(StateDir::new(dir.join("state"))),
         &clock,
     );
