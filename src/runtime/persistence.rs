@@ -1,9 +1,10 @@
 //! Durable writes off the loop. The driver submits writes (a graph snapshot, a graph
 //! deletion, an agent's safety state) during a pass and calls [`Persister::flush`] at its
 //! end: the writes ready then go out as batches (at most [`BATCH_MAX`] files each, at most
-//! [`MAX_PARALLEL_BATCHES`] batches at once) on the blocking pool through
-//! the store port's `RuntimeStore::write_batch`, which syncs a directory once per batch instead of once
-//! per file. Each batch reports back through the work queue as [`Event::Saved`].
+//! [`MAX_PARALLEL_BATCHES`] batches at once per lane: the bulk lane, and the urgent lane for
+//! writes a task waits on, see [`Persister::make_urgent`]) on the blocking pool through the
+//! store port's `RuntimeStore::write_batch`, which syncs a directory once per batch instead of
+//! once per file. Each batch reports back through the work queue as [`Event::Saved`].
 //!
 //! Writes for one file stay in order: while one is running, later ones for the same file
 //! wait, and only the newest waiting one is written (each write replaces the whole file, so
