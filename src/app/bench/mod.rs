@@ -243,21 +243,30 @@ async fn inject_messages(
     for chat in &chats {
         telegram.ensure_chat(chat.clone());
         for k in 0..args.messages_per_chat {
-            let msg = telegram
-                .inject(
-                    chat.id,
-                    Incoming {
-                        from: "Bob".into(),
-                        text: format!("message {k}"),
-                        ..Incoming::default()
-                    },
-                )
-                .await
-                .map_err(|e| CommandError::Failed(e.to_string()))?;
-            messages.push((chat.clone(), msg));
+            messages.push((chat.clone(), say(telegram, chat, k).await?));
         }
     }
     Ok(messages)
+}
+
+/// Bob's message `k` in `chat`, recorded in the in-memory backend (not yet handed to the
+/// runtime).
+async fn say(
+    telegram: &MemoryTelegram,
+    chat: &Chat,
+    k: usize,
+) -> Result<crate::core::model::Message, CommandError> {
+    telegram
+        .inject(
+            chat.id,
+            Incoming {
+                from: "Bob".into(),
+                text: format!("message {k}"),
+                ..Incoming::default()
+            },
+        )
+        .await
+        .map_err(|e| CommandError::Failed(e.to_string()))
 }
 
 /// The bench's planner: the production planner over a model of a fixed latency, its window

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::adapters::memory::{Incoming, MemoryTelegram};
+use crate::adapters::memory::MemoryTelegram;
 use crate::adapters::store::{GraphStore, StateDir};
 use crate::app::cli::BenchArgs;
 use crate::app::commands::CommandError;
@@ -69,18 +69,7 @@ async fn at_rate(dir: &Path, args: &BenchArgs, rate: u64) -> Result<(f64, f64), 
     }
     for k in 0..total {
         let chat = &chats[k % chats.len()];
-        let msg = telegram
-            .inject(
-                chat.id,
-                Incoming {
-                    from: "Bob".into(),
-                    text: format!("message {k}"),
-                    ..Incoming::default()
-                },
-            )
-            .await
-            .map_err(|e| CommandError::Failed(e.to_string()))?;
-        messages.push((chat.clone(), msg));
+        messages.push((chat.clone(), super::say(&telegram, chat, k).await?));
     }
     let runtime = crate::app::services::runtime(
         super::config(args, std::time::Duration::from_millis(50)),
