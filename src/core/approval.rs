@@ -262,21 +262,6 @@ pub fn notice(id: &str, draft: &str, deadline: &str, on_timeout: OnTimeout) -> S
     )
 }
 
-/// The draft task of a graph still waiting for the owner: posted, undecided, not yet done.
-pub fn waiting_draft(graph: &TaskGraph) -> Option<&Task> {
-    graph.tasks.iter().find(|t| {
-        t.status != TaskStatus::Done
-            && matches!(
-                &t.spec,
-                TaskSpec::Draft {
-                    posted: Some(_),
-                    decision: None,
-                    ..
-                }
-            )
-    })
-}
-
 /// Whether `sel` names the draft task `id`: its whole id, or at least 4 leading characters of
 /// the hex part (`draft-3f2a…` is `3f2a`).
 pub fn matches_id(id: &str, sel: &str) -> bool {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::core::agent_state::{AgentState, Breaker, Disabled};
-use crate::core::graph::{ConversationKey, Task, TaskGraph, TaskSpec};
+use crate::core::graph::{ConversationKey, Task, TaskGraph};
 use crate::core::model::{Chat, ChatId, ChatKind, MessageId};
 
 /// How long the account breaker holds after Telegram limits an account.
@@ -108,25 +108,17 @@ impl AccountSafety {
         })
     }
 
-    /// Trips the agent's breaker for [`BREAKER_HOLD`] and returns the alert to its owner's
-    /// Saved Messages, as a graph of its own (run through the normal machinery).
-    pub(crate) fn trip_breaker(
-        &mut self,
-        agent: &str,
-        reason: String,
-        now: Timestamp,
-    ) -> Option<TaskGraph> {
+    /// Trips the agent's breaker for [`BREAKER_HOLD`] and returns the alert for its owner
+    /// (the scheduler sends it like any notice).
+    pub(crate) fn trip_breaker(&mut self, agent: &str, reason: String, now: Timestamp) -> String {
         let until = crate::core::time::add(now, BREAKER_HOLD);
         self.states.entry(agent.to_string()).or_default().breaker = Some(Breaker {
             until,
             reason: reason.clone(),
         });
-        let saved = self.own_chat(agent)?;
-        let text = format!(
+        format!(
             "personad: Telegram limited this account ({reason}). Until {until} the agent only answers people who wrote to it first. Check @SpamBot for details."
-        );
-        let alert = Task::new(TaskSpec::send(text, None), now);
-        Some(TaskGraph::with_tasks(agent, saved, now, vec![alert]))
+        )
     }
 
     /// While an agent's breaker holds, only plans that answer someone who wrote in the chat
@@ -174,12 +166,7 @@ impl AccountSafety {
         mode: Option<crate::core::approval::ApprovalMode>,
     ) -> bool {
         let state = self.states.entry(agent.to_string()).or_default();
-        let before = state.approval_modes.get(&chat).copied();
-        match mode {
-            Some(m) => state.approval_modes.insert(chat, m),
-            None => state.approval_modes.remove(&chat),
-        };
-        before != mode
+        set_override(&mut state.approval_modes, chat, mode)
     }
 
     /// Sets or clears a group's trigger-mode override; returns whether the state changed.
@@ -190,12 +177,7 @@ impl AccountSafety {
         mode: Option<crate::core::group::settings::TriggerMode>,
     ) -> bool {
         let state = self.states.entry(agent.to_string()).or_default();
-        let before = state.group_modes.get(&chat).copied();
-        match mode {
-            Some(m) => state.group_modes.insert(chat, m),
-            None => state.group_modes.remove(&chat),
-        };
-        before != mode
+        set_override(&mut state.group_modes, chat, mode)
     }
 
     /// Moves what is kept about a chat (disabled mark, trigger-mode override) to its new id;
@@ -224,4 +206,17 @@ impl AccountSafety {
     pub(crate) fn remove_agent(&mut self, agent: &str) {
         self.self_ids.remove(agent);
     }
+}
+
+/// Sets (or with `None` clears) a per-chat override; returns whether it changed.
+fn set_override<T: Copy + PartialEq>(
+    map: &mut std::collections::BTreeMap<ChatId, T>,
+    chat: ChatId,
+    value: Option<T>,
+) -> bool {
+    let before = match value {
+        Some(v) => map.insert(chat, v),
+        None => map.remove(&chat),
+    };
+    before != value
 }

@@ -167,18 +167,7 @@ impl Scheduler {
                 );
                 let alert = self.safety.trip_breaker(&key.agent, reason, now);
                 self.effects.push(Effect::SaveAgentState(key.agent.clone()));
-                if let Some(alert) = alert {
-                    let alert_key = alert.key();
-                    match self.graphs.get_mut(&alert_key) {
-                        // The own chat's upkeep stays; the alert joins it.
-                        Some(own) => own.tasks.extend(alert.tasks),
-                        None => {
-                            self.graphs.insert(alert_key.clone(), alert);
-                        }
-                    }
-                    self.mark_dirty(&alert_key);
-                    self.reschedule(&alert_key, now);
-                }
+                self.notify_owner(&key.agent.clone(), &alert, now);
             }
             Err(TaskError::Unauthorized(reason)) => {
                 error!(
