@@ -8,3 +8,4 @@ pub mod openai;
 pub mod provider;
 pub mod retry;
 pub mod usage;
+pub(crate) mod usage_files;

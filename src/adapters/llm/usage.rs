@@ -2,12 +2,14 @@
 //! and output tokens; it logs them at DEBUG with the agent, chat, provider and model, and adds
 //! them to the [`UsageMeter`] of the enclosing [`scoped`] call (the planner opens one per
 //! request, so clients never need to know personas or chats). The meter sums per agent, model
-//! and UTC day, and [`UsageMeter::flush`] persists each agent's totals as
-//! `usage/<agent>.json` in the state directory through the store's crash-safe write.
-//! [`read_totals`] reads them back (for `personad state usage`, `/status` and metrics), and a
-//! [`PriceTable`] turns them into an estimated cost. No HTTP, no keys.
+//! and UTC day in memory; it appends one line per call to the agent's journal
+//! (`usage/<agent>.log`, see [`super::usage_files`]) at most every [`SAVE_EVERY`], and folds
+//! the journal into the daily table `usage/<agent>.json` (the store's crash-safe write) when
+//! it grows long and when the meter stops. [`read_totals`] reads table and journal together
+//! (for `personad state usage`, `/status` and metrics), and a [`PriceTable`] turns them into
+//! an estimated cost. No HTTP, no keys.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -15,6 +17,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
+pub use super::usage_files::read_totals;
+use super::usage_files::{self, COMPACT_AT, LogLine, write_table};
 use crate::adapters::store::{self, StateDir, StoreError};
 use crate::core::budget::Spend;
 use crate::ports::clock::SharedClock;
@@ -174,18 +178,30 @@ pub struct UsageRow {
     pub discarded: u64,
 }
 
-/// The on-disk form of one agent's totals.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UsageFile {
-    format: u32,
-    agent: String,
-    rows: Vec<UsageRow>,
+/// The meter's journal bookkeeping.
+#[derive(Default)]
+struct Journal {
+    /// Lines not appended yet, oldest first.
+    pending: Vec<LogLine>,
+    /// The last sequence number given out, per agent.
+    last_seq: BTreeMap<String, u64>,
+    /// Lines in each agent's journal file (compaction folds it when long).
+    length: BTreeMap<String, usize>,
 }
 
-const FORMAT: u32 = 1;
-
 type Key = (String, String, String);
+
+impl UsageRow {
+    /// A row of `agent`, `model` and `day` with nothing counted yet.
+    pub(crate) fn zero(agent: &str, model: &str, day: &str) -> UsageRow {
+        UsageRow {
+            agent: agent.to_owned(),
+            model: model.to_owned(),
+            day: day.to_owned(),
+            ..UsageRow::default()
+        }
+    }
+}
 
 /// Told the day's spend after each request: the agent, the (UTC) day, the agent's own spend
 /// that day, then every agent's together.
@@ -195,8 +211,9 @@ pub type SpendListener = Arc<dyn Fn(&str, jiff::civil::Date, Spend, Spend) + Sen
 pub struct UsageMeter {
     clock: SharedClock,
     state: StateDir,
+    /// Locked before `journal` wherever both are held.
     totals: Mutex<BTreeMap<Key, UsageRow>>,
-    dirty: Mutex<BTreeSet<String>>,
+    journal: Mutex<Journal>,
     writing: tokio::sync::Mutex<()>,
     listener: Mutex<Option<SpendListener>>,
     /// When the totals were last saved (wall time): [`UsageMeter::flush_due`] saves at most
@@ -204,31 +221,33 @@ pub struct UsageMeter {
     saved_at: Mutex<Option<std::time::Instant>>,
 }
 
-/// How often the totals are saved while calls go on: a kill -9 loses at most the counts of
-/// the calls made since the last save, which is at most this old when the next call came.
+/// How often the journal is appended to while calls go on: a kill -9 loses at most the
+/// counts of the calls made since the last append, which is at most this old when the next
+/// call came.
 pub const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl UsageMeter {
-    /// A meter continuing the totals saved under `state` (blocking read; call at start-up).
-    /// Unreadable files are moved aside (`*.unreadable`) with a warning, never overwritten.
+    /// A meter continuing the totals saved under `state` (blocking; call at start-up). A
+    /// journal left by a daemon that did not stop cleanly is folded into its table now.
+    /// Unreadable tables, and journals with unreadable lines, are moved aside
+    /// (`*.unreadable`) with a warning, never overwritten.
     pub fn load(state: StateDir, clock: SharedClock) -> UsageMeter {
-        let (rows, problems) = read_totals(&state);
-        for (path, why) in problems {
-            let aside = store::layout::unreadable_usage_path(&path);
-            tracing::warn!(path = %path.display(), error = %why, "usage file unreadable; moved aside");
-            if let Err(e) = store::move_file(&path, &aside) {
-                tracing::warn!(error = %e, "could not move the usage file aside");
-            }
-        }
-        let totals = rows
+        let loaded = usage_files::load(&state);
+        let totals = loaded
+            .rows
             .into_iter()
             .map(|r| ((r.agent.clone(), r.model.clone(), r.day.clone()), r))
             .collect();
+        let journal = Journal {
+            pending: Vec::new(),
+            last_seq: loaded.last_seq,
+            length: loaded.length,
+        };
         UsageMeter {
             clock,
             state,
             totals: Mutex::new(totals),
-            dirty: Mutex::new(BTreeSet::new()),
+            journal: Mutex::new(journal),
             writing: tokio::sync::Mutex::new(()),
             listener: Mutex::new(None),
             saved_at: Mutex::new(None),
@@ -288,24 +307,24 @@ impl UsageMeter {
         });
     }
 
-    /// Changes today's (UTC) row of `agent` and `model`, and marks the agent for the flush.
+    /// Changes today's (UTC) row of `agent` and `model`, and queues the change as a journal
+    /// line.
     fn bump(&self, agent: &str, model: &str, change: impl FnOnce(&mut UsageRow)) {
-        let day = self.today();
-        let key = (agent.to_owned(), model.to_owned(), day.clone());
+        let mut delta = UsageRow::zero(agent, model, &self.today());
+        change(&mut delta);
         {
             let mut totals = self.totals.lock().unwrap_or_else(PoisonError::into_inner);
-            let row = totals.entry(key).or_insert_with(|| UsageRow {
-                agent: agent.to_owned(),
-                model: model.to_owned(),
-                day,
-                ..UsageRow::default()
-            });
-            change(row);
+            let key = (delta.agent.clone(), delta.model.clone(), delta.day.clone());
+            let row = totals
+                .entry(key)
+                .or_insert_with(|| UsageRow::zero(&delta.agent, &delta.model, &delta.day));
+            let mut journal = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
+            let seq = journal.last_seq.entry(agent.to_owned()).or_insert(0);
+            *seq += 1;
+            let line = LogLine::of(*seq, &delta);
+            line.add_to(row);
+            journal.pending.push(line);
         }
-        self.dirty
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(agent.to_owned());
         let listener = self
             .listener
             .lock()
@@ -376,9 +395,10 @@ impl UsageMeter {
             .collect()
     }
 
-    /// Saves the totals if the last save is older than [`SAVE_EVERY`] (off the hot path: a
-    /// burst of calls costs one save, not one per call). The daemon and the playground save
-    /// once more when they stop.
+    /// Appends the calls since the last save to the journals if that save is older than
+    /// [`SAVE_EVERY`] (off the hot path: a burst of calls costs one append and one sync per
+    /// agent, not a rewrite per call), and folds long journals into their tables. The daemon
+    /// and the playground call [`UsageMeter::flush`] once more when they stop.
     pub async fn flush_due(&self) -> Result<(), StoreError> {
         let due = self
             .saved_at
@@ -386,98 +406,121 @@ impl UsageMeter {
             .unwrap_or_else(PoisonError::into_inner)
             .is_none_or(|at| at.elapsed() >= SAVE_EVERY);
         if due {
-            self.flush().await?;
+            self.save(false).await?;
         }
         Ok(())
     }
 
-    /// Writes the totals of every agent changed since the last flush.
+    /// Appends every call not saved yet and folds every journal into its table (at exit).
     pub async fn flush(&self) -> Result<(), StoreError> {
+        self.save(true).await
+    }
+
+    /// Appends the pending lines, then compacts the journals that are long (or, with `all`,
+    /// every journal with lines). One save at a time.
+    async fn save(&self, all: bool) -> Result<(), StoreError> {
         *self.saved_at.lock().unwrap_or_else(PoisonError::into_inner) =
             Some(std::time::Instant::now());
         let _one_writer = self.writing.lock().await;
-        let agents: Vec<String> =
-            std::mem::take(&mut *self.dirty.lock().unwrap_or_else(PoisonError::into_inner))
+        let pending = std::mem::take(
+            &mut self
+                .journal
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pending,
+        );
+        let mut by_agent: BTreeMap<String, Vec<LogLine>> = BTreeMap::new();
+        for line in pending {
+            by_agent.entry(line.agent.clone()).or_default().push(line);
+        }
+        let state = self.state.clone();
+        let appends = tokio::task::spawn_blocking(move || {
+            by_agent
                 .into_iter()
-                .collect();
-        for agent in agents {
-            let rows: Vec<UsageRow> = self
-                .totals()
-                .into_iter()
-                .filter(|r| r.agent == agent)
-                .collect();
-            let path = self.state.usage_path(&agent);
-            let file = UsageFile {
-                format: FORMAT,
-                agent: agent.clone(),
-                rows,
-            };
-            let bytes = serde_json::to_vec_pretty(&file).unwrap_or_default();
-            let dir = self.state.usage_dir();
-            let written = tokio::task::spawn_blocking(move || {
-                store::ensure_private_dir(&dir)?;
-                store::write_atomic(&path, &bytes)
-            })
-            .await;
-            match written {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    self.dirty
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .insert(agent);
-                    return Err(e);
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "usage write task failed");
+                .map(|(agent, lines)| {
+                    let path = state.usage_log_path(&agent);
+                    let written = store::ensure_private_dir(&state.usage_dir())
+                        .and_then(|()| store::append_synced(&path, &usage_files::encode(&lines)));
+                    (agent, lines, written)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| StoreError::Io {
+            action: "usage journal task failed for",
+            path: self.state.usage_dir(),
+            source: std::io::Error::other(e),
+        })?;
+        let mut failed = None;
+        {
+            let mut journal = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut unsaved = Vec::new();
+            for (agent, lines, written) in appends {
+                match written {
+                    Ok(()) => *journal.length.entry(agent).or_insert(0) += lines.len(),
+                    Err(e) => {
+                        // Kept for the next save; a line that did reach the file counts once
+                        // (its sequence number repeats).
+                        unsaved.extend(lines);
+                        failed.get_or_insert(e);
+                    }
                 }
             }
+            unsaved.append(&mut journal.pending);
+            journal.pending = unsaved;
         }
-        Ok(())
+        self.compact(all).await;
+        failed.map_or(Ok(()), Err)
     }
-}
 
-/// Every saved row, and the files that could not be read (path and reason).
-pub fn read_totals(state: &StateDir) -> (Vec<UsageRow>, Vec<(PathBuf, String)>) {
-    let mut rows = Vec::new();
-    let mut problems = Vec::new();
-    let dir = state.usage_dir();
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return (rows, problems);
-    };
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    paths.sort();
-    for path in paths {
-        match read_file(&path) {
-            Ok(file) => rows.extend(file.rows),
-            Err(why) => problems.push((path, why.to_string())),
+    /// Folds journals into their tables: each table written whole (with the last sequence
+    /// number it holds), then its journal removed. A failure leaves the journal, so nothing
+    /// is lost; it is tried again at the next save.
+    async fn compact(&self, all: bool) {
+        let due: Vec<(String, Vec<UsageRow>, u64)> = {
+            let totals = self.totals.lock().unwrap_or_else(PoisonError::into_inner);
+            let journal = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
+            journal
+                .length
+                .iter()
+                .filter(|(_, n)| **n >= COMPACT_AT || (all && **n > 0))
+                .map(|(agent, _)| {
+                    let rows = totals
+                        .values()
+                        .filter(|r| &r.agent == agent)
+                        .cloned()
+                        .collect();
+                    let applied = journal.last_seq.get(agent).copied().unwrap_or(0);
+                    (agent.clone(), rows, applied)
+                })
+                .collect()
+        };
+        if due.is_empty() {
+            return;
+        }
+        let state = self.state.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            due.into_iter()
+                .filter_map(|(agent, rows, applied)| {
+                    match write_table(&state, &agent, rows, applied)
+                        .and_then(|()| store::remove(&state.usage_log_path(&agent)))
+                    {
+                        Ok(()) => Some(agent),
+                        Err(e) => {
+                            tracing::warn!(agent = %agent, error = %e, "usage journal not folded into its table; kept");
+                            None
+                        }
+                    }
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        let mut journal = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
+        for agent in done {
+            journal.length.remove(&agent);
         }
     }
-    (rows, problems)
-}
-
-/// Why a usage file could not be read.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum UsageFileError {
-    #[error(transparent)]
-    Read(#[from] StoreError),
-    #[error(transparent)]
-    Json(#[from] serde_json::Error),
-    #[error("unknown format {0}")]
-    Format(u32),
-}
-
-fn read_file(path: &Path) -> Result<UsageFile, UsageFileError> {
-    let text = store::read_to_string(path)?;
-    let file: UsageFile = serde_json::from_str(&text)?;
-    if file.format != FORMAT {
-        return Err(UsageFileError::Format(file.format));
-    }
-    Ok(file)
 }
 
 /// Why a price file is unusable; each names the file.

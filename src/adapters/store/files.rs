@@ -179,6 +179,32 @@ pub fn create_private_file(path: &Path) -> Result<File, StoreError> {
         .map_err(io_err("cannot create", path))
 }
 
+/// Appends `bytes` to `path` (created 0600 if absent, never through a link) and makes them
+/// durable: the data synced, and the directory too when the file is new. A crash may leave
+/// a prefix of `bytes` at the end; readers of such journals ignore a last line cut short.
+pub fn append_synced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(io_err("cannot open for appending", path))?;
+    let was_empty = file
+        .metadata()
+        .map_err(io_err("cannot read the size of", path))?
+        .len()
+        == 0;
+    file.write_all(bytes)
+        .map_err(io_err("cannot append to", path))?;
+    file.sync_data().map_err(io_err("cannot sync", path))?;
+    if was_empty {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
 /// Largest graph file read (a plan holds at most a few dozen tasks of a few KB each).
 pub const GRAPH_FILE_CAP: u64 = 8 << 20;
 

@@ -79,9 +79,11 @@ pub(crate) fn session_sidecars(session: &Path) -> [PathBuf; 3] {
     })
 }
 
-/// Where an unreadable usage file is moved aside: `<file>.json.unreadable`.
+/// Where an unreadable usage table or journal is moved aside: `<file>.unreadable`.
 pub(crate) fn unreadable_usage_path(file: &Path) -> PathBuf {
-    file.with_extension("json.unreadable")
+    let mut name = file.as_os_str().to_owned();
+    name.push(".unreadable");
+    PathBuf::from(name)
 }
 
 /// Where a damaged sent-message ledger is moved aside: `<ledger>.json.damaged`.
@@ -180,6 +182,11 @@ impl StateDir {
     /// `usage/<agent>.json`.
     pub(crate) fn usage_path(&self, agent: &str) -> PathBuf {
         self.usage_dir().join(format!("{}.json", fs_name(agent)))
+    }
+
+    /// `usage/<agent>.log`, the journal of calls not yet in the table.
+    pub(crate) fn usage_log_path(&self, agent: &str) -> PathBuf {
+        self.usage_dir().join(format!("{}.log", fs_name(agent)))
     }
 
     /// `<state>/windows/<agent>/<chat>.json`.

@@ -25,7 +25,7 @@ pub(crate) mod secure;
 
 pub use crate::ports::store::{LoadedGraphs, Quarantined, StoreError, Write};
 pub use files::{
-    GRAPH_FILE_CAP, REASON_SUFFIX, Refused, STATE_FILE_CAP, Symlinks, apply_batch,
+    GRAPH_FILE_CAP, REASON_SUFFIX, Refused, STATE_FILE_CAP, Symlinks, append_synced, apply_batch,
     create_private_file, ensure_private_dir, file_kind, list_quarantined, move_file, quarantine,
     read_file, read_operator_file, read_optional, read_to_string, refusal, remove, write_atomic,
     write_json, write_quarantine_reason,
