@@ -1,7 +1,9 @@
 //! Group pipeline figures for docs/groups.md (prints numbers; asserts nothing about speed):
 //! 1. the time the pipeline adds to an explicitly addressed group message (no LLM call);
-//! 2. classifier calls per 100 group messages when the real export is replayed in smart mode,
-//!    with an in-process classifier that never says "addressed" (so no plan changes the flow).
+//! 2. classifier calls per 100 group messages when the real export is replayed in each mode,
+//!    with an in-process classifier that never says "addressed" (so no plan changes the flow),
+//!    and recall and precision against labels derived from the export, with the labels
+//!    answering for the classifier (the best the prefilter lets any classifier reach).
 //!
 //! Run: `cargo bench --bench groups`.
 
@@ -10,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use personad::app::replay::{ReplayOptions, replay};
+use personad::app::replay::{Judge, ReplayOptions, derive_truth, replay};
 use personad::core::group::decide::{self, ChatState, Context, Identity, Inbound};
 use personad::core::group::settings::{GroupSettings, TriggerMode};
 use personad::core::llm::{LlmOutcome, LlmRequest};
@@ -132,28 +134,45 @@ fn replay_calls() {
         }
     };
     for user in ["user637731573", "user38055895", "user397822769"] {
+        let Ok(truth) = derive_truth(&export, user, None) else {
+            continue;
+        };
         let llm = Arc::new(NotAddressed(AtomicUsize::new(0)));
         let clock: SharedClock = Arc::new(SystemClock);
         let classifier = Classifier::new(llm.clone(), clock);
-        let opts = ReplayOptions {
-            as_user: user.into(),
-            username: None,
-            mode: TriggerMode::Smart,
-            limit: None,
-            quiet: Duration::from_secs(2),
-            classifier_model: "bench".into(),
-        };
-        let summary = rt.block_on(replay(&persona, &export, &opts, Some(&classifier), |_| {}));
-        let Ok(s) = summary else { continue };
-        let total = s.messages + s.ours;
-        println!(
-            "smart replay as {user}: {} classifier calls for {total} group messages ({} of others): {:.1} per 100 messages, {:.1} per 100 of others; {} explicit triggers",
-            s.classifier_calls,
-            s.messages,
-            100.0 * s.classifier_calls as f64 / total as f64,
-            100.0 * s.classifier_calls as f64 / s.messages as f64,
-            s.triggered,
-        );
+        for mode in [TriggerMode::Strict, TriggerMode::Smart, TriggerMode::Talkative] {
+            let opts = ReplayOptions {
+                as_user: user.into(),
+                username: None,
+                mode,
+                limit: None,
+                quiet: Duration::from_secs(2),
+                classifier_model: "bench".into(),
+                truth: Some(truth.clone()),
+            };
+            // The calls with a classifier that never says "addressed" (no plan changes the
+            // flow), then the grade with one that answers from the labels.
+            let calls = rt
+                .block_on(replay(&persona, &export, &opts, Some(Judge::Llm(&classifier)), |_| {}))
+                .map_or(0, |s| s.classifier_calls);
+            let summary = rt.block_on(replay(&persona, &export, &opts, Some(Judge::Oracle(&truth)), |_| {}));
+            let Ok(s) = summary else { continue };
+            let total = s.messages + s.ours;
+            let g = s.grade.unwrap_or_default();
+            println!(
+                "{mode} replay as {user}: {calls} classifier calls for {total} group messages ({} of others): {:.1} per 100 messages, {:.1} per 100 of others; with the labels as classifier ({} calls): recall {:.3}, precision {:.3} ({} addressed: {} caught, {} missed, {} false alarms)",
+                s.messages,
+                100.0 * calls as f64 / total as f64,
+                100.0 * calls as f64 / s.messages as f64,
+                s.classifier_calls,
+                g.recall().unwrap_or(0.0),
+                g.precision().unwrap_or(0.0),
+                truth.addressed(),
+                g.true_positive,
+                g.missed,
+                g.false_positive,
+            );
+        }
     }
 }
 

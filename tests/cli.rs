@@ -87,6 +87,47 @@ fn check_names_file_and_line_of_a_broken_persona_and_fails() -> TestResult {
     Ok(())
 }
 
+/// `check` shows each persona's LLM and group settings (mode, share of voice, cooldown,
+/// classifier, the languages of its request words), with the command line filling in what
+/// the persona leaves out; an unknown `# Language` is a warning naming the line.
+#[test]
+fn check_shows_each_personas_llm_and_group_settings() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let agents = dir.path().join("agents");
+    std::fs::create_dir_all(&agents)?;
+    std::fs::write(
+        agents.join("Pari.md"),
+        "# Agent Name\nPari\n# Agent Phone\n+15550100011\n# LLM\nopenai:gpt-5-mini\n# Group Trigger Mode\ntalkative\n# Group Max Share\n10\n# Group Cooldown\n90\n# Language\nPersian, en, Klingon\n# Agent Instructions\nHi.\n",
+    )?;
+    std::fs::write(
+        agents.join("Wren.md"),
+        "# Agent Name\nWren\n# Agent Phone\n+15550100012\n# Agent Instructions\nHi.\n",
+    )?;
+    let out = run(&["check", "--llm", "grok", "--classifier-model", "cls-1"], dir.path())?;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let line_after = |name: &str| {
+        let mut lines = stdout.lines();
+        lines.find(|l| l.contains(&format!(" {name}  (")));
+        lines.next().unwrap_or("").to_string()
+    };
+    let pari = line_after("Pari");
+    assert!(pari.contains("llm openai:gpt-5-mini"), "{pari}");
+    assert!(pari.contains("talkative mode"), "{pari}");
+    assert!(pari.contains("share of voice 10% of the last 40 messages"), "{pari}");
+    assert!(pari.contains("cooldown 90 s"), "{pari}");
+    assert!(pari.contains("classifier cls-1"), "{pari}");
+    assert!(pari.contains("request words: Persian, en"), "{pari}");
+    let wren = line_after("Wren");
+    assert!(wren.contains("llm grok") && wren.contains("smart mode"), "{wren}");
+    assert!(wren.contains("request words: by script"), "{wren}");
+    assert!(
+        stdout.lines().any(|l| l.contains("Pari.md:14: warning:") && l.contains("Klingon")),
+        "{stdout}"
+    );
+    Ok(())
+}
+
 /// A start typing delay longer than a saved graph can hold (a day) is refused by `check`,
 /// naming the file and line, instead of being saved as a wait that cannot be loaded back.
 #[test]

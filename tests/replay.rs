@@ -1,7 +1,8 @@
 //! `personad replay` over Telegram Desktop exports: both schemas load (service and malformed
 //! entries counted, never fatal); strict mode on a real export triggers exactly on replies
 //! to USER and mentions of USER with no LLM request; smart mode stays within its classifier
-//! budget against a mock Gemini.
+//! budget against a mock Gemini; graded against labels derived from the export, smart mode
+//! reaches its recall within the budget; a DM export and a bad label file are refused.
 
 mod common;
 
@@ -193,6 +194,7 @@ fn opts(as_user: &str) -> ReplayOptions {
         limit: None,
         quiet: Duration::from_secs(2),
         classifier_model: "unused".into(),
+        truth: None,
     }
 }
 
@@ -248,4 +250,107 @@ async fn both_export_schemas_load_and_bad_entries_are_counted_not_fatal() {
     }
     assert!(export::parse("[1,2]").is_err());
     assert!(export::parse("{").is_err());
+}
+
+/// Labels derived from the real export, then smart mode graded with the labels answering for
+/// the classifier: recall on the messages addressed to USER is at least 0.9 within the call
+/// budget, with no LLM request. Without `--mode`, every mode is graded (one summary each).
+#[tokio::test]
+async fn smart_replay_graded_against_derived_labels_reaches_recall_0_9_within_budget() {
+    let Some(_) = real_export() else { return };
+    let server = mock_not_addressed().await;
+    let agents = agents_dir("smart");
+    let cmd = replay_cmd(agents.path(), &server, &["--derive-truth"]);
+    let out = common::run_to_end(cmd, String::new()).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let labels = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(labels.starts_with("# personad replay labels"), "{labels}");
+    let addressed = labels.lines().filter(|l| l.ends_with(" addressed")).count();
+    assert!(addressed >= 100, "{addressed} labelled addressed");
+    let dir = tempfile::tempdir().unwrap();
+    let truth = dir.path().join("labels.txt");
+    std::fs::write(&truth, &labels).unwrap();
+    let truth_arg = truth.to_string_lossy().to_string();
+
+    let cmd = replay_cmd(
+        agents.path(),
+        &server,
+        &["--truth", &truth_arg, "--oracle", "--mode", "smart"],
+    );
+    let out = common::run_to_end(cmd, String::new()).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = lines(&out);
+    let summary = &printed.last().unwrap()["summary"];
+    let grade = &summary["grade"];
+    let recall = grade["recall"].as_f64().unwrap();
+    let calls = grade["calls_per_100_messages"].as_f64().unwrap();
+    assert!(recall >= 0.9, "recall {recall}: {grade}");
+    assert!(calls <= 30.0, "{calls} calls per 100 messages");
+    assert!(grade["precision"].as_f64().unwrap() >= 0.9, "{grade}");
+    assert!(printed.len() > 800, "every decision is printed with one mode");
+    assert!(server.received_requests().await.unwrap_or_default().is_empty());
+
+    // Every mode, summary lines only.
+    let cmd = replay_cmd(agents.path(), &server, &["--truth", &truth_arg, "--oracle"]);
+    let out = common::run_to_end(cmd, String::new()).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let modes: Vec<String> = lines(&out)
+        .iter()
+        .map(|l| l["summary"]["mode"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(modes, ["strict", "smart", "talkative"]);
+}
+
+/// A personal chat's export is refused with a message that says why; a bad label line is
+/// named with its file and line.
+#[tokio::test]
+async fn a_dm_export_is_refused_and_a_bad_label_file_is_named() {
+    let server = mock_not_addressed().await;
+    let agents = agents_dir("smart");
+    let dir = tempfile::tempdir().unwrap();
+    let dm = dir.path().join("dm.json");
+    let doc = json!({"name": "Bob", "type": "personal_chat", "id": 7, "messages": [
+        {"id": 1, "type": "message", "date_unixtime": "1704103200", "from": "Bob", "from_id": "user2", "text": "hi"},
+        {"id": 2, "type": "message", "date_unixtime": "1704103210", "from": "Me", "from_id": "user1", "text": "hey"}
+    ]});
+    std::fs::write(&dm, doc.to_string()).unwrap();
+    let run = |extra: Vec<String>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+        cmd.arg("--agents")
+            .arg(agents.path())
+            .arg("--prompts")
+            .arg(agents.path())
+            .args(["replay", "--agent", "Wren", "--as", "user1", "--mode", "strict"])
+            .args(extra)
+            .env("GEMINI_BASE_URL", server.uri())
+            .env_remove("PERSONAD_LOG")
+            .env_remove("PERSONAD_AGENT")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd
+    };
+    let out = common::run_to_end(run(vec![dm.to_string_lossy().into()]), String::new())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("personal chat") && stderr.contains("export a group"), "{stderr}");
+
+    let group = dir.path().join("group.json");
+    let mut doc = doc;
+    doc["type"] = json!("private_group");
+    std::fs::write(&group, doc.to_string()).unwrap();
+    let labels = dir.path().join("labels.txt");
+    std::fs::write(&labels, "1 addressed\n2 perhaps\n").unwrap();
+    let args = vec![
+        "--truth".to_string(),
+        labels.to_string_lossy().into(),
+        group.to_string_lossy().into(),
+    ];
+    let out = common::run_to_end(run(args), String::new()).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("labels.txt: line 2: unknown label"), "{stderr}");
 }

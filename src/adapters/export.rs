@@ -21,6 +21,8 @@ pub struct ExportMessage {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Export {
     pub name: String,
+    /// The export's `type`: `public_supergroup`, `private_group`, `personal_chat`, …
+    pub kind: String,
     pub chat: ChatId,
     pub messages: Vec<ExportMessage>,
     /// Service entries (joins, pins, …) skipped.
@@ -116,6 +118,11 @@ pub fn parse(json: &str) -> Result<Export, ExportError> {
     let mut out = Export {
         name: doc
             .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        kind: doc
+            .get("type")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string(),

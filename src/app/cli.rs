@@ -366,6 +366,10 @@ pub struct RunArgs {
 pub struct CheckArgs {
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+    #[command(flatten)]
+    pub llm: LlmArgs,
+    #[command(flatten)]
+    pub groups: GroupArgs,
 }
 
 /// Which planner answers in the playground.
@@ -555,6 +559,19 @@ pub struct ReplayArgs {
     /// Replay only the first N messages.
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
+    /// Grade the decisions against per-message labels (`<id> addressed` / `<id> not` lines):
+    /// precision, recall and classifier calls per 100 messages, for every mode unless
+    /// `--mode` names one.
+    #[arg(long, value_name = "FILE")]
+    pub truth: Option<PathBuf>,
+    /// Print labels derived from the export for `--as` (replies to that user, mentions of
+    /// `--username`, and the messages that user replied to are `addressed`) and exit.
+    #[arg(long, conflicts_with_all = ["truth", "oracle"])]
+    pub derive_truth: bool,
+    /// The classifier answers from the `--truth` labels instead of an LLM (no request is
+    /// made): the best the prefilter lets any classifier reach.
+    #[arg(long, requires = "truth")]
+    pub oracle: bool,
     /// Attempts of one classifier request (transient failures).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub llm_attempts: u32,

@@ -178,6 +178,36 @@ pub(crate) fn find_persona(report: &LoadReport, name: &str) -> Result<Persona, C
 }
 
 /// `personad check`.
+/// The second line of a persona in `check`: its LLM route and its group settings (the
+/// command line's `--llm`, `--mode` and `--classifier-model` fill in what it leaves out).
+fn persona_settings(p: &crate::core::persona::Persona, args: &CheckArgs) -> String {
+    let llm = match args.llm.default_choice() {
+        Ok(default) => {
+            crate::core::llm::persona_choice(p.llm.as_deref(), p.llm_model.as_deref(), &default)
+                .map_or_else(|e| format!("unusable ({e})"), |c| c.route())
+        }
+        Err(e) => format!("no default ({e})"),
+    };
+    let g = &p.group;
+    let languages = if g.languages.is_empty() {
+        "by script".to_string()
+    } else {
+        g.languages.join(", ")
+    };
+    format!(
+        "llm {llm}  groups: {mode} mode, share of voice {share}% of the last {window} messages, cooldown {cooldown} s, at most {plans} plans/hour, classifier {classifier}, request words: {languages}",
+        mode = args.groups.mode.unwrap_or(g.mode),
+        share = g.max_share_percent,
+        window = g.share_window,
+        cooldown = g.cooldown.as_secs_f64(),
+        plans = g.max_plans_per_hour,
+        classifier = g
+            .classifier_model
+            .as_deref()
+            .unwrap_or(&args.groups.classifier_model),
+    )
+}
+
 pub fn check(global: &GlobalArgs, args: &CheckArgs) -> CmdResult {
     let config = args.runtime.raw().validate();
     let report = load_personas(global)?;
@@ -214,6 +244,7 @@ pub fn check(global: &GlobalArgs, args: &CheckArgs) -> CmdResult {
                     sets = list_or_none(&p.sticker_sets.iter().map(String::as_str).collect::<Vec<_>>()),
                     n = entry.problems.len(),
                 ));
+                text.push_str(&format!("          {}\n", persona_settings(p, args)));
             }
             None => text.push_str(&format!(
                 "{:<9} {}  ({file})  problems: {}\n",

@@ -1,8 +1,12 @@
 //! `personad replay`: runs a Telegram Desktop export through the group decision pipeline,
 //! under virtual time that follows the export's timestamps, with the persona standing in for
 //! one of the export's users (whose messages count as ours). Prints one JSON line per message
-//! of others and a summary line. Never plans and never sends; in strict mode it makes no LLM
-//! request at all (no client is even built). Called by the binary.
+//! of others and a summary line; with truth labels (`--truth`, see `group::truth`) the
+//! summary grades the decisions, for every mode in turn unless one is named, and `--oracle`
+//! lets the labels answer for the classifier. `--derive-truth` prints labels derived from the
+//! export. Never plans and never sends; in strict mode, or with the oracle, it makes no LLM
+//! request at all (no client is even built). A personal chat's export is refused: every
+//! message of a DM is addressed, there is nothing to decide. Called by the binary.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -16,9 +20,12 @@ use serde_json::{Value, json};
 use crate::adapters::export::{self, Export};
 use crate::app::cli::{GlobalArgs, ReplayArgs};
 use crate::app::commands::{CmdResult, CommandError, find_persona, load_personas_async};
-use crate::core::group::classifier::{ClassifierInput, HISTORY_SMART, HISTORY_TALKATIVE};
+use crate::core::group::classifier::{
+    ClassifierInput, HISTORY_SMART, HISTORY_TALKATIVE, Scores,
+};
 use crate::core::group::decide::{self, ChatState, Context, Decision, Identity, Inbound, Verdict};
 use crate::core::group::settings::TriggerMode;
+use crate::core::group::truth::{Grade, Labels};
 use crate::core::model::Message;
 use crate::core::persona::Persona;
 use crate::ingress::classifier::Classifier;
@@ -36,6 +43,17 @@ pub struct ReplayOptions {
     /// The classifier's quiet period (the planning debounce, 2 s).
     pub quiet: Duration,
     pub classifier_model: String,
+    /// Labels to grade the decisions against.
+    pub truth: Option<Labels>,
+}
+
+/// Who answers for the classifier.
+#[derive(Clone, Copy)]
+pub enum Judge<'a> {
+    /// The addressing classifier (an LLM).
+    Llm(&'a Classifier),
+    /// The truth labels: a batch is addressed when one of its messages is labelled so.
+    Oracle(&'a Labels),
 }
 
 /// Counts of one replay.
@@ -49,11 +67,16 @@ pub struct Summary {
     pub by_stage: BTreeMap<String, usize>,
     pub skipped_service: usize,
     pub skipped_malformed: usize,
+    pub mode: Option<TriggerMode>,
+    /// Against the truth labels, when there were some.
+    pub grade: Option<Grade>,
 }
 
 impl Summary {
     pub(crate) fn to_json(&self) -> Value {
         json!({"summary": {
+            "mode": self.mode.map(TriggerMode::as_str),
+            "grade": self.grade.map(|g| g.to_json(self.classifier_calls, self.messages)),
             "messages": self.messages,
             "ours": self.ours,
             "triggered": self.triggered,
@@ -69,7 +92,7 @@ struct Replayer<'a> {
     persona: &'a Persona,
     identity: Identity,
     opts: &'a ReplayOptions,
-    classifier: Option<&'a Classifier>,
+    judge: Option<Judge<'a>>,
     state: ChatState,
     context: Vec<Message>,
     pending: Vec<Message>,
@@ -78,16 +101,24 @@ struct Replayer<'a> {
     reacted: std::collections::HashSet<i64>,
 }
 
-/// Replays `export` for `persona`; `emit` gets every output line (the summary last).
-pub async fn replay(
-    persona: &Persona,
-    export: &Export,
-    opts: &ReplayOptions,
-    classifier: Option<&Classifier>,
-    mut emit: impl FnMut(Value),
-) -> Result<Summary, CommandError> {
-    let wanted = opts.as_user.trim();
-    let ours = export
+/// Export kinds of a one-to-one chat, where every message is addressed.
+const DM_KINDS: [&str; 3] = ["personal_chat", "bot_chat", "saved_messages"];
+
+/// Refuses a personal chat's export.
+fn group_export(export: &Export) -> Result<(), CommandError> {
+    if DM_KINDS.contains(&export.kind.as_str()) {
+        return Err(CommandError::Data(format!(
+            "this is the export of a personal chat ({}): in a DM every message is addressed to the persona, so there are no group decisions to replay; export a group instead",
+            export.kind
+        )));
+    }
+    Ok(())
+}
+
+/// The sender id of the export's user `wanted` (a `from_id` or a display name).
+fn find_user(export: &Export, wanted: &str) -> Result<i64, CommandError> {
+    let wanted = wanted.trim();
+    export
         .messages
         .iter()
         .find(|m| {
@@ -101,7 +132,63 @@ pub async fn replay(
             CommandError::NotFound(format!(
                 "no message of {wanted:?} in the export: --as takes a `from_id` such as `user123` or a display name"
             ))
-        })?;
+        })
+}
+
+/// Labels derived from the export for the user `as_user`: a message of someone else is
+/// `addressed` when it replies to one of that user's messages, mentions them (`username`, or
+/// their id), or was itself replied to by them (they took it as theirs to answer); every
+/// other message of someone else is `not`.
+pub fn derive_truth(
+    export: &Export,
+    as_user: &str,
+    username: Option<&str>,
+) -> Result<Labels, CommandError> {
+    group_export(export)?;
+    let ours = find_user(export, as_user)?;
+    let username = username.map(|u| u.trim_start_matches('@'));
+    let our_ids: std::collections::HashSet<i64> = export
+        .messages
+        .iter()
+        .filter(|m| m.message.sender.id == ours)
+        .map(|m| m.message.id.0)
+        .collect();
+    let answered: std::collections::HashSet<i64> = export
+        .messages
+        .iter()
+        .filter(|m| m.message.sender.id == ours)
+        .filter_map(|m| m.message.reply_to.map(|r| r.0))
+        .collect();
+    let pairs = export
+        .messages
+        .iter()
+        .filter(|m| m.message.sender.id != ours)
+        .map(|em| {
+            let m = &em.message;
+            let mentioned = m.mentions.iter().any(|x| {
+                x.user_id == Some(ours)
+                    || x.username.as_deref().zip(username).is_some_and(|(a, b)| {
+                        a.trim_start_matches('@').eq_ignore_ascii_case(b)
+                    })
+            }) || username.is_some_and(|u| decide::contains_at_username(&m.text, u));
+            let addressed = m.reply_to.is_some_and(|r| our_ids.contains(&r.0))
+                || mentioned
+                || answered.contains(&m.id.0);
+            (m.id.0, addressed)
+        });
+    Ok(Labels::from_pairs(pairs))
+}
+
+/// Replays `export` for `persona`; `emit` gets every output line (the summary last).
+pub async fn replay(
+    persona: &Persona,
+    export: &Export,
+    opts: &ReplayOptions,
+    judge: Option<Judge<'_>>,
+    mut emit: impl FnMut(Value),
+) -> Result<Summary, CommandError> {
+    group_export(export)?;
+    let ours = find_user(export, &opts.as_user)?;
     let mut names = vec![persona.name.clone()];
     names.extend(persona.group.nicknames.iter().cloned());
     let mut r = Replayer {
@@ -115,7 +202,7 @@ pub async fn replay(
             names,
         },
         opts,
-        classifier,
+        judge,
         state: ChatState::default(),
         context: Vec::new(),
         pending: Vec::new(),
@@ -123,6 +210,8 @@ pub async fn replay(
         summary: Summary {
             skipped_service: export.skipped_service,
             skipped_malformed: export.skipped_malformed,
+            mode: Some(opts.mode),
+            grade: opts.truth.as_ref().map(|_| Grade::default()),
             ..Summary::default()
         },
         reacted: Default::default(),
@@ -160,7 +249,10 @@ pub async fn replay(
                 r.pending.push(m.clone());
                 r.last_arrival = Some(m.date);
             }
-            _ => r.report(&m, &d, &mut emit),
+            _ => {
+                r.report(&m, &d, &mut emit);
+                r.grade(&m, d.triggered());
+            }
         }
         r.state.record(&m, false);
         r.push_context(m);
@@ -181,6 +273,13 @@ impl Replayer<'_> {
             settings: &self.persona.group,
             mode: self.opts.mode,
             peers: &[],
+        }
+    }
+
+    /// Counts a decided message against the truth labels, if any.
+    fn grade(&mut self, m: &Message, triggered: bool) {
+        if let (Some(grade), Some(labels)) = (self.summary.grade.as_mut(), &self.opts.truth) {
+            grade.record(labels, m.id.0, triggered);
         }
     }
 
@@ -238,8 +337,22 @@ impl Replayer<'_> {
             .filter(|m| first.is_none_or(|f| m.id < f))
             .cloned()
             .collect();
-        let scores = match self.classifier {
-            Some(c) => {
+        let scores = match self.judge {
+            Some(Judge::Oracle(labels)) => {
+                self.summary.classifier_calls += 1;
+                let addressed = batch.iter().any(|m| labels.get(m.id.0) == Some(true));
+                Some(Scores {
+                    addressed,
+                    confidence: 1.0,
+                    wanna_interject: false,
+                    interject: 0.0,
+                    impulse: 0.0,
+                    is_lightweight: false,
+                    reaction: None,
+                    reason: "truth labels".into(),
+                })
+            }
+            Some(Judge::Llm(c)) => {
                 self.summary.classifier_calls += 1;
                 let description = description_for(self.persona);
                 let input = ClassifierInput {
@@ -277,37 +390,76 @@ impl Replayer<'_> {
         let ctx = self.ctx();
         let d = decide::resolve(&ctx, &self.state, &target, scores, now);
         self.report(&target, &d, emit);
+        // A plan answers the whole batch: its coalesced messages count as answered.
+        for m in &batch {
+            self.grade(m, d.triggered());
+        }
     }
 }
 
 /// Largest Telegram Desktop export `replay` reads (a year of a busy group is tens of MB).
 pub(crate) const EXPORT_FILE_CAP: u64 = 512 << 20;
 
+/// Reads a file of at most `cap` bytes as UTF-8 off the async threads (the export, labels).
+async fn read_text(path: &std::path::Path, cap: u64) -> Result<String, CommandError> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let bytes = crate::adapters::store::read_file(
+            &path,
+            cap,
+            crate::adapters::store::Symlinks::Follow,
+        )
+        .map_err(|e| CommandError::NotFound(e.to_string()))?;
+        String::from_utf8(bytes)
+            .map_err(|_| CommandError::Data(format!("{}: not valid UTF-8", path.display())))
+    })
+    .await
+    .map_err(|e| CommandError::Failed(e.to_string()))?
+}
+
+/// Writes one output line to stdout.
+fn print_line(line: &dyn std::fmt::Display) -> Result<(), CommandError> {
+    writeln!(std::io::stdout().lock(), "{line}")
+        .map_err(|e| CommandError::Io(format!("cannot write output: {e}")))
+}
+
 /// `personad replay`.
 pub async fn run(global: GlobalArgs, args: ReplayArgs) -> CmdResult {
     let report = load_personas_async(&global).await?;
     let persona = find_persona(&report, &args.agent)?;
-    let path = args.file.clone();
-    let export = tokio::task::spawn_blocking(move || -> Result<Export, CommandError> {
-        let text = crate::adapters::store::read_file(
-            &path,
-            EXPORT_FILE_CAP,
-            crate::adapters::store::Symlinks::Follow,
-        )
-        .map_err(|e| CommandError::NotFound(e.to_string()))
-        .and_then(|bytes| {
-            String::from_utf8(bytes)
-                .map_err(|_| CommandError::Data(format!("{}: not valid UTF-8", path.display())))
-        })?;
-        export::parse(&text).map_err(|e| CommandError::Data(format!("{}: {e}", path.display())))
-    })
-    .await
-    .map_err(|e| CommandError::Failed(e.to_string()))??;
-    let mode = args.groups.mode.unwrap_or(persona.group.mode);
+    let text = read_text(&args.file, EXPORT_FILE_CAP).await?;
+    let export = export::parse(&text)
+        .map_err(|e| CommandError::Data(format!("{}: {e}", args.file.display())))?;
+    drop(text);
+    if args.derive_truth {
+        let labels = derive_truth(&export, &args.as_user, args.username.as_deref())?;
+        let header = format!(
+            "personad replay labels for {:?}, as {}: {} of {} messages of others addressed\n<message id> addressed|not",
+            export.name,
+            args.as_user.trim(),
+            labels.addressed(),
+            labels.render("").lines().count()
+        );
+        print_line(&labels.render(&header).trim_end())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let truth = match &args.truth {
+        Some(path) => Some(
+            Labels::parse(&read_text(path, EXPORT_FILE_CAP).await?)
+                .map_err(|e| CommandError::Data(format!("{}: {e}", path.display())))?,
+        ),
+        None => None,
+    };
+    // With labels and no mode named, every mode in turn (summary lines only).
+    let modes: Vec<TriggerMode> = match (args.groups.mode, &truth) {
+        (Some(mode), _) => vec![mode],
+        (None, Some(_)) => vec![TriggerMode::Strict, TriggerMode::Smart, TriggerMode::Talkative],
+        (None, None) => vec![persona.group.mode],
+    };
     let opts = ReplayOptions {
         as_user: args.as_user.clone(),
         username: args.username.clone(),
-        mode,
+        mode: persona.group.mode,
         limit: args.limit,
         quiet: Duration::from_secs(2),
         classifier_model: persona
@@ -315,11 +467,11 @@ pub async fn run(global: GlobalArgs, args: ReplayArgs) -> CmdResult {
             .classifier_model
             .clone()
             .unwrap_or_else(|| args.groups.classifier_model.clone()),
+        truth,
     };
-    // Strict mode never asks the classifier: no client, no key needed.
-    let classifier = if mode == TriggerMode::Strict {
-        None
-    } else {
+    // Strict mode and the oracle never ask an LLM: no client, no key needed.
+    let needs_llm = !args.oracle && modes.iter().any(|m| *m != TriggerMode::Strict);
+    let classifier = if needs_llm {
         let clock: SharedClock = Arc::new(SystemClock);
         let retry = crate::adapters::llm::retry::RetryConfig::within_task_timeout(
             crate::core::group::classifier::DEFAULT_TIMEOUT,
@@ -335,18 +487,31 @@ pub async fn run(global: GlobalArgs, args: ReplayArgs) -> CmdResult {
                 })
             })?;
         Some(Classifier::new(llm, clock))
+    } else {
+        None
     };
-    let mut failed = None;
-    replay(&persona, &export, &opts, classifier.as_ref(), |line| {
-        if failed.is_none()
-            && let Err(e) = writeln!(std::io::stdout().lock(), "{line}")
-        {
-            failed = Some(e);
+    let judge = match (&opts.truth, &classifier) {
+        (Some(labels), _) if args.oracle => Some(Judge::Oracle(labels)),
+        (_, Some(c)) => Some(Judge::Llm(c)),
+        _ => None,
+    };
+    let every_line = modes.len() == 1;
+    for mode in modes {
+        let opts = ReplayOptions {
+            mode,
+            ..opts.clone()
+        };
+        let judge = judge.filter(|_| mode != TriggerMode::Strict);
+        let mut failed = None;
+        replay(&persona, &export, &opts, judge, |line| {
+            if failed.is_none() && (every_line || line.get("summary").is_some()) {
+                failed = print_line(&line).err();
+            }
+        })
+        .await?;
+        if let Some(e) = failed {
+            return Err(e);
         }
-    })
-    .await?;
-    if let Some(e) = failed {
-        return Err(CommandError::Io(format!("cannot write output: {e}")));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -288,7 +288,7 @@ pub fn decide(
     match ctx.mode {
         TriggerMode::Strict => Decision::new(Stage::Mode, Verdict::History, "not_explicit"),
         TriggerMode::Smart => {
-            if looks_like_request(&msg.text) {
+            if looks_like_request(ctx.settings, &msg.text) {
                 Decision::new(Stage::Mode, Verdict::Classify, "open_question")
             } else if state.in_conversation(now) {
                 Decision::new(Stage::Mode, Verdict::Classify, "in_conversation")
@@ -299,7 +299,7 @@ pub fn decide(
         TriggerMode::Talkative => {
             if state.has_room(ctx.settings, now) {
                 Decision::new(Stage::Mode, Verdict::Classify, "room_to_speak")
-            } else if msg.reply_to.is_none() && looks_like_request(&msg.text) {
+            } else if msg.reply_to.is_none() && looks_like_request(ctx.settings, &msg.text) {
                 Decision::new(Stage::Mode, Verdict::Classify, "open_question")
             } else if state.in_conversation(now) {
                 Decision::new(Stage::Mode, Verdict::Classify, "in_conversation")
@@ -339,7 +339,7 @@ pub fn resolve(
         };
         return with(Decision::new(Stage::Classifier, Verdict::History, reason));
     }
-    let request_to_us = addressed && looks_like_request(&msg.text);
+    let request_to_us = addressed && looks_like_request(ctx.settings, &msg.text);
     if scores.is_lightweight
         && !request_to_us
         && let Some(emoji) = scores.reaction.clone().filter(|e| !e.trim().is_empty())
@@ -465,20 +465,10 @@ fn opens_with_other_username(text: &str) -> bool {
         .is_some_and(is_word_char)
 }
 
-/// A question or request: a question mark, or an opening word that asks.
-pub(crate) fn looks_like_request(text: &str) -> bool {
-    if text.contains(['?', '？', '؟']) {
-        return true;
-    }
-    const OPENERS: [&str; 16] = [
-        "anyone", "anybody", "someone", "somebody", "please", "pls", "help", "who", "what", "how",
-        "why", "where", "when", "which", "can", "could",
-    ];
-    let first = text
-        .split(|c: char| !is_word_char(c))
-        .find(|w| !w.is_empty())
-        .map(str::to_lowercase);
-    first.is_some_and(|w| OPENERS.contains(&w.as_str()))
+/// A question or request, in the languages the persona's settings put in play (see
+/// [`requests`](crate::core::group::requests)).
+fn looks_like_request(settings: &GroupSettings, text: &str) -> bool {
+    crate::core::group::requests::looks_like_request(text, &settings.languages)
 }
 
 #[cfg(test)]
@@ -501,9 +491,11 @@ mod tests {
 
     #[test]
     fn requests() {
-        assert!(looks_like_request("is this right?"));
-        assert!(looks_like_request("این چیه؟"));
-        assert!(looks_like_request("Anyone know rust"));
-        assert!(!looks_like_request("nice weather"));
+        let settings = GroupSettings::default();
+        assert!(looks_like_request(&settings, "is this right?"));
+        assert!(looks_like_request(&settings, "این چیه؟"));
+        assert!(looks_like_request(&settings, "Anyone know rust"));
+        assert!(looks_like_request(&settings, "کسی میدونه این ارور از چیه"));
+        assert!(!looks_like_request(&settings, "nice weather"));
     }
 }

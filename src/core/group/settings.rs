@@ -90,6 +90,10 @@ pub struct GroupSettings {
     pub loop_guard_exchanges: usize,
     /// The loop guard's window (10 minutes).
     pub loop_window: Duration,
+    /// `# Language`: the languages whose request words the prefilter looks for (codes or
+    /// names of `group::requests`' tables); empty: every language written in the message's
+    /// script.
+    pub languages: Vec<String>,
 }
 
 impl Default for GroupSettings {
@@ -108,6 +112,7 @@ impl Default for GroupSettings {
             classifier_model: None,
             loop_guard_exchanges: 3,
             loop_window: Duration::from_secs(600),
+            languages: Vec::new(),
         }
     }
 }

@@ -43,10 +43,11 @@ pub(super) enum Field {
     ApprovalTimeout,
     DailyBudget,
     SendLimits,
+    Language,
 }
 
 impl Field {
-    pub(super) const ALL: [Field; 33] = [
+    pub(super) const ALL: [Field; 34] = [
         Field::Name,
         Field::Phone,
         Field::Instructions,
@@ -80,6 +81,7 @@ impl Field {
         Field::ApprovalTimeout,
         Field::DailyBudget,
         Field::SendLimits,
+        Field::Language,
     ];
 
     /// The canonical heading text.
@@ -118,6 +120,7 @@ impl Field {
             Field::ApprovalTimeout => "Approval Timeout",
             Field::DailyBudget => "Daily Budget",
             Field::SendLimits => "Send Limits",
+            Field::Language => "Language",
         }
     }
 

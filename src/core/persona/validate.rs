@@ -253,6 +253,9 @@ pub(super) fn parse_group(
     if let Some(sec) = fields.get(&Field::GroupReplyToBots) {
         g.reply_to_bots = parse_flag(report, Field::GroupReplyToBots, sec);
     }
+    if let Some(sec) = fields.get(&Field::Language) {
+        g.languages = parse_languages(report, sec);
+    }
     if let Some(sec) = fields.get(&Field::Nicknames) {
         for (line, nick) in sec.lines() {
             let nick = nick.trim_start_matches(['-', '*']).trim();
@@ -264,6 +267,34 @@ pub(super) fn parse_group(
         }
     }
     g
+}
+
+/// `# Language`: languages by code or name, separated by commas or lines. One without a
+/// table of request words is a warning and left out (its groups are then matched by script).
+fn parse_languages(report: &mut Report, sec: &Section<'_>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (line, text) in sec.lines() {
+        for lang in text.split(',').map(|l| l.trim_start_matches(['-', '*']).trim()) {
+            if lang.is_empty() {
+                continue;
+            }
+            if crate::core::group::requests::known_language(lang) {
+                if !out.iter().any(|l| l.eq_ignore_ascii_case(lang)) {
+                    out.push(lang.to_owned());
+                }
+            } else {
+                report.warning(
+                    line,
+                    format!(
+                        "Language {} has no table of request words (known: {}); group messages are matched by their script instead",
+                        show(lang),
+                        crate::core::group::requests::known_languages()
+                    ),
+                );
+            }
+        }
+    }
+    out
 }
 
 /// The raw section tree: each heading with its title, key, line and trimmed value (the
