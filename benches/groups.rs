@@ -140,7 +140,11 @@ fn replay_calls() {
         let llm = Arc::new(NotAddressed(AtomicUsize::new(0)));
         let clock: SharedClock = Arc::new(SystemClock);
         let classifier = Classifier::new(llm.clone(), clock);
-        for mode in [TriggerMode::Strict, TriggerMode::Smart, TriggerMode::Talkative] {
+        for mode in [
+            TriggerMode::Strict,
+            TriggerMode::Smart,
+            TriggerMode::Talkative,
+        ] {
             let opts = ReplayOptions {
                 as_user: user.into(),
                 username: None,
@@ -153,9 +157,21 @@ fn replay_calls() {
             // The calls with a classifier that never says "addressed" (no plan changes the
             // flow), then the grade with one that answers from the labels.
             let calls = rt
-                .block_on(replay(&persona, &export, &opts, Some(Judge::Llm(&classifier)), |_| {}))
+                .block_on(replay(
+                    &persona,
+                    &export,
+                    &opts,
+                    Some(Judge::Llm(&classifier)),
+                    |_| {},
+                ))
                 .map_or(0, |s| s.classifier_calls);
-            let summary = rt.block_on(replay(&persona, &export, &opts, Some(Judge::Oracle(&truth)), |_| {}));
+            let summary = rt.block_on(replay(
+                &persona,
+                &export,
+                &opts,
+                Some(Judge::Oracle(&truth)),
+                |_| {},
+            ));
             let Ok(s) = summary else { continue };
             let total = s.messages + s.ours;
             let g = s.grade.unwrap_or_default();

@@ -20,7 +20,8 @@
 //!   - `blocks`: the model's task-block reply parsed into actions (adversarial input).
 //!   - `plan`, `prompt`, `llm`: the planner's request and actions, the cache-stable prompt,
 //!     the provider-neutral LLM request and the provider choice.
-//!   - `group`: group decisions (`decide`), settings, the classifier's request and answer.
+//!   - `group`: group decisions (`decide`), settings, the classifier's request and answer,
+//!     request words per language (`requests`), replay grading (`truth`).
 //!   - `facts`, `summaries`: long-term memory as data (scopes, files, caps, applied-once
 //!     writes) and rolling summaries (when, which messages, checks, back-off).
 //!   - `presence`, `intents`: a persona's day as data (activities, the day file, checks,
@@ -36,7 +37,7 @@
 //! - [`ingress`]: the one admission chain (`chain`: owner controls → filters → group gate →
 //!   queue), the group gate, the classifier call, the pump's runtime sink.
 //! - [`adapters`]: MTProto (`mtproto`, the only grammers user), the in-memory Telegram
-//!   (`memory`), the account-safety `governor`, LLM clients and router (`llm`), the LLM
+//!   (`memory`, with `World` for several accounts that meet), the account-safety `governor`, LLM clients and router (`llm`), the LLM
 //!   planner, the media pipeline, curated stickers, the persona loader, the Telegram Desktop
 //!   export reader, and the crash-safe state `store` (every path under `state/` is built in
 //!   `store::layout`; `store::presence` reads schedule days and intents).

@@ -103,7 +103,10 @@ fn check_shows_each_personas_llm_and_group_settings() -> TestResult {
         agents.join("Wren.md"),
         "# Agent Name\nWren\n# Agent Phone\n+15550100012\n# Agent Instructions\nHi.\n",
     )?;
-    let out = run(&["check", "--llm", "grok", "--classifier-model", "cls-1"], dir.path())?;
+    let out = run(
+        &["check", "--llm", "grok", "--classifier-model", "cls-1"],
+        dir.path(),
+    )?;
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     let line_after = |name: &str| {
@@ -114,15 +117,23 @@ fn check_shows_each_personas_llm_and_group_settings() -> TestResult {
     let pari = line_after("Pari");
     assert!(pari.contains("llm openai:gpt-5-mini"), "{pari}");
     assert!(pari.contains("talkative mode"), "{pari}");
-    assert!(pari.contains("share of voice 10% of the last 40 messages"), "{pari}");
+    assert!(
+        pari.contains("share of voice 10% of the last 40 messages"),
+        "{pari}"
+    );
     assert!(pari.contains("cooldown 90 s"), "{pari}");
     assert!(pari.contains("classifier cls-1"), "{pari}");
     assert!(pari.contains("request words: Persian, en"), "{pari}");
     let wren = line_after("Wren");
-    assert!(wren.contains("llm grok") && wren.contains("smart mode"), "{wren}");
+    assert!(
+        wren.contains("llm grok") && wren.contains("smart mode"),
+        "{wren}"
+    );
     assert!(wren.contains("request words: by script"), "{wren}");
     assert!(
-        stdout.lines().any(|l| l.contains("Pari.md:14: warning:") && l.contains("Klingon")),
+        stdout
+            .lines()
+            .any(|l| l.contains("Pari.md:14: warning:") && l.contains("Klingon")),
         "{stdout}"
     );
     Ok(())

@@ -518,7 +518,7 @@ fn start_group(dir: &std::path::Path, headings: &str, server: Option<&MockServer
         classifier,
         classifier_model: None,
         clock: Arc::clone(&h.shared_clock),
-        peers: Vec::new(),
+        peers: personad::ingress::gate::peers([]),
         modes: Default::default(),
     });
     let groups = Groups::new();
@@ -531,16 +531,6 @@ fn start_group(dir: &std::path::Path, headings: &str, server: Option<&MockServer
         gated,
         planner,
     }
-}
-
-/// The runtime behind an admission chain holding these group gates (which its `classify`
-/// tasks then reach).
-fn chained(handle: &RuntimeHandle, gates: &[(&str, GroupGate)]) -> RuntimeHandle {
-    let groups = Groups::new();
-    for (agent, gate) in gates {
-        groups.insert(agent, gate.clone());
-    }
-    gated_by(handle, &groups)
 }
 
 /// The runtime behind an admission chain over `groups`.
@@ -861,183 +851,355 @@ fn group_headings_parse_with_defaults_and_bad_values_name_their_line() {
     assert_eq!(lines, vec![(Some(11), true), (Some(14), true)]);
 }
 
-/// Relays what each of two personas sends to the other as an inbound group message (through
-/// the admission chain), noting it as our own on the sender's gate.
-fn relay_between(
-    accounts: &[Arc<personad::adapters::memory::MemoryTelegram>],
-    gates: &[GroupGate],
-    names: [&'static str; 2],
-    gated: &RuntimeHandle,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    let mut relays = Vec::new();
-    for i in 0..2 {
-        let mut rx = accounts[i].observe();
-        let (from, to, gate_from, into, to_agent) = (
-            names[i],
-            accounts[1 - i].clone(),
-            gates[i].clone(),
-            gated.clone(),
-            names[1 - i],
-        );
-        relays.push(tokio::spawn(async move {
-            while let Some(rec) = rx.recv().await {
-                if let personad::adapters::memory::Action::Send { message, .. } = rec.action {
-                    gate_from.note_own(&group(-100), &message);
-                    let m = to
-                        .inject(
-                            ChatId(-100),
-                            Incoming {
-                                from: from.into(),
-                                text: message.text.clone(),
-                                ..Incoming::default()
-                            },
-                        )
-                        .await
-                        .unwrap();
-                    into.push_inbound(to_agent, group(-100), m, true);
-                }
-            }
-        }));
+/// A classifier that always wants to interject (talkative mode's most eager answer).
+struct AlwaysInterjects;
+
+impl personad::ports::llm::Llm for AlwaysInterjects {
+    fn generate<'a>(
+        &'a self,
+        _req: &'a personad::core::llm::LlmRequest,
+    ) -> personad::core::time::BoxFuture<
+        'a,
+        Result<personad::core::llm::LlmOutcome, personad::ports::llm::LlmError>,
+    > {
+        Box::pin(async {
+            Ok(personad::core::llm::LlmOutcome::Text(
+                r#"{"addressed":false,"confidence":0.2,"wanna_interject":true,"interject":0.95,"impulse":0.1,"is_lightweight":false,"reason":"eager"}"#.into(),
+            ))
+        })
     }
-    relays
 }
 
-/// Two personas of one daemon in one in-memory group (each on its own account, each message
-/// relayed to the other's copy of the chat), each planning a reply that names the other:
-/// after the human's question the back-and-forth stops within the loop guard.
-#[tokio::test]
-async fn two_personas_of_one_daemon_stop_addressing_each_other_within_the_loop_guard() {
-    use personad::adapters::memory::{Action as Recorded, MemoryTelegram};
+/// Two personas (each on its own in-memory account, both in one `World`) in group -100,
+/// behind one admission chain, on one virtual clock. Each answers by naming the other, and
+/// says whether the message it answers came from the other persona (`peer:`) or a person.
+struct Duo {
+    vclock: personad::ports::clock::VirtualClock,
+    clock: SharedClock,
+    hold: Option<personad::ports::clock::Hold>,
+    accounts: Vec<Arc<personad::adapters::memory::MemoryTelegram>>,
+    gates: Vec<GroupGate>,
+    gated: RuntimeHandle,
+    handle: RuntimeHandle,
+    planner: Arc<ScriptedPlanner>,
+    /// The runtime never went idle (the personas never stopped talking).
+    runaway: bool,
+    run: tokio::task::JoinHandle<
+        Result<personad::runtime::StopReport, personad::runtime::RuntimeError>,
+    >,
+    _world: Arc<personad::adapters::memory::World>,
+}
+
+const DUO: [&str; 2] = ["ann", "bo"];
+
+fn duo(dir: &std::path::Path, headings: &str, eager: bool) -> Duo {
+    use personad::adapters::memory::{MemoryTelegram, World};
     use personad::adapters::store::{GraphStore, StateDir};
+    use personad::ingress::sink::RuntimeSink;
     use personad::runtime::{AgentHandle, Runtime};
 
-    let dir = tempfile::tempdir().unwrap();
     let vclock = personad::ports::clock::VirtualClock::new(t0(), true);
     let clock: SharedClock = Arc::new(vclock.clone());
-    let hold = clock.hold();
-    let names = ["ann", "bo"];
-    let accounts: Vec<Arc<MemoryTelegram>> = names
+    let hold = Some(clock.hold());
+    let world = World::new();
+    let accounts: Vec<Arc<MemoryTelegram>> = DUO
         .iter()
         .map(|n| Arc::new(MemoryTelegram::new(n, Arc::clone(&clock), None).unwrap()))
         .collect();
     for a in &accounts {
         a.ensure_chat(group(-100));
+        world.join(a);
     }
-    let personas: Vec<Arc<personad::core::persona::Persona>> = names
+    let personas: Vec<Arc<personad::core::persona::Persona>> = DUO
         .iter()
-        .map(|n| Arc::new(persona_with(n, "")))
+        .map(|n| Arc::new(persona_with(n, headings)))
         .collect();
-    // Each persona answers by naming the other one.
     let planner = Arc::new(ScriptedPlanner::new(|req, _| {
         let other = if req.persona.name == "ann" {
             "bo"
         } else {
             "ann"
         };
+        let from_peer = req
+            .history
+            .iter()
+            .find(|m| Some(m.id) == req.target)
+            .is_some_and(|m| m.sender.name == other);
+        let kind = if from_peer { "peer" } else { "person" };
         Ok(vec![personad::core::plan::Action::Send {
-            text: format!("{other}, what do you say?"),
+            text: format!("{kind}: {other}, what do you say?"),
             reply_to: None,
         }])
     }));
     let runtime = Runtime::new(
         config(),
-        names
-            .iter()
-            .enumerate()
-            .map(|(i, _)| AgentHandle {
+        (0..2)
+            .map(|i| AgentHandle {
                 persona: Arc::clone(&personas[i]),
                 telegram: accounts[i].clone(),
             })
             .collect(),
         planner.clone(),
-        GraphStore::new(StateDir::new(dir.path())),
+        GraphStore::new(StateDir::new(dir)),
         Arc::clone(&clock),
     )
     .with_stickers(Arc::new(personad::adapters::stickers::StickerCatalog::new()));
     let handle = runtime.handle();
     let run = tokio::spawn(runtime.run());
     let ids: Vec<i64> = accounts.iter().map(|a| a.self_id()).collect();
+    let peers = personad::ingress::gate::peers(ids.clone());
     let gates: Vec<GroupGate> = (0..2)
         .map(|i| {
             GroupGate::new(GateConfig {
-                agent: names[i].into(),
+                agent: DUO[i].into(),
                 persona: Arc::clone(&personas[i]),
                 identity: identity_for(&personas[i], ids[i], None),
                 telegram: accounts[i].clone(),
                 runtime: handle.clone(),
-                classifier: None,
+                classifier: eager
+                    .then(|| Classifier::new(Arc::new(AlwaysInterjects), Arc::clone(&clock))),
                 classifier_model: None,
                 clock: Arc::clone(&clock),
-                peers: vec![ids[1 - i]],
+                peers: Arc::clone(&peers),
                 modes: Default::default(),
             })
         })
         .collect();
-    let gated = chained(
-        &handle,
-        &[(names[0], gates[0].clone()), (names[1], gates[1].clone())],
-    );
-    // Relay: what one persona sends reaches the other as an inbound message.
-    let relays = relay_between(&accounts, &gates, names, &gated);
-    // A person asks Ann; Bo sees it too.
-    for (i, a) in accounts.iter().enumerate() {
-        let m = a
+    let groups = Groups::new();
+    for (name, gate) in DUO.iter().zip(&gates) {
+        groups.insert(name, gate.clone());
+    }
+    let gated = gated_by(&handle, &groups);
+    // What one persona sends reaches the other through the world, into its runtime behind
+    // the admission chain (as `run --telegram memory` wires it).
+    for (i, name) in DUO.iter().enumerate() {
+        world.attach(
+            ids[i],
+            Arc::new(RuntimeSink {
+                agent: (*name).into(),
+                runtime: gated.clone(),
+                groups: Arc::clone(&groups),
+            }),
+        );
+    }
+    Duo {
+        vclock,
+        clock,
+        hold,
+        accounts,
+        gates,
+        gated,
+        handle,
+        planner,
+        runaway: false,
+        run,
+        _world: world,
+    }
+}
+
+impl Duo {
+    /// A person writes in the group: both personas see it (through the world).
+    async fn person_says(&self, text: &str) {
+        let m = self.accounts[0]
             .inject(
                 ChatId(-100),
                 Incoming {
                     from: "Cy".into(),
-                    text: "ann, what about the trip".into(),
+                    text: text.into(),
                     ..Incoming::default()
                 },
             )
             .await
             .unwrap();
-        gated.push_inbound(names[i], group(-100), m, true);
+        self.gated.push_inbound(DUO[0], group(-100), m, true);
     }
-    drop(hold);
-    let mut last = usize::MAX;
-    for _ in 0..200 {
-        handle.wait_idle().await;
-        let sends: usize = accounts
-            .iter()
-            .map(|a| {
-                a.actions()
-                    .iter()
-                    .filter(|r| matches!(r.action, Recorded::Send { .. }))
-                    .count()
-            })
-            .sum();
-        if sends == last && vclock.sleepers() == 0 {
-            break;
+
+    /// Lets virtual time run for `span`, in steps of 30 s, letting the runtime settle.
+    async fn pass(&mut self, span: Duration) {
+        if self.runaway {
+            return;
         }
-        last = sends;
-        tokio::task::yield_now().await;
-        drop(personad::ports::clock::sleep(&vclock, Duration::from_secs(30)).await);
+        drop(self.hold.take());
+        let end = clock::add(self.clock.now(), span);
+        while self.clock.now() < end {
+            if !self.settled().await {
+                self.runaway = true;
+                return;
+            }
+            tokio::task::yield_now().await;
+            drop(personad::ports::clock::sleep(&self.vclock, Duration::from_secs(30)).await);
+        }
+        self.runaway = !self.settled().await;
+        self.hold = Some(self.clock.hold());
     }
-    let per: Vec<usize> = accounts
-        .iter()
-        .map(|a| {
-            a.actions()
-                .iter()
-                .filter(|r| matches!(r.action, Recorded::Send { .. }))
-                .count()
-        })
-        .collect();
-    // Ann answers Cy, then each answers the other at most 3 times.
+
+    /// Waits for the runtime to be idle. Two personas that never stop talking never let it
+    /// be (virtual time runs on inside the wait): a bound in real time turns that hang into
+    /// a failed count instead.
+    async fn settled(&self) -> bool {
+        let idle = tokio::time::timeout(Duration::from_secs(20), self.handle.wait_idle()).await;
+        idle.is_ok()
+    }
+
+    /// Each persona's sends with their times, in the group.
+    fn sends(&self, i: usize) -> Vec<(Timestamp, String)> {
+        self.accounts[i]
+            .actions()
+            .into_iter()
+            .filter_map(|r| match r.action {
+                personad::adapters::memory::Action::Send { message, .. } => {
+                    Some((r.at, message.text))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    async fn stop(self) {
+        self.handle.shutdown("test over");
+        for g in &self.gates {
+            g.stop_observing();
+        }
+        let _ = self.run.await;
+    }
+}
+
+/// Two personas of one daemon in one in-memory world, each planning a reply that names the
+/// other: after the human's question the back-and-forth stops within the loop guard, and
+/// each sees the other's messages in its own copy of the group as another user's.
+#[tokio::test]
+async fn two_personas_of_one_daemon_stop_addressing_each_other_within_the_loop_guard() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = duo(dir.path(), "", false);
+    d.person_says("ann, what about the trip").await;
+    d.pass(Duration::from_secs(20 * 60)).await;
+    assert!(!d.runaway, "the personas never stopped talking");
+    let per: Vec<usize> = (0..2).map(|i| d.sends(i).len()).collect();
     // Ann answers Cy, then each answers the other 3 times; the 4th call goes unanswered.
     assert_eq!(per, vec![4, 3], "sends per persona");
-    assert_eq!(planner.calls(), per[0] + per[1]);
-    handle.shutdown("test over");
-    for g in &gates {
-        g.stop_observing();
+    assert_eq!(d.planner.calls(), per[0] + per[1]);
+    // Bo's copy of the group: Cy's question and Ann's messages, none of them Bo's own, with
+    // the same ids as in Ann's copy.
+    let bo = d.accounts[1].transcript(ChatId(-100));
+    let ann = d.accounts[0].transcript(ChatId(-100));
+    let from_ann: Vec<&Message> = bo.iter().filter(|m| m.sender.name == "ann").collect();
+    assert_eq!(from_ann.len(), 4);
+    assert!(from_ann.iter().all(|m| !m.outgoing));
+    for m in &from_ann {
+        assert!(
+            ann.iter()
+                .any(|a| a.id == m.id && a.text == m.text && a.outgoing)
+        );
     }
-    let _ = run.await;
-    for a in &accounts {
-        a.stop_observing();
+    d.stop().await;
+}
+
+/// Talkative mode, a person writing every 5 minutes for 100 virtual minutes, and a
+/// classifier that always wants to interject: the personas answer each other at most as
+/// often as the loop guard allows (3 per 10 minutes each), and a persona addressed by the
+/// other answers at most once before the other speaks again.
+#[tokio::test]
+async fn talkative_personas_and_a_person_over_100_minutes_stay_within_the_loop_guard() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = duo(dir.path(), "# Group Trigger Mode\ntalkative\n", true);
+    let start = d.clock.now();
+    for i in 0..20 {
+        d.person_says(&format!("thinking out loud, part {i}")).await;
+        d.pass(Duration::from_secs(5 * 60)).await;
     }
-    for r in relays {
-        let _ = r.await;
+    assert!(!d.runaway, "the personas never stopped talking");
+    let window = jiff::SignedDuration::from_mins(10);
+    for (i, name) in DUO.iter().enumerate() {
+        let sends = d.sends(i);
+        let to_peer: Vec<Timestamp> = sends
+            .iter()
+            .filter(|(_, t)| t.starts_with("peer:"))
+            .map(|(at, _)| *at)
+            .collect();
+        assert!(
+            !to_peer.is_empty(),
+            "{}: they did talk to each other: {sends:?}",
+            name
+        );
+        assert!(
+            sends.iter().any(|(_, t)| t.starts_with("person:")),
+            "{sends:?}"
+        );
+        for at in &to_peer {
+            let near = to_peer
+                .iter()
+                .filter(|b| **b >= *at && b.duration_since(*at) < window)
+                .count();
+            assert!(
+                near <= 3,
+                "{}: {near} answers to the other within 10 minutes",
+                name
+            );
+        }
+        assert!(
+            to_peer.len() <= 30,
+            "{}: {} answers to the other in 100 minutes",
+            name,
+            to_peer.len()
+        );
+        assert!(
+            to_peer
+                .iter()
+                .all(|at| at.duration_since(start) <= jiff::SignedDuration::from_mins(101))
+        );
+        // At most one answer to the other per turn: between two messages of the other, one.
+        let other: Vec<Timestamp> = d.sends(1 - i).iter().map(|(at, _)| *at).collect();
+        for pair in other.windows(2) {
+            let answers = to_peer
+                .iter()
+                .filter(|at| **at > pair[0] && **at <= pair[1])
+                .count();
+            assert!(
+                answers <= 1,
+                "{}: {answers} answers to one turn of the other",
+                name
+            );
+        }
     }
+    d.stop().await;
+}
+
+/// Personas that write to each other directly (the world's direct chats) are held by the
+/// same loop guard: a direct message from the other persona is answered 3 times per 10
+/// minutes, then kept as history.
+#[tokio::test]
+async fn personas_in_a_direct_chat_stop_within_the_loop_guard() {
+    use personad::core::model::{Chat, ChatKind, OutgoingText};
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = duo(dir.path(), "", false);
+    let bo_id = d.accounts[1].self_id();
+    let dm = Chat {
+        id: ChatId(bo_id),
+        kind: ChatKind::Direct,
+        title: "bo".into(),
+    };
+    d.accounts[0].ensure_chat(dm.clone());
+    // Ann's owner writes to Bo from Ann's account: Bo gets it as a direct message from Ann.
+    d.accounts[0]
+        .send_text(OutgoingText {
+            chat: dm.id,
+            text: "bo, hello there".into(),
+            reply_to: None,
+            idempotency_key: 1,
+        })
+        .await
+        .unwrap();
+    d.pass(Duration::from_secs(9 * 60)).await;
+    assert!(!d.runaway, "the personas never stopped talking");
+    let bo_dm = d.accounts[1].transcript(ChatId(d.accounts[0].self_id()));
+    assert_eq!(
+        bo_dm.first().map(|m| (m.outgoing, m.text.as_str())),
+        Some((false, "bo, hello there"))
+    );
+    let per: Vec<usize> = (0..2).map(|i| d.sends(i).len()).collect();
+    // The owner's message, then 3 answers of Ann to Bo; Bo answers 3 times.
+    assert_eq!(per, vec![4, 3], "sends per persona in the direct chat");
+    d.stop().await;
 }
 
 #[test]

@@ -465,6 +465,84 @@ fn ctl_say_prints_the_answer() -> TestResult {
     Ok(())
 }
 
+/// Two personas of one `run --telegram memory` daemon share one in-memory world: a person's
+/// message in a group reaches both, each sees the other's answer as another user's message,
+/// and a message the owner of one writes to the other (`ctl say --from me --chat NAME`)
+/// starts an exchange between them that the loop guard stops at 3 answers each.
+#[test]
+fn two_personas_of_one_daemon_meet_in_a_group_and_in_a_direct_chat() -> TestResult {
+    let uma = persona("Uma", "+15550100043", "");
+    let s = Scratch::new(&[("Tess.md", TESS), ("Uma.md", &uma)])?;
+    let mut reaper = Reaper(Some(start(&s, &["--planner", "echo"], &[])?));
+    wait_up(&s)?;
+    let out = stdout(&ctl(
+        &s,
+        &[
+            "say",
+            "--agent",
+            "Tess",
+            "--group",
+            "Lobby",
+            "--from",
+            "Cy",
+            "--wait",
+            "20",
+            "Tess, how was the trip",
+        ],
+    )?);
+    assert!(
+        out.contains("Tess: Tess heard: Tess, how was the trip"),
+        "{out}"
+    );
+    // Uma's copy of the group: Cy's message and Tess's answer, neither of them Uma's own.
+    let seen = poll(Duration::from_secs(10), || {
+        let m = messages(&s, "Uma", "Lobby");
+        (m.len() >= 2).then_some(m)
+    })
+    .ok_or("Uma never saw the group's messages")?;
+    let from: Vec<(&str, bool)> = seen
+        .iter()
+        .map(|m| {
+            (
+                m["sender"]["name"].as_str().unwrap_or(""),
+                m["outgoing"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(from[..2], [("Cy", false), ("Tess", false)], "{seen:?}");
+
+    // Tess's owner writes to Uma: Uma answers Tess, Tess answers Uma, and so on, until the
+    // loop guard holds them at 3 answers each.
+    ctl(
+        &s,
+        &[
+            "say",
+            "--agent",
+            "Tess",
+            "--from",
+            "me",
+            "--chat",
+            "Uma",
+            "Uma, are you there?",
+        ],
+    )?;
+    let counts = || (sent(&s, "Tess", "Uma").len(), sent(&s, "Uma", "Tess").len());
+    poll(Duration::from_secs(20), || {
+        (counts() == (4, 3)).then_some(())
+    })
+    .ok_or_else(|| format!("the exchange did not reach 4 and 3 sends: {:?}", counts()))?;
+    let more = poll(Duration::from_secs(2), || {
+        (counts() != (4, 3)).then_some(counts())
+    });
+    assert_eq!(more, None, "they kept talking past the loop guard");
+    assert!(
+        s.log_text().contains("loop_guard"),
+        "the guard's decision is logged"
+    );
+    stop_daemon(&mut reaper)?;
+    Ok(())
+}
+
 /// Keys of one JSON object in order, duplicates kept.
 fn keys_of(line: &str) -> Result<Vec<String>, serde_json::Error> {
     use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};

@@ -279,7 +279,11 @@ async fn smart_replay_graded_against_derived_labels_reaches_recall_0_9_within_bu
         &["--truth", &truth_arg, "--oracle", "--mode", "smart"],
     );
     let out = common::run_to_end(cmd, String::new()).await.unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let printed = lines(&out);
     let summary = &printed.last().unwrap()["summary"];
     let grade = &summary["grade"];
@@ -288,13 +292,26 @@ async fn smart_replay_graded_against_derived_labels_reaches_recall_0_9_within_bu
     assert!(recall >= 0.9, "recall {recall}: {grade}");
     assert!(calls <= 30.0, "{calls} calls per 100 messages");
     assert!(grade["precision"].as_f64().unwrap() >= 0.9, "{grade}");
-    assert!(printed.len() > 800, "every decision is printed with one mode");
-    assert!(server.received_requests().await.unwrap_or_default().is_empty());
+    assert!(
+        printed.len() > 800,
+        "every decision is printed with one mode"
+    );
+    assert!(
+        server
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .is_empty()
+    );
 
     // Every mode, summary lines only.
     let cmd = replay_cmd(agents.path(), &server, &["--truth", &truth_arg, "--oracle"]);
     let out = common::run_to_end(cmd, String::new()).await.unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let modes: Vec<String> = lines(&out)
         .iter()
         .map(|l| l["summary"]["mode"].as_str().unwrap().to_string())
@@ -321,7 +338,9 @@ async fn a_dm_export_is_refused_and_a_bad_label_file_is_named() {
             .arg(agents.path())
             .arg("--prompts")
             .arg(agents.path())
-            .args(["replay", "--agent", "Wren", "--as", "user1", "--mode", "strict"])
+            .args([
+                "replay", "--agent", "Wren", "--as", "user1", "--mode", "strict",
+            ])
             .args(extra)
             .env("GEMINI_BASE_URL", server.uri())
             .env_remove("PERSONAD_LOG")
@@ -336,7 +355,10 @@ async fn a_dm_export_is_refused_and_a_bad_label_file_is_named() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(stderr.contains("personal chat") && stderr.contains("export a group"), "{stderr}");
+    assert!(
+        stderr.contains("personal chat") && stderr.contains("export a group"),
+        "{stderr}"
+    );
 
     let group = dir.path().join("group.json");
     let mut doc = doc;
@@ -352,5 +374,8 @@ async fn a_dm_export_is_refused_and_a_bad_label_file_is_named() {
     let out = common::run_to_end(run(args), String::new()).await.unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(stderr.contains("labels.txt: line 2: unknown label"), "{stderr}");
+    assert!(
+        stderr.contains("labels.txt: line 2: unknown label"),
+        "{stderr}"
+    );
 }

@@ -159,6 +159,9 @@ enum Backend {
     },
     Memory {
         send_delay: Duration,
+        /// Every persona's in-memory account is in this one world: they meet in groups and
+        /// can write to each other.
+        world: Arc<crate::adapters::memory::World>,
     },
 }
 

@@ -20,9 +20,7 @@ use serde_json::{Value, json};
 use crate::adapters::export::{self, Export};
 use crate::app::cli::{GlobalArgs, ReplayArgs};
 use crate::app::commands::{CmdResult, CommandError, find_persona, load_personas_async};
-use crate::core::group::classifier::{
-    ClassifierInput, HISTORY_SMART, HISTORY_TALKATIVE, Scores,
-};
+use crate::core::group::classifier::{ClassifierInput, HISTORY_SMART, HISTORY_TALKATIVE, Scores};
 use crate::core::group::decide::{self, ChatState, Context, Decision, Identity, Inbound, Verdict};
 use crate::core::group::settings::TriggerMode;
 use crate::core::group::truth::{Grade, Labels};
@@ -167,10 +165,12 @@ pub fn derive_truth(
             let m = &em.message;
             let mentioned = m.mentions.iter().any(|x| {
                 x.user_id == Some(ours)
-                    || x.username.as_deref().zip(username).is_some_and(|(a, b)| {
-                        a.trim_start_matches('@').eq_ignore_ascii_case(b)
-                    })
-            }) || username.is_some_and(|u| decide::contains_at_username(&m.text, u));
+                    || x.username
+                        .as_deref()
+                        .zip(username)
+                        .is_some_and(|(a, b)| a.trim_start_matches('@').eq_ignore_ascii_case(b))
+            }) || username
+                .is_some_and(|u| decide::contains_at_username(&m.text, u));
             let addressed = m.reply_to.is_some_and(|r| our_ids.contains(&r.0))
                 || mentioned
                 || answered.contains(&m.id.0);
@@ -404,12 +404,9 @@ pub(crate) const EXPORT_FILE_CAP: u64 = 512 << 20;
 async fn read_text(path: &std::path::Path, cap: u64) -> Result<String, CommandError> {
     let path = path.to_path_buf();
     tokio::task::spawn_blocking(move || {
-        let bytes = crate::adapters::store::read_file(
-            &path,
-            cap,
-            crate::adapters::store::Symlinks::Follow,
-        )
-        .map_err(|e| CommandError::NotFound(e.to_string()))?;
+        let bytes =
+            crate::adapters::store::read_file(&path, cap, crate::adapters::store::Symlinks::Follow)
+                .map_err(|e| CommandError::NotFound(e.to_string()))?;
         String::from_utf8(bytes)
             .map_err(|_| CommandError::Data(format!("{}: not valid UTF-8", path.display())))
     })
@@ -453,7 +450,11 @@ pub async fn run(global: GlobalArgs, args: ReplayArgs) -> CmdResult {
     // With labels and no mode named, every mode in turn (summary lines only).
     let modes: Vec<TriggerMode> = match (args.groups.mode, &truth) {
         (Some(mode), _) => vec![mode],
-        (None, Some(_)) => vec![TriggerMode::Strict, TriggerMode::Smart, TriggerMode::Talkative],
+        (None, Some(_)) => vec![
+            TriggerMode::Strict,
+            TriggerMode::Smart,
+            TriggerMode::Talkative,
+        ],
         (None, None) => vec![persona.group.mode],
     };
     let opts = ReplayOptions {

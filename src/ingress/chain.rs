@@ -100,10 +100,8 @@ impl InboundGate for Chain {
         if !trigger {
             return Admit::NoTrigger;
         }
-        if chat.kind.is_direct() {
-            return Admit::Pass;
-        }
         match self.groups.get(agent) {
+            Some(gate) if chat.kind.is_direct() => gate.admit_direct(chat, message),
             Some(gate) => gate.admit(chat, message, callout),
             None => Admit::Pass,
         }

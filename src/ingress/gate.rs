@@ -97,12 +97,20 @@ struct Inner {
     runtime: RuntimeHandle,
     classifier: Option<Classifier>,
     clock: SharedClock,
-    peers: Vec<i64>,
+    peers: Peers,
     modes: Mutex<HashMap<ChatId, TriggerMode>>,
     chats: Mutex<HashMap<ChatId, ChatGate>>,
     reactions: Mutex<HashMap<ChatId, CachedReactions>>,
     observer: Mutex<Option<mpsc::UnboundedSender<DecisionEvent>>>,
     calls: std::sync::atomic::AtomicUsize,
+}
+
+/// The user ids of a daemon's personas, shared by their gates.
+pub type Peers = Arc<Mutex<std::collections::BTreeSet<i64>>>;
+
+/// A [`Peers`] set holding `ids`.
+pub fn peers(ids: impl IntoIterator<Item = i64>) -> Peers {
+    Arc::new(Mutex::new(ids.into_iter().collect()))
 }
 
 /// The gate of one agent. Cheap to clone.
@@ -123,8 +131,9 @@ pub struct GateConfig {
     /// The command's classifier model (the persona's heading wins).
     pub classifier_model: Option<String>,
     pub clock: SharedClock,
-    /// User ids of the daemon's other personas.
-    pub peers: Vec<i64>,
+    /// User ids of the daemon's personas (the agent's own is left out where it is read):
+    /// shared, so a persona started later is a peer of those started before it.
+    pub peers: Peers,
     /// Per-chat mode overrides given by the caller (the playground's `--mode`); those in the
     /// agent's state are read from the runtime handle ([`RuntimeHandle::group_mode`]).
     pub modes: HashMap<ChatId, TriggerMode>,
@@ -240,6 +249,39 @@ impl GroupGate {
         push_context(&mut g.context, message.clone());
     }
 
+    /// The direct-chat step of the admission chain: a message from another persona of this
+    /// daemon (the in-memory world lets personas write to each other) is answered within the
+    /// same loop guard as in groups; past it, it is history. Anyone else passes.
+    pub(crate) fn admit_direct(&self, chat: &Chat, message: &Message) -> Admit {
+        let inner = &self.inner;
+        let profile = inner.profile();
+        let peer = message.sender.id;
+        if !inner.peer_ids(&profile).contains(&peer) {
+            return Admit::Pass;
+        }
+        let now = inner.clock.now();
+        let held = {
+            let mut chats = inner.chats();
+            let g = chats.entry(chat.id).or_default();
+            let held = g.state.loop_guard_holds(peer, &profile.persona.group, now);
+            if !held {
+                g.state.record_plan(now, Some(peer));
+            }
+            held
+        };
+        if !held {
+            return Admit::Pass;
+        }
+        let decision = Decision {
+            stage: decide::Stage::Prefilter,
+            verdict: Verdict::History,
+            reason: "loop_guard",
+            scores: None,
+        };
+        self.emit(chat.id, message.id, &decision);
+        Admit::As(Admission::History)
+    }
+
     /// The group step of the admission chain for a message from someone else: the pure
     /// decision, and what it means for the queue. `callout`: Telegram flagged it as
     /// mentioning or replying to us.
@@ -248,6 +290,7 @@ impl GroupGate {
         let now = inner.clock.now();
         let profile = inner.profile();
         let mode = inner.mode_for(chat.id, &profile);
+        let peers = inner.peer_ids(&profile);
         let decision = {
             let mut chats = inner.chats();
             let g = chats.entry(chat.id).or_default();
@@ -255,7 +298,7 @@ impl GroupGate {
                 identity: &profile.identity,
                 settings: &profile.persona.group,
                 mode,
-                peers: &inner.peers,
+                peers: &peers,
             };
             let d = decide::decide(
                 &ctx,
@@ -272,8 +315,7 @@ impl GroupGate {
                 push_context(&mut g.context, message.clone());
             }
             if let Verdict::Trigger { at, .. } = d.verdict {
-                let peer = inner
-                    .peers
+                let peer = peers
                     .contains(&message.sender.id)
                     .then_some(message.sender.id);
                 g.state.record_plan(at, peer);
@@ -310,6 +352,9 @@ impl GroupGate {
 
     fn emit(&self, chat: ChatId, message: MessageId, d: &Decision) {
         log_decision(&self.inner.agent, chat, message, d);
+        if d.reason == "loop_guard" {
+            tracing::info!(event = "loop_guard", agent = %self.inner.agent, chat = %chat, message_id = message.0, "another persona's message kept as history: the two have answered each other as often as the loop guard allows");
+        }
         let react = match &d.verdict {
             Verdict::React { emoji } => Some(emoji.clone()),
             _ => None,
@@ -381,6 +426,7 @@ impl GroupGate {
             return GroupOutcome::Nothing;
         };
         let mode = inner.mode_for(chat.id, &inner.profile());
+        let peers = inner.peer_ids(&inner.profile());
         let scores = self.classify(chat, &context, &batch, mode).await;
         let now = inner.clock.now();
         let profile = inner.profile();
@@ -393,7 +439,7 @@ impl GroupGate {
                 identity: &profile.identity,
                 settings: &profile.persona.group,
                 mode,
-                peers: &inner.peers,
+                peers: &peers,
             };
             let d = decide::resolve(&ctx, &g.state, &target, scores, now);
             if let Verdict::Trigger { at, .. } = d.verdict {
@@ -562,6 +608,17 @@ impl Inner {
             .copied();
         own.or_else(|| self.runtime.group_mode(&self.agent, chat))
             .unwrap_or(profile.persona.group.mode)
+    }
+
+    /// The other personas' user ids (every peer but us).
+    fn peer_ids(&self, profile: &Profile) -> Vec<i64> {
+        self.peers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .copied()
+            .filter(|p| *p != profile.identity.user_id)
+            .collect()
     }
 
     /// The current profile: rebuilt from the runtime's persona for this agent when that is no

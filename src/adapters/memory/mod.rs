@@ -12,13 +12,15 @@
 
 mod telegram;
 mod transcript;
+mod world;
 pub use transcript::{HistoryError, read_history};
+pub use world::World;
 
 use transcript::{quarantine_transcript, read_transcript};
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -163,6 +165,8 @@ pub struct MemoryTelegram {
     state: Mutex<State>,
     persist_lock: tokio::sync::Mutex<()>,
     observer: Mutex<Option<mpsc::UnboundedSender<Recorded>>>,
+    /// The world this account shares its groups and direct chats with, if any.
+    world: Mutex<Weak<World>>,
 }
 
 /// Deterministic user id for a display name, so a restarted playground keeps its ids.
@@ -268,6 +272,7 @@ impl MemoryTelegram {
             state: Mutex::new(state),
             persist_lock: tokio::sync::Mutex::new(()),
             observer: Mutex::new(None),
+            world: Mutex::new(Weak::new()),
         })
     }
 
@@ -387,14 +392,19 @@ impl MemoryTelegram {
     /// runtime, as the real backend's event handler does.
     pub async fn inject(&self, chat: ChatId, incoming: Incoming) -> TgResult<Message> {
         let now = self.clock.now();
-        let msg = {
+        let world = self.world();
+        let (msg, view) = {
             let mut st = self.lock();
             let log = st
                 .chats
                 .get_mut(&chat)
                 .ok_or_else(|| TelegramError::NotFound(format!("chat {chat}")))?;
+            let id = world
+                .as_ref()
+                .and_then(|w| w.allocate(self.self_id, &log.chat, log.next_id))
+                .unwrap_or(log.next_id);
             let msg = Message {
-                id: MessageId(log.next_id),
+                id: MessageId(id),
                 chat,
                 sender: Sender {
                     id: user_id_for(&incoming.from),
@@ -411,16 +421,45 @@ impl MemoryTelegram {
                 date: now,
                 media: incoming.media,
             };
-            log.next_id += 1;
+            log.next_id = id + 1;
             log.messages.push(msg.clone());
-            msg
+            (msg, log.chat.clone())
         };
         self.persist(chat).await?;
+        if let Some(world) = world {
+            world.fan_out(self.self_id, &view, &msg).await;
+        }
         self.record(Action::Inbound {
             chat,
             message: msg.clone(),
         });
         Ok(msg)
+    }
+
+    /// Joins a world (see [`World::join`]).
+    fn set_world(&self, world: Weak<World>) {
+        *self.world.lock().unwrap_or_else(PoisonError::into_inner) = world;
+    }
+
+    fn world(&self) -> Option<Arc<World>> {
+        self.world
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .upgrade()
+    }
+
+    /// A message of another account of the world arrives in `chat` (this account's copy),
+    /// with the id the world gave it.
+    async fn receive(&self, chat: Chat, message: Message) -> TgResult<()> {
+        let id = chat.id;
+        self.ensure_chat(chat);
+        self.with_chat(id, |log| {
+            log.next_id = log.next_id.max(message.id.0 + 1);
+            log.messages.push(message.clone());
+        })?;
+        self.persist(id).await?;
+        self.record(Action::Inbound { chat: id, message });
+        Ok(())
     }
 
     /// What an unread scan finds: for every direct chat that is not blocked, its newest
@@ -584,17 +623,22 @@ impl MemoryTelegram {
     ) -> TgResult<(Message, bool)> {
         let now = self.clock.now();
         let (self_id, self_name) = (self.self_id, self.self_name.clone());
-        let (msg, fresh) = self.with_chat(chat, |log| {
+        let world = self.world();
+        let (msg, fresh, view) = self.with_chat(chat, |log| {
             if log.blocked && log.chat.kind.is_direct() {
                 return Err(TelegramError::Forbidden("you blocked this user".into()));
             }
             if let Some(id) = log.sent_keys.get(&key)
                 && let Some(m) = log.messages.iter().find(|m| m.id == *id)
             {
-                return Ok((m.clone(), false));
+                return Ok((m.clone(), false, log.chat.clone()));
             }
+            let id = world
+                .as_ref()
+                .and_then(|w| w.allocate(self_id, &log.chat, log.next_id))
+                .unwrap_or(log.next_id);
             let msg = Message {
-                id: MessageId(log.next_id),
+                id: MessageId(id),
                 chat,
                 sender: Sender {
                     id: self_id,
@@ -611,13 +655,16 @@ impl MemoryTelegram {
                 date: now,
                 media,
             };
-            log.next_id += 1;
+            log.next_id = id + 1;
             log.sent_keys.insert(key, msg.id);
             log.messages.push(msg.clone());
-            Ok((msg, true))
+            Ok((msg, true, log.chat.clone()))
         })??;
         if fresh {
             self.persist(chat).await?;
+            if let Some(world) = world {
+                world.fan_out(self_id, &view, &msg).await;
+            }
         }
         Ok((msg, fresh))
     }

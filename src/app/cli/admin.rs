@@ -200,7 +200,8 @@ pub enum CtlCommand {
         #[arg(long)]
         agent: Option<String>,
         /// The chat: a direct chat with --from by default; `me` is the agent's Saved Messages
-        /// (the owner writing).
+        /// (the owner writing); with `--from me`, a name is the direct chat with that user
+        /// (another persona of this daemon gets it as a message from this one).
         #[arg(long)]
         chat: Option<String>,
         /// Who writes; `me` is the owner (the agent's own account, from another device).

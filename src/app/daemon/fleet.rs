@@ -103,7 +103,7 @@ impl Fleet {
                 };
                 Ok((seat, Some(connected)))
             }
-            Backend::Memory { send_delay } => {
+            Backend::Memory { send_delay, world } => {
                 let send_delay = *send_delay;
                 let (name, clock) = (persona.name.clone(), Arc::clone(&self.clock));
                 let dir = self.state.memory_dir(&persona.name);
@@ -118,6 +118,7 @@ impl Fleet {
                 .map_err(crate::app::ops::OpError::of)?;
                 memory.set_send_delay(send_delay);
                 let memory = Arc::new(memory);
+                world.join(&memory);
                 let seat = Seat {
                     telegram: memory.clone() as Arc<dyn Telegram>,
                     memory: Some(memory),
@@ -142,15 +143,13 @@ impl Fleet {
             Backend::Memory { .. } => None,
         };
         let me = seat.telegram.self_id();
-        let peers: Vec<i64> = {
-            let mut all = self
-                .group
-                .peers
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            all.insert(me);
-            all.iter().copied().filter(|p| *p != me).collect()
-        };
+        // Every persona's gate reads the one shared set, so one started later is a peer too.
+        self.group
+            .peers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(me);
+        let peers = Arc::clone(&self.group.peers);
         let (clock, s, agent) = (Arc::clone(&self.clock), stop.clone(), persona.name.clone());
         let group = self.group.clone();
         let gate = GroupGate::new(GateConfig {
@@ -170,7 +169,19 @@ impl Fleet {
         });
         group.groups.insert(&agent, gate);
         let (Some(connected), Some(opts)) = (connected, opts) else {
-            if let Some(memory) = seat.memory.clone() {
+            if let (Some(memory), Backend::Memory { world, .. }) =
+                (seat.memory.clone(), &self.backend)
+            {
+                // What the other personas (and people in shared groups) write reaches this
+                // agent through the admission chain, as a real account's pump delivers it.
+                world.attach(
+                    me,
+                    Arc::new(RuntimeSink {
+                        agent: agent.clone(),
+                        runtime: handle.clone(),
+                        groups: Arc::clone(&group.groups),
+                    }),
+                );
                 // The in-memory Telegram's unread scan, as a real account's connect does: a
                 // message left unplanned by a crash is planned now (the runtime's handled
                 // marks keep an answered one from being planned twice).
@@ -301,6 +312,9 @@ impl Fleet {
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .remove(&name);
                 self.group.groups.remove(&name);
+                if let Backend::Memory { world, .. } = &self.backend {
+                    world.leave(r.seat.telegram.self_id());
+                }
                 handle.remove_agent(&name, "its persona file was removed or disabled");
             }
         }

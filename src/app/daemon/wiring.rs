@@ -91,6 +91,7 @@ pub(super) fn backend_for(args: &mut RunArgs) -> Result<Backend, CommandError> {
             }
         }
         TelegramChoice::Memory => Backend::Memory {
+            world: crate::adapters::memory::World::new(),
             send_delay: Duration::from_millis(args.memory_send_delay_ms),
         },
     })

@@ -311,7 +311,7 @@ fn group_gate(
         classifier,
         classifier_model: Some(args.groups.classifier_model.clone()),
         clock: Arc::clone(clock),
-        peers: Vec::new(),
+        peers: crate::ingress::gate::peers([]),
         modes,
     })
 }

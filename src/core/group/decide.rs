@@ -215,6 +215,15 @@ impl ChatState {
             .get(&peer)
             .map_or(0, |q| q.iter().filter(|t| **t > since).count())
     }
+
+    /// Whether answering the other persona `peer` now would pass the loop guard's cap (the
+    /// exchanges with it within the loop window). Groups and direct chats alike.
+    pub fn loop_guard_holds(&self, peer: i64, settings: &GroupSettings, now: Timestamp) -> bool {
+        let since = now
+            .checked_sub(jiff::SignedDuration::try_from(settings.loop_window).unwrap_or_default())
+            .unwrap_or(now);
+        self.exchanges_with(peer, since) >= settings.loop_guard_exchanges
+    }
 }
 
 /// What the pipeline knows around one message.
@@ -259,12 +268,7 @@ pub fn decide(
         if explicit.is_none() {
             return Decision::new(Stage::Prefilter, Verdict::History, "other_persona");
         }
-        let since = now
-            .checked_sub(
-                jiff::SignedDuration::try_from(ctx.settings.loop_window).unwrap_or_default(),
-            )
-            .unwrap_or(now);
-        if state.exchanges_with(msg.sender.id, since) >= ctx.settings.loop_guard_exchanges {
+        if state.loop_guard_holds(msg.sender.id, ctx.settings, now) {
             return Decision::new(Stage::Prefilter, Verdict::History, "loop_guard");
         }
     }

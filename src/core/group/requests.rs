@@ -101,7 +101,10 @@ fn parse(text: &str) -> (Vec<Table>, Vec<String>) {
             continue;
         };
         let Some((kind, rest)) = line.split_once(':') else {
-            bad.push(format!("line {}: expected `open:`, `any:` or `suffix:`", n + 1));
+            bad.push(format!(
+                "line {}: expected `open:`, `any:` or `suffix:`",
+                n + 1
+            ));
             continue;
         };
         match kind.trim() {
@@ -134,7 +137,11 @@ fn fold(c: char) -> Option<char> {
 
 /// The words of `text`, folded and lower-cased (a word is a run of letters and digits).
 fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    let folded: String = text.chars().filter_map(fold).flat_map(char::to_lowercase).collect();
+    let folded: String = text
+        .chars()
+        .filter_map(fold)
+        .flat_map(char::to_lowercase)
+        .collect();
     folded
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
@@ -162,7 +169,9 @@ pub(crate) fn looks_like_request(text: &str, languages: &[String]) -> bool {
     let all: Vec<String> = words(text).collect();
     let han: String = text.chars().filter_map(fold).collect();
     chosen.into_iter().any(|t| {
-        sentences.iter().any(|s| s.first().is_some_and(|w| t.open.contains(w)))
+        sentences
+            .iter()
+            .any(|s| s.first().is_some_and(|w| t.open.contains(w)))
             || t.any.iter().any(|phrase| {
                 if t.scripts.contains(&Script::Han) {
                     han.contains(&phrase.concat())
@@ -238,12 +247,20 @@ mod tests {
         let cases: [(&str, &[&str], &[&str]); 9] = [
             (
                 "en",
-                &["Anyone know a good Rust book", "Hi all. How do I install it", "please send me the link"],
+                &[
+                    "Anyone know a good Rust book",
+                    "Hi all. How do I install it",
+                    "please send me the link",
+                ],
                 &["nice weather today", "I installed ubuntu yesterday"],
             ),
             (
                 "ru",
-                &["Подскажите, как установить питон", "кто-нибудь знает хороший курс", "Есть ли тут админ"],
+                &[
+                    "Подскажите, как установить питон",
+                    "кто-нибудь знает хороший курс",
+                    "Есть ли тут админ",
+                ],
                 &["Сегодня хорошая погода", "Я вчера установил убунту"],
             ),
             (
@@ -257,32 +274,63 @@ mod tests {
             ),
             (
                 "ar",
-                &["هل يعرف أحد كتابا جيدا عن بايثون", "من فضلك ساعدوني في تثبيت البرنامج", "كيف أثبت المكتبة"],
+                &[
+                    "هل يعرف أحد كتابا جيدا عن بايثون",
+                    "من فضلك ساعدوني في تثبيت البرنامج",
+                    "كيف أثبت المكتبة",
+                ],
                 &["الجو جميل اليوم", "لقد قمت بتثبيت البرنامج أمس"],
             ),
             (
                 "uz",
-                &["Python o'rganish uchun kitob bormi", "iltimos yordam bering", "Bu xatoni kim biladi", "Бу ерда админ борми"],
+                &[
+                    "Python o'rganish uchun kitob bormi",
+                    "iltimos yordam bering",
+                    "Bu xatoni kim biladi",
+                    "Бу ерда админ борми",
+                ],
                 &["Bugun havo yaxshi", "Men dasturni kecha o'rnatdim"],
             ),
             (
                 "es",
-                &["Alguien sabe cómo instalar Python", "por favor ayúdenme con este error", "Cómo hago para instalarlo"],
+                &[
+                    "Alguien sabe cómo instalar Python",
+                    "por favor ayúdenme con este error",
+                    "Cómo hago para instalarlo",
+                ],
                 &["Hoy hace buen tiempo", "Ya instalé el programa ayer"],
             ),
             (
                 "de",
-                &["Kann mir jemand bei Python helfen", "Weiß jemand, wie das geht", "bitte um Hilfe beim Installieren"],
-                &["Heute ist schönes Wetter", "Ich habe das Programm gestern installiert"],
+                &[
+                    "Kann mir jemand bei Python helfen",
+                    "Weiß jemand, wie das geht",
+                    "bitte um Hilfe beim Installieren",
+                ],
+                &[
+                    "Heute ist schönes Wetter",
+                    "Ich habe das Programm gestern installiert",
+                ],
             ),
             (
                 "fr",
-                &["Quelqu'un sait comment installer Python", "aidez-moi svp avec cette erreur", "Comment faire pour lancer le script"],
-                &["Il fait beau aujourd'hui", "J'ai installé le programme hier"],
+                &[
+                    "Quelqu'un sait comment installer Python",
+                    "aidez-moi svp avec cette erreur",
+                    "Comment faire pour lancer le script",
+                ],
+                &[
+                    "Il fait beau aujourd'hui",
+                    "J'ai installé le programme hier",
+                ],
             ),
             (
                 "zh",
-                &["有人知道怎么安装Python", "请帮我看看这个错误", "这个库好用吗"],
+                &[
+                    "有人知道怎么安装Python",
+                    "请帮我看看这个错误",
+                    "这个库好用吗",
+                ],
                 &["今天天气很好", "我已经安装了程序"],
             ),
         ];
@@ -291,7 +339,10 @@ mod tests {
                 assert!(looks_like_request(r, &[]), "{lang}: not a candidate: {r}");
             }
             for s in statements {
-                assert!(!looks_like_request(s, &[]), "{lang}: a statement taken as a request: {s}");
+                assert!(
+                    !looks_like_request(s, &[]),
+                    "{lang}: a statement taken as a request: {s}"
+                );
             }
         }
     }
@@ -306,7 +357,10 @@ mod tests {
     #[test]
     fn the_personas_language_narrows_the_tables() {
         // German `was` opens a question; in an English group it is the past of "is".
-        assert!(looks_like_request("Was great fun yesterday", &[]), "by script");
+        assert!(
+            looks_like_request("Was great fun yesterday", &[]),
+            "by script"
+        );
         let en = ["en".to_string()];
         assert!(!looks_like_request("Was great fun yesterday", &en));
         assert!(looks_like_request("anyone know a good book", &en));

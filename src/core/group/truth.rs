@@ -42,7 +42,10 @@ impl Labels {
             if line.is_empty() {
                 continue;
             }
-            let err = |reason: String| LabelError { line: n + 1, reason };
+            let err = |reason: String| LabelError {
+                line: n + 1,
+                reason,
+            };
             let mut words = line.split_whitespace();
             let (Some(id), Some(label), None) = (words.next(), words.next(), words.next()) else {
                 return Err(err(format!(
@@ -127,10 +130,7 @@ impl Grade {
 
     /// Of the triggered (labelled) messages, the share labelled addressed; `None` with none.
     pub fn precision(&self) -> Option<f64> {
-        ratio(
-            self.true_positive,
-            self.true_positive + self.false_positive,
-        )
+        ratio(self.true_positive, self.true_positive + self.false_positive)
     }
 
     /// Of the messages labelled addressed, the share triggered; `None` with none.
@@ -179,7 +179,9 @@ mod tests {
             ("1\n", 1, "expected"),
             ("1 not\n1 addressed\n", 2, "twice"),
         ] {
-            let e = Labels::parse(bad).err().unwrap_or_else(|| panic!("{bad:?} parsed"));
+            let e = Labels::parse(bad)
+                .err()
+                .unwrap_or_else(|| panic!("{bad:?} parsed"));
             assert_eq!(e.line, line, "{e}");
             assert!(e.reason.contains(what), "{e}");
         }

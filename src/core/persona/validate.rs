@@ -274,7 +274,10 @@ pub(super) fn parse_group(
 fn parse_languages(report: &mut Report, sec: &Section<'_>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for (line, text) in sec.lines() {
-        for lang in text.split(',').map(|l| l.trim_start_matches(['-', '*']).trim()) {
+        for lang in text
+            .split(',')
+            .map(|l| l.trim_start_matches(['-', '*']).trim())
+        {
             if lang.is_empty() {
                 continue;
             }

@@ -66,10 +66,21 @@ impl Controller {
                     memory.ensure_chat(chat.clone());
                     chat.id
                 }
-                (false, None, Some(c)) => ChatId(
-                    c.parse::<i64>()
-                        .map_err(|_| OpError(format!("--chat takes an id or `me`, not {c:?}")))?,
-                ),
+                // A name: the direct chat with that user (another persona of this daemon,
+                // in the in-memory world, gets the message as one from this account).
+                (false, None, Some(c)) => match c.parse::<i64>() {
+                    Ok(id) => ChatId(id),
+                    Err(_) => {
+                        let name = c.trim_start_matches('@');
+                        let chat = Chat {
+                            id: ChatId(user_id_for(name)),
+                            kind: ChatKind::Direct,
+                            title: name.to_string(),
+                        };
+                        memory.ensure_chat(chat.clone());
+                        chat.id
+                    }
+                },
                 (false, None, None) => ChatId(memory.self_id()),
             };
             let msg = memory
