@@ -62,6 +62,19 @@ fn lines(out: &std::process::Output) -> Vec<Value> {
         .collect()
 }
 
+/// Runs `replay` with `extra`, expects success, and returns its JSON lines.
+async fn replay_lines(agents: &Path, server: &MockServer, extra: &[&str]) -> Vec<Value> {
+    let out = common::run_to_end(replay_cmd(agents, server, extra), String::new())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lines(&out)
+}
+
 async fn mock_not_addressed() -> MockServer {
     let server = MockServer::start().await;
     let answer = json!({"addressed": false, "confidence": 0.2, "wanna_interject": false,
@@ -118,18 +131,12 @@ async fn strict_replay_of_a_real_export_triggers_exactly_on_replies_and_mentions
 
     let server = mock_not_addressed().await;
     let agents = agents_dir("smart");
-    let cmd = replay_cmd(
+    let lines = replay_lines(
         agents.path(),
         &server,
         &["--mode", "strict", "--username", &username],
-    );
-    let out = common::run_to_end(cmd, String::new()).await.unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines = lines(&out);
+    )
+    .await;
     let triggered: BTreeSet<i64> = lines
         .iter()
         .filter(|l| l["triggered"] == true)
@@ -156,14 +163,7 @@ async fn smart_replay_of_100_messages_stays_within_30_classifier_calls() {
     }
     let server = mock_not_addressed().await;
     let agents = agents_dir("smart");
-    let cmd = replay_cmd(agents.path(), &server, &["--limit", "100"]);
-    let out = common::run_to_end(cmd, String::new()).await.unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines = lines(&out);
+    let lines = replay_lines(agents.path(), &server, &["--limit", "100"]).await;
     let summary = &lines.last().unwrap()["summary"];
     let calls = summary["classifier_calls"].as_u64().unwrap();
     let requests = server.received_requests().await.unwrap_or_default();
@@ -273,18 +273,12 @@ async fn smart_replay_graded_against_derived_labels_reaches_recall_0_9_within_bu
     std::fs::write(&truth, &labels).unwrap();
     let truth_arg = truth.to_string_lossy().to_string();
 
-    let cmd = replay_cmd(
+    let printed = replay_lines(
         agents.path(),
         &server,
         &["--truth", &truth_arg, "--oracle", "--mode", "smart"],
-    );
-    let out = common::run_to_end(cmd, String::new()).await.unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed = lines(&out);
+    )
+    .await;
     let summary = &printed.last().unwrap()["summary"];
     let grade = &summary["grade"];
     let recall = grade["recall"].as_f64().unwrap();
@@ -305,17 +299,12 @@ async fn smart_replay_graded_against_derived_labels_reaches_recall_0_9_within_bu
     );
 
     // Every mode, summary lines only.
-    let cmd = replay_cmd(agents.path(), &server, &["--truth", &truth_arg, "--oracle"]);
-    let out = common::run_to_end(cmd, String::new()).await.unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let modes: Vec<String> = lines(&out)
-        .iter()
-        .map(|l| l["summary"]["mode"].as_str().unwrap().to_string())
-        .collect();
+    let modes: Vec<String> =
+        replay_lines(agents.path(), &server, &["--truth", &truth_arg, "--oracle"])
+            .await
+            .iter()
+            .map(|l| l["summary"]["mode"].as_str().unwrap().to_string())
+            .collect();
     assert_eq!(modes, ["strict", "smart", "talkative"]);
 }
 
