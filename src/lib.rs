@@ -44,7 +44,8 @@
 //! - [`app`]: the composition root (`services`), `daemon` (`run`, `login`), `playground`
 //!   (`chat`), `bench` (and `bench_memory`), `memory_report` and `presence_report` (the
 //!   operator's views of memory and of schedules), `replay`, the crash child, `commands` (`check`, `state`), `cli`,
-//!   `ops` (systemd notify, owner controls, ctl socket, metrics, file watching), `logging`.
+//!   `ops` (systemd notify, owner controls, ctl socket, metrics, file watching), `console`
+//!   (the local web console), `logging`.
 //! - [`cmd`]: one module per subcommand, each a call into `app`; `main` dispatches here.
 //! - `fuzz` (feature `fuzzing`): one entry point per parser of outside input, for `fuzz/`.
 

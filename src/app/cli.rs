@@ -276,6 +276,11 @@ pub struct RunArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics and a health check at /healthz.
     #[arg(long, value_name = "ADDR", env = "PERSONAD_METRICS_ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Serve the local web console at http://ADDR/ (off by default; give a loopback address
+    /// such as 127.0.0.1:8377; another address is served too, with a warning). Its token is
+    /// written to <state>/console.token at each start.
+    #[arg(long, value_name = "ADDR", env = "PERSONAD_CONSOLE_ADDR")]
+    pub console_addr: Option<std::net::SocketAddr>,
     /// Chats (by id) besides Saved Messages where owner commands (`/status`, ...) are accepted.
     #[arg(
         long = "admin-chat",

@@ -374,17 +374,15 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
             },
         );
     }
-    let metrics_task = match args.metrics_addr {
-        Some(addr) => match metrics::serve(addr, Arc::clone(&health), stop.clone()).await {
-            Ok(t) => Some(t),
-            Err(e) => {
-                stop.cancel();
-                handle.shutdown("metrics endpoint unavailable");
-                let _ = run.await;
-                return Err(CommandError::Unavailable(e.0));
-            }
-        },
-        None => None,
+    let web = web_endpoints(&args, &state, &health, &controller, &handle, &usage, &stop).await;
+    let [metrics_task, console_task] = match web {
+        Ok(tasks) => tasks,
+        Err(e) => {
+            stop.cancel();
+            handle.shutdown("a web endpoint is unavailable");
+            let _ = run.await;
+            return Err(CommandError::Unavailable(e.0));
+        }
     };
     let (_watcher, ctl_task) =
         watch_and_ctl(&args, &global, &state, &controller, &reload_tx, &stop).await;
@@ -416,7 +414,7 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
     signals.abort();
     drop(reload_tx);
     drop(controller);
-    wind_down(reloader, [ctl_task, metrics_task], &usage).await;
+    wind_down(reloader, [ctl_task, metrics_task, console_task], &usage).await;
     let result = result.map_err(|e| CommandError::Failed(format!("runtime task failed: {e}")))?;
     match result {
         Ok(report) if report.no_agents_left => Ok(ExitCode::from(exit::UNAVAILABLE)),

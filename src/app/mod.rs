@@ -5,6 +5,7 @@ pub mod bench;
 pub mod bench_memory;
 pub mod cli;
 pub mod commands;
+pub(crate) mod console;
 pub mod crash_harness;
 pub mod daemon;
 pub mod logging;

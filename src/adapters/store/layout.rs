@@ -184,6 +184,11 @@ impl StateDir {
         self.usage_dir().join(format!("{}.json", fs_name(agent)))
     }
 
+    /// `<state>/console.token`: the web console's access token (0600, new at each start).
+    pub(crate) fn console_token_path(&self) -> PathBuf {
+        self.root.join("console.token")
+    }
+
     /// `usage/<agent>.log`, the journal of calls not yet in the table.
     pub(crate) fn usage_log_path(&self, agent: &str) -> PathBuf {
         self.usage_dir().join(format!("{}.log", fs_name(agent)))

@@ -8,7 +8,7 @@ use super::*;
 /// stop; the control socket and the metrics endpoint a shorter one.
 pub(super) async fn wind_down(
     reloader: JoinHandle<Fleet>,
-    servers: [Option<JoinHandle<()>>; 2],
+    servers: [Option<JoinHandle<()>>; 3],
     usage: &crate::adapters::llm::usage::UsageMeter,
 ) {
     // The usage counts since the last save (they are saved at most every few seconds).
@@ -24,6 +24,38 @@ pub(super) async fn wind_down(
     for t in servers.into_iter().flatten() {
         let _ = tokio::time::timeout(Duration::from_secs(1), t).await;
     }
+}
+
+/// The metrics endpoint and the web console, each when asked for; either failing to bind
+/// stops the start (the operator asked for it).
+pub(super) async fn web_endpoints(
+    args: &RunArgs,
+    state: &StateDir,
+    health: &Arc<metrics::Health>,
+    controller: &Arc<Controller>,
+    handle: &RuntimeHandle,
+    usage: &Arc<crate::adapters::llm::usage::UsageMeter>,
+    stop: &CancellationToken,
+) -> Result<[Option<JoinHandle<()>>; 2], crate::app::ops::OpError> {
+    let metrics_task = match args.metrics_addr {
+        Some(addr) => Some(metrics::serve(addr, Arc::clone(health), stop.clone()).await?),
+        None => None,
+    };
+    let console_task = match args.console_addr {
+        Some(addr) => Some(
+            crate::app::console::serve(
+                addr,
+                state,
+                Arc::clone(controller),
+                handle.clone(),
+                Arc::clone(usage),
+                stop.clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    Ok([metrics_task, console_task])
 }
 
 /// File watching (unless `--no-watch`) and, last, the control socket: once `personad ctl`

@@ -16,7 +16,7 @@ impl Pause {
         self.until.is_none_or(|u| u > now)
     }
 
-    pub(super) fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self.until {
             Some(u) => format!("until {}", u.strftime("%Y-%m-%d %H:%M:%S UTC")),
             None => "until resumed".to_string(),

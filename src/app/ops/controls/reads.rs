@@ -1,0 +1,131 @@
+//! Structured reads for the web console: the same sources `/status`, `/plans` and `/drafts`
+//! read (the runtime handle, the graph store scan the controller already uses, each agent's
+//! Telegram seat for history), as data instead of text. Part of [`Controller`]; it changes
+//! nothing: every action goes through [`Controller::execute`].
+
+use super::*;
+use crate::core::graph::{TaskGraph, TaskSpec};
+
+/// One running persona as the console shows it.
+#[derive(Debug, Clone)]
+pub(crate) struct AgentView {
+    pub name: String,
+    /// `Some(until …)` when all its chats are paused.
+    pub paused: Option<String>,
+    /// Chats paused one by one.
+    pub paused_chats: usize,
+    /// The persona's group trigger mode (its heading).
+    pub mode: String,
+    /// Today's LLM use and cost, as `/status` words it.
+    pub today: Option<String>,
+    /// Conversations with a plan under way.
+    pub plans: usize,
+}
+
+/// A draft that waits for the owner.
+#[derive(Debug, Clone)]
+pub(crate) struct DraftView {
+    pub agent: String,
+    pub id: String,
+    pub chat: ChatId,
+    pub title: String,
+    pub text: String,
+}
+
+impl Controller {
+    /// Every running persona.
+    pub(crate) async fn agent_views(&self) -> Vec<AgentView> {
+        let graphs = self.graphs().await;
+        let usage = lock(&self.usage).clone();
+        let now = self.clock.now();
+        self.agents()
+            .into_iter()
+            .map(|name| {
+                let pauses = lock(&self.pauses).get(&name).cloned().unwrap_or_default();
+                let paused = pauses
+                    .all
+                    .as_ref()
+                    .filter(|p| p.active(now))
+                    .map(Pause::describe);
+                let paused_chats = pauses.chats.values().filter(|p| p.active(now)).count();
+                let mode = self
+                    .runtime
+                    .persona(&name)
+                    .map_or_else(String::new, |p| p.group.mode.to_string());
+                let today = usage.as_ref().and_then(|u| u(&name));
+                let plans = graphs.iter().filter(|g| g.agent == name).count();
+                AgentView {
+                    name,
+                    paused,
+                    paused_chats,
+                    mode,
+                    today,
+                    plans,
+                }
+            })
+            .collect()
+    }
+
+    /// The graphs (plans under way) of `agent`.
+    pub(crate) async fn plans_of(&self, agent: &str) -> Vec<TaskGraph> {
+        self.graphs()
+            .await
+            .into_iter()
+            .filter(|g| g.agent == agent)
+            .collect()
+    }
+
+    /// The chats the controller has seen for `agent` (id, title), newest knowledge kept.
+    pub(crate) fn known_chats(&self, agent: &str) -> Vec<(ChatId, String)> {
+        lock(&self.chats)
+            .get(agent)
+            .map(|chats| {
+                chats
+                    .iter()
+                    .map(|(id, c)| (ChatId(*id), c.title.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The chat and its last `limit` messages, read through the agent's Telegram.
+    pub(crate) async fn history(
+        &self,
+        agent: &str,
+        chat: ChatId,
+        limit: usize,
+    ) -> Result<(Chat, Vec<Message>), OpError> {
+        let seat = self.seat(agent).ok_or("agent not running")?;
+        let info = seat.telegram.chat(chat).await.map_err(OpError::of)?;
+        let messages = seat
+            .telegram
+            .fetch_history(chat, limit)
+            .await
+            .map_err(OpError::of)?;
+        Ok((info, messages))
+    }
+
+    /// Every draft that waits for the owner.
+    pub(crate) async fn draft_views(&self) -> Vec<DraftView> {
+        let mut out = Vec::new();
+        for g in self.graphs().await {
+            for t in g.tasks.iter().filter(|t| t.status != TaskStatus::Done) {
+                if let TaskSpec::Draft {
+                    draft,
+                    decision: None,
+                    ..
+                } = &t.spec
+                {
+                    out.push(DraftView {
+                        agent: g.agent.clone(),
+                        id: t.id.clone(),
+                        chat: g.chat.id,
+                        title: g.chat.title.clone(),
+                        text: draft.clone(),
+                    });
+                }
+            }
+        }
+        out
+    }
+}

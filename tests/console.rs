@@ -1,0 +1,478 @@
+//! The web console of `personad run --telegram memory --console-addr 127.0.0.1:0`: access
+//! (401 without the token, a form without its CSRF token refused, the token file 0600, no
+//! console unless asked for) over plain HTTP, and a real headless Chromium driven through
+//! chromedriver's WebDriver API (plain HTTP, so reqwest drives it): log in with the token, see
+//! a conversation appear after `ctl say`, pause a persona from the page and see that a new
+//! message is not planned, approve a draft. Screenshots of each page are kept under
+//! `target/console-screenshots/`.
+//!
+//! The browser test needs `chromium` and `chromedriver` (Debian: `chromium`,
+//! `chromium-driver`; `.ci/run` installs them and sets `PERSONAD_REQUIRE_BROWSER=1`); without
+//! them it says it skipped.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use base64::Engine as _;
+use common::daemon::*;
+use serde_json::{Value, json};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+const DEE: &str = "# Agent Name\nDee\n\n# Agent Phone\n+15550100044\n\n# Approval\nall\n\n# Agent Instructions\nYou are Dee.\n";
+
+/// The console's address, from the daemon's `console_listening` log line.
+fn console_addr(s: &Scratch) -> Option<String> {
+    poll(Duration::from_secs(20), || {
+        s.log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| {
+                v["fields"]["event"] == "console_listening" || v["event"] == "console_listening"
+            })
+            .and_then(|v| {
+                v["fields"]["addr"]
+                    .as_str()
+                    .or(v["addr"].as_str())
+                    .map(str::to_string)
+            })
+    })
+}
+
+fn token(s: &Scratch) -> String {
+    std::fs::read_to_string(s.state().join("console.token"))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn client() -> reqwest::Client {
+    // reqwest is built without a bundled crypto provider (as the daemon is); plain HTTP here.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The CSRF value of the first form of `html`.
+fn csrf_of(html: &str) -> Option<String> {
+    let at = html.find("name=\"csrf\" value=\"")? + "name=\"csrf\" value=\"".len();
+    Some(html[at..].split('"').next()?.to_string())
+}
+
+/// Without the token every page answers 401; the login form sets a cookie that works; a
+/// form without the CSRF token, or from another origin, is refused; the token file is 0600.
+/// A daemon started without `--console-addr` serves no console and writes no token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_needs_its_token_and_refuses_forms_without_the_csrf_token() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let mut reaper = Reaper(Some(start(
+        &s,
+        &["--planner", "echo", "--console-addr", "127.0.0.1:0"],
+        &[],
+    )?));
+    wait_up(&s)?;
+    let addr = console_addr(&s).ok_or("no console_listening line")?;
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    let mode = std::fs::metadata(s.state().join("console.token"))?
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let token = token(&s);
+    assert_eq!(token.len(), 32);
+    let base = format!("http://{addr}");
+    let http = client();
+    for path in [
+        "/",
+        "/agent/Tess",
+        "/agent/Tess/chat/1",
+        "/drafts",
+        "/usage",
+        "/incidents",
+    ] {
+        let r = http.get(format!("{base}{path}")).send().await?;
+        assert_eq!(r.status().as_u16(), 401, "{path}");
+        let r = http
+            .get(format!("{base}{path}"))
+            .header(
+                "Cookie",
+                "personad_console=0123456789abcdef0123456789abcdef",
+            )
+            .send()
+            .await?;
+        assert_eq!(r.status().as_u16(), 401, "{path} with a wrong token");
+    }
+    let r = http
+        .post(format!("{base}/action"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("op=pause&agent=Tess")
+        .send()
+        .await?;
+    assert_eq!(r.status().as_u16(), 401, "a form without the token");
+    // The login form sets the cookie.
+    let r = http
+        .post(format!("{base}/login"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}"))
+        .send()
+        .await?;
+    assert_eq!(r.status().as_u16(), 303);
+    let cookie = r
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .ok_or("no cookie")?
+        .to_string();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let cookie = cookie.split(';').next().unwrap_or("").to_string();
+    let page = http
+        .get(format!("{base}/"))
+        .header("Cookie", &cookie)
+        .send()
+        .await?;
+    assert_eq!(page.status().as_u16(), 200);
+    let html = page.text().await?;
+    assert!(
+        html.contains("Tess") && !html.contains("+15550100042"),
+        "no phone number"
+    );
+    let csrf = csrf_of(&html).ok_or("no csrf field")?;
+    let post = |body: String, origin: Option<&'static str>| {
+        let mut req = http
+            .post(format!("{base}/action"))
+            .header("Cookie", &cookie)
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(body);
+        if let Some(o) = origin {
+            req = req.header("Origin", o);
+        }
+        req.send()
+    };
+    let r = post("op=pause&agent=Tess&back=%2F".into(), None).await?;
+    assert_eq!(r.status().as_u16(), 403, "no csrf token");
+    let r = post(format!("op=pause&agent=Tess&back=%2F&csrf={}x", csrf), None).await?;
+    assert_eq!(r.status().as_u16(), 403, "a wrong csrf token");
+    let r = post(
+        format!("op=pause&agent=Tess&back=%2F&csrf={csrf}"),
+        Some("http://evil.example"),
+    )
+    .await?;
+    assert_eq!(r.status().as_u16(), 403, "another origin");
+    let out = stdout(&ctl(&s, &["status"])?);
+    assert!(out.contains("paused: -"), "nothing was paused: {out}");
+    // With the token, as a bearer header, the same form works.
+    let r = http
+        .post(format!("{base}/action"))
+        .bearer_auth(&token)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(format!("op=pause&agent=Tess&back=%2F&csrf={csrf}"))
+        .send()
+        .await?;
+    assert_eq!(r.status().as_u16(), 303);
+    let out = stdout(&ctl(&s, &["status"])?);
+    assert!(!out.contains("paused: -"), "{out}");
+    stop_daemon(&mut reaper)?;
+
+    // No flag, no console.
+    let quiet = Scratch::new(&[("Tess.md", TESS)])?;
+    let mut reaper = Reaper(Some(start(&quiet, &["--planner", "echo"], &[])?));
+    wait_up(&quiet)?;
+    assert!(!quiet.log_text().contains("console_listening"));
+    assert!(!quiet.state().join("console.token").exists());
+    stop_daemon(&mut reaper)?;
+    Ok(())
+}
+
+/// A WebDriver session on a headless Chromium.
+struct Browser {
+    http: reqwest::Client,
+    base: String,
+    session: String,
+    driver: Child,
+    shots: PathBuf,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+fn which(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    names.iter().find_map(|n| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(n))
+            .find(|p| p.is_file())
+    })
+}
+
+fn free_port() -> Option<u16> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()
+        .map(|a| a.port())
+}
+
+impl Browser {
+    async fn start(chromium: &Path, driver: &Path) -> Result<Browser, Box<dyn std::error::Error>> {
+        let port = free_port().ok_or("no free port")?;
+        let child = Command::new(driver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let http = client();
+        let base = format!("http://127.0.0.1:{port}");
+        let mut browser = Browser {
+            http,
+            base,
+            session: String::new(),
+            driver: child,
+            shots: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/console-screenshots"),
+        };
+        // The driver is up once it answers its status.
+        for _ in 0..100 {
+            if browser
+                .http
+                .get(format!("{}/status", browser.base))
+                .send()
+                .await
+                .is_ok()
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let caps = json!({"capabilities": {"alwaysMatch": {"goog:chromeOptions": {
+            "binary": chromium.to_string_lossy(),
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1200,900"]
+        }}}});
+        let v = browser.call("POST", "/session", Some(caps)).await?;
+        browser.session = v["sessionId"].as_str().ok_or("no session id")?.to_string();
+        std::fs::create_dir_all(&browser.shots)?;
+        Ok(browser)
+    }
+
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, Box<dyn std::error::Error>> {
+        let url = format!("{}{path}", self.base);
+        let req = match method {
+            "GET" => self.http.get(url),
+            "DELETE" => self.http.delete(url),
+            _ => self
+                .http
+                .post(url)
+                .header("Content-Type", "application/json")
+                .body(serde_json::to_vec(&body.unwrap_or(json!({})))?),
+        };
+        let bytes = req.send().await?.bytes().await?;
+        let v: Value = serde_json::from_slice(&bytes)?;
+        if v["value"]["error"].is_string() {
+            return Err(format!("webdriver {path}: {}", v["value"]).into());
+        }
+        Ok(v["value"].clone())
+    }
+
+    fn at(&self, rest: &str) -> String {
+        format!("/session/{}{rest}", self.session)
+    }
+
+    async fn go(&self, url: &str) -> Result<(), Box<dyn std::error::Error>> {
+        self.call("POST", &self.at("/url"), Some(json!({"url": url})))
+            .await
+            .map(|_| ())
+    }
+
+    async fn find(&self, css: &str) -> Result<String, Box<dyn std::error::Error>> {
+        let v = self
+            .call(
+                "POST",
+                &self.at("/element"),
+                Some(json!({"using": "css selector", "value": css})),
+            )
+            .await?;
+        v.as_object()
+            .and_then(|o| o.values().next())
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| format!("no element {css}").into())
+    }
+
+    async fn click(&self, css: &str) -> Result<(), Box<dyn std::error::Error>> {
+        let id = self.find(css).await?;
+        self.call("POST", &self.at(&format!("/element/{id}/click")), None)
+            .await
+            .map(|_| ())
+    }
+
+    async fn type_into(&self, css: &str, text: &str) -> Result<(), Box<dyn std::error::Error>> {
+        let id = self.find(css).await?;
+        self.call(
+            "POST",
+            &self.at(&format!("/element/{id}/value")),
+            Some(json!({"text": text})),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn source(&self) -> Result<String, Box<dyn std::error::Error>> {
+        Ok(self
+            .call("GET", &self.at("/source"), None)
+            .await?
+            .as_str()
+            .unwrap_or("")
+            .to_string())
+    }
+
+    async fn shot(&self, name: &str) -> Result<(), Box<dyn std::error::Error>> {
+        let v = self.call("GET", &self.at("/screenshot"), None).await?;
+        let png = base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap_or(""))?;
+        std::fs::write(self.shots.join(format!("{name}.png")), png)?;
+        Ok(())
+    }
+
+    /// Waits for the current page to hold `needle` (a click's navigation may still be under
+    /// way when the click returns), bounded.
+    async fn shows(&self, needle: &str) -> Result<String, Box<dyn std::error::Error>> {
+        for _ in 0..50 {
+            let html = self.source().await?;
+            if html.contains(needle) {
+                return Ok(html);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(format!("the page never showed {needle:?}").into())
+    }
+
+    /// Reloads `url` until its page holds `needle` (bounded).
+    async fn until(&self, url: &str, needle: &str) -> Result<String, Box<dyn std::error::Error>> {
+        for _ in 0..50 {
+            self.go(url).await?;
+            let html = self.source().await?;
+            if html.contains(needle) {
+                return Ok(html);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Err(format!("{url} never showed {needle:?}").into())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_logs_in_follows_a_conversation_pauses_a_persona_and_approves_a_draft()
+-> TestResult {
+    let (Some(chromium), Some(driver)) = (
+        which(&["chromium", "chromium-browser", "google-chrome"]),
+        which(&["chromedriver"]),
+    ) else {
+        assert!(
+            std::env::var_os("PERSONAD_REQUIRE_BROWSER").is_none(),
+            "PERSONAD_REQUIRE_BROWSER is set but chromium or chromedriver is missing"
+        );
+        println!("skipped: chromium and chromedriver are not installed");
+        return Ok(());
+    };
+    let s = Scratch::new(&[("Tess.md", TESS), ("Dee.md", DEE)])?;
+    let mut reaper = Reaper(Some(start(
+        &s,
+        &["--planner", "echo", "--console-addr", "127.0.0.1:0"],
+        &[],
+    )?));
+    wait_up(&s)?;
+    let base = format!("http://{}", console_addr(&s).ok_or("no console")?);
+    let b = Browser::start(&chromium, &driver).await?;
+
+    // Without the token: the login page; with it, the personas.
+    b.go(&format!("{base}/")).await?;
+    assert!(b.source().await?.contains("Log in first"));
+    b.go(&format!("{base}/login")).await?;
+    b.shot("login").await?;
+    b.type_into("#token", &token(&s)).await?;
+    b.click("#login").await?;
+    b.shows("data-agent=\"Tess\"").await?;
+    let html = b.until(&format!("{base}/"), "data-agent=\"Tess\"").await?;
+    assert!(html.contains("data-agent=\"Dee\""));
+    b.shot("personas").await?;
+
+    // A conversation appears after `ctl say`.
+    let out = stdout(&ctl(
+        &s,
+        &[
+            "say", "--agent", "Tess", "--wait", "20", "--from", "Alice", "hello",
+        ],
+    )?);
+    assert!(out.contains("Tess heard: hello"), "{out}");
+    b.until(&format!("{base}/agent/Tess"), "Alice").await?;
+    b.shot("chats").await?;
+    b.click("a.chat").await?;
+    let html = b.shows("Tess heard: hello").await?;
+    assert!(
+        html.contains("Tess heard: hello") && html.contains("Alice"),
+        "{html}"
+    );
+    b.shot("conversation").await?;
+
+    // Pause Tess from the personas page: a new message is not planned.
+    b.go(&format!("{base}/")).await?;
+    b.click("tr[data-agent=\"Tess\"] button").await?;
+    let html = b.shows("paused until resumed").await?;
+    assert!(html.contains("id=\"note\""), "the answer is shown: {html}");
+    let out = stdout(&ctl(
+        &s,
+        &[
+            "say",
+            "--agent",
+            "Tess",
+            "--wait",
+            "20",
+            "--from",
+            "Alice",
+            "still there?",
+        ],
+    )?);
+    assert!(out.contains("no plan was made for it"), "{out}");
+
+    // A draft of Dee's waits on the drafts page; approving it sends it.
+    ctl(
+        &s,
+        &["say", "--agent", "Dee", "--from", "Bob", "coming tonight?"],
+    )?;
+    b.until(&format!("{base}/drafts"), "class=\"draft\"")
+        .await?;
+    b.shot("drafts").await?;
+    b.click("section.draft form.inline button[value=\"approve\"]")
+        .await?;
+    let answered = poll(Duration::from_secs(20), || {
+        let sent = sent(&s, "Dee", "Bob");
+        (!sent.is_empty()).then_some(sent)
+    })
+    .ok_or("the approved draft was never sent")?;
+    assert_eq!(answered, ["Dee heard: coming tonight?"]);
+    b.until(&format!("{base}/drafts"), "No draft waits").await?;
+
+    b.go(&format!("{base}/usage")).await?;
+    b.shot("usage").await?;
+    b.go(&format!("{base}/incidents")).await?;
+    b.shot("incidents").await?;
+    let _ = b.call("DELETE", &b.at(""), None).await;
+    drop(b);
+    stop_daemon(&mut reaper)?;
+    Ok(())
+}
