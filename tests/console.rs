@@ -72,14 +72,16 @@ fn csrf_of(html: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_needs_its_token_and_refuses_forms_without_the_csrf_token() -> TestResult {
     let s = Scratch::new(&[("Tess.md", TESS)])?;
+    // A port alone listens on loopback.
     let mut reaper = Reaper(Some(start(
         &s,
-        &["--planner", "echo", "--console-addr", "127.0.0.1:0"],
+        &["--planner", "echo", "--console-addr", "0"],
         &[],
     )?));
     wait_up(&s)?;
     let addr = console_addr(&s).ok_or("no console_listening line")?;
     assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    assert!(!s.log_text().contains("console_not_loopback"));
     let mode = std::fs::metadata(s.state().join("console.token"))?
         .permissions()
         .mode();
@@ -180,6 +182,28 @@ async fn the_console_needs_its_token_and_refuses_forms_without_the_csrf_token() 
     assert_eq!(r.status().as_u16(), 303);
     let out = stdout(&ctl(&s, &["status"])?);
     assert!(!out.contains("paused: -"), "{out}");
+    // A group's mode, set from its conversation page's form.
+    ctl(&s, &["say", "--group", "Lobby", "--from", "Cy", "hi all"])?;
+    let group = -personad::adapters::memory::user_id_for("Lobby");
+    let r = http
+        .post(format!("{base}/action"))
+        .bearer_auth(&token)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(format!(
+            "op=mode&agent=Tess&chat={group}&mode=strict&back=%2F&csrf={csrf}"
+        ))
+        .send()
+        .await?;
+    let location = r
+        .headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        location.starts_with("/?done=") && location.contains("strict"),
+        "{location}"
+    );
     stop_daemon(&mut reaper)?;
 
     // No flag, no console.
@@ -419,7 +443,11 @@ async fn a_browser_logs_in_follows_a_conversation_pauses_a_persona_and_approves_
         ],
     )?);
     assert!(out.contains("Tess heard: hello"), "{out}");
-    b.until(&format!("{base}/agent/Tess"), "Alice").await?;
+    let html = b.until(&format!("{base}/agent/Tess"), "Alice").await?;
+    assert!(
+        html.contains("Tess: Tess heard: hello") && html.contains("answered"),
+        "the last message and whether it waits: {html}"
+    );
     b.shot("chats").await?;
     b.click("a.chat").await?;
     let html = b.shows("Tess heard: hello").await?;

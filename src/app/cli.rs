@@ -276,10 +276,10 @@ pub struct RunArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics and a health check at /healthz.
     #[arg(long, value_name = "ADDR", env = "PERSONAD_METRICS_ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
-    /// Serve the local web console at http://ADDR/ (off by default; give a loopback address
-    /// such as 127.0.0.1:8377; another address is served too, with a warning). Its token is
-    /// written to <state>/console.token at each start.
-    #[arg(long, value_name = "ADDR", env = "PERSONAD_CONSOLE_ADDR")]
+    /// Serve the local web console (off by default): a port alone (`8377`) listens on
+    /// 127.0.0.1; a full address such as `0.0.0.0:8377` is served too, with a warning. Its
+    /// token is written to <state>/console.token at each start.
+    #[arg(long, value_name = "[ADDR:]PORT", env = "PERSONAD_CONSOLE_ADDR", value_parser = console_addr)]
     pub console_addr: Option<std::net::SocketAddr>,
     /// Chats (by id) besides Saved Messages where owner commands (`/status`, ...) are accepted.
     #[arg(
@@ -424,6 +424,22 @@ pub struct LlmArgs {
         default_value_t = 3
     )]
     pub llm_attempts: u32,
+}
+
+/// A `--console-addr` that is neither a port nor an address.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is neither a port (8377) nor an address (127.0.0.1:8377)")]
+pub struct ConsoleAddrError(String);
+
+/// `--console-addr`: a port alone is a loopback address.
+fn console_addr(value: &str) -> Result<std::net::SocketAddr, ConsoleAddrError> {
+    let value = value.trim();
+    if let Ok(port) = value.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    value
+        .parse()
+        .map_err(|_| ConsoleAddrError(value.to_string()))
 }
 
 impl LlmArgs {

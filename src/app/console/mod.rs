@@ -41,6 +41,8 @@ const COOKIE: &str = "personad_console";
 const INCIDENTS_KEPT: usize = 200;
 /// Messages of a conversation shown.
 const HISTORY_SHOWN: usize = 50;
+/// Chats whose last message the chats page reads (one history call each).
+const LAST_MESSAGES_READ: usize = 30;
 
 const STYLE: &str = include_str!("style.css");
 
@@ -223,7 +225,22 @@ impl Console {
             }
             ["agent", agent] => {
                 let plans = c.plans_of(agent).await;
-                pages::chats(agent, &c.known_chats(agent), &plans, note)
+                let mut known = c.known_chats(agent);
+                for g in &plans {
+                    if !known.iter().any(|(id, _)| *id == g.chat.id) {
+                        known.push((g.chat.id, g.chat.title.clone()));
+                    }
+                }
+                // Each chat's last message, read through the persona's Telegram (a few only).
+                let mut last = BTreeMap::new();
+                for (id, _) in known.iter().take(LAST_MESSAGES_READ) {
+                    if let Ok((_, mut m)) = c.history(agent, *id, 1).await
+                        && let Some(m) = m.pop()
+                    {
+                        last.insert(id.0, m);
+                    }
+                }
+                pages::chats(agent, &known, &last, &plans, note)
             }
             ["agent", agent, "chat", id] => {
                 let Ok(id) = id.parse::<i64>() else {
@@ -285,6 +302,10 @@ impl Console {
             },
             Some("resume") => Op::Resume {
                 chat: field("chat"),
+            },
+            Some("mode") => match (field("chat"), field("mode")) {
+                (Some(chat), Some(mode)) => Op::Mode { chat, mode },
+                _ => return bad("mode needs a chat and a mode"),
             },
             Some("forget") => match field("chat") {
                 Some(chat) => Op::Forget { chat },

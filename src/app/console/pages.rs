@@ -124,39 +124,51 @@ pub(crate) fn personas(
     )
 }
 
-/// A persona's chats: those with a plan under way and those seen since the start.
+/// A persona's chats (those seen since the start and those with a plan under way), each with
+/// its last message (`last`, by chat id), whether it waits for the persona, and its plan.
 pub(crate) fn chats(
     agent: &str,
     known: &[(crate::core::model::ChatId, String)],
+    last: &BTreeMap<i64, Message>,
     plans: &[TaskGraph],
     note: Option<&str>,
 ) -> String {
-    let mut ids: BTreeMap<i64, String> = known.iter().map(|(id, t)| (id.0, t.clone())).collect();
-    for g in plans {
-        ids.insert(g.chat.id.0, g.chat.title.clone());
-    }
+    let ids: BTreeMap<i64, String> = known.iter().map(|(id, t)| (id.0, t.clone())).collect();
     let mut rows = String::new();
     for (id, title) in &ids {
         let plan = plans
             .iter()
             .find(|g| g.chat.id.0 == *id)
             .map_or_else(|| "none".to_string(), plan_state);
+        let (said, waiting) = match last.get(id) {
+            Some(m) => {
+                let text: String = m.text.chars().take(80).collect();
+                let waiting = if m.outgoing {
+                    "answered"
+                } else {
+                    "waits for us"
+                };
+                (format!("{}: {text}", m.sender.name), waiting)
+            }
+            None => (String::new(), ""),
+        };
         let _ = write!(
             rows,
-            "<tr><td><a class=\"chat\" href=\"/agent/{a}/chat/{id}\">{t}</a></td><td>{id}</td><td>{p}</td></tr>",
+            "<tr><td><a class=\"chat\" href=\"/agent/{a}/chat/{id}\">{t}</a></td><td>{s}</td><td>{waiting}</td><td>{p}</td></tr>",
             a = encode(agent),
             t = esc(title),
+            s = esc(&said),
             p = esc(&plan),
         );
     }
     if rows.is_empty() {
-        rows = "<tr><td colspan=\"3\">No chat yet.</td></tr>".into();
+        rows = "<tr><td colspan=\"4\">No chat yet.</td></tr>".into();
     }
     layout(
         agent,
         note,
         &format!(
-            "<table><thead><tr><th>Chat</th><th>Id</th><th>Plan</th></tr></thead><tbody>{rows}</tbody></table>"
+            "<table><thead><tr><th>Chat</th><th>Last message</th><th></th><th>Plan</th></tr></thead><tbody>{rows}</tbody></table>"
         ),
     )
 }
@@ -234,6 +246,14 @@ pub(crate) fn conversation(
         button(csrf, "pause", &fields, "Pause this chat", &back)
     });
     body.push_str("</p>");
+    if !chat.kind.is_direct() {
+        body.push_str("<p class=\"controls\">Group mode: ");
+        for mode in ["strict", "smart", "talkative"] {
+            let with_mode = [("agent", agent), ("chat", id.as_str()), ("mode", mode)];
+            body.push_str(&button(csrf, "mode", &with_mode, mode, &back));
+        }
+        body.push_str("</p>");
+    }
     layout(&format!("{agent}: {}", chat.title), note, &body)
 }
 
