@@ -108,7 +108,6 @@ pub(crate) async fn read_request(
     stream: &mut (impl AsyncRead + Unpin),
 ) -> Result<Request, ReadError> {
     let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
     let end = loop {
         if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break pos;
@@ -116,14 +115,7 @@ pub(crate) async fn read_request(
         if buf.len() > HEAD_CAP {
             return Err(ReadError::Bad(413));
         }
-        let n = stream
-            .read(&mut chunk)
-            .await
-            .map_err(|_| ReadError::Closed)?;
-        if n == 0 {
-            return Err(ReadError::Closed);
-        }
-        buf.extend_from_slice(&chunk[..n]);
+        read_more(stream, &mut buf).await?;
     };
     let head = std::str::from_utf8(&buf[..end]).map_err(|_| ReadError::Bad(400))?;
     let mut request = parse_head(head).ok_or(ReadError::Bad(400))?;
@@ -136,18 +128,28 @@ pub(crate) async fn read_request(
     }
     let mut body = buf[end + 4..].to_vec();
     while body.len() < length {
-        let n = stream
-            .read(&mut chunk)
-            .await
-            .map_err(|_| ReadError::Closed)?;
-        if n == 0 {
-            return Err(ReadError::Closed);
-        }
-        body.extend_from_slice(&chunk[..n]);
+        read_more(stream, &mut body).await?;
     }
     body.truncate(length);
     request.body = body;
     Ok(request)
+}
+
+/// Appends what the stream has next to `buf`; the connection ending first is `Closed`.
+async fn read_more(
+    stream: &mut (impl AsyncRead + Unpin),
+    buf: &mut Vec<u8>,
+) -> Result<(), ReadError> {
+    let mut chunk = [0u8; 4096];
+    let n = stream
+        .read(&mut chunk)
+        .await
+        .map_err(|_| ReadError::Closed)?;
+    if n == 0 {
+        return Err(ReadError::Closed);
+    }
+    buf.extend_from_slice(&chunk[..n]);
+    Ok(())
 }
 
 /// The request line and headers.
