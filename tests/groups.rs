@@ -1164,6 +1164,76 @@ async fn talkative_personas_and_a_person_over_100_minutes_stay_within_the_loop_g
     d.stop().await;
 }
 
+/// The world's ids survive a restart (a new world over accounts that keep their chats): a
+/// new message gets an id above every id any member's copy holds, also from a member whose
+/// copy is new. A person's message that claims a persona as its sender is not handed to that
+/// persona.
+#[tokio::test]
+async fn world_ids_stay_unique_across_a_restart_and_a_persona_cannot_be_impersonated() {
+    use personad::adapters::memory::{MemoryTelegram, World};
+    use personad::core::model::OutgoingText;
+    let clock: SharedClock = Arc::new(personad::ports::clock::VirtualClock::new(t0(), false));
+    let account = |n: &str| Arc::new(MemoryTelegram::new(n, Arc::clone(&clock), None).unwrap());
+    let (ann, bo) = (account("ann"), account("bo"));
+    let first = World::new();
+    for a in [&ann, &bo] {
+        a.ensure_chat(group(-100));
+        first.join(a);
+    }
+    let say = |from: &str, text: &str| Incoming {
+        from: from.into(),
+        text: text.into(),
+        ..Incoming::default()
+    };
+    for i in 0..3 {
+        ann.inject(ChatId(-100), say("Cy", &format!("m{i}")))
+            .await
+            .unwrap();
+    }
+    // Ann's account claims to be Bo: Bo never gets "its own" message as someone else's.
+    ann.inject(ChatId(-100), say("bo", "I am bo"))
+        .await
+        .unwrap();
+    assert!(
+        bo.transcript(ChatId(-100))
+            .iter()
+            .all(|m| m.text != "I am bo")
+    );
+    assert_eq!(bo.transcript(ChatId(-100)).len(), 3);
+    // A restart: a new world; a third persona joins with an empty copy of the group.
+    drop(first);
+    let second = World::new();
+    let cy = account("cyd");
+    cy.ensure_chat(group(-100));
+    for a in [&ann, &bo, &cy] {
+        second.join(a);
+    }
+    let sent = cy
+        .send_text(OutgoingText {
+            chat: ChatId(-100),
+            text: "hello".into(),
+            reply_to: None,
+            idempotency_key: 7,
+        })
+        .await
+        .unwrap();
+    let highest = ann
+        .transcript(ChatId(-100))
+        .iter()
+        .map(|m| m.id)
+        .filter(|id| *id != sent.id)
+        .max();
+    assert!(
+        highest.is_some_and(|h| sent.id > h),
+        "{:?} after {highest:?}",
+        sent.id
+    );
+    let ids: Vec<_> = bo.transcript(ChatId(-100)).iter().map(|m| m.id).collect();
+    let mut unique = ids.clone();
+    unique.dedup();
+    assert_eq!(ids, unique, "ids are unique in every copy");
+}
+
 /// Personas that write to each other directly (the world's direct chats) are held by the
 /// same loop guard: a direct message from the other persona is answered 3 times per 10
 /// minutes, then kept as history.

@@ -332,10 +332,14 @@ impl LlmPlanner {
             self.llm.generate(request),
         )
         .await;
-        if let Some(meter) = &self.usage
-            && let Err(e) = meter.flush_due().await
-        {
-            tracing::warn!(agent = %agent, error = %e, "usage totals not saved");
+        if let Some(meter) = &self.usage {
+            // In a task of its own: this plan may be superseded (and its task aborted) while
+            // the journal is appended to, and a save must not stop halfway.
+            let meter = Arc::clone(meter);
+            let saved = tokio::spawn(async move { meter.flush_due().await }).await;
+            if let Ok(Err(e)) = saved {
+                tracing::warn!(agent = %agent, error = %e, "usage totals not saved");
+            }
         }
         result
     }

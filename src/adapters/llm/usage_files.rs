@@ -97,7 +97,7 @@ pub(crate) struct LogRead {
 }
 
 /// Reads the journal at `path` (absent: empty), keeping lines whose sequence number is
-/// above `applied` and above every line before it.
+/// above `applied`, each number once (lines may be out of order after a retried append).
 pub(crate) fn read(path: &Path, applied: u64) -> Result<LogRead, StoreError> {
     let bytes = match store::read_file(path, store::STATE_FILE_CAP, store::Symlinks::Refuse) {
         Ok(bytes) => bytes,
@@ -119,7 +119,7 @@ pub(crate) fn parse(bytes: &[u8], applied: u64) -> LogRead {
     if !complete && !tail.is_empty() {
         out.torn_tail = true;
     }
-    let mut highest = applied;
+    let mut seen = std::collections::HashSet::new();
     for (n, chunk) in chunks.iter().enumerate() {
         if chunk.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -128,8 +128,7 @@ pub(crate) fn parse(bytes: &[u8], applied: u64) -> LogRead {
             Ok(line) => {
                 out.length += 1;
                 out.last_seq = out.last_seq.max(line.seq);
-                if line.seq > highest {
-                    highest = line.seq;
+                if line.seq > applied && seen.insert(line.seq) {
                     out.lines.push(line);
                 }
             }
@@ -417,6 +416,10 @@ mod tests {
         let seqs: Vec<u64> = read.lines.iter().map(|l| l.seq).collect();
         assert_eq!(seqs, vec![3, 4]);
         assert_eq!(read.last_seq, 4);
+        // A retried append can land after a later save's lines: order does not matter.
+        let late = parse(&encode(&[line(6, 6), line(5, 5), line(6, 6)]), 0);
+        let seqs: Vec<u64> = late.lines.iter().map(|l| l.seq).collect();
+        assert_eq!(seqs, vec![6, 5]);
     }
 
     #[test]

@@ -449,17 +449,34 @@ impl MemoryTelegram {
     }
 
     /// A message of another account of the world arrives in `chat` (this account's copy),
-    /// with the id the world gave it.
-    async fn receive(&self, chat: Chat, message: Message) -> TgResult<()> {
+    /// with the id the world gave it. False (and nothing kept) when this account blocked the
+    /// sender's direct chat.
+    async fn receive(&self, chat: Chat, message: Message) -> TgResult<bool> {
         let id = chat.id;
         self.ensure_chat(chat);
-        self.with_chat(id, |log| {
+        let kept = self.with_chat(id, |log| {
+            if log.blocked && log.chat.kind.is_direct() {
+                return false;
+            }
             log.next_id = log.next_id.max(message.id.0 + 1);
             log.messages.push(message.clone());
+            true
         })?;
+        if !kept {
+            return Ok(false);
+        }
         self.persist(id).await?;
         self.record(Action::Inbound { chat: id, message });
-        Ok(())
+        Ok(true)
+    }
+
+    /// Each chat with the id its next message would get.
+    fn next_ids(&self) -> Vec<(Chat, i64)> {
+        self.lock()
+            .chats
+            .values()
+            .map(|log| (log.chat.clone(), log.next_id))
+            .collect()
     }
 
     /// What an unread scan finds: for every direct chat that is not blocked, its newest

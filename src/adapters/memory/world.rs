@@ -59,7 +59,21 @@ impl World {
     /// Puts `account` in the world (its sends are shared from now on).
     pub fn join(self: &Arc<World>, account: &Arc<MemoryTelegram>) {
         account.set_world(Arc::downgrade(self));
-        self.lock().members.insert(
+        // The ids the account's saved chats already hold (a restart starts a new world): new
+        // messages of those conversations get higher ids than any of them.
+        let me = account.self_id;
+        let held = account.next_ids();
+        let mut inner = self.lock();
+        for (chat, next) in held {
+            let conv = if chat.kind.is_direct() {
+                Conversation::Pair(me.min(chat.id.0), me.max(chat.id.0))
+            } else {
+                Conversation::Group(chat.id)
+            };
+            let entry = inner.next_ids.entry(conv).or_insert(1);
+            *entry = (*entry).max(next);
+        }
+        inner.members.insert(
             account.self_id,
             Member {
                 account: Arc::downgrade(account),
@@ -109,6 +123,15 @@ impl World {
         let Some(conv) = self.conversation(origin, chat) else {
             return;
         };
+        if !message.outgoing {
+            // A person's message put into a chat: only a group is shared with the others (a
+            // direct chat is the account's own), and a message that claims to come from one
+            // of the world's accounts is not handed to the others as that account's.
+            let member = self.lock().members.contains_key(&message.sender.id);
+            if matches!(conv, Conversation::Pair(..)) || member {
+                return;
+            }
+        }
         let (receivers, own): (Vec<Receiver>, _) = {
             let inner = self.lock();
             let receivers = inner
@@ -144,10 +167,13 @@ impl World {
                 ..message.clone()
             };
             match account.receive(view.clone(), copy.clone()).await {
-                Ok(()) => {
+                Ok(true) => {
                     if let Some(sink) = sink {
                         sink.inbound(view, copy, true);
                     }
+                }
+                Ok(false) => {
+                    tracing::debug!(account = id, chat = %view.id, "in-memory world: the receiver blocked the sender");
                 }
                 Err(e) => {
                     tracing::warn!(account = id, chat = %view.id, error = %e, "in-memory world: a message did not reach an account");

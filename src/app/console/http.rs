@@ -233,6 +233,8 @@ pub(crate) async fn write_response(
         response.body.len()
     );
     for (name, value) in &response.headers {
+        // A header value never carries a line break (no header injection).
+        let value: String = value.chars().filter(|c| !c.is_control()).collect();
         head.push_str(&format!("{name}: {value}\r\n"));
     }
     head.push_str("\r\n");

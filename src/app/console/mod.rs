@@ -42,7 +42,7 @@ const INCIDENTS_KEPT: usize = 200;
 /// Messages of a conversation shown.
 const HISTORY_SHOWN: usize = 50;
 /// Chats whose last message the chats page reads (one history call each).
-const LAST_MESSAGES_READ: usize = 30;
+const LAST_MESSAGES_READ: usize = 10;
 
 const STYLE: &str = include_str!("style.css");
 
@@ -329,11 +329,20 @@ impl Console {
             Err(e) => format!("not done: {}", e.0),
         };
         let back = field("back")
-            .filter(|b| b.starts_with('/') && !b.starts_with("//"))
+            .filter(|b| safe_path(b))
             .unwrap_or_else(|| "/".into());
         let sep = if back.contains('?') { '&' } else { '?' };
         Response::see_other(&format!("{back}{sep}done={}", http::encode(&answer)))
     }
+}
+
+/// A local path to come back to: `/` then letters, digits and `/ _ . ~ % -` only (no `//`,
+/// no `\`, no scheme, no control characters).
+fn safe_path(p: &str) -> bool {
+    p.starts_with('/')
+        && !p.starts_with("//")
+        && p.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/_.~%-".contains(&b))
 }
 
 fn not_found() -> Response {
@@ -350,6 +359,20 @@ fn bad(why: &str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_local_paths_are_followed_back() {
+        assert!(safe_path("/agent/Tess/chat/-42") && safe_path("/"));
+        for bad in [
+            "//evil.example",
+            "/\\evil.example",
+            "https://x",
+            "/a\r\nSet-Cookie: x",
+            "x",
+        ] {
+            assert!(!safe_path(bad), "{bad:?}");
+        }
+    }
 
     #[test]
     fn secrets_are_fresh_and_compared_whole() {
