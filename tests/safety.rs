@@ -20,15 +20,23 @@ fn agent_state(dir: &std::path::Path) -> AgentState {
 }
 
 #[tokio::test]
-async fn a_flood_wait_parks_the_conversation_and_the_park_survives_a_restart() -> TestResult {
+async fn a_flood_wait_parks_the_conversation_is_notable_and_the_park_survives_a_restart()
+-> TestResult {
     let dir = tempfile::tempdir()?;
     let (flooded, other) = (dm(1), dm(2));
     let chats = [flooded.clone(), other.clone()];
     let mut h = Harness::start(dir.path(), reply_with("hello"), config(), &chats);
+    let mut notables = h.handle.observe_notables();
     h.telegram
         .fail_next(Op::SendText, TelegramError::FloodWait { secs: 120 });
     h.say(&flooded, "Bob", "hi").await; // planned at 2 s; the send hits FLOOD_WAIT_120
     h.pass(secs(10)).await;
+    // The wait is a notable event (the console's incidents, the metric, the playground).
+    let mut seen = Vec::new();
+    while let Ok(e) = notables.try_recv() {
+        seen.push((e.notable.event, e.notable.chat));
+    }
+    assert_eq!(seen, vec![("flood_wait", Some(ChatId(1)))]);
     h.say(&other, "Eve", "hey").await; // another chat is not held up
     h.pass(secs(50)).await; // 60 s: still parked
     let sends = h.sends();

@@ -121,12 +121,18 @@ impl Scheduler {
                 let until = crate::core::time::add(now, std::time::Duration::from_secs(secs));
                 graph.park(task_id, until, &reason, now);
                 warn!(
+                    event = "flood_wait",
                     conversation = %key,
                     task = %task_id,
                     until = %until,
                     reason = %reason,
                     "Telegram asked us to wait: conversation parked"
                 );
+                let detail = format!(
+                    "Telegram asked us to wait in {} until {until} ({reason}): the conversation resumes then",
+                    graph.chat.title
+                );
+                self.notable(&key.agent, Some(key.chat), "flood_wait", detail);
                 self.mark_dirty(key);
             }
             Err(TaskError::ChatForbidden(reason)) => {
