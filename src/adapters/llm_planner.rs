@@ -332,7 +332,7 @@ impl LlmPlanner {
             self.llm.generate(request),
         )
         .await;
-        if let Some(meter) = &self.usage {
+        if let Some(meter) = self.usage.as_ref().filter(|m| m.save_due()) {
             // In a task of its own: this plan may be superseded (and its task aborted) while
             // the journal is appended to, and a save must not stop halfway.
             let meter = Arc::clone(meter);

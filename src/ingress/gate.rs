@@ -251,33 +251,34 @@ impl GroupGate {
 
     /// The direct-chat step of the admission chain: a message from another persona of this
     /// daemon (the in-memory world lets personas write to each other) is answered within the
-    /// same loop guard as in groups; past it, it is history. Anyone else passes.
+    /// same loop guard as in groups (`decide::decide_direct`); past it, it is history. Anyone
+    /// else passes.
     pub(crate) fn admit_direct(&self, chat: &Chat, message: &Message) -> Admit {
         let inner = &self.inner;
         let profile = inner.profile();
-        let peer = message.sender.id;
-        if !inner.peer_ids(&profile).contains(&peer) {
+        let peers = inner.peer_ids(&profile);
+        if !peers.contains(&message.sender.id) {
             return Admit::Pass;
         }
         let now = inner.clock.now();
-        let held = {
+        let decision = {
             let mut chats = inner.chats();
             let g = chats.entry(chat.id).or_default();
-            let held = g.state.loop_guard_holds(peer, &profile.persona.group, now);
-            if !held {
-                g.state.record_plan(now, Some(peer));
+            let ctx = Context {
+                identity: &profile.identity,
+                settings: &profile.persona.group,
+                mode: profile.persona.group.mode,
+                peers: &peers,
+            };
+            let d = decide::decide_direct(&ctx, &g.state, message, now);
+            if d.triggered() {
+                g.state.record_plan(now, Some(message.sender.id));
             }
-            held
+            d
         };
-        if !held {
+        if decision.triggered() {
             return Admit::Pass;
         }
-        let decision = Decision {
-            stage: decide::Stage::Prefilter,
-            verdict: Verdict::History,
-            reason: "loop_guard",
-            scores: None,
-        };
         self.emit(chat.id, message.id, &decision);
         Admit::As(Admission::History)
     }

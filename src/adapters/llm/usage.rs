@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 
 pub use super::usage_files::read_totals;
-use super::usage_files::{self, COMPACT_AT, LogLine, write_table};
+use super::usage_files::{self, COMPACT_AT, Key, LogLine, write_table};
 use crate::adapters::store::{self, StateDir, StoreError};
 use crate::core::budget::Spend;
 use crate::ports::clock::SharedClock;
@@ -189,9 +189,12 @@ struct Journal {
     length: BTreeMap<String, usize>,
 }
 
-type Key = (String, String, String);
-
 impl UsageRow {
+    /// Its key in the totals: agent, model, day.
+    pub(crate) fn key(&self) -> Key {
+        (self.agent.clone(), self.model.clone(), self.day.clone())
+    }
+
     /// A row of `agent`, `model` and `day` with nothing counted yet.
     pub(crate) fn zero(agent: &str, model: &str, day: &str) -> UsageRow {
         UsageRow {
@@ -233,11 +236,7 @@ impl UsageMeter {
     /// (`*.unreadable`) with a warning, never overwritten.
     pub fn load(state: StateDir, clock: SharedClock) -> UsageMeter {
         let loaded = usage_files::load(&state);
-        let totals = loaded
-            .rows
-            .into_iter()
-            .map(|r| ((r.agent.clone(), r.model.clone(), r.day.clone()), r))
-            .collect();
+        let totals = loaded.rows.into_iter().map(|r| (r.key(), r)).collect();
         let journal = Journal {
             pending: Vec::new(),
             last_seq: loaded.last_seq,
@@ -314,7 +313,7 @@ impl UsageMeter {
         change(&mut delta);
         {
             let mut totals = self.totals.lock().unwrap_or_else(PoisonError::into_inner);
-            let key = (delta.agent.clone(), delta.model.clone(), delta.day.clone());
+            let key = delta.key();
             let row = totals
                 .entry(key)
                 .or_insert_with(|| UsageRow::zero(&delta.agent, &delta.model, &delta.day));
@@ -400,15 +399,18 @@ impl UsageMeter {
     /// agent, not a rewrite per call), and folds long journals into their tables. The daemon
     /// and the playground call [`UsageMeter::flush`] once more when they stop.
     pub async fn flush_due(&self) -> Result<(), StoreError> {
-        let due = self
-            .saved_at
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_none_or(|at| at.elapsed() >= SAVE_EVERY);
-        if due {
+        if self.save_due() {
             self.save(false).await?;
         }
         Ok(())
+    }
+
+    /// Whether the last save is older than [`SAVE_EVERY`] (or there was none).
+    pub fn save_due(&self) -> bool {
+        self.saved_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none_or(|at| at.elapsed() >= SAVE_EVERY)
     }
 
     /// Appends every call not saved yet and folds every journal into its table (at exit).

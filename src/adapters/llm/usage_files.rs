@@ -23,7 +23,8 @@ use crate::adapters::store::{self, StateDir, StoreError};
 
 const FORMAT: u32 = 1;
 
-type Key = (String, String, String);
+/// A row's key: agent, model, UTC day.
+pub(crate) type Key = (String, String, String);
 
 /// Journal lines after which the meter folds an agent's journal into its table.
 pub(crate) const COMPACT_AT: usize = 512;
@@ -321,12 +322,11 @@ fn read_agent(dir: &Path, stem: &str) -> AgentUsage {
         .map(|t| t.rows)
         .unwrap_or_default()
         .into_iter()
-        .map(|r| ((r.agent.clone(), r.model.clone(), r.day.clone()), r))
+        .map(|r| (r.key(), r))
         .collect();
     for line in log.lines.iter().filter(|l| l.seq > applied) {
-        let key = (line.agent.clone(), line.model.clone(), line.day.clone());
         let row = rows
-            .entry(key)
+            .entry((line.agent.clone(), line.model.clone(), line.day.clone()))
             .or_insert_with(|| UsageRow::zero(&line.agent, &line.model, &line.day));
         line.add_to(row);
     }

@@ -258,7 +258,11 @@ impl Console {
                     }
                 }
             }
-            ["drafts"] => pages::drafts(&c.draft_views().await, &self.csrf, note),
+            ["drafts"] => {
+                let mut waiting = c.draft_views().await;
+                waiting.retain(|d| !d.decided);
+                pages::drafts(&waiting, &self.csrf, note)
+            }
             ["usage"] => pages::usage(&self.usage.totals()),
             ["incidents"] => {
                 let events: Vec<NotableEvent> = self

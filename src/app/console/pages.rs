@@ -42,6 +42,31 @@ pub(crate) fn layout(title: &str, note: Option<&str>, body: &str) -> String {
     )
 }
 
+/// A form posting `op` (and its fields, and the CSRF token) to `/action`, back to `back`,
+/// around `inner` (its visible controls); `class` styles the form.
+fn form(
+    csrf: &str,
+    op: &str,
+    fields: &[(&str, &str)],
+    back: &str,
+    class: &str,
+    inner: &str,
+) -> String {
+    let mut hidden = String::new();
+    for (k, v) in [("csrf", csrf), ("op", op), ("back", back)]
+        .iter()
+        .chain(fields)
+    {
+        let _ = write!(
+            hidden,
+            "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
+            esc(k),
+            esc(v)
+        );
+    }
+    format!("<form method=\"post\" action=\"/action\"{class}>{hidden}{inner}</form>")
+}
+
 /// A one-button form posting `op` (and its fields) to `/action`, back to `back`.
 pub(crate) fn button(
     csrf: &str,
@@ -50,23 +75,12 @@ pub(crate) fn button(
     label: &str,
     back: &str,
 ) -> String {
-    let mut hidden = String::new();
-    for (k, v) in fields {
-        let _ = write!(
-            hidden,
-            "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
-            esc(k),
-            esc(v)
-        );
-    }
-    format!(
-        "<form method=\"post\" action=\"/action\" class=\"inline\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><input type=\"hidden\" name=\"op\" value=\"{}\"><input type=\"hidden\" name=\"back\" value=\"{}\">{hidden}<button type=\"submit\" name=\"do\" value=\"{}\">{}</button></form>",
-        esc(csrf),
-        esc(op),
-        esc(back),
+    let inner = format!(
+        "<button type=\"submit\" name=\"do\" value=\"{}\">{}</button>",
         esc(op),
         esc(label)
-    )
+    );
+    form(csrf, op, fields, back, " class=\"inline\"", &inner)
 }
 
 /// The login page (the only page without the token).
@@ -264,30 +278,26 @@ pub(crate) fn drafts(list: &[DraftView], csrf: &str, note: Option<&str>) -> Stri
         body.push_str("<p id=\"no-drafts\">No draft waits.</p>");
     }
     for d in list {
+        let fields = [("agent", d.agent.as_str()), ("id", d.id.as_str())];
+        let edit = form(
+            csrf,
+            "approve",
+            &fields,
+            "/drafts",
+            "",
+            "<textarea name=\"text\" rows=\"2\" placeholder=\"Send this instead\"></textarea><button type=\"submit\">Send my text</button>",
+        );
         let _ = write!(
             body,
-            "<section class=\"draft\" data-draft=\"{id}\"><h2>{agent} in <a href=\"/agent/{ua}/chat/{chat}\">{title}</a></h2><pre>{text}</pre>{approve}<form method=\"post\" action=\"/action\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><input type=\"hidden\" name=\"op\" value=\"approve\"><input type=\"hidden\" name=\"back\" value=\"/drafts\"><input type=\"hidden\" name=\"agent\" value=\"{agent}\"><input type=\"hidden\" name=\"id\" value=\"{id}\"><textarea name=\"text\" rows=\"2\" placeholder=\"Send this instead\"></textarea><button type=\"submit\">Send my text</button></form>{reject}</section>",
+            "<section class=\"draft\" data-draft=\"{id}\"><h2>{agent} in <a href=\"/agent/{ua}/chat/{chat}\">{title}</a></h2><pre>{text}</pre>{approve}{edit}{reject}</section>",
             id = esc(&d.id),
             agent = esc(&d.agent),
             ua = encode(&d.agent),
             chat = d.chat.0,
             title = esc(&d.title),
             text = esc(&d.text),
-            csrf = esc(csrf),
-            approve = button(
-                csrf,
-                "approve",
-                &[("agent", &d.agent), ("id", &d.id)],
-                "Approve",
-                "/drafts"
-            ),
-            reject = button(
-                csrf,
-                "reject",
-                &[("agent", &d.agent), ("id", &d.id)],
-                "Reject",
-                "/drafts"
-            ),
+            approve = button(csrf, "approve", &fields, "Approve", "/drafts"),
+            reject = button(csrf, "reject", &fields, "Reject", "/drafts"),
         );
     }
     layout("Drafts", note, &body)

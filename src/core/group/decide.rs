@@ -314,6 +314,28 @@ pub fn decide(
     }
 }
 
+/// A direct message. From another persona of this daemon it is answered within the loop
+/// guard, as in groups (`loop_guard` past it); from anyone else it always plans.
+pub fn decide_direct(
+    ctx: &Context<'_>,
+    state: &ChatState,
+    msg: &Message,
+    now: Timestamp,
+) -> Decision {
+    let peer = msg.sender.id;
+    if ctx.peers.contains(&peer) && state.loop_guard_holds(peer, ctx.settings, now) {
+        return Decision::new(Stage::Prefilter, Verdict::History, "loop_guard");
+    }
+    Decision::new(
+        Stage::Explicit,
+        Verdict::Trigger {
+            at: now,
+            quote: false,
+        },
+        "direct",
+    )
+}
+
 /// The last stage, once the classifier answered for `msg` (`scores`), or failed (`None`:
 /// fail closed).
 pub fn resolve(

@@ -109,11 +109,9 @@ fn parse(text: &str) -> (Vec<Table>, Vec<String>) {
         };
         match kind.trim() {
             "open" => table.open.extend(words(rest)),
-            "any" => table.any.extend(
-                rest.split('|')
-                    .map(|entry| words(entry).collect::<Vec<_>>())
-                    .filter(|w| !w.is_empty()),
-            ),
+            "any" => table
+                .any
+                .extend(rest.split('|').map(words).filter(|w| !w.is_empty())),
             "suffix" => table.suffix.extend(words(rest)),
             other => bad.push(format!("line {}: unknown kind `{other}`", n + 1)),
         }
@@ -136,7 +134,7 @@ fn fold(c: char) -> Option<char> {
 }
 
 /// The words of `text`, folded and lower-cased (a word is a run of letters and digits).
-fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+fn words(text: &str) -> Vec<String> {
     let folded: String = text
         .chars()
         .filter_map(fold)
@@ -146,8 +144,7 @@ fn words(text: &str) -> impl Iterator<Item = String> + '_ {
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(str::to_owned)
-        .collect::<Vec<_>>()
-        .into_iter()
+        .collect()
 }
 
 /// Whether `text` is a question or a request: a question mark, or a word of the tables of
@@ -166,7 +163,7 @@ pub(crate) fn looks_like_request(text: &str, languages: &[String]) -> bool {
         }
     });
     let sentences = sentences(text);
-    let all: Vec<String> = words(text).collect();
+    let all = words(text);
     let han: String = text.chars().filter_map(fold).collect();
     chosen.into_iter().any(|t| {
         sentences
@@ -210,7 +207,7 @@ pub(crate) fn known_languages() -> String {
 /// forms), so an opening word counts after a greeting ("Hi all. How do I …").
 fn sentences(text: &str) -> Vec<Vec<String>> {
     text.split(['.', '!', ';', '\n', '。', '！', '؛', '…'])
-        .map(|s| words(s).collect::<Vec<_>>())
+        .map(words)
         .filter(|w| !w.is_empty())
         .collect()
 }

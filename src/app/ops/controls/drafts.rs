@@ -26,30 +26,25 @@ impl Controller {
                 .and_then(|p| p.timezone.clone())
                 .unwrap_or(jiff::tz::TimeZone::UTC)
         };
-        for g in self.graphs().await {
-            if agent.as_ref().is_some_and(|a| *a != g.agent) {
+        for d in self.draft_views().await {
+            if agent.as_ref().is_some_and(|a| *a != d.agent) {
                 continue;
             }
-            for t in g.tasks.iter().filter(|t| t.status != TaskStatus::Done) {
-                let TaskSpec::Draft { draft, posted, .. } = &t.spec else {
-                    continue;
-                };
-                let state = match (posted, t.not_before) {
-                    (Some(_), Some(until)) => format!(
-                        "waits until {}",
-                        until
-                            .to_zoned(tz_of(&g.agent))
-                            .strftime("%Y-%m-%d %H:%M %Z")
-                    ),
-                    _ => "being posted to the owner".into(),
-                };
-                text.push_str(&format!(
-                    "{} {} ({state}):\n  {}\n",
-                    g.agent,
-                    t.id,
-                    draft.replace('\n', "\n  ")
-                ));
-            }
+            let state = match d.waits_until {
+                Some(until) => format!(
+                    "waits until {}",
+                    until
+                        .to_zoned(tz_of(&d.agent))
+                        .strftime("%Y-%m-%d %H:%M %Z")
+                ),
+                None => "being posted to the owner".into(),
+            };
+            text.push_str(&format!(
+                "{} {} ({state}):\n  {}\n",
+                d.agent,
+                d.id,
+                d.text.replace('\n', "\n  ")
+            ));
         }
         if text.is_empty() {
             text = "no draft waits".into();

@@ -22,7 +22,7 @@ pub(crate) struct AgentView {
     pub plans: usize,
 }
 
-/// A draft that waits for the owner.
+/// A draft task not done yet, as the graph files show it.
 #[derive(Debug, Clone)]
 pub(crate) struct DraftView {
     pub agent: String,
@@ -30,6 +30,10 @@ pub(crate) struct DraftView {
     pub chat: ChatId,
     pub title: String,
     pub text: String,
+    /// Posted to the owner and waiting until this instant (`None`: being posted).
+    pub waits_until: Option<jiff::Timestamp>,
+    /// The owner has answered; the runtime is applying it.
+    pub decided: bool,
 }
 
 impl Controller {
@@ -105,14 +109,15 @@ impl Controller {
         Ok((info, messages))
     }
 
-    /// Every draft that waits for the owner.
+    /// Every draft task not done yet (`/drafts`, `ctl drafts` and the console read this).
     pub(crate) async fn draft_views(&self) -> Vec<DraftView> {
         let mut out = Vec::new();
         for g in self.graphs().await {
             for t in g.tasks.iter().filter(|t| t.status != TaskStatus::Done) {
                 if let TaskSpec::Draft {
                     draft,
-                    decision: None,
+                    posted,
+                    decision,
                     ..
                 } = &t.spec
                 {
@@ -122,6 +127,8 @@ impl Controller {
                         chat: g.chat.id,
                         title: g.chat.title.clone(),
                         text: draft.clone(),
+                        waits_until: posted.as_ref().and(t.not_before),
+                        decided: decision.is_some(),
                     });
                 }
             }

@@ -24,6 +24,24 @@ pub(super) struct Said<'a> {
     pub text: &'a str,
 }
 
+/// The in-memory group titled `title` (its id follows from the title, as in every account).
+fn group_named(title: &str) -> Chat {
+    Chat {
+        id: ChatId(-user_id_for(title)),
+        kind: ChatKind::Group,
+        title: title.to_string(),
+    }
+}
+
+/// The in-memory direct chat with the user `name`.
+fn direct_with(name: &str) -> Chat {
+    Chat {
+        id: ChatId(user_id_for(name)),
+        kind: ChatKind::Direct,
+        title: name.to_string(),
+    }
+}
+
 impl Controller {
     /// `ctl say`: puts a message into an in-memory chat and hands it to the runtime through
     /// the gate (so `--chat me` is the owner writing in Saved Messages).
@@ -58,11 +76,7 @@ impl Controller {
             let target = match (saved_messages, group, chat) {
                 (true, _, _) => ChatId(memory.self_id()),
                 (false, Some(title), _) => {
-                    let chat = Chat {
-                        id: ChatId(-user_id_for(title)),
-                        kind: ChatKind::Group,
-                        title: title.to_string(),
-                    };
+                    let chat = group_named(title);
                     memory.ensure_chat(chat.clone());
                     chat.id
                 }
@@ -71,12 +85,7 @@ impl Controller {
                 (false, None, Some(c)) => match c.parse::<i64>() {
                     Ok(id) => ChatId(id),
                     Err(_) => {
-                        let name = c.trim_start_matches('@');
-                        let chat = Chat {
-                            id: ChatId(user_id_for(name)),
-                            kind: ChatKind::Direct,
-                            title: name.to_string(),
-                        };
+                        let chat = direct_with(c.trim_start_matches('@'));
                         memory.ensure_chat(chat.clone());
                         chat.id
                     }
@@ -101,22 +110,14 @@ impl Controller {
                 .await);
         }
         let chat = match (group, chat) {
-            (Some(title), _) => Chat {
-                id: ChatId(-user_id_for(title)),
-                kind: ChatKind::Group,
-                title: title.to_string(),
-            },
+            (Some(title), _) => group_named(title),
             (None, Some(c)) => {
                 let id = c
                     .parse::<i64>()
                     .map_err(|_| OpError(format!("--chat takes an id or `me`, not {c:?}")))?;
                 memory.chat(ChatId(id)).await.map_err(OpError::of)?
             }
-            (None, None) => Chat {
-                id: ChatId(user_id_for(from)),
-                kind: ChatKind::Direct,
-                title: from.to_string(),
-            },
+            (None, None) => direct_with(from),
         };
         memory.ensure_chat(chat.clone());
         let msg = memory
