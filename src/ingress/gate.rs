@@ -72,6 +72,16 @@ struct Profile {
 }
 
 impl Profile {
+    /// What the pure pipeline knows around a message of a chat in `mode`.
+    fn context<'a>(&'a self, mode: TriggerMode, peers: &'a [i64]) -> Context<'a> {
+        Context {
+            identity: &self.identity,
+            settings: &self.persona.group,
+            mode,
+            peers,
+        }
+    }
+
     fn new(persona: Arc<Persona>, identity: Identity, command_model: Option<&str>) -> Profile {
         let classifier_model = persona
             .group
@@ -264,12 +274,7 @@ impl GroupGate {
         let decision = {
             let mut chats = inner.chats();
             let g = chats.entry(chat.id).or_default();
-            let ctx = Context {
-                identity: &profile.identity,
-                settings: &profile.persona.group,
-                mode: profile.persona.group.mode,
-                peers: &peers,
-            };
+            let ctx = profile.context(profile.persona.group.mode, &peers);
             let d = decide::decide_direct(&ctx, &g.state, message, now);
             if d.triggered() {
                 g.state.record_plan(now, Some(message.sender.id));
@@ -295,12 +300,7 @@ impl GroupGate {
         let decision = {
             let mut chats = inner.chats();
             let g = chats.entry(chat.id).or_default();
-            let ctx = Context {
-                identity: &profile.identity,
-                settings: &profile.persona.group,
-                mode,
-                peers: &peers,
-            };
+            let ctx = profile.context(mode, &peers);
             let d = decide::decide(
                 &ctx,
                 &g.state,
@@ -436,12 +436,7 @@ impl GroupGate {
             let g = chats.entry(chat.id).or_default();
             // The batch is settled: what came in since waits for the next call.
             g.pending.retain(|m| m.id > target.id);
-            let ctx = Context {
-                identity: &profile.identity,
-                settings: &profile.persona.group,
-                mode,
-                peers: &peers,
-            };
+            let ctx = profile.context(mode, &peers);
             let d = decide::resolve(&ctx, &g.state, &target, scores, now);
             if let Verdict::Trigger { at, .. } = d.verdict {
                 g.state.record_plan(at, None);
