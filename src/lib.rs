@@ -11,11 +11,13 @@
 //!   - `graph`: task graphs as data and transitions; `graph::codec` is their on-disk form.
 //!   - `scheduler`: the pure state machine over graphs (events in, effects out); `admission`
 //!     says how an admitted message enters it, `finish` applies a finished task, `owner`
-//!     holds drafts and notices to the owner, `budget` the spending caps; `outcome` is what
+//!     holds drafts and notices to the owner, `controls` the owner's requests (pauses,
+//!     modes, plans) and the answers to commands, `budget` the spending caps; `outcome` is what
 //!     a task hands back.
 //!   - `approval`, `budget`: draft mode as data (modes, the owner's reply, edits of a plan)
 //!     and daily spending caps (parse, levels).
-//!   - `safety`, `agent_state`: per-agent safety (disabled chats, the breaker) and its record.
+//!   - `safety`, `agent_state`: per-agent safety (disabled chats, the breaker) and its record,
+//!     with what the owner set (pauses, trigger and draft modes).
 //!   - `persona`: persona files parsed (raw sections) and validated into `Persona`.
 //!   - `blocks`: the model's task-block reply parsed into actions (adversarial input).
 //!   - `plan`, `prompt`, `llm`: the planner's request and actions, the cache-stable prompt,
@@ -31,21 +33,25 @@
 //!     time arithmetic.
 //! - [`ports`]: the traits at the edges: `telegram`, `llm`, `planner`, `clock` (with its
 //!   virtual twin), `store`, `facts` (long-term memory), `media`, `stickers`, `groups`,
-//!   `updates`; `backoff` waits on the clock.
+//!   `updates`, `spend` (the usage meter's reports); `backoff` waits on the clock.
 //! - [`runtime`]: the driver (async loop), work queue, durable writes off the loop, the
-//!   handle, and `handlers` (one per task kind, registered in one place).
-//! - [`ingress`]: the one admission chain (`chain`: owner controls → filters → group gate →
-//!   queue), the group gate, the classifier call, the pump's runtime sink.
+//!   handle (built before the runtime from a `RuntimeSeed`), and `handlers` (one per task
+//!   kind, registered in one place). It owns its state, what the owner set included.
+//! - [`ingress`]: the one door for inbound messages (`Ingress`, owning the plain runtime
+//!   handle: sender rule → owner controls → filters → group gate → queue), the chain's
+//!   vocabulary (`admit`), the group gate, the classifier call, the pump's runtime sink.
 //! - [`adapters`]: MTProto (`mtproto`, the only grammers user), the in-memory Telegram
 //!   (`memory`, with `World` for several accounts that meet), the account-safety `governor`, LLM clients and router (`llm`), the LLM
 //!   planner, the media pipeline, curated stickers, the persona loader, the Telegram Desktop
 //!   export reader, and the crash-safe state `store` (every path under `state/` is built in
 //!   `store::layout`; `store::presence` reads schedule days and intents).
-//! - [`app`]: the composition root (`services`), `daemon` (`run`, `login`), `playground`
-//!   (`chat`), `bench` (and `bench_memory`), `memory_report` and `presence_report` (the
-//!   operator's views of memory and of schedules), `replay`, the crash child, `commands` (`check`, `state`), `cli`,
-//!   `ops` (systemd notify, owner controls, ctl socket, metrics, file watching), `console`
-//!   (the local web console), `logging`.
+//! - [`app`]: the composition root (`services`: the one place that builds what the runtime
+//!   runs on), `lifecycle` (one task tracker and stop token per run), `daemon` (`run`,
+//!   `login`), `playground` (`chat`), `bench` (and `bench_memory`), `memory_report` and
+//!   `presence_report` (the operator's views of memory and of schedules), `replay`, the crash
+//!   child, `commands` (`check`, `state`), `cli`, `ops` (systemd notify, the one signal loop,
+//!   the one reloader, owner controls, ctl socket, metrics, file watching), `console` (the
+//!   local web console), `logging`.
 //! - [`cmd`]: one module per subcommand, each a call into `app`; `main` dispatches here.
 //! - `fuzz` (feature `fuzzing`): one entry point per parser of outside input, for `fuzz/`.
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{AGENT, Harness, TestResult, config, controller, dm, reply_with, secs};
+use common::{AGENT, Harness, TestResult, config, controls, dm, reply_with, secs};
 use personad::adapters::store::StateDir;
 use personad::app::ops::controls::Op;
 use personad::core::model::{ChatId, Message, MessageId, Sender};
@@ -40,10 +40,9 @@ async fn a_chat_named_by_username_is_paused_and_its_messages_do_not_plan() -> Te
         config(),
         std::slice::from_ref(&alice),
     );
-    let ctl = controller(&h);
-    let gated = h.handle.clone().with_gate(ctl.gate());
+    let (ctl, gated) = controls(&h);
     // Alice writes: she is answered, and her username is now known.
-    gated.push_inbound(
+    gated.push(
         AGENT,
         alice.clone(),
         from_user(alice.id, 1, "alice_w", "hello", &h),
@@ -63,7 +62,7 @@ async fn a_chat_named_by_username_is_paused_and_its_messages_do_not_plan() -> Te
     assert!(answer.contains("paused chat 5"), "{answer}");
     assert!(ctl.is_paused(AGENT, alice.id));
     // Paused: the message is let in but not planned.
-    gated.push_inbound(
+    gated.push(
         AGENT,
         alice.clone(),
         from_user(alice.id, 2, "alice_w", "you there?", &h),
@@ -75,7 +74,7 @@ async fn a_chat_named_by_username_is_paused_and_its_messages_do_not_plan() -> Te
     h.pass(secs(3601)).await;
     assert!(!ctl.is_paused(AGENT, alice.id));
     // A command from Alice is not executed and not planned.
-    gated.push_inbound(
+    gated.push(
         AGENT,
         alice.clone(),
         from_user(alice.id, 3, "alice_w", "/pause all", &h),
@@ -85,7 +84,7 @@ async fn a_chat_named_by_username_is_paused_and_its_messages_do_not_plan() -> Te
     assert_eq!(h.sends().len(), 1, "a stranger's command was planned");
     assert!(!ctl.is_paused(AGENT, ChatId(99)));
     // Her next ordinary message is answered again.
-    gated.push_inbound(
+    gated.push(
         AGENT,
         alice.clone(),
         from_user(alice.id, 4, "alice_w", "hello?", &h),
@@ -93,9 +92,9 @@ async fn a_chat_named_by_username_is_paused_and_its_messages_do_not_plan() -> Te
     );
     h.settle().await;
     assert_eq!(h.sends().len(), 2);
-    // The pause was saved for the next start.
-    let saved = personad::app::ops::controls::load_pauses(&StateDir::new(&h.state), AGENT);
-    assert!(saved.chats.contains_key(&5));
+    // The pause was saved for the next start, in the agent's state (the runtime's record).
+    let (saved, _) = personad::adapters::store::load_agent_state(&StateDir::new(&h.state), AGENT)?;
+    assert!(saved.pauses.chats.contains_key(&ChatId(5)));
     h.stop().await?;
     Ok(())
 }

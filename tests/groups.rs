@@ -17,9 +17,9 @@ use personad::core::group::classifier::Scores;
 use personad::core::group::decide::{self, ChatState, Context, Identity, Inbound, Stage, Verdict};
 use personad::core::group::settings::{GroupSettings, TriggerMode};
 use personad::core::model::{ChatId, Mention, Message, MessageId, Sender};
-use personad::ingress::chain::{Chain, Groups};
 use personad::ingress::classifier::Classifier;
 use personad::ingress::gate::{GateConfig, GroupGate, identity_for};
+use personad::ingress::{Groups, Ingress};
 use personad::ports::clock::{self, SharedClock};
 use personad::ports::llm::ApiKey;
 use personad::ports::telegram::Telegram;
@@ -484,9 +484,8 @@ struct GroupRun {
     h: Harness,
     gate: GroupGate,
     /// The agent's gates as the MTProto pump's sink holds them (`RuntimeSink::groups`).
-    groups: Arc<Groups>,
     /// The runtime behind the admission chain (the group gate's step), as sources see it.
-    gated: RuntimeHandle,
+    gated: Ingress,
     planner: Arc<ScriptedPlanner>,
 }
 
@@ -521,24 +520,15 @@ fn start_group(dir: &std::path::Path, headings: &str, server: Option<&MockServer
         peers: personad::ingress::gate::peers([]),
         modes: Default::default(),
     });
-    let groups = Groups::new();
+    let groups = Arc::clone(&h.groups);
     groups.insert(AGENT, gate.clone());
-    let gated = gated_by(&h.handle, &groups);
+    let gated = Ingress::new(h.handle.clone(), None, Arc::clone(&groups));
     GroupRun {
         h,
         gate,
-        groups,
         gated,
         planner,
     }
-}
-
-/// The runtime behind an admission chain over `groups`.
-fn gated_by(handle: &RuntimeHandle, groups: &Arc<Groups>) -> RuntimeHandle {
-    handle.set_groups(Arc::clone(groups) as _);
-    handle
-        .clone()
-        .with_gate(Chain::new(None, Arc::clone(groups)))
 }
 
 impl GroupRun {
@@ -556,7 +546,7 @@ impl GroupRun {
             )
             .await
             .unwrap_or_else(|e| panic!("inject: {e}"));
-        self.gated.push_inbound(AGENT, group(-100), m.clone(), true);
+        self.gated.push(AGENT, group(-100), m.clone(), true);
         m
     }
 
@@ -691,8 +681,7 @@ async fn a_lightweight_answer_is_one_reaction_and_no_planning_call() {
     // production feed of replies-to-us and share of voice).
     let sink = personad::ingress::sink::RuntimeSink {
         agent: AGENT.into(),
-        runtime: g.gated.clone(),
-        groups: Arc::clone(&g.groups),
+        ingress: g.gated.clone(),
     };
     personad::ports::updates::Sink::own_sent(&sink, &group(-100), &ours[0]);
     g.say("Bob", "thanks a lot").await;
@@ -879,7 +868,7 @@ struct Duo {
     hold: Option<personad::ports::clock::Hold>,
     accounts: Vec<Arc<personad::adapters::memory::MemoryTelegram>>,
     gates: Vec<GroupGate>,
-    gated: RuntimeHandle,
+    gated: Ingress,
     handle: RuntimeHandle,
     planner: Arc<ScriptedPlanner>,
     /// The runtime never went idle (the personas never stopped talking).
@@ -931,6 +920,7 @@ fn duo(dir: &std::path::Path, headings: &str, eager: bool) -> Duo {
             reply_to: None,
         }])
     }));
+    let groups = Groups::new();
     let runtime = Runtime::new(
         config(),
         (0..2)
@@ -943,7 +933,8 @@ fn duo(dir: &std::path::Path, headings: &str, eager: bool) -> Duo {
         GraphStore::new(StateDir::new(dir)),
         Arc::clone(&clock),
     )
-    .with_stickers(Arc::new(personad::adapters::stickers::StickerCatalog::new()));
+    .with_stickers(Arc::new(personad::adapters::stickers::StickerCatalog::new()))
+    .with_groups(Arc::clone(&groups) as _);
     let handle = runtime.handle();
     let run = tokio::spawn(runtime.run());
     let ids: Vec<i64> = accounts.iter().map(|a| a.self_id()).collect();
@@ -965,11 +956,10 @@ fn duo(dir: &std::path::Path, headings: &str, eager: bool) -> Duo {
             })
         })
         .collect();
-    let groups = Groups::new();
     for (name, gate) in DUO.iter().zip(&gates) {
         groups.insert(name, gate.clone());
     }
-    let gated = gated_by(&handle, &groups);
+    let gated = Ingress::new(handle.clone(), None, Arc::clone(&groups));
     // What one persona sends reaches the other through the world, into its runtime behind
     // the admission chain (as `run --telegram memory` wires it).
     for (i, name) in DUO.iter().enumerate() {
@@ -977,8 +967,7 @@ fn duo(dir: &std::path::Path, headings: &str, eager: bool) -> Duo {
             ids[i],
             Arc::new(RuntimeSink {
                 agent: (*name).into(),
-                runtime: gated.clone(),
-                groups: Arc::clone(&groups),
+                ingress: gated.clone(),
             }),
         );
     }
@@ -1011,7 +1000,7 @@ impl Duo {
             )
             .await
             .unwrap();
-        self.gated.push_inbound(DUO[0], group(-100), m, true);
+        self.gated.push(DUO[0], group(-100), m, true);
     }
 
     /// Lets virtual time run for `span`, in steps of 30 s, letting the runtime settle.

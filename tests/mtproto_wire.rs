@@ -873,8 +873,11 @@ mod end_to_end {
         let sink = Arc::new(Counting {
             inner: RuntimeSink {
                 agent: AGENT.into(),
-                runtime: h.handle.clone(),
-                groups: personad::ingress::chain::Groups::new(),
+                ingress: personad::ingress::Ingress::new(
+                    h.handle.clone(),
+                    None,
+                    personad::ingress::Groups::new(),
+                ),
             },
             seen: AtomicUsize::new(0),
         });

@@ -1893,7 +1893,14 @@ fn a_message_left_unplanned_is_planned_at_the_next_start_of_the_memory_backend()
             .any(|t| t.starts_with("Tess heard")),
         "answered while paused"
     );
-    std::fs::remove_file(s.state().join("Tess").join("controls.json"))?;
+    // The pause is lifted behind the daemon's back (it lives in the agent's state).
+    let state_file = s.state().join("Tess").join("agent-state.json");
+    let mut state: Value = serde_json::from_str(&std::fs::read_to_string(&state_file)?)?;
+    state
+        .as_object_mut()
+        .and_then(|o| o.remove("pauses"))
+        .ok_or("the pause is not in the agent's state")?;
+    std::fs::write(&state_file, state.to_string())?;
     for run in 0..2 {
         let child = start(&s, &["--planner", "echo"], &[])?;
         let mut reaper = Reaper(Some(child));

@@ -1112,8 +1112,11 @@ fn pump_into_runtime(
         sink: Arc::new(Tee {
             runtime: RuntimeSink {
                 agent: common::AGENT.into(),
-                runtime: h.handle.clone(),
-                groups: personad::ingress::chain::Groups::new(),
+                ingress: personad::ingress::Ingress::new(
+                    h.handle.clone(),
+                    None,
+                    personad::ingress::Groups::new(),
+                ),
             },
             recorder: Arc::clone(&recorder),
         }),

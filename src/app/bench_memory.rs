@@ -13,7 +13,7 @@ use jiff::Timestamp;
 
 use crate::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
 use crate::adapters::memory::{Incoming, MemoryTelegram};
-use crate::adapters::store::{GraphStore, StateDir};
+use crate::adapters::store::StateDir;
 use crate::app::commands::CommandError;
 use crate::core::config::{Pacing, RuntimeConfig};
 use crate::core::llm::{LlmOutcome, LlmRequest, Part};
@@ -139,16 +139,29 @@ pub async fn run(
         crate::adapters::persona_loader::parse_persona(std::path::Path::new("bench.md"), &src, &[])
             .persona
             .ok_or_else(|| CommandError::Failed("the bench persona does not parse".into()))?;
-    let runtime = crate::app::services::runtime(
-        config,
-        vec![AgentHandle {
+    let state = StateDir::new(tmp.path().join("state"));
+    let services = crate::app::services::Services::build(crate::app::services::Spec {
+        config: config,
+        agents: vec![AgentHandle {
             persona: Arc::new(persona),
             telegram: telegram.clone(),
         }],
-        Arc::new(planner),
-        GraphStore::new(StateDir::new(tmp.path().join("state"))),
-        &clock,
-    );
+        clock: Arc::clone(&clock),
+        state: state.clone(),
+        graphs: state.clone(),
+        planner: {
+            let planner: crate::ports::planner::SharedPlanner = Arc::new(planner);
+            Box::new(move |_| planner)
+        },
+        llm: None,
+        media: None,
+        heartbeat: None,
+        view_facts: None,
+    })
+    .await?;
+    let ingress =
+        crate::ingress::Ingress::new(services.handle.clone(), None, Arc::clone(&services.groups));
+    let runtime = services.runtime;
     let handle = runtime.handle();
     let run = tokio::spawn(runtime.run());
     drop(hold);
@@ -167,7 +180,7 @@ pub async fn run(
             )
             .await
             .map_err(|e| CommandError::Failed(e.to_string()))?;
-        handle.push_inbound(agent, chat.clone(), msg, true);
+        ingress.push(agent, chat.clone(), msg, true);
         handle.wait_idle().await;
     }
     handle.shutdown("bench done");

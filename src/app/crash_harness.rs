@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::adapters::memory::{self, Incoming, MemoryTelegram};
-use crate::adapters::store::{GraphStore, StateDir};
+use crate::adapters::store::StateDir;
 use crate::app::cli::{CrashChildArgs, GlobalArgs};
 use crate::app::commands::{CmdResult, CommandError};
 use crate::core::config::{Pacing, RuntimeConfig};
@@ -122,19 +122,30 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
         memory_scope_bytes: 65_536,
         ..RuntimeConfig::default()
     };
-    let store = GraphStore::new(state.clone());
-    let runtime = crate::app::services::runtime(
-        config,
-        vec![AgentHandle {
+    let services = crate::app::services::Services::build(crate::app::services::Spec {
+        config: config,
+        agents: vec![AgentHandle {
             persona: Arc::new(persona),
             telegram: telegram.clone(),
         }],
-        Arc::new(CrashPlanner {
-            clock: Arc::clone(&clock),
-        }),
-        store,
-        &clock,
-    );
+        clock: Arc::clone(&clock),
+        state: state.clone(),
+        graphs: state.clone(),
+        planner: {
+            let planner: crate::ports::planner::SharedPlanner = Arc::new(CrashPlanner {
+                clock: Arc::clone(&clock),
+            });
+            Box::new(move |_| planner)
+        },
+        llm: None,
+        media: None,
+        heartbeat: None,
+        view_facts: None,
+    })
+    .await?;
+    let ingress =
+        crate::ingress::Ingress::new(services.handle.clone(), None, Arc::clone(&services.groups));
+    let runtime = services.runtime;
     let handle = runtime.handle();
     let mut observed = telegram.observe();
     let run = tokio::spawn(runtime.run());
@@ -158,7 +169,7 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
             && answers != Some(m.id)
             && read.is_none_or(|r| r < m.id)
         {
-            handle.push_inbound(AGENT, c.clone(), m.clone(), true);
+            ingress.push(AGENT, c.clone(), m.clone(), true);
         }
     }
     if let Some(chat) = args.push {
@@ -177,7 +188,7 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
             )
             .await
             .map_err(|e| CommandError::Failed(e.to_string()))?;
-        handle.push_inbound(AGENT, c.clone(), msg, true);
+        ingress.push(AGENT, c.clone(), msg, true);
         say("PUSHED")?;
     }
     let idle = {

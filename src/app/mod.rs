@@ -8,6 +8,7 @@ pub mod commands;
 pub(crate) mod console;
 pub mod crash_harness;
 pub mod daemon;
+pub mod lifecycle;
 pub mod logging;
 pub(crate) mod memory_report;
 pub mod ops;

@@ -1,8 +1,12 @@
-//! The composition root's shared pieces: every entry that runs the runtime (`run`, `chat`,
-//! `bench`, the crash child) builds it here, from the adapters it chose (Telegram backend,
-//! planner, store, clock), so the wiring the runtime needs (the curated sticker catalog, the
-//! media pipeline over the LLM, the admission chain with its group gates) is written once.
-//! Entries differ only in the adapters they pass.
+//! The composition root: the one place that builds what the runtime runs on. Every entry
+//! that runs the runtime (`run`, `chat`, `bench`, the crash child) describes its choices in a
+//! [`Spec`] (the agents and their Telegram, where state lives, how it plans, whether an LLM
+//! describes media and classifies group messages, the heartbeat) and gets [`Services`] back,
+//! built in dependency order: the runtime's front first (so the usage meter reports spend to
+//! it from its first request), then the usage meter, the planner over it, the media pipeline,
+//! long-term memory (one store per process, shared with the owner's commands), the curated
+//! stickers and the group gates' registry, and last the runtime itself, given all of them at
+//! construction. Entries differ only in their `Spec` and in what stops them.
 
 use std::sync::Arc;
 
@@ -15,39 +19,129 @@ use crate::adapters::store::graphs::GraphStore;
 use crate::app::cli::MediaArgs;
 use crate::app::commands::CommandError;
 use crate::core::config::RuntimeConfig;
-use crate::ingress::chain::{Chain, Groups};
+use crate::ingress::Groups;
+use crate::ingress::classifier::Classifier;
 use crate::ports::clock::SharedClock;
+use crate::ports::facts::SharedFacts;
 use crate::ports::llm::Llm;
 use crate::ports::planner::SharedPlanner;
-use crate::runtime::{AgentHandle, InboundGate, Runtime, RuntimeHandle};
+use crate::runtime::{AgentHandle, Heartbeat, Runtime, RuntimeHandle, RuntimeSeed};
 
-/// The runtime over the given adapters, with the process's curated sticker catalog and the
-/// long-term memory kept beside the graphs (`<state>/<agent>/memory/`).
-pub(crate) fn runtime(
-    config: RuntimeConfig,
-    agents: Vec<AgentHandle>,
-    planner: SharedPlanner,
-    store: GraphStore,
-    clock: &SharedClock,
-) -> Runtime {
-    let facts = FileFacts::new(store.state_dir().clone()).with_scope_cap(config.memory_scope_bytes);
-    Runtime::new(config, agents, planner, store, Arc::clone(clock))
-        .with_stickers(Arc::new(StickerCatalog::new()))
-        .with_facts(Arc::new(facts))
+/// Builds the entry's planner over the process's usage meter.
+pub(crate) type MakePlanner = Box<dyn FnOnce(&Arc<UsageMeter>) -> SharedPlanner + Send>;
+
+/// Shows the runtime the process's memory store through a view of the entry's (the
+/// playground prints every write).
+pub(crate) type ViewFacts = Box<dyn FnOnce(Arc<FileFacts>) -> SharedFacts + Send>;
+
+/// What an entry chose.
+pub(crate) struct Spec<'a> {
+    pub config: RuntimeConfig,
+    pub agents: Vec<AgentHandle>,
+    pub clock: SharedClock,
+    /// Usage totals, media descriptions and the planner's files.
+    pub state: StateDir,
+    /// Graphs, agent states and long-term memory (the playground keeps its own apart).
+    pub graphs: StateDir,
+    pub planner: MakePlanner,
+    /// The LLM that describes media and classifies group messages (none: neither happens).
+    pub llm: Option<Arc<dyn Llm>>,
+    /// Media description settings (none: no media pipeline even with an LLM).
+    pub media: Option<&'a MediaArgs>,
+    pub heartbeat: Option<Heartbeat>,
+    pub view_facts: Option<ViewFacts>,
 }
 
-/// The media pipeline over the LLM (none without one): descriptions cached under `state`,
-/// metered.
-pub(crate) async fn media_pipeline(
+/// What the runtime runs on, and the runtime, built and not yet running.
+pub(crate) struct Services {
+    pub usage: Arc<UsageMeter>,
+    /// The group classifier, when an LLM is configured.
+    pub classifier: Option<Classifier>,
+    /// The process's one long-term memory store.
+    pub facts: Arc<FileFacts>,
+    /// Every agent's group gate (the admission chain's group step, and `classify` tasks').
+    pub groups: Arc<Groups>,
+    /// The runtime's front: every handle the entry gives out is a clone of it.
+    pub handle: RuntimeHandle,
+    pub runtime: Runtime,
+}
+
+impl Services {
+    /// Builds every service of `spec`, in dependency order.
+    pub(crate) async fn build(spec: Spec<'_>) -> Result<Services, CommandError> {
+        let Spec {
+            config,
+            agents,
+            clock,
+            state,
+            graphs,
+            planner,
+            llm,
+            media,
+            heartbeat,
+            view_facts,
+        } = spec;
+        let (seed, handle) = RuntimeSeed::new(&clock);
+        let usage = Arc::new(
+            UsageMeter::load_async(
+                state.clone(),
+                Arc::clone(&clock),
+                Some(Arc::new(handle.clone())),
+            )
+            .await
+            .map_err(|e| CommandError::Failed(e.to_string()))?,
+        );
+        let planner = planner(&usage);
+        let media = match (media, &llm) {
+            (Some(args), Some(llm)) => {
+                Some(media_pipeline(args, Arc::clone(llm), state.clone(), &clock, &usage).await?)
+            }
+            _ => None,
+        };
+        let facts =
+            Arc::new(FileFacts::new(graphs.clone()).with_scope_cap(config.memory_scope_bytes));
+        let runtime_facts: SharedFacts = match view_facts {
+            Some(view) => view(Arc::clone(&facts)),
+            None => Arc::clone(&facts) as SharedFacts,
+        };
+        let groups = Groups::new();
+        let classifier = llm.map(|l| Classifier::new(l, Arc::clone(&clock)));
+        let mut runtime = Runtime::from_seed(
+            seed,
+            config,
+            agents,
+            planner,
+            GraphStore::new(graphs),
+            Arc::clone(&clock),
+        )
+        .with_stickers(Arc::new(StickerCatalog::new()))
+        .with_facts(runtime_facts)
+        .with_groups(Arc::clone(&groups) as _);
+        if let Some(media) = media {
+            runtime = runtime.with_media(media);
+        }
+        if let Some(heartbeat) = heartbeat {
+            runtime = runtime.with_heartbeat(heartbeat);
+        }
+        Ok(Services {
+            usage,
+            classifier,
+            facts,
+            groups,
+            handle,
+            runtime,
+        })
+    }
+}
+
+/// The media pipeline over the LLM: descriptions cached under `state`, metered.
+async fn media_pipeline(
     args: &MediaArgs,
-    llm: Option<Arc<dyn Llm>>,
+    llm: Arc<dyn Llm>,
     state: StateDir,
     clock: &SharedClock,
     usage: &Arc<UsageMeter>,
-) -> Result<Option<Arc<MediaPipeline>>, CommandError> {
-    let Some(llm) = llm else {
-        return Ok(None);
-    };
+) -> Result<Arc<MediaPipeline>, CommandError> {
     let pipeline = MediaPipeline::load(
         args.config(),
         args.media_prompts.clone(),
@@ -58,31 +152,5 @@ pub(crate) async fn media_pipeline(
     .await
     .map_err(|e| CommandError::Io(e.to_string()))?
     .with_usage(Arc::clone(usage));
-    Ok(Some(Arc::new(pipeline)))
-}
-
-/// The admission chain in front of `handle` (owner controls, if any, then the group gates
-/// in `groups`), with the runtime's `classify` tasks wired to the same gates. Every source
-/// of inbound messages uses the returned handle.
-pub(crate) fn admission(
-    handle: &RuntimeHandle,
-    controls: Option<Arc<dyn InboundGate>>,
-    groups: &Arc<Groups>,
-) -> RuntimeHandle {
-    handle.set_groups(Arc::clone(groups) as _);
-    handle
-        .clone()
-        .with_gate(Chain::new(controls, Arc::clone(groups)))
-}
-
-/// The spending caps: every request's spend of the day reaches the runtime, which decides
-/// (warns at 80%, holds planning at 100%).
-pub(crate) fn spending_caps(
-    usage: &crate::adapters::llm::usage::UsageMeter,
-    handle: &crate::runtime::RuntimeHandle,
-) {
-    let h = handle.clone();
-    usage.on_spend(Arc::new(move |agent, day, spend, all| {
-        h.report_spend(agent, day, spend, all);
-    }));
+    Ok(Arc::new(pipeline))
 }

@@ -1,7 +1,9 @@
-//! Per-agent safety state that must survive restarts: chats the agent may no longer write to
-//! (Telegram said it is forbidden) and the account breaker (tripped when Telegram limits the
-//! account). Pure data plus its file format; the runtime decides when it changes and saves it
-//! through `store` (`state/<agent>/agent-state.json`).
+//! Per-agent state that must survive restarts: chats the agent may no longer write to
+//! (Telegram said it is forbidden), the account breaker (tripped when Telegram limits the
+//! account), and what the owner set (pauses, per-chat trigger and draft modes). Pure data plus
+//! its file format; the runtime is its only writer: it decides when it changes and saves it
+//! through `store` (`state/<agent>/agent-state.json`). Operator views read the runtime's
+//! published copy, never the file behind its back.
 
 use std::collections::BTreeMap;
 
@@ -52,6 +54,75 @@ pub struct AgentState {
     /// and whether they lifted a reached cap.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub budget: BTreeMap<CapSource, BudgetMark>,
+    /// The owner's pauses (`/pause`): a paused chat records its messages but does not plan.
+    #[serde(default, skip_serializing_if = "Pauses::is_empty")]
+    pub pauses: Pauses,
+}
+
+/// One pause: since when, and until when (none: until resumed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pause {
+    pub since: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Timestamp>,
+}
+
+impl Pause {
+    /// Whether the pause still holds at `now`.
+    pub fn active(&self, now: Timestamp) -> bool {
+        self.until.is_none_or(|u| u > now)
+    }
+
+    /// "until resumed" or "until <instant> UTC".
+    pub fn describe(&self) -> String {
+        match self.until {
+            Some(u) => format!("until {}", u.strftime("%Y-%m-%d %H:%M:%S UTC")),
+            None => "until resumed".to_string(),
+        }
+    }
+}
+
+/// An agent's pauses: every chat, and single chats.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pauses {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all: Option<Pause>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub chats: BTreeMap<ChatId, Pause>,
+}
+
+impl Pauses {
+    pub fn is_empty(&self) -> bool {
+        self.all.is_none() && self.chats.is_empty()
+    }
+
+    /// Whether `chat` is paused at `now` (by its own pause or by a pause of every chat).
+    pub fn is_paused(&self, chat: ChatId, now: Timestamp) -> bool {
+        self.all.as_ref().is_some_and(|p| p.active(now))
+            || self.chats.get(&chat).is_some_and(|p| p.active(now))
+    }
+
+    /// Pauses `chat` (`None`: every chat); returns whether anything changed.
+    pub fn pause(&mut self, chat: Option<ChatId>, pause: Pause) -> bool {
+        let slot = match chat {
+            Some(c) => self.chats.insert(c, pause.clone()),
+            None => self.all.replace(pause.clone()),
+        };
+        slot.as_ref() != Some(&pause)
+    }
+
+    /// Resumes `chat` (`None`: every chat, and every single pause with it); returns whether
+    /// anything changed.
+    pub fn resume(&mut self, chat: Option<ChatId>) -> bool {
+        match chat {
+            Some(c) => self.chats.remove(&c).is_some(),
+            None => {
+                let changed = !self.is_empty();
+                *self = Pauses::default();
+                changed
+            }
+        }
+    }
 }
 
 /// Which cap a budget mark is about.
@@ -125,3 +196,55 @@ impl AgentState {
 
 /// File name of the agent state inside the agent's state directory.
 pub(crate) const FILE_NAME: &str = "agent-state.json";
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use jiff::{SignedDuration, Timestamp};
+
+    use crate::core::agent_state::{Pause, Pauses};
+    use crate::core::model::ChatId;
+
+    #[test]
+    fn a_pause_with_an_end_expires() {
+        let t = Timestamp::UNIX_EPOCH;
+        let later = t + SignedDuration::from_secs(60);
+        let p = Pauses {
+            all: None,
+            chats: BTreeMap::from([(
+                ChatId(5),
+                Pause {
+                    since: t,
+                    until: Some(later),
+                },
+            )]),
+        };
+        assert!(p.is_paused(ChatId(5), t));
+        assert!(!p.is_paused(ChatId(5), later));
+        assert!(!p.is_paused(ChatId(6), t));
+    }
+
+    /// Resuming every chat clears single pauses too; resuming one chat leaves the others.
+    #[test]
+    fn resuming_all_clears_every_pause_and_resuming_one_only_that_one() {
+        let t = Timestamp::UNIX_EPOCH;
+        let pause = Pause {
+            since: t,
+            until: None,
+        };
+        let mut p = Pauses::default();
+        assert!(p.pause(Some(ChatId(5)), pause.clone()));
+        assert!(p.pause(Some(ChatId(6)), pause.clone()));
+        assert!(
+            !p.pause(Some(ChatId(6)), pause.clone()),
+            "the same pause again changed nothing"
+        );
+        assert!(p.resume(Some(ChatId(5))));
+        assert!(!p.is_paused(ChatId(5), t));
+        assert!(p.is_paused(ChatId(6), t));
+        assert!(p.pause(None, pause));
+        assert!(p.resume(None));
+        assert!(p.is_empty());
+    }
+}

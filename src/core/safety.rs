@@ -169,6 +169,15 @@ impl AccountSafety {
         set_override(&mut state.approval_modes, chat, mode)
     }
 
+    /// Changes the agent's state with `change`, which says whether it changed anything.
+    pub(crate) fn update(
+        &mut self,
+        agent: &str,
+        change: impl FnOnce(&mut AgentState) -> bool,
+    ) -> bool {
+        change(self.states.entry(agent.to_string()).or_default())
+    }
+
     /// Sets or clears a group's trigger-mode override; returns whether the state changed.
     pub(crate) fn set_group_mode(
         &mut self,

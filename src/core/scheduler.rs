@@ -27,13 +27,15 @@ use crate::core::outcome::{Outcome, TaskError};
 use crate::core::safety::AccountSafety;
 mod admission;
 mod budget;
+mod controls;
 mod finish;
 pub use budget::SpendReport;
 mod owner;
 mod presence;
+pub use controls::{OwnerReply, OwnerRequest};
 pub use owner::DraftRef;
 pub(crate) use presence::AgentPresence;
-pub use presence::{Paused, PresenceChange};
+pub use presence::PresenceChange;
 
 /// A task the driver must run once the conversation's pending save is durable.
 #[derive(Debug, Clone, PartialEq)]
@@ -134,8 +136,6 @@ pub(crate) struct Scheduler {
     presence: HashMap<String, AgentPresence>,
     /// Effects carried out after the pass's graph writes (saving intents and days).
     after_graphs: Vec<Effect>,
-    /// Each agent's pauses, as the owner's controls last told.
-    paused: HashMap<String, presence::Paused>,
     /// Incident notices to the owner held back (rate limit).
     notices: owner::Notices,
 }
@@ -167,7 +167,6 @@ impl Scheduler {
             starts: Vec::new(),
             presence: HashMap::new(),
             after_graphs: Vec::new(),
-            paused: HashMap::new(),
             notices: HashMap::new(),
         }
     }
@@ -553,32 +552,6 @@ impl Scheduler {
                 self.graphs.insert(key.clone(), graph);
                 self.reschedule(&key, now);
             }
-        }
-    }
-
-    /// Sets or clears a group's trigger-mode override; a change is saved with the agent's
-    /// state.
-    /// Sets or clears a chat's draft-mode override; a change is saved with the agent's
-    /// state.
-    pub(crate) fn set_approval_mode(
-        &mut self,
-        agent: &str,
-        chat: ChatId,
-        mode: Option<crate::core::approval::ApprovalMode>,
-    ) {
-        if self.agents.contains(agent) && self.safety.set_approval_mode(agent, chat, mode) {
-            self.effects.push(Effect::SaveAgentState(agent.to_string()));
-        }
-    }
-
-    pub(crate) fn set_group_mode(
-        &mut self,
-        agent: &str,
-        chat: ChatId,
-        mode: Option<crate::core::group::settings::TriggerMode>,
-    ) {
-        if self.agents.contains(agent) && self.safety.set_group_mode(agent, chat, mode) {
-            self.effects.push(Effect::SaveAgentState(agent.to_string()));
         }
     }
 

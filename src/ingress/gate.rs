@@ -26,10 +26,11 @@ use crate::core::group::decide::{
 use crate::core::group::settings::{DEFAULT_CLASSIFIER_MODEL, TriggerMode};
 use crate::core::model::{Chat, ChatId, Message, MessageId};
 use crate::core::persona::Persona;
+use crate::ingress::admit::Admit;
 use crate::ingress::classifier::Classifier;
 use crate::ports::clock::{self, SharedClock};
 use crate::ports::telegram::{Telegram, same_reaction};
-use crate::runtime::{Admit, RuntimeHandle};
+use crate::runtime::RuntimeHandle;
 
 /// How long a chat's allowed reactions are cached.
 const REACTIONS_TTL: Duration = Duration::from_secs(3600);
@@ -108,7 +109,8 @@ struct Inner {
     classifier: Option<Classifier>,
     clock: SharedClock,
     peers: Peers,
-    modes: Mutex<HashMap<ChatId, TriggerMode>>,
+    /// Session overrides given by the caller (never stored).
+    modes: HashMap<ChatId, TriggerMode>,
     chats: Mutex<HashMap<ChatId, ChatGate>>,
     reactions: Mutex<HashMap<ChatId, CachedReactions>>,
     observer: Mutex<Option<mpsc::UnboundedSender<DecisionEvent>>>,
@@ -144,8 +146,9 @@ pub struct GateConfig {
     /// User ids of the daemon's personas (the agent's own is left out where it is read):
     /// shared, so a persona started later is a peer of those started before it.
     pub peers: Peers,
-    /// Per-chat mode overrides given by the caller (the playground's `--mode`); those in the
-    /// agent's state are read from the runtime handle ([`RuntimeHandle::group_mode`]).
+    /// Per-chat mode overrides for this session only (the playground's `--mode`), never
+    /// stored; the owner's (`/mode`) live in the agent's state and are read from the runtime
+    /// handle ([`RuntimeHandle::group_mode`]).
     pub modes: HashMap<ChatId, TriggerMode>,
 }
 
@@ -201,7 +204,7 @@ impl GroupGate {
                 classifier: cfg.classifier,
                 clock: cfg.clock,
                 peers: cfg.peers,
-                modes: Mutex::new(cfg.modes),
+                modes: cfg.modes,
                 chats: Mutex::new(HashMap::new()),
                 reactions: Mutex::new(HashMap::new()),
                 observer: Mutex::new(None),
@@ -228,19 +231,6 @@ impl GroupGate {
             .observer
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
-    }
-
-    /// Sets (or clears) a chat's mode override.
-    pub(crate) fn set_chat_mode(&self, chat: ChatId, mode: Option<TriggerMode>) {
-        let mut m = self
-            .inner
-            .modes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match mode {
-            Some(mode) => m.insert(chat, mode),
-            None => m.remove(&chat),
-        };
     }
 
     /// Classifier calls made so far.
@@ -593,15 +583,11 @@ impl Inner {
         self.chats.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The chat's mode: an override given to the gate (`/mode`, the playground's `--mode`),
-    /// else the one in the agent's state as the runtime holds it, else the persona's.
+    /// The chat's mode: a session override given to the gate (the playground's `--mode`),
+    /// else the owner's (`/mode`) in the agent's state as the runtime holds it, else the
+    /// persona's.
     fn mode_for(&self, chat: ChatId, profile: &Profile) -> TriggerMode {
-        let own = self
-            .modes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&chat)
-            .copied();
+        let own = self.modes.get(&chat).copied();
         own.or_else(|| self.runtime.group_mode(&self.agent, chat))
             .unwrap_or(profile.persona.group.mode)
     }

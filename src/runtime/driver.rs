@@ -20,6 +20,7 @@ use crate::core::safety::AccountSafety;
 use crate::core::scheduler::{Effect, Scheduler, Start};
 use crate::ports::clock::{self, Hold};
 use crate::ports::store::SharedStore;
+use crate::runtime::handle::OwnerState;
 use crate::runtime::handlers::{self, TaskContext};
 use crate::runtime::persistence::{Persister, Target, Write, blocking};
 use crate::runtime::queue::Event;
@@ -163,7 +164,8 @@ impl Driver {
             let mut deadline = self.sched.next_wake().filter(|at| *at > now);
             let mut hold = hold;
             if let Some(hb) = self.svc.heartbeat.clone() {
-                (hb.beat)();
+                let depth = self.svc.queue.pushed().saturating_sub(self.applied);
+                (hb.beat)(&self.svc.status_tx.borrow(), depth);
                 if let Some(stall) = hb.stall.as_ref().and_then(|f| f()) {
                     tracing::warn!(
                         event = "loop_stall_injected",
@@ -217,7 +219,7 @@ impl Driver {
         self.sched.load(loaded.graphs, self.svc.clock.now());
         let agents: Vec<String> = self.svc.agents.keys().cloned().collect();
         for agent in agents {
-            self.publish_modes(&agent);
+            self.publish_owner_state(&agent);
             self.check_caps(&agent);
             self.load_presence(&agent).await?;
         }
@@ -327,7 +329,6 @@ impl Driver {
             }
             Event::Shutdown { reason } => self.sched.begin_stop(reason, now),
             Event::StopWhenIdle { reason } => self.stop_when_idle = Some(reason),
-            Event::SetPaused { agent, paused } => self.sched.set_paused(&agent, paused),
             Event::HoldWhenIdle(tx) => self.idle_waiters.push(tx),
             Event::UpsertAgent(agent) => self.upsert_agent(*agent, now).await?,
             Event::MigrateChat { agent, from, to } => {
@@ -362,16 +363,26 @@ impl Driver {
             } => {
                 self.sched.decide_draft(&agent, &which, decision, now);
             }
-            Event::SetApprovalMode { agent, chat, mode } => {
-                self.sched.set_approval_mode(&agent, chat, mode);
+            Event::Owner {
+                agent,
+                request,
+                reply,
+            } => {
+                let answer = self.sched.owner_request(&agent, request, now);
+                if let Some(reply) = reply {
+                    let _ = reply.send(answer);
+                }
             }
-            Event::SetGroupMode { agent, chat, mode } => {
-                self.sched.set_group_mode(&agent, chat, mode);
-            }
+            Event::AnswerOwner {
+                agent,
+                chat,
+                command,
+                text,
+            } => self.sched.answer_owner(&agent, chat, command, &text, now),
             Event::RemoveAgent { agent, reason } => {
                 info!(event = "agent_removed", agent = %agent, reason = %reason, "agent stopped; its graphs stay on disk");
                 self.sched.stop_agent(&agent, now);
-                self.svc.published.set_modes(&agent, None);
+                self.svc.published.set_owner_state(&agent, None);
             }
         }
         Ok(())
@@ -389,14 +400,14 @@ impl Driver {
             .check_caps(agent, persona, daemon, self.svc.clock.now());
     }
 
-    /// Shows the agent's trigger-mode overrides, as the scheduler now holds them, to the
-    /// handle (the group gate reads them there).
-    fn publish_modes(&self, agent: &str) {
+    /// Shows what the owner set for the agent (pauses, trigger and draft modes), as the
+    /// scheduler now holds it, to the handle (the admission chain and the operator's views read
+    /// it there).
+    fn publish_owner_state(&self, agent: &str) {
         let state = self.sched.safety().state(agent);
-        self.svc.published.set_modes(
-            agent,
-            Some(state.map(|s| &s.group_modes).unwrap_or(&Default::default())),
-        );
+        self.svc
+            .published
+            .set_owner_state(agent, Some(state.map(OwnerState::of).unwrap_or_default()));
     }
 
     /// Hot reload: a running agent gets its new persona (from its next task on); a new one
@@ -417,7 +428,7 @@ impl Driver {
         }
         let state = load_agent_state(Arc::clone(&self.svc.store), &agent).await?;
         self.sched.add_agent(&agent, self_id, state, now);
-        self.publish_modes(&agent);
+        self.publish_owner_state(&agent);
         self.check_caps(&agent);
         self.load_presence(&agent).await?;
         info!(event = "agent_started", agent = %agent, "agent started");
@@ -490,7 +501,7 @@ impl Driver {
                     }
                 }
                 Effect::SaveAgentState(agent) => {
-                    self.publish_modes(&agent);
+                    self.publish_owner_state(&agent);
                     let state = self
                         .sched
                         .safety()
@@ -603,7 +614,7 @@ impl Driver {
             media: self.svc.media.clone(),
             stickers: Arc::clone(&self.svc.stickers),
             facts: self.svc.facts.clone(),
-            groups: self.svc.published.groups(),
+            groups: self.svc.groups.clone(),
             presence,
             approval,
         };

@@ -8,27 +8,45 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::watch;
 
 use crate::core::admission::{Admission, SenderRule, sender_rule};
+use crate::core::agent_state::{AgentState, Pauses};
+use crate::core::approval::ApprovalMode;
 use crate::core::group::settings::TriggerMode;
-use crate::core::model::{Chat, ChatId, Message};
+use crate::core::model::{Chat, ChatId, Message, MessageId};
 use crate::core::persona::Persona;
 use crate::core::presence::PresenceNow;
-use crate::core::scheduler::PresenceChange;
-use crate::ports::groups::SharedGroups;
+use crate::core::scheduler::{OwnerReply, OwnerRequest, PresenceChange};
 use crate::runtime::queue::{Event, WorkQueue};
-use crate::runtime::{Admit, AgentHandle, InboundGate, Status};
+use crate::runtime::{AgentHandle, Status};
 
-type GroupModes = BTreeMap<ChatId, TriggerMode>;
+/// What the owner set for one agent, as the runtime holds it in the agent's state: a copy
+/// published for readers (the admission chain, `/status`, the console); the runtime is the
+/// only writer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnerState {
+    pub group_modes: BTreeMap<ChatId, TriggerMode>,
+    pub approval_modes: BTreeMap<ChatId, ApprovalMode>,
+    pub pauses: Pauses,
+}
 
-/// What the runtime shows the code in front of it (the group gate), shared by every clone of
-/// the handle: the persona each agent was last given (at start or by
-/// [`RuntimeHandle::upsert_agent`]), so a hot reload reaches the gate whichever path made it,
-/// and each agent's per-chat trigger-mode overrides as the runtime read them from its state
-/// (and changed them since), so nobody reads that file a second time.
+impl OwnerState {
+    pub(crate) fn of(state: &AgentState) -> OwnerState {
+        OwnerState {
+            group_modes: state.group_modes.clone(),
+            approval_modes: state.approval_modes.clone(),
+            pauses: state.pauses.clone(),
+        }
+    }
+}
+
+/// What the runtime shows the code in front of it (the admission chain, the operator's
+/// views), shared by every clone of the handle: the persona each agent was last given (at
+/// start or by [`RuntimeHandle::upsert_agent`]), so a hot reload reaches the gate whichever
+/// path made it, and what the owner set for each agent as the runtime read it from its state
+/// (and changed it since), so nobody reads that file a second time.
 #[derive(Clone, Default)]
 pub(super) struct Published {
     personas: Arc<Mutex<HashMap<String, Arc<Persona>>>>,
-    modes: Arc<Mutex<HashMap<String, GroupModes>>>,
-    groups: Arc<Mutex<Option<SharedGroups>>>,
+    owner: Arc<Mutex<HashMap<String, OwnerState>>>,
     /// Each agent's presence as last announced (agents with a schedule).
     presence: Arc<Mutex<HashMap<String, PresenceReport>>>,
     /// Who watches presence changes (the playground's printer).
@@ -66,15 +84,11 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Published {
-    pub(super) fn new(personas: impl IntoIterator<Item = Arc<Persona>>) -> Published {
-        let map = personas.into_iter().map(|p| (p.name.clone(), p)).collect();
-        Published {
-            personas: Arc::new(Mutex::new(map)),
-            modes: Arc::default(),
-            groups: Arc::default(),
-            presence: Arc::default(),
-            presence_watchers: Arc::default(),
-            notable_watchers: Arc::default(),
+    /// Publishes the personas the runtime starts with.
+    pub(super) fn set_personas(&self, personas: impl IntoIterator<Item = Arc<Persona>>) {
+        let mut all = locked(&self.personas);
+        for p in personas {
+            all.insert(p.name.clone(), p);
         }
     }
 
@@ -136,44 +150,28 @@ impl Published {
         locked(&self.notable_watchers).retain(|w| w.send(event.clone()).is_ok());
     }
 
-    /// The group pipeline `classify` tasks call, once one is set.
-    pub(super) fn groups(&self) -> Option<SharedGroups> {
-        locked(&self.groups).clone()
-    }
-
-    /// Records an agent's trigger-mode overrides (the driver, whenever it loads or changes
-    /// the agent's state); `None` forgets the agent.
-    pub(super) fn set_modes(&self, agent: &str, modes: Option<&GroupModes>) {
-        let mut all = locked(&self.modes);
-        match modes {
-            Some(m) => all.insert(agent.to_string(), m.clone()),
+    /// Records what the owner set for an agent (the driver, whenever it loads or changes the
+    /// agent's state); `None` forgets the agent.
+    pub(super) fn set_owner_state(&self, agent: &str, state: Option<OwnerState>) {
+        let mut all = locked(&self.owner);
+        match state {
+            Some(s) => all.insert(agent.to_string(), s),
             None => all.remove(agent),
         };
     }
 }
 
-/// A cloneable handle for feeding the runtime and watching it.
+/// A cloneable handle for feeding the runtime and watching it. It carries no admission
+/// rule of its own beyond Telegram's service accounts: the one admission chain
+/// (`ingress::Ingress`) decides before it pushes.
 #[derive(Clone)]
 pub struct RuntimeHandle {
     pub(super) queue: Arc<WorkQueue>,
     pub(super) status: watch::Receiver<Status>,
-    pub(super) gate: Option<Arc<dyn InboundGate>>,
     pub(super) published: Published,
 }
 
 impl RuntimeHandle {
-    /// Sets the group pipeline the runtime's `classify` tasks call (the admission chain's
-    /// group gates); takes effect from the next task.
-    pub fn set_groups(&self, groups: SharedGroups) {
-        *locked(&self.published.groups) = Some(groups);
-    }
-
-    /// A handle whose inbound messages pass `gate` (the admission chain) first.
-    pub fn with_gate(mut self, gate: Arc<dyn InboundGate>) -> RuntimeHandle {
-        self.gate = Some(gate);
-        self
-    }
-
     /// Starts an agent, or swaps a running agent's persona; takes effect from its next task
     /// (and at once for [`RuntimeHandle::persona`], which the group gate reads).
     pub fn upsert_agent(&self, agent: AgentHandle) {
@@ -245,31 +243,71 @@ impl RuntimeHandle {
     }
 
     /// Records a chat's draft-mode override (or clears it) in the agent's state on disk.
-    pub fn set_approval_mode(
+    pub fn set_approval_mode(&self, agent: &str, chat: ChatId, mode: Option<ApprovalMode>) {
+        self.push_owner(agent, OwnerRequest::ApprovalMode { chat, mode }, None);
+    }
+
+    /// The owner's request of `agent`, carried out by the runtime; resolves with its answer
+    /// (`None` when the loop stopped first). Queued at once, before the future is awaited.
+    pub fn owner(
         &self,
         agent: &str,
-        chat: ChatId,
-        mode: Option<crate::core::approval::ApprovalMode>,
+        request: OwnerRequest,
+    ) -> impl std::future::Future<Output = Option<OwnerReply>> + use<> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.push_owner(agent, request, Some(tx));
+        async move { rx.await.ok() }
+    }
+
+    fn push_owner(
+        &self,
+        agent: &str,
+        request: OwnerRequest,
+        reply: Option<tokio::sync::oneshot::Sender<OwnerReply>>,
     ) {
-        self.queue.push(Event::SetApprovalMode {
+        self.queue.push(Event::Owner {
+            agent: agent.to_string(),
+            request,
+            reply,
+        });
+    }
+
+    /// The answer to the owner command `command` in `chat`: sent there as a task of that
+    /// chat's graph (durable, paced, retried like any send).
+    pub fn answer_owner(&self, agent: &str, chat: Chat, command: MessageId, text: String) {
+        self.queue.push(Event::AnswerOwner {
             agent: agent.to_string(),
             chat,
-            mode,
+            command,
+            text,
         });
+    }
+
+    /// What the owner set for `agent`, as the runtime holds it (`None`: its state is not
+    /// read yet, or it is not running).
+    pub fn owner_state(&self, agent: &str) -> Option<OwnerState> {
+        locked(&self.published.owner).get(agent).cloned()
+    }
+
+    /// Whether the owner paused `chat` of `agent` at `now`.
+    pub fn is_paused(&self, agent: &str, chat: ChatId, now: jiff::Timestamp) -> bool {
+        locked(&self.published.owner)
+            .get(agent)
+            .is_some_and(|o| o.pauses.is_paused(chat, now))
     }
 
     /// The trigger-mode override of `chat` in `agent`'s state, as the runtime holds it.
     pub fn group_mode(&self, agent: &str, chat: ChatId) -> Option<TriggerMode> {
-        locked(&self.published.modes)
+        locked(&self.published.owner)
             .get(agent)
-            .and_then(|m| m.get(&chat))
+            .and_then(|o| o.group_modes.get(&chat))
             .copied()
     }
 
     /// Resolves once the runtime has read `agent`'s state (so [`RuntimeHandle::group_mode`]
     /// answers for it), or the loop stopped.
     pub async fn wait_agent_state(&self, agent: &str) {
-        self.wait_until(|_| locked(&self.published.modes).contains_key(agent))
+        self.wait_until(|_| locked(&self.published.owner).contains_key(agent))
             .await;
     }
 
@@ -283,17 +321,8 @@ impl RuntimeHandle {
     }
 
     /// Records a group's trigger-mode override (or clears it) in the agent's state on disk.
-    pub(crate) fn set_group_mode(
-        &self,
-        agent: &str,
-        chat: crate::core::model::ChatId,
-        mode: Option<crate::core::group::settings::TriggerMode>,
-    ) {
-        self.queue.push(Event::SetGroupMode {
-            agent: agent.to_string(),
-            chat,
-            mode,
-        });
+    pub fn set_group_mode(&self, agent: &str, chat: ChatId, mode: Option<TriggerMode>) {
+        self.push_owner(agent, OwnerRequest::GroupMode { chat, mode }, None);
     }
 
     /// A basic group was upgraded to a supergroup (`migrate_to`): the pending plan, the
@@ -311,59 +340,23 @@ impl RuntimeHandle {
         });
     }
 
-    /// Events pushed but not yet applied by the loop.
-    pub(crate) fn queue_depth(&self) -> u64 {
-        self.queue
-            .pushed()
-            .saturating_sub(self.status.borrow().applied)
-    }
-
     /// Resolves once persisted graphs are loaded and the loop runs (or it stopped).
     pub(crate) async fn wait_started(&self) {
         self.wait_until(|s| s.started).await;
     }
 
-    /// Hands an inbound message to the runtime (what Telegram event handlers call), after
-    /// the gate (the admission chain), if any, has had its say.
+    /// Hands an inbound message to the runtime as it is: one that may trigger a plan does.
+    /// Sources of live messages go through the admission chain (`ingress::Ingress`) instead;
+    /// this is the runtime's own door (tests, recorded history).
     pub fn push_inbound(&self, agent: &str, chat: Chat, message: Message, trigger: bool) {
-        self.push_inbound_addressed(agent, chat, message, trigger, false);
+        let trigger = sender_allows(agent, &chat, &message, trigger);
+        if let Some(trigger) = trigger {
+            self.push_admitted(agent, chat, message, Admission::from_trigger(trigger));
+        }
     }
 
-    /// As [`RuntimeHandle::push_inbound`], knowing whether Telegram flagged the message as
-    /// addressing the account (a mention or a reply): what a group decision needs.
-    pub(crate) fn push_inbound_addressed(
-        &self,
-        agent: &str,
-        chat: Chat,
-        message: Message,
-        trigger: bool,
-        callout: bool,
-    ) {
-        // The first rule, whatever the source: Telegram's service accounts are never kept
-        // (their messages hold login codes), bots in DMs and deleted accounts never trigger.
-        let trigger = match sender_rule(&chat, &message) {
-            SenderRule::Private => {
-                tracing::debug!(agent = %agent, chat = %chat.id, "message from a Telegram service account: not kept");
-                return;
-            }
-            SenderRule::HistoryOnly(why) => {
-                if trigger {
-                    tracing::debug!(agent = %agent, chat = %chat.id, sender = why, "message kept as history: its sender never triggers a plan");
-                }
-                false
-            }
-            SenderRule::Person => trigger,
-        };
-        let admission = match self
-            .gate
-            .as_ref()
-            .map(|g| g.admit(agent, &chat, &message, trigger, callout))
-        {
-            Some(Admit::Consumed) => return,
-            Some(Admit::NoTrigger) => Admission::History,
-            Some(Admit::As(admission)) => admission,
-            Some(Admit::Pass) | None => Admission::from_trigger(trigger),
-        };
+    /// Queues an inbound message as admission decided it.
+    pub fn push_admitted(&self, agent: &str, chat: Chat, message: Message, admission: Admission) {
         self.queue.push(Event::Inbound {
             agent: agent.to_string(),
             chat,
@@ -373,7 +366,7 @@ impl RuntimeHandle {
     }
 
     /// Drops the conversation's pending plan, e.g. because the owner wrote there themselves.
-    pub(crate) fn cancel_plan(&self, agent: &str, chat: crate::core::model::ChatId, reason: &str) {
+    pub fn cancel_plan(&self, agent: &str, chat: crate::core::model::ChatId, reason: &str) {
         self.queue.push(Event::Cancel {
             agent: agent.to_string(),
             chat,
@@ -415,15 +408,6 @@ impl RuntimeHandle {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.queue.push(Event::HoldWhenIdle(tx));
         async move { rx.await.ok() }
-    }
-
-    /// Tells the runtime the owner's pauses of `agent` (scheduled intents do not fire in a
-    /// paused chat).
-    pub fn set_paused(&self, agent: &str, paused: crate::core::scheduler::Paused) {
-        self.queue.push(Event::SetPaused {
-            agent: agent.to_string(),
-            paused,
-        });
     }
 
     pub fn status(&self) -> Status {
@@ -470,5 +454,36 @@ impl RuntimeHandle {
                 return;
             }
         }
+    }
+}
+
+/// The first rule, whatever the source: Telegram's service accounts are never kept
+/// (their messages hold login codes: `None`), bots in DMs and deleted accounts never
+/// trigger (`Some(false)`).
+pub fn sender_allows(agent: &str, chat: &Chat, message: &Message, trigger: bool) -> Option<bool> {
+    match sender_rule(chat, message) {
+        SenderRule::Private => {
+            tracing::debug!(agent = %agent, chat = %chat.id, "message from a Telegram service account: not kept");
+            None
+        }
+        SenderRule::HistoryOnly(why) => {
+            if trigger {
+                tracing::debug!(agent = %agent, chat = %chat.id, sender = why, "message kept as history: its sender never triggers a plan");
+            }
+            Some(false)
+        }
+        SenderRule::Person => Some(trigger),
+    }
+}
+
+impl crate::ports::spend::SpendSink for RuntimeHandle {
+    fn spent(
+        &self,
+        agent: &str,
+        day: jiff::civil::Date,
+        own: crate::core::budget::Spend,
+        all: crate::core::budget::Spend,
+    ) {
+        self.report_spend(agent, day, own, all);
     }
 }

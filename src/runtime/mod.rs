@@ -1,12 +1,16 @@
 //! The runtime: per-conversation task graphs and the loop that runs them, split along its
-//! seams:
+//! seams (the pure state machine it drives, `core::scheduler`, and the account safety it
+//! keeps, `core::safety`, live in the core):
 //! - [`handle`]: [`RuntimeHandle`], how the outside world feeds the runtime and watches it;
 //! - [`queue`]: the locked work queue every event goes through;
-//! - [`scheduler`]: the pure, synchronous core (graphs, ready queues, deadline heap, the
-//!   in-flight set, failure policy) that takes events and time and returns effects;
-//! - [`safety`]: account safety (disabled chats, the breaker and its owner alert);
 //! - [`persistence`]: durable writes off the loop, ordered per file, parallel across files;
-//! - [`driver`]: the thin async loop that feeds the scheduler and carries its effects out.
+//! - [`driver`]: the thin async loop that feeds the scheduler and carries its effects out;
+//! - [`handlers`]: one handler per task kind, registered in one place.
+//!
+//! The runtime owns its state: graphs, and per agent what the owner set (pauses, trigger and
+//! draft modes) beside disabled chats and the breaker, saved through its one writer. It
+//! imports nothing from `ingress` or `app`: the admission chain decides in front of it and
+//! pushes plain events through the handle.
 //!
 //! Inbound events only land in the queue; the loop replaces a chat's graph by a fresh
 //! `received` task, starts ready tasks (plans under way before new plans, round robin within
@@ -33,12 +37,13 @@ use crate::core::config::RuntimeConfig;
 use crate::core::persona::Persona;
 use crate::ports::clock::SharedClock;
 use crate::ports::facts::SharedFacts;
+use crate::ports::groups::SharedGroups;
 use crate::ports::media::SharedMedia;
 use crate::ports::planner::SharedPlanner;
 use crate::ports::stickers::{NoStickers, SharedStickers};
 use crate::ports::store::{RuntimeStore, SharedStore, StoreError};
 use crate::ports::telegram::Telegram;
-pub use handle::{NotableEvent, RuntimeHandle};
+pub use handle::{NotableEvent, OwnerState, RuntimeHandle, sender_allows};
 pub(crate) use queue::WorkQueue;
 
 /// One agent the runtime serves: its persona and its Telegram account.
@@ -56,39 +61,13 @@ impl std::fmt::Debug for AgentHandle {
     }
 }
 
-/// Decides, before the queue, what an inbound message is (operations: owner commands,
-/// pauses). Installed with [`RuntimeHandle::with_gate`].
-pub trait InboundGate: Send + Sync {
-    /// Whether the message may reach the runtime, and whether it may still trigger a plan.
-    fn admit(
-        &self,
-        agent: &str,
-        chat: &crate::core::model::Chat,
-        message: &crate::core::model::Message,
-        trigger: bool,
-        callout: bool,
-    ) -> Admit;
-}
-
-/// A gate's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admit {
-    /// Queue it as it is.
-    Pass,
-    /// Queue it, but it must not plan (paused chat, a command from someone else).
-    NoTrigger,
-    /// Consumed by the gate (an owner command, a group message dropped): never queued.
-    Consumed,
-    /// Queued as the gate decided (a group decision).
-    As(crate::core::admission::Admission),
-}
-
-/// Called by the loop after every pass (watchdog, health, gauges); the loop wakes at least
-/// every `every`, so a hung loop is one that stops calling it.
+/// Called by the loop after every pass (watchdog, health, gauges) with the status it just
+/// published and the events waiting in the queue; the loop wakes at least every `every`, so a
+/// hung loop is one that stops calling it.
 #[derive(Clone)]
 pub(crate) struct Heartbeat {
     pub every: std::time::Duration,
-    pub beat: Arc<dyn Fn() + Send + Sync>,
+    pub beat: Arc<dyn Fn(&Status, u64) + Send + Sync>,
     /// Fault injection for tests of what watches the loop (`run --debug-stall-loop`): asked
     /// after each beat; a length makes the loop stall that long (awaiting, running no pass
     /// and no beat), as a hung loop would. `None` in normal runs.
@@ -159,12 +138,47 @@ pub(in crate::runtime) struct Services {
     pub(in crate::runtime) stickers: SharedStickers,
     /// Long-term memory (facts), when the process keeps it.
     pub(in crate::runtime) facts: Option<SharedFacts>,
+    /// The group pipeline `classify` tasks call (the admission chain's group gates).
+    pub(in crate::runtime) groups: Option<SharedGroups>,
     pub(in crate::runtime) store: SharedStore,
     pub(in crate::runtime) clock: SharedClock,
     pub(in crate::runtime) queue: Arc<WorkQueue>,
     pub(in crate::runtime) status_tx: watch::Sender<Status>,
     pub(in crate::runtime) heartbeat: Option<Heartbeat>,
     pub(in crate::runtime) published: handle::Published,
+}
+
+/// The runtime's front before the runtime itself: its queue, status channel and published
+/// state, so what must hold a [`RuntimeHandle`] at construction (the usage meter's spend
+/// reports, the admission chain, the heartbeat) is built before the runtime that needs them.
+pub struct RuntimeSeed {
+    queue: Arc<WorkQueue>,
+    status_tx: watch::Sender<Status>,
+    status_rx: watch::Receiver<Status>,
+    published: handle::Published,
+}
+
+impl RuntimeSeed {
+    /// A fresh seed on `clock`, and the handle every later runtime built from it answers to.
+    pub fn new(clock: &SharedClock) -> (RuntimeSeed, RuntimeHandle) {
+        let (status_tx, status_rx) = watch::channel(Status::default());
+        let seed = RuntimeSeed {
+            queue: Arc::new(WorkQueue::new(Arc::clone(clock))),
+            status_tx,
+            status_rx,
+            published: handle::Published::default(),
+        };
+        let handle = seed.handle();
+        (seed, handle)
+    }
+
+    fn handle(&self) -> RuntimeHandle {
+        RuntimeHandle {
+            queue: Arc::clone(&self.queue),
+            status: self.status_rx.clone(),
+            published: self.published.clone(),
+        }
+    }
 }
 
 /// Everything the loop needs, assembled before it runs.
@@ -184,10 +198,23 @@ impl Runtime {
         store: impl RuntimeStore,
         clock: SharedClock,
     ) -> Runtime {
-        let (status_tx, status_rx) = watch::channel(Status::default());
-        let published = handle::Published::new(agents.iter().map(|a| Arc::clone(&a.persona)));
+        let (seed, _) = RuntimeSeed::new(&clock);
+        Runtime::from_seed(seed, config, agents, planner, store, clock)
+    }
+
+    /// As [`Runtime::new`], answering to the handle the seed gave out.
+    pub fn from_seed(
+        seed: RuntimeSeed,
+        config: RuntimeConfig,
+        agents: Vec<AgentHandle>,
+        planner: SharedPlanner,
+        store: impl RuntimeStore,
+        clock: SharedClock,
+    ) -> Runtime {
+        seed.published
+            .set_personas(agents.iter().map(|a| Arc::clone(&a.persona)));
         let services = Services {
-            published,
+            published: seed.published,
             config: Arc::new(config),
             agents: agents
                 .into_iter()
@@ -197,15 +224,16 @@ impl Runtime {
             media: None,
             stickers: Arc::new(NoStickers),
             facts: None,
+            groups: None,
             store: Arc::new(store),
-            queue: Arc::new(WorkQueue::new(Arc::clone(&clock))),
+            queue: seed.queue,
             clock,
-            status_tx,
+            status_tx: seed.status_tx,
             heartbeat: None,
         };
         Runtime {
             services,
-            status_rx,
+            status_rx: seed.status_rx,
         }
     }
 
@@ -234,11 +262,16 @@ impl Runtime {
         self
     }
 
+    /// Gives `classify` tasks the group pipeline (the admission chain's group gates).
+    pub fn with_groups(mut self, groups: SharedGroups) -> Runtime {
+        self.services.groups = Some(groups);
+        self
+    }
+
     pub fn handle(&self) -> RuntimeHandle {
         RuntimeHandle {
             queue: Arc::clone(&self.services.queue),
             status: self.status_rx.clone(),
-            gate: None,
             published: self.services.published.clone(),
         }
     }

@@ -50,11 +50,6 @@ pub(crate) enum Event {
     StopAgent { agent: String, reason: String },
     /// Stop gracefully.
     Shutdown { reason: String },
-    /// The owner's pauses of an agent changed (or were read at start).
-    SetPaused {
-        agent: String,
-        paused: crate::core::scheduler::Paused,
-    },
     /// Stop gracefully as soon as no conversation has work left (the playground's end of
     /// input): judged by the loop itself, so virtual time never runs past the last plan.
     StopWhenIdle { reason: String },
@@ -64,12 +59,6 @@ pub(crate) enum Event {
     HoldWhenIdle(tokio::sync::oneshot::Sender<crate::ports::clock::Hold>),
     /// Stop an agent whose persona was removed or disabled (hot reload); graphs stay on disk.
     RemoveAgent { agent: String, reason: String },
-    /// The owner set (or cleared) a group's trigger mode: kept in the agent's state.
-    SetGroupMode {
-        agent: String,
-        chat: crate::core::model::ChatId,
-        mode: Option<crate::core::group::settings::TriggerMode>,
-    },
     /// A basic group became a supergroup: its state moves to the new id.
     MigrateChat {
         agent: String,
@@ -92,11 +81,19 @@ pub(crate) enum Event {
         which: crate::core::scheduler::DraftRef,
         decision: crate::core::approval::Decision,
     },
-    /// The owner set (or cleared) a chat's draft mode: kept in the agent's state.
-    SetApprovalMode {
+    /// The owner's request of `agent` (a pause, a mode, a question about plans): carried out
+    /// by the scheduler, which keeps what it changes in the agent's state; answered on `reply`.
+    Owner {
         agent: String,
-        chat: crate::core::model::ChatId,
-        mode: Option<crate::core::approval::ApprovalMode>,
+        request: crate::core::scheduler::OwnerRequest,
+        reply: Option<tokio::sync::oneshot::Sender<crate::core::scheduler::OwnerReply>>,
+    },
+    /// The answer to the owner command `command` of `chat`: a send task in that chat's graph.
+    AnswerOwner {
+        agent: String,
+        chat: Chat,
+        command: crate::core::model::MessageId,
+        text: String,
     },
     /// Start an agent, or give a running one a new persona (hot reload).
     UpsertAgent(Box<crate::runtime::AgentHandle>),

@@ -178,6 +178,9 @@ pub(crate) struct Harness {
     pub planner: Arc<ScriptedPlanner>,
     /// Keeps virtual time still while the test sets things up.
     pub hold: Option<personad::ports::clock::Hold>,
+    /// The group gates the runtime's `classify` tasks reach (given at construction, empty
+    /// until a test installs a gate).
+    pub groups: Arc<personad::ingress::Groups>,
 }
 
 pub(crate) const AGENT: &str = "ann";
@@ -334,6 +337,7 @@ impl Harness {
             Some(wrap) => wrap(telegram.clone(), Arc::clone(&shared)),
             None => telegram.clone(),
         };
+        let groups = personad::ingress::Groups::new();
         let mut runtime = Runtime::new(
             config,
             vec![AgentHandle {
@@ -344,6 +348,7 @@ impl Harness {
             GraphStore::new(StateDir::new(state)),
             Arc::clone(&shared),
         )
+        .with_groups(Arc::clone(&groups) as _)
         .with_stickers(Arc::new(StickerCatalog::new()))
         .with_facts(Arc::new(personad::adapters::store::facts::FileFacts::new(
             StateDir::new(state),
@@ -362,6 +367,7 @@ impl Harness {
             run,
             planner: scripted,
             hold,
+            groups,
         }
     }
 
@@ -527,18 +533,37 @@ impl Harness {
     }
 }
 
-/// An owner controller over the harness's runtime and agent, as the daemon wires it.
+/// An owner controller over the harness's runtime and agent, as the daemon wires it (its
+/// command queue served by a task of the test).
 pub(crate) fn controller(h: &Harness) -> Arc<personad::app::ops::controls::Controller> {
-    use personad::app::ops::controls::{Controller, Hooks, Seat};
-    let c = Controller::new(
-        StateDir::new(&h.state),
-        h.handle.clone(),
-        h.shared_clock.clone(),
-        Vec::new(),
-        Hooks {
-            stop: Box::new(|_| {}),
-            reload: Box::new(|| {}),
+    controls(h).0
+}
+
+/// The owner controls as the daemon wires them: the controller and the admission chain it
+/// sits in (owner controls, then the group gates), its command queue served.
+pub(crate) fn controls(
+    h: &Harness,
+) -> (
+    Arc<personad::app::ops::controls::Controller>,
+    personad::ingress::Ingress,
+) {
+    use personad::app::ops::controls::{Controller, ControlsConfig, Hooks, Seat};
+    let (c, ingress, commands) = Controller::build(
+        ControlsConfig {
+            state: StateDir::new(&h.state),
+            clock: h.shared_clock.clone(),
+            admin_chats: Vec::new(),
+            hooks: Hooks {
+                stop: Box::new(|_| {}),
+                reload: Box::new(|| {}),
+            },
+            usage: None,
+            facts: Arc::new(personad::adapters::store::facts::FileFacts::new(
+                StateDir::new(&h.state),
+            )),
         },
+        h.handle.clone(),
+        personad::ingress::Groups::new(),
     );
     c.add_agent(
         AGENT,
@@ -547,7 +572,13 @@ pub(crate) fn controller(h: &Harness) -> Arc<personad::app::ops::controls::Contr
             memory: Some(h.telegram.clone()),
         },
     );
-    c
+    let served = Arc::clone(&c);
+    tokio::spawn(async move {
+        served
+            .serve(commands, tokio_util::sync::CancellationToken::new())
+            .await
+    });
+    (c, ingress)
 }
 
 /// Files below `dir` (recursively), as sorted relative paths.

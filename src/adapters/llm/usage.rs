@@ -206,10 +206,6 @@ impl UsageRow {
     }
 }
 
-/// Told the day's spend after each request: the agent, the (UTC) day, the agent's own spend
-/// that day, then every agent's together.
-pub type SpendListener = Arc<dyn Fn(&str, jiff::civil::Date, Spend, Spend) + Send + Sync>;
-
 /// Sums usage per agent, model and day; persists per agent on [`UsageMeter::flush`].
 pub struct UsageMeter {
     clock: SharedClock,
@@ -218,7 +214,8 @@ pub struct UsageMeter {
     totals: Mutex<BTreeMap<Key, UsageRow>>,
     journal: Mutex<Journal>,
     writing: tokio::sync::Mutex<()>,
-    listener: Mutex<Option<SpendListener>>,
+    /// Who hears the day's spend after each request (the runtime's spending caps).
+    sink: Option<Arc<dyn crate::ports::spend::SpendSink>>,
     /// When the totals were last saved (wall time): [`UsageMeter::flush_due`] saves at most
     /// every [`SAVE_EVERY`].
     saved_at: Mutex<Option<std::time::Instant>>,
@@ -248,14 +245,16 @@ impl UsageMeter {
             totals: Mutex::new(totals),
             journal: Mutex::new(journal),
             writing: tokio::sync::Mutex::new(()),
-            listener: Mutex::new(None),
+            sink: None,
             saved_at: Mutex::new(None),
         }
     }
 
-    /// Who hears the day's spend after each request (the runtime's spending caps).
-    pub fn on_spend(&self, listener: SpendListener) {
-        *self.listener.lock().unwrap_or_else(PoisonError::into_inner) = Some(listener);
+    /// The meter reporting the day's spend after each request to `sink` (the runtime's
+    /// spending caps).
+    pub fn with_spend_sink(mut self, sink: Arc<dyn crate::ports::spend::SpendSink>) -> UsageMeter {
+        self.sink = Some(sink);
+        self
     }
 
     /// Today's (UTC) spend of `agent` and of every agent together: tokens (prompt and
@@ -324,15 +323,10 @@ impl UsageMeter {
             line.add_to(row);
             journal.pending.push(line);
         }
-        let listener = self
-            .listener
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        if let Some(listener) = listener {
+        if let Some(sink) = &self.sink {
             let (own, all) = self.spend_today(agent);
             let day = self.clock.now().to_zoned(jiff::tz::TimeZone::UTC).date();
-            listener(agent, day, own, all);
+            sink.spent(agent, day, own, all);
         }
     }
 
@@ -345,14 +339,22 @@ impl UsageMeter {
             .to_string()
     }
 
-    /// [`UsageMeter::load`] off the async threads (it reads the state directory).
+    /// [`UsageMeter::load`] off the async threads (it reads the state directory), reporting
+    /// spend to `sink` if given.
     pub(crate) async fn load_async(
         state: StateDir,
         clock: SharedClock,
+        sink: Option<Arc<dyn crate::ports::spend::SpendSink>>,
     ) -> std::io::Result<UsageMeter> {
-        tokio::task::spawn_blocking(move || UsageMeter::load(state, clock))
-            .await
-            .map_err(std::io::Error::other)
+        tokio::task::spawn_blocking(move || {
+            let meter = UsageMeter::load(state, clock);
+            match sink {
+                Some(sink) => meter.with_spend_sink(sink),
+                None => meter,
+            }
+        })
+        .await
+        .map_err(std::io::Error::other)
     }
 
     /// One line of today's (UTC) totals for `agent`, for `/status`; `None` before any use.

@@ -2,9 +2,12 @@
 //! `<state>/<agent>/memory/` (`persona.md`, `people/<user>.md`, `chats/<chat>.md`), each read
 //! and written whole, atomically. Implements [`FactStore`]. Hand edits are read on the next
 //! use (nothing is cached); a file that does not read as facts is reported with its line and
-//! never overwritten.
+//! never overwritten. A process keeps one `FileFacts` (built with the services and shared by
+//! the runtime's handlers and the owner's commands): it is each agent's one writer, and
+//! serializes that agent's read-change-save steps itself.
 
-use std::sync::{Mutex, PoisonError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::files::{read_optional, write_atomic};
 use super::layout::StateDir;
@@ -15,14 +18,13 @@ use crate::core::model::ChatId;
 use crate::core::summaries::SummaryFile;
 use crate::ports::facts::{FactError, FactStore};
 
-/// Serializes read-change-save steps across every [`FileFacts`] of the process (the
-/// runtime's and the owner commands' may write one file at once).
-static WRITING: Mutex<()> = Mutex::new(());
-
 /// Facts as files under a state directory.
 pub struct FileFacts {
     dir: StateDir,
     cap: usize,
+    /// One lock per agent: its read-change-save steps run one at a time (the runtime's
+    /// handlers and the owner's commands share this store).
+    writing: Mutex<HashMap<String, Arc<Mutex<()>>>>,
 }
 
 impl FileFacts {
@@ -30,7 +32,14 @@ impl FileFacts {
         FileFacts {
             dir,
             cap: DEFAULT_SCOPE_BYTES,
+            writing: Mutex::default(),
         }
+    }
+
+    /// The agent's write lock.
+    fn writer(&self, agent: &str) -> Arc<Mutex<()>> {
+        let mut all = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(all.entry(agent.to_string()).or_default())
     }
 
     /// Sets the cap on one scope's prompt form, in bytes.
@@ -73,7 +82,8 @@ impl FactStore for FileFacts {
         write: &FactWrite,
         source: &Source,
     ) -> Result<Result<Applied, Refused>, FactError> {
-        let _one_at_a_time = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
+        let writer = self.writer(agent);
+        let _one_at_a_time = writer.lock().unwrap_or_else(PoisonError::into_inner);
         let mut file = self.read(agent, scope)?;
         let applied = file.apply(scope, write, source, self.cap);
         // Every applied write is saved (a delete of nothing too: its task id is recorded).
@@ -114,7 +124,8 @@ impl FactStore for FileFacts {
         notes: bool,
         intents: &str,
     ) -> Result<Option<Vec<std::path::PathBuf>>, FactError> {
-        let _one_at_a_time = WRITING.lock().unwrap_or_else(PoisonError::into_inner);
+        let writer = self.writer(agent);
+        let _one_at_a_time = writer.lock().unwrap_or_else(PoisonError::into_inner);
         let marker = self.dir.reset_marker_path(agent, chat);
         let line = format!("first message after the reset: {first}\n");
         if read_optional(&marker)?.is_some_and(|t| t == line) {

@@ -120,7 +120,9 @@ impl RuntimeStore for GraphStore {
         &self,
         agent: &str,
     ) -> Result<(AgentState, Option<Quarantined>), StoreError> {
-        load_agent_state(&self.dir, agent)
+        let (mut state, quarantined) = load_agent_state(&self.dir, agent)?;
+        super::legacy::fold_controls(&self.dir, agent, &mut state)?;
+        Ok((state, quarantined))
     }
 
     fn load_presence(

@@ -19,6 +19,7 @@ pub mod facts;
 pub mod files;
 pub mod graphs;
 pub mod layout;
+pub(crate) mod legacy;
 pub mod lock;
 pub mod presence;
 pub(crate) mod secure;

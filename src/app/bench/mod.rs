@@ -336,16 +336,29 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
     } else {
         None
     };
-    let runtime = crate::app::services::runtime(
-        config(args, debounce),
-        vec![AgentHandle {
+    let state = graphs.state_dir().clone();
+    let services = crate::app::services::Services::build(crate::app::services::Spec {
+        config: config(args, debounce),
+        agents: vec![AgentHandle {
             persona: Arc::new(bench_persona()?),
             telegram: telegram.clone(),
         }],
-        planner.clone(),
-        graphs,
-        &clock,
-    );
+        clock: Arc::clone(&clock),
+        state: state.clone(),
+        graphs: state.clone(),
+        planner: {
+            let planner: crate::ports::planner::SharedPlanner = planner.clone();
+            Box::new(move |_| planner)
+        },
+        llm: None,
+        media: None,
+        heartbeat: None,
+        view_facts: None,
+    })
+    .await?;
+    let ingress =
+        crate::ingress::Ingress::new(services.handle.clone(), None, Arc::clone(&services.groups));
+    let runtime = services.runtime;
     let handle = runtime.handle();
     let boot = Instant::now();
     let run = tokio::spawn(runtime.run());
@@ -359,7 +372,7 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
     let mut pushed_at: HashMap<ChatId, Timestamp> = HashMap::new();
     for (chat, msg) in messages {
         pushed_at.insert(chat.id, clock.now());
-        handle.push_inbound(AGENT, chat, msg, true);
+        ingress.push(AGENT, chat, msg, true);
     }
     let durable_watch = {
         let handle = handle.clone();

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::adapters::memory::MemoryTelegram;
-use crate::adapters::store::{GraphStore, StateDir};
+use crate::adapters::store::StateDir;
 use crate::app::cli::BenchArgs;
 use crate::app::commands::CommandError;
 use crate::core::model::{Chat, ChatId, ChatKind, Message};
@@ -71,16 +71,30 @@ async fn at_rate(dir: &Path, args: &BenchArgs, rate: u64) -> Result<(f64, f64), 
         let chat = &chats[k % chats.len()];
         messages.push((chat.clone(), super::say(&telegram, chat, k).await?));
     }
-    let runtime = crate::app::services::runtime(
-        super::config(args, std::time::Duration::from_millis(50)),
-        vec![AgentHandle {
+    let state = StateDir::new(dir.join("state"));
+    let services = crate::app::services::Services::build(crate::app::services::Spec {
+        config: super::config(args, std::time::Duration::from_millis(50)),
+        agents: vec![AgentHandle {
             persona: Arc::new(super::bench_persona()?),
             telegram: telegram.clone(),
         }],
-        super::planner(args, &clock, &StateDir::new(dir.join("state"))),
-        GraphStore::new(StateDir::new(dir.join("state"))),
-        &clock,
-    );
+        clock: Arc::clone(&clock),
+        state: state.clone(),
+        graphs: state.clone(),
+        planner: {
+            let planner: crate::ports::planner::SharedPlanner =
+                super::planner(args, &clock, &state);
+            Box::new(move |_| planner)
+        },
+        llm: None,
+        media: None,
+        heartbeat: None,
+        view_facts: None,
+    })
+    .await?;
+    let ingress =
+        crate::ingress::Ingress::new(services.handle.clone(), None, Arc::clone(&services.groups));
+    let runtime = services.runtime;
     let handle = runtime.handle();
     let run = tokio::spawn(runtime.run());
     handle.wait_until(|s| s.started).await;
@@ -114,7 +128,7 @@ async fn at_rate(dir: &Path, args: &BenchArgs, rate: u64) -> Result<(f64, f64), 
             tokio::time::sleep(wait).await;
         }
         pushed.push(Instant::now());
-        handle.push_inbound(super::AGENT, chat, msg, true);
+        ingress.push(super::AGENT, chat, msg, true);
     }
     let limit = Duration::from_secs(args.sustain_secs + 10);
     let _ = tokio::time::timeout(limit, watcher).await;

@@ -25,10 +25,10 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 use crate::adapters::llm::usage::UsageMeter;
 use crate::adapters::store::{self, StateDir};
+use crate::app::lifecycle::Lifecycle;
 use crate::app::ops::OpError;
 use crate::app::ops::controls::{Controller, Op};
 use crate::core::model::ChatId;
@@ -89,14 +89,14 @@ fn write_token(state: &StateDir) -> Result<(String, String), OpError> {
     Ok((token, secret()?))
 }
 
-/// Binds `addr` and serves the console until `stop`. The token file is written first.
+/// Binds `addr` and serves the console as tasks of `life` until it stops. The token file is written first.
 pub(crate) async fn serve(
     addr: SocketAddr,
     state: &StateDir,
     controller: Arc<Controller>,
     runtime: RuntimeHandle,
     usage: Arc<UsageMeter>,
-    stop: CancellationToken,
+    life: &Lifecycle,
 ) -> Result<JoinHandle<()>, OpError> {
     if !addr.ip().is_loopback() {
         tracing::warn!(event = "console_not_loopback", addr = %addr, "the console listens beyond this machine: anyone who can reach it and has the token controls the personas");
@@ -113,8 +113,8 @@ pub(crate) async fn serve(
     let incidents = Arc::new(Mutex::new(VecDeque::new()));
     let mut notables = runtime.observe_notables();
     let kept = Arc::clone(&incidents);
-    let s = stop.clone();
-    tokio::spawn(async move {
+    let s = life.stop_token();
+    life.spawn(async move {
         loop {
             tokio::select! {
                 () = s.cancelled() => return,
@@ -139,10 +139,10 @@ pub(crate) async fn serve(
         usage,
         incidents,
     });
-    Ok(tokio::spawn(crate::app::ops::listen::serve(
+    Ok(life.spawn(crate::app::ops::listen::serve(
         listener,
         BUDGET,
-        stop,
+        life.clone(),
         move |mut stream| {
             let console = Arc::clone(&console);
             async move {

@@ -1,39 +1,111 @@
-//! The fleet: the one owner of the running agents. It connects accounts, builds each agent's
-//! group gate and starts its update pump, and applies reloads (new, changed, removed and
-//! broken persona files) to the runtime.
+//! The fleet: the one owner of the running agents. [`Accounts`] opens an agent's account
+//! (MTProto, connected and governed, or in-memory in the shared world) and reports persona
+//! problems once per file version; [`Fleet`], built once the runtime, the admission chain and
+//! the owner controls exist, builds each agent's group gate, starts its update pump as a
+//! task of the daemon's lifecycle, and applies reloads (new, changed, removed and broken
+//! persona files) to the runtime. Called by `daemon`; its reloads run in the one reloader.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 
-impl Fleet {
-    pub(super) fn new(
+use tokio_util::sync::CancellationToken;
+
+use crate::adapters::governor::Governor;
+use crate::adapters::memory::MemoryTelegram;
+use crate::adapters::mtproto::{self, Connected};
+use crate::adapters::store::StateDir;
+use crate::app::cli::GlobalArgs;
+use crate::app::commands::reload_personas;
+use crate::app::daemon::backend::Backend;
+use crate::app::daemon::health::status_line;
+use crate::app::lifecycle::Lifecycle;
+use crate::app::ops::OpError;
+use crate::app::ops::controls::{Controller, Seat};
+use crate::app::ops::reload::Reload;
+use crate::app::ops::sdnotify::Notifier;
+use crate::core::persona::{LoadReport, Persona, PersonaEntry, Problem, SendLimits};
+use crate::ingress::Ingress;
+use crate::ingress::classifier::Classifier;
+use crate::ingress::gate::{GateConfig, GroupGate, identity_for};
+use crate::ingress::sink::RuntimeSink;
+use crate::ports::clock::SharedClock;
+use crate::ports::telegram::Telegram;
+use crate::runtime::AgentHandle;
+
+/// Sets a running governor's limits from a persona's `# Send Limits`.
+type Retune = Box<dyn Fn(&SendLimits) + Send>;
+
+/// How the daemon opens accounts, and what it keeps to retune them.
+pub(crate) struct Accounts {
+    pub(crate) global: GlobalArgs,
+    pub(crate) backend: Backend,
+    pub(crate) state: StateDir,
+    pub(crate) clock: SharedClock,
+    /// Per MTProto agent: applies a persona's `# Send Limits` to its running governor.
+    retune: Mutex<BTreeMap<String, Retune>>,
+    /// Problems already logged, so a broken file is reported once, not at every reload.
+    reported: BTreeSet<String>,
+}
+
+/// An agent whose account is connected, ready to join the runtime.
+pub(crate) type Opened = (PathBuf, Arc<Persona>, Seat, Option<Connected>);
+
+/// One running agent.
+struct Running {
+    path: PathBuf,
+    persona: Arc<Persona>,
+    seat: Seat,
+    pump_stop: Option<CancellationToken>,
+}
+
+/// What group messages need beyond the gates: the classifier and its model, and the user ids
+/// of the daemon's personas (so they never loop with each other).
+pub(crate) struct GroupSettings {
+    pub(crate) classifier: Option<Classifier>,
+    pub(crate) classifier_model: String,
+}
+
+/// The running agents and what they need to start, stop and reload.
+pub(crate) struct Fleet {
+    accounts: Accounts,
+    ingress: Ingress,
+    controller: Arc<Controller>,
+    life: Lifecycle,
+    notifier: Notifier,
+    groups: GroupSettings,
+    /// Every persona's gate reads this one set, so one started later is a peer too.
+    peers: crate::ingress::gate::Peers,
+    running: BTreeMap<String, Running>,
+}
+
+impl Accounts {
+    pub(crate) fn new(
         global: GlobalArgs,
         backend: Backend,
         state: StateDir,
         clock: &SharedClock,
-        stop: CancellationToken,
-        group: GroupWiring,
-    ) -> Fleet {
-        Fleet {
+    ) -> Accounts {
+        Accounts {
             global,
             backend,
             state,
             clock: Arc::clone(clock),
-            stop,
-            running: BTreeMap::new(),
+            retune: Mutex::default(),
             reported: BTreeSet::new(),
-            pumps: Vec::new(),
-            group,
-            retune: std::sync::Mutex::default(),
         }
     }
 
     /// Logs each new problem of the report once.
-    pub(super) fn report_problems(&mut self, report: &LoadReport, starting: bool) {
+    pub(crate) fn report_problems(
+        &mut self,
+        report: &LoadReport,
+        starting: bool,
+        running: &BTreeSet<PathBuf>,
+    ) {
         // A problem is reported once per version of its file: the same file read again stays
         // quiet, a new edit with the same mistake is reported again; forget what is gone.
-        let key = |e: &crate::core::persona::PersonaEntry, p: &crate::core::persona::Problem| {
-            format!("{:016x} {p}", e.fingerprint)
-        };
+        let key = |e: &PersonaEntry, p: &Problem| format!("{:016x} {p}", e.fingerprint);
         let current: BTreeSet<String> = report
             .entries
             .iter()
@@ -49,7 +121,7 @@ impl Fleet {
             for p in entry.problems.iter().filter(|p| p.is_error()) {
                 let text = p.to_string();
                 if self.reported.insert(key(entry, p)) {
-                    let kept = self.running.values().any(|r| r.path == entry.path);
+                    let kept = running.contains(&entry.path);
                     if starting {
                         tracing::error!(event = "agent_not_started", problem = %text, "agent not started");
                     } else if kept {
@@ -63,10 +135,10 @@ impl Fleet {
     }
 
     /// Opens an agent's account: MTProto (connected, not yet pumping) or in-memory.
-    pub(super) async fn open(
+    pub(crate) async fn open(
         &self,
         persona: &Persona,
-    ) -> Result<(Seat, Option<Connected>), crate::app::ops::OpError> {
+    ) -> Result<(Seat, Option<Connected>), OpError> {
         match &self.backend {
             Backend::Mtproto {
                 creds,
@@ -81,7 +153,7 @@ impl Fleet {
                     Arc::clone(&self.clock),
                 )
                 .await
-                .map_err(crate::app::ops::OpError::of)?;
+                .map_err(OpError::of)?;
                 // The persona's `# Send Limits` over the daemon's figures (again at each
                 // reload that changes them).
                 let governed = Arc::new(Governor::new(
@@ -92,7 +164,7 @@ impl Fleet {
                 let (g, base) = (Arc::clone(&governed), governor.clone());
                 self.retune
                     .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .unwrap_or_else(PoisonError::into_inner)
                     .insert(
                         persona.name.clone(),
                         Box::new(move |limits| g.set_config(base.clone().with_limits(limits))),
@@ -114,8 +186,8 @@ impl Fleet {
                     MemoryTelegram::new(&name, clock, Some(dir))
                 })
                 .await
-                .map_err(crate::app::ops::OpError::of)?
-                .map_err(crate::app::ops::OpError::of)?;
+                .map_err(OpError::of)?
+                .map_err(OpError::of)?;
                 memory.set_send_delay(send_delay);
                 let memory = Arc::new(memory);
                 world.join(&memory);
@@ -127,31 +199,73 @@ impl Fleet {
             }
         }
     }
+}
+
+impl Fleet {
+    pub(crate) fn new(
+        accounts: Accounts,
+        ingress: Ingress,
+        controller: Arc<Controller>,
+        life: Lifecycle,
+        notifier: Notifier,
+        groups: GroupSettings,
+    ) -> Fleet {
+        Fleet {
+            accounts,
+            ingress,
+            controller,
+            life,
+            notifier,
+            groups,
+            peers: crate::ingress::gate::peers([]),
+            running: BTreeMap::new(),
+        }
+    }
+
+    /// Starts the agents opened at start-up: each joins the owner's roster, gets its group
+    /// gate and its update pump.
+    pub(crate) fn start(&mut self, opened: Vec<Opened>) {
+        for (path, persona, seat, connected) in opened {
+            self.controller.add_agent(&persona.name, seat.clone());
+            let pump_stop = self.pump(&persona, &seat, connected);
+            self.running.insert(
+                persona.name.clone(),
+                Running {
+                    path,
+                    persona,
+                    seat,
+                    pump_stop,
+                },
+            );
+        }
+    }
 
     /// Builds the agent's group gate (trigger modes, classifier, share of voice) and, for an
     /// MTProto agent, starts its update pump with that gate; returns the pump's stop token.
-    pub(super) fn pump(
+    pub(crate) fn pump(
         &mut self,
         persona: &Arc<Persona>,
         seat: &Seat,
         connected: Option<Connected>,
-        handle: RuntimeHandle,
     ) -> Option<CancellationToken> {
-        let stop = self.stop.child_token();
-        let opts = match &self.backend {
+        let stop = self.life.stop_token().child_token();
+        let handle = self.ingress.runtime().clone();
+        let opts = match &self.accounts.backend {
             Backend::Mtproto { opts, .. } => Some(*opts),
             Backend::Memory { .. } => None,
         };
         let me = seat.telegram.self_id();
         // Every persona's gate reads the one shared set, so one started later is a peer too.
-        self.group
-            .peers
+        self.peers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(me);
-        let peers = Arc::clone(&self.group.peers);
-        let (clock, s, agent) = (Arc::clone(&self.clock), stop.clone(), persona.name.clone());
-        let group = self.group.clone();
+        let peers = Arc::clone(&self.peers);
+        let (clock, s, agent) = (
+            Arc::clone(&self.accounts.clock),
+            stop.clone(),
+            persona.name.clone(),
+        );
         let gate = GroupGate::new(GateConfig {
             agent: agent.clone(),
             // Telegram flags mentions of our @username as callouts.
@@ -159,18 +273,18 @@ impl Fleet {
             persona: Arc::clone(persona),
             telegram: Arc::clone(&seat.telegram),
             runtime: handle.clone(),
-            classifier: group.classifier,
-            classifier_model: Some(group.classifier_model),
+            classifier: self.groups.classifier.clone(),
+            classifier_model: Some(self.groups.classifier_model.clone()),
             clock: Arc::clone(&clock),
             peers,
-            // Per-chat overrides come from the agent state the runtime reads (no second read
-            // of that file), through the handle.
+            // The owner's per-chat modes come from the agent state the runtime holds,
+            // through the handle; no session override in the daemon.
             modes: Default::default(),
         });
-        group.groups.insert(&agent, gate);
+        self.ingress.groups().insert(&agent, gate);
         let (Some(connected), Some(opts)) = (connected, opts) else {
             if let (Some(memory), Backend::Memory { world, .. }) =
-                (seat.memory.clone(), &self.backend)
+                (seat.memory.clone(), &self.accounts.backend)
             {
                 // What the other personas (and people in shared groups) write reaches this
                 // agent through the admission chain, as a real account's pump delivers it.
@@ -178,36 +292,36 @@ impl Fleet {
                     me,
                     Arc::new(RuntimeSink {
                         agent: agent.clone(),
-                        runtime: handle.clone(),
-                        groups: Arc::clone(&group.groups),
+                        ingress: self.ingress.clone(),
                     }),
                 );
                 // The in-memory Telegram's unread scan, as a real account's connect does: a
                 // message left unplanned by a crash is planned now (the runtime's handled
                 // marks keep an answered one from being planned twice).
-                self.pumps.push(tokio::spawn(async move {
+                let ingress = self.ingress.clone();
+                self.life.spawn(async move {
                     handle.wait_agent_state(&agent).await;
                     for (chat, message) in memory.unread() {
                         tracing::info!(event = "unanswered_replanned", agent = %agent, chat = %chat.id, message_id = message.id.0, "a message of the previous run was never planned: planning it now");
-                        handle.push_inbound(&agent, chat, message, true);
+                        ingress.push(&agent, chat, message, true);
                     }
-                }));
+                });
             }
             return None;
         };
-        self.pumps.push(tokio::spawn(async move {
-            // Let the runtime read the agent's state (its trigger modes) before the first
-            // updates reach the gate.
+        let ingress = self.ingress.clone();
+        self.life.spawn(async move {
+            // Let the runtime read the agent's state (its trigger modes, pauses) before the
+            // first updates reach the chain.
             handle.wait_agent_state(&agent).await;
             let sink = Arc::new(RuntimeSink {
                 agent: agent.clone(),
-                runtime: handle,
-                groups: group.groups,
+                ingress,
             });
             if let Err(e) = connected.serve(agent.clone(), sink, opts, clock, s).await {
                 tracing::error!(event = "pump_stopped", agent = %agent, error = %e, "update pump stopped");
             }
-        }));
+        });
         Some(stop)
     }
 
@@ -215,20 +329,22 @@ impl Fleet {
     /// agents: changed personas take effect from their next task, new ones start, removed
     /// or disabled ones stop (their graphs stay on disk), a broken edit keeps the previous
     /// version, and a changed `Agent Phone` is refused until a restart.
-    pub(super) async fn reload(&mut self, handle: &RuntimeHandle, controller: &Controller) {
+    async fn reload_files(&mut self) {
+        let handle = self.ingress.runtime().clone();
         let keep = self
             .running
             .iter()
             .map(|(name, r)| (name.to_lowercase(), r.path.clone()))
             .collect();
-        let report = match reload_personas(&self.global, keep).await {
+        let report = match reload_personas(&self.accounts.global, keep).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(event = "reload_failed", error = %e, "reload failed: every agent keeps running as it was");
                 return;
             }
         };
-        self.report_problems(&report, false);
+        let paths = self.running.values().map(|r| r.path.clone()).collect();
+        self.accounts.report_problems(&report, false, &paths);
         let mut keep: BTreeSet<String> = BTreeSet::new();
         for entry in &report.entries {
             let Some(p) = &entry.persona else {
@@ -253,9 +369,10 @@ impl Fleet {
                 Some(r) => {
                     if r.persona.send_limits != p.send_limits
                         && let Some(retune) = self
+                            .accounts
                             .retune
                             .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .unwrap_or_else(PoisonError::into_inner)
                             .get(&p.name)
                     {
                         tracing::info!(event = "send_limits_changed", agent = %p.name, limits = ?p.send_limits, "the persona's send limits apply from the next message");
@@ -270,15 +387,15 @@ impl Fleet {
                         });
                     }
                 }
-                None => match self.open(p).await {
+                None => match self.accounts.open(p).await {
                     Ok((seat, connected)) => {
                         let persona = Arc::new(p.clone());
-                        controller.add_agent(&p.name, seat.clone());
+                        self.controller.add_agent(&p.name, seat.clone());
                         handle.upsert_agent(AgentHandle {
                             persona: Arc::clone(&persona),
                             telegram: Arc::clone(&seat.telegram),
                         });
-                        let pump_stop = self.pump(&persona, &seat, connected, handle.clone());
+                        let pump_stop = self.pump(&persona, &seat, connected);
                         self.running.insert(
                             p.name.clone(),
                             Running {
@@ -306,18 +423,37 @@ impl Fleet {
                 if let Some(s) = r.pump_stop {
                     s.cancel();
                 }
-                controller.remove_agent(&name);
-                self.retune
+                self.controller.remove_agent(&name);
+                self.accounts
+                    .retune
                     .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .unwrap_or_else(PoisonError::into_inner)
                     .remove(&name);
-                self.group.groups.remove(&name);
-                if let Backend::Memory { world, .. } = &self.backend {
+                self.ingress.groups().remove(&name);
+                if let Backend::Memory { world, .. } = &self.accounts.backend {
                     world.leave(r.seat.telegram.self_id());
                 }
                 handle.remove_agent(&name, "its persona file was removed or disabled");
             }
         }
+    }
+}
+
+impl Reload for Fleet {
+    async fn reload(&mut self) {
+        self.notifier.reloading();
+        tracing::info!(
+            event = "reload_started",
+            "reloading personas and role prompts"
+        );
+        self.reload_files().await;
+        let st = self.ingress.runtime().status();
+        self.notifier.ready(&status_line(&st));
+        tracing::info!(
+            event = "reload_done",
+            agents = self.running.len(),
+            "reload done"
+        );
     }
 }
 

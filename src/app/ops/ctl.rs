@@ -12,11 +12,11 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 use crate::adapters::store::{self, StateDir};
 use crate::app::cli::{CtlCommand, GlobalArgs};
 use crate::app::commands::{CmdResult, CommandError};
+use crate::app::lifecycle::Lifecycle;
 use crate::app::ops::OpError;
 use crate::app::ops::controls::{Controller, Op, parse_duration};
 
@@ -52,12 +52,12 @@ pub(crate) fn socket_path(state: &StateDir) -> PathBuf {
     state.socket_path()
 }
 
-/// Binds the socket (0600) and serves it until `stop`; removes the file at the end.
+/// Binds the socket (0600) and serves it as a task of `life` until it stops; removes the file at the end.
 /// Refuses to start when another daemon answers on it.
 pub async fn serve(
     state: &StateDir,
     controller: Arc<Controller>,
-    stop: CancellationToken,
+    life: &Lifecycle,
 ) -> Result<JoinHandle<()>, OpError> {
     let path = socket_path(state);
     store::ensure_private_dir(state.root()).map_err(OpError::of)?;
@@ -80,8 +80,9 @@ pub async fn serve(
     set_private(&path)?;
     let owner = owner_uid(&path)?;
     tracing::info!(event = "ctl_listening", socket = %path.display(), "control socket ready");
-    Ok(tokio::spawn(async move {
-        crate::app::ops::listen::serve(listener, CTL_BUDGET, stop, move |stream| {
+    let connections = life.clone();
+    Ok(life.spawn(async move {
+        crate::app::ops::listen::serve(listener, CTL_BUDGET, connections, move |stream| {
             handle(stream, Arc::clone(&controller), owner)
         })
         .await;

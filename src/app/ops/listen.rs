@@ -13,8 +13,8 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::app::lifecycle::Lifecycle;
 use tokio::sync::Semaphore;
-use tokio_util::sync::CancellationToken;
 
 /// A listener's budget.
 #[derive(Debug, Clone, Copy)]
@@ -52,12 +52,13 @@ impl Accept for tokio::net::UnixListener {
 }
 
 /// Serves `listener` until `stop` within `budget`, each connection handled by `handle`.
-pub(crate) async fn serve<L, H, F>(listener: L, budget: Budget, stop: CancellationToken, handle: H)
+pub(crate) async fn serve<L, H, F>(listener: L, budget: Budget, life: Lifecycle, handle: H)
 where
     L: Accept,
     H: Fn(L::Conn) -> F + Send + Sync + 'static,
     F: Future<Output = ()> + Send + 'static,
 {
+    let stop = life.stop_token();
     let slots = Arc::new(Semaphore::new(budget.max_connections.max(1)));
     let mut failures: u64 = 0;
     let mut backoff = ACCEPT_BACKOFF_MIN;
@@ -87,7 +88,7 @@ where
                 }
                 let work = handle(conn);
                 let name = budget.name;
-                tokio::spawn(async move {
+                life.spawn(async move {
                     if tokio::time::timeout(budget.deadline, work).await.is_err() {
                         tracing::debug!(listener = name, "connection closed: over its deadline");
                     }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
+use crate::app::lifecycle::Lifecycle;
 use crate::app::ops::OpError;
 use crate::core::llm::{LlmOutcome, LlmRequest};
 use crate::core::time::BoxFuture;
@@ -19,7 +20,6 @@ use crate::ports::llm::{Llm, LlmError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 /// When the tick loop last ran.
 #[derive(Debug)]
@@ -84,11 +84,11 @@ const METRICS_BUDGET: crate::app::ops::listen::Budget = crate::app::ops::listen:
     deadline: Duration::from_secs(10),
 };
 
-/// Binds `addr` and serves until `stop`.
+/// Binds `addr` and serves as a task of `life` until it stops.
 pub async fn serve(
     addr: SocketAddr,
     health: Arc<Health>,
-    stop: CancellationToken,
+    life: &Lifecycle,
 ) -> Result<JoinHandle<()>, OpError> {
     let handle = install().ok_or("metrics recorder unavailable")?;
     let listener = TcpListener::bind(addr)
@@ -96,10 +96,10 @@ pub async fn serve(
         .map_err(|e| OpError(format!("cannot listen on {addr} for metrics: {e}")))?;
     let local = listener.local_addr().map_err(OpError::of)?;
     tracing::info!(event = "metrics_listening", addr = %local, "metrics at /metrics, health at /healthz");
-    Ok(tokio::spawn(crate::app::ops::listen::serve(
+    Ok(life.spawn(crate::app::ops::listen::serve(
         listener,
         METRICS_BUDGET,
-        stop,
+        life.clone(),
         move |mut stream| {
             let (handle, health) = (handle.clone(), Arc::clone(&health));
             async move {

@@ -15,7 +15,9 @@ pub mod controls;
 pub mod ctl;
 pub(crate) mod listen;
 pub mod metrics;
+pub(crate) mod reload;
 pub(crate) mod sdnotify;
+pub(crate) mod signals;
 pub(crate) mod watch;
 
 /// Why an operation of the operator's surface (an owner command, the control socket, the

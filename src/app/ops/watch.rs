@@ -1,25 +1,26 @@
 //! Watches the persona and role-prompt directories (the `notify` crate) and turns bursts of
 //! file events into one reload request after a quiet period (editors write a file in several
 //! steps). Only changes to `*.md` files count: merely opening or reading one (as every reload
-//! does) does not, or each reload would set off the next. Owns the watcher; `daemon` does the
-//! reload.
+//! does) does not, or each reload would set off the next. Owns the watcher; its debounce
+//! task is a task of the entry's lifecycle; the one reloader (`ops::reload`) does the reload.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::app::lifecycle::Lifecycle;
 use crate::app::ops::OpError;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
-/// A running watcher; dropping it stops watching.
+/// A running watcher; dropping it stops watching (its debounce task then ends).
 pub(crate) struct DirWatcher {
     _watcher: RecommendedWatcher,
-    _task: tokio::task::JoinHandle<()>,
 }
 
 /// Watches `dirs` (those that exist) and sends on `reload` once per burst of changes to
 /// Markdown files, `quiet` after the last one.
 pub(crate) fn watch(
+    life: &Lifecycle,
     dirs: &[PathBuf],
     quiet: Duration,
     reload: mpsc::UnboundedSender<()>,
@@ -39,27 +40,28 @@ pub(crate) fn watch(
             .watch(dir, RecursiveMode::NonRecursive)
             .map_err(|e| OpError(format!("cannot watch {}: {e}", dir.display())))?;
     }
-    let task = tokio::spawn(async move {
-        while rx.recv().await.is_some() {
-            loop {
-                tokio::select! {
-                    more = rx.recv() => if more.is_none() { return },
-                    () = tokio::time::sleep(quiet) => break,
+    let stop = life.stop_token();
+    life.spawn(async move {
+        stop.run_until_cancelled(async move {
+            while rx.recv().await.is_some() {
+                loop {
+                    tokio::select! {
+                        more = rx.recv() => if more.is_none() { return },
+                        () = tokio::time::sleep(quiet) => break,
+                    }
+                }
+                tracing::info!(
+                    event = "files_changed",
+                    "persona or role-prompt files changed"
+                );
+                if reload.send(()).is_err() {
+                    return;
                 }
             }
-            tracing::info!(
-                event = "files_changed",
-                "persona or role-prompt files changed"
-            );
-            if reload.send(()).is_err() {
-                return;
-            }
-        }
+        })
+        .await;
     });
-    Ok(DirWatcher {
-        _watcher: watcher,
-        _task: task,
-    })
+    Ok(DirWatcher { _watcher: watcher })
 }
 
 fn is_markdown(path: &Path) -> bool {

@@ -1,7 +1,21 @@
 //! What the playground prints: each action of the in-memory backend and each group decision,
 //! as a human line or a JSON event (`--jsonl`), with times relative to the session's start.
 
-use super::*;
+use std::io::Write;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::adapters::memory::{Action, Recorded};
+use crate::adapters::store::facts::FileFacts;
+use crate::app::cli::ChatArgs;
+use crate::app::lifecycle::Lifecycle;
+use crate::app::services::ViewFacts;
+use crate::core::model::{Chat, ChatId, MessageId};
+use crate::ingress::gate::{DecisionEvent, GroupGate};
+use crate::ports::clock::SharedClock;
 
 pub(super) fn emit_line(line: &str) {
     let mut stdout = std::io::stdout().lock();
@@ -56,6 +70,7 @@ pub(super) async fn print_actions(
 
 /// Starts [`print_presence`] for the session; send on the returned channel to stop it.
 pub(super) fn spawn_presence_printer(
+    life: &Lifecycle,
     runtime: &crate::runtime::RuntimeHandle,
     start: Timestamp,
     args: &crate::app::cli::ChatArgs,
@@ -65,7 +80,7 @@ pub(super) fn spawn_presence_printer(
     tokio::task::JoinHandle<()>,
 ) {
     let (stop, stopped) = tokio::sync::oneshot::channel();
-    let task = tokio::spawn(print_presence(
+    let task = life.spawn(print_presence(
         runtime.observe_presence(),
         runtime.observe_notables(),
         stopped,
@@ -325,17 +340,15 @@ pub(super) type MemoryEvent = (&'static str, crate::core::facts::FactScope, Stri
 /// The playground's memory store: the files under its state directory, with every applied
 /// write also reported to the printer (a `remember`/`note` event).
 pub(super) struct ObservedFacts {
-    inner: crate::adapters::store::facts::FileFacts,
+    inner: Arc<FileFacts>,
     tx: mpsc::UnboundedSender<MemoryEvent>,
 }
 
 impl ObservedFacts {
     pub(super) fn new(
-        dir: StateDir,
-        cap: usize,
+        inner: Arc<FileFacts>,
     ) -> (ObservedFacts, mpsc::UnboundedReceiver<MemoryEvent>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let inner = crate::adapters::store::facts::FileFacts::new(dir).with_scope_cap(cap);
         (ObservedFacts { inner, tx }, rx)
     }
 }
@@ -448,21 +461,16 @@ impl crate::ports::facts::FactStore for ObservedFacts {
     }
 }
 
-/// Gives the runtime the playground's memory (under `dir`), each write printed.
-pub(super) fn with_printed_memory(
-    runtime: crate::runtime::Runtime,
-    dir: StateDir,
-    args: &ChatArgs,
-    clock: &SharedClock,
-) -> crate::runtime::Runtime {
-    let (facts, events) = ObservedFacts::new(dir, args.runtime.memory_scope_bytes);
-    tokio::spawn(print_memory(
-        events,
-        Arc::clone(clock),
-        clock.now(),
-        args.jsonl,
-    ));
-    runtime.with_facts(Arc::new(facts))
+/// Shows the runtime the process's memory store with each write printed (a task of the
+/// session's lifecycle prints them).
+pub(super) fn observe_memory(life: &Lifecycle, args: &ChatArgs, clock: &SharedClock) -> ViewFacts {
+    let (life, jsonl, clock) = (life.clone(), args.jsonl, Arc::clone(clock));
+    Box::new(move |facts| {
+        let (observed, events) = ObservedFacts::new(facts);
+        let start = clock.now();
+        life.spawn(print_memory(events, clock, start, jsonl));
+        Arc::new(observed)
+    })
 }
 
 /// Prints every memory write: a `remember` or `note` event in `--jsonl` mode, a line

@@ -12,22 +12,6 @@ use super::*;
 use crate::core::intents::{self, Fired, Intent};
 use crate::core::presence::{self, DaySchedule, Presence, PresenceNow};
 
-/// An agent's pauses as the owner set them (`/pause`): every chat, or some, each until an
-/// instant or until resumed. Paused chats get no plan from a scheduled intent.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Paused {
-    /// Every chat: `Some(until)` (`None` inside: until resumed).
-    pub all: Option<Option<Timestamp>>,
-    pub chats: std::collections::BTreeMap<ChatId, Option<Timestamp>>,
-}
-
-impl Paused {
-    fn holds(&self, chat: ChatId, now: Timestamp) -> bool {
-        let active = |until: &Option<Timestamp>| until.is_none_or(|u| u > now);
-        self.all.as_ref().is_some_and(active) || self.chats.get(&chat).is_some_and(active)
-    }
-}
-
 /// A change of an agent's presence, for the operator's views (`ctl status`, the playground).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PresenceChange {
@@ -168,15 +152,6 @@ impl Scheduler {
             || urgent
             || self.safety.is_own_chat(&graph.agent, graph.chat.id);
         (!exempt).then_some(wake)
-    }
-
-    /// Records the agent's pauses (the owner's controls tell the runtime whenever they change).
-    pub(crate) fn set_paused(&mut self, agent: &str, paused: Paused) {
-        self.paused.insert(agent.to_string(), paused);
-    }
-
-    fn is_paused(&self, agent: &str, chat: ChatId, now: Timestamp) -> bool {
-        self.paused.get(agent).is_some_and(|p| p.holds(chat, now))
     }
 
     /// When a new plan of `agent` may start, counting from `from`: after the debounce and,

@@ -3,9 +3,11 @@
 //! owner's word to the runtime, which applies it once; `/approve-mode` and `ctl approve-mode`
 //! set a chat's draft mode. Part of [`Controller`]; it never edits a graph itself.
 
-use super::*;
+use crate::app::ops::OpError;
+use crate::app::ops::controls::Controller;
 use crate::core::approval::{self, ApprovalMode, Decision};
-use crate::core::graph::{TaskGraph, TaskSpec};
+use crate::core::graph::{TaskGraph, TaskSpec, TaskStatus};
+use crate::core::model::ChatId;
 
 /// A waiting draft as the graph files show it.
 struct Found {
@@ -21,7 +23,7 @@ impl Controller {
         let agent = agent.map(|a| self.pick_agent(Some(a))).transpose()?;
         let mut text = String::new();
         let tz_of = |a: &str| {
-            self.runtime
+            self.runtime()
                 .persona(a)
                 .and_then(|p| p.timezone.clone())
                 .unwrap_or(jiff::tz::TimeZone::UTC)
@@ -92,7 +94,7 @@ impl Controller {
         };
         tracing::info!(event = "owner_draft_decision", agent = %f.agent, chat = f.chat.0, draft = %f.id, decision = decision.verb(), "owner decided on a draft from the shell");
         let later = matches!(decision, Decision::Later);
-        self.runtime.decide_draft(
+        self.runtime().decide_draft(
             &f.agent,
             crate::core::scheduler::DraftRef::Id(f.id.clone()),
             decision,
@@ -136,7 +138,8 @@ impl Controller {
             other => Some(other.parse::<ApprovalMode>().map_err(OpError::of)?),
         };
         let (id, title) = self.resolve_chat(&agent, chat).await?;
-        self.runtime.set_approval_mode(&agent, id, mode);
+        let request = crate::core::scheduler::OwnerRequest::ApprovalMode { chat: id, mode };
+        self.runtime().owner(&agent, request).await;
         tracing::info!(event = "approval_mode_set", agent = %agent, chat = id.0, mode = mode.map_or("default", ApprovalMode::as_str), "owner set a chat's draft mode");
         Ok(match mode {
             Some(m) => format!("{title} ({id}): draft mode {m}"),

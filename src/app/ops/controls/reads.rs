@@ -1,10 +1,13 @@
 //! Structured reads for the web console: the same sources `/status`, `/plans` and `/drafts`
-//! read (the runtime handle, the graph store scan the controller already uses, each agent's
-//! Telegram seat for history), as data instead of text. Part of [`Controller`]; it changes
+//! read (the runtime, which holds plans and what the owner set, and each agent's Telegram seat
+//! for history), as data instead of text. Part of [`Controller`]; it changes
 //! nothing: every action goes through [`Controller::execute`].
 
-use super::*;
-use crate::core::graph::{TaskGraph, TaskSpec};
+use crate::app::ops::OpError;
+use crate::app::ops::controls::Controller;
+use crate::core::agent_state::Pause;
+use crate::core::graph::{TaskGraph, TaskSpec, TaskStatus};
+use crate::core::model::{Chat, ChatId, Message};
 
 /// One running persona as the console shows it.
 #[derive(Debug, Clone)]
@@ -40,12 +43,15 @@ impl Controller {
     /// Every running persona.
     pub(crate) async fn agent_views(&self) -> Vec<AgentView> {
         let graphs = self.graphs().await;
-        let usage = lock(&self.usage).clone();
         let now = self.clock.now();
         self.agents()
             .into_iter()
             .map(|name| {
-                let pauses = lock(&self.pauses).get(&name).cloned().unwrap_or_default();
+                let pauses = self
+                    .runtime()
+                    .owner_state(&name)
+                    .map(|o| o.pauses)
+                    .unwrap_or_default();
                 let paused = pauses
                     .all
                     .as_ref()
@@ -53,10 +59,10 @@ impl Controller {
                     .map(Pause::describe);
                 let paused_chats = pauses.chats.values().filter(|p| p.active(now)).count();
                 let mode = self
-                    .runtime
+                    .runtime()
                     .persona(&name)
                     .map_or_else(String::new, |p| p.group.mode.to_string());
-                let today = usage.as_ref().and_then(|u| u(&name));
+                let today = self.usage_line(&name);
                 let plans = graphs.iter().filter(|g| g.agent == name).count();
                 AgentView {
                     name,
@@ -72,24 +78,16 @@ impl Controller {
 
     /// The graphs (plans under way) of `agent`.
     pub(crate) async fn plans_of(&self, agent: &str) -> Vec<TaskGraph> {
-        self.graphs()
-            .await
-            .into_iter()
-            .filter(|g| g.agent == agent)
-            .collect()
+        self.plans_in(agent, None).await
     }
 
     /// The chats the controller has seen for `agent` (id, title), newest knowledge kept.
     pub(crate) fn known_chats(&self, agent: &str) -> Vec<(ChatId, String)> {
-        lock(&self.chats)
-            .get(agent)
-            .map(|chats| {
-                chats
-                    .iter()
-                    .map(|(id, c)| (ChatId(*id), c.title.clone()))
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.roster
+            .chats(agent)
+            .into_iter()
+            .map(|(id, c)| (ChatId(id), c.title))
+            .collect()
     }
 
     /// The chat and its last `limit` messages, read through the agent's Telegram.

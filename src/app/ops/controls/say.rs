@@ -3,8 +3,6 @@
 //! through the admission chain, as the real backend's pump does; then, within a bound, what
 //! the persona (or the owner command) answered. Part of [`Controller`].
 
-use std::sync::Arc;
-
 use std::time::Duration;
 
 use crate::adapters::memory::{Incoming, MemoryTelegram, user_id_for};
@@ -12,7 +10,7 @@ use crate::app::ops::OpError;
 use crate::core::model::{Chat, ChatId, ChatKind, MessageId, OutgoingText};
 use crate::ports::telegram::Telegram;
 
-use super::{Controller, Gate, lock};
+use crate::app::ops::controls::Controller;
 
 /// What `ctl say` puts into a chat.
 pub(super) struct Said<'a> {
@@ -62,14 +60,7 @@ impl Controller {
         let Some(memory) = seat.memory else {
             return Err(OpError::from("say needs `personad run --telegram memory`"));
         };
-        let chained = lock(&self.ingress).clone();
-        let gated = match chained {
-            Some(handle) => handle,
-            None => self
-                .runtime
-                .clone()
-                .with_gate(Arc::new(Gate(self.clone_arc()?))),
-        };
+        let gated = &self.ingress;
         let saved_messages = chat.is_some_and(|c| c.eq_ignore_ascii_case("me"));
         if saved_messages || from.eq_ignore_ascii_case("me") {
             // The owner writes (from another device): an outgoing message of the account.
@@ -103,7 +94,7 @@ impl Controller {
                 .map_err(OpError::of)?;
             let chat = memory.chat(target).await.map_err(OpError::of)?;
             let id = msg.id;
-            gated.push_inbound(agent, chat, msg, false);
+            gated.push(agent, chat, msg, false);
             let said = format!("delivered #{id} from the owner to chat {target}");
             return Ok(self
                 .said_and_answered(agent, &memory, (target, id), None, said, wait)
@@ -135,7 +126,7 @@ impl Controller {
         let id = msg.id;
         let chat_id = chat.id;
         let draft_for = Some((chat.title.clone(), msg.date));
-        gated.push_inbound(agent, chat, msg, true);
+        gated.push(agent, chat, msg, true);
         let said = format!("delivered #{id} to chat {chat_id}");
         Ok(self
             .said_and_answered(agent, &memory, (chat_id, id), draft_for, said, wait)

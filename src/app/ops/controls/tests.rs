@@ -1,4 +1,4 @@
-use super::*;
+use crate::app::ops::controls::commands::{Op, parse_command, parse_duration};
 
 #[test]
 fn commands_parse_with_chat_selectors_and_durations() {
@@ -50,23 +50,4 @@ fn commands_parse_with_chat_selectors_and_durations() {
     assert_eq!(parse_duration("1d"), Some(86_400));
     assert_eq!(parse_duration("0"), None);
     assert_eq!(parse_duration("2 weeks"), None);
-}
-
-#[test]
-fn a_pause_with_an_end_expires() {
-    let t = Timestamp::UNIX_EPOCH;
-    let later = clock::add(t, Duration::from_secs(60));
-    let p = Pauses {
-        all: None,
-        chats: BTreeMap::from([(
-            5,
-            Pause {
-                since: t,
-                until: Some(later),
-            },
-        )]),
-    };
-    assert!(p.is_paused(ChatId(5), t));
-    assert!(!p.is_paused(ChatId(5), later));
-    assert!(!p.is_paused(ChatId(6), t));
 }

@@ -1,8 +1,11 @@
 //! What the owner reads: `/status` (agents, each persona's activity, pauses, breaker,
-//! disabled chats, LLM usage) and `/plans` (pending tasks, with what each will do). Part of
-//! [`Controller`]; it reads, never changes anything.
+//! disabled chats, LLM usage) and `/plans` (pending tasks, with what each will do, as the
+//! runtime holds them). Part of [`Controller`]; it reads, never changes anything.
 
-use super::*;
+use crate::adapters::store;
+use crate::app::ops::OpError;
+use crate::app::ops::controls::{Controller, list};
+use crate::core::graph::TaskStatus;
 
 impl Controller {
     pub(super) async fn status(&self, agent: Option<&str>) -> Result<String, OpError> {
@@ -10,7 +13,7 @@ impl Controller {
             Some(a) => vec![self.pick_agent(Some(a))?],
             None => self.agents(),
         };
-        let st = self.runtime.status();
+        let st = self.runtime().status();
         let graphs = self.graphs().await;
         let now = self.clock.now();
         let mut text = format!(
@@ -23,7 +26,11 @@ impl Controller {
                 .filter(|g| g.agent == a)
                 .map(|g| format!("{} ({})", g.chat.id, g.chat.title))
                 .collect();
-            let pauses = lock(&self.pauses).get(&a).cloned().unwrap_or_default();
+            let pauses = self
+                .runtime()
+                .owner_state(&a)
+                .map(|o| o.pauses)
+                .unwrap_or_default();
             let mut paused: Vec<String> = Vec::new();
             if let Some(p) = pauses.all.as_ref().filter(|p| p.active(now)) {
                 paused.push(format!("all chats {}", p.describe()));
@@ -50,22 +57,21 @@ impl Controller {
                 .iter()
                 .map(|(c, d)| format!("{c} ({})", d.reason))
                 .collect();
-            let usage = lock(&self.usage)
-                .as_ref()
-                .and_then(|u| u(&a))
+            let usage = self
+                .usage_line(&a)
                 .unwrap_or_else(|| "not tracked yet".into());
-            let activity = self
-                .runtime
-                .presence(&a)
-                .map_or("always available".into(), |p| match p.asleep_until {
-                    Some(until) => format!("{} (asleep until {until})", p.now.activity.name),
-                    None => format!(
-                        "{} (responsiveness {}, until {})",
-                        p.now.activity.name, p.now.activity.responsiveness, p.now.until
-                    ),
-                });
+            let activity =
+                self.runtime()
+                    .presence(&a)
+                    .map_or("always available".into(), |p| match p.asleep_until {
+                        Some(until) => format!("{} (asleep until {until})", p.now.activity.name),
+                        None => format!(
+                            "{} (responsiveness {}, until {})",
+                            p.now.activity.name, p.now.activity.responsiveness, p.now.until
+                        ),
+                    });
             let budget = budget_line(
-                self.runtime.persona(&a).and_then(|p| p.daily_budget),
+                self.runtime().persona(&a).and_then(|p| p.daily_budget),
                 &safety.budget,
                 now,
             );
@@ -85,7 +91,7 @@ impl Controller {
         chat: Option<&str>,
     ) -> Result<String, OpError> {
         let agent = match (agent, chat) {
-            (None, None) if lock(&self.seats).len() != 1 => None,
+            (None, None) if self.roster.agents().len() != 1 => None,
             _ => Some(self.pick_agent(agent)?),
         };
         let chat = match (&agent, chat) {
@@ -93,11 +99,11 @@ impl Controller {
             _ => None,
         };
         let mut text = String::new();
-        for g in self.graphs().await {
-            if agent.as_ref().is_some_and(|a| *a != g.agent) || chat.is_some_and(|c| c != g.chat.id)
-            {
-                continue;
-            }
+        let graphs = match &agent {
+            Some(a) => self.plans_in(a, chat).await,
+            None => self.graphs().await,
+        };
+        for g in graphs {
             text.push_str(&format!(
                 "{} chat {} ({}): {} open of {} task(s)\n",
                 g.agent,

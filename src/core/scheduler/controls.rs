@@ -1,0 +1,181 @@
+//! The owner's controls as runtime state, inside the scheduler: pauses, a group's trigger
+//! mode and a chat's draft mode live in the agent's state (one copy, saved with it), and the
+//! owner's questions about plans are answered from the graphs the scheduler holds (never from
+//! files read behind its back). A command's answer becomes a `send` task in the graph of the
+//! chat the command came from (Saved Messages or an admin chat), so it is durable, paced and
+//! retried like any send. Part of the pure scheduler: no I/O; the driver carries requests in
+//! and replies out, and persists what changed.
+
+use jiff::Timestamp;
+use tracing::info;
+
+use crate::core::agent_state::Pause;
+use crate::core::approval::ApprovalMode;
+use crate::core::graph::spec::{IdempotencyKey, TaskSpec};
+use crate::core::graph::{ConversationKey, Task, TaskGraph};
+use crate::core::group::settings::TriggerMode;
+use crate::core::model::{Chat, ChatId, MessageId};
+use crate::core::scheduler::{Effect, Scheduler};
+
+/// What the owner asks of the runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OwnerRequest {
+    /// Pause `chat` (`None`: every chat); pending plans there are dropped.
+    Pause { chat: Option<ChatId>, pause: Pause },
+    /// Resume `chat` (`None`: every chat, which also lifts a spending cap reached today).
+    Resume { chat: Option<ChatId> },
+    /// Drop the chat's pending plan.
+    Forget { chat: ChatId },
+    /// The pending plans (of one chat, or every chat).
+    Plans { chat: Option<ChatId> },
+    /// Set (or clear) a group's trigger mode.
+    GroupMode {
+        chat: ChatId,
+        mode: Option<TriggerMode>,
+    },
+    /// Set (or clear) a chat's draft mode.
+    ApprovalMode {
+        chat: ChatId,
+        mode: Option<ApprovalMode>,
+    },
+}
+
+/// The runtime's answer to an [`OwnerRequest`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum OwnerReply {
+    /// Done; the chats whose pending plans were dropped.
+    Done { dropped: Vec<ChatId> },
+    /// The pending plans asked for.
+    Plans(Vec<TaskGraph>),
+    /// The agent is not running.
+    NoAgent,
+}
+
+impl Scheduler {
+    /// Carries out the owner's request for `agent`.
+    pub(crate) fn owner_request(
+        &mut self,
+        agent: &str,
+        request: OwnerRequest,
+        now: Timestamp,
+    ) -> OwnerReply {
+        if !self.agents.contains(agent) {
+            return OwnerReply::NoAgent;
+        }
+        let mut dropped = Vec::new();
+        let changed = match request {
+            OwnerRequest::Pause { chat, pause } => {
+                let changed = self.safety.update(agent, |s| s.pauses.pause(chat, pause));
+                let keys: Vec<ConversationKey> = self
+                    .graphs
+                    .keys()
+                    .filter(|k| k.agent == agent && chat.is_none_or(|c| c == k.chat))
+                    .filter(|k| !self.safety.is_own_chat(agent, k.chat))
+                    .cloned()
+                    .collect();
+                for key in keys {
+                    self.on_cancel(agent, key.chat, "paused by the owner", now);
+                    dropped.push(key.chat);
+                }
+                changed
+            }
+            OwnerRequest::Resume { chat } => {
+                if chat.is_none() {
+                    // Resuming everything also lifts a daily LLM cap reached today.
+                    self.lift_budget(agent, now);
+                }
+                self.safety.update(agent, |s| s.pauses.resume(chat))
+            }
+            OwnerRequest::Forget { chat } => {
+                if self.graphs.contains_key(&ConversationKey::new(agent, chat)) {
+                    dropped.push(chat);
+                }
+                self.on_cancel(agent, chat, "the owner asked to forget it", now);
+                false
+            }
+            OwnerRequest::Plans { chat } => {
+                let mut plans: Vec<TaskGraph> = self
+                    .graphs
+                    .iter()
+                    .filter(|(k, _)| k.agent == agent && chat.is_none_or(|c| c == k.chat))
+                    .map(|(_, g)| g.clone())
+                    .collect();
+                plans.sort_by_key(|g| g.chat.id);
+                return OwnerReply::Plans(plans);
+            }
+            OwnerRequest::GroupMode { chat, mode } => self.safety.set_group_mode(agent, chat, mode),
+            OwnerRequest::ApprovalMode { chat, mode } => {
+                self.safety.set_approval_mode(agent, chat, mode)
+            }
+        };
+        if changed {
+            self.effects.push(Effect::SaveAgentState(agent.to_string()));
+        }
+        OwnerReply::Done { dropped }
+    }
+
+    /// Whether the owner paused `chat` of `agent` at `now`.
+    pub(crate) fn is_paused(&self, agent: &str, chat: ChatId, now: Timestamp) -> bool {
+        self.safety
+            .state(agent)
+            .is_some_and(|s| s.pauses.is_paused(chat, now))
+    }
+
+    /// The answer to an owner command, as a `send` task replying to the command in the chat it
+    /// came from, ahead of that chat's upkeep (like a notice). `key` is derived from the command,
+    /// so the same command answered twice is one message.
+    pub(crate) fn answer_owner(
+        &mut self,
+        agent: &str,
+        chat: Chat,
+        command: MessageId,
+        text: &str,
+        now: Timestamp,
+    ) {
+        if !self.agents.contains(agent) {
+            return;
+        }
+        let key = ConversationKey::new(agent, chat.id);
+        let spec = TaskSpec::Send {
+            text: text.to_string(),
+            reply_to: Some(command),
+            idempotency_key: answer_key(chat.id, command),
+        };
+        let task = Task::new(spec, now);
+        info!(event = "owner_answer_queued", conversation = %key, command = command.0, "the owner's command is answered in its chat");
+        match self.graphs.get_mut(&key) {
+            Some(graph) => {
+                if graph.tasks.iter().any(|t| t.spec == task.spec) {
+                    return;
+                }
+                let at = graph
+                    .tasks
+                    .iter()
+                    .take_while(|t| {
+                        t.kind() == crate::core::graph::TaskKind::Send && t.depends_on.is_empty()
+                    })
+                    .count();
+                graph.tasks.insert(at, task);
+            }
+            None => {
+                self.graphs.insert(
+                    key.clone(),
+                    TaskGraph::with_tasks(agent, chat, now, vec![task]),
+                );
+            }
+        }
+        self.mark_dirty(&key);
+        self.reschedule(&key, now);
+    }
+}
+
+/// The idempotency key of the answer to the command `command` in `chat`: stable, positive,
+/// never zero.
+fn answer_key(chat: ChatId, command: MessageId) -> IdempotencyKey {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in chat.0.to_le_bytes().iter().chain(&command.0.to_le_bytes()) {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    IdempotencyKey(((h >> 1) as i64).max(1))
+}
