@@ -29,13 +29,18 @@ fn answers(s: &Scratch, start: &str) -> Vec<String> {
 /// Messages graph on disk) and before the answer was sent (sends are slowed down): the next
 /// start sends it once, and a third start sends nothing more.
 #[test]
-fn an_owner_commands_answer_killed_before_it_was_sent_is_sent_once_after_the_restart()
--> TestResult {
+fn an_owner_commands_answer_killed_before_it_was_sent_is_sent_once_after_the_restart() -> TestResult
+{
     let s = Scratch::new(&[("Tess.md", TESS)])?;
     let slow = ["--planner", "echo", "--memory-send-delay-ms", "4000"];
     let mut reaper = Reaper(Some(start(&s, &slow, &[])?));
     wait_up(&s)?;
-    ctl(&s, &["say", "--chat", "me", "--no-wait", "/help"])?;
+    let said = ctl(&s, &["say", "--chat", "me", "/help"])?;
+    assert!(
+        said.status.success(),
+        "{}",
+        String::from_utf8_lossy(&said.stderr)
+    );
     let store = GraphStore::new(StateDir::new(s.state()));
     poll(WAIT, || {
         let files = store.scan().ok()?;
@@ -51,7 +56,13 @@ fn an_owner_commands_answer_killed_before_it_was_sent_is_sent_once_after_the_res
                 .then_some(())
         })
     })
-    .ok_or("the answer never reached a graph file")?;
+    .ok_or_else(|| {
+        format!(
+            "the answer never reached a graph file: {:?}\n{}",
+            store.scan().map(|f| f.len()),
+            s.log_text()
+        )
+    })?;
     let child = reaper.0.as_mut().ok_or("no child")?;
     signal(child, "-KILL")?;
     wait_exit(child, Duration::from_secs(10)).ok_or("no exit")?;
@@ -84,11 +95,20 @@ fn a_pause_a_group_mode_and_a_draft_mode_are_stored_once_and_survive_a_restart()
     // Alice, Bob and the group become known chats.
     ctl(&s, &["say", "--from", "Alice", "hello"])?;
     ctl(&s, &["say", "--from", "Bob", "hello"])?;
-    ctl(&s, &["say", "--group", "Book club", "--from", "Cy", "hi all"])?;
+    ctl(
+        &s,
+        &["say", "--group", "Book club", "--from", "Cy", "hi all"],
+    )?;
     for (args, expect) in [
         (&["pause", "--chat", "Alice"][..], "paused chat"),
-        (&["mode", "--chat", "Book club", "talkative"][..], "talkative"),
-        (&["approve-mode", "--chat", "Bob", "all"][..], "draft mode all"),
+        (
+            &["mode", "--chat", "Book club", "talkative"][..],
+            "talkative",
+        ),
+        (
+            &["approve-mode", "--chat", "Bob", "all"][..],
+            "draft mode all",
+        ),
     ] {
         let out = stdout(&ctl(&s, args)?);
         assert!(out.contains(expect), "{args:?}: {out}");
@@ -104,7 +124,11 @@ fn a_pause_a_group_mode_and_a_draft_mode_are_stored_once_and_survive_a_restart()
         state["pauses"]["chats"][alice.to_string()].is_object(),
         "{text}"
     );
-    assert_eq!(state["group_modes"][group.to_string()], "talkative", "{text}");
+    assert_eq!(
+        state["group_modes"][group.to_string()],
+        "talkative",
+        "{text}"
+    );
     assert_eq!(state["approval_modes"][bob.to_string()], "all", "{text}");
     assert!(
         !s.state().join("Tess").join("controls.json").exists(),
@@ -142,7 +166,11 @@ fn a_pause_a_group_mode_and_a_draft_mode_are_stored_once_and_survive_a_restart()
     stop_daemon(&mut reaper)?;
     let text = std::fs::read_to_string(&state_file)?;
     let state: serde_json::Value = serde_json::from_str(&text)?;
-    assert_eq!(state["group_modes"][group.to_string()], "talkative", "{text}");
+    assert_eq!(
+        state["group_modes"][group.to_string()],
+        "talkative",
+        "{text}"
+    );
     let _ = ChatId(group);
     Ok(())
 }
