@@ -140,27 +140,18 @@ pub async fn run(
             .persona
             .ok_or_else(|| CommandError::Failed("the bench persona does not parse".into()))?;
     let state = StateDir::new(tmp.path().join("state"));
-    let services = crate::app::services::Services::build(crate::app::services::Spec {
-        config: config,
-        agents: vec![AgentHandle {
+    let spec = crate::app::services::Spec::plain(
+        config,
+        vec![AgentHandle {
             persona: Arc::new(persona),
             telegram: telegram.clone(),
         }],
-        clock: Arc::clone(&clock),
-        state: state.clone(),
-        graphs: state.clone(),
-        planner: {
-            let planner: crate::ports::planner::SharedPlanner = Arc::new(planner);
-            Box::new(move |_| planner)
-        },
-        llm: None,
-        media: None,
-        heartbeat: None,
-        view_facts: None,
-    })
-    .await?;
-    let ingress =
-        crate::ingress::Ingress::new(services.handle.clone(), None, Arc::clone(&services.groups));
+        &clock,
+        &state,
+        Arc::new(planner),
+    );
+    let services = crate::app::services::Services::build(spec).await?;
+    let ingress = services.plain_ingress();
     let runtime = services.runtime;
     let handle = runtime.handle();
     let run = tokio::spawn(runtime.run());

@@ -122,29 +122,20 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
         memory_scope_bytes: 65_536,
         ..RuntimeConfig::default()
     };
-    let services = crate::app::services::Services::build(crate::app::services::Spec {
-        config: config,
-        agents: vec![AgentHandle {
+    let spec = crate::app::services::Spec::plain(
+        config,
+        vec![AgentHandle {
             persona: Arc::new(persona),
             telegram: telegram.clone(),
         }],
-        clock: Arc::clone(&clock),
-        state: state.clone(),
-        graphs: state.clone(),
-        planner: {
-            let planner: crate::ports::planner::SharedPlanner = Arc::new(CrashPlanner {
-                clock: Arc::clone(&clock),
-            });
-            Box::new(move |_| planner)
-        },
-        llm: None,
-        media: None,
-        heartbeat: None,
-        view_facts: None,
-    })
-    .await?;
-    let ingress =
-        crate::ingress::Ingress::new(services.handle.clone(), None, Arc::clone(&services.groups));
+        &clock,
+        &state,
+        Arc::new(CrashPlanner {
+            clock: Arc::clone(&clock),
+        }),
+    );
+    let services = crate::app::services::Services::build(spec).await?;
+    let ingress = services.plain_ingress();
     let runtime = services.runtime;
     let handle = runtime.handle();
     let mut observed = telegram.observe();

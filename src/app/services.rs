@@ -19,8 +19,8 @@ use crate::adapters::store::graphs::GraphStore;
 use crate::app::cli::MediaArgs;
 use crate::app::commands::CommandError;
 use crate::core::config::RuntimeConfig;
-use crate::ingress::Groups;
 use crate::ingress::classifier::Classifier;
+use crate::ingress::{Groups, Ingress};
 use crate::ports::clock::SharedClock;
 use crate::ports::facts::SharedFacts;
 use crate::ports::llm::Llm;
@@ -50,6 +50,31 @@ pub(crate) struct Spec<'a> {
     pub media: Option<&'a MediaArgs>,
     pub heartbeat: Option<Heartbeat>,
     pub view_facts: Option<ViewFacts>,
+}
+
+impl Spec<'_> {
+    /// The spec of an entry with no LLM beside its planner, no heartbeat and one state
+    /// directory (the bench, the crash child).
+    pub(crate) fn plain(
+        config: RuntimeConfig,
+        agents: Vec<AgentHandle>,
+        clock: &SharedClock,
+        state: &StateDir,
+        planner: SharedPlanner,
+    ) -> Spec<'static> {
+        Spec {
+            config,
+            agents,
+            clock: Arc::clone(clock),
+            state: state.clone(),
+            graphs: state.clone(),
+            planner: Box::new(move |_| planner),
+            llm: None,
+            media: None,
+            heartbeat: None,
+            view_facts: None,
+        }
+    }
 }
 
 /// What the runtime runs on, and the runtime, built and not yet running.
@@ -131,6 +156,14 @@ impl Services {
             handle,
             runtime,
         })
+    }
+}
+
+impl Services {
+    /// The door for inbound messages without owner controls (the playground, the bench,
+    /// the crash child): the sender rule, then the group gates.
+    pub(crate) fn plain_ingress(&self) -> Ingress {
+        Ingress::new(self.handle.clone(), None, Arc::clone(&self.groups))
     }
 }
 

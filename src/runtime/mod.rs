@@ -61,13 +61,16 @@ impl std::fmt::Debug for AgentHandle {
     }
 }
 
+/// The heartbeat's call: the status the loop just published, and the events waiting.
+pub(crate) type Beat = Arc<dyn Fn(&Status, u64) + Send + Sync>;
+
 /// Called by the loop after every pass (watchdog, health, gauges) with the status it just
 /// published and the events waiting in the queue; the loop wakes at least every `every`, so a
 /// hung loop is one that stops calling it.
 #[derive(Clone)]
 pub(crate) struct Heartbeat {
     pub every: std::time::Duration,
-    pub beat: Arc<dyn Fn(&Status, u64) + Send + Sync>,
+    pub beat: Beat,
     /// Fault injection for tests of what watches the loop (`run --debug-stall-loop`): asked
     /// after each beat; a length makes the loop stall that long (awaiting, running no pass
     /// and no beat), as a hung loop would. `None` in normal runs.

@@ -337,27 +337,18 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
         None
     };
     let state = graphs.state_dir().clone();
-    let services = crate::app::services::Services::build(crate::app::services::Spec {
-        config: config(args, debounce),
-        agents: vec![AgentHandle {
+    let spec = crate::app::services::Spec::plain(
+        config(args, debounce),
+        vec![AgentHandle {
             persona: Arc::new(bench_persona()?),
             telegram: telegram.clone(),
         }],
-        clock: Arc::clone(&clock),
-        state: state.clone(),
-        graphs: state.clone(),
-        planner: {
-            let planner: crate::ports::planner::SharedPlanner = planner.clone();
-            Box::new(move |_| planner)
-        },
-        llm: None,
-        media: None,
-        heartbeat: None,
-        view_facts: None,
-    })
-    .await?;
-    let ingress =
-        crate::ingress::Ingress::new(services.handle.clone(), None, Arc::clone(&services.groups));
+        &clock,
+        &state,
+        planner.clone(),
+    );
+    let services = crate::app::services::Services::build(spec).await?;
+    let ingress = services.plain_ingress();
     let runtime = services.runtime;
     let handle = runtime.handle();
     let boot = Instant::now();

@@ -72,28 +72,18 @@ async fn at_rate(dir: &Path, args: &BenchArgs, rate: u64) -> Result<(f64, f64), 
         messages.push((chat.clone(), super::say(&telegram, chat, k).await?));
     }
     let state = StateDir::new(dir.join("state"));
-    let services = crate::app::services::Services::build(crate::app::services::Spec {
-        config: super::config(args, std::time::Duration::from_millis(50)),
-        agents: vec![AgentHandle {
+    let spec = crate::app::services::Spec::plain(
+        super::config(args, std::time::Duration::from_millis(50)),
+        vec![AgentHandle {
             persona: Arc::new(super::bench_persona()?),
             telegram: telegram.clone(),
         }],
-        clock: Arc::clone(&clock),
-        state: state.clone(),
-        graphs: state.clone(),
-        planner: {
-            let planner: crate::ports::planner::SharedPlanner =
-                super::planner(args, &clock, &state);
-            Box::new(move |_| planner)
-        },
-        llm: None,
-        media: None,
-        heartbeat: None,
-        view_facts: None,
-    })
-    .await?;
-    let ingress =
-        crate::ingress::Ingress::new(services.handle.clone(), None, Arc::clone(&services.groups));
+        &clock,
+        &state,
+        super::planner(args, &clock, &state),
+    );
+    let services = crate::app::services::Services::build(spec).await?;
+    let ingress = services.plain_ingress();
     let runtime = services.runtime;
     let handle = runtime.handle();
     let run = tokio::spawn(runtime.run());
