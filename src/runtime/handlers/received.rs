@@ -415,7 +415,7 @@ fn wait_task(secs: f64, typing: bool, now: jiff::Timestamp) -> Task {
 }
 
 fn task_for(action: Action, now: jiff::Timestamp) -> Task {
-    Task::new(TaskSpec::from_action(action), now)
+    Task::new(action.into_spec(), now)
 }
 
 #[cfg(test)]
