@@ -8,20 +8,22 @@
 //! Module map (one concept each):
 //! - [`core`]: pure rules and vocabulary, no I/O.
 //!   - `model`: chats, messages, media, stickers, Telegram's typed errors.
-//!   - `graph`: task graphs as data and transitions; `graph::codec` is their on-disk form.
+//!   - `graph`: task graphs as data and transitions; `graph::codec` is their on-disk form,
+//!     `graph::draft` what a draft shows of a plan and what the owner's edit does to it.
 //!   - `scheduler`: the pure state machine over graphs (events in, effects out); `admission`
 //!     says how an admitted message enters it, `finish` applies a finished task, `owner`
 //!     holds drafts and notices to the owner, `controls` the owner's requests (pauses,
 //!     modes, plans) and the answers to commands, `budget` the spending caps; `outcome` is what
 //!     a task hands back.
-//!   - `approval`, `budget`: draft mode as data (modes, the owner's reply, edits of a plan)
-//!     and daily spending caps (parse, levels).
+//!   - `approval`, `budget`: draft mode as data (modes, timeouts, the owner's reply) and
+//!     daily spending caps (parse, levels).
 //!   - `safety`, `agent_state`: per-agent safety (disabled chats, the breaker) and its record,
 //!     with what the owner set (pauses, trigger and draft modes).
 //!   - `persona`: persona files parsed (raw sections) and validated into `Persona`.
 //!   - `blocks`: the model's task-block reply parsed into actions (adversarial input).
-//!   - `plan`, `prompt`, `llm`: the planner's request and actions, the cache-stable prompt,
-//!     the provider-neutral LLM request and the provider choice.
+//!   - `plan`, `prompt`, `llm`: the planner's request and actions (and the task each action
+//!     becomes), the cache-stable prompt, the provider-neutral LLM request and the provider
+//!     choice.
 //!   - `group`: group decisions (`decide`), settings, the classifier's request and answer,
 //!     request words per language (`requests`), replay grading (`truth`).
 //!   - `facts`, `summaries`: long-term memory as data (scopes, files, caps, applied-once

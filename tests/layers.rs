@@ -1,11 +1,14 @@
 //! The layer rule, checked on the source tree: every `crate::<layer>` path a file under
-//! `src/<layer>/` names must be one its layer may use, and the top-level modules form no
-//! import cycle. Also the size limits of the house rules: no source file over 800 lines and
-//! no `Result<_, String>` in the library. A failure names the file and line to fix.
+//! `src/<layer>/` names must be one its layer may use, the top-level modules form no import
+//! cycle, and neither do the files inside one layer (`file_cycles`). Also the size limits of
+//! the house rules: no source file over 800 lines and no `Result<_, String>` in the library.
+//! A failure names the file and line to fix.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+
+mod file_cycles;
 
 /// Which top-level modules each layer may import (itself included).
 const ALLOWED: &[(&str, &[&str])] = &[

@@ -1,9 +1,11 @@
 //! Draft mode as data and rules: which plans wait for the owner's approval (the persona's
-//! `Approval` heading and the owner's per-chat override), what a draft shows the owner, how
-//! the owner's reply reads (`ok`, `no`, `later`, or a text of their own) and what a decision
-//! does to the plan's tasks. Pure: the `received` handler builds the `draft` task, the
-//! scheduler (`scheduler::drafts`) applies decisions, the `draft` handler posts the draft.
-//! Nothing here sends, waits or reads a file.
+//! `Approval` heading and the owner's per-chat override), what happens to a draft nobody
+//! answers, the notice a draft is posted with, and how the owner's reply reads (`ok`, `no`,
+//! `later`, or a text of their own). What a draft shows of a plan and what the owner's edit
+//! does to its tasks are operations on the graph (`graph::draft`): this vocabulary knows
+//! nothing of graphs, so tasks can carry it. Pure: the `received` handler builds the `draft`
+//! task, the scheduler (`scheduler::owner`) applies decisions, the `draft` handler posts the
+//! draft. Nothing here sends, waits or reads a file.
 
 use std::fmt;
 use std::str::FromStr;
@@ -11,7 +13,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::graph::{Task, TaskGraph, TaskKind, TaskSpec, TaskStatus};
 use crate::core::model::{ChatId, MessageId};
 
 /// Which plans wait for the owner.
@@ -216,41 +217,6 @@ impl Decision {
     }
 }
 
-/// Kinds a draft is about: what is done in the owner's name.
-pub fn consequential(kind: TaskKind) -> bool {
-    matches!(
-        kind,
-        TaskKind::Send
-            | TaskKind::Sticker
-            | TaskKind::React
-            | TaskKind::Block
-            | TaskKind::Unblock
-            | TaskKind::ClearConversation
-    )
-}
-
-/// The draft the owner reads: the chat, the message the plan answers, then each action of
-/// the plan, numbered.
-pub fn render(chat: &str, answers: Option<(&str, &str)>, tasks: &[Task]) -> String {
-    let mut out = format!("in {chat}");
-    if let Some((who, text)) = answers {
-        let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        let cut: String = one.chars().take(200).collect();
-        let more = if cut.len() < one.len() { "…" } else { "" };
-        out.push_str(&format!(", answering {who}: \"{cut}{more}\""));
-    }
-    let mut n = 0;
-    for t in tasks.iter().filter(|t| consequential(t.kind())) {
-        n += 1;
-        let what = match &t.spec {
-            TaskSpec::Send { text, .. } => format!("send: {text}"),
-            other => format!("{}: {}", other.kind(), other.summary()),
-        };
-        out.push_str(&format!("\n{n}. {}", what.trim_end()));
-    }
-    out
-}
-
 /// The text posted to the owner for a draft task `id`.
 pub fn notice(id: &str, draft: &str, deadline: &str, on_timeout: OnTimeout) -> String {
     let unanswered = match on_timeout {
@@ -269,81 +235,6 @@ pub fn matches_id(id: &str, sel: &str) -> bool {
     let hex = id.strip_prefix("draft-").unwrap_or(id);
     let part = sel.strip_prefix("draft-").unwrap_or(sel);
     id == sel || (part.len() >= 4 && hex.starts_with(part))
-}
-
-/// Applies the owner's edit to a plan: the first text the plan sends becomes `text`; its
-/// other texts go, each with the typing pauses that led up to it. A plan without a text (a
-/// reaction, a sticker) gets the owner's text as a reply right after the draft.
-pub fn apply_edit(graph: &mut TaskGraph, draft_id: &str, text: &str) {
-    let sends: Vec<String> = graph
-        .tasks
-        .iter()
-        .filter(|t| t.kind() == TaskKind::Send && t.status == TaskStatus::Pending)
-        .map(|t| t.id.clone())
-        .collect();
-    let Some((first, rest)) = sends.split_first() else {
-        let reply_to = graph.tasks.iter().find_map(|t| match &t.spec {
-            TaskSpec::Draft { answers, .. } => *answers,
-            _ => None,
-        });
-        let now = graph
-            .task(draft_id)
-            .map_or(graph.created_at, |t| t.updated_at);
-        let mut send = Task::new(TaskSpec::send(text, reply_to), now);
-        send.depends_on = vec![draft_id.to_string()];
-        // Whatever followed the draft now follows the send.
-        let send_id = send.id.clone();
-        for t in &mut graph.tasks {
-            for d in &mut t.depends_on {
-                if d == draft_id {
-                    *d = send_id.clone();
-                }
-            }
-        }
-        graph.tasks.push(send);
-        return;
-    };
-    for t in &mut graph.tasks {
-        if t.id == *first
-            && let TaskSpec::Send { text: old, .. } = &mut t.spec
-        {
-            *old = text.to_string();
-        }
-    }
-    for id in rest {
-        // The typing pauses right before a dropped text go with it.
-        let mut doomed = vec![id.clone()];
-        let mut at = id.clone();
-        while let Some(prev) = graph
-            .task(&at)
-            .and_then(|t| t.depends_on.first().cloned())
-            .filter(|p| graph.task(p).is_some_and(|t| t.kind() == TaskKind::Wait))
-        {
-            doomed.push(prev.clone());
-            at = prev;
-        }
-        for d in doomed {
-            remove_task(graph, &d);
-        }
-    }
-}
-
-/// Takes a task out of a chain: whatever depended on it depends on its dependencies.
-fn remove_task(graph: &mut TaskGraph, id: &str) {
-    let Some(pos) = graph.tasks.iter().position(|t| t.id == id) else {
-        return;
-    };
-    let gone = graph.tasks.remove(pos);
-    for t in &mut graph.tasks {
-        if let Some(i) = t.depends_on.iter().position(|d| d == id) {
-            t.depends_on.remove(i);
-            for d in &gone.depends_on {
-                if !t.depends_on.contains(d) {
-                    t.depends_on.push(d.clone());
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,12 +1,15 @@
 //! Planning: turning a chat's history into the actions a persona takes next. The [`Planner`]
 //! trait is what the `received` handler calls; an LLM-backed planner implements it, and so do
 //! the scripted planners of tests. [`Action`] is the closed set of things a plan may ask for:
-//! operator-only tasks (shutdown) are not in it, and no action can name another chat.
+//! operator-only tasks (shutdown) are not in it, and no action can name another chat. Each
+//! action becomes the task that carries it out through [`Action::into_spec`] (the graph
+//! knows tasks, not plans).
 //!
 //! [`EchoPlanner`] is an offline planner for trying the runtime without an LLM.
 
 use jiff::Timestamp;
 
+use crate::core::graph::{IdempotencyKey, TaskSpec};
 use crate::core::media::MediaDescriptions;
 use crate::core::model::{Chat, Message, MessageId, StickerChoice};
 use crate::core::persona::Persona;
@@ -49,6 +52,51 @@ pub enum Action {
     Event {
         write: crate::core::intents::IntentWrite,
     },
+}
+
+impl Action {
+    /// The task that carries out this action; outbound ones get their idempotency key here,
+    /// long before their side effect can start.
+    pub(crate) fn into_spec(self) -> TaskSpec {
+        match self {
+            Action::Send { text, reply_to } => TaskSpec::send(text, reply_to),
+            Action::Sticker {
+                sticker: StickerChoice { set, name },
+                reply_to,
+            } => TaskSpec::Sticker {
+                set,
+                name,
+                reply_to,
+                idempotency_key: IdempotencyKey::fresh(),
+            },
+            Action::Wait { secs } => TaskSpec::wait(secs, false),
+            Action::React { message, emoji } => TaskSpec::React {
+                message_id: message,
+                emoji,
+            },
+            Action::Block => TaskSpec::Block,
+            Action::Unblock => TaskSpec::Unblock,
+            Action::ClearConversation => TaskSpec::ClearConversation,
+            Action::Remember {
+                about,
+                name,
+                write,
+                message,
+            } => TaskSpec::Remember {
+                about,
+                name,
+                id: write.id,
+                content: write.content,
+                message,
+            },
+            Action::Note { write, message } => TaskSpec::Note {
+                id: write.id,
+                content: write.content,
+                message,
+            },
+            Action::Event { write } => TaskSpec::Intent { write },
+        }
+    }
 }
 
 /// What a planner gets to see.

@@ -22,7 +22,7 @@ use crate::ports::clock::{self, Hold};
 use crate::ports::store::SharedStore;
 use crate::runtime::handle::OwnerState;
 use crate::runtime::handlers::{self, TaskContext};
-use crate::runtime::persistence::{Persister, Target, Write, blocking};
+use crate::runtime::persistence::{OnSaved, Persister, Saved, Target, Write, blocking};
 use crate::runtime::queue::Event;
 use crate::runtime::{AgentHandle, RuntimeError, Services, Status, StopReport};
 
@@ -67,11 +67,15 @@ impl Driver {
             svc.agents.keys().cloned(),
             AccountSafety::default(),
         );
-        let persister = Persister::new(
-            Arc::clone(&svc.store),
-            Arc::clone(&svc.queue),
-            Arc::clone(&svc.clock),
-        );
+        let queue = Arc::clone(&svc.queue);
+        let on_saved: OnSaved = Arc::new(move |saved: Saved| {
+            queue.push(Event::Saved {
+                done: saved.done,
+                result: saved.result,
+                urgent: saved.urgent,
+            })
+        });
+        let persister = Persister::new(Arc::clone(&svc.store), on_saved, Arc::clone(&svc.clock));
         Driver {
             svc,
             sched,

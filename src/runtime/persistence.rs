@@ -4,7 +4,9 @@
 //! [`MAX_PARALLEL_BATCHES`] batches at once per lane: the bulk lane, and the urgent lane for
 //! writes a task waits on, see [`Persister::make_urgent`]) on the blocking pool through the
 //! store port's `RuntimeStore::write_batch`, which syncs a directory once per batch instead of
-//! once per file. Each batch reports back through the work queue as [`Event::Saved`].
+//! once per file. Each finished batch is reported as [`Saved`] to the callback the persister
+//! was built with (the driver's callback pushes it on the work queue as `Event::Saved`): the
+//! persister knows nothing of the loop's events.
 //!
 //! Writes for one file stay in order: while one is running, later ones for the same file
 //! wait, and only the newest waiting one is written (each write replaces the whole file, so
@@ -23,7 +25,6 @@ use crate::ports::clock::SharedClock;
 use crate::ports::store::SharedStore;
 pub(crate) use crate::ports::store::Write;
 use crate::runtime::RuntimeError;
-use crate::runtime::queue::{Event, WorkQueue};
 
 /// Files written by one batch at most.
 pub(crate) const BATCH_MAX: usize = 1024;
@@ -53,6 +54,18 @@ pub(crate) enum Target {
     Intents(String),
 }
 
+/// A finished batch: the files written, each with the generation of its write, the result,
+/// and whether the batch was of the urgent lane (writes a task waited for).
+#[derive(Debug)]
+pub(crate) struct Saved {
+    pub(crate) done: Vec<(Target, u64)>,
+    pub(crate) result: Result<(), RuntimeError>,
+    pub(crate) urgent: bool,
+}
+
+/// Told of each finished batch, from the task that ran it (while it still holds the clock).
+pub(crate) type OnSaved = Arc<dyn Fn(Saved) + Send + Sync>;
+
 #[derive(Default)]
 struct Slot {
     /// A write for this file is in a running batch.
@@ -70,7 +83,7 @@ struct Slot {
 /// The write scheduler. Owned by the driver; see the module documentation.
 pub(crate) struct Persister {
     store: SharedStore,
-    queue: Arc<WorkQueue>,
+    on_saved: OnSaved,
     clock: SharedClock,
     slots: HashMap<Target, Slot>,
     ready: Vec<Target>,
@@ -83,10 +96,10 @@ pub(crate) struct Persister {
 }
 
 impl Persister {
-    pub(crate) fn new(store: SharedStore, queue: Arc<WorkQueue>, clock: SharedClock) -> Persister {
+    pub(crate) fn new(store: SharedStore, on_saved: OnSaved, clock: SharedClock) -> Persister {
         Persister {
             store,
-            queue,
+            on_saved,
             clock,
             slots: HashMap::new(),
             ready: Vec::new(),
@@ -229,12 +242,12 @@ impl Persister {
         }
         let hold = self.clock.hold();
         let store = Arc::clone(&self.store);
-        let queue = Arc::clone(&self.queue);
+        let on_saved = Arc::clone(&self.on_saved);
         tokio::spawn(async move {
             let result = blocking(move || store.write_batch(writes))
                 .await
                 .and_then(|r| r.map_err(RuntimeError::from));
-            queue.push(Event::Saved {
+            on_saved(Saved {
                 done,
                 result,
                 urgent,

@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-pub use super::usage_files::read_totals;
 use super::usage_files::{self, COMPACT_AT, Key, LogLine, write_table};
+pub use super::usage_files::{UsageRow, read_totals};
 use crate::adapters::store::{self, StateDir, StoreError};
 use crate::core::budget::Spend;
 use crate::ports::clock::SharedClock;
@@ -159,25 +159,6 @@ impl Drop for InFlight {
     }
 }
 
-/// One agent's use of one model on one UTC day.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UsageRow {
-    pub agent: String,
-    pub model: String,
-    /// `YYYY-MM-DD`, UTC.
-    pub day: String,
-    /// Requests sent (each HTTP attempt), whatever became of them.
-    pub requests: u64,
-    pub prompt_tokens: u64,
-    pub cached_tokens: u64,
-    pub output_tokens: u64,
-    /// Of `requests`, those whose answer was never read: the plan they were for was
-    /// superseded (a newer message) or the daemon stopped. They are billed all the same.
-    #[serde(default)]
-    pub discarded: u64,
-}
-
 /// The meter's journal bookkeeping.
 #[derive(Default)]
 struct Journal {
@@ -187,23 +168,6 @@ struct Journal {
     last_seq: BTreeMap<String, u64>,
     /// Lines in each agent's journal file (compaction folds it when long).
     length: BTreeMap<String, usize>,
-}
-
-impl UsageRow {
-    /// Its key in the totals: agent, model, day.
-    pub(crate) fn key(&self) -> Key {
-        (self.agent.clone(), self.model.clone(), self.day.clone())
-    }
-
-    /// A row of `agent`, `model` and `day` with nothing counted yet.
-    pub(crate) fn zero(agent: &str, model: &str, day: &str) -> UsageRow {
-        UsageRow {
-            agent: agent.to_owned(),
-            model: model.to_owned(),
-            day: day.to_owned(),
-            ..UsageRow::default()
-        }
-    }
 }
 
 /// Sums usage per agent, model and day; persists per agent on [`UsageMeter::flush`].

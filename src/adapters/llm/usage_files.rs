@@ -6,9 +6,10 @@
 //! the table and removing the journal counts nothing twice, and lines appended twice (a
 //! retried append) count once.
 //!
-//! It owns both formats and their reading: journal lines at or below the table's `applied`
-//! and repeated sequence numbers are skipped, a last line cut short by a crash is ignored
-//! (its counts are lost, and said so), and any other bad line is reported by its number.
+//! It owns the row both files count in ([`UsageRow`], which `usage` re-exports), both formats
+//! and their reading: journal lines at or below the table's `applied` and repeated sequence
+//! numbers are skipped, a last line cut short by a crash is ignored (its counts are lost, and
+//! said so), and any other bad line is reported by its number.
 //! It does not keep totals or decide when to save (that is the meter).
 //!
 //! [`UsageMeter`]: super::usage::UsageMeter
@@ -18,7 +19,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::usage::UsageRow;
 use crate::adapters::store::{self, StateDir, StoreError};
 
 const FORMAT: u32 = 1;
@@ -28,6 +28,42 @@ pub(crate) type Key = (String, String, String);
 
 /// Journal lines after which the meter folds an agent's journal into its table.
 pub(crate) const COMPACT_AT: usize = 512;
+
+/// One agent's use of one model on one UTC day.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageRow {
+    pub agent: String,
+    pub model: String,
+    /// `YYYY-MM-DD`, UTC.
+    pub day: String,
+    /// Requests sent (each HTTP attempt), whatever became of them.
+    pub requests: u64,
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    pub output_tokens: u64,
+    /// Of `requests`, those whose answer was never read: the plan they were for was
+    /// superseded (a newer message) or the daemon stopped. They are billed all the same.
+    #[serde(default)]
+    pub discarded: u64,
+}
+
+impl UsageRow {
+    /// Its key in the totals: agent, model, day.
+    pub(crate) fn key(&self) -> Key {
+        (self.agent.clone(), self.model.clone(), self.day.clone())
+    }
+
+    /// A row of `agent`, `model` and `day` with nothing counted yet.
+    pub(crate) fn zero(agent: &str, model: &str, day: &str) -> UsageRow {
+        UsageRow {
+            agent: agent.to_owned(),
+            model: model.to_owned(),
+            day: day.to_owned(),
+            ..UsageRow::default()
+        }
+    }
+}
 
 /// One metered call (or, after a failed append was retried, one call again: same `seq`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,8 +6,7 @@
 //! pauses saved and removes the file on the next load. An old file that does not read is
 //! left in place and reported; nothing is lost.
 
-use crate::adapters::store::files::read_optional;
-use crate::adapters::store::graphs::save_agent_state;
+use crate::adapters::store::files::{read_optional, write_json};
 use crate::adapters::store::layout::StateDir;
 use crate::core::agent_state::{AgentState, Pauses};
 use crate::ports::store::StoreError;
@@ -33,7 +32,7 @@ pub(crate) fn fold_controls(
     let changed = state.pauses.is_empty() && !old.is_empty();
     if changed {
         state.pauses = old;
-        save_agent_state(dir, agent, state)?;
+        write_json(&dir.agent_state_path(agent), state)?;
         tracing::info!(event = "pauses_moved", agent, file = %path.display(), "the owner's pauses moved into the agent's state");
     }
     std::fs::remove_file(&path).map_err(|source| StoreError::Io {

@@ -4,6 +4,7 @@
 //! here: [`codec`] turns graphs into the on-disk Markdown form and `store` writes them.
 
 pub mod codec;
+pub mod draft;
 pub mod spec;
 pub mod v1;
 

@@ -4,16 +4,15 @@
 //! are methods of [`TaskKind`]. Pure data: no I/O, no scheduling.
 //!
 //! Outbound side effects (`send`, `sticker`) carry an [`IdempotencyKey`] as a field of their
-//! variant; [`TaskSpec::from_action`] and the runtime's owner alert build them with
-//! [`IdempotencyKey::fresh`], the one generator of keys.
+//! variant; the planner's actions (`plan::Action::into_spec`) and the runtime's owner alert
+//! build them with [`IdempotencyKey::fresh`], the one generator of keys.
 
 use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::model::{MessageId, StickerChoice};
-use crate::core::plan::Action;
+use crate::core::model::MessageId;
 
 /// Every kind of task the runtime knows. Each has one handler module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -297,49 +296,6 @@ impl TaskSpec {
             delay_secs: if secs.is_finite() { secs.max(0.0) } else { 0.0 },
             typing,
             retry_of: None,
-        }
-    }
-
-    /// The task for one planned action; outbound ones get their idempotency key here, long
-    /// before their side effect can start.
-    pub(crate) fn from_action(action: Action) -> TaskSpec {
-        match action {
-            Action::Send { text, reply_to } => TaskSpec::send(text, reply_to),
-            Action::Sticker {
-                sticker: StickerChoice { set, name },
-                reply_to,
-            } => TaskSpec::Sticker {
-                set,
-                name,
-                reply_to,
-                idempotency_key: IdempotencyKey::fresh(),
-            },
-            Action::Wait { secs } => TaskSpec::wait(secs, false),
-            Action::React { message, emoji } => TaskSpec::React {
-                message_id: message,
-                emoji,
-            },
-            Action::Block => TaskSpec::Block,
-            Action::Unblock => TaskSpec::Unblock,
-            Action::ClearConversation => TaskSpec::ClearConversation,
-            Action::Remember {
-                about,
-                name,
-                write,
-                message,
-            } => TaskSpec::Remember {
-                about,
-                name,
-                id: write.id,
-                content: write.content,
-                message,
-            },
-            Action::Note { write, message } => TaskSpec::Note {
-                id: write.id,
-                content: write.content,
-                message,
-            },
-            Action::Event { write } => TaskSpec::Intent { write },
         }
     }
 

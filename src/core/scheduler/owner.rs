@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::core::approval::{self, Decision, Posted};
+use crate::core::graph::draft;
 
 /// Which draft the owner means.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,7 +173,7 @@ impl Scheduler {
             }
             Decision::Send | Decision::Edit { .. } => {
                 if let Decision::Edit { text } = &decision {
-                    approval::apply_edit(graph, task_id, text);
+                    draft::apply_edit(graph, task_id, text);
                 }
                 if let Some(TaskSpec::Draft { decision: slot, .. }) = graph
                     .tasks

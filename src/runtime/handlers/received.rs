@@ -150,19 +150,19 @@ fn with_draft(
     mut tasks: Vec<Task>,
     now: jiff::Timestamp,
 ) -> Vec<Task> {
-    use crate::core::approval;
+    use crate::core::graph::draft;
     let policy = ctx.persona.approval;
     let mode = ctx.approval.unwrap_or(policy.mode);
     let own = ctx.chat.id.0 == ctx.telegram.self_id();
     let wrote_before = history.iter().any(|m| m.outgoing);
     if own
         || !mode.requires(ctx.chat.kind.is_direct(), wrote_before)
-        || !tasks.iter().any(|t| approval::consequential(t.kind()))
+        || !tasks.iter().any(|t| draft::consequential(t.kind()))
     {
         return tasks;
     }
     let answers = target.and_then(|id| history.iter().find(|m| m.id == id));
-    let draft = approval::render(
+    let text = draft::render(
         &ctx.chat.title,
         answers.map(|m| (m.sender.name.as_str(), m.text.as_str())),
         &tasks,
@@ -178,7 +178,7 @@ fn with_draft(
         .unwrap_or(tasks.len());
     let spec = TaskSpec::Draft {
         answers: target,
-        draft,
+        draft: text,
         idempotency_key: crate::core::graph::IdempotencyKey::fresh(),
         timeout_secs: policy.timeout.as_secs().max(1),
         on_timeout: policy.on_timeout,
@@ -415,7 +415,7 @@ fn wait_task(secs: f64, typing: bool, now: jiff::Timestamp) -> Task {
 }
 
 fn task_for(action: Action, now: jiff::Timestamp) -> Task {
-    Task::new(TaskSpec::from_action(action), now)
+    Task::new(action.into_spec(), now)
 }
 
 #[cfg(test)]
