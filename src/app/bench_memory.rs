@@ -152,9 +152,11 @@ pub async fn run(
     );
     let services = crate::app::services::Services::build(spec).await?;
     let ingress = services.plain_ingress();
+    // Every task of the run (the runtime and the watchers) belongs to one lifecycle.
+    let life = crate::app::lifecycle::Lifecycle::new();
     let runtime = services.runtime;
     let handle = runtime.handle();
-    let run = tokio::spawn(runtime.run());
+    let run = life.spawn(runtime.run());
     drop(hold);
     handle.wait_until(|s| s.started).await;
     for turn in 0..messages.div_ceil(2) {

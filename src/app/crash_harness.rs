@@ -136,10 +136,12 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
     );
     let services = crate::app::services::Services::build(spec).await?;
     let ingress = services.plain_ingress();
+    // Every task of the run (the runtime and the watchers) belongs to one lifecycle.
+    let life = crate::app::lifecycle::Lifecycle::new();
     let runtime = services.runtime;
     let handle = runtime.handle();
     let mut observed = telegram.observe();
-    let run = tokio::spawn(runtime.run());
+    let run = life.spawn(runtime.run());
     handle.wait_until(|s| s.started).await;
     say("READY")?;
     // The unread scan, as on connecting to Telegram: the newest inbound message is pushed

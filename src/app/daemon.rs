@@ -208,7 +208,7 @@ impl Daemon {
             opened,
             reloads: (reload_tx, reload_rx),
         } = self;
-        let mut run = tokio::spawn(runtime.run());
+        let mut run = life.spawn(runtime.run());
         {
             let c = Arc::clone(&controller);
             let stop = life.stop_token();

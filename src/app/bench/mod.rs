@@ -349,10 +349,12 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
     );
     let services = crate::app::services::Services::build(spec).await?;
     let ingress = services.plain_ingress();
+    // Every task of the run (the runtime and the watchers) belongs to one lifecycle.
+    let life = crate::app::lifecycle::Lifecycle::new();
     let runtime = services.runtime;
     let handle = runtime.handle();
     let boot = Instant::now();
-    let run = tokio::spawn(runtime.run());
+    let run = life.spawn(runtime.run());
     handle.wait_until(|s| s.started).await;
     let startup_ms = boot.elapsed().as_secs_f64() * 1000.0;
 
@@ -367,7 +369,7 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
     }
     let durable_watch = {
         let handle = handle.clone();
-        tokio::spawn(async move {
+        life.spawn(async move {
             handle.wait_until(|s| s.inbound_durable >= total).await;
             first_push.elapsed()
         })

@@ -84,16 +84,18 @@ async fn at_rate(dir: &Path, args: &BenchArgs, rate: u64) -> Result<(f64, f64), 
     );
     let services = crate::app::services::Services::build(spec).await?;
     let ingress = services.plain_ingress();
+    // Every task of the run (the runtime and the watchers) belongs to one lifecycle.
+    let life = crate::app::lifecycle::Lifecycle::new();
     let runtime = services.runtime;
     let handle = runtime.handle();
-    let run = tokio::spawn(runtime.run());
+    let run = life.spawn(runtime.run());
     handle.wait_until(|s| s.started).await;
     let base = handle.status().inbound_durable;
     // Each status change with a new durable count, as (when, count).
     let seen: Arc<Mutex<Vec<(Instant, u64)>>> = Arc::default();
     let watcher = {
         let (handle, seen) = (handle.clone(), Arc::clone(&seen));
-        tokio::spawn(async move {
+        life.spawn(async move {
             let mut last = base;
             while last < base + total as u64 {
                 handle.wait_until(|s| s.inbound_durable > last).await;

@@ -101,7 +101,7 @@ async fn run(
     ));
     // In fast mode virtual time stands still while input is read.
     let mut hold = Some(clock.hold());
-    let mut run = tokio::spawn(runtime.run());
+    let mut run = life.spawn(runtime.run());
     // Input moves virtual time only once the runtime has loaded and looked at its state (a
     // schedule's activity at the start is announced at the start).
     handle.wait_until(|st| st.started).await;
