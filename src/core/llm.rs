@@ -309,6 +309,9 @@ pub enum LlmError {
     /// The request was rejected before sending (no turns, malformed model id, …).
     #[error("invalid LLM request: {0}")]
     InvalidRequest(String),
+    /// The request names a model no route serves (an invalid request, before sending).
+    #[error("invalid LLM request: {0}")]
+    UnknownModel(#[source] ResolveError),
     /// A failure that may go away by itself: overload, quota, timeout, connection trouble.
     /// `retry_after` is the delay the server asked for, when it named one.
     #[error("transient LLM error ({}): {message}{}", status_label(*.status), retry_label(*.retry_after))]

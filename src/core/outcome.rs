@@ -123,7 +123,9 @@ fn detail(e: &TelegramError) -> String {
         | TelegramError::Invalid(why)
         | TelegramError::Network(why)
         | TelegramError::Other(why) => why.clone(),
-        TelegramError::FloodWait { .. } | TelegramError::SlowmodeWait { .. } => e.to_string(),
+        TelegramError::FloodWait { .. }
+        | TelegramError::SlowmodeWait { .. }
+        | TelegramError::Local(_) => e.to_string(),
     }
 }
 
@@ -142,7 +144,7 @@ impl From<TelegramError> for TaskError {
             TelegramError::Forbidden(_) => TaskError::ChatForbidden(e),
             TelegramError::AccountLimited(_) => TaskError::AccountLimited(e),
             TelegramError::Unauthorized(_) => TaskError::Unauthorized(e),
-            TelegramError::Network(_) | TelegramError::Other(_) => {
+            TelegramError::Network(_) | TelegramError::Other(_) | TelegramError::Local(_) => {
                 TaskError::Transient(Cause::Telegram(e))
             }
             TelegramError::NotFound(_)
