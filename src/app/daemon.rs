@@ -415,11 +415,11 @@ pub async fn run(global: GlobalArgs, mut args: RunArgs) -> CmdResult {
     drop(reload_tx);
     drop(controller);
     wind_down(reloader, [ctl_task, metrics_task, console_task], &usage).await;
-    let result = result.map_err(|e| CommandError::Failed(format!("runtime task failed: {e}")))?;
+    let result = result.map_err(|e| CommandError::Join(e).doing("runtime task failed"))?;
     match result {
         Ok(report) if report.no_agents_left => Ok(ExitCode::from(exit::UNAVAILABLE)),
         Ok(_) => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(CommandError::Io(e.to_string())),
+        Err(e) => Err(CommandError::Runtime(e)),
     }
 }
 
@@ -452,7 +452,7 @@ async fn until_end(
         gone = state_gone(lock, clock) => {
             // Nothing more is written: a graceful stop would make the directory again.
             tracing::error!(event = "state_directory_gone", error = %gone, "stopping");
-            Ended::Now(Err(CommandError::Io(gone.to_string())))
+            Ended::Now(Err(CommandError::StateGone(gone)))
         }
     }
 }

@@ -56,7 +56,7 @@ pub(crate) async fn media_pipeline(
         Arc::clone(clock),
     )
     .await
-    .map_err(|e| CommandError::Io(e.to_string()))?
+    .map_err(CommandError::Store)?
     .with_usage(Arc::clone(usage));
     Ok(Some(Arc::new(pipeline)))
 }

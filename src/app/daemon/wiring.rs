@@ -166,7 +166,7 @@ pub(super) async fn planner_stack(
     let usage = Arc::new(
         crate::adapters::llm::usage::UsageMeter::load_async(state.clone(), Arc::clone(clock))
             .await
-            .map_err(|e| CommandError::Failed(e.to_string()))?,
+            .map_err(CommandError::unexpected)?,
     );
     let llm_planner = LlmPlanner::new(
         Arc::clone(&llm),

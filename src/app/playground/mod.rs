@@ -193,7 +193,7 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
             return Ok(ExitCode::from(signal_exit_code(name)));
         }
     };
-    let result = result.map_err(|e| CommandError::Failed(format!("runtime task failed: {e}")))?;
+    let result = result.map_err(|e| CommandError::Join(e).doing("runtime task failed"))?;
     for t in [&signal_task, &reloader, &hangups] {
         t.abort();
     }
@@ -206,15 +206,15 @@ pub async fn chat(global: GlobalArgs, args: ChatArgs) -> CmdResult {
         let _ = d.await;
     }
     if let Err(e) = result {
-        return Err(CommandError::Io(e.to_string()));
+        return Err(CommandError::Runtime(e));
     }
     if let Some(name) = stopped_by {
         return Ok(ExitCode::from(signal_exit_code(name)));
     }
     if read_failed {
-        return Err(CommandError::Io(
-            "standard input failed; the lines before the failure were handled".into(),
-        ));
+        return Err(CommandError::Io(std::io::Error::other(
+            "standard input failed; the lines before the failure were handled",
+        )));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -227,7 +227,7 @@ async fn usage_meter(
     Ok(Arc::new(
         crate::adapters::llm::usage::UsageMeter::load_async(state.clone(), Arc::clone(clock))
             .await
-            .map_err(|e| CommandError::Failed(e.to_string()))?,
+            .map_err(CommandError::unexpected)?,
     ))
 }
 
@@ -279,7 +279,7 @@ async fn open_memory(
             Ok::<_, crate::adapters::store::StoreError>(memory)
         })
         .await
-        .map_err(|e| CommandError::Failed(e.to_string()))??
+        .map_err(CommandError::Join)??
     };
     let memory = Arc::new(memory);
     memory.ensure_chat(chat.clone());
@@ -387,7 +387,7 @@ fn spawn_stdin_reader() -> Result<mpsc::Receiver<Result<RawLine, InputError>>, C
                 }
             }
         })
-        .map_err(|e| CommandError::Failed(format!("cannot start the input reader: {e}")))?;
+        .map_err(|e| CommandError::unexpected(e).doing("cannot start the input reader"))?;
     Ok(rx)
 }
 
