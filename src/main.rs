@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use personad::app::cli::{Cli, Command};
-use personad::app::commands::{self, CommandError};
+use personad::app::commands;
 use personad::app::logging;
 
 fn main() -> ExitCode {
@@ -27,20 +27,11 @@ fn main() -> ExitCode {
         v => v,
     };
     logging::init(logging::resolve_format(cli.global.log_format), verbosity);
-    match run(cli) {
+    match personad::cmd::execute(cli) {
         Ok(code) => code,
         Err(e) => {
-            let code = e
-                .downcast_ref::<CommandError>()
-                .map_or(commands::exit::FAILURE, CommandError::exit_code);
-            let text = commands::error_text(e.as_ref());
-            eprintln!("personad: {}", logging::inert(&text));
-            ExitCode::from(code)
+            eprintln!("personad: {}", logging::inert(&commands::error_text(&e)));
+            ExitCode::from(e.exit_code())
         }
     }
-}
-
-/// The binary edge: the library's typed error becomes an `anyhow` error here, and only here.
-fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    Ok(personad::cmd::execute(cli)?)
 }

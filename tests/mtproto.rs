@@ -1265,7 +1265,8 @@ fn content_refusals_are_per_item() {
 
 /// The send path's recovery rules see PEER_ID_INVALID and grammers' "no peer ref" as an
 /// unknown peer (learn it, retry once), ENTITY_* / URL_INVALID as rejected entities (send
-/// plain), everything else as a plain error.
+/// plain), REACTION_INVALID as a rejected reaction (try the other spelling), everything else
+/// as a plain error.
 #[test]
 fn send_path_errors_are_split_for_recovery() {
     use personad::adapters::mtproto::errors::call_error;
@@ -1287,6 +1288,10 @@ fn send_path_errors_are_split_for_recovery() {
     assert!(matches!(
         call_error(&rpc(400, "URL_INVALID")),
         CallError::BadEntities(_)
+    ));
+    assert!(matches!(
+        call_error(&rpc(400, "REACTION_INVALID")),
+        CallError::BadReaction(TelegramError::Invalid(_))
     ));
     assert!(matches!(
         call_error(&rpc(403, "CHAT_WRITE_FORBIDDEN")),

@@ -1013,7 +1013,13 @@ async fn a_fresh_start_retried_still_drops_the_chats_intents() -> TestResult {
                     s.push((req.now, req.history.len(), req.moment.clone(), req.target));
                 }
                 if n == 0 {
-                    return Err(personad::core::plan::PlanError::Transient("503".into()));
+                    return Err(personad::core::plan::PlanError::Llm(
+                        personad::ports::llm::LlmError::Transient {
+                            status: Some(503),
+                            message: "overloaded".into(),
+                            retry_after: None,
+                        },
+                    ));
                 }
                 Ok(vec![send("hello")])
             }))

@@ -233,7 +233,7 @@ async fn a_wait_resumes_after_a_crash_with_its_remaining_time() -> TestResult {
     // Restart 42 s after t0: the wait still has 20 s to go.
     let restart_at = personad::core::time::add(t0(), secs(42));
     let planner =
-        ScriptedPlanner::new(|_, _| Err(PlanError::Permanent("no replanning expected".into())));
+        ScriptedPlanner::new(|_, _| Err(PlanError::NoAnswer("replanning (none expected)")));
     let mut h = Harness::start_at(
         dir.path(),
         planner,

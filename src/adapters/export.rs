@@ -32,10 +32,10 @@ pub struct Export {
 }
 
 /// Why an export could not be read at all.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum ExportError {
     #[error("not JSON: {0}")]
-    Json(String),
+    Json(#[source] serde_json::Error),
     #[error("no `messages` list: this is not a Telegram Desktop chat export (result.json)")]
     NoMessages,
 }
@@ -108,7 +108,7 @@ fn text_of(m: &serde_json::Map<String, Value>) -> (String, Vec<Mention>) {
 
 /// Parses an export document.
 pub fn parse(json: &str) -> Result<Export, ExportError> {
-    let doc: Value = serde_json::from_str(json).map_err(|e| ExportError::Json(e.to_string()))?;
+    let doc: Value = serde_json::from_str(json).map_err(ExportError::Json)?;
     let list = doc
         .get("messages")
         .and_then(Value::as_array)

@@ -419,9 +419,8 @@ impl Planner for LlmPlanner {
             // Counted under chat 0: the call belongs to no chat.
             match self.metered(&req.persona.name, ChatId(0), &request).await {
                 Ok(LlmOutcome::Text(text)) => Ok(Some(text)),
-                Ok(_) => Err(PlanError::Permanent("the model gave no schedule".into())),
-                Err(e) if e.is_transient() => Err(PlanError::Transient(e.to_string())),
-                Err(e) => Err(PlanError::Permanent(e.to_string())),
+                Ok(_) => Err(PlanError::NoAnswer("schedule")),
+                Err(e) => Err(PlanError::Llm(e)),
             }
         })
     }
@@ -439,8 +438,7 @@ impl Planner for LlmPlanner {
             match self.metered(&req.persona.name, req.chat.id, &request).await {
                 Ok(LlmOutcome::Text(text)) => Ok(summaries::parse_answer(&text)),
                 Ok(_) => Ok(None),
-                Err(e) if e.is_transient() => Err(PlanError::Transient(e.to_string())),
-                Err(e) => Err(PlanError::Permanent(e.to_string())),
+                Err(e) => Err(PlanError::Llm(e)),
             }
         })
     }
@@ -451,13 +449,7 @@ impl Planner for LlmPlanner {
             let remembered = self.window(&key).await;
             let (request, window) = self.request_with_window(&req, remembered);
             let result = self.metered(&req.persona.name, req.chat.id, &request).await;
-            let outcome = result.map_err(|e| {
-                if e.is_transient() {
-                    PlanError::Transient(e.to_string())
-                } else {
-                    PlanError::Permanent(e.to_string())
-                }
-            })?;
+            let outcome = result?;
             self.remember_window(key, window).await;
             match outcome {
                 LlmOutcome::Text(text) => Ok(self.parse(&req, &text)),

@@ -106,15 +106,14 @@ pub async fn run(
     let tmp = tempfile::Builder::new()
         .prefix("personad-bench-memory-")
         .tempdir_in(state_root)
-        .map_err(|e| CommandError::Io(format!("temp dir in {}: {e}", state_root.display())))?;
+        .map_err(|e| CommandError::Io(e).doing(format!("temp dir in {}", state_root.display())))?;
     let start = Timestamp::from_second(1_750_000_000).unwrap_or(Timestamp::UNIX_EPOCH);
     let virtual_clock = VirtualClock::new(start, true);
     let clock: SharedClock = Arc::new(virtual_clock);
     let hold = clock.hold();
     let agent = "bench";
     let telegram = Arc::new(
-        MemoryTelegram::new(agent, Arc::clone(&clock), None)
-            .map_err(|e| CommandError::Failed(e.to_string()))?,
+        MemoryTelegram::new(agent, Arc::clone(&clock), None).map_err(CommandError::unexpected)?,
     );
     let chat = Chat {
         id: ChatId(crate::adapters::memory::user_id_for("Bob")),
@@ -138,7 +137,7 @@ pub async fn run(
     let persona =
         crate::adapters::persona_loader::parse_persona(std::path::Path::new("bench.md"), &src, &[])
             .persona
-            .ok_or_else(|| CommandError::Failed("the bench persona does not parse".into()))?;
+            .ok_or_else(|| CommandError::Internal("the bench persona does not parse".into()))?;
     let state = StateDir::new(tmp.path().join("state"));
     let spec = crate::app::services::Spec::plain(
         config,
@@ -171,16 +170,15 @@ pub async fn run(
                     ..Incoming::default()
                 },
             )
-            .await
-            .map_err(|e| CommandError::Failed(e.to_string()))?;
+            .await?;
         ingress.push(agent, chat.clone(), msg, true);
         handle.wait_idle().await;
     }
     handle.shutdown("bench done");
     match run.await {
         Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Err(CommandError::Failed(e.to_string())),
-        Err(e) => return Err(CommandError::Failed(e.to_string())),
+        Ok(Err(e)) => return Err(CommandError::unexpected(e)),
+        Err(e) => return Err(e.into()),
     }
     let plans = recorder
         .plans

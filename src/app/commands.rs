@@ -9,13 +9,17 @@ use std::process::ExitCode;
 
 use jiff::Timestamp;
 
+use crate::adapters::llm::usage::PriceError;
+use crate::adapters::memory::HistoryError;
 use crate::adapters::persona_loader::PersonaDirError;
-use crate::adapters::store::{GraphStore, StateDir, StoreError};
+use crate::adapters::store::{GraphStore, LockError, StateDir, StateGone, StoreError};
 use crate::app::cli::{CheckArgs, GlobalArgs, SaveLoopArgs, StateCommand};
 use crate::core::config::ConfigError;
 use crate::core::graph::{Task, TaskGraph, TaskSpec};
-use crate::core::model::{Chat, ChatId, ChatKind};
+use crate::core::model::{Chat, ChatId, ChatKind, TelegramError};
 use crate::core::persona::{LoadReport, Persona};
+use crate::ports::facts::FactError;
+use crate::runtime::RuntimeError;
 
 /// Documented exit codes.
 pub mod exit {
@@ -44,12 +48,14 @@ pub(crate) fn lock_state(
     let dir = StateDir::new(&global.state_dir);
     crate::adapters::store::secure_state_dir(&dir)?;
     crate::adapters::store::StateLock::acquire(&dir).map_err(|e| match e {
-        crate::adapters::store::LockError::Store(e) => CommandError::Store(e),
-        held => CommandError::Unavailable(held.to_string()),
+        LockError::Store(e) => CommandError::Store(e),
+        held => CommandError::Locked(held),
     })
 }
 
-/// A command failure with the exit code it maps to.
+/// A command failure with the exit code it maps to. A failure of another part keeps that
+/// part's error as its source; only messages written here for the operator (a refused
+/// argument, something missing, bad input described) are text.
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
     #[error("{0}")]
@@ -58,16 +64,68 @@ pub enum CommandError {
     Agents(#[from] PersonaDirError),
     #[error("{0}")]
     Store(#[from] StoreError),
+    /// Reading or writing a stream or file (stdout, a pipe, a temp dir) failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The state directory is in use by another process.
+    #[error("{0}")]
+    Locked(#[source] LockError),
+    /// The state directory went away while the daemon ran.
+    #[error("{0}")]
+    StateGone(#[from] StateGone),
+    /// The runtime stopped with an error.
+    #[error("{0}")]
+    Runtime(#[from] RuntimeError),
+    /// A worker (blocking work, the runtime's task) stopped before it answered.
+    #[error("{0}")]
+    Join(#[from] tokio::task::JoinError),
+    /// A request, answer or report could not be encoded or decoded as JSON.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// A call to the in-memory Telegram backend (a bench, the crash harness) failed.
+    #[error("{0}")]
+    Telegram(#[from] TelegramError),
+    /// A file named on the command line cannot be read.
+    #[error("{0}")]
+    InputFile(#[source] StoreError),
+    /// The agent's memory files do not read.
+    #[error("{0}")]
+    Memory(#[from] FactError),
+    /// The LLM usage records or a price file are unusable.
+    #[error("{0}")]
+    Prices(#[from] PriceError),
+    /// A recorded transcript does not read.
+    #[error("{0}")]
+    History(#[from] HistoryError),
+    /// What the command was doing when `source` failed (`doing: source`); the exit code is
+    /// the source's.
+    #[error("{doing}: {source}")]
+    While {
+        doing: String,
+        #[source]
+        source: Box<CommandError>,
+    },
+    /// A failure this command does not expect, whatever its kind (a bench's own in-memory
+    /// backend or runtime): exit 1.
+    #[error("{0}")]
+    Unexpected(#[source] Box<CommandError>),
+    /// The input data is unusable, said in words (a persona with problems, a graph that does
+    /// not read, an export of the wrong kind).
     #[error("{0}")]
     Data(String),
+    /// What was looked for and not found (an agent, a graph, a chat, a user in an export).
     #[error("{0}")]
     NotFound(String),
+    /// Why nothing can run (no agent could start, another daemon runs, no daemon answers).
     #[error("{0}")]
     Unavailable(String),
+    /// The daemon refused a `ctl` request: its answer, as it said it.
     #[error("{0}")]
-    Io(String),
+    Refused(String),
+    /// A fault of this program, said in words (a built-in persona that does not parse, a
+    /// poisoned lock, a probe that printed nonsense).
     #[error("{0}")]
-    Failed(String),
+    Internal(String),
     /// A command line clap accepted but that makes no sense.
     #[error("{0}")]
     Usage(String),
@@ -77,13 +135,50 @@ impl CommandError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CommandError::Config(_) => exit::CONFIG,
-            CommandError::Agents(_) | CommandError::NotFound(_) => exit::NO_INPUT,
-            CommandError::Store(_) | CommandError::Io(_) => exit::IO,
-            CommandError::Data(_) => exit::DATA,
-            CommandError::Unavailable(_) => exit::UNAVAILABLE,
-            CommandError::Failed(_) => exit::FAILURE,
+            CommandError::Agents(_) | CommandError::NotFound(_) | CommandError::InputFile(_) => {
+                exit::NO_INPUT
+            }
+            CommandError::Store(_)
+            | CommandError::Io(_)
+            | CommandError::StateGone(_)
+            | CommandError::Runtime(_) => exit::IO,
+            CommandError::Data(_)
+            | CommandError::Memory(_)
+            | CommandError::Prices(_)
+            | CommandError::History(_) => exit::DATA,
+            CommandError::Locked(_) | CommandError::Unavailable(_) => exit::UNAVAILABLE,
+            CommandError::Join(_)
+            | CommandError::Json(_)
+            | CommandError::Telegram(_)
+            | CommandError::Unexpected(_)
+            | CommandError::Refused(_)
+            | CommandError::Internal(_) => exit::FAILURE,
+            CommandError::While { source, .. } => source.exit_code(),
             CommandError::Usage(_) => exit::USAGE,
         }
+    }
+
+    /// This error, said to have happened while doing something (`doing: error`).
+    pub(crate) fn doing(self, doing: impl Into<String>) -> CommandError {
+        CommandError::While {
+            doing: doing.into(),
+            source: Box::new(self),
+        }
+    }
+
+    /// The error under any context or `Unexpected` wrapper: the kind to match on.
+    pub fn innermost(&self) -> &CommandError {
+        match self {
+            CommandError::While { source, .. } | CommandError::Unexpected(source) => {
+                source.innermost()
+            }
+            other => other,
+        }
+    }
+
+    /// `e`, in a command that does not expect it: exit 1 whatever its kind.
+    pub(crate) fn unexpected(e: impl Into<CommandError>) -> CommandError {
+        CommandError::Unexpected(Box::new(e.into()))
     }
 }
 
@@ -110,7 +205,7 @@ fn out(text: &str) -> Result<(), CommandError> {
     stdout
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
-        .map_err(|e| CommandError::Io(format!("cannot write to stdout: {e}")))
+        .map_err(|e| CommandError::Io(e).doing("cannot write to stdout"))
 }
 
 /// Loads every persona file, logging nothing (callers decide how to report).
@@ -140,8 +235,7 @@ pub(crate) async fn reload_personas(
             &keep,
         )?)
     })
-    .await
-    .map_err(|e| CommandError::Failed(e.to_string()))?
+    .await?
 }
 
 /// Finds one usable persona by name (case-insensitive), or explains why it cannot be used.
@@ -296,8 +390,7 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
         StateCommand::List => state_list(&store),
         StateCommand::Memory { agent, who } => {
             let facts = crate::adapters::store::facts::FileFacts::new(store.state_dir().clone());
-            let text = crate::app::memory_report::report(&facts, agent, who.as_deref())
-                .map_err(|e| CommandError::Data(e.to_string()))?;
+            let text = crate::app::memory_report::report(&facts, agent, who.as_deref())?;
             out(&text)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -340,7 +433,7 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
             agent.as_deref(),
             prices.as_deref(),
         )
-        .map_err(|e| CommandError::Data(e.to_string()))
+        .map_err(CommandError::from)
         .and_then(|text| {
             out(&text)?;
             Ok(ExitCode::SUCCESS)
@@ -358,8 +451,7 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
                 ChatId(*chat),
                 *last,
                 *playground,
-            )
-            .map_err(|e| CommandError::Data(e.to_string()))?;
+            )?;
             out(&text)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -579,9 +671,7 @@ pub(crate) fn save_loop(global: &GlobalArgs, args: &SaveLoopArgs) -> CmdResult {
         store.save(g)?;
         {
             let mut lock = stdout.lock();
-            writeln!(lock, "ACK {} {}", g.chat.id, g.seq)
-                .and_then(|()| lock.flush())
-                .map_err(|e| CommandError::Io(e.to_string()))?;
+            writeln!(lock, "ACK {} {}", g.chat.id, g.seq).and_then(|()| lock.flush())?;
         }
         n += 1;
         if args.saves > 0 && n >= args.saves {
@@ -593,4 +683,49 @@ pub(crate) fn save_loop(global: &GlobalArgs, args: &SaveLoopArgs) -> CmdResult {
 /// The directory where the playground keeps an agent's in-memory transcripts.
 pub(crate) fn playground_dir(global: &GlobalArgs, agent: &str) -> PathBuf {
     StateDir::new(&global.state_dir).playground_dir(agent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CommandError, error_text, exit};
+
+    fn io(kind: std::io::ErrorKind, text: &str) -> std::io::Error {
+        std::io::Error::new(kind, text)
+    }
+
+    #[test]
+    fn a_chained_cause_is_printed_once() {
+        let e = CommandError::Io(io(std::io::ErrorKind::BrokenPipe, "broken pipe"))
+            .doing("cannot write to stdout");
+        assert_eq!(error_text(&e), "cannot write to stdout: broken pipe");
+        assert_eq!(
+            e.exit_code(),
+            exit::IO,
+            "the context keeps the cause's code"
+        );
+        let inner = CommandError::Io(io(std::io::ErrorKind::Other, "disk full"));
+        let e = CommandError::unexpected(inner).doing("cannot start the input reader");
+        assert_eq!(error_text(&e), "cannot start the input reader: disk full");
+        assert_eq!(e.exit_code(), exit::FAILURE);
+    }
+
+    #[test]
+    fn the_source_is_kept_not_its_text() {
+        let e =
+            CommandError::unexpected(io(std::io::ErrorKind::NotFound, "gone")).doing("reading x");
+        assert!(
+            matches!(e.innermost(), CommandError::Io(io) if io.kind() == std::io::ErrorKind::NotFound)
+        );
+        let mut chain = Vec::new();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            chain.push(s.to_string());
+            source = s.source();
+        }
+        assert_eq!(
+            chain,
+            ["gone", "gone", "gone"],
+            "wrappers, then the io error itself"
+        );
+    }
 }

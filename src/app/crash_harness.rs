@@ -77,7 +77,7 @@ fn say(line: &str) -> Result<(), CommandError> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{line}")
         .and_then(|()| out.flush())
-        .map_err(|e| CommandError::Io(e.to_string()))
+        .map_err(CommandError::Io)
 }
 
 /// `personad crash-child`.
@@ -108,7 +108,7 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
     );
     let persona = crate::adapters::persona_loader::parse_persona(Path::new("crash.md"), &src, &[])
         .persona
-        .ok_or_else(|| CommandError::Failed("the harness persona does not parse".into()))?;
+        .ok_or_else(|| CommandError::Internal("the harness persona does not parse".into()))?;
     let config = RuntimeConfig {
         debounce: Duration::from_millis(2),
         max_in_flight: 4,
@@ -179,8 +179,7 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
                     ..Incoming::default()
                 },
             )
-            .await
-            .map_err(|e| CommandError::Failed(e.to_string()))?;
+            .await?;
         ingress.push(AGENT, c.clone(), msg, true);
         say("PUSHED")?;
     }
@@ -206,7 +205,7 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
     handle.shutdown("harness done");
     match run.await {
         Ok(Ok(_)) => Ok(ExitCode::SUCCESS),
-        Ok(Err(e)) => Err(CommandError::Io(e.to_string())),
-        Err(e) => Err(CommandError::Failed(e.to_string())),
+        Ok(Err(e)) => Err(e.into()),
+        Err(e) => Err(e.into()),
     }
 }

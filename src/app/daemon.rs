@@ -261,12 +261,11 @@ impl Daemon {
         };
         drop(reload_tx);
         life.wind_down(WIND_DOWN).await;
-        let result =
-            result.map_err(|e| CommandError::Failed(format!("runtime task failed: {e}")))?;
+        let result = result.map_err(|e| CommandError::Join(e).doing("runtime task failed"))?;
         match result {
             Ok(report) if report.no_agents_left => Ok(ExitCode::from(exit::UNAVAILABLE)),
             Ok(_) => Ok(ExitCode::SUCCESS),
-            Err(e) => Err(CommandError::Io(e.to_string())),
+            Err(e) => Err(CommandError::Runtime(e)),
         }
     }
 }
@@ -325,7 +324,7 @@ async fn until_end(
             gone = &mut gone => {
                 // Nothing more is written: a graceful stop would make the directory again.
                 tracing::error!(event = "state_directory_gone", error = %gone, "stopping");
-                return Ended::Now(Err(CommandError::Io(gone.to_string())));
+                return Ended::Now(Err(CommandError::StateGone(gone)));
             }
         }
     }

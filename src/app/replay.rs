@@ -406,18 +406,17 @@ async fn read_text(path: &std::path::Path, cap: u64) -> Result<String, CommandEr
     tokio::task::spawn_blocking(move || {
         let bytes =
             crate::adapters::store::read_file(&path, cap, crate::adapters::store::Symlinks::Follow)
-                .map_err(|e| CommandError::NotFound(e.to_string()))?;
+                .map_err(CommandError::InputFile)?;
         String::from_utf8(bytes)
             .map_err(|_| CommandError::Data(format!("{}: not valid UTF-8", path.display())))
     })
-    .await
-    .map_err(|e| CommandError::Failed(e.to_string()))?
+    .await?
 }
 
 /// Writes one output line to stdout.
 fn print_line(line: &dyn std::fmt::Display) -> Result<(), CommandError> {
     writeln!(std::io::stdout().lock(), "{line}")
-        .map_err(|e| CommandError::Io(format!("cannot write output: {e}")))
+        .map_err(|e| CommandError::Io(e).doing("cannot write output"))
 }
 
 /// `personad replay`.

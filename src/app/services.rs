@@ -114,7 +114,7 @@ impl Services {
                 Some(Arc::new(handle.clone())),
             )
             .await
-            .map_err(|e| CommandError::Failed(e.to_string()))?,
+            .map_err(CommandError::unexpected)?,
         );
         let planner = planner(&usage);
         let media = match (media, &llm) {
@@ -183,7 +183,7 @@ async fn media_pipeline(
         Arc::clone(clock),
     )
     .await
-    .map_err(|e| CommandError::Io(e.to_string()))?
+    .map_err(CommandError::Store)?
     .with_usage(Arc::clone(usage));
     Ok(Arc::new(pipeline))
 }

@@ -43,7 +43,7 @@ fn on_runtime<F: Future<Output = CmdResult>>(fut: F) -> Result<ExitCode, Command
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| CommandError::Io(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| CommandError::Io(e).doing("cannot start the async runtime"))?;
     let result = rt.block_on(fut);
     rt.shutdown_timeout(Duration::from_secs(2));
     result

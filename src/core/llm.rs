@@ -1,13 +1,12 @@
-//! The provider-neutral boundary to large language models: the request and outcome types, the
-//! typed error, the [`Llm`] trait and the [`ApiKey`] secret. This module owns no HTTP, no
-//! provider wire format and no retry policy; those live in the provider modules ([`gemini`],
-//! [`openai`]), the [`provider`] router, the [`retry`] wrapper and the [`usage`] meter, which
-//! must not leak their own types through here.
-//! It must never log, print or serialise a key. The planner calls [`Llm::generate`]; the
-//! daemon's start-up code builds a provider from its configuration and hands it over as a
-//! trait object.
+//! The provider-neutral vocabulary of large language models: the request and outcome types
+//! and the typed error ([`LlmError`]), pure data. It owns no HTTP, no provider wire format, no
+//! retry policy and no trait: the [`Llm`](crate::ports::llm::Llm) port and its API key are
+//! `ports::llm`; the provider clients, the router, the retry wrapper and the usage meter are
+//! `adapters::llm` and must not leak their own types through here. The planner and the
+//! classifier build requests with it; their errors keep an [`LlmError`] as their cause.
 
 use std::fmt;
+use std::time::Duration;
 
 /// Who said a turn of the conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -299,4 +298,110 @@ pub fn persona_choice(
         }),
         (None, None) => default.clone(),
     })
+}
+
+/// Why a completion failed. Messages never contain the API key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LlmError {
+    /// The client is misconfigured (missing key, bad base URL, …). Not retried.
+    #[error("LLM configuration error: {0}")]
+    Config(String),
+    /// The request was rejected before sending (no turns, malformed model id, …).
+    #[error("invalid LLM request: {0}")]
+    InvalidRequest(String),
+    /// The request names a model no route serves (an invalid request, before sending).
+    #[error("invalid LLM request: {0}")]
+    UnknownModel(#[source] ResolveError),
+    /// A failure that may go away by itself: overload, quota, timeout, connection trouble.
+    /// `retry_after` is the delay the server asked for, when it named one.
+    #[error("transient LLM error ({}): {message}{}", status_label(*.status), retry_label(*.retry_after))]
+    Transient {
+        /// The HTTP status, or `None` for a transport failure.
+        status: Option<u16>,
+        /// The server's message (or a description of the transport failure).
+        message: String,
+        /// How long the server asked us to wait before trying again.
+        retry_after: Option<Duration>,
+    },
+    /// A failure that retrying will not fix: bad request, bad key, unknown model, …
+    #[error("LLM request failed ({}): {message}", status_label(*.status))]
+    Permanent {
+        /// The HTTP status, if there was a response.
+        status: Option<u16>,
+        /// The server's message.
+        message: String,
+    },
+    /// The provider answered success with a body we could not parse.
+    #[error("could not decode LLM response: {0}")]
+    Decode(String),
+}
+
+impl LlmError {
+    /// True when the same request may succeed later.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, LlmError::Transient { .. })
+    }
+
+    /// The HTTP status that caused the error, if any.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            LlmError::Transient { status, .. } | LlmError::Permanent { status, .. } => *status,
+            _ => None,
+        }
+    }
+
+    /// The delay the server asked for before the next try, if it named one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            LlmError::Transient { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+fn status_label(status: Option<u16>) -> String {
+    match status {
+        Some(code) => format!("HTTP {code}"),
+        None => "no HTTP status".to_owned(),
+    }
+}
+
+fn retry_label(retry_after: Option<Duration>) -> String {
+    match retry_after {
+        Some(d) => format!(" (server asked to retry after {:.1} s)", d.as_secs_f64()),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::LlmError;
+
+    #[test]
+    fn errors_classify_and_display() {
+        let e = LlmError::Transient {
+            status: Some(503),
+            message: "overloaded".into(),
+            retry_after: Some(Duration::from_secs(12)),
+        };
+        assert!(e.is_transient());
+        assert_eq!(e.status(), Some(503));
+        assert_eq!(
+            e.to_string(),
+            "transient LLM error (HTTP 503): overloaded (server asked to retry after 12.0 s)"
+        );
+        let p = LlmError::Permanent {
+            status: Some(404),
+            message: "no such model".into(),
+        };
+        assert!(!p.is_transient());
+        assert_eq!(
+            p.to_string(),
+            "LLM request failed (HTTP 404): no such model"
+        );
+        assert!(!LlmError::Config("x".into()).is_transient());
+        assert!(!LlmError::Decode("x".into()).is_transient());
+    }
 }

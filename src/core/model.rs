@@ -201,6 +201,42 @@ pub enum TelegramError {
     Network(String),
     #[error("telegram error: {0}")]
     Other(String),
+    /// A failure on this side of the port (the in-memory backend's transcript file), kept
+    /// whole. Transient, like `Other`.
+    #[error("telegram error: {0}")]
+    Local(#[source] LocalFailure),
+}
+
+/// An error of this process (a file behind the in-memory backend, the terminal of a login)
+/// kept whole inside an error that must stay cloneable and comparable: two are equal when
+/// they are the same failure.
+#[derive(Debug, Clone)]
+pub struct LocalFailure(pub std::sync::Arc<dyn std::error::Error + Send + Sync>);
+
+impl LocalFailure {
+    pub fn new(e: impl std::error::Error + Send + Sync + 'static) -> LocalFailure {
+        LocalFailure(std::sync::Arc::new(e))
+    }
+}
+
+impl PartialEq for LocalFailure {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for LocalFailure {}
+
+impl std::fmt::Display for LocalFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for LocalFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
 }
 
 impl TelegramError {
@@ -212,6 +248,7 @@ impl TelegramError {
                 | TelegramError::SlowmodeWait { .. }
                 | TelegramError::Network(_)
                 | TelegramError::Other(_)
+                | TelegramError::Local(_)
         )
     }
 }

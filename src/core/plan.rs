@@ -10,6 +10,7 @@
 use jiff::Timestamp;
 
 use crate::core::graph::{IdempotencyKey, TaskSpec};
+use crate::core::llm::LlmError;
 use crate::core::media::MediaDescriptions;
 use crate::core::model::{Chat, Message, MessageId, StickerChoice};
 use crate::core::persona::Persona;
@@ -137,13 +138,23 @@ pub struct Moment {
     pub fresh_start: Option<String>,
 }
 
-/// Why planning failed.
+/// Why planning failed (a plan, a schedule, a summary).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
-    /// Worth trying again later (rate limits, overload, network).
+    /// The model call failed: worth trying again later when the LLM error is transient
+    /// (rate limits, overload, network), not when it is permanent (bad request, bad key,
+    /// unknown model).
     #[error("{0}")]
-    Transient(String),
-    /// Retrying cannot help (bad request, bad key, unknown model).
-    #[error("{0}")]
-    Permanent(String),
+    Llm(#[from] LlmError),
+    /// The model answered, but without what was asked (`the model gave no schedule`).
+    /// Retrying cannot help.
+    #[error("the model gave no {0}")]
+    NoAnswer(&'static str),
+}
+
+impl PlanError {
+    /// Whether trying again later can succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, PlanError::Llm(e) if e.is_transient())
+    }
 }

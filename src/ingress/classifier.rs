@@ -46,7 +46,7 @@ impl Classifier {
                 finish_reason.unwrap_or_else(|| "empty".into()),
             )),
             Ok(LlmOutcome::Blocked { reason }) => Err(ClassifierError::Empty(reason)),
-            Err(e) => Err(ClassifierError::Llm(e.to_string())),
+            Err(e) => Err(ClassifierError::Llm(e)),
         }
     }
 }

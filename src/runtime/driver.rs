@@ -15,7 +15,7 @@ use tokio::task::AbortHandle;
 use tracing::{error, info};
 
 use crate::core::graph::ConversationKey;
-use crate::core::outcome::TaskError;
+use crate::core::outcome::{Cause, TaskError};
 use crate::core::safety::AccountSafety;
 use crate::core::scheduler::{Effect, Scheduler, Start};
 use crate::ports::clock::{self, Hold};
@@ -631,9 +631,7 @@ impl Driver {
             let deadline = clock::add(clock.now(), timeout);
             let result = tokio::select! {
                 r = handlers::handler_for(kind).run(&ctx) => r,
-                _ = clock.sleep_until(deadline) => Err(TaskError::Transient(format!(
-                    "timed out after {} s", timeout.as_secs_f64()
-                ))),
+                _ = clock.sleep_until(deadline) => Err(TaskError::Transient(Cause::TimedOut(timeout))),
             };
             queue.push(Event::Finished {
                 key: k,

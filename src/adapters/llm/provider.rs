@@ -128,7 +128,7 @@ impl Router {
     }
 
     async fn run(&self, req: &LlmRequest) -> Result<LlmOutcome, LlmError> {
-        let choice = resolve(&req.model).map_err(|e| LlmError::InvalidRequest(e.to_string()))?;
+        let choice = resolve(&req.model).map_err(LlmError::UnknownModel)?;
         let kind = choice.provider;
         let model = choice
             .model

@@ -497,7 +497,9 @@ impl MediaPipeline {
                 tracing::info!(reason = %reason, "media description blocked by the provider");
                 (MediaStatus::Unsupported, None)
             }
-            Err(e @ (LlmError::Config(_) | LlmError::InvalidRequest(_))) => {
+            Err(
+                e @ (LlmError::Config(_) | LlmError::InvalidRequest(_) | LlmError::UnknownModel(_)),
+            ) => {
                 // No provider can take this medium (no Gemini key for audio, say): retrying
                 // will not help, so it is shown as not described / not transcribed.
                 tracing::info!(error = %e, "media cannot be described by the configured models");

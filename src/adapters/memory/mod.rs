@@ -28,8 +28,8 @@ use tokio::sync::mpsc;
 
 use crate::adapters::store::{self, layout};
 use crate::core::model::{
-    Chat, ChatId, MediaInfo, Mention, Message, MessageId, OutgoingSticker, OutgoingText, Sender,
-    StickerChoice, TelegramError, TgResult,
+    Chat, ChatId, LocalFailure, MediaInfo, Mention, Message, MessageId, OutgoingSticker,
+    OutgoingText, Sender, StickerChoice, TelegramError, TgResult,
 };
 use crate::core::time::BoxFuture;
 use crate::ports::clock::SharedClock;
@@ -599,8 +599,8 @@ impl MemoryTelegram {
             .map_err(|e| TelegramError::Other(format!("cannot encode transcript: {e}")))?;
         tokio::task::spawn_blocking(move || store::write_atomic(&path, &bytes))
             .await
-            .map_err(|e| TelegramError::Other(e.to_string()))?
-            .map_err(|e| TelegramError::Other(e.to_string()))
+            .map_err(|e| TelegramError::Local(LocalFailure::new(e)))?
+            .map_err(|e| TelegramError::Local(LocalFailure::new(e)))
     }
 
     fn record(&self, action: Action) {

@@ -44,7 +44,8 @@ pub fn classify(err: &InvocationError) -> TelegramError {
 }
 
 /// Classifies an error for the send path's recovery rules: an unknown peer (learn it and
-/// retry), rejected entities (send without them), or anything else.
+/// retry), rejected entities (send without them), a rejected reaction (try its other
+/// spelling), or anything else.
 pub fn call_error(e: &InvocationError) -> crate::adapters::mtproto::recover::CallError {
     use crate::adapters::mtproto::recover::{self, CallError};
     match e {
@@ -56,6 +57,9 @@ pub fn call_error(e: &InvocationError) -> crate::adapters::mtproto::recover::Cal
         }
         InvocationError::Rpc(rpc) if recover::is_entity_error(&rpc.name) => {
             CallError::BadEntities(classify(e))
+        }
+        InvocationError::Rpc(rpc) if rpc.name.starts_with("REACTION_INVALID") => {
+            CallError::BadReaction(classify(e))
         }
         _ => CallError::Other(classify(e)),
     }

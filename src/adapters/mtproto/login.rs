@@ -17,6 +17,7 @@ use grammers_client::tl;
 
 use crate::adapters::mtproto::errors::classify;
 use crate::adapters::mtproto::guarded::GuardedSession;
+use crate::core::model::{LocalFailure, TelegramError};
 use crate::core::time::BoxFuture;
 
 /// How many codes and passwords are tried before giving up.
@@ -91,6 +92,18 @@ pub enum LoginError {
     NoValidCode,
     #[error("wrong two-step verification password, {TRIES} times")]
     WrongPassword,
+    /// Telegram refused a login call (its error, classified).
+    #[error("{0}")]
+    Telegram(#[from] TelegramError),
+    /// The terminal could not be read (`what`: the terminal, the password).
+    #[error("cannot read the {what}: {source}")]
+    Prompt {
+        what: &'static str,
+        #[source]
+        source: LocalFailure,
+    },
+    /// A login step failed for a reason said in words (Telegram returned no user, asks for
+    /// a payment, a session write failed).
     #[error("{0}")]
     Failed(String),
 }
@@ -181,7 +194,7 @@ pub(crate) struct GrammersLogin {
 }
 
 fn failed(e: &grammers_client::InvocationError) -> LoginError {
-    LoginError::Failed(classify(e).to_string())
+    LoginError::Telegram(classify(e))
 }
 
 fn user_name(user: &tl::enums::User) -> String {
@@ -359,7 +372,16 @@ impl LoginApi for GrammersLogin {
                 Ok(user) => Ok(PasswordAnswer::LoggedIn(user.full_name())),
                 Err(grammers_client::SignInError::InvalidPassword(_)) => Ok(PasswordAnswer::Wrong),
                 Err(grammers_client::SignInError::Other(e)) => Err(failed(&e)),
-                Err(e) => Err(LoginError::Failed(e.to_string())),
+                Err(grammers_client::SignInError::SignUpRequired) => {
+                    Err(LoginError::SignUpRequired)
+                }
+                Err(
+                    grammers_client::SignInError::InvalidCode
+                    | grammers_client::SignInError::PasswordRequired(_),
+                ) => Err(LoginError::Failed(
+                    "Telegram asked for a code or a password again while checking the password"
+                        .into(),
+                )),
             }
         })
     }

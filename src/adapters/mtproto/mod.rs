@@ -116,7 +116,11 @@ pub enum ConnectError {
     #[error("Telegram: {0}")]
     Telegram(#[from] TelegramError),
     #[error("login: {0}")]
-    Login(String),
+    Login(#[from] login::LoginError),
+    /// A worker thread of the connection (opening the session, loading the sent ledger,
+    /// removing the session files) stopped before it answered.
+    #[error("login: {0}")]
+    Worker(#[from] tokio::task::JoinError),
 }
 
 type Updates = tokio::sync::mpsc::Receiver<grammers_client::session::updates::UpdatesLike>;
@@ -256,7 +260,7 @@ async fn prepare_session(
         Ok((path, lock))
     })
     .await
-    .map_err(|e| ConnectError::Login(e.to_string()))?
+    .map_err(ConnectError::Worker)?
 }
 
 /// How long `connect` waits for Telegram to say who the account is before starting anyway.
@@ -335,7 +339,7 @@ pub async fn connect(
     let ledger =
         tokio::task::spawn_blocking(move || sent::SentLedger::load(ledger_path, ledger_clock))
             .await
-            .map_err(|e| ConnectError::Login(e.to_string()))?;
+            .map_err(ConnectError::Worker)?;
     let telegram = Arc::new(MtprotoTelegram::new(
         client.clone(),
         Arc::clone(&session),
@@ -629,8 +633,12 @@ async fn prompt(text: String) -> Result<String, login::LoginError> {
         Ok(line.trim().to_string())
     })
     .await
-    .map_err(|e| login::LoginError::Failed(e.to_string()))?
-    .map_err(|e| login::LoginError::Failed(format!("cannot read the terminal: {e}")))
+    .map_err(std::io::Error::other)
+    .and_then(|read| read)
+    .map_err(|e| login::LoginError::Prompt {
+        what: "terminal",
+        source: crate::core::model::LocalFailure::new(e),
+    })
 }
 
 async fn prompt_password(hint: Option<String>) -> Result<String, login::LoginError> {
@@ -642,8 +650,12 @@ async fn prompt_password(hint: Option<String>) -> Result<String, login::LoginErr
         rpassword::prompt_password(label)
     })
     .await
-    .map_err(|e| login::LoginError::Failed(e.to_string()))?
-    .map_err(|e| login::LoginError::Failed(format!("cannot read the password: {e}")))
+    .map_err(std::io::Error::other)
+    .and_then(|read| read)
+    .map_err(|e| login::LoginError::Prompt {
+        what: "password",
+        source: crate::core::model::LocalFailure::new(e),
+    })
 }
 
 /// The terminal as the login prompter.
@@ -716,7 +728,7 @@ async fn sign_in(
     login::run_login(&api, &Terminal, phone)
         .await
         .map(|said| SignedIn { said, fresh: true })
-        .map_err(|e| ConnectError::Login(e.to_string()))
+        .map_err(ConnectError::Login)
 }
 
 /// `personad login --logout`: signs out and deletes the session.
@@ -748,6 +760,6 @@ pub(crate) async fn logout(
             .try_for_each(|p| crate::adapters::store::remove(p).map_err(SessionError::from))
     })
     .await
-    .map_err(|e| ConnectError::Login(e.to_string()))??;
+    .map_err(ConnectError::Worker)??;
     Ok(())
 }

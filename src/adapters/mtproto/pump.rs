@@ -118,14 +118,14 @@ impl SourceError {
 
 /// Why the update state could not be written to the session (the reader logs it and goes
 /// on; the next save tries again).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct SaveError(pub String);
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct SaveError(pub Box<dyn std::error::Error + Send + Sync>);
 
 impl SaveError {
-    /// The failure of the session write, in its own words.
-    pub fn of(e: impl std::fmt::Display) -> SaveError {
-        SaveError(e.to_string())
+    /// The failure of the session write, kept whole.
+    pub fn of(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> SaveError {
+        SaveError(e.into())
     }
 }
 

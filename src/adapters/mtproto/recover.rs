@@ -16,13 +16,18 @@ pub enum CallError {
     UnknownPeer(TelegramError),
     /// Text entities were rejected (ENTITY_*, bad URL): send the text without them.
     BadEntities(TelegramError),
+    /// The reaction was rejected (REACTION_INVALID): try its other spelling.
+    BadReaction(TelegramError),
     Other(TelegramError),
 }
 
 impl CallError {
     pub(crate) fn into_error(self) -> TelegramError {
         match self {
-            CallError::UnknownPeer(e) | CallError::BadEntities(e) | CallError::Other(e) => e,
+            CallError::UnknownPeer(e)
+            | CallError::BadEntities(e)
+            | CallError::BadReaction(e)
+            | CallError::Other(e) => e,
         }
     }
 }

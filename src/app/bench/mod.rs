@@ -158,7 +158,7 @@ pub async fn bench(global: GlobalArgs, args: BenchArgs) -> CmdResult {
     if let Some(n) = args.memory_conversation {
         let report = crate::app::bench_memory::run(&global.state_dir, n).await?;
         let text = if args.json {
-            serde_json::to_string(&report).map_err(|e| CommandError::Failed(e.to_string()))? + "\n"
+            serde_json::to_string(&report)? + "\n"
         } else {
             crate::app::bench_memory::render(&report)
         };
@@ -166,7 +166,7 @@ pub async fn bench(global: GlobalArgs, args: BenchArgs) -> CmdResult {
     }
     let report = run(&global.state_dir, &args).await?;
     let text = if args.json {
-        serde_json::to_string(&report).map_err(|e| CommandError::Failed(e.to_string()))? + "\n"
+        serde_json::to_string(&report)? + "\n"
     } else {
         render(&report)
     };
@@ -175,9 +175,7 @@ pub async fn bench(global: GlobalArgs, args: BenchArgs) -> CmdResult {
 
 fn print(text: &str) -> CmdResult {
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(|e| CommandError::Io(e.to_string()))?;
+    out.write_all(text.as_bytes()).and_then(|()| out.flush())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -187,7 +185,7 @@ fn bench_persona() -> Result<persona::Persona, CommandError> {
     );
     crate::adapters::persona_loader::parse_persona(Path::new("bench.md"), &src, &[])
         .persona
-        .ok_or_else(|| CommandError::Failed("the bench persona does not parse".into()))
+        .ok_or_else(|| CommandError::Internal("the bench persona does not parse".into()))
 }
 
 fn idle_graph(i: usize, now: Timestamp) -> TaskGraph {
@@ -222,7 +220,7 @@ async fn prepare_idle_graphs(
         Ok(())
     })
     .await
-    .map_err(|e| CommandError::Failed(format!("preparing idle graphs: {e}")))??;
+    .map_err(|e| CommandError::Join(e).doing("preparing idle graphs"))??;
 
     Ok(())
 }
@@ -266,7 +264,7 @@ async fn say(
             },
         )
         .await
-        .map_err(|e| CommandError::Failed(e.to_string()))
+        .map_err(CommandError::Telegram)
 }
 
 /// The bench's planner: the production planner over a model of a fixed latency, its window
@@ -313,14 +311,13 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
     let tmp = tempfile::Builder::new()
         .prefix("personad-bench-")
         .tempdir_in(state_root)
-        .map_err(|e| CommandError::Io(format!("temp dir in {}: {e}", state_root.display())))?;
+        .map_err(|e| CommandError::Io(e).doing(format!("temp dir in {}", state_root.display())))?;
     let clock: SharedClock = Arc::new(SystemClock);
     let graphs = GraphStore::new(StateDir::new(tmp.path().join("state")));
     let now = clock.now();
     prepare_idle_graphs(&graphs, args.idle_graphs, now).await?;
     let telegram = Arc::new(
-        MemoryTelegram::new(AGENT, Arc::clone(&clock), None)
-            .map_err(|e| CommandError::Failed(e.to_string()))?,
+        MemoryTelegram::new(AGENT, Arc::clone(&clock), None).map_err(CommandError::unexpected)?,
     );
     let messages = inject_messages(&telegram, args).await?;
     let planner = planner(args, &clock, graphs.state_dir());
@@ -384,14 +381,12 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
         .await;
     let total_time = first_push.elapsed();
     let cpu_after = probe::cpu_ms();
-    let durable_time = durable_watch
-        .await
-        .map_err(|e| CommandError::Failed(e.to_string()))?;
+    let durable_time = durable_watch.await?;
     handle.shutdown("bench over");
     match run.await {
         Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Err(CommandError::Io(e.to_string())),
-        Err(e) => return Err(CommandError::Failed(e.to_string())),
+        Ok(Err(e)) => return Err(e.into()),
+        Err(e) => return Err(e.into()),
     }
 
     let first_sends: HashMap<ChatId, Timestamp> = {
@@ -408,7 +403,7 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
         let times = planner
             .times
             .lock()
-            .map_err(|_| CommandError::Failed("planner timings poisoned".into()))?;
+            .map_err(|_| CommandError::Internal("planner timings poisoned".into()))?;
         (
             times
                 .started
@@ -423,7 +418,7 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
         )
     };
     if first_sends.len() < args.chats {
-        return Err(CommandError::Failed(format!(
+        return Err(CommandError::Internal(format!(
             "only {} of {} chats got an answer",
             first_sends.len(),
             args.chats

@@ -51,8 +51,8 @@ impl DiskNoise {
     pub(super) fn start(dir: &Path) -> Result<DiskNoise, CommandError> {
         let dir = dir.join("disk-noise");
         std::fs::create_dir_all(&dir)
-            .map_err(|e| CommandError::Io(format!("{}: {e}", dir.display())))?;
-        let exe = std::env::current_exe().map_err(|e| CommandError::Io(e.to_string()))?;
+            .map_err(|e| CommandError::Io(e).doing(dir.display().to_string()))?;
+        let exe = std::env::current_exe()?;
         let child = std::process::Command::new(exe)
             .arg("bench")
             .arg("--noise-writer")
@@ -61,7 +61,7 @@ impl DiskNoise {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .map_err(|e| CommandError::Io(format!("disk noise writer: {e}")))?;
+            .map_err(|e| CommandError::Io(e).doing("disk noise writer"))?;
         Ok(DiskNoise {
             dir,
             child: Some(child),
@@ -100,16 +100,16 @@ impl Drop for DiskNoise {
 pub fn noise_writer(dir: &Path) -> Result<f64, CommandError> {
     let path = dir.join("disk-noise.bin");
     let mut file = std::fs::File::create(&path)
-        .map_err(|e| CommandError::Io(format!("{}: {e}", path.display())))?;
+        .map_err(|e| CommandError::Io(e).doing(path.display().to_string()))?;
     let chunk = vec![0x5a_u8; 1 << 20];
     let mut round = 0u64;
     while !dir.join("stop").exists() {
         if round.is_multiple_of(64) {
-            std::io::Seek::rewind(&mut file).map_err(|e| CommandError::Io(e.to_string()))?;
+            std::io::Seek::rewind(&mut file)?;
         }
         file.write_all(&chunk)
             .and_then(|()| file.sync_data())
-            .map_err(|e| CommandError::Io(e.to_string()))?;
+            .map_err(CommandError::Io)?;
         round += 1;
     }
     Ok(round as f64)
@@ -154,9 +154,7 @@ pub fn startup_probe(state: &Path) -> Result<f64, CommandError> {
     let started = Instant::now();
     let store =
         crate::adapters::store::GraphStore::new(crate::adapters::store::StateDir::new(state));
-    let loaded = store
-        .load_all(jiff::Timestamp::now())
-        .map_err(|e| CommandError::Io(e.to_string()))?;
+    let loaded = store.load_all(jiff::Timestamp::now())?;
     std::hint::black_box(loaded.graphs.len());
     Ok(started.elapsed().as_secs_f64() * 1000.0)
 }
@@ -165,7 +163,7 @@ pub fn startup_probe(state: &Path) -> Result<f64, CommandError> {
 /// page cache; returns its load time and whether the files were cold.
 pub(super) fn cold_startup(state: &Path) -> Result<(f64, bool), CommandError> {
     let cold = evict(state);
-    let exe = std::env::current_exe().map_err(|e| CommandError::Io(e.to_string()))?;
+    let exe = std::env::current_exe()?;
     let out = std::process::Command::new(exe)
         .arg("bench")
         .arg("--startup-probe")
@@ -173,11 +171,11 @@ pub(super) fn cold_startup(state: &Path) -> Result<(f64, bool), CommandError> {
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .output()
-        .map_err(|e| CommandError::Io(format!("startup probe: {e}")))?;
+        .map_err(|e| CommandError::Io(e).doing("startup probe"))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let ms = text
         .trim()
         .parse::<f64>()
-        .map_err(|_| CommandError::Failed(format!("startup probe printed {text:?}")))?;
+        .map_err(|_| CommandError::Internal(format!("startup probe printed {text:?}")))?;
     Ok((ms, cold))
 }

@@ -53,7 +53,7 @@ async fn at_rate(dir: &Path, args: &BenchArgs, rate: u64) -> Result<(f64, f64), 
     let clock: SharedClock = Arc::new(SystemClock);
     let telegram = Arc::new(
         MemoryTelegram::new(super::AGENT, Arc::clone(&clock), None)
-            .map_err(|e| CommandError::Failed(e.to_string()))?,
+            .map_err(CommandError::unexpected)?,
     );
     let total = (rate * args.sustain_secs) as usize;
     let chats: Vec<Chat> = (1..=args.chats.max(1) as i64)
@@ -127,8 +127,8 @@ async fn at_rate(dir: &Path, args: &BenchArgs, rate: u64) -> Result<(f64, f64), 
     handle.shutdown("bench step over");
     match run.await {
         Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Err(CommandError::Io(e.to_string())),
-        Err(e) => return Err(CommandError::Failed(e.to_string())),
+        Ok(Err(e)) => return Err(e.into()),
+        Err(e) => return Err(e.into()),
     }
     let seen = seen.lock().map(|v| v.clone()).unwrap_or_default();
     let mut latencies = Vec::with_capacity(total);

@@ -238,8 +238,7 @@ pub async fn client(global: GlobalArgs, cmd: CtlCommand) -> CmdResult {
         ))
     })?;
     let (read, mut write) = stream.into_split();
-    let mut line =
-        serde_json::to_string(&request).map_err(|e| CommandError::Failed(e.to_string()))?;
+    let mut line = serde_json::to_string(&request).map_err(CommandError::Json)?;
     line.push('\n');
     // A daemon that refuses the connection answers before reading: read its answer even
     // when the request could not be written.
@@ -256,16 +255,19 @@ pub async fn client(global: GlobalArgs, cmd: CtlCommand) -> CmdResult {
             ))
         })?;
     if answer.trim().is_empty() {
-        return Err(CommandError::Io(match (sent, read) {
-            (Err(e), _) => format!("cannot send the request: {e}"),
-            (_, Err(e)) => format!("cannot read the answer: {e}"),
-            _ => "the daemon closed the connection without an answer".to_string(),
-        }));
+        return Err(match (sent, read) {
+            (Err(e), _) => CommandError::Io(e).doing("cannot send the request"),
+            (_, Err(e)) => CommandError::Io(e).doing("cannot read the answer"),
+            _ => CommandError::Io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the daemon closed the connection without an answer",
+            )),
+        });
     }
     let response: Response = serde_json::from_str(&answer)
-        .map_err(|e| CommandError::Failed(format!("bad answer from the daemon: {e}")))?;
+        .map_err(|e| CommandError::Json(e).doing("bad answer from the daemon"))?;
     if !response.ok {
-        return Err(CommandError::Failed(response.text));
+        return Err(CommandError::Refused(response.text));
     }
     println!("{}", response.text.trim_end());
     Ok(ExitCode::SUCCESS)

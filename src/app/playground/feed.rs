@@ -105,7 +105,7 @@ pub(super) fn spawn_stdin_reader()
                 }
             }
         })
-        .map_err(|e| CommandError::Failed(format!("cannot start the input reader: {e}")))?;
+        .map_err(|e| CommandError::unexpected(e).doing("cannot start the input reader"))?;
     Ok(rx)
 }
 

@@ -145,7 +145,7 @@ async fn run(
             return Ok(ExitCode::from(signal_exit_code(name)));
         }
     };
-    let result = result.map_err(|e| CommandError::Failed(format!("runtime task failed: {e}")))?;
+    let result = result.map_err(|e| CommandError::Join(e).doing("runtime task failed"))?;
     life.cancel();
     let _ = usage.flush().await;
     memory.stop_observing();
@@ -156,15 +156,15 @@ async fn run(
         let _ = d.await;
     }
     if let Err(e) = result {
-        return Err(CommandError::Io(e.to_string()));
+        return Err(CommandError::Runtime(e));
     }
     if let Some(name) = ended.stopped_by {
         return Ok(ExitCode::from(signal_exit_code(name)));
     }
     if ended.read_failed {
-        return Err(CommandError::Io(
-            "standard input failed; the lines before the failure were handled".into(),
-        ));
+        return Err(CommandError::Io(std::io::Error::other(
+            "standard input failed; the lines before the failure were handled",
+        )));
     }
     Ok(ExitCode::SUCCESS)
 }

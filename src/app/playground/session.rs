@@ -171,7 +171,7 @@ async fn open_memory(
             Ok::<_, crate::adapters::store::StoreError>(memory)
         })
         .await
-        .map_err(|e| CommandError::Failed(e.to_string()))??
+        .map_err(CommandError::Join)??
     };
     let memory = Arc::new(memory);
     memory.ensure_chat(chat.clone());

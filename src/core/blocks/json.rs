@@ -14,7 +14,7 @@ pub(super) enum JsonTasks {
     /// The array's task objects (anything else in it is kept to be warned about).
     Parsed(Vec<serde_json::Value>),
     /// It looks like a task array but is not valid JSON (cut off, say).
-    Malformed(String),
+    Malformed(serde_json::Error),
 }
 
 /// A JSON task array: the whole reply (`[ … ]`), or the content of a ```` ```json ```` (or
@@ -34,7 +34,7 @@ pub(super) fn find_json_tasks(text: &str) -> Option<JsonTasks> {
     Some(
         match serde_json::from_str::<Vec<serde_json::Value>>(candidate) {
             Ok(tasks) => JsonTasks::Parsed(tasks),
-            Err(e) => JsonTasks::Malformed(e.to_string()),
+            Err(e) => JsonTasks::Malformed(e),
         },
     )
 }
@@ -70,7 +70,10 @@ pub(super) fn parse_json_tasks(out: &mut ParsedReply, found: JsonTasks, opts: &P
             warn(
                 out,
                 "JSON task array",
-                format_args!("is not valid JSON ({}); nothing sent", excerpt(&why)),
+                format_args!(
+                    "is not valid JSON ({}); nothing sent",
+                    excerpt(&why.to_string())
+                ),
             );
             return;
         }

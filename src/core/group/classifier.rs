@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::core::llm::{LlmRequest, Turn};
+use crate::core::llm::{LlmError, LlmRequest, Turn};
 use crate::core::model::Message;
 
 /// What the classifier answered, clamped to range.
@@ -33,7 +33,7 @@ pub enum ClassifierError {
     #[error("the classifier did not answer within {0} s")]
     Timeout(u64),
     #[error("classifier request failed: {0}")]
-    Llm(String),
+    Llm(#[source] LlmError),
     #[error("the classifier's answer is not usable: {0}")]
     Unparsable(String),
     #[error("the classifier gave no answer ({0})")]

@@ -117,7 +117,8 @@ impl Scheduler {
                 }
                 self.mark_dirty(key);
             }
-            Err(TaskError::Park { secs, reason }) => {
+            Err(TaskError::Park { secs, cause }) => {
+                let reason = cause.to_string();
                 let until = crate::core::time::add(now, std::time::Duration::from_secs(secs));
                 graph.park(task_id, until, &reason, now);
                 warn!(
@@ -135,7 +136,8 @@ impl Scheduler {
                 self.notable(&key.agent, Some(key.chat), "flood_wait", detail);
                 self.mark_dirty(key);
             }
-            Err(TaskError::ChatForbidden(reason)) => {
+            Err(TaskError::ChatForbidden(cause)) => {
+                let reason = cause.to_string();
                 error!(
                     event = "chat_disabled",
                     conversation = %key,
@@ -156,7 +158,8 @@ impl Scheduler {
                 self.safety.disable_chat(key, reason, now);
                 self.effects.push(Effect::SaveAgentState(key.agent.clone()));
             }
-            Err(TaskError::AccountLimited(reason)) => {
+            Err(TaskError::AccountLimited(cause)) => {
+                let reason = cause.to_string();
                 error!(
                     event = "breaker_tripped",
                     conversation = %key,
@@ -175,7 +178,8 @@ impl Scheduler {
                 self.effects.push(Effect::SaveAgentState(key.agent.clone()));
                 self.notify_owner(&key.agent.clone(), &alert, now);
             }
-            Err(TaskError::Unauthorized(reason)) => {
+            Err(TaskError::Unauthorized(cause)) => {
+                let reason = cause.to_string();
                 error!(
                     agent = %key.agent,
                     reason = %reason,

@@ -1,7 +1,7 @@
 //! The scheduler without any async runtime: events and time in, effects out.
 use super::*;
 use crate::core::graph::TaskSpec;
-use crate::core::model::ChatKind;
+use crate::core::model::{ChatKind, TelegramError};
 use std::time::Duration;
 
 fn at(secs: u64) -> Timestamp {
@@ -227,7 +227,14 @@ fn transient_failures_retry_after_the_interval_then_the_graph_is_deleted() {
     for attempt in 1..=10 {
         let r = only_start(s.take_effects());
         assert_eq!(r.task.kind(), TaskKind::Received, "attempt {attempt}");
-        finish(&mut s, &r, Err(TaskError::Transient("503".into())), t);
+        finish(
+            &mut s,
+            &r,
+            Err(TaskError::Transient(crate::core::outcome::Cause::Telegram(
+                TelegramError::Other("503".into()),
+            ))),
+            t,
+        );
         if attempt == 10 {
             break;
         }
@@ -261,7 +268,9 @@ fn account_limits_trip_the_breaker_and_queue_an_alert_to_saved_messages() {
     finish(
         &mut s,
         &send,
-        Err(TaskError::AccountLimited("PEER_FLOOD".into())),
+        Err(TaskError::AccountLimited(TelegramError::AccountLimited(
+            "PEER_FLOOD".into(),
+        ))),
         at(2),
     );
     let e = s.take_effects();

@@ -7,7 +7,7 @@
 use crate::core::approval::{self, OnTimeout, Posted};
 use crate::core::graph::{IdempotencyKey, TaskKind, TaskSpec};
 use crate::core::model::{ChatId, OutgoingText, TelegramError};
-use crate::core::outcome::{Outcome, TaskError};
+use crate::core::outcome::{Cause, Outcome, TaskError};
 use crate::core::time::BoxFuture;
 use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler};
 
@@ -95,9 +95,9 @@ impl TaskHandler for Draft {
 /// passing failures keep their meaning.
 fn posting_failed(e: TelegramError) -> TaskError {
     match e {
-        TelegramError::Forbidden(why) | TelegramError::NotFound(why) => TaskError::Permanent(
-            format!("the draft could not be posted to the owner's chat: {why}"),
-        ),
+        TelegramError::Forbidden(_) | TelegramError::NotFound(_) => {
+            TaskError::Permanent(Cause::DraftNotPosted(e))
+        }
         other => TaskError::from(other),
     }
 }

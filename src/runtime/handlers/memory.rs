@@ -6,9 +6,10 @@
 
 use crate::core::facts::{Applied, FactScope, FactWrite, Source};
 use crate::core::graph::{TaskKind, TaskSpec};
-use crate::core::outcome::{Outcome, TaskError};
+use crate::core::outcome::{Cause, Outcome, TaskError};
 use crate::core::time::BoxFuture;
 use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler};
+use std::sync::Arc;
 
 pub(super) struct Memory;
 
@@ -56,7 +57,7 @@ impl TaskHandler for Memory {
             let result =
                 tokio::task::spawn_blocking(move || facts.apply(&agent, scope, &write, &source))
                     .await
-                    .map_err(|e| TaskError::Transient(format!("memory write stopped: {e}")))?;
+                    .map_err(|e| TaskError::Transient(Cause::MemoryWriteStopped(Arc::new(e))))?;
             match result {
                 Ok(Ok(applied)) => {
                     let (what, fact) = match &applied {
@@ -78,7 +79,7 @@ impl TaskHandler for Memory {
                 }) => {
                     tracing::error!(event = "memory_file_unreadable", agent = %ctx.key.agent, file = %file.display(), line, problem = %message, "memory file unreadable (fix it by hand; it is never overwritten): the write is dropped");
                 }
-                Err(e) => return Err(TaskError::Transient(format!("memory write failed: {e}"))),
+                Err(e) => return Err(TaskError::Transient(Cause::MemoryWrite(Arc::new(e)))),
             }
             Ok(Outcome::Done)
         })

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use crate::core::config::RuntimeConfig;
 use crate::core::graph::{ConversationKey, Task, TaskKind};
 use crate::core::model::Chat;
-use crate::core::outcome::{Outcome, TaskError};
+use crate::core::outcome::{Cause, Outcome, TaskError};
 use crate::core::persona::Persona;
 use crate::core::time::BoxFuture;
 use crate::ports::clock::SharedClock;
@@ -65,11 +65,10 @@ impl TaskContext {
     /// The task's spec, with a permanent error when the registry handed a handler a task of
     /// another kind (a programming error, never a panic).
     fn spec_mismatch(&self, expected: TaskKind) -> TaskError {
-        TaskError::Permanent(format!(
-            "{} handler got a {} task",
+        TaskError::Permanent(Cause::SpecMismatch {
             expected,
-            self.task.kind()
-        ))
+            got: self.task.kind(),
+        })
     }
 }
 

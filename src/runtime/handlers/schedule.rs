@@ -25,9 +25,9 @@ impl TaskHandler for Schedule {
                 return Err(ctx.spec_mismatch(TaskKind::Schedule));
             };
             let Ok(date) = date.parse::<Date>() else {
-                return Err(crate::core::outcome::TaskError::Permanent(format!(
-                    "schedule task for {date:?}, which is not a date"
-                )));
+                return Err(crate::core::outcome::TaskError::Permanent(
+                    crate::core::outcome::Cause::NotADate(date.clone()),
+                ));
             };
             let (Some(schedule), Some(prose)) = (
                 ctx.presence.as_ref().and_then(|p| p.schedule.clone()),

@@ -3,7 +3,7 @@
 
 use crate::core::graph::{TaskKind, TaskSpec};
 use crate::core::model::OutgoingText;
-use crate::core::outcome::{Outcome, TaskError};
+use crate::core::outcome::{Cause, Outcome, TaskError};
 use crate::core::time::BoxFuture;
 use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler};
 
@@ -21,7 +21,7 @@ impl TaskHandler for Send {
                 return Err(ctx.spec_mismatch(TaskKind::Send));
             };
             if text.trim().is_empty() {
-                return Err(TaskError::Permanent("send task without text".into()));
+                return Err(TaskError::Permanent(Cause::NothingToSend));
             }
             let msg = OutgoingText {
                 chat: ctx.chat.id,

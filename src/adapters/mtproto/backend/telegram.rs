@@ -120,14 +120,10 @@ impl Telegram for MtprotoTelegram {
             let first = recover::with_peer_retry(self, chat, || send(emoji.clone())).await;
             match first {
                 // Telegram's list spells some emoji with U+FE0F and some without.
-                Err(CallError::Other(TelegramError::Invalid(reason)))
-                    if reason.starts_with("REACTION_INVALID") =>
-                {
-                    match recover::reaction_variant(&emoji) {
-                        Some(other) => send(other).await.map_err(CallError::into_error),
-                        None => Err(TelegramError::Invalid(reason)),
-                    }
-                }
+                Err(CallError::BadReaction(e)) => match recover::reaction_variant(&emoji) {
+                    Some(other) => send(other).await.map_err(CallError::into_error),
+                    None => Err(e),
+                },
                 other => other.map_err(CallError::into_error),
             }
         })
