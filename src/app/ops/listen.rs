@@ -13,6 +13,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -113,11 +114,8 @@ where
 /// Raises the soft limit on open descriptors to the hard one and logs both; returns the
 /// soft limit in force. Under systemd the unit's `LimitNOFILE` sets the hard limit.
 pub(crate) fn raise_descriptor_limit() -> Option<u64> {
-    match rlimit::increase_nofile_limit(u64::MAX) {
-        Ok(soft) => {
-            let hard = rlimit::getrlimit(rlimit::Resource::NOFILE)
-                .map(|(_, hard)| hard)
-                .unwrap_or(soft);
+    match soft_limit_to_hard() {
+        Ok((soft, hard)) => {
             tracing::info!(event = "descriptor_limit", soft, hard, "open file limit");
             if soft < 1024 {
                 tracing::warn!(
@@ -132,5 +130,33 @@ pub(crate) fn raise_descriptor_limit() -> Option<u64> {
             tracing::warn!(event = "descriptor_limit_unknown", error = %e, "cannot read or raise the open file limit");
             None
         }
+    }
+}
+
+/// Sets the soft `RLIMIT_NOFILE` to the hard one when it is lower; returns the soft and hard
+/// limits then in force.
+fn soft_limit_to_hard() -> nix::Result<(u64, u64)> {
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if soft < hard {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+    }
+    Ok((hard, hard))
+}
+
+#[cfg(test)]
+mod tests {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+
+    use super::raise_descriptor_limit;
+
+    /// A soft limit below the hard one is raised to it, and the limit in force is returned.
+    #[test]
+    fn the_soft_descriptor_limit_is_raised_to_the_hard_one() -> Result<(), nix::Error> {
+        let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+        // Lowered only to half (never under 256): the other tests of this process keep room.
+        setrlimit(Resource::RLIMIT_NOFILE, (hard / 2).max(hard.min(256)), hard)?;
+        assert_eq!(raise_descriptor_limit(), Some(hard));
+        assert_eq!(getrlimit(Resource::RLIMIT_NOFILE)?, (hard, hard));
+        Ok(())
     }
 }
