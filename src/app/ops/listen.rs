@@ -1,12 +1,13 @@
-//! Descriptor and connection budgets for the daemon's listeners (the control socket, the
-//! metrics endpoint, any later console): one accept loop that holds at most a fixed number of
-//! connections open (the next accept waits for a free slot, so the kernel's backlog holds the
-//! rest without costing a descriptor), closes a connection that is not done within its
-//! deadline (idle or slow peers), and backs off when accepting fails (out of descriptors)
-//! instead of spinning, logging the first failure of a burst and the burst's count once
-//! accepting works again. Also the start-up step that raises the soft descriptor limit to the
-//! hard one. The listeners' caps together stay far below the limit, so the state store can
-//! always open its files. It knows nothing of what the connections carry.
+//! Descriptor and connection budgets for the daemon's listeners (the control socket,
+//! `ops::ctl`; the metrics endpoint, `ops::metrics`; the web console, `app::console`): one
+//! accept loop that holds at most a fixed number of connections open (the next accept waits
+//! for a free slot, so the kernel's backlog holds the rest without costing a descriptor),
+//! closes a connection that is not done within its deadline (idle or slow peers), and backs off
+//! when accepting fails (out of descriptors) instead of spinning, logging the first failure of
+//! a burst and the burst's count once accepting works again. Also the start-up step the daemon
+//! runs that raises the soft descriptor limit to the hard one. The listeners' caps together
+//! stay far below the limit, so the state store can always open its files. It knows nothing of
+//! what the connections carry.
 
 use std::future::Future;
 use std::io;
@@ -20,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 /// A listener's budget.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Budget {
-    /// The listener's name in logs (`ctl`, `metrics`).
+    /// The listener's name in logs (`ctl`, `metrics`, `console`).
     pub(crate) name: &'static str,
     /// Connections open at once.
     pub(crate) max_connections: usize,
