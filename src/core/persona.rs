@@ -3,7 +3,7 @@
 //! path): validating one file's text into a [`Persona`] plus a list of [`Problem`]s (errors
 //! and warnings, each naming the file and, where it can, the 1-based line), the placeholders,
 //! and phone masking. It does no I/O of its own: it never lists directories or opens files
-//! (role prompts are read through the [`ReadText`] its caller hands over), touches no network,
+//! (role prompts are read through the `ReadText` its caller hands over), touches no network,
 //! writes nothing, and never logs or reports a phone number in full (use [`mask_phone`] /
 //! [`Persona::masked_phone`]; `Persona`'s `Debug` output is masked too). The reading lives
 //! in `adapters::persona_loader` (`load_dir`, `load_dir_keeping`, `parse_persona`): blocking
@@ -25,8 +25,8 @@
 //!
 //! # Entry points
 //!
-//! * [`parse_persona_with`] validates one file's already-read text, reading its role prompts
-//!   through a [`ReadText`]; the steps are in `validate`, each group of headings in a module
+//! * `parse_persona_with` validates one file's already-read text, reading its role prompts
+//!   through a `ReadText`; the steps are in `validate`, each group of headings in a module
 //!   of its own (`identity`, `role_prompts`, `stickers`, `settings`, `group`, `presence`,
 //!   `owner`), the field rules in `fields` and the split into sections in `sections`.
 //! * [`apply_placeholders`] expands `{{char}}`, `{{user}}` and friends.
