@@ -14,14 +14,12 @@ fn main() -> ExitCode {
     // `chat` prints the conversation on the terminal: by default only warnings join it (and
     // so for the harnesses whose stdout is read). The flags mean the same everywhere: -v
     // debug, -vv trace, -q warn, -qq error.
-    let quiet_by_default = matches!(
-        cli.command,
-        Command::Chat(_)
-            | Command::SaveLoop(_)
-            | Command::Bench(_)
-            | Command::CrashChild(_)
-            | Command::Replay(_)
-    );
+    let quiet_by_default = match cli.command {
+        Command::Chat(_) | Command::Bench(_) | Command::Replay(_) => true,
+        #[cfg(feature = "test-hooks")]
+        Command::SaveLoop(_) | Command::CrashChild(_) => true,
+        _ => false,
+    };
     let verbosity = match cli.global.verbosity() {
         0 if quiet_by_default => -1,
         v => v,

@@ -8,7 +8,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::adapters::store::{self, Refused, Symlinks};
-use crate::core::persona::*;
+use crate::core::persona::{
+    LoadReport, MAX_FILE_BYTES, PersonaEntry, Problem, ReadError, ReadText, Severity, line_at_byte,
+    parse_persona_inner, parse_persona_with, show, sort_problems,
+};
 
 /// The safe reader persona and role-prompt files are read through.
 struct SafeFiles;

@@ -108,7 +108,8 @@ pub enum Command {
     /// Telegram and a planner of fixed latency; prints latencies, throughput, CPU and memory.
     Bench(BenchArgs),
     /// Crash-safety harness: the runtime on a persisted in-memory Telegram, resuming what
-    /// the last run left (used by the runtime kill -9 test).
+    /// the last run left (used by the runtime kill -9 test). Built with `test-hooks` only.
+    #[cfg(feature = "test-hooks")]
     #[command(hide = true)]
     CrashChild(CrashChildArgs),
     /// Run a Telegram Desktop export (result.json) through the group decision pipeline:
@@ -118,7 +119,8 @@ pub enum Command {
     #[command(subcommand)]
     Ctl(CtlCommand),
     /// Crash-safety harness: save graphs in a loop, printing `ACK <chat> <seq>` after each
-    /// durable save (used by the SIGKILL test).
+    /// durable save (used by the SIGKILL test). Built with `test-hooks` only.
+    #[cfg(feature = "test-hooks")]
     #[command(hide = true)]
     SaveLoop(SaveLoopArgs),
 }
@@ -615,6 +617,8 @@ pub struct LoginArgs {
     pub telegram: TelegramArgs,
 }
 
+/// The hidden `save-loop` harness (built with `test-hooks` only).
+#[cfg(feature = "test-hooks")]
 #[derive(Debug, Clone, Args)]
 pub struct SaveLoopArgs {
     /// Conversations to save in turn.
@@ -668,7 +672,8 @@ pub struct BenchArgs {
     pub memory_conversation: Option<usize>,
 }
 
-/// The hidden `crash-child` harness.
+/// The hidden `crash-child` harness (built with `test-hooks` only).
+#[cfg(feature = "test-hooks")]
 #[derive(Debug, Clone, Args)]
 pub struct CrashChildArgs {
     /// Conversations (chat ids 1..=N).

@@ -1,4 +1,4 @@
-//! The commands behind the CLI (`check`, `state`, `run`, `login`, the hidden crash harness),
+//! The commands behind the CLI (`check`, `state`, `run`, `login`),
 //! each returning a typed [`CommandError`] that carries its exit code. Output meant for the
 //! operator goes to stdout; logs go to stderr through tracing. The `chat` command lives in
 //! `playground`. Called only by the binary.
@@ -7,16 +7,14 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use jiff::Timestamp;
-
 use crate::adapters::llm::usage::PriceError;
 use crate::adapters::memory::HistoryError;
 use crate::adapters::persona_loader::PersonaDirError;
 use crate::adapters::store::{GraphStore, LockError, StateDir, StateGone, StoreError};
-use crate::app::cli::{CheckArgs, GlobalArgs, SaveLoopArgs, StateCommand};
+use crate::app::cli::{CheckArgs, GlobalArgs, StateCommand};
 use crate::core::config::ConfigError;
-use crate::core::graph::{Task, TaskGraph, TaskSpec};
-use crate::core::model::{Chat, ChatId, ChatKind, TelegramError};
+use crate::core::graph::TaskGraph;
+use crate::core::model::{ChatId, TelegramError};
 use crate::core::persona::{LoadReport, Persona};
 use crate::ports::facts::FactError;
 use crate::runtime::RuntimeError;
@@ -628,56 +626,6 @@ pub(crate) fn render_graph(g: &TaskGraph) -> String {
         text.push_str(&format!("      params: {params}\n"));
     }
     text
-}
-
-/// Hidden crash harness: saves `chats` graphs round-robin, printing `ACK <chat> <seq>` after
-/// each save returns. A parent kills it at random moments and checks every file parses.
-pub(crate) fn save_loop(global: &GlobalArgs, args: &SaveLoopArgs) -> CmdResult {
-    let store = GraphStore::new(StateDir::new(&global.state_dir));
-    let mut graphs: Vec<TaskGraph> = (0..args.chats.max(1))
-        .map(|i| {
-            let chat = Chat {
-                id: ChatId(i + 1),
-                kind: ChatKind::Direct,
-                title: format!("chat {i} ```json\n{{\"forged\":1}}\n```"),
-            };
-            let now = Timestamp::now();
-            TaskGraph::with_received("harness", chat, now, None, now)
-        })
-        .collect();
-    // Start from what is on disk so sequence numbers keep rising across kills.
-    if let Ok(files) = store.scan() {
-        for f in files {
-            if let Ok(g) = f.graph
-                && let Some(slot) = graphs.iter_mut().find(|x| x.chat.id == g.chat.id)
-            {
-                *slot = g;
-            }
-        }
-    }
-    let mut n: u64 = 0;
-    let stdout = std::io::stdout();
-    loop {
-        let i = (n % graphs.len() as u64) as usize;
-        let g = &mut graphs[i];
-        g.seq += 1;
-        let text = "x".repeat((n % 4096) as usize);
-        g.tasks.truncate(1);
-        let first = g.tasks[0].id.clone();
-        g.append_chain(
-            &first,
-            vec![Task::new(TaskSpec::send(text, None), Timestamp::now())],
-        );
-        store.save(g)?;
-        {
-            let mut lock = stdout.lock();
-            writeln!(lock, "ACK {} {}", g.chat.id, g.seq).and_then(|()| lock.flush())?;
-        }
-        n += 1;
-        if args.saves > 0 && n >= args.saves {
-            return Ok(ExitCode::SUCCESS);
-        }
-    }
 }
 
 /// The directory where the playground keeps an agent's in-memory transcripts.

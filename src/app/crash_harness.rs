@@ -1,10 +1,19 @@
-//! Hidden `personad crash-child`: the real runtime (scheduler, driver, fsynced writes) on a
-//! persisted in-memory Telegram and a deterministic planner whose plans have several sends
-//! with waits between them and a memory write (a `note`) among them, for the runtime-level kill -9 test (tests/crash.rs). Each run
-//! resumes what the previous run left on disk, optionally receives one new message, and
-//! prints a line per step (`READY`, `PUSHED`, `SENT <text>`, `IDLE`) so the test can kill it
-//! at chosen points. Like the daemon's unread scan on connect, a chat whose newest inbound
-//! message is unread and has no graph is pushed again at start.
+//! The crash-safety harnesses behind the hidden subcommands, compiled only with the
+//! `test-hooks` feature (the tests' build; the daemon's build has neither subcommand). Two of
+//! them, each run as a child process that a test kills with SIGKILL:
+//!
+//! * `personad crash-child` ([`crash_child`]): the real runtime (scheduler, driver, fsynced
+//!   writes) on a persisted in-memory Telegram and a deterministic planner whose plans have
+//!   several sends with waits between them and a memory write (a `note`) among them, for the
+//!   runtime-level kill -9 test (tests/crash.rs). Each run resumes what the previous run left
+//!   on disk, optionally receives one new message, and prints a line per step (`READY`,
+//!   `PUSHED`, `SENT <text>`, `IDLE`) so the test can kill it at chosen points. Like the
+//!   daemon's unread scan on connect, a chat whose newest inbound message is unread and has no
+//!   graph is pushed again at start.
+//! * `personad save-loop` ([`save_loop`]): the graph store alone, saving in a loop and
+//!   acknowledging each durable save (tests/state.rs).
+//!
+//! Nothing else calls into this module; it touches only the state directory it is given.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -12,12 +21,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use jiff::Timestamp;
+
 use crate::adapters::memory::{self, Incoming, MemoryTelegram};
-use crate::adapters::store::StateDir;
-use crate::app::cli::{CrashChildArgs, GlobalArgs};
+use crate::adapters::store::{GraphStore, StateDir};
+use crate::app::cli::{CrashChildArgs, GlobalArgs, SaveLoopArgs};
 use crate::app::commands::{CmdResult, CommandError};
 use crate::core::config::{Pacing, RuntimeConfig};
-use crate::core::graph::{ConversationKey, TaskSpec, codec};
+use crate::core::graph::{ConversationKey, Task, TaskGraph, TaskSpec, codec};
 use crate::core::model::{Chat, ChatId, ChatKind};
 use crate::core::plan::{Action, PlanError, PlanRequest};
 use crate::core::time::BoxFuture;
@@ -86,12 +97,8 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
     let _lock = crate::app::commands::lock_state(&global)?;
     let state = StateDir::new(&global.state_dir);
     let telegram = Arc::new(
-        MemoryTelegram::new(
-            AGENT,
-            Arc::clone(&clock),
-            Some(crate::adapters::store::StateDir::new(&global.state_dir).transcripts_dir()),
-        )
-        .map_err(CommandError::Store)?,
+        MemoryTelegram::new(AGENT, Arc::clone(&clock), Some(state.transcripts_dir()))
+            .map_err(CommandError::Store)?,
     );
     let chats: Vec<Chat> = (1..=args.chats)
         .map(|id| Chat {
@@ -207,5 +214,55 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
         Ok(Ok(_)) => Ok(ExitCode::SUCCESS),
         Ok(Err(e)) => Err(e.into()),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// `personad save-loop`: saves `chats` graphs round-robin, printing `ACK <chat> <seq>` after
+/// each save returns. A parent kills it at random moments and checks every file parses.
+pub(crate) fn save_loop(global: &GlobalArgs, args: &SaveLoopArgs) -> CmdResult {
+    let store = GraphStore::new(StateDir::new(&global.state_dir));
+    let mut graphs: Vec<TaskGraph> = (0..args.chats.max(1))
+        .map(|i| {
+            let chat = Chat {
+                id: ChatId(i + 1),
+                kind: ChatKind::Direct,
+                title: format!("chat {i} ```json\n{{\"forged\":1}}\n```"),
+            };
+            let now = Timestamp::now();
+            TaskGraph::with_received("harness", chat, now, None, now)
+        })
+        .collect();
+    // Start from what is on disk so sequence numbers keep rising across kills.
+    if let Ok(files) = store.scan() {
+        for f in files {
+            if let Ok(g) = f.graph
+                && let Some(slot) = graphs.iter_mut().find(|x| x.chat.id == g.chat.id)
+            {
+                *slot = g;
+            }
+        }
+    }
+    let mut n: u64 = 0;
+    let stdout = std::io::stdout();
+    loop {
+        let i = (n % graphs.len() as u64) as usize;
+        let g = &mut graphs[i];
+        g.seq += 1;
+        let text = "x".repeat((n % 4096) as usize);
+        g.tasks.truncate(1);
+        let first = g.tasks[0].id.clone();
+        g.append_chain(
+            &first,
+            vec![Task::new(TaskSpec::send(text, None), Timestamp::now())],
+        );
+        store.save(g)?;
+        {
+            let mut lock = stdout.lock();
+            writeln!(lock, "ACK {} {}", g.chat.id, g.seq).and_then(|()| lock.flush())?;
+        }
+        n += 1;
+        if args.saves > 0 && n >= args.saves {
+            return Ok(ExitCode::SUCCESS);
+        }
     }
 }

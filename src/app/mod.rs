@@ -6,6 +6,7 @@ pub mod bench_memory;
 pub mod cli;
 pub mod commands;
 pub(crate) mod console;
+#[cfg(feature = "test-hooks")]
 pub mod crash_harness;
 pub mod daemon;
 pub mod lifecycle;

@@ -1,4 +1,5 @@
-//! The hidden `crash-child`: the runtime under the kill -9 test (see `app::crash_harness`).
+//! The hidden `crash-child` (built with `test-hooks` only): the runtime under the kill -9
+//! test (see `app::crash_harness`).
 
 use crate::app::cli::{CrashChildArgs, GlobalArgs};
 use crate::app::commands::CmdResult;

@@ -5,11 +5,13 @@
 mod bench;
 mod chat;
 mod check;
+#[cfg(feature = "test-hooks")]
 mod crash_child;
 mod ctl;
 mod login;
 mod replay;
 mod run;
+#[cfg(feature = "test-hooks")]
 mod save_loop;
 mod state;
 
@@ -26,8 +28,10 @@ pub fn execute(cli: Cli) -> CmdResult {
     match cli.command {
         Command::Check(args) => check::check(&global, &args),
         Command::State(cmd) => state::state(&global, &cmd),
+        #[cfg(feature = "test-hooks")]
         Command::SaveLoop(args) => save_loop::save_loop(&global, &args),
         Command::Bench(args) => on_runtime(bench::bench(global, args)),
+        #[cfg(feature = "test-hooks")]
         Command::CrashChild(args) => on_runtime(crash_child::crash_child(global, args)),
         Command::Run(args) => on_runtime(run::run(global, args)),
         Command::Login(args) => on_runtime(login::login(global, args)),

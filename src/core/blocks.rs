@@ -66,16 +66,18 @@ use std::fmt;
 use crate::core::graph::TaskKind;
 use crate::core::model::{MessageId, StickerChoice};
 use crate::core::plan::Action;
-mod syntax;
-use syntax::*;
-mod json;
-use json::*;
-mod split;
-use split::*;
-mod memory;
-use memory::*;
+
 mod event;
-use event::*;
+mod json;
+mod memory;
+mod split;
+mod syntax;
+
+use event::parse_event;
+use json::{find_json_tasks, parse_json_tasks, strip_echoed_metadata};
+use memory::{memory_fields, push_memory};
+use split::{choose_cut, fitting_prefix};
+use syntax::{Heading, IdPart, segments, unwrap_fence};
 
 /// Telegram's limit on a text message, in UTF-16 code units.
 pub const TELEGRAM_TEXT_LIMIT_UTF16: usize = 4096;

@@ -1,14 +1,16 @@
-//! Persona files: this module owns reading and validating the Markdown files
-//! that describe each agent (`agents/*.md`) together with the role prompts
-//! they reference (`prompts/*.md` along a search path), and turning them into
-//! validated [`Persona`] values plus a list of [`Problem`]s (errors and
-//! warnings, each naming the file and, where it can, the 1-based line). It
-//! must not touch the network, must not write anything, and must never log or
-//! report a phone number in full (use [`mask_phone`] / [`Persona::masked_phone`];
-//! `Persona`'s `Debug` output is masked too). Its callers are the CLI `check`
-//! command and the daemon at startup. All functions here do blocking
-//! filesystem reads; async callers should run them inside
-//! `tokio::task::spawn_blocking`.
+//! Persona files: this module owns the format of the Markdown files that describe each agent
+//! (`agents/*.md`) and of the role prompts they reference (`prompts/*.md` along a search
+//! path): validating one file's text into a [`Persona`] plus a list of [`Problem`]s (errors
+//! and warnings, each naming the file and, where it can, the 1-based line), the placeholders,
+//! and phone masking. It does no I/O of its own: it never lists directories or opens files
+//! (role prompts are read through the `ReadText` its caller hands over), touches no network,
+//! writes nothing, and never logs or reports a phone number in full (use [`mask_phone`] /
+//! [`Persona::masked_phone`]; `Persona`'s `Debug` output is masked too). The reading lives
+//! in `adapters::persona_loader` (`load_dir`, `load_dir_keeping`, `parse_persona`): blocking
+//! reads through the store's safe reader, the text then handed here. `check`, `run`, `chat`
+//! and reloads reach that loader through `app::commands` (`load_personas`, and off the async
+//! threads `load_personas_async` / `reload_personas`, which use `spawn_blocking`); the prompt
+//! builder (`core::prompt`) reads the validated [`Persona`].
 //!
 //! # Format in short
 //!
@@ -23,28 +25,33 @@
 //!
 //! # Entry points
 //!
-//! * [`load_dir`] reads every `*.md` file directly inside the agents
-//!   directory (sorted by file name, dot-files ignored) and returns a
-//!   [`LoadReport`] with one [`PersonaEntry`] per file.
-//! * [`parse_persona`] validates one file's already-read text (it still reads
-//!   role prompt files).
+//! * `parse_persona_with` validates one file's already-read text, reading its role prompts
+//!   through a `ReadText`; the steps are in `validate`, each group of headings in a module
+//!   of its own (`identity`, `role_prompts`, `stickers`, `settings`, `group`, `presence`,
+//!   `owner`), the field rules in `fields` and the split into sections in `sections`.
 //! * [`apply_placeholders`] expands `{{char}}`, `{{user}}` and friends.
+//! * [`mask_phone`] and [`redact_phones`] keep phone numbers out of logs.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
-mod owner;
-pub use owner::SendLimits;
-mod validate;
-pub(crate) use validate::*;
 mod fields;
-pub(crate) use fields::*;
+mod group;
+mod identity;
+mod owner;
+mod presence;
+mod role_prompts;
 mod sections;
-use sections::*;
+mod settings;
+mod stickers;
+mod validate;
+
+pub(crate) use fields::{show, sort_problems};
+pub use owner::SendLimits;
+pub(crate) use validate::parse_persona_inner;
 
 /// Largest persona or role prompt file accepted, in bytes (256 KiB).
 ///
@@ -308,7 +315,7 @@ impl PersonaEntry {
     }
 }
 
-/// Result of [`load_dir`]: one entry per persona file, sorted by file name.
+/// What the persona loader's `load_dir` found: one entry per persona file, sorted by file name.
 #[derive(Clone, Debug, Default)]
 pub struct LoadReport {
     /// One entry per `*.md` file of the agents directory.
@@ -355,13 +362,12 @@ impl LoadReport {
 
 /// Validates one persona file whose text has already been read.
 ///
-/// `path` is only used to label problems and as [`Persona::source`]. Role
-/// prompt files are read here, from `prompt_dirs` in order. All problems of
-/// the file are collected; the returned entry has a persona only if none of
-/// them is an error. A leading byte-order mark is ignored and line endings
-/// are normalized to `\n` (line numbers are unaffected). Duplicate agent
-/// names across files are checked by the loader's `load_dir`, not here. Role prompts are
-/// read through `files`.
+/// `path` is only used to label problems and as [`Persona::source`]. Role prompt files are
+/// read through `files`, looked up in `prompt_dirs` in order. All problems of the file are
+/// collected; the returned entry has a persona only if none of them is an error. A leading
+/// byte-order mark is ignored and line endings are normalized to `\n` (line numbers are
+/// unaffected). Duplicate agent names across files are checked by the loader's `load_dir`,
+/// not here.
 pub(crate) fn parse_persona_with(
     path: &Path,
     source: &str,

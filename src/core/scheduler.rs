@@ -15,15 +15,11 @@ use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use tracing::{debug, error, info, warn};
+use tracing::{debug, info, warn};
 
-use crate::core::admission::Admission;
 use crate::core::config::RuntimeConfig;
-use crate::core::graph::{
-    ConversationKey, FailureVerdict, Task, TaskGraph, TaskKind, TaskSpec, TaskStatus,
-};
-use crate::core::model::{Chat, ChatId, MessageId};
-use crate::core::outcome::{Outcome, TaskError};
+use crate::core::graph::{ConversationKey, Task, TaskGraph, TaskKind, TaskStatus};
+use crate::core::model::{Chat, ChatId};
 use crate::core::safety::AccountSafety;
 mod admission;
 mod budget;

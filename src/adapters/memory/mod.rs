@@ -28,12 +28,10 @@ use tokio::sync::mpsc;
 
 use crate::adapters::store::{self, layout};
 use crate::core::model::{
-    Chat, ChatId, LocalFailure, MediaInfo, Mention, Message, MessageId, OutgoingSticker,
-    OutgoingText, Sender, StickerChoice, TelegramError, TgResult,
+    Chat, ChatId, LocalFailure, MediaInfo, Mention, Message, MessageId, Sender, StickerChoice,
+    TelegramError, TgResult,
 };
-use crate::core::time::BoxFuture;
 use crate::ports::clock::SharedClock;
-use crate::ports::telegram::Telegram;
 
 /// An operation of the trait, for fault injection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,7 +1,13 @@
 //! The [`Telegram`] trait on the in-memory account: each call reads or changes the account's
 //! state (in the parent module), records outbound actions and honours injected failures.
 
-use super::*;
+use super::{Action, MemoryTelegram, Op};
+use crate::core::model::{
+    Chat, ChatId, MediaInfo, Message, MessageId, OutgoingSticker, OutgoingText, StickerChoice,
+    TelegramError, TgResult,
+};
+use crate::core::time::BoxFuture;
+use crate::ports::telegram::Telegram;
 
 impl Telegram for MemoryTelegram {
     fn self_id(&self) -> i64 {

@@ -17,18 +17,13 @@ use grammers_client::session::types::{PeerId, PeerRef};
 use grammers_client::tl;
 
 use crate::adapters::mtproto::errors::classify;
-use crate::adapters::mtproto::format::to_telegram;
 use crate::adapters::mtproto::map::{self, Known, MapContext, Mapped, PeerCache};
 use crate::adapters::mtproto::pump::{Incoming, Lookups, TgUpdate};
 use crate::adapters::mtproto::recover::{self, CallError, PeerLearner};
 use crate::adapters::mtproto::sent::SentLedger;
-use crate::core::model::{
-    Chat, ChatId, ChatKind, Message, MessageId, OutgoingSticker, OutgoingText, Sender,
-    StickerChoice, TelegramError, TgResult,
-};
+use crate::core::model::{ChatId, ChatKind, Message, MessageId, TelegramError, TgResult};
 use crate::core::time::BoxFuture;
 use crate::ports::clock::SharedClock;
-use crate::ports::telegram::Telegram;
 use grammers_client::session::types::PeerInfo;
 mod send;
 mod telegram;

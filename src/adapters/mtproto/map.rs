@@ -1,12 +1,12 @@
-//! Inbound mapping: turns what grammers delivers (raw `tl::enums::Message`s, the
-//! `message::Message` wrapper of the update stream, deletion updates, user and chat objects)
-//! into the daemon's domain types ([`Chat`], [`Message`], [`MediaInfo`], ...). It owns chat
-//! classification (DM, basic group, supergroup; broadcast channels are ignored), sender
-//! names, mention extraction with UTF-16 entity offsets, the `callout` rule, and media
-//! classification. It is pure: no network, no session access, no clock, no logging, and it
-//! never panics on any input (grammers helpers that unwrap, such as `Message::peer_id` or
-//! `Document::id`, are deliberately not used). The MTProto backend calls it for every new
-//! message, edit, deletion and history page, after feeding the [`PeerCache`].
+//! Inbound mapping: turns what grammers delivers (raw `tl::enums::Message`s, the `message::Message`
+//! wrapper of the update stream, deletion updates, user and chat objects) into the daemon's domain
+//! types ([`Chat`], [`Message`], [`MediaInfo`](crate::core::model::MediaInfo), ...). It owns chat
+//! classification (DM, basic group, supergroup; broadcast channels are ignored), sender names,
+//! mention extraction with UTF-16 entity offsets, the `callout` rule, and media classification. It
+//! is pure: no network, no session access, no clock, no logging, and it never panics on any input
+//! (grammers helpers that unwrap, such as `Message::peer_id` or `Document::id`, are deliberately
+//! not used). The MTProto backend calls it for every new message, edit, deletion and history page,
+//! after feeding the [`PeerCache`].
 
 use std::collections::HashMap;
 
@@ -17,11 +17,10 @@ use grammers_client::tl;
 use grammers_client::update::MessageDeletion;
 use jiff::Timestamp;
 
-use crate::core::model::{
-    Chat, ChatId, ChatKind, MediaInfo, MediaKind, Mention, Message, MessageId, Sender, StickerInfo,
-};
+use crate::core::model::{Chat, ChatId, ChatKind, Mention, Message, MessageId, Sender};
 mod media;
-use media::*;
+
+use media::map_media;
 
 /// What kind of peer an id names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

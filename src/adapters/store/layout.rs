@@ -295,7 +295,8 @@ impl StateDir {
         self.agent_dir(agent).join("playground")
     }
 
-    /// `<state>/transcripts`: the crash harness child's transcripts.
+    /// `<state>/transcripts`: the crash harness child's transcripts (`test-hooks` builds only).
+    #[cfg(feature = "test-hooks")]
     pub(crate) fn transcripts_dir(&self) -> PathBuf {
         self.root.join("transcripts")
     }

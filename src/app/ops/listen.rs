@@ -1,12 +1,13 @@
-//! Descriptor and connection budgets for the daemon's listeners (the control socket, the
-//! metrics endpoint, any later console): one accept loop that holds at most a fixed number of
-//! connections open (the next accept waits for a free slot, so the kernel's backlog holds the
-//! rest without costing a descriptor), closes a connection that is not done within its
-//! deadline (idle or slow peers), and backs off when accepting fails (out of descriptors)
-//! instead of spinning, logging the first failure of a burst and the burst's count once
-//! accepting works again. Also the start-up step that raises the soft descriptor limit to the
-//! hard one. The listeners' caps together stay far below the limit, so the state store can
-//! always open its files. It knows nothing of what the connections carry.
+//! Descriptor and connection budgets for the daemon's listeners (the control socket,
+//! `ops::ctl`; the metrics endpoint, `ops::metrics`; the web console, `app::console`): one
+//! accept loop that holds at most a fixed number of connections open (the next accept waits
+//! for a free slot, so the kernel's backlog holds the rest without costing a descriptor),
+//! closes a connection that is not done within its deadline (idle or slow peers), and backs off
+//! when accepting fails (out of descriptors) instead of spinning, logging the first failure of
+//! a burst and the burst's count once accepting works again. Also the start-up step the daemon
+//! runs that raises the soft descriptor limit to the hard one. The listeners' caps together
+//! stay far below the limit, so the state store can always open its files. It knows nothing of
+//! what the connections carry.
 
 use std::future::Future;
 use std::io;
@@ -14,12 +15,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::app::lifecycle::Lifecycle;
+use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use tokio::sync::Semaphore;
 
 /// A listener's budget.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Budget {
-    /// The listener's name in logs (`ctl`, `metrics`).
+    /// The listener's name in logs (`ctl`, `metrics`, `console`).
     pub(crate) name: &'static str,
     /// Connections open at once.
     pub(crate) max_connections: usize,
@@ -114,11 +116,8 @@ where
 /// Raises the soft limit on open descriptors to the hard one and logs both; returns the
 /// soft limit in force. Under systemd the unit's `LimitNOFILE` sets the hard limit.
 pub(crate) fn raise_descriptor_limit() -> Option<u64> {
-    match rlimit::increase_nofile_limit(u64::MAX) {
-        Ok(soft) => {
-            let hard = rlimit::getrlimit(rlimit::Resource::NOFILE)
-                .map(|(_, hard)| hard)
-                .unwrap_or(soft);
+    match soft_limit_to_hard() {
+        Ok((soft, hard)) => {
             tracing::info!(event = "descriptor_limit", soft, hard, "open file limit");
             if soft < 1024 {
                 tracing::warn!(
@@ -133,5 +132,33 @@ pub(crate) fn raise_descriptor_limit() -> Option<u64> {
             tracing::warn!(event = "descriptor_limit_unknown", error = %e, "cannot read or raise the open file limit");
             None
         }
+    }
+}
+
+/// Sets the soft `RLIMIT_NOFILE` to the hard one when it is lower; returns the soft and hard
+/// limits then in force.
+fn soft_limit_to_hard() -> nix::Result<(u64, u64)> {
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if soft < hard {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+    }
+    Ok((hard, hard))
+}
+
+#[cfg(test)]
+mod tests {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+
+    use super::raise_descriptor_limit;
+
+    /// A soft limit below the hard one is raised to it, and the limit in force is returned.
+    #[test]
+    fn the_soft_descriptor_limit_is_raised_to_the_hard_one() -> Result<(), nix::Error> {
+        let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+        // Lowered only to half (never under 256): the other tests of this process keep room.
+        setrlimit(Resource::RLIMIT_NOFILE, (hard / 2).max(hard.min(256)), hard)?;
+        assert_eq!(raise_descriptor_limit(), Some(hard));
+        assert_eq!(getrlimit(Resource::RLIMIT_NOFILE)?, (hard, hard));
+        Ok(())
     }
 }

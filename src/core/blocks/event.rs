@@ -17,8 +17,11 @@
 //! the syntax is checked here (a count that is not a number, an `urgent` that is not yes or
 //! no); times, zones, intervals and caps are checked where the write is applied.
 
-use super::*;
+use super::memory::json_text;
+use super::syntax::{Heading, IdPart};
+use super::{ParsedReply, excerpt, warn};
 use crate::core::intents::IntentWrite;
+use crate::core::plan::Action;
 
 /// Reads an `event` block: the heading's id (the rest of the heading line) and the body.
 pub(super) fn parse_event(out: &mut ParsedReply, label: &str, heading: &Heading<'_>, body: &str) {

@@ -1,7 +1,12 @@
 //! The original's JSON task arrays: a reply that is a JSON array of task objects (the Python
 //! original's format) read into the same actions as task blocks, with the same limits.
 
-use super::*;
+use super::event::parse_json_event;
+use super::memory::{json_text, push_memory};
+use super::syntax::{Heading, IdPart, lines_of, segments};
+use super::{ParseOptions, ParsedReply, block_kind, excerpt, parse_block, warn};
+use crate::core::graph::TaskKind;
+use crate::core::model::MessageId;
 
 // ---------------------------------------------------------------------------------------------
 // The original's JSON task arrays

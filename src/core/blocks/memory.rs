@@ -12,8 +12,10 @@
 //! someone of this chat (a sender of its history, or the other person of a direct chat);
 //! without it the fact is about the person being answered.
 
-use super::*;
+use super::{ParseOptions, ParsedReply, excerpt, warn};
 use crate::core::facts::FactWrite;
+use crate::core::graph::TaskKind;
+use crate::core::plan::Action;
 
 /// Splits a memory block's body into its `id:`/`about:` lines and the fact.
 pub(super) fn memory_fields(body: &str) -> (Option<String>, Option<String>, String) {

@@ -1,7 +1,7 @@
 //! Splitting a long send into Telegram-sized messages (4,096 UTF-16 units) at paragraph,
 //! line, sentence and word boundaries, in that order of preference.
 
-use super::*;
+use super::MAX_JOINER_BACKOFF;
 
 // ---------------------------------------------------------------------------------------------
 // Splitting

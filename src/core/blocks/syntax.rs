@@ -1,7 +1,8 @@
 //! The syntax of a task-block reply: headings (`# «kind» #id`), the segments they open, and
 //! code fences (whose contents are never headings). Pure helpers of the block parser.
 
-use super::*;
+use super::block_kind;
+use crate::core::model::MessageId;
 
 // ---------------------------------------------------------------------------------------------
 // Headings and segments

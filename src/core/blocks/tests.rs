@@ -1,3 +1,5 @@
+use super::split::hard_cut;
+use super::syntax::{Fence, code_mask, fence, parse_heading};
 use super::*;
 
 #[test]

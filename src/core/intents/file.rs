@@ -1,7 +1,15 @@
 //! The intents file (`state/<agent>/intents.md`, the form in the parent module's docs): read
 //! with every problem named by its line, and written so that it reads back the same.
 
-use super::*;
+use std::fmt::Write as _;
+
+use jiff::civil::DateTime;
+use jiff::fmt::temporal::Pieces;
+
+use super::{
+    ID_CHARS, Intent, IntentProblem, TEXT_CHARS, one_line, parse_interval, quoted, whole_seconds,
+};
+use crate::core::model::ChatId;
 
 /// A due time as the file writes it: `YYYY-MM-DD HH:MM`, with `:SS` when not zero.
 pub(super) fn format_due(due: DateTime) -> String {

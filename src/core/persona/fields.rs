@@ -2,7 +2,11 @@
 //! flags, numbers, sticker-set names and phone shapes, each a small function that reports its
 //! problem with the heading's line.
 
-use super::*;
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use super::sections::Section;
+use super::{Problem, Severity, redact_phones};
 
 // ---------------------------------------------------------------------------
 // Fields

@@ -3,9 +3,11 @@
 //! cap) and `# Send Limits` (the account governor's figures). Each is validated once here,
 //! with the file's line on every problem.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use super::*;
+use super::fields::{Field, Report, heading, single_line};
+use super::sections::Section;
 use crate::core::approval::{ApprovalMode, ApprovalPolicy};
 use crate::core::budget::DailyCap;
 

@@ -1,7 +1,11 @@
-//! The raw side of a persona file: its text split into headings and their sections (with
-//! line numbers), before any field is validated.
+//! The raw side of a persona file: its text split into top-level level-1 headings (found with
+//! pulldown-cmark, so `#` lines in code blocks, quotes or lists are not headings) and the
+//! trimmed sections under them, with line numbers, before any field is validated. Called by
+//! `validate`; the field rules read the [`Section`]s it makes.
 
-use super::*;
+use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+
+use super::fields::Report;
 
 // ---------------------------------------------------------------------------
 // Splitting into sections
@@ -99,4 +103,45 @@ impl<'a> Section<'a> {
             .map(move |(i, l)| (first + i, l.trim()))
             .filter(|(_, l)| !l.is_empty())
     }
+}
+
+/// The raw section tree: each heading with its title, key, line and trimmed value (the
+/// text before the first heading is reported and ignored).
+pub(super) fn raw_sections<'a>(
+    src: &'a str,
+    lines: &Lines,
+    headings: &[RawHeading],
+    report: &mut Report,
+) -> Vec<Section<'a>> {
+    // Text before the first heading.
+    let preamble_end = headings.first().map_or(src.len(), |h| h.start);
+    let preamble = src.get(..preamble_end).unwrap_or("");
+    if let Some(pos) = preamble.find(|c: char| !c.is_whitespace()) {
+        report.warning(
+            lines.line_of(pos),
+            "text before the first `#` heading is ignored".to_owned(),
+        );
+    }
+
+    let mut sections = Vec::with_capacity(headings.len());
+    for (i, h) in headings.iter().enumerate() {
+        let value_end = headings.get(i + 1).map_or(src.len(), |n| n.start);
+        let raw = src.get(h.end..value_end).unwrap_or("");
+        let leading = raw.len() - raw.trim_start().len();
+        let value = raw.trim();
+        let line = lines.line_of(h.start);
+        let title = h.title.split_whitespace().collect::<Vec<_>>().join(" ");
+        sections.push(Section {
+            key: title.to_lowercase(),
+            title,
+            line,
+            value,
+            value_line: if value.is_empty() {
+                line
+            } else {
+                lines.line_of(h.end + leading)
+            },
+        });
+    }
+    sections
 }

@@ -2,7 +2,13 @@
 //! graph (history, a replacing plan, a coalescing `classify` task). Part of the pure
 //! scheduler; the driver calls [`Scheduler::admit`] for every inbound event.
 
-use super::*;
+use jiff::Timestamp;
+use tracing::{debug, warn};
+
+use super::Scheduler;
+use crate::core::admission::Admission;
+use crate::core::graph::{ConversationKey, Task, TaskGraph, TaskKind, TaskSpec, TaskStatus};
+use crate::core::model::{Chat, MessageId};
 
 impl Scheduler {
     #[cfg(test)]

@@ -5,9 +5,13 @@
 //! own mark in the agent's state, so a restart neither tells twice nor plans again, and a cap
 //! the operator changed starts over. Part of the pure scheduler.
 
-use super::*;
+use jiff::Timestamp;
+use tracing::{error, info, warn};
+
+use super::{Effect, Scheduler, keys_of};
 use crate::core::agent_state::{BudgetMark, CapSource};
 use crate::core::budget::{DailyCap, Level, Spend};
+use crate::core::graph::{Task, TaskGraph, TaskKind};
 
 /// Task kinds that call the LLM: held while a cap holds.
 fn calls_llm(kind: TaskKind) -> bool {

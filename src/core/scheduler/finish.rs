@@ -2,7 +2,12 @@
 //! replan, a stop) or its failure (retry, park, drop, disable the chat, trip the breaker,
 //! stop the agent) to its graph. Part of the pure scheduler.
 
-use super::*;
+use jiff::Timestamp;
+use tracing::{debug, error, info, warn};
+
+use super::{Effect, Scheduler};
+use crate::core::graph::{ConversationKey, FailureVerdict};
+use crate::core::outcome::{Outcome, TaskError};
 
 impl Scheduler {
     /// A task finished: apply its outcome to its graph (if that graph is still current).

@@ -4,9 +4,16 @@
 //! durable and paced like any other; incident notices are rate-limited per kind). Part of
 //! the pure scheduler: no I/O, the `draft` handler posts and the driver persists.
 
-use super::*;
+use std::collections::HashMap;
+
+use jiff::Timestamp;
+use tracing::info;
+
+use super::{Effect, Notable, Scheduler};
 use crate::core::approval::{self, Decision, Posted};
 use crate::core::graph::draft;
+use crate::core::graph::{ConversationKey, Task, TaskGraph, TaskKind, TaskSpec, TaskStatus};
+use crate::core::model::{ChatId, MessageId};
 
 /// Which draft the owner means.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,11 +5,15 @@
 //! pure scheduler: the driver installs an agent's presence with [`Scheduler::set_presence`]
 //! and carries out the effects.
 
+use jiff::Timestamp;
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
+use tracing::{info, warn};
 
-use super::*;
+use super::{Effect, Scheduler, keys_of};
+use crate::core::graph::{ConversationKey, Task, TaskGraph, TaskKind, TaskSpec, TaskStatus};
 use crate::core::intents::{self, Fired, Intent};
+use crate::core::model::Chat;
 use crate::core::presence::{self, DaySchedule, Presence, PresenceNow};
 
 /// A change of an agent's presence, for the operator's views (`ctl status`, the playground).

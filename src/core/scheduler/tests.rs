@@ -1,7 +1,8 @@
 //! The scheduler without any async runtime: events and time in, effects out.
 use super::*;
 use crate::core::graph::TaskSpec;
-use crate::core::model::{ChatKind, TelegramError};
+use crate::core::model::{ChatKind, MessageId, TelegramError};
+use crate::core::outcome::{Outcome, TaskError};
 use std::time::Duration;
 
 fn at(secs: u64) -> Timestamp {

@@ -2,7 +2,18 @@
 //! sent id in Telegram's answer, sticker documents and sets, blocking, raw text sends and
 //! history pages. Helpers of the backend's `Telegram` implementation.
 
-use super::*;
+use std::collections::HashMap;
+use std::sync::PoisonError;
+
+use grammers_client::tl;
+
+use super::{MtprotoTelegram, SendAnswer, UnreadFlags};
+use crate::adapters::mtproto::errors::classify;
+use crate::adapters::mtproto::recover::{self, CallError};
+use crate::core::model::{
+    ChatId, Message, MessageId, OutgoingSticker, OutgoingText, Sender, StickerChoice,
+    TelegramError, TgResult,
+};
 
 impl MtprotoTelegram {
     /// The forum topic of a message we answer, if it was in one.

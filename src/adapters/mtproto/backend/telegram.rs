@@ -1,7 +1,21 @@
 //! The [`Telegram`] port over MTProto: each operation of the trait as grammers calls, with
 //! errors classified, sends made idempotent through the sent ledger and random ids.
 
-use super::*;
+use std::sync::PoisonError;
+
+use grammers_client::session::types::PeerId;
+use grammers_client::tl;
+
+use super::{MtprotoTelegram, SendAnswer};
+use crate::adapters::mtproto::errors::classify;
+use crate::adapters::mtproto::format::to_telegram;
+use crate::adapters::mtproto::recover::{self, CallError};
+use crate::core::model::{
+    Chat, ChatId, ChatKind, Message, MessageId, OutgoingSticker, OutgoingText, StickerChoice,
+    TelegramError, TgResult,
+};
+use crate::core::time::BoxFuture;
+use crate::ports::telegram::Telegram;
 
 impl Telegram for MtprotoTelegram {
     fn self_id(&self) -> i64 {

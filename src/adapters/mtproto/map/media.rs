@@ -1,7 +1,10 @@
 //! Media of a message, mapped into the domain: photos, documents (stickers with their set,
 //! voice notes, audio, video, animations, files) with their unique ids, sizes and durations.
 
-use super::*;
+use grammers_client::tl;
+
+use super::StickerSetRef;
+use crate::core::model::{MediaInfo, MediaKind, StickerInfo};
 
 /// Media info of a raw message media, plus the sticker set to resolve if only its id is
 /// known. Media the daemon does not describe (polls, locations, web pages, ...) is `None`.
