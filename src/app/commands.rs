@@ -124,6 +124,12 @@ pub enum CommandError {
     /// poisoned lock, a probe that printed nonsense).
     #[error("{0}")]
     Internal(String),
+    /// Logging in or out of Telegram failed.
+    #[error("{0}")]
+    Login(#[source] crate::adapters::mtproto::ConnectError),
+    /// An endpoint the operator asked for (metrics, the console) cannot start.
+    #[error("{0}")]
+    Endpoint(#[source] crate::app::ops::OpError),
     /// A command line clap accepted but that makes no sense.
     #[error("{0}")]
     Usage(String),
@@ -144,7 +150,10 @@ impl CommandError {
             | CommandError::Memory(_)
             | CommandError::Prices(_)
             | CommandError::History(_) => exit::DATA,
-            CommandError::Locked(_) | CommandError::Unavailable(_) => exit::UNAVAILABLE,
+            CommandError::Locked(_)
+            | CommandError::Unavailable(_)
+            | CommandError::Endpoint(_)
+            | CommandError::Login(_) => exit::UNAVAILABLE,
             CommandError::Join(_)
             | CommandError::Json(_)
             | CommandError::Telegram(_)

@@ -221,7 +221,7 @@ impl Daemon {
             handle.shutdown("a web endpoint is unavailable");
             let _ = run.await;
             life.wind_down(WIND_DOWN).await;
-            return Err(CommandError::Unavailable(e.0));
+            return Err(CommandError::Endpoint(e));
         }
         let _watcher = watch_files(&args, &global, &life, &reload_tx);
         if let Err(e) = ctl::serve(&state, Arc::clone(&controller), &life).await {
@@ -470,7 +470,7 @@ pub async fn login(global: GlobalArgs, mut args: LoginArgs) -> CmdResult {
     if args.logout {
         mtproto::logout(&state, &persona.name, &creds)
             .await
-            .map_err(|e| CommandError::Unavailable(e.to_string()))?;
+            .map_err(CommandError::Login)?;
         println!("{}: signed out; the session file is deleted", persona.name);
         return Ok(ExitCode::SUCCESS);
     }
@@ -481,7 +481,7 @@ pub async fn login(global: GlobalArgs, mut args: LoginArgs) -> CmdResult {
     );
     let done = mtproto::login(&state, &persona.name, &persona.phone, &creds)
         .await
-        .map_err(|e| CommandError::Unavailable(e.to_string()))?;
+        .map_err(CommandError::Login)?;
     println!("{}: {done}", persona.name);
     Ok(ExitCode::SUCCESS)
 }

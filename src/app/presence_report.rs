@@ -152,7 +152,7 @@ pub(crate) async fn for_owner(
         Some(d) => Some(
             d.trim()
                 .parse::<Date>()
-                .map_err(|_| OpError(format!("{d:?} is not a day: use YYYY-MM-DD")))?,
+                .map_err(|_| OpError::refused(format!("{d:?} is not a day: use YYYY-MM-DD")))?,
         ),
         None => None,
     };
@@ -164,5 +164,5 @@ pub(crate) async fn for_owner(
     let dir = dir.clone();
     tokio::task::spawn_blocking(move || report(&dir, &agent, &tz, has, day, now))
         .await
-        .map_err(OpError::of)
+        .map_err(OpError::from)
 }

@@ -43,6 +43,7 @@ mod group;
 mod identity;
 mod owner;
 mod presence;
+mod report;
 mod role_prompts;
 mod sections;
 mod settings;

@@ -68,7 +68,7 @@ fn secret() -> Result<String, OpError> {
     let mut bytes = [0u8; 16];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| OpError(format!("no randomness for the console's token: {e}")))?;
+        .map_err(OpError::io("no randomness for the console's token"))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
@@ -84,8 +84,7 @@ fn same(a: &str, b: &str) -> bool {
 /// Writes a new token to `<state>/console.token` (0600) and returns it with a CSRF secret.
 fn write_token(state: &StateDir) -> Result<(String, String), OpError> {
     let token = secret()?;
-    store::write_atomic(&state.console_token_path(), format!("{token}\n").as_bytes())
-        .map_err(OpError::of)?;
+    store::write_atomic(&state.console_token_path(), format!("{token}\n").as_bytes())?;
     Ok((token, secret()?))
 }
 
@@ -102,13 +101,13 @@ pub(crate) async fn serve(
         tracing::warn!(event = "console_not_loopback", addr = %addr, "the console listens beyond this machine: anyone who can reach it and has the token controls the personas");
     }
     let st = state.clone();
-    let (token, csrf) = tokio::task::spawn_blocking(move || write_token(&st))
-        .await
-        .map_err(OpError::of)??;
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|e| OpError(format!("cannot listen on {addr} for the console: {e}")))?;
-    let local = listener.local_addr().map_err(OpError::of)?;
+    let (token, csrf) = tokio::task::spawn_blocking(move || write_token(&st)).await??;
+    let listener = TcpListener::bind(addr).await.map_err(OpError::io(format!(
+        "cannot listen on {addr} for the console"
+    )))?;
+    let local = listener
+        .local_addr()
+        .map_err(OpError::io("cannot read the console's address"))?;
     tracing::info!(event = "console_listening", addr = %local, token_file = %state.console_token_path().display(), "web console listening");
     let incidents = Arc::new(Mutex::new(VecDeque::new()));
     let mut notables = runtime.observe_notables();
@@ -254,7 +253,10 @@ impl Console {
                         pages::conversation(agent, &chat, &messages, plan, paused, &self.csrf, note)
                     }
                     Err(e) => {
-                        return Response::html(404, pages::layout("No such chat", Some(&e.0), ""));
+                        return Response::html(
+                            404,
+                            pages::layout("No such chat", Some(&e.to_string()), ""),
+                        );
                     }
                 }
             }
@@ -330,7 +332,7 @@ impl Console {
         };
         let answer = match self.controller.execute(field("agent").as_deref(), op).await {
             Ok(text) => text,
-            Err(e) => format!("not done: {}", e.0),
+            Err(e) => format!("not done: {e}"),
         };
         let back = field("back")
             .filter(|b| safe_path(b))

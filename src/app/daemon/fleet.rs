@@ -152,8 +152,7 @@ impl Accounts {
                     *opts,
                     Arc::clone(&self.clock),
                 )
-                .await
-                .map_err(OpError::of)?;
+                .await?;
                 // The persona's `# Send Limits` over the daemon's figures (again at each
                 // reload that changes them).
                 let governed = Arc::new(Governor::new(
@@ -185,9 +184,7 @@ impl Accounts {
                     crate::adapters::store::ensure_private_dir(&dir)?;
                     MemoryTelegram::new(&name, clock, Some(dir))
                 })
-                .await
-                .map_err(OpError::of)?
-                .map_err(OpError::of)?;
+                .await??;
                 memory.set_send_delay(send_delay);
                 let memory = Arc::new(memory);
                 world.join(&memory);

@@ -148,13 +148,13 @@ impl Controller {
                 .find(|k| k.eq_ignore_ascii_case(name.trim()))
                 .cloned()
                 .ok_or_else(|| {
-                    OpError(format!(
+                    OpError::refused(format!(
                         "no running agent named {name:?} (running: {})",
                         agents.join(", ")
                     ))
                 }),
             None if agents.len() == 1 => Ok(agents.into_iter().next().unwrap_or_default()),
-            None => Err(OpError::from(format!(
+            None => Err(OpError::refused(format!(
                 "say which agent (--agent NAME); running: {}",
                 agents.join(", ")
             ))),
@@ -220,8 +220,10 @@ impl Controller {
         };
         match matches.as_slice() {
             [(id, title)] => Ok((ChatId(*id), title.clone())),
-            [] => Err(OpError::from(format!("no chat of {agent} matches {sel:?}"))),
-            many => Err(OpError::from(format!(
+            [] => Err(OpError::refused(format!(
+                "no chat of {agent} matches {sel:?}"
+            ))),
+            many => Err(OpError::refused(format!(
                 "{sel:?} matches several chats: {}; use the id",
                 many.iter()
                     .map(|(id, t)| format!("{id} ({t})"))
@@ -262,7 +264,7 @@ impl Controller {
             Op::Mode { chat, mode } => {
                 let mode: crate::core::group::settings::TriggerMode =
                     mode.parse().map_err(|_| {
-                        OpError(format!(
+                        OpError::refused(format!(
                             "unknown mode {mode:?}: strict, smart or talkative (a group's trigger), or off, new-contacts, groups or all (draft mode)"
                         ))
                     })?;
@@ -304,9 +306,8 @@ impl Controller {
                 tokio::task::spawn_blocking(move || {
                     crate::app::memory_report::report(facts.as_ref(), &agent, who.as_deref())
                 })
-                .await
-                .map_err(OpError::of)?
-                .map_err(OpError::of)
+                .await?
+                .map_err(OpError::from)
             }
             Op::Schedule { day } => {
                 let agent = self.pick_agent(agent)?;
@@ -321,9 +322,8 @@ impl Controller {
                 tokio::task::spawn_blocking(move || {
                     crate::app::memory_report::forget_fact(facts.as_ref(), &agent, &id, now)
                 })
-                .await
-                .map_err(OpError::of)?
-                .map_err(OpError::of)
+                .await?
+                .map_err(OpError::from)
             }
             Op::Say {
                 chat,

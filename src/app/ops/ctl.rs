@@ -60,23 +60,21 @@ pub async fn serve(
     life: &Lifecycle,
 ) -> Result<JoinHandle<()>, OpError> {
     let path = socket_path(state);
-    store::ensure_private_dir(state.root()).map_err(OpError::of)?;
+    store::ensure_private_dir(state.root())?;
     if path.exists() {
         if UnixStream::connect(&path).await.is_ok() {
-            return Err(OpError::from(format!(
+            return Err(OpError::refused(format!(
                 "another personad is running on this state directory (it answers on {})",
                 path.display()
             )));
         }
-        std::fs::remove_file(&path).map_err(|e| {
-            OpError(format!(
-                "cannot remove the stale socket {}: {e}",
-                path.display()
-            ))
-        })?;
+        std::fs::remove_file(&path).map_err(OpError::io(format!(
+            "cannot remove the stale socket {}",
+            path.display()
+        )))?;
     }
     let listener = UnixListener::bind(&path)
-        .map_err(|e| OpError(format!("cannot bind {}: {e}", path.display())))?;
+        .map_err(OpError::io(format!("cannot bind {}", path.display())))?;
     set_private(&path)?;
     let owner = owner_uid(&path)?;
     tracing::info!(event = "ctl_listening", socket = %path.display(), "control socket ready");
@@ -94,8 +92,9 @@ fn set_private(path: &Path) -> Result<(), OpError> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| OpError(format!("cannot make {} private: {e}", path.display())))
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(OpError::io(
+            format!("cannot make {} private", path.display()),
+        ))
     }
     #[cfg(not(unix))]
     {
@@ -108,7 +107,7 @@ fn owner_uid(path: &Path) -> Result<u32, OpError> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(path)
         .map(|m| m.uid())
-        .map_err(|e| OpError(format!("cannot stat {}: {e}", path.display())))
+        .map_err(OpError::io(format!("cannot stat {}", path.display())))
 }
 
 async fn handle(stream: UnixStream, controller: Arc<Controller>, owner: u32) {
@@ -122,13 +121,13 @@ async fn handle(stream: UnixStream, controller: Arc<Controller>, owner: u32) {
                     Ok(text) => Response { ok: true, text },
                     Err(e) => Response {
                         ok: false,
-                        text: e.0,
+                        text: e.to_string(),
                     },
                 }
             }
             Err(e) => Response {
                 ok: false,
-                text: e.0,
+                text: e.to_string(),
             },
         },
         Ok(uid) => {
@@ -164,13 +163,13 @@ async fn read_request(read: tokio::net::unix::OwnedReadHalf) -> Result<Request, 
     let mut line = String::new();
     tokio::time::timeout(REQUEST_TIMEOUT, reader.read_line(&mut line))
         .await
-        .map_err(|_| OpError::from("no request within 3 s"))?
-        .map_err(|e| OpError(format!("cannot read the request: {e}")))?;
-    serde_json::from_str(&line).map_err(|e| OpError(format!("bad request: {e}")))
+        .map_err(|_| OpError::refused("no request within 3 s"))?
+        .map_err(OpError::io("cannot read the request"))?;
+    Ok(serde_json::from_str(&line)?)
 }
 
 /// The request a `personad ctl` command line stands for.
-pub(crate) fn request_for(cmd: CtlCommand) -> Result<Request, OpError> {
+pub(crate) fn request_for(cmd: CtlCommand) -> Result<Request, CommandError> {
     let (agent, op) = match cmd {
         CtlCommand::Status => (None, Op::Status),
         CtlCommand::Reload => (None, Op::Reload),
@@ -181,10 +180,9 @@ pub(crate) fn request_for(cmd: CtlCommand) -> Result<Request, OpError> {
             duration,
         } => {
             let secs = match duration {
-                Some(d) => Some(
-                    parse_duration(&d)
-                        .ok_or_else(|| format!("--for {d:?}: use e.g. 90s, 30m, 2h or 1d"))?,
-                ),
+                Some(d) => Some(parse_duration(&d).ok_or_else(|| {
+                    CommandError::Usage(format!("--for {d:?}: use e.g. 90s, 30m, 2h or 1d"))
+                })?),
                 None => None,
             };
             (agent, Op::Pause { chat, secs })
@@ -229,7 +227,7 @@ const CLIENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// `personad ctl ...`: sends one request and prints the answer.
 pub async fn client(global: GlobalArgs, cmd: CtlCommand) -> CmdResult {
-    let request = request_for(cmd).map_err(|e| CommandError::Usage(e.0))?;
+    let request = request_for(cmd)?;
     let path = socket_path(&StateDir::new(&global.state_dir));
     let stream = UnixStream::connect(&path).await.map_err(|e| {
         CommandError::Unavailable(format!(

@@ -90,11 +90,13 @@ pub async fn serve(
     health: Arc<Health>,
     life: &Lifecycle,
 ) -> Result<JoinHandle<()>, OpError> {
-    let handle = install().ok_or("metrics recorder unavailable")?;
+    let handle = install().ok_or_else(|| OpError::refused("metrics recorder unavailable"))?;
     let listener = TcpListener::bind(addr)
         .await
-        .map_err(|e| OpError(format!("cannot listen on {addr} for metrics: {e}")))?;
-    let local = listener.local_addr().map_err(OpError::of)?;
+        .map_err(OpError::io(format!("cannot listen on {addr} for metrics")))?;
+    let local = listener
+        .local_addr()
+        .map_err(OpError::io("cannot read the metrics address"))?;
     tracing::info!(event = "metrics_listening", addr = %local, "metrics at /metrics, health at /healthz");
     Ok(life.spawn(crate::app::ops::listen::serve(
         listener,

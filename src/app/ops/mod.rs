@@ -21,27 +21,61 @@ pub(crate) mod signals;
 pub(crate) mod watch;
 
 /// Why an operation of the operator's surface (an owner command, the control socket, the
-/// metrics endpoint, file watching) could not be carried out. Its text is what the owner or
-/// the log sees, naming the cause.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct OpError(pub String);
+/// metrics endpoint, the console, file watching) could not be carried out. Its text is what
+/// the owner or the log sees; a failure of another part keeps that part's error as its source.
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    /// The operation cannot be done as asked, said in words for the owner (an unknown agent
+    /// or chat, a wrong argument, a usage line).
+    #[error("{0}")]
+    Refused(String),
+    /// The runtime does not run the agent (it stopped, or never had it).
+    #[error("the runtime is not running this agent")]
+    NotRunning,
+    /// Telegram (or the in-memory backend) refused or failed.
+    #[error("{0}")]
+    Telegram(#[from] crate::core::model::TelegramError),
+    /// A state file could not be read or written.
+    #[error("{0}")]
+    Store(#[from] crate::ports::store::StoreError),
+    /// The agent's memory files.
+    #[error("{0}")]
+    Memory(#[from] crate::ports::facts::FactError),
+    /// Blocking work stopped before it answered.
+    #[error("{0}")]
+    Join(#[from] tokio::task::JoinError),
+    /// A socket, listener or file of the operator's surface: what was being done, and why it
+    /// failed.
+    #[error("{doing}: {source}")]
+    Io {
+        doing: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An account could not be connected.
+    #[error("{0}")]
+    Connect(#[from] crate::adapters::mtproto::ConnectError),
+    /// File watching could not start.
+    #[error("{doing}: {source}")]
+    Watch {
+        doing: String,
+        #[source]
+        source: notify::Error,
+    },
+    /// A control request that does not decode.
+    #[error("bad request: {0}")]
+    Request(#[from] serde_json::Error),
+}
 
 impl OpError {
-    /// The error of a failed step, in its own words.
-    pub fn of(e: impl std::fmt::Display) -> OpError {
-        OpError(e.to_string())
+    /// A refusal in the owner's words.
+    pub(crate) fn refused(text: impl Into<String>) -> OpError {
+        OpError::Refused(text.into())
     }
-}
 
-impl From<String> for OpError {
-    fn from(message: String) -> OpError {
-        OpError(message)
-    }
-}
-
-impl From<&str> for OpError {
-    fn from(message: &str) -> OpError {
-        OpError(message.to_string())
+    /// An I/O failure while doing `doing`.
+    pub(crate) fn io(doing: impl Into<String>) -> impl FnOnce(std::io::Error) -> OpError {
+        let doing = doing.into();
+        move |source| OpError::Io { doing, source }
     }
 }

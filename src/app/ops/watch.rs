@@ -34,11 +34,17 @@ pub(crate) fn watch(
             let _ = tx.send(());
         }
     })
-    .map_err(|e| OpError(format!("cannot watch files: {e}")))?;
+    .map_err(|source| OpError::Watch {
+        doing: "cannot watch files".into(),
+        source,
+    })?;
     for dir in dirs.iter().filter(|d| d.is_dir()) {
         watcher
             .watch(dir, RecursiveMode::NonRecursive)
-            .map_err(|e| OpError(format!("cannot watch {}: {e}", dir.display())))?;
+            .map_err(|source| OpError::Watch {
+                doing: format!("cannot watch {}", dir.display()),
+                source,
+            })?;
     }
     let stop = life.stop_token();
     life.spawn(async move {

@@ -99,7 +99,7 @@ pub(super) fn spawn_stdin_reader()
                         }
                     }
                     Err(e) => {
-                        let _ = tx.blocking_send(Err(InputError::of(e)));
+                        let _ = tx.blocking_send(Err(InputError::Read(e)));
                         return;
                     }
                 }
@@ -318,10 +318,9 @@ async fn media_from_input(m: InputMedia) -> Result<(MediaInfo, Option<Vec<u8>>),
                     MAX_MEDIA_BYTES,
                     crate::adapters::store::Symlinks::Follow,
                 )
-                .map_err(|e| format!("media file: {e}"))
+                .map_err(InputError::Media)
             })
-            .await
-            .map_err(InputError::of)??;
+            .await??;
             Some(read)
         }
         None => None,

@@ -79,7 +79,7 @@ pub(crate) fn read_line_capped(
 /// that is not UTF-8.
 pub(crate) fn line_text(bytes: Vec<u8>) -> Result<String, InputError> {
     String::from_utf8(bytes).map_err(|e| {
-        InputError(format!(
+        InputError::Line(format!(
             "not valid UTF-8 (invalid byte at column {})",
             e.utf8_error().valid_up_to() + 1
         ))
@@ -196,25 +196,30 @@ fn after_from(value: Option<&serde_json::Number>) -> Result<Duration, InputError
 
 /// Why a line of the playground's input is not usable: the message names the problem, as
 /// the session prints it (`error` events with `--jsonl`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct InputError(pub String);
-
-impl InputError {
-    /// A failed step's error, in its own words.
-    pub(crate) fn of(e: impl std::fmt::Display) -> InputError {
-        InputError(e.to_string())
-    }
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum InputError {
+    /// The line itself is wrong, said in words.
+    #[error("{0}")]
+    Line(String),
+    /// Standard input could not be read.
+    #[error("{0}")]
+    Read(#[from] std::io::Error),
+    /// A media file named by the line cannot be read.
+    #[error("media file: {0}")]
+    Media(#[source] crate::ports::store::StoreError),
+    /// The worker reading it stopped.
+    #[error("{0}")]
+    Join(#[from] tokio::task::JoinError),
 }
 
 impl From<String> for InputError {
     fn from(message: String) -> InputError {
-        InputError(message)
+        InputError::Line(message)
     }
 }
 
 impl From<&str> for InputError {
     fn from(message: &str) -> InputError {
-        InputError(message.to_string())
+        InputError::Line(message.to_string())
     }
 }

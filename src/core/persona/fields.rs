@@ -3,8 +3,8 @@
 //! problem with the heading's line.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
+use super::report::Report;
 use super::sections::Section;
 use super::{Problem, Severity, redact_phones};
 
@@ -132,35 +132,6 @@ impl Field {
         Field::ALL
             .into_iter()
             .find(|f| f.heading().eq_ignore_ascii_case(key))
-    }
-}
-
-/// Collects problems for one file.
-pub(super) struct Report {
-    pub(super) file: PathBuf,
-    pub(super) problems: Vec<Problem>,
-}
-
-impl Report {
-    pub(super) fn push(&mut self, severity: Severity, line: Option<usize>, message: String) {
-        self.problems.push(Problem {
-            file: self.file.clone(),
-            line,
-            severity,
-            message,
-        });
-    }
-
-    pub(super) fn error(&mut self, line: usize, message: String) {
-        self.push(Severity::Error, Some(line), message);
-    }
-
-    pub(super) fn warning(&mut self, line: usize, message: String) {
-        self.push(Severity::Warning, Some(line), message);
-    }
-
-    pub(super) fn has_errors(&self) -> bool {
-        self.problems.iter().any(Problem::is_error)
     }
 }
 

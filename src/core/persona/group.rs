@@ -5,8 +5,9 @@
 
 use std::collections::HashMap;
 
-use super::fields::{Field, Report, heading, parse_flag, show, single_line};
+use super::fields::{Field, heading, parse_flag, show, single_line};
 use super::redact_phones;
+use super::report::Report;
 use super::sections::Section;
 use crate::core::Invalid;
 use crate::core::group::requests::{known_language, known_languages};

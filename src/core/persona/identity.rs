@@ -4,7 +4,8 @@
 
 use std::collections::HashMap;
 
-use super::fields::{Field, Report, heading, looks_like_phone, required, show, single_line};
+use super::fields::{Field, heading, looks_like_phone, required, show, single_line};
+use super::report::Report;
 use super::sections::Section;
 use super::validate_agent_name;
 

@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::fields::{Field, Report, heading, single_line};
+use super::fields::{Field, heading, single_line};
+use super::report::Report;
 use super::sections::Section;
 use crate::core::approval::{ApprovalMode, ApprovalPolicy};
 use crate::core::budget::DailyCap;

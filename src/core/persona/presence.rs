@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 
 use super::FreshStart;
-use super::fields::{Field, Report, heading};
+use super::fields::{Field, heading};
+use super::report::Report;
 use super::sections::Section;
 
 /// A heading whose value is free Markdown: `None` when absent; an empty one is reported.

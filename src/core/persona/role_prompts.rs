@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::io;
 use std::path::PathBuf;
 
-use super::fields::{Field, Report, heading, show};
+use super::fields::{Field, heading, show};
+use super::report::Report;
 use super::sections::Section;
 use super::{ReadError, ReadText, RolePrompt, normalize, redact_phones};
 

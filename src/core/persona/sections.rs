@@ -5,7 +5,7 @@
 
 use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
-use super::fields::Report;
+use super::report::Report;
 
 // ---------------------------------------------------------------------------
 // Splitting into sections

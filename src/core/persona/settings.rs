@@ -8,7 +8,8 @@ use std::collections::HashMap;
 
 use jiff::tz::TimeZone;
 
-use super::fields::{Field, Report, parse_flag, parse_number, show, single_line};
+use super::fields::{Field, parse_flag, parse_number, show, single_line};
+use super::report::Report;
 use super::sections::Section;
 
 /// What the setting headings gave; an absent or invalid value is `None` (or the default).

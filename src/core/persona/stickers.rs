@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 
 use super::StickerRef;
-use super::fields::{Field, Report, bad_set_name_message, heading, show, valid_set_name};
+use super::fields::{Field, bad_set_name_message, heading, show, valid_set_name};
+use super::report::Report;
 use super::sections::Section;
 
 /// The `Sticker Sets` heading (then the legacy singular one): one valid set name per line.

@@ -10,7 +10,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use super::fields::{Field, Report, show, sort_problems};
+use super::fields::{Field, show, sort_problems};
+use super::report::Report;
 use super::sections::{Lines, Section, find_headings, raw_sections};
 use super::{
     Persona, PersonaEntry, ReadText, group, identity, normalize, owner, presence, role_prompts,

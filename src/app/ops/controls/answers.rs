@@ -34,7 +34,7 @@ impl Controller {
         } = command;
         let result = match op {
             Ok(op) => self.execute(Some(&agent), op).await,
-            Err(e) => Err(e),
+            Err(usage) => Err(usage.into()),
         };
         let body = match result {
             Ok(t) => t,

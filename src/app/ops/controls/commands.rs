@@ -6,6 +6,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::ops::OpError;
 
+/// A command written wrong: its usage line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct CommandUsage(pub(crate) &'static str);
+
+impl From<CommandUsage> for OpError {
+    fn from(usage: CommandUsage) -> OpError {
+        OpError::refused(usage.0)
+    }
+}
+
 /// An operation, from a Saved Messages command or from `personad ctl`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -94,7 +105,7 @@ A chat is an id, @username or part of its title.";
 
 /// Parses a message as an owner command: `None` when it is not one of ours, `Some(Err)`
 /// when it is but its arguments are wrong.
-pub(crate) fn parse_command(text: &str) -> Option<Result<Op, OpError>> {
+pub(crate) fn parse_command(text: &str) -> Option<Result<Op, CommandUsage>> {
     let text = text.trim();
     let rest = text.strip_prefix('/')?;
     let mut words = rest.split_whitespace();
@@ -129,7 +140,7 @@ pub(crate) fn parse_command(text: &str) -> Option<Result<Op, OpError>> {
         }),
         "forget" => match joined(&args) {
             Some(chat) => Ok(Op::Forget { chat }),
-            None => Err(OpError::from("usage: /forget chat")),
+            None => Err(CommandUsage("usage: /forget chat")),
         },
         "memory" => Ok(Op::Memory { who: joined(&args) }),
         "schedule" => Ok(Op::Schedule { day: joined(&args) }),
@@ -137,7 +148,7 @@ pub(crate) fn parse_command(text: &str) -> Option<Result<Op, OpError>> {
             [id] => Ok(Op::ForgetFact {
                 id: (*id).to_string(),
             }),
-            _ => Err(OpError::from("usage: /forget-fact id")),
+            _ => Err(CommandUsage("usage: /forget-fact id")),
         },
         "drafts" => Ok(Op::Drafts),
         "approve" => match args.split_first() {
@@ -145,20 +156,20 @@ pub(crate) fn parse_command(text: &str) -> Option<Result<Op, OpError>> {
                 id: (*id).to_string(),
                 text: (!rest.is_empty()).then(|| rest.join(" ")),
             }),
-            None => Err(OpError::from("usage: /approve id [text]")),
+            None => Err(CommandUsage("usage: /approve id [text]")),
         },
         "reject" => match args.as_slice() {
             [id] => Ok(Op::Reject {
                 id: (*id).to_string(),
             }),
-            _ => Err(OpError::from("usage: /reject id")),
+            _ => Err(CommandUsage("usage: /reject id")),
         },
         "approve-mode" | "approve_mode" => match args.split_last() {
             Some((mode, chat)) if !chat.is_empty() => Ok(Op::ApprovalMode {
                 chat: chat.join(" "),
                 mode: mode.to_lowercase(),
             }),
-            _ => Err(OpError::from(
+            _ => Err(CommandUsage(
                 "usage: /approve-mode chat off|new-contacts|groups|all|default",
             )),
         },
@@ -167,7 +178,7 @@ pub(crate) fn parse_command(text: &str) -> Option<Result<Op, OpError>> {
                 chat: chat.join(" "),
                 mode: mode.to_lowercase(),
             }),
-            _ => Err(OpError::from("usage: /mode chat strict|smart|talkative")),
+            _ => Err(CommandUsage("usage: /mode chat strict|smart|talkative")),
         },
         _ => return None,
     };

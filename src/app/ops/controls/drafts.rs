@@ -72,12 +72,12 @@ impl Controller {
         let f = match found.as_slice() {
             [one] => one,
             [] => {
-                return Err(OpError(format!(
+                return Err(OpError::refused(format!(
                     "no draft {sel:?} waits (see `personad ctl drafts`)"
                 )));
             }
             many => {
-                return Err(OpError(format!(
+                return Err(OpError::refused(format!(
                     "{sel:?} matches several drafts: {}; give more of the id",
                     many.iter()
                         .map(|f| f.id.as_str())
@@ -135,7 +135,11 @@ impl Controller {
         let agent = self.pick_agent(agent)?;
         let mode = match mode.trim().to_ascii_lowercase().as_str() {
             "default" | "persona" | "clear" => None,
-            other => Some(other.parse::<ApprovalMode>().map_err(OpError::of)?),
+            other => Some(
+                other
+                    .parse::<ApprovalMode>()
+                    .map_err(|e| OpError::refused(e.to_string()))?,
+            ),
         };
         let (id, title) = self.resolve_chat(&agent, chat).await?;
         let request = crate::core::scheduler::OwnerRequest::ApprovalMode { chat: id, mode };

@@ -11,8 +11,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::app::ops::OpError;
-use crate::app::ops::controls::commands::{Op, parse_command};
+use crate::app::ops::controls::commands::{CommandUsage, Op, parse_command};
 use crate::app::ops::controls::roster::Roster;
 use crate::core::approval::Decision;
 use crate::core::model::{Chat, Message, MessageId};
@@ -29,7 +28,7 @@ pub struct Command {
     pub(crate) chat: Chat,
     /// The command message (the answer replies to it).
     pub(crate) message: MessageId,
-    pub(crate) op: Result<Op, OpError>,
+    pub(crate) op: Result<Op, CommandUsage>,
 }
 
 /// The queue between the gate and the controller (`Controller::serve`).

@@ -33,7 +33,7 @@ impl Controller {
         };
         let dropped = match self.runtime().owner(agent, request).await {
             Some(OwnerReply::Done { dropped }) => dropped.len(),
-            _ => return Err(OpError::from("the runtime is not running this agent")),
+            _ => return Err(OpError::NotRunning),
         };
         let what = match &target {
             Some((id, title)) => format!("chat {id} ({title})"),
@@ -58,7 +58,7 @@ impl Controller {
             self.runtime().owner(agent, request).await,
             Some(OwnerReply::Done { .. })
         ) {
-            return Err(OpError::from("the runtime is not running this agent"));
+            return Err(OpError::NotRunning);
         }
         tracing::info!(
             event = "resumed",

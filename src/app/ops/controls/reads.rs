@@ -97,13 +97,9 @@ impl Controller {
         chat: ChatId,
         limit: usize,
     ) -> Result<(Chat, Vec<Message>), OpError> {
-        let seat = self.seat(agent).ok_or("agent not running")?;
-        let info = seat.telegram.chat(chat).await.map_err(OpError::of)?;
-        let messages = seat
-            .telegram
-            .fetch_history(chat, limit)
-            .await
-            .map_err(OpError::of)?;
+        let seat = self.seat(agent).ok_or(OpError::NotRunning)?;
+        let info = seat.telegram.chat(chat).await?;
+        let messages = seat.telegram.fetch_history(chat, limit).await?;
         Ok((info, messages))
     }
 

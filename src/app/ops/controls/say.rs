@@ -56,9 +56,11 @@ impl Controller {
             reply_to,
             text,
         } = said;
-        let seat = self.seat(agent).ok_or("agent not running")?;
+        let seat = self.seat(agent).ok_or(OpError::NotRunning)?;
         let Some(memory) = seat.memory else {
-            return Err(OpError::from("say needs `personad run --telegram memory`"));
+            return Err(OpError::refused(
+                "say needs `personad run --telegram memory`",
+            ));
         };
         let gated = &self.ingress;
         let saved_messages = chat.is_some_and(|c| c.eq_ignore_ascii_case("me"));
@@ -90,9 +92,8 @@ impl Controller {
                     reply_to,
                     idempotency_key: fastrand::i64(1..),
                 })
-                .await
-                .map_err(OpError::of)?;
-            let chat = memory.chat(target).await.map_err(OpError::of)?;
+                .await?;
+            let chat = memory.chat(target).await?;
             let id = msg.id;
             gated.push(agent, chat, msg, false);
             let said = format!("delivered #{id} from the owner to chat {target}");
@@ -103,10 +104,10 @@ impl Controller {
         let chat = match (group, chat) {
             (Some(title), _) => group_named(title),
             (None, Some(c)) => {
-                let id = c
-                    .parse::<i64>()
-                    .map_err(|_| OpError(format!("--chat takes an id or `me`, not {c:?}")))?;
-                memory.chat(ChatId(id)).await.map_err(OpError::of)?
+                let id = c.parse::<i64>().map_err(|_| {
+                    OpError::refused(format!("--chat takes an id or `me`, not {c:?}"))
+                })?;
+                memory.chat(ChatId(id)).await?
             }
             (None, None) => direct_with(from),
         };
@@ -121,8 +122,7 @@ impl Controller {
                     ..Incoming::default()
                 },
             )
-            .await
-            .map_err(OpError::of)?;
+            .await?;
         let id = msg.id;
         let chat_id = chat.id;
         let draft_for = Some((chat.title.clone(), msg.date));
