@@ -141,31 +141,8 @@ impl Scheduler {
             reply_to: Some(command),
             idempotency_key: answer_key(chat.id, command),
         };
-        let task = Task::new(spec, now);
         info!(event = "owner_answer_queued", conversation = %key, command = command.0, "the owner's command is answered in its chat");
-        match self.graphs.get_mut(&key) {
-            Some(graph) => {
-                if graph.tasks.iter().any(|t| t.spec == task.spec) {
-                    return;
-                }
-                let at = graph
-                    .tasks
-                    .iter()
-                    .take_while(|t| {
-                        t.kind() == crate::core::graph::TaskKind::Send && t.depends_on.is_empty()
-                    })
-                    .count();
-                graph.tasks.insert(at, task);
-            }
-            None => {
-                self.graphs.insert(
-                    key.clone(),
-                    TaskGraph::with_tasks(agent, chat, now, vec![task]),
-                );
-            }
-        }
-        self.mark_dirty(&key);
-        self.reschedule(&key, now);
+        self.send_to_owner(agent, chat, Task::new(spec, now), now);
     }
 }
 
@@ -179,3 +156,6 @@ fn answer_key(chat: ChatId, command: MessageId) -> IdempotencyKey {
     }
     IdempotencyKey(((h >> 1) as i64).max(1))
 }
+
+#[cfg(test)]
+mod tests;

@@ -13,7 +13,7 @@ use super::{Effect, Notable, Scheduler};
 use crate::core::approval::{self, Decision, Posted};
 use crate::core::graph::draft;
 use crate::core::graph::{ConversationKey, Task, TaskGraph, TaskKind, TaskSpec, TaskStatus};
-use crate::core::model::{ChatId, MessageId};
+use crate::core::model::{Chat, ChatId, MessageId};
 
 /// Which draft the owner means.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -260,23 +260,31 @@ impl Scheduler {
             return;
         };
         let task = Task::new(TaskSpec::send(text, None), now);
-        let key = ConversationKey::new(agent, saved.id);
+        self.send_to_owner(agent, saved, task, now);
+    }
+
+    /// Queues `task` (a send to the owner) in `chat`'s graph. The chat's upkeep stays; the
+    /// send goes first, so upkeep that waits (a schedule call held by a spending cap) never
+    /// holds it back; sends to the owner keep their order among themselves. A task of the
+    /// same spec already queued is not queued again.
+    pub(super) fn send_to_owner(&mut self, agent: &str, chat: Chat, task: Task, now: Timestamp) {
+        let key = ConversationKey::new(agent, chat.id);
         match self.graphs.get_mut(&key) {
-            // The own chat's upkeep stays; the notice goes first, so upkeep that waits (a
-            // schedule call held by a spending cap) never holds it back.
-            // Notices keep their order among themselves.
-            Some(own) => {
-                let at = own
+            Some(graph) => {
+                if graph.tasks.iter().any(|t| t.spec == task.spec) {
+                    return;
+                }
+                let at = graph
                     .tasks
                     .iter()
                     .take_while(|t| t.kind() == TaskKind::Send && t.depends_on.is_empty())
                     .count();
-                own.tasks.insert(at, task);
+                graph.tasks.insert(at, task);
             }
             None => {
                 self.graphs.insert(
                     key.clone(),
-                    TaskGraph::with_tasks(agent, saved, now, vec![task]),
+                    TaskGraph::with_tasks(agent, chat, now, vec![task]),
                 );
             }
         }

@@ -1,0 +1,163 @@
+//! The owner's requests and answers in the pure scheduler: what they change in the graphs
+//! and in the agent's state, with no runtime.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::core::admission::Admission;
+use crate::core::agent_state::Pause;
+use crate::core::config::RuntimeConfig;
+use crate::core::graph::{ConversationKey, TaskSpec};
+use crate::core::group::settings::TriggerMode;
+use crate::core::model::{Chat, ChatId, ChatKind, MessageId};
+use crate::core::safety::AccountSafety;
+use crate::core::scheduler::{Effect, OwnerReply, OwnerRequest, Scheduler};
+
+fn at(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_700_000_000).unwrap_or(Timestamp::UNIX_EPOCH)
+        + SignedDuration::from_secs(secs)
+}
+
+fn chat(id: i64) -> Chat {
+    Chat {
+        id: ChatId(id),
+        kind: ChatKind::Direct,
+        title: format!("c{id}"),
+    }
+}
+
+/// Agent "a", whose own account (Saved Messages) is user 1.
+fn sched() -> Scheduler {
+    let mut self_ids = HashMap::new();
+    self_ids.insert("a".to_string(), 1);
+    let mut s = Scheduler::new(
+        Arc::new(RuntimeConfig::default()),
+        ["a".to_string()],
+        AccountSafety::new(self_ids),
+    );
+    s.add_agent("a", 1, Default::default(), at(0));
+    s
+}
+
+fn saves_state(effects: &[Effect]) -> bool {
+    effects
+        .iter()
+        .any(|e| matches!(e, Effect::SaveAgentState(a) if a == "a"))
+}
+
+/// A pause drops the paused chat's plan (and only that one), is kept in the agent's state
+/// (a save follows), holds for the scheduler until resumed; resuming every chat lifts it.
+#[test]
+fn a_pause_drops_the_chats_plan_and_lives_in_the_agent_state_until_resumed() {
+    let mut s = sched();
+    for id in [7, 8] {
+        s.admit(
+            "a",
+            chat(id),
+            MessageId(1),
+            Admission::from_trigger(true),
+            at(0),
+        );
+    }
+    s.take_effects();
+    let pause = Pause {
+        since: at(1),
+        until: None,
+    };
+    let reply = s.owner_request(
+        "a",
+        OwnerRequest::Pause {
+            chat: Some(ChatId(7)),
+            pause,
+        },
+        at(1),
+    );
+    assert_eq!(
+        reply,
+        OwnerReply::Done {
+            dropped: vec![ChatId(7)]
+        }
+    );
+    assert!(s.graph(&ConversationKey::new("a", ChatId(7))).is_none());
+    assert!(s.graph(&ConversationKey::new("a", ChatId(8))).is_some());
+    assert!(saves_state(&s.take_effects()), "the pause was not saved");
+    assert!(s.is_paused("a", ChatId(7), at(100)));
+    assert!(!s.is_paused("a", ChatId(8), at(100)));
+    let state = s.safety().state("a").cloned().unwrap_or_default();
+    assert!(state.pauses.chats.contains_key(&ChatId(7)));
+    s.owner_request("a", OwnerRequest::Resume { chat: None }, at(2));
+    assert!(saves_state(&s.take_effects()));
+    assert!(!s.is_paused("a", ChatId(7), at(100)));
+}
+
+/// A group's trigger mode and a chat's draft mode live in the agent's state; setting the
+/// same mode again changes (and saves) nothing.
+#[test]
+fn modes_live_in_the_agent_state_and_an_unchanged_mode_is_not_saved_again() {
+    let mut s = sched();
+    let request = OwnerRequest::GroupMode {
+        chat: ChatId(-5),
+        mode: Some(TriggerMode::Talkative),
+    };
+    s.owner_request("a", request.clone(), at(0));
+    assert!(saves_state(&s.take_effects()));
+    s.owner_request("a", request, at(1));
+    assert!(
+        !saves_state(&s.take_effects()),
+        "an unchanged mode was saved"
+    );
+    let state = s.safety().state("a").cloned().unwrap_or_default();
+    assert_eq!(
+        state.group_modes.get(&ChatId(-5)),
+        Some(&TriggerMode::Talkative)
+    );
+}
+
+/// The answer to a command is a send in the command's chat, replying to it; queued twice
+/// (a command delivered again) it is one task with one idempotency key.
+#[test]
+fn a_commands_answer_is_one_send_replying_to_it_in_its_chat() {
+    let mut s = sched();
+    let own = chat(1);
+    s.answer_owner("a", own.clone(), MessageId(5), "personad: done", at(0));
+    s.answer_owner("a", own.clone(), MessageId(5), "personad: done", at(0));
+    let graph = s
+        .graph(&ConversationKey::new("a", own.id))
+        .cloned()
+        .unwrap_or_else(|| panic!("no graph for the owner's chat"));
+    let sends: Vec<_> = graph
+        .tasks
+        .iter()
+        .filter_map(|t| match &t.spec {
+            TaskSpec::Send {
+                text,
+                reply_to,
+                idempotency_key,
+            } => Some((text.clone(), *reply_to, *idempotency_key)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sends.len(), 1, "{sends:?}");
+    assert_eq!(sends[0].0, "personad: done");
+    assert_eq!(sends[0].1, Some(MessageId(5)));
+    // Another command gets another key.
+    s.answer_owner("a", own.clone(), MessageId(6), "personad: done", at(1));
+    let keys: Vec<_> = s
+        .graph(&ConversationKey::new("a", own.id))
+        .map(|g| {
+            g.tasks
+                .iter()
+                .filter_map(|t| match &t.spec {
+                    TaskSpec::Send {
+                        idempotency_key, ..
+                    } => Some(*idempotency_key),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(keys.len(), 2);
+    assert_ne!(keys[0], keys[1]);
+}
