@@ -98,3 +98,21 @@ async fn a_chat_named_by_username_is_paused_and_its_messages_do_not_plan() -> Te
     h.stop().await?;
     Ok(())
 }
+
+/// A request to a runtime whose loop has ended is answered `None` (nobody waits forever on
+/// a stopped daemon).
+#[tokio::test]
+async fn an_owner_request_after_the_loop_ended_answers_none() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let h = Harness::start(dir.path(), reply_with("hi"), config(), &[dm(5)]);
+    let handle = h.handle.clone();
+    h.stop().await?;
+    let reply = handle
+        .owner(
+            AGENT,
+            personad::core::scheduler::OwnerRequest::Plans { chat: None },
+        )
+        .await;
+    assert_eq!(reply, None);
+    Ok(())
+}

@@ -83,14 +83,34 @@ enum Ended {
 /// `personad run`.
 pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
     let life = Lifecycle::new();
-    // Signals are handled from here on (SIGHUP must not kill a starting daemon).
-    let signals = signals::listen(&life);
-    let daemon = Daemon::build(global, args, life.clone()).await;
-    match daemon {
+    // Signals are handled from here on (SIGHUP must not kill a starting daemon); a stop
+    // signal while the accounts connect ends the start there.
+    let mut signals = signals::listen(&life);
+    let built = tokio::select! {
+        built = Daemon::build(global, args, life.clone()) => built,
+        name = first_stop(&mut signals) => {
+            tracing::info!(event = "signal_stop", signal = name, "stopped while starting");
+            life.wind_down(WIND_DOWN).await;
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    match built {
         Ok(daemon) => daemon.start_and_run(signals).await,
         Err(e) => {
             life.wind_down(WIND_DOWN).await;
             Err(e)
+        }
+    }
+}
+
+/// The first stop signal (a reload asked for while starting changes nothing: the personas
+/// are being read anyway).
+async fn first_stop(signals: &mut mpsc::UnboundedReceiver<Signal>) -> &'static str {
+    loop {
+        match signals.recv().await {
+            Some(Signal::Stop(name)) => return name,
+            Some(Signal::Reload) => {}
+            None => std::future::pending::<()>().await,
         }
     }
 }
@@ -248,10 +268,6 @@ impl Daemon {
         )
         .await;
         notifier.stopping();
-        // The usage counts since the last save (they are saved at most every few seconds).
-        if let Err(e) = usage.flush().await {
-            tracing::warn!(event = "usage_not_saved", error = %e, "usage totals not saved at exit");
-        }
         let result = match ended {
             Ended::Runtime(r) => r,
             Ended::Now(code) => {
@@ -259,6 +275,10 @@ impl Daemon {
                 return code;
             }
         };
+        // The usage counts since the last save (they are saved at most every few seconds).
+        if let Err(e) = usage.flush().await {
+            tracing::warn!(event = "usage_not_saved", error = %e, "usage totals not saved at exit");
+        }
         drop(reload_tx);
         life.wind_down(WIND_DOWN).await;
         let result = result.map_err(|e| CommandError::Join(e).doing("runtime task failed"))?;
@@ -435,11 +455,13 @@ fn run_config(
 ) -> Result<crate::core::config::RuntimeConfig, crate::core::config::ConfigError> {
     let mut config = args.runtime.raw().validate()?;
     config.shutdown_grace = Duration::from_secs(args.shutdown_grace_secs);
-    config.drafts_chat = args
+    config.admin_chats = args
         .admin_chats
-        .first()
+        .iter()
         .copied()
-        .map(crate::core::model::ChatId);
+        .map(crate::core::model::ChatId)
+        .collect();
+    config.drafts_chat = config.admin_chats.first().copied();
     Ok(config)
 }
 

@@ -32,6 +32,10 @@ pub struct RuntimeConfig {
     /// Where drafts go for approval: the first `--admin-chat`, else (`None`) each account's
     /// Saved Messages.
     pub drafts_chat: Option<crate::core::model::ChatId>,
+    /// Chats besides Saved Messages where the owner commands (`--admin-chat`). What the daemon
+    /// sends there is the owner's side, as in Saved Messages: the owner's own writing does not
+    /// cancel it, and neither sleep nor the account breaker holds it.
+    pub admin_chats: Vec<crate::core::model::ChatId>,
 }
 
 /// How fast a persona "types": a pause before its first message of a plan, then a typing
@@ -72,6 +76,7 @@ impl Default for RuntimeConfig {
             memory_scope_bytes: crate::core::facts::DEFAULT_SCOPE_BYTES,
             daily_budget: None,
             drafts_chat: None,
+            admin_chats: Vec::new(),
         }
     }
 }

@@ -189,7 +189,8 @@ impl AccountSafety {
         set_override(&mut state.group_modes, chat, mode)
     }
 
-    /// Moves what is kept about a chat (disabled mark, trigger-mode override) to its new id;
+    /// Moves what is kept about a chat (disabled mark, trigger and draft modes, a pause) to its
+    /// new id;
     /// returns whether anything moved.
     pub(crate) fn migrate_chat(&mut self, agent: &str, from: ChatId, to: ChatId) -> bool {
         let Some(state) = self.states.get_mut(agent) else {
@@ -206,6 +207,10 @@ impl AccountSafety {
         }
         if let Some(m) = state.approval_modes.remove(&from) {
             state.approval_modes.entry(to).or_insert(m);
+            moved = true;
+        }
+        if let Some(p) = state.pauses.chats.remove(&from) {
+            state.pauses.chats.entry(to).or_insert(p);
             moved = true;
         }
         moved

@@ -360,7 +360,9 @@ impl Scheduler {
             let Some(graph) = self.graphs.get_mut(&key) else {
                 continue;
             };
-            if self.safety.breaker_blocks(graph, &task, now) {
+            if self.safety.breaker_blocks(graph, &task, now)
+                && !self.config.admin_chats.contains(&key.chat)
+            {
                 warn!(
                     event = "plan_dropped",
                     conversation = %key,
@@ -427,10 +429,16 @@ impl Scheduler {
         self.armed.remove(key);
     }
 
+    /// Whether `chat` is one of the owner's: the agent's Saved Messages or an admin chat.
+    pub(crate) fn is_owner_chat(&self, agent: &str, chat: ChatId) -> bool {
+        self.safety.is_own_chat(agent, chat) || self.config.admin_chats.contains(&chat)
+    }
+
     /// Drops the conversation's pending plan (a person took over).
     pub(crate) fn on_cancel(&mut self, agent: &str, chat: ChatId, reason: &str, now: Timestamp) {
-        if self.safety.is_own_chat(agent, chat) {
-            // The owner's notes to self never cancel the runtime's upkeep there.
+        if self.is_owner_chat(agent, chat) {
+            // The owner's notes and commands never cancel the runtime's upkeep and answers
+            // there.
             return;
         }
         let key = ConversationKey::new(agent, chat);

@@ -373,6 +373,10 @@ impl Driver {
                 reply,
             } => {
                 let answer = self.sched.owner_request(&agent, request, now);
+                // Readers see the change before the requester hears it is done.
+                if self.sched.has_agent(&agent) {
+                    self.publish_owner_state(&agent);
+                }
                 if let Some(reply) = reply {
                     let _ = reply.send(answer);
                 }

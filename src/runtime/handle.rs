@@ -256,7 +256,16 @@ impl RuntimeHandle {
     ) -> impl std::future::Future<Output = Option<OwnerReply>> + use<> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.push_owner(agent, request, Some(tx));
-        async move { rx.await.ok() }
+        let handle = self.clone();
+        async move {
+            // A request queued after the loop ended is never answered (the queue outlives
+            // the loop): the loop's end answers `None`.
+            tokio::select! {
+                biased;
+                reply = rx => reply.ok(),
+                () = handle.wait_stopped() => None,
+            }
+        }
     }
 
     fn push_owner(

@@ -121,7 +121,7 @@ impl RuntimeStore for GraphStore {
         agent: &str,
     ) -> Result<(AgentState, Option<Quarantined>), StoreError> {
         let (mut state, quarantined) = load_agent_state(&self.dir, agent)?;
-        super::legacy::fold_controls(&self.dir, agent, &mut state)?;
+        super::legacy::fold_controls(&self.dir, agent, &mut state);
         Ok((state, quarantined))
     }
 

@@ -8,8 +8,8 @@
 //! <state>/media/<unique_id>.json                generated media descriptions
 //! <state>/usage/<agent>.json                    token usage per agent
 //! <state>/windows/<agent>/<chat>.json           planner cache windows
-//! <state>/<agent>/agent-state.json              an agent's safety state
-//! <state>/<agent>/controls.json                 an agent's owner pauses
+//! <state>/<agent>/agent-state.json              an agent's state: safety, what the owner set
+//! <state>/<agent>/controls.json                 an earlier version's owner pauses (folded in)
 //! <state>/<agent>/telegram.session(.lock)       the Telegram session and its lock
 //! <state>/<agent>/telegram-test.session(.lock)  the same on Telegram's test servers
 //! <state>/<agent>/telegram-sent.json            the sent-message ledger

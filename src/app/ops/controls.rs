@@ -47,6 +47,9 @@ pub use gate::Commands;
 pub(crate) use reads::{AgentView, DraftView};
 pub use roster::{Roster, Seat};
 
+/// The answer to `/stop`.
+const STOPPING: &str = "stopping: tasks in flight may finish, then the daemon exits";
+
 /// What the daemon does for `/stop` and `reload`.
 pub struct Hooks {
     pub stop: Box<dyn Fn(&str) + Send + Sync>,
@@ -128,6 +131,14 @@ impl Controller {
     /// Whether the agent's chat is paused now (as the runtime holds its pauses).
     pub fn is_paused(&self, agent: &str, chat: ChatId) -> bool {
         self.runtime().is_paused(agent, chat, self.clock.now())
+    }
+
+    /// The runtime carried the request out (else the agent is not running).
+    fn done(&self, reply: Option<OwnerReply>) -> Result<(), OpError> {
+        match reply {
+            Some(OwnerReply::Done { .. }) => Ok(()),
+            _ => Err(OpError::NotRunning),
+        }
     }
 
     /// Today's usage line of `agent`, when usage is tracked.
@@ -246,7 +257,7 @@ impl Controller {
             }
             Op::Stop => {
                 (self.hooks.stop)("owner asked to stop");
-                Ok("stopping: tasks in flight may finish, then the daemon exits".into())
+                Ok(STOPPING.into())
             }
             Op::Drafts => self.drafts(agent).await,
             Op::Approve { id, text } => {
@@ -276,7 +287,7 @@ impl Controller {
                     chat: id,
                     mode: Some(mode),
                 };
-                self.runtime().owner(&agent, request).await;
+                self.done(self.runtime().owner(&agent, request).await)?;
                 Ok(format!("{title} ({id}): group trigger mode {mode}"))
             }
             Op::Pause { chat, secs } => {

@@ -90,9 +90,15 @@ where
                 }
                 let work = handle(conn);
                 let name = budget.name;
+                let stop = stop.clone();
                 life.spawn(async move {
-                    if tokio::time::timeout(budget.deadline, work).await.is_err() {
-                        tracing::debug!(listener = name, "connection closed: over its deadline");
+                    tokio::select! {
+                        () = stop.cancelled() => {}
+                        done = tokio::time::timeout(budget.deadline, work) => {
+                            if done.is_err() {
+                                tracing::debug!(listener = name, "connection closed: over its deadline");
+                            }
+                        }
                     }
                     drop(slot);
                 });

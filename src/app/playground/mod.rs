@@ -141,6 +141,9 @@ async fn run(
         r = &mut run => r,
         Some(name) = stops.recv() => {
             tracing::warn!(event = "exit_now", signal = name, "second signal: exiting at once; an unfinished plan resumes at the next start");
+            // Saves are atomic: what was not saved runs again at the next start.
+            run.abort();
+            life.cancel();
             memory.stop_observing();
             return Ok(ExitCode::from(signal_exit_code(name)));
         }

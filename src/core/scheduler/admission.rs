@@ -47,6 +47,12 @@ impl Scheduler {
             debug!(agent = %agent, chat = %chat.id, "message in a disabled chat: not planning");
             return false;
         }
+        if self.is_paused(agent, chat.id, now) {
+            // The admission chain turns a paused chat's messages into history first; this
+            // holds whatever reached the queue before it knew of the pause.
+            debug!(agent = %agent, chat = %chat.id, "message in a paused chat: not planning");
+            return false;
+        }
         if message.0 > 0 {
             // A redelivered message (catch-up, the unread scan, a restart after a crash)
             // that already went to a plan is history.

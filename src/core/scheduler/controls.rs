@@ -70,7 +70,7 @@ impl Scheduler {
                     .graphs
                     .keys()
                     .filter(|k| k.agent == agent && chat.is_none_or(|c| c == k.chat))
-                    .filter(|k| !self.safety.is_own_chat(agent, k.chat))
+                    .filter(|k| !self.is_owner_chat(agent, k.chat))
                     .cloned()
                     .collect();
                 for key in keys {

@@ -119,8 +119,8 @@ impl Scheduler {
                 after: false,
             });
         }
-        // The first look happens in the pass's `advance`, after the queued events (the
-        // owner's pauses at start) are applied.
+        // The first look happens in the pass's `advance`, after the queued events are
+        // applied (the owner's pauses are in the agent's state, read with it).
         if let Some(p) = self.presence.get_mut(agent) {
             p.boundary = Some(now);
         }
@@ -154,7 +154,7 @@ impl Scheduler {
         // A draft is the owner's side of a plan (posting it, its timeout), not the persona's.
         let exempt = matches!(task.kind(), TaskKind::Shutdown | TaskKind::Draft)
             || urgent
-            || self.safety.is_own_chat(&graph.agent, graph.chat.id);
+            || self.is_owner_chat(&graph.agent, graph.chat.id);
         (!exempt).then_some(wake)
     }
 

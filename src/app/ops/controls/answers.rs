@@ -3,13 +3,22 @@
 //! chat the command came from (durable once queued there, paced and retried like any send,
 //! sent once: its idempotency key derives from the command). Part of [`Controller`].
 
+use std::time::Duration;
+
 use tokio_util::sync::CancellationToken;
 
-use crate::app::ops::controls::Controller;
+use crate::app::ops::controls::commands::Op;
 use crate::app::ops::controls::gate::{Command, Commands};
+use crate::app::ops::controls::{Controller, STOPPING};
+use crate::core::graph::{TaskSpec, TaskStatus};
+use crate::core::model::{ChatId, MessageId};
 
 /// Longest answer sent to Telegram (its limit is 4096 characters).
 const MAX_ANSWER_CHARS: usize = 4000;
+/// How long `/stop` waits for its answer to go out before the daemon stops.
+const STOP_ANSWER_WAIT: Duration = Duration::from_secs(10);
+/// How often it looks.
+const STOP_ANSWER_POLL: Duration = Duration::from_millis(100);
 
 impl Controller {
     /// Carries out the owner's commands until `stop` (or until every gate is gone).
@@ -32,6 +41,15 @@ impl Controller {
             message,
             op,
         } = command;
+        if matches!(op, Ok(Op::Stop)) {
+            // Once the runtime stops nothing new starts: the answer goes out first.
+            let id = chat.id;
+            self.runtime()
+                .answer_owner(&agent, chat, message, answer_text(STOPPING));
+            self.until_answered(&agent, id, message).await;
+            let _ = self.execute(Some(&agent), Op::Stop).await;
+            return;
+        }
         let result = match op {
             Ok(op) => self.execute(Some(&agent), op).await,
             Err(usage) => Err(usage.into()),
@@ -42,6 +60,27 @@ impl Controller {
         };
         self.runtime()
             .answer_owner(&agent, chat, message, answer_text(&body));
+    }
+}
+
+impl Controller {
+    /// Waits (at most [`STOP_ANSWER_WAIT`]) until no unsent answer to `command` is left in
+    /// `chat`'s plan.
+    async fn until_answered(&self, agent: &str, chat: ChatId, command: MessageId) {
+        let mut waited = Duration::ZERO;
+        while waited < STOP_ANSWER_WAIT {
+            let pending = self.plans_in(agent, Some(chat)).await.iter().any(|g| {
+                g.tasks.iter().any(|t| {
+                    t.status != TaskStatus::Done
+                        && matches!(t.spec, TaskSpec::Send { reply_to: Some(r), .. } if r == command)
+                })
+            });
+            if !pending {
+                return;
+            }
+            crate::ports::clock::pause(self.clock.as_ref(), STOP_ANSWER_POLL).await;
+            waited += STOP_ANSWER_POLL;
+        }
     }
 }
 

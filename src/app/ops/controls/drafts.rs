@@ -1,5 +1,5 @@
-//! Drafts for the owner: `/drafts` and `ctl drafts` list the plans waiting for approval (read
-//! from the graph files), `ctl approve` / `ctl reject` (and `/approve`, `/reject`) hand the
+//! Drafts for the owner: `/drafts` and `ctl drafts` list the plans waiting for approval (as
+//! the runtime holds them), `ctl approve` / `ctl reject` (and `/approve`, `/reject`) hand the
 //! owner's word to the runtime, which applies it once; `/approve-mode` and `ctl approve-mode`
 //! set a chat's draft mode. Part of [`Controller`]; it never edits a graph itself.
 
@@ -9,7 +9,7 @@ use crate::core::approval::{self, ApprovalMode, Decision};
 use crate::core::graph::{TaskGraph, TaskSpec, TaskStatus};
 use crate::core::model::ChatId;
 
-/// A waiting draft as the graph files show it.
+/// A waiting draft as the runtime holds it.
 struct Found {
     agent: String,
     id: String,
@@ -54,7 +54,7 @@ impl Controller {
         Ok(text)
     }
 
-    /// The owner's word on the draft `sel`, checked against the graph files first so the
+    /// The owner's word on the draft `sel`, checked against the runtime's plans first so the
     /// answer says what happens.
     pub(super) async fn decide(
         &self,
@@ -143,7 +143,7 @@ impl Controller {
         };
         let (id, title) = self.resolve_chat(&agent, chat).await?;
         let request = crate::core::scheduler::OwnerRequest::ApprovalMode { chat: id, mode };
-        self.runtime().owner(&agent, request).await;
+        self.done(self.runtime().owner(&agent, request).await)?;
         tracing::info!(event = "approval_mode_set", agent = %agent, chat = id.0, mode = mode.map_or("default", ApprovalMode::as_str), "owner set a chat's draft mode");
         Ok(match mode {
             Some(m) => format!("{title} ({id}): draft mode {m}"),

@@ -54,12 +54,7 @@ impl Controller {
         let request = OwnerRequest::Resume {
             chat: target.as_ref().map(|(id, _)| *id),
         };
-        if !matches!(
-            self.runtime().owner(agent, request).await,
-            Some(OwnerReply::Done { .. })
-        ) {
-            return Err(OpError::NotRunning);
-        }
+        self.done(self.runtime().owner(agent, request).await)?;
         tracing::info!(
             event = "resumed",
             agent,
@@ -67,6 +62,9 @@ impl Controller {
             "owner resumed the agent"
         );
         Ok(match target {
+            Some((id, title)) if self.is_paused(agent, id) => format!(
+                "{agent}: chat {id} ({title}) resumed, but every chat is still paused (resume them all to answer here)"
+            ),
             Some((id, title)) => format!("{agent}: chat {id} ({title}) resumed"),
             None => format!("{agent}: resumed in every chat"),
         })

@@ -25,7 +25,7 @@ pub(crate) struct AgentView {
     pub plans: usize,
 }
 
-/// A draft task not done yet, as the graph files show it.
+/// A draft task not done yet, as the runtime holds it.
 #[derive(Debug, Clone)]
 pub(crate) struct DraftView {
     pub agent: String,

@@ -161,3 +161,59 @@ fn a_commands_answer_is_one_send_replying_to_it_in_its_chat() {
     assert_eq!(keys.len(), 2);
     assert_ne!(keys[0], keys[1]);
 }
+
+/// An answer queued in an admin chat stays when the owner writes there again (their next
+/// command cancels nothing there), as in Saved Messages.
+#[test]
+fn the_owners_next_message_in_an_admin_chat_keeps_the_waiting_answer() {
+    let mut self_ids = HashMap::new();
+    self_ids.insert("a".to_string(), 1);
+    let config = RuntimeConfig {
+        admin_chats: vec![ChatId(-40)],
+        ..RuntimeConfig::default()
+    };
+    let mut s = Scheduler::new(
+        Arc::new(config),
+        ["a".to_string()],
+        AccountSafety::new(self_ids),
+    );
+    s.add_agent("a", 1, Default::default(), at(0));
+    let admin = Chat {
+        id: ChatId(-40),
+        kind: ChatKind::Group,
+        title: "ops".into(),
+    };
+    s.answer_owner("a", admin.clone(), MessageId(3), "personad: done", at(0));
+    s.on_cancel("a", admin.id, "the owner wrote in this chat", at(1));
+    assert!(
+        s.graph(&ConversationKey::new("a", admin.id)).is_some(),
+        "the owner's next message dropped the answer"
+    );
+}
+
+/// A message that reached the queue before the admission chain knew of a pause (the
+/// agent's state was not read yet) is still not planned.
+#[test]
+fn a_paused_chats_message_is_never_planned_even_past_the_chain() {
+    let mut s = sched();
+    let pause = Pause {
+        since: at(0),
+        until: None,
+    };
+    s.owner_request(
+        "a",
+        OwnerRequest::Pause {
+            chat: Some(ChatId(7)),
+            pause,
+        },
+        at(0),
+    );
+    assert!(!s.admit(
+        "a",
+        chat(7),
+        MessageId(2),
+        Admission::from_trigger(true),
+        at(1)
+    ));
+    assert!(s.graph(&ConversationKey::new("a", ChatId(7))).is_none());
+}
