@@ -11,7 +11,6 @@ use std::time::Duration;
 use common::daemon::*;
 use personad::adapters::store::{GraphStore, StateDir};
 use personad::core::graph::{TaskKind, TaskSpec, TaskStatus};
-use personad::core::model::ChatId;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -171,7 +170,6 @@ fn a_pause_a_group_mode_and_a_draft_mode_are_stored_once_and_survive_a_restart()
         "talkative",
         "{text}"
     );
-    let _ = ChatId(group);
     Ok(())
 }
 

@@ -38,11 +38,6 @@ impl Lifecycle {
         self.stop.clone()
     }
 
-    /// Whether the run was told to stop.
-    pub fn stopping(&self) -> bool {
-        self.stop.is_cancelled()
-    }
-
     /// Tells every task to stop (they see the token) without waiting.
     pub fn cancel(&self) {
         self.stop.cancel();

@@ -20,7 +20,6 @@ use crate::core::safety::AccountSafety;
 use crate::core::scheduler::{Effect, Scheduler, Start};
 use crate::ports::clock::{self, Hold};
 use crate::ports::store::SharedStore;
-use crate::runtime::handle::OwnerState;
 use crate::runtime::handlers::{self, TaskContext};
 use crate::runtime::persistence::{OnSaved, Persister, Saved, Target, Write, blocking};
 use crate::runtime::queue::Event;
@@ -223,7 +222,7 @@ impl Driver {
         self.sched.load(loaded.graphs, self.svc.clock.now());
         let agents: Vec<String> = self.svc.agents.keys().cloned().collect();
         for agent in agents {
-            self.publish_owner_state(&agent);
+            self.publish_agent_state(&agent);
             self.check_caps(&agent);
             self.load_presence(&agent).await?;
         }
@@ -375,7 +374,7 @@ impl Driver {
                 let answer = self.sched.owner_request(&agent, request, now);
                 // Readers see the change before the requester hears it is done.
                 if self.sched.has_agent(&agent) {
-                    self.publish_owner_state(&agent);
+                    self.publish_agent_state(&agent);
                 }
                 if let Some(reply) = reply {
                     let _ = reply.send(answer);
@@ -390,7 +389,7 @@ impl Driver {
             Event::RemoveAgent { agent, reason } => {
                 info!(event = "agent_removed", agent = %agent, reason = %reason, "agent stopped; its graphs stay on disk");
                 self.sched.stop_agent(&agent, now);
-                self.svc.published.set_owner_state(&agent, None);
+                self.svc.published.set_agent_state(&agent, None);
             }
         }
         Ok(())
@@ -408,14 +407,13 @@ impl Driver {
             .check_caps(agent, persona, daemon, self.svc.clock.now());
     }
 
-    /// Shows what the owner set for the agent (pauses, trigger and draft modes), as the
-    /// scheduler now holds it, to the handle (the admission chain and the operator's views read
-    /// it there).
-    fn publish_owner_state(&self, agent: &str) {
-        let state = self.sched.safety().state(agent);
+    /// Shows the agent's state as the scheduler now holds it to the handle (the admission
+    /// chain and the operator's views read it there).
+    fn publish_agent_state(&self, agent: &str) {
+        let state = self.sched.safety().state(agent).cloned();
         self.svc
             .published
-            .set_owner_state(agent, Some(state.map(OwnerState::of).unwrap_or_default()));
+            .set_agent_state(agent, Some(state.unwrap_or_default()));
     }
 
     /// Hot reload: a running agent gets its new persona (from its next task on); a new one
@@ -436,7 +434,7 @@ impl Driver {
         }
         let state = load_agent_state(Arc::clone(&self.svc.store), &agent).await?;
         self.sched.add_agent(&agent, self_id, state, now);
-        self.publish_owner_state(&agent);
+        self.publish_agent_state(&agent);
         self.check_caps(&agent);
         self.load_presence(&agent).await?;
         info!(event = "agent_started", agent = %agent, "agent started");
@@ -509,7 +507,7 @@ impl Driver {
                     }
                 }
                 Effect::SaveAgentState(agent) => {
-                    self.publish_owner_state(&agent);
+                    self.publish_agent_state(&agent);
                     let state = self
                         .sched
                         .safety()

@@ -2,14 +2,13 @@
 //! playground, the daemon's signal handler and tests push events through it and watch the
 //! published [`Status`]; nothing here touches graphs or the disk.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
 use crate::core::admission::{Admission, SenderRule, sender_rule};
-use crate::core::agent_state::{AgentState, Pauses};
-use crate::core::approval::ApprovalMode;
+use crate::core::agent_state::AgentState;
 use crate::core::group::settings::TriggerMode;
 use crate::core::model::{Chat, ChatId, Message, MessageId};
 use crate::core::persona::Persona;
@@ -18,35 +17,16 @@ use crate::core::scheduler::{OwnerReply, OwnerRequest, PresenceChange};
 use crate::runtime::queue::{Event, WorkQueue};
 use crate::runtime::{AgentHandle, Status};
 
-/// What the owner set for one agent, as the runtime holds it in the agent's state: a copy
-/// published for readers (the admission chain, `/status`, the console); the runtime is the
-/// only writer.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OwnerState {
-    pub group_modes: BTreeMap<ChatId, TriggerMode>,
-    pub approval_modes: BTreeMap<ChatId, ApprovalMode>,
-    pub pauses: Pauses,
-}
-
-impl OwnerState {
-    pub(crate) fn of(state: &AgentState) -> OwnerState {
-        OwnerState {
-            group_modes: state.group_modes.clone(),
-            approval_modes: state.approval_modes.clone(),
-            pauses: state.pauses.clone(),
-        }
-    }
-}
-
 /// What the runtime shows the code in front of it (the admission chain, the operator's
 /// views), shared by every clone of the handle: the persona each agent was last given (at
 /// start or by [`RuntimeHandle::upsert_agent`]), so a hot reload reaches the gate whichever
-/// path made it, and what the owner set for each agent as the runtime read it from its state
-/// (and changed it since), so nobody reads that file a second time.
+/// path made it, and each agent's state (what the owner set, disabled chats, the breaker,
+/// the budget marks) as the runtime read it and changed it since, so nobody reads that file
+/// a second time. The runtime is the state's only writer; this is a copy for readers.
 #[derive(Clone, Default)]
 pub(super) struct Published {
     personas: Arc<Mutex<HashMap<String, Arc<Persona>>>>,
-    owner: Arc<Mutex<HashMap<String, OwnerState>>>,
+    states: Arc<Mutex<HashMap<String, AgentState>>>,
     /// Each agent's presence as last announced (agents with a schedule).
     presence: Arc<Mutex<HashMap<String, PresenceReport>>>,
     /// Who watches presence changes (the playground's printer).
@@ -150,10 +130,10 @@ impl Published {
         locked(&self.notable_watchers).retain(|w| w.send(event.clone()).is_ok());
     }
 
-    /// Records what the owner set for an agent (the driver, whenever it loads or changes the
-    /// agent's state); `None` forgets the agent.
-    pub(super) fn set_owner_state(&self, agent: &str, state: Option<OwnerState>) {
-        let mut all = locked(&self.owner);
+    /// Records an agent's state (the driver, whenever it loads or changes it); `None`
+    /// forgets the agent.
+    pub(super) fn set_agent_state(&self, agent: &str, state: Option<AgentState>) {
+        let mut all = locked(&self.states);
         match state {
             Some(s) => all.insert(agent.to_string(), s),
             None => all.remove(agent),
@@ -242,11 +222,6 @@ impl RuntimeHandle {
         });
     }
 
-    /// Records a chat's draft-mode override (or clears it) in the agent's state on disk.
-    pub fn set_approval_mode(&self, agent: &str, chat: ChatId, mode: Option<ApprovalMode>) {
-        self.push_owner(agent, OwnerRequest::ApprovalMode { chat, mode }, None);
-    }
-
     /// The owner's request of `agent`, carried out by the runtime; resolves with its answer
     /// (`None` when the loop stopped first). Queued at once, before the future is awaited.
     pub fn owner(
@@ -292,22 +267,22 @@ impl RuntimeHandle {
         });
     }
 
-    /// What the owner set for `agent`, as the runtime holds it (`None`: its state is not
-    /// read yet, or it is not running).
-    pub fn owner_state(&self, agent: &str) -> Option<OwnerState> {
-        locked(&self.published.owner).get(agent).cloned()
+    /// `agent`'s state as the runtime holds it (`None`: it is not read yet, or the agent is
+    /// not running).
+    pub fn agent_state(&self, agent: &str) -> Option<AgentState> {
+        locked(&self.published.states).get(agent).cloned()
     }
 
     /// Whether the owner paused `chat` of `agent` at `now`.
     pub fn is_paused(&self, agent: &str, chat: ChatId, now: jiff::Timestamp) -> bool {
-        locked(&self.published.owner)
+        locked(&self.published.states)
             .get(agent)
             .is_some_and(|o| o.pauses.is_paused(chat, now))
     }
 
     /// The trigger-mode override of `chat` in `agent`'s state, as the runtime holds it.
     pub fn group_mode(&self, agent: &str, chat: ChatId) -> Option<TriggerMode> {
-        locked(&self.published.owner)
+        locked(&self.published.states)
             .get(agent)
             .and_then(|o| o.group_modes.get(&chat))
             .copied()
@@ -316,7 +291,7 @@ impl RuntimeHandle {
     /// Resolves once the runtime has read `agent`'s state (so [`RuntimeHandle::group_mode`]
     /// answers for it), or the loop stopped.
     pub async fn wait_agent_state(&self, agent: &str) {
-        self.wait_until(|_| locked(&self.published.owner).contains_key(agent))
+        self.wait_until(|_| locked(&self.published.states).contains_key(agent))
             .await;
     }
 
@@ -327,11 +302,6 @@ impl RuntimeHandle {
             agent: agent.to_string(),
             reason: reason.to_string(),
         });
-    }
-
-    /// Records a group's trigger-mode override (or clears it) in the agent's state on disk.
-    pub fn set_group_mode(&self, agent: &str, chat: ChatId, mode: Option<TriggerMode>) {
-        self.push_owner(agent, OwnerRequest::GroupMode { chat, mode }, None);
     }
 
     /// A basic group was upgraded to a supergroup (`migrate_to`): the pending plan, the

@@ -43,7 +43,7 @@ use crate::ports::planner::SharedPlanner;
 use crate::ports::stickers::{NoStickers, SharedStickers};
 use crate::ports::store::{RuntimeStore, SharedStore, StoreError};
 use crate::ports::telegram::Telegram;
-pub use handle::{NotableEvent, OwnerState, RuntimeHandle, sender_allows};
+pub use handle::{NotableEvent, RuntimeHandle, sender_allows};
 pub(crate) use queue::WorkQueue;
 
 /// One agent the runtime serves: its persona and its Telegram account.

@@ -59,8 +59,7 @@ struct Running {
     pump_stop: Option<CancellationToken>,
 }
 
-/// What group messages need beyond the gates: the classifier and its model, and the user ids
-/// of the daemon's personas (so they never loop with each other).
+/// What each agent's group gate is built with: the classifier and its model.
 pub(crate) struct GroupSettings {
     pub(crate) classifier: Option<Classifier>,
     pub(crate) classifier_model: String,

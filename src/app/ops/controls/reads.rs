@@ -49,8 +49,8 @@ impl Controller {
             .map(|name| {
                 let pauses = self
                     .runtime()
-                    .owner_state(&name)
-                    .map(|o| o.pauses)
+                    .agent_state(&name)
+                    .map(|s| s.pauses)
                     .unwrap_or_default();
                 let paused = pauses
                     .all

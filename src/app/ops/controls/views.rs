@@ -2,7 +2,6 @@
 //! disabled chats, LLM usage) and `/plans` (pending tasks, with what each will do, as the
 //! runtime holds them). Part of [`Controller`]; it reads, never changes anything.
 
-use crate::adapters::store;
 use crate::app::ops::OpError;
 use crate::app::ops::controls::{Controller, list};
 use crate::core::graph::TaskStatus;
@@ -26,11 +25,9 @@ impl Controller {
                 .filter(|g| g.agent == a)
                 .map(|g| format!("{} ({})", g.chat.id, g.chat.title))
                 .collect();
-            let pauses = self
-                .runtime()
-                .owner_state(&a)
-                .map(|o| o.pauses)
-                .unwrap_or_default();
+            // The agent's state as the runtime holds it (it is its only writer).
+            let safety = self.runtime().agent_state(&a).unwrap_or_default();
+            let pauses = &safety.pauses;
             let mut paused: Vec<String> = Vec::new();
             if let Some(p) = pauses.all.as_ref().filter(|p| p.active(now)) {
                 paused.push(format!("all chats {}", p.describe()));
@@ -38,13 +35,6 @@ impl Controller {
             for (chat, p) in pauses.chats.iter().filter(|(_, p)| p.active(now)) {
                 paused.push(format!("chat {chat} {}", p.describe()));
             }
-            let (dir, name) = (self.state.clone(), a.clone());
-            let safety = tokio::task::spawn_blocking(move || store::load_agent_state(&dir, &name))
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .map(|(s, _)| s)
-                .unwrap_or_default();
             let breaker = safety
                 .breaker
                 .as_ref()
