@@ -254,6 +254,10 @@ pub enum TelegramChoice {
     /// An in-memory Telegram per agent: no account, no credentials; transcripts under
     /// `<state>/<agent>/telegram-memory/`; messages come in through `personad ctl say`.
     Memory,
+    /// The simulated Telegram: the real MTProto adapter against a local server that speaks
+    /// Telegram's TL (started in the daemon, or the one `--sim-addr` names); no account, no
+    /// credentials; messages come in through `personad ctl say`.
+    Sim,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -263,7 +267,7 @@ pub struct RunArgs {
     /// Telegram backend.
     #[arg(long, value_enum, env = "PERSONAD_TELEGRAM", default_value = "mtproto")]
     pub telegram: TelegramChoice,
-    /// Who plans replies with `--telegram memory` (with MTProto it is always the LLM).
+    /// Who plans replies with `--telegram memory` or `sim` (with MTProto it is always the LLM).
     #[arg(long, value_enum, env = "PERSONAD_PLANNER", default_value = "auto")]
     pub planner: PlannerChoice,
     /// On SIGTERM/SIGINT, how long tasks in flight may finish before they are abandoned
@@ -296,6 +300,10 @@ pub struct RunArgs {
     /// tests).
     #[arg(long, value_name = "MS", default_value_t = 0, hide = true)]
     pub memory_send_delay_ms: u64,
+    /// With `--telegram sim`: the simulated Telegram to connect to (one a test or another
+    /// process runs) instead of starting one inside the daemon.
+    #[arg(long, value_name = "ADDR", env = "PERSONAD_SIM_ADDR")]
+    pub sim_addr: Option<std::net::SocketAddr>,
     /// Fault injection (tests of the watchdog and `/healthz`): AFTER_MS after the tick loop
     /// starts, it stalls once for FOR_MS, running no pass, as a hung loop would.
     #[arg(

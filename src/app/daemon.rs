@@ -126,7 +126,7 @@ impl Daemon {
         let notifier = Notifier::from_env();
         let clock: SharedClock = Arc::new(SystemClock);
         let state = StateDir::new(&global.state_dir);
-        let backend = backend::backend_for(&mut args)?;
+        let backend = backend::backend_for(&mut args, &clock).await?;
         crate::app::ops::listen::raise_descriptor_limit();
         // A second daemon on the same state directory would fight over sessions and graphs.
         let socket = ctl::socket_path(&state);
@@ -138,7 +138,11 @@ impl Daemon {
         }
         let lock = Arc::new(crate::app::commands::lock_state(&global)?);
         let report = load_personas_async(&global).await?;
-        let memory = matches!(backend, Backend::Memory { .. });
+        // Offline Telegrams (in memory, simulated) may plan with the echo planner.
+        let memory = matches!(
+            backend,
+            Backend::Memory { .. } | Backend::Mtproto { sim: Some(_), .. }
+        );
         let planning = planning::planning(&args, &config, &state, &clock, &report, memory)?;
         let mut accounts = Accounts::new(global.clone(), backend, state.clone(), &clock);
         accounts.report_problems(&report, true, &Default::default());

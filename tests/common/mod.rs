@@ -570,6 +570,7 @@ pub(crate) fn controls(
         Seat {
             telegram: h.telegram.clone(),
             memory: Some(h.telegram.clone()),
+            sim: None,
         },
     );
     let served = Arc::clone(&c);

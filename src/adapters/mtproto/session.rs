@@ -56,6 +56,7 @@ pub fn session_path(state: &StateDir, agent: &str, servers: Servers) -> PathBuf 
     match servers {
         Servers::Production => state.session_path(agent),
         Servers::Test => state.test_session_path(agent),
+        Servers::Sim => state.sim_session_path(agent),
     }
 }
 
@@ -67,6 +68,9 @@ pub enum Servers {
     Production,
     /// Telegram's test servers (`--test-dc`): test phone numbers, no real account at risk.
     Test,
+    /// The simulated Telegram (`run --telegram sim`): the real MTProto client against a
+    /// local server; its sessions are made by the simulator, never by `login`.
+    Sim,
 }
 
 impl Servers {
@@ -75,6 +79,7 @@ impl Servers {
         match self {
             Servers::Production => "",
             Servers::Test => " --test-dc",
+            Servers::Sim => " --telegram sim",
         }
     }
 }

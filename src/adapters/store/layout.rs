@@ -41,6 +41,9 @@ pub(crate) const SESSION_FILE: &str = "telegram.session";
 /// An agent's Telegram session on Telegram's test servers (`--test-dc`), in its agent
 /// directory: never the production one.
 pub(crate) const TEST_SESSION_FILE: &str = "telegram-test.session";
+/// An agent's session on the simulated Telegram (`run --telegram sim`), in its agent
+/// directory: never a real one.
+pub(crate) const SIM_SESSION_FILE: &str = "telegram-sim.session";
 /// An agent's sent-message ledger, in its agent directory.
 pub(crate) const SENT_LEDGER_FILE: &str = "telegram-sent.json";
 
@@ -113,7 +116,9 @@ fn now_ms() -> i64 {
 pub(crate) fn is_session_file(path: &Path) -> bool {
     path.file_name().is_some_and(|n| {
         let n = n.to_string_lossy();
-        n.starts_with(SESSION_FILE) || n.starts_with(TEST_SESSION_FILE)
+        n.starts_with(SESSION_FILE)
+            || n.starts_with(TEST_SESSION_FILE)
+            || n.starts_with(SIM_SESSION_FILE)
     })
 }
 
@@ -225,6 +230,11 @@ impl StateDir {
     /// `<agent>/telegram-test.session`: the session on Telegram's test servers.
     pub fn test_session_path(&self, agent: &str) -> PathBuf {
         self.agent_dir(agent).join(TEST_SESSION_FILE)
+    }
+
+    /// `<agent>/telegram-sim.session`: the session on the simulated Telegram.
+    pub fn sim_session_path(&self, agent: &str) -> PathBuf {
+        self.agent_dir(agent).join(SIM_SESSION_FILE)
     }
 
     /// `<agent>/telegram-sent.json`.

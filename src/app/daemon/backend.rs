@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::adapters::governor::GovernorConfig;
+use crate::adapters::mtproto::sim::{Sim, SimServer};
 use crate::adapters::mtproto::{self, ApiHash, ConnectOptions, Credentials};
 use crate::app::cli::{RunArgs, TelegramArgs, TelegramChoice};
 use crate::app::commands::CommandError;
@@ -21,6 +22,8 @@ pub(crate) enum Backend {
         creds: Credentials,
         opts: ConnectOptions,
         governor: GovernorConfig,
+        /// With `--telegram sim`: the simulated Telegram the accounts connect to.
+        sim: Option<SimLink>,
     },
     Memory {
         send_delay: Duration,
@@ -28,6 +31,22 @@ pub(crate) enum Backend {
         /// can write to each other.
         world: Arc<crate::adapters::memory::World>,
     },
+}
+
+/// The simulated Telegram of `run --telegram sim`: where it listens, and its control side
+/// when it runs inside this daemon (then `ctl say` writes through it and each persona's
+/// account is made in it at start).
+#[derive(Clone)]
+pub(crate) struct SimLink {
+    pub(crate) addr: std::net::SocketAddr,
+    pub(crate) server: Option<Arc<SimServer>>,
+}
+
+impl SimLink {
+    /// The control side, when the simulator runs in this daemon.
+    pub(crate) fn sim(&self) -> Option<Sim> {
+        self.server.as_ref().map(|s| s.sim.clone())
+    }
 }
 
 pub(crate) fn credentials(args: &TelegramArgs) -> Result<Credentials, CommandError> {
@@ -96,24 +115,59 @@ pub(crate) fn llm_keys_from_systemd() -> BTreeMap<String, String> {
     keys
 }
 
-/// The Telegram backend `run` was asked for, with its credentials and limits.
-pub(crate) fn backend_for(args: &mut RunArgs) -> Result<Backend, CommandError> {
+/// The Telegram backend `run` was asked for, with its credentials and limits (with
+/// `--telegram sim` and no `--sim-addr`, the simulator is started here).
+pub(crate) async fn backend_for(
+    args: &mut RunArgs,
+    clock: &crate::ports::clock::SharedClock,
+) -> Result<Backend, CommandError> {
+    let opts = ConnectOptions {
+        flood_sleep_threshold: Duration::from_secs(args.flood_sleep_secs),
+        max_catch_up_age: Duration::from_secs(args.catch_up_minutes.saturating_mul(60)),
+    };
+    let governor = GovernorConfig {
+        chat_min_gap: Duration::from_secs(args.send_gap_secs),
+        chat_per_minute: args.chat_sends_per_minute,
+        account_per_minute: args.account_sends_per_minute,
+        max_wait: Duration::from_secs(args.max_pacing_wait_secs),
+        ..GovernorConfig::default()
+    };
     Ok(match args.telegram {
         TelegramChoice::Mtproto => {
             credentials_from_systemd(&mut args.credentials);
             Backend::Mtproto {
                 creds: credentials(&args.credentials)?,
-                opts: ConnectOptions {
-                    flood_sleep_threshold: Duration::from_secs(args.flood_sleep_secs),
-                    max_catch_up_age: Duration::from_secs(args.catch_up_minutes.saturating_mul(60)),
+                opts,
+                governor,
+                sim: None,
+            }
+        }
+        TelegramChoice::Sim => {
+            let link = match args.sim_addr {
+                Some(addr) => SimLink { addr, server: None },
+                None => {
+                    let local = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+                    let server = SimServer::start(Arc::clone(clock), local)
+                        .await
+                        .map_err(|e| CommandError::While {
+                            doing: "starting the simulated Telegram".into(),
+                            source: Box::new(CommandError::Io(e)),
+                        })?;
+                    SimLink {
+                        addr: server.addr,
+                        server: Some(Arc::new(server)),
+                    }
+                }
+            };
+            Backend::Mtproto {
+                creds: Credentials {
+                    api_id: 1,
+                    api_hash: ApiHash::new("sim"),
+                    servers: mtproto::Servers::Sim,
                 },
-                governor: GovernorConfig {
-                    chat_min_gap: Duration::from_secs(args.send_gap_secs),
-                    chat_per_minute: args.chat_sends_per_minute,
-                    account_per_minute: args.account_sends_per_minute,
-                    max_wait: Duration::from_secs(args.max_pacing_wait_secs),
-                    ..GovernorConfig::default()
-                },
+                opts,
+                governor,
+                sim: Some(link),
             }
         }
         TelegramChoice::Memory => Backend::Memory {

@@ -17,11 +17,11 @@ use crate::adapters::mtproto::{self, Connected};
 use crate::adapters::store::StateDir;
 use crate::app::cli::GlobalArgs;
 use crate::app::commands::reload_personas;
-use crate::app::daemon::backend::Backend;
+use crate::app::daemon::backend::{Backend, SimLink};
 use crate::app::daemon::health::status_line;
 use crate::app::lifecycle::Lifecycle;
 use crate::app::ops::OpError;
-use crate::app::ops::controls::{Controller, Seat};
+use crate::app::ops::controls::{Controller, Seat, SimSeat};
 use crate::app::ops::reload::Reload;
 use crate::app::ops::sdnotify::Notifier;
 use crate::core::persona::{LoadReport, Persona, PersonaEntry, Problem, SendLimits};
@@ -143,7 +143,11 @@ impl Accounts {
                 creds,
                 opts,
                 governor,
+                sim,
             } => {
+                if let Some(link) = sim {
+                    sim_session(&self.state, &persona.name, link).await?;
+                }
                 let connected = mtproto::connect(
                     &self.state,
                     &persona.name,
@@ -170,6 +174,10 @@ impl Accounts {
                 let seat = Seat {
                     telegram: governed,
                     memory: None,
+                    sim: sim.as_ref().and_then(SimLink::sim).map(|sim| SimSeat {
+                        me: sim.account(&persona.name),
+                        sim,
+                    }),
                 };
                 Ok((seat, Some(connected)))
             }
@@ -190,11 +198,34 @@ impl Accounts {
                 let seat = Seat {
                     telegram: memory.clone() as Arc<dyn Telegram>,
                     memory: Some(memory),
+                    sim: None,
                 };
                 Ok((seat, None))
             }
         }
     }
+}
+
+/// Makes (or re-points) an agent's session on the simulated Telegram, after making its
+/// account there when the simulator runs in this daemon.
+async fn sim_session(state: &StateDir, agent: &str, link: &SimLink) -> Result<(), OpError> {
+    if let Some(sim) = link.sim() {
+        sim.account(agent);
+    }
+    let path = mtproto::session::session_path(state, agent, mtproto::Servers::Sim);
+    let dir = path.parent().map(std::path::Path::to_path_buf);
+    if let Some(dir) = dir {
+        tokio::task::spawn_blocking(move || crate::adapters::store::ensure_private_dir(&dir))
+            .await??;
+    }
+    mtproto::sim::prepare_session(&path, agent, link.addr)
+        .await
+        .map_err(|e| {
+            OpError::from(mtproto::ConnectError::Open {
+                path: e.path,
+                message: e.message,
+            })
+        })
 }
 
 impl Fleet {

@@ -1,7 +1,7 @@
 //! How `run` plans and pays: the LLM stack (every provider the environment or systemd's
 //! credentials configure, behind the router, in the one retry policy, metered), each active
 //! persona's route checked against it, and the planner that follows (the LLM planner, or the
-//! offline echo planner on the in-memory Telegram when no provider is usable). Called by
+//! offline echo planner on the in-memory or simulated Telegram when no provider is usable). Called by
 //! `daemon` before the services are built.
 
 use std::sync::Arc;
@@ -37,15 +37,15 @@ fn llm_stack(retry: RetryConfig, clock: SharedClock) -> (Arc<dyn Llm>, Arc<Route
 }
 
 /// Chooses the planner and checks every active persona's LLM route: with some usable, each
-/// unusable persona is reported; with none, the one error says why (on the in-memory
-/// Telegram the echo planner answers instead, unless `--planner llm`).
+/// unusable persona is reported; with none, the one error says why (on the in-memory or
+/// simulated Telegram the echo planner answers instead, unless `--planner llm`).
 pub(crate) fn planning(
     args: &RunArgs,
     config: &RuntimeConfig,
     state: &StateDir,
     clock: &SharedClock,
     report: &LoadReport,
-    memory: bool,
+    offline: bool,
 ) -> Result<Planning, CommandError> {
     let llm_error = |reason: String| {
         CommandError::Config(ConfigError {
@@ -83,9 +83,9 @@ pub(crate) fn planning(
     }
     let first_problem = problems.into_iter().next().map(|(_, _, why)| why);
     let use_llm = match args.planner {
-        PlannerChoice::Echo => !memory,
+        PlannerChoice::Echo => !offline,
         PlannerChoice::Llm => true,
-        PlannerChoice::Auto => usable > 0 || !memory,
+        PlannerChoice::Auto => usable > 0 || !offline,
     };
     if use_llm
         && usable == 0

@@ -45,7 +45,7 @@ pub use commands::Op;
 pub(crate) use commands::parse_duration;
 pub use gate::Commands;
 pub(crate) use reads::{AgentView, DraftView};
-pub use roster::{Roster, Seat};
+pub use roster::{Roster, Seat, SimSeat};
 
 /// The answer to `/stop`.
 const STOPPING: &str = "stopping: tasks in flight may finish, then the daemon exits";

@@ -17,6 +17,16 @@ pub struct Seat {
     pub telegram: Arc<dyn Telegram>,
     /// Set with `run --telegram memory`: where `say` delivers.
     pub memory: Option<Arc<MemoryTelegram>>,
+    /// Set with `run --telegram sim` (the simulator in this daemon): where `say` delivers.
+    pub sim: Option<SimSeat>,
+}
+
+/// An agent's account in the simulated Telegram run by this daemon.
+#[derive(Clone)]
+pub struct SimSeat {
+    pub sim: crate::adapters::mtproto::sim::Sim,
+    /// The account's user id.
+    pub me: i64,
 }
 
 /// A chat as the owner may name it.

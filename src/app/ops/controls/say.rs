@@ -10,7 +10,8 @@ use crate::app::ops::OpError;
 use crate::core::model::{Chat, ChatId, ChatKind, MessageId, OutgoingText};
 use crate::ports::telegram::Telegram;
 
-use crate::app::ops::controls::Controller;
+use crate::adapters::mtproto::sim::{Peer, Post};
+use crate::app::ops::controls::{Controller, SimSeat};
 
 /// What `ctl say` puts into a chat.
 pub(super) struct Said<'a> {
@@ -57,9 +58,12 @@ impl Controller {
             text,
         } = said;
         let seat = self.seat(agent).ok_or(OpError::NotRunning)?;
+        if let Some(sim) = seat.sim {
+            return self.say_sim(agent, &sim, said, wait).await;
+        }
         let Some(memory) = seat.memory else {
             return Err(OpError::refused(
-                "say needs `personad run --telegram memory`",
+                "say needs `personad run --telegram memory` or `--telegram sim`",
             ));
         };
         let gated = &self.ingress;
@@ -98,7 +102,14 @@ impl Controller {
             gated.push(agent, chat, msg, false);
             let said = format!("delivered #{id} from the owner to chat {target}");
             return Ok(self
-                .said_and_answered(agent, &memory, (target, id), None, said, wait)
+                .said_and_answered(
+                    agent,
+                    &Twin::Memory(&memory),
+                    (target, id),
+                    None,
+                    said,
+                    wait,
+                )
                 .await);
         }
         let chat = match (group, chat) {
@@ -129,7 +140,90 @@ impl Controller {
         gated.push(agent, chat, msg, true);
         let said = format!("delivered #{id} to chat {chat_id}");
         Ok(self
-            .said_and_answered(agent, &memory, (chat_id, id), draft_for, said, wait)
+            .said_and_answered(
+                agent,
+                &Twin::Memory(&memory),
+                (chat_id, id),
+                draft_for,
+                said,
+                wait,
+            )
+            .await)
+    }
+
+    /// `ctl say` on the simulated Telegram: the message is posted in the simulator (by the
+    /// person, or by the owner from another device) and reaches the agent over MTProto, as a
+    /// real account's messages do.
+    async fn say_sim(
+        &self,
+        agent: &str,
+        seat: &SimSeat,
+        said: Said<'_>,
+        wait: Duration,
+    ) -> Result<String, OpError> {
+        let Said {
+            chat,
+            from,
+            group,
+            reply_to,
+            text,
+        } = said;
+        let (sim, me) = (&seat.sim, seat.me);
+        let owner =
+            chat.is_some_and(|c| c.eq_ignore_ascii_case("me")) || from.eq_ignore_ascii_case("me");
+        let writer = if owner {
+            me
+        } else {
+            sim.person(from.trim_start_matches('@'))
+        };
+        let peer = match (group, chat) {
+            (Some(title), _) => Peer::Chat(sim.group(title, &[me, writer])),
+            (None, Some(c)) if c.eq_ignore_ascii_case("me") => Peer::User(me),
+            (None, Some(c)) => match c.parse::<i64>() {
+                Ok(id) => peer_of(ChatId(id)),
+                Err(_) => Peer::User(sim.person(c.trim_start_matches('@'))),
+            },
+            (None, None) if owner => Peer::User(me),
+            (None, None) => Peer::User(me),
+        };
+        // The dialog as the agent sees it.
+        let seen_as = match peer {
+            Peer::User(u) if !owner && u == me => Peer::User(writer),
+            other => other,
+        };
+        let posted = sim
+            .post(
+                writer,
+                peer,
+                Post {
+                    text: text.to_string(),
+                    reply_to: reply_to.and_then(|r| i32::try_from(r.0).ok()),
+                    top: None,
+                },
+            )
+            .map_err(|e| {
+                OpError::refused(format!("the simulated Telegram refused it: {}", e.name))
+            })?;
+        let id = MessageId(i64::from(posted.id_for(me).unwrap_or(0)));
+        let chat_id = ChatId(seen_as.chat_id());
+        let said = if owner {
+            format!("delivered #{id} from the owner to chat {chat_id}")
+        } else {
+            format!("delivered #{id} to chat {chat_id}")
+        };
+        // The simulator dates in whole seconds.
+        let since = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() - 1)
+            .unwrap_or_default();
+        let draft_for = (!owner).then(|| (group.unwrap_or(from).to_string(), since));
+        Ok(self
+            .said_and_answered(
+                agent,
+                &Twin::Sim(seat),
+                (chat_id, id),
+                draft_for,
+                said,
+                wait,
+            )
             .await)
     }
 
@@ -141,7 +235,7 @@ impl Controller {
     async fn said_and_answered(
         &self,
         agent: &str,
-        memory: &MemoryTelegram,
+        twin: &Twin<'_>,
         (chat, after): (ChatId, MessageId),
         draft_for: Option<(String, jiff::Timestamp)>,
         said: String,
@@ -154,15 +248,14 @@ impl Controller {
         let mut seen = 0;
         let mut quiet_since = start;
         loop {
-            let answers: Vec<String> = memory
-                .transcript(chat)
+            let answers: Vec<String> = twin
+                .lines(chat)
                 .into_iter()
                 .filter(|m| m.outgoing && m.id > after)
                 .map(|m| format!("{agent}: {}", m.text))
                 .collect();
             let draft = draft_for.as_ref().and_then(|(title, since)| {
-                memory
-                    .transcript(ChatId(memory.self_id()))
+                twin.lines(ChatId(twin.self_id()))
                     .into_iter()
                     .rev()
                     .find(|m| {
@@ -206,6 +299,64 @@ impl Controller {
             }
             tokio::time::sleep(POLL).await;
         }
+    }
+}
+
+/// A chat's messages as `ctl say` reads them back.
+struct Line {
+    id: MessageId,
+    outgoing: bool,
+    text: String,
+    date: jiff::Timestamp,
+}
+
+/// Where `ctl say` reads what the agent wrote.
+enum Twin<'a> {
+    Memory(&'a MemoryTelegram),
+    Sim(&'a SimSeat),
+}
+
+impl Twin<'_> {
+    fn self_id(&self) -> i64 {
+        match self {
+            Twin::Memory(m) => m.self_id(),
+            Twin::Sim(s) => s.me,
+        }
+    }
+
+    fn lines(&self, chat: ChatId) -> Vec<Line> {
+        match self {
+            Twin::Memory(m) => m
+                .transcript(chat)
+                .into_iter()
+                .map(|m| Line {
+                    id: m.id,
+                    outgoing: m.outgoing,
+                    text: m.text,
+                    date: m.date,
+                })
+                .collect(),
+            Twin::Sim(s) => s
+                .sim
+                .transcript(s.me, peer_of(chat))
+                .into_iter()
+                .map(|m| Line {
+                    id: MessageId(i64::from(m.id)),
+                    outgoing: m.out,
+                    text: m.text,
+                    date: jiff::Timestamp::from_second(i64::from(m.date)).unwrap_or_default(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The simulator's dialog of a Bot API chat id.
+fn peer_of(chat: ChatId) -> Peer {
+    match chat.0 {
+        id if id > 0 => Peer::User(id),
+        id if id < -1_000_000_000_000 => Peer::Channel(-1_000_000_000_000 - id),
+        id => Peer::Chat(-id),
     }
 }
 

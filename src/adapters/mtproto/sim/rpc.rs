@@ -1,0 +1,459 @@
+//! The simulated Telegram's request handlers: one TL request of an account in, its TL answer
+//! (or the RPC error Telegram would give) out, applied to the [`World`]. Access hashes are
+//! checked per account, texts against Telegram's length limit, entities against their text,
+//! random ids against duplicates, slow mode and the flood waits a test asked for. It owns no
+//! state and no socket; called by [`super::wire`] with the world locked.
+
+use std::collections::BTreeSet;
+
+use grammers_client::tl::{self, Deserializable, Identifiable, Serializable};
+
+use super::world::{Msg, Peer, RpcFailure, World};
+
+type Answer = Result<Vec<u8>, RpcFailure>;
+
+fn ok(value: impl Serializable) -> Answer {
+    Ok(value.to_bytes())
+}
+
+fn fail(code: i32, name: &str) -> RpcFailure {
+    RpcFailure::new(code, name)
+}
+
+fn decode<R: Deserializable>(body: &[u8]) -> Result<R, RpcFailure> {
+    R::from_bytes(body.get(4..).unwrap_or_default()).map_err(|_| fail(400, "INPUT_REQUEST_INVALID"))
+}
+
+fn bool_true() -> Answer {
+    ok(true)
+}
+
+/// Answers one request `body` of `account`.
+pub(super) fn answer(w: &mut World, account: i64, body: &[u8]) -> Answer {
+    let id = body
+        .get(..4)
+        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    w.requests.push((account, tl::name_for_id(id)));
+    if let Some(flood) = w.take_flood(account, id) {
+        return Err(flood);
+    }
+    use tl::functions as f;
+    match id {
+        f::help::GetConfig::CONSTRUCTOR_ID => {
+            let (ip, port) = w.addr.clone();
+            ok(super::tl::config(w.now(), &ip, port))
+        }
+        f::users::GetUsers::CONSTRUCTOR_ID => get_users(w, account, decode(body)?),
+        f::updates::GetState::CONSTRUCTOR_ID => ok(w.state(account)),
+        f::updates::GetDifference::CONSTRUCTOR_ID => {
+            let r: f::updates::GetDifference = decode(body)?;
+            ok(w.difference(account, r.pts))
+        }
+        f::updates::GetChannelDifference::CONSTRUCTOR_ID => {
+            let r: f::updates::GetChannelDifference = decode(body)?;
+            let channel = input_channel(w, account, &r.channel)?;
+            ok(w.channel_difference(account, channel, r.pts)?)
+        }
+        f::messages::SendMessage::CONSTRUCTOR_ID => {
+            super::send::send_message(w, account, decode(body)?)
+        }
+        f::messages::GetHistory::CONSTRUCTOR_ID => get_history(w, account, decode(body)?),
+        f::messages::GetMessages::CONSTRUCTOR_ID => {
+            let r: f::messages::GetMessages = decode(body)?;
+            let ids = message_ids(&r.id);
+            let a = w
+                .accounts
+                .get(&account)
+                .ok_or_else(|| fail(401, "AUTH_KEY_UNREGISTERED"))?;
+            let msgs: Vec<Msg> = ids
+                .iter()
+                .filter_map(|i| a.messages.get(i).cloned())
+                .collect();
+            ok(messages_answer(w, account, &msgs, None))
+        }
+        f::channels::GetMessages::CONSTRUCTOR_ID => {
+            let r: f::channels::GetMessages = decode(body)?;
+            let channel = input_channel(w, account, &r.channel)?;
+            let ids = message_ids(&r.id);
+            let msgs: Vec<Msg> = w
+                .channels
+                .get(&channel)
+                .map(|c| {
+                    ids.iter()
+                        .filter_map(|i| c.messages.get(i).cloned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            ok(messages_answer(w, account, &msgs, Some(channel)))
+        }
+        f::messages::ReadHistory::CONSTRUCTOR_ID => {
+            let r: f::messages::ReadHistory = decode(body)?;
+            let peer = input_peer(w, account, &r.peer)?;
+            read_inbox(w, account, peer, r.max_id)
+        }
+        f::channels::ReadHistory::CONSTRUCTOR_ID => {
+            let r: f::channels::ReadHistory = decode(body)?;
+            let channel = input_channel(w, account, &r.channel)?;
+            if let Some(c) = w.channels.get_mut(&channel) {
+                c.read_inbox.insert(account, r.max_id);
+            }
+            w.events.push((
+                account,
+                format!("read {} {}", Peer::Channel(channel).chat_id(), r.max_id),
+            ));
+            bool_true()
+        }
+        f::messages::ReadMentions::CONSTRUCTOR_ID => {
+            let r: f::messages::ReadMentions = decode(body)?;
+            let peer = input_peer(w, account, &r.peer)?;
+            w.events
+                .push((account, format!("read_mentions {}", peer.chat_id())));
+            let pts = w.log(
+                account,
+                1,
+                tl::types::UpdateReadMessagesContents {
+                    messages: Vec::new(),
+                    pts: 0,
+                    pts_count: 1,
+                    date: None,
+                }
+                .into(),
+            );
+            ok(tl::enums::messages::AffectedHistory::History(
+                tl::types::messages::AffectedHistory {
+                    pts,
+                    pts_count: 1,
+                    offset: 0,
+                },
+            ))
+        }
+        f::messages::DeleteHistory::CONSTRUCTOR_ID => {
+            super::send::delete_history(w, account, decode(body)?)
+        }
+        f::messages::SetTyping::CONSTRUCTOR_ID => {
+            let r: f::messages::SetTyping = decode(body)?;
+            let peer = input_peer(w, account, &r.peer)?;
+            let top = r
+                .top_msg_id
+                .map(|t| format!(" topic {t}"))
+                .unwrap_or_default();
+            w.events
+                .push((account, format!("typing {}{top}", peer.chat_id())));
+            bool_true()
+        }
+        f::account::UpdateStatus::CONSTRUCTOR_ID => {
+            let r: f::account::UpdateStatus = decode(body)?;
+            let status = if r.offline { "offline" } else { "online" };
+            w.events.push((account, status.to_string()));
+            bool_true()
+        }
+        f::account::GetNotifySettings::CONSTRUCTOR_ID => {
+            let r: f::account::GetNotifySettings = decode(body)?;
+            let until = match &r.peer {
+                tl::enums::InputNotifyPeer::Peer(p) => {
+                    let peer = input_peer(w, account, &p.peer)?;
+                    w.accounts
+                        .get(&account)
+                        .and_then(|a| a.mute_until.get(&peer).copied())
+                }
+                _ => None,
+            };
+            w.events.push((account, "get_notify_settings".to_string()));
+            ok(super::tl::notify_settings(until.unwrap_or(0)))
+        }
+        f::contacts::GetBlocked::CONSTRUCTOR_ID => {
+            let now = w.now();
+            let blocked: Vec<i64> = w
+                .accounts
+                .get(&account)
+                .map(|a| a.blocked.iter().copied().collect())
+                .unwrap_or_default();
+            ok(tl::enums::contacts::Blocked::Blocked(
+                tl::types::contacts::Blocked {
+                    blocked: blocked
+                        .iter()
+                        .map(|u| {
+                            tl::types::PeerBlocked {
+                                peer_id: Peer::User(*u).tl(),
+                                date: now,
+                            }
+                            .into()
+                        })
+                        .collect(),
+                    chats: Vec::new(),
+                    users: w.users_tl(account, blocked.iter().copied()),
+                },
+            ))
+        }
+        f::contacts::Block::CONSTRUCTOR_ID | f::contacts::Unblock::CONSTRUCTOR_ID => {
+            let block = id == f::contacts::Block::CONSTRUCTOR_ID;
+            let target = if block {
+                let r: f::contacts::Block = decode(body)?;
+                input_peer(w, account, &r.id)?
+            } else {
+                let r: f::contacts::Unblock = decode(body)?;
+                input_peer(w, account, &r.id)?
+            };
+            let Peer::User(user) = target else {
+                return Err(fail(400, "PEER_ID_INVALID"));
+            };
+            if let Some(a) = w.accounts.get_mut(&account) {
+                if block {
+                    a.blocked.insert(user);
+                } else {
+                    a.blocked.remove(&user);
+                }
+            }
+            w.events.push((
+                account,
+                format!("{} {user}", if block { "block" } else { "unblock" }),
+            ));
+            bool_true()
+        }
+        f::messages::GetDialogs::CONSTRUCTOR_ID => super::send::dialogs(w, account, decode(body)?),
+        f::messages::MarkDialogUnread::CONSTRUCTOR_ID => bool_true(),
+        f::messages::SendReaction::CONSTRUCTOR_ID => super::send::react(w, account, decode(body)?),
+        f::messages::GetStickerSet::CONSTRUCTOR_ID => Err(fail(406, "STICKERSET_INVALID")),
+        other => {
+            tracing::debug!(
+                event = "sim_unsupported",
+                request = tl::name_for_id(other),
+                "the simulated Telegram does not model this request"
+            );
+            Err(fail(400, "METHOD_INVALID"))
+        }
+    }
+}
+
+fn get_users(w: &World, account: i64, r: tl::functions::users::GetUsers) -> Answer {
+    let mut out = Vec::new();
+    for input in &r.id {
+        let id = match input {
+            tl::enums::InputUser::UserSelf => account,
+            tl::enums::InputUser::User(u) if w.check_hash(account, u.user_id, u.access_hash) => {
+                u.user_id
+            }
+            tl::enums::InputUser::FromMessage(u) => u.user_id,
+            _ => continue,
+        };
+        if let Some(u) = w.user_tl(account, id) {
+            out.push(u);
+        }
+    }
+    ok(out)
+}
+
+/// The ids of `getMessages`' input messages.
+fn message_ids(input: &[tl::enums::InputMessage]) -> Vec<i32> {
+    input
+        .iter()
+        .filter_map(|m| match m {
+            tl::enums::InputMessage::Id(i) => Some(i.id),
+            tl::enums::InputMessage::ReplyTo(i) => Some(i.id),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The dialog an input peer names, checked: its access hash, the account's membership.
+pub(super) fn input_peer(
+    w: &World,
+    account: i64,
+    peer: &tl::enums::InputPeer,
+) -> Result<Peer, RpcFailure> {
+    let invalid = || fail(400, "PEER_ID_INVALID");
+    match peer {
+        tl::enums::InputPeer::PeerSelf => Ok(Peer::User(account)),
+        tl::enums::InputPeer::User(u) => {
+            if w.users.contains_key(&u.user_id) && w.check_hash(account, u.user_id, u.access_hash) {
+                Ok(Peer::User(u.user_id))
+            } else {
+                Err(invalid())
+            }
+        }
+        tl::enums::InputPeer::UserFromMessage(u) if w.users.contains_key(&u.user_id) => {
+            Ok(Peer::User(u.user_id))
+        }
+        tl::enums::InputPeer::Chat(c) => match w.groups.get(&c.chat_id) {
+            Some(g) if g.members.contains(&account) => Ok(Peer::Chat(c.chat_id)),
+            _ => Err(fail(400, "CHAT_ID_INVALID")),
+        },
+        tl::enums::InputPeer::Channel(c) => {
+            let id = input_channel(
+                w,
+                account,
+                &tl::types::InputChannel {
+                    channel_id: c.channel_id,
+                    access_hash: c.access_hash,
+                }
+                .into(),
+            )?;
+            Ok(Peer::Channel(id))
+        }
+        _ => Err(invalid()),
+    }
+}
+
+/// The channel an input channel names, checked.
+pub(super) fn input_channel(
+    w: &World,
+    account: i64,
+    channel: &tl::enums::InputChannel,
+) -> Result<i64, RpcFailure> {
+    let tl::enums::InputChannel::Channel(c) = channel else {
+        return Err(fail(400, "CHANNEL_INVALID"));
+    };
+    match w.channels.get(&c.channel_id) {
+        Some(_) if !w.check_hash(account, c.channel_id, c.access_hash) => {
+            Err(fail(400, "CHANNEL_INVALID"))
+        }
+        Some(ch) if ch.members.contains(&account) => Ok(c.channel_id),
+        Some(_) => Err(fail(400, "CHANNEL_PRIVATE")),
+        None => Err(fail(400, "CHANNEL_INVALID")),
+    }
+}
+
+/// `messages.messages` (or a channel's `messages.channelMessages`) holding `msgs`.
+pub(super) fn messages_answer(
+    w: &World,
+    account: i64,
+    msgs: &[Msg],
+    channel: Option<i64>,
+) -> tl::enums::messages::Messages {
+    messages_page(w, account, msgs, channel, msgs.len())
+}
+
+fn messages_page(
+    w: &World,
+    account: i64,
+    msgs: &[Msg],
+    channel: Option<i64>,
+    count: usize,
+) -> tl::enums::messages::Messages {
+    let refs: Vec<&Msg> = msgs.iter().collect();
+    let (users, chats) = w.refs(account, &refs);
+    let messages = msgs.iter().map(|m| m.tl(account)).collect();
+    let count = i32::try_from(count).unwrap_or(i32::MAX);
+    match channel {
+        Some(c) => tl::types::messages::ChannelMessages {
+            inexact: false,
+            pts: w.channels.get(&c).map_or(0, |c| c.pts),
+            count,
+            offset_id_offset: None,
+            messages,
+            topics: Vec::new(),
+            chats,
+            users,
+        }
+        .into(),
+        None if count as usize == msgs.len() => tl::types::messages::Messages {
+            messages,
+            topics: Vec::new(),
+            chats,
+            users,
+        }
+        .into(),
+        None => tl::types::messages::MessagesSlice {
+            inexact: false,
+            count,
+            next_rate: None,
+            offset_id_offset: None,
+            search_flood: None,
+            messages,
+            topics: Vec::new(),
+            chats,
+            users,
+        }
+        .into(),
+    }
+}
+
+/// The messages of a dialog, newest first.
+pub(super) fn dialog_messages(w: &World, account: i64, peer: Peer) -> Vec<Msg> {
+    let mut msgs: Vec<Msg> = match peer {
+        Peer::Channel(c) => w
+            .channels
+            .get(&c)
+            .map(|c| c.messages.values().cloned().collect())
+            .unwrap_or_default(),
+        _ => w
+            .accounts
+            .get(&account)
+            .map(|a| {
+                a.messages
+                    .values()
+                    .filter(|m| m.peer == peer)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    msgs.reverse();
+    msgs
+}
+
+fn get_history(w: &World, account: i64, r: tl::functions::messages::GetHistory) -> Answer {
+    let peer = input_peer(w, account, &r.peer)?;
+    let all = dialog_messages(w, account, peer);
+    let page: Vec<Msg> = all
+        .iter()
+        .filter(|m| r.offset_id <= 0 || m.id < r.offset_id)
+        .filter(|m| r.max_id <= 0 || m.id < r.max_id)
+        .filter(|m| m.id > r.min_id)
+        .skip(usize::try_from(r.add_offset).unwrap_or(0))
+        .take(usize::try_from(r.limit.clamp(1, 100)).unwrap_or(100))
+        .cloned()
+        .collect();
+    let channel = match peer {
+        Peer::Channel(c) => Some(c),
+        _ => None,
+    };
+    ok(messages_page(w, account, &page, channel, all.len()))
+}
+
+fn read_inbox(w: &mut World, account: i64, peer: Peer, max_id: i32) -> Answer {
+    if let Some(a) = w.accounts.get_mut(&account) {
+        a.read_inbox.insert(peer, max_id);
+    }
+    w.events
+        .push((account, format!("read {} {max_id}", peer.chat_id())));
+    let pts = w.log(
+        account,
+        1,
+        tl::types::UpdateReadHistoryInbox {
+            folder_id: None,
+            peer: peer.tl(),
+            top_msg_id: None,
+            max_id,
+            still_unread_count: 0,
+            pts: 0,
+            pts_count: 1,
+        }
+        .into(),
+    );
+    ok(tl::enums::messages::AffectedMessages::Messages(
+        tl::types::messages::AffectedMessages { pts, pts_count: 1 },
+    ))
+}
+
+/// Members of a dialog that are accounts (who get a copy in their box).
+pub(super) fn box_holders(w: &World, peer: Peer, sender: i64) -> BTreeSet<i64> {
+    match peer {
+        Peer::User(u) => [sender, u]
+            .into_iter()
+            .filter(|a| w.accounts.contains_key(a))
+            .collect(),
+        Peer::Chat(c) => w
+            .groups
+            .get(&c)
+            .map(|g| {
+                g.members
+                    .iter()
+                    .copied()
+                    .filter(|a| w.accounts.contains_key(a))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        Peer::Channel(_) => BTreeSet::new(),
+    }
+}

@@ -1,0 +1,967 @@
+//! The state of the simulated Telegram: users (people and accounts), each account's own
+//! message box (direct chats and basic groups, with its own message ids and pts, as on the
+//! server), basic groups, channels (supergroups and forums with their topics, their own ids
+//! and pts), read marks, notify settings, blocks, flood waits and slow mode, and the push
+//! channels of the connected clients. It answers nothing on the wire (that is
+//! [`super::rpc`]) and knows no socket (that is [`super::wire`]); every change that a client
+//! would hear about is logged under its pts (for getDifference) and pushed to the account's
+//! connections as the TL `Updates` the server sends.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use grammers_client::tl::{self, Serializable};
+
+use super::tl as b;
+use crate::ports::clock::SharedClock;
+
+/// A connection's way to receive pushed updates (a serialized `Updates`).
+pub(crate) type Push = Box<dyn Fn(&[u8]) + Send>;
+
+/// A dialog as an account sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Peer {
+    User(i64),
+    Chat(i64),
+    Channel(i64),
+}
+
+impl Peer {
+    pub(crate) fn tl(self) -> tl::enums::Peer {
+        match self {
+            Peer::User(id) => b::peer_user(id),
+            Peer::Chat(id) => b::peer_chat(id),
+            Peer::Channel(id) => b::peer_channel(id),
+        }
+    }
+
+    /// The Bot API form of the dialog's id (what the daemon calls a chat id).
+    pub fn chat_id(self) -> i64 {
+        match self {
+            Peer::User(id) => id,
+            Peer::Chat(id) => -id,
+            Peer::Channel(id) => -1_000_000_000_000 - id,
+        }
+    }
+}
+
+/// A message, as stored in an account's box (DMs, basic groups) or a channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Msg {
+    pub id: i32,
+    pub peer: Peer,
+    pub from: i64,
+    /// Sent by the holder of the box (always false in a channel's list; see [`Msg::out_for`]).
+    pub out: bool,
+    pub text: String,
+    pub date: i32,
+    pub reply_to: Option<i32>,
+    /// The forum topic (its first message's id).
+    pub top: Option<i32>,
+    pub mentioned: bool,
+    /// A basic group's migration: the supergroup it became.
+    pub migrated_to: Option<i64>,
+    pub reactions: Vec<(i64, String)>,
+    /// The same message in every box that holds a copy (each box numbers it its own way).
+    pub global: u64,
+}
+
+impl Msg {
+    fn out_for(&self, viewer: i64) -> bool {
+        self.out || (matches!(self.peer, Peer::Channel(_)) && self.from == viewer)
+    }
+
+    /// The TL message as `viewer` sees it.
+    pub(crate) fn tl(&self, viewer: i64) -> tl::enums::Message {
+        let from = match self.peer {
+            Peer::User(_) => Some(b::peer_user(self.from)),
+            _ => Some(b::peer_user(self.from)),
+        };
+        if let Some(channel_id) = self.migrated_to {
+            return tl::types::MessageService {
+                out: false,
+                mentioned: false,
+                media_unread: false,
+                reactions_are_possible: false,
+                silent: false,
+                post: false,
+                legacy: false,
+                id: self.id,
+                from_id: from,
+                peer_id: self.peer.tl(),
+                saved_peer_id: None,
+                reply_to: None,
+                date: self.date,
+                action: tl::types::MessageActionChatMigrateTo { channel_id }.into(),
+                reactions: None,
+                ttl_period: None,
+            }
+            .into();
+        }
+        let mut m = b::message(self.id, self.peer.tl(), from, &self.text, self.date);
+        m.out = self.out_for(viewer);
+        m.mentioned = self.mentioned;
+        if self.reply_to.is_some() || self.top.is_some() {
+            m.reply_to = Some(b::reply_header(self.reply_to, self.top));
+        }
+        m.into()
+    }
+}
+
+/// A person or an account.
+#[derive(Debug, Clone)]
+pub struct User {
+    pub id: i64,
+    pub name: String,
+    pub username: Option<String>,
+}
+
+/// A logged update: its pts, its pts_count, and the update itself.
+type Logged = (i32, i32, tl::enums::Update);
+
+/// An account: a user whose client connects.
+pub struct Account {
+    pub user: i64,
+    pub key: [u8; 256],
+    pub pts: i32,
+    next_id: i32,
+    /// The account's own box: direct chats and basic groups.
+    pub messages: BTreeMap<i32, Msg>,
+    log: Vec<Logged>,
+    pub read_inbox: BTreeMap<Peer, i32>,
+    pub mute_until: BTreeMap<Peer, i32>,
+    pub blocked: BTreeSet<i64>,
+    /// Users whose access hash the account holds (met in a direct chat or a basic group).
+    pub met: BTreeSet<i64>,
+    random_ids: BTreeMap<i64, (Peer, i32)>,
+    pushes: Vec<(u64, Push)>,
+}
+
+/// A basic group.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub id: i64,
+    pub title: String,
+    pub members: BTreeSet<i64>,
+    pub migrated_to: Option<i64>,
+    pub date: i32,
+}
+
+/// A supergroup or forum.
+#[derive(Debug, Clone)]
+pub struct Channel {
+    pub id: i64,
+    pub title: String,
+    pub forum: bool,
+    pub members: BTreeSet<i64>,
+    pub pts: i32,
+    next_id: i32,
+    pub messages: BTreeMap<i32, Msg>,
+    log: Vec<Logged>,
+    /// Seconds between two messages of one member (0: off).
+    pub slow_mode: i32,
+    last_send: BTreeMap<i64, i32>,
+    /// Reactions members may use (`None`: all).
+    pub reactions: Option<Vec<String>>,
+    pub date: i32,
+    pub read_inbox: BTreeMap<i64, i32>,
+}
+
+/// Everything an action may fail with, as Telegram names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RpcFailure {
+    pub code: i32,
+    pub name: String,
+}
+
+impl RpcFailure {
+    pub(crate) fn new(code: i32, name: impl Into<String>) -> RpcFailure {
+        RpcFailure {
+            code,
+            name: name.into(),
+        }
+    }
+
+    /// The message of the TL `rpc_error`.
+    pub(crate) fn message(&self) -> String {
+        self.name.clone()
+    }
+}
+
+/// The whole simulated Telegram.
+pub struct World {
+    clock: SharedClock,
+    pub users: BTreeMap<i64, User>,
+    pub accounts: BTreeMap<i64, Account>,
+    pub groups: BTreeMap<i64, Group>,
+    pub channels: BTreeMap<i64, Channel>,
+    keys: HashMap<[u8; 8], i64>,
+    next_push: u64,
+    next_chat: i64,
+    next_global: u64,
+    /// Flood waits asked per (account, request constructor): seconds, how many calls.
+    floods: BTreeMap<(i64, u32), (i32, u32)>,
+    /// What the accounts did besides messages, in order (typing, status, reads): for tests.
+    pub events: Vec<(i64, String)>,
+    /// Every request each account sent, by TL name, in order: for tests.
+    pub requests: Vec<(i64, &'static str)>,
+    /// Where clients reach this world (for `help.getConfig`).
+    pub addr: (String, u16),
+}
+
+/// The service account's user id.
+pub const SERVICE_USER: i64 = 777_000;
+
+impl World {
+    pub(crate) fn new(clock: SharedClock) -> World {
+        let mut w = World {
+            clock,
+            users: BTreeMap::new(),
+            accounts: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            channels: BTreeMap::new(),
+            keys: HashMap::new(),
+            next_push: 1,
+            next_chat: 4_000,
+            next_global: 1,
+            floods: BTreeMap::new(),
+            events: Vec::new(),
+            requests: Vec::new(),
+            addr: ("127.0.0.1".into(), 0),
+        };
+        w.users.insert(
+            SERVICE_USER,
+            User {
+                id: SERVICE_USER,
+                name: "Telegram".into(),
+                username: None,
+            },
+        );
+        w
+    }
+
+    pub(crate) fn now(&self) -> i32 {
+        i32::try_from(self.clock.now().as_second()).unwrap_or(i32::MAX)
+    }
+
+    /// The access hash `viewer` holds for `id` (per account, as on Telegram).
+    pub fn access_hash(viewer: i64, id: i64) -> i64 {
+        let mut x = (id as u64) ^ (viewer as u64).rotate_left(29) ^ 0x9e37_79b9_7f4a_7c15;
+        x ^= x >> 31;
+        x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        (x >> 1) as i64
+    }
+
+    // ---- people, accounts, connections -------------------------------------------------
+
+    /// A person (or an account's user) named `name`, created on first use.
+    pub fn person(&mut self, name: &str) -> i64 {
+        let id = super::user_id_for(name);
+        self.users.entry(id).or_insert_with(|| User {
+            id,
+            name: name.to_string(),
+            username: Some(name.to_lowercase().replace(' ', "_")),
+        });
+        id
+    }
+
+    /// An account for `name` (its key is [`super::auth_key_for`]), created on first use.
+    pub fn account(&mut self, name: &str) -> i64 {
+        let id = self.person(name);
+        if !self.accounts.contains_key(&id) {
+            let key = super::auth_key_for(name);
+            self.keys.insert(super::wire::key_id(&key), id);
+            self.accounts.insert(
+                id,
+                Account {
+                    user: id,
+                    key,
+                    pts: 1,
+                    next_id: 1,
+                    messages: BTreeMap::new(),
+                    log: Vec::new(),
+                    read_inbox: BTreeMap::new(),
+                    mute_until: BTreeMap::new(),
+                    blocked: BTreeSet::new(),
+                    met: BTreeSet::from([id, SERVICE_USER]),
+                    random_ids: BTreeMap::new(),
+                    pushes: Vec::new(),
+                },
+            );
+        }
+        id
+    }
+
+    pub(crate) fn key(&self, id: [u8; 8]) -> Option<(i64, [u8; 256])> {
+        let account = *self.keys.get(&id)?;
+        Some((account, self.accounts.get(&account)?.key))
+    }
+
+    pub(crate) fn connect(&mut self, account: i64, push: Push) -> u64 {
+        let id = self.next_push;
+        self.next_push += 1;
+        if let Some(a) = self.accounts.get_mut(&account) {
+            a.pushes.push((id, push));
+        }
+        id
+    }
+
+    pub(crate) fn disconnect(&mut self, account: i64, id: u64) {
+        if let Some(a) = self.accounts.get_mut(&account) {
+            a.pushes.retain(|(i, _)| *i != id);
+        }
+    }
+
+    /// Whether `account` has a live connection.
+    pub fn connected(&self, account: i64) -> bool {
+        self.accounts
+            .get(&account)
+            .is_some_and(|a| !a.pushes.is_empty())
+    }
+
+    pub(crate) fn push(&self, account: i64, updates: &tl::enums::Updates) {
+        if let Some(a) = self.accounts.get(&account) {
+            let bytes = updates.to_bytes();
+            for (_, push) in &a.pushes {
+                push(&bytes);
+            }
+        }
+    }
+
+    // ---- flood waits ---------------------------------------------------------------------
+
+    /// The next `calls` requests of constructor `method` by `account` answer FLOOD_WAIT_`secs`.
+    pub fn flood(&mut self, account: i64, method: u32, secs: i32, calls: u32) {
+        self.floods.insert((account, method), (secs, calls));
+    }
+
+    pub(crate) fn take_flood(&mut self, account: i64, method: u32) -> Option<RpcFailure> {
+        let entry = self.floods.get_mut(&(account, method))?;
+        let secs = entry.0;
+        entry.1 = entry.1.saturating_sub(1);
+        if entry.1 == 0 {
+            self.floods.remove(&(account, method));
+        }
+        Some(RpcFailure::new(420, format!("FLOOD_WAIT_{secs}")))
+    }
+
+    // ---- users and chats as an account sees them -----------------------------------------
+
+    /// `id` as `viewer` sees it (min when the viewer never met it).
+    pub(crate) fn user_tl(&self, viewer: i64, id: i64) -> Option<tl::enums::User> {
+        let u = self.users.get(&id)?;
+        let met = self
+            .accounts
+            .get(&viewer)
+            .is_some_and(|a| a.met.contains(&id));
+        Some(b::user(
+            id,
+            Self::access_hash(viewer, id),
+            &u.name,
+            u.username.as_deref(),
+            id == viewer,
+            !met,
+        ))
+    }
+
+    pub(crate) fn users_tl(
+        &self,
+        viewer: i64,
+        ids: impl IntoIterator<Item = i64>,
+    ) -> Vec<tl::enums::User> {
+        let ids: BTreeSet<i64> = ids.into_iter().collect();
+        ids.into_iter()
+            .filter_map(|id| self.user_tl(viewer, id))
+            .collect()
+    }
+
+    pub(crate) fn chat_tl(&self, viewer: i64, peer: Peer) -> Option<tl::enums::Chat> {
+        match peer {
+            Peer::User(_) => None,
+            Peer::Chat(id) => self.groups.get(&id).map(|g| {
+                b::basic_group(
+                    id,
+                    &g.title,
+                    i32::try_from(g.members.len()).unwrap_or(0),
+                    g.date,
+                    g.migrated_to.map(|c| (c, Self::access_hash(viewer, c))),
+                )
+            }),
+            Peer::Channel(id) => self.channels.get(&id).map(|c| {
+                b::channel(
+                    id,
+                    Self::access_hash(viewer, id),
+                    &c.title,
+                    c.date,
+                    b::ChannelFlags {
+                        broadcast: false,
+                        forum: c.forum,
+                        slow_mode: c.slow_mode > 0,
+                    },
+                )
+            }),
+        }
+    }
+
+    /// The users and chats that messages `msgs` name, as `viewer` sees them.
+    pub(crate) fn refs(
+        &self,
+        viewer: i64,
+        msgs: &[&Msg],
+    ) -> (Vec<tl::enums::User>, Vec<tl::enums::Chat>) {
+        let mut users = BTreeSet::from([viewer]);
+        let mut chats = BTreeSet::new();
+        for m in msgs {
+            users.insert(m.from);
+            match m.peer {
+                Peer::User(u) => {
+                    users.insert(u);
+                }
+                other => {
+                    chats.insert(other);
+                }
+            }
+            if let Some(c) = m.migrated_to {
+                chats.insert(Peer::Channel(c));
+            }
+        }
+        let chats = chats
+            .into_iter()
+            .filter_map(|p| self.chat_tl(viewer, p))
+            .collect();
+        (self.users_tl(viewer, users), chats)
+    }
+
+    /// Whether `viewer` may address `peer` with `access_hash`.
+    pub(crate) fn check_hash(&self, viewer: i64, id: i64, access_hash: i64) -> bool {
+        id == viewer || Self::access_hash(viewer, id) == access_hash
+    }
+
+    // ---- the account's box and log -------------------------------------------------------
+
+    /// Logs `update` under the account's next pts (`count` events) and returns the pts.
+    pub(crate) fn log(&mut self, account: i64, count: i32, update: tl::enums::Update) -> i32 {
+        let Some(a) = self.accounts.get_mut(&account) else {
+            return 0;
+        };
+        a.pts += count;
+        a.log.push((a.pts, count, update));
+        a.pts
+    }
+
+    /// Stores a message in `account`'s box under its next id; returns the id.
+    fn store(&mut self, account: i64, mut msg: Msg) -> Option<i32> {
+        let a = self.accounts.get_mut(&account)?;
+        msg.id = a.next_id;
+        a.next_id += 1;
+        if let Peer::User(u) = msg.peer {
+            a.met.insert(u);
+        }
+        if let Peer::Chat(c) = msg.peer
+            && let Some(g) = self.groups.get(&c)
+        {
+            a.met.extend(g.members.iter().copied());
+        }
+        let id = msg.id;
+        a.messages.insert(id, msg);
+        Some(id)
+    }
+
+    pub(crate) fn state(&self, account: i64) -> tl::enums::updates::State {
+        tl::types::updates::State {
+            pts: self.accounts.get(&account).map_or(0, |a| a.pts),
+            qts: 0,
+            date: self.now(),
+            seq: 0,
+            unread_count: 0,
+        }
+        .into()
+    }
+
+    /// Everything logged for `account` after `pts` (a difference).
+    pub(crate) fn difference(&self, account: i64, pts: i32) -> tl::enums::updates::Difference {
+        let Some(a) = self.accounts.get(&account) else {
+            return tl::types::updates::DifferenceEmpty {
+                date: self.now(),
+                seq: 0,
+            }
+            .into();
+        };
+        if pts >= a.pts {
+            return tl::types::updates::DifferenceEmpty {
+                date: self.now(),
+                seq: 0,
+            }
+            .into();
+        }
+        let mut new_messages = Vec::new();
+        let mut other_updates = Vec::new();
+        let mut ids = Vec::new();
+        for (p, _, u) in a.log.iter().filter(|(p, _, _)| *p > pts) {
+            let _ = p;
+            match u {
+                tl::enums::Update::NewMessage(n) => {
+                    new_messages.push(n.message.clone());
+                    if let tl::enums::Message::Message(m) = &n.message {
+                        ids.push(m.id);
+                    }
+                }
+                other => other_updates.push(other.clone()),
+            }
+        }
+        let msgs: Vec<&Msg> = ids.iter().filter_map(|i| a.messages.get(i)).collect();
+        let (users, chats) = self.refs(account, &msgs);
+        tl::types::updates::Difference {
+            new_messages,
+            new_encrypted_messages: Vec::new(),
+            other_updates,
+            chats,
+            users,
+            state: self.state(account),
+        }
+        .into()
+    }
+
+    /// A channel's updates after `pts`, as `viewer` sees them.
+    pub(crate) fn channel_difference(
+        &self,
+        viewer: i64,
+        channel: i64,
+        pts: i32,
+    ) -> Result<tl::enums::updates::ChannelDifference, RpcFailure> {
+        let c = self
+            .channels
+            .get(&channel)
+            .filter(|c| c.members.contains(&viewer))
+            .ok_or_else(|| RpcFailure::new(400, "CHANNEL_PRIVATE"))?;
+        if pts >= c.pts {
+            return Ok(tl::types::updates::ChannelDifferenceEmpty {
+                r#final: true,
+                pts: c.pts,
+                timeout: Some(30),
+            }
+            .into());
+        }
+        let msgs: Vec<&Msg> = c.messages.values().filter(|m| {
+            c.log.iter().any(|(p, _, u)| *p > pts && matches!(u, tl::enums::Update::NewChannelMessage(n) if msg_id(&n.message) == m.id))
+        }).collect();
+        let (users, chats) = self.refs(viewer, &msgs);
+        Ok(tl::types::updates::ChannelDifference {
+            r#final: true,
+            pts: c.pts,
+            timeout: Some(30),
+            new_messages: msgs.iter().map(|m| m.tl(viewer)).collect(),
+            other_updates: c
+                .log
+                .iter()
+                .filter(|(p, _, u)| {
+                    *p > pts && !matches!(u, tl::enums::Update::NewChannelMessage(_))
+                })
+                .map(|(_, _, u)| u.clone())
+                .collect(),
+            chats,
+            users,
+        }
+        .into())
+    }
+
+    pub(crate) fn mark_random_id(&mut self, account: i64, random_id: i64, at: (Peer, i32)) -> bool {
+        self.accounts
+            .get_mut(&account)
+            .is_some_and(|a| a.random_ids.insert(random_id, at).is_none())
+    }
+
+    pub(crate) fn knows_random_id(&self, account: i64, random_id: i64) -> bool {
+        self.accounts
+            .get(&account)
+            .is_some_and(|a| a.random_ids.contains_key(&random_id))
+    }
+
+    /// Stores `msg` in the box of every account that holds the dialog, logs it and pushes it
+    /// to all of them but `skip_push` (the sender, who has its answer). Returns the ids per
+    /// account (and the new pts).
+    pub(crate) fn deliver_box(
+        &mut self,
+        holders: &[(i64, Msg)],
+        skip_push: Option<i64>,
+    ) -> BTreeMap<i64, (i32, i32)> {
+        let mut out = BTreeMap::new();
+        for (account, msg) in holders {
+            if msg.peer == Peer::User(msg.from)
+                && !msg.out
+                && self
+                    .accounts
+                    .get(account)
+                    .is_some_and(|a| a.blocked.contains(&msg.from))
+            {
+                continue; // blocked: never delivered
+            }
+            let Some(id) = self.store(*account, msg.clone()) else {
+                continue;
+            };
+            let Some(stored) = self
+                .accounts
+                .get(account)
+                .and_then(|a| a.messages.get(&id))
+                .cloned()
+            else {
+                continue;
+            };
+            let update: tl::enums::Update = tl::types::UpdateNewMessage {
+                message: stored.tl(*account),
+                pts: 0,
+                pts_count: 1,
+            }
+            .into();
+            let pts = self.log(*account, 1, update);
+            if let Some(a) = self.accounts.get_mut(account)
+                && let Some((_, _, tl::enums::Update::NewMessage(n))) = a.log.last_mut()
+            {
+                n.pts = pts;
+            }
+            out.insert(*account, (id, pts));
+            if Some(*account) != skip_push {
+                let short = self.short_update(*account, &stored, pts);
+                self.push(*account, &short);
+            }
+        }
+        out
+    }
+
+    /// The update the server pushes for a new message in an account's box.
+    fn short_update(&self, account: i64, m: &Msg, pts: i32) -> tl::enums::Updates {
+        let reply_to = m.reply_to.map(|r| b::reply_header(Some(r), None));
+        match m.peer {
+            Peer::User(u) if u != account && m.migrated_to.is_none() => {
+                tl::types::UpdateShortMessage {
+                    out: m.out,
+                    mentioned: m.mentioned,
+                    media_unread: false,
+                    silent: false,
+                    id: m.id,
+                    user_id: u,
+                    message: m.text.clone(),
+                    pts,
+                    pts_count: 1,
+                    date: m.date,
+                    fwd_from: None,
+                    via_bot_id: None,
+                    reply_to,
+                    entities: None,
+                    ttl_period: None,
+                }
+                .into()
+            }
+            Peer::Chat(c) if m.migrated_to.is_none() && !m.out => {
+                tl::types::UpdateShortChatMessage {
+                    out: m.out,
+                    mentioned: m.mentioned,
+                    media_unread: false,
+                    silent: false,
+                    id: m.id,
+                    from_id: m.from,
+                    chat_id: c,
+                    message: m.text.clone(),
+                    pts,
+                    pts_count: 1,
+                    date: m.date,
+                    fwd_from: None,
+                    via_bot_id: None,
+                    reply_to,
+                    entities: None,
+                    ttl_period: None,
+                }
+                .into()
+            }
+            _ => {
+                let (users, chats) = self.refs(account, &[m]);
+                self.updates(
+                    vec![
+                        tl::types::UpdateNewMessage {
+                            message: m.tl(account),
+                            pts,
+                            pts_count: 1,
+                        }
+                        .into(),
+                    ],
+                    users,
+                    chats,
+                )
+            }
+        }
+    }
+
+    pub(crate) fn updates(
+        &self,
+        updates: Vec<tl::enums::Update>,
+        users: Vec<tl::enums::User>,
+        chats: Vec<tl::enums::Chat>,
+    ) -> tl::enums::Updates {
+        tl::types::Updates {
+            updates,
+            users,
+            chats,
+            date: self.now(),
+            seq: 0,
+        }
+        .into()
+    }
+
+    /// Adds `msg` to a channel (its next id and pts) and pushes it to every member account
+    /// but `skip_push`. Returns (id, pts).
+    pub(crate) fn deliver_channel(
+        &mut self,
+        channel: i64,
+        mut msg: Msg,
+        skip_push: Option<i64>,
+    ) -> Option<(i32, i32)> {
+        let c = self.channels.get_mut(&channel)?;
+        msg.id = c.next_id;
+        c.next_id += 1;
+        c.pts += 1;
+        let (id, pts) = (msg.id, c.pts);
+        c.log.push((
+            pts,
+            1,
+            tl::types::UpdateNewChannelMessage {
+                message: msg.tl(0),
+                pts,
+                pts_count: 1,
+            }
+            .into(),
+        ));
+        c.messages.insert(id, msg.clone());
+        let members: Vec<i64> = c.members.iter().copied().collect();
+        for account in members {
+            if Some(account) == skip_push || !self.accounts.contains_key(&account) {
+                continue;
+            }
+            let update = self.channel_update(account, &msg, pts);
+            self.push(account, &update);
+        }
+        Some((id, pts))
+    }
+
+    pub(crate) fn channel_update(&self, viewer: i64, m: &Msg, pts: i32) -> tl::enums::Updates {
+        let (users, chats) = self.refs(viewer, &[m]);
+        let mut tl_msg = m.tl(viewer);
+        if let tl::enums::Message::Message(mm) = &mut tl_msg {
+            mm.mentioned = self.mentions(viewer, m);
+        }
+        self.updates(
+            vec![
+                tl::types::UpdateNewChannelMessage {
+                    message: tl_msg,
+                    pts,
+                    pts_count: 1,
+                }
+                .into(),
+            ],
+            users,
+            chats,
+        )
+    }
+
+    /// Whether `m` addresses `viewer`: names its @username, or answers one of its messages.
+    pub(crate) fn mentions(&self, viewer: i64, m: &Msg) -> bool {
+        if m.from == viewer {
+            return false;
+        }
+        let named = self
+            .users
+            .get(&viewer)
+            .and_then(|u| u.username.as_ref())
+            .is_some_and(|name| m.text.to_lowercase().contains(&format!("@{name}")));
+        let replied = m.reply_to.is_some_and(|r| match m.peer {
+            Peer::Channel(c) => self
+                .channels
+                .get(&c)
+                .and_then(|c| c.messages.get(&r))
+                .is_some_and(|o| o.from == viewer),
+            _ => self
+                .accounts
+                .get(&viewer)
+                .and_then(|a| a.messages.get(&r))
+                .is_some_and(|o| o.out),
+        });
+        named || replied
+    }
+
+    pub(crate) fn new_chat_id(&mut self) -> i64 {
+        self.next_chat += 1;
+        self.next_chat
+    }
+
+    pub(crate) fn new_channel(&mut self, title: &str, forum: bool, members: BTreeSet<i64>) -> i64 {
+        let id = self.new_chat_id() + 1_000_000;
+        let date = self.now();
+        self.channels.insert(
+            id,
+            Channel {
+                id,
+                title: title.to_string(),
+                forum,
+                members,
+                pts: 1,
+                next_id: 1,
+                messages: BTreeMap::new(),
+                log: Vec::new(),
+                slow_mode: 0,
+                last_send: BTreeMap::new(),
+                reactions: None,
+                date,
+                read_inbox: BTreeMap::new(),
+            },
+        );
+        id
+    }
+
+    /// Slow mode: whether `user` may post in `channel` now (else the seconds left).
+    pub(crate) fn slow_mode_left(&mut self, channel: i64, user: i64) -> Option<i32> {
+        let now = self.now();
+        let c = self.channels.get_mut(&channel)?;
+        if c.slow_mode <= 0 {
+            return None;
+        }
+        let last = c.last_send.get(&user).copied();
+        match last {
+            Some(t) if now - t < c.slow_mode => Some(c.slow_mode - (now - t)),
+            _ => {
+                c.last_send.insert(user, now);
+                None
+            }
+        }
+    }
+}
+
+impl World {
+    pub(crate) fn next_global(&mut self) -> u64 {
+        self.next_global += 1;
+        self.next_global
+    }
+
+    /// The world-wide identity of `account`'s message `id`.
+    pub(crate) fn global_of(&self, account: i64, id: i32) -> Option<u64> {
+        self.accounts
+            .get(&account)?
+            .messages
+            .get(&id)
+            .map(|m| m.global)
+    }
+
+    /// `account`'s id of the message `global`.
+    pub(crate) fn local_of(&self, account: i64, global: u64) -> Option<i32> {
+        self.accounts
+            .get(&account)?
+            .messages
+            .values()
+            .find(|m| m.global == global)
+            .map(|m| m.id)
+    }
+
+    pub(crate) fn mentions_in_box(&self, holder: i64, m: &Msg) -> bool {
+        self.mentions(holder, m)
+    }
+
+    /// The forum topic of a channel's message `id`.
+    pub(crate) fn topic_of(&self, peer: Peer, id: i32) -> Option<i32> {
+        let Peer::Channel(c) = peer else {
+            return None;
+        };
+        let m = self.channels.get(&c)?.messages.get(&id)?;
+        m.top.or(self
+            .channels
+            .get(&c)
+            .filter(|c| c.forum)
+            .map(|_| m.id)
+            .filter(|_| m.text.starts_with("topic: ")))
+    }
+
+    /// Removes messages from `account`'s box; returns their world-wide identities.
+    pub(crate) fn remove(&mut self, account: i64, ids: &[i32]) -> Vec<u64> {
+        let Some(a) = self.accounts.get_mut(&account) else {
+            return Vec::new();
+        };
+        ids.iter()
+            .filter_map(|i| a.messages.remove(i))
+            .map(|m| m.global)
+            .collect()
+    }
+
+    /// Sets `account`'s reactions on a message; false when there is no such message.
+    pub(crate) fn set_reactions(
+        &mut self,
+        account: i64,
+        peer: Peer,
+        id: i32,
+        emoji: &[String],
+    ) -> bool {
+        let msg = match peer {
+            Peer::Channel(c) => self
+                .channels
+                .get_mut(&c)
+                .and_then(|c| c.messages.get_mut(&id)),
+            _ => self
+                .accounts
+                .get_mut(&account)
+                .and_then(|a| a.messages.get_mut(&id))
+                .filter(|m| m.peer == peer),
+        };
+        let Some(msg) = msg else {
+            return false;
+        };
+        msg.reactions.retain(|(who, _)| *who != account);
+        msg.reactions
+            .extend(emoji.iter().map(|e| (account, e.clone())));
+        true
+    }
+
+    /// Migrates basic group `chat` to a new supergroup: the group is deactivated, every
+    /// member account gets the service message that names the supergroup.
+    pub(crate) fn migrate(&mut self, chat: i64) -> Option<i64> {
+        let g = self.groups.get(&chat)?.clone();
+        if g.migrated_to.is_some() {
+            return g.migrated_to;
+        }
+        let channel = self.new_channel(&g.title, false, g.members.clone());
+        if let Some(group) = self.groups.get_mut(&chat) {
+            group.migrated_to = Some(channel);
+        }
+        let date = self.now();
+        let global = self.next_global();
+        let holders: Vec<(i64, Msg)> = g
+            .members
+            .iter()
+            .copied()
+            .filter(|a| self.accounts.contains_key(a))
+            .map(|a| {
+                (
+                    a,
+                    Msg {
+                        id: 0,
+                        peer: Peer::Chat(chat),
+                        from: a,
+                        out: true,
+                        text: String::new(),
+                        date,
+                        reply_to: None,
+                        top: None,
+                        mentioned: false,
+                        migrated_to: Some(channel),
+                        reactions: Vec::new(),
+                        global,
+                    },
+                )
+            })
+            .collect();
+        self.deliver_box(&holders, None);
+        Some(channel)
+    }
+}
+
+pub(crate) fn msg_id(m: &tl::enums::Message) -> i32 {
+    match m {
+        tl::enums::Message::Message(m) => m.id,
+        tl::enums::Message::Service(m) => m.id,
+        tl::enums::Message::Empty(m) => m.id,
+    }
+}
