@@ -240,7 +240,8 @@ impl Sim {
             from,
             Peer::Channel(channel),
             Post {
-                text: format!("topic: {title}"),
+                text: String::new(),
+                topic_title: Some(title.to_string()),
                 ..Post::default()
             },
         )?;
@@ -286,6 +287,16 @@ impl Sim {
     /// FLOOD_WAIT_`secs`.
     pub fn flood(&self, account: i64, method: u32, secs: i32, calls: u32) {
         self.with(|w| w.flood(account, method, secs, calls));
+    }
+
+    /// Loses (`true`) or delivers again (`false`) the pushes to `account`, as a network that
+    /// drops packets: what was lost is found through the difference.
+    pub fn lose_pushes(&self, account: i64, lose: bool) {
+        self.with(|w| {
+            if let Some(a) = w.accounts.get_mut(&account) {
+                a.lose_pushes = lose;
+            }
+        });
     }
 
     /// Tells the account's clients `updatesTooLong` (they must fetch the difference).

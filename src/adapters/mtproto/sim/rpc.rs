@@ -47,7 +47,7 @@ pub(super) fn answer(w: &mut World, account: i64, body: &[u8]) -> Answer {
         f::updates::GetState::CONSTRUCTOR_ID => ok(w.state(account)),
         f::updates::GetDifference::CONSTRUCTOR_ID => {
             let r: f::updates::GetDifference = decode(body)?;
-            ok(w.difference(account, r.pts))
+            ok(w.difference(account, r.pts, r.date))
         }
         f::updates::GetChannelDifference::CONSTRUCTOR_ID => {
             let r: f::updates::GetChannelDifference = decode(body)?;

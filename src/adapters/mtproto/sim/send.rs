@@ -23,6 +23,8 @@ pub struct Post {
     pub reply_to: Option<i32>,
     /// The forum topic.
     pub top: Option<i32>,
+    /// Opens a forum topic of this title (the post is the topic's service message).
+    pub topic_title: Option<String>,
 }
 
 /// Where a post went: per holder (account, message id, pts); for a channel its id and pts.
@@ -105,6 +107,7 @@ pub(crate) fn post(
         top: post.top,
         mentioned: false,
         migrated_to: None,
+        topic_title: post.topic_title.clone(),
         reactions: Vec::new(),
         global,
     };
@@ -194,6 +197,7 @@ pub(super) fn send_message(
             text: r.message.clone(),
             reply_to: reply_to.filter(|r| Some(*r) != top || !forum),
             top,
+            topic_title: None,
         },
         Some(account),
     )?;

@@ -259,7 +259,7 @@ pub fn reply_header(to: Option<i32>, top: Option<i32>) -> tl::enums::MessageRepl
         reply_to_peer_id: None,
         reply_from: None,
         reply_media: None,
-        reply_to_top_id: top.filter(|t| Some(*t) != to),
+        reply_to_top_id: to.and(top).filter(|t| Some(*t) != to),
         quote_text: None,
         quote_entities: None,
         quote_offset: None,

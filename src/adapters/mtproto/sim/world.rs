@@ -60,6 +60,8 @@ pub struct Msg {
     pub mentioned: bool,
     /// A basic group's migration: the supergroup it became.
     pub migrated_to: Option<i64>,
+    /// A forum topic's creation (its title): a service message whose id is the topic's.
+    pub topic_title: Option<String>,
     pub reactions: Vec<(i64, String)>,
     /// The same message in every box that holds a copy (each box numbers it its own way).
     pub global: u64,
@@ -76,7 +78,22 @@ impl Msg {
             Peer::User(_) => Some(b::peer_user(self.from)),
             _ => Some(b::peer_user(self.from)),
         };
-        if let Some(channel_id) = self.migrated_to {
+        let action: Option<tl::enums::MessageAction> = match (&self.topic_title, self.migrated_to) {
+            (Some(title), _) => Some(
+                tl::types::MessageActionTopicCreate {
+                    title_missing: false,
+                    title: title.clone(),
+                    icon_color: 0x6F_B9_F0,
+                    icon_emoji_id: None,
+                }
+                .into(),
+            ),
+            (None, Some(channel_id)) => {
+                Some(tl::types::MessageActionChatMigrateTo { channel_id }.into())
+            }
+            (None, None) => None,
+        };
+        if let Some(action) = action {
             return tl::types::MessageService {
                 out: false,
                 mentioned: false,
@@ -91,7 +108,7 @@ impl Msg {
                 saved_peer_id: None,
                 reply_to: None,
                 date: self.date,
-                action: tl::types::MessageActionChatMigrateTo { channel_id }.into(),
+                action,
                 reactions: None,
                 ttl_period: None,
             }
@@ -134,6 +151,8 @@ pub struct Account {
     pub met: BTreeSet<i64>,
     random_ids: BTreeMap<i64, (Peer, i32)>,
     pushes: Vec<(u64, Push)>,
+    /// Pushes are lost (a network that drops them): the client finds the gap later.
+    pub lose_pushes: bool,
 }
 
 /// A basic group.
@@ -285,6 +304,7 @@ impl World {
                     met: BTreeSet::from([id, SERVICE_USER]),
                     random_ids: BTreeMap::new(),
                     pushes: Vec::new(),
+                    lose_pushes: false,
                 },
             );
         }
@@ -319,7 +339,7 @@ impl World {
     }
 
     pub(crate) fn push(&self, account: i64, updates: &tl::enums::Updates) {
-        if let Some(a) = self.accounts.get(&account) {
+        if let Some(a) = self.accounts.get(&account).filter(|a| !a.lose_pushes) {
             let bytes = updates.to_bytes();
             for (_, push) in &a.pushes {
                 push(&bytes);
@@ -477,8 +497,15 @@ impl World {
         .into()
     }
 
-    /// Everything logged for `account` after `pts` (a difference).
-    pub(crate) fn difference(&self, account: i64, pts: i32) -> tl::enums::updates::Difference {
+    /// Everything logged for `account` after `pts` (a difference); channels with messages
+    /// since `date` are named by `updateChannelTooLong` (the client asks each for its own
+    /// difference).
+    pub(crate) fn difference(
+        &self,
+        account: i64,
+        pts: i32,
+        date: i32,
+    ) -> tl::enums::updates::Difference {
         let Some(a) = self.accounts.get(&account) else {
             return tl::types::updates::DifferenceEmpty {
                 date: self.now(),
@@ -486,7 +513,20 @@ impl World {
             }
             .into();
         };
-        if pts >= a.pts {
+        let channels: Vec<tl::enums::Update> = self
+            .channels
+            .values()
+            .filter(|c| c.members.contains(&account))
+            .filter(|c| c.messages.values().any(|m| m.date >= date))
+            .map(|c| {
+                tl::types::UpdateChannelTooLong {
+                    channel_id: c.id,
+                    pts: None,
+                }
+                .into()
+            })
+            .collect();
+        if pts >= a.pts && channels.is_empty() {
             return tl::types::updates::DifferenceEmpty {
                 date: self.now(),
                 seq: 0,
@@ -494,7 +534,7 @@ impl World {
             .into();
         }
         let mut new_messages = Vec::new();
-        let mut other_updates = Vec::new();
+        let mut other_updates = channels;
         let mut ids = Vec::new();
         for (p, _, u) in a.log.iter().filter(|(p, _, _)| *p > pts) {
             let _ = p;
@@ -509,7 +549,13 @@ impl World {
             }
         }
         let msgs: Vec<&Msg> = ids.iter().filter_map(|i| a.messages.get(i)).collect();
-        let (users, chats) = self.refs(account, &msgs);
+        let (users, mut chats) = self.refs(account, &msgs);
+        chats.extend(
+            self.channels
+                .values()
+                .filter(|c| c.members.contains(&account))
+                .filter_map(|c| self.chat_tl(account, Peer::Channel(c.id))),
+        );
         tl::types::updates::Difference {
             new_messages,
             new_encrypted_messages: Vec::new(),
@@ -947,6 +993,7 @@ impl World {
                         top: None,
                         mentioned: false,
                         migrated_to: Some(channel),
+                        topic_title: None,
                         reactions: Vec::new(),
                         global,
                     },

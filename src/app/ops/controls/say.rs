@@ -198,7 +198,7 @@ impl Controller {
                 Post {
                     text: text.to_string(),
                     reply_to: reply_to.and_then(|r| i32::try_from(r.0).ok()),
-                    top: None,
+                    ..Post::default()
                 },
             )
             .map_err(|e| {
