@@ -41,7 +41,11 @@ impl Sink for Recorder {
             message.id,
             message.text,
             if trigger { "" } else { " (history)" },
-            if message.sender.service { " (service)" } else { "" }
+            if message.sender.service {
+                " (service)"
+            } else {
+                ""
+            }
         ));
     }
     fn inbound_addressed(&self, chat: Chat, message: Message, trigger: bool, callout: bool) {
@@ -84,6 +88,12 @@ async fn live(name: &str) -> Live {
     let server = SimServer::start(Arc::clone(&clock), "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
+    live_on(server, name).await
+}
+
+/// The account `name` of `server`, connected and pumping.
+async fn live_on(server: SimServer, name: &str) -> Live {
+    let clock: SharedClock = Arc::new(SystemClock);
     let sim = server.sim.clone();
     let me = sim.account(name);
     let dir = tempfile::tempdir().unwrap();
@@ -180,10 +190,18 @@ async fn a_first_contact_dm_is_answered_after_learning_the_sender_from_the_messa
     })
     .await;
     let before = l.sim.requests(l.me).len();
-    let sent = l.telegram.send_text(text(alice, "hi Alice", 77)).await.unwrap();
+    let sent = l
+        .telegram
+        .send_text(text(alice, "hi Alice", 77))
+        .await
+        .unwrap();
     let seen = l.sim.transcript(l.me, Peer::User(alice));
     let last = seen.last().unwrap();
-    assert_eq!((last.text.as_str(), last.out), ("hi Alice", true), "{seen:?}");
+    assert_eq!(
+        (last.text.as_str(), last.out),
+        ("hi Alice", true),
+        "{seen:?}"
+    );
     assert_eq!(sent.id.0, i64::from(last.id));
     // Telegram's short update names no access hash: the first send is refused, the sender is
     // learnt from the message itself (one getMessages, no walk of the dialogs), and the
@@ -191,7 +209,11 @@ async fn a_first_contact_dm_is_answered_after_learning_the_sender_from_the_messa
     let after = l.sim.requests(l.me)[before..].to_vec();
     assert_eq!(
         after,
-        ["messages.sendMessage", "messages.getMessages", "messages.sendMessage"],
+        [
+            "messages.sendMessage",
+            "messages.getMessages",
+            "messages.sendMessage"
+        ],
         "{after:?}"
     );
     l.stop.cancel();
@@ -241,7 +263,11 @@ async fn lost_pushes_are_found_through_the_difference_after_a_gap_or_updates_too
     .await;
     let all = l.sink.lines();
     for needle in ["lost one", "after the gap", "lost two"] {
-        assert_eq!(all.iter().filter(|s| s.contains(needle)).count(), 1, "{all:?}");
+        assert_eq!(
+            all.iter().filter(|s| s.contains(needle)).count(),
+            1,
+            "{all:?}"
+        );
     }
     assert!(l.sim.requests(l.me).contains(&"updates.getDifference"));
     l.stop.cancel();
@@ -254,12 +280,29 @@ async fn a_supergroup_message_lost_in_a_gap_comes_back_through_its_channel_diffe
     let bob = l.sim.person("Bob");
     let group = l.sim.supergroup("Club", &[l.me, bob], false);
     l.sim
-        .post(bob, Peer::Channel(group), Post { text: "first in club".into(), ..Post::default() })
+        .post(
+            bob,
+            Peer::Channel(group),
+            Post {
+                text: "first in club".into(),
+                ..Post::default()
+            },
+        )
         .unwrap();
-    until("the first message", || !lines_with(&l, "first in club").is_empty()).await;
+    until("the first message", || {
+        !lines_with(&l, "first in club").is_empty()
+    })
+    .await;
     l.sim.lose_pushes(l.me, true);
     l.sim
-        .post(bob, Peer::Channel(group), Post { text: "lost in club".into(), ..Post::default() })
+        .post(
+            bob,
+            Peer::Channel(group),
+            Post {
+                text: "lost in club".into(),
+                ..Post::default()
+            },
+        )
         .unwrap();
     l.sim.lose_pushes(l.me, false);
     l.sim.too_long(l.me);
@@ -270,9 +313,14 @@ async fn a_supergroup_message_lost_in_a_gap_comes_back_through_its_channel_diffe
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     println!("{:?}", l.sim.requests(l.me));
-    until("the lost channel message", || !lines_with(&l, "lost in club").is_empty()).await;
+    until("the lost channel message", || {
+        !lines_with(&l, "lost in club").is_empty()
+    })
+    .await;
     assert!(
-        l.sim.requests(l.me).contains(&"updates.getChannelDifference"),
+        l.sim
+            .requests(l.me)
+            .contains(&"updates.getChannelDifference"),
         "{:?}",
         l.sim.requests(l.me)
     );
@@ -286,7 +334,14 @@ async fn the_owners_saved_messages_note_and_a_dm_from_another_device_are_the_own
     let alice = l.sim.person("Alice");
     l.sim.dm(alice, l.me, "are you there").unwrap();
     l.sim
-        .post(l.me, Peer::User(l.me), Post { text: "/status".into(), ..Post::default() })
+        .post(
+            l.me,
+            Peer::User(l.me),
+            Post {
+                text: "/status".into(),
+                ..Post::default()
+            },
+        )
         .unwrap();
     l.sim.dm(l.me, alice, "yes, from my phone").unwrap();
     until("both of the owner's messages", || {
@@ -294,9 +349,19 @@ async fn the_owners_saved_messages_note_and_a_dm_from_another_device_are_the_own
     })
     .await;
     let owner = lines_with(&l, "owner ");
-    assert!(owner[0].starts_with(&format!("owner {} ", l.me)) && owner[0].ends_with("/status"), "{owner:?}");
-    assert!(owner[1].starts_with(&format!("owner {alice} ")), "{owner:?}");
-    assert!(lines_with(&l, "in ").iter().all(|s| !s.contains("from my phone")));
+    assert!(
+        owner[0].starts_with(&format!("owner {} ", l.me)) && owner[0].ends_with("/status"),
+        "{owner:?}"
+    );
+    assert!(
+        owner[1].starts_with(&format!("owner {alice} ")),
+        "{owner:?}"
+    );
+    assert!(
+        lines_with(&l, "in ")
+            .iter()
+            .all(|s| !s.contains("from my phone"))
+    );
     l.stop.cancel();
 }
 
@@ -307,20 +372,46 @@ async fn a_migrated_group_is_followed_into_its_supergroup() {
     let bob = l.sim.person("Bob");
     let group = l.sim.group("Book club", &[l.me, bob]);
     l.sim
-        .post(bob, Peer::Chat(group), Post { text: "old group".into(), ..Post::default() })
+        .post(
+            bob,
+            Peer::Chat(group),
+            Post {
+                text: "old group".into(),
+                ..Post::default()
+            },
+        )
         .unwrap();
-    until("the basic group's message", || !lines_with(&l, "old group").is_empty()).await;
+    until("the basic group's message", || {
+        !lines_with(&l, "old group").is_empty()
+    })
+    .await;
     let channel = l.sim.migrate(group).unwrap();
     let to = Peer::Channel(channel).chat_id();
     until("the migration", || !lines_with(&l, "migrated").is_empty()).await;
-    assert_eq!(lines_with(&l, "migrated"), [format!("migrated {} {to}", -group)]);
+    assert_eq!(
+        lines_with(&l, "migrated"),
+        [format!("migrated {} {to}", -group)]
+    );
     l.sim
-        .post(bob, Peer::Channel(channel), Post { text: "new home".into(), ..Post::default() })
+        .post(
+            bob,
+            Peer::Channel(channel),
+            Post {
+                text: "new home".into(),
+                ..Post::default()
+            },
+        )
         .unwrap();
-    until("the supergroup's message", || !lines_with(&l, "new home").is_empty()).await;
+    until("the supergroup's message", || {
+        !lines_with(&l, "new home").is_empty()
+    })
+    .await;
     assert!(lines_with(&l, "new home")[0].starts_with(&format!("in {to} ")));
     // The account answers there.
-    l.telegram.send_text(text(to, "hello new home", 5)).await.unwrap();
+    l.telegram
+        .send_text(text(to, "hello new home", 5))
+        .await
+        .unwrap();
     let t = l.sim.transcript(l.me, Peer::Channel(channel));
     assert_eq!(t.last().map(|m| m.text.as_str()), Some("hello new home"));
     l.stop.cancel();
@@ -331,9 +422,15 @@ async fn the_service_account_is_marked_as_telegrams_own() {
     let l = live("Wren").await;
     streaming(&l).await;
     l.sim.dm(SERVICE_USER, l.me, "Login code: 12345").unwrap();
-    until("the service message", || !lines_with(&l, "Login code").is_empty()).await;
+    until("the service message", || {
+        !lines_with(&l, "Login code").is_empty()
+    })
+    .await;
     let line = &lines_with(&l, "Login code")[0];
-    assert!(line.ends_with("(service)"), "the sender rule keeps it from planning: {line}");
+    assert!(
+        line.ends_with("(service)"),
+        "the sender rule keeps it from planning: {line}"
+    );
     l.stop.cancel();
 }
 
@@ -345,12 +442,21 @@ async fn block_clear_read_typing_and_reactions_reach_the_server() {
     let m = l.sim.dm(alice, l.me, "one").unwrap().id_for(l.me).unwrap();
     until("the message", || !lines_with(&l, "one").is_empty()).await;
     l.telegram.typing(ChatId(alice)).await.unwrap();
-    l.telegram.mark_read(ChatId(alice), MessageId(i64::from(m))).await.unwrap();
-    l.telegram.react(ChatId(alice), MessageId(i64::from(m)), "👍").await.unwrap();
+    l.telegram
+        .mark_read(ChatId(alice), MessageId(i64::from(m)))
+        .await
+        .unwrap();
+    l.telegram
+        .react(ChatId(alice), MessageId(i64::from(m)), "👍")
+        .await
+        .unwrap();
     l.telegram.block(ChatId(alice)).await.unwrap();
     // Blocked: what Alice writes never arrives.
     l.sim.dm(alice, l.me, "are you ignoring me").unwrap();
-    l.telegram.delete_history(ChatId(alice), true).await.unwrap();
+    l.telegram
+        .delete_history(ChatId(alice), true)
+        .await
+        .unwrap();
     let events = l.sim.events(l.me);
     for want in [
         format!("typing {alice}"),
@@ -375,19 +481,40 @@ async fn telegrams_limits_come_back_as_the_errors_telegram_gives() {
     let club = l.sim.supergroup("Slow club", &[l.me, bob], false);
     let chat = Peer::Channel(club).chat_id();
     l.sim
-        .post(bob, Peer::Channel(club), Post { text: "hi all".into(), ..Post::default() })
+        .post(
+            bob,
+            Peer::Channel(club),
+            Post {
+                text: "hi all".into(),
+                ..Post::default()
+            },
+        )
         .unwrap();
-    until("the club's message", || !lines_with(&l, "hi all").is_empty()).await;
+    until("the club's message", || {
+        !lines_with(&l, "hi all").is_empty()
+    })
+    .await;
     l.sim.restrict(club, 30, Some(vec!["👍".into()]));
     l.telegram.send_text(text(chat, "first", 1)).await.unwrap();
     let slow = l.telegram.send_text(text(chat, "second", 2)).await;
     assert!(
-        format!("{slow:?}").contains("FloodWait") || format!("{slow:?}").to_lowercase().contains("wait"),
+        format!("{slow:?}").contains("FloodWait")
+            || format!("{slow:?}").to_lowercase().contains("wait"),
         "slow mode answers a wait: {slow:?}"
     );
     let m = l.sim.transcript(l.me, Peer::Channel(club))[0].id;
-    assert!(l.telegram.react(ChatId(chat), MessageId(i64::from(m)), "🔥").await.is_err());
-    l.sim.flood(l.me, grammers_client::tl::functions::messages::SetTyping::CONSTRUCTOR_ID, 120, 1);
+    assert!(
+        l.telegram
+            .react(ChatId(chat), MessageId(i64::from(m)), "🔥")
+            .await
+            .is_err()
+    );
+    l.sim.flood(
+        l.me,
+        grammers_client::tl::functions::messages::SetTyping::CONSTRUCTOR_ID,
+        120,
+        1,
+    );
     let flood = l.telegram.typing(ChatId(chat)).await;
     assert!(format!("{flood:?}").contains("120"), "{flood:?}");
     l.stop.cancel();
@@ -404,7 +531,15 @@ async fn after_a_history_page_an_unquoted_part_still_goes_to_the_live_messages_t
     let live_topic = l.sim.topic(forum, bob, "Looms").unwrap();
     let post = |text: &str, top: i32| {
         l.sim
-            .post(bob, Peer::Channel(forum), Post { text: text.into(), top: Some(top), ..Post::default() })
+            .post(
+                bob,
+                Peer::Channel(forum),
+                Post {
+                    text: text.into(),
+                    top: Some(top),
+                    ..Post::default()
+                },
+            )
             .unwrap();
     };
     post("my printer jams", older);
@@ -421,9 +556,18 @@ async fn after_a_history_page_an_unquoted_part_still_goes_to_the_live_messages_t
     l.telegram.send_text(text(chat, "I do", 9)).await.unwrap();
     let sent = l.sim.transcript(l.me, Peer::Channel(forum));
     let answer = sent.iter().find(|m| m.text == "I do").unwrap();
-    assert_eq!(answer.top, Some(live_topic), "the answer went to topic {:?}", answer.top);
+    assert_eq!(
+        answer.top,
+        Some(live_topic),
+        "the answer went to topic {:?}",
+        answer.top
+    );
     let typing = format!("typing {chat} topic {live_topic}");
-    assert!(l.sim.events(l.me).contains(&typing), "{:?}", l.sim.events(l.me));
+    assert!(
+        l.sim.events(l.me).contains(&typing),
+        "{:?}",
+        l.sim.events(l.me)
+    );
     l.stop.cancel();
 }
 
@@ -434,9 +578,19 @@ async fn a_chat_muted_from_another_device_is_known_without_asking_telegram() {
     let bob = l.sim.person("Bob");
     let group = l.sim.group("Chatter", &[l.me, bob]);
     l.sim
-        .post(bob, Peer::Chat(group), Post { text: "before mute".into(), ..Post::default() })
+        .post(
+            bob,
+            Peer::Chat(group),
+            Post {
+                text: "before mute".into(),
+                ..Post::default()
+            },
+        )
         .unwrap();
-    until("the first message", || !lines_with(&l, "before mute").is_empty()).await;
+    until("the first message", || {
+        !lines_with(&l, "before mute").is_empty()
+    })
+    .await;
     assert!(!lines_with(&l, "before mute")[0].ends_with("(history)"));
     l.sim.mute(l.me, Peer::Chat(group), i32::MAX);
     let asked = |l: &Live| {
@@ -448,14 +602,59 @@ async fn a_chat_muted_from_another_device_is_known_without_asking_telegram() {
     };
     let before = asked(&l);
     l.sim
-        .post(bob, Peer::Chat(group), Post { text: "after mute".into(), ..Post::default() })
+        .post(
+            bob,
+            Peer::Chat(group),
+            Post {
+                text: "after mute".into(),
+                ..Post::default()
+            },
+        )
         .unwrap();
-    until("the second message", || !lines_with(&l, "after mute").is_empty()).await;
+    until("the second message", || {
+        !lines_with(&l, "after mute").is_empty()
+    })
+    .await;
     assert!(
         lines_with(&l, "after mute")[0].ends_with("(history)"),
         "a muted group's message only joins the history: {:?}",
         l.sink.lines()
     );
-    assert_eq!(asked(&l), before, "Telegram's pushed settings were used, not a look-up");
+    assert_eq!(
+        asked(&l),
+        before,
+        "Telegram's pushed settings were used, not a look-up"
+    );
+    l.stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_between_the_first_unread_scan_and_the_streams_start_is_not_lost() {
+    // Before the first connection: a message lands right after the unread scan read the
+    // dialogs, and its push is lost (grammers has no state yet to place it).
+    let clock: SharedClock = Arc::new(SystemClock);
+    let server = SimServer::start(Arc::clone(&clock), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let me = server.sim.account("Wren");
+    let alice = server.sim.person("Alice");
+    server.sim.after(me, "messages.getDialogs", move |w| {
+        w.lose_pushes(me, true);
+        w.post(
+            alice,
+            Peer::User(me),
+            Post {
+                text: "in the window".into(),
+                ..Post::default()
+            },
+        )
+        .unwrap();
+        w.lose_pushes(me, false);
+    });
+    let l = live_on(server, "Wren").await;
+    until("the message sent in the window", || {
+        !lines_with(&l, "in the window").is_empty()
+    })
+    .await;
     l.stop.cancel();
 }

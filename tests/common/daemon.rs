@@ -75,6 +75,7 @@ pub(crate) fn base(cmd: &mut Command) {
         "GROK_API_KEY",
         "XAI_API_KEY",
         "OLLAMA_BASE_URL",
+        "PERSONAD_SIM_ADDR",
     ] {
         cmd.env_remove(var);
     }
@@ -96,6 +97,42 @@ pub(crate) fn start_limited(
     env: &[(&str, &str)],
     nofile: Option<u32>,
 ) -> Result<Child, std::io::Error> {
+    start_on(s, &["--telegram", "memory"], extra, env, nofile)
+}
+
+/// Starts `personad run` on the simulated Telegram listening at `sim` (one the test runs).
+#[allow(dead_code)]
+pub(crate) fn start_sim(
+    s: &Scratch,
+    sim: std::net::SocketAddr,
+    extra: &[&str],
+) -> Result<Child, std::io::Error> {
+    let addr = sim.to_string();
+    start_on(
+        s,
+        &[
+            "--telegram",
+            "sim",
+            "--sim-addr",
+            &addr,
+            "--planner",
+            "echo",
+        ],
+        extra,
+        &[],
+        None,
+    )
+}
+
+/// Starts `personad run` on the Telegram `telegram` names, with fast pacing and JSON logs
+/// into the log file.
+pub(crate) fn start_on(
+    s: &Scratch,
+    telegram: &[&str],
+    extra: &[&str],
+    env: &[(&str, &str)],
+    nofile: Option<u32>,
+) -> Result<Child, std::io::Error> {
     let bin = env!("CARGO_BIN_EXE_personad");
     let mut cmd = match nofile {
         None => Command::new(bin),
@@ -112,7 +149,8 @@ pub(crate) fn start_limited(
         .arg(s.agents())
         .arg("--state")
         .arg(s.state())
-        .args(["--log-format", "json", "run", "--telegram", "memory"])
+        .args(["--log-format", "json", "run"])
+        .args(telegram)
         .args(["--debounce-ms", "20", "--typing-speed", "100000"])
         .args(["--start-typing-delay", "0"])
         .args(extra);

@@ -187,7 +187,7 @@ impl Sim {
     /// other side; Saved Messages is `Peer::User(from)`). The owner writing from another
     /// device is the account posting here.
     pub fn post(&self, from: i64, peer: Peer, post: Post) -> Result<Posted, world::RpcFailure> {
-        self.with(|w| send::post(w, from, peer, &post, None))
+        self.with(|w| w.post(from, peer, post))
     }
 
     /// `from` writes `text` to `to` in their direct chat.
@@ -292,11 +292,7 @@ impl Sim {
     /// Loses (`true`) or delivers again (`false`) the pushes to `account`, as a network that
     /// drops packets: what was lost is found through the difference.
     pub fn lose_pushes(&self, account: i64, lose: bool) {
-        self.with(|w| {
-            if let Some(a) = w.accounts.get_mut(&account) {
-                a.lose_pushes = lose;
-            }
-        });
+        self.with(|w| w.lose_pushes(account, lose));
     }
 
     /// Tells the account's clients `updatesTooLong` (they must fetch the difference).
@@ -309,6 +305,9 @@ impl Sim {
         self.with(|w| {
             let mut m = rpc::dialog_messages(w, account, peer);
             m.reverse();
+            for msg in &mut m {
+                msg.out = msg.out_for(account);
+            }
             m
         })
     }
@@ -322,6 +321,18 @@ impl Sim {
                 .map(|(_, e)| e.clone())
                 .collect()
         })
+    }
+
+    /// Runs `hook` once, right after `account`'s next request named `method` (a TL name such
+    /// as `messages.getDialogs`) is answered: how a test puts an event in a precise window.
+    /// The hook runs with the world locked, before the answer leaves.
+    pub fn after(
+        &self,
+        account: i64,
+        method: &'static str,
+        hook: impl FnOnce(&mut World) + Send + 'static,
+    ) {
+        self.with(|w| w.hooks.push((account, method, Box::new(hook))));
     }
 
     /// Every request `account` sent so far, by TL name, in order.

@@ -28,8 +28,23 @@ fn bool_true() -> Answer {
     ok(true)
 }
 
-/// Answers one request `body` of `account`.
+/// Answers one request `body` of `account`, then runs the hooks waiting for it.
 pub(super) fn answer(w: &mut World, account: i64, body: &[u8]) -> Answer {
+    let answer = answer_only(w, account, body);
+    let name = w.requests.last().map(|(_, n)| *n).unwrap_or_default();
+    let mut i = 0;
+    while i < w.hooks.len() {
+        if w.hooks[i].0 == account && w.hooks[i].1 == name {
+            let (_, _, hook) = w.hooks.remove(i);
+            hook(w);
+        } else {
+            i += 1;
+        }
+    }
+    answer
+}
+
+fn answer_only(w: &mut World, account: i64, body: &[u8]) -> Answer {
     let id = body
         .get(..4)
         .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
@@ -103,30 +118,7 @@ pub(super) fn answer(w: &mut World, account: i64, body: &[u8]) -> Answer {
             ));
             bool_true()
         }
-        f::messages::ReadMentions::CONSTRUCTOR_ID => {
-            let r: f::messages::ReadMentions = decode(body)?;
-            let peer = input_peer(w, account, &r.peer)?;
-            w.events
-                .push((account, format!("read_mentions {}", peer.chat_id())));
-            let pts = w.log(
-                account,
-                1,
-                tl::types::UpdateReadMessagesContents {
-                    messages: Vec::new(),
-                    pts: 0,
-                    pts_count: 1,
-                    date: None,
-                }
-                .into(),
-            );
-            ok(tl::enums::messages::AffectedHistory::History(
-                tl::types::messages::AffectedHistory {
-                    pts,
-                    pts_count: 1,
-                    offset: 0,
-                },
-            ))
-        }
+        f::messages::ReadMentions::CONSTRUCTOR_ID => read_mentions(w, account, body),
         f::messages::DeleteHistory::CONSTRUCTOR_ID => {
             super::send::delete_history(w, account, decode(body)?)
         }
@@ -147,68 +139,10 @@ pub(super) fn answer(w: &mut World, account: i64, body: &[u8]) -> Answer {
             w.events.push((account, status.to_string()));
             bool_true()
         }
-        f::account::GetNotifySettings::CONSTRUCTOR_ID => {
-            let r: f::account::GetNotifySettings = decode(body)?;
-            let until = match &r.peer {
-                tl::enums::InputNotifyPeer::Peer(p) => {
-                    let peer = input_peer(w, account, &p.peer)?;
-                    w.accounts
-                        .get(&account)
-                        .and_then(|a| a.mute_until.get(&peer).copied())
-                }
-                _ => None,
-            };
-            w.events.push((account, "get_notify_settings".to_string()));
-            ok(super::tl::notify_settings(until.unwrap_or(0)))
-        }
-        f::contacts::GetBlocked::CONSTRUCTOR_ID => {
-            let now = w.now();
-            let blocked: Vec<i64> = w
-                .accounts
-                .get(&account)
-                .map(|a| a.blocked.iter().copied().collect())
-                .unwrap_or_default();
-            ok(tl::enums::contacts::Blocked::Blocked(
-                tl::types::contacts::Blocked {
-                    blocked: blocked
-                        .iter()
-                        .map(|u| {
-                            tl::types::PeerBlocked {
-                                peer_id: Peer::User(*u).tl(),
-                                date: now,
-                            }
-                            .into()
-                        })
-                        .collect(),
-                    chats: Vec::new(),
-                    users: w.users_tl(account, blocked.iter().copied()),
-                },
-            ))
-        }
+        f::account::GetNotifySettings::CONSTRUCTOR_ID => notify_settings(w, account, body),
+        f::contacts::GetBlocked::CONSTRUCTOR_ID => blocked(w, account),
         f::contacts::Block::CONSTRUCTOR_ID | f::contacts::Unblock::CONSTRUCTOR_ID => {
-            let block = id == f::contacts::Block::CONSTRUCTOR_ID;
-            let target = if block {
-                let r: f::contacts::Block = decode(body)?;
-                input_peer(w, account, &r.id)?
-            } else {
-                let r: f::contacts::Unblock = decode(body)?;
-                input_peer(w, account, &r.id)?
-            };
-            let Peer::User(user) = target else {
-                return Err(fail(400, "PEER_ID_INVALID"));
-            };
-            if let Some(a) = w.accounts.get_mut(&account) {
-                if block {
-                    a.blocked.insert(user);
-                } else {
-                    a.blocked.remove(&user);
-                }
-            }
-            w.events.push((
-                account,
-                format!("{} {user}", if block { "block" } else { "unblock" }),
-            ));
-            bool_true()
+            block(w, account, id, body)
         }
         f::messages::GetDialogs::CONSTRUCTOR_ID => super::send::dialogs(w, account, decode(body)?),
         f::messages::MarkDialogUnread::CONSTRUCTOR_ID => bool_true(),
@@ -456,4 +390,99 @@ pub(super) fn box_holders(w: &World, peer: Peer, sender: i64) -> BTreeSet<i64> {
             .unwrap_or_default(),
         Peer::Channel(_) => BTreeSet::new(),
     }
+}
+
+fn read_mentions(w: &mut World, account: i64, body: &[u8]) -> Answer {
+    use tl::functions as f;
+    let r: f::messages::ReadMentions = decode(body)?;
+    let peer = input_peer(w, account, &r.peer)?;
+    w.events
+        .push((account, format!("read_mentions {}", peer.chat_id())));
+    let pts = w.log(
+        account,
+        1,
+        tl::types::UpdateReadMessagesContents {
+            messages: Vec::new(),
+            pts: 0,
+            pts_count: 1,
+            date: None,
+        }
+        .into(),
+    );
+    ok(tl::enums::messages::AffectedHistory::History(
+        tl::types::messages::AffectedHistory {
+            pts,
+            pts_count: 1,
+            offset: 0,
+        },
+    ))
+}
+
+fn notify_settings(w: &mut World, account: i64, body: &[u8]) -> Answer {
+    use tl::functions as f;
+    let r: f::account::GetNotifySettings = decode(body)?;
+    let until = match &r.peer {
+        tl::enums::InputNotifyPeer::Peer(p) => {
+            let peer = input_peer(w, account, &p.peer)?;
+            w.accounts
+                .get(&account)
+                .and_then(|a| a.mute_until.get(&peer).copied())
+        }
+        _ => None,
+    };
+    w.events.push((account, "get_notify_settings".to_string()));
+    ok(super::tl::notify_settings(until.unwrap_or(0)))
+}
+
+fn blocked(w: &mut World, account: i64) -> Answer {
+    let now = w.now();
+    let blocked: Vec<i64> = w
+        .accounts
+        .get(&account)
+        .map(|a| a.blocked.iter().copied().collect())
+        .unwrap_or_default();
+    ok(tl::enums::contacts::Blocked::Blocked(
+        tl::types::contacts::Blocked {
+            blocked: blocked
+                .iter()
+                .map(|u| {
+                    tl::types::PeerBlocked {
+                        peer_id: Peer::User(*u).tl(),
+                        date: now,
+                    }
+                    .into()
+                })
+                .collect(),
+            chats: Vec::new(),
+            users: w.users_tl(account, blocked.iter().copied()),
+        },
+    ))
+}
+
+/// `contacts.block` or `contacts.unblock` (`id` says which).
+fn block(w: &mut World, account: i64, id: u32, body: &[u8]) -> Answer {
+    use tl::functions as f;
+    let block = id == f::contacts::Block::CONSTRUCTOR_ID;
+    let target = if block {
+        let r: f::contacts::Block = decode(body)?;
+        input_peer(w, account, &r.id)?
+    } else {
+        let r: f::contacts::Unblock = decode(body)?;
+        input_peer(w, account, &r.id)?
+    };
+    let Peer::User(user) = target else {
+        return Err(fail(400, "PEER_ID_INVALID"));
+    };
+    if let Some(a) = w.accounts.get_mut(&account) {
+        if block {
+            a.blocked.insert(user);
+        } else {
+            a.blocked.remove(&user);
+        }
+    }
+    w.events.push((
+        account,
+        format!("{} {user}", if block { "block" } else { "unblock" }),
+    ));
+    bool_true()
 }

@@ -14,6 +14,9 @@ use grammers_client::tl::{self, Serializable};
 use super::tl as b;
 use crate::ports::clock::SharedClock;
 
+/// Something done to the world at a chosen moment (see [`World::hooks`]).
+pub(crate) type Hook = Box<dyn FnOnce(&mut World) + Send>;
+
 /// A connection's way to receive pushed updates (a serialized `Updates`).
 pub(crate) type Push = Box<dyn Fn(&[u8]) + Send>;
 
@@ -68,7 +71,7 @@ pub struct Msg {
 }
 
 impl Msg {
-    fn out_for(&self, viewer: i64) -> bool {
+    pub(crate) fn out_for(&self, viewer: i64) -> bool {
         self.out || (matches!(self.peer, Peer::Channel(_)) && self.from == viewer)
     }
 
@@ -186,7 +189,8 @@ pub struct Channel {
 }
 
 /// Everything an action may fail with, as Telegram names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Telegram refused it: {name} ({code})")]
 pub struct RpcFailure {
     pub code: i32,
     pub name: String,
@@ -223,6 +227,9 @@ pub struct World {
     pub events: Vec<(i64, String)>,
     /// Every request each account sent, by TL name, in order: for tests.
     pub requests: Vec<(i64, &'static str)>,
+    /// What happens right after an account's request of a TL name is answered (once each):
+    /// how tests put an event in a precise window.
+    pub(crate) hooks: Vec<(i64, &'static str, Hook)>,
     /// Where clients reach this world (for `help.getConfig`).
     pub addr: (String, u16),
 }
@@ -245,6 +252,7 @@ impl World {
             floods: BTreeMap::new(),
             events: Vec::new(),
             requests: Vec::new(),
+            hooks: Vec::new(),
             addr: ("127.0.0.1".into(), 0),
         };
         w.users.insert(
@@ -880,6 +888,23 @@ impl World {
 }
 
 impl World {
+    /// `from` posts in `peer` (see [`super::Sim::post`]).
+    pub fn post(
+        &mut self,
+        from: i64,
+        peer: Peer,
+        post: super::Post,
+    ) -> Result<super::Posted, RpcFailure> {
+        super::send::post(self, from, peer, &post, None)
+    }
+
+    /// Loses (or delivers again) the pushes to `account` (see [`super::Sim::lose_pushes`]).
+    pub fn lose_pushes(&mut self, account: i64, lose: bool) {
+        if let Some(a) = self.accounts.get_mut(&account) {
+            a.lose_pushes = lose;
+        }
+    }
+
     pub(crate) fn next_global(&mut self) -> u64 {
         self.next_global += 1;
         self.next_global

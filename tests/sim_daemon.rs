@@ -1,0 +1,281 @@
+//! The daemon binary on the simulated Telegram: `personad run --telegram sim` with the real
+//! MTProto adapter, pump and grammers' update machinery connected over TCP to a simulator
+//! this test runs (`--sim-addr`), with the offline echo planner. The test plays the people
+//! and the owner in the simulator and reads what the accounts wrote there.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::daemon::{Reaper, Scratch, ctl, persona, poll, start_sim, stdout, wait_up};
+use personad::adapters::mtproto::sim::{Peer, Post, Sim, SimServer};
+use personad::ports::clock::SystemClock;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+const TESS: &str = "# Agent Name\nTess\n\n# Agent Phone\n+15550100042\n\n# Agent Instructions\nYou are Tess, calm and brief.\n";
+
+/// A simulator on its own runtime (its worker threads serve the daemon's connections while
+/// the test blocks).
+struct World {
+    _rt: tokio::runtime::Runtime,
+    server: SimServer,
+}
+
+impl World {
+    fn new() -> World {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let server = rt
+            .block_on(SimServer::start(
+                Arc::new(SystemClock),
+                "127.0.0.1:0".parse().unwrap(),
+            ))
+            .unwrap();
+        World { _rt: rt, server }
+    }
+    fn sim(&self) -> &Sim {
+        &self.server.sim
+    }
+}
+
+/// What `account` wrote in `peer`, in order.
+fn written(sim: &Sim, account: i64, peer: Peer) -> Vec<String> {
+    sim.transcript(account, peer)
+        .into_iter()
+        .filter(|m| m.out)
+        .map(|m| m.text)
+        .collect()
+}
+
+/// Waits until `account` wrote `text` in `peer`.
+fn wait_written(
+    sim: &Sim,
+    account: i64,
+    peer: Peer,
+    text: &str,
+    s: &Scratch,
+) -> Result<(), String> {
+    poll(Duration::from_secs(20), || {
+        written(sim, account, peer)
+            .iter()
+            .any(|t| t == text)
+            .then_some(())
+    })
+    .ok_or_else(|| {
+        format!(
+            "{text:?} never written; wrote {:?}; log:\n{}",
+            written(sim, account, peer),
+            s.log_text()
+        )
+    })
+}
+
+/// Waits until the account's update stream runs (so what is posted next is live).
+fn wait_streaming(sim: &Sim, account: i64) -> Result<(), String> {
+    poll(Duration::from_secs(20), || {
+        sim.requests(account)
+            .contains(&"updates.getState")
+            .then_some(())
+    })
+    .ok_or_else(|| "the account never started its update stream".to_string())
+}
+
+#[test]
+fn a_first_contact_dm_is_answered_through_the_real_adapter() -> TestResult {
+    let w = World::new();
+    let tess = w.sim().account("Tess");
+    let alice = w.sim().person("Alice");
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let mut reaper = Reaper(Some(start_sim(&s, w.server.addr, &[])?));
+    wait_up(&s)?;
+    wait_streaming(w.sim(), tess)?;
+    w.sim().dm(alice, tess, "hello Tess")?;
+    wait_written(
+        w.sim(),
+        tess,
+        Peer::User(alice),
+        "Tess heard: hello Tess",
+        &s,
+    )?;
+    // Read, and answered once.
+    assert_eq!(written(w.sim(), tess, Peer::User(alice)).len(), 1);
+    assert!(
+        w.sim()
+            .events(tess)
+            .iter()
+            .any(|e| e.starts_with(&format!("read {alice}"))),
+        "{:?}",
+        w.sim().events(tess)
+    );
+    common::daemon::stop_daemon(&mut reaper)?;
+    Ok(())
+}
+
+#[test]
+fn a_draft_goes_to_saved_messages_and_the_owners_ok_from_the_phone_sends_it() -> TestResult {
+    let w = World::new();
+    let tess = w.sim().account("Tess");
+    let alice = w.sim().person("Alice");
+    let s = Scratch::new(&[(
+        "Tess.md",
+        &persona("Tess", "+15550100042", "# Approval\nnew-contacts\n\n"),
+    )])?;
+    let _reaper = Reaper(Some(start_sim(&s, w.server.addr, &[])?));
+    wait_up(&s)?;
+    wait_streaming(w.sim(), tess)?;
+    w.sim().dm(alice, tess, "can we meet?")?;
+    let saved = Peer::User(tess);
+    let draft = poll(Duration::from_secs(20), || {
+        w.sim()
+            .transcript(tess, saved)
+            .into_iter()
+            .find(|m| m.text.starts_with("personad: draft"))
+    })
+    .ok_or_else(|| format!("no draft in Saved Messages; log:\n{}", s.log_text()))?;
+    assert!(
+        written(w.sim(), tess, Peer::User(alice)).is_empty(),
+        "sent before approval"
+    );
+    // The owner answers the draft from the phone: a reply in Saved Messages.
+    w.sim().post(
+        tess,
+        saved,
+        Post {
+            text: "ok".into(),
+            reply_to: Some(draft.id),
+            ..Post::default()
+        },
+    )?;
+    wait_written(
+        w.sim(),
+        tess,
+        Peer::User(alice),
+        "Tess heard: can we meet?",
+        &s,
+    )?;
+    Ok(())
+}
+
+#[test]
+fn two_personas_in_one_group_hear_it_and_the_one_addressed_answers() -> TestResult {
+    let w = World::new();
+    let (tess, wren) = (w.sim().account("Tess"), w.sim().account("Wren"));
+    let bob = w.sim().person("Bob");
+    let group = w.sim().group("Garden club", &[tess, wren, bob]);
+    let s = Scratch::new(&[
+        ("Tess.md", TESS),
+        ("Wren.md", &persona("Wren", "+15550100043", "")),
+    ])?;
+    let _reaper = Reaper(Some(start_sim(&s, w.server.addr, &[])?));
+    wait_up(&s)?;
+    wait_streaming(w.sim(), tess)?;
+    wait_streaming(w.sim(), wren)?;
+    w.sim().post(
+        bob,
+        Peer::Chat(group),
+        Post {
+            text: "@tess are the roses out?".into(),
+            ..Post::default()
+        },
+    )?;
+    wait_written(
+        w.sim(),
+        tess,
+        Peer::Chat(group),
+        "Tess heard: @tess are the roses out?",
+        &s,
+    )?;
+    // Wren has it too (its own copy, its own id) and was not addressed.
+    std::thread::sleep(Duration::from_millis(500));
+    let wren_sees = w.sim().transcript(wren, Peer::Chat(group));
+    assert!(
+        wren_sees
+            .iter()
+            .any(|m| m.text == "@tess are the roses out?")
+    );
+    assert!(
+        !wren_sees
+            .iter()
+            .any(|m| m.out && m.text.starts_with("Wren heard")),
+        "{wren_sees:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_migrated_group_is_answered_in_its_supergroup() -> TestResult {
+    let w = World::new();
+    let tess = w.sim().account("Tess");
+    let bob = w.sim().person("Bob");
+    let group = w.sim().group("Chess", &[tess, bob]);
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let _reaper = Reaper(Some(start_sim(&s, w.server.addr, &[])?));
+    wait_up(&s)?;
+    wait_streaming(w.sim(), tess)?;
+    let say = |peer: Peer, text: &str| {
+        w.sim().post(
+            bob,
+            peer,
+            Post {
+                text: text.into(),
+                ..Post::default()
+            },
+        )
+    };
+    say(Peer::Chat(group), "@tess one")?;
+    wait_written(
+        w.sim(),
+        tess,
+        Peer::Chat(group),
+        "Tess heard: @tess one",
+        &s,
+    )?;
+    let channel = w.sim().migrate(group).ok_or("no migration")?;
+    say(Peer::Channel(channel), "@tess two")?;
+    wait_written(
+        w.sim(),
+        tess,
+        Peer::Channel(channel),
+        "Tess heard: @tess two",
+        &s,
+    )?;
+    Ok(())
+}
+
+#[test]
+fn run_with_its_own_simulator_answers_ctl_say_as_the_readme_shows() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let _reaper = Reaper(Some(common::daemon::start_on(
+        &s,
+        &["--telegram", "sim", "--planner", "echo"],
+        &[],
+        &[],
+        None,
+    )?));
+    wait_up(&s)?;
+    // At once after start: the message may arrive before the update stream runs.
+    let out = stdout(&ctl(
+        &s,
+        &[
+            "say", "--wait", "20", "--agent", "Tess", "--from", "Alice", "hello",
+        ],
+    )?);
+    assert!(
+        out.contains("delivered #1") && out.contains("Tess: Tess heard: hello"),
+        "{out}\nlog:\n{}",
+        s.log_text()
+    );
+    let status = stdout(&ctl(
+        &s,
+        &[
+            "say", "--wait", "20", "--agent", "Tess", "--chat", "me", "/status",
+        ],
+    )?);
+    assert!(status.contains("agent(s) up"), "{status}");
+    Ok(())
+}
