@@ -18,6 +18,15 @@ use personad::ports::telegram::Telegram;
 use personad::ports::updates::Sink;
 use tokio_util::sync::CancellationToken;
 
+/// Whether grammers' update stream has started: after the unread scan's dialogs, it asked
+/// for the state or the difference.
+fn stream_started(requests: &[&str]) -> bool {
+    requests
+        .iter()
+        .skip_while(|r| **r != "messages.getDialogs")
+        .any(|r| *r == "updates.getState" || *r == "updates.getDifference")
+}
+
 /// What the pump handed over, in order.
 #[derive(Default)]
 struct Recorder {
@@ -155,10 +164,7 @@ async fn until(what: &str, mut f: impl FnMut() -> bool) {
 
 /// Waits until the account's update stream has started (grammers asked for the state).
 async fn streaming(l: &Live) {
-    until("the update stream to start", || {
-        l.sim.requests(l.me).contains(&"updates.getState")
-    })
-    .await;
+    until("the update stream to start", || stream_started(&l.sim.requests(l.me))).await;
 }
 
 fn text(chat: i64, body: &str, key: i64) -> OutgoingText {
@@ -656,5 +662,30 @@ async fn a_message_between_the_first_unread_scan_and_the_streams_start_is_not_lo
         !lines_with(&l, "in the window").is_empty()
     })
     .await;
+    l.stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_while_the_first_stream_starts_triggers_on_its_newest_and_all_is_in_history() {
+    // Messages that arrive before the first update state are older than it: grammers drops
+    // their pushes, and the unread scan hands over the dialog's newest message (whose plan
+    // reads the history). Nothing after the state may be missed.
+    let l = live("Wren").await;
+    let alice = l.sim.person("Alice");
+    for i in 0..30 {
+        l.sim.dm(alice, l.me, &format!("early {i:02}")).unwrap();
+        tokio::task::yield_now().await;
+    }
+    until("the newest message, as a trigger", || {
+        l.sink
+            .lines()
+            .iter()
+            .any(|s| s.ends_with("early 29"))
+    })
+    .await;
+    let history = l.telegram.fetch_history(ChatId(alice), 100).await.unwrap();
+    let texts: Vec<&str> = history.iter().map(|m| m.text.as_str()).collect();
+    let want: Vec<String> = (0..30).map(|i| format!("early {i:02}")).collect();
+    assert_eq!(texts, want);
     l.stop.cancel();
 }

@@ -52,6 +52,15 @@ fn written(sim: &Sim, account: i64, peer: Peer) -> Vec<String> {
         .collect()
 }
 
+/// Whether grammers' update stream has started: after the unread scan's dialogs, it asked
+/// for the state or the difference.
+fn stream_started(requests: &[&str]) -> bool {
+    requests
+        .iter()
+        .skip_while(|r| **r != "messages.getDialogs")
+        .any(|r| *r == "updates.getState" || *r == "updates.getDifference")
+}
+
 /// Waits until `account` wrote `text` in `peer`.
 fn wait_written(
     sim: &Sim,
@@ -78,9 +87,7 @@ fn wait_written(
 /// Waits until the account's update stream runs (so what is posted next is live).
 fn wait_streaming(sim: &Sim, account: i64) -> Result<(), String> {
     poll(Duration::from_secs(20), || {
-        sim.requests(account)
-            .contains(&"updates.getState")
-            .then_some(())
+        stream_started(&sim.requests(account)).then_some(())
     })
     .ok_or_else(|| "the account never started its update stream".to_string())
 }
@@ -277,5 +284,63 @@ fn run_with_its_own_simulator_answers_ctl_say_as_the_readme_shows() -> TestResul
         ],
     )?);
     assert!(status.contains("agent(s) up"), "{status}");
+    Ok(())
+}
+
+/// How many kill -9 cycles the loop runs (`PERSONAD_SIM_CRASH_CYCLES`; a short run in CI).
+fn crash_cycles() -> usize {
+    std::env::var("PERSONAD_SIM_CRASH_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8)
+}
+
+#[test]
+fn kill_9_at_random_moments_loses_and_duplicates_nothing_over_the_wire() -> TestResult {
+    let w = World::new();
+    let tess = w.sim().account("Tess");
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let seed = std::env::var("PERSONAD_SIM_CRASH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut people = Vec::new();
+    for cycle in 0..crash_cycles() {
+        let mut child = Reaper(Some(start_sim(&s, w.server.addr, &[])?));
+        // Messages arrive before, while and after the account connects.
+        for k in 0..rng.usize(1..=3) {
+            let name = format!("P{cycle}x{k}");
+            let p = w.sim().person(&name);
+            w.sim().dm(p, tess, &format!("msg {name}"))?;
+            people.push((p, name));
+            std::thread::sleep(Duration::from_millis(rng.u64(0..300)));
+        }
+        std::thread::sleep(Duration::from_millis(rng.u64(0..700)));
+        if let Some(c) = child.0.as_mut() {
+            c.kill()?; // SIGKILL
+            c.wait()?;
+        }
+        child.0 = None;
+    }
+    // A last run that is left to finish.
+    let _last = Reaper(Some(start_sim(&s, w.server.addr, &[])?));
+    for (p, name) in &people {
+        let want = format!("Tess heard: msg {name}");
+        poll(Duration::from_secs(30), || {
+            written(w.sim(), tess, Peer::User(*p)).contains(&want).then_some(())
+        })
+        .ok_or_else(|| {
+            format!(
+                "seed {seed}: {name} never answered; log:\n{}",
+                s.log_text()
+            )
+        })?;
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    for (p, name) in &people {
+        let answers = written(w.sim(), tess, Peer::User(*p));
+        assert_eq!(answers.len(), 1, "seed {seed}: {name} was answered {answers:?}");
+    }
     Ok(())
 }
