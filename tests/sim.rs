@@ -164,7 +164,10 @@ async fn until(what: &str, mut f: impl FnMut() -> bool) {
 
 /// Waits until the account's update stream has started (grammers asked for the state).
 async fn streaming(l: &Live) {
-    until("the update stream to start", || stream_started(&l.sim.requests(l.me))).await;
+    until("the update stream to start", || {
+        stream_started(&l.sim.requests(l.me))
+    })
+    .await;
 }
 
 fn text(chat: i64, body: &str, key: i64) -> OutgoingText {
@@ -677,10 +680,7 @@ async fn a_burst_while_the_first_stream_starts_triggers_on_its_newest_and_all_is
         tokio::task::yield_now().await;
     }
     until("the newest message, as a trigger", || {
-        l.sink
-            .lines()
-            .iter()
-            .any(|s| s.ends_with("early 29"))
+        l.sink.lines().iter().any(|s| s.ends_with("early 29"))
     })
     .await;
     let history = l.telegram.fetch_history(ChatId(alice), 100).await.unwrap();

@@ -328,19 +328,115 @@ fn kill_9_at_random_moments_loses_and_duplicates_nothing_over_the_wire() -> Test
     for (p, name) in &people {
         let want = format!("Tess heard: msg {name}");
         poll(Duration::from_secs(30), || {
-            written(w.sim(), tess, Peer::User(*p)).contains(&want).then_some(())
+            written(w.sim(), tess, Peer::User(*p))
+                .contains(&want)
+                .then_some(())
         })
-        .ok_or_else(|| {
-            format!(
-                "seed {seed}: {name} never answered; log:\n{}",
-                s.log_text()
-            )
-        })?;
+        .ok_or_else(|| format!("seed {seed}: {name} never answered; log:\n{}", s.log_text()))?;
     }
     std::thread::sleep(Duration::from_millis(500));
     for (p, name) in &people {
         let answers = written(w.sim(), tess, Peer::User(*p));
-        assert_eq!(answers.len(), 1, "seed {seed}: {name} was answered {answers:?}");
+        assert_eq!(
+            answers.len(),
+            1,
+            "seed {seed}: {name} was answered {answers:?}"
+        );
     }
+    Ok(())
+}
+
+/// Today's schedule (UTC) with the persona asleep from an hour before now to two hours
+/// after (awake the rest of the day).
+fn asleep_now() -> (String, String) {
+    let now = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC);
+    let hour = i32::from(now.hour());
+    let (from, to) = ((hour - 1).max(0), (hour + 2).min(24));
+    let mut lines = Vec::new();
+    if from > 0 {
+        lines.push(format!("- 00:00–{from:02}:00 | 60 | Day |"));
+    }
+    lines.push(format!("- {from:02}:00–{to:02}:00 | 0 | Sleep | asleep"));
+    if to < 24 {
+        lines.push(format!("- {to:02}:00–24:00 | 60 | Evening |"));
+    }
+    let day = now.date().to_string();
+    (
+        day.clone(),
+        format!(
+            "# Tess: {day}\n\n<!-- schedule: source=edited -->\n\n{}\n",
+            lines.join("\n")
+        ),
+    )
+}
+
+#[test]
+fn at_night_a_dm_stays_unread_the_account_shows_offline_and_the_owner_is_still_answered()
+-> TestResult {
+    let w = World::new();
+    let tess = w.sim().account("Tess");
+    let alice = w.sim().person("Alice");
+    let s = Scratch::new(&[(
+        "Tess.md",
+        &persona(
+            "Tess",
+            "+15550100042",
+            "# Agent Timezone\nUTC\n\n# Daily Schedule\nAsleep at odd hours.\n\n",
+        ),
+    )])?;
+    let (day, schedule) = asleep_now();
+    let dir = s.state().join("Tess").join("schedule");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join(format!("{day}.md")), schedule)?;
+    let _reaper = Reaper(Some(start_sim(&s, w.server.addr, &[])?));
+    wait_up(&s)?;
+    wait_streaming(w.sim(), tess)?;
+    poll(Duration::from_secs(20), || {
+        w.sim()
+            .events(tess)
+            .contains(&"offline".to_string())
+            .then_some(())
+    })
+    .ok_or_else(|| format!("never shown offline: {:?}", w.sim().events(tess)))?;
+    w.sim().dm(alice, tess, "you up?")?;
+    // The owner's command is answered in Saved Messages all the same.
+    w.sim().post(
+        tess,
+        Peer::User(tess),
+        Post {
+            text: "/status".into(),
+            ..Post::default()
+        },
+    )?;
+    poll(Duration::from_secs(20), || {
+        written(w.sim(), tess, Peer::User(tess))
+            .iter()
+            .any(|t| t.contains("asleep until"))
+            .then_some(())
+    })
+    .ok_or_else(|| {
+        format!(
+            "no /status answer naming the sleep: {:?}\nlog:\n{}",
+            written(w.sim(), tess, Peer::User(tess)),
+            s.log_text()
+        )
+    })?;
+    std::thread::sleep(Duration::from_secs(2));
+    let events = w.sim().events(tess);
+    assert!(
+        written(w.sim(), tess, Peer::User(alice)).is_empty(),
+        "answered at night"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.starts_with(&format!("read {alice}"))),
+        "read at night: {events:?}"
+    );
+    let after_offline = events.iter().skip_while(|e| *e != "offline");
+    assert!(
+        !after_offline.clone().any(|e| e == "online"),
+        "shown online at night: {events:?}"
+    );
     Ok(())
 }
