@@ -42,7 +42,8 @@
 //! - [`ingress`]: the one door for inbound messages (`Ingress`, owning the plain runtime
 //!   handle: sender rule → owner controls → filters → group gate → queue), the chain's
 //!   vocabulary (`admit`), the group gate, the classifier call, the pump's runtime sink.
-//! - [`adapters`]: MTProto (`mtproto`, the only grammers user), the in-memory Telegram
+//! - [`adapters`]: MTProto (`mtproto`, the only grammers user; `mtproto::sim` is the simulated
+//!   Telegram its real client connects to for `run --telegram sim` and the tests), the in-memory Telegram
 //!   (`memory`, with `World` for several accounts that meet), the account-safety `governor`, LLM clients and router (`llm`), the LLM
 //!   planner, the media pipeline, curated stickers, the persona loader, the Telegram Desktop
 //!   export reader, and the crash-safe state `store` (every path under `state/` is built in

@@ -148,6 +148,43 @@ fn answer_only(w: &mut World, account: i64, body: &[u8]) -> Answer {
         f::messages::MarkDialogUnread::CONSTRUCTOR_ID => bool_true(),
         f::messages::SendReaction::CONSTRUCTOR_ID => super::send::react(w, account, decode(body)?),
         f::messages::GetStickerSet::CONSTRUCTOR_ID => Err(fail(406, "STICKERSET_INVALID")),
+        f::messages::GetFullChat::CONSTRUCTOR_ID => {
+            let r: f::messages::GetFullChat = decode(body)?;
+            let peer = input_peer(
+                w,
+                account,
+                &tl::types::InputPeerChat { chat_id: r.chat_id }.into(),
+            )?;
+            let chat = w.chat_tl(account, peer);
+            ok(tl::enums::messages::ChatFull::Full(
+                tl::types::messages::ChatFull {
+                    full_chat: super::tl::full_chat(r.chat_id, None),
+                    chats: chat.into_iter().collect(),
+                    users: Vec::new(),
+                },
+            ))
+        }
+        f::channels::GetFullChannel::CONSTRUCTOR_ID => {
+            let r: f::channels::GetFullChannel = decode(body)?;
+            let channel = input_channel(w, account, &r.channel)?;
+            let Some(c) = w.channels.get(&channel) else {
+                return Err(fail(400, "CHANNEL_INVALID"));
+            };
+            let full = super::tl::full_channel(channel, c.pts, c.slow_mode, c.reactions.as_deref());
+            ok(tl::enums::messages::ChatFull::Full(
+                tl::types::messages::ChatFull {
+                    full_chat: full,
+                    chats: w
+                        .chat_tl(account, Peer::Channel(channel))
+                        .into_iter()
+                        .collect(),
+                    users: Vec::new(),
+                },
+            ))
+        }
+        f::messages::GetAvailableReactions::CONSTRUCTOR_ID => {
+            ok(tl::enums::messages::AvailableReactions::NotModified)
+        }
         other => {
             tracing::debug!(
                 event = "sim_unsupported",

@@ -354,3 +354,137 @@ pub fn config(date: i32, ip: &str, port: u16) -> tl::enums::Config {
     }
     .into()
 }
+
+/// The reactions a chat allows: some emoji, or all.
+fn chat_reactions(allowed: Option<&[String]>) -> tl::enums::ChatReactions {
+    match allowed {
+        Some(list) => tl::types::ChatReactionsSome {
+            reactions: list
+                .iter()
+                .map(|e| {
+                    tl::types::ReactionEmoji {
+                        emoticon: e.clone(),
+                    }
+                    .into()
+                })
+                .collect(),
+        }
+        .into(),
+        None => tl::types::ChatReactionsAll {
+            allow_custom: false,
+        }
+        .into(),
+    }
+}
+
+/// A basic group's full info (what the backend reads: its allowed reactions).
+pub fn full_chat(id: i64, allowed: Option<&[String]>) -> tl::enums::ChatFull {
+    tl::types::ChatFull {
+        can_set_username: false,
+        has_scheduled: false,
+        translations_disabled: false,
+        has_welcome_messages: false,
+        id,
+        about: String::new(),
+        participants: tl::types::ChatParticipantsForbidden {
+            chat_id: id,
+            self_participant: None,
+        }
+        .into(),
+        chat_photo: None,
+        notify_settings: notify_settings(0),
+        exported_invite: None,
+        bot_info: None,
+        pinned_msg_id: None,
+        folder_id: None,
+        call: None,
+        ttl_period: None,
+        groupcall_default_join_as: None,
+        theme_emoticon: None,
+        requests_pending: None,
+        recent_requesters: None,
+        available_reactions: Some(chat_reactions(allowed)),
+        reactions_limit: None,
+    }
+    .into()
+}
+
+/// A supergroup's full info: its pts, slow mode and allowed reactions.
+pub fn full_channel(
+    id: i64,
+    pts: i32,
+    slow_mode: i32,
+    allowed: Option<&[String]>,
+) -> tl::enums::ChatFull {
+    tl::types::ChannelFull {
+        can_view_participants: false,
+        can_set_username: false,
+        can_set_stickers: false,
+        hidden_prehistory: false,
+        can_set_location: false,
+        has_scheduled: false,
+        can_view_stats: false,
+        blocked: false,
+        can_delete_channel: false,
+        antispam: false,
+        participants_hidden: false,
+        translations_disabled: false,
+        stories_pinned_available: false,
+        view_forum_as_messages: false,
+        restricted_sponsored: false,
+        can_view_revenue: false,
+        paid_media_allowed: false,
+        can_view_stars_revenue: false,
+        paid_reactions_available: false,
+        stargifts_available: false,
+        paid_messages_available: false,
+        has_welcome_messages: false,
+        id,
+        about: String::new(),
+        participants_count: None,
+        admins_count: None,
+        kicked_count: None,
+        banned_count: None,
+        online_count: None,
+        read_inbox_max_id: 0,
+        read_outbox_max_id: 0,
+        unread_count: 0,
+        chat_photo: tl::types::PhotoEmpty { id: 0 }.into(),
+        notify_settings: notify_settings(0),
+        exported_invite: None,
+        bot_info: Vec::new(),
+        migrated_from_chat_id: None,
+        migrated_from_max_id: None,
+        pinned_msg_id: None,
+        stickerset: None,
+        available_min_id: None,
+        folder_id: None,
+        linked_chat_id: None,
+        location: None,
+        slowmode_seconds: (slow_mode > 0).then_some(slow_mode),
+        slowmode_next_send_date: None,
+        stats_dc: None,
+        pts,
+        call: None,
+        ttl_period: None,
+        pending_suggestions: None,
+        groupcall_default_join_as: None,
+        theme_emoticon: None,
+        requests_pending: None,
+        recent_requesters: None,
+        default_send_as: None,
+        available_reactions: Some(chat_reactions(allowed)),
+        reactions_limit: None,
+        stories: None,
+        wallpaper: None,
+        boosts_applied: None,
+        boosts_unrestrict: None,
+        emojiset: None,
+        bot_verification: None,
+        stargifts_count: None,
+        send_paid_messages_stars: None,
+        main_tab: None,
+        guard_bot_id: None,
+    }
+    .into()
+}
