@@ -196,3 +196,40 @@ pub async fn warm_peer_cache<S>(
         restore_update_state(agent, session, state).await;
     }
 }
+
+/// On a session that never saved an update state (the first start after a login), asks
+/// Telegram for its state before the unread scan and saves it, so the stream starts from
+/// there: a message that arrives between the scan and the stream's start is then fetched
+/// by the first difference (without it grammers asks for the state after the scan, and
+/// such a message is neither scanned nor streamed).
+pub async fn seed_update_state<S>(agent: &str, session: &S, telegram: &MtprotoTelegram)
+where
+    S: grammers_client::session::Session,
+    S::Error: fmt::Display,
+{
+    use grammers_client::session::types::{UpdateState, UpdatesState};
+    let saved = session.updates_state().await;
+    if !matches!(&saved, Ok(s) if s.pts == 0 && s.date == 0 && s.channels.is_empty()) {
+        return;
+    }
+    let state = match telegram
+        .call(&grammers_client::tl::functions::updates::GetState {})
+        .await
+    {
+        Ok(grammers_client::tl::enums::updates::State::State(s)) => s,
+        Err(e) => {
+            tracing::warn!(agent = %agent, error = %crate::adapters::mtproto::errors::classify(&e), "could not read the update state before the unread scan");
+            return;
+        }
+    };
+    let state = UpdatesState {
+        pts: state.pts,
+        qts: state.qts,
+        date: state.date,
+        seq: state.seq,
+        channels: Vec::new(),
+    };
+    if let Err(e) = session.set_update_state(UpdateState::All(state)).await {
+        tracing::warn!(agent = %agent, error = %e, "could not save the update state before the unread scan");
+    }
+}

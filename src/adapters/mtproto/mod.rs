@@ -471,41 +471,6 @@ impl GrammersFactory {
 
     /// Runs the unread scan in a task of its own and waits for its finds. The task restores
     /// the update state even when this wait is dropped (a stop during the scan).
-    /// On a session that never saved an update state (the first start after a login), asks
-    /// Telegram for its state before the unread scan and saves it, so the stream starts from
-    /// there: a message that arrives between the scan and the stream's start is then fetched
-    /// by the first difference (without it grammers asks for the state after the scan, and
-    /// such a message is neither scanned nor streamed).
-    async fn seed_update_state(&self) {
-        use grammers_client::session::Session as _;
-        use grammers_client::session::types::{UpdateState, UpdatesState};
-        let saved = self.session.updates_state().await;
-        if !matches!(&saved, Ok(s) if s.pts == 0 && s.date == 0 && s.channels.is_empty()) {
-            return;
-        }
-        let state = match self
-            .telegram
-            .call(&grammers_client::tl::functions::updates::GetState {})
-            .await
-        {
-            Ok(grammers_client::tl::enums::updates::State::State(s)) => s,
-            Err(e) => {
-                tracing::warn!(agent = %self.agent, error = %classify(&e), "could not read the update state before the unread scan");
-                return;
-            }
-        };
-        let state = UpdatesState {
-            pts: state.pts,
-            qts: state.qts,
-            date: state.date,
-            seq: state.seq,
-            channels: Vec::new(),
-        };
-        if let Err(e) = self.session.set_update_state(UpdateState::All(state)).await {
-            tracing::warn!(agent = %self.agent, error = %e, "could not save the update state before the unread scan");
-        }
-    }
-
     async fn scan(&self, client: &Client) -> Vec<pump::TgUpdate> {
         let scan = dialogs::spawn_scan(
             self.agent.clone(),
@@ -545,7 +510,7 @@ impl pump::SourceFactory for GrammersFactory {
                 (pool.client.clone(), updates)
             };
             self.refresh_username().await;
-            self.seed_update_state().await;
+            dialogs::seed_update_state(&self.agent, self.session.as_ref(), &self.telegram).await;
             let backlog = self.scan(&client).await;
             let stream = client
                 .stream_updates(updates, UpdatesConfiguration { catch_up: true })

@@ -10,6 +10,8 @@
 //! - [`world`]: the model (people, accounts with their own boxes and pts, basic groups,
 //!   supergroups and forums with topics, read marks, notify settings, blocks, flood waits,
 //!   slow mode, the service account 777000);
+//! - [`deliver`]: posting (checked as Telegram checks it) and what it does to every box and
+//!   channel; [`input`]: input peers resolved and checked;
 //! - [`rpc`] and [`send`]: the requests the backend and grammers send, answered as Telegram
 //!   does (including its errors: PEER_ID_INVALID, MESSAGE_TOO_LONG, FLOOD_WAIT_X, ...);
 //! - [`tl`]: the TL constructors, spelled out once.
@@ -18,6 +20,8 @@
 //! another device, groups migrate, chats are muted, gaps and `updatesTooLong` are provoked.
 //! It never sleeps and keeps nothing on disk: it lives as long as its process.
 
+pub mod deliver;
+pub mod input;
 pub mod rpc;
 pub mod send;
 pub mod tl;
@@ -35,7 +39,7 @@ use grammers_client::tl as gtl;
 use sha2::Digest as _;
 use tokio_util::sync::CancellationToken;
 
-pub use send::{Post, Posted};
+pub use deliver::{Post, Posted};
 pub use world::{Msg, Peer, SERVICE_USER, World};
 
 use crate::ports::clock::SharedClock;
@@ -69,6 +73,14 @@ pub fn auth_key_for(name: &str) -> [u8; 256] {
         chunk.copy_from_slice(&block);
     }
     key
+}
+
+/// The id of an auth key (the low 64 bits of its SHA-1).
+pub(crate) fn key_id(key: &[u8; 256]) -> [u8; 8] {
+    let sha: [u8; 20] = sha1::Sha1::digest(key).into();
+    let mut id = [0; 8];
+    id.copy_from_slice(&sha[12..20]);
+    id
 }
 
 /// A running simulator: its address, and the handle to its world. Dropping it stops it.
@@ -303,7 +315,7 @@ impl Sim {
     /// The messages of a dialog as `account` holds them, oldest first.
     pub fn transcript(&self, account: i64, peer: Peer) -> Vec<Msg> {
         self.with(|w| {
-            let mut m = rpc::dialog_messages(w, account, peer);
+            let mut m = deliver::dialog_messages(w, account, peer);
             m.reverse();
             for msg in &mut m {
                 msg.out = msg.out_for(account);

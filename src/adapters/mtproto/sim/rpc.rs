@@ -4,10 +4,10 @@
 //! random ids against duplicates, slow mode and the flood waits a test asked for. It owns no
 //! state and no socket; called by [`super::wire`] with the world locked.
 
-use std::collections::BTreeSet;
-
 use grammers_client::tl::{self, Deserializable, Identifiable, Serializable};
 
+use super::deliver::dialog_messages;
+use super::input::{input_channel, input_peer, message_ids};
 use super::world::{Msg, Peer, RpcFailure, World};
 
 type Answer = Result<Vec<u8>, RpcFailure>;
@@ -214,76 +214,6 @@ fn get_users(w: &World, account: i64, r: tl::functions::users::GetUsers) -> Answ
     ok(out)
 }
 
-/// The ids of `getMessages`' input messages.
-fn message_ids(input: &[tl::enums::InputMessage]) -> Vec<i32> {
-    input
-        .iter()
-        .filter_map(|m| match m {
-            tl::enums::InputMessage::Id(i) => Some(i.id),
-            tl::enums::InputMessage::ReplyTo(i) => Some(i.id),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The dialog an input peer names, checked: its access hash, the account's membership.
-pub(super) fn input_peer(
-    w: &World,
-    account: i64,
-    peer: &tl::enums::InputPeer,
-) -> Result<Peer, RpcFailure> {
-    let invalid = || fail(400, "PEER_ID_INVALID");
-    match peer {
-        tl::enums::InputPeer::PeerSelf => Ok(Peer::User(account)),
-        tl::enums::InputPeer::User(u) => {
-            if w.users.contains_key(&u.user_id) && w.check_hash(account, u.user_id, u.access_hash) {
-                Ok(Peer::User(u.user_id))
-            } else {
-                Err(invalid())
-            }
-        }
-        tl::enums::InputPeer::UserFromMessage(u) if w.users.contains_key(&u.user_id) => {
-            Ok(Peer::User(u.user_id))
-        }
-        tl::enums::InputPeer::Chat(c) => match w.groups.get(&c.chat_id) {
-            Some(g) if g.members.contains(&account) => Ok(Peer::Chat(c.chat_id)),
-            _ => Err(fail(400, "CHAT_ID_INVALID")),
-        },
-        tl::enums::InputPeer::Channel(c) => {
-            let id = input_channel(
-                w,
-                account,
-                &tl::types::InputChannel {
-                    channel_id: c.channel_id,
-                    access_hash: c.access_hash,
-                }
-                .into(),
-            )?;
-            Ok(Peer::Channel(id))
-        }
-        _ => Err(invalid()),
-    }
-}
-
-/// The channel an input channel names, checked.
-pub(super) fn input_channel(
-    w: &World,
-    account: i64,
-    channel: &tl::enums::InputChannel,
-) -> Result<i64, RpcFailure> {
-    let tl::enums::InputChannel::Channel(c) = channel else {
-        return Err(fail(400, "CHANNEL_INVALID"));
-    };
-    match w.channels.get(&c.channel_id) {
-        Some(_) if !w.check_hash(account, c.channel_id, c.access_hash) => {
-            Err(fail(400, "CHANNEL_INVALID"))
-        }
-        Some(ch) if ch.members.contains(&account) => Ok(c.channel_id),
-        Some(_) => Err(fail(400, "CHANNEL_PRIVATE")),
-        None => Err(fail(400, "CHANNEL_INVALID")),
-    }
-}
-
 /// `messages.messages` (or a channel's `messages.channelMessages`) holding `msgs`.
 pub(super) fn messages_answer(
     w: &World,
@@ -339,30 +269,6 @@ fn messages_page(
     }
 }
 
-/// The messages of a dialog, newest first.
-pub(super) fn dialog_messages(w: &World, account: i64, peer: Peer) -> Vec<Msg> {
-    let mut msgs: Vec<Msg> = match peer {
-        Peer::Channel(c) => w
-            .channels
-            .get(&c)
-            .map(|c| c.messages.values().cloned().collect())
-            .unwrap_or_default(),
-        _ => w
-            .accounts
-            .get(&account)
-            .map(|a| {
-                a.messages
-                    .values()
-                    .filter(|m| m.peer == peer)
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default(),
-    };
-    msgs.reverse();
-    msgs
-}
-
 fn get_history(w: &World, account: i64, r: tl::functions::messages::GetHistory) -> Answer {
     let peer = input_peer(w, account, &r.peer)?;
     let all = dialog_messages(w, account, peer);
@@ -405,28 +311,6 @@ fn read_inbox(w: &mut World, account: i64, peer: Peer, max_id: i32) -> Answer {
     ok(tl::enums::messages::AffectedMessages::Messages(
         tl::types::messages::AffectedMessages { pts, pts_count: 1 },
     ))
-}
-
-/// Members of a dialog that are accounts (who get a copy in their box).
-pub(super) fn box_holders(w: &World, peer: Peer, sender: i64) -> BTreeSet<i64> {
-    match peer {
-        Peer::User(u) => [sender, u]
-            .into_iter()
-            .filter(|a| w.accounts.contains_key(a))
-            .collect(),
-        Peer::Chat(c) => w
-            .groups
-            .get(&c)
-            .map(|g| {
-                g.members
-                    .iter()
-                    .copied()
-                    .filter(|a| w.accounts.contains_key(a))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        Peer::Channel(_) => BTreeSet::new(),
-    }
 }
 
 fn read_mentions(w: &mut World, account: i64, body: &[u8]) -> Answer {

@@ -21,7 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Shared, rpc};
+use super::{Shared, key_id, rpc};
 
 const CONTAINER: u32 = 0x73f1_f8dc;
 const GZIP_PACKED: u32 = 0x3072_cfa1;
@@ -72,7 +72,11 @@ pub(super) enum WireError {
     #[error("the message does not decrypt with any known auth key")]
     UnknownKey,
     #[error("the message does not decode: {0}")]
-    Decode(String),
+    Decode(#[from] tl::deserialize::Error),
+    #[error("a compressed message does not inflate: {0}")]
+    Gzip(#[source] std::io::Error),
+    #[error("the message is malformed: {0}")]
+    Malformed(&'static str),
 }
 
 /// One client connection: frames in, answers and pushes out (one writer task).
@@ -219,14 +223,6 @@ impl Outbound {
     }
 }
 
-/// The id of an auth key (the low 64 bits of its SHA-1).
-pub(super) fn key_id(key: &[u8; 256]) -> [u8; 8] {
-    let sha: [u8; 20] = sha1::Sha1::digest(key).into();
-    let mut id = [0; 8];
-    id.copy_from_slice(&sha[12..20]);
-    id
-}
-
 /// The AES key and IV of a message (MTProto 2.0; `x` is 0 from the client, 8 from the server).
 fn aes_key_iv(key: &[u8; 256], msg_key: &[u8], x: usize) -> ([u8; 32], [u8; 32]) {
     let a: [u8; 32] = sha2::Sha256::new()
@@ -294,7 +290,7 @@ fn handle_frame(
     payload: Vec<u8>,
 ) -> Result<(), WireError> {
     if payload.len() < 8 {
-        return Err(WireError::Decode("a frame shorter than a key id".into()));
+        return Err(WireError::Malformed("a frame shorter than a key id"));
     }
     let mut id = [0u8; 8];
     id.copy_from_slice(&payload[..8]);
@@ -318,7 +314,7 @@ fn handle_frame(
     let start = 32;
     let body = plain
         .get(start..start + len)
-        .ok_or_else(|| WireError::Decode("a message longer than its frame".into()))?;
+        .ok_or(WireError::Malformed("a message longer than its frame"))?;
     if session.as_ref().is_none_or(|s| s.session_id != session_id) {
         if let Some(old) = session.take() {
             world
@@ -369,7 +365,7 @@ fn pusher(
 }
 
 fn decode(e: tl::deserialize::Error) -> WireError {
-    WireError::Decode(e.to_string())
+    WireError::Decode(e)
 }
 
 fn constructor(body: &[u8]) -> u32 {
@@ -410,12 +406,12 @@ fn message(
             for _ in 0..count {
                 let head = body
                     .get(pos..pos + 16)
-                    .ok_or_else(|| WireError::Decode("a short container".into()))?;
+                    .ok_or(WireError::Malformed("a short container"))?;
                 let inner_id = i64::from_le_bytes(head[..8].try_into().unwrap_or_default());
                 let len = u32::from_le_bytes(head[12..16].try_into().unwrap_or_default()) as usize;
                 let inner = body
                     .get(pos + 16..pos + 16 + len)
-                    .ok_or_else(|| WireError::Decode("a short container message".into()))?;
+                    .ok_or(WireError::Malformed("a short container message"))?;
                 message(world, outbound, s, inner_id, inner)?;
                 pos += 16 + len;
             }
@@ -426,7 +422,7 @@ fn message(
             let mut unpacked = Vec::new();
             flate2::read::GzDecoder::new(&packed[..])
                 .read_to_end(&mut unpacked)
-                .map_err(|e| WireError::Decode(e.to_string()))?;
+                .map_err(WireError::Gzip)?;
             message(world, outbound, s, msg_id, &unpacked)
         }
         MSGS_ACK => Ok(()),

@@ -143,17 +143,17 @@ pub struct Account {
     pub user: i64,
     pub key: [u8; 256],
     pub pts: i32,
-    next_id: i32,
+    pub(crate) next_id: i32,
     /// The account's own box: direct chats and basic groups.
     pub messages: BTreeMap<i32, Msg>,
-    log: Vec<Logged>,
+    pub(crate) log: Vec<Logged>,
     pub read_inbox: BTreeMap<Peer, i32>,
     pub mute_until: BTreeMap<Peer, i32>,
     pub blocked: BTreeSet<i64>,
     /// Users whose access hash the account holds (met in a direct chat or a basic group).
     pub met: BTreeSet<i64>,
-    random_ids: BTreeMap<i64, (Peer, i32)>,
-    pushes: Vec<(u64, Push)>,
+    pub(crate) random_ids: BTreeMap<i64, (Peer, i32)>,
+    pub(crate) pushes: Vec<(u64, Push)>,
     /// Pushes are lost (a network that drops them): the client finds the gap later.
     pub lose_pushes: bool,
 }
@@ -176,12 +176,12 @@ pub struct Channel {
     pub forum: bool,
     pub members: BTreeSet<i64>,
     pub pts: i32,
-    next_id: i32,
+    pub(crate) next_id: i32,
     pub messages: BTreeMap<i32, Msg>,
-    log: Vec<Logged>,
+    pub(crate) log: Vec<Logged>,
     /// Seconds between two messages of one member (0: off).
     pub slow_mode: i32,
-    last_send: BTreeMap<i64, i32>,
+    pub(crate) last_send: BTreeMap<i64, i32>,
     /// Reactions members may use (`None`: all).
     pub reactions: Option<Vec<String>>,
     pub date: i32,
@@ -219,8 +219,8 @@ pub struct World {
     pub channels: BTreeMap<i64, Channel>,
     keys: HashMap<[u8; 8], i64>,
     next_push: u64,
-    next_chat: i64,
-    next_global: u64,
+    pub(crate) next_chat: i64,
+    pub(crate) next_global: u64,
     /// Flood waits asked per (account, request constructor): seconds, how many calls.
     floods: BTreeMap<(i64, u32), (i32, u32)>,
     /// What the accounts did besides messages, in order (typing, status, reads): for tests.
@@ -296,7 +296,7 @@ impl World {
         let id = self.person(name);
         if !self.accounts.contains_key(&id) {
             let key = super::auth_key_for(name);
-            self.keys.insert(super::wire::key_id(&key), id);
+            self.keys.insert(super::key_id(&key), id);
             self.accounts.insert(
                 id,
                 Account {
@@ -477,7 +477,7 @@ impl World {
     }
 
     /// Stores a message in `account`'s box under its next id; returns the id.
-    fn store(&mut self, account: i64, mut msg: Msg) -> Option<i32> {
+    pub(crate) fn store(&mut self, account: i64, mut msg: Msg) -> Option<i32> {
         let a = self.accounts.get_mut(&account)?;
         msg.id = a.next_id;
         a.next_id += 1;
@@ -628,405 +628,6 @@ impl World {
         self.accounts
             .get(&account)
             .is_some_and(|a| a.random_ids.contains_key(&random_id))
-    }
-
-    /// Stores `msg` in the box of every account that holds the dialog, logs it and pushes it
-    /// to all of them but `skip_push` (the sender, who has its answer). Returns the ids per
-    /// account (and the new pts).
-    pub(crate) fn deliver_box(
-        &mut self,
-        holders: &[(i64, Msg)],
-        skip_push: Option<i64>,
-    ) -> BTreeMap<i64, (i32, i32)> {
-        let mut out = BTreeMap::new();
-        for (account, msg) in holders {
-            if msg.peer == Peer::User(msg.from)
-                && !msg.out
-                && self
-                    .accounts
-                    .get(account)
-                    .is_some_and(|a| a.blocked.contains(&msg.from))
-            {
-                continue; // blocked: never delivered
-            }
-            let Some(id) = self.store(*account, msg.clone()) else {
-                continue;
-            };
-            let Some(stored) = self
-                .accounts
-                .get(account)
-                .and_then(|a| a.messages.get(&id))
-                .cloned()
-            else {
-                continue;
-            };
-            let update: tl::enums::Update = tl::types::UpdateNewMessage {
-                message: stored.tl(*account),
-                pts: 0,
-                pts_count: 1,
-            }
-            .into();
-            let pts = self.log(*account, 1, update);
-            if let Some(a) = self.accounts.get_mut(account)
-                && let Some((_, _, tl::enums::Update::NewMessage(n))) = a.log.last_mut()
-            {
-                n.pts = pts;
-            }
-            out.insert(*account, (id, pts));
-            if Some(*account) != skip_push {
-                let short = self.short_update(*account, &stored, pts);
-                self.push(*account, &short);
-            }
-        }
-        out
-    }
-
-    /// The update the server pushes for a new message in an account's box.
-    fn short_update(&self, account: i64, m: &Msg, pts: i32) -> tl::enums::Updates {
-        let reply_to = m.reply_to.map(|r| b::reply_header(Some(r), None));
-        match m.peer {
-            Peer::User(u) if u != account && m.migrated_to.is_none() => {
-                tl::types::UpdateShortMessage {
-                    out: m.out,
-                    mentioned: m.mentioned,
-                    media_unread: false,
-                    silent: false,
-                    id: m.id,
-                    user_id: u,
-                    message: m.text.clone(),
-                    pts,
-                    pts_count: 1,
-                    date: m.date,
-                    fwd_from: None,
-                    via_bot_id: None,
-                    reply_to,
-                    entities: None,
-                    ttl_period: None,
-                }
-                .into()
-            }
-            Peer::Chat(c) if m.migrated_to.is_none() && !m.out => {
-                tl::types::UpdateShortChatMessage {
-                    out: m.out,
-                    mentioned: m.mentioned,
-                    media_unread: false,
-                    silent: false,
-                    id: m.id,
-                    from_id: m.from,
-                    chat_id: c,
-                    message: m.text.clone(),
-                    pts,
-                    pts_count: 1,
-                    date: m.date,
-                    fwd_from: None,
-                    via_bot_id: None,
-                    reply_to,
-                    entities: None,
-                    ttl_period: None,
-                }
-                .into()
-            }
-            _ => {
-                let (users, chats) = self.refs(account, &[m]);
-                self.updates(
-                    vec![
-                        tl::types::UpdateNewMessage {
-                            message: m.tl(account),
-                            pts,
-                            pts_count: 1,
-                        }
-                        .into(),
-                    ],
-                    users,
-                    chats,
-                )
-            }
-        }
-    }
-
-    pub(crate) fn updates(
-        &self,
-        updates: Vec<tl::enums::Update>,
-        users: Vec<tl::enums::User>,
-        chats: Vec<tl::enums::Chat>,
-    ) -> tl::enums::Updates {
-        tl::types::Updates {
-            updates,
-            users,
-            chats,
-            date: self.now(),
-            seq: 0,
-        }
-        .into()
-    }
-
-    /// Adds `msg` to a channel (its next id and pts) and pushes it to every member account
-    /// but `skip_push`. Returns (id, pts).
-    pub(crate) fn deliver_channel(
-        &mut self,
-        channel: i64,
-        mut msg: Msg,
-        skip_push: Option<i64>,
-    ) -> Option<(i32, i32)> {
-        let c = self.channels.get_mut(&channel)?;
-        msg.id = c.next_id;
-        c.next_id += 1;
-        c.pts += 1;
-        let (id, pts) = (msg.id, c.pts);
-        c.log.push((
-            pts,
-            1,
-            tl::types::UpdateNewChannelMessage {
-                message: msg.tl(0),
-                pts,
-                pts_count: 1,
-            }
-            .into(),
-        ));
-        c.messages.insert(id, msg.clone());
-        let members: Vec<i64> = c.members.iter().copied().collect();
-        for account in members {
-            if Some(account) == skip_push || !self.accounts.contains_key(&account) {
-                continue;
-            }
-            let update = self.channel_update(account, &msg, pts);
-            self.push(account, &update);
-        }
-        Some((id, pts))
-    }
-
-    pub(crate) fn channel_update(&self, viewer: i64, m: &Msg, pts: i32) -> tl::enums::Updates {
-        let (users, chats) = self.refs(viewer, &[m]);
-        let mut tl_msg = m.tl(viewer);
-        if let tl::enums::Message::Message(mm) = &mut tl_msg {
-            mm.mentioned = self.mentions(viewer, m);
-        }
-        self.updates(
-            vec![
-                tl::types::UpdateNewChannelMessage {
-                    message: tl_msg,
-                    pts,
-                    pts_count: 1,
-                }
-                .into(),
-            ],
-            users,
-            chats,
-        )
-    }
-
-    /// Whether `m` addresses `viewer`: names its @username, or answers one of its messages.
-    pub(crate) fn mentions(&self, viewer: i64, m: &Msg) -> bool {
-        if m.from == viewer {
-            return false;
-        }
-        let named = self
-            .users
-            .get(&viewer)
-            .and_then(|u| u.username.as_ref())
-            .is_some_and(|name| m.text.to_lowercase().contains(&format!("@{name}")));
-        let replied = m.reply_to.is_some_and(|r| match m.peer {
-            Peer::Channel(c) => self
-                .channels
-                .get(&c)
-                .and_then(|c| c.messages.get(&r))
-                .is_some_and(|o| o.from == viewer),
-            _ => self
-                .accounts
-                .get(&viewer)
-                .and_then(|a| a.messages.get(&r))
-                .is_some_and(|o| o.out),
-        });
-        named || replied
-    }
-
-    pub(crate) fn new_chat_id(&mut self) -> i64 {
-        self.next_chat += 1;
-        self.next_chat
-    }
-
-    pub(crate) fn new_channel(&mut self, title: &str, forum: bool, members: BTreeSet<i64>) -> i64 {
-        let id = self.new_chat_id() + 1_000_000;
-        let date = self.now();
-        self.channels.insert(
-            id,
-            Channel {
-                id,
-                title: title.to_string(),
-                forum,
-                members,
-                pts: 1,
-                next_id: 1,
-                messages: BTreeMap::new(),
-                log: Vec::new(),
-                slow_mode: 0,
-                last_send: BTreeMap::new(),
-                reactions: None,
-                date,
-                read_inbox: BTreeMap::new(),
-            },
-        );
-        id
-    }
-
-    /// Slow mode: whether `user` may post in `channel` now (else the seconds left).
-    pub(crate) fn slow_mode_left(&mut self, channel: i64, user: i64) -> Option<i32> {
-        let now = self.now();
-        let c = self.channels.get_mut(&channel)?;
-        if c.slow_mode <= 0 {
-            return None;
-        }
-        let last = c.last_send.get(&user).copied();
-        match last {
-            Some(t) if now - t < c.slow_mode => Some(c.slow_mode - (now - t)),
-            _ => {
-                c.last_send.insert(user, now);
-                None
-            }
-        }
-    }
-}
-
-impl World {
-    /// `from` posts in `peer` (see [`super::Sim::post`]).
-    pub fn post(
-        &mut self,
-        from: i64,
-        peer: Peer,
-        post: super::Post,
-    ) -> Result<super::Posted, RpcFailure> {
-        super::send::post(self, from, peer, &post, None)
-    }
-
-    /// Loses (or delivers again) the pushes to `account` (see [`super::Sim::lose_pushes`]).
-    pub fn lose_pushes(&mut self, account: i64, lose: bool) {
-        if let Some(a) = self.accounts.get_mut(&account) {
-            a.lose_pushes = lose;
-        }
-    }
-
-    pub(crate) fn next_global(&mut self) -> u64 {
-        self.next_global += 1;
-        self.next_global
-    }
-
-    /// The world-wide identity of `account`'s message `id`.
-    pub(crate) fn global_of(&self, account: i64, id: i32) -> Option<u64> {
-        self.accounts
-            .get(&account)?
-            .messages
-            .get(&id)
-            .map(|m| m.global)
-    }
-
-    /// `account`'s id of the message `global`.
-    pub(crate) fn local_of(&self, account: i64, global: u64) -> Option<i32> {
-        self.accounts
-            .get(&account)?
-            .messages
-            .values()
-            .find(|m| m.global == global)
-            .map(|m| m.id)
-    }
-
-    pub(crate) fn mentions_in_box(&self, holder: i64, m: &Msg) -> bool {
-        self.mentions(holder, m)
-    }
-
-    /// The forum topic of a channel's message `id`.
-    pub(crate) fn topic_of(&self, peer: Peer, id: i32) -> Option<i32> {
-        let Peer::Channel(c) = peer else {
-            return None;
-        };
-        let m = self.channels.get(&c)?.messages.get(&id)?;
-        m.top.or(self
-            .channels
-            .get(&c)
-            .filter(|c| c.forum)
-            .map(|_| m.id)
-            .filter(|_| m.text.starts_with("topic: ")))
-    }
-
-    /// Removes messages from `account`'s box; returns their world-wide identities.
-    pub(crate) fn remove(&mut self, account: i64, ids: &[i32]) -> Vec<u64> {
-        let Some(a) = self.accounts.get_mut(&account) else {
-            return Vec::new();
-        };
-        ids.iter()
-            .filter_map(|i| a.messages.remove(i))
-            .map(|m| m.global)
-            .collect()
-    }
-
-    /// Sets `account`'s reactions on a message; false when there is no such message.
-    pub(crate) fn set_reactions(
-        &mut self,
-        account: i64,
-        peer: Peer,
-        id: i32,
-        emoji: &[String],
-    ) -> bool {
-        let msg = match peer {
-            Peer::Channel(c) => self
-                .channels
-                .get_mut(&c)
-                .and_then(|c| c.messages.get_mut(&id)),
-            _ => self
-                .accounts
-                .get_mut(&account)
-                .and_then(|a| a.messages.get_mut(&id))
-                .filter(|m| m.peer == peer),
-        };
-        let Some(msg) = msg else {
-            return false;
-        };
-        msg.reactions.retain(|(who, _)| *who != account);
-        msg.reactions
-            .extend(emoji.iter().map(|e| (account, e.clone())));
-        true
-    }
-
-    /// Migrates basic group `chat` to a new supergroup: the group is deactivated, every
-    /// member account gets the service message that names the supergroup.
-    pub(crate) fn migrate(&mut self, chat: i64) -> Option<i64> {
-        let g = self.groups.get(&chat)?.clone();
-        if g.migrated_to.is_some() {
-            return g.migrated_to;
-        }
-        let channel = self.new_channel(&g.title, false, g.members.clone());
-        if let Some(group) = self.groups.get_mut(&chat) {
-            group.migrated_to = Some(channel);
-        }
-        let date = self.now();
-        let global = self.next_global();
-        let holders: Vec<(i64, Msg)> = g
-            .members
-            .iter()
-            .copied()
-            .filter(|a| self.accounts.contains_key(a))
-            .map(|a| {
-                (
-                    a,
-                    Msg {
-                        id: 0,
-                        peer: Peer::Chat(chat),
-                        from: a,
-                        out: true,
-                        text: String::new(),
-                        date,
-                        reply_to: None,
-                        top: None,
-                        mentioned: false,
-                        migrated_to: Some(channel),
-                        topic_title: None,
-                        reactions: Vec::new(),
-                        global,
-                    },
-                )
-            })
-            .collect();
-        self.deliver_box(&holders, None);
-        Some(channel)
     }
 }
 
