@@ -440,3 +440,76 @@ fn at_night_a_dm_stays_unread_the_account_shows_offline_and_the_owner_is_still_a
     );
     Ok(())
 }
+
+#[test]
+fn a_burst_is_one_plan_and_one_answer() -> TestResult {
+    let w = World::new();
+    let tess = w.sim().account("Tess");
+    let alice = w.sim().person("Alice");
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let _reaper = Reaper(Some(start_sim(
+        &s,
+        w.server.addr,
+        &["--debounce-ms", "400"],
+    )?));
+    wait_up(&s)?;
+    wait_streaming(w.sim(), tess)?;
+    for i in 0..6 {
+        w.sim().dm(alice, tess, &format!("part {i}"))?;
+    }
+    wait_written(w.sim(), tess, Peer::User(alice), "Tess heard: part 5", &s)?;
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(
+        written(w.sim(), tess, Peer::User(alice)),
+        ["Tess heard: part 5"],
+        "one answer for the burst"
+    );
+    Ok(())
+}
+
+#[test]
+fn in_a_forum_the_answer_goes_to_the_topic_of_the_message_it_answers() -> TestResult {
+    let w = World::new();
+    let tess = w.sim().account("Tess");
+    let bob = w.sim().person("Bob");
+    let forum = w.sim().supergroup("Makers", &[tess, bob], true);
+    let printers = w.sim().topic(forum, bob, "Printers")?;
+    let looms = w.sim().topic(forum, bob, "Looms")?;
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let _reaper = Reaper(Some(start_sim(&s, w.server.addr, &[])?));
+    wait_up(&s)?;
+    wait_streaming(w.sim(), tess)?;
+    let post = |text: &str, top: i32| {
+        w.sim().post(
+            bob,
+            Peer::Channel(forum),
+            Post {
+                text: text.into(),
+                top: Some(top),
+                ..Post::default()
+            },
+        )
+    };
+    post("the printer jams again", printers)?;
+    post("@tess do you weave?", looms)?;
+    wait_written(
+        w.sim(),
+        tess,
+        Peer::Channel(forum),
+        "Tess heard: @tess do you weave?",
+        &s,
+    )?;
+    let answer = w
+        .sim()
+        .transcript(tess, Peer::Channel(forum))
+        .into_iter()
+        .find(|m| m.out)
+        .ok_or("no answer")?;
+    assert_eq!(
+        answer.top,
+        Some(looms),
+        "answered in topic {:?}",
+        answer.top
+    );
+    Ok(())
+}

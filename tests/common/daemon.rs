@@ -151,7 +151,12 @@ pub(crate) fn start_on(
         .arg(s.state())
         .args(["--log-format", "json", "run"])
         .args(telegram)
-        .args(["--debounce-ms", "20", "--typing-speed", "100000"])
+        .args(if extra.contains(&"--debounce-ms") {
+            &[][..]
+        } else {
+            &["--debounce-ms", "20"][..]
+        })
+        .args(["--typing-speed", "100000"])
         .args(["--start-typing-delay", "0"])
         .args(extra);
     for (k, v) in env {
