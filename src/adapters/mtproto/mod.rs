@@ -470,10 +470,9 @@ impl GrammersFactory {
 
     /// Runs the unread scan in a task of its own and waits for its finds. The task restores
     /// the update state even when this wait is dropped (a stop during the scan).
-    async fn scan(&self, client: &Client) -> Vec<pump::TgUpdate> {
+    async fn scan(&self) -> Vec<pump::TgUpdate> {
         let scan = dialogs::spawn_scan(
             self.agent.clone(),
-            client.clone(),
             Arc::clone(&self.session),
             Arc::clone(&self.telegram),
         )
@@ -509,7 +508,7 @@ impl pump::SourceFactory for GrammersFactory {
                 (pool.client.clone(), updates)
             };
             self.refresh_username().await;
-            let backlog = self.scan(&client).await;
+            let backlog = self.scan().await;
             let stream = client
                 .stream_updates(updates, UpdatesConfiguration { catch_up: true })
                 .await
@@ -574,7 +573,7 @@ impl pump::UpdateSource for GrammersSource {
             if let Some(update) = self.backlog.pop_front() {
                 return Ok(Some(update));
             }
-            match self.stream.next().await {
+            match guarded::in_update_machinery(self.stream.next()).await {
                 Ok(update) => {
                     self.session.clear_difference_channel();
                     Ok(self.telegram.to_update(&update))

@@ -408,7 +408,11 @@ impl Pump {
         for (i, update) in batch.iter().enumerate().rev() {
             if let TgUpdate::NewMessage(m) = update {
                 out[i] = owner_chats.contains(&m.chat.id);
-                if m.message.outgoing && !self.ledger.is_ours(m.chat.id, m.message.id) {
+                if m.message.outgoing
+                    && !self
+                        .ledger
+                        .is_ours(m.chat.id, m.message.id, &m.message.text)
+                {
                     owner_chats.insert(m.chat.id);
                 }
             }
@@ -423,7 +427,10 @@ impl Pump {
             TgUpdate::NewMessage(mut incoming) => {
                 let chat_id = incoming.chat.id;
                 if incoming.message.outgoing {
-                    if self.ledger.is_ours(chat_id, incoming.message.id) {
+                    if self
+                        .ledger
+                        .is_ours(chat_id, incoming.message.id, &incoming.message.text)
+                    {
                         self.sink.own_sent(&incoming.chat, &incoming.message);
                     } else {
                         // The owner typed this on another device: a person took over.
