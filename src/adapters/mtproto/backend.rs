@@ -26,6 +26,7 @@ use crate::core::time::BoxFuture;
 use crate::ports::clock::SharedClock;
 use grammers_client::session::types::PeerInfo;
 mod download;
+mod feed;
 mod fetch;
 mod send;
 mod telegram;
@@ -104,6 +105,10 @@ pub struct MtprotoTelegram {
     blocked: recover::Memo<(), Arc<HashSet<i64>>>,
     /// Mute settings (`mute_until`) per chat and the global ones, refreshed every 60 s.
     muted: recover::Memo<LookupKey, Option<i32>>,
+    /// Where the pts of our own `AffectedHistory` answers go (grammers' update channel).
+    update_feed: Mutex<
+        Option<tokio::sync::mpsc::WeakSender<grammers_client::session::updates::UpdatesLike>>,
+    >,
     /// Chats whose unread mentions or "marked unread" flag must be cleared when they are
     /// next read (readHistory clears neither, and the next start would see them again).
     unread_flags: Mutex<HashMap<ChatId, UnreadFlags>>,
@@ -156,6 +161,7 @@ impl MtprotoTelegram {
             blocked: recover::Memo::new(Arc::clone(&clock), LOOKUP_TTL, FAILURE_TTL, 1),
             muted: recover::Memo::new(Arc::clone(&clock), LOOKUP_TTL, FAILURE_TTL, 10_000),
             unread_flags: Mutex::new(HashMap::new()),
+            update_feed: Mutex::new(None),
             clock,
         }
     }

@@ -331,6 +331,13 @@ impl MtprotoTelegram {
                     })
                     .await;
                 rounds += 1;
+                if let Ok(tl::enums::messages::AffectedHistory::History(h)) = &answer {
+                    let channel = match &peer {
+                        tl::enums::InputPeer::Channel(c) => Some(c.channel_id),
+                        _ => None,
+                    };
+                    self.feed_affected(channel, h.pts, h.pts_count);
+                }
                 match answer {
                     Ok(tl::enums::messages::AffectedHistory::History(h))
                         if h.offset > 0 && rounds < recover::MAX_DELETE_ROUNDS => {}

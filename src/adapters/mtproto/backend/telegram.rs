@@ -230,7 +230,11 @@ impl Telegram for MtprotoTelegram {
                         max_date: None,
                     })
                     .await
-                    .map(|tl::enums::messages::AffectedHistory::History(h)| h.offset)
+                    .map(|tl::enums::messages::AffectedHistory::History(h)| {
+                        // A direct chat: the account's common pts.
+                        self.feed_affected(None, h.pts, h.pts_count);
+                        h.offset
+                    })
                     .map_err(|e| Self::call_error(&e))
                 })
                 .await
