@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::common;
 use crate::common::tl::{DATE, SELF_ID};
+use crate::common::tl::{channel, user};
 use grammers_client::sender::{RpcError, UpdatesConfiguration};
 use grammers_client::session::Session;
 use grammers_client::session::storages::SqliteSession;
@@ -330,4 +331,93 @@ pub(crate) fn new_message(update: TgUpdate) -> personad::adapters::mtproto::pump
         TgUpdate::NewMessage(m) => m,
         other => panic!("not a new message: {other:?}"),
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Fixtures of the seam tests.
+
+pub(crate) const STRANGER: i64 = 5555;
+pub(crate) const STRANGER_HASH: i64 = 9191;
+/// A supergroup the session has never seen (no access hash).
+pub(crate) const UNKNOWN_CHANNEL: i64 = 500;
+pub(crate) const UNKNOWN_CHANNEL_HASH: i64 = 88;
+
+pub(crate) fn supergroup(id: i64) -> ChatId {
+    ChatId(-1_000_000_000_000 - id)
+}
+
+pub(crate) fn with_hash(mut u: tl::enums::User, hash: i64) -> tl::enums::User {
+    if let tl::enums::User::User(u) = &mut u {
+        u.access_hash = Some(hash);
+    }
+    u
+}
+
+pub(crate) fn channel_with_hash(id: i64, hash: i64) -> tl::enums::Chat {
+    let mut c = channel(id, "Forum", false);
+    if let tl::enums::Chat::Channel(ch) = &mut c {
+        ch.access_hash = Some(hash);
+    }
+    c
+}
+
+/// `messages.channelMessages` with these messages, users and chats.
+pub(crate) fn channel_messages(
+    messages: Vec<tl::types::Message>,
+    users: Vec<tl::enums::User>,
+    chats: Vec<tl::enums::Chat>,
+) -> Answer {
+    ok(tl::enums::messages::Messages::ChannelMessages(
+        tl::types::messages::ChannelMessages {
+            inexact: false,
+            pts: 30,
+            count: i32::try_from(messages.len()).unwrap(),
+            offset_id_offset: None,
+            messages: messages.into_iter().map(Into::into).collect(),
+            topics: Vec::new(),
+            chats,
+            users,
+        },
+    ))
+}
+
+/// `messages.messages` (a whole history: no more pages) with these messages and users.
+pub(crate) fn plain_messages(
+    messages: Vec<tl::types::Message>,
+    users: Vec<tl::enums::User>,
+) -> Answer {
+    ok(tl::enums::messages::Messages::Messages(
+        tl::types::messages::Messages {
+            messages: messages.into_iter().map(Into::into).collect(),
+            topics: Vec::new(),
+            chats: Vec::new(),
+            users,
+        },
+    ))
+}
+
+/// `messages.messagesSlice` of a longer history.
+pub(crate) fn slice(messages: Vec<tl::types::Message>, count: i32) -> Answer {
+    ok(tl::enums::messages::Messages::Slice(
+        tl::types::messages::MessagesSlice {
+            inexact: false,
+            count,
+            next_rate: None,
+            offset_id_offset: None,
+            search_flood: None,
+            messages: messages.into_iter().map(Into::into).collect(),
+            topics: Vec::new(),
+            chats: Vec::new(),
+            users: vec![user(ALICE, "Alice", None, None, false)],
+        },
+    ))
+}
+
+pub(crate) fn in_topic(mut m: tl::types::Message, topic: i32) -> tl::types::Message {
+    let mut header = common::tl::reply_header(topic);
+    if let tl::enums::MessageReplyHeader::Header(h) = &mut header {
+        h.forum_topic = true;
+    }
+    m.reply_to = Some(header);
+    m
 }
