@@ -14,7 +14,8 @@
 //!   catch-up the owner's earlier answer cancels what it should, and an older inbound message
 //!   never starts a plan in a chat the owner has answered since.
 //! - **Own sends are ours**: outgoing messages are checked against the [`SentLedger`]
-//!   (sends in flight, recorded ids, persisted across restarts).
+//!   (the echo of a send in flight, by its text; recorded ids, persisted across restarts): the
+//!   owner's own message written during a send is still the owner's.
 //! - **Supervision**: a panic while admitting one update is logged and that update skipped;
 //!   a panic or end of the reader reopens the source with backoff; a channel whose
 //!   difference keeps failing is dropped from catch-up after [`CHANNEL_FAILURE_LIMIT`] tries.
