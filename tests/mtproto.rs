@@ -1424,19 +1424,34 @@ async fn guarded_session_attributes_and_skips_a_failing_channel_difference() {
         })
         .await
         .unwrap();
+    use personad::adapters::mtproto::guarded::in_update_machinery;
     let channel = PeerId::channel(77).unwrap();
     // A send looks the channel up, then a user: no difference in progress.
     session.peer(channel).await.unwrap();
     session.peer(PeerId::user(5).unwrap()).await.unwrap();
     assert_eq!(session.difference_channel(), None);
-    // grammers' prepare_channel_difference: the channel, then the self user.
+    // Another task's look-ups of the channel and the self user say nothing either.
     session.peer(channel).await.unwrap();
     session.peer(PeerId::self_user()).await.unwrap();
+    assert_eq!(session.difference_channel(), None);
+    // grammers' prepare_channel_difference, inside the update machinery: the channel, then
+    // the self user.
+    in_update_machinery(async {
+        session.peer(channel).await.unwrap();
+        session.peer(PeerId::self_user()).await.unwrap();
+    })
+    .await;
     assert_eq!(session.difference_channel(), Some(77));
     session.skip_channel(77);
-    let hidden = session.peer(channel).await.unwrap();
+    // A send's look-up keeps the hash; grammers' next one finds it hidden, once.
+    let send = session.peer(channel).await.unwrap();
+    assert!(matches!(
+        send,
+        Some(PeerInfo::Channel { auth: Some(_), .. })
+    ));
+    let hidden = in_update_machinery(session.peer(channel)).await.unwrap();
     assert!(matches!(hidden, Some(PeerInfo::Channel { auth: None, .. })));
-    let again = session.peer(channel).await.unwrap();
+    let again = in_update_machinery(session.peer(channel)).await.unwrap();
     assert!(matches!(
         again,
         Some(PeerInfo::Channel { auth: Some(_), .. })

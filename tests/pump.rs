@@ -529,7 +529,7 @@ async fn unknown_peer_that_cannot_be_learnt_gives_up_after_one_try() {
 #[tokio::test]
 async fn own_sends_echoed_before_and_after_the_rpc_returns_are_ours() {
     let h = start(Vec::new());
-    let guard = h.ledger.begin(ChatId(7));
+    let guard = h.ledger.begin(ChatId(7), "message 50");
     // The echo arrives while the send is in flight.
     h.script.st().steps.push_back(upd(outgoing(7, 50)));
     // The owner writes in another chat.
@@ -554,6 +554,37 @@ async fn own_sends_echoed_before_and_after_the_rpc_returns_are_ours() {
     );
 }
 
+/// While a send is in flight in a chat, only its own echo (the same text) is ours: the
+/// owner's draft reply or command written there in that window (another text) reaches
+/// admission as the owner's, and the echo after the send returned is ours by its id.
+#[tokio::test]
+async fn the_owners_message_during_a_send_in_the_same_chat_is_the_owners() {
+    let h = start(Vec::new());
+    let guard = h.ledger.begin(ChatId(7), "message 50");
+    // The owner writes in the same chat while our send is in flight...
+    h.script.st().steps.push_back(upd(outgoing(7, 49)));
+    // ...and our send's echo arrives before the send returns.
+    h.script.st().steps.push_back(upd(outgoing(7, 50)));
+    h.script.more.notify_one();
+    tokio::time::timeout(Duration::from_secs(10), h.sink.wait_for(1))
+        .await
+        .expect("the owner's message reaches admission while the send is in flight");
+    h.ledger.record(ChatId(7), MessageId(50), 1234);
+    drop(guard);
+    h.script.st().steps.push_back(upd(outgoing(7, 50)));
+    h.script.st().steps.push_back(upd(outgoing(7, 52)));
+    h.script.more.notify_one();
+    h.sink.wait_for(2).await;
+    let (seen, _, _) = h.stop().await;
+    assert_eq!(
+        seen,
+        vec![
+            Seen::Owner { chat: 7, id: 49 },
+            Seen::Owner { chat: 7, id: 52 }
+        ]
+    );
+}
+
 /// After a restart, catch-up replays our own recent sends: the ledger on disk still knows
 /// them, and a RANDOM_ID_DUPLICATE resolves to the real message id.
 #[tokio::test]
@@ -567,8 +598,8 @@ async fn own_sends_survive_a_restart_for_catch_up() {
         ledger.save().await.unwrap();
     }
     let ledger = SentLedger::load(path.clone(), Arc::clone(&clock));
-    assert!(ledger.is_ours(ChatId(7), MessageId(50)));
-    assert!(!ledger.is_ours(ChatId(7), MessageId(51)));
+    assert!(ledger.recorded(ChatId(7), MessageId(50)));
+    assert!(!ledger.recorded(ChatId(7), MessageId(51)));
     assert_eq!(ledger.by_random_id(ChatId(7), 1234), Some(MessageId(50)));
     assert_eq!(ledger.by_random_id(ChatId(8), 1234), None);
 
@@ -606,7 +637,7 @@ async fn racing_ledger_saves_never_leave_an_older_snapshot_on_disk() {
         for i in 0..16 {
             let id = round * 100 + i;
             assert!(
-                reloaded.is_ours(ChatId(7), MessageId(id)),
+                reloaded.recorded(ChatId(7), MessageId(id)),
                 "round {round}: send {id} lost by an older snapshot written last"
             );
         }
@@ -625,7 +656,7 @@ async fn ledger_forgets_after_the_horizon_and_keeps_a_damaged_file() {
     clock.advance(personad::adapters::mtproto::sent::DEFAULT_HORIZON + Duration::from_secs(1));
     ledger.record(ChatId(7), MessageId(2), 2);
     assert_eq!(ledger.len(), 1);
-    assert!(!ledger.is_ours(ChatId(7), MessageId(1)));
+    assert!(!ledger.recorded(ChatId(7), MessageId(1)));
 
     std::fs::write(&path, "{ not json").unwrap();
     let ledger = SentLedger::load(path.clone(), shared);

@@ -559,10 +559,11 @@ impl Scheduler {
         }
     }
 
-    /// A basic group became a supergroup: its pending plan continues under the new id (unless
-    /// the new id already has one, or a task of it is in flight, in which case the old plan is
-    /// dropped: nothing can be sent to the old group any more), and the agent's state about
-    /// the chat moves with it.
+    /// A basic group became a supergroup: its pending plan continues under the new id, without
+    /// the old group's message ids (see `TaskGraph::move_to_chat`), unless the new id already
+    /// has one, a task of it is in flight, or it waits on an old id (a classifier batch, a
+    /// reaction), in which case the old plan is dropped: nothing can be sent to the old group
+    /// any more. The agent's state about the chat moves with it.
     pub(crate) fn migrate_chat(&mut self, agent: &str, from: ChatId, to: ChatId, now: Timestamp) {
         if !self.agents.contains(agent) || from == to {
             return;
@@ -575,7 +576,11 @@ impl Scheduler {
         if !self.graphs.contains_key(&old) {
             return;
         }
-        if self.in_flight.contains_key(&old) || self.graphs.contains_key(&new) {
+        let movable = self
+            .graphs
+            .get(&old)
+            .is_some_and(|g| g.clone().move_to_chat(to));
+        if self.in_flight.contains_key(&old) || self.graphs.contains_key(&new) || !movable {
             info!(conversation = %old, to = %to, "group upgraded to a supergroup: its pending plan is dropped");
             self.abandon_cancel_safe(&old);
             self.remove_graph(&old);
@@ -586,7 +591,8 @@ impl Scheduler {
         };
         self.armed.remove(&old);
         self.mark_dirty(&old);
-        graph.chat.id = to;
+        // The supergroup's message ids start over: the plan forgets the old group's.
+        graph.move_to_chat(to);
         info!(conversation = %old, to = %to, "group upgraded to a supergroup: its plan continues there");
         self.graphs.insert(new.clone(), graph);
         self.mark_dirty(&new);

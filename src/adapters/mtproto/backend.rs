@@ -25,6 +25,9 @@ use crate::core::model::{ChatId, ChatKind, Message, MessageId, TelegramError, Tg
 use crate::core::time::BoxFuture;
 use crate::ports::clock::SharedClock;
 use grammers_client::session::types::PeerInfo;
+mod download;
+mod feed;
+mod fetch;
 mod send;
 mod telegram;
 
@@ -36,13 +39,21 @@ const MAX_TOPIC_MESSAGES: usize = 50_000;
 struct Topics {
     by_message: HashMap<(ChatId, i32), i32>,
     order: std::collections::VecDeque<(ChatId, i32)>,
-    latest: HashMap<ChatId, Option<i32>>,
+    /// Per chat: the newest inbound message seen (its id) and its topic. Only a newer
+    /// message moves it, so a history page (mapped newest to oldest) never drags the
+    /// conversation back to an older topic.
+    latest: HashMap<ChatId, (i32, Option<i32>)>,
 }
 
 impl Topics {
     fn learn(&mut self, chat: ChatId, id: i32, topic: Option<i32>, inbound: bool) {
-        if inbound {
-            self.latest.insert(chat, topic);
+        if inbound
+            && self
+                .latest
+                .get(&chat)
+                .is_none_or(|(newest, _)| id > *newest)
+        {
+            self.latest.insert(chat, (id, topic));
         }
         if let Some(topic) = topic
             && self.by_message.insert((chat, id), topic).is_none()
@@ -94,6 +105,10 @@ pub struct MtprotoTelegram {
     blocked: recover::Memo<(), Arc<HashSet<i64>>>,
     /// Mute settings (`mute_until`) per chat and the global ones, refreshed every 60 s.
     muted: recover::Memo<LookupKey, Option<i32>>,
+    /// Where the pts of our own `AffectedHistory` answers go (grammers' update channel).
+    update_feed: Mutex<
+        Option<tokio::sync::mpsc::WeakSender<grammers_client::session::updates::UpdatesLike>>,
+    >,
     /// Chats whose unread mentions or "marked unread" flag must be cleared when they are
     /// next read (readHistory clears neither, and the next start would see them again).
     unread_flags: Mutex<HashMap<ChatId, UnreadFlags>>,
@@ -146,6 +161,7 @@ impl MtprotoTelegram {
             blocked: recover::Memo::new(Arc::clone(&clock), LOOKUP_TTL, FAILURE_TTL, 1),
             muted: recover::Memo::new(Arc::clone(&clock), LOOKUP_TTL, FAILURE_TTL, 10_000),
             unread_flags: Mutex::new(HashMap::new()),
+            update_feed: Mutex::new(None),
             clock,
         }
     }
@@ -337,28 +353,6 @@ impl MtprotoTelegram {
         }
     }
 
-    /// The id of a message an earlier run already sent with `random_id` (Telegram answered
-    /// RANDOM_ID_DUPLICATE): from the ledger, else the newest of our recent messages in the
-    /// chat with the same text (0 when none is found).
-    async fn resolve_duplicate(&self, chat: ChatId, random_id: i64, text: &str) -> MessageId {
-        if let Some(id) = self.ledger.by_random_id(chat, random_id) {
-            return id;
-        }
-        let Ok(peer) = self.peer(chat).await else {
-            return MessageId(0);
-        };
-        let mut iter = self.client().iter_messages(peer).limit(20);
-        while let Ok(Some(m)) = iter.next().await {
-            if m.outgoing() && m.text() == text {
-                let id = MessageId(i64::from(m.id()));
-                self.remember_sent(chat, id, random_id).await;
-                return id;
-            }
-        }
-        tracing::warn!(chat = %chat, "a message sent before a restart could not be found again");
-        MessageId(0)
-    }
-
     /// Fills in the short name of a sticker's set when the message named the set by id only
     /// (one `messages.getStickerSet` per set, cached), so the persona can send it back by
     /// name. Failures leave the set unknown.
@@ -419,36 +413,54 @@ impl MtprotoTelegram {
     /// Maps a message from Telegram into the domain, learning the names it carries.
     pub fn map(&self, m: &grammers_client::message::Message) -> Result<Mapped, map::Ignored> {
         let mapped = self.with_known(Some(m), |ctx, known| map::map_message_with(m, ctx, known));
-        if let Ok(mapped) = &mapped
-            && let Ok(id) = i32::try_from(mapped.message.id.0)
-        {
-            let mut hints = self.hints.lock().unwrap_or_else(PoisonError::into_inner);
-            let newest = hints.entry(mapped.chat.id).or_insert(id);
-            *newest = (*newest).max(id);
-            drop(hints);
-            if mapped.callout && mapped.chat.kind == ChatKind::Group {
-                // Telegram counts it as an unread mention until readMentions.
-                self.note_unread(
-                    mapped.chat.id,
-                    UnreadFlags {
-                        mentions: true,
-                        marked: false,
-                    },
-                );
-            }
-            if mapped.chat.kind == ChatKind::Group {
-                self.topics
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .learn(
-                        mapped.chat.id,
-                        id,
-                        map::topic_of(&m.raw),
-                        !mapped.message.outgoing,
-                    );
-            }
+        if let Ok(mapped) = &mapped {
+            self.note_mapped(mapped, &m.raw);
         }
         mapped
+    }
+
+    /// Maps a raw message of an answer (a history page, a dialog's newest message) with the
+    /// names learnt so far, and notes what it tells like a live one: the chat's newest id,
+    /// an unread mention, its forum topic.
+    pub(crate) fn map_fetched(&self, raw: &tl::enums::Message) -> Result<Mapped, map::Ignored> {
+        let mapped = self.map_raw_message(raw);
+        if let Ok(mapped) = &mapped {
+            self.note_mapped(mapped, raw);
+        }
+        mapped
+    }
+
+    /// What a mapped message tells about its chat: the newest message id (how an unknown
+    /// peer is fetched), an unread mention to clear, the forum topic.
+    fn note_mapped(&self, mapped: &Mapped, raw: &tl::enums::Message) {
+        let Ok(id) = i32::try_from(mapped.message.id.0) else {
+            return;
+        };
+        let mut hints = self.hints.lock().unwrap_or_else(PoisonError::into_inner);
+        let newest = hints.entry(mapped.chat.id).or_insert(id);
+        *newest = (*newest).max(id);
+        drop(hints);
+        if mapped.callout && mapped.chat.kind == ChatKind::Group {
+            // Telegram counts it as an unread mention until readMentions.
+            self.note_unread(
+                mapped.chat.id,
+                UnreadFlags {
+                    mentions: true,
+                    marked: false,
+                },
+            );
+        }
+        if mapped.chat.kind == ChatKind::Group {
+            self.topics
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .learn(
+                    mapped.chat.id,
+                    id,
+                    map::topic_of(raw),
+                    !mapped.message.outgoing,
+                );
+        }
     }
 
     /// Maps a raw message of an answer (not an update) with the names learnt so far.
@@ -479,29 +491,22 @@ impl MtprotoTelegram {
     }
 
     /// Caches users and chats of an answer in the session (access hashes) and the name cache.
-    async fn cache_peers(&self, users: Vec<tl::enums::User>, chats: Vec<tl::enums::Chat>) {
-        let client = self.client();
+    pub(crate) async fn cache_peers(
+        &self,
+        users: Vec<tl::enums::User>,
+        chats: Vec<tl::enums::Chat>,
+    ) {
         {
             let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
             users.iter().for_each(|u| peers.remember_user(u));
             chats.iter().for_each(|c| peers.remember_chat(c));
         }
-        let infos: Vec<PeerInfo> = users
-            .into_iter()
-            .filter(|u| matches!(u, tl::enums::User::User(u) if !u.min && u.access_hash.is_some()))
-            .map(|u| PeerInfo::from(&grammers_client::peer::User::from_raw(&client, u)))
-            .chain(
-                chats
-                    .into_iter()
-                    .filter(|c| !matches!(c, tl::enums::Chat::Channel(ch) if ch.min))
-                    .map(|c| PeerInfo::from(&grammers_client::peer::Peer::from_raw(&client, c))),
-            )
-            .collect();
-        for info in infos {
-            if let Err(e) = self.session.cache_peer(info).await {
-                tracing::debug!(error = %e, "could not cache a peer");
-            }
-        }
+        store_peers(&self.client(), self.session.as_ref(), users, chats).await;
+    }
+
+    /// Where every raw TL call of this account goes.
+    pub(crate) fn invoker(&self) -> &dyn Invoker {
+        self.invoker.as_ref()
     }
 
     /// Learns a chat's access hash: the newest message seen there through getMessages (works
@@ -525,12 +530,7 @@ impl MtprotoTelegram {
                 })
                 .await;
             if let Ok(answer) = answer {
-                let (users, chats) = match answer {
-                    tl::enums::messages::Messages::Messages(m) => (m.users, m.chats),
-                    tl::enums::messages::Messages::Slice(m) => (m.users, m.chats),
-                    tl::enums::messages::Messages::ChannelMessages(m) => (m.users, m.chats),
-                    tl::enums::messages::Messages::NotModified(_) => (Vec::new(), Vec::new()),
-                };
+                let (_, users, chats) = fetch::parts(answer);
                 self.cache_peers(users, chats).await;
             }
         }
@@ -624,6 +624,35 @@ impl MtprotoTelegram {
     }
 }
 
+/// Caches the access hashes of users and chats in the session: never a "min" object (its
+/// hash is not one this account may use).
+pub(crate) async fn store_peers<S>(
+    client: &Client,
+    session: &S,
+    users: Vec<tl::enums::User>,
+    chats: Vec<tl::enums::Chat>,
+) where
+    S: Session,
+    S::Error: std::fmt::Display,
+{
+    let infos: Vec<PeerInfo> = users
+        .into_iter()
+        .filter(|u| matches!(u, tl::enums::User::User(u) if !u.min && u.access_hash.is_some()))
+        .map(|u| PeerInfo::from(&grammers_client::peer::User::from_raw(client, u)))
+        .chain(
+            chats
+                .into_iter()
+                .filter(|c| !matches!(c, tl::enums::Chat::Channel(ch) if ch.min))
+                .map(|c| PeerInfo::from(&grammers_client::peer::Peer::from_raw(client, c))),
+        )
+        .collect();
+    for info in infos {
+        if let Err(e) = session.cache_peer(info).await {
+            tracing::debug!(error = %e, "could not cache a peer");
+        }
+    }
+}
+
 /// A mapped message as the pump sees it.
 pub(crate) fn incoming(m: Mapped) -> Incoming {
     let sticker_set_id = match m.sticker_set {
@@ -682,12 +711,7 @@ impl Lookups for MtprotoTelegram {
                 })
                 .await
                 .map_err(|e| classify(&e))?;
-            let (messages, users, chats) = match answer {
-                tl::enums::messages::Messages::Messages(m) => (m.messages, m.users, m.chats),
-                tl::enums::messages::Messages::Slice(m) => (m.messages, m.users, m.chats),
-                tl::enums::messages::Messages::ChannelMessages(m) => (m.messages, m.users, m.chats),
-                tl::enums::messages::Messages::NotModified(_) => Default::default(),
-            };
+            let (messages, users, chats) = fetch::parts(answer);
             self.cache_peers(users, chats).await;
             let mut out: Vec<Incoming> = messages
                 .iter()

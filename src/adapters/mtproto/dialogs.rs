@@ -1,16 +1,204 @@
 //! Walking an account's dialogs: the unread scan on every (re)connect (each dialog's newest
 //! unread message from others, handed to the pump's admission), the peer-cache warm-up after
 //! `login`, and putting back the update state a walk overwrote (every channel's pts, which
-//! would erase the gaps catch-up must fill). grammers can panic inside the walk, so each walk
-//! runs in a task of its own. Called by the connection adaptor (`mod.rs`) and `login`.
+//! would erase the gaps catch-up must fill). A walk is raw `messages.getDialogs` pages
+//! through the [`Invoker`] (offsets from each page's last dialog, as grammers' own iterator
+//! does), each page's users and chats cached before its messages are mapped. Called by the
+//! connection adaptor (`mod.rs`) and `login`.
 
 use std::fmt;
 use std::sync::Arc;
 
-use grammers_client::Client;
+use grammers_client::tl;
+use grammers_client::{Client, InvocationError};
 
 use crate::adapters::mtproto::backend::{self, MtprotoTelegram};
+use crate::adapters::mtproto::invoker::{self, Invoker};
 use crate::adapters::mtproto::{map, pump};
+
+/// Dialogs asked for per page (Telegram's largest).
+const DIALOGS_PAGE: i32 = 100;
+/// Most pages one walk reads (20,000 dialogs), so a server that never ends cannot hold a
+/// connect forever.
+const MAX_DIALOG_PAGES: usize = 200;
+
+/// One page of dialogs with the messages, users and chats it names.
+pub struct DialogPage {
+    pub dialogs: Vec<tl::types::Dialog>,
+    pub messages: Vec<tl::enums::Message>,
+    pub users: Vec<tl::enums::User>,
+    pub chats: Vec<tl::enums::Chat>,
+}
+
+impl DialogPage {
+    /// The newest message of `dialog`, if the page carries it.
+    pub fn last_message(&self, dialog: &tl::types::Dialog) -> Option<&tl::enums::Message> {
+        self.messages.iter().find(|m| match m {
+            tl::enums::Message::Message(m) => {
+                m.id == dialog.top_message && m.peer_id == dialog.peer
+            }
+            tl::enums::Message::Service(m) => {
+                m.id == dialog.top_message && m.peer_id == dialog.peer
+            }
+            tl::enums::Message::Empty(_) => false,
+        })
+    }
+
+    /// The input peer of `peer` from the page's users and chats (hash 0 when absent).
+    fn input_peer(&self, peer: &tl::enums::Peer) -> tl::enums::InputPeer {
+        match peer {
+            tl::enums::Peer::User(p) => {
+                let access_hash = self
+                    .users
+                    .iter()
+                    .find_map(|u| match u {
+                        tl::enums::User::User(u) if u.id == p.user_id => u.access_hash,
+                        _ => None,
+                    })
+                    .unwrap_or(0);
+                tl::types::InputPeerUser {
+                    user_id: p.user_id,
+                    access_hash,
+                }
+                .into()
+            }
+            tl::enums::Peer::Chat(p) => tl::types::InputPeerChat { chat_id: p.chat_id }.into(),
+            tl::enums::Peer::Channel(p) => {
+                let access_hash = self
+                    .chats
+                    .iter()
+                    .find_map(|c| match c {
+                        tl::enums::Chat::Channel(c) if c.id == p.channel_id => c.access_hash,
+                        tl::enums::Chat::ChannelForbidden(c) if c.id == p.channel_id => {
+                            Some(c.access_hash)
+                        }
+                        _ => None,
+                    })
+                    .unwrap_or(0);
+                tl::types::InputPeerChannel {
+                    channel_id: p.channel_id,
+                    access_hash,
+                }
+                .into()
+            }
+        }
+    }
+}
+
+/// A walk over every dialog, one `messages.getDialogs` page at a time.
+pub struct DialogWalk {
+    request: tl::functions::messages::GetDialogs,
+    pages: usize,
+    done: bool,
+}
+
+impl Default for DialogWalk {
+    fn default() -> Self {
+        DialogWalk {
+            request: tl::functions::messages::GetDialogs {
+                exclude_pinned: false,
+                folder_id: None,
+                offset_date: 0,
+                offset_id: 0,
+                offset_peer: tl::enums::InputPeer::Empty,
+                limit: DIALOGS_PAGE,
+                hash: 0,
+            },
+            pages: 0,
+            done: false,
+        }
+    }
+}
+
+impl DialogWalk {
+    /// The next page (`None`: the walk is over). Like grammers' own walk, it writes each
+    /// channel's current pts into `session` (restore the saved state afterwards where the
+    /// gaps matter).
+    pub async fn next<S>(
+        &mut self,
+        invoker: &dyn Invoker,
+        session: &S,
+    ) -> Result<Option<DialogPage>, InvocationError>
+    where
+        S: grammers_client::session::Session,
+        S::Error: fmt::Display,
+    {
+        use grammers_client::session::types::UpdateState;
+        if self.done || self.pages >= MAX_DIALOG_PAGES {
+            return Ok(None);
+        }
+        self.pages += 1;
+        let (dialogs, messages, users, chats, last) =
+            match invoker::call(invoker, &self.request).await? {
+                tl::enums::messages::Dialogs::Dialogs(d) => {
+                    (d.dialogs, d.messages, d.users, d.chats, true)
+                }
+                tl::enums::messages::Dialogs::Slice(d) => {
+                    let last = d.dialogs.len() < self.request.limit as usize;
+                    (d.dialogs, d.messages, d.users, d.chats, last)
+                }
+                tl::enums::messages::Dialogs::NotModified(_) => {
+                    self.done = true;
+                    return Ok(None);
+                }
+            };
+        let page = DialogPage {
+            dialogs: dialogs
+                .into_iter()
+                .filter_map(|d| match d {
+                    tl::enums::Dialog::Dialog(d) => Some(d),
+                    _ => None,
+                })
+                .collect(),
+            messages,
+            users,
+            chats,
+        };
+        for d in &page.dialogs {
+            if let (tl::enums::Peer::Channel(c), Some(pts)) = (&d.peer, d.pts)
+                && let Err(e) = session
+                    .set_update_state(UpdateState::Channel {
+                        id: c.channel_id,
+                        pts,
+                    })
+                    .await
+            {
+                tracing::debug!(error = %e, "could not note a channel's pts");
+            }
+        }
+        self.done = last || page.dialogs.is_empty() || !self.advance(&page);
+        Ok(Some(page))
+    }
+
+    /// Moves the offsets past `page` (false: they would not move, the walk ends).
+    fn advance(&mut self, page: &DialogPage) -> bool {
+        let Some(tail) = page.dialogs.last() else {
+            return false;
+        };
+        let before = (
+            self.request.offset_date,
+            self.request.offset_id,
+            self.request.offset_peer.clone(),
+        );
+        self.request.exclude_pinned = true;
+        if let Some(m) = page.dialogs.iter().rev().find_map(|d| page.last_message(d)) {
+            let (id, date) = match m {
+                tl::enums::Message::Message(m) => (m.id, m.date),
+                tl::enums::Message::Service(m) => (m.id, m.date),
+                tl::enums::Message::Empty(m) => (m.id, 0),
+            };
+            self.request.offset_id = id;
+            self.request.offset_date = date;
+        }
+        self.request.offset_peer = page.input_peer(&tail.peer);
+        before
+            != (
+                self.request.offset_date,
+                self.request.offset_id,
+                self.request.offset_peer.clone(),
+            )
+    }
+}
 
 /// On connect: finds chats with unread messages from others, unread mentions, or the
 /// "marked unread" flag, and returns each one's newest message for the pump's admission
@@ -20,11 +208,9 @@ use crate::adapters::mtproto::{map, pump};
 /// noted. Walking the dialogs writes every channel's current pts into the session, which
 /// would erase the gaps catch-up must fill: the saved update state is restored afterwards,
 /// without broadcast channels (we never answer there, so their differences are not worth
-/// fetching). The walk runs in a task of its own: a panic inside the library is contained.
-/// `saved`: the update state read before the walk, put back after it.
+/// fetching). `saved`: the update state read before the walk, put back after it.
 pub async fn scan_unread<S>(
     agent: &str,
-    client: Client,
     session: &S,
     telegram: Arc<MtprotoTelegram>,
     saved: Option<grammers_client::session::types::UpdatesState>,
@@ -33,29 +219,32 @@ where
     S: grammers_client::session::Session,
     S::Error: fmt::Display,
 {
-    let walk = tokio::spawn(async move {
-        let mut dialogs = client.iter_dialogs();
-        let mut found = Vec::new();
-        while let Ok(Some(dialog)) = dialogs.next().await {
-            if let grammers_client::tl::enums::Dialog::Dialog(d) = &dialog.raw
-                && let Some(last) = dialog.last_message.as_ref()
-                && let Some(update) = unread_update(&telegram, d, last)
-            {
-                found.push(update);
+    let mut walk = DialogWalk::default();
+    let mut found = Vec::new();
+    loop {
+        match walk.next(telegram.invoker(), session).await {
+            Ok(Some(page)) => {
+                telegram
+                    .cache_peers(page.users.clone(), page.chats.clone())
+                    .await;
+                for d in &page.dialogs {
+                    if let Some(last) = page.last_message(d)
+                        && let Some(update) = unread_update(&telegram, d, last)
+                    {
+                        found.push(update);
+                    }
+                }
+            }
+            Ok(None) => {
+                tracing::info!(agent = %agent, chats = found.len(), "unread scan done");
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(agent = %agent, error = %crate::adapters::mtproto::errors::classify(&e), chats = found.len(), "unread scan stopped early");
+                break;
             }
         }
-        found
-    });
-    let found = match walk.await {
-        Ok(found) => {
-            tracing::info!(agent = %agent, chats = found.len(), "unread scan done");
-            found
-        }
-        Err(e) => {
-            tracing::warn!(agent = %agent, error = %e, "unread scan failed");
-            Vec::new()
-        }
-    };
+    }
     if let Some(saved) = saved {
         restore_update_state(agent, session, saved).await;
     }
@@ -73,12 +262,7 @@ pub struct Scan {
 /// Starts the unread scan in a task of its own: the update state is read first and put back
 /// after the walk even when the caller stops waiting (a stop during the scan), so the gaps
 /// catch-up must fill are never lost.
-pub async fn spawn_scan<S>(
-    agent: String,
-    client: Client,
-    session: Arc<S>,
-    telegram: Arc<MtprotoTelegram>,
-) -> Scan
+pub async fn spawn_scan<S>(agent: String, session: Arc<S>, telegram: Arc<MtprotoTelegram>) -> Scan
 where
     S: grammers_client::session::Session + Send + Sync + 'static,
     S::Error: fmt::Display,
@@ -86,7 +270,7 @@ where
     let saved = session.updates_state().await.ok();
     let (tx, found) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(async move {
-        let finds = scan_unread(&agent, client, session.as_ref(), telegram, saved).await;
+        let finds = scan_unread(&agent, session.as_ref(), telegram, saved).await;
         let _ = tx.send(finds);
     });
     Scan { task, found }
@@ -97,12 +281,12 @@ where
 pub fn unread_update(
     telegram: &MtprotoTelegram,
     dialog: &grammers_client::tl::types::Dialog,
-    last: &grammers_client::message::Message,
+    last: &tl::enums::Message,
 ) -> Option<pump::TgUpdate> {
     if dialog.unread_count == 0 && dialog.unread_mentions_count == 0 && !dialog.unread_mark {
         return None;
     }
-    let mapped = telegram.map(last).ok()?;
+    let mapped = telegram.map_fetched(last).ok()?;
     if mapped.message.outgoing {
         return None;
     }
@@ -159,10 +343,9 @@ pub fn without_channels(
 }
 
 /// Walks every dialog once so the session knows the access hashes channel catch-up needs.
-/// The walk runs in a task of its own (the library can panic on unknown peers). Walking
-/// writes each channel's current pts: after a fresh login that is where catch-up starts
-/// (minus broadcast channels); on a session logged in before, the saved state is put back,
-/// so what the daemon missed meanwhile is still fetched.
+/// Walking writes each channel's current pts: after a fresh login that is where catch-up
+/// starts (minus broadcast channels); on a session logged in before, the saved state is put
+/// back, so what the daemon missed meanwhile is still fetched.
 ///
 /// `saved`: the state to put back (a session logged in before), or `None` to keep what the
 /// walk wrote (a fresh login).
@@ -175,18 +358,24 @@ pub async fn warm_peer_cache<S>(
     S: grammers_client::session::Session,
     S::Error: fmt::Display,
 {
-    let client = client.clone();
-    let walk = tokio::spawn(async move {
-        let mut dialogs = client.iter_dialogs();
-        let mut n = 0usize;
-        while let Ok(Some(_)) = dialogs.next().await {
-            n += 1;
+    let invoker = invoker::ClientInvoker(Arc::new(std::sync::RwLock::new(client.clone())));
+    let mut walk = DialogWalk::default();
+    let mut n = 0usize;
+    loop {
+        match walk.next(&invoker, session).await {
+            Ok(Some(page)) => {
+                n += page.dialogs.len();
+                backend::store_peers(client, session, page.users, page.chats).await;
+            }
+            Ok(None) => {
+                tracing::info!(agent = %agent, dialogs = n, "peer cache warmed");
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(agent = %agent, error = %crate::adapters::mtproto::errors::classify(&e), dialogs = n, "walking the dialogs failed");
+                break;
+            }
         }
-        n
-    });
-    match walk.await {
-        Ok(n) => tracing::info!(agent = %agent, dialogs = n, "peer cache warmed"),
-        Err(e) => tracing::warn!(agent = %agent, error = %e, "walking the dialogs failed"),
     }
     let keep = match saved {
         Some(saved) => Some(saved),

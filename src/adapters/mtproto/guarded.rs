@@ -6,7 +6,10 @@
 //! remembers the channel of that pair (the difference in progress), and, when the pump asks
 //! to skip it, answers the next look-up of that channel without its access hash once, which
 //! makes grammers end that channel's difference (as it does for channels it has no hash
-//! for). Everything else is passed through unchanged. It owns no data of its own.
+//! for). Only look-ups made inside grammers' update machinery count for that pair: the update
+//! source polls the stream inside [`in_update_machinery`], so a concurrent look-up of another
+//! task (a send's peer, `enrich`) can never be taken for the difference's channel.
+//! Everything else is passed through unchanged. It owns no data of its own.
 
 use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
@@ -19,6 +22,22 @@ use grammers_client::session::types::{
 
 type SessionResult<T> = Result<T, <SqliteSession as Session>::Error>;
 type BoxFut<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+tokio::task_local! {
+    /// Set while grammers' update machinery runs (see [`in_update_machinery`]).
+    static UPDATE_MACHINERY: ();
+}
+
+/// Runs `f` (a poll of grammers' update stream) so that the session look-ups it makes are
+/// known to be the update machinery's own.
+pub async fn in_update_machinery<F: std::future::Future>(f: F) -> F::Output {
+    UPDATE_MACHINERY.scope((), f).await
+}
+
+/// Whether the current task is inside [`in_update_machinery`].
+fn from_update_machinery() -> bool {
+    UPDATE_MACHINERY.try_with(|()| ()).is_ok()
+}
 
 #[derive(Default)]
 struct Guard {
@@ -91,7 +110,10 @@ impl Session for GuardedSession {
         Box::pin(async move {
             let mut info = self.inner.peer(peer).await?;
             let mut guard = self.lock();
-            if peer == PeerId::self_user() {
+            if !from_update_machinery() {
+                // Another task's look-up (a send, `enrich`): it says nothing about the
+                // difference in progress, and a hidden hash stays for grammers' own.
+            } else if peer == PeerId::self_user() {
                 if let Some(channel) = guard.last_channel.take() {
                     guard.diff_channel = Some(channel);
                 }

@@ -321,7 +321,7 @@ pub struct Deleted {
     pub ids: Vec<MessageId>,
 }
 
-/// Maps a message from the update stream (or `iter_messages`) with only the peer objects
+/// Maps a message of grammers' update stream with only the peer objects
 /// it carries. Prefer [`map_message_with`] and a [`PeerCache`].
 pub fn map_message(m: &GMessage, ctx: &MapContext) -> Result<Mapped, Ignored> {
     map_message_with(m, ctx, &Known::default())

@@ -185,6 +185,28 @@ fn start_pool(
     (Client::new(handle), updates, pool_task)
 }
 
+/// Puts a relay between grammers' update channel and its update stream, so the backend can
+/// hand the stream the pts of its own `AffectedHistory` answers (see `backend::feed`). The
+/// backend holds the relay's channel weakly: when grammers' channel closes, the relay ends
+/// and the stream sees the close as before.
+fn relay_updates(
+    mut updates: Updates,
+) -> (
+    Updates,
+    tokio::sync::mpsc::WeakSender<grammers_client::session::updates::UpdatesLike>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::channel(10_000);
+    let feed = tx.downgrade();
+    tokio::spawn(async move {
+        while let Some(update) = updates.recv().await {
+            if tx.send(update).await.is_err() {
+                break;
+            }
+        }
+    });
+    (rx, feed)
+}
+
 /// The agent's session file, which must exist and be private.
 fn existing_session(
     state: &StateDir,
@@ -310,6 +332,7 @@ pub async fn connect(
     let account = open_account(state, agent, creds.servers).await?;
     let (session, lock, self_id) = (account.session, account.lock, account.self_id);
     let (client, updates, pool_task) = start_pool(&session, creds, opts);
+    let (updates, feed) = relay_updates(updates);
     // Bounded on the project clock: a black-holed network must not hold up the start.
     let me = tokio::select! {
         me = client.get_me() => Some(me),
@@ -349,6 +372,7 @@ pub async fn connect(
         clock,
         ledger,
     ));
+    telegram.feed_updates_weak(feed);
     Ok(Connected {
         telegram,
         session,
@@ -471,10 +495,9 @@ impl GrammersFactory {
 
     /// Runs the unread scan in a task of its own and waits for its finds. The task restores
     /// the update state even when this wait is dropped (a stop during the scan).
-    async fn scan(&self, client: &Client) -> Vec<pump::TgUpdate> {
+    async fn scan(&self) -> Vec<pump::TgUpdate> {
         let scan = dialogs::spawn_scan(
             self.agent.clone(),
-            client.clone(),
             Arc::clone(&self.session),
             Arc::clone(&self.telegram),
         )
@@ -499,7 +522,9 @@ impl pump::SourceFactory for GrammersFactory {
                         let _ = task.await;
                     }
                     let (client, updates, task) = start_pool(&self.session, &self.creds, self.opts);
+                    let (updates, feed) = relay_updates(updates);
                     self.telegram.replace_client(client.clone());
+                    self.telegram.feed_updates_weak(feed);
                     *pool = Pool {
                         client,
                         updates: Some(updates),
@@ -511,7 +536,7 @@ impl pump::SourceFactory for GrammersFactory {
             };
             self.refresh_username().await;
             dialogs::seed_update_state(&self.agent, self.session.as_ref(), &self.telegram).await;
-            let backlog = self.scan(&client).await;
+            let backlog = self.scan().await;
             let stream = client
                 .stream_updates(updates, UpdatesConfiguration { catch_up: true })
                 .await
@@ -576,7 +601,7 @@ impl pump::UpdateSource for GrammersSource {
             if let Some(update) = self.backlog.pop_front() {
                 return Ok(Some(update));
             }
-            match self.stream.next().await {
+            match guarded::in_update_machinery(self.stream.next()).await {
                 Ok(update) => {
                     self.session.clear_difference_channel();
                     Ok(self.telegram.to_update(&update))

@@ -14,7 +14,8 @@
 //!   catch-up the owner's earlier answer cancels what it should, and an older inbound message
 //!   never starts a plan in a chat the owner has answered since.
 //! - **Own sends are ours**: outgoing messages are checked against the [`SentLedger`]
-//!   (sends in flight, recorded ids, persisted across restarts).
+//!   (the echo of a send in flight, by its text; recorded ids, persisted across restarts): the
+//!   owner's own message written during a send is still the owner's.
 //! - **Supervision**: a panic while admitting one update is logged and that update skipped;
 //!   a panic or end of the reader reopens the source with backoff; a channel whose
 //!   difference keeps failing is dropped from catch-up after [`CHANNEL_FAILURE_LIMIT`] tries.
@@ -408,7 +409,11 @@ impl Pump {
         for (i, update) in batch.iter().enumerate().rev() {
             if let TgUpdate::NewMessage(m) = update {
                 out[i] = owner_chats.contains(&m.chat.id);
-                if m.message.outgoing && !self.ledger.is_ours(m.chat.id, m.message.id) {
+                if m.message.outgoing
+                    && !self
+                        .ledger
+                        .is_ours(m.chat.id, m.message.id, &m.message.text)
+                {
                     owner_chats.insert(m.chat.id);
                 }
             }
@@ -423,7 +428,10 @@ impl Pump {
             TgUpdate::NewMessage(mut incoming) => {
                 let chat_id = incoming.chat.id;
                 if incoming.message.outgoing {
-                    if self.ledger.is_ours(chat_id, incoming.message.id) {
+                    if self
+                        .ledger
+                        .is_ours(chat_id, incoming.message.id, &incoming.message.text)
+                    {
                         self.sink.own_sent(&incoming.chat, &incoming.message);
                     } else {
                         // The owner typed this on another device: a person took over.

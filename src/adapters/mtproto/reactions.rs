@@ -1,13 +1,14 @@
 //! The reactions a chat allows, read over MTProto: the chat's own setting from its full info
 //! (`channels.getFullChannel` / `messages.getFullChat`), and for "all reactions" the
 //! account's available reactions (`messages.getAvailableReactions`, premium-only and inactive
-//! ones left out). Pure mapping functions plus one async look-up on the backend; callers
-//! (the group gate) cache the answer.
+//! ones left out). Pure mapping functions plus one async look-up on the backend (an unknown
+//! chat is learnt and the look-up retried once); callers (the group gate) cache the answer.
 
 use grammers_client::tl;
 
 use crate::adapters::mtproto::backend::MtprotoTelegram;
-use crate::adapters::mtproto::errors::classify;
+use crate::adapters::mtproto::errors::{call_error, classify};
+use crate::adapters::mtproto::recover::{self, CallError};
 use crate::core::model::{ChatId, TgResult};
 
 /// The chat's own reaction setting: `Some(list)` for a restricted chat (empty: none allowed),
@@ -62,22 +63,31 @@ impl MtprotoTelegram {
         &self,
         chat: ChatId,
     ) -> TgResult<Option<Vec<String>>> {
-        let full = match self.input_peer_for_reactions(chat).await? {
-            tl::enums::InputPeer::Channel(c) => self
-                .call(&tl::functions::channels::GetFullChannel {
-                    channel: tl::types::InputChannel {
-                        channel_id: c.channel_id,
-                        access_hash: c.access_hash,
-                    }
-                    .into(),
-                })
-                .await
-                .map_err(|e| classify(&e))?,
-            tl::enums::InputPeer::Chat(c) => self
-                .call(&tl::functions::messages::GetFullChat { chat_id: c.chat_id })
-                .await
-                .map_err(|e| classify(&e))?,
-            _ => return Ok(None),
+        // An unknown chat is learnt and the look-up retried once, like a send.
+        let full = recover::with_peer_retry(self, chat, || async {
+            let full = match self.input_peer_for_reactions(chat).await? {
+                tl::enums::InputPeer::Channel(c) => {
+                    self.call(&tl::functions::channels::GetFullChannel {
+                        channel: tl::types::InputChannel {
+                            channel_id: c.channel_id,
+                            access_hash: c.access_hash,
+                        }
+                        .into(),
+                    })
+                    .await
+                }
+                tl::enums::InputPeer::Chat(c) => {
+                    self.call(&tl::functions::messages::GetFullChat { chat_id: c.chat_id })
+                        .await
+                }
+                _ => return Ok(None),
+            };
+            full.map(Some).map_err(|e| call_error(&e))
+        })
+        .await
+        .map_err(CallError::into_error)?;
+        let Some(full) = full else {
+            return Ok(None);
         };
         let tl::enums::messages::ChatFull::Full(full) = full;
         if let Some(restricted) = chat_setting(&full.full_chat) {

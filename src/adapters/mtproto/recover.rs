@@ -52,7 +52,12 @@ pub fn is_entity_error(name: &str) -> bool {
 pub fn is_unknown_peer(name: &str) -> bool {
     matches!(
         name,
-        "PEER_ID_INVALID" | "USER_ID_INVALID" | "CHAT_ID_INVALID" | "INPUT_USER_DEACTIVATED_MIN"
+        "PEER_ID_INVALID"
+            | "USER_ID_INVALID"
+            | "CHAT_ID_INVALID"
+            | "INPUT_USER_DEACTIVATED_MIN"
+            // A supergroup or channel without (a valid) access hash.
+            | "CHANNEL_INVALID"
     )
 }
 

@@ -1,9 +1,10 @@
 //! The ledger of our own sends: which outgoing messages this daemon wrote (as opposed to the
-//! owner typing on another device). It owns three facts: chats with a send in flight (an
-//! outgoing echo there is ours until the send returns, because grammers pushes the echo to
-//! the update stream right after handing the RPC result to the caller), the ids of messages
-//! we sent, and the `random_id` each send used (so a `RANDOM_ID_DUPLICATE` resolves to the
-//! real message id). Ids and random ids are kept on disk for the catch-up horizon, so the
+//! owner typing on another device). It owns three facts: the sends in flight per chat with
+//! their text (an outgoing echo there with that text is ours until the send returns, because
+//! grammers pushes the echo to the update stream right after handing the RPC result to the
+//! caller; any other outgoing message meanwhile is the owner's), the ids of messages we sent,
+//! and the `random_id` each send used (so a `RANDOM_ID_DUPLICATE` resolves to the real
+//! message id). Ids and random ids are kept on disk for the catch-up horizon, so the
 //! replay of our own recent sends after a restart is recognised too.
 //!
 //! It is plain data plus a file: no grammers, no network. The send path (backend) records
@@ -43,7 +44,8 @@ struct LedgerFile {
 
 #[derive(Default)]
 struct Inner {
-    in_flight: HashMap<ChatId, usize>,
+    /// Per chat: the texts of the sends in flight there (one entry per send).
+    in_flight: HashMap<ChatId, Vec<String>>,
     records: VecDeque<SentRecord>,
 }
 
@@ -62,18 +64,26 @@ pub struct SentLedger {
 pub struct InFlight {
     ledger: Arc<SentLedger>,
     chat: ChatId,
+    text: String,
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
         let mut inner = self.ledger.lock();
-        if let Some(n) = inner.in_flight.get_mut(&self.chat) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
+        if let Some(texts) = inner.in_flight.get_mut(&self.chat) {
+            if let Some(i) = texts.iter().position(|t| *t == self.text) {
+                texts.swap_remove(i);
+            }
+            if texts.is_empty() {
                 inner.in_flight.remove(&self.chat);
             }
         }
     }
+}
+
+/// How a text is compared with its echo (Telegram trims surrounding white space).
+fn echo_form(text: &str) -> String {
+    text.trim().to_string()
 }
 
 impl SentLedger {
@@ -142,13 +152,19 @@ impl SentLedger {
         }
     }
 
-    /// Marks a send in flight in `chat` until the returned guard is dropped. Record the
-    /// result (if any) before dropping the guard.
-    pub fn begin(self: &Arc<Self>, chat: ChatId) -> InFlight {
-        *self.lock().in_flight.entry(chat).or_insert(0) += 1;
+    /// Marks a send of `text` (empty for a sticker) in flight in `chat` until the returned
+    /// guard is dropped. Record the result (if any) before dropping the guard.
+    pub fn begin(self: &Arc<Self>, chat: ChatId, text: &str) -> InFlight {
+        let text = echo_form(text);
+        self.lock()
+            .in_flight
+            .entry(chat)
+            .or_default()
+            .push(text.clone());
         InFlight {
             ledger: Arc::clone(self),
             chat,
+            text,
         }
     }
 
@@ -164,11 +180,16 @@ impl SentLedger {
         self.prune(&mut inner);
     }
 
-    /// Whether an outgoing message is ours: a send we recorded, or any outgoing message in a
-    /// chat where a send is still in flight.
-    pub fn is_ours(&self, chat: ChatId, id: MessageId) -> bool {
+    /// Whether an outgoing message is ours: a send we recorded, or the echo of a send still
+    /// in flight in that chat (the same text). The owner's own message written meanwhile
+    /// (another text) is not.
+    pub fn is_ours(&self, chat: ChatId, id: MessageId, text: &str) -> bool {
         let inner = self.lock();
-        inner.in_flight.contains_key(&chat)
+        let text = echo_form(text);
+        inner
+            .in_flight
+            .get(&chat)
+            .is_some_and(|texts| texts.contains(&text))
             || inner
                 .records
                 .iter()

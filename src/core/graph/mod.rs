@@ -234,6 +234,48 @@ impl TaskGraph {
             .max()
     }
 
+    /// Moves the plan to another chat whose message ids start over (a basic group upgraded
+    /// to a supergroup): every id of the old chat is forgotten, since in the new chat it
+    /// names another message (or none). The answered message stays an inbound one with id 0,
+    /// which marks nothing there as handled; quotes and the draft's "answers" are dropped.
+    /// False (nothing changed) when an open task needs an old id: a group batch waiting for
+    /// the classifier, or a reaction.
+    pub(crate) fn move_to_chat(&mut self, to: ChatId) -> bool {
+        let needs_old_id = self.tasks.iter().any(|t| {
+            t.status != TaskStatus::Done
+                && matches!(t.spec, TaskSpec::Classify { .. } | TaskSpec::React { .. })
+        });
+        if needs_old_id {
+            return false;
+        }
+        let gone = Some(MessageId(0));
+        for task in &mut self.tasks {
+            match &mut task.spec {
+                TaskSpec::Received {
+                    message_id,
+                    no_quote,
+                    ..
+                } if message_id.is_some() => {
+                    *message_id = gone;
+                    *no_quote = true;
+                }
+                TaskSpec::Classify { message_id } | TaskSpec::React { message_id, .. } => {
+                    *message_id = MessageId(0);
+                }
+                TaskSpec::Send { reply_to, .. } | TaskSpec::Sticker { reply_to, .. } => {
+                    *reply_to = None;
+                }
+                TaskSpec::Draft { answers, .. } => *answers = None,
+                TaskSpec::Remember { message, .. } | TaskSpec::Note { message, .. } => {
+                    *message = None;
+                }
+                _ => {}
+            }
+        }
+        self.chat.id = to;
+        true
+    }
+
     pub fn key(&self) -> ConversationKey {
         ConversationKey::new(self.agent.clone(), self.chat.id)
     }

@@ -93,6 +93,50 @@ fn a_migrated_group_keeps_its_plan_under_the_new_id() {
     );
 }
 
+/// The moved plan forgets the old group's message id: it quotes nothing, and after a
+/// restart (the plan read back from disk) the supergroup's first messages, whose ids start
+/// over, are not taken as already handled.
+#[test]
+fn a_migrated_groups_plan_forgets_the_old_message_id() {
+    let mut s = sched(4);
+    let group = Chat {
+        id: ChatId(-5),
+        kind: ChatKind::Group,
+        title: "club".into(),
+    };
+    let supergroup = ChatId(-1_000_000_005);
+    assert!(s.on_inbound("a", group, MessageId(500), true, at(0)));
+    s.migrate_chat("a", ChatId(-5), supergroup, at(1));
+    let moved = s
+        .graph(&ConversationKey::new("a", supergroup))
+        .cloned()
+        .unwrap();
+    match &moved.tasks[0].spec {
+        TaskSpec::Received {
+            message_id,
+            no_quote,
+            ..
+        } => {
+            assert_eq!(*message_id, Some(MessageId(0)));
+            assert!(*no_quote, "nothing to quote in the supergroup");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A restart reads the plan back; the supergroup's message 3 is new.
+    let mut s = sched(4);
+    s.load(vec![moved], at(2));
+    let _ = s.take_effects();
+    let chat = Chat {
+        id: supergroup,
+        kind: ChatKind::Group,
+        title: "club".into(),
+    };
+    assert!(
+        s.on_inbound("a", chat, MessageId(3), true, at(3)),
+        "the supergroup's message 3 is planned"
+    );
+}
+
 fn only_start(effects: Vec<Effect>) -> Start {
     effects
         .into_iter()

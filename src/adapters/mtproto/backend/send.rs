@@ -34,8 +34,7 @@ impl MtprotoTelegram {
             .unwrap_or_else(PoisonError::into_inner)
             .latest
             .get(&chat)
-            .copied()
-            .flatten()
+            .and_then(|(_, topic)| *topic)
     }
 
     /// The reply header of a send: the message answered, in its forum topic. A part that
@@ -311,31 +310,6 @@ impl MtprotoTelegram {
         i32::try_from(id.0).unwrap_or(0)
     }
 
-    /// The newest `limit` messages of a chat, oldest first.
-    pub(super) async fn history_page(
-        &self,
-        chat: ChatId,
-        limit: usize,
-    ) -> Result<Vec<Message>, CallError> {
-        let peer = self.peer(chat).await?;
-        let mut iter = self.client().iter_messages(peer).limit(limit);
-        let mut out = Vec::with_capacity(limit.min(512));
-        loop {
-            match iter.next().await {
-                Ok(Some(m)) => {
-                    if let Ok(mut mapped) = self.map(&m) {
-                        self.resolve_sticker_set(&mut mapped).await;
-                        out.push(mapped.message);
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => return Err(Self::call_error(&e)),
-            }
-        }
-        out.reverse(); // newest first from Telegram; oldest first for us
-        Ok(out)
-    }
-
     /// Clears what readHistory leaves behind in a chat we handled: its unread mentions
     /// (messages.readMentions) and the owner's "marked unread" flag, so neither fires again
     /// at the next start. Failures are logged: the chat was read all the same.
@@ -357,6 +331,13 @@ impl MtprotoTelegram {
                     })
                     .await;
                 rounds += 1;
+                if let Ok(tl::enums::messages::AffectedHistory::History(h)) = &answer {
+                    let channel = match &peer {
+                        tl::enums::InputPeer::Channel(c) => Some(c.channel_id),
+                        _ => None,
+                    };
+                    self.feed_affected(channel, h.pts, h.pts_count);
+                }
                 match answer {
                     Ok(tl::enums::messages::AffectedHistory::History(h))
                         if h.offset > 0 && rounds < recover::MAX_DELETE_ROUNDS => {}

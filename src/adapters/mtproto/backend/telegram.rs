@@ -55,8 +55,8 @@ impl Telegram for MtprotoTelegram {
     fn send_text(&self, msg: OutgoingText) -> BoxFuture<'_, TgResult<Message>> {
         Box::pin(async move {
             let (text, entities) = to_telegram(&msg.text);
-            // Until this send returns, an outgoing echo in this chat is ours.
-            let _in_flight = self.ledger.begin(msg.chat);
+            // Until this send returns, an outgoing echo of this text in this chat is ours.
+            let _in_flight = self.ledger.begin(msg.chat, &text);
             let answer = recover::with_peer_retry(self, msg.chat, || {
                 recover::with_entity_fallback(|with_entities| {
                     self.raw_send_text(&msg, &text, with_entities.then_some(&entities))
@@ -73,7 +73,7 @@ impl Telegram for MtprotoTelegram {
 
     fn send_sticker(&self, msg: OutgoingSticker) -> BoxFuture<'_, TgResult<Message>> {
         Box::pin(async move {
-            let _in_flight = self.ledger.begin(msg.chat);
+            let _in_flight = self.ledger.begin(msg.chat, "");
             let doc = self.sticker(&msg.sticker, false).await?;
             let mut result = self.send_sticker_doc(&msg, doc.clone()).await;
             if let Err(e) = &result
@@ -230,7 +230,11 @@ impl Telegram for MtprotoTelegram {
                         max_date: None,
                     })
                     .await
-                    .map(|tl::enums::messages::AffectedHistory::History(h)| h.offset)
+                    .map(|tl::enums::messages::AffectedHistory::History(h)| {
+                        // A direct chat: the account's common pts.
+                        self.feed_affected(None, h.pts, h.pts_count);
+                        h.offset
+                    })
                     .map_err(|e| Self::call_error(&e))
                 })
                 .await
@@ -288,38 +292,6 @@ impl Telegram for MtprotoTelegram {
         message: MessageId,
         max_bytes: u64,
     ) -> BoxFuture<'_, TgResult<Vec<u8>>> {
-        Box::pin(async move {
-            let peer = self.peer(chat).await?;
-            let id = i32::try_from(message.0)
-                .map_err(|_| TelegramError::Invalid(format!("message id {message}")))?;
-            let found = self
-                .client()
-                .get_messages_by_id(peer, &[id])
-                .await
-                .map_err(|e| classify(&e))?;
-            let media = found
-                .into_iter()
-                .flatten()
-                .next()
-                .and_then(|m| m.media())
-                .ok_or_else(|| TelegramError::NotFound(format!("no media in message {message}")))?;
-            let mut iter = self.client().iter_download(&media);
-            let mut bytes = Vec::new();
-            loop {
-                match iter.next().await {
-                    Ok(Some(chunk)) => {
-                        bytes.extend_from_slice(&chunk);
-                        if bytes.len() as u64 > max_bytes {
-                            return Err(TelegramError::Invalid(format!(
-                                "media is over the {max_bytes} byte cap"
-                            )));
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => return Err(classify(&e)),
-                }
-            }
-            Ok(bytes)
-        })
+        Box::pin(self.download(chat, message, max_bytes))
     }
 }
