@@ -323,12 +323,7 @@ impl World {
             return None;
         };
         let m = self.channels.get(&c)?.messages.get(&id)?;
-        m.top.or(self
-            .channels
-            .get(&c)
-            .filter(|c| c.forum)
-            .map(|_| m.id)
-            .filter(|_| m.text.starts_with("topic: ")))
+        m.top.or(m.topic_title.as_ref().map(|_| m.id))
     }
 
     /// Removes messages from `account`'s box; returns their world-wide identities.
