@@ -689,3 +689,65 @@ async fn a_burst_while_the_first_stream_starts_triggers_on_its_newest_and_all_is
     assert_eq!(texts, want);
     l.stop.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voice_note_is_downloaded_in_parts_and_an_expired_reference_is_refreshed() {
+    let l = live("Wren").await;
+    streaming(&l).await;
+    let alice = l.sim.person("Alice");
+    // Larger than one 512 KiB part.
+    let bytes: Vec<u8> = (0..700_000u32).map(|i| (i % 251) as u8).collect();
+    let posted = l
+        .sim
+        .post(
+            alice,
+            Peer::User(l.me),
+            Post {
+                text: String::new(),
+                file: Some(personad::adapters::mtproto::sim::File {
+                    name: "voice.ogg".into(),
+                    mime_type: "audio/ogg".into(),
+                    bytes: bytes.clone(),
+                    voice: true,
+                }),
+                ..Post::default()
+            },
+        )
+        .unwrap();
+    let id = MessageId(i64::from(posted.id_for(l.me).unwrap()));
+    until("the voice note", || {
+        l.sink.lines().iter().any(|s| s.contains(&format!("#{id}")))
+    })
+    .await;
+    let got = l
+        .telegram
+        .download_media(ChatId(alice), id, 1 << 20)
+        .await
+        .unwrap();
+    assert_eq!(got, bytes);
+    // The reference expires between reading the message and fetching the file.
+    l.sim
+        .after(l.me, "messages.getMessages", |w| w.expire_file_references());
+    let before = l.sim.requests(l.me).len();
+    let again = l
+        .telegram
+        .download_media(ChatId(alice), id, 1 << 20)
+        .await
+        .unwrap();
+    assert_eq!(again, bytes);
+    let after = l.sim.requests(l.me)[before..].to_vec();
+    assert!(
+        after
+            .windows(3)
+            .any(|w| w == ["upload.getFile", "messages.getMessages", "upload.getFile"]),
+        "an expired reference is refreshed by reading the message again: {after:?}"
+    );
+    // The cap is checked before anything is fetched.
+    assert!(
+        l.telegram
+            .download_media(ChatId(alice), id, 1000)
+            .await
+            .is_err()
+    );
+    l.stop.cancel();
+}

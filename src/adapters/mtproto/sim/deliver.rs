@@ -398,6 +398,7 @@ impl World {
                         mentioned: false,
                         migrated_to: Some(channel),
                         topic_title: None,
+                        media: None,
                         reactions: Vec::new(),
                         global,
                     },
@@ -419,6 +420,76 @@ pub struct Post {
     pub top: Option<i32>,
     /// Opens a forum topic of this title (the post is the topic's service message).
     pub topic_title: Option<String>,
+    /// A file sent with the text.
+    pub file: Option<File>,
+}
+
+/// A file to send: its name, MIME type and bytes; `voice` for a voice note.
+#[derive(Debug, Clone, Default)]
+pub struct File {
+    pub name: String,
+    pub mime_type: String,
+    pub bytes: Vec<u8>,
+    pub voice: bool,
+}
+
+impl World {
+    /// Stores a file; returns what a message carries of it.
+    pub(crate) fn store_file(&mut self, f: &File) -> super::world::Media {
+        let id = i64::try_from(self.next_global()).unwrap_or(0) + 9_000_000;
+        let access_hash = Self::access_hash(id, id);
+        let file_reference = file_reference(id, 0);
+        let date = self.now();
+        self.files.insert(
+            id,
+            super::world::StoredFile {
+                bytes: f.bytes.clone(),
+                access_hash,
+                file_reference: file_reference.clone(),
+                date,
+            },
+        );
+        super::world::Media {
+            id,
+            access_hash,
+            file_reference,
+            mime_type: f.mime_type.clone(),
+            name: f.name.clone(),
+            size: i64::try_from(f.bytes.len()).unwrap_or(i64::MAX),
+            voice: f.voice,
+        }
+    }
+
+    /// Every file reference expires: a download with an old one answers
+    /// FILE_REFERENCE_EXPIRED, and messages read again carry the new ones.
+    pub fn expire_file_references(&mut self) {
+        let generation = self.next_global();
+        let mut fresh = BTreeMap::new();
+        for (id, f) in &mut self.files {
+            f.file_reference = file_reference(*id, generation);
+            fresh.insert(*id, f.file_reference.clone());
+        }
+        let renew = |m: &mut Msg| {
+            if let Some(media) = &mut m.media
+                && let Some(r) = fresh.get(&media.id)
+            {
+                media.file_reference = r.clone();
+            }
+        };
+        for a in self.accounts.values_mut() {
+            a.messages.values_mut().for_each(renew);
+        }
+        for c in self.channels.values_mut() {
+            c.messages.values_mut().for_each(renew);
+        }
+    }
+}
+
+/// A file reference: opaque bytes that change when references expire.
+fn file_reference(id: i64, generation: u64) -> Vec<u8> {
+    let mut r = id.to_le_bytes().to_vec();
+    r.extend_from_slice(&generation.to_le_bytes());
+    r
 }
 
 /// Where a post went: per holder (account, message id, pts); for a channel its id and pts.
@@ -502,6 +573,7 @@ pub(crate) fn post(
         mentioned: false,
         migrated_to: None,
         topic_title: post.topic_title.clone(),
+        media: post.file.as_ref().map(|f| w.store_file(f)),
         reactions: Vec::new(),
         global,
     };

@@ -39,7 +39,7 @@ use grammers_client::tl as gtl;
 use sha2::Digest as _;
 use tokio_util::sync::CancellationToken;
 
-pub use deliver::{Post, Posted};
+pub use deliver::{File, Post, Posted};
 pub use world::{Msg, Peer, SERVICE_USER, World};
 
 use crate::ports::clock::SharedClock;
@@ -305,6 +305,11 @@ impl Sim {
     /// drops packets: what was lost is found through the difference.
     pub fn lose_pushes(&self, account: i64, lose: bool) {
         self.with(|w| w.lose_pushes(account, lose));
+    }
+
+    /// Every file reference expires (see [`World::expire_file_references`]).
+    pub fn expire_file_references(&self) {
+        self.with(World::expire_file_references);
     }
 
     /// Tells the account's clients `updatesTooLong` (they must fetch the difference).

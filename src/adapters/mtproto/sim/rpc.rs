@@ -182,6 +182,7 @@ fn answer_only(w: &mut World, account: i64, body: &[u8]) -> Answer {
                 },
             ))
         }
+        f::upload::GetFile::CONSTRUCTOR_ID => get_file(w, decode(body)?),
         f::messages::GetAvailableReactions::CONSTRUCTOR_ID => {
             ok(tl::enums::messages::AvailableReactions::NotModified)
         }
@@ -406,4 +407,33 @@ fn block(w: &mut World, account: i64, id: u32, body: &[u8]) -> Answer {
         format!("{} {user}", if block { "block" } else { "unblock" }),
     ));
     bool_true()
+}
+
+/// `upload.getFile`: a part of a stored file, if the reference is still valid.
+fn get_file(w: &World, r: tl::functions::upload::GetFile) -> Answer {
+    let tl::enums::InputFileLocation::InputDocumentFileLocation(loc) = &r.location else {
+        return Err(fail(400, "LOCATION_INVALID"));
+    };
+    let file = w
+        .files
+        .get(&loc.id)
+        .filter(|f| f.access_hash == loc.access_hash)
+        .ok_or_else(|| fail(400, "FILE_ID_INVALID"))?;
+    if file.file_reference != loc.file_reference {
+        return Err(fail(400, "FILE_REFERENCE_EXPIRED"));
+    }
+    if r.limit <= 0 || r.limit > 1024 * 1024 || r.offset < 0 || r.offset % 4096 != 0 {
+        return Err(fail(400, "LIMIT_INVALID"));
+    }
+    let start = usize::try_from(r.offset)
+        .unwrap_or(usize::MAX)
+        .min(file.bytes.len());
+    let end = start
+        .saturating_add(usize::try_from(r.limit).unwrap_or(0))
+        .min(file.bytes.len());
+    ok(tl::enums::upload::File::File(tl::types::upload::File {
+        r#type: tl::enums::storage::FileType::FileUnknown,
+        mtime: file.date,
+        bytes: file.bytes[start..end].to_vec(),
+    }))
 }

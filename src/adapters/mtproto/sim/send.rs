@@ -58,6 +58,7 @@ pub(super) fn send_message(
             reply_to: reply_to.filter(|r| Some(*r) != top || !forum),
             top,
             topic_title: None,
+            file: None,
         },
         Some(account),
     )?;

@@ -488,3 +488,52 @@ pub fn full_channel(
     }
     .into()
 }
+
+/// A message's document.
+pub fn document(f: &super::world::Media, date: i32) -> tl::enums::MessageMedia {
+    let mut attributes: Vec<tl::enums::DocumentAttribute> = vec![
+        tl::types::DocumentAttributeFilename {
+            file_name: f.name.clone(),
+        }
+        .into(),
+    ];
+    if f.voice {
+        attributes.push(
+            tl::types::DocumentAttributeAudio {
+                voice: true,
+                duration: 3,
+                title: None,
+                performer: None,
+                waveform: None,
+            }
+            .into(),
+        );
+    }
+    tl::types::MessageMediaDocument {
+        nopremium: false,
+        spoiler: false,
+        video: false,
+        round: false,
+        voice: f.voice,
+        document: Some(
+            tl::types::Document {
+                id: f.id,
+                access_hash: f.access_hash,
+                file_reference: f.file_reference.clone(),
+                date,
+                mime_type: f.mime_type.clone(),
+                size: f.size,
+                thumbs: None,
+                video_thumbs: None,
+                dc_id: super::HOME_DC,
+                attributes,
+            }
+            .into(),
+        ),
+        alt_documents: None,
+        video_cover: None,
+        video_timestamp: None,
+        ttl_seconds: None,
+    }
+    .into()
+}

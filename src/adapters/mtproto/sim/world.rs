@@ -66,6 +66,8 @@ pub struct Msg {
     /// A forum topic's creation (its title): a service message whose id is the topic's.
     pub topic_title: Option<String>,
     pub reactions: Vec<(i64, String)>,
+    /// A file sent with the message (a document: a photo as a file, a voice note, ...).
+    pub media: Option<Media>,
     /// The same message in every box that holds a copy (each box numbers it its own way).
     pub global: u64,
 }
@@ -123,8 +125,31 @@ impl Msg {
         if self.reply_to.is_some() || self.top.is_some() {
             m.reply_to = Some(b::reply_header(self.reply_to, self.top));
         }
+        m.media = self.media.as_ref().map(|f| b::document(f, self.date));
         m.into()
     }
+}
+
+/// A file as a message carries it: the document's id, access hash and current file
+/// reference (references expire: see [`World::expire_file_references`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Media {
+    pub id: i64,
+    pub access_hash: i64,
+    pub file_reference: Vec<u8>,
+    pub mime_type: String,
+    pub name: String,
+    pub size: i64,
+    pub voice: bool,
+}
+
+/// A file stored by the simulator.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredFile {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) access_hash: i64,
+    pub(crate) file_reference: Vec<u8>,
+    pub(crate) date: i32,
 }
 
 /// A person or an account.
@@ -227,6 +252,8 @@ pub struct World {
     pub events: Vec<(i64, String)>,
     /// Every request each account sent, by TL name, in order: for tests.
     pub requests: Vec<(i64, &'static str)>,
+    /// Files by document id.
+    pub(crate) files: BTreeMap<i64, StoredFile>,
     /// What happens right after an account's request of a TL name is answered (once each):
     /// how tests put an event in a precise window.
     pub(crate) hooks: Vec<(i64, &'static str, Hook)>,
@@ -253,6 +280,7 @@ impl World {
             events: Vec::new(),
             requests: Vec::new(),
             hooks: Vec::new(),
+            files: BTreeMap::new(),
             addr: ("127.0.0.1".into(), 0),
         };
         w.users.insert(
