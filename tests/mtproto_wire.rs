@@ -893,6 +893,7 @@ mod end_to_end {
             clock: Arc::clone(&h.shared_clock),
             opts: PumpOptions {
                 max_catch_up_age: Duration::from_secs(15 * 60),
+                channel_wait_limit: personad::adapters::mtproto::pump::CHANNEL_WAIT_LIMIT,
             },
         };
         let stop = CancellationToken::new();
@@ -1333,6 +1334,58 @@ async fn giving_up_a_channel_drops_it_from_the_saved_state_and_hides_its_hash_on
         matches!(again, Some(PeerInfo::Channel { auth: Some(_), .. })),
         "hidden once only"
     );
+}
+
+/// After a channel is given up, grammers goes on to the next channel's difference at once
+/// instead of waiting for the next update from the socket (its loop only looks at pending
+/// differences again after one, up to 15 minutes on a quiet account): the source nudges it
+/// with an empty update container. Here the next channel's difference meets the missing
+/// network, which shows it was asked for.
+#[tokio::test]
+async fn giving_up_a_channel_moves_catch_up_on_to_the_next_channel_at_once() {
+    use grammers_client::session::types::{ChannelState, UpdateState, UpdatesState};
+    use personad::adapters::mtproto::pump::SourceError;
+    let a = account().await;
+    a.session
+        .cache_peer(PeerInfo::Channel {
+            id: 500,
+            auth: Some(PeerAuth::from_hash(55)),
+            kind: Some(ChannelKind::Megagroup),
+        })
+        .await
+        .unwrap();
+    a.session
+        .set_update_state(UpdateState::All(UpdatesState {
+            pts: 0,
+            qts: 0,
+            date: DATE,
+            seq: 0,
+            channels: vec![
+                ChannelState {
+                    id: CHANNEL,
+                    pts: 100,
+                },
+                ChannelState { id: 500, pts: 7 },
+            ],
+        }))
+        .await
+        .unwrap();
+    // The pool's side of the update channel stays open: nothing comes from the socket.
+    let (_pool, rx) = mpsc::channel(100);
+    let mut source = GrammersSource::start(
+        &a.telegram.client(),
+        rx,
+        UpdatesConfiguration { catch_up: true },
+        Arc::clone(&a.telegram),
+        Arc::clone(&a.session),
+    )
+    .await
+    .unwrap();
+    source.skip_channel(CHANNEL).await;
+    let after = tokio::time::timeout(Duration::from_secs(3), source.next())
+        .await
+        .expect("grammers waited for the socket instead of moving on");
+    assert!(matches!(after, Err(SourceError::Closed)), "{after:?}");
 }
 
 /// Telegram says the account's backlog is too long (UpdatesTooLong) after a message: grammers

@@ -123,7 +123,7 @@ pub enum ConnectError {
     Worker(#[from] tokio::task::JoinError),
 }
 
-type Updates = tokio::sync::mpsc::Receiver<grammers_client::session::updates::UpdatesLike>;
+type Updates = tokio::sync::mpsc::Receiver<UpdatesLike>;
 
 /// A connected agent.
 pub struct Connected {
@@ -155,6 +155,9 @@ async fn open_session(
     Ok(session)
 }
 
+/// Room for update batches between the connection pool and the stream.
+const UPDATES_CAPACITY: usize = 10_000;
+
 /// Starts a connection pool on a session: the runner task, a client, and the update channel.
 fn start_pool(
     session: &Arc<GuardedSession>,
@@ -170,7 +173,7 @@ fn start_pool(
             io_errors_as_flood_of: Some(Duration::from_secs(1)),
         }),
         // Never let the library drop updates because we were slow to take them.
-        updates_channel_capacity: NonZeroUsize::new(10_000).unwrap_or(NonZeroUsize::MIN),
+        updates_channel_capacity: NonZeroUsize::new(UPDATES_CAPACITY).unwrap_or(NonZeroUsize::MIN),
         ..Default::default()
     };
     let SenderPool {
@@ -404,6 +407,7 @@ impl Connected {
             clock,
             opts: pump::PumpOptions {
                 max_catch_up_age: opts.max_catch_up_age,
+                channel_wait_limit: pump::channel_wait_limit(opts.flood_sleep_threshold),
             },
         };
         let flag = factory.creds.servers.flag();
@@ -510,17 +514,17 @@ impl pump::SourceFactory for GrammersFactory {
             };
             self.refresh_username().await;
             let backlog = self.scan(&client).await;
-            let stream = client
-                .stream_updates(updates, UpdatesConfiguration { catch_up: true })
-                .await
-                .map_err(|e| {
-                    pump::SourceError::transient(format!("cannot open the update stream: {e}"))
-                })?;
-            let source = GrammersSource::new(
-                stream,
+            let source = GrammersSource::start(
+                &client,
+                updates,
+                UpdatesConfiguration { catch_up: true },
                 Arc::clone(&self.telegram),
                 Arc::clone(&self.session),
             )
+            .await
+            .map_err(|e| {
+                pump::SourceError::transient(format!("cannot open the update stream: {e}"))
+            })?
             .with_backlog(backlog);
             Ok(Box::new(source) as Box<dyn pump::UpdateSource>)
         })
@@ -543,7 +547,12 @@ pub struct GrammersSource {
     telegram: Arc<MtprotoTelegram>,
     session: Arc<GuardedSession>,
     backlog: std::collections::VecDeque<pump::TgUpdate>,
+    /// The stream's own update channel (weak: it never keeps the stream open), for the
+    /// empty update that makes grammers move on after a give-up (see [`Self::start`]).
+    nudge: Option<tokio::sync::mpsc::WeakSender<UpdatesLike>>,
 }
+
+type UpdatesLike = grammers_client::session::updates::UpdatesLike;
 
 impl GrammersSource {
     /// A source over `stream`.
@@ -557,7 +566,40 @@ impl GrammersSource {
             telegram,
             session,
             backlog: std::collections::VecDeque::new(),
+            nudge: None,
         }
+    }
+
+    /// Opens grammers' update stream on `updates` (the connection pool's update channel) as a
+    /// source that can nudge it. grammers tries the next pending channel difference only
+    /// after the socket delivers something: once a channel is given up (its look-up answers
+    /// without a hash, see `guarded`), it would wait for the next socket update, up to its
+    /// 15-minute deadline on a quiet account, with every other channel's catch-up behind it.
+    /// So the pool's updates are forwarded through a channel of our own, into which
+    /// [`UpdateSource::skip_channel`] puts an empty update container (no pts, no seq: grammers
+    /// applies nothing and goes round its loop once more).
+    pub async fn start(
+        client: &Client,
+        mut updates: tokio::sync::mpsc::Receiver<UpdatesLike>,
+        config: UpdatesConfiguration,
+        telegram: Arc<MtprotoTelegram>,
+        session: Arc<GuardedSession>,
+    ) -> Result<GrammersSource, Box<dyn std::error::Error + Send + Sync>> {
+        let (tx, rx) = tokio::sync::mpsc::channel(UPDATES_CAPACITY);
+        let nudge = tx.downgrade();
+        tokio::spawn(async move {
+            // Ends when the pool closes its channel (the stream then ends too) or the stream
+            // is gone.
+            while let Some(batch) = updates.recv().await {
+                if tx.send(batch).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let stream = client.stream_updates(rx, config).await?;
+        let mut source = GrammersSource::new(stream, telegram, session);
+        source.nudge = Some(nudge);
+        Ok(source)
     }
 
     /// The same source with `backlog` (the unread scan's finds) handed over before anything
@@ -601,6 +643,11 @@ impl pump::UpdateSource for GrammersSource {
             // grammers ends the difference of a channel it has no access hash for: the
             // session answers its next look-up of this channel without one.
             self.session.skip_channel(channel);
+            // grammers ends that difference at its next attempt; the empty update makes that
+            // attempt come now and the next channel's difference right after it.
+            if let Some(tx) = self.nudge.as_ref().and_then(|w| w.upgrade()) {
+                let _ = tx.try_send(empty_updates());
+            }
             // And a restart must not ask for it again.
             match self.session.updates_state().await {
                 Ok(state) => {
@@ -619,6 +666,19 @@ impl pump::UpdateSource for GrammersSource {
             }
         })
     }
+}
+
+/// An update container with nothing in it (no pts, no seq, no date): grammers' message box
+/// applies nothing from it.
+fn empty_updates() -> UpdatesLike {
+    use grammers_client::tl;
+    UpdatesLike::Updates(tl::enums::Updates::Updates(tl::types::Updates {
+        updates: Vec::new(),
+        users: Vec::new(),
+        chats: Vec::new(),
+        date: 0,
+        seq: 0,
+    }))
 }
 
 /// Reads one line from the terminal (blocking, off the async threads).
