@@ -149,7 +149,7 @@ async fn open_session(
         .await
         .map(|s| Arc::new(GuardedSession::new(s)))
         .map_err(|e| open_error(e.to_string()))?;
-    point_at(session.as_ref(), servers)
+    session::point_at(session.as_ref(), servers)
         .await
         .map_err(|e| open_error(e.to_string()))?;
     Ok(session)
@@ -203,43 +203,6 @@ fn existing_session(
         }
         .into()),
     }
-}
-
-/// Telegram's test datacenters (DC 1 to 3), where `--test-dc` sessions connect.
-const TEST_DCS: [(i32, [u8; 4]); 3] = [
-    (1, [149, 154, 175, 10]),
-    (2, [149, 154, 167, 40]),
-    (3, [149, 154, 175, 117]),
-];
-
-/// Points a session at Telegram's test servers (for `Servers::Test`): each test DC's
-/// address replaces the production one, keeping an auth key already made with the test DC.
-/// Production sessions are left alone.
-async fn point_at<S>(session: &S, servers: Servers) -> Result<(), S::Error>
-where
-    S: grammers_client::session::Session,
-    S::Error: fmt::Display,
-{
-    use grammers_client::session::types::DcOption;
-    use std::net::{SocketAddrV4, SocketAddrV6};
-    if servers == Servers::Production {
-        return Ok(());
-    }
-    for (id, ip) in TEST_DCS {
-        let ipv4 = SocketAddrV4::new(ip.into(), 443);
-        let known = session.dc_option(id)?;
-        if known.as_ref().is_some_and(|o| o.ipv4 == ipv4) {
-            continue;
-        }
-        let option = DcOption {
-            id,
-            ipv4,
-            ipv6: SocketAddrV6::new(ipv4.ip().to_ipv6_mapped(), 443, 0, 0),
-            auth_key: None,
-        };
-        session.set_dc_option(&option).await?;
-    }
-    Ok(())
 }
 
 /// Runs the (small, blocking) session file checks off the async threads: the file must
