@@ -754,23 +754,35 @@ async fn sign_in(
         .map_err(ConnectError::Login)
 }
 
-/// `personad login --logout`: signs out and deletes the session.
+/// `personad login --logout`: signs out, then deletes the session (see
+/// [`login::run_logout`]: a failed sign-out keeps the file).
 pub(crate) async fn logout(
     state: &StateDir,
     agent: &str,
     creds: &Credentials,
-) -> Result<(), ConnectError> {
+) -> Result<login::LoggedOut, ConnectError> {
     let (path, lock) = prepare_session(state, agent, false, creds.servers).await?;
-    {
-        let _lock = lock;
-        let session = open_session(&path, creds.servers).await?;
-        let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
-        if let Err(e) = client.sign_out().await {
-            tracing::warn!(agent = %agent, error = %classify(&e), "sign-out failed; deleting the session anyway");
-        }
+    let session = open_session(&path, creds.servers).await?;
+    let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
+    let api = login::GrammersLogout(client.clone());
+    let remove = || async move {
         client.disconnect();
         let _ = pool_task.await;
+        drop(session);
+        drop(lock);
+        remove_session_files(path)
+            .await
+            .map_err(crate::core::model::LocalFailure::new)
+    };
+    let done = login::run_logout(&api, remove).await;
+    if done.is_err() {
+        api.0.disconnect();
     }
+    Ok(done?)
+}
+
+/// Deletes a session file with its journal and lock file.
+async fn remove_session_files(path: std::path::PathBuf) -> Result<(), ConnectError> {
     let [journal, ..] = crate::adapters::store::layout::session_sidecars(&path);
     let files = [
         journal,
