@@ -1132,6 +1132,62 @@ async fn the_unread_scan_uses_the_dialogs_own_settings_and_clears_its_marks_on_r
     assert!(!unmark[0].unread);
 }
 
+/// Telegram pushes mute changes (updateNotifySettings): a group muted that way is muted
+/// for admission with no account.getNotifySettings request, and unmuting it the same way
+/// is seen too; the pushed update itself plans nothing.
+#[tokio::test]
+async fn a_chat_muted_by_telegrams_push_is_muted_without_a_look_up() {
+    let a = account().await;
+    let (mut source, tx) = source(&a).await;
+    let push = |mute_until: Option<i32>| {
+        UpdatesLike::Updates(tl::enums::Updates::Updates(tl::types::Updates {
+            updates: vec![
+                tl::types::UpdateNotifySettings {
+                    peer: tl::types::NotifyPeer {
+                        peer: peer_chat(GROUP),
+                    }
+                    .into(),
+                    notify_settings: dialog(0, 0, false, mute_until).notify_settings,
+                }
+                .into(),
+            ],
+            users: Vec::new(),
+            chats: Vec::new(),
+            date: DATE,
+            seq: 0,
+        }))
+    };
+    tx.send(push(Some(i32::MAX))).await.unwrap();
+    tx.send(short_message(1, 10, ALICE, "after the mute"))
+        .await
+        .unwrap();
+    let got = new_message(next(&mut source).await);
+    assert_eq!(
+        got.message.id,
+        MessageId(10),
+        "the push itself is no update"
+    );
+    assert!(
+        a.telegram.is_muted(ChatId(-GROUP)).await,
+        "muted by the push"
+    );
+    assert!(
+        a.wire.names().is_empty(),
+        "no look-up: {:?}",
+        a.wire.names()
+    );
+    tx.send(push(Some(0))).await.unwrap();
+    tx.send(short_message(2, 11, ALICE, "after the unmute"))
+        .await
+        .unwrap();
+    new_message(next(&mut source).await);
+    assert!(
+        !a.telegram.is_muted(ChatId(-GROUP)).await,
+        "unmuted by the push"
+    );
+    assert!(a.wire.names().is_empty(), "{:?}", a.wire.names());
+}
+
 /// grammers' stream error names the request that failed, not the channel: only a failed
 /// getChannelDifference is attributed to the channel whose difference was prepared; a
 /// flood wait carries its seconds, a refusal of the channel is permanent.

@@ -1145,6 +1145,34 @@ async fn failed_lookups_are_cached_briefly_instead_of_retried_per_message() {
     assert_eq!(calls.load(Ordering::SeqCst), 4);
 }
 
+/// A look-up that fails (a flood wait) once an answer is known keeps that answer (a muted
+/// chat stays muted, a blocked user blocked) instead of the fail-open one, and is not tried
+/// again for the failure TTL.
+#[tokio::test]
+async fn a_failed_look_up_keeps_the_last_known_answer() {
+    use personad::adapters::mtproto::recover::Memo;
+    let clock = VirtualClock::new(t0(), false);
+    let memo: Memo<i64, bool> = Memo::new(
+        Arc::new(clock.clone()),
+        Duration::from_secs(60),
+        Duration::from_secs(30),
+        10,
+    );
+    let calls = AtomicUsize::new(0);
+    memo.put(1, true);
+    clock.advance(Duration::from_secs(61));
+    let failing = || async {
+        calls.fetch_add(1, Ordering::SeqCst);
+        Err::<bool, _>(TelegramError::FloodWait { secs: 300 })
+    };
+    assert_eq!(memo.get(1, failing).await, Some(true), "the known answer");
+    assert_eq!(memo.get(1, failing).await, Some(true));
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "not retried within 30 s");
+    clock.advance(Duration::from_secs(31));
+    assert_eq!(memo.get(1, failing).await, Some(true), "still known");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
 // ---------------------------------------------------------------------------------------
 // Through the real runtime.
 

@@ -582,6 +582,10 @@ impl pump::UpdateSource for GrammersSource {
             match self.stream.next().await {
                 Ok(update) => {
                     self.session.clear_difference_channel();
+                    // Mute changes are pushed: learnt here, never looked up per message.
+                    if let Some((target, until)) = map::notify_settings(update.raw()) {
+                        self.telegram.note_notify_settings(target, until);
+                    }
                     Ok(self.telegram.to_update(&update))
                 }
                 Err(e) => Err(errors::stream_error(&e, || {
