@@ -52,8 +52,8 @@
 //! - A reply with no heading at all is one `send` of the whole trimmed text.
 //! - Text before the first heading is sent as a `send` too: models often write a line before
 //!   their first block, and dropping it silently would lose what they meant to say.
-//! - Send text longer than Telegram's limit of 4096 UTF-16 code units is split with
-//!   [`split_message`] into several sends; only the first keeps the reply.
+//! - Send text longer than Telegram's limit of 4096 UTF-16 code units (as rendered) is split
+//!   with [`split_rendered`] into several sends; only the first keeps the reply.
 //! - With [`ParseOptions::known_messages`], a reply to a message outside the chat's history is
 //!   sent without the reply, and a reaction to one is skipped.
 //! - At most [`ParseOptions::max_tasks`] actions are kept. If the cut falls between a `block`
@@ -214,6 +214,29 @@ pub fn split_message(text: &str, limit_utf16: usize) -> Vec<String> {
     parts
 }
 
+/// Splits the Markdown `text` of a send into messages whose rendered text fits in `limit`
+/// UTF-16 units, cutting as [`split_message`] does. Telegram's limit counts the rendered
+/// text (Markdown markers and link targets do not count, list numbers do), so the text is
+/// split only when its rendered text is over the limit, at a cut that shrinks until every
+/// part's rendered text fits (down to an eighth of the limit). Text that fits is one part,
+/// unchanged; blank text gives none. The one splitting of long sends: a model's sends, drafts
+/// and notices to the owner (`OutgoingText::parts`).
+pub fn split_rendered(text: &str, limit: usize) -> Vec<String> {
+    let rendered_len = |t: &str| utf16_len(&crate::core::markdown::rendered_text(t));
+    if rendered_len(text) <= limit {
+        return split_message(text, usize::MAX);
+    }
+    let floor = (limit / 8).max(1);
+    let mut cut = limit.max(1);
+    loop {
+        let parts = split_message(text, cut);
+        if cut <= floor || parts.iter().all(|p| rendered_len(p) <= limit) {
+            return parts;
+        }
+        cut = (cut * 3 / 4).max(1);
+    }
+}
+
 /// Length of `text` as Telegram counts it: UTF-16 code units.
 pub fn utf16_len(text: &str) -> usize {
     text.chars().map(char::len_utf16).sum()
@@ -348,26 +371,7 @@ fn parse_block(
 
 /// Pushes `text` as one or more sends; only the first part replies.
 fn push_send(out: &mut ParsedReply, label: &str, text: &str, reply_to: Option<MessageId>) {
-    // Telegram's limit counts the rendered text (Markdown markers and link targets do not
-    // count, list numbers do): split only when the rendered text is over it, into parts whose
-    // rendered text fits.
-    let rendered_len = |t: &str| utf16_len(&crate::core::markdown::rendered_text(t));
-    let parts = if rendered_len(text) <= TELEGRAM_TEXT_LIMIT_UTF16 {
-        split_message(text, usize::MAX)
-    } else {
-        let mut limit = TELEGRAM_TEXT_LIMIT_UTF16;
-        loop {
-            let parts = split_message(text, limit);
-            if limit <= 512
-                || parts
-                    .iter()
-                    .all(|p| rendered_len(p) <= TELEGRAM_TEXT_LIMIT_UTF16)
-            {
-                break parts;
-            }
-            limit = limit * 3 / 4;
-        }
-    };
+    let parts = split_rendered(text, TELEGRAM_TEXT_LIMIT_UTF16);
     if parts.len() > 1 {
         warn(
             out,
