@@ -76,7 +76,9 @@ mod syntax;
 use event::parse_event;
 use json::{find_json_tasks, parse_json_tasks, strip_echoed_metadata};
 use memory::{memory_fields, push_memory};
-use split::{choose_cut, fitting_prefix};
+#[cfg(test)]
+use split::fitting_prefix;
+pub use split::{part_key, split_message, split_rendered, text_parts, utf16_len};
 use syntax::{Heading, IdPart, segments, unwrap_fence};
 
 /// Telegram's limit on a text message, in UTF-16 code units.
@@ -184,62 +186,6 @@ pub fn parse_reply(text: &str, opts: &ParseOptions) -> ParsedReply {
         "parsed model reply"
     );
     out
-}
-
-/// Splits `text` into parts of at most `limit_utf16` UTF-16 code units, cutting at the last
-/// paragraph boundary (blank line) that fits, else the last line break, else the last
-/// whitespace, else hard at a `char` boundary (backing off a little so as not to separate an
-/// emoji from its joiners or modifiers). The whitespace at each cut is dropped, so the parts
-/// concatenate to the original modulo that whitespace. Text that fits is returned unchanged as
-/// one part; blank text gives no parts; no part is blank. A part can exceed the limit only when
-/// the limit is below 2 and a single `char` needs two units.
-pub fn split_message(text: &str, limit_utf16: usize) -> Vec<String> {
-    let limit = limit_utf16.max(1);
-    let mut parts = Vec::new();
-    let mut rest = text;
-    while !rest.trim().is_empty() {
-        let fit = fitting_prefix(rest, limit);
-        if fit == rest.len() {
-            parts.push(rest.to_owned());
-            break;
-        }
-        let cut = choose_cut(rest, fit);
-        let (head, tail) = rest.split_at(cut);
-        let head = head.trim_end();
-        if !head.is_empty() {
-            parts.push(head.to_owned());
-        }
-        rest = tail.trim_start();
-    }
-    parts
-}
-
-/// Splits the Markdown `text` of a send into messages whose rendered text fits in `limit`
-/// UTF-16 units, cutting as [`split_message`] does. Telegram's limit counts the rendered
-/// text (Markdown markers and link targets do not count, list numbers do), so the text is
-/// split only when its rendered text is over the limit, at a cut that shrinks until every
-/// part's rendered text fits (down to an eighth of the limit). Text that fits is one part,
-/// unchanged; blank text gives none. The one splitting of long sends: a model's sends, drafts
-/// and notices to the owner (`OutgoingText::parts`).
-pub fn split_rendered(text: &str, limit: usize) -> Vec<String> {
-    let rendered_len = |t: &str| utf16_len(&crate::core::markdown::rendered_text(t));
-    if rendered_len(text) <= limit {
-        return split_message(text, usize::MAX);
-    }
-    let floor = (limit / 8).max(1);
-    let mut cut = limit.max(1);
-    loop {
-        let parts = split_message(text, cut);
-        if cut <= floor || parts.iter().all(|p| rendered_len(p) <= limit) {
-            return parts;
-        }
-        cut = (cut * 3 / 4).max(1);
-    }
-}
-
-/// Length of `text` as Telegram counts it: UTF-16 code units.
-pub fn utf16_len(text: &str) -> usize {
-    text.chars().map(char::len_utf16).sum()
 }
 
 // ---------------------------------------------------------------------------------------------

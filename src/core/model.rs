@@ -198,7 +198,7 @@ pub enum TelegramError {
     #[error("invalid request: {0}")]
     Invalid(String),
     /// The text is longer than Telegram takes in one message (MESSAGE_TOO_LONG): the send
-    /// path splits it further and tries again (see [`OutgoingText::parts`]).
+    /// path splits it further and tries again (see `core::blocks::text_parts`).
     #[error("the text is longer than Telegram takes in one message ({0})")]
     TooLong(String),
     #[error("network error: {0}")]
@@ -267,49 +267,6 @@ pub struct OutgoingText {
     pub reply_to: Option<MessageId>,
     /// Stored in the task before the call: a repeated key must not send twice.
     pub idempotency_key: i64,
-}
-
-impl OutgoingText {
-    /// The messages this text takes at `limit` UTF-16 units each (as rendered): split exactly
-    /// like a model's long send ([`crate::core::blocks::split_rendered`]: at a paragraph, a
-    /// line, a space), the reply on the first part only. The first part keeps the key and part `i`
-    /// gets [`part_key`]`(key, i)`, so a retry after a crash sends no part twice. Text that
-    /// fits is itself, unchanged (a blank text too: the caller refuses it).
-    pub fn parts(&self, limit: usize) -> Vec<OutgoingText> {
-        let pieces = crate::core::blocks::split_rendered(&self.text, limit);
-        if pieces.len() <= 1 {
-            return vec![self.clone()];
-        }
-        pieces
-            .into_iter()
-            .enumerate()
-            .map(|(i, text)| OutgoingText {
-                chat: self.chat,
-                text,
-                reply_to: if i == 0 { self.reply_to } else { None },
-                idempotency_key: part_key(self.idempotency_key, i),
-            })
-            .collect()
-    }
-}
-
-/// The idempotency key of part `index` of a split text whose key is `key`: `key` itself for
-/// the first part; for the others a stable mix of both, never zero and never `key`.
-pub fn part_key(key: i64, index: usize) -> i64 {
-    if index == 0 {
-        return key;
-    }
-    // splitmix64 of the key and the index.
-    let mut z = (key as u64) ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    let mixed = z as i64;
-    if mixed == 0 || mixed == key {
-        key.wrapping_add(index as i64).max(1)
-    } else {
-        mixed
-    }
 }
 
 /// An outbound sticker.

@@ -170,7 +170,7 @@ fn classify_rpc(rpc: &RpcError) -> TelegramError {
     }
     if n == "MESSAGE_TOO_LONG" {
         // Our split counts as Telegram does, so this should not come back; if it does, the
-        // send path splits the text further (see `OutgoingText::parts`).
+        // send path splits the text further (see `core::blocks::text_parts`).
         return TelegramError::TooLong(label);
     }
     if code == 400 || code == 406 {

@@ -1,6 +1,6 @@
 //! The interactive login and the logout of a user account: the flows (pure, over the
-//! [`LoginApi`], [`LogoutApi`] and [`Prompter`] traits, tested offline with fakes) and their
-//! grammers implementation.
+//! [`LoginApi`], [`LogoutApi`] and [`Prompter`] traits, tested offline with fakes), their
+//! grammers implementation, and the terminal as the prompter.
 //!
 //! The login asks for the code naming where Telegram sent it (app, SMS, call, email) and,
 //! when Telegram offers another way (an SMS, a call), lets the user ask for it by typing
@@ -316,6 +316,58 @@ async fn password_flow<A: LoginApi, P: Prompter>(
         }
     }
     Err(LoginError::WrongPassword)
+}
+
+/// Reads one line from the terminal (blocking, off the async threads).
+async fn prompt(text: String) -> Result<String, LoginError> {
+    tokio::task::spawn_blocking(move || -> std::io::Result<String> {
+        use std::io::Write;
+        let mut out = std::io::stderr();
+        let _ = write!(out, "{text}");
+        let _ = out.flush();
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line)?;
+        Ok(line.trim().to_string())
+    })
+    .await
+    .map_err(std::io::Error::other)
+    .and_then(|read| read)
+    .map_err(|e| LoginError::Prompt {
+        what: "terminal",
+        source: LocalFailure::new(e),
+    })
+}
+
+async fn prompt_password(hint: Option<String>) -> Result<String, LoginError> {
+    tokio::task::spawn_blocking(move || {
+        let label = match hint {
+            Some(h) if !h.is_empty() => format!("Two-step verification password (hint: {h}): "),
+            _ => "Two-step verification password: ".to_string(),
+        };
+        rpassword::prompt_password(label)
+    })
+    .await
+    .map_err(std::io::Error::other)
+    .and_then(|read| read)
+    .map_err(|e| LoginError::Prompt {
+        what: "password",
+        source: LocalFailure::new(e),
+    })
+}
+
+/// The terminal as the login prompter.
+pub(crate) struct Terminal;
+
+impl Prompter for Terminal {
+    fn code(&self, text: String) -> BoxFuture<'_, Result<String, LoginError>> {
+        Box::pin(prompt(text))
+    }
+    fn password(&self, hint: Option<String>) -> BoxFuture<'_, Result<String, LoginError>> {
+        Box::pin(prompt_password(hint))
+    }
+    fn say(&self, line: &str) {
+        eprintln!("{line}");
+    }
 }
 
 /// The login calls on a grammers client (raw calls, so the code type is visible).

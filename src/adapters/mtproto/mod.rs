@@ -648,58 +648,6 @@ fn empty_updates() -> UpdatesLike {
     }))
 }
 
-/// Reads one line from the terminal (blocking, off the async threads).
-async fn prompt(text: String) -> Result<String, login::LoginError> {
-    tokio::task::spawn_blocking(move || -> std::io::Result<String> {
-        use std::io::Write;
-        let mut out = std::io::stderr();
-        let _ = write!(out, "{text}");
-        let _ = out.flush();
-        let mut line = String::new();
-        std::io::stdin().read_line(&mut line)?;
-        Ok(line.trim().to_string())
-    })
-    .await
-    .map_err(std::io::Error::other)
-    .and_then(|read| read)
-    .map_err(|e| login::LoginError::Prompt {
-        what: "terminal",
-        source: crate::core::model::LocalFailure::new(e),
-    })
-}
-
-async fn prompt_password(hint: Option<String>) -> Result<String, login::LoginError> {
-    tokio::task::spawn_blocking(move || {
-        let label = match hint {
-            Some(h) if !h.is_empty() => format!("Two-step verification password (hint: {h}): "),
-            _ => "Two-step verification password: ".to_string(),
-        };
-        rpassword::prompt_password(label)
-    })
-    .await
-    .map_err(std::io::Error::other)
-    .and_then(|read| read)
-    .map_err(|e| login::LoginError::Prompt {
-        what: "password",
-        source: crate::core::model::LocalFailure::new(e),
-    })
-}
-
-/// The terminal as the login prompter.
-struct Terminal;
-
-impl login::Prompter for Terminal {
-    fn code(&self, text: String) -> BoxFuture<'_, Result<String, login::LoginError>> {
-        Box::pin(prompt(text))
-    }
-    fn password(&self, hint: Option<String>) -> BoxFuture<'_, Result<String, login::LoginError>> {
-        Box::pin(prompt_password(hint))
-    }
-    fn say(&self, line: &str) {
-        eprintln!("{line}");
-    }
-}
-
 /// `personad login`: interactive sign-in in one process run, then one walk over the dialogs
 /// to warm the peer cache (broadcast channels are then taken out of the update state, so
 /// catch-up never asks for their difference).
@@ -752,7 +700,7 @@ async fn sign_in(
         api_id: creds.api_id,
         api_hash: creds.api_hash.expose().to_string(),
     };
-    login::run_login(&api, &Terminal, phone)
+    login::run_login(&api, &login::Terminal, phone)
         .await
         .map(|said| SignedIn { said, fresh: true })
         .map_err(ConnectError::Login)

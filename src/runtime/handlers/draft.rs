@@ -53,7 +53,7 @@ impl TaskHandler for Draft {
                     reply_to: None,
                     idempotency_key: idempotency_key.0,
                 };
-                let sent = super::send::send_in_parts(ctx.telegram.as_ref(), notice)
+                let sent = crate::ports::telegram::send_in_parts(ctx.telegram.as_ref(), notice)
                     .await
                     .map_err(posting_failed)?;
                 let Some(last) = sent.last() else {
