@@ -351,6 +351,10 @@ async fn the_parts_of_a_long_text_are_sent_once_and_only_the_first_replies() -> 
     };
     let sent = send_in_parts(&tg, msg.clone()).await?;
     assert!(sent.len() >= 2);
+    assert!(
+        sent[0].text.encode_utf16().count() > 2048,
+        "split to fit before sending, not after a refusal"
+    );
     assert_eq!(sent[0].reply_to, Some(MessageId(3)));
     assert!(sent[1..].iter().all(|m| m.reply_to.is_none()));
     let again = send_in_parts(&tg, msg.clone()).await?;

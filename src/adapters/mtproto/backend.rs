@@ -109,7 +109,7 @@ pub struct UnreadFlags {
     pub marked: bool,
 }
 
-/// How long blocklist and mute look-ups are trusted.
+/// How long the blocklist look-up is trusted.
 const LOOKUP_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 /// How long a mute setting is trusted. Telegram pushes every change (`updateNotifySettings`,
 /// learnt as it comes), so this only bounds a change missed in an update gap: one look-up per
