@@ -173,6 +173,65 @@ fn drafts_wait_for_the_owner_and_each_answer_does_what_it_says() -> TestResult {
     Ok(())
 }
 
+/// A draft too long for one message (a long answer to a long message) reaches the owner in
+/// several messages, each within Telegram's limit (the in-memory Telegram refuses a longer
+/// one, as Telegram does: before, the plan was dropped with no draft at all); `ok` in reply
+/// to the last one, which says to reply to it, sends the whole answer.
+#[test]
+fn a_long_draft_reaches_the_owner_in_several_messages() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", &tess(""))])?;
+    let mut reaper = Reaper(Some(start(&s, &["--planner", "echo"], &[])?));
+    wait_up(&s)?;
+    let long: String = (0..80)
+        .map(|i| format!("Line {i} of a long story, told at length to see what a draft does."))
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    ctl(&s, &["say", "--from", "Alice", &long])?;
+    let (first, head) = wait_draft(&s, "Alice", 0)?;
+    assert!(head.contains("1. send: Tess heard: Line 0"), "{head}");
+    let parts = poll(WAIT, || {
+        let parts: Vec<(i64, String)> = messages(&s, "Tess", "Saved Messages")
+            .into_iter()
+            .filter_map(|m| Some((m["id"].as_i64()?, m["text"].as_str()?.to_string())))
+            .filter(|(id, _)| *id >= first)
+            .collect();
+        parts
+            .iter()
+            .any(|(_, t)| t.contains("Reply to this message"))
+            .then_some(parts)
+    })
+    .ok_or_else(|| format!("the draft's last part never came; log:\n{}", s.log_text()))?;
+    assert!(parts.len() >= 2, "one message: {parts:?}");
+    assert!(
+        parts.iter().all(|(_, t)| t.encode_utf16().count() <= 4096),
+        "a part over Telegram's limit"
+    );
+    let all: String = parts.iter().map(|(_, t)| t.as_str()).collect();
+    assert!(
+        all.contains("Line 79 of a long story"),
+        "the draft lost its end"
+    );
+    let (last, _) = parts.last().ok_or("no parts")?;
+    reply(&s, *last, "ok")?;
+    poll(WAIT, || {
+        sent(&s, "Alice")
+            .concat()
+            .contains("Line 79 of a long story")
+            .then_some(())
+    })
+    .ok_or_else(|| format!("Alice never got the answer: {:?}", sent(&s, "Alice")))?;
+    stop_daemon(&mut reaper)?;
+    let answer = sent(&s, "Alice");
+    assert!(
+        answer.len() >= 2,
+        "{} messages: {:?}",
+        answer.len(),
+        answer.iter().map(|a| a.chars().count()).collect::<Vec<_>>()
+    );
+    assert!(answer[0].starts_with("Tess heard: Line 0"), "{}", answer[0]);
+    Ok(())
+}
+
 /// With `--admin-chat`, drafts go to the first admin chat, and the owner's reply there
 /// decides them; a stranger's "ok" there decides nothing.
 #[test]

@@ -1208,6 +1208,20 @@ fn flood_and_slowmode_waits_carry_seconds() {
     );
 }
 
+/// MESSAGE_TOO_LONG is its own class (the send path splits the text further and tries
+/// again), not a plain invalid request that drops the plan.
+#[test]
+fn a_text_too_long_is_its_own_class() {
+    assert!(matches!(
+        classify(&rpc(400, "MESSAGE_TOO_LONG")),
+        TelegramError::TooLong(_)
+    ));
+    assert!(matches!(
+        classify(&rpc(400, "MESSAGE_EMPTY")),
+        TelegramError::Invalid(_)
+    ));
+}
+
 #[test]
 fn account_limits() {
     for name in [

@@ -613,6 +613,7 @@ mod end_to_end {
             clock: Arc::clone(&h.shared_clock),
             opts: PumpOptions {
                 max_catch_up_age: Duration::from_secs(15 * 60),
+                channel_wait_limit: personad::adapters::mtproto::pump::CHANNEL_WAIT_LIMIT,
             },
         };
         let stop = CancellationToken::new();
@@ -845,6 +846,62 @@ async fn the_unread_scan_uses_the_dialogs_own_settings_and_clears_its_marks_on_r
     assert!(!unmark[0].unread);
 }
 
+/// Telegram pushes mute changes (updateNotifySettings): a group muted that way is muted
+/// for admission with no account.getNotifySettings request, and unmuting it the same way
+/// is seen too; the pushed update itself plans nothing.
+#[tokio::test]
+async fn a_chat_muted_by_telegrams_push_is_muted_without_a_look_up() {
+    let a = account().await;
+    let (mut source, tx) = source(&a).await;
+    let push = |mute_until: Option<i32>| {
+        UpdatesLike::Updates(tl::enums::Updates::Updates(tl::types::Updates {
+            updates: vec![
+                tl::types::UpdateNotifySettings {
+                    peer: tl::types::NotifyPeer {
+                        peer: peer_chat(GROUP),
+                    }
+                    .into(),
+                    notify_settings: dialog(0, 0, false, mute_until).notify_settings,
+                }
+                .into(),
+            ],
+            users: Vec::new(),
+            chats: Vec::new(),
+            date: DATE,
+            seq: 0,
+        }))
+    };
+    tx.send(push(Some(i32::MAX))).await.unwrap();
+    tx.send(short_message(1, 10, ALICE, "after the mute"))
+        .await
+        .unwrap();
+    let got = new_message(next(&mut source).await);
+    assert_eq!(
+        got.message.id,
+        MessageId(10),
+        "the push itself is no update"
+    );
+    assert!(
+        a.telegram.is_muted(ChatId(-GROUP)).await,
+        "muted by the push"
+    );
+    assert!(
+        a.wire.names().is_empty(),
+        "no look-up: {:?}",
+        a.wire.names()
+    );
+    tx.send(push(Some(0))).await.unwrap();
+    tx.send(short_message(2, 11, ALICE, "after the unmute"))
+        .await
+        .unwrap();
+    new_message(next(&mut source).await);
+    assert!(
+        !a.telegram.is_muted(ChatId(-GROUP)).await,
+        "unmuted by the push"
+    );
+    assert!(a.wire.names().is_empty(), "{:?}", a.wire.names());
+}
+
 /// grammers' stream error names the request that failed, not the channel: only a failed
 /// getChannelDifference is attributed to the channel whose difference was prepared; a
 /// flood wait carries its seconds, a refusal of the channel is permanent.
@@ -1060,6 +1117,61 @@ async fn giving_up_a_channel_drops_it_from_the_saved_state_and_hides_its_hash_on
         matches!(again, Some(PeerInfo::Channel { auth: Some(_), .. })),
         "hidden once only"
     );
+}
+
+/// After a channel is given up, grammers goes on to the next channel's difference at once
+/// instead of waiting for the next update from the socket (its loop only looks at pending
+/// differences again after one, up to 15 minutes on a quiet account): the source nudges it
+/// with an empty update container. Here the next channel's difference meets the missing
+/// network, which shows it was asked for.
+#[tokio::test]
+async fn giving_up_a_channel_moves_catch_up_on_to_the_next_channel_at_once() {
+    use grammers_client::sender::UpdatesConfiguration;
+    use grammers_client::session::types::{
+        ChannelKind, ChannelState, PeerAuth, UpdateState, UpdatesState,
+    };
+    use personad::adapters::mtproto::pump::SourceError;
+    let a = account().await;
+    a.session
+        .cache_peer(PeerInfo::Channel {
+            id: 500,
+            auth: Some(PeerAuth::from_hash(55)),
+            kind: Some(ChannelKind::Megagroup),
+        })
+        .await
+        .unwrap();
+    a.session
+        .set_update_state(UpdateState::All(UpdatesState {
+            pts: 0,
+            qts: 0,
+            date: DATE,
+            seq: 0,
+            channels: vec![
+                ChannelState {
+                    id: CHANNEL,
+                    pts: 100,
+                },
+                ChannelState { id: 500, pts: 7 },
+            ],
+        }))
+        .await
+        .unwrap();
+    // The pool's side of the update channel stays open: nothing comes from the socket.
+    let (_pool, rx) = mpsc::channel(100);
+    let mut source = GrammersSource::start(
+        &a.telegram.client(),
+        rx,
+        UpdatesConfiguration { catch_up: true },
+        Arc::clone(&a.telegram),
+        Arc::clone(&a.session),
+    )
+    .await
+    .unwrap();
+    source.skip_channel(CHANNEL).await;
+    let after = tokio::time::timeout(Duration::from_secs(3), source.next())
+        .await
+        .expect("grammers waited for the socket instead of moving on");
+    assert!(matches!(after, Err(SourceError::Closed)), "{after:?}");
 }
 
 /// Telegram says the account's backlog is too long (UpdatesTooLong) after a message: grammers

@@ -347,6 +347,7 @@ fn start_with(steps: Vec<Step>, lookups: FakeLookups, auto_advance: bool) -> Har
         clock: shared,
         opts: PumpOptions {
             max_catch_up_age: Duration::from_secs(15 * 60),
+            channel_wait_limit: personad::adapters::mtproto::pump::CHANNEL_WAIT_LIMIT,
         },
     };
     let stop = CancellationToken::new();
@@ -810,10 +811,11 @@ async fn a_failing_channel_difference_is_dropped_after_n_tries() {
     assert_eq!(script.st().channel_failures, CHANNEL_FAILURE_LIMIT as usize);
 }
 
-/// A channel's difference that asks for a long flood wait (40 s after a night offline) is
-/// given up at once instead of holding every DM behind it: the DM behind it is delivered
-/// without waiting, the channel is dropped from catch-up, and one rate-limited read of its
-/// newest messages later passes them through admission.
+/// A channel's difference that asks for a long flood wait (ten minutes after a night
+/// offline, beyond the channel wait limit) is given up at once instead of holding every DM
+/// behind it: the DM behind it is delivered without waiting, the channel is dropped from
+/// catch-up, and one rate-limited read of its newest messages later passes them through
+/// admission.
 #[tokio::test]
 async fn a_channel_difference_with_a_long_flood_wait_is_dropped_at_once_and_read_later() {
     let channel = personad::adapters::mtproto::pump::channel_chat(77);
@@ -823,9 +825,9 @@ async fn a_channel_difference_with_a_long_flood_wait_is_dropped_at_once_and_read
     let h = start_with(
         vec![
             Step::Fail(SourceError::Transient {
-                reason: "FLOOD_WAIT (420, value 40)".into(),
+                reason: "FLOOD_WAIT (420, value 600)".into(),
                 channel: Some(77),
-                retry_after: Some(Duration::from_secs(40)),
+                retry_after: Some(Duration::from_secs(600)),
                 permanent: false,
             }),
             upd(inbound(7, 1)),
@@ -863,6 +865,91 @@ async fn a_channel_difference_with_a_long_flood_wait_is_dropped_at_once_and_read
             id: 5,
             trigger: true
         }
+    );
+}
+
+fn flood(channel: i64, secs: u64) -> Step {
+    Step::Fail(SourceError::Transient {
+        reason: format!("FLOOD_WAIT (420, value {secs})"),
+        channel: Some(channel),
+        retry_after: Some(Duration::from_secs(secs)),
+        permanent: false,
+    })
+}
+
+/// Every flood wait that reaches the pump got past the library's own auto-sleep (10 s by
+/// default): the channel limit must be above it, or any such wait drops the channel.
+#[test]
+fn the_channel_wait_limit_is_above_the_librarys_auto_sleep() {
+    use personad::adapters::mtproto::pump::{CHANNEL_WAIT_LIMIT, channel_wait_limit};
+    assert!(channel_wait_limit(Duration::from_secs(10)) > Duration::from_secs(10));
+    assert_eq!(
+        channel_wait_limit(Duration::from_secs(10)),
+        CHANNEL_WAIT_LIMIT
+    );
+    assert_eq!(
+        channel_wait_limit(Duration::from_secs(120)),
+        Duration::from_secs(240)
+    );
+}
+
+/// A channel's flood wait just past the library's auto-sleep (40 s) is waited out: the
+/// channel stays in catch-up and what follows is delivered after Telegram's wait.
+#[tokio::test]
+async fn a_flood_wait_past_the_librarys_auto_sleep_is_waited_out_not_dropped() {
+    let h = start(vec![flood(77, 40), upd(inbound(7, 1))]);
+    h.sink.wait_for(1).await;
+    let waited = h.clock.now().duration_since(t0()).as_secs();
+    assert!(waited >= 40, "asked again after {waited} s");
+    let (_, script, _) = h.stop().await;
+    assert!(script.st().skipped.is_empty(), "{:?}", script.st().skipped);
+}
+
+/// Telegram's flood wait on getChannelDifference is the method's: once one channel met a
+/// long one (and was dropped so a single gap stops holding everything), the channels tried
+/// while that wait runs meet it too and are not dropped: the reader waits for the window.
+#[tokio::test]
+async fn a_method_level_flood_wait_does_not_drop_the_channels_tried_meanwhile() {
+    let h = start(vec![flood(77, 600), flood(78, 599), upd(inbound(7, 1))]);
+    h.sink.wait_for(1).await;
+    let waited = h.clock.now().duration_since(t0()).as_secs();
+    assert!(waited >= 599, "the window was waited out: {waited} s");
+    let (_, script, _) = h.stop().await;
+    assert_eq!(script.st().skipped, vec![77], "only the first is dropped");
+}
+
+/// A stop while the reader waits out a long flood wait (an hour) ends the pump at once
+/// (systemd would kill a process that hangs) and the update state is saved on the way out.
+#[tokio::test]
+async fn a_stop_during_a_long_flood_wait_ends_promptly_and_saves_the_state() {
+    let h = start_with(
+        vec![Step::Fail(SourceError::Transient {
+            reason: "FLOOD_WAIT (420, value 3600)".into(),
+            channel: None,
+            retry_after: Some(Duration::from_secs(3600)),
+            permanent: false,
+        })],
+        FakeLookups::default(),
+        false,
+    );
+    // The reader has taken the failure and is in its backoff.
+    while !h.script.st().steps.is_empty() {
+        tokio::task::yield_now().await;
+    }
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    h.stop.cancel();
+    let end = tokio::time::timeout(Duration::from_secs(5), h.task)
+        .await
+        .expect("the pump hung in the flood wait's backoff")
+        .unwrap();
+    assert_eq!(end, PumpEnd::Stopped);
+    assert_eq!(h.clock.now(), t0(), "no virtual time passed");
+    assert_eq!(
+        h.script.st().saves,
+        vec![0],
+        "the state was saved at the end"
     );
 }
 
@@ -1089,6 +1176,34 @@ async fn failed_lookups_are_cached_briefly_instead_of_retried_per_message() {
     assert_eq!(calls.load(Ordering::SeqCst), 4);
 }
 
+/// A look-up that fails (a flood wait) once an answer is known keeps that answer (a muted
+/// chat stays muted, a blocked user blocked) instead of the fail-open one, and is not tried
+/// again for the failure TTL.
+#[tokio::test]
+async fn a_failed_look_up_keeps_the_last_known_answer() {
+    use personad::adapters::mtproto::recover::Memo;
+    let clock = VirtualClock::new(t0(), false);
+    let memo: Memo<i64, bool> = Memo::new(
+        Arc::new(clock.clone()),
+        Duration::from_secs(60),
+        Duration::from_secs(30),
+        10,
+    );
+    let calls = AtomicUsize::new(0);
+    memo.put(1, true);
+    clock.advance(Duration::from_secs(61));
+    let failing = || async {
+        calls.fetch_add(1, Ordering::SeqCst);
+        Err::<bool, _>(TelegramError::FloodWait { secs: 300 })
+    };
+    assert_eq!(memo.get(1, failing).await, Some(true), "the known answer");
+    assert_eq!(memo.get(1, failing).await, Some(true));
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "not retried within 30 s");
+    clock.advance(Duration::from_secs(31));
+    assert_eq!(memo.get(1, failing).await, Some(true), "still known");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
 // ---------------------------------------------------------------------------------------
 // Through the real runtime.
 
@@ -1155,6 +1270,7 @@ fn pump_into_runtime(
         clock: Arc::clone(&h.shared_clock),
         opts: PumpOptions {
             max_catch_up_age: Duration::from_secs(15 * 60),
+            channel_wait_limit: personad::adapters::mtproto::pump::CHANNEL_WAIT_LIMIT,
         },
     };
     let stop = CancellationToken::new();

@@ -1,6 +1,7 @@
 //! Telegram's typed errors through the runtime: a flood wait parks the conversation (and the
 //! park survives a restart), PEER_FLOOD trips the account breaker and alerts the owner, a
-//! forbidden chat is disabled, a dead session stops the agent.
+//! forbidden chat is disabled, a dead session stops the agent, a text longer than one
+//! message goes out in parts (and a part refused as too long in smaller ones).
 
 mod common;
 
@@ -250,5 +251,132 @@ async fn a_refused_reaction_is_skipped_and_the_plan_goes_on() -> TestResult {
     let texts: Vec<String> = h.sends().into_iter().map(|s| s.1).collect();
     assert_eq!(texts, vec!["after the reaction".to_string()]);
     h.stop().await?;
+    Ok(())
+}
+
+/// A text of 60 paragraphs (about 8,000 UTF-16 units).
+fn long_text() -> String {
+    (0..60)
+        .map(|i| format!("Paragraph {i}: {}", "words and more words ".repeat(7)))
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+fn words(texts: &[String]) -> Vec<String> {
+    texts
+        .iter()
+        .flat_map(|t| t.split_whitespace())
+        .map(str::to_string)
+        .collect()
+}
+
+/// A send longer than one Telegram message (the in-memory Telegram refuses one, as Telegram
+/// does) goes out as several, in order, each within the limit, together the whole text.
+#[tokio::test]
+async fn a_text_longer_than_one_message_goes_out_in_parts() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(9);
+    let body = long_text();
+    let text = body.clone();
+    let planner = ScriptedPlanner::new(move |_, _| Ok(vec![send(&text)]));
+    let mut h = Harness::start(dir.path(), planner, config(), std::slice::from_ref(&chat));
+    h.say(&chat, "Bob", "tell me everything").await;
+    h.settle().await;
+    let texts: Vec<String> = h.sends().into_iter().map(|s| s.1).collect();
+    assert!(texts.len() >= 2, "{} messages", texts.len());
+    assert!(texts.iter().all(|t| t.encode_utf16().count() <= 4096));
+    assert!(words(&texts) == words(&[body]), "the parts are the text");
+    h.stop().await?;
+    Ok(())
+}
+
+/// A part Telegram still refuses as too long (MESSAGE_TOO_LONG: its count and ours differ)
+/// is split at half the length and sent as smaller parts; nothing is lost or doubled.
+#[tokio::test]
+async fn a_part_refused_as_too_long_is_split_again() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(10);
+    let body = long_text();
+    let text = body.clone();
+    let planner = ScriptedPlanner::new(move |_, _| Ok(vec![send(&text)]));
+    let mut h = Harness::start(dir.path(), planner, config(), std::slice::from_ref(&chat));
+    h.telegram.fail_next(
+        Op::SendText,
+        TelegramError::TooLong("MESSAGE_TOO_LONG (400)".into()),
+    );
+    h.say(&chat, "Bob", "tell me everything").await;
+    h.settle().await;
+    let texts: Vec<String> = h.sends().into_iter().map(|s| s.1).collect();
+    assert!(texts.len() >= 3, "{} messages", texts.len());
+    assert!(
+        texts
+            .iter()
+            .take(2)
+            .all(|t| t.encode_utf16().count() <= 2048),
+        "the refused part went out in halves"
+    );
+    assert!(
+        words(&texts) == words(&[body]),
+        "the parts are the text: {:?}",
+        texts
+            .iter()
+            .map(|t| (
+                t.encode_utf16().count(),
+                t.chars().take(14).collect::<String>()
+            ))
+            .collect::<Vec<_>>()
+    );
+    h.stop().await?;
+    Ok(())
+}
+
+/// The parts of a long text carry keys derived from the task's: the same text sent again
+/// with the same key (a retry after a crash) posts nothing twice; only the first part
+/// replies; a part that cannot be split small enough leaves the refusal standing.
+#[tokio::test]
+async fn the_parts_of_a_long_text_are_sent_once_and_only_the_first_replies() -> TestResult {
+    use personad::adapters::memory::MemoryTelegram;
+    use personad::core::model::{MessageId, OutgoingText};
+    use personad::ports::clock::{SharedClock, VirtualClock};
+    use personad::ports::telegram::send_in_parts;
+    let clock: SharedClock = std::sync::Arc::new(VirtualClock::new(t0(), true));
+    let tg = MemoryTelegram::new("Wren", clock, None)?;
+    let chat = dm(11);
+    tg.ensure_chat(chat.clone());
+    let msg = OutgoingText {
+        chat: chat.id,
+        text: long_text(),
+        reply_to: Some(MessageId(3)),
+        idempotency_key: 42,
+    };
+    let sent = send_in_parts(&tg, msg.clone()).await?;
+    assert!(sent.len() >= 2);
+    assert!(
+        sent[0].text.encode_utf16().count() > 2048,
+        "split to fit before sending, not after a refusal"
+    );
+    assert_eq!(sent[0].reply_to, Some(MessageId(3)));
+    assert!(sent[1..].iter().all(|m| m.reply_to.is_none()));
+    let again = send_in_parts(&tg, msg.clone()).await?;
+    assert_eq!(again, sent, "the same messages, none posted twice");
+    assert_eq!(tg.transcript(chat.id).len(), sent.len());
+    for _ in 0..8 {
+        tg.fail_next(
+            Op::SendText,
+            TelegramError::TooLong("MESSAGE_TOO_LONG (400)".into()),
+        );
+    }
+    let refused = send_in_parts(
+        &tg,
+        OutgoingText {
+            idempotency_key: 43,
+            ..msg
+        },
+    )
+    .await;
+    assert!(
+        matches!(refused, Err(TelegramError::TooLong(_))),
+        "{refused:?}"
+    );
     Ok(())
 }

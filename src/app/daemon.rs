@@ -494,10 +494,16 @@ pub async fn login(global: GlobalArgs, mut args: LoginArgs) -> CmdResult {
     let persona = find_persona(&report, &args.agent)?;
     let state = StateDir::new(&global.state_dir);
     if args.logout {
-        mtproto::logout(&state, &persona.name, &creds)
+        let done = mtproto::logout(&state, &persona.name, &creds)
             .await
             .map_err(CommandError::Login)?;
-        println!("{}: signed out; the session file is deleted", persona.name);
+        let how = match done {
+            mtproto::login::LoggedOut::SignedOut => "signed out",
+            mtproto::login::LoggedOut::AlreadyEnded => {
+                "Telegram no longer knew this session (already ended)"
+            }
+        };
+        println!("{}: {how}; the session file is deleted", persona.name);
         return Ok(ExitCode::SUCCESS);
     }
     eprintln!(

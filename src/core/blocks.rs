@@ -52,8 +52,8 @@
 //! - A reply with no heading at all is one `send` of the whole trimmed text.
 //! - Text before the first heading is sent as a `send` too: models often write a line before
 //!   their first block, and dropping it silently would lose what they meant to say.
-//! - Send text longer than Telegram's limit of 4096 UTF-16 code units is split with
-//!   [`split_message`] into several sends; only the first keeps the reply.
+//! - Send text longer than Telegram's limit of 4096 UTF-16 code units (as rendered) is split
+//!   with [`split_rendered`] into several sends; only the first keeps the reply.
 //! - With [`ParseOptions::known_messages`], a reply to a message outside the chat's history is
 //!   sent without the reply, and a reaction to one is skipped.
 //! - At most [`ParseOptions::max_tasks`] actions are kept. If the cut falls between a `block`
@@ -76,7 +76,9 @@ mod syntax;
 use event::parse_event;
 use json::{find_json_tasks, parse_json_tasks, strip_echoed_metadata};
 use memory::{memory_fields, push_memory};
-use split::{choose_cut, fitting_prefix};
+#[cfg(test)]
+use split::fitting_prefix;
+pub use split::{part_key, split_message, split_rendered, text_parts, utf16_len};
 use syntax::{Heading, IdPart, segments, unwrap_fence};
 
 /// Telegram's limit on a text message, in UTF-16 code units.
@@ -184,39 +186,6 @@ pub fn parse_reply(text: &str, opts: &ParseOptions) -> ParsedReply {
         "parsed model reply"
     );
     out
-}
-
-/// Splits `text` into parts of at most `limit_utf16` UTF-16 code units, cutting at the last
-/// paragraph boundary (blank line) that fits, else the last line break, else the last
-/// whitespace, else hard at a `char` boundary (backing off a little so as not to separate an
-/// emoji from its joiners or modifiers). The whitespace at each cut is dropped, so the parts
-/// concatenate to the original modulo that whitespace. Text that fits is returned unchanged as
-/// one part; blank text gives no parts; no part is blank. A part can exceed the limit only when
-/// the limit is below 2 and a single `char` needs two units.
-pub fn split_message(text: &str, limit_utf16: usize) -> Vec<String> {
-    let limit = limit_utf16.max(1);
-    let mut parts = Vec::new();
-    let mut rest = text;
-    while !rest.trim().is_empty() {
-        let fit = fitting_prefix(rest, limit);
-        if fit == rest.len() {
-            parts.push(rest.to_owned());
-            break;
-        }
-        let cut = choose_cut(rest, fit);
-        let (head, tail) = rest.split_at(cut);
-        let head = head.trim_end();
-        if !head.is_empty() {
-            parts.push(head.to_owned());
-        }
-        rest = tail.trim_start();
-    }
-    parts
-}
-
-/// Length of `text` as Telegram counts it: UTF-16 code units.
-pub fn utf16_len(text: &str) -> usize {
-    text.chars().map(char::len_utf16).sum()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -348,26 +317,7 @@ fn parse_block(
 
 /// Pushes `text` as one or more sends; only the first part replies.
 fn push_send(out: &mut ParsedReply, label: &str, text: &str, reply_to: Option<MessageId>) {
-    // Telegram's limit counts the rendered text (Markdown markers and link targets do not
-    // count, list numbers do): split only when the rendered text is over it, into parts whose
-    // rendered text fits.
-    let rendered_len = |t: &str| utf16_len(&crate::core::markdown::rendered_text(t));
-    let parts = if rendered_len(text) <= TELEGRAM_TEXT_LIMIT_UTF16 {
-        split_message(text, usize::MAX)
-    } else {
-        let mut limit = TELEGRAM_TEXT_LIMIT_UTF16;
-        loop {
-            let parts = split_message(text, limit);
-            if limit <= 512
-                || parts
-                    .iter()
-                    .all(|p| rendered_len(p) <= TELEGRAM_TEXT_LIMIT_UTF16)
-            {
-                break parts;
-            }
-            limit = limit * 3 / 4;
-        }
-    };
+    let parts = split_rendered(text, TELEGRAM_TEXT_LIMIT_UTF16);
     if parts.len() > 1 {
         warn(
             out,

@@ -197,6 +197,10 @@ pub enum TelegramError {
     NotFound(String),
     #[error("invalid request: {0}")]
     Invalid(String),
+    /// The text is longer than Telegram takes in one message (MESSAGE_TOO_LONG): the send
+    /// path splits it further and tries again (see `core::blocks::text_parts`).
+    #[error("the text is longer than Telegram takes in one message ({0})")]
+    TooLong(String),
     #[error("network error: {0}")]
     Network(String),
     #[error("telegram error: {0}")]

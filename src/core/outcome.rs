@@ -121,6 +121,7 @@ fn detail(e: &TelegramError) -> String {
         | TelegramError::Unauthorized(why)
         | TelegramError::NotFound(why)
         | TelegramError::Invalid(why)
+        | TelegramError::TooLong(why)
         | TelegramError::Network(why)
         | TelegramError::Other(why) => why.clone(),
         TelegramError::FloodWait { .. }
@@ -149,6 +150,7 @@ impl From<TelegramError> for TaskError {
             }
             TelegramError::NotFound(_)
             | TelegramError::Invalid(_)
+            | TelegramError::TooLong(_)
             | TelegramError::ContentRefused(_) => TaskError::Permanent(Cause::Telegram(e)),
         }
     }

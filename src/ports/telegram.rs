@@ -1,11 +1,15 @@
 //! The Telegram port: the [`Telegram`] trait every backend implements (MTProto in
 //! `adapters::mtproto`, the in-memory twin in `adapters::memory`). Handlers and the runtime talk
 //! to an account only through it; the vocabulary it speaks (chats, messages, errors) is
-//! `core::model`. It holds no implementation beyond the trait's defaults.
+//! `core::model`. It holds no implementation beyond the trait's defaults and
+//! [`send_in_parts`], the way every text goes out (split to fit, over the trait's own call).
 
+use std::collections::VecDeque;
+
+use crate::core::blocks::{TELEGRAM_TEXT_LIMIT_UTF16, part_key, text_parts};
 use crate::core::model::{
     Chat, ChatId, Message, MessageId, OutgoingSticker, OutgoingText, SetSticker, StickerChoice,
-    TgResult,
+    TelegramError, TgResult,
 };
 use crate::core::time::BoxFuture;
 
@@ -63,4 +67,53 @@ pub(crate) fn same_reaction(a: &str, b: &str) -> bool {
             .collect()
     };
     strip(a) == strip(b)
+}
+
+/// The shortest part a text refused as too long is split into (below it the refusal stands).
+const MIN_PART_UTF16: usize = 256;
+
+/// Sends `msg` as the messages it takes ([`text_parts`] at Telegram's limit), in
+/// order. A part Telegram still refuses as too long (MESSAGE_TOO_LONG: its count can differ
+/// from ours) is split again at half the limit and sent as smaller parts; below
+/// [`MIN_PART_UTF16`] the refusal stands. Returns the messages sent, in order (at least one).
+pub async fn send_in_parts(
+    telegram: &dyn Telegram,
+    msg: OutgoingText,
+) -> Result<Vec<Message>, TelegramError> {
+    let limit = TELEGRAM_TEXT_LIMIT_UTF16;
+    let mut queue: VecDeque<(OutgoingText, usize)> = text_parts(&msg, limit)
+        .into_iter()
+        .map(|p| (p, limit))
+        .collect();
+    let mut sent = Vec::new();
+    while let Some((part, limit)) = queue.pop_front() {
+        match telegram.send_text(part.clone()).await {
+            Ok(message) => sent.push(message),
+            Err(e @ TelegramError::TooLong(_)) => {
+                let smaller = limit / 2;
+                // The pieces' keys come from a key of their own (never one the first split
+                // gave the parts after this one), the same at every retry.
+                let base = OutgoingText {
+                    idempotency_key: part_key(!part.idempotency_key, 1),
+                    ..part.clone()
+                };
+                let pieces = text_parts(&base, smaller);
+                if smaller < MIN_PART_UTF16 || pieces.len() < 2 {
+                    return Err(e);
+                }
+                tracing::warn!(
+                    event = "text_split_further",
+                    chat = part.chat.0,
+                    limit_utf16 = smaller,
+                    parts = pieces.len(),
+                    "Telegram refused a part as too long; sending it in smaller parts"
+                );
+                for piece in pieces.into_iter().rev() {
+                    queue.push_front((piece, smaller));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(sent)
 }

@@ -1,5 +1,6 @@
 //! The [`Telegram`] trait on the in-memory account: each call reads or changes the account's
-//! state (in the parent module), records outbound actions and honours injected failures.
+//! state (in the parent module), records outbound actions and honours injected failures. Like
+//! Telegram, it refuses a text longer than 4096 UTF-16 units as sent (MESSAGE_TOO_LONG).
 
 use super::{Action, MemoryTelegram, Op};
 use crate::core::model::{
@@ -31,6 +32,13 @@ impl Telegram for MemoryTelegram {
     fn send_text(&self, msg: OutgoingText) -> BoxFuture<'_, TgResult<Message>> {
         Box::pin(async move {
             self.enter(Op::SendText).await?;
+            // As Telegram: the text as sent (Markdown rendered) in UTF-16 units.
+            let rendered = crate::core::markdown::rendered_text(&msg.text);
+            if crate::core::blocks::utf16_len(&rendered)
+                > crate::core::blocks::TELEGRAM_TEXT_LIMIT_UTF16
+            {
+                return Err(TelegramError::TooLong("MESSAGE_TOO_LONG (400)".into()));
+            }
             let (sent, fresh) = self
                 .post(msg.chat, msg.idempotency_key, msg.text, msg.reply_to, None)
                 .await?;

@@ -103,7 +103,8 @@ pub struct MtprotoTelegram {
     set_names: Mutex<HashMap<i64, String>>,
     /// Users this account blocked (one entry, refreshed every 60 s).
     blocked: recover::Memo<(), Arc<HashSet<i64>>>,
-    /// Mute settings (`mute_until`) per chat and the global ones, refreshed every 60 s.
+    /// Mute settings (`mute_until`) per chat and the global ones: learnt from dialogs and
+    /// from `updateNotifySettings`, looked up on first sight, trusted for [`MUTE_TTL`].
     muted: recover::Memo<LookupKey, Option<i32>>,
     /// Where the pts of our own `AffectedHistory` answers go (grammers' update channel).
     update_feed: Mutex<
@@ -123,9 +124,14 @@ pub struct UnreadFlags {
     pub marked: bool,
 }
 
-/// How long blocklist and mute look-ups are trusted.
+/// How long the blocklist look-up is trusted.
 const LOOKUP_TTL: std::time::Duration = std::time::Duration::from_secs(60);
-/// How long a failed look-up is not retried (its fail-open answer stands meanwhile).
+/// How long a mute setting is trusted. Telegram pushes every change (`updateNotifySettings`,
+/// learnt as it comes), so this only bounds a change missed in an update gap: one look-up per
+/// active chat every 6 hours, not every minute.
+const MUTE_TTL: std::time::Duration = std::time::Duration::from_secs(6 * 3600);
+/// How long a failed look-up is not retried (the last known answer, else the fail-open one,
+/// stands meanwhile).
 pub(crate) const FAILURE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What a cached look-up is about.
@@ -159,16 +165,16 @@ impl MtprotoTelegram {
             sticker_sets: Mutex::new(HashMap::new()),
             set_names: Mutex::new(HashMap::new()),
             blocked: recover::Memo::new(Arc::clone(&clock), LOOKUP_TTL, FAILURE_TTL, 1),
-            muted: recover::Memo::new(Arc::clone(&clock), LOOKUP_TTL, FAILURE_TTL, 10_000),
+            muted: recover::Memo::new(Arc::clone(&clock), MUTE_TTL, FAILURE_TTL, 10_000),
             unread_flags: Mutex::new(HashMap::new()),
             update_feed: Mutex::new(None),
             clock,
         }
     }
 
-    /// Whether this account blocked `user` (cached for a minute). On failure, assume not,
-    /// and do not ask again for [`FAILURE_TTL`] (a flood wait must not turn every message
-    /// into another failing call).
+    /// Whether this account blocked `user` (cached for a minute). On failure, the last known
+    /// blocklist stands (none when none is known), and it is not asked again for
+    /// [`FAILURE_TTL`] (a flood wait must not turn every message into another failing call).
     pub async fn is_blocked(&self, user: i64) -> bool {
         self.blocked
             .get((), || async {
@@ -205,8 +211,9 @@ impl MtprotoTelegram {
     }
 
     /// Whether notifications of a chat are muted: its own setting, else the account's
-    /// global setting for DMs or groups (each cached for a minute). On failure, assume not,
-    /// and do not ask again for [`FAILURE_TTL`].
+    /// global setting for DMs or groups (each known from Telegram's pushes, or looked up once
+    /// and kept for [`MUTE_TTL`]). On failure the last known setting stands (not muted when
+    /// none is known), and the look-up is not tried again for [`FAILURE_TTL`].
     pub async fn is_muted(&self, chat: ChatId) -> bool {
         let now = self.clock.now().as_second();
         let own = self.mute_setting(LookupKey::Mute(chat)).await;
@@ -281,6 +288,16 @@ impl MtprotoTelegram {
     /// Records a chat's own mute setting, as its dialog carries it (no look-up needed).
     pub(crate) fn note_mute(&self, chat: ChatId, mute_until: Option<i32>) {
         self.muted.put(LookupKey::Mute(chat), mute_until);
+    }
+
+    /// Records a mute setting Telegram pushed (`updateNotifySettings`): no look-up needed.
+    pub(crate) fn note_notify_settings(&self, target: map::NotifyTarget, mute_until: Option<i32>) {
+        let key = match target {
+            map::NotifyTarget::Chat(chat) => LookupKey::Mute(chat),
+            map::NotifyTarget::Users => LookupKey::GlobalMute(true),
+            map::NotifyTarget::Groups => LookupKey::GlobalMute(false),
+        };
+        self.muted.put(key, mute_until);
     }
 
     /// Records what the next `mark_read` of `chat` must clear besides the read position.

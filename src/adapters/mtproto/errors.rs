@@ -1,7 +1,7 @@
 //! Error classification: the one place where a grammers [`InvocationError`] becomes a
 //! [`TelegramError`]. It owns the table of Telegram error names (flood and slow-mode waits,
-//! account limits, forbidden chats, dead sessions, missing peers, invalid requests, network
-//! faults). It must not retry, sleep or log, and its messages carry only error names, codes
+//! account limits, forbidden chats, dead sessions, missing peers, invalid requests, a text
+//! too long for one message, network faults). It must not retry, sleep or log, and its messages carry only error names, codes
 //! and numbers, never request contents, paths or keys. Every MTProto backend call that can
 //! fail maps its error through [`classify`].
 
@@ -167,6 +167,11 @@ fn classify_rpc(rpc: &RpcError) -> TelegramError {
         )
     {
         return TelegramError::NotFound(label);
+    }
+    if n == "MESSAGE_TOO_LONG" {
+        // Our split counts as Telegram does, so this should not come back; if it does, the
+        // send path splits the text further (see `core::blocks::text_parts`).
+        return TelegramError::TooLong(label);
     }
     if code == 400 || code == 406 {
         return TelegramError::Invalid(label);

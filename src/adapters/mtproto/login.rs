@@ -1,11 +1,16 @@
-//! The interactive login of a user account: the flow (pure, over the [`LoginApi`] and
-//! [`Prompter`] traits, tested offline with fakes) and its grammers implementation.
+//! The interactive login and the logout of a user account: the flows (pure, over the
+//! [`LoginApi`], [`LogoutApi`] and [`Prompter`] traits, tested offline with fakes), their
+//! grammers implementation, and the terminal as the prompter.
 //!
-//! The flow asks for the code naming where Telegram sent it (app, SMS, call, email), asks
-//! Telegram for a new code when the typed one expired, explains an account that must first
-//! set up a login email, and on a wrong two-step password fetches a fresh password
-//! challenge (`account.getPassword`) before the next try, since the SRP challenge is
-//! single-use. It never logs codes or passwords.
+//! The login asks for the code naming where Telegram sent it (app, SMS, call, email) and,
+//! when Telegram offers another way (an SMS, a call), lets the user ask for it by typing
+//! `sms` (or `call`) instead of a code; a code that expired is sent again with
+//! `auth.resendCode` (a new `auth.sendCode` only when the request itself expired). It
+//! explains an account that must first set up a login email, and on a wrong two-step
+//! password fetches a fresh password challenge (`account.getPassword`) before the next try,
+//! since the SRP challenge is single-use. The logout deletes the session file only once
+//! Telegram ended the authorization (or no longer knows it): a failed sign-out keeps the file,
+//! since its authorization is still live. It never logs codes or passwords.
 
 use std::sync::Arc;
 
@@ -37,12 +42,34 @@ pub enum CodeVia {
 impl CodeVia {
     /// The code prompt.
     pub fn prompt(&self) -> String {
+        format!("Login code{}: ", self.where_sent())
+    }
+
+    fn where_sent(&self) -> String {
         match self {
-            CodeVia::App => "Login code (sent to your Telegram app on another device): ".into(),
-            CodeVia::Sms => "Login code (sent by SMS): ".into(),
-            CodeVia::Call => "Login code (Telegram is calling the phone): ".into(),
-            CodeVia::Email(pattern) => format!("Login code (sent by email to {pattern}): "),
-            CodeVia::Other => "Login code: ".into(),
+            CodeVia::App => " (sent to your Telegram app on another device".into(),
+            CodeVia::Sms => " (sent by SMS".into(),
+            CodeVia::Call => " (Telegram is calling the phone".into(),
+            CodeVia::Email(pattern) => format!(" (sent by email to {pattern}"),
+            CodeVia::Other => String::new(),
+        }
+    }
+
+    /// What the user types to get the code this way instead (when Telegram offers it).
+    fn ask_word(&self) -> &'static str {
+        match self {
+            CodeVia::Sms => "sms",
+            CodeVia::Call => "call",
+            _ => "resend",
+        }
+    }
+
+    /// How the switch is announced: "by SMS", "by a call".
+    fn by(&self) -> &'static str {
+        match self {
+            CodeVia::Sms => "by SMS",
+            CodeVia::Call => "by a call",
+            _ => "another way",
         }
     }
 }
@@ -52,6 +79,34 @@ impl CodeVia {
 pub struct SentCode {
     pub hash: String,
     pub via: CodeVia,
+    /// How Telegram would send the code if asked again (`auth.resendCode`), when it says.
+    pub next: Option<CodeVia>,
+}
+
+impl SentCode {
+    /// The code prompt: where the code went, and how to ask for it another way when
+    /// Telegram offers one.
+    pub fn prompt(&self) -> String {
+        let opened = self.via.where_sent();
+        match &self.next {
+            None => self.via.prompt(),
+            Some(next) => {
+                let sep = if opened.is_empty() { " (" } else { "; " };
+                format!(
+                    "Login code{opened}{sep}type {} to get it {} instead): ",
+                    next.ask_word(),
+                    next.by()
+                )
+            }
+        }
+    }
+
+    /// Whether the typed text asks for the code the other way.
+    fn asks_again(&self, typed: &str) -> bool {
+        self.next.as_ref().is_some_and(|next| {
+            typed.eq_ignore_ascii_case(next.ask_word()) || typed.eq_ignore_ascii_case("resend")
+        })
+    }
 }
 
 /// What sending a code can answer besides a code.
@@ -92,6 +147,15 @@ pub enum LoginError {
     NoValidCode,
     #[error("wrong two-step verification password, {TRIES} times")]
     WrongPassword,
+    /// Telegram did not confirm the sign-out: the authorization is still live, so the
+    /// session file is kept.
+    #[error(
+        "sign-out failed ({0}); the session file is kept because its authorization is still live on Telegram: run the logout again later, or end that session in an official app (Settings > Devices)"
+    )]
+    SignOutFailed(TelegramError),
+    /// Signed out, but the session file could not be deleted.
+    #[error("signed out, but the session file could not be deleted: {0}")]
+    RemoveSession(#[source] LocalFailure),
     /// Telegram refused a login call (its error, classified).
     #[error("{0}")]
     Telegram(#[from] TelegramError),
@@ -116,6 +180,13 @@ pub trait LoginApi: Send + Sync {
     /// The single-use two-step verification challenge.
     type Challenge: Send;
     fn send_code(&self, phone: &str) -> BoxFuture<'_, Result<SendCodeAnswer, LoginError>>;
+    /// Asks for the code of `hash` again (`auth.resendCode`: it goes the way the last answer's
+    /// `next` said). `None` when that code request itself expired (a new one is needed).
+    fn resend_code<'a>(
+        &'a self,
+        phone: &'a str,
+        hash: &'a str,
+    ) -> BoxFuture<'a, Result<Option<SendCodeAnswer>, LoginError>>;
     fn sign_in<'a>(
         &'a self,
         phone: &'a str,
@@ -138,8 +209,9 @@ pub trait Prompter: Send + Sync {
     fn say(&self, line: &str);
 }
 
-/// The login flow: code (a new one when it expired), then the password when two-step
-/// verification is on (a fresh challenge for every try). Returns "logged in as NAME".
+/// The login flow: code (sent again when it expired, or another way when the user asks),
+/// then the password when two-step verification is on (a fresh challenge for every try).
+/// Returns "logged in as NAME".
 pub async fn run_login<A: LoginApi, P: Prompter>(
     api: &A,
     prompter: &P,
@@ -149,15 +221,29 @@ pub async fn run_login<A: LoginApi, P: Prompter>(
         SendCodeAnswer::Sent(sent) => sent,
         SendCodeAnswer::LoggedIn(name) => return Ok(format!("logged in as {name}")),
     };
-    for _ in 0..TRIES {
-        let code = prompter.code(sent.via.prompt()).await?;
-        match api.sign_in(phone, &sent.hash, code.trim()).await? {
+    let (mut tries, mut resends) = (0, 0);
+    while tries < TRIES {
+        let typed = prompter.code(sent.prompt()).await?;
+        let typed = typed.trim();
+        if sent.asks_again(typed) && resends < TRIES {
+            resends += 1;
+            if let Some(next) = &sent.next {
+                prompter.say(&format!("Asking Telegram to send the code {}.", next.by()));
+            }
+            sent = match send_again(api, phone, &sent).await? {
+                SendCodeAnswer::Sent(sent) => sent,
+                SendCodeAnswer::LoggedIn(name) => return Ok(format!("logged in as {name}")),
+            };
+            continue;
+        }
+        tries += 1;
+        match api.sign_in(phone, &sent.hash, typed).await? {
             SignInAnswer::LoggedIn(name) => return Ok(format!("logged in as {name}")),
             SignInAnswer::CodeInvalid => prompter
                 .say("That code is not valid. Codes pasted into any Telegram chat stop working."),
             SignInAnswer::CodeExpired => {
                 prompter.say("That code expired; Telegram sends a new one.");
-                sent = match api.send_code(phone).await? {
+                sent = match send_again(api, phone, &sent).await? {
                     SendCodeAnswer::Sent(sent) => sent,
                     SendCodeAnswer::LoggedIn(name) => return Ok(format!("logged in as {name}")),
                 };
@@ -167,6 +253,53 @@ pub async fn run_login<A: LoginApi, P: Prompter>(
         }
     }
     Err(LoginError::NoValidCode)
+}
+
+/// The code of `sent` once more (`auth.resendCode`); a new request (`auth.sendCode`) when
+/// that one expired.
+async fn send_again<A: LoginApi>(
+    api: &A,
+    phone: &str,
+    sent: &SentCode,
+) -> Result<SendCodeAnswer, LoginError> {
+    match api.resend_code(phone, &sent.hash).await? {
+        Some(answer) => Ok(answer),
+        None => api.send_code(phone).await,
+    }
+}
+
+/// The Telegram side of a logout.
+pub trait LogoutApi: Send + Sync {
+    /// `auth.logOut`.
+    fn sign_out(&self) -> BoxFuture<'_, Result<(), TelegramError>>;
+}
+
+/// How a logout ended (the session file is gone either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoggedOut {
+    /// Telegram ended the authorization.
+    SignedOut,
+    /// Telegram no longer knew the authorization (revoked or expired before).
+    AlreadyEnded,
+}
+
+/// `login --logout`: signs the account out, and deletes the session (`remove_session`) only
+/// when Telegram ended the authorization or no longer knows it. Any other failure (no
+/// network, a flood wait) keeps the file: the authorization is still live, and deleting its
+/// only key would leave it running with no way to end it from here.
+pub async fn run_logout<A, R, Fut>(api: &A, remove_session: R) -> Result<LoggedOut, LoginError>
+where
+    A: LogoutApi + ?Sized,
+    R: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<(), LocalFailure>>,
+{
+    let outcome = match api.sign_out().await {
+        Ok(()) => LoggedOut::SignedOut,
+        Err(TelegramError::Unauthorized(_)) => LoggedOut::AlreadyEnded,
+        Err(e) => return Err(LoginError::SignOutFailed(e)),
+    };
+    remove_session().await.map_err(LoginError::RemoveSession)?;
+    Ok(outcome)
 }
 
 async fn password_flow<A: LoginApi, P: Prompter>(
@@ -183,6 +316,58 @@ async fn password_flow<A: LoginApi, P: Prompter>(
         }
     }
     Err(LoginError::WrongPassword)
+}
+
+/// Reads one line from the terminal (blocking, off the async threads).
+async fn prompt(text: String) -> Result<String, LoginError> {
+    tokio::task::spawn_blocking(move || -> std::io::Result<String> {
+        use std::io::Write;
+        let mut out = std::io::stderr();
+        let _ = write!(out, "{text}");
+        let _ = out.flush();
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line)?;
+        Ok(line.trim().to_string())
+    })
+    .await
+    .map_err(std::io::Error::other)
+    .and_then(|read| read)
+    .map_err(|e| LoginError::Prompt {
+        what: "terminal",
+        source: LocalFailure::new(e),
+    })
+}
+
+async fn prompt_password(hint: Option<String>) -> Result<String, LoginError> {
+    tokio::task::spawn_blocking(move || {
+        let label = match hint {
+            Some(h) if !h.is_empty() => format!("Two-step verification password (hint: {h}): "),
+            _ => "Two-step verification password: ".to_string(),
+        };
+        rpassword::prompt_password(label)
+    })
+    .await
+    .map_err(std::io::Error::other)
+    .and_then(|read| read)
+    .map_err(|e| LoginError::Prompt {
+        what: "password",
+        source: LocalFailure::new(e),
+    })
+}
+
+/// The terminal as the login prompter.
+pub(crate) struct Terminal;
+
+impl Prompter for Terminal {
+    fn code(&self, text: String) -> BoxFuture<'_, Result<String, LoginError>> {
+        Box::pin(prompt(text))
+    }
+    fn password(&self, hint: Option<String>) -> BoxFuture<'_, Result<String, LoginError>> {
+        Box::pin(prompt_password(hint))
+    }
+    fn say(&self, line: &str) {
+        eprintln!("{line}");
+    }
 }
 
 /// The login calls on a grammers client (raw calls, so the code type is visible).
@@ -248,6 +433,66 @@ impl GrammersLogin {
     }
 }
 
+/// Where Telegram would send the code next.
+fn next_via(next: Option<tl::enums::auth::CodeType>) -> Option<CodeVia> {
+    use tl::enums::auth::CodeType as C;
+    next.map(|n| match n {
+        C::Sms | C::FragmentSms => CodeVia::Sms,
+        C::Call | C::FlashCall | C::MissedCall => CodeVia::Call,
+    })
+}
+
+impl GrammersLogin {
+    /// Reads Telegram's answer to sending (or resending) a code.
+    async fn sent_code(
+        &self,
+        answer: tl::enums::auth::SentCode,
+    ) -> Result<SendCodeAnswer, LoginError> {
+        match answer {
+            tl::enums::auth::SentCode::Code(code) => {
+                use tl::enums::auth::SentCodeType as T;
+                let via = match code.r#type {
+                    T::App(_) => CodeVia::App,
+                    T::Sms(_)
+                    | T::FragmentSms(_)
+                    | T::FirebaseSms(_)
+                    | T::SmsWord(_)
+                    | T::SmsPhrase(_) => CodeVia::Sms,
+                    T::Call(_) | T::FlashCall(_) | T::MissedCall(_) => CodeVia::Call,
+                    T::EmailCode(e) => CodeVia::Email(e.email_pattern),
+                    T::SetUpEmailRequired(_) => return Err(LoginError::EmailSetupRequired),
+                };
+                Ok(SendCodeAnswer::Sent(SentCode {
+                    hash: code.phone_code_hash,
+                    via,
+                    next: next_via(code.next_type),
+                }))
+            }
+            tl::enums::auth::SentCode::Success(s) => {
+                self.complete(s.authorization).await.map(SendCodeAnswer::LoggedIn)
+            }
+            tl::enums::auth::SentCode::PaymentRequired(_) => Err(LoginError::Failed(
+                "Telegram asks for a payment before it sends a login code to this number; log in from an official app first".into(),
+            )),
+        }
+    }
+}
+
+/// The logout call on a grammers client.
+pub(crate) struct GrammersLogout(pub Client);
+
+impl LogoutApi for GrammersLogout {
+    fn sign_out(&self) -> BoxFuture<'_, Result<(), TelegramError>> {
+        Box::pin(async move {
+            self.0
+                .sign_out()
+                .await
+                .map(|_| ())
+                .map_err(|e| classify(&e))
+        })
+    }
+}
+
 impl LoginApi for GrammersLogin {
     type Challenge = PasswordToken;
 
@@ -286,31 +531,26 @@ impl LoginApi for GrammersLogin {
                 }
                 Err(e) => return Err(failed(&e)),
             };
-            match answer {
-                tl::enums::auth::SentCode::Code(code) => {
-                    use tl::enums::auth::SentCodeType as T;
-                    let via = match code.r#type {
-                        T::App(_) => CodeVia::App,
-                        T::Sms(_)
-                        | T::FragmentSms(_)
-                        | T::FirebaseSms(_)
-                        | T::SmsWord(_)
-                        | T::SmsPhrase(_) => CodeVia::Sms,
-                        T::Call(_) | T::FlashCall(_) | T::MissedCall(_) => CodeVia::Call,
-                        T::EmailCode(e) => CodeVia::Email(e.email_pattern),
-                        T::SetUpEmailRequired(_) => return Err(LoginError::EmailSetupRequired),
-                    };
-                    Ok(SendCodeAnswer::Sent(SentCode {
-                        hash: code.phone_code_hash,
-                        via,
-                    }))
-                }
-                tl::enums::auth::SentCode::Success(s) => {
-                    self.complete(s.authorization).await.map(SendCodeAnswer::LoggedIn)
-                }
-                tl::enums::auth::SentCode::PaymentRequired(_) => Err(LoginError::Failed(
-                    "Telegram asks for a payment before it sends a login code to this number; log in from an official app first".into(),
-                )),
+            self.sent_code(answer).await
+        })
+    }
+
+    fn resend_code<'a>(
+        &'a self,
+        phone: &'a str,
+        hash: &'a str,
+    ) -> BoxFuture<'a, Result<Option<SendCodeAnswer>, LoginError>> {
+        Box::pin(async move {
+            // grammers 0.11 has no call for it: the raw request.
+            let request = tl::functions::auth::ResendCode {
+                phone_number: phone.to_string(),
+                phone_code_hash: hash.to_string(),
+                reason: None,
+            };
+            match self.client.invoke(&request).await {
+                Ok(answer) => self.sent_code(answer).await.map(Some),
+                Err(e) if e.is("PHONE_CODE_EXPIRED") || e.is("PHONE_CODE_HASH_EMPTY") => Ok(None),
+                Err(e) => Err(failed(&e)),
             }
         })
     }

@@ -438,6 +438,34 @@ pub fn map_deleted_raw(update: &tl::enums::Update) -> Option<Deleted> {
     }
 }
 
+/// Whose notification settings an `updateNotifySettings` is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NotifyTarget {
+    /// One chat's own setting.
+    Chat(ChatId),
+    /// The account's default for DMs (`notifyUsers`).
+    Users,
+    /// The account's default for groups (`notifyChats`; supergroups follow it too).
+    Groups,
+}
+
+/// The mute setting (`mute_until`, `None`: no setting of its own, or not muted for the
+/// defaults) an `updateNotifySettings` pushes, and whom it is about; `None` for any other
+/// update, and for broadcast channels, forum topics and communities (never planned for).
+pub fn notify_settings(update: &tl::enums::Update) -> Option<(NotifyTarget, Option<i32>)> {
+    let tl::enums::Update::NotifySettings(u) = update else {
+        return None;
+    };
+    let target = match &u.peer {
+        tl::enums::NotifyPeer::Peer(p) => NotifyTarget::Chat(chat_id_of(&p.peer)?),
+        tl::enums::NotifyPeer::NotifyUsers => NotifyTarget::Users,
+        tl::enums::NotifyPeer::NotifyChats => NotifyTarget::Groups,
+        _ => return None,
+    };
+    let tl::enums::PeerNotifySettings::Settings(settings) = &u.notify_settings;
+    Some((target, settings.mute_until))
+}
+
 /// A channel's (or supergroup's) peer id; `None` out of Telegram's ranges. grammers'
 /// `PeerId::channel` computes the id before it checks the range, which overflows (a panic in
 /// debug builds) for ids near the ends of i64 (found by fuzzing); this checks first.

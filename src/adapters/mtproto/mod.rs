@@ -124,7 +124,7 @@ pub enum ConnectError {
     Worker(#[from] tokio::task::JoinError),
 }
 
-type Updates = tokio::sync::mpsc::Receiver<grammers_client::session::updates::UpdatesLike>;
+type Updates = tokio::sync::mpsc::Receiver<UpdatesLike>;
 
 /// A connected agent.
 pub struct Connected {
@@ -150,11 +150,14 @@ async fn open_session(
         .await
         .map(|s| Arc::new(GuardedSession::new(s)))
         .map_err(|e| open_error(e.to_string()))?;
-    point_at(session.as_ref(), servers)
+    session::point_at(session.as_ref(), servers)
         .await
         .map_err(|e| open_error(e.to_string()))?;
     Ok(session)
 }
+
+/// Room for update batches between the connection pool and the stream.
+const UPDATES_CAPACITY: usize = 10_000;
 
 /// Starts a connection pool on a session: the runner task, a client, and the update channel.
 fn start_pool(
@@ -171,7 +174,7 @@ fn start_pool(
             io_errors_as_flood_of: Some(Duration::from_secs(1)),
         }),
         // Never let the library drop updates because we were slow to take them.
-        updates_channel_capacity: NonZeroUsize::new(10_000).unwrap_or(NonZeroUsize::MIN),
+        updates_channel_capacity: NonZeroUsize::new(UPDATES_CAPACITY).unwrap_or(NonZeroUsize::MIN),
         ..Default::default()
     };
     let SenderPool {
@@ -223,43 +226,6 @@ fn existing_session(
         }
         .into()),
     }
-}
-
-/// Telegram's test datacenters (DC 1 to 3), where `--test-dc` sessions connect.
-const TEST_DCS: [(i32, [u8; 4]); 3] = [
-    (1, [149, 154, 175, 10]),
-    (2, [149, 154, 167, 40]),
-    (3, [149, 154, 175, 117]),
-];
-
-/// Points a session at Telegram's test servers (for `Servers::Test`): each test DC's
-/// address replaces the production one, keeping an auth key already made with the test DC.
-/// Production sessions are left alone.
-async fn point_at<S>(session: &S, servers: Servers) -> Result<(), S::Error>
-where
-    S: grammers_client::session::Session,
-    S::Error: fmt::Display,
-{
-    use grammers_client::session::types::DcOption;
-    use std::net::{SocketAddrV4, SocketAddrV6};
-    if servers != Servers::Test {
-        return Ok(());
-    }
-    for (id, ip) in TEST_DCS {
-        let ipv4 = SocketAddrV4::new(ip.into(), 443);
-        let known = session.dc_option(id)?;
-        if known.as_ref().is_some_and(|o| o.ipv4 == ipv4) {
-            continue;
-        }
-        let option = DcOption {
-            id,
-            ipv4,
-            ipv6: SocketAddrV6::new(ipv4.ip().to_ipv6_mapped(), 443, 0, 0),
-            auth_key: None,
-        };
-        session.set_dc_option(&option).await?;
-    }
-    Ok(())
 }
 
 /// Runs the (small, blocking) session file checks off the async threads: the file must
@@ -429,6 +395,7 @@ impl Connected {
             clock,
             opts: pump::PumpOptions {
                 max_catch_up_age: opts.max_catch_up_age,
+                channel_wait_limit: pump::channel_wait_limit(opts.flood_sleep_threshold),
             },
         };
         let flag = factory.creds.servers.flag();
@@ -537,17 +504,17 @@ impl pump::SourceFactory for GrammersFactory {
             self.refresh_username().await;
             dialogs::seed_update_state(&self.agent, self.session.as_ref(), &self.telegram).await;
             let backlog = self.scan().await;
-            let stream = client
-                .stream_updates(updates, UpdatesConfiguration { catch_up: true })
-                .await
-                .map_err(|e| {
-                    pump::SourceError::transient(format!("cannot open the update stream: {e}"))
-                })?;
-            let source = GrammersSource::new(
-                stream,
+            let source = GrammersSource::start(
+                &client,
+                updates,
+                UpdatesConfiguration { catch_up: true },
                 Arc::clone(&self.telegram),
                 Arc::clone(&self.session),
             )
+            .await
+            .map_err(|e| {
+                pump::SourceError::transient(format!("cannot open the update stream: {e}"))
+            })?
             .with_backlog(backlog);
             Ok(Box::new(source) as Box<dyn pump::UpdateSource>)
         })
@@ -570,7 +537,12 @@ pub struct GrammersSource {
     telegram: Arc<MtprotoTelegram>,
     session: Arc<GuardedSession>,
     backlog: std::collections::VecDeque<pump::TgUpdate>,
+    /// The stream's own update channel (weak: it never keeps the stream open), for the
+    /// empty update that makes grammers move on after a give-up (see [`Self::start`]).
+    nudge: Option<tokio::sync::mpsc::WeakSender<UpdatesLike>>,
 }
+
+type UpdatesLike = grammers_client::session::updates::UpdatesLike;
 
 impl GrammersSource {
     /// A source over `stream`.
@@ -584,7 +556,40 @@ impl GrammersSource {
             telegram,
             session,
             backlog: std::collections::VecDeque::new(),
+            nudge: None,
         }
+    }
+
+    /// Opens grammers' update stream on `updates` (the connection pool's update channel) as a
+    /// source that can nudge it. grammers tries the next pending channel difference only
+    /// after the socket delivers something: once a channel is given up (its look-up answers
+    /// without a hash, see `guarded`), it would wait for the next socket update, up to its
+    /// 15-minute deadline on a quiet account, with every other channel's catch-up behind it.
+    /// So the pool's updates are forwarded through a channel of our own, into which
+    /// [`UpdateSource::skip_channel`] puts an empty update container (no pts, no seq: grammers
+    /// applies nothing and goes round its loop once more).
+    pub async fn start(
+        client: &Client,
+        mut updates: tokio::sync::mpsc::Receiver<UpdatesLike>,
+        config: UpdatesConfiguration,
+        telegram: Arc<MtprotoTelegram>,
+        session: Arc<GuardedSession>,
+    ) -> Result<GrammersSource, Box<dyn std::error::Error + Send + Sync>> {
+        let (tx, rx) = tokio::sync::mpsc::channel(UPDATES_CAPACITY);
+        let nudge = tx.downgrade();
+        tokio::spawn(async move {
+            // Ends when the pool closes its channel (the stream then ends too) or the stream
+            // is gone.
+            while let Some(batch) = updates.recv().await {
+                if tx.send(batch).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let stream = client.stream_updates(rx, config).await?;
+        let mut source = GrammersSource::new(stream, telegram, session);
+        source.nudge = Some(nudge);
+        Ok(source)
     }
 
     /// The same source with `backlog` (the unread scan's finds) handed over before anything
@@ -604,6 +609,10 @@ impl pump::UpdateSource for GrammersSource {
             match guarded::in_update_machinery(self.stream.next()).await {
                 Ok(update) => {
                     self.session.clear_difference_channel();
+                    // Mute changes are pushed: learnt here, never looked up per message.
+                    if let Some((target, until)) = map::notify_settings(update.raw()) {
+                        self.telegram.note_notify_settings(target, until);
+                    }
                     Ok(self.telegram.to_update(&update))
                 }
                 Err(e) => Err(errors::stream_error(&e, || {
@@ -628,6 +637,11 @@ impl pump::UpdateSource for GrammersSource {
             // grammers ends the difference of a channel it has no access hash for: the
             // session answers its next look-up of this channel without one.
             self.session.skip_channel(channel);
+            // grammers ends that difference at its next attempt; the empty update makes that
+            // attempt come now and the next channel's difference right after it.
+            if let Some(tx) = self.nudge.as_ref().and_then(|w| w.upgrade()) {
+                let _ = tx.try_send(empty_updates());
+            }
             // And a restart must not ask for it again.
             match self.session.updates_state().await {
                 Ok(state) => {
@@ -648,56 +662,17 @@ impl pump::UpdateSource for GrammersSource {
     }
 }
 
-/// Reads one line from the terminal (blocking, off the async threads).
-async fn prompt(text: String) -> Result<String, login::LoginError> {
-    tokio::task::spawn_blocking(move || -> std::io::Result<String> {
-        use std::io::Write;
-        let mut out = std::io::stderr();
-        let _ = write!(out, "{text}");
-        let _ = out.flush();
-        let mut line = String::new();
-        std::io::stdin().read_line(&mut line)?;
-        Ok(line.trim().to_string())
-    })
-    .await
-    .map_err(std::io::Error::other)
-    .and_then(|read| read)
-    .map_err(|e| login::LoginError::Prompt {
-        what: "terminal",
-        source: crate::core::model::LocalFailure::new(e),
-    })
-}
-
-async fn prompt_password(hint: Option<String>) -> Result<String, login::LoginError> {
-    tokio::task::spawn_blocking(move || {
-        let label = match hint {
-            Some(h) if !h.is_empty() => format!("Two-step verification password (hint: {h}): "),
-            _ => "Two-step verification password: ".to_string(),
-        };
-        rpassword::prompt_password(label)
-    })
-    .await
-    .map_err(std::io::Error::other)
-    .and_then(|read| read)
-    .map_err(|e| login::LoginError::Prompt {
-        what: "password",
-        source: crate::core::model::LocalFailure::new(e),
-    })
-}
-
-/// The terminal as the login prompter.
-struct Terminal;
-
-impl login::Prompter for Terminal {
-    fn code(&self, text: String) -> BoxFuture<'_, Result<String, login::LoginError>> {
-        Box::pin(prompt(text))
-    }
-    fn password(&self, hint: Option<String>) -> BoxFuture<'_, Result<String, login::LoginError>> {
-        Box::pin(prompt_password(hint))
-    }
-    fn say(&self, line: &str) {
-        eprintln!("{line}");
-    }
+/// An update container with nothing in it (no pts, no seq, no date): grammers' message box
+/// applies nothing from it.
+fn empty_updates() -> UpdatesLike {
+    use grammers_client::tl;
+    UpdatesLike::Updates(tl::enums::Updates::Updates(tl::types::Updates {
+        updates: Vec::new(),
+        users: Vec::new(),
+        chats: Vec::new(),
+        date: 0,
+        seq: 0,
+    }))
 }
 
 /// `personad login`: interactive sign-in in one process run, then one walk over the dialogs
@@ -752,29 +727,41 @@ async fn sign_in(
         api_id: creds.api_id,
         api_hash: creds.api_hash.expose().to_string(),
     };
-    login::run_login(&api, &Terminal, phone)
+    login::run_login(&api, &login::Terminal, phone)
         .await
         .map(|said| SignedIn { said, fresh: true })
         .map_err(ConnectError::Login)
 }
 
-/// `personad login --logout`: signs out and deletes the session.
+/// `personad login --logout`: signs out, then deletes the session (see
+/// [`login::run_logout`]: a failed sign-out keeps the file).
 pub(crate) async fn logout(
     state: &StateDir,
     agent: &str,
     creds: &Credentials,
-) -> Result<(), ConnectError> {
+) -> Result<login::LoggedOut, ConnectError> {
     let (path, lock) = prepare_session(state, agent, false, creds.servers).await?;
-    {
-        let _lock = lock;
-        let session = open_session(&path, creds.servers).await?;
-        let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
-        if let Err(e) = client.sign_out().await {
-            tracing::warn!(agent = %agent, error = %classify(&e), "sign-out failed; deleting the session anyway");
-        }
+    let session = open_session(&path, creds.servers).await?;
+    let (client, _updates, pool_task) = start_pool(&session, creds, ConnectOptions::default());
+    let api = login::GrammersLogout(client.clone());
+    let remove = || async move {
         client.disconnect();
         let _ = pool_task.await;
+        drop(session);
+        drop(lock);
+        remove_session_files(path)
+            .await
+            .map_err(crate::core::model::LocalFailure::new)
+    };
+    let done = login::run_logout(&api, remove).await;
+    if done.is_err() {
+        api.0.disconnect();
     }
+    Ok(done?)
+}
+
+/// Deletes a session file with its journal and lock file.
+async fn remove_session_files(path: std::path::PathBuf) -> Result<(), ConnectError> {
     let [journal, ..] = crate::adapters::store::layout::session_sidecars(&path);
     let files = [
         journal,

@@ -19,6 +19,14 @@
 //! - **Supervision**: a panic while admitting one update is logged and that update skipped;
 //!   a panic or end of the reader reopens the source with backoff; a channel whose
 //!   difference keeps failing is dropped from catch-up after [`CHANNEL_FAILURE_LIMIT`] tries.
+//! - **Flood waits are the method's, not the channel's**: Telegram's FLOOD_WAIT on
+//!   `getChannelDifference` holds for every channel. A wait up to
+//!   [`PumpOptions::channel_wait_limit`] (always above the library's own auto-sleep) is
+//!   waited out; a longer one drops the channel that met it (so a single gap stops holding
+//!   everything) and opens a flood window: a channel whose difference meets the same wait
+//!   inside that window is not dropped, the reader waits for the window to close.
+//! - **Stop is prompt**: the reader's backoff (a flood wait can last minutes) ends at once
+//!   on stop, and the update state is saved before the reader ends.
 //!
 //! It must not plan, send, or sleep on the real clock: time goes through `clock`.
 
@@ -48,9 +56,18 @@ pub(crate) const STREAM_ERROR_BACKOFF: Backoff =
 pub const SAVE_EVERY: Duration = Duration::from_secs(60);
 /// A channel whose difference fails this many times in a row is dropped from catch-up.
 pub const CHANNEL_FAILURE_LIMIT: u32 = 3;
-/// A channel whose difference asks to wait longer than this is dropped from catch-up at
-/// once: waiting would hold every other update (DMs included) behind it.
-pub const CHANNEL_WAIT_LIMIT: Duration = Duration::from_secs(10);
+/// The least [`PumpOptions::channel_wait_limit`]: a channel difference's flood wait up to
+/// this long is waited out; a longer one drops the channel from catch-up (waiting would
+/// hold every other update, DMs included, behind it).
+pub const CHANNEL_WAIT_LIMIT: Duration = Duration::from_secs(60);
+
+/// How long a flood wait on a channel's difference may be waited out, given how long the
+/// library sleeps on a flood wait by itself (`auto_sleep`): every wait that reaches the pump
+/// got past that sleep, so the limit is always well above it (at least
+/// [`CHANNEL_WAIT_LIMIT`], at least twice the auto-sleep).
+pub fn channel_wait_limit(auto_sleep: Duration) -> Duration {
+    CHANNEL_WAIT_LIMIT.max(auto_sleep.saturating_mul(2))
+}
 /// A channel dropped from catch-up is read again from its history, one channel per this
 /// interval (the first one this long after it was dropped).
 pub const REFETCH_EVERY: Duration = Duration::from_secs(60);
@@ -173,6 +190,9 @@ pub fn channel_chat(bare: i64) -> ChatId {
 pub struct PumpOptions {
     /// New messages older than this only join the history.
     pub max_catch_up_age: Duration,
+    /// The longest flood wait on a channel's difference that is waited out (see
+    /// [`channel_wait_limit`]).
+    pub channel_wait_limit: Duration,
 }
 
 /// How a pump run ended.
@@ -218,8 +238,12 @@ impl Pump {
             };
             let outcome = match source {
                 Ok(source) => {
-                    let reader =
-                        tokio::spawn(self.clone().read(source, tx.clone(), dropped_tx.clone()));
+                    let reader = tokio::spawn(self.clone().read(
+                        source,
+                        tx.clone(),
+                        dropped_tx.clone(),
+                        stop.clone(),
+                    ));
                     let closer = {
                         let (stop, factory) = (stop.clone(), Arc::clone(&self.factory));
                         let done = CancellationToken::new();
@@ -271,21 +295,23 @@ impl Pump {
     }
 
     /// The reader: polls the source (never cancelled mid-call), forwards every update in
-    /// order, saves the update state between calls, and skips channels that keep failing.
+    /// order, saves the update state between calls and when it ends, and skips channels
+    /// that keep failing. Its backoff pauses end at once on `stop`.
     async fn read(
         self,
         mut source: Box<dyn UpdateSource>,
         tx: mpsc::UnboundedSender<TgUpdate>,
         dropped: mpsc::UnboundedSender<i64>,
+        stop: CancellationToken,
     ) -> ReaderEnd {
         let mut last_save = self.clock.now();
         let mut failures: u32 = 0;
-        let mut channel_failures: HashMap<i64, u32> = HashMap::new();
+        let mut channels = ChannelFailures::default();
         let end = loop {
             match source.next().await {
                 Ok(update) => {
                     failures = 0;
-                    channel_failures.clear();
+                    channels.counts.clear();
                     if let Some(update) = update {
                         // The receiver lives as long as the pump; a send error means the
                         // pump is gone anyway.
@@ -305,25 +331,35 @@ impl Pump {
                     retry_after,
                     permanent,
                 }) => {
+                    let mut flood = None;
                     if let Some(channel) = channel {
-                        let n = channel_failures.entry(channel).or_insert(0);
-                        *n += 1;
-                        let long_wait = retry_after.is_some_and(|w| w > CHANNEL_WAIT_LIMIT);
-                        if permanent || long_wait || *n >= CHANNEL_FAILURE_LIMIT {
-                            tracing::warn!(agent = %self.agent, channel, tries = *n, reason = %reason, "channel difference failed; dropping the channel from catch-up (its newest messages are read from its history later)");
-                            source.skip_channel(channel).await;
-                            channel_failures.remove(&channel);
-                            let _ = dropped.send(channel);
-                            continue;
+                        let now = self.clock.now();
+                        let limit = self.opts.channel_wait_limit;
+                        match channels.step(channel, retry_after, permanent, now, limit) {
+                            ChannelStep::Drop(tries) => {
+                                tracing::warn!(agent = %self.agent, channel, tries, reason = %reason, "channel difference failed; dropping the channel from catch-up (its newest messages are read from its history later)");
+                                source.skip_channel(channel).await;
+                                let _ = dropped.send(channel);
+                                continue;
+                            }
+                            ChannelStep::Wait(wait) => {
+                                tracing::info!(agent = %self.agent, channel, wait_secs = wait.as_secs(), reason = %reason, "channel differences are flood-limited; waiting it out (the channel stays in catch-up)");
+                                flood = Some(wait);
+                            }
+                            ChannelStep::Retry => {}
                         }
                     }
                     failures = failures.saturating_add(1);
                     // Telegram's own wait (a flood wait) wins over a shorter backoff.
                     let backoff = STREAM_ERROR_BACKOFF
                         .delay(failures)
-                        .max(retry_after.unwrap_or_default());
+                        .max(retry_after.unwrap_or_default())
+                        .max(flood.unwrap_or_default());
                     tracing::warn!(agent = %self.agent, error = %reason, retry_in_secs = backoff.as_secs(), "update stream error");
-                    clock::pause(self.clock.as_ref(), backoff).await;
+                    tokio::select! {
+                        () = stop.cancelled() => break ReaderEnd::Closed,
+                        () = clock::pause(self.clock.as_ref(), backoff) => {}
+                    }
                 }
             }
         };
@@ -464,6 +500,66 @@ impl Pump {
             TgUpdate::Deleted { chat, ids } => self.sink.deleted(chat, ids),
             TgUpdate::Migrated { from, to } => self.sink.migrated(from, to),
         }
+    }
+}
+
+/// What the reader does about a failed channel difference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChannelStep {
+    /// Drop the channel from catch-up (after this many tries).
+    Drop(u32),
+    /// A flood wait of the method: wait this long, keep the channel.
+    Wait(Duration),
+    /// Count the failure and try again after the usual backoff.
+    Retry,
+}
+
+/// The reader's memory of failed channel differences: failures in a row per channel, and
+/// the flood window of the method (Telegram's FLOOD_WAIT on `getChannelDifference` holds for
+/// every channel, so it is no channel's fault).
+#[derive(Default)]
+struct ChannelFailures {
+    counts: HashMap<i64, u32>,
+    flood_until: Option<jiff::Timestamp>,
+}
+
+impl ChannelFailures {
+    fn step(
+        &mut self,
+        channel: i64,
+        retry_after: Option<Duration>,
+        permanent: bool,
+        now: jiff::Timestamp,
+        limit: Duration,
+    ) -> ChannelStep {
+        if permanent {
+            let tries = self.counts.remove(&channel).unwrap_or(0) + 1;
+            return ChannelStep::Drop(tries);
+        }
+        if let Some(wait) = retry_after {
+            if let Some(until) = self.flood_until
+                && until > now
+            {
+                // Tried while the method's flood wait runs: the same wait, not this
+                // channel's failure.
+                let left = until.duration_since(now).unsigned_abs();
+                return ChannelStep::Wait(left.max(Duration::from_secs(1)));
+            }
+            self.flood_until = Some(crate::core::time::add(now, wait));
+            if wait <= limit {
+                return ChannelStep::Wait(wait);
+            }
+            let tries = self.counts.remove(&channel).unwrap_or(0) + 1;
+            return ChannelStep::Drop(tries);
+        }
+        let n = self.counts.entry(channel).or_insert(0);
+        *n += 1;
+        if *n >= CHANNEL_FAILURE_LIMIT {
+            let tries = *n;
+            self.counts.remove(&channel);
+            return ChannelStep::Drop(tries);
+        }
+        ChannelStep::Retry
     }
 }
 

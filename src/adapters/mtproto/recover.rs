@@ -152,15 +152,24 @@ pub fn muted(chat_until: Option<i32>, global_until: Option<i32>, now: i64) -> bo
     }
 }
 
-/// A small look-up cache on the project clock: answers are kept for `ok_ttl`, failures for
-/// `fail_ttl` (during which the look-up is not tried again and the caller's fail-open answer
-/// stands). At most `cap` keys; the oldest entries go first.
+/// A small look-up cache on the project clock: answers are kept for `ok_ttl`. A failed
+/// look-up (a flood wait) is not tried again for `fail_ttl`, and meanwhile the last known
+/// answer stands (`None`, the caller's fail-open answer, only when none is known). At most
+/// `cap` keys; the oldest entries go first.
 pub struct Memo<K, V> {
-    entries: std::sync::Mutex<std::collections::HashMap<K, (jiff::Timestamp, Option<V>)>>,
+    entries: std::sync::Mutex<std::collections::HashMap<K, MemoEntry<V>>>,
     ok_ttl: std::time::Duration,
     fail_ttl: std::time::Duration,
     cap: usize,
     clock: crate::ports::clock::SharedClock,
+}
+
+/// One key of a [`Memo`]: when it was last settled, the last known answer, and whether the
+/// last look-up failed.
+struct MemoEntry<V> {
+    at: jiff::Timestamp,
+    value: Option<V>,
+    failed: bool,
 }
 
 impl<K: std::hash::Hash + Eq + Clone, V: Clone> Memo<K, V> {
@@ -179,15 +188,14 @@ impl<K: std::hash::Hash + Eq + Clone, V: Clone> Memo<K, V> {
         }
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<K, (jiff::Timestamp, Option<V>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<K, MemoEntry<V>>> {
         self.entries
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The cached answer, or `fetch`'s; `None` when the look-up failed now or recently.
+    /// The cached answer, or `fetch`'s. When the look-up fails now or failed recently, the
+    /// last known answer (`None` when there is none).
     pub async fn get<F, Fut, E>(&self, key: K, fetch: F) -> Option<V>
     where
         F: FnOnce() -> Fut,
@@ -195,44 +203,52 @@ impl<K: std::hash::Hash + Eq + Clone, V: Clone> Memo<K, V> {
         E: std::fmt::Display,
     {
         let now = self.clock.now();
-        if let Some((at, value)) = self.lock().get(&key) {
-            let ttl = if value.is_some() {
-                self.ok_ttl
-            } else {
-                self.fail_ttl
-            };
-            if now.duration_since(*at).as_secs() < ttl.as_secs() as i64 {
-                return value.clone();
+        let known = match self.lock().get(&key) {
+            Some(entry) => {
+                let ttl = if entry.failed {
+                    self.fail_ttl
+                } else {
+                    self.ok_ttl
+                };
+                if now.duration_since(entry.at).as_secs() < ttl.as_secs() as i64 {
+                    return entry.value.clone();
+                }
+                entry.value.clone()
+            }
+            None => None,
+        };
+        match fetch().await {
+            Ok(v) => {
+                self.store(key, Some(v.clone()), false);
+                Some(v)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, retry_after_secs = self.fail_ttl.as_secs(), known = known.is_some(), "look-up failed; the last known answer (else the fail-open one) stands meanwhile");
+                self.store(key, known.clone(), true);
+                known
             }
         }
-        let value = match fetch().await {
-            Ok(v) => Some(v),
-            Err(e) => {
-                tracing::warn!(error = %e, retry_after_secs = self.fail_ttl.as_secs(), "look-up failed; using the fail-open answer meanwhile");
-                None
-            }
-        };
-        self.store(key, value.clone());
-        value
     }
 
-    /// Records an answer learnt elsewhere (a dialog carries its own notify settings).
+    /// Records an answer learnt elsewhere (a dialog carries its own notify settings,
+    /// Telegram pushes a change).
     pub fn put(&self, key: K, value: V) {
-        self.store(key, Some(value));
+        self.store(key, Some(value), false);
     }
 
-    fn store(&self, key: K, value: Option<V>) {
+    fn store(&self, key: K, value: Option<V>, failed: bool) {
         let mut entries = self.lock();
         if entries.len() >= self.cap && !entries.contains_key(&key) {
             let oldest = entries
                 .iter()
-                .min_by_key(|(_, (at, _))| *at)
+                .min_by_key(|(_, entry)| entry.at)
                 .map(|(k, _)| k.clone());
             if let Some(oldest) = oldest {
                 entries.remove(&oldest);
             }
         }
-        entries.insert(key, (self.clock.now(), value));
+        let at = self.clock.now();
+        entries.insert(key, MemoEntry { at, value, failed });
     }
 
     /// Forgets a key (after a change we made, e.g. blocking someone).

@@ -3,7 +3,9 @@
 //! AUTH_KEY_DUPLICATED). The file is created 0600 inside a 0700 directory before the library
 //! writes to it; before SQLite opens it, [`check_file`] refuses anything but a private regular
 //! file (a FIFO, a device, a directory, a symbolic link, a file or directory others can read).
-//! Its paths come from the store's layout and its lock is the store's `FileLock`.
+//! Its paths come from the store's layout and its lock is the store's `FileLock`. A
+//! `--test-dc` session is pointed at Telegram's test datacenters here ([`point_at`]) every
+//! time it is opened, without losing the auth keys it holds.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -82,6 +84,50 @@ impl Servers {
             Servers::Sim => " --telegram sim",
         }
     }
+}
+
+/// Telegram's test datacenters (DC 1 to 3), where `--test-dc` sessions connect.
+const TEST_DCS: [(i32, [u8; 4]); 3] = [
+    (1, [149, 154, 175, 10]),
+    (2, [149, 154, 167, 40]),
+    (3, [149, 154, 175, 117]),
+];
+
+/// Points a session at Telegram's test servers (for `Servers::Test`): each test DC's address
+/// replaces the one stored. The auth key stored for that DC is kept: grammers rewrites every
+/// DC's address from `help.getConfig` at each connect (keeping the key), so a logged-in
+/// test session rarely holds our address, and dropping the key there would log it out at
+/// every start. Only a key stored with one of grammers' built-in production addresses (never
+/// a test DC's) is dropped. Production sessions are left alone.
+pub(crate) async fn point_at<S>(session: &S, servers: Servers) -> Result<(), S::Error>
+where
+    S: grammers_client::session::Session,
+{
+    use grammers_client::session::types::DcOption;
+    use std::net::{SocketAddrV4, SocketAddrV6};
+    if servers != Servers::Test {
+        return Ok(());
+    }
+    let production = grammers_session::SessionData::default().dc_options;
+    for (id, ip) in TEST_DCS {
+        let ipv4 = SocketAddrV4::new(ip.into(), 443);
+        let known = session.dc_option(id)?;
+        if known.as_ref().is_some_and(|o| o.ipv4 == ipv4) {
+            continue;
+        }
+        let auth_key = known.and_then(|o| {
+            let built_in = production.get(&id).is_some_and(|p| p.ipv4 == o.ipv4);
+            if built_in { None } else { o.auth_key }
+        });
+        let option = DcOption {
+            id,
+            ipv4,
+            ipv6: SocketAddrV6::new(ipv4.ip().to_ipv6_mapped(), 443, 0, 0),
+            auth_key,
+        };
+        session.set_dc_option(&option).await?;
+    }
+    Ok(())
 }
 
 /// What [`check_file`] found at a session path.
@@ -202,6 +248,59 @@ pub fn lock(path: &Path) -> Result<SessionLock, SessionError> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    /// A logged-in `--test-dc` session keeps its auth key across restarts: grammers wrote the
+    /// test DC's address from its getConfig (another address than ours, the key kept), and
+    /// pointing the session at the test servers again must not drop the key (a new login at
+    /// every start). A key stored with grammers' built-in production address is dropped.
+    #[tokio::test]
+    async fn a_logged_in_test_session_keeps_its_key_across_restarts()
+    -> Result<(), Box<dyn std::error::Error>> {
+        use grammers_client::session::Session;
+        use grammers_client::session::storages::SqliteSession;
+        use grammers_client::session::types::DcOption;
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("test.session");
+        let key = [7u8; 256];
+        {
+            let session = SqliteSession::open(&path).await?;
+            point_at(&session, Servers::Test).await?;
+            let fresh = session.dc_option(2)?.ok_or("no DC 2")?;
+            assert_eq!(fresh.ipv4.to_string(), "149.154.167.40:443");
+            assert!(fresh.auth_key.is_none());
+            // What grammers' connect writes: the key, then the address from getConfig.
+            let config_addr: std::net::SocketAddrV4 = "149.154.167.40:80".parse()?;
+            session
+                .set_dc_option(&DcOption {
+                    ipv4: config_addr,
+                    auth_key: Some(key),
+                    ..fresh
+                })
+                .await?;
+            // DC 1 holding a key made with production's built-in address.
+            let prod: std::net::SocketAddrV4 = "149.154.175.53:443".parse()?;
+            let dc1 = session.dc_option(1)?.ok_or("no DC 1")?;
+            session
+                .set_dc_option(&DcOption {
+                    ipv4: prod,
+                    auth_key: Some([9u8; 256]),
+                    ..dc1
+                })
+                .await?;
+        }
+        let session = SqliteSession::open(&path).await?;
+        point_at(&session, Servers::Test).await?;
+        let dc2 = session.dc_option(2)?.ok_or("no DC 2")?;
+        assert_eq!(dc2.ipv4.to_string(), "149.154.167.40:443");
+        assert_eq!(dc2.auth_key, Some(key), "the login survives the restart");
+        let dc1 = session.dc_option(1)?.ok_or("no DC 1")?;
+        assert_eq!(dc1.ipv4.to_string(), "149.154.175.10:443");
+        assert!(
+            dc1.auth_key.is_none(),
+            "a production key is not used on the test DC"
+        );
+        Ok(())
+    }
 
     #[test]
     fn a_world_readable_session_is_refused() -> Result<(), Box<dyn std::error::Error>> {

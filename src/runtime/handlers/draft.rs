@@ -1,8 +1,9 @@
 //! `draft`: posts a plan's draft to the owner (the account's Saved Messages), with the key the
-//! task carried since it was made, and reports where it went; the scheduler then keeps the
-//! task pending until the owner decides or its timeout passes. Run again at the timeout, it
-//! tells the owner what became of the draft and ends it: carried out (`then send`) or
-//! dropped. It never decides for the owner otherwise.
+//! task carried since it was made, and reports where it went (a draft longer than one message
+//! goes out in several, split like any send; the owner answers the last); the scheduler then
+//! keeps the task pending until the owner decides or its timeout passes. Run again at the
+//! timeout, it tells the owner what became of the draft and ends it: carried out (`then send`)
+//! or dropped. It never decides for the owner otherwise.
 
 use crate::core::approval::{self, OnTimeout, Posted};
 use crate::core::graph::{IdempotencyKey, TaskKind, TaskSpec};
@@ -44,20 +45,24 @@ impl TaskHandler for Draft {
                     .unwrap_or(jiff::tz::TimeZone::UTC);
                 let when = deadline.to_zoned(tz).strftime("%Y-%m-%d %H:%M %Z");
                 let text = approval::notice(id, draft, &when.to_string(), *on_timeout);
-                let sent = ctx
-                    .telegram
-                    .send_text(OutgoingText {
-                        chat: owner,
-                        text,
-                        reply_to: None,
-                        idempotency_key: idempotency_key.0,
-                    })
+                // A long draft goes out in several messages, like any long send; the last one
+                // (which says "Reply to this message") is where the owner answers.
+                let notice = OutgoingText {
+                    chat: owner,
+                    text,
+                    reply_to: None,
+                    idempotency_key: idempotency_key.0,
+                };
+                let sent = crate::ports::telegram::send_in_parts(ctx.telegram.as_ref(), notice)
                     .await
                     .map_err(posting_failed)?;
-                tracing::info!(event = "draft_sent_to_owner", agent = %ctx.key.agent, chat = ctx.key.chat.0, draft = %id, message_id = sent.id.0, "draft posted to the owner");
+                let Some(last) = sent.last() else {
+                    return Err(TaskError::Permanent(Cause::NothingToSend));
+                };
+                tracing::info!(event = "draft_sent_to_owner", agent = %ctx.key.agent, chat = ctx.key.chat.0, draft = %id, message_id = last.id.0, parts = sent.len(), "draft posted to the owner");
                 return Ok(Outcome::Drafted(Posted {
                     chat: owner,
-                    message: sent.id,
+                    message: last.id,
                 }));
             };
             // The timeout: the owner is told what became of the draft (a key of its own, so
