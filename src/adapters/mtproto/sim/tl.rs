@@ -489,8 +489,21 @@ pub fn full_channel(
     .into()
 }
 
+/// A file as a message carries it: the document's id, access hash and current file
+/// reference (references expire: see `World::expire_file_references`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Media {
+    pub id: i64,
+    pub access_hash: i64,
+    pub file_reference: Vec<u8>,
+    pub mime_type: String,
+    pub name: String,
+    pub size: i64,
+    pub voice: bool,
+}
+
 /// A message's document.
-pub fn document(f: &super::world::Media, date: i32) -> tl::enums::MessageMedia {
+pub fn document(f: &Media, date: i32) -> tl::enums::MessageMedia {
     let mut attributes: Vec<tl::enums::DocumentAttribute> = vec![
         tl::types::DocumentAttributeFilename {
             file_name: f.name.clone(),

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use grammers_client::tl::{self, Serializable};
 
 use super::tl as b;
+pub use super::tl::Media;
 use crate::ports::clock::SharedClock;
 
 /// Something done to the world at a chosen moment (see [`World::hooks`]).
@@ -128,19 +129,6 @@ impl Msg {
         m.media = self.media.as_ref().map(|f| b::document(f, self.date));
         m.into()
     }
-}
-
-/// A file as a message carries it: the document's id, access hash and current file
-/// reference (references expire: see [`World::expire_file_references`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Media {
-    pub id: i64,
-    pub access_hash: i64,
-    pub file_reference: Vec<u8>,
-    pub mime_type: String,
-    pub name: String,
-    pub size: i64,
-    pub voice: bool,
 }
 
 /// A file stored by the simulator.
