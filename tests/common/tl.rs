@@ -1,7 +1,8 @@
-//! Raw TL fixtures for the MTProto tests: every constructor spelled out once, here (they are
-//! verbose and change with each layer).
+//! Raw TL fixtures for the MTProto tests, on the simulator's constructors (spelled out once,
+//! in `adapters::mtproto::sim::tl`), with the fixtures' own ids and date.
 
 use grammers_client::tl;
+use personad::adapters::mtproto::sim::tl as sim;
 
 /// The account's own user id in these fixtures.
 pub(crate) const SELF_ID: i64 = 1000;
@@ -15,148 +16,30 @@ pub(crate) fn user(
     username: Option<&str>,
     bot: bool,
 ) -> tl::enums::User {
-    tl::types::User {
-        is_self: id == SELF_ID,
-        contact: false,
-        mutual_contact: false,
-        deleted: false,
-        bot,
-        bot_chat_history: false,
-        bot_nochats: false,
-        verified: false,
-        restricted: false,
-        min: false,
-        bot_inline_geo: false,
-        support: false,
-        scam: false,
-        apply_min_photo: false,
-        fake: false,
-        bot_attach_menu: false,
-        premium: false,
-        attach_menu_enabled: false,
-        bot_can_edit: false,
-        close_friend: false,
-        stories_hidden: false,
-        stories_unavailable: false,
-        contact_require_premium: false,
-        bot_business: false,
-        bot_has_main_app: false,
-        bot_forum_view: false,
-        bot_forum_can_manage_topics: false,
-        bot_can_manage_bots: false,
-        bot_guestchat: false,
-        bot_guard: false,
-        id,
-        access_hash: Some(42),
-        first_name: Some(first.to_string()),
-        last_name: last.map(str::to_string),
-        username: username.map(str::to_string),
-        phone: None,
-        photo: None,
-        status: None,
-        bot_info_version: None,
-        restriction_reason: None,
-        bot_inline_placeholder: None,
-        lang_code: None,
-        emoji_status: None,
-        usernames: None,
-        stories_max_id: None,
-        color: None,
-        profile_color: None,
-        bot_active_users: None,
-        bot_verification_icon: None,
-        send_paid_messages_stars: None,
-        linked_community_id: None,
-    }
-    .into()
+    let mut u = match sim::user(id, 42, first, username, id == SELF_ID, false) {
+        tl::enums::User::User(u) => u,
+        tl::enums::User::Empty(_) => unreachable!("the builder makes a full user"),
+    };
+    u.last_name = last.map(str::to_string);
+    u.bot = bot;
+    u.into()
 }
 
 pub(crate) fn basic_group(id: i64, title: &str) -> tl::enums::Chat {
-    tl::types::Chat {
-        creator: false,
-        left: false,
-        deactivated: false,
-        call_active: false,
-        call_not_empty: false,
-        noforwards: false,
-        id,
-        title: title.to_string(),
-        photo: tl::enums::ChatPhoto::Empty,
-        participants_count: 3,
-        date: DATE,
-        version: 1,
-        migrated_to: None,
-        admin_rights: None,
-        default_banned_rights: None,
-    }
-    .into()
+    sim::basic_group(id, title, 3, DATE, None)
 }
 
 pub(crate) fn channel(id: i64, title: &str, broadcast: bool) -> tl::enums::Chat {
-    tl::types::Channel {
-        creator: false,
-        left: false,
+    let flags = sim::ChannelFlags {
         broadcast,
-        verified: false,
-        megagroup: !broadcast,
-        restricted: false,
-        signatures: false,
-        min: false,
-        scam: false,
-        has_link: false,
-        has_geo: false,
-        slowmode_enabled: false,
-        call_active: false,
-        call_not_empty: false,
-        fake: false,
-        gigagroup: false,
-        noforwards: false,
-        join_to_send: false,
-        join_request: false,
         forum: false,
-        stories_hidden: false,
-        stories_hidden_min: false,
-        stories_unavailable: false,
-        signature_profiles: false,
-        autotranslation: false,
-        broadcast_messages_allowed: false,
-        monoforum: false,
-        forum_tabs: false,
-        id,
-        access_hash: Some(7),
-        title: title.to_string(),
-        username: None,
-        photo: tl::enums::ChatPhoto::Empty,
-        date: DATE,
-        restriction_reason: None,
-        admin_rights: None,
-        banned_rights: None,
-        default_banned_rights: None,
-        participants_count: None,
-        usernames: None,
-        stories_max_id: None,
-        color: None,
-        profile_color: None,
-        emoji_status: None,
-        level: None,
-        subscription_until_date: None,
-        bot_verification_icon: None,
-        send_paid_messages_stars: None,
-        linked_monoforum_id: None,
-        linked_community_id: None,
-    }
-    .into()
+        slow_mode: false,
+    };
+    sim::channel(id, 7, title, DATE, flags)
 }
 
-pub(crate) fn peer_user(id: i64) -> tl::enums::Peer {
-    tl::types::PeerUser { user_id: id }.into()
-}
-pub(crate) fn peer_chat(id: i64) -> tl::enums::Peer {
-    tl::types::PeerChat { chat_id: id }.into()
-}
-pub(crate) fn peer_channel(id: i64) -> tl::enums::Peer {
-    tl::types::PeerChannel { channel_id: id }.into()
-}
+#[allow(unused_imports)] // not every test that shares these fixtures names a peer
+pub(crate) use sim::{peer_channel, peer_chat, peer_user};
 
 pub(crate) fn message(
     id: i32,
@@ -164,57 +47,7 @@ pub(crate) fn message(
     from: Option<tl::enums::Peer>,
     text: &str,
 ) -> tl::types::Message {
-    tl::types::Message {
-        out: false,
-        mentioned: false,
-        media_unread: false,
-        silent: false,
-        post: false,
-        from_scheduled: false,
-        legacy: false,
-        edit_hide: false,
-        pinned: false,
-        noforwards: false,
-        invert_media: false,
-        offline: false,
-        video_processing_pending: false,
-        paid_suggested_post_stars: false,
-        paid_suggested_post_ton: false,
-        id,
-        from_id: from,
-        from_boosts_applied: None,
-        from_rank: None,
-        peer_id: peer,
-        saved_peer_id: None,
-        fwd_from: None,
-        via_bot_id: None,
-        via_business_bot_id: None,
-        guestchat_via_from: None,
-        reply_to: None,
-        date: DATE,
-        message: text.to_string(),
-        media: None,
-        reply_markup: None,
-        entities: None,
-        views: None,
-        forwards: None,
-        replies: None,
-        edit_date: None,
-        post_author: None,
-        grouped_id: None,
-        reactions: None,
-        restriction_reason: None,
-        ttl_period: None,
-        quick_reply_shortcut_id: None,
-        effect: None,
-        factcheck: None,
-        report_delivery_until_date: None,
-        paid_message_stars: None,
-        suggested_post: None,
-        schedule_repeat_period: None,
-        summary_from_language: None,
-        rich_message: None,
-    }
+    sim::message(id, peer, from, text, DATE)
 }
 
 /// A grammers message built offline (grammers' own workaround: a short "sent" answer whose raw
@@ -255,21 +88,5 @@ pub(crate) fn dialogs_page(users: Vec<tl::enums::User>) -> tl::enums::messages::
 
 /// A plain reply header pointing at message `to`.
 pub(crate) fn reply_header(to: i32) -> tl::enums::MessageReplyHeader {
-    tl::types::MessageReplyHeader {
-        reply_to_scheduled: false,
-        forum_topic: false,
-        quote: false,
-        reply_to_ephemeral: false,
-        reply_to_msg_id: Some(to),
-        reply_to_peer_id: None,
-        reply_from: None,
-        reply_media: None,
-        reply_to_top_id: None,
-        quote_text: None,
-        quote_entities: None,
-        quote_offset: None,
-        todo_item_id: None,
-        poll_option: None,
-    }
-    .into()
+    sim::reply_header(Some(to), None)
 }
