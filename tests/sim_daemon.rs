@@ -109,6 +109,13 @@ fn a_first_contact_dm_is_answered_through_the_real_adapter() -> TestResult {
         "Tess heard: hello Tess",
         &s,
     )?;
+    // The chat's mute look-up learnt the stranger's access hash (as a send does) instead of
+    // failing with PEER_ID_INVALID.
+    assert!(
+        !s.log_text().contains("look_up_failed"),
+        "a look-up failed:\n{}",
+        s.log_text()
+    );
     // Read, and answered once.
     assert_eq!(written(w.sim(), tess, Peer::User(alice)).len(), 1);
     assert!(

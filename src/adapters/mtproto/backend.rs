@@ -231,18 +231,30 @@ impl MtprotoTelegram {
     async fn mute_setting(&self, key: LookupKey) -> Option<Option<i32>> {
         self.muted
             .get(key, || async {
-                let peer: tl::enums::InputNotifyPeer = match key {
-                    LookupKey::Mute(chat) => tl::types::InputNotifyPeer {
-                        peer: self.input_peer(chat).await?,
-                    }
-                    .into(),
-                    LookupKey::GlobalMute(true) => tl::enums::InputNotifyPeer::InputNotifyUsers,
-                    LookupKey::GlobalMute(false) => tl::enums::InputNotifyPeer::InputNotifyChats,
-                };
-                let settings = self
-                    .call(&tl::functions::account::GetNotifySettings { peer })
+                let settings = match key {
+                    // A chat's own settings need its access hash: a first contact's is learnt
+                    // as for a send (the send then finds it cached).
+                    LookupKey::Mute(chat) => recover::with_peer_retry(self, chat, || async {
+                        let peer = tl::types::InputNotifyPeer {
+                            peer: self.input_peer(chat).await?,
+                        };
+                        self.call(&tl::functions::account::GetNotifySettings { peer: peer.into() })
+                            .await
+                            .map_err(|e| Self::call_error(&e))
+                    })
                     .await
-                    .map_err(|e| classify(&e))?;
+                    .map_err(CallError::into_error)?,
+                    LookupKey::GlobalMute(users) => {
+                        let peer = if users {
+                            tl::enums::InputNotifyPeer::InputNotifyUsers
+                        } else {
+                            tl::enums::InputNotifyPeer::InputNotifyChats
+                        };
+                        self.call(&tl::functions::account::GetNotifySettings { peer })
+                            .await
+                            .map_err(|e| classify(&e))?
+                    }
+                };
                 let tl::enums::PeerNotifySettings::Settings(s) = settings;
                 Ok::<_, TelegramError>(s.mute_until)
             })
