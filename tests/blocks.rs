@@ -660,6 +660,7 @@ proptest! {
             known_messages: Some([MessageId(1)].into_iter().collect()),
             default_person: Some(5),
             known_people: None,
+            group: false,
         };
         let parsed = parse_reply(&parts.join("\n"), &opts);
         prop_assert!(parsed.actions.len() <= max_tasks);

@@ -232,6 +232,7 @@ impl LlmPlanner {
         let opts = ParseOptions {
             default_person,
             known_people: Some(known_people),
+            group: !req.chat.kind.is_direct(),
             max_tasks: self.config.max_tasks,
             allow_clear_conversation: req.persona.allow_clear_conversation,
             allow_block: req.persona.allow_block,

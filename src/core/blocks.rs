@@ -118,6 +118,9 @@ pub struct ParseOptions {
     pub default_person: Option<i64>,
     /// Who may be named by `about` (the chat's people); `None` accepts anyone.
     pub known_people: Option<HashSet<i64>>,
+    /// A group chat: a `remember` may only be about the person being answered (what one
+    /// member says about another is not kept for that other person).
+    pub group: bool,
 }
 
 impl Default for ParseOptions {
@@ -131,6 +134,7 @@ impl Default for ParseOptions {
             known_messages: None,
             default_person: None,
             known_people: None,
+            group: false,
         }
     }
 }

@@ -272,13 +272,29 @@ impl FactFile {
             .iter()
             .map(|f| format!("- [{}] {}\n", f.id, one_line(&f.text)))
             .collect();
-        let mut total = 0;
-        let mut from = lines.len();
-        while from > 0 && total + lines[from - 1].len() <= cap {
-            total += lines[from - 1].len();
-            from -= 1;
-        }
-        lines[from..].concat()
+        newest_within(&lines, cap)
+    }
+
+    /// A person's facts as the prompt of chat `here` shows them, each saying where it came
+    /// from. A fact learnt in a group is shown in that group only (its members heard it; a
+    /// private chat must not carry what someone said about a person elsewhere); one learnt
+    /// in a direct chat, or written by hand, is shown wherever the person is. Capped like
+    /// [`FactFile::prompt_lines`].
+    pub fn person_prompt_lines(&self, here: ChatId, cap: usize) -> String {
+        let lines: Vec<String> = self
+            .facts
+            .iter()
+            .filter_map(|f| {
+                let origin = match f.chat {
+                    None => "from your notes",
+                    Some(c) if c == here => "said in this chat",
+                    Some(c) if c.0 > 0 => "told you in a direct chat",
+                    Some(_) => return None,
+                };
+                Some(format!("- [{}] {} ({origin})\n", f.id, one_line(&f.text)))
+            })
+            .collect();
+        newest_within(&lines, cap)
     }
 
     /// Applies one write from `source` (at most once per task id); `cap` bounds the scope's
@@ -430,6 +446,17 @@ pub fn capped(text: &str, cap: usize) -> String {
         .map_or(cut, |i| &cut[..i])
         .trim_end()
         .to_string()
+}
+
+/// The newest `lines` that fit in `cap` bytes, still oldest first.
+fn newest_within(lines: &[String], cap: usize) -> String {
+    let mut total = 0;
+    let mut from = lines.len();
+    while from > 0 && total + lines[from - 1].len() <= cap {
+        total += lines[from - 1].len();
+        from -= 1;
+    }
+    lines[from..].concat()
 }
 
 fn one_line(text: &str) -> String {

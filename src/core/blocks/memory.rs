@@ -8,7 +8,8 @@
 //! ```
 //!
 //! As the original's JSON task: `{"kind": "remember", "id": "…", "content": "…"}` (`about`
-//! too). An `id` replaces that fact; an `id` with no content forgets it. `about` must be
+//! too). An `id` replaces that fact; an `id` with no content forgets it. In a group `about`
+//! may only name the person being answered. `about` must be
 //! someone of this chat (a sender of its history, or the other person of a direct chat);
 //! without it the fact is about the person being answered.
 
@@ -66,6 +67,17 @@ pub(super) fn push_memory(
         Some(raw) => {
             let digits = raw.trim().trim_start_matches('#');
             match digits.parse::<i64>() {
+                Ok(id) if opts.group && opts.default_person.is_some_and(|d| d != id) => {
+                    warn(
+                        out,
+                        label,
+                        format_args!(
+                            "in a group a fact is about the person you answer, not {}; skipped (a note keeps what concerns the chat)",
+                            excerpt(&raw)
+                        ),
+                    );
+                    return;
+                }
                 Ok(id) if opts.known_people.as_ref().is_none_or(|k| k.contains(&id)) => Some(id),
                 _ => {
                     warn(

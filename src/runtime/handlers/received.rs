@@ -262,8 +262,9 @@ const PEOPLE_SHOWN: usize = 12;
 
 /// What this chat may see of the agent's memory: the persona's own facts, this chat's notes,
 /// and the facts about each person here (the other person of a direct chat; in a group, the
-/// latest speakers of the history). Facts about anyone else never reach the prompt. An
-/// unreadable file is logged and left out.
+/// latest speakers of the history), each saying where it came from; a fact learnt in a group
+/// only in that group. Facts about anyone else never reach the prompt. An unreadable file is
+/// logged and left out.
 async fn memory_view(
     ctx: &TaskContext,
     history: &[crate::core::model::Message],
@@ -298,6 +299,9 @@ async fn memory_view(
             }
         };
         let mut scope_lines = |scope: FactScope| match facts.read(&agent, scope) {
+            Ok(file) if matches!(scope, FactScope::Person(_)) => {
+                file.person_prompt_lines(chat, cap)
+            }
             Ok(file) => file.prompt_lines(cap),
             Err(e) => {
                 problems.push(e.to_string());
