@@ -311,6 +311,53 @@ async fn a_permanent_error_drops_the_graph_without_retrying() -> TestResult {
     Ok(())
 }
 
+/// Temp files a crash left behind are removed at start from every folder of the state
+/// directory (agent state, memory, schedules), not only the graphs'; a playground's state
+/// directory inside (its own lock, maybe writing now) is left alone, and so is a fresh temp
+/// file outside the graphs (another part may be writing it now: the corrupt-graph test below
+/// writes transcripts while the runtime starts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_temp_files_are_removed_from_every_state_folder_at_start() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let agent = dir.path().join(AGENT);
+    let places = [
+        agent.clone(),
+        agent.join("memory"),
+        agent.join("memory").join("chats"),
+        agent.join("schedule"),
+    ];
+    // Left by a crash an hour ago (a fresh one may be a write in progress).
+    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for p in &places {
+        std::fs::create_dir_all(p)?;
+        let f = std::fs::File::create(p.join(".personad-tmp-left"))?;
+        f.set_modified(an_hour_ago)?;
+    }
+    let playground = agent.join("playground");
+    std::fs::create_dir_all(&playground)?;
+    std::fs::write(
+        playground.join(personad::adapters::store::layout::LOCK_FILE),
+        "",
+    )?;
+    std::fs::File::create(playground.join(".personad-tmp-live"))?.set_modified(an_hour_ago)?;
+    let planner = ScriptedPlanner::new(|_, _| Ok(vec![]));
+    let mut h = Harness::start(dir.path(), planner, config(), &[dm(1)]);
+    h.settle().await;
+    for p in &places {
+        assert!(
+            !p.join(".personad-tmp-left").exists(),
+            "left in {}",
+            p.display()
+        );
+    }
+    assert!(
+        playground.join(".personad-tmp-live").exists(),
+        "a playground's temp file is not ours to remove"
+    );
+    h.stop().await?;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupt_graph_file_is_quarantined_and_the_others_load() -> TestResult {
     let dir = tempfile::tempdir()?;

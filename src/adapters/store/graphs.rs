@@ -153,6 +153,13 @@ fn json_bytes<T: serde::Serialize>(path: &Path, value: &T) -> Result<Vec<u8>, St
     })
 }
 
+/// How deep under the state directory stale temp files are looked for (`<agent>/memory/chats`
+/// is three levels down).
+const TEMP_SCAN_DEPTH: usize = 5;
+/// A temp file outside the graph folders older than this is a crash's leftover (a write
+/// takes milliseconds).
+const TEMP_STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl GraphStore {
     pub fn new(dir: StateDir) -> GraphStore {
         GraphStore {
@@ -369,17 +376,47 @@ impl GraphStore {
         Ok(files)
     }
 
+    /// Removes the temp files a crash left anywhere in the state directory: in the graph
+    /// folders all of them (nothing writes there before the runtime starts), elsewhere (agent
+    /// state, memory, schedules, transcripts) those older than [`TEMP_STALE_AFTER`], since
+    /// another part (the in-memory Telegram, the sent ledger) may be writing one now. It never
+    /// follows a symbolic link and never enters a nested state directory (a playground's,
+    /// which has its own lock).
     fn remove_stale_temp_files(&self) -> Result<usize, StoreError> {
+        let graphs = self.dir.graphs_dir();
+        let stale_before = std::time::SystemTime::now()
+            .checked_sub(TEMP_STALE_AFTER)
+            .unwrap_or(std::time::UNIX_EPOCH);
         let mut removed = 0;
-        let mut dirs = self.agent_dirs()?;
-        dirs.push(self.dir.graphs_dir());
-        for dir in dirs {
+        let mut dirs = vec![(self.dir.root().to_path_buf(), 0usize)];
+        while let Some((dir, depth)) = dirs.pop() {
             let Ok(entries) = fs::read_dir(&dir) else {
                 continue;
             };
+            let in_graphs = dir.starts_with(&graphs);
             for entry in entries.flatten() {
-                if entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
-                    remove(&entry.path())?;
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                let path = entry.path();
+                if kind.is_dir() {
+                    let nested_state = depth > 0 && path.join(super::layout::LOCK_FILE).exists();
+                    if depth < TEMP_SCAN_DEPTH && !nested_state {
+                        dirs.push((path, depth + 1));
+                    }
+                    continue;
+                }
+                if !kind.is_file() || !entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX)
+                {
+                    continue;
+                }
+                let stale = in_graphs
+                    || entry
+                        .metadata()
+                        .and_then(|m| m.modified())
+                        .is_ok_and(|t| t < stale_before);
+                if stale {
+                    remove(&path)?;
                     removed += 1;
                 }
             }
