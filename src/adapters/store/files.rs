@@ -362,11 +362,47 @@ pub fn write_json<T: serde::Serialize + ?Sized>(path: &Path, value: &T) -> Resul
 /// Suffix of the note kept next to a quarantined file, saying why it was moved there.
 pub const REASON_SUFFIX: &str = ".reason";
 
-/// Records why `moved_to` was quarantined, in `<moved_to>.reason`.
+/// Most problems a reason (and the log line that repeats it) lists.
+const REASONS_LISTED: usize = 20;
+/// Longest problem a reason quotes, in characters.
+const REASON_CHARS: usize = 200;
+/// Longest reason note, in bytes (a backstop for reasons built elsewhere).
+const REASON_BYTES: usize = 8 * 1024;
+
+/// A list of problems as one bounded line: the first [`REASONS_LISTED`], each cut to
+/// [`REASON_CHARS`] characters, joined by `; `, then how many more there were. A file with a
+/// million bad lines must not become a megabyte log line or reason file.
+pub fn capped_problems(problems: impl IntoIterator<Item = String>) -> String {
+    let mut shown = Vec::new();
+    let mut more = 0usize;
+    for p in problems {
+        if shown.len() == REASONS_LISTED {
+            more += 1;
+            continue;
+        }
+        let cut: String = p.chars().take(REASON_CHARS).collect();
+        shown.push(if cut.len() < p.len() {
+            format!("{cut}…")
+        } else {
+            cut
+        });
+    }
+    let mut line = shown.join("; ");
+    if more > 0 {
+        line.push_str(&format!("; and {more} more"));
+    }
+    line
+}
+
+/// Records why `moved_to` was quarantined, in `<moved_to>.reason` (at most [`REASON_BYTES`]).
 pub fn write_quarantine_reason(moved_to: &Path, reason: &str) -> Result<(), StoreError> {
     let mut note = moved_to.as_os_str().to_owned();
     note.push(REASON_SUFFIX);
-    write_atomic(Path::new(&note), format!("{reason}\n").as_bytes())
+    let mut end = reason.len().min(REASON_BYTES);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    write_atomic(Path::new(&note), format!("{}\n", &reason[..end]).as_bytes())
 }
 
 /// Every file in `quarantine/` with the reason it was moved there (when its note is

@@ -80,11 +80,11 @@ pub(crate) fn load(dir: &StateDir, agent: &str, today: Date) -> Result<LoadedPre
         Err(e) => loaded.problems.push(e.to_string()),
         Ok(Ok(intents)) => loaded.intents = intents,
         Ok(Err(problems)) => {
-            let reason = problems
-                .iter()
-                .map(|p| format!("line {}: {}", p.line, p.message))
-                .collect::<Vec<_>>()
-                .join("; ");
+            let reason = super::files::capped_problems(
+                problems
+                    .iter()
+                    .map(|p| format!("line {}: {}", p.line, p.message)),
+            );
             let moved_to = dir.quarantine_path(&fs_name(agent), "intents.md");
             quarantine(&path, &moved_to, &reason)?;
             loaded.problems.push(format!(
@@ -124,4 +124,36 @@ pub(crate) fn may_write_day(path: &std::path::Path, date: Date) -> Result<bool, 
         tracing::warn!(event = "schedule_file_kept", file = %path.display(), "a schedule day written by hand is kept; reload to use it");
     }
     Ok(fallback)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An intents file of thousands of bad lines is quarantined with a reason (and a problem
+    /// line for the log) of bounded size that says how many problems were left out.
+    #[test]
+    fn a_huge_bad_intents_file_gives_a_bounded_reason() -> Result<(), Box<dyn std::error::Error>> {
+        let tmp = tempfile::tempdir()?;
+        let dir = StateDir::new(tmp.path());
+        let path = dir.intents_path("ann");
+        crate::adapters::store::ensure_private_dir(path.parent().ok_or("no parent")?)?;
+        let bad: String = (0..5000)
+            .map(|i| format!("- not an intent line {i} {}\n", "x".repeat(300)))
+            .collect();
+        std::fs::write(&path, format!("# Intents\n\n{bad}"))?;
+        let today: Date = "2026-11-27".parse()?;
+        let loaded = load(&dir, "ann", today)?;
+        let problem = loaded.problems.first().ok_or("no problem reported")?;
+        assert!(problem.len() < 10_000, "a {} byte log line", problem.len());
+        assert!(problem.contains("more"), "{problem}");
+        let reasons: Vec<_> = std::fs::read_dir(dir.quarantine_dir())?
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".reason"))
+            .collect();
+        assert_eq!(reasons.len(), 1);
+        let size = reasons[0].metadata()?.len();
+        assert!(size <= 8 * 1024 + 1, "a {size} byte reason file");
+        Ok(())
+    }
 }
