@@ -194,3 +194,39 @@ fn an_old_pauses_file_moves_into_the_agent_state() -> TestResult {
     assert!(text.contains(&alice.to_string()), "{text}");
     Ok(())
 }
+
+/// Fail closed: an agent state that does not read (or an old pauses file that does not
+/// parse) is moved to quarantine, and the agent starts paused with a notice to the owner
+/// saying why, instead of answering chats the owner had paused or disabled.
+#[test]
+fn an_unreadable_agent_state_starts_the_agent_paused_and_tells_the_owner() -> TestResult {
+    for (file, garbage) in [
+        ("agent-state.json", "{ this is not json"),
+        ("controls.json", "neither is this"),
+    ] {
+        let s = Scratch::new(&[("Tess.md", TESS)])?;
+        let dir = s.state().join("Tess");
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join(file), garbage)?;
+        let mut reaper = Reaper(Some(start(&s, &["--planner", "echo"], &[])?));
+        let status = wait_up(&s)?;
+        assert!(status.contains("paused: all"), "{file}: {status}");
+        let notice = poll(Duration::from_secs(10), || {
+            texts(&s, "Tess", "Saved Messages")
+                .into_iter()
+                .find(|t| t.contains("did not read") && t.contains("every chat is paused"))
+        })
+        .ok_or_else(|| format!("{file}: no notice to the owner; log:\n{}", s.log_text()))?;
+        assert!(notice.contains(file), "{notice}");
+        // `say` waits until the runtime settled the message: no plan, as in a paused chat.
+        let said = stdout(&ctl(
+            &s,
+            &["say", "--wait", "10", "--from", "Alice", "hello?"],
+        )?);
+        assert!(said.contains("no plan was made"), "{file}: {said}");
+        stop_daemon(&mut reaper)?;
+        let quarantined = std::fs::read_dir(s.state().join("quarantine"))?.count();
+        assert!(quarantined >= 2, "{file}: the file and its reason are kept");
+    }
+    Ok(())
+}

@@ -210,9 +210,11 @@ impl Driver {
                 .map(|(name, a)| (name.clone(), a.telegram.self_id()))
                 .collect(),
         );
+        let mut notices = Vec::new();
         for agent in self.svc.agents.keys() {
-            let state = load_agent_state(Arc::clone(&self.svc.store), agent).await?;
+            let (state, notice) = load_agent_state(Arc::clone(&self.svc.store), agent, now).await?;
             safety.set_state(agent, state);
+            notices.extend(notice.map(|n| (agent.clone(), n)));
         }
         self.sched = Scheduler::new(
             Arc::clone(&self.svc.config),
@@ -220,6 +222,9 @@ impl Driver {
             safety,
         );
         self.sched.load(loaded.graphs, self.svc.clock.now());
+        for (agent, notice) in notices {
+            self.sched.fail_closed(&agent, &notice, now);
+        }
         let agents: Vec<String> = self.svc.agents.keys().cloned().collect();
         for agent in agents {
             self.publish_agent_state(&agent);
@@ -432,8 +437,11 @@ impl Driver {
             // The schedule's prose or zone may have changed, and hand edits are read.
             return self.load_presence(&agent).await;
         }
-        let state = load_agent_state(Arc::clone(&self.svc.store), &agent).await?;
+        let (state, notice) = load_agent_state(Arc::clone(&self.svc.store), &agent, now).await?;
         self.sched.add_agent(&agent, self_id, state, now);
+        if let Some(notice) = notice {
+            self.sched.fail_closed(&agent, &notice, now);
+        }
         self.publish_agent_state(&agent);
         self.check_caps(&agent);
         self.load_presence(&agent).await?;
@@ -717,24 +725,41 @@ fn record_outcome(result: &Result<crate::core::outcome::Outcome, TaskError>) {
     metrics::counter!("personad_tasks_finished_total", "outcome" => outcome).increment(1);
 }
 
-/// An agent's safety state from disk, off the loop; an unreadable file is quarantined and
-/// the agent starts clean (logged).
+/// An agent's safety state from disk, off the loop. An unreadable file is quarantined and
+/// the agent starts **paused** (fail closed: the chats the owner paused or disabled must not
+/// start answering); the second value is the owner's notice saying so.
 async fn load_agent_state(
     store: SharedStore,
     agent: &str,
-) -> Result<crate::core::agent_state::AgentState, RuntimeError> {
+    now: Timestamp,
+) -> Result<(crate::core::agent_state::AgentState, Option<String>), RuntimeError> {
     let a = agent.to_string();
-    let (state, quarantined) = blocking(move || store.load_agent_state(&a)).await??;
-    if let Some(q) = quarantined {
-        error!(
-            agent = %agent,
-            file = %q.original.display(),
-            moved_to = %q.moved_to.display(),
-            reason = %q.reason,
-            "unreadable agent state moved to quarantine; starting with no disabled chats and no breaker"
-        );
-    }
-    Ok(state)
+    let (mut state, quarantined) = blocking(move || store.load_agent_state(&a)).await??;
+    let Some(q) = quarantined else {
+        return Ok((state, None));
+    };
+    error!(
+        event = "agent_state_quarantined",
+        agent = %agent,
+        file = %q.original.display(),
+        moved_to = %q.moved_to.display(),
+        reason = %q.reason,
+        "unreadable agent state (or old pauses file) moved to quarantine; the agent starts paused until the owner resumes it"
+    );
+    state.pauses.pause(
+        None,
+        crate::core::agent_state::Pause {
+            since: now,
+            until: None,
+        },
+    );
+    let notice = format!(
+        "personad: {} did not read and was moved to {} ({}). What it held (pauses, disabled chats, the breaker) is unknown, so to be safe every chat is paused: check it, then /resume (or /pause single chats first).",
+        q.original.display(),
+        q.moved_to.display(),
+        q.reason
+    );
+    Ok((state, Some(notice)))
 }
 
 /// The zone an agent's schedule and intents are in: its `Agent Timezone`, else the host's.

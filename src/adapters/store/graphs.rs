@@ -121,8 +121,8 @@ impl RuntimeStore for GraphStore {
         agent: &str,
     ) -> Result<(AgentState, Option<Quarantined>), StoreError> {
         let (mut state, quarantined) = load_agent_state(&self.dir, agent)?;
-        super::legacy::fold_controls(&self.dir, agent, &mut state);
-        Ok((state, quarantined))
+        let controls = super::legacy::fold_controls(&self.dir, agent, &mut state);
+        Ok((state, quarantined.or(controls)))
     }
 
     fn load_presence(

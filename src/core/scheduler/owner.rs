@@ -254,6 +254,13 @@ impl Scheduler {
         self.notify_incident(&key.agent, "draft_superseded", &text, now);
     }
 
+    /// After the agent's state was lost (quarantined) and the agent started paused: the
+    /// paused state is saved, and the owner is told why.
+    pub(crate) fn fail_closed(&mut self, agent: &str, notice: &str, now: Timestamp) {
+        self.effects.push(Effect::SaveAgentState(agent.to_string()));
+        self.notify_owner(agent, notice, now);
+    }
+
     /// Sends `text` to the owner (the agent's Saved Messages) as a task of that chat's graph.
     pub(crate) fn notify_owner(&mut self, agent: &str, text: &str, now: Timestamp) {
         let Some(saved) = self.safety.own_chat(agent) else {
