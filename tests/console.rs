@@ -504,3 +504,39 @@ async fn a_browser_logs_in_follows_a_conversation_pauses_a_persona_and_approves_
     stop_daemon(&mut reaper)?;
     Ok(())
 }
+
+/// Silent connections (no token needed to open one) must not lock the console: each is
+/// closed when it sends no whole request within a few seconds, so with every connection
+/// slot held by a silent client a real request is still answered soon after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_are_closed_and_do_not_lock_the_console_out() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let _reaper = Reaper(Some(start(
+        &s,
+        &["--planner", "echo", "--console-addr", "0"],
+        &[],
+    )?));
+    wait_up(&s)?;
+    let addr = console_addr(&s).ok_or("no console_listening line")?;
+    // More silent clients than the console has connection slots (16).
+    let mut silent = Vec::new();
+    for _ in 0..24 {
+        silent.push(tokio::net::TcpStream::connect(&addr).await?);
+    }
+    let started = std::time::Instant::now();
+    let answer = tokio::time::timeout(
+        Duration::from_secs(20),
+        client().get(format!("http://{addr}/login")).send(),
+    )
+    .await
+    .map_err(|_| "the console stayed locked by silent connections")??;
+    assert_eq!(answer.status(), 200);
+    // Well before the connections' 30 s deadline would have freed a slot.
+    assert!(started.elapsed() < Duration::from_secs(20));
+    // And the first silent connection was closed by the console.
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = [0u8; 1];
+    let read = tokio::time::timeout(Duration::from_secs(10), silent[0].read(&mut buf)).await;
+    assert!(matches!(read, Ok(Ok(0))), "still open: {read:?}");
+    Ok(())
+}

@@ -46,6 +46,9 @@ const LAST_MESSAGES_READ: usize = 10;
 
 const STYLE: &str = include_str!("style.css");
 
+/// How long a connection may take to send its whole request (head and body).
+const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
 const BUDGET: crate::app::ops::listen::Budget = crate::app::ops::listen::Budget {
     name: "console",
     max_connections: 16,
@@ -145,10 +148,22 @@ pub(crate) async fn serve(
         move |mut stream| {
             let console = Arc::clone(&console);
             async move {
-                let response = match http::read_request(&mut stream).await {
-                    Ok(request) => console.respond(&request).await,
-                    Err(http::ReadError::Closed) => return,
-                    Err(http::ReadError::Bad(status)) => {
+                // A client that sends nothing, or its head byte by byte, is dropped after
+                // a few seconds: silent connections must not hold the slots until the
+                // connection's deadline and lock everyone out.
+                let read =
+                    tokio::time::timeout(REQUEST_READ_TIMEOUT, http::read_request(&mut stream));
+                let response = match read.await {
+                    Err(_) => {
+                        tracing::debug!(
+                            event = "console_slow_request",
+                            "connection closed: no whole request in time"
+                        );
+                        return;
+                    }
+                    Ok(Ok(request)) => console.respond(&request).await,
+                    Ok(Err(http::ReadError::Closed)) => return,
+                    Ok(Err(http::ReadError::Bad(status))) => {
                         Response::html(status, pages::layout("Bad request", None, ""))
                     }
                 };
