@@ -1,0 +1,69 @@
+//! Nothing ends or is skipped silently by accident: output into a closed pipe ends the
+//! command quietly (exit 141, no panic, no message), a message that arrives while its chat is
+//! paused is planned on resume, and a chat whose transcript was quarantined is answered again
+//! (its new message ids never fall under the chat's handled mark). Each runs the real binary
+//! (`personad run --telegram memory`, `ctl`, `state`, `check`).
+
+mod common;
+
+use std::process::{Command, Output, Stdio};
+
+use common::daemon::*;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Runs `personad ARGS` with stdout a pipe whose read end is already closed.
+fn into_closed_pipe(args: &[&std::ffi::OsStr]) -> Result<Output, std::io::Error> {
+    let (reader, writer) = std::io::pipe()?;
+    drop(reader);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+    base(&mut cmd);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(Stdio::piped());
+    let child = cmd.spawn()?;
+    // The command's own copy of the write end is the only one left.
+    drop(cmd);
+    child.wait_with_output()
+}
+
+/// A closed pipe ends the command with 141 (128 + SIGPIPE) and nothing on stderr.
+fn assert_quiet_end(what: &str, out: &Output) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{what} panicked: {stderr}");
+    assert!(
+        !stderr.contains("personad:"),
+        "{what} printed an error: {stderr}"
+    );
+    assert_eq!(out.status.code(), Some(141), "{what}: {stderr}");
+}
+
+/// `personad ctl status | head -1` against a running daemon, and `state list` / `check`
+/// into a closed pipe: no panic, no message, exit 141.
+#[test]
+fn writing_into_a_closed_pipe_ends_quietly_with_status_141() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let mut reaper = Reaper(Some(start(&s, &["--planner", "echo"], &[])?));
+    wait_up(&s)?;
+    let state = s.state();
+    let agents = s.agents();
+    let ctl_status = into_closed_pipe(&[
+        "--state".as_ref(),
+        state.as_os_str(),
+        "ctl".as_ref(),
+        "status".as_ref(),
+    ])?;
+    assert_quiet_end("ctl status", &ctl_status);
+    stop_daemon(&mut reaper)?;
+    let state_list = into_closed_pipe(&[
+        "--state".as_ref(),
+        state.as_os_str(),
+        "state".as_ref(),
+        "list".as_ref(),
+    ])?;
+    assert_quiet_end("state list", &state_list);
+    let check = into_closed_pipe(&["--agents".as_ref(), agents.as_os_str(), "check".as_ref()])?;
+    assert_quiet_end("check", &check);
+    Ok(())
+}
