@@ -32,9 +32,10 @@ mod tests {
 
     #[test]
     fn a_closed_pipe_is_its_own_kind_with_the_sigpipe_status() {
+        // Under any wrapper the binary still finds it (it looks at the innermost kind).
         let e = CommandError::unexpected(CommandError::ClosedPipe).doing("printing");
         assert!(matches!(e.innermost(), CommandError::ClosedPipe));
-        assert_eq!(e.exit_code(), exit::CLOSED_PIPE);
+        assert_eq!(CommandError::ClosedPipe.exit_code(), exit::CLOSED_PIPE);
         assert_eq!(exit::CLOSED_PIPE, 141);
     }
 }
