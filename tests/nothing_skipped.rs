@@ -7,6 +7,7 @@
 mod common;
 
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use common::daemon::*;
 
@@ -65,5 +66,76 @@ fn writing_into_a_closed_pipe_ends_quietly_with_status_141() -> TestResult {
     assert_quiet_end("state list", &state_list);
     let check = into_closed_pipe(&["--agents".as_ref(), agents.as_os_str(), "check".as_ref()])?;
     assert_quiet_end("check", &check);
+    Ok(())
+}
+
+/// The chats of `held_message_planned` log lines (the resume planned what came in while the
+/// chat was paused).
+fn held_planned(s: &Scratch) -> Vec<i64> {
+    s.log_text()
+        .lines()
+        .filter(|l| l.contains("held_message_planned"))
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["fields"]["chat"].as_i64().or(v["chat"].as_i64()))
+        .collect()
+}
+
+/// Waits until Tess answered `text` in `title`'s chat.
+fn answered(s: &Scratch, title: &str, text: &str) -> Result<(), String> {
+    let want = format!("Tess heard: {text}");
+    poll(Duration::from_secs(10), || {
+        texts(s, "Tess", title)
+            .iter()
+            .any(|t| *t == want)
+            .then_some(())
+    })
+    .ok_or_else(|| format!("{title} got no answer to {text:?}"))
+}
+
+/// Pause, a message, resume: it is answered, with or without a restart between the pause and
+/// the resume; a chat that got no message during the pause is not planned.
+#[test]
+fn a_message_that_arrives_during_a_pause_is_planned_on_resume() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let mut reaper = Reaper(Some(start(&s, &["--planner", "echo"], &[])?));
+    wait_up(&s)?;
+    ctl(&s, &["say", "--from", "Alice", "hello"])?;
+    ctl(&s, &["say", "--from", "Bob", "hi"])?;
+    answered(&s, "Alice", "hello")?;
+    answered(&s, "Bob", "hi")?;
+
+    // Without a restart: pause every chat, Alice writes, resume.
+    let out = ctl(&s, &["pause"])?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ctl(&s, &["say", "--from", "Alice", "are you there?"])?;
+    let out = ctl(&s, &["resume"])?;
+    assert!(stdout(&out).contains("resumed"), "{}", stdout(&out));
+    answered(&s, "Alice", "are you there?")?;
+    let alice = held_planned(&s);
+    assert_eq!(
+        alice.len(),
+        1,
+        "only Alice's chat is planned on resume: {alice:?}"
+    );
+
+    // With a restart between the pause and the resume (the held message is in the agent
+    // state; the start's unread scan meets the pause again).
+    ctl(&s, &["pause", "--chat", "Alice"])?;
+    ctl(&s, &["say", "--from", "Alice", "one more"])?;
+    ctl(&s, &["say", "--from", "Alice", "and the newest"])?;
+    stop_daemon(&mut reaper)?;
+    reaper.0 = Some(start(&s, &["--planner", "echo"], &[])?);
+    wait_up(&s)?;
+    let out = ctl(&s, &["resume", "--chat", "Alice"])?;
+    assert!(stdout(&out).contains("resumed"), "{}", stdout(&out));
+    answered(&s, "Alice", "and the newest")?;
+    let planned = held_planned(&s);
+    assert_eq!(planned.len(), 2, "{planned:?}");
+    assert!(planned.iter().all(|c| *c == alice[0]), "{planned:?}");
+    stop_daemon(&mut reaper)?;
     Ok(())
 }
