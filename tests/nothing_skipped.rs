@@ -84,10 +84,7 @@ fn held_planned(s: &Scratch) -> Vec<i64> {
 fn answered(s: &Scratch, title: &str, text: &str) -> Result<(), String> {
     let want = format!("Tess heard: {text}");
     poll(Duration::from_secs(10), || {
-        texts(s, "Tess", title)
-            .iter()
-            .any(|t| *t == want)
-            .then_some(())
+        texts(s, "Tess", title).contains(&want).then_some(())
     })
     .ok_or_else(|| format!("{title} got no answer to {text:?}"))
 }
@@ -136,6 +133,52 @@ fn a_message_that_arrives_during_a_pause_is_planned_on_resume() -> TestResult {
     let planned = held_planned(&s);
     assert_eq!(planned.len(), 2, "{planned:?}");
     assert!(planned.iter().all(|c| *c == alice[0]), "{planned:?}");
+    stop_daemon(&mut reaper)?;
+    Ok(())
+}
+
+/// The transcript file of `title`'s chat with `agent`.
+fn transcript_file(s: &Scratch, agent: &str, title: &str) -> Option<std::path::PathBuf> {
+    let dir = s.state().join(agent).join("telegram-memory");
+    std::fs::read_dir(dir).ok()?.flatten().find_map(|e| {
+        let text = std::fs::read_to_string(e.path()).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        (v["chat"]["title"] == title).then(|| e.path())
+    })
+}
+
+/// A damaged transcript is quarantined and its chat starts empty; the chat's next message
+/// still gets an id above the handled mark in agent-state.json, so it is answered.
+#[test]
+fn after_a_transcript_is_quarantined_the_next_message_is_answered() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let mut reaper = Reaper(Some(start(&s, &["--planner", "echo"], &[])?));
+    wait_up(&s)?;
+    for text in ["hello", "second", "third"] {
+        ctl(&s, &["say", "--from", "Alice", text])?;
+        answered(&s, "Alice", text)?;
+    }
+    stop_daemon(&mut reaper)?;
+    let state: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
+        s.state().join("Tess").join("agent-state.json"),
+    )?)?;
+    let marks = state["handled"].as_object().ok_or("no handled marks")?;
+    assert!(
+        marks.values().any(|m| m.as_i64().is_some_and(|m| m >= 3)),
+        "{state}"
+    );
+    let file = transcript_file(&s, "Tess", "Alice").ok_or("no transcript of Alice")?;
+    std::fs::write(&file, b"{\"chat\": damaged")?;
+
+    reaper.0 = Some(start(&s, &["--planner", "echo"], &[])?);
+    wait_up(&s)?;
+    assert!(
+        s.log_text().contains("transcript_quarantined"),
+        "not quarantined"
+    );
+    ctl(&s, &["say", "--from", "Alice", "after the quarantine"])?;
+    answered(&s, "Alice", "after the quarantine")?;
+    assert!(s.log_text().contains("message_ids_raised"), "no warning");
     stop_daemon(&mut reaper)?;
     Ok(())
 }
