@@ -141,6 +141,17 @@ pub enum CommandError {
     ClosedPipe,
 }
 
+impl From<crate::app::stdout::StdoutError> for CommandError {
+    fn from(e: crate::app::stdout::StdoutError) -> CommandError {
+        match e {
+            crate::app::stdout::StdoutError::Closed => CommandError::ClosedPipe,
+            crate::app::stdout::StdoutError::Io(e) => {
+                CommandError::Io(e).doing("cannot write to stdout")
+            }
+        }
+    }
+}
+
 impl CommandError {
     pub fn exit_code(&self) -> u8 {
         match self {
@@ -215,7 +226,7 @@ pub fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 fn out(text: &str) -> Result<(), CommandError> {
-    crate::app::stdout::write(text)
+    Ok(crate::app::stdout::write(text)?)
 }
 
 /// Loads every persona file, logging nothing (callers decide how to report).
@@ -651,6 +662,18 @@ mod tests {
 
     fn io(kind: std::io::ErrorKind, text: &str) -> std::io::Error {
         std::io::Error::new(kind, text)
+    }
+
+    /// A closed stdout is its own kind with the SIGPIPE status, found under any wrapper (the
+    /// binary looks at the innermost kind).
+    #[test]
+    fn a_closed_pipe_is_its_own_kind_with_the_sigpipe_status() {
+        let e = CommandError::from(crate::app::stdout::StdoutError::Closed);
+        assert!(matches!(e, CommandError::ClosedPipe));
+        let e = CommandError::unexpected(e).doing("printing");
+        assert!(matches!(e.innermost(), CommandError::ClosedPipe));
+        assert_eq!(CommandError::ClosedPipe.exit_code(), exit::CLOSED_PIPE);
+        assert_eq!(exit::CLOSED_PIPE, 141);
     }
 
     #[test]

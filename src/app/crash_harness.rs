@@ -84,7 +84,7 @@ impl Planner for CrashPlanner {
 }
 
 fn say(line: &str) -> Result<(), CommandError> {
-    crate::app::stdout::line(line)
+    Ok(crate::app::stdout::line(line)?)
 }
 
 /// `personad crash-child`.

@@ -414,7 +414,7 @@ async fn read_text(path: &std::path::Path, cap: u64) -> Result<String, CommandEr
 
 /// Writes one output line to stdout.
 fn print_line(line: &dyn std::fmt::Display) -> Result<(), CommandError> {
-    crate::app::stdout::line(line)
+    Ok(crate::app::stdout::line(line)?)
 }
 
 /// `personad replay`.
