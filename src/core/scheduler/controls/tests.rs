@@ -301,3 +301,19 @@ fn a_paused_chats_newest_message_is_held_and_planned_on_resume() {
     assert!(state.held.is_empty());
     assert!(state.already_handled(ChatId(7), MessageId(5)));
 }
+
+/// A message the chain marked paused that reaches the scheduler after the resume is planned
+/// (a direct chat's) or stays history (a group's, which skipped the group decision).
+#[test]
+fn a_message_marked_paused_but_admitted_after_the_resume_is_planned_in_a_direct_chat() {
+    let mut s = sched();
+    assert!(s.admit("a", chat(7), MessageId(3), Admission::Paused, at(1)));
+    let group = Chat {
+        id: ChatId(-9),
+        kind: ChatKind::Group,
+        title: "g".into(),
+    };
+    assert!(!s.admit("a", group, MessageId(3), Admission::Paused, at(1)));
+    assert!(s.graph(&ConversationKey::new("a", ChatId(7))).is_some());
+    assert!(s.graph(&ConversationKey::new("a", ChatId(-9))).is_none());
+}
