@@ -27,6 +27,10 @@ fn main() -> ExitCode {
     logging::init(logging::resolve_format(cli.global.log_format), verbosity);
     match personad::cmd::execute(cli) {
         Ok(code) => code,
+        // A closed stdout (`personad ctl status | head -1`) ends quietly, as other tools do.
+        Err(e) if matches!(e.innermost(), commands::CommandError::ClosedPipe) => {
+            ExitCode::from(commands::exit::CLOSED_PIPE)
+        }
         Err(e) => {
             eprintln!("personad: {}", logging::inert(&commands::error_text(&e)));
             ExitCode::from(e.exit_code())

@@ -8,7 +8,8 @@
 //!
 //! The browser test needs `chromium` and `chromedriver` (Debian: `chromium`,
 //! `chromium-driver`; `.ci/run` installs them and sets `PERSONAD_REQUIRE_BROWSER=1`); without
-//! them it says it skipped.
+//! them it says SKIPPED on stderr (visible under plain `cargo test`), and fails when
+//! `PERSONAD_REQUIRE_BROWSER` is set.
 
 mod common;
 
@@ -399,18 +400,69 @@ impl Browser {
     }
 }
 
+/// The name of the browser test, as the harness filters it.
+const BROWSER_TEST: &str =
+    "a_browser_logs_in_follows_a_conversation_pauses_a_persona_and_approves_a_draft";
+
+/// Chromium and chromedriver, if both are installed. When one is missing the browser test is
+/// skipped loudly: straight to stderr, which the harness does not swallow (a `println!` is
+/// captured and shown only for a failing test), and `PERSONAD_REQUIRE_BROWSER` makes the
+/// absence a failure.
+fn browser_tools() -> Option<(PathBuf, PathBuf)> {
+    if let (Some(chromium), Some(driver)) = (
+        which(&["chromium", "chromium-browser", "google-chrome"]),
+        which(&["chromedriver"]),
+    ) {
+        return Some((chromium, driver));
+    }
+    let msg = "SKIPPED: the browser test: chromium or chromedriver is not installed";
+    assert!(
+        std::env::var_os("PERSONAD_REQUIRE_BROWSER").is_none(),
+        "{msg}, and PERSONAD_REQUIRE_BROWSER is set"
+    );
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "\n*** {msg} ***");
+    None
+}
+
+/// The browser test never passes silently: run by the plain harness (output captured) with
+/// no browser on the PATH, it says SKIPPED on stderr; with `PERSONAD_REQUIRE_BROWSER` set it
+/// fails.
+#[test]
+fn without_a_browser_the_browser_test_says_skipped_on_stderr_or_fails_when_required() -> TestResult
+{
+    let empty = tempfile::tempdir()?;
+    let run = |require: bool| -> std::io::Result<std::process::Output> {
+        let mut cmd = Command::new(std::env::current_exe()?);
+        cmd.args([BROWSER_TEST, "--exact", "--test-threads=1"])
+            .env("PATH", empty.path())
+            .env_remove("PERSONAD_REQUIRE_BROWSER");
+        if require {
+            cmd.env("PERSONAD_REQUIRE_BROWSER", "1");
+        }
+        cmd.output()
+    };
+    let skipped = run(false)?;
+    let stderr = String::from_utf8_lossy(&skipped.stderr);
+    assert!(skipped.status.success(), "{stderr}");
+    assert!(stderr.contains("SKIPPED: the browser test"), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&skipped.stdout).contains("1 passed"),
+        "the browser test did not run"
+    );
+    let required = run(true)?;
+    assert!(
+        !required.status.success(),
+        "a required browser that is missing must fail"
+    );
+    assert!(String::from_utf8_lossy(&required.stdout).contains("PERSONAD_REQUIRE_BROWSER is set"));
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_logs_in_follows_a_conversation_pauses_a_persona_and_approves_a_draft()
 -> TestResult {
-    let (Some(chromium), Some(driver)) = (
-        which(&["chromium", "chromium-browser", "google-chrome"]),
-        which(&["chromedriver"]),
-    ) else {
-        assert!(
-            std::env::var_os("PERSONAD_REQUIRE_BROWSER").is_none(),
-            "PERSONAD_REQUIRE_BROWSER is set but chromium or chromedriver is missing"
-        );
-        println!("skipped: chromium and chromedriver are not installed");
+    let Some((chromium, driver)) = browser_tools() else {
         return Ok(());
     };
     let s = Scratch::new(&[("Tess.md", TESS), ("Dee.md", DEE)])?;

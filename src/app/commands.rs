@@ -3,7 +3,6 @@
 //! operator goes to stdout; logs go to stderr through tracing. The `chat` command lives in
 //! `playground`. Called only by the binary.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -35,6 +34,9 @@ pub mod exit {
     pub(crate) const IO: u8 = 74;
     /// Invalid settings.
     pub(crate) const CONFIG: u8 = 78;
+    /// The reader of stdout went away (a closed pipe): 128 + SIGPIPE, as other Unix tools
+    /// end; nothing is printed.
+    pub const CLOSED_PIPE: u8 = 141;
 }
 
 /// Makes the state directory private ([`crate::adapters::store::secure_state_dir`]) and takes its lock
@@ -133,6 +135,21 @@ pub enum CommandError {
     /// A command line clap accepted but that makes no sense.
     #[error("{0}")]
     Usage(String),
+    /// Stdout's reader went away (`personad ctl status | head -1`): the command ends
+    /// quietly with [`exit::CLOSED_PIPE`].
+    #[error("stdout is a closed pipe")]
+    ClosedPipe,
+}
+
+impl From<crate::app::stdout::StdoutError> for CommandError {
+    fn from(e: crate::app::stdout::StdoutError) -> CommandError {
+        match e {
+            crate::app::stdout::StdoutError::Closed => CommandError::ClosedPipe,
+            crate::app::stdout::StdoutError::Io(e) => {
+                CommandError::Io(e).doing("cannot write to stdout")
+            }
+        }
+    }
 }
 
 impl CommandError {
@@ -162,6 +179,7 @@ impl CommandError {
             | CommandError::Internal(_) => exit::FAILURE,
             CommandError::While { source, .. } => source.exit_code(),
             CommandError::Usage(_) => exit::USAGE,
+            CommandError::ClosedPipe => exit::CLOSED_PIPE,
         }
     }
 
@@ -208,11 +226,7 @@ pub fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 fn out(text: &str) -> Result<(), CommandError> {
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .map_err(|e| CommandError::Io(e).doing("cannot write to stdout"))
+    Ok(crate::app::stdout::write(text)?)
 }
 
 /// Loads every persona file, logging nothing (callers decide how to report).
@@ -648,6 +662,18 @@ mod tests {
 
     fn io(kind: std::io::ErrorKind, text: &str) -> std::io::Error {
         std::io::Error::new(kind, text)
+    }
+
+    /// A closed stdout is its own kind with the SIGPIPE status, found under any wrapper (the
+    /// binary looks at the innermost kind).
+    #[test]
+    fn a_closed_pipe_is_its_own_kind_with_the_sigpipe_status() {
+        let e = CommandError::from(crate::app::stdout::StdoutError::Closed);
+        assert!(matches!(e, CommandError::ClosedPipe));
+        let e = CommandError::unexpected(e).doing("printing");
+        assert!(matches!(e.innermost(), CommandError::ClosedPipe));
+        assert_eq!(CommandError::ClosedPipe.exit_code(), exit::CLOSED_PIPE);
+        assert_eq!(exit::CLOSED_PIPE, 141);
     }
 
     #[test]

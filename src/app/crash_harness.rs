@@ -15,7 +15,6 @@
 //!
 //! Nothing else calls into this module; it touches only the state directory it is given.
 
-use std::io::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -85,10 +84,7 @@ impl Planner for CrashPlanner {
 }
 
 fn say(line: &str) -> Result<(), CommandError> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")
-        .and_then(|()| out.flush())
-        .map_err(CommandError::Io)
+    Ok(crate::app::stdout::line(line)?)
 }
 
 /// `personad crash-child`.
@@ -243,7 +239,6 @@ pub(crate) fn save_loop(global: &GlobalArgs, args: &SaveLoopArgs) -> CmdResult {
         }
     }
     let mut n: u64 = 0;
-    let stdout = std::io::stdout();
     loop {
         let i = (n % graphs.len() as u64) as usize;
         let g = &mut graphs[i];
@@ -256,10 +251,7 @@ pub(crate) fn save_loop(global: &GlobalArgs, args: &SaveLoopArgs) -> CmdResult {
             vec![Task::new(TaskSpec::send(text, None), Timestamp::now())],
         );
         store.save(g)?;
-        {
-            let mut lock = stdout.lock();
-            writeln!(lock, "ACK {} {}", g.chat.id, g.seq).and_then(|()| lock.flush())?;
-        }
+        crate::app::stdout::line(format_args!("ACK {} {}", g.chat.id, g.seq))?;
         n += 1;
         if args.saves > 0 && n >= args.saves {
             return Ok(ExitCode::SUCCESS);

@@ -503,7 +503,10 @@ pub async fn login(global: GlobalArgs, mut args: LoginArgs) -> CmdResult {
                 "Telegram no longer knew this session (already ended)"
             }
         };
-        println!("{}: {how}; the session file is deleted", persona.name);
+        crate::app::stdout::line(format_args!(
+            "{}: {how}; the session file is deleted",
+            persona.name
+        ))?;
         return Ok(ExitCode::SUCCESS);
     }
     eprintln!(
@@ -514,6 +517,6 @@ pub async fn login(global: GlobalArgs, mut args: LoginArgs) -> CmdResult {
     let done = mtproto::login(&state, &persona.name, &persona.phone, &creds)
         .await
         .map_err(CommandError::Login)?;
-    println!("{}: {done}", persona.name);
+    crate::app::stdout::line(format_args!("{}: {done}", persona.name))?;
     Ok(ExitCode::SUCCESS)
 }

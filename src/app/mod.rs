@@ -17,3 +17,4 @@ pub mod playground;
 pub(crate) mod presence_report;
 pub mod replay;
 pub(crate) mod services;
+pub(crate) mod stdout;

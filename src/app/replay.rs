@@ -9,7 +9,6 @@
 //! message of a DM is addressed, there is nothing to decide. Called by the binary.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -415,8 +414,7 @@ async fn read_text(path: &std::path::Path, cap: u64) -> Result<String, CommandEr
 
 /// Writes one output line to stdout.
 fn print_line(line: &dyn std::fmt::Display) -> Result<(), CommandError> {
-    writeln!(std::io::stdout().lock(), "{line}")
-        .map_err(|e| CommandError::Io(e).doing("cannot write output"))
+    Ok(crate::app::stdout::line(line)?)
 }
 
 /// `personad replay`.

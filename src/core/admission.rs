@@ -60,6 +60,10 @@ pub enum Admission {
     /// A group message only the classifier can judge: a `classify` task (one per quiet
     /// period, coalescing the chat's pending batch) joins the conversation's graph.
     Classify,
+    /// A would-be trigger in a chat the owner paused: history now (no group work, no
+    /// classifier call); the newest such message of a direct chat is kept in the agent state
+    /// and planned when the owner resumes the chat.
+    Paused,
 }
 
 impl Admission {

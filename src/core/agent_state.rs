@@ -57,6 +57,17 @@ pub struct AgentState {
     /// The owner's pauses (`/pause`): a paused chat records its messages but does not plan.
     #[serde(default, skip_serializing_if = "Pauses::is_empty")]
     pub pauses: Pauses,
+    /// Per direct chat, the newest message that would have been planned but came in while
+    /// the chat was paused: the owner's resume plans it (as the unread scan does at start).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub held: BTreeMap<ChatId, Held>,
+}
+
+/// A message that came in while its chat was paused, planned on resume.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    pub chat: crate::core::model::Chat,
+    pub message: crate::core::model::MessageId,
 }
 
 /// One pause: since when, and until when (none: until resumed).

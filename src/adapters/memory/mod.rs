@@ -5,7 +5,9 @@
 //! Telegram does with `random_id`), and can be told to fail the next call of an operation.
 //!
 //! A transcript that cannot be read at start is moved to `quarantine/` next to it (never
-//! overwritten), and its chat starts empty.
+//! overwritten), and its chat starts empty; its ids still start above the runtime's handled
+//! mark for the chat ([`MemoryTelegram::raise_ids`], called by the daemon once the runtime
+//! read the agent's state), as a real Telegram never gives an id twice.
 //!
 //! It never touches the network. Writes go through `store`, off the async threads; paths come
 //! from the state layout. Transcript reading is in `transcript`, the trait in `telegram`.
@@ -152,6 +154,8 @@ struct State {
     /// Chats with a reaction allowlist (others allow any), and how often it was asked for.
     allowed_reactions: HashMap<ChatId, Vec<String>>,
     allowed_reactions_calls: usize,
+    /// Per chat, the lowest id its next message may get ([`MemoryTelegram::raise_ids`]).
+    id_floors: HashMap<ChatId, i64>,
 }
 
 /// The in-memory account.
@@ -374,11 +378,45 @@ impl MemoryTelegram {
             .unwrap_or_default()
     }
 
+    /// Raises each chat's next message id above its mark in `marks` (the runtime's handled
+    /// marks), as a real Telegram never gives an id twice: a chat whose transcript was
+    /// quarantined starts empty but never under its mark, whose messages the runtime would
+    /// take for ones already answered. A chat not known yet gets the floor when it appears.
+    pub fn raise_ids(&self, marks: &BTreeMap<ChatId, MessageId>) {
+        let mut st = self.lock();
+        for (chat, mark) in marks {
+            let floor = mark.0.saturating_add(1);
+            let slot = st.id_floors.entry(*chat).or_insert(1);
+            let new_floor = *slot < floor;
+            *slot = (*slot).max(floor);
+            let from = match st.chats.get_mut(chat) {
+                Some(log) if log.next_id < floor => {
+                    let from = log.next_id;
+                    log.next_id = floor;
+                    from
+                }
+                Some(_) => continue,
+                // No transcript for a chat the runtime handled: it was quarantined or lost.
+                None if new_floor => 1,
+                None => continue,
+            };
+            tracing::warn!(
+                event = "message_ids_raised",
+                chat = chat.0,
+                from,
+                to = floor,
+                "the chat's message ids were under its handled mark (its transcript was quarantined or lost): they start above it"
+            );
+        }
+    }
+
     /// Makes a chat known (idempotent: an existing chat keeps its log).
     pub fn ensure_chat(&self, chat: Chat) {
-        self.lock().chats.entry(chat.id).or_insert(ChatLog {
+        let mut st = self.lock();
+        let next_id = st.id_floors.get(&chat.id).copied().unwrap_or(1);
+        st.chats.entry(chat.id).or_insert(ChatLog {
             chat,
-            next_id: 1,
+            next_id,
             messages: Vec::new(),
             sent_keys: BTreeMap::new(),
             blocked: false,

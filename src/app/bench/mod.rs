@@ -12,7 +12,6 @@ mod sustained;
 pub use probe::{noise_writer, startup_probe};
 
 use std::collections::HashMap;
-use std::io::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -174,8 +173,7 @@ pub async fn bench(global: GlobalArgs, args: BenchArgs) -> CmdResult {
 }
 
 fn print(text: &str) -> CmdResult {
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes()).and_then(|()| out.flush())?;
+    crate::app::stdout::write(text)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -267,6 +267,6 @@ pub async fn client(global: GlobalArgs, cmd: CtlCommand) -> CmdResult {
     if !response.ok {
         return Err(CommandError::Refused(response.text));
     }
-    println!("{}", response.text.trim_end());
+    crate::app::stdout::line(response.text.trim_end())?;
     Ok(ExitCode::SUCCESS)
 }

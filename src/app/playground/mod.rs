@@ -105,6 +105,10 @@ async fn run(
     // Input moves virtual time only once the runtime has loaded and looked at its state (a
     // schedule's activity at the start is announced at the start).
     handle.wait_until(|st| st.started).await;
+    // Ids never restart under the runtime's handled marks (a quarantined transcript).
+    if let Some(state) = handle.agent_state(&persona.name) {
+        memory.raise_ids(&state.handled);
+    }
     if !args.jsonl {
         let who = match &args.group {
             Some(t) => format!("the group {t:?} (type `Name: message`)"),

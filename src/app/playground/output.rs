@@ -1,7 +1,6 @@
 //! What the playground prints: each action of the in-memory backend and each group decision,
 //! as a human line or a JSON event (`--jsonl`), with times relative to the session's start.
 
-use std::io::Write;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -17,10 +16,10 @@ use crate::core::model::{Chat, ChatId, MessageId};
 use crate::ingress::gate::{DecisionEvent, GroupGate};
 use crate::ports::clock::SharedClock;
 
+/// One line of the session's output. A closed stdout does not stop the session (its state
+/// is still saved at the end), so the error is dropped here.
 pub(super) fn emit_line(line: &str) {
-    let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "{line}");
-    let _ = stdout.flush();
+    let _ = crate::app::stdout::line(line);
 }
 
 pub(super) fn emit_error(message: &str) {

@@ -3,10 +3,11 @@
 //! scheduler; the driver calls [`Scheduler::admit`] for every inbound event.
 
 use jiff::Timestamp;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
-use super::Scheduler;
+use super::{Effect, Scheduler};
 use crate::core::admission::Admission;
+use crate::core::agent_state::Held;
 use crate::core::graph::{ConversationKey, Task, TaskGraph, TaskKind, TaskSpec, TaskStatus};
 use crate::core::model::{Chat, MessageId};
 
@@ -27,13 +28,14 @@ impl Scheduler {
     /// An inbound message, as admission decided it: history leaves the graph alone; a plan
     /// replaces the conversation's graph by one `received` task (debounced, so a burst costs
     /// one plan); a group message for the classifier adds (or pushes back) the
-    /// conversation's one waiting `classify` task. Returns whether the graph changed.
+    /// conversation's one waiting `classify` task; a message of a paused chat is held for the
+    /// owner's resume. Returns whether the graph changed.
     pub(crate) fn admit(
         &mut self,
         agent: &str,
         chat: Chat,
         message: MessageId,
-        admission: Admission,
+        mut admission: Admission,
         now: Timestamp,
     ) -> bool {
         if !self.agents.contains(agent) {
@@ -48,10 +50,19 @@ impl Scheduler {
             return false;
         }
         if self.is_paused(agent, chat.id, now) {
-            // The admission chain turns a paused chat's messages into history first; this
-            // holds whatever reached the queue before it knew of the pause.
+            // The admission chain marks a paused chat's messages first; this also holds
+            // whatever reached the queue before it knew of the pause.
             debug!(agent = %agent, chat = %chat.id, "message in a paused chat: not planning");
+            self.hold(agent, chat, message);
             return false;
+        }
+        if admission == Admission::Paused {
+            // Resumed since the chain saw the pause: a direct chat's message is planned; a
+            // group's skipped the group decision, so it stays history.
+            if !chat.kind.is_direct() {
+                return false;
+            }
+            admission = Admission::PLAN;
         }
         if message.0 > 0 {
             // A redelivered message (catch-up, the unread scan, a restart after a crash)
@@ -65,7 +76,7 @@ impl Scheduler {
             self.safety.note_handled(agent, chat.id, message);
         }
         match admission {
-            Admission::History => false,
+            Admission::History | Admission::Paused => false,
             Admission::Plan { quote, at } => {
                 self.replan(agent, chat, message, quote, at, now);
                 true
@@ -75,6 +86,60 @@ impl Scheduler {
                 true
             }
         }
+    }
+
+    /// Keeps `message` of a paused direct chat (the newest per chat) in the agent state, for
+    /// [`Scheduler::plan_held`] on resume. A message already handled (a redelivery) or of a
+    /// group is not kept.
+    fn hold(&mut self, agent: &str, chat: Chat, message: MessageId) {
+        if !chat.kind.is_direct()
+            || message.0 <= 0
+            || self.safety.already_handled(agent, chat.id, message)
+        {
+            return;
+        }
+        let id = chat.id;
+        let changed = self.safety.update(agent, |s| match s.held.get(&id) {
+            Some(held) if held.message >= message => false,
+            _ => {
+                s.held.insert(id, Held { chat, message });
+                true
+            }
+        });
+        if changed {
+            debug!(agent = %agent, chat = %id, message = %message, "held for the owner's resume");
+            self.effects.push(Effect::SaveAgentState(agent.to_string()));
+        }
+    }
+
+    /// Plans each held message whose chat is no longer paused (the owner resumed it): the
+    /// newest message that came in during the pause, unless it was handled since. Returns
+    /// whether the agent state changed.
+    pub(super) fn plan_held(&mut self, agent: &str, now: Timestamp) -> bool {
+        let ready: Vec<Held> = self
+            .safety
+            .state(agent)
+            .map(|s| {
+                s.held
+                    .values()
+                    .filter(|h| !s.pauses.is_paused(h.chat.id, now))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        for held in &ready {
+            let id = held.chat.id;
+            self.safety.update(agent, |s| s.held.remove(&id).is_some());
+            if self.safety.is_disabled(agent, id)
+                || self.safety.already_handled(agent, id, held.message)
+            {
+                continue;
+            }
+            info!(event = "held_message_planned", agent = %agent, chat = %id, message = held.message.0, "a message that came in during a pause is planned on resume");
+            self.safety.note_handled(agent, id, held.message);
+            self.replan(agent, held.chat.clone(), held.message, true, None, now);
+        }
+        !ready.is_empty()
     }
 
     /// Replaces the conversation's graph by a fresh `received` task for `message`.

@@ -84,7 +84,10 @@ impl Scheduler {
                     // Resuming everything also lifts a daily LLM cap reached today.
                     self.lift_budget(agent, now);
                 }
-                self.safety.update(agent, |s| s.pauses.resume(chat))
+                let resumed = self.safety.update(agent, |s| s.pauses.resume(chat));
+                // What came in during the pause is planned now (the newest per chat).
+                let planned = self.plan_held(agent, now);
+                resumed || planned
             }
             OwnerRequest::Forget { chat } => {
                 if self.graphs.contains_key(&ConversationKey::new(agent, chat)) {

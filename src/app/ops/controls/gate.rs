@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 
 use crate::app::ops::controls::commands::{CommandUsage, Op, parse_command};
 use crate::app::ops::controls::roster::Roster;
+use crate::core::admission::Admission;
 use crate::core::approval::Decision;
 use crate::core::model::{Chat, Message, MessageId};
 use crate::core::scheduler::DraftRef;
@@ -129,9 +130,9 @@ impl InboundGate for OwnerGate {
                 event = "paused_message",
                 agent,
                 chat = chat.id.0,
-                "paused: the message is recorded, not answered"
+                "paused: the message is recorded, not answered (planned on resume)"
             );
-            return Admit::NoTrigger;
+            return Admit::As(Admission::Paused);
         }
         Admit::Pass
     }

@@ -66,6 +66,12 @@ impl Controller {
                 "say needs `personad run --telegram memory` or `--telegram sim`",
             ));
         };
+        // Its chats' ids start above the runtime's handled marks (a quarantined transcript
+        // restarts its chat empty, never under the mark).
+        self.runtime().wait_agent_state(agent).await;
+        if let Some(state) = self.runtime().agent_state(agent) {
+            memory.raise_ids(&state.handled);
+        }
         let gated = &self.ingress;
         let saved_messages = chat.is_some_and(|c| c.eq_ignore_ascii_case("me"));
         if saved_messages || from.eq_ignore_ascii_case("me") {

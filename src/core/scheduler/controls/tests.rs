@@ -217,3 +217,103 @@ fn a_paused_chats_message_is_never_planned_even_past_the_chain() {
     ));
     assert!(s.graph(&ConversationKey::new("a", ChatId(7))).is_none());
 }
+
+/// A message of a paused direct chat is held (the newest per chat, saved with the agent
+/// state) and planned when the owner resumes; a group's is not held; a chat still paused by
+/// a pause of every chat keeps its held message; a chat with no message is not planned.
+#[test]
+fn a_paused_chats_newest_message_is_held_and_planned_on_resume() {
+    let mut s = sched();
+    let pause = Pause {
+        since: at(0),
+        until: None,
+    };
+    s.owner_request(
+        "a",
+        OwnerRequest::Pause {
+            chat: None,
+            pause: pause.clone(),
+        },
+        at(0),
+    );
+    s.take_effects();
+    for id in [3, 5, 4] {
+        assert!(!s.admit("a", chat(7), MessageId(id), Admission::Paused, at(1)));
+    }
+    let group = Chat {
+        id: ChatId(-9),
+        kind: ChatKind::Group,
+        title: "g".into(),
+    };
+    s.admit("a", group, MessageId(2), Admission::Paused, at(1));
+    assert!(
+        saves_state(&s.take_effects()),
+        "the held message was not saved"
+    );
+    let held = s
+        .safety()
+        .state("a")
+        .map(|st| st.held.clone())
+        .unwrap_or_default();
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held.get(&ChatId(7)).map(|h| h.message), Some(MessageId(5)));
+    let key = ConversationKey::new("a", ChatId(7));
+
+    // Chat 7 is paused on its own too: `Resume { chat: 7 }` lifts only that pause, and the
+    // pause of every chat still holds it.
+    s.owner_request(
+        "a",
+        OwnerRequest::Pause {
+            chat: Some(ChatId(7)),
+            pause,
+        },
+        at(2),
+    );
+    s.owner_request(
+        "a",
+        OwnerRequest::Resume {
+            chat: Some(ChatId(7)),
+        },
+        at(3),
+    );
+    assert!(
+        s.graph(&key).is_none(),
+        "planned while every chat is paused"
+    );
+    s.owner_request("a", OwnerRequest::Resume { chat: None }, at(4));
+    let planned = s
+        .graph(&key)
+        .and_then(|g| g.tasks.first())
+        .map(|t| t.spec.clone());
+    assert!(
+        matches!(
+            planned,
+            Some(TaskSpec::Received {
+                message_id: Some(MessageId(5)),
+                ..
+            })
+        ),
+        "{planned:?}"
+    );
+    assert!(s.graph(&ConversationKey::new("a", ChatId(-9))).is_none());
+    assert!(s.graph(&ConversationKey::new("a", ChatId(8))).is_none());
+    let state = s.safety().state("a").cloned().unwrap_or_default();
+    assert!(state.held.is_empty());
+    assert!(state.already_handled(ChatId(7), MessageId(5)));
+}
+
+/// A message the chain marked paused that reaches the scheduler after the resume is planned
+/// (a direct chat's) or stays history (a group's, which skipped the group decision).
+#[test]
+fn a_message_marked_paused_but_admitted_after_the_resume_is_planned_in_a_direct_chat() {
+    let mut s = sched();
+    assert!(s.admit("a", chat(7), MessageId(3), Admission::Paused, at(1)));
+    let group = Chat {
+        id: ChatId(-9),
+        kind: ChatKind::Group,
+        title: "g".into(),
+    };
+    assert!(!s.admit("a", group, MessageId(3), Admission::Paused, at(1)));
+    assert!(s.graph(&ConversationKey::new("a", ChatId(7))).is_some());
+    assert!(s.graph(&ConversationKey::new("a", ChatId(-9))).is_none());
+}
