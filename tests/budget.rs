@@ -126,12 +126,7 @@ async fn the_daemon_holds_a_reached_cap_until_the_owner_resumes() -> TestResult 
         };
         let answered = |agent: &str, who: &str, n: usize| {
             poll(Duration::from_secs(15), || {
-                (texts(&s, agent, who)
-                    .iter()
-                    .filter(|t| *t == "Hi!")
-                    .count()
-                    >= n)
-                    .then_some(())
+                (texts(&s, agent, who).iter().filter(|t| *t == "Hi!").count() >= n).then_some(())
             })
             .ok_or(format!(
                 "{who} got no answer #{n} from {agent}; log:\n{}",

@@ -156,7 +156,8 @@ async fn approve_mode_overrides_the_personas_approval_per_chat_until_default() -
         h.owner_notices()
             .iter()
             .filter(|t| {
-                t.starts_with("personad: draft draft-") && t.contains(&format!(" in {}\n", chat.title))
+                t.starts_with("personad: draft draft-")
+                    && t.contains(&format!(" in {}\n", chat.title))
             })
             .count()
     };
@@ -177,18 +178,36 @@ async fn approve_mode_overrides_the_personas_approval_per_chat_until_default() -
         "no answer to the command: {:?}",
         h.owner_notices()
     );
-    gated.push(AGENT, alice.clone(), from_user(alice.id, 1, "alice", "hello", &h), true);
-    gated.push(AGENT, bob.clone(), from_user(bob.id, 1, "bob", "hello", &h), true);
+    gated.push(
+        AGENT,
+        alice.clone(),
+        from_user(alice.id, 1, "alice", "hello", &h),
+        true,
+    );
+    gated.push(
+        AGENT,
+        bob.clone(),
+        from_user(bob.id, 1, "bob", "hello", &h),
+        true,
+    );
     h.settle().await;
     assert_eq!(h.sends_to(alice.id), ["hi"], "the chat set off waited");
     assert_eq!(drafts_for(&h, &alice), 0);
-    assert!(h.sends_to(bob.id).is_empty(), "the persona's `all` did not hold");
+    assert!(
+        h.sends_to(bob.id).is_empty(),
+        "the persona's `all` did not hold"
+    );
     assert_eq!(drafts_for(&h, &bob), 1, "{:?}", h.owner_notices());
     // `default`: the persona's `all` again.
     let told = h.owner_notices().len();
     owner_says(101, "/approve-mode 5 default", &h);
     answered(&mut h, told + 1).await;
-    gated.push(AGENT, alice.clone(), from_user(alice.id, 2, "alice", "again", &h), true);
+    gated.push(
+        AGENT,
+        alice.clone(),
+        from_user(alice.id, 2, "alice", "again", &h),
+        true,
+    );
     h.settle().await;
     assert_eq!(h.sends_to(alice.id), ["hi"], "answered without a draft");
     assert_eq!(drafts_for(&h, &alice), 1, "{:?}", h.owner_notices());

@@ -128,7 +128,10 @@ async fn a_remember_about_someone_not_of_the_chat_is_skipped() -> TestResult {
     );
     let alice = std::fs::read_to_string(people_file(dir.path(), "Alice"))?;
     assert!(alice.contains("green tea"), "the fact about Alice: {alice}");
-    assert!(!alice.contains("4321") && !alice.contains("8765"), "{alice}");
+    assert!(
+        !alice.contains("4321") && !alice.contains("8765"),
+        "{alice}"
+    );
     for name in ["Bob", "Dave"] {
         assert!(
             !people_file(dir.path(), name).exists(),

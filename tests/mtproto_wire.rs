@@ -1257,7 +1257,11 @@ async fn the_production_invoker_sends_through_the_client() {
     let err = telegram.send_text(text(ALICE, "hi", 3)).await.unwrap_err();
     assert!(matches!(err, TelegramError::Network(_)), "{err:?}");
     let ledger = telegram.ledger();
-    assert!(ledger.is_empty(), "a failed send was recorded: {}", ledger.len());
+    assert!(
+        ledger.is_empty(),
+        "a failed send was recorded: {}",
+        ledger.len()
+    );
     assert!(
         !ledger.is_ours(ChatId(ALICE), MessageId(7), "hi"),
         "the failed send is still in flight"

@@ -5,8 +5,8 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
@@ -103,7 +103,11 @@ async fn a_schedule_call_cut_short_by_a_crash_is_counted() -> TestResult {
         made.push(calls.ok_or("no planner")?);
         on_disk.push(counted(dir.path(), "2026-11-26")?);
     }
-    assert_eq!(made, [1, 1, 0], "schedule calls made per start (counted: {on_disk:?})");
+    assert_eq!(
+        made,
+        [1, 1, 0],
+        "schedule calls made per start (counted: {on_disk:?})"
+    );
     assert_eq!(on_disk, [1, 2, 2], "schedule calls counted on disk");
     Ok(())
 }

@@ -236,7 +236,10 @@ impl Scheduler {
                 info!(conversation = %key, tasks = ?reset, "tasks interrupted by the last stop will run again");
             }
             for id in &reset {
-                if graph.task(id).is_some_and(|t| t.kind() == TaskKind::Schedule) {
+                if graph
+                    .task(id)
+                    .is_some_and(|t| t.kind() == TaskKind::Schedule)
+                {
                     self.cut_short.insert(id.clone());
                 }
             }
