@@ -102,55 +102,63 @@ async fn a_daily_cap_stops_planning_until_the_next_day_and_tells_the_owner_once(
 /// The daemon (`run --telegram memory` against the mock Gemini): a persona's reached cap holds
 /// its planning (the next message gets no answer and no request), `/status` says so, and the
 /// owner's `ctl resume` lifts it: the waiting message is answered.
+///
+/// The hold is observed past the debounce on the daemon's own clock, not after a wall-clock
+/// wait: Bob writes to Tess (capped), then to Uma (no cap, same daemon). Uma's plan is due
+/// after Tess's, so once Uma has answered, the runtime has been past Tess's debounce; her plan
+/// for Bob must still be pending (without the hold it would be running or done by then).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_holds_a_reached_cap_until_the_owner_resumes() -> TestResult {
     use common::daemon::*;
     use std::time::Duration;
     let server = model().await;
     let uri = server.uri();
-    let persona = persona("Tess", "+15550100042", "# Daily Budget\n800 tokens\n\n");
-    let s = Scratch::new(&[("Tess.md", &persona)])?;
+    let tess = persona("Tess", "+15550100042", "# Daily Budget\n800 tokens\n\n");
+    let uma = persona("Uma", "+15550100043", "");
+    let s = Scratch::new(&[("Tess.md", &tess), ("Uma.md", &uma)])?;
     let status = tokio::task::spawn_blocking(move || -> Result<String, String> {
         let env = [("GEMINI_API_KEY", "k"), ("GEMINI_BASE_URL", uri.as_str())];
         let child = start(&s, &["--planner", "gemini"], &env).map_err(|e| e.to_string())?;
         let mut reaper = Reaper(Some(child));
         wait_up(&s)?;
-        let say = |who: &str, text: &str| {
-            ctl(&s, &["say", "--from", who, text]).map_err(|e| e.to_string())
+        let say = |agent: &str, who: &str, text: &str| {
+            ctl(&s, &["say", "--agent", agent, "--from", who, text]).map_err(|e| e.to_string())
         };
-        let answered = |who: &str, n: usize| {
+        let answered = |agent: &str, who: &str, n: usize| {
             poll(Duration::from_secs(15), || {
-                (texts(&s, "Tess", who)
-                    .iter()
-                    .filter(|t| *t == "Hi!")
-                    .count()
-                    >= n)
-                    .then_some(())
+                (texts(&s, agent, who).iter().filter(|t| *t == "Hi!").count() >= n).then_some(())
             })
-            .ok_or(format!("{who} got no answer #{n}; log:\n{}", s.log_text()))
+            .ok_or(format!(
+                "{who} got no answer #{n} from {agent}; log:\n{}",
+                s.log_text()
+            ))
         };
-        say("Alice", "one")?;
-        answered("Alice", 1)?;
-        say("Alice", "two")?;
-        answered("Alice", 2)?;
+        say("Tess", "Alice", "one")?;
+        answered("Tess", "Alice", 1)?;
+        say("Tess", "Alice", "two")?;
+        answered("Tess", "Alice", 2)?;
         // 900 tokens of 800: reached. Bob waits.
         let status = poll(Duration::from_secs(10), || {
             let out = stdout(&ctl(&s, &["status"]).ok()?);
             out.contains("reached").then_some(out)
         })
         .ok_or("status never said the cap was reached")?;
-        say("Bob", "hello?")?;
-        let held = poll(Duration::from_secs(10), || {
-            stdout(&ctl(&s, &["plans"]).ok()?)
-                .contains("Bob")
-                .then_some(())
-        });
-        held.ok_or("Bob's plan is not waiting")?;
+        say("Tess", "Bob", "hello?")?;
+        say("Uma", "Bob", "hello?")?;
+        answered("Uma", "Bob", 1)?;
+        // Uma's plan was due after Tess's and has run: Tess's is past its debounce, held.
+        let plans = stdout(
+            &ctl(&s, &["plans", "--agent", "Tess", "--chat", "Bob"]).map_err(|e| e.to_string())?,
+        );
+        assert!(
+            plans.contains("received pending"),
+            "Tess's plan for Bob is not held at the cap: {plans}"
+        );
         assert!(texts(&s, "Tess", "Bob").iter().all(|t| t != "Hi!"));
         let before = s.log_text().matches("\"event\":\"budget_reached\"").count();
         let out = stdout(&ctl(&s, &["resume", "--agent", "Tess"]).map_err(|e| e.to_string())?);
         assert!(out.contains("resumed"), "{out}");
-        answered("Bob", 1)?;
+        answered("Tess", "Bob", 1)?;
         let owner = texts(&s, "Tess", "Saved Messages");
         stop_daemon(&mut reaper)?;
         assert_eq!(before, 1, "one budget_reached line");
@@ -166,10 +174,11 @@ async fn the_daemon_holds_a_reached_cap_until_the_owner_resumes() -> TestResult 
     })
     .await??;
     assert!(status.contains("budget: 800 tokens a day"), "{status}");
-    // Alice twice, Bob once after the lift: nothing was asked while the cap held.
+    // Alice twice, Uma's Bob once, Tess's Bob once after the lift: nothing was asked for
+    // Tess while the cap held.
     assert_eq!(
         server.received_requests().await.unwrap_or_default().len(),
-        3
+        4
     );
     Ok(())
 }

@@ -67,9 +67,31 @@ fn csrf_of(html: &str) -> Option<String> {
     Some(html[at..].split('"').next()?.to_string())
 }
 
+/// The headers every console answer carries (a 401, a redirect, a page, a refusal alike): no
+/// caching, no framing, no sniffing, no referrer, and a content security policy.
+fn assert_guarded(r: &reqwest::Response, what: &str) {
+    let h = r.headers();
+    let value = |name: &str| {
+        h.get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    assert_eq!(value("cache-control"), "no-store", "{what}");
+    assert_eq!(value("x-frame-options"), "DENY", "{what}");
+    assert_eq!(value("x-content-type-options"), "nosniff", "{what}");
+    assert_eq!(value("referrer-policy"), "no-referrer", "{what}");
+    let csp = value("content-security-policy");
+    assert!(
+        csp.contains("default-src 'self'") && csp.contains("frame-ancestors 'none'"),
+        "{what}: {csp:?}"
+    );
+}
+
 /// Without the token every page answers 401; the login form sets a cookie that works; a
 /// form without the CSRF token, or from another origin, is refused; the token file is 0600.
-/// A daemon started without `--console-addr` serves no console and writes no token.
+/// Every answer carries the security headers. A daemon started without `--console-addr`
+/// serves no console and writes no token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_needs_its_token_and_refuses_forms_without_the_csrf_token() -> TestResult {
     let s = Scratch::new(&[("Tess.md", TESS)])?;
@@ -101,6 +123,7 @@ async fn the_console_needs_its_token_and_refuses_forms_without_the_csrf_token() 
     ] {
         let r = http.get(format!("{base}{path}")).send().await?;
         assert_eq!(r.status().as_u16(), 401, "{path}");
+        assert_guarded(&r, path);
         let r = http
             .get(format!("{base}{path}"))
             .header(
@@ -118,6 +141,7 @@ async fn the_console_needs_its_token_and_refuses_forms_without_the_csrf_token() 
         .send()
         .await?;
     assert_eq!(r.status().as_u16(), 401, "a form without the token");
+    assert_guarded(&r, "a form without the token");
     // The login form sets the cookie.
     let r = http
         .post(format!("{base}/login"))
@@ -126,6 +150,7 @@ async fn the_console_needs_its_token_and_refuses_forms_without_the_csrf_token() 
         .send()
         .await?;
     assert_eq!(r.status().as_u16(), 303);
+    assert_guarded(&r, "the login's redirect");
     let cookie = r
         .headers()
         .get("set-cookie")
@@ -143,6 +168,7 @@ async fn the_console_needs_its_token_and_refuses_forms_without_the_csrf_token() 
         .send()
         .await?;
     assert_eq!(page.status().as_u16(), 200);
+    assert_guarded(&page, "the overview");
     let html = page.text().await?;
     assert!(
         html.contains("Tess") && !html.contains("+15550100042"),
@@ -170,6 +196,14 @@ async fn the_console_needs_its_token_and_refuses_forms_without_the_csrf_token() 
     )
     .await?;
     assert_eq!(r.status().as_u16(), 403, "another origin");
+    assert_guarded(&r, "a refused form");
+    let missing = http
+        .get(format!("{base}/no-such-page"))
+        .header("Cookie", &cookie)
+        .send()
+        .await?;
+    assert_eq!(missing.status().as_u16(), 404);
+    assert_guarded(&missing, "a missing page");
     let out = stdout(&ctl(&s, &["status"])?);
     assert!(out.contains("paused: -"), "nothing was paused: {out}");
     // With the token, as a bearer header, the same form works.
@@ -213,6 +247,35 @@ async fn the_console_needs_its_token_and_refuses_forms_without_the_csrf_token() 
     wait_up(&quiet)?;
     assert!(!quiet.log_text().contains("console_listening"));
     assert!(!quiet.state().join("console.token").exists());
+    stop_daemon(&mut reaper)?;
+    Ok(())
+}
+
+/// A console bound beyond loopback (`--console-addr 0.0.0.0:0`) says so in the log
+/// (`console_not_loopback`), and still answers 401 without the token, with its headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_beyond_loopback_is_warned_about() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let mut reaper = Reaper(Some(start(
+        &s,
+        &["--planner", "echo", "--console-addr", "0.0.0.0:0"],
+        &[],
+    )?));
+    wait_up(&s)?;
+    let addr = console_addr(&s).ok_or("no console_listening line")?;
+    assert!(addr.starts_with("0.0.0.0:"), "{addr}");
+    assert!(
+        s.log_text().contains("console_not_loopback"),
+        "no warning: {}",
+        s.log_text()
+    );
+    let port = addr.rsplit(':').next().unwrap_or("");
+    let r = client()
+        .get(format!("http://127.0.0.1:{port}/"))
+        .send()
+        .await?;
+    assert_eq!(r.status().as_u16(), 401);
+    assert_guarded(&r, "beyond loopback");
     stop_daemon(&mut reaper)?;
     Ok(())
 }

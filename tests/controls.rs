@@ -116,3 +116,101 @@ async fn an_owner_request_after_the_loop_ended_answers_none() -> TestResult {
     assert_eq!(reply, None);
     Ok(())
 }
+
+/// The owner's `/approve-mode` in Saved Messages overrides the persona's `# Approval` for one
+/// chat, both ways, until `default` clears it: under `# Approval all`, the chat set `off` is
+/// answered at once while another chat's plan waits as a draft; the chat set `default`
+/// waits again. (On virtual time: each step is checked once the runtime is idle.)
+#[tokio::test]
+async fn approve_mode_overrides_the_personas_approval_per_chat_until_default() -> TestResult {
+    use common::{persona_with, reply_with};
+    use personad::core::model::{Chat, ChatKind};
+    use personad::ports::telegram::Telegram;
+    let dir = tempfile::tempdir()?;
+    let (alice, bob) = (dm(5), dm(6));
+    let planner = std::sync::Arc::new(reply_with("hi"));
+    let p = std::sync::Arc::clone(&planner);
+    let mut h = Harness::start_as(
+        persona_with(AGENT, "# Approval\nall\n"),
+        dir.path(),
+        move |_| p,
+        config(),
+        &[alice.clone(), bob.clone()],
+        None,
+        None,
+    );
+    let (_ctl, gated) = controls(&h);
+    let me = h.telegram.self_id();
+    let saved = Chat {
+        id: ChatId(me),
+        kind: ChatKind::Direct,
+        title: "Saved Messages".into(),
+    };
+    let owner_says = |id: i64, text: &str, h: &Harness| {
+        let mut m = from_user(saved.id, id, "owner", text, h);
+        m.sender.id = me;
+        m.outgoing = true;
+        gated.push(AGENT, saved.clone(), m, true);
+    };
+    let drafts_for = |h: &Harness, chat: &Chat| {
+        h.owner_notices()
+            .iter()
+            .filter(|t| {
+                t.starts_with("personad: draft draft-")
+                    && t.contains(&format!(" in {}\n", chat.title))
+            })
+            .count()
+    };
+    // The controller carries a command out on a task of its own: idle, then answered.
+    let answered = async |h: &mut Harness, n: usize| {
+        for _ in 0..100 {
+            h.settle().await;
+            if h.owner_notices().len() >= n {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    owner_says(100, "/approve-mode 5 off", &h);
+    answered(&mut h, 1).await;
+    assert!(
+        h.owner_notices().iter().any(|t| t.contains("off")),
+        "no answer to the command: {:?}",
+        h.owner_notices()
+    );
+    gated.push(
+        AGENT,
+        alice.clone(),
+        from_user(alice.id, 1, "alice", "hello", &h),
+        true,
+    );
+    gated.push(
+        AGENT,
+        bob.clone(),
+        from_user(bob.id, 1, "bob", "hello", &h),
+        true,
+    );
+    h.settle().await;
+    assert_eq!(h.sends_to(alice.id), ["hi"], "the chat set off waited");
+    assert_eq!(drafts_for(&h, &alice), 0);
+    assert!(
+        h.sends_to(bob.id).is_empty(),
+        "the persona's `all` did not hold"
+    );
+    assert_eq!(drafts_for(&h, &bob), 1, "{:?}", h.owner_notices());
+    // `default`: the persona's `all` again.
+    let told = h.owner_notices().len();
+    owner_says(101, "/approve-mode 5 default", &h);
+    answered(&mut h, told + 1).await;
+    gated.push(
+        AGENT,
+        alice.clone(),
+        from_user(alice.id, 2, "alice", "again", &h),
+        true,
+    );
+    h.settle().await;
+    assert_eq!(h.sends_to(alice.id), ["hi"], "answered without a draft");
+    assert_eq!(drafts_for(&h, &alice), 1, "{:?}", h.owner_notices());
+    h.stop().await?;
+    Ok(())
+}

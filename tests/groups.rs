@@ -597,6 +597,33 @@ async fn a_burst_of_ten_open_questions_costs_one_classifier_call_and_no_plan() {
     assert_eq!(user["member"]["name"], AGENT);
 }
 
+/// The persona's `# Language` decides which request words the smart-mode prefilter knows:
+/// with German named, an English "anyone know" is chatter (history, no classifier call),
+/// while a German "weiß jemand" goes to the classifier. (Without the languages passed to the
+/// prefilter, every Latin-script table would be in play and the English line would cost a
+/// call.)
+#[tokio::test]
+async fn the_personas_language_decides_which_request_words_reach_the_classifier() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = mock(classifier_answer(not_addressed())).await;
+    let mut g = start_group(dir.path(), "# Language\nde\n", Some(&server));
+    g.say("Bob", "anyone know a good pizza place").await;
+    g.settle().await;
+    assert_eq!(
+        server.received_requests().await.unwrap_or_default().len(),
+        0,
+        "English request words asked the classifier though the persona speaks German"
+    );
+    g.say("Bob", "weiß jemand eine gute Pizzeria").await;
+    g.settle().await;
+    assert_eq!(
+        server.received_requests().await.unwrap_or_default().len(),
+        1,
+        "a German request did not reach the classifier"
+    );
+    assert_eq!(g.planner.calls(), 0, "not addressed: no plan");
+}
+
 #[tokio::test]
 async fn an_unusable_classifier_answer_fails_closed() {
     let dir = tempfile::tempdir().unwrap();

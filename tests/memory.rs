@@ -561,15 +561,21 @@ async fn a_600_message_conversation_stays_bounded_cached_and_gapless() -> TestRe
 }
 
 /// A hand edit made while a summary call is under way is kept: the file is read again before
-/// the summary is saved. (The mock edits the file when the summary request reaches it.)
+/// the summary is saved. (The mock edits the file when a summary request reaches it.) The
+/// first edit moves the watermark (a summary of messages 1–5 written by hand): the model's
+/// summary is dropped, not stacked on it (`summary_superseded`). The second edit only
+/// rewords that summary: the model's summary joins it and moves the watermark on.
 #[tokio::test]
 async fn a_hand_edit_during_a_summary_call_is_kept() -> TestResult {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let dir = tempfile::tempdir()?;
     let file = dir
         .path()
         .join("ann/memory/summaries")
         .join(format!("{}.md", person("Bob").id));
     let edited = file.clone();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
@@ -581,10 +587,14 @@ async fn a_hand_edit_during_a_summary_call_is_kept() -> TestResult {
             if let Some(parent) = edited.parent() {
                 let _ = std::fs::create_dir_all(parent);
             }
-            let _ = std::fs::write(
-                &edited,
-                "# Summaries\n\n## messages 0–0\n\nWritten by hand.\n",
-            );
+            let text = match counted.fetch_add(1, Ordering::SeqCst) {
+                0 => "# Summaries\n\n## messages 1–5\n\nWritten by hand.\n\n<!-- watermark=5 -->\n"
+                    .to_string(),
+                _ => std::fs::read_to_string(&edited)
+                    .unwrap_or_default()
+                    .replace("Written by hand.", "Written by hand, reworded."),
+            };
+            let _ = std::fs::write(&edited, text);
             let (a, b) = asked_range(&body);
             reply(&format!(
                 "# «summarize»\nmin_message_id: {a}\nmax_message_id: {b}\nThey talked."
@@ -593,16 +603,33 @@ async fn a_hand_edit_during_a_summary_call_is_kept() -> TestResult {
         .mount(&server)
         .await;
     let (mut h, bob) = bob_dm(dir.path(), &server);
-    for turn in 0..62 {
+    let mut after_first = None;
+    for turn in 0..140 {
         h.say(&bob, "Bob", &format!("turn {turn}")).await;
         h.settle().await;
+        let done = calls.load(Ordering::SeqCst);
+        if done == 1 && after_first.is_none() {
+            after_first = Some(std::fs::read_to_string(&file)?);
+        }
+        if done == 2 {
+            break;
+        }
     }
     h.stop().await?;
+    let first = after_first.ok_or("no summary call")?;
+    assert!(
+        first.contains("Written by hand.")
+            && first.contains("watermark=5 ")
+            && !first.contains("They talked."),
+        "the hand edit moved the watermark, yet the summary was stacked: {first}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "no second summary call");
     let text = std::fs::read_to_string(&file)?;
     assert!(
-        text.contains("Written by hand.")
+        text.contains("Written by hand, reworded.")
             && text.contains("They talked.")
-            && text.contains("watermark="),
+            && text.contains("watermark=")
+            && !text.contains("watermark=5 "),
         "{text}"
     );
     Ok(())

@@ -1236,7 +1236,8 @@ async fn a_min_user_names_the_sender_without_becoming_a_writable_peer() {
 
 /// Without a scripted wire the backend's raw calls go to the account's grammers client
 /// (serialized requests through `Client::invoke`); here its pool is gone, so a send fails as
-/// a network error, and nothing is recorded as sent.
+/// a network error, nothing is recorded as sent, and its in-flight window is closed (an
+/// outgoing "hi" in Alice's chat now is the owner's, not ours).
 #[tokio::test]
 async fn the_production_invoker_sends_through_the_client() {
     let session = Arc::new(GuardedSession::new(
@@ -1255,7 +1256,16 @@ async fn the_production_invoker_sends_through_the_client() {
     );
     let err = telegram.send_text(text(ALICE, "hi", 3)).await.unwrap_err();
     assert!(matches!(err, TelegramError::Network(_)), "{err:?}");
-    assert!(!telegram.ledger().recorded(ChatId(ALICE), MessageId(0)));
+    let ledger = telegram.ledger();
+    assert!(
+        ledger.is_empty(),
+        "a failed send was recorded: {}",
+        ledger.len()
+    );
+    assert!(
+        !ledger.is_ours(ChatId(ALICE), MessageId(7), "hi"),
+        "the failed send is still in flight"
+    );
 }
 
 /// A channel given up by catch-up is read again with one messages.getHistory: its newest

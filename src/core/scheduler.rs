@@ -118,6 +118,9 @@ pub(crate) struct Scheduler {
     /// Conversations with a new plan to start (a ready `received`).
     fresh: VecDeque<ConversationKey>,
     queued: HashSet<ConversationKey>,
+    /// `schedule` tasks the last stop cut short (active on disk): their next run is another
+    /// call, counted when it starts.
+    cut_short: HashSet<String>,
     deadlines: BinaryHeap<Reverse<(Timestamp, u64, ConversationKey)>>,
     /// The one deadline each conversation without a ready task waits for.
     armed: HashMap<ConversationKey, Timestamp>,
@@ -152,6 +155,7 @@ impl Scheduler {
             replies: VecDeque::new(),
             fresh: VecDeque::new(),
             queued: HashSet::new(),
+            cut_short: HashSet::new(),
             deadlines: BinaryHeap::new(),
             armed: HashMap::new(),
             heap_seq: 0,
@@ -230,6 +234,14 @@ impl Scheduler {
             let reset = graph.reset_active(now);
             if !reset.is_empty() {
                 info!(conversation = %key, tasks = ?reset, "tasks interrupted by the last stop will run again");
+            }
+            for id in &reset {
+                if graph
+                    .task(id)
+                    .is_some_and(|t| t.kind() == TaskKind::Schedule)
+                {
+                    self.cut_short.insert(id.clone());
+                }
             }
             if !self.agents.contains(&graph.agent) {
                 warn!(conversation = %key, "graph kept on disk: its agent is not running");
@@ -355,6 +367,9 @@ impl Scheduler {
             };
             if let Some(wake) = self.held(graph, &task, now) {
                 self.arm(&key, wake);
+                continue;
+            }
+            if self.cut_short.remove(&task.id) && !self.schedule_call_again(&key, &task.id, now) {
                 continue;
             }
             let Some(graph) = self.graphs.get_mut(&key) else {

@@ -456,6 +456,41 @@ impl Scheduler {
             })
     }
 
+    /// A `schedule` task the last stop cut short runs again: that is another call, counted
+    /// now like a new one (a crash loop never calls without end); with the day's calls spent
+    /// it is dropped and the day stays as it is (the fallback). Returns whether it may start.
+    pub(super) fn schedule_call_again(
+        &mut self,
+        key: &ConversationKey,
+        task_id: &str,
+        now: Timestamp,
+    ) -> bool {
+        let Some(today) = self
+            .presence
+            .get(&key.agent)
+            .and_then(|p| p.schedule.as_ref())
+            .map(|s| s.local(now).0)
+        else {
+            return true;
+        };
+        if self.safety.schedule_calls(&key.agent, today) < presence::CALLS_PER_DAY {
+            self.safety.count_schedule_call(&key.agent, today);
+            self.effects.push(Effect::SaveAgentState(key.agent.clone()));
+            return true;
+        }
+        warn!(event = "schedule_call_spent", agent = %key.agent, "a schedule call cut short by the last stop is not made again: the day's calls are spent");
+        if let Some(graph) = self.graphs.get_mut(key) {
+            graph.mark_done(task_id, now);
+            if graph.is_finished() {
+                self.remove_graph(key);
+            } else {
+                self.mark_dirty(key);
+            }
+        }
+        self.reschedule(key, now);
+        false
+    }
+
     /// Adds one of the runtime's own tasks to the agent's own chat (its Saved Messages): a
     /// pending one of the same kind is replaced, so upkeep never piles up.
     pub(super) fn own_task(&mut self, agent: &str, spec: TaskSpec, now: Timestamp) {

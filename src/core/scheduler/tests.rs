@@ -625,3 +625,127 @@ fn a_cancelled_plan_voids_its_draft_and_says_so() {
     assert_eq!(own.len(), 1, "{own:?}");
     assert!(own[0].contains("is void: paused by the owner"), "{own:?}");
 }
+
+/// The agent's own cap of 1000 tokens, reached (1200 spent today).
+fn reach_cap(s: &mut Scheduler, now: Timestamp) {
+    use crate::core::budget::{DailyCap, Spend};
+    let cap = DailyCap {
+        tokens: Some(1000),
+        usd: None,
+    };
+    let spent = Spend {
+        tokens: 1200,
+        ..Spend::default()
+    };
+    let report = SpendReport {
+        day: now.to_zoned(jiff::tz::TimeZone::UTC).date(),
+        agent: (spent, Some(cap)),
+        daemon: (Spend::default(), None),
+    };
+    s.on_spend("a", report, now);
+}
+
+/// Starts what is ready at `now` and finishes each start at once (`Done`), until nothing
+/// more starts: the chat and kind of every start, in order.
+fn drain(s: &mut Scheduler, now: Timestamp) -> Vec<(i64, TaskKind)> {
+    let mut all = Vec::new();
+    for _ in 0..20 {
+        s.advance(now);
+        s.start_ready(now);
+        let started: Vec<Start> = s
+            .take_effects()
+            .into_iter()
+            .filter_map(|e| match e {
+                Effect::Start(st) => Some(*st),
+                _ => None,
+            })
+            .collect();
+        if started.is_empty() {
+            break;
+        }
+        for st in started {
+            all.push((st.key.chat.0, st.task.kind()));
+            finish(s, &st, Ok(Outcome::Done), now);
+        }
+    }
+    all
+}
+
+/// A reached cap holds the group classifier's call too (not only planning): the `classify`
+/// task waits past its quiet period until the owner lifts the cap.
+#[test]
+fn a_reached_cap_holds_the_classifier_until_lifted() {
+    use crate::core::admission::Admission;
+    let mut s = sched(4);
+    reach_cap(&mut s, at(0));
+    let group = Chat {
+        id: ChatId(-9),
+        kind: ChatKind::Group,
+        title: "club".into(),
+    };
+    assert!(s.admit("a", group, MessageId(3), Admission::Classify, at(1)));
+    let held = drain(&mut s, at(600));
+    assert!(
+        !held.contains(&(-9, TaskKind::Classify)),
+        "the classifier was called past the cap: {held:?}"
+    );
+    s.lift_budget("a", at(601));
+    assert!(drain(&mut s, at(601)).contains(&(-9, TaskKind::Classify)));
+}
+
+/// A plan whose own call reached the cap still sends its reply (no LLM), but the summary
+/// call queued after it waits until the owner lifts the cap.
+#[test]
+fn a_reached_cap_holds_the_summary_call_after_the_reply() {
+    let mut s = sched(4);
+    assert!(s.on_inbound("a", chat(7), MessageId(3), true, at(0)));
+    s.advance(at(5));
+    s.start_ready(at(5));
+    let received = only_start(s.take_effects());
+    assert_eq!(received.task.kind(), TaskKind::Received);
+    // The planning call's spend report reaches the cap while it runs.
+    reach_cap(&mut s, at(6));
+    let planned = Outcome::Planned(vec![
+        Task::new(TaskSpec::send("hi", None), at(6)),
+        Task::new(TaskSpec::Summarize, at(6)),
+    ]);
+    finish(&mut s, &received, Ok(planned), at(7));
+    let held = drain(&mut s, at(600));
+    assert!(held.contains(&(7, TaskKind::Send)), "{held:?}");
+    assert!(
+        !held.contains(&(7, TaskKind::Summarize)),
+        "the summary call ran past the cap: {held:?}"
+    );
+    s.lift_budget("a", at(601));
+    assert!(drain(&mut s, at(601)).contains(&(7, TaskKind::Summarize)));
+}
+
+/// A reached cap holds the call that writes the persona's day (`schedule`, in its Saved
+/// Messages) until the owner lifts it.
+#[test]
+fn a_reached_cap_holds_the_schedule_call_until_lifted() {
+    let mut s = sched(4);
+    let own = s
+        .safety()
+        .own_chat("a")
+        .unwrap_or_else(|| panic!("no own chat"));
+    let own_id = own.id.0;
+    let schedule = Task::new(
+        TaskSpec::Schedule {
+            date: "2023-11-15".into(),
+        },
+        at(0),
+    );
+    s.load(
+        vec![TaskGraph::with_tasks("a", own, at(0), vec![schedule])],
+        at(0),
+    );
+    reach_cap(&mut s, at(0));
+    let held = drain(&mut s, at(600));
+    assert!(
+        !held.contains(&(own_id, TaskKind::Schedule)),
+        "the schedule call ran past the cap: {held:?}"
+    );
+    s.lift_budget("a", at(601));
+    assert!(drain(&mut s, at(601)).contains(&(own_id, TaskKind::Schedule)));
+}
