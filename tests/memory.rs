@@ -8,44 +8,20 @@ mod common;
 
 use std::sync::Arc;
 
+use common::gemini::*;
 use common::*;
-use personad::adapters::llm::gemini::{GeminiClient, GeminiConfig};
-use personad::adapters::llm::retry::{RetryConfig, RetryingLlm};
-use personad::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
 use personad::adapters::memory::user_id_for;
 use personad::app::bench_memory::{history_gap, mean_prefix_reuse};
 use personad::app::ops::controls::Op;
-use personad::core::model::{Chat, ChatId, ChatKind};
-use personad::ports::clock::SharedClock;
-use personad::ports::llm::ApiKey;
-use personad::ports::planner::SharedPlanner;
+use personad::core::model::Chat;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path_regex};
-use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+use wiremock::{Mock, MockServer, Request};
 
 /// What the model keeps about Alice: words no message contains, so seeing them in a request
 /// can only come from memory.
 const FACT: &str = "Her sister Sarah studies marine biology in Lisbon.";
 const MARK: &str = "marine biology in Lisbon";
-
-fn reply(text: &str) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_json(json!({
-        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}]
-    }))
-}
-
-/// The newest message of a request (the turn before the final `[context]` turn).
-fn newest_message(body: &Value) -> String {
-    let contents = body["contents"].as_array().cloned().unwrap_or_default();
-    contents
-        .iter()
-        .rev()
-        .nth(1)
-        .and_then(|c| c["parts"][0]["text"].as_str())
-        .unwrap_or("")
-        .to_string()
-}
-
 /// Answers "ok"; told about a sister, also keeps the fact.
 async fn remembering_gemini() -> MockServer {
     let server = MockServer::start().await;
@@ -63,17 +39,6 @@ async fn remembering_gemini() -> MockServer {
         .await;
     server
 }
-
-fn planner(uri: String) -> impl FnOnce(SharedClock) -> SharedPlanner {
-    move |clock| {
-        let mut cfg = GeminiConfig::new(ApiKey::new("k"));
-        cfg.base_url = uri;
-        let client = GeminiClient::new(cfg).unwrap_or_else(|e| panic!("client: {e}"));
-        let llm = RetryingLlm::new(Arc::new(client), RetryConfig::default(), clock);
-        Arc::new(LlmPlanner::new(Arc::new(llm), LlmPlannerConfig::default()))
-    }
-}
-
 /// `personad state memory ann WHO…` on a state directory: its standard output.
 fn state_memory(state: &std::path::Path, who: &[&str]) -> Result<String, std::io::Error> {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
@@ -86,15 +51,6 @@ fn state_memory(state: &std::path::Path, who: &[&str]) -> Result<String, std::io
         .output()?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
-
-fn person(name: &str) -> Chat {
-    Chat {
-        id: ChatId(user_id_for(name)),
-        kind: ChatKind::Direct,
-        title: name.into(),
-    }
-}
-
 /// Alice tells the persona about her sister in their DM. The fact is kept once, for Alice;
 /// it is in the prompt of Alice's DM and of a group where Alice speaks, and in no request of
 /// Bob's DM or of a group with only Bob.
@@ -117,13 +73,7 @@ async fn a_fact_alice_tells_is_shown_where_alice_is_and_nowhere_else() -> TestRe
         h.say(chat, from, text).await;
         h.settle().await;
     }
-    let bodies: Vec<String> = server
-        .received_requests()
-        .await
-        .unwrap_or_default()
-        .iter()
-        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
-        .collect();
+    let bodies = bodies(&server).await;
     assert_eq!(bodies.len(), 5, "one request per message");
     let shown: Vec<bool> = bodies.iter().map(|b| b.contains(MARK)).collect();
     assert_eq!(
@@ -236,13 +186,7 @@ async fn facts_from_a_group_stay_in_that_group() -> TestResult {
         h.say(chat, from, text).await;
         h.settle().await;
     }
-    let bodies: Vec<String> = server
-        .received_requests()
-        .await
-        .unwrap_or_default()
-        .iter()
-        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
-        .collect();
+    let bodies = bodies(&server).await;
     assert_eq!(bodies.len(), 5, "one request per message");
     let dm = &bodies[3];
     assert!(dm.contains("hello there"), "the fourth request is Bob's DM");

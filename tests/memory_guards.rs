@@ -9,66 +9,15 @@ mod common;
 
 use std::sync::Arc;
 
+use common::gemini::*;
 use common::*;
-use personad::adapters::llm::gemini::{GeminiClient, GeminiConfig};
-use personad::adapters::llm::retry::{RetryConfig, RetryingLlm};
-use personad::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
 use personad::adapters::memory::user_id_for;
-use personad::core::model::{Chat, ChatId, ChatKind, Message, MessageId, Sender};
+use personad::core::model::{Chat, Message, MessageId, Sender};
 use personad::ports::clock::SharedClock;
-use personad::ports::llm::ApiKey;
-use personad::ports::planner::{Planner, SharedPlanner, SummaryRequest};
-use serde_json::{Value, json};
+use personad::ports::planner::{Planner, SummaryRequest};
+use serde_json::Value;
 use wiremock::matchers::{method, path_regex};
-use wiremock::{Mock, MockServer, Request, ResponseTemplate};
-
-fn reply(text: &str) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_json(json!({
-        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}]
-    }))
-}
-
-/// The newest message of a request (the turn before the final `[context]` turn).
-fn newest_message(body: &Value) -> String {
-    let contents = body["contents"].as_array().cloned().unwrap_or_default();
-    contents
-        .iter()
-        .rev()
-        .nth(1)
-        .and_then(|c| c["parts"][0]["text"].as_str())
-        .unwrap_or("")
-        .to_string()
-}
-
-fn llm_planner(uri: &str, clock: SharedClock) -> LlmPlanner {
-    let mut cfg = GeminiConfig::new(ApiKey::new("k"));
-    cfg.base_url = uri.to_string();
-    let client = GeminiClient::new(cfg).unwrap_or_else(|e| panic!("client: {e}"));
-    let llm = RetryingLlm::new(Arc::new(client), RetryConfig::default(), clock);
-    LlmPlanner::new(Arc::new(llm), LlmPlannerConfig::default())
-}
-
-fn planner(uri: String) -> impl FnOnce(SharedClock) -> SharedPlanner {
-    move |clock| Arc::new(llm_planner(&uri, clock))
-}
-
-fn person(name: &str) -> Chat {
-    Chat {
-        id: ChatId(user_id_for(name)),
-        kind: ChatKind::Direct,
-        title: name.into(),
-    }
-}
-
-async fn bodies(server: &MockServer) -> Vec<String> {
-    server
-        .received_requests()
-        .await
-        .unwrap_or_default()
-        .iter()
-        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
-        .collect()
-}
+use wiremock::{Mock, MockServer, Request};
 
 /// The people file of `name` under the harness's state.
 fn people_file(state: &std::path::Path, name: &str) -> std::path::PathBuf {

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod daemon;
+pub(crate) mod gemini;
 pub(crate) mod tl;
 
 use std::path::{Path, PathBuf};
