@@ -47,18 +47,15 @@ impl World {
             else {
                 continue;
             };
-            let update: tl::enums::Update = tl::types::UpdateNewMessage {
-                message: stored.tl(*account),
-                pts: 0,
-                pts_count: 1,
-            }
-            .into();
-            let pts = self.log(*account, 1, update);
-            if let Some(a) = self.accounts.get_mut(account)
-                && let Some((_, _, tl::enums::Update::NewMessage(n))) = a.log.last_mut()
-            {
-                n.pts = pts;
-            }
+            let message = stored.tl(*account);
+            let pts = self.log(*account, 1, |pts| {
+                tl::types::UpdateNewMessage {
+                    message,
+                    pts,
+                    pts_count: 1,
+                }
+                .into()
+            });
             out.insert(*account, (id, pts));
             if Some(*account) != skip_push {
                 let short = self.short_update(*account, &stored, pts);
@@ -311,10 +308,6 @@ impl World {
             .values()
             .find(|m| m.global == global)
             .map(|m| m.id)
-    }
-
-    pub(crate) fn mentions_in_box(&self, holder: i64, m: &Msg) -> bool {
-        self.mentions(holder, m)
     }
 
     /// The forum topic of a channel's message `id`.
@@ -608,7 +601,7 @@ pub(crate) fn post(
             }
             m.out = holder == from;
             m.reply_to = answered.and_then(|g| w.local_of(holder, g));
-            m.mentioned = !m.out && w.mentions_in_box(holder, &m);
+            m.mentioned = !m.out && w.mentions(holder, &m);
             (holder, m)
         })
         .collect();

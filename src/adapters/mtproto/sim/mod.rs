@@ -28,7 +28,6 @@ pub mod tl;
 pub mod wire;
 pub mod world;
 
-use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -360,24 +359,6 @@ impl Sim {
                 .filter(|(a, _)| *a == account)
                 .map(|(_, r)| *r)
                 .collect()
-        })
-    }
-
-    /// The members of every chat `account` is in (for tests that add people).
-    pub fn chats_of(&self, account: i64) -> BTreeSet<Peer> {
-        self.with(|w| {
-            let mut out: BTreeSet<Peer> = w
-                .accounts
-                .get(&account)
-                .map(|a| a.messages.values().map(|m| m.peer).collect())
-                .unwrap_or_default();
-            out.extend(
-                w.channels
-                    .values()
-                    .filter(|c| c.members.contains(&account))
-                    .map(|c| Peer::Channel(c.id)),
-            );
-            out
         })
     }
 }

@@ -295,20 +295,18 @@ fn read_inbox(w: &mut World, account: i64, peer: Peer, max_id: i32) -> Answer {
     }
     w.events
         .push((account, format!("read {} {max_id}", peer.chat_id())));
-    let pts = w.log(
-        account,
-        1,
+    let pts = w.log(account, 1, |pts| {
         tl::types::UpdateReadHistoryInbox {
             folder_id: None,
             peer: peer.tl(),
             top_msg_id: None,
             max_id,
             still_unread_count: 0,
-            pts: 0,
+            pts,
             pts_count: 1,
         }
-        .into(),
-    );
+        .into()
+    });
     ok(tl::enums::messages::AffectedMessages::Messages(
         tl::types::messages::AffectedMessages { pts, pts_count: 1 },
     ))
@@ -320,17 +318,15 @@ fn read_mentions(w: &mut World, account: i64, body: &[u8]) -> Answer {
     let peer = input_peer(w, account, &r.peer)?;
     w.events
         .push((account, format!("read_mentions {}", peer.chat_id())));
-    let pts = w.log(
-        account,
-        1,
+    let pts = w.log(account, 1, |pts| {
         tl::types::UpdateReadMessagesContents {
             messages: Vec::new(),
-            pts: 0,
+            pts,
             pts_count: 1,
             date: None,
         }
-        .into(),
-    );
+        .into()
+    });
     ok(tl::enums::messages::AffectedHistory::History(
         tl::types::messages::AffectedHistory {
             pts,

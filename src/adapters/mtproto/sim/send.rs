@@ -179,16 +179,7 @@ pub(super) fn delete_history(
         ),
     ));
     let count = i32::try_from(ids.len()).unwrap_or(0).max(1);
-    let pts = w.log(
-        account,
-        count,
-        tl::types::UpdateDeleteMessages {
-            messages: ids,
-            pts: 0,
-            pts_count: count,
-        }
-        .into(),
-    );
+    let pts = w.log(account, count, |pts| deleted(ids, pts, count));
     if r.revoke
         && let Peer::User(other) = peer
         && w.accounts.contains_key(&other)
@@ -200,23 +191,9 @@ pub(super) fn delete_history(
         if !theirs.is_empty() {
             w.remove(other, &theirs);
             let n = i32::try_from(theirs.len()).unwrap_or(1);
-            let pts = w.log(
-                other,
-                n,
-                tl::types::UpdateDeleteMessages {
-                    messages: theirs.clone(),
-                    pts: 0,
-                    pts_count: n,
-                }
-                .into(),
-            );
+            let pts = w.log(other, n, |pts| deleted(theirs.clone(), pts, n));
             let update = tl::types::UpdateShort {
-                update: tl::types::UpdateDeleteMessages {
-                    messages: theirs,
-                    pts,
-                    pts_count: n,
-                }
-                .into(),
+                update: deleted(theirs, pts, n),
                 date: w.now(),
             };
             w.push(other, &update.into());
@@ -230,6 +207,16 @@ pub(super) fn delete_history(
         })
         .to_bytes(),
     )
+}
+
+/// The update for messages deleted from a box under `pts`.
+fn deleted(messages: Vec<i32>, pts: i32, count: i32) -> tl::enums::Update {
+    tl::types::UpdateDeleteMessages {
+        messages,
+        pts,
+        pts_count: count,
+    }
+    .into()
 }
 
 /// `messages.getDialogs`: every dialog in one page (a later page is empty).

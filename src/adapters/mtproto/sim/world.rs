@@ -80,10 +80,7 @@ impl Msg {
 
     /// The TL message as `viewer` sees it.
     pub(crate) fn tl(&self, viewer: i64) -> tl::enums::Message {
-        let from = match self.peer {
-            Peer::User(_) => Some(b::peer_user(self.from)),
-            _ => Some(b::peer_user(self.from)),
-        };
+        let from = Some(b::peer_user(self.from));
         let action: Option<tl::enums::MessageAction> = match (&self.topic_title, self.migrated_to) {
             (Some(title), _) => Some(
                 tl::types::MessageActionTopicCreate {
@@ -482,12 +479,19 @@ impl World {
 
     // ---- the account's box and log -------------------------------------------------------
 
-    /// Logs `update` under the account's next pts (`count` events) and returns the pts.
-    pub(crate) fn log(&mut self, account: i64, count: i32, update: tl::enums::Update) -> i32 {
+    /// Logs the update `make` builds for the account's next pts (`count` events, so the
+    /// update carries the pts it is logged under) and returns that pts.
+    pub(crate) fn log(
+        &mut self,
+        account: i64,
+        count: i32,
+        make: impl FnOnce(i32) -> tl::enums::Update,
+    ) -> i32 {
         let Some(a) = self.accounts.get_mut(&account) else {
             return 0;
         };
         a.pts += count;
+        let update = make(a.pts);
         a.log.push((a.pts, count, update));
         a.pts
     }
@@ -560,8 +564,7 @@ impl World {
         let mut new_messages = Vec::new();
         let mut other_updates = channels;
         let mut ids = Vec::new();
-        for (p, _, u) in a.log.iter().filter(|(p, _, _)| *p > pts) {
-            let _ = p;
+        for (_, _, u) in a.log.iter().filter(|(p, _, _)| *p > pts) {
             match u {
                 tl::enums::Update::NewMessage(n) => {
                     new_messages.push(n.message.clone());

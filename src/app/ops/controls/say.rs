@@ -23,6 +23,16 @@ pub(super) struct Said<'a> {
     pub text: &'a str,
 }
 
+/// `--chat me`: the owner's Saved Messages.
+fn in_saved_messages(chat: Option<&str>) -> bool {
+    chat.is_some_and(|c| c.eq_ignore_ascii_case("me"))
+}
+
+/// The owner writes: in Saved Messages (`--chat me`) or from another device (`--from me`).
+fn by_owner(chat: Option<&str>, from: &str) -> bool {
+    in_saved_messages(chat) || from.eq_ignore_ascii_case("me")
+}
+
 /// The in-memory group titled `title` (its id follows from the title, as in every account).
 fn group_named(title: &str) -> Chat {
     Chat {
@@ -73,8 +83,8 @@ impl Controller {
             memory.raise_ids(&state.handled);
         }
         let gated = &self.ingress;
-        let saved_messages = chat.is_some_and(|c| c.eq_ignore_ascii_case("me"));
-        if saved_messages || from.eq_ignore_ascii_case("me") {
+        let saved_messages = in_saved_messages(chat);
+        if saved_messages || by_owner(chat, from) {
             // The owner writes (from another device): an outgoing message of the account.
             let target = match (saved_messages, group, chat) {
                 (true, _, _) => ChatId(memory.self_id()),
@@ -175,8 +185,7 @@ impl Controller {
             text,
         } = said;
         let (sim, me) = (&seat.sim, seat.me);
-        let owner =
-            chat.is_some_and(|c| c.eq_ignore_ascii_case("me")) || from.eq_ignore_ascii_case("me");
+        let owner = by_owner(chat, from);
         let writer = if owner {
             me
         } else {
@@ -184,12 +193,11 @@ impl Controller {
         };
         let peer = match (group, chat) {
             (Some(title), _) => Peer::Chat(sim.group(title, &[me, writer])),
-            (None, Some(c)) if c.eq_ignore_ascii_case("me") => Peer::User(me),
+            (None, Some(_)) if in_saved_messages(chat) => Peer::User(me),
             (None, Some(c)) => match c.parse::<i64>() {
                 Ok(id) => peer_of(ChatId(id)),
                 Err(_) => Peer::User(sim.person(c.trim_start_matches('@'))),
             },
-            (None, None) if owner => Peer::User(me),
             (None, None) => Peer::User(me),
         };
         // The dialog as the agent sees it.
