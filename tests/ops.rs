@@ -1875,6 +1875,40 @@ fn a_state_directory_removed_under_the_daemon_stops_it_with_exit_74() -> TestRes
     Ok(())
 }
 
+/// The state directory removed while a send is in flight: the write after the send checks
+/// the directory first and stops the daemon (exit 74) without making `graphs/` again. The
+/// periodic check is set to an hour here, so only the check before the write can stop it.
+#[test]
+fn a_write_after_the_state_directory_is_removed_stops_the_daemon_without_writing() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let args = [
+        "--planner",
+        "echo",
+        "--memory-send-delay-ms",
+        "2000",
+        "--state-check-every-ms",
+        "3600000",
+    ];
+    let child = start(&s, &args, &[])?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    ctl(&s, &["say", "--from", "Alice", "hello"])?;
+    let store = GraphStore::new(StateDir::new(s.state()));
+    wait_send_in_flight(&store).ok_or("no send in flight")?;
+    std::fs::remove_dir_all(s.state())?;
+    let child = reaper.0.as_mut().ok_or("no child")?;
+    let status = wait_exit(child, Duration::from_secs(20))
+        .ok_or_else(|| format!("still running after the write:\n{}", s.log_text()))?;
+    reaper.0 = None;
+    assert_eq!(status.code(), Some(74), "{}", s.log_text());
+    assert!(
+        !s.state().join("graphs").exists(),
+        "the graphs folder was made again"
+    );
+    assert!(!s.state().join("lock").exists(), "the lock was made again");
+    Ok(())
+}
+
 /// `run --telegram memory` plans, at its start, a direct message the previous run recorded
 /// but never planned (here: recorded while paused, the pause then lifted while stopped; a
 /// kill -9 between a message and its plan leaves the same state), once.

@@ -300,6 +300,10 @@ pub struct RunArgs {
     /// tests).
     #[arg(long, value_name = "MS", default_value_t = 0, hide = true)]
     pub memory_send_delay_ms: u64,
+    /// How often the daemon checks, when it writes nothing, that its state directory is
+    /// still the one it locked (each write batch checks first anyway; tests).
+    #[arg(long, value_name = "MS", default_value_t = 2000, hide = true)]
+    pub state_check_every_ms: u64,
     /// With `--telegram sim`: the simulated Telegram to connect to (one a test or another
     /// process runs) instead of starting one inside the daemon.
     #[arg(long, value_name = "ADDR", env = "PERSONAD_SIM_ADDR")]

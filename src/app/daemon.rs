@@ -137,6 +137,8 @@ impl Daemon {
             )));
         }
         let lock = Arc::new(crate::app::commands::lock_state(&global)?);
+        // From here on, each write batch first checks that the directory is the one locked.
+        let state = state.guarded(Arc::clone(&lock) as _);
         let report = load_personas_async(&global).await?;
         // Offline Telegrams (in memory, simulated) may plan with the echo planner.
         let memory = matches!(
@@ -267,8 +269,11 @@ impl Daemon {
             &handle,
             &notifier,
             &reload_tx,
-            lock,
-            clock,
+            state_gone(
+                lock,
+                clock,
+                Duration::from_millis(args.state_check_every_ms),
+            ),
         )
         .await;
         notifier.stopping();
@@ -316,10 +321,8 @@ async fn until_end(
     handle: &RuntimeHandle,
     notifier: &Notifier,
     reloads: &ReloadRequests,
-    lock: Arc<StateLock>,
-    clock: SharedClock,
+    gone: impl std::future::Future<Output = crate::adapters::store::StateGone>,
 ) -> Ended {
-    let gone = state_gone(lock, clock);
     tokio::pin!(gone);
     let mut stopping = false;
     loop {
@@ -469,16 +472,21 @@ fn run_config(
     Ok(config)
 }
 
-/// How often the daemon checks that its state directory is still the one it locked.
-const STATE_CHECK_EVERY: Duration = Duration::from_secs(2);
-
-/// Resolves when the state directory (or its lock file) was removed or replaced.
+/// Resolves when the state directory (or its lock file) was removed or replaced: found by
+/// the check before a write batch, or by this check `every` (`--state-check-every-ms`) when
+/// nothing is written.
 async fn state_gone(
     lock: Arc<crate::adapters::store::StateLock>,
     clock: SharedClock,
+    every: Duration,
 ) -> crate::adapters::store::StateGone {
+    let tripped = lock.until_gone();
+    tokio::pin!(tripped);
     loop {
-        crate::ports::clock::pause(clock.as_ref(), STATE_CHECK_EVERY).await;
+        tokio::select! {
+            gone = &mut tripped => return gone,
+            () = crate::ports::clock::pause(clock.as_ref(), every) => {}
+        }
         let lock = Arc::clone(&lock);
         if let Ok(Err(gone)) = tokio::task::spawn_blocking(move || lock.check()).await {
             return gone;

@@ -23,6 +23,9 @@ pub enum FactError {
         line: usize,
         message: String,
     },
+    /// A memory file too large to read for a plan: left alone until the owner trims it.
+    #[error("{}: {size} bytes, over the cap of {cap} bytes for a memory file (trim or archive it)", file.display())]
+    TooLarge { file: PathBuf, size: u64, cap: u64 },
 }
 
 /// An agent's facts, by scope.

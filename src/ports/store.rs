@@ -30,12 +30,25 @@ pub enum StoreError {
         #[source]
         source: io::Error,
     },
+    /// The state directory was removed or replaced under the process: nothing is written.
+    #[error(transparent)]
+    Gone(#[from] StateGone),
     #[error("could not encode graph {key}: {source}")]
     Encode {
         key: String,
         #[source]
         source: CodecError,
     },
+}
+
+/// Why the state directory can no longer be trusted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the state directory {dir} was {what} while the daemon ran; stopping without writing to it (start again once it is back)"
+)]
+pub struct StateGone {
+    pub dir: PathBuf,
+    pub what: &'static str,
 }
 
 /// One write of a batch (see [`RuntimeStore::write_batch`]).

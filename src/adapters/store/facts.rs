@@ -1,12 +1,17 @@
 //! The file store of long-term memory: one Markdown file per scope under
 //! `<state>/<agent>/memory/` (`persona.md`, `people/<user>.md`, `chats/<chat>.md`), each read
-//! and written whole, atomically. Implements [`FactStore`]. Hand edits are read on the next
-//! use (nothing is cached); a file that does not read as facts is reported with its line and
-//! never overwritten. A process keeps one `FileFacts` (built with the services and shared by
+//! and written whole, atomically. Implements [`FactStore`]. A facts file is parsed once per
+//! change: the parsed file is kept (bounded, see [`CACHE_BYTES`]) with the file's stamp (size,
+//! times, inode), and read again when the stamp differs, so hand edits are seen on the next
+//! use and the store's own writes drop the kept copy. A file past [`WARN_BYTES`] is warned
+//! about once per change; one past [`MAX_BYTES`] is refused with its size (planning goes on
+//! without it). A file that does not read as facts is reported with its line and never
+//! overwritten. A process keeps one `FileFacts` (built with the services and shared by
 //! the runtime's handlers and the owner's commands): it is each agent's one writer, and
 //! serializes that agent's read-change-save steps itself.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::files::{read_optional, write_atomic};
@@ -17,6 +22,16 @@ use crate::core::facts::{
 use crate::core::model::ChatId;
 use crate::core::summaries::SummaryFile;
 use crate::ports::facts::{FactError, FactStore};
+use crate::ports::store::StoreError;
+
+/// A facts file past this size is warned about (once per change): it is read whole for
+/// every plan of its chat, though the prompt shows only its newest part.
+pub const WARN_BYTES: u64 = 1 << 20;
+/// A facts file past this size is not read (an error naming it and its size); the chat is
+/// planned without it until the owner trims it.
+pub const MAX_BYTES: u64 = 16 << 20;
+/// The parsed files kept, by their size on disk: past this, the oldest kept are dropped.
+pub const CACHE_BYTES: u64 = 32 << 20;
 
 /// Facts as files under a state directory.
 pub struct FileFacts {
@@ -25,6 +40,82 @@ pub struct FileFacts {
     /// One lock per agent: its read-change-save steps run one at a time (the runtime's
     /// handlers and the owner's commands share this store).
     writing: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    /// Parsed facts files, by path, with the stamp they were read under.
+    parsed: Mutex<Parsed>,
+}
+
+/// What identifies one version of a file without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
+    inode: (u64, u64),
+}
+
+impl Stamp {
+    /// The file's stamp; `None` when it is not there (or not readable as a plain file).
+    fn of(path: &Path) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(path).ok()?;
+        Some(Stamp {
+            len: m.len(),
+            modified: (m.mtime(), m.mtime_nsec()),
+            changed: (m.ctime(), m.ctime_nsec()),
+            inode: (m.dev(), m.ino()),
+        })
+    }
+}
+
+/// The kept parsed files, oldest first by when they were read.
+#[derive(Default)]
+struct Parsed {
+    files: HashMap<PathBuf, (Stamp, u64, FactFile)>,
+    order: std::collections::VecDeque<(PathBuf, u64)>,
+    bytes: u64,
+    next: u64,
+    /// Files parsed so far (not served from the kept copies).
+    parses: u64,
+}
+
+impl Parsed {
+    fn get(&self, path: &Path, stamp: Stamp) -> Option<FactFile> {
+        self.files
+            .get(path)
+            .filter(|(s, _, _)| *s == stamp)
+            .map(|(_, _, f)| f.clone())
+    }
+
+    fn forget(&mut self, path: &Path) {
+        if let Some((stamp, _, _)) = self.files.remove(path) {
+            self.bytes -= stamp.len;
+        }
+    }
+
+    fn keep(&mut self, path: PathBuf, stamp: Stamp, file: FactFile) {
+        self.forget(&path);
+        if stamp.len > CACHE_BYTES {
+            return;
+        }
+        self.next += 1;
+        self.order.push_back((path.clone(), self.next));
+        self.files.insert(path, (stamp, self.next, file));
+        self.bytes += stamp.len;
+        while self.bytes > CACHE_BYTES {
+            let Some((old, n)) = self.order.pop_front() else {
+                break;
+            };
+            if self.files.get(&old).is_some_and(|(_, at, _)| *at == n) {
+                self.forget(&old);
+            }
+        }
+        // Entries of paths kept again later linger in `order`; drop them past a bound.
+        if self.order.len() > 4 * self.files.len() + 64 {
+            let files = &self.files;
+            self.order
+                .retain(|(p, n)| files.get(p).is_some_and(|(_, at, _)| at == n));
+        }
+    }
 }
 
 impl FileFacts {
@@ -33,7 +124,58 @@ impl FileFacts {
             dir,
             cap: DEFAULT_SCOPE_BYTES,
             writing: Mutex::default(),
+            parsed: Mutex::default(),
         }
+    }
+
+    /// How many facts files were parsed (read from disk) so far.
+    pub fn parses(&self) -> u64 {
+        self.parsed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .parses
+    }
+
+    /// One scope's facts: the kept copy while the file is unchanged, else read and parsed.
+    fn read_facts(&self, path: PathBuf) -> Result<FactFile, FactError> {
+        let Some(stamp) = Stamp::of(&path) else {
+            self.parsed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .forget(&path);
+            return read_parsed(path, FactFile::parse);
+        };
+        if let Some(file) = self
+            .parsed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&path, stamp)
+        {
+            return Ok(file);
+        }
+        if stamp.len > MAX_BYTES {
+            return Err(FactError::TooLarge {
+                file: path,
+                size: stamp.len,
+                cap: MAX_BYTES,
+            });
+        }
+        if stamp.len > WARN_BYTES {
+            tracing::warn!(event = "memory_file_large", file = %path.display(), bytes = stamp.len, warn_at = WARN_BYTES, refused_at = MAX_BYTES, "a memory file is large: it is read whole for each plan of its chat, though the prompt shows only its newest part; trim or archive it");
+        }
+        let file = read_parsed(path.clone(), FactFile::parse)?;
+        let mut parsed = self.parsed.lock().unwrap_or_else(PoisonError::into_inner);
+        parsed.parses += 1;
+        parsed.keep(path, stamp, file.clone());
+        Ok(file)
+    }
+
+    /// Drops the kept copy of a file this store is about to write.
+    fn forget(&self, path: &Path) {
+        self.parsed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .forget(path);
     }
 
     /// The agent's write lock.
@@ -67,7 +209,7 @@ fn read_parsed<T: Default>(
 
 impl FactStore for FileFacts {
     fn read(&self, agent: &str, scope: FactScope) -> Result<FactFile, FactError> {
-        read_parsed(self.dir.facts_path(agent, scope), FactFile::parse)
+        self.read_facts(self.dir.facts_path(agent, scope))
     }
 
     fn persona_text(&self, agent: &str) -> Result<String, FactError> {
@@ -89,6 +231,8 @@ impl FactStore for FileFacts {
         // Every applied write is saved (a delete of nothing too: its task id is recorded).
         if matches!(&applied, Ok(a) if *a != Applied::AlreadyApplied) {
             let path = self.dir.facts_path(agent, scope);
+            self.dir.check_guard().map_err(StoreError::from)?;
+            self.forget(&path);
             write_atomic(&path, file.render(scope).as_bytes())?;
         }
         Ok(applied)
@@ -187,5 +331,116 @@ impl FactStore for FileFacts {
         }
         out.sort();
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn remember(facts: &FileFacts, scope: FactScope, task: &str, content: &str) {
+        let source = Source {
+            task: task.into(),
+            name: Some("Alice".into()),
+            chat: ChatId(7),
+            message: None,
+            at: jiff::Timestamp::UNIX_EPOCH,
+        };
+        let write = FactWrite {
+            id: None,
+            content: content.into(),
+        };
+        let applied = facts.apply("Tess", scope, &write, &source);
+        assert!(matches!(applied, Ok(Ok(_))), "{applied:?}");
+    }
+
+    /// A facts file is parsed once per change: reading it again for the next plan uses the
+    /// kept copy; the store's own write and a hand edit are both seen on the next read.
+    #[test]
+    fn a_facts_file_is_parsed_once_per_change() -> Result<(), Box<dyn std::error::Error>> {
+        let tmp = tempfile::tempdir()?;
+        let facts = FileFacts::new(StateDir::new(tmp.path()));
+        let scope = FactScope::Person(7);
+        remember(&facts, scope, "t1", "likes tea");
+        let after_write = facts.parses();
+        for _ in 0..5 {
+            assert!(
+                facts
+                    .read("Tess", scope)?
+                    .prompt_lines(4096)
+                    .contains("likes tea")
+            );
+        }
+        assert_eq!(
+            facts.parses(),
+            after_write + 1,
+            "read again though unchanged"
+        );
+        remember(&facts, scope, "t2", "has a cat");
+        let lines = facts.read("Tess", scope)?.prompt_lines(4096);
+        assert!(
+            lines.contains("has a cat"),
+            "the store's own write unseen: {lines}"
+        );
+        let path = StateDir::new(tmp.path()).facts_path("Tess", scope);
+        let text = std::fs::read_to_string(&path)?;
+        std::fs::write(&path, text.replace("likes tea", "likes strong coffee"))?;
+        let lines = facts.read("Tess", scope)?.prompt_lines(4096);
+        assert!(
+            lines.contains("likes strong coffee"),
+            "a hand edit unseen: {lines}"
+        );
+        assert!(!lines.contains("likes tea"), "{lines}");
+        Ok(())
+    }
+
+    /// A memory file past the cap is not read: the error names it and its size, and the
+    /// file is left as it is.
+    #[test]
+    fn a_memory_file_past_the_cap_is_refused_by_name() -> Result<(), Box<dyn std::error::Error>> {
+        let tmp = tempfile::tempdir()?;
+        let dir = StateDir::new(tmp.path());
+        let facts = FileFacts::new(dir.clone());
+        let scope = FactScope::Chat(ChatId(-5));
+        let path = dir.facts_path("Tess", scope);
+        std::fs::create_dir_all(path.parent().ok_or("no parent")?)?;
+        std::fs::File::create(&path)?.set_len(MAX_BYTES + 1)?;
+        let err = facts.read("Tess", scope).err().map(|e| e.to_string());
+        let err = err.ok_or("an oversized file was read")?;
+        assert!(err.contains(&path.display().to_string()), "{err}");
+        assert!(err.contains(&(MAX_BYTES + 1).to_string()), "{err}");
+        assert_eq!(std::fs::metadata(&path)?.len(), MAX_BYTES + 1);
+        Ok(())
+    }
+
+    /// The kept copies are bounded by their files' sizes: past the bound the oldest go.
+    #[test]
+    fn the_kept_copies_stay_within_their_bound() {
+        let mut parsed = Parsed::default();
+        let stamp = |len| Stamp {
+            len,
+            modified: (0, 0),
+            changed: (0, 0),
+            inode: (0, 0),
+        };
+        for i in 0..10 {
+            parsed.keep(
+                PathBuf::from(format!("f{i}")),
+                stamp(CACHE_BYTES / 4),
+                FactFile::default(),
+            );
+        }
+        assert!(parsed.bytes <= CACHE_BYTES, "{}", parsed.bytes);
+        assert_eq!(parsed.files.len(), 4);
+        assert!(
+            parsed
+                .get(Path::new("f9"), stamp(CACHE_BYTES / 4))
+                .is_some()
+        );
+        assert!(
+            parsed
+                .get(Path::new("f0"), stamp(CACHE_BYTES / 4))
+                .is_none()
+        );
     }
 }

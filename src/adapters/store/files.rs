@@ -245,7 +245,7 @@ pub enum Refused {
 pub fn refusal(error: &StoreError) -> Option<&Refused> {
     match error {
         StoreError::Io { source, .. } => source.get_ref()?.downcast_ref::<Refused>(),
-        StoreError::Encode { .. } => None,
+        StoreError::Encode { .. } | StoreError::Gone(_) => None,
     }
 }
 

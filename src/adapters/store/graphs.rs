@@ -174,12 +174,16 @@ impl GraphStore {
 
     /// Writes the graph crash-safely.
     pub fn save(&self, graph: &TaskGraph) -> Result<(), StoreError> {
+        self.dir.check_guard()?;
         let text = encode(graph)?;
         super::files::write_atomic(&self.dir.graph_path(&graph.key()), text.as_bytes())
     }
 
     /// Carries out a batch of writes durably (see [`apply_batch`]).
+    /// Nothing is written once the directory is no longer the one locked
+    /// ([`StoreError::Gone`]): writing would make it again behind the operator's back.
     pub(crate) fn write_batch(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        self.dir.check_guard()?;
         let mut ops = Vec::with_capacity(writes.len());
         for w in writes {
             ops.push(match w {

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 
 use crate::core::graph::ConversationKey;
 use crate::core::model::ChatId;
+use crate::ports::store::StateGone;
 
 /// Name of the lock file in the state directory.
 pub const LOCK_FILE: &str = "lock";
@@ -122,15 +123,40 @@ pub(crate) fn is_session_file(path: &Path) -> bool {
     })
 }
 
-/// The state directory, and every path in it.
+/// What vouches that a state directory is still the one this process locked (the state
+/// lock, [`super::StateLock`]): asked before each write batch.
+pub trait DirGuard: Send + Sync + std::fmt::Debug {
+    /// `Err` once the directory or its lock file was removed or replaced (blocking: a stat
+    /// or two).
+    fn check(&self) -> Result<(), StateGone>;
+}
+
+/// The state directory, and every path in it; with its guard once the process holds the
+/// directory's lock.
 #[derive(Debug, Clone)]
 pub struct StateDir {
     root: PathBuf,
+    guard: Option<std::sync::Arc<dyn DirGuard>>,
 }
 
 impl StateDir {
     pub fn new(root: impl Into<PathBuf>) -> StateDir {
-        StateDir { root: root.into() }
+        StateDir {
+            root: root.into(),
+            guard: None,
+        }
+    }
+
+    /// The same directory, its writes from now on checked by `guard` first.
+    pub fn guarded(mut self, guard: std::sync::Arc<dyn DirGuard>) -> StateDir {
+        self.guard = Some(guard);
+        self
+    }
+
+    /// Whether writing is still safe: the directory is the one locked (always, without a
+    /// guard). Blocking.
+    pub fn check_guard(&self) -> Result<(), StateGone> {
+        self.guard.as_ref().map_or(Ok(()), |g| g.check())
     }
 
     pub fn root(&self) -> &Path {

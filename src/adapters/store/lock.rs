@@ -86,6 +86,10 @@ pub struct StateLock {
     _lock: FileLock,
     /// The state directory and the lock file as they were when the lock was taken.
     identity: Identity,
+    /// The first failed check: once gone, always gone.
+    gone: std::sync::OnceLock<StateGone>,
+    /// Woken by the first failed check (see [`StateLock::until_gone`]).
+    wake: tokio::sync::Notify,
 }
 
 /// A file's identity (device and inode): a directory deleted and made again, or a lock file
@@ -103,15 +107,7 @@ fn identity_of(path: &Path) -> std::io::Result<(u64, u64)> {
     std::fs::symlink_metadata(path).map(|m| (m.dev(), m.ino()))
 }
 
-/// Why the state directory can no longer be trusted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the state directory {dir} was {what} while the daemon ran; stopping without writing to it (start again once it is back)"
-)]
-pub struct StateGone {
-    pub dir: PathBuf,
-    pub what: &'static str,
-}
+pub use crate::ports::store::StateGone;
 
 impl StateLock {
     /// Takes the lock without waiting; a second process gets [`LockError::Held`] naming the
@@ -148,13 +144,40 @@ impl StateLock {
         Ok(StateLock {
             _lock: lock,
             identity,
+            gone: std::sync::OnceLock::new(),
+            wake: tokio::sync::Notify::new(),
         })
     }
 
     /// Whether the state directory and its lock file are still the ones locked (blocking:
     /// two `stat` calls). A removed, moved or replaced directory or lock file is
     /// [`StateGone`]: the lock no longer guards anything, and a second daemon could start.
+    /// The first failure is remembered and wakes [`StateLock::until_gone`].
     pub fn check(&self) -> Result<(), StateGone> {
+        if let Some(gone) = self.gone.get() {
+            return Err(gone.clone());
+        }
+        let checked = self.check_identity();
+        if let Err(gone) = &checked
+            && self.gone.set(gone.clone()).is_ok()
+        {
+            self.wake.notify_one();
+        }
+        checked
+    }
+
+    /// Resolves once a check (the daemon's periodic one, or one before a write batch)
+    /// found the directory gone.
+    pub async fn until_gone(&self) -> StateGone {
+        loop {
+            if let Some(gone) = self.gone.get() {
+                return gone.clone();
+            }
+            self.wake.notified().await;
+        }
+    }
+
+    fn check_identity(&self) -> Result<(), StateGone> {
         let id = &self.identity;
         let gone = |what| StateGone {
             dir: id.root.clone(),
@@ -170,6 +193,12 @@ impl StateLock {
             Ok(now) if now != id.lock_id => Err(gone("replaced (its lock file is another)")),
             Ok(_) => Ok(()),
         }
+    }
+}
+
+impl super::layout::DirGuard for StateLock {
+    fn check(&self) -> Result<(), StateGone> {
+        StateLock::check(self)
     }
 }
 

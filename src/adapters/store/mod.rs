@@ -34,6 +34,6 @@ pub use files::{
 pub use graphs::{
     GraphFile, GraphStore, RecordError, list_agent_states, load_agent_state, save_agent_state,
 };
-pub use layout::{LOCK_FILE, StateDir, fs_name, media_record_path};
+pub use layout::{DirGuard, LOCK_FILE, StateDir, fs_name, media_record_path};
 pub use lock::{FileLock, LockError, LockFailure, StateGone, StateLock};
 pub use secure::{Tightened, secure_state_dir};

@@ -79,6 +79,9 @@ impl TaskHandler for Memory {
                 }) => {
                     tracing::error!(event = "memory_file_unreadable", agent = %ctx.key.agent, file = %file.display(), line, problem = %message, "memory file unreadable (fix it by hand; it is never overwritten): the write is dropped");
                 }
+                Err(e @ crate::ports::facts::FactError::TooLarge { .. }) => {
+                    tracing::error!(event = "memory_file_too_large", agent = %ctx.key.agent, error = %e, "memory file too large (trim it by hand; it is never overwritten): the write is dropped");
+                }
                 Err(e) => return Err(TaskError::Transient(Cause::MemoryWrite(Arc::new(e)))),
             }
             Ok(Outcome::Done)
