@@ -220,6 +220,32 @@ fn sigterm_lets_a_send_in_flight_finish_within_the_grace_period() -> TestResult 
     Ok(())
 }
 
+/// `ctl wait-quiet` returns only once the runtime has nothing running or due: asked right
+/// after a message whose answer takes 1.5 s to send, it returns after the answer is out, and
+/// says nothing waits.
+#[test]
+fn wait_quiet_returns_after_the_work_in_hand_is_done() -> TestResult {
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let child = start(
+        &s,
+        &["--planner", "echo", "--memory-send-delay-ms", "1500"],
+        &[],
+    )?;
+    let mut reaper = Reaper(Some(child));
+    wait_up(&s)?;
+    ctl(&s, &["say", "--from", "Alice", "hello"])?;
+    let quiet = wait_quiet(&s)?;
+    assert!(
+        texts(&s, "Tess", "Alice")
+            .iter()
+            .any(|t| t == "Tess heard: hello"),
+        "quiet before the answer was sent: {quiet}"
+    );
+    assert!(quiet.contains("quiet: 0 conversation"), "{quiet}");
+    stop_daemon(&mut reaper)?;
+    Ok(())
+}
+
 #[test]
 fn a_second_sigterm_exits_at_once_and_every_graph_still_decodes() -> TestResult {
     let s = Scratch::new(&[("Tess.md", TESS)])?;
@@ -531,10 +557,10 @@ fn two_personas_of_one_daemon_meet_in_a_group_and_in_a_direct_chat() -> TestResu
         (counts() == (4, 3)).then_some(())
     })
     .ok_or_else(|| format!("the exchange did not reach 4 and 3 sends: {:?}", counts()))?;
-    let more = poll(Duration::from_secs(2), || {
-        (counts() != (4, 3)).then_some(counts())
-    });
-    assert_eq!(more, None, "they kept talking past the loop guard");
+    // Once the runtime says it has nothing running or due, nobody is still talking.
+    let quiet = wait_quiet(&s)?;
+    assert!(quiet.contains("quiet: 0 conversation"), "{quiet}");
+    assert_eq!(counts(), (4, 3), "they kept talking past the loop guard");
     assert!(
         s.log_text().contains("loop_guard"),
         "the guard's decision is logged"
@@ -1139,13 +1165,9 @@ mod gemini {
             })
         })
         .ok_or_else(|| format!("the reaction was lost:\n{}", s.log_text()))?;
-        // Give a duplicate the time to show up before counting.
-        let again = tokio::task::block_in_place(|| {
-            poll(Duration::from_secs(4), || {
-                (reactions(s2).len() > 1).then_some(())
-            })
-        });
-        assert!(again.is_none(), "sent twice: {:?}", reactions(&s));
+        // Counted once the runtime has nothing running or due: a duplicate would be out.
+        tokio::task::block_in_place(|| wait_quiet(s2))?;
+        assert_eq!(reactions(&s).len(), 1, "sent twice: {:?}", reactions(&s));
         assert_eq!(sent.len(), 1);
         assert_eq!(
             server.received_requests().await.unwrap_or_default().len(),

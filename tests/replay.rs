@@ -373,7 +373,10 @@ async fn derived_labels_agree_with_the_hand_written_ones() {
         said_addressed.len()
     );
     // A follow-up without a reply marker (549: "it works now, how do I remove it?").
-    assert_eq!((hand.get(&549), derived.get(&549)), (Some(&true), Some(&false)));
+    assert_eq!(
+        (hand.get(&549), derived.get(&549)),
+        (Some(&true), Some(&false))
+    );
 }
 
 /// A personal chat's export is refused with a message that says why; a bad label line is

@@ -8,7 +8,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::daemon::{Reaper, Scratch, ctl, persona, poll, start_sim, stdout, wait_up};
+use common::daemon::{
+    Reaper, Scratch, ctl, persona, poll, start_on, start_sim, stdout, wait_quiet, wait_up,
+};
 use personad::adapters::mtproto::sim::{Peer, Post, Sim, SimServer};
 use personad::ports::clock::SystemClock;
 
@@ -185,7 +187,18 @@ fn two_personas_in_one_group_hear_it_and_the_one_addressed_answers() -> TestResu
         ("Tess.md", TESS),
         ("Wren.md", &persona("Wren", "+15550100043", "")),
     ])?;
-    let _reaper = Reaper(Some(start_sim(&s, w.server.addr, &[])?));
+    // The group gate's decisions are logged at DEBUG: Wren's shows it has the message.
+    let addr = w.server.addr.to_string();
+    let sim = [
+        "--telegram",
+        "sim",
+        "--sim-addr",
+        &addr,
+        "--planner",
+        "echo",
+    ];
+    let debug = [("PERSONAD_LOG", "info,personad::ingress::gate=debug")];
+    let _reaper = Reaper(Some(start_on(&s, &sim, &[], &debug, None)?));
     wait_up(&s)?;
     wait_streaming(w.sim(), tess)?;
     wait_streaming(w.sim(), wren)?;
@@ -204,8 +217,16 @@ fn two_personas_in_one_group_hear_it_and_the_one_addressed_answers() -> TestResu
         "Tess heard: @tess are the roses out?",
         &s,
     )?;
-    // Wren has it too (its own copy, its own id) and was not addressed.
-    std::thread::sleep(Duration::from_millis(500));
+    // Wren has it too (its own copy, its own id) and was not addressed: once its gate has
+    // decided and the runtime is quiet, it has not answered.
+    poll(Duration::from_secs(20), || {
+        s.log_text()
+            .lines()
+            .any(|l| l.contains("\"group_decision\"") && l.contains("\"agent\":\"Wren\""))
+            .then_some(())
+    })
+    .ok_or_else(|| format!("Wren's gate never decided:\n{}", s.log_text()))?;
+    wait_quiet(&s)?;
     let wren_sees = w.sim().transcript(wren, Peer::Chat(group));
     assert!(
         wren_sees
@@ -341,7 +362,28 @@ fn kill_9_at_random_moments_loses_and_duplicates_nothing_over_the_wire() -> Test
         })
         .ok_or_else(|| format!("seed {seed}: {name} never answered; log:\n{}", s.log_text()))?;
     }
-    std::thread::sleep(Duration::from_millis(500));
+    // Counted once the last run has read the whole update stream (an owner's command posted
+    // now is answered only after every update before it) and its runtime has nothing running
+    // or due: a duplicate would be out by then.
+    wait_up(&s)?;
+    let before = written(w.sim(), tess, Peer::User(tess)).len();
+    w.sim().post(
+        tess,
+        Peer::User(tess),
+        Post {
+            text: "/status".into(),
+            ..Post::default()
+        },
+    )?;
+    poll(Duration::from_secs(20), || {
+        written(w.sim(), tess, Peer::User(tess))
+            .iter()
+            .skip(before)
+            .any(|t| t != "/status")
+            .then_some(())
+    })
+    .ok_or_else(|| format!("seed {seed}: /status unanswered; log:\n{}", s.log_text()))?;
+    wait_quiet(&s)?;
     for (p, name) in &people {
         let answers = written(w.sim(), tess, Peer::User(*p));
         assert_eq!(
@@ -428,7 +470,13 @@ fn at_night_a_dm_stays_unread_the_account_shows_offline_and_the_owner_is_still_a
             s.log_text()
         )
     })?;
-    std::thread::sleep(Duration::from_secs(2));
+    // Alice's message came before the command on the same update stream: once the runtime is
+    // quiet, her plan is parked until the morning and nothing else is due.
+    let quiet = wait_quiet(&s)?;
+    assert!(
+        quiet.contains("1 conversation(s) with plans; the next wake-up at"),
+        "{quiet}"
+    );
     let events = w.sim().events(tess);
     assert!(
         written(w.sim(), tess, Peer::User(alice)).is_empty(),
@@ -465,7 +513,7 @@ fn a_burst_is_one_plan_and_one_answer() -> TestResult {
         w.sim().dm(alice, tess, &format!("part {i}"))?;
     }
     wait_written(w.sim(), tess, Peer::User(alice), "Tess heard: part 5", &s)?;
-    std::thread::sleep(Duration::from_millis(800));
+    wait_quiet(&s)?;
     assert_eq!(
         written(w.sim(), tess, Peer::User(alice)),
         ["Tess heard: part 5"],

@@ -660,8 +660,12 @@ impl Driver {
         );
     }
 
-    fn publish(&self) {
+    fn publish(&mut self) {
+        let now = self.svc.clock.now();
+        let next_wake = self.sched.next_wake();
         let status = Status {
+            next_wake: next_wake.filter(|at| *at > now),
+            due: next_wake.is_some_and(|at| at <= now),
             graphs: self.sched.graphs(),
             in_flight: self.sched.in_flight(),
             orphaned: self.sched.orphans(),

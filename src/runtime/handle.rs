@@ -409,6 +409,33 @@ impl RuntimeHandle {
         }
     }
 
+    /// Resolves, with the status that showed it, once every event pushed so far is applied
+    /// and the loop is quiet ([`Status::quiet`]) with nothing due within `horizon` of now on
+    /// the project clock: what is left waits longer than that (or the loop stopped).
+    pub async fn wait_quiet(
+        &self,
+        horizon: std::time::Duration,
+        clock: &dyn crate::ports::clock::Clock,
+    ) -> Status {
+        let mut rx = self.status.clone();
+        loop {
+            {
+                let st = rx.borrow_and_update();
+                let later = crate::ports::clock::add(clock.now(), horizon);
+                if st.stopped
+                    || (st.quiet()
+                        && st.applied == self.queue.pushed()
+                        && st.next_wake.is_none_or(|at| at > later))
+                {
+                    return st.clone();
+                }
+            }
+            if rx.changed().await.is_err() {
+                return self.status();
+            }
+        }
+    }
+
     /// Resolves once a published status satisfies `done` (or the loop stopped).
     pub(crate) async fn wait_until(&self, done: impl Fn(&Status) -> bool) {
         let mut rx = self.status.clone();

@@ -103,12 +103,23 @@ pub struct Status {
     pub passes: u64,
     /// The loop has ended.
     pub stopped: bool,
+    /// When the loop wakes next for work of its own (a task's time, a schedule's next
+    /// activity), if it has any.
+    pub next_wake: Option<jiff::Timestamp>,
+    /// A task is due now but not started yet (every slot is taken).
+    pub due: bool,
 }
 
 impl Status {
     /// Running, with no graph left to work on, nothing in flight and nothing left to write.
     pub(crate) fn idle(&self) -> bool {
         self.started && self.graphs == 0 && self.in_flight == 0 && self.writes_pending == 0
+    }
+
+    /// Running, with nothing in flight, nothing left to write and nothing due now: what is
+    /// left waits for its time on the project clock (`next_wake`).
+    pub fn quiet(&self) -> bool {
+        self.started && self.in_flight == 0 && self.writes_pending == 0 && !self.due
     }
 }
 

@@ -188,6 +188,23 @@ pub(crate) fn ctl(s: &Scratch, args: &[&str]) -> Result<Output, std::io::Error> 
     cmd.output()
 }
 
+/// `ctl wait-quiet`: returns once the daemon's runtime has applied everything given to it and
+/// has nothing running or due on its clock (its answer says what waits, and until when). A
+/// "nothing happened" check after it does not depend on how fast this machine is.
+pub(crate) fn wait_quiet(s: &Scratch) -> Result<String, String> {
+    let out = ctl(s, &["wait-quiet", "--timeout", "30"]).map_err(|e| e.to_string())?;
+    let text = stdout(&out);
+    if out.status.success() && text.starts_with("quiet") {
+        Ok(text)
+    } else {
+        Err(format!(
+            "the daemon did not get quiet: {text}{}\nlog:\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            s.log_text()
+        ))
+    }
+}
+
 pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

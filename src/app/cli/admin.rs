@@ -194,6 +194,18 @@ pub enum CtlCommand {
     Reload,
     /// Stop the daemon gracefully.
     Stop,
+    /// Wait until the daemon has handled everything it was given and has nothing to do for a
+    /// while (nothing running, nothing left to write, no task due within --horizon), then say
+    /// what waits and until when. For scripts and tests that check that nothing happened.
+    WaitQuiet {
+        /// How long to wait at most, in seconds (at most 50).
+        #[arg(long, value_name = "SECS", default_value_t = 20)]
+        timeout: u64,
+        /// Quiet means no task due within this many seconds (a plan parked for the night
+        /// waits longer; a debounce or a typing pause does not).
+        #[arg(long, value_name = "SECS", default_value_t = 60)]
+        horizon: u64,
+    },
     /// With `run --telegram memory`: deliver a message to an agent as if NAME wrote it.
     Say {
         /// The agent (needed when several run).

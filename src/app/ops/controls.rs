@@ -250,6 +250,10 @@ impl Controller {
         match op {
             Op::Help => Ok(commands::HELP.to_string()),
             Op::Status => self.status(agent).await,
+            Op::WaitQuiet {
+                wait_secs,
+                horizon_secs,
+            } => self.wait_quiet(wait_secs, horizon_secs).await,
             Op::Plans { chat } => self.plans(agent, chat.as_deref()).await,
             Op::Reload => {
                 (self.hooks.reload)();

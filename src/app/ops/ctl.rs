@@ -174,6 +174,13 @@ pub(crate) fn request_for(cmd: CtlCommand) -> Result<Request, CommandError> {
         CtlCommand::Status => (None, Op::Status),
         CtlCommand::Reload => (None, Op::Reload),
         CtlCommand::Stop => (None, Op::Stop),
+        CtlCommand::WaitQuiet { timeout, horizon } => (
+            None,
+            Op::WaitQuiet {
+                wait_secs: timeout,
+                horizon_secs: horizon,
+            },
+        ),
         CtlCommand::Pause {
             agent,
             chat,

@@ -70,6 +70,12 @@ pub enum Op {
         chat: String,
         mode: String,
     },
+    /// Waits (at most `wait_secs`) until the runtime is quiet: everything given to it is
+    /// handled, nothing runs, and nothing is due within `horizon_secs`.
+    WaitQuiet {
+        wait_secs: u64,
+        horizon_secs: u64,
+    },
     /// `--telegram memory` only: a message as if `from` wrote it.
     Say {
         chat: Option<String>,

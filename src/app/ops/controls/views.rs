@@ -7,6 +7,48 @@ use crate::app::ops::controls::{Controller, list};
 use crate::core::graph::TaskStatus;
 
 impl Controller {
+    /// `ctl wait-quiet`: waits (on the project clock, at most `wait_secs`, capped at 50)
+    /// until the runtime is quiet with nothing due within `horizon_secs`, then says what
+    /// waits and until when.
+    pub(super) async fn wait_quiet(
+        &self,
+        wait_secs: u64,
+        horizon_secs: u64,
+    ) -> Result<String, OpError> {
+        let wait = std::time::Duration::from_secs(wait_secs.min(50));
+        let horizon = std::time::Duration::from_secs(horizon_secs);
+        let runtime = self.runtime().clone();
+        let clock = std::sync::Arc::clone(&self.clock);
+        let quiet = runtime.wait_quiet(horizon, clock.as_ref());
+        let st = tokio::select! {
+            st = quiet => st,
+            () = crate::ports::clock::pause(self.clock.as_ref(), wait) => {
+                let st = self.runtime().status();
+                return Err(OpError::refused(format!(
+                    "not quiet after {} s: {} task(s) running, {} write(s) pending{}{}",
+                    wait.as_secs(),
+                    st.in_flight,
+                    st.writes_pending,
+                    if st.due { ", a task due now" } else { "" },
+                    st.next_wake.map(|at| format!(", the next wake-up at {at}")).unwrap_or_default()
+                )));
+            }
+        };
+        if st.stopped {
+            return Ok("stopped".into());
+        }
+        Ok(match st.next_wake {
+            Some(at) => format!(
+                "quiet: {} conversation(s) with plans; the next wake-up at {at}",
+                st.graphs
+            ),
+            None => format!(
+                "quiet: {} conversation(s) with plans; nothing due",
+                st.graphs
+            ),
+        })
+    }
+
     pub(super) async fn status(&self, agent: Option<&str>) -> Result<String, OpError> {
         let agents = match agent {
             Some(a) => vec![self.pick_agent(Some(a))?],
