@@ -3,7 +3,9 @@
 //! SIGKILL at random points (after a random number of its progress lines), restarts it, and
 //! after every cycle checks that every graph file decodes. At the end a last run completes
 //! everything, and then: the newest message of every chat got all of its planned sends,
-//! and no text was ever sent twice.
+//! and no text was ever sent twice. The last chat is a group under draft mode: its plans go
+//! to Saved Messages as drafts that the child approves as the owner would, so kills land
+//! around group decisions, draft posts and approvals too; no draft is posted twice.
 //!
 //! The seed and every kill point are printed; rerun a failure with PERSONAD_CRASH_SEED=<seed>.
 //! Cycles: PERSONAD_RUNTIME_CRASH_CYCLES (default 100; the documented long run is 1000).
@@ -29,9 +31,19 @@ fn child(state: &Path, push: Option<i64>) -> Command {
     if let Some(chat) = push {
         cmd.args(["--push", &chat.to_string()]);
     }
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+    let log = std::env::var_os("PERSONAD_CRASH_LOG")
+        .and_then(|p| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .ok()
+        })
+        .map_or_else(Stdio::null, Stdio::from);
+    if std::env::var_os("PERSONAD_CRASH_LOG").is_some() {
+        cmd.env("PERSONAD_LOG", "info");
+    }
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log);
     cmd
 }
 
@@ -100,13 +112,16 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
     let state = dir.path().join("state");
     let store = GraphStore::new(StateDir::new(&state));
     let mut pushed = std::collections::BTreeSet::new();
+    let mut approvals = 0usize;
     for cycle in 0..cycles {
         // Most cycles bring a new message; some only resume.
         let push = (rng.u8(..4) != 0).then(|| rng.i64(1..=CHATS));
         // 1 kills right after READY, 2 after the push or the first send, ...; a run with
         // one new message prints about six lines, so most kills land mid-plan.
-        let lines = rng.usize(1..7);
+        // A group message's run also prints its draft post and the approval.
+        let lines = rng.usize(1..9);
         let read = run_and_kill(&state, push, lines)?;
+        approvals += read.iter().filter(|l| l.starts_with("APPROVED")).count();
         // The child says PUSHED once the message is in its (persisted) transcript.
         if read.iter().any(|l| l == "PUSHED") {
             pushed.extend(push);
@@ -194,6 +209,35 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
             }
         }
     }
+    // The drafts of the group, in Saved Messages (the account's own chat): none twice.
+    let drafts = std::fs::read_dir(state.join("transcripts"))
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let id: i64 = name.strip_suffix(".json")?.parse().ok()?;
+            (id > CHATS).then_some(id)
+        })
+        .map(|id| transcript(&state, id))
+        .collect::<Result<Vec<_>, _>>()?
+        .concat();
+    let mut posts: HashMap<String, usize> = HashMap::new();
+    for m in drafts.iter().filter(|m| m["outgoing"] == true) {
+        *posts
+            .entry(m["text"].as_str().unwrap_or_default().to_string())
+            .or_default() += 1;
+    }
+    if let Some((text, n)) = posts.iter().find(|(_, n)| **n > 1) {
+        return Err(format!(
+            "seed {seed}: the draft {text:?} was posted {n} times"
+        ));
+    }
+    if pushed.contains(&CHATS) && (approvals == 0 || posts.is_empty()) {
+        return Err(format!(
+            "seed {seed}: the group got messages but no draft was posted and approved ({approvals} approvals)"
+        ));
+    }
+    println!("{approvals} approvals, {} draft posts", posts.len());
     if !pushed.is_empty() && facts == 0 {
         return Err(format!(
             "seed {seed}: messages were pushed but no note was kept"

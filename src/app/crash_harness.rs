@@ -5,9 +5,12 @@
 //! * `personad crash-child` ([`crash_child`]): the real runtime (scheduler, driver, fsynced
 //!   writes) on a persisted in-memory Telegram and a deterministic planner whose plans have
 //!   several sends with waits between them and a memory write (a `note`) among them, for the
-//!   runtime-level kill -9 test (tests/crash.rs). Each run resumes what the previous run left
-//!   on disk, optionally receives one new message, and prints a line per step (`READY`,
-//!   `PUSHED`, `SENT <text>`, `IDLE`) so the test can kill it at chosen points. Like the
+//!   runtime-level kill -9 test (tests/crash.rs). The last chat is a group behind the real
+//!   group gate (its messages name the persona) under `# Approval groups`: its plans become
+//!   drafts in Saved Messages, which the harness approves as the owner would (`APPROVED`) as
+//!   soon as one waits, at start too. Each run resumes what the previous run left on disk,
+//!   optionally receives one new message, and prints a line per step (`READY`, `PUSHED`,
+//!   `SENT <text>`, `APPROVED`, `IDLE`) so the test can kill it at chosen points. Like the
 //!   daemon's unread scan on connect, a chat whose newest inbound message is unread and has no
 //!   graph is pushed again at start.
 //! * `personad save-loop` ([`save_loop`]): the graph store alone, saving in a loop and
@@ -96,10 +99,15 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
         MemoryTelegram::new(AGENT, Arc::clone(&clock), Some(state.transcripts_dir()))
             .map_err(CommandError::Store)?,
     );
+    // The last chat is a group (with one chat only, there is none).
     let chats: Vec<Chat> = (1..=args.chats)
         .map(|id| Chat {
             id: ChatId(id),
-            kind: ChatKind::Direct,
+            kind: if id == args.chats && id > 1 {
+                ChatKind::Group
+            } else {
+                ChatKind::Direct
+            },
             title: format!("chat {id}"),
         })
         .collect();
@@ -107,7 +115,7 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
         telegram.ensure_chat(c.clone());
     }
     let src = format!(
-        "# Agent Name\n{AGENT}\n\n# Agent Phone\n+15550100002\n\n# Agent Instructions\nAnswer.\n"
+        "# Agent Name\n{AGENT}\n\n# Agent Phone\n+15550100002\n\n# Agent Instructions\nAnswer.\n\n# Approval\ngroups\n\n# Group Cooldown\n0\n\n# Group Max Plans Per Hour\n100000\n"
     );
     let persona = crate::adapters::persona_loader::parse_persona(Path::new("crash.md"), &src, &[])
         .persona
@@ -137,16 +145,38 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
             clock: Arc::clone(&clock),
         }),
     );
+    let persona = Arc::clone(&spec.agents[0].persona);
     let services = crate::app::services::Services::build(spec).await?;
     let ingress = services.plain_ingress();
+    let handle = services.runtime.handle();
+    ingress.groups().insert(
+        AGENT,
+        crate::ingress::gate::GroupGate::new(crate::ingress::gate::GateConfig {
+            agent: AGENT.into(),
+            identity: crate::ingress::gate::identity_for(
+                &persona,
+                crate::ports::telegram::Telegram::self_id(telegram.as_ref()),
+                None,
+            ),
+            persona,
+            telegram: telegram.clone(),
+            runtime: handle.clone(),
+            classifier: None,
+            classifier_model: None,
+            clock: Arc::clone(&clock),
+            peers: Arc::default(),
+            modes: Default::default(),
+        }),
+    );
     // Every task of the run (the runtime and the watchers) belongs to one lifecycle.
     let life = crate::app::lifecycle::Lifecycle::new();
     let runtime = services.runtime;
-    let handle = runtime.handle();
     let mut observed = telegram.observe();
     let run = life.spawn(runtime.run());
     handle.wait_until(|s| s.started).await;
     say("READY")?;
+    let mut approved = std::collections::HashSet::new();
+    approve_waiting(&handle, &state, &chats, &mut approved)?;
     // The unread scan, as on connecting to Telegram: the newest inbound message is pushed
     // again unless it was read (its planning started) or the graph on disk answers it.
     for c in &chats {
@@ -178,7 +208,11 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
                 c.id,
                 Incoming {
                     from: "Bob".into(),
-                    text: "hello".into(),
+                    text: if c.kind == ChatKind::Group {
+                        format!("{AGENT}, hello")
+                    } else {
+                        "hello".into()
+                    },
                     ..Incoming::default()
                 },
             )
@@ -197,11 +231,16 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
                 Some(r) => {
                     if let memory::Action::Send { message, .. } = r.action {
                         say(&format!("SENT {}", message.text))?;
+                        approve_waiting(&handle, &state, &chats, &mut approved)?;
                     }
                 }
                 None => break,
             },
             () = &mut idle => break,
+            // A draft whose post became durable after the last send is approved here.
+            () = clock::pause(clock.as_ref(), Duration::from_millis(50)) => {
+                approve_waiting(&handle, &state, &chats, &mut approved)?;
+            }
         }
     }
     say("IDLE")?;
@@ -211,6 +250,45 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
         Ok(Err(e)) => Err(e.into()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Approves, as the owner would, every draft that waits in a chat's graph on disk and was
+/// not approved by this run yet (a decision lost to a kill is made again by the next run).
+fn approve_waiting(
+    handle: &crate::runtime::RuntimeHandle,
+    state: &StateDir,
+    chats: &[Chat],
+    approved: &mut std::collections::HashSet<String>,
+) -> Result<(), CommandError> {
+    for c in chats {
+        let key = ConversationKey::new(AGENT, c.id);
+        let Some(graph) = std::fs::read_to_string(state.graph_path(&key))
+            .ok()
+            .and_then(|text| codec::decode(&text).ok())
+        else {
+            continue;
+        };
+        for t in &graph.tasks {
+            let waits = t.status != crate::core::graph::TaskStatus::Done
+                && matches!(
+                    t.spec,
+                    TaskSpec::Draft {
+                        decision: None,
+                        posted: Some(_),
+                        ..
+                    }
+                );
+            if waits && approved.insert(t.id.clone()) {
+                handle.decide_draft(
+                    AGENT,
+                    crate::core::scheduler::DraftRef::Id(t.id.clone()),
+                    crate::core::approval::Decision::Send,
+                );
+                say(&format!("APPROVED {}", t.id))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `personad save-loop`: saves `chats` graphs round-robin, printing `ACK <chat> <seq>` after
