@@ -149,25 +149,7 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
     let services = crate::app::services::Services::build(spec).await?;
     let ingress = services.plain_ingress();
     let handle = services.runtime.handle();
-    ingress.groups().insert(
-        AGENT,
-        crate::ingress::gate::GroupGate::new(crate::ingress::gate::GateConfig {
-            agent: AGENT.into(),
-            identity: crate::ingress::gate::identity_for(
-                &persona,
-                crate::ports::telegram::Telegram::self_id(telegram.as_ref()),
-                None,
-            ),
-            persona,
-            telegram: telegram.clone(),
-            runtime: handle.clone(),
-            classifier: None,
-            classifier_model: None,
-            clock: Arc::clone(&clock),
-            peers: Arc::default(),
-            modes: Default::default(),
-        }),
-    );
+    install_gate(&ingress, &handle, persona, &telegram, &clock);
     // Every task of the run (the runtime and the watchers) belongs to one lifecycle.
     let life = crate::app::lifecycle::Lifecycle::new();
     let runtime = services.runtime;
@@ -250,6 +232,36 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
         Ok(Err(e)) => Err(e.into()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The group gate the daemon would give the agent (no classifier: the group's messages name
+/// the persona).
+fn install_gate(
+    ingress: &crate::ingress::Ingress,
+    handle: &crate::runtime::RuntimeHandle,
+    persona: Arc<crate::core::persona::Persona>,
+    telegram: &Arc<MemoryTelegram>,
+    clock: &SharedClock,
+) {
+    ingress.groups().insert(
+        AGENT,
+        crate::ingress::gate::GroupGate::new(crate::ingress::gate::GateConfig {
+            agent: AGENT.into(),
+            identity: crate::ingress::gate::identity_for(
+                &persona,
+                crate::ports::telegram::Telegram::self_id(telegram.as_ref()),
+                None,
+            ),
+            persona,
+            telegram: telegram.clone(),
+            runtime: handle.clone(),
+            classifier: None,
+            classifier_model: None,
+            clock: Arc::clone(clock),
+            peers: Arc::default(),
+            modes: Default::default(),
+        }),
+    );
 }
 
 /// Approves, as the owner would, every draft that waits in a chat's graph on disk and was
