@@ -33,6 +33,9 @@ use jiff::Timestamp;
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
 
+mod standing;
+pub use standing::{Standing, local_time};
+
 /// Minutes in a civil day: the end of the last activity.
 pub const DAY_MINUTES: u16 = 1440;
 /// From this local time on, the next day's schedule is generated (18:00).
