@@ -20,7 +20,8 @@ use personad::core::presence;
 use personad::ports::clock::SharedClock;
 
 /// Berlin is UTC+1 in late November: local 06:45 is 05:45Z, the fallback's 07:00 is 06:00Z.
-const PERSONA: &str = "# Agent Timezone\nEurope/Berlin\n\n# Daily Schedule\nSchool on weekdays; up early.\n\n";
+const PERSONA: &str =
+    "# Agent Timezone\nEurope/Berlin\n\n# Daily Schedule\nSchool on weekdays; up early.\n\n";
 
 /// The day the model writes: awake at 06:45 (at the fallback's morning responsiveness, 30).
 const DAY: &str = "- 00:00–06:45 | 0 | Sleep | asleep\n\
@@ -73,7 +74,10 @@ fn alice() -> Chat {
 }
 
 /// The runtime started (and loaded) at `at` with a [`LateDay`] planner and no day on disk.
-async fn start(dir: &Path, at: &str) -> Result<(Harness, Arc<LateDay>), Box<dyn std::error::Error>> {
+async fn start(
+    dir: &Path,
+    at: &str,
+) -> Result<(Harness, Arc<LateDay>), Box<dyn std::error::Error>> {
     let made: Arc<Mutex<Option<Arc<LateDay>>>> = Arc::default();
     let keep = Arc::clone(&made);
     let h = Harness::start_persona_at(
@@ -169,8 +173,12 @@ async fn a_day_written_after_a_message_was_parked_moves_its_reading_to_the_new_w
     );
     views_agree(&h, "06:45 CET").await?;
     // 06:44 local: nothing read yet.
-    h.pass(ts("2026-11-26T05:44:00Z").duration_since(ts("2026-11-26T01:10:10Z")).unsigned_abs())
-        .await;
+    h.pass(
+        ts("2026-11-26T05:44:00Z")
+            .duration_since(ts("2026-11-26T01:10:10Z"))
+            .unsigned_abs(),
+    )
+    .await;
     assert!(reads(&h).is_empty(), "read during sleep");
     // Until 07:00 local, the fallback's wake-up.
     h.pass(Duration::from_secs(16 * 60)).await;
@@ -184,7 +192,11 @@ async fn a_day_written_after_a_message_was_parked_moves_its_reading_to_the_new_w
         "read {delay:.1} s from 06:45 (at {}); the range at 30 is {lo:.1}–{hi:.1} s",
         plans[0]
     );
-    assert!(reads(&h).iter().all(|r| *r >= woke && *r < ts("2026-11-26T06:00:00Z")));
+    assert!(
+        reads(&h)
+            .iter()
+            .all(|r| *r >= woke && *r < ts("2026-11-26T06:00:00Z"))
+    );
     h.stop().await?;
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! The operator's view of presence, shared by `personad state schedule`, `personad ctl
 //! schedule` and the owner command `/schedule`: one local day of a persona's schedule (from
 //! its file, or the fallback the runtime would use, saying which), the current activity
-//! marked when the day is today, and the persona's scheduled intents. Reads files only.
+//! marked when the day is today with where the persona stands now (the line `ctl status`
+//! prints, from the schedule the runtime holds when it runs), and the persona's scheduled
+//! intents. Reads files (and the runtime's published schedule) only.
 
 use std::fmt::Write as _;
 
@@ -84,11 +86,7 @@ pub(crate) fn report(
         let standing = (day == today).then(|| live.unwrap_or(&presence).standing(now));
         let current = standing.as_ref().map(|s| &s.activity);
         for a in &shown.activities {
-            let mark = if current == Some(a) {
-                "▶"
-            } else {
-                " "
-            };
+            let mark = if current == Some(a) { "▶" } else { " " };
             let _ = write!(
                 out,
                 "{mark} {:<11} {:>3}  {}",

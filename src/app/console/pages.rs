@@ -93,11 +93,7 @@ pub(crate) fn login(failed: bool) -> String {
 }
 
 /// The personas page.
-pub(crate) fn personas(
-    agents: &[AgentView],
-    csrf: &str,
-    note: Option<&str>,
-) -> String {
+pub(crate) fn personas(agents: &[AgentView], csrf: &str, note: Option<&str>) -> String {
     let mut rows = String::new();
     for a in agents {
         let status = match (&a.paused, a.paused_chats) {

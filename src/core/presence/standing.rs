@@ -93,7 +93,10 @@ mod tests {
         );
         // The fallback day sleeps until 07:00.
         let p = Presence::new(berlin.clone(), []);
-        assert_eq!(p.standing(now).line(&berlin, now), "Sleep (asleep until 07:00 CET)");
+        assert_eq!(
+            p.standing(now).line(&berlin, now),
+            "Sleep (asleep until 07:00 CET)"
+        );
         let noon = ts("2026-11-26T11:30:00Z");
         assert_eq!(
             p.standing(noon).line(&berlin, noon),

@@ -1,7 +1,8 @@
 //! Presence in the scheduler: each agent's schedule (asleep means nothing of it runs, human
 //! delays before reading), its activity boundaries (announced once, the account shown offline
-//! when sleep starts, the next day's schedule asked for in the agent's own chat) and its
-//! scheduled intents (fired as plans at their time, after waking unless urgent). Part of the
+//! when sleep starts, the next day's schedule asked for in the agent's own chat), the
+//! messages parked for a wake-up (moved when the day changes) and its scheduled intents
+//! (fired as plans at their time, after waking unless urgent). Part of the
 //! pure scheduler: the driver installs an agent's presence with [`Scheduler::set_presence`]
 //! and carries out the effects.
 
@@ -666,9 +667,8 @@ pub(crate) fn retimed(
         return None;
     }
     // A reading time before its wake-up (a hand-edited file) counts as none.
-    let reading =
-        std::time::Duration::try_from(parked.not_before.duration_since(parked.woke))
-            .unwrap_or_default();
+    let reading = std::time::Duration::try_from(parked.not_before.duration_since(parked.woke))
+        .unwrap_or_default();
     Some(Parked {
         woke,
         not_before: crate::core::time::add(woke, reading).max(earliest),

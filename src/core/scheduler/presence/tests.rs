@@ -126,8 +126,13 @@ fn a_parked_time_follows_the_new_wake_up_with_its_reading_delay() {
         not_before: crate::core::time::add(parked.woke, secs(1)),
     };
     assert_eq!(
-        retimed(parked_short, None, late, crate::core::time::add(late, secs(2)))
-            .map(|p| p.not_before),
+        retimed(
+            parked_short,
+            None,
+            late,
+            crate::core::time::add(late, secs(2))
+        )
+        .map(|p| p.not_before),
         Some(ts("2026-11-26T05:59:32Z")),
         "never before now plus the debounce"
     );
@@ -150,7 +155,10 @@ fn a_generated_or_reloaded_day_re_times_the_parked_messages_only() {
     assert_eq!(woke, Some(ts("2026-11-26T06:00:00Z")), "parked for 07:00");
     let nb = nb.unwrap_or(Timestamp::MAX);
     let reading = nb.duration_since(ts("2026-11-26T06:00:00Z"));
-    assert!(reading.as_secs() >= 3, "a reading time after waking: {reading:?}");
+    assert!(
+        reading.as_secs() >= 3,
+        "a reading time after waking: {reading:?}"
+    );
     // Chat 502's time did not come from the sleep (as a task the owner timed).
     let fixed = ts("2026-11-26T09:00:00Z");
     if let Some(t) = s
@@ -176,9 +184,9 @@ fn a_generated_or_reloaded_day_re_times_the_parked_messages_only() {
     );
     assert_eq!(waiting(&s, 502).0, Some(fixed), "not parked by sleep");
     assert!(
-        s.take_effects()
-            .iter()
-            .any(|e| matches!(e, crate::core::scheduler::Effect::Persist(k) if k.chat == ChatId(501))),
+        s.take_effects().iter().any(
+            |e| matches!(e, crate::core::scheduler::Effect::Persist(k) if k.chat == ChatId(501))
+        ),
         "the moved time is saved"
     );
     // A reload (a hand edit) waking at 08:00: later.
