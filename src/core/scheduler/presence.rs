@@ -22,7 +22,7 @@ use crate::core::presence::{self, DaySchedule, Presence, PresenceNow};
 pub enum PresenceChange {
     /// A new activity began.
     Activity(PresenceNow),
-    /// Sleep began; it lasts until the instant given.
+    /// Sleep began (or the day changed during it); it lasts until the instant given.
     Asleep { until: Timestamp },
     /// The persona woke up.
     Woke,
@@ -41,6 +41,8 @@ pub(crate) struct AgentPresence {
     /// The activity last announced (its day and start), so each is announced once.
     announced: Option<(Date, u16)>,
     asleep: bool,
+    /// The wake-up last announced while asleep, so a changed day announces the new one.
+    announced_wake: Option<Timestamp>,
     /// The next instant something of this agent's presence is due.
     pub(crate) boundary: Option<Timestamp>,
     /// A `schedule` task handed out for this day, and when the claim lapses.
@@ -109,6 +111,7 @@ impl Scheduler {
                 intents,
                 announced: previous.as_ref().and_then(|p| p.announced),
                 asleep: previous.as_ref().is_some_and(|p| p.asleep),
+                announced_wake: previous.as_ref().and_then(|p| p.announced_wake),
                 boundary: None,
                 generating: previous.as_ref().and_then(|p| p.generating),
                 online_until: previous.and_then(|p| p.online_until),
@@ -286,6 +289,7 @@ impl Scheduler {
         let mut changes = Vec::new();
         let mut generate = None;
         let mut asleep = false;
+        let mut wake = None;
         let mut announced = None;
         if let Some(schedule) = &p.schedule {
             let state = schedule.now(now);
@@ -296,8 +300,10 @@ impl Scheduler {
             if p.announced != Some(id) {
                 changes.push(PresenceChange::Activity(state.clone()));
             }
-            if asleep != p.asleep {
-                changes.push(match schedule.wake_at(now) {
+            wake = schedule.wake_at(now);
+            if asleep != p.asleep || (asleep && wake != p.announced_wake) {
+                // Sleep began, or the day changed during it and moved the wake-up.
+                changes.push(match wake {
                     Some(until) => PresenceChange::Asleep { until },
                     None => PresenceChange::Woke,
                 });
@@ -336,6 +342,7 @@ impl Scheduler {
         if let Some(p) = self.presence.get_mut(agent) {
             p.announced = announced;
             p.asleep = asleep;
+            p.announced_wake = wake.filter(|_| asleep);
             if let Some((day, _)) = generate {
                 p.generating = Some((day, crate::core::time::add(now, CLAIM)));
             }

@@ -183,11 +183,22 @@ fn a_generated_or_reloaded_day_re_times_the_parked_messages_only() {
         "the same reading delay, from 06:45"
     );
     assert_eq!(waiting(&s, 502).0, Some(fixed), "not parked by sleep");
+    let effects = s.take_effects();
     assert!(
-        s.take_effects().iter().any(
+        effects.iter().any(
             |e| matches!(e, crate::core::scheduler::Effect::Persist(k) if k.chat == ChatId(501))
         ),
         "the moved time is saved"
+    );
+    assert!(
+        effects.iter().any(|e| matches!(
+            e,
+            crate::core::scheduler::Effect::Presence {
+                change: crate::core::scheduler::PresenceChange::Asleep { until },
+                ..
+            } if *until == ts("2026-11-26T05:45:00Z")
+        )),
+        "the new wake-up is announced (the playground prints it): {effects:?}"
     );
     // A reload (a hand edit) waking at 08:00: later.
     let mut edited = day_waking_at("08:00");
