@@ -215,7 +215,7 @@ async fn a_message_at_three_is_read_and_answered_only_after_waking() -> TestResu
     // The owner's commands work at night.
     let status = controller(&h).execute(Some(AGENT), Op::Status).await?;
     assert!(
-        status.contains("now: Sleep (asleep until 2026-11-26T06:00:00Z)"),
+        status.contains("now: Sleep (asleep until 07:00 CET)"),
         "{status}"
     );
     let graphs = personad::adapters::store::GraphStore::new(

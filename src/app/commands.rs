@@ -443,6 +443,7 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
                 &name,
                 &tz,
                 has,
+                None,
                 *day,
                 jiff::Timestamp::now(),
             );

@@ -6,6 +6,9 @@ pub mod bench_memory;
 pub mod cli;
 pub mod commands;
 pub(crate) mod console;
+/// The console's personas page, rendered without its server (tests compare it with `ctl`).
+#[cfg(feature = "test-hooks")]
+pub use console::personas_page_for_tests as console_personas_page;
 #[cfg(feature = "test-hooks")]
 pub mod crash_harness;
 pub mod daemon;

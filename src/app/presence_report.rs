@@ -1,7 +1,9 @@
 //! The operator's view of presence, shared by `personad state schedule`, `personad ctl
 //! schedule` and the owner command `/schedule`: one local day of a persona's schedule (from
 //! its file, or the fallback the runtime would use, saying which), the current activity
-//! marked when the day is today, and the persona's scheduled intents. Reads files only.
+//! marked when the day is today with where the persona stands now (the line `ctl status`
+//! prints, from the schedule the runtime holds when it runs), and the persona's scheduled
+//! intents. Reads files (and the runtime's published schedule) only.
 
 use std::fmt::Write as _;
 
@@ -13,12 +15,15 @@ use crate::adapters::store::StateDir;
 use crate::adapters::store::presence::{days_on_disk, read_day, read_intents};
 use crate::core::presence::{DaySchedule, Presence, Source};
 
-/// The report for `agent` (zone `tz`) on local `day` (today when `None`) at `now`.
+/// The report for `agent` (zone `tz`) on local `day` (today when `None`) at `now`. `live`:
+/// the schedule the runtime holds (a running agent), which says where the persona stands
+/// now; without it, the days on disk do.
 pub(crate) fn report(
     dir: &StateDir,
     agent: &str,
     tz: &TimeZone,
     has_schedule: bool,
+    live: Option<&Presence>,
     day: Option<Date>,
     now: Timestamp,
 ) -> String {
@@ -33,12 +38,14 @@ pub(crate) fn report(
         );
     } else {
         let mut problems = Vec::new();
-        // The days before it too: a missing day falls back to a copy of the last real one.
+        // The days before it too (a missing day falls back to a copy of the last real one),
+        // and the next (a sleep that crosses midnight ends in it).
+        let next = day.tomorrow().unwrap_or(day);
         let days: Vec<DaySchedule> = days_on_disk(dir, agent)
             .into_iter()
-            .filter(|d| *d <= day)
+            .filter(|d| *d <= next)
             .rev()
-            .take(8)
+            .take(9)
             .filter_map(|d| match read_day(dir, agent, d) {
                 Ok(Some(Ok(s))) => Some(s),
                 Ok(Some(Err(mut p))) => {
@@ -75,13 +82,11 @@ pub(crate) fn report(
         for p in &problems {
             let _ = writeln!(out, "  unreadable: {p}");
         }
-        let current = (day == today).then(|| presence.now(now).activity);
+        // Where the persona stands now: the same line `ctl status` and the console show.
+        let standing = (day == today).then(|| live.unwrap_or(&presence).standing(now));
+        let current = standing.as_ref().map(|s| &s.activity);
         for a in &shown.activities {
-            let mark = if current.as_ref() == Some(a) {
-                "▶"
-            } else {
-                " "
-            };
+            let mark = if current == Some(a) { "▶" } else { " " };
             let _ = write!(
                 out,
                 "{mark} {:<11} {:>3}  {}",
@@ -94,14 +99,12 @@ pub(crate) fn report(
             }
             out.push('\n');
         }
-        if day == today
-            && let Some(wake) = presence.wake_at(now)
-        {
-            let _ = writeln!(
-                out,
-                "Asleep until {}: messages stay unread until then.",
-                wake.to_zoned(tz.clone()).strftime("%Y-%m-%d %H:%M")
-            );
+        if let Some(standing) = &standing {
+            let _ = write!(out, "Now: {}", standing.line(tz, now));
+            if standing.asleep_until.is_some() {
+                out.push_str(": messages stay unread until then");
+            }
+            out.push('\n');
         }
     }
     match read_intents(dir, agent) {
@@ -160,9 +163,12 @@ pub(crate) async fn for_owner(
     let tz = persona
         .as_deref()
         .map_or(TimeZone::UTC, crate::runtime::driver::presence_zone);
+    // The schedule as the runtime holds it (with the next day's, and a day not written
+    // yet): where the persona stands now is read from it, as `ctl status` does.
     let has = persona.is_some_and(|p| p.daily_schedule.is_some());
+    let live = runtime.presence(&agent).map(|r| r.schedule);
     let dir = dir.clone();
-    tokio::task::spawn_blocking(move || report(&dir, &agent, &tz, has, day, now))
+    tokio::task::spawn_blocking(move || report(&dir, &agent, &tz, has, live.as_ref(), day, now))
         .await
         .map_err(OpError::from)
 }

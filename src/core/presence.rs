@@ -4,7 +4,8 @@
 //! deterministic fallback day, the timing curve (how long a persona takes to read and answer
 //! at a given responsiveness) and the instants where the day changes (DST-aware). Pure: no
 //! I/O and no clock. The scheduler asks [`Presence`] whether an agent is asleep and when it
-//! wakes; the schedule store (`adapters::store::schedule`) reads and writes the files; the
+//! wakes; the operator's views ask it where the persona stands ([`Standing`], one line for
+//! all of them); the schedule store (`adapters::store::schedule`) reads and writes the files; the
 //! `schedule` task's handler asks the planner for a day and checks its answer here.
 //!
 //! A day's file (`state/<agent>/schedule/2026-11-26.md`):
@@ -32,6 +33,9 @@ use std::time::Duration;
 use jiff::Timestamp;
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
+
+mod standing;
+pub use standing::{Standing, local_time};
 
 /// Minutes in a civil day: the end of the last activity.
 pub const DAY_MINUTES: u16 = 1440;

@@ -279,7 +279,19 @@ impl Driver {
         });
         self.sched
             .set_presence(agent, tz, schedule, intents, self.svc.clock.now());
+        self.publish_schedule(agent);
         Ok(())
+    }
+
+    /// Publishes the agent's schedule as the scheduler holds it (the operator's views read
+    /// where the persona stands from it), or forgets it when the persona has none.
+    fn publish_schedule(&self, agent: &str) {
+        let schedule = self
+            .sched
+            .presence_of(agent)
+            .and_then(|p| p.schedule.clone())
+            .map(|schedule| crate::runtime::handle::PresenceReport { schedule });
+        self.svc.published.set_presence(agent, schedule);
     }
 
     async fn apply(&mut self, event: Event) -> Result<(), RuntimeError> {
@@ -532,6 +544,7 @@ impl Driver {
                     self.svc.published.set_presence(&agent, None);
                 }
                 Effect::SaveDay { agent, day } => {
+                    self.publish_schedule(&agent);
                     let target = Target::Day(agent.clone(), day.date.to_string());
                     self.persister.submit(target, Write::Day(agent, day));
                 }

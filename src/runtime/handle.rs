@@ -12,7 +12,7 @@ use crate::core::agent_state::AgentState;
 use crate::core::group::settings::TriggerMode;
 use crate::core::model::{Chat, ChatId, Message, MessageId};
 use crate::core::persona::Persona;
-use crate::core::presence::PresenceNow;
+use crate::core::presence::{Presence, Standing};
 use crate::core::scheduler::{OwnerReply, OwnerRequest, PresenceChange};
 use crate::runtime::queue::{Event, WorkQueue};
 use crate::runtime::{AgentHandle, Status};
@@ -42,13 +42,25 @@ pub struct NotableEvent {
     pub notable: crate::core::scheduler::Notable,
 }
 
-/// An agent's presence as the runtime last announced it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An agent's presence as the runtime holds it: its schedule (zone, the days known, the
+/// fallback for the others), published whenever the runtime installs it or a day of it.
+/// Every view reads where the persona stands from it through [`PresenceReport::line`].
+#[derive(Debug, Clone, PartialEq)]
 pub struct PresenceReport {
-    /// The current activity.
-    pub now: PresenceNow,
-    /// Asleep until this instant.
-    pub asleep_until: Option<jiff::Timestamp>,
+    pub schedule: Presence,
+}
+
+impl PresenceReport {
+    /// Where the persona stands at `now`.
+    pub fn standing(&self, now: jiff::Timestamp) -> Standing {
+        self.schedule.standing(now)
+    }
+
+    /// The operator's line for `now` (`Sleep (asleep until 06:45 CET)`), in the persona's
+    /// zone.
+    pub fn line(&self, now: jiff::Timestamp) -> String {
+        self.standing(now).line(&self.schedule.tz, now)
+    }
 }
 
 /// One change of an agent's presence, and when it happened on the runtime's clock.
@@ -88,33 +100,8 @@ impl Published {
         change: PresenceChange,
         at: jiff::Timestamp,
     ) {
-        {
-            let mut all = locked(&self.presence);
-            match &change {
-                PresenceChange::Activity(now) => {
-                    let asleep = all.get(agent).and_then(|r| r.asleep_until);
-                    all.insert(
-                        agent.to_string(),
-                        PresenceReport {
-                            now: now.clone(),
-                            asleep_until: asleep.filter(|_| now.activity.asleep()),
-                        },
-                    );
-                }
-                PresenceChange::Asleep { until } => {
-                    if let Some(r) = all.get_mut(agent) {
-                        r.asleep_until = Some(*until);
-                    }
-                }
-                PresenceChange::Woke => {
-                    if let Some(r) = all.get_mut(agent) {
-                        r.asleep_until = None;
-                    }
-                }
-                PresenceChange::Off => {
-                    all.remove(agent);
-                }
-            }
+        if change == PresenceChange::Off {
+            locked(&self.presence).remove(agent);
         }
         let event = PresenceEvent {
             agent: agent.to_string(),
@@ -165,7 +152,8 @@ impl RuntimeHandle {
         locked(&self.published.personas).get(agent).cloned()
     }
 
-    /// `agent`'s presence as last announced (`None`: it has no schedule, or is not running).
+    /// `agent`'s presence as the runtime holds it (`None`: it has no schedule, or is not
+    /// running).
     pub fn presence(&self, agent: &str) -> Option<PresenceReport> {
         locked(&self.published.presence).get(agent).cloned()
     }

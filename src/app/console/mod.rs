@@ -60,7 +60,6 @@ struct Console {
     token: String,
     csrf: String,
     controller: Arc<Controller>,
-    runtime: RuntimeHandle,
     usage: Arc<UsageMeter>,
     incidents: Arc<Mutex<VecDeque<NotableEvent>>>,
 }
@@ -137,7 +136,6 @@ pub(crate) async fn serve(
         token,
         csrf,
         controller,
-        runtime,
         usage,
         incidents,
     });
@@ -171,6 +169,18 @@ pub(crate) async fn serve(
             }
         },
     )))
+}
+
+/// The personas page (`/`): each running persona, its status and where it stands now.
+async fn personas_page(c: &Controller, csrf: &str, note: Option<&str>) -> String {
+    pages::personas(&c.agent_views().await, csrf, note)
+}
+
+/// The personas page as `/` serves it, without the server around it (for tests that compare
+/// it with `ctl status`).
+#[cfg(feature = "test-hooks")]
+pub async fn personas_page_for_tests(c: &Controller) -> String {
+    personas_page(c, "csrf", None).await
 }
 
 impl Console {
@@ -229,14 +239,7 @@ impl Console {
         let parts: Vec<&str> = r.path.split('/').filter(|p| !p.is_empty()).collect();
         let c = &self.controller;
         let html = match parts.as_slice() {
-            [] => {
-                let agents = c.agent_views().await;
-                let presence: BTreeMap<_, _> = agents
-                    .iter()
-                    .filter_map(|a| Some((a.name.clone(), self.runtime.presence(&a.name)?)))
-                    .collect();
-                pages::personas(&agents, &presence, &self.csrf, note)
-            }
+            [] => personas_page(c, &self.csrf, note).await,
             ["agent", agent] => {
                 let plans = c.plans_of(agent).await;
                 let mut known = c.known_chats(agent);

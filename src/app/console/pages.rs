@@ -11,7 +11,6 @@ use crate::app::ops::controls::{AgentView, DraftView};
 use crate::core::graph::TaskGraph;
 use crate::core::model::{Chat, Message};
 use crate::runtime::NotableEvent;
-use crate::runtime::handle::PresenceReport;
 
 use super::http::encode;
 
@@ -94,12 +93,7 @@ pub(crate) fn login(failed: bool) -> String {
 }
 
 /// The personas page.
-pub(crate) fn personas(
-    agents: &[AgentView],
-    presence: &BTreeMap<String, PresenceReport>,
-    csrf: &str,
-    note: Option<&str>,
-) -> String {
+pub(crate) fn personas(agents: &[AgentView], csrf: &str, note: Option<&str>) -> String {
     let mut rows = String::new();
     for a in agents {
         let status = match (&a.paused, a.paused_chats) {
@@ -107,13 +101,7 @@ pub(crate) fn personas(
             (None, 0) => "up".into(),
             (None, n) => format!("up ({n} chat(s) paused)"),
         };
-        let activity = presence.get(&a.name).map_or_else(
-            || "always available".to_string(),
-            |p| match p.asleep_until {
-                Some(until) => format!("asleep until {until}"),
-                None => esc(&p.now.activity.name),
-            },
-        );
+        let activity = esc(&a.now);
         let toggle = if a.paused.is_some() {
             button(csrf, "resume", &[("agent", &a.name)], "Resume", "/")
         } else {

@@ -92,6 +92,11 @@ pub struct Task {
     /// of an armed `wait`. Persisted so a restart keeps the remaining time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before: Option<Timestamp>,
+    /// A `received` task parked by sleep: the wake-up its `not_before` counts from (the
+    /// reading time is drawn from it). When the persona's day changes, the scheduler moves
+    /// the task to the new day's wake-up; a task without it keeps its time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub woke_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
 }
@@ -108,6 +113,7 @@ impl Task {
             created_at: now,
             updated_at: now,
             not_before: None,
+            woke_at: None,
             last_error: None,
         }
     }

@@ -73,6 +73,7 @@ pub fn upgrade(old: GraphV1) -> Result<TaskGraph, Invalid> {
                 created_at: t.created_at,
                 updated_at: t.updated_at,
                 not_before: t.not_before,
+                woke_at: None,
                 last_error: t.last_error,
             })
         })

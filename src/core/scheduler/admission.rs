@@ -160,10 +160,13 @@ impl Scheduler {
             g.tasks
                 .first()
                 .filter(|t| t.kind() == TaskKind::Received && t.status == TaskStatus::Pending)
-                .and_then(|t| t.not_before)
+                .and_then(|t| Some((t.not_before?, t.woke_at)))
         });
-        let not_before = self.plan_ready_at(agent, from, pending);
+        let (not_before, woke) = self.plan_ready_at(agent, from, pending);
         let mut graph = TaskGraph::with_received(agent, chat, now, Some(message), not_before);
+        if let Some(t) = graph.tasks.first_mut() {
+            t.woke_at = woke;
+        }
         if !quote
             && let Some(TaskSpec::Received { no_quote, .. }) =
                 graph.tasks.first_mut().map(|t| &mut t.spec)
@@ -196,6 +199,7 @@ impl Scheduler {
                     // An urgent intent runs now, night or not: the message rides along.
                     graph.tasks[0].not_before =
                         Some(crate::core::time::add(now, self.config.debounce));
+                    graph.tasks[0].woke_at = None;
                 }
             }
         }

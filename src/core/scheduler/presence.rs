@@ -1,7 +1,8 @@
 //! Presence in the scheduler: each agent's schedule (asleep means nothing of it runs, human
 //! delays before reading), its activity boundaries (announced once, the account shown offline
-//! when sleep starts, the next day's schedule asked for in the agent's own chat) and its
-//! scheduled intents (fired as plans at their time, after waking unless urgent). Part of the
+//! when sleep starts, the next day's schedule asked for in the agent's own chat), the
+//! messages parked for a wake-up (moved when the day changes) and its scheduled intents
+//! (fired as plans at their time, after waking unless urgent). Part of the
 //! pure scheduler: the driver installs an agent's presence with [`Scheduler::set_presence`]
 //! and carries out the effects.
 
@@ -21,7 +22,7 @@ use crate::core::presence::{self, DaySchedule, Presence, PresenceNow};
 pub enum PresenceChange {
     /// A new activity began.
     Activity(PresenceNow),
-    /// Sleep began; it lasts until the instant given.
+    /// Sleep began (or the day changed during it); it lasts until the instant given.
     Asleep { until: Timestamp },
     /// The persona woke up.
     Woke,
@@ -40,6 +41,8 @@ pub(crate) struct AgentPresence {
     /// The activity last announced (its day and start), so each is announced once.
     announced: Option<(Date, u16)>,
     asleep: bool,
+    /// The wake-up last announced while asleep, so a changed day announces the new one.
+    announced_wake: Option<Timestamp>,
     /// The next instant something of this agent's presence is due.
     pub(crate) boundary: Option<Timestamp>,
     /// A `schedule` task handed out for this day, and when the claim lapses.
@@ -108,6 +111,7 @@ impl Scheduler {
                 intents,
                 announced: previous.as_ref().and_then(|p| p.announced),
                 asleep: previous.as_ref().is_some_and(|p| p.asleep),
+                announced_wake: previous.as_ref().and_then(|p| p.announced_wake),
                 boundary: None,
                 generating: previous.as_ref().and_then(|p| p.generating),
                 online_until: previous.and_then(|p| p.online_until),
@@ -124,6 +128,8 @@ impl Scheduler {
         if let Some(p) = self.presence.get_mut(agent) {
             p.boundary = Some(now);
         }
+        // A reload may have changed a day (a hand edit): parked messages follow its wake-up.
+        self.retime_parked(agent, now);
         self.reschedule_agent(agent, now);
     }
 
@@ -160,20 +166,22 @@ impl Scheduler {
 
     /// When a new plan of `agent` may start, counting from `from`: after the debounce and,
     /// with a schedule, after the persona got to reading (its responsiveness now, or at
-    /// wake-up when asleep). `pending`: the deadline of the plan it replaces, kept when later
-    /// (a persona does not read later because a second message came).
+    /// wake-up when asleep). `pending`: the reading time of the plan it replaces and the
+    /// wake-up that counts from, kept when later (a persona does not read later because a
+    /// second message came). Returns the instant and, when it counts from a wake-up, that
+    /// wake-up (so a changed day can move it: [`Scheduler::retime_parked`]).
     pub(super) fn plan_ready_at(
         &self,
         agent: &str,
         from: Timestamp,
-        pending: Option<Timestamp>,
-    ) -> Timestamp {
+        pending: Option<(Timestamp, Option<Timestamp>)>,
+    ) -> (Timestamp, Option<Timestamp>) {
         let debounced = crate::core::time::add(from, self.config.debounce);
         let Some(p) = self.presence.get(agent) else {
-            return debounced;
+            return (debounced, None);
         };
         let Some(schedule) = &p.schedule else {
-            return debounced;
+            return (debounced, None);
         };
         let wake = schedule.wake_at(from);
         let (start, online) = match wake {
@@ -182,15 +190,58 @@ impl Scheduler {
         };
         // Asleep, the reading time is drawn again from the wake-up (a kept one may have come
         // and gone during the night).
-        if let Some(pending) = pending.filter(|_| wake.is_none()) {
+        if let Some((pending, woke)) = pending.filter(|_| wake.is_none()) {
             // The reading time was drawn when the first message came: a later one only
             // adds the debounce.
-            return pending.max(debounced);
+            return if pending >= debounced {
+                (pending, woke)
+            } else {
+                (debounced, None)
+            };
         }
         let r = schedule.now(start).activity.responsiveness;
         let read =
             crate::core::time::add(start, presence::response_delay(r, online, fastrand::f64()));
-        read.max(debounced)
+        if read >= debounced {
+            (read, wake)
+        } else {
+            (debounced, None)
+        }
+    }
+
+    /// Moves every parked `received` task of `agent` (one whose reading time counts from a
+    /// wake-up) to the wake-up of its schedule as it is now: called when a day changed (a
+    /// generated day installed, the schedule reloaded). A task not parked by sleep, or one
+    /// already started, keeps its time.
+    pub(super) fn retime_parked(&mut self, agent: &str, now: Timestamp) {
+        let Some(schedule) = self.presence.get(agent).and_then(|p| p.schedule.as_ref()) else {
+            return;
+        };
+        let wake = schedule.wake_at(now);
+        let earliest = crate::core::time::add(now, self.config.debounce);
+        let mut moved = Vec::new();
+        for key in keys_of(&self.graphs, agent) {
+            let Some(task) = self.graphs.get_mut(&key).and_then(|g| g.tasks.first_mut()) else {
+                continue;
+            };
+            if task.kind() != TaskKind::Received || task.status != TaskStatus::Pending {
+                continue;
+            }
+            let (Some(woke), Some(not_before)) = (task.woke_at, task.not_before) else {
+                continue;
+            };
+            let parked = Parked { woke, not_before };
+            if let Some(new) = retimed(parked, wake, now, earliest) {
+                info!(event = "parked_retimed", conversation = %key, from = %not_before, to = %new.not_before, "the day changed: a parked message is read from the new wake-up");
+                task.woke_at = Some(new.woke);
+                task.not_before = Some(new.not_before);
+                task.updated_at = now;
+                moved.push(key);
+            }
+        }
+        for key in moved {
+            self.mark_dirty(&key);
+        }
     }
 
     /// A message of the agent's went out: it stays online for a while.
@@ -238,6 +289,7 @@ impl Scheduler {
         let mut changes = Vec::new();
         let mut generate = None;
         let mut asleep = false;
+        let mut wake = None;
         let mut announced = None;
         if let Some(schedule) = &p.schedule {
             let state = schedule.now(now);
@@ -248,8 +300,10 @@ impl Scheduler {
             if p.announced != Some(id) {
                 changes.push(PresenceChange::Activity(state.clone()));
             }
-            if asleep != p.asleep {
-                changes.push(match schedule.wake_at(now) {
+            wake = schedule.wake_at(now);
+            if asleep != p.asleep || (asleep && wake != p.announced_wake) {
+                // Sleep began, or the day changed during it and moved the wake-up.
+                changes.push(match wake {
                     Some(until) => PresenceChange::Asleep { until },
                     None => PresenceChange::Woke,
                 });
@@ -288,6 +342,7 @@ impl Scheduler {
         if let Some(p) = self.presence.get_mut(agent) {
             p.announced = announced;
             p.asleep = asleep;
+            p.announced_wake = wake.filter(|_| asleep);
             if let Some((day, _)) = generate {
                 p.generating = Some((day, crate::core::time::add(now, CLAIM)));
             }
@@ -403,32 +458,37 @@ impl Scheduler {
         let not_before = crate::core::time::add(now, self.config.debounce);
         // A message whose plan has not started yet is answered by the same plan.
         let waiting = self.graphs.get(&key).and_then(|g| match g.tasks.first() {
-            Some(Task {
-                spec:
-                    TaskSpec::Received {
-                        message_id: Some(m),
-                        no_quote,
-                        ..
-                    },
-                status: TaskStatus::Pending | TaskStatus::Active,
-                not_before,
-                ..
-            }) => Some((*m, *no_quote, *not_before)),
+            Some(
+                t @ Task {
+                    spec:
+                        TaskSpec::Received {
+                            message_id: Some(m),
+                            no_quote,
+                            ..
+                        },
+                    status: TaskStatus::Pending | TaskStatus::Active,
+                    ..
+                },
+            ) => Some((*m, *no_quote, t.not_before, t.woke_at)),
             _ => None,
         });
-        // It keeps the message's reading time, unless it is urgent (it runs now).
-        let not_before = waiting
-            .and_then(|(_, _, nb)| nb)
-            .filter(|_| !fired.urgent)
-            .map_or(not_before, |nb| nb.max(not_before));
+        // It keeps the message's reading time (and the wake-up that counts from), unless it
+        // is urgent (it runs now).
+        let kept = waiting
+            .and_then(|(_, _, nb, woke)| Some((nb?, woke)))
+            .filter(|(nb, _)| !fired.urgent && *nb >= not_before);
+        let (not_before, woke) = kept.unwrap_or((not_before, None));
         let mut graph =
-            TaskGraph::with_received(agent, chat, now, waiting.map(|(m, _, _)| m), not_before);
+            TaskGraph::with_received(agent, chat, now, waiting.map(|(m, ..)| m), not_before);
+        if let Some(t) = graph.tasks.first_mut() {
+            t.woke_at = woke;
+        }
         if let Some(TaskSpec::Received {
             intent, no_quote, ..
         }) = graph.tasks.first_mut().map(|t| &mut t.spec)
         {
             *intent = Some(fired);
-            *no_quote = waiting.is_some_and(|(_, q, _)| q);
+            *no_quote = waiting.is_some_and(|(_, q, ..)| q);
         }
         if let Some(old) = self.graphs.get(&key) {
             super::admission::carry_over(old, &mut graph, now);
@@ -521,8 +581,9 @@ impl Scheduler {
         self.reschedule(&key, now);
     }
 
-    /// A `schedule` task's day: installed (the claim on it released), saved, and every
-    /// conversation of the agent rescheduled (the wake-up may have moved).
+    /// A `schedule` task's day: installed (the claim on it released), saved, the messages
+    /// parked for the old wake-up moved to the new one, and every conversation of the agent
+    /// rescheduled.
     pub(super) fn install_day(&mut self, agent: &str, day: DaySchedule, now: Timestamp) {
         let Some(p) = self.presence.get_mut(agent) else {
             return;
@@ -547,6 +608,7 @@ impl Scheduler {
             agent: agent.to_string(),
             day: Box::new(day),
         });
+        self.retime_parked(agent, now);
         self.presence_tick(agent, now);
         self.reschedule_agent(agent, now);
     }
@@ -583,3 +645,42 @@ impl Scheduler {
 }
 
 use crate::core::presence::Source;
+
+/// A `received` task parked by sleep: the wake-up it counts from and its reading time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Parked {
+    pub(crate) woke: Timestamp,
+    pub(crate) not_before: Timestamp,
+}
+
+/// A parked task after its agent's day changed at `now`: `wake` is the new day's wake-up
+/// (`None`: awake now under the new day). The reading delay it had (its time after its
+/// wake-up) now counts from the new wake-up, or from `now` when the persona is awake under
+/// the new day but was still asleep under the old one; never before `earliest` (now plus the
+/// debounce). `None`: it keeps its time (the wake-up did not move, or it had passed already
+/// and the persona is awake).
+pub(crate) fn retimed(
+    parked: Parked,
+    wake: Option<Timestamp>,
+    now: Timestamp,
+    earliest: Timestamp,
+) -> Option<Parked> {
+    let woke = match wake {
+        Some(w) => w,
+        None if parked.woke > now => now,
+        None => return None,
+    };
+    if woke == parked.woke {
+        return None;
+    }
+    // A reading time before its wake-up (a hand-edited file) counts as none.
+    let reading = std::time::Duration::try_from(parked.not_before.duration_since(parked.woke))
+        .unwrap_or_default();
+    Some(Parked {
+        woke,
+        not_before: crate::core::time::add(woke, reading).max(earliest),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -23,6 +23,8 @@ pub(crate) struct AgentView {
     pub today: Option<String>,
     /// Conversations with a plan under way.
     pub plans: usize,
+    /// Where the persona stands now, as `/status` words it ([`Controller::presence_line`]).
+    pub now: String,
 }
 
 /// A draft task not done yet, as the runtime holds it.
@@ -64,6 +66,7 @@ impl Controller {
                     .map_or_else(String::new, |p| p.group.mode.to_string());
                 let today = self.usage_line(&name);
                 let plans = graphs.iter().filter(|g| g.agent == name).count();
+                let now = self.presence_line(&name, now);
                 AgentView {
                     name,
                     paused,
@@ -71,9 +74,20 @@ impl Controller {
                     mode,
                     today,
                     plans,
+                    now,
                 }
             })
             .collect()
+    }
+
+    /// Where `agent` stands at `now`, one line in its persona's zone (`Sleep (asleep until
+    /// 06:45 CET)`, `Lunch (responsiveness 50, until 13:00 CET)`, `always available`): what
+    /// `/status`, `ctl status` and the console's personas page show, from the schedule the
+    /// runtime holds.
+    pub(crate) fn presence_line(&self, agent: &str, now: jiff::Timestamp) -> String {
+        self.runtime()
+            .presence(agent)
+            .map_or_else(|| "always available".to_string(), |p| p.line(now))
     }
 
     /// The graphs (plans under way) of `agent`.

@@ -92,16 +92,7 @@ impl Controller {
             let usage = self
                 .usage_line(&a)
                 .unwrap_or_else(|| "not tracked yet".into());
-            let activity =
-                self.runtime()
-                    .presence(&a)
-                    .map_or("always available".into(), |p| match p.asleep_until {
-                        Some(until) => format!("{} (asleep until {until})", p.now.activity.name),
-                        None => format!(
-                            "{} (responsiveness {}, until {})",
-                            p.now.activity.name, p.now.activity.responsiveness, p.now.until
-                        ),
-                    });
+            let activity = self.presence_line(&a, now);
             let budget = budget_line(
                 self.runtime().persona(&a).and_then(|p| p.daily_budget),
                 &safety.budget,
