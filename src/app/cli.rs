@@ -287,7 +287,9 @@ pub struct RunArgs {
     /// token is written to <state>/console.token at each start.
     #[arg(long, value_name = "[ADDR:]PORT", env = "PERSONAD_CONSOLE_ADDR", value_parser = console_addr)]
     pub console_addr: Option<std::net::SocketAddr>,
-    /// Chats (by id) besides Saved Messages where owner commands (`/status`, ...) are accepted.
+    /// Chats (by id) besides Saved Messages where owner commands (`/status`, ...) and replies
+    /// to drafts are accepted. Drafts and command answers never go there unless a persona's
+    /// `# Admin Chat` names the chat: they go to Saved Messages.
     #[arg(
         long = "admin-chat",
         value_name = "ID",

@@ -29,10 +29,8 @@ pub struct RuntimeConfig {
     pub memory_scope_bytes: usize,
     /// The daemon's daily LLM cap, all personas together (`--daily-budget`).
     pub daily_budget: Option<crate::core::budget::DailyCap>,
-    /// Where drafts go for approval: the first `--admin-chat`, else (`None`) each account's
-    /// Saved Messages.
-    pub drafts_chat: Option<crate::core::model::ChatId>,
-    /// Chats besides Saved Messages where the owner commands (`--admin-chat`). What the daemon
+    /// Chats besides Saved Messages where the owner commands (`--admin-chat`). Drafts and
+    /// answers go there only when a persona's `# Admin Chat` names the chat; what the daemon
     /// sends there is the owner's side, as in Saved Messages: the owner's own writing does not
     /// cancel it, and neither sleep nor the account breaker holds it.
     pub admin_chats: Vec<crate::core::model::ChatId>,
@@ -75,7 +73,6 @@ impl Default for RuntimeConfig {
             pacing: Pacing::default(),
             memory_scope_bytes: crate::core::facts::DEFAULT_SCOPE_BYTES,
             daily_budget: None,
-            drafts_chat: None,
             admin_chats: Vec::new(),
         }
     }

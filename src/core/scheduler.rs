@@ -28,6 +28,7 @@ mod finish;
 pub use budget::SpendReport;
 mod owner;
 mod presence;
+pub(crate) use controls::answer_key;
 pub use controls::{OwnerReply, OwnerRequest};
 pub use owner::DraftRef;
 pub(crate) use presence::AgentPresence;
@@ -376,7 +377,7 @@ impl Scheduler {
                 continue;
             };
             if self.safety.breaker_blocks(graph, &task, now)
-                && !self.config.admin_chats.contains(&key.chat)
+                && !self.is_owner_chat(&key.agent, key.chat)
             {
                 warn!(
                     event = "plan_dropped",
@@ -444,9 +445,17 @@ impl Scheduler {
         self.armed.remove(key);
     }
 
-    /// Whether `chat` is one of the owner's: the agent's Saved Messages or an admin chat.
+    /// Whether `chat` is one of the owner's: the agent's Saved Messages, an admin chat
+    /// (`--admin-chat`) or the one its persona names (`# Admin Chat`).
     pub(crate) fn is_owner_chat(&self, agent: &str, chat: ChatId) -> bool {
-        self.safety.is_own_chat(agent, chat) || self.config.admin_chats.contains(&chat)
+        self.safety.is_own_chat(agent, chat)
+            || self.config.admin_chats.contains(&chat)
+            || self.safety.is_persona_admin_chat(agent, chat)
+    }
+
+    /// The agent's persona (re)loaded: the admin chat it names, if any.
+    pub(crate) fn set_admin_chat(&mut self, agent: &str, chat: Option<ChatId>) {
+        self.safety.set_admin_chat(agent, chat);
     }
 
     /// Drops the conversation's pending plan (a person took over).
