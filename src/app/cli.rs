@@ -302,6 +302,10 @@ pub struct RunArgs {
     /// tests).
     #[arg(long, value_name = "MS", default_value_t = 0, hide = true)]
     pub memory_send_delay_ms: u64,
+    /// Draft mode: the least time between two draft posts for one chat, in seconds (a newer
+    /// message's draft waits this long after the one it replaces; tests shorten it).
+    #[arg(long, value_name = "SECS", default_value_t = 180, hide = true)]
+    pub draft_gap_secs: u64,
     /// With `--telegram sim`: the simulated Telegram to connect to (one a test or another
     /// process runs) instead of starting one inside the daemon.
     #[arg(long, value_name = "ADDR", env = "PERSONAD_SIM_ADDR")]

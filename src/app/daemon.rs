@@ -459,6 +459,7 @@ fn run_config(
 ) -> Result<crate::core::config::RuntimeConfig, crate::core::config::ConfigError> {
     let mut config = args.runtime.raw().validate()?;
     config.shutdown_grace = Duration::from_secs(args.shutdown_grace_secs);
+    config.draft_gap = Duration::from_secs(args.draft_gap_secs);
     config.admin_chats = args
         .admin_chats
         .iter()

@@ -34,6 +34,9 @@ pub struct RuntimeConfig {
     /// sends there is the owner's side, as in Saved Messages: the owner's own writing does not
     /// cancel it, and neither sleep nor the account breaker holds it.
     pub admin_chats: Vec<crate::core::model::ChatId>,
+    /// Draft mode: the least time between two draft posts for one chat (a newer message's
+    /// draft waits this long after the one it replaces).
+    pub draft_gap: Duration,
 }
 
 /// How fast a persona "types": a pause before its first message of a plan, then a typing
@@ -74,6 +77,7 @@ impl Default for RuntimeConfig {
             memory_scope_bytes: crate::core::facts::DEFAULT_SCOPE_BYTES,
             daily_budget: None,
             admin_chats: Vec::new(),
+            draft_gap: crate::core::approval::DRAFT_GAP,
         }
     }
 }

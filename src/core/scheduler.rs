@@ -386,7 +386,7 @@ impl Scheduler {
                 );
                 let why = "the account breaker holds: only people who wrote to us are answered";
                 self.notable(&key.agent, Some(key.chat), "plan_dropped", why.to_string());
-                self.remove_graph(&key);
+                self.remove_graph(&key, now);
                 return true;
             }
             let presence = matches!(task.kind(), TaskKind::Received | TaskKind::Schedule)
@@ -433,9 +433,11 @@ impl Scheduler {
         }
     }
 
-    fn remove_graph(&mut self, key: &ConversationKey) {
+    fn remove_graph(&mut self, key: &ConversationKey, now: Timestamp) {
         if let Some(graph) = self.graphs.remove(key) {
             self.mark_dirty(key);
+            // A voided draft whose replacement was never posted: the owner is told now.
+            self.superseded_void(&graph, now);
             if graph.handled_message().is_some() {
                 // The graph file held the handled mark of its message until now: the agent
                 // state keeps it from here.
@@ -470,7 +472,7 @@ impl Scheduler {
             info!(conversation = %key, reason = %reason, "pending plan cancelled");
             self.draft_void(&key, reason, now);
             self.abandon_cancel_safe(&key);
-            self.remove_graph(&key);
+            self.remove_graph(&key, now);
         }
     }
 
@@ -607,7 +609,7 @@ impl Scheduler {
         if self.in_flight.contains_key(&old) || self.graphs.contains_key(&new) || !movable {
             info!(conversation = %old, to = %to, "group upgraded to a supergroup: its pending plan is dropped");
             self.abandon_cancel_safe(&old);
-            self.remove_graph(&old);
+            self.remove_graph(&old, now);
             return;
         }
         let Some(mut graph) = self.graphs.remove(&old) else {

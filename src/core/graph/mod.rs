@@ -158,6 +158,10 @@ pub struct TaskGraph {
     /// flood wait, slow mode). Carried over when the graph is replaced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parked_until: Option<Timestamp>,
+    /// The owner's draft for this chat that a newer message voided, until the draft that
+    /// replaces it is posted (draft mode). Carried over when the graph is replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded: Option<crate::core::approval::Superseded>,
     pub tasks: Vec<Task>,
 }
 
@@ -193,6 +197,7 @@ impl TaskGraph {
             seq: 0,
             created_at: now,
             parked_until: None,
+            superseded: None,
             tasks: Vec::new(),
         };
         let mut prev: Option<String> = None;
