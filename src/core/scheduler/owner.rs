@@ -67,10 +67,6 @@ impl Scheduler {
         task.not_before = Some(deadline);
         task.updated_at = now;
         info!(event = "draft_posted", conversation = %key, draft = %task_id, until = %deadline, "draft waits for the owner");
-        // The draft it replaces (if any) was named in it: the owner has the current one.
-        if let Some(graph) = self.graphs.get_mut(key) {
-            graph.superseded = None;
-        }
         self.mark_dirty(key);
     }
 
@@ -322,6 +318,13 @@ impl Scheduler {
         let Some(old) = &graph.superseded else {
             return;
         };
+        let replaced = graph
+            .tasks
+            .iter()
+            .any(|t| matches!(&t.spec, TaskSpec::Draft { posted: Some(_), .. }));
+        if replaced {
+            return;
+        }
         let title = &graph.chat.title;
         let text = format!(
             "personad: draft {} for {title} is void: {title} wrote again, and no new draft followed",
@@ -342,17 +345,19 @@ impl Scheduler {
         });
         let Some((old, title, current)) = self.graphs.iter().find_map(|(key, g)| {
             let old = g.superseded.as_ref().filter(|s| key.agent == agent && s.posted == mine)?;
-            let current = g
-                .tasks
-                .iter()
-                .find(|t| t.kind() == TaskKind::Draft && t.status != TaskStatus::Done)
-                .map(|t| t.id.clone());
+            let current = g.tasks.iter().find_map(|t| match &t.spec {
+                TaskSpec::Draft { posted, .. } if t.status != TaskStatus::Done => {
+                    Some((t.id.clone(), posted.is_some()))
+                }
+                _ => None,
+            });
             Some((old.id.clone(), g.chat.title.clone(), current))
         }) else {
             return;
         };
         let next = match current {
-            Some(id) => format!("the new draft {id} comes shortly: answer that one"),
+            Some((id, true)) => format!("the new draft {id} waits: answer that one"),
+            Some((id, false)) => format!("the new draft {id} comes shortly: answer that one"),
             None => "a new draft comes once it is planned: answer that one".into(),
         };
         self.notify_owner(
