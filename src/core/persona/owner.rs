@@ -167,6 +167,20 @@ pub(super) fn owner_fields(
 mod tests {
     use super::*;
 
+    /// `# Admin Chat` takes one chat id; 0, a name or `me` is refused with a hint.
+    #[test]
+    fn an_admin_chat_is_one_chat_id() {
+        assert_eq!(
+            parse_admin_chat(" -1001234567890 ").ok(),
+            Some(ChatId(-1_001_234_567_890))
+        );
+        assert_eq!(parse_admin_chat("42").ok(), Some(ChatId(42)));
+        for bad in ["0", "ops", "me", "-100 200", ""] {
+            let e = parse_admin_chat(bad).err().map(|e| e.0).unwrap_or_default();
+            assert!(e.contains("is not a chat id"), "{bad}: {e}");
+        }
+    }
+
     #[test]
     fn send_limits_parse_any_subset_and_refuse_nonsense() {
         let l = SendLimits::parse("per chat 6/min, gap 5s");
