@@ -609,6 +609,39 @@ mod on_virtual_time {
         Ok(())
     }
 
+    /// A newer message voids the waiting draft, and the plan made for it does nothing in the
+    /// owner's name (no draft): once that plan is over the owner is told the draft is void.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_voided_draft_with_no_replacement_is_said_void() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let persona = persona_with(AGENT, "# Approval\nall\n");
+        let planner: SharedPlanner = Arc::new(ScriptedPlanner::new(|_, n| {
+            Ok(if n == 0 { vec![send("hello")] } else { Vec::new() })
+        }));
+        let mut h =
+            Harness::start_persona_at(persona, dir.path(), move |_| planner, config(), &[dm(7)], t0());
+        h.started().await;
+        h.say(&dm(7), "Bob", "hi").await;
+        h.pass(secs(5)).await;
+        let posts = draft_posts(&h);
+        assert_eq!(posts.len(), 1, "{posts:?}");
+        let id = posts[0].1.split_whitespace().nth(2).ok_or("no id")?.to_string();
+        h.say(&dm(7), "Bob", "never mind").await;
+        h.pass(secs(10)).await;
+        h.settle().await;
+        assert!(
+            owner_texts(&h)
+                .iter()
+                .any(|t| t.contains(&format!("draft {id} for user7 is void")) && t.contains("no new draft followed")),
+            "{:?}",
+            owner_texts(&h)
+        );
+        assert_eq!(draft_posts(&h).len(), 1);
+        assert_eq!(sent_to_7(&h), 0);
+        h.stop().await?;
+        Ok(())
+    }
+
     /// A crash while the replacement draft waits for the gap loses nothing and posts nothing
     /// twice: after the restart it is still held until the gap since the first post, then
     /// posted once (naming the replaced draft); approved, it sends one answer.
