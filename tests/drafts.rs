@@ -334,14 +334,15 @@ fn with_only_an_admin_chat_flag_drafts_and_answers_go_to_saved_messages() -> Tes
     );
     let (id, _) = wait_draft(&s, "Alice", 0)?;
     // The owner commands in the group: carried out, answered in Saved Messages.
-    ctl(
-        &s,
-        &["say", "--group", "Ops", "--from", "me", "/drafts"],
-    )?;
+    ctl(&s, &["say", "--group", "Ops", "--from", "me", "/drafts"])?;
     poll(WAIT, || {
         texts(&s, "Tess", "Saved Messages")
             .iter()
-            .any(|t| t.starts_with("personad: ") && t.contains("Tess heard: my secret") && !t.starts_with("personad: draft "))
+            .any(|t| {
+                t.starts_with("personad: ")
+                    && t.contains("Tess heard: my secret")
+                    && !t.starts_with("personad: draft ")
+            })
             .then_some(())
     })
     .ok_or_else(|| format!("no answer in Saved Messages; log:\n{}", s.log_text()))?;
@@ -350,7 +351,9 @@ fn with_only_an_admin_chat_flag_drafts_and_answers_go_to_saved_messages() -> Tes
     stop_daemon(&mut reaper)?;
     let group = texts(&s, "Tess", "Ops");
     assert!(
-        !group.iter().any(|t| t.contains("my secret") || t.starts_with("personad:")),
+        !group
+            .iter()
+            .any(|t| t.contains("my secret") || t.starts_with("personad:")),
         "the group read it: {group:?}"
     );
     assert!(
@@ -509,7 +512,11 @@ mod on_virtual_time {
     /// Tess answers the newest message of the history: `re: TEXT`.
     fn echo_newest() -> ScriptedPlanner {
         ScriptedPlanner::new(|req, _| {
-            let newest = req.history.last().map(|m| m.text.clone()).unwrap_or_default();
+            let newest = req
+                .history
+                .last()
+                .map(|m| m.text.clone())
+                .unwrap_or_default();
             Ok(vec![send(&format!("re: {newest}"))])
         })
     }
@@ -616,23 +623,39 @@ mod on_virtual_time {
         let dir = tempfile::tempdir()?;
         let persona = persona_with(AGENT, "# Approval\nall\n");
         let planner: SharedPlanner = Arc::new(ScriptedPlanner::new(|_, n| {
-            Ok(if n == 0 { vec![send("hello")] } else { Vec::new() })
+            Ok(if n == 0 {
+                vec![send("hello")]
+            } else {
+                Vec::new()
+            })
         }));
-        let mut h =
-            Harness::start_persona_at(persona, dir.path(), move |_| planner, config(), &[dm(7)], t0());
+        let mut h = Harness::start_persona_at(
+            persona,
+            dir.path(),
+            move |_| planner,
+            config(),
+            &[dm(7)],
+            t0(),
+        );
         h.started().await;
         h.say(&dm(7), "Bob", "hi").await;
         h.pass(secs(5)).await;
         let posts = draft_posts(&h);
         assert_eq!(posts.len(), 1, "{posts:?}");
-        let id = posts[0].1.split_whitespace().nth(2).ok_or("no id")?.to_string();
+        let id = posts[0]
+            .1
+            .split_whitespace()
+            .nth(2)
+            .ok_or("no id")?
+            .to_string();
         h.say(&dm(7), "Bob", "never mind").await;
         h.pass(secs(10)).await;
         h.settle().await;
         assert!(
             owner_texts(&h)
                 .iter()
-                .any(|t| t.contains(&format!("draft {id} for user7 is void")) && t.contains("no new draft followed")),
+                .any(|t| t.contains(&format!("draft {id} for user7 is void"))
+                    && t.contains("no new draft followed")),
             "{:?}",
             owner_texts(&h)
         );

@@ -261,7 +261,11 @@ impl Scheduler {
     /// or is about to get (being posted) is void, and is what the next draft replaces; with
     /// none, the one the graph already carried. Logged and counted, no notice: the replacing
     /// draft says what it replaces, and the owner is told if none follows.
-    pub(super) fn supersede(&mut self, key: &ConversationKey, now: Timestamp) -> Option<Superseded> {
+    pub(super) fn supersede(
+        &mut self,
+        key: &ConversationKey,
+        now: Timestamp,
+    ) -> Option<Superseded> {
         let old = self.graphs.get(key)?;
         let voided = old.tasks.iter().find_map(|t| match &t.spec {
             TaskSpec::Draft {
@@ -283,7 +287,12 @@ impl Scheduler {
             return old.superseded.clone();
         };
         info!(event = "draft_superseded", conversation = %key, draft = %voided.id, "a newer message came in: the draft is void, and the next one replaces it");
-        self.notable(&key.agent, Some(key.chat), "draft_superseded", voided.id.clone());
+        self.notable(
+            &key.agent,
+            Some(key.chat),
+            "draft_superseded",
+            voided.id.clone(),
+        );
         Some(voided)
     }
 
@@ -318,10 +327,15 @@ impl Scheduler {
         let Some(old) = &graph.superseded else {
             return;
         };
-        let replaced = graph
-            .tasks
-            .iter()
-            .any(|t| matches!(&t.spec, TaskSpec::Draft { posted: Some(_), .. }));
+        let replaced = graph.tasks.iter().any(|t| {
+            matches!(
+                &t.spec,
+                TaskSpec::Draft {
+                    posted: Some(_),
+                    ..
+                }
+            )
+        });
         if replaced {
             return;
         }
@@ -344,7 +358,10 @@ impl Scheduler {
             message: *message,
         });
         let Some((old, title, current)) = self.graphs.iter().find_map(|(key, g)| {
-            let old = g.superseded.as_ref().filter(|s| key.agent == agent && s.posted == mine)?;
+            let old = g
+                .superseded
+                .as_ref()
+                .filter(|s| key.agent == agent && s.posted == mine)?;
             let current = g.tasks.iter().find_map(|t| match &t.spec {
                 TaskSpec::Draft { posted, .. } if t.status != TaskStatus::Done => {
                     Some((t.id.clone(), posted.is_some()))
