@@ -1218,3 +1218,27 @@ fn a_fifo_role_prompt_is_reported_without_blocking() {
         )]
     );
 }
+
+/// `# Admin Chat` names the one chat besides Saved Messages where drafts and command answers
+/// go; without it there is none; a value that is not a chat id is an error on its line.
+#[test]
+fn an_admin_chat_heading_names_one_chat_id() {
+    let named = parse(&format!("{MINIMAL}\n# Admin Chat\n\n-1001234567890\n"));
+    assert_eq!(
+        named.persona.as_ref().and_then(|p| p.admin_chat),
+        Some(personad::core::model::ChatId(-1_001_234_567_890)),
+        "{:?}",
+        rendered(&named)
+    );
+    let none = parse(MINIMAL);
+    assert_eq!(none.persona.and_then(|p| p.admin_chat), None);
+    let bad = parse(&format!("{MINIMAL}\n# Admin Chat\n\nops group\n"));
+    assert!(bad.persona.is_none());
+    let problems = rendered(&bad);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("Admin Chat") && p.contains("is not a chat id")),
+        "{problems:?}"
+    );
+}

@@ -287,7 +287,9 @@ pub struct RunArgs {
     /// token is written to <state>/console.token at each start.
     #[arg(long, value_name = "[ADDR:]PORT", env = "PERSONAD_CONSOLE_ADDR", value_parser = console_addr)]
     pub console_addr: Option<std::net::SocketAddr>,
-    /// Chats (by id) besides Saved Messages where owner commands (`/status`, ...) are accepted.
+    /// Chats (by id) besides Saved Messages where owner commands (`/status`, ...) and replies
+    /// to drafts are accepted. Drafts and command answers never go there unless a persona's
+    /// `# Admin Chat` names the chat: they go to Saved Messages.
     #[arg(
         long = "admin-chat",
         value_name = "ID",
@@ -304,6 +306,10 @@ pub struct RunArgs {
     /// still the one it locked (each write batch checks first anyway; tests).
     #[arg(long, value_name = "MS", default_value_t = 2000, hide = true)]
     pub state_check_every_ms: u64,
+    /// Draft mode: the least time between two draft posts for one chat, in seconds (a newer
+    /// message's draft waits this long after the one it replaces; tests shorten it).
+    #[arg(long, value_name = "SECS", default_value_t = 180, hide = true)]
+    pub draft_gap_secs: u64,
     /// With `--telegram sim`: the simulated Telegram to connect to (one a test or another
     /// process runs) instead of starting one inside the daemon.
     #[arg(long, value_name = "ADDR", env = "PERSONAD_SIM_ADDR")]

@@ -456,19 +456,26 @@ async fn open_agents(
     Ok(opened)
 }
 
-/// The runtime settings of `run`: the shared ones, the shutdown grace, where drafts go.
+/// The runtime settings of `run`: the shared ones, the shutdown grace, the admin chats.
 fn run_config(
     args: &RunArgs,
 ) -> Result<crate::core::config::RuntimeConfig, crate::core::config::ConfigError> {
     let mut config = args.runtime.raw().validate()?;
     config.shutdown_grace = Duration::from_secs(args.shutdown_grace_secs);
+    config.draft_gap = Duration::from_secs(args.draft_gap_secs);
     config.admin_chats = args
         .admin_chats
         .iter()
         .copied()
         .map(crate::core::model::ChatId)
         .collect();
-    config.drafts_chat = config.admin_chats.first().copied();
+    if !config.admin_chats.is_empty() {
+        tracing::warn!(
+            event = "admin_chat_commands_only",
+            chats = ?args.admin_chats,
+            "--admin-chat: the owner's commands and replies to drafts are accepted there, but drafts and command answers go to Saved Messages unless a persona's `# Admin Chat` names the chat (its members would read them)"
+        );
+    }
     Ok(config)
 }
 

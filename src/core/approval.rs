@@ -153,6 +153,34 @@ pub struct Posted {
     pub message: MessageId,
 }
 
+/// A draft the owner was shown for a chat and that a newer message of that chat voided. It
+/// stays with the chat's plan until the draft that replaces it is posted: that one says what
+/// it replaces and is posted no sooner than [`DRAFT_GAP`] (the runtime's setting) after it, so
+/// a burst of messages yields one replacement, not one post per message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Superseded {
+    /// The voided draft's task id.
+    pub id: String,
+    /// Where it was posted (`None`: its posting was under way when it was voided).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub posted: Option<Posted>,
+    /// When the owner was last shown it (posted, or kept with `later`).
+    pub at: jiff::Timestamp,
+}
+
+/// The least time between two draft posts for one chat by default: the replacement of a
+/// voided draft waits this long after it (`RuntimeConfig::draft_gap`).
+pub const DRAFT_GAP: Duration = Duration::from_secs(3 * 60);
+
+/// The line a replacing draft carries about the draft it replaces.
+pub fn replaces_line(old: &Superseded, title: &str) -> String {
+    format!(
+        "(replaces draft {}: {title} wrote again, and this plan answers the newest message)",
+        old.id
+    )
+}
+
 /// The owner's word on a draft.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "decision", rename_all = "kebab-case")]

@@ -29,13 +29,14 @@ pub struct RuntimeConfig {
     pub memory_scope_bytes: usize,
     /// The daemon's daily LLM cap, all personas together (`--daily-budget`).
     pub daily_budget: Option<crate::core::budget::DailyCap>,
-    /// Where drafts go for approval: the first `--admin-chat`, else (`None`) each account's
-    /// Saved Messages.
-    pub drafts_chat: Option<crate::core::model::ChatId>,
-    /// Chats besides Saved Messages where the owner commands (`--admin-chat`). What the daemon
+    /// Chats besides Saved Messages where the owner commands (`--admin-chat`). Drafts and
+    /// answers go there only when a persona's `# Admin Chat` names the chat; what the daemon
     /// sends there is the owner's side, as in Saved Messages: the owner's own writing does not
     /// cancel it, and neither sleep nor the account breaker holds it.
     pub admin_chats: Vec<crate::core::model::ChatId>,
+    /// Draft mode: the least time between two draft posts for one chat (a newer message's
+    /// draft waits this long after the one it replaces).
+    pub draft_gap: Duration,
 }
 
 /// How fast a persona "types": a pause before its first message of a plan, then a typing
@@ -75,8 +76,8 @@ impl Default for RuntimeConfig {
             pacing: Pacing::default(),
             memory_scope_bytes: crate::core::facts::DEFAULT_SCOPE_BYTES,
             daily_budget: None,
-            drafts_chat: None,
             admin_chats: Vec::new(),
+            draft_gap: crate::core::approval::DRAFT_GAP,
         }
     }
 }

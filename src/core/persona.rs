@@ -148,6 +148,10 @@ pub struct Persona {
     pub start_of_conversation: Option<String>,
     /// `# Approval` and `# Approval Timeout`: which plans wait for the owner (draft mode).
     pub approval: crate::core::approval::ApprovalPolicy,
+    /// `# Admin Chat`: the chat drafts and the answers to the owner's commands go to instead
+    /// of the account's Saved Messages. Only a chat the persona names: `--admin-chat` alone
+    /// never sends them there (its members would read private text).
+    pub admin_chat: Option<crate::core::model::ChatId>,
     /// `# Daily Budget`: the persona's daily LLM spending cap.
     pub daily_budget: Option<crate::core::budget::DailyCap>,
     /// `# Send Limits`: the account governor's figures for this persona.
@@ -196,6 +200,7 @@ impl fmt::Debug for Persona {
             .field("daily_schedule", &self.daily_schedule.is_some())
             .field("fresh_start", &self.fresh_start)
             .field("approval", &self.approval)
+            .field("admin_chat", &self.admin_chat)
             .field("daily_budget", &self.daily_budget)
             .field("send_limits", &self.send_limits)
             .field("extra", &self.extra)

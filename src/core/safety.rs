@@ -15,12 +15,13 @@ use crate::core::model::{Chat, ChatId, ChatKind, MessageId};
 /// How long the account breaker holds after Telegram limits an account.
 pub(crate) const BREAKER_HOLD: Duration = Duration::from_secs(24 * 3600);
 
-/// The safety state of every running agent, and each agent's own user id (its Saved
-/// Messages chat).
+/// The safety state of every running agent, each agent's own user id (its Saved Messages
+/// chat) and the admin chat its persona names (`# Admin Chat`), if any.
 #[derive(Debug, Default)]
 pub(crate) struct AccountSafety {
     states: HashMap<String, AgentState>,
     self_ids: HashMap<String, i64>,
+    admin_chats: HashMap<String, ChatId>,
 }
 
 impl AccountSafety {
@@ -28,7 +29,38 @@ impl AccountSafety {
         AccountSafety {
             states: HashMap::new(),
             self_ids,
+            admin_chats: HashMap::new(),
         }
+    }
+
+    /// The admin chat the agent's persona names (`None`: it names none), as of its last load.
+    pub(crate) fn set_admin_chat(&mut self, agent: &str, chat: Option<ChatId>) {
+        match chat {
+            Some(c) => self.admin_chats.insert(agent.to_string(), c),
+            None => self.admin_chats.remove(agent),
+        };
+    }
+
+    /// Where drafts and the answers to the owner's commands go: the admin chat the persona
+    /// names, else the agent's Saved Messages.
+    pub(crate) fn answer_place(&self, agent: &str) -> Option<Chat> {
+        match self.admin_chats.get(agent) {
+            Some(id) => Some(Chat {
+                id: *id,
+                kind: if id.0 > 0 {
+                    ChatKind::Direct
+                } else {
+                    ChatKind::Group
+                },
+                title: "Admin chat".into(),
+            }),
+            None => self.own_chat(agent),
+        }
+    }
+
+    /// Whether the agent's persona names `chat` as its admin chat.
+    pub(crate) fn is_persona_admin_chat(&self, agent: &str, chat: ChatId) -> bool {
+        self.admin_chats.get(agent) == Some(&chat)
     }
 
     /// Adds an agent started while the runtime runs (hot reload), with its state from disk.

@@ -28,6 +28,7 @@ mod finish;
 pub use budget::SpendReport;
 mod owner;
 mod presence;
+pub(crate) use controls::answer_key;
 pub use controls::{OwnerReply, OwnerRequest};
 pub use owner::DraftRef;
 pub(crate) use presence::AgentPresence;
@@ -376,7 +377,7 @@ impl Scheduler {
                 continue;
             };
             if self.safety.breaker_blocks(graph, &task, now)
-                && !self.config.admin_chats.contains(&key.chat)
+                && !self.is_owner_chat(&key.agent, key.chat)
             {
                 warn!(
                     event = "plan_dropped",
@@ -385,7 +386,7 @@ impl Scheduler {
                 );
                 let why = "the account breaker holds: only people who wrote to us are answered";
                 self.notable(&key.agent, Some(key.chat), "plan_dropped", why.to_string());
-                self.remove_graph(&key);
+                self.remove_graph(&key, now);
                 return true;
             }
             let presence = matches!(task.kind(), TaskKind::Received | TaskKind::Schedule)
@@ -432,9 +433,11 @@ impl Scheduler {
         }
     }
 
-    fn remove_graph(&mut self, key: &ConversationKey) {
+    fn remove_graph(&mut self, key: &ConversationKey, now: Timestamp) {
         if let Some(graph) = self.graphs.remove(key) {
             self.mark_dirty(key);
+            // A voided draft whose replacement was never posted: the owner is told now.
+            self.superseded_void(&graph, now);
             if graph.handled_message().is_some() {
                 // The graph file held the handled mark of its message until now: the agent
                 // state keeps it from here.
@@ -444,9 +447,17 @@ impl Scheduler {
         self.armed.remove(key);
     }
 
-    /// Whether `chat` is one of the owner's: the agent's Saved Messages or an admin chat.
+    /// Whether `chat` is one of the owner's: the agent's Saved Messages, an admin chat
+    /// (`--admin-chat`) or the one its persona names (`# Admin Chat`).
     pub(crate) fn is_owner_chat(&self, agent: &str, chat: ChatId) -> bool {
-        self.safety.is_own_chat(agent, chat) || self.config.admin_chats.contains(&chat)
+        self.safety.is_own_chat(agent, chat)
+            || self.config.admin_chats.contains(&chat)
+            || self.safety.is_persona_admin_chat(agent, chat)
+    }
+
+    /// The agent's persona (re)loaded: the admin chat it names, if any.
+    pub(crate) fn set_admin_chat(&mut self, agent: &str, chat: Option<ChatId>) {
+        self.safety.set_admin_chat(agent, chat);
     }
 
     /// Drops the conversation's pending plan (a person took over).
@@ -461,7 +472,7 @@ impl Scheduler {
             info!(conversation = %key, reason = %reason, "pending plan cancelled");
             self.draft_void(&key, reason, now);
             self.abandon_cancel_safe(&key);
-            self.remove_graph(&key);
+            self.remove_graph(&key, now);
         }
     }
 
@@ -598,7 +609,7 @@ impl Scheduler {
         if self.in_flight.contains_key(&old) || self.graphs.contains_key(&new) || !movable {
             info!(conversation = %old, to = %to, "group upgraded to a supergroup: its pending plan is dropped");
             self.abandon_cancel_safe(&old);
-            self.remove_graph(&old);
+            self.remove_graph(&old, now);
             return;
         }
         let Some(mut graph) = self.graphs.remove(&old) else {

@@ -235,12 +235,15 @@ impl Driver {
     }
 
     /// Reads the agent's schedule days and intents off the loop and hands them to the
-    /// scheduler (at start, and whenever the agent is upserted: a reload reads hand edits).
+    /// scheduler (at start, and whenever the agent is upserted: a reload reads hand edits),
+    /// with the admin chat its persona names.
     async fn load_presence(&mut self, agent: &str) -> Result<(), RuntimeError> {
         let Some(handle) = self.svc.agents.get(agent) else {
             return Ok(());
         };
         let persona = Arc::clone(&handle.persona);
+        // Where the owner's side is besides Saved Messages follows the persona too.
+        self.sched.set_admin_chat(agent, persona.admin_chat);
         let tz = presence_zone(&persona);
         let now = self.svc.clock.now();
         let today = now.to_zoned(tz.clone()).date();

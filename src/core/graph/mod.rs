@@ -164,6 +164,11 @@ pub struct TaskGraph {
     /// flood wait, slow mode). Carried over when the graph is replaced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parked_until: Option<Timestamp>,
+    /// The owner's draft for this chat that a newer message voided (draft mode): the draft
+    /// that replaces it waits for the draft gap after it and names it. Carried over when the
+    /// graph is replaced before the replacement is posted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded: Option<crate::core::approval::Superseded>,
     pub tasks: Vec<Task>,
 }
 
@@ -199,6 +204,7 @@ impl TaskGraph {
             seq: 0,
             created_at: now,
             parked_until: None,
+            superseded: None,
             tasks: Vec::new(),
         };
         let mut prev: Option<String> = None;

@@ -86,6 +86,7 @@ pub fn upgrade(old: GraphV1) -> Result<TaskGraph, Invalid> {
         seq: old.seq,
         created_at: old.created_at,
         parked_until: old.parked_until,
+        superseded: None,
         tasks,
     })
 }

@@ -45,13 +45,14 @@ pub(super) enum Field {
     StartOfConversation,
     Approval,
     ApprovalTimeout,
+    AdminChat,
     DailyBudget,
     SendLimits,
     Language,
 }
 
 impl Field {
-    pub(super) const ALL: [Field; 34] = [
+    pub(super) const ALL: [Field; 35] = [
         Field::Name,
         Field::Phone,
         Field::Instructions,
@@ -83,6 +84,7 @@ impl Field {
         Field::StartOfConversation,
         Field::Approval,
         Field::ApprovalTimeout,
+        Field::AdminChat,
         Field::DailyBudget,
         Field::SendLimits,
         Field::Language,
@@ -122,6 +124,7 @@ impl Field {
             Field::StartOfConversation => "Start Of Conversation",
             Field::Approval => "Approval",
             Field::ApprovalTimeout => "Approval Timeout",
+            Field::AdminChat => "Admin Chat",
             Field::DailyBudget => "Daily Budget",
             Field::SendLimits => "Send Limits",
             Field::Language => "Language",

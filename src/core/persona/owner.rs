@@ -1,6 +1,7 @@
 //! The owner-in-the-loop headings: `# Approval` (which plans wait for the owner),
-//! `# Approval Timeout` (how long, and what then), `# Daily Budget` (the persona's daily LLM
-//! cap) and `# Send Limits` (the account governor's figures). Each is validated once here,
+//! `# Approval Timeout` (how long, and what then), `# Admin Chat` (the one chat besides Saved
+//! Messages where drafts and command answers may go), `# Daily Budget` (the persona's daily
+//! LLM cap) and `# Send Limits` (the account governor's figures). Each is validated once here,
 //! with the file's line on every problem.
 
 use std::collections::HashMap;
@@ -11,6 +12,7 @@ use super::report::Report;
 use super::sections::Section;
 use crate::core::approval::{ApprovalMode, ApprovalPolicy};
 use crate::core::budget::DailyCap;
+use crate::core::model::ChatId;
 
 /// The send governor's figures a persona may set; `None` keeps the daemon's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,10 +83,30 @@ impl SendLimits {
 }
 
 /// The owner headings, each checked once.
+pub(super) struct OwnerFields {
+    pub(super) approval: ApprovalPolicy,
+    pub(super) admin_chat: Option<ChatId>,
+    pub(super) daily_budget: Option<DailyCap>,
+    pub(super) send_limits: SendLimits,
+}
+
+/// Parses `# Admin Chat`: one chat id as the Bot API writes it (`-1001234567890` for a
+/// supergroup, `-123456` for a basic group, a positive user id for a direct chat), never 0.
+pub(super) fn parse_admin_chat(value: &str) -> Result<ChatId, crate::core::Invalid> {
+    let v = value.trim();
+    match v.parse::<i64>() {
+        Ok(0) | Err(_) => Err(crate::core::Invalid(format!(
+            "`{v}` is not a chat id: write the chat's id, such as `-1001234567890` (see `personad ctl chats`)"
+        ))),
+        Ok(id) => Ok(ChatId(id)),
+    }
+}
+
+/// The owner headings, each checked once.
 pub(super) fn owner_fields(
     report: &mut Report,
     fields: &HashMap<Field, &Section<'_>>,
-) -> (ApprovalPolicy, Option<DailyCap>, SendLimits) {
+) -> OwnerFields {
     let mut policy = ApprovalPolicy::default();
     let mut one = |field: Field| -> Option<(usize, String)> {
         let sec = fields.get(&field)?;
@@ -92,6 +114,7 @@ pub(super) fn owner_fields(
     };
     let approval = one(Field::Approval);
     let timeout = one(Field::ApprovalTimeout);
+    let admin = one(Field::AdminChat);
     let budget = one(Field::DailyBudget);
     let limits = fields
         .get(&Field::SendLimits)
@@ -111,6 +134,13 @@ pub(super) fn owner_fields(
             Err(e) => report.error(line, format!("{}: {e}", heading(Field::ApprovalTimeout))),
         }
     }
+    let admin_chat = admin.and_then(|(line, value)| match parse_admin_chat(&value) {
+        Ok(chat) => Some(chat),
+        Err(e) => {
+            report.error(line, format!("{}: {e}", heading(Field::AdminChat)));
+            None
+        }
+    });
     let daily_budget = budget.and_then(|(line, value)| match value.parse::<DailyCap>() {
         Ok(cap) => Some(cap),
         Err(e) => {
@@ -125,12 +155,31 @@ pub(super) fn owner_fields(
         }),
         None => SendLimits::default(),
     };
-    (policy, daily_budget, send_limits)
+    OwnerFields {
+        approval: policy,
+        admin_chat,
+        daily_budget,
+        send_limits,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `# Admin Chat` takes one chat id; 0, a name or `me` is refused with a hint.
+    #[test]
+    fn an_admin_chat_is_one_chat_id() {
+        assert_eq!(
+            parse_admin_chat(" -1001234567890 ").ok(),
+            Some(ChatId(-1_001_234_567_890))
+        );
+        assert_eq!(parse_admin_chat("42").ok(), Some(ChatId(42)));
+        for bad in ["0", "ops", "me", "-100 200", ""] {
+            let e = parse_admin_chat(bad).err().map(|e| e.0).unwrap_or_default();
+            assert!(e.contains("is not a chat id"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn send_limits_parse_any_subset_and_refuse_nonsense() {

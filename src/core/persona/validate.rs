@@ -49,7 +49,7 @@ pub(crate) fn parse_persona_inner(
     let group = group::group_fields(&mut report, &fields);
     let (daily_schedule, fresh_start, start_of_conversation) =
         presence::presence_fields(&mut report, &fields);
-    let (approval, daily_budget, send_limits) = owner::owner_fields(&mut report, &fields);
+    let owner = owner::owner_fields(&mut report, &fields);
 
     let name = identity.name.clone();
     let persona = match (
@@ -79,9 +79,10 @@ pub(crate) fn parse_persona_inner(
             daily_schedule,
             fresh_start,
             start_of_conversation,
-            approval,
-            daily_budget,
-            send_limits,
+            approval: owner.approval,
+            admin_chat: owner.admin_chat,
+            daily_budget: owner.daily_budget,
+            send_limits: owner.send_limits,
             extra,
             source: path.to_path_buf(),
         }),

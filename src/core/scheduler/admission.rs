@@ -173,11 +173,9 @@ impl Scheduler {
         {
             *no_quote = true;
         }
-        self.draft_void(
-            &key,
-            "a newer message came in, and a new plan is made for it",
-            now,
-        );
+        // A draft the owner has (or is about to get) is void: its replacement, posted once
+        // the draft gap allows, says so (no notice per message).
+        graph.superseded = self.supersede(&key, now);
         if let Some(old) = self.graphs.get(&key) {
             debug!(conversation = %key, old = %old.id, new = %graph.id, "replanning");
             // Telegram's "wait" and a group batch waiting for the classifier stay.

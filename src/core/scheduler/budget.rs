@@ -220,5 +220,6 @@ impl Scheduler {
     pub(super) fn held(&self, graph: &TaskGraph, task: &Task, now: Timestamp) -> Option<Timestamp> {
         self.held_by_budget(&graph.agent, task, now)
             .or_else(|| self.held_by_sleep(graph, task, now))
+            .or_else(|| self.held_by_draft_gap(graph, task, now))
     }
 }

@@ -124,9 +124,12 @@ impl Scheduler {
             .is_some_and(|s| s.pauses.is_paused(chat, now))
     }
 
-    /// The answer to an owner command, as a `send` task replying to the command in the chat it
-    /// came from, ahead of that chat's upkeep (like a notice). `key` is derived from the command,
-    /// so the same command answered twice is one message.
+    /// The answer to an owner command, as a `send` task ahead of its chat's upkeep (like a
+    /// notice). Written in Saved Messages or the admin chat the persona names, it replies to
+    /// the command there; written in any other chat the owner may command in (`--admin-chat`),
+    /// it goes to the persona's admin chat, else to Saved Messages, never to that chat (its
+    /// members would read it). `key` is derived from the command, so the same command
+    /// answered twice is one message.
     pub(crate) fn answer_owner(
         &mut self,
         agent: &str,
@@ -138,20 +141,31 @@ impl Scheduler {
         if !self.agents.contains(agent) {
             return;
         }
-        let key = ConversationKey::new(agent, chat.id);
+        let key = answer_key(chat.id, command);
+        let in_place = self.safety.is_own_chat(agent, chat.id)
+            || self.safety.is_persona_admin_chat(agent, chat.id);
+        let (place, reply_to) = if in_place {
+            (chat, Some(command))
+        } else {
+            match self.safety.answer_place(agent) {
+                Some(place) => (place, None),
+                None => return,
+            }
+        };
+        let conversation = ConversationKey::new(agent, place.id);
         let spec = TaskSpec::Send {
             text: text.to_string(),
-            reply_to: Some(command),
-            idempotency_key: answer_key(chat.id, command),
+            reply_to,
+            idempotency_key: key,
         };
-        info!(event = "owner_answer_queued", conversation = %key, command = command.0, "the owner's command is answered in its chat");
-        self.send_to_owner(agent, chat, Task::new(spec, now), now);
+        info!(event = "owner_answer_queued", conversation = %conversation, command = command.0, in_place, "the owner's command is answered");
+        self.send_to_owner(agent, place, Task::new(spec, now), now);
     }
 }
 
 /// The idempotency key of the answer to the command `command` in `chat`: stable, positive,
 /// never zero.
-fn answer_key(chat: ChatId, command: MessageId) -> IdempotencyKey {
+pub(crate) fn answer_key(chat: ChatId, command: MessageId) -> IdempotencyKey {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in chat.0.to_le_bytes().iter().chain(&command.0.to_le_bytes()) {
         h ^= u64::from(*b);

@@ -46,7 +46,7 @@ impl Scheduler {
         if let Some(graph) = self.graphs.get_mut(&key) {
             if graph.is_finished() {
                 debug!(conversation = %key, "plan finished");
-                self.remove_graph(&key);
+                self.remove_graph(&key, now);
             } else {
                 graph.arm_waits(now);
             }
@@ -73,7 +73,7 @@ impl Scheduler {
                 info!(event = "plan_dropped", conversation = %key, task = %task_id, reason = %reason, "plan dropped");
                 let agent = key.agent.clone();
                 self.notable(&agent, Some(key.chat), "plan_dropped", reason);
-                self.remove_graph(key);
+                self.remove_graph(key, now);
             }
             Ok(outcome) => {
                 graph.mark_done(task_id, now);
@@ -105,6 +105,8 @@ impl Scheduler {
                         if !tasks.is_empty() {
                             info!(conversation = %key, tasks = tasks.len(), "planned");
                         }
+                        let mut tasks = tasks;
+                        super::owner::note_replacement(graph, &mut tasks);
                         graph.append_chain(task_id, tasks);
                     }
                     Outcome::Shutdown { reason } => self.begin_stop(reason, now),
@@ -153,7 +155,7 @@ impl Scheduler {
                     key.chat
                 );
                 let title = graph.chat.title.clone();
-                self.remove_graph(key);
+                self.remove_graph(key, now);
                 self.incident(
                     key,
                     "chat_disabled",
@@ -172,7 +174,7 @@ impl Scheduler {
                     reason = %reason,
                     "Telegram limits this account: plan dropped, breaker tripped for 24 h, owner alerted"
                 );
-                self.remove_graph(key);
+                self.remove_graph(key, now);
                 self.notable(
                     &key.agent.clone(),
                     Some(key.chat),
@@ -240,7 +242,7 @@ impl Scheduler {
                     return;
                 }
                 let title = graph.chat.title.clone();
-                self.remove_graph(key);
+                self.remove_graph(key, now);
                 self.incident(
                     key,
                     "plan_dropped",

@@ -1,6 +1,6 @@
 //! The owner in the loop, inside the scheduler: drafts waiting for approval (posted, then
-//! decided by the owner's reply or `personad ctl`, superseded by a newer message, timed out)
-//! and notices to the owner (a send task in the agent's Saved Messages graph, so it is
+//! decided by the owner's reply or `personad ctl`, superseded by a newer message, timed out;
+//! one waiting draft per chat, its replacement posted at most once per draft gap) and notices to the owner (a send task in the agent's Saved Messages graph, so it is
 //! durable and paced like any other; incident notices are rate-limited per kind). Part of
 //! the pure scheduler: no I/O, the `draft` handler posts and the driver persists.
 
@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use tracing::info;
 
 use super::{Effect, Notable, Scheduler};
-use crate::core::approval::{self, Decision, Posted};
+use crate::core::approval::{self, Decision, Posted, Superseded};
 use crate::core::graph::draft;
 use crate::core::graph::{ConversationKey, Task, TaskGraph, TaskKind, TaskSpec, TaskStatus};
 use crate::core::model::{Chat, ChatId, MessageId};
@@ -103,6 +103,7 @@ impl Scheduler {
         });
         let Some((key, task_id, title)) = found else {
             info!(event = "draft_not_found", agent = %agent, which = ?which, "the owner decided on a draft that no longer waits");
+            self.replied_to_superseded(agent, which, now);
             return false;
         };
         let in_flight = self
@@ -159,9 +160,11 @@ impl Scheduler {
         let Some(graph) = self.graphs.get_mut(key) else {
             return;
         };
+        // The owner decided on the chat's current draft: the one it replaced is settled too.
+        graph.superseded = None;
         match decision {
             Decision::Drop => {
-                self.remove_graph(key);
+                self.remove_graph(key, now);
             }
             Decision::Later => {
                 if let Some(t) = graph.tasks.iter_mut().find(|t| t.id == task_id) {
@@ -252,6 +255,133 @@ impl Scheduler {
         let text = format!("personad: draft {draft} for {title} is void: {why}");
         self.notable(&key.agent, Some(key.chat), "draft_superseded", draft);
         self.notify_incident(&key.agent, "draft_superseded", &text, now);
+    }
+
+    /// A newer message replaces `key`'s graph: the draft the owner has (posted and waiting)
+    /// or is about to get (being posted) is void, and is what the next draft replaces; with
+    /// none, the one the graph already carried. Logged and counted, no notice: the replacing
+    /// draft says what it replaces, and the owner is told if none follows.
+    pub(super) fn supersede(
+        &mut self,
+        key: &ConversationKey,
+        now: Timestamp,
+    ) -> Option<Superseded> {
+        let old = self.graphs.get(key)?;
+        let voided = old.tasks.iter().find_map(|t| match &t.spec {
+            TaskSpec::Draft {
+                posted,
+                decision: None,
+                ..
+            } if t.status != TaskStatus::Done
+                && (posted.is_some() || t.status == TaskStatus::Active) =>
+            {
+                Some(Superseded {
+                    id: t.id.clone(),
+                    posted: *posted,
+                    at: if posted.is_some() { t.updated_at } else { now },
+                })
+            }
+            _ => None,
+        });
+        let Some(voided) = voided else {
+            return old.superseded.clone();
+        };
+        info!(event = "draft_superseded", conversation = %key, draft = %voided.id, "a newer message came in: the draft is void, and the next one replaces it");
+        self.notable(
+            &key.agent,
+            Some(key.chat),
+            "draft_superseded",
+            voided.id.clone(),
+        );
+        Some(voided)
+    }
+
+    /// A draft that replaces a voided one waits until the draft gap after that one was shown,
+    /// so a burst of messages costs the owner one replacement post, covering the newest.
+    pub(super) fn held_by_draft_gap(
+        &self,
+        graph: &TaskGraph,
+        task: &Task,
+        now: Timestamp,
+    ) -> Option<Timestamp> {
+        let old = graph.superseded.as_ref()?;
+        if !matches!(
+            task.spec,
+            TaskSpec::Draft {
+                posted: None,
+                decision: None,
+                ..
+            }
+        ) {
+            return None;
+        }
+        // A time from the future (a hand edit) holds one gap from now at most.
+        let ready = crate::core::time::add(old.at.min(now), self.config.draft_gap);
+        (ready > now).then_some(ready)
+    }
+
+    /// A graph leaves while it still carries a voided draft whose replacement was never
+    /// posted (the new plan needed no draft, was dropped, or the owner took over): the owner
+    /// is told that draft is void, rate-limited like other incidents.
+    pub(super) fn superseded_void(&mut self, graph: &TaskGraph, now: Timestamp) {
+        let Some(old) = &graph.superseded else {
+            return;
+        };
+        let replaced = graph.tasks.iter().any(|t| {
+            matches!(
+                &t.spec,
+                TaskSpec::Draft {
+                    posted: Some(_),
+                    ..
+                }
+            )
+        });
+        if replaced {
+            return;
+        }
+        let title = &graph.chat.title;
+        let text = format!(
+            "personad: draft {} for {title} is void: {title} wrote again, and no new draft followed",
+            old.id
+        );
+        self.notify_incident(&graph.agent, "draft_superseded", &text, now);
+    }
+
+    /// The owner answered a draft post that a newer message voided: nothing is decided (the
+    /// owner did not see the plan that now waits), and the owner is told where it stands.
+    fn replied_to_superseded(&mut self, agent: &str, which: &DraftRef, now: Timestamp) {
+        let DraftRef::Reply { chat, message } = which else {
+            return;
+        };
+        let mine = Some(Posted {
+            chat: *chat,
+            message: *message,
+        });
+        let Some((old, title, current)) = self.graphs.iter().find_map(|(key, g)| {
+            let old = g
+                .superseded
+                .as_ref()
+                .filter(|s| key.agent == agent && s.posted == mine)?;
+            let current = g.tasks.iter().find_map(|t| match &t.spec {
+                TaskSpec::Draft { posted, .. } if t.status != TaskStatus::Done => {
+                    Some((t.id.clone(), posted.is_some()))
+                }
+                _ => None,
+            });
+            Some((old.id.clone(), g.chat.title.clone(), current))
+        }) else {
+            return;
+        };
+        let next = match current {
+            Some((id, true)) => format!("the new draft {id} waits: answer that one"),
+            Some((id, false)) => format!("the new draft {id} comes shortly: answer that one"),
+            None => "a new draft comes once it is planned: answer that one".into(),
+        };
+        self.notify_owner(
+            agent,
+            &format!("personad: draft {old} for {title} was replaced ({title} wrote again), so nothing was decided; {next}"),
+            now,
+        );
     }
 
     /// After the agent's state was lost (quarantined) and the agent started paused: the
@@ -358,5 +488,21 @@ impl Scheduler {
             event,
             detail,
         }));
+    }
+}
+
+/// A plan made in a graph that carries a voided draft: its draft says what it replaces.
+pub(super) fn note_replacement(graph: &TaskGraph, tasks: &mut [Task]) {
+    let Some(old) = &graph.superseded else {
+        return;
+    };
+    let line = approval::replaces_line(old, &graph.chat.title);
+    for t in tasks {
+        if let TaskSpec::Draft { draft, .. } = &mut t.spec
+            && !draft.contains(&line)
+        {
+            draft.push('\n');
+            draft.push_str(&line);
+        }
     }
 }

@@ -542,7 +542,7 @@ impl Scheduler {
         if let Some(graph) = self.graphs.get_mut(key) {
             graph.mark_done(task_id, now);
             if graph.is_finished() {
-                self.remove_graph(key);
+                self.remove_graph(key, now);
             } else {
                 self.mark_dirty(key);
             }

@@ -1,4 +1,5 @@
-//! `draft`: posts a plan's draft to the owner (the account's Saved Messages), with the key the
+//! `draft`: posts a plan's draft to the owner (the account's Saved Messages, or the chat the
+//! persona's `# Admin Chat` names, never another), with the key the
 //! task carried since it was made, and reports where it went (a draft longer than one message
 //! goes out in several, split like any send; the owner answers the last); the scheduler then
 //! keeps the task pending until the owner decides or its timeout passes. Run again at the
@@ -28,10 +29,11 @@ impl TaskHandler for Draft {
             else {
                 return Err(ctx.spec_mismatch(TaskKind::Draft));
             };
-            // The first admin chat when there is one, else the account's Saved Messages.
+            // The persona's own admin chat when it names one, else the account's Saved
+            // Messages: never a chat the persona did not name (`--admin-chat` alone).
             let owner = ctx
-                .config
-                .drafts_chat
+                .persona
+                .admin_chat
                 .unwrap_or(ChatId(ctx.telegram.self_id()));
             let id = &ctx.task.id;
             let Some(posted) = posted else {

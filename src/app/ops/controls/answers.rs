@@ -1,7 +1,9 @@
 //! The owner's commands carried out and answered: the controller takes each command the gate
-//! accepted, in order, runs it, and hands the answer to the runtime as a `send` task in the
-//! chat the command came from (durable once queued there, paced and retried like any send,
-//! sent once: its idempotency key derives from the command). Part of [`Controller`].
+//! accepted, in order, runs it, and hands the answer to the runtime, which queues it as a
+//! `send` task in the command's chat when that is Saved Messages or the persona's `# Admin
+//! Chat`, else in the persona's admin chat or Saved Messages (durable once queued, paced and
+//! retried like any send, sent once: its idempotency key derives from the command). Part of
+//! [`Controller`].
 
 use std::time::Duration;
 
@@ -64,15 +66,16 @@ impl Controller {
 }
 
 impl Controller {
-    /// Waits (at most [`STOP_ANSWER_WAIT`]) until no unsent answer to `command` is left in
-    /// `chat`'s plan.
+    /// Waits (at most [`STOP_ANSWER_WAIT`]) until no unsent answer to `command` in `chat` is
+    /// left in the agent's plans (wherever the runtime queued it).
     async fn until_answered(&self, agent: &str, chat: ChatId, command: MessageId) {
+        let key = crate::core::scheduler::answer_key(chat, command);
         let mut waited = Duration::ZERO;
         while waited < STOP_ANSWER_WAIT {
-            let pending = self.plans_in(agent, Some(chat)).await.iter().any(|g| {
+            let pending = self.plans_in(agent, None).await.iter().any(|g| {
                 g.tasks.iter().any(|t| {
                     t.status != TaskStatus::Done
-                        && matches!(t.spec, TaskSpec::Send { reply_to: Some(r), .. } if r == command)
+                        && matches!(t.spec, TaskSpec::Send { idempotency_key, .. } if idempotency_key == key)
                 })
             });
             if !pending {

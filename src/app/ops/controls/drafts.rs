@@ -39,7 +39,7 @@ impl Controller {
                         .to_zoned(tz_of(&d.agent))
                         .strftime("%Y-%m-%d %H:%M %Z")
                 ),
-                None => "being posted to the owner".into(),
+                None => "not posted to the owner yet".into(),
             };
             text.push_str(&format!(
                 "{} {} ({state}):\n  {}\n",

@@ -1,6 +1,6 @@
 //! The owner controls' step of the admission chain ([`OwnerGate`]): a command is accepted
-//! only from the account itself (the owner, from any device), in its Saved Messages or in a
-//! configured admin chat, and is never planned as conversation: it is handed to the
+//! only from the account itself (the owner, from any device), in its Saved Messages, in a
+//! configured admin chat (`--admin-chat`) or in the one its persona names (`# Admin Chat`), and is never planned as conversation: it is handed to the
 //! controller's command queue, which carries it out and answers through the runtime. A
 //! command-looking message from anyone else is neither executed nor planned; in an admin chat
 //! nobody else's text is answered at all; the owner's reply to a draft is the owner's word on
@@ -25,7 +25,8 @@ use crate::runtime::RuntimeHandle;
 #[derive(Debug)]
 pub struct Command {
     pub(crate) agent: String,
-    /// Where it was written (Saved Messages or an admin chat): the answer goes there.
+    /// Where it was written (Saved Messages or an admin chat): the runtime answers there
+    /// when it is Saved Messages or the persona's `# Admin Chat`, else in one of those.
     pub(crate) chat: Chat,
     /// The command message (the answer replies to it).
     pub(crate) message: MessageId,
@@ -54,7 +55,11 @@ impl InboundGate for OwnerGate {
         _callout: bool,
     ) -> Admit {
         self.roster.remember(agent, chat, message);
-        let admin_chat = self.admin_chats.contains(&chat.id.0);
+        let admin_chat = self.admin_chats.contains(&chat.id.0)
+            || self
+                .runtime
+                .persona(agent)
+                .is_some_and(|p| p.admin_chat == Some(chat.id));
         // Only the owner account (the agent's own account, from any device) commands, and
         // only in its Saved Messages or an admin chat: a member of an admin group is not
         // the owner.

@@ -245,7 +245,8 @@ impl Controller {
     /// the persona's messages (until it has been quiet for a moment) or an owner command's
     /// answer. Returns at once when the message made no plan (paused, not addressed, an
     /// owner's note), and says so when nothing came in time. With `draft_for` (the chat's
-    /// title, the message's time), a draft of the answer posted to the owner is an answer too.
+    /// title, the message's time), a draft of the answer posted to the owner (in Saved
+    /// Messages, or the persona's `# Admin Chat`) is an answer too.
     async fn said_and_answered(
         &self,
         agent: &str,
@@ -268,8 +269,15 @@ impl Controller {
                 .filter(|m| m.outgoing && m.id > after)
                 .map(|m| format!("{agent}: {}", m.text))
                 .collect();
+            // Drafts are posted where the persona says (`# Admin Chat`), else in Saved
+            // Messages: read wherever that is now.
+            let place = self
+                .runtime()
+                .persona(agent)
+                .and_then(|p| p.admin_chat)
+                .filter(|c| c.0 != twin.self_id());
             let draft = draft_for.as_ref().and_then(|(title, since)| {
-                twin.lines(ChatId(twin.self_id()))
+                twin.lines(place.unwrap_or(ChatId(twin.self_id())))
                     .into_iter()
                     .rev()
                     .find(|m| {
@@ -280,8 +288,11 @@ impl Controller {
                     })
             });
             if let Some(d) = draft {
+                let where_ = place.map_or("Saved Messages".to_string(), |c| {
+                    format!("the admin chat {c}")
+                });
                 return format!(
-                    "{said}\nno answer yet: a draft waits for your approval in Saved Messages (message #{}):\n{}",
+                    "{said}\nno answer yet: a draft waits for your approval in {where_} (message #{}):\n{}",
                     d.id, d.text
                 );
             }

@@ -162,8 +162,9 @@ fn a_commands_answer_is_one_send_replying_to_it_in_its_chat() {
     assert_ne!(keys[0], keys[1]);
 }
 
-/// An answer queued in an admin chat stays when the owner writes there again (their next
-/// command cancels nothing there), as in Saved Messages.
+/// An answer queued in the admin chat the persona names stays when the owner writes there
+/// again (their next command cancels nothing there), as in Saved Messages. (The chat is also
+/// an `--admin-chat`; the persona's naming is what lets the answer go there.)
 #[test]
 fn the_owners_next_message_in_an_admin_chat_keeps_the_waiting_answer() {
     let mut self_ids = HashMap::new();
@@ -178,6 +179,7 @@ fn the_owners_next_message_in_an_admin_chat_keeps_the_waiting_answer() {
         AccountSafety::new(self_ids),
     );
     s.add_agent("a", 1, Default::default(), at(0));
+    s.set_admin_chat("a", Some(ChatId(-40)));
     let admin = Chat {
         id: ChatId(-40),
         kind: ChatKind::Group,
@@ -188,6 +190,62 @@ fn the_owners_next_message_in_an_admin_chat_keeps_the_waiting_answer() {
     assert!(
         s.graph(&ConversationKey::new("a", admin.id)).is_some(),
         "the owner's next message dropped the answer"
+    );
+}
+
+/// The sends queued in `chat`'s graph: text and the message replied to.
+fn sends_in(s: &Scheduler, chat: i64) -> Vec<(String, Option<MessageId>)> {
+    s.graph(&ConversationKey::new("a", ChatId(chat)))
+        .map(|g| {
+            g.tasks
+                .iter()
+                .filter_map(|t| match &t.spec {
+                    TaskSpec::Send { text, reply_to, .. } => Some((text.clone(), *reply_to)),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A command written in an `--admin-chat` the persona does not name is answered in Saved
+/// Messages (no reply: the command is in another chat), never in that chat, whose members
+/// would read it; once the persona names an admin chat, answers go there, and a command
+/// written there is answered in place.
+#[test]
+fn a_commands_answer_never_goes_to_a_chat_the_persona_did_not_name() {
+    let mut self_ids = HashMap::new();
+    self_ids.insert("a".to_string(), 1);
+    let config = RuntimeConfig {
+        admin_chats: vec![ChatId(-40)],
+        ..RuntimeConfig::default()
+    };
+    let mut s = Scheduler::new(
+        Arc::new(config),
+        ["a".to_string()],
+        AccountSafety::new(self_ids),
+    );
+    s.add_agent("a", 1, Default::default(), at(0));
+    let group = |id: i64| Chat {
+        id: ChatId(id),
+        kind: ChatKind::Group,
+        title: "ops".into(),
+    };
+    s.answer_owner("a", group(-40), MessageId(3), "personad: one", at(0));
+    assert!(sends_in(&s, -40).is_empty(), "answered in the admin group");
+    assert_eq!(sends_in(&s, 1), [("personad: one".to_string(), None)]);
+    // The persona names -50: answers to commands from -40 go there, and -50's own are
+    // answered in place.
+    s.set_admin_chat("a", Some(ChatId(-50)));
+    s.answer_owner("a", group(-40), MessageId(4), "personad: two", at(1));
+    s.answer_owner("a", group(-50), MessageId(5), "personad: three", at(2));
+    assert!(sends_in(&s, -40).is_empty(), "answered in the admin group");
+    assert_eq!(
+        sends_in(&s, -50),
+        [
+            ("personad: two".to_string(), None),
+            ("personad: three".to_string(), Some(MessageId(5)))
+        ]
     );
 }
 
