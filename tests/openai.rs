@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use personad::adapters::llm::openai::{OpenAiClient, OpenAiConfig, Preset};
 use personad::adapters::llm::provider::{self, Router};
-use personad::adapters::llm::usage::{self, UsageMeter};
+use personad::adapters::llm::usage::{self, CallKind, UsageMeter};
 use personad::adapters::store::StateDir;
 use personad::core::llm::{LlmChoice, ProviderKind};
 use personad::core::llm::{LlmOutcome, LlmRequest, Part, Role, Turn};
@@ -268,6 +268,7 @@ async fn usage_is_summed_per_agent_model_and_day_and_persisted() {
         let r = usage::scoped(
             "Wren",
             "42",
+            CallKind::Plan,
             Some(Arc::clone(&meter)),
             c.generate(&request()),
         )

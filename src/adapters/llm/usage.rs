@@ -1,8 +1,10 @@
 //! Token usage metering. Provider clients call [`report`] with each response's prompt, cached
-//! and output tokens; it logs them at DEBUG with the agent, chat, provider and model, and adds
-//! them to the [`UsageMeter`] of the enclosing [`scoped`] call (the planner opens one per
-//! request, so clients never need to know personas or chats). The meter sums per agent, model
-//! and UTC day in memory; it appends one line per call to the agent's journal
+//! and output tokens; it logs them at DEBUG with the agent, chat, kind, provider and model, and
+//! adds them to the [`UsageMeter`] of the enclosing [`scoped`] call (every LLM call opens one
+//! naming what it is for, a [`CallKind`]: the planner's plans, summaries and schedule calls,
+//! the group gate's classifier calls, the media pipeline's descriptions; [`metered`] also saves
+//! the totals when due; clients never need to know personas or chats). The meter sums per
+//! agent, model, kind and UTC day in memory; it appends one line per call to the agent's journal
 //! (`usage/<agent>.log`, see [`super::usage_files`]) at most every [`SAVE_EVERY`], and folds
 //! the journal into the daily table `usage/<agent>.json` (the store's crash-safe write) when
 //! it grows long and when the meter stops. [`read_totals`] reads table and journal together
@@ -21,6 +23,7 @@ use super::usage_files::{self, COMPACT_AT, Key, LogLine, write_table};
 pub use super::usage_files::{UsageRow, read_totals};
 use crate::adapters::store::{self, StateDir, StoreError};
 use crate::core::budget::Spend;
+pub use crate::core::call_kind::CallKind;
 use crate::ports::clock::SharedClock;
 
 /// Tokens of one response.
@@ -39,6 +42,7 @@ pub struct Usage {
 struct Scope {
     agent: String,
     chat: String,
+    kind: CallKind,
     meter: Option<Arc<UsageMeter>>,
     /// Responses reported inside this scope so far (see [`InFlight`]).
     reports: Arc<std::sync::atomic::AtomicU64>,
@@ -48,20 +52,70 @@ tokio::task_local! {
     static SCOPE: Scope;
 }
 
-/// Runs `f` (an LLM call) with usage attributed to `agent` and `chat`, summed in `meter`.
+/// Runs `f` (an LLM call of `kind`) with usage attributed to `agent` and `chat`, summed in
+/// `meter`.
 pub fn scoped<F: Future>(
     agent: &str,
     chat: &str,
+    kind: CallKind,
     meter: Option<Arc<UsageMeter>>,
     f: F,
 ) -> impl Future<Output = F::Output> + use<F> {
     let scope = Scope {
         agent: agent.to_owned(),
         chat: chat.to_owned(),
+        kind,
         meter,
         reports: Arc::default(),
     };
     SCOPE.scope(scope, f)
+}
+
+/// [`scoped`], then the meter's totals saved if a save is due (in a task of its own: the
+/// caller may be aborted meanwhile, and a save must not stop halfway). Every LLM call of the
+/// daemon goes through here.
+pub async fn metered<F: Future>(
+    agent: &str,
+    chat: &str,
+    kind: CallKind,
+    meter: Option<&Arc<UsageMeter>>,
+    f: F,
+) -> F::Output {
+    let result = scoped(agent, chat, kind, meter.cloned(), f).await;
+    if let Some(meter) = meter.filter(|m| m.save_due()) {
+        let meter = Arc::clone(meter);
+        let saved = tokio::spawn(async move { meter.flush_due().await }).await;
+        if let Ok(Err(e)) = saved {
+            tracing::warn!(agent = %agent, error = %e, "usage totals not saved");
+        }
+    }
+    result
+}
+
+/// The group gate's calls are metered through the LLM port (`ingress` names no adapter).
+impl crate::ports::llm::CallMeter for Arc<UsageMeter> {
+    fn metered<'a>(
+        &'a self,
+        whom: crate::ports::llm::CallFor<'a>,
+        call: crate::core::time::BoxFuture<
+            'a,
+            Result<crate::core::llm::LlmOutcome, crate::core::llm::LlmError>,
+        >,
+    ) -> crate::core::time::BoxFuture<
+        'a,
+        Result<crate::core::llm::LlmOutcome, crate::core::llm::LlmError>,
+    > {
+        Box::pin(async move {
+            let chat = whom.chat.to_string();
+            metered(whom.agent, &chat, whom.kind, Some(self), call).await
+        })
+    }
+}
+
+/// The kind of the enclosing [`scoped`] call, as the metrics' `kind` label (`none` outside
+/// one: `replay`, `bench`).
+pub fn current_kind() -> &'static str {
+    SCOPE.try_with(|s| s.kind.as_str()).unwrap_or("none")
 }
 
 /// Reports one response's usage: logged at DEBUG, and summed when inside [`scoped`].
@@ -70,9 +124,11 @@ pub fn report(provider: &str, model: &str, usage: Usage) {
     let (agent, chat) = scope
         .as_ref()
         .map_or(("-", "-"), |s| (s.agent.as_str(), s.chat.as_str()));
+    let call = scope.as_ref().map_or("none", |s| s.kind.as_str());
     tracing::debug!(
         agent,
         chat,
+        kind = call,
         provider,
         model,
         prompt_tokens = usage.prompt_tokens,
@@ -85,18 +141,19 @@ pub fn report(provider: &str, model: &str, usage: Usage) {
         ("cached", usage.cached_tokens),
         ("output", usage.output_tokens),
     ] {
-        metrics::counter!("personad_llm_tokens_total", "model" => model.to_string(), "type" => kind)
+        metrics::counter!("personad_llm_tokens_total", "model" => model.to_string(), "type" => kind, "kind" => call)
             .increment(n);
     }
     if let Some(Scope {
         agent,
+        kind,
         meter: Some(meter),
         reports,
         ..
     }) = scope
     {
         reports.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        meter.add(&agent, model, usage);
+        meter.add(&agent, model, kind, usage);
     }
 }
 
@@ -138,12 +195,14 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         if !self.answered {
-            metrics::counter!("personad_llm_requests_discarded_total", "model" => self.model.clone())
+            let kind = self.scope.as_ref().map_or("none", |s| s.kind.as_str());
+            metrics::counter!("personad_llm_requests_discarded_total", "model" => self.model.clone(), "kind" => kind)
                 .increment(1);
         }
         let Some(Scope {
             agent,
             chat,
+            kind,
             meter: Some(meter),
             reports,
         }) = &self.scope
@@ -152,9 +211,9 @@ impl Drop for InFlight {
         };
         if !self.answered {
             tracing::debug!(agent = %agent, chat = %chat, model = %self.model, "llm request discarded before its answer (billed all the same)");
-            meter.count_discarded(agent, &self.model);
+            meter.count_discarded(agent, &self.model, *kind);
         } else if reports.load(std::sync::atomic::Ordering::Relaxed) == self.reports_before {
-            meter.count_request(agent, &self.model);
+            meter.count_request(agent, &self.model, *kind);
         }
     }
 }
@@ -170,7 +229,7 @@ struct Journal {
     length: BTreeMap<String, usize>,
 }
 
-/// Sums usage per agent, model and day; persists per agent on [`UsageMeter::flush`].
+/// Sums usage per agent, model, kind and day; persists per agent on [`UsageMeter::flush`].
 pub struct UsageMeter {
     clock: SharedClock,
     state: StateDir,
@@ -243,10 +302,10 @@ impl UsageMeter {
         (own, all)
     }
 
-    /// Adds one answered request and its tokens for `agent` and `model`, on today's (UTC)
-    /// row.
-    pub fn add(&self, agent: &str, model: &str, usage: Usage) {
-        self.bump(agent, model, |row| {
+    /// Adds one answered request of `kind` and its tokens for `agent` and `model`, on today's
+    /// (UTC) row.
+    pub fn add(&self, agent: &str, model: &str, kind: CallKind, usage: Usage) {
+        self.bump(agent, model, kind, |row| {
             row.requests = row.requests.saturating_add(1);
             row.prompt_tokens = row.prompt_tokens.saturating_add(usage.prompt_tokens);
             row.cached_tokens = row.cached_tokens.saturating_add(usage.cached_tokens);
@@ -254,32 +313,32 @@ impl UsageMeter {
         });
     }
 
-    /// Counts one request sent for `agent` with `model`.
-    pub fn count_request(&self, agent: &str, model: &str) {
-        self.bump(agent, model, |row| {
+    /// Counts one request of `kind` sent for `agent` with `model`.
+    pub fn count_request(&self, agent: &str, model: &str, kind: CallKind) {
+        self.bump(agent, model, kind, |row| {
             row.requests = row.requests.saturating_add(1)
         });
     }
 
     /// Counts one request whose answer was never read.
-    pub fn count_discarded(&self, agent: &str, model: &str) {
-        self.bump(agent, model, |row| {
+    pub fn count_discarded(&self, agent: &str, model: &str, kind: CallKind) {
+        self.bump(agent, model, kind, |row| {
             row.requests = row.requests.saturating_add(1);
             row.discarded = row.discarded.saturating_add(1);
         });
     }
 
-    /// Changes today's (UTC) row of `agent` and `model`, and queues the change as a journal
-    /// line.
-    fn bump(&self, agent: &str, model: &str, change: impl FnOnce(&mut UsageRow)) {
-        let mut delta = UsageRow::zero(agent, model, &self.today());
+    /// Changes today's (UTC) row of `agent`, `model` and `kind`, and queues the change as a
+    /// journal line.
+    fn bump(&self, agent: &str, model: &str, kind: CallKind, change: impl FnOnce(&mut UsageRow)) {
+        let mut delta = UsageRow::zero(agent, model, kind, &self.today());
         change(&mut delta);
         {
             let mut totals = self.totals.lock().unwrap_or_else(PoisonError::into_inner);
             let key = delta.key();
-            let row = totals
-                .entry(key)
-                .or_insert_with(|| UsageRow::zero(&delta.agent, &delta.model, &delta.day));
+            let row = totals.entry(key).or_insert_with(|| {
+                UsageRow::zero(&delta.agent, &delta.model, delta.kind, &delta.day)
+            });
             let mut journal = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
             let seq = journal.last_seq.entry(agent.to_owned()).or_insert(0);
             *seq += 1;
@@ -350,7 +409,7 @@ impl UsageMeter {
         ))
     }
 
-    /// Every row, by agent, model and day (the read API for status pages and metrics).
+    /// Every row, by agent, model, kind and day (the read API for status pages and metrics).
     pub fn totals(&self) -> Vec<UsageRow> {
         self.totals
             .lock()
@@ -605,7 +664,8 @@ impl PriceTable {
     }
 }
 
-/// The table `personad state usage` prints: one line per agent, model and day, then totals.
+/// The table `personad state usage` prints: one line per agent, model, kind and day, then
+/// the estimated total and, when more than one kind was used, the requests and cost per kind.
 pub fn render(rows: &[UsageRow], prices: &PriceTable) -> String {
     let mut out = String::new();
     if rows.is_empty() {
@@ -614,23 +674,43 @@ pub fn render(rows: &[UsageRow], prices: &PriceTable) -> String {
     }
     let _ = writeln!(
         out,
-        "{:<16} {:<28} {:<10} {:>8} {:>9} {:>12} {:>12} {:>10} {:>10}",
-        "AGENT", "MODEL", "DAY", "REQUESTS", "DISCARDED", "PROMPT", "CACHED", "OUTPUT", "COST_USD"
+        "{:<16} {:<28} {:<8} {:<10} {:>8} {:>9} {:>12} {:>12} {:>10} {:>10}",
+        "AGENT",
+        "MODEL",
+        "KIND",
+        "DAY",
+        "REQUESTS",
+        "DISCARDED",
+        "PROMPT",
+        "CACHED",
+        "OUTPUT",
+        "COST_USD"
     );
     let mut total = 0.0;
     let mut unpriced = false;
+    // kind → (requests, cost, unpriced)
+    let mut by_kind: BTreeMap<CallKind, (u64, f64, bool)> = BTreeMap::new();
     for r in rows {
         let cost = prices.cost(r);
+        let k = by_kind.entry(r.kind).or_default();
+        k.0 = k.0.saturating_add(r.requests);
         match cost {
-            Some(c) => total += c,
-            None => unpriced = true,
+            Some(c) => {
+                total += c;
+                k.1 += c;
+            }
+            None => {
+                unpriced = true;
+                k.2 = true;
+            }
         }
         let shown = cost.map_or_else(|| "?".to_owned(), |c| format!("{c:.4}"));
         let _ = writeln!(
             out,
-            "{:<16} {:<28} {:<10} {:>8} {:>9} {:>12} {:>12} {:>10} {:>10}",
+            "{:<16} {:<28} {:<8} {:<10} {:>8} {:>9} {:>12} {:>12} {:>10} {:>10}",
             r.agent,
             r.model,
+            r.kind.as_str(),
             r.day,
             r.requests,
             r.discarded,
@@ -649,6 +729,16 @@ pub fn render(rows: &[UsageRow], prices: &PriceTable) -> String {
             ""
         }
     );
+    if by_kind.len() > 1 {
+        let parts: Vec<String> = by_kind
+            .iter()
+            .map(|(kind, (n, usd, unknown))| {
+                let more = if *unknown { "+?" } else { "" };
+                format!("{kind} {n} request(s) {usd:.4}{more} USD")
+            })
+            .collect();
+        let _ = writeln!(out, "by kind: {}", parts.join(", "));
+    }
     out
 }
 
@@ -667,7 +757,9 @@ pub fn state_usage(
     if let Some(agent) = agent {
         rows.retain(|r| r.agent == agent);
     }
-    rows.sort_by(|a, b| (&a.agent, &a.day, &a.model).cmp(&(&b.agent, &b.day, &b.model)));
+    rows.sort_by(|a, b| {
+        (&a.agent, &a.day, &a.model, a.kind).cmp(&(&b.agent, &b.day, &b.model, b.kind))
+    });
     let mut text = render(&rows, &table);
     for (path, why) in problems {
         let _ = writeln!(text, "unreadable: {}: {why}", path.display());
@@ -711,13 +803,13 @@ mod tests {
             cached_tokens: 500_000,
             output_tokens: 100_000,
         };
-        meter.add("ann", "gpt-5-mini", usage);
+        meter.add("ann", "gpt-5-mini", CallKind::Plan, usage);
         let line = meter.today_line("ann").unwrap_or_default();
         assert!(
             line.ends_with("100000 output tokens, about $0.3375"),
             "{line}"
         );
-        meter.add("ann", "llama3.2", usage);
+        meter.add("ann", "llama3.2", CallKind::Classify, usage);
         let line = meter.today_line("ann").unwrap_or_default();
         assert!(line.contains("cost unknown"), "{line}");
     }
