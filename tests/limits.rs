@@ -268,5 +268,5 @@ async fn a_request_dropped_in_flight_is_counted_as_discarded() {
     let shown = usage::state_usage(&StateDir::new(state.path()), Some("Wren"), None).unwrap();
     let row = shown.lines().find(|l| l.starts_with("Wren")).unwrap();
     let cols: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(&cols[3..5], ["2", "1"], "{shown}");
+    assert_eq!(&cols[4..6], ["2", "1"], "{shown}");
 }

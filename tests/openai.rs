@@ -541,8 +541,9 @@ async fn the_playground_talks_to_an_openai_compatible_server() -> common::TestRe
         .unwrap_or_else(|| panic!("no row for Wren: {shown}"));
     let cols: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(cols[1], "gpt-test-2025");
-    assert_eq!(&cols[3..8], ["1", "0", "1200", "1024", "30"], "{row}");
-    assert_eq!(cols[8], "?", "no built-in price for this model");
+    assert_eq!(cols[2], "plan", "the kind of call: {row}");
+    assert_eq!(&cols[4..9], ["1", "0", "1200", "1024", "30"], "{row}");
+    assert_eq!(cols[9], "?", "no built-in price for this model");
     Ok(())
 }
 
