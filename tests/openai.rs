@@ -654,5 +654,14 @@ async fn photos_are_described_by_an_openai_compatible_vision_model() -> common::
         agents.contains(&"(media)") && agents.contains(&"Wren"),
         "{rows:?}"
     );
+    // Each under its own kind: the description as `media`, the plan as `plan`.
+    for r in &rows {
+        let kind = if r.agent == "(media)" {
+            CallKind::Media
+        } else {
+            CallKind::Plan
+        };
+        assert_eq!(r.kind, kind, "{rows:?}");
+    }
     Ok(())
 }

@@ -121,7 +121,7 @@ impl LlmPlanner {
     }
 
     /// Sums token usage in `meter` (flushed to the state directory after each request).
-    pub(crate) fn with_usage(mut self, meter: Arc<UsageMeter>) -> LlmPlanner {
+    pub fn with_usage(mut self, meter: Arc<UsageMeter>) -> LlmPlanner {
         self.usage = Some(meter);
         self
     }
