@@ -1232,7 +1232,7 @@ mod gemini {
                 body.contains(
                     r#"personad_llm_requests_total{model="chat-mock",outcome="text",kind="plan"}"#,
                 )
-                    .then_some(())
+                .then_some(())
             })
         });
         counted.ok_or("LLM requests not counted")?;
