@@ -111,7 +111,7 @@ impl crate::ports::llm::CallMeter for Arc<UsageMeter> {
 }
 
 /// The kind of the enclosing [`scoped`] call, as the metrics' `kind` label (`none` outside
-/// one: `replay`, `bench`).
+/// one, as `replay`'s classifier calls are).
 pub fn current_kind() -> &'static str {
     SCOPE.try_with(|s| s.kind.as_str()).unwrap_or("none")
 }
