@@ -182,3 +182,95 @@ async fn the_daemon_holds_a_reached_cap_until_the_owner_resumes() -> TestResult 
     );
     Ok(())
 }
+
+/// The group classifier's calls are metered for the agent whose gate makes them (kind
+/// `classify` in `state usage`) and count toward its daily cap: in a talkative group where
+/// the classifier never wants to answer, so no plan is ever asked for, its spend alone
+/// (450 tokens a call) reaches `# Daily Budget: 1000 tokens` at the third call, and the
+/// later messages wait for the next UTC day, when one call classifies them together.
+/// (Without the classifier's usage scope its calls are counted nowhere, no cap is reached
+/// and every message is classified at once.)
+#[tokio::test]
+async fn the_classifiers_spend_alone_reaches_the_cap_and_shows_as_classify() -> TestResult {
+    use wiremock::matchers::body_string_contains;
+    let server = MockServer::start().await;
+    let quiet = json!({"addressed": false, "confidence": 0.1, "wanna_interject": false,
+        "interject": 0.0, "impulse": 0.0, "is_lightweight": false, "reason": "side talk"});
+    Mock::given(method("POST"))
+        .and(body_string_contains("responseSchema"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "candidates": [{"content": {"role": "model", "parts": [{"text": quiet.to_string()}]}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": 400, "candidatesTokenCount": 50, "totalTokenCount": 450}
+        })))
+        .mount(&server)
+        .await;
+    let agents = tempfile::tempdir()?;
+    std::fs::write(agents.path().join("Bea.md"), PERSONA)?;
+    let state = tempfile::tempdir()?;
+    // Eight remarks a virtual minute apart, none naming Bea: each is a classifier call of
+    // its own in talkative mode.
+    let input = (0..8)
+        .map(|i| {
+            let from = ["Ana", "Ben"][i % 2];
+            let line = json!({"from": from, "text": format!("the game was wild, part {i}"), "after_ms": MINUTE});
+            format!("{line}\n")
+        })
+        .collect::<String>();
+    let mut cmd = common::playground(
+        agents.path(),
+        state.path(),
+        &["--agent", "Bea", "--group", "Fans", "--jsonl", "--fast"],
+    );
+    cmd.args(["--start-at", "2026-11-26T10:00:00Z", "--planner", "gemini"])
+        .args(["--mode", "talkative"])
+        .env("GEMINI_API_KEY", "k")
+        .env("GEMINI_BASE_URL", server.uri());
+    let out = common::run_to_end(cmd, input).await?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let ev = common::jsonl(&out.stdout);
+    let bodies = server.received_requests().await.unwrap_or_default();
+    assert!(
+        bodies
+            .iter()
+            .all(|r| String::from_utf8_lossy(&r.body).contains("responseSchema")),
+        "only classifier calls"
+    );
+    let show = ev
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
+    // 450, 900 (80%), 1350 (reached): held after the third call until midnight (14 h in),
+    // then one call for the waiting batch.
+    let midnight = 14 * HOUR;
+    let classified: Vec<i64> = ev
+        .iter()
+        .filter(|e| e["event"] == "decision" && e["scores"].is_object())
+        .map(at)
+        .collect();
+    let before: Vec<&i64> = classified.iter().filter(|t| **t < midnight).collect();
+    assert_eq!(before.len(), 3, "classifier calls past the cap: {show}");
+    assert_eq!(bodies.len(), 4, "{show}");
+    assert!(classified.iter().any(|t| *t >= midnight), "{show}");
+    let reached = ev.iter().filter(|e| e["event"] == "budget_reached").count();
+    assert_eq!(reached, 1, "{show}");
+    let shown = std::process::Command::new(env!("CARGO_BIN_EXE_personad"))
+        .arg("--state")
+        .arg(state.path())
+        .args(["state", "usage", "--agent", "Bea"])
+        .env_remove("PERSONAD_PRICES")
+        .output()?;
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    let rows: Vec<Vec<&str>> = shown
+        .lines()
+        .filter(|l| l.starts_with("Bea"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{shown}");
+    assert!(rows.iter().all(|r| r[2] == "classify"), "{shown}");
+    assert_eq!(rows[0][3], "2026-11-26", "{shown}");
+    assert_eq!(&rows[0][4..9], ["3", "0", "1200", "0", "150"], "{shown}");
+    assert_eq!(&rows[1][4..9], ["1", "0", "400", "0", "50"], "{shown}");
+    Ok(())
+}

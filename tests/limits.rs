@@ -195,7 +195,7 @@ async fn the_playground_against_an_endless_endpoint_fails_the_plan_at_the_cap() 
 /// asked for; an answered one is counted with its tokens; `state usage` shows both.
 #[tokio::test]
 async fn a_request_dropped_in_flight_is_counted_as_discarded() {
-    use personad::adapters::llm::usage::{self, UsageMeter};
+    use personad::adapters::llm::usage::{self, CallKind, UsageMeter};
     use personad::adapters::store::StateDir;
     use personad::ports::clock::{SharedClock, VirtualClock};
     use wiremock::matchers::method;
@@ -231,7 +231,7 @@ async fn a_request_dropped_in_flight_is_counted_as_discarded() {
     let (c, m) = (Arc::clone(&client), Arc::clone(&meter));
     let superseded = tokio::spawn(async move {
         let req = request();
-        usage::scoped("Wren", "42", Some(m), c.generate(&req)).await
+        usage::scoped("Wren", "42", CallKind::Plan, Some(m), c.generate(&req)).await
     });
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while server
@@ -252,6 +252,7 @@ async fn a_request_dropped_in_flight_is_counted_as_discarded() {
     let answered = usage::scoped(
         "Wren",
         "42",
+        CallKind::Plan,
         Some(Arc::clone(&meter)),
         client.generate(&req),
     );
@@ -267,5 +268,5 @@ async fn a_request_dropped_in_flight_is_counted_as_discarded() {
     let shown = usage::state_usage(&StateDir::new(state.path()), Some("Wren"), None).unwrap();
     let row = shown.lines().find(|l| l.starts_with("Wren")).unwrap();
     let cols: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(&cols[3..5], ["2", "1"], "{shown}");
+    assert_eq!(&cols[4..6], ["2", "1"], "{shown}");
 }

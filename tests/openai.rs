@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use personad::adapters::llm::openai::{OpenAiClient, OpenAiConfig, Preset};
 use personad::adapters::llm::provider::{self, Router};
-use personad::adapters::llm::usage::{self, UsageMeter};
+use personad::adapters::llm::usage::{self, CallKind, UsageMeter};
 use personad::adapters::store::StateDir;
 use personad::core::llm::{LlmChoice, ProviderKind};
 use personad::core::llm::{LlmOutcome, LlmRequest, Part, Role, Turn};
@@ -268,6 +268,7 @@ async fn usage_is_summed_per_agent_model_and_day_and_persisted() {
         let r = usage::scoped(
             "Wren",
             "42",
+            CallKind::Plan,
             Some(Arc::clone(&meter)),
             c.generate(&request()),
         )
@@ -540,8 +541,9 @@ async fn the_playground_talks_to_an_openai_compatible_server() -> common::TestRe
         .unwrap_or_else(|| panic!("no row for Wren: {shown}"));
     let cols: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(cols[1], "gpt-test-2025");
-    assert_eq!(&cols[3..8], ["1", "0", "1200", "1024", "30"], "{row}");
-    assert_eq!(cols[8], "?", "no built-in price for this model");
+    assert_eq!(cols[2], "plan", "the kind of call: {row}");
+    assert_eq!(&cols[4..9], ["1", "0", "1200", "1024", "30"], "{row}");
+    assert_eq!(cols[9], "?", "no built-in price for this model");
     Ok(())
 }
 
@@ -652,5 +654,14 @@ async fn photos_are_described_by_an_openai_compatible_vision_model() -> common::
         agents.contains(&"(media)") && agents.contains(&"Wren"),
         "{rows:?}"
     );
+    // Each under its own kind: the description as `media`, the plan as `plan`.
+    for r in &rows {
+        let kind = if r.agent == "(media)" {
+            CallKind::Media
+        } else {
+            CallKind::Plan
+        };
+        assert_eq!(r.kind, kind, "{rows:?}");
+    }
     Ok(())
 }

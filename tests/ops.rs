@@ -1240,7 +1240,7 @@ mod gemini {
         let last = system_instructions(&second).pop().unwrap_or_default();
         assert!(last.contains("ZEBRA-striped"), "{last}");
         assert!(!last.contains("calm and brief"), "{last}");
-        // LLM requests are counted by model.
+        // LLM requests are counted by model and kind of call.
         let addr = s
             .log_text()
             .lines()
@@ -1251,8 +1251,10 @@ mod gemini {
         let counted = tokio::task::block_in_place(|| {
             poll(Duration::from_secs(10), || {
                 let (_, body) = http_get(&addr, "/metrics").ok()?;
-                body.contains(r#"personad_llm_requests_total{model="chat-mock",outcome="text"}"#)
-                    .then_some(())
+                body.contains(
+                    r#"personad_llm_requests_total{model="chat-mock",outcome="text",kind="plan"}"#,
+                )
+                .then_some(())
             })
         });
         counted.ok_or("LLM requests not counted")?;

@@ -1,7 +1,8 @@
 //! The LLM-backed planner: builds the prompt for a chat (`prompt`), asks the model (`llm`),
 //! and parses its task blocks (`blocks`) into actions. Each persona's request is routed to its
 //! provider (`llm::provider`: the persona's `LLM` / `LLM Model` headings, else the default
-//! `--llm`) and runs inside a usage scope (`llm::usage`) naming the agent and chat. It keeps,
+//! `--llm`) and runs inside a usage scope (`llm::usage`) naming the agent, the chat and the
+//! kind of call (plan, summary, schedule). It keeps,
 //! per conversation, the start of the history window used last time so the prompt prefix stays
 //! stable between requests; with a state directory the start is persisted per chat
 //! (`windows/<agent>/<chat>.json`), so the prefix survives restarts. It maps model outcomes:
@@ -13,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::adapters::llm::provider;
-use crate::adapters::llm::usage::{self, UsageMeter};
+use crate::adapters::llm::usage::{self, CallKind, UsageMeter};
 use crate::adapters::store::{self, StateDir};
 use crate::core::blocks::{self, ParseOptions};
 use crate::core::llm::LlmChoice;
@@ -120,7 +121,7 @@ impl LlmPlanner {
     }
 
     /// Sums token usage in `meter` (flushed to the state directory after each request).
-    pub(crate) fn with_usage(mut self, meter: Arc<UsageMeter>) -> LlmPlanner {
+    pub fn with_usage(mut self, meter: Arc<UsageMeter>) -> LlmPlanner {
         self.usage = Some(meter);
         self
     }
@@ -319,30 +320,23 @@ impl LlmPlanner {
         true
     }
 
-    /// One LLM call inside the usage scope of `agent` and `chat`; the totals are saved after.
+    /// One LLM call of `kind` inside the usage scope of `agent` and `chat`; the totals are
+    /// saved after when due.
     async fn metered(
         &self,
         agent: &str,
         chat: ChatId,
+        kind: CallKind,
         request: &LlmRequest,
     ) -> Result<LlmOutcome, crate::ports::llm::LlmError> {
-        let result = usage::scoped(
+        usage::metered(
             agent,
             &chat.to_string(),
-            self.usage.clone(),
+            kind,
+            self.usage.as_ref(),
             self.llm.generate(request),
         )
-        .await;
-        if let Some(meter) = self.usage.as_ref().filter(|m| m.save_due()) {
-            // In a task of its own: this plan may be superseded (and its task aborted) while
-            // the journal is appended to, and a save must not stop halfway.
-            let meter = Arc::clone(meter);
-            let saved = tokio::spawn(async move { meter.flush_due().await }).await;
-            if let Ok(Err(e)) = saved {
-                tracing::warn!(agent = %agent, error = %e, "usage totals not saved");
-            }
-        }
-        result
+        .await
     }
 
     /// The summary call's request: the standing instructions, then one turn with the
@@ -418,7 +412,11 @@ impl Planner for LlmPlanner {
                 response_schema: None,
             };
             // Counted under chat 0: the call belongs to no chat.
-            match self.metered(&req.persona.name, ChatId(0), &request).await {
+            let kind = CallKind::Schedule;
+            match self
+                .metered(&req.persona.name, ChatId(0), kind, &request)
+                .await
+            {
                 Ok(LlmOutcome::Text(text)) => Ok(Some(text)),
                 Ok(_) => Err(PlanError::NoAnswer("schedule")),
                 Err(e) => Err(PlanError::Llm(e)),
@@ -436,7 +434,11 @@ impl Planner for LlmPlanner {
                 return Ok(None);
             }
             let request = self.summary_request(&req);
-            match self.metered(&req.persona.name, req.chat.id, &request).await {
+            let kind = CallKind::Summary;
+            match self
+                .metered(&req.persona.name, req.chat.id, kind, &request)
+                .await
+            {
                 Ok(LlmOutcome::Text(text)) => Ok(summaries::parse_answer(&text)),
                 Ok(_) => Ok(None),
                 Err(e) => Err(PlanError::Llm(e)),
@@ -449,7 +451,9 @@ impl Planner for LlmPlanner {
             let key = (req.persona.name.clone(), req.chat.id);
             let remembered = self.window(&key).await;
             let (request, window) = self.request_with_window(&req, remembered);
-            let result = self.metered(&req.persona.name, req.chat.id, &request).await;
+            let result = self
+                .metered(&req.persona.name, req.chat.id, CallKind::Plan, &request)
+                .await;
             let outcome = result?;
             self.remember_window(key, window).await;
             match outcome {

@@ -130,7 +130,10 @@ impl Services {
             None => Arc::clone(&facts) as SharedFacts,
         };
         let groups = Groups::new();
-        let classifier = llm.map(|l| Classifier::new(l, Arc::clone(&clock)));
+        // Its calls are metered like the planner's, under the gate's agent and chat.
+        let classifier = llm.map(|l| {
+            Classifier::new(l, Arc::clone(&clock)).with_meter(Arc::new(Arc::clone(&usage)))
+        });
         let mut runtime = Runtime::from_seed(
             seed,
             config,

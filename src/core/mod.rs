@@ -8,6 +8,7 @@ pub mod agent_state;
 pub mod approval;
 pub mod blocks;
 pub mod budget;
+pub mod call_kind;
 pub mod config;
 pub mod facts;
 pub mod graph;

@@ -491,7 +491,7 @@ impl GroupGate {
         inner
             .calls
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        match classifier.classify(&input).await {
+        match classifier.classify_for(&inner.agent, chat.id, &input).await {
             Ok(s) => Some(s),
             Err(e) => {
                 tracing::warn!(

@@ -1,13 +1,16 @@
 //! The LLM port: the [`Llm`] trait every provider client implements (Gemini, OpenAI-compatible,
-//! the router over them, the retry and metering wrappers in `adapters::llm`) and the API key
-//! that never prints. The request and outcome shapes and the typed error ([`LlmError`], named
+//! the router over them, the retry and metering wrappers in `adapters::llm`), the
+//! [`CallMeter`] through which a caller outside the adapters (the group gate) has its calls
+//! metered for an agent and chat, and the API key that never prints. The request and outcome shapes and the typed error ([`LlmError`], named
 //! here too) are `core::llm`, so that the core's own errors (planning, the classifier) can
 //! keep an LLM failure as their cause.
 
 use std::fmt;
 
+pub use crate::core::call_kind::CallKind;
 pub use crate::core::llm::LlmError;
 use crate::core::llm::{LlmOutcome, LlmRequest};
+use crate::core::model::ChatId;
 use crate::core::time::BoxFuture;
 
 /// A language model behind some provider. Provider clients make one request per call;
@@ -15,6 +18,26 @@ use crate::core::time::BoxFuture;
 pub trait Llm: Send + Sync + 'static {
     /// Runs one completion.
     fn generate<'a>(&'a self, req: &'a LlmRequest) -> BoxFuture<'a, Result<LlmOutcome, LlmError>>;
+}
+
+/// Whom an LLM call is made for, as the usage meter counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallFor<'a> {
+    pub agent: &'a str,
+    pub chat: ChatId,
+    pub kind: CallKind,
+}
+
+/// Meters LLM calls made outside the adapters: the call runs inside a usage scope for `call`
+/// (`adapters::llm::usage::metered`, the process's one usage meter), so its tokens count in
+/// `state usage`, the metrics and the spending caps like the planner's.
+pub trait CallMeter: Send + Sync {
+    /// Runs `call` (an [`Llm::generate`] future) metered for `whom`.
+    fn metered<'a>(
+        &'a self,
+        whom: CallFor<'a>,
+        call: BoxFuture<'a, Result<LlmOutcome, LlmError>>,
+    ) -> BoxFuture<'a, Result<LlmOutcome, LlmError>>;
 }
 
 /// A provider API key. `Debug` and `Display` print `[redacted]`; only [`ApiKey::expose`]

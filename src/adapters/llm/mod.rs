@@ -9,3 +9,4 @@ pub mod provider;
 pub mod retry;
 pub mod usage;
 pub(crate) mod usage_files;
+pub(crate) mod usage_report;

@@ -1,26 +1,27 @@
 //! Token usage metering. Provider clients call [`report`] with each response's prompt, cached
-//! and output tokens; it logs them at DEBUG with the agent, chat, provider and model, and adds
-//! them to the [`UsageMeter`] of the enclosing [`scoped`] call (the planner opens one per
-//! request, so clients never need to know personas or chats). The meter sums per agent, model
-//! and UTC day in memory; it appends one line per call to the agent's journal
+//! and output tokens; it logs them at DEBUG with the agent, chat, kind, provider and model, and
+//! adds them to the [`UsageMeter`] of the enclosing [`scoped`] call (every LLM call opens one
+//! naming what it is for, a [`CallKind`]: the planner's plans, summaries and schedule calls,
+//! the group gate's classifier calls, the media pipeline's descriptions; [`metered`] also saves
+//! the totals when due; clients never need to know personas or chats). The meter sums per
+//! agent, model, kind and UTC day in memory; it appends one line per call to the agent's journal
 //! (`usage/<agent>.log`, see [`super::usage_files`]) at most every [`SAVE_EVERY`], and folds
 //! the journal into the daily table `usage/<agent>.json` (the store's crash-safe write) when
 //! it grows long and when the meter stops. [`read_totals`] reads table and journal together
 //! (for `personad state usage`, `/status` and metrics), and a [`PriceTable`] turns them into
-//! an estimated cost. No HTTP, no keys.
+//! an estimated cost (prices and the printed table are `usage_report`, re-exported here). No
+//! HTTP, no keys.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::future::Future;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-
-use serde::{Deserialize, Serialize};
 
 use super::usage_files::{self, COMPACT_AT, Key, LogLine, write_table};
 pub use super::usage_files::{UsageRow, read_totals};
+pub use super::usage_report::{Price, PriceError, PriceTable, render, state_usage};
 use crate::adapters::store::{self, StateDir, StoreError};
 use crate::core::budget::Spend;
+pub use crate::core::call_kind::CallKind;
 use crate::ports::clock::SharedClock;
 
 /// Tokens of one response.
@@ -39,6 +40,7 @@ pub struct Usage {
 struct Scope {
     agent: String,
     chat: String,
+    kind: CallKind,
     meter: Option<Arc<UsageMeter>>,
     /// Responses reported inside this scope so far (see [`InFlight`]).
     reports: Arc<std::sync::atomic::AtomicU64>,
@@ -48,20 +50,70 @@ tokio::task_local! {
     static SCOPE: Scope;
 }
 
-/// Runs `f` (an LLM call) with usage attributed to `agent` and `chat`, summed in `meter`.
+/// Runs `f` (an LLM call of `kind`) with usage attributed to `agent` and `chat`, summed in
+/// `meter`.
 pub fn scoped<F: Future>(
     agent: &str,
     chat: &str,
+    kind: CallKind,
     meter: Option<Arc<UsageMeter>>,
     f: F,
 ) -> impl Future<Output = F::Output> + use<F> {
     let scope = Scope {
         agent: agent.to_owned(),
         chat: chat.to_owned(),
+        kind,
         meter,
         reports: Arc::default(),
     };
     SCOPE.scope(scope, f)
+}
+
+/// [`scoped`], then the meter's totals saved if a save is due (in a task of its own: the
+/// caller may be aborted meanwhile, and a save must not stop halfway). Every LLM call of the
+/// daemon goes through here.
+pub async fn metered<F: Future>(
+    agent: &str,
+    chat: &str,
+    kind: CallKind,
+    meter: Option<&Arc<UsageMeter>>,
+    f: F,
+) -> F::Output {
+    let result = scoped(agent, chat, kind, meter.cloned(), f).await;
+    if let Some(meter) = meter.filter(|m| m.save_due()) {
+        let meter = Arc::clone(meter);
+        let saved = tokio::spawn(async move { meter.flush_due().await }).await;
+        if let Ok(Err(e)) = saved {
+            tracing::warn!(agent = %agent, error = %e, "usage totals not saved");
+        }
+    }
+    result
+}
+
+/// The group gate's calls are metered through the LLM port (`ingress` names no adapter).
+impl crate::ports::llm::CallMeter for Arc<UsageMeter> {
+    fn metered<'a>(
+        &'a self,
+        whom: crate::ports::llm::CallFor<'a>,
+        call: crate::core::time::BoxFuture<
+            'a,
+            Result<crate::core::llm::LlmOutcome, crate::core::llm::LlmError>,
+        >,
+    ) -> crate::core::time::BoxFuture<
+        'a,
+        Result<crate::core::llm::LlmOutcome, crate::core::llm::LlmError>,
+    > {
+        Box::pin(async move {
+            let chat = whom.chat.to_string();
+            metered(whom.agent, &chat, whom.kind, Some(self), call).await
+        })
+    }
+}
+
+/// The kind of the enclosing [`scoped`] call, as the metrics' `kind` label (`none` outside
+/// one, as `replay`'s classifier calls are).
+pub fn current_kind() -> &'static str {
+    SCOPE.try_with(|s| s.kind.as_str()).unwrap_or("none")
 }
 
 /// Reports one response's usage: logged at DEBUG, and summed when inside [`scoped`].
@@ -70,9 +122,11 @@ pub fn report(provider: &str, model: &str, usage: Usage) {
     let (agent, chat) = scope
         .as_ref()
         .map_or(("-", "-"), |s| (s.agent.as_str(), s.chat.as_str()));
+    let call = scope.as_ref().map_or("none", |s| s.kind.as_str());
     tracing::debug!(
         agent,
         chat,
+        kind = call,
         provider,
         model,
         prompt_tokens = usage.prompt_tokens,
@@ -85,18 +139,19 @@ pub fn report(provider: &str, model: &str, usage: Usage) {
         ("cached", usage.cached_tokens),
         ("output", usage.output_tokens),
     ] {
-        metrics::counter!("personad_llm_tokens_total", "model" => model.to_string(), "type" => kind)
+        metrics::counter!("personad_llm_tokens_total", "model" => model.to_string(), "type" => kind, "kind" => call)
             .increment(n);
     }
     if let Some(Scope {
         agent,
+        kind,
         meter: Some(meter),
         reports,
         ..
     }) = scope
     {
         reports.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        meter.add(&agent, model, usage);
+        meter.add(&agent, model, kind, usage);
     }
 }
 
@@ -138,12 +193,14 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         if !self.answered {
-            metrics::counter!("personad_llm_requests_discarded_total", "model" => self.model.clone())
+            let kind = self.scope.as_ref().map_or("none", |s| s.kind.as_str());
+            metrics::counter!("personad_llm_requests_discarded_total", "model" => self.model.clone(), "kind" => kind)
                 .increment(1);
         }
         let Some(Scope {
             agent,
             chat,
+            kind,
             meter: Some(meter),
             reports,
         }) = &self.scope
@@ -152,9 +209,9 @@ impl Drop for InFlight {
         };
         if !self.answered {
             tracing::debug!(agent = %agent, chat = %chat, model = %self.model, "llm request discarded before its answer (billed all the same)");
-            meter.count_discarded(agent, &self.model);
+            meter.count_discarded(agent, &self.model, *kind);
         } else if reports.load(std::sync::atomic::Ordering::Relaxed) == self.reports_before {
-            meter.count_request(agent, &self.model);
+            meter.count_request(agent, &self.model, *kind);
         }
     }
 }
@@ -170,7 +227,7 @@ struct Journal {
     length: BTreeMap<String, usize>,
 }
 
-/// Sums usage per agent, model and day; persists per agent on [`UsageMeter::flush`].
+/// Sums usage per agent, model, kind and day; persists per agent on [`UsageMeter::flush`].
 pub struct UsageMeter {
     clock: SharedClock,
     state: StateDir,
@@ -243,10 +300,10 @@ impl UsageMeter {
         (own, all)
     }
 
-    /// Adds one answered request and its tokens for `agent` and `model`, on today's (UTC)
-    /// row.
-    pub fn add(&self, agent: &str, model: &str, usage: Usage) {
-        self.bump(agent, model, |row| {
+    /// Adds one answered request of `kind` and its tokens for `agent` and `model`, on today's
+    /// (UTC) row.
+    pub fn add(&self, agent: &str, model: &str, kind: CallKind, usage: Usage) {
+        self.bump(agent, model, kind, |row| {
             row.requests = row.requests.saturating_add(1);
             row.prompt_tokens = row.prompt_tokens.saturating_add(usage.prompt_tokens);
             row.cached_tokens = row.cached_tokens.saturating_add(usage.cached_tokens);
@@ -254,32 +311,32 @@ impl UsageMeter {
         });
     }
 
-    /// Counts one request sent for `agent` with `model`.
-    pub fn count_request(&self, agent: &str, model: &str) {
-        self.bump(agent, model, |row| {
+    /// Counts one request of `kind` sent for `agent` with `model`.
+    pub fn count_request(&self, agent: &str, model: &str, kind: CallKind) {
+        self.bump(agent, model, kind, |row| {
             row.requests = row.requests.saturating_add(1)
         });
     }
 
     /// Counts one request whose answer was never read.
-    pub fn count_discarded(&self, agent: &str, model: &str) {
-        self.bump(agent, model, |row| {
+    pub fn count_discarded(&self, agent: &str, model: &str, kind: CallKind) {
+        self.bump(agent, model, kind, |row| {
             row.requests = row.requests.saturating_add(1);
             row.discarded = row.discarded.saturating_add(1);
         });
     }
 
-    /// Changes today's (UTC) row of `agent` and `model`, and queues the change as a journal
-    /// line.
-    fn bump(&self, agent: &str, model: &str, change: impl FnOnce(&mut UsageRow)) {
-        let mut delta = UsageRow::zero(agent, model, &self.today());
+    /// Changes today's (UTC) row of `agent`, `model` and `kind`, and queues the change as a
+    /// journal line.
+    fn bump(&self, agent: &str, model: &str, kind: CallKind, change: impl FnOnce(&mut UsageRow)) {
+        let mut delta = UsageRow::zero(agent, model, kind, &self.today());
         change(&mut delta);
         {
             let mut totals = self.totals.lock().unwrap_or_else(PoisonError::into_inner);
             let key = delta.key();
-            let row = totals
-                .entry(key)
-                .or_insert_with(|| UsageRow::zero(&delta.agent, &delta.model, &delta.day));
+            let row = totals.entry(key).or_insert_with(|| {
+                UsageRow::zero(&delta.agent, &delta.model, delta.kind, &delta.day)
+            });
             let mut journal = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
             let seq = journal.last_seq.entry(agent.to_owned()).or_insert(0);
             *seq += 1;
@@ -350,7 +407,7 @@ impl UsageMeter {
         ))
     }
 
-    /// Every row, by agent, model and day (the read API for status pages and metrics).
+    /// Every row, by agent, model, kind and day (the read API for status pages and metrics).
     pub fn totals(&self) -> Vec<UsageRow> {
         self.totals
             .lock()
@@ -491,211 +548,9 @@ impl UsageMeter {
     }
 }
 
-/// Why a price file is unusable; each names the file.
-#[derive(Debug, thiserror::Error)]
-pub enum PriceError {
-    #[error(transparent)]
-    Read(#[from] StoreError),
-    #[error("{}: no such file", .0.display())]
-    Missing(PathBuf),
-    #[error("{}: {source}", path.display())]
-    Json {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-    #[error("{}: the price of {model:?} must be non-negative numbers", path.display())]
-    Negative { path: PathBuf, model: String },
-}
-
-/// US dollars per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Price {
-    pub input: f64,
-    /// Cached input; the input price when absent.
-    #[serde(default)]
-    pub cached_input: Option<f64>,
-    pub output: f64,
-}
-
-/// Prices by model id (exact, or a prefix ending in `*`).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct PriceTable {
-    entries: Vec<(String, Price)>,
-}
-
-impl PriceTable {
-    /// A few common models' list prices at the time of writing: estimates only; override them
-    /// with a price file.
-    pub(crate) fn builtin() -> PriceTable {
-        let p = |input, cached: f64, output| Price {
-            input,
-            cached_input: Some(cached),
-            output,
-        };
-        PriceTable {
-            entries: vec![
-                ("gemini-flash-latest".into(), p(0.30, 0.075, 2.50)),
-                ("gemini-2.5-flash-lite*".into(), p(0.10, 0.025, 0.40)),
-                ("gemini-2.5-flash*".into(), p(0.30, 0.075, 2.50)),
-                ("gemini-2.5-pro*".into(), p(1.25, 0.31, 10.0)),
-                ("gpt-5-mini*".into(), p(0.25, 0.025, 2.00)),
-                ("gpt-5-nano*".into(), p(0.05, 0.005, 0.40)),
-                ("gpt-5*".into(), p(1.25, 0.125, 10.0)),
-                ("grok-4-fast*".into(), p(0.20, 0.05, 0.50)),
-            ],
-        }
-    }
-
-    /// A JSON object `{"model or prefix*": {"input": …, "cached_input": …, "output": …}}`
-    /// (USD per million tokens); its entries come before the built-in ones.
-    pub(crate) fn with_file(path: &Path) -> Result<PriceTable, PriceError> {
-        let text = store::read_operator_file(path)?
-            .ok_or_else(|| PriceError::Missing(path.to_path_buf()))?;
-        let map: BTreeMap<String, Price> =
-            serde_json::from_str(&text).map_err(|source| PriceError::Json {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        for (model, price) in &map {
-            let ok = [price.input, price.output, price.cached_input.unwrap_or(0.0)]
-                .iter()
-                .all(|v| v.is_finite() && *v >= 0.0);
-            if !ok {
-                return Err(PriceError::Negative {
-                    path: path.to_path_buf(),
-                    model: model.clone(),
-                });
-            }
-        }
-        let mut table = PriceTable {
-            entries: map.into_iter().collect(),
-        };
-        table.entries.extend(PriceTable::builtin().entries);
-        Ok(table)
-    }
-
-    /// The price of `model`: the first exact or prefix (`name*`) match.
-    pub fn price(&self, model: &str) -> Option<Price> {
-        let model = model.rsplit_once(':').map_or(model, |(p, m)| {
-            if crate::core::llm::ProviderKind::parse(p).is_some() {
-                m
-            } else {
-                model
-            }
-        });
-        let model = model.rsplit('/').next().unwrap_or(model);
-        self.entries
-            .iter()
-            .find(|(pattern, _)| match pattern.strip_suffix('*') {
-                Some(prefix) => model.starts_with(prefix),
-                None => pattern == model,
-            })
-            .map(|(_, p)| *p)
-    }
-
-    /// Estimated cost of a row in US dollars, when the model has a price.
-    pub fn cost(&self, row: &UsageRow) -> Option<f64> {
-        let p = self.price(&row.model)?;
-        let cached = row.cached_tokens.min(row.prompt_tokens) as f64;
-        let fresh = row.prompt_tokens as f64 - cached;
-        let cached_price = p.cached_input.unwrap_or(p.input);
-        Some((fresh * p.input + cached * cached_price + row.output_tokens as f64 * p.output) / 1e6)
-    }
-}
-
-/// The table `personad state usage` prints: one line per agent, model and day, then totals.
-pub fn render(rows: &[UsageRow], prices: &PriceTable) -> String {
-    let mut out = String::new();
-    if rows.is_empty() {
-        out.push_str("no LLM usage recorded yet\n");
-        return out;
-    }
-    let _ = writeln!(
-        out,
-        "{:<16} {:<28} {:<10} {:>8} {:>9} {:>12} {:>12} {:>10} {:>10}",
-        "AGENT", "MODEL", "DAY", "REQUESTS", "DISCARDED", "PROMPT", "CACHED", "OUTPUT", "COST_USD"
-    );
-    let mut total = 0.0;
-    let mut unpriced = false;
-    for r in rows {
-        let cost = prices.cost(r);
-        match cost {
-            Some(c) => total += c,
-            None => unpriced = true,
-        }
-        let shown = cost.map_or_else(|| "?".to_owned(), |c| format!("{c:.4}"));
-        let _ = writeln!(
-            out,
-            "{:<16} {:<28} {:<10} {:>8} {:>9} {:>12} {:>12} {:>10} {:>10}",
-            r.agent,
-            r.model,
-            r.day,
-            r.requests,
-            r.discarded,
-            r.prompt_tokens,
-            r.cached_tokens,
-            r.output_tokens,
-            shown
-        );
-    }
-    let _ = writeln!(
-        out,
-        "estimated total: {total:.4} USD{}",
-        if unpriced {
-            " (models marked ? have no price: add them to a price file)"
-        } else {
-            ""
-        }
-    );
-    out
-}
-
-/// `personad state usage`: the saved totals (of one agent, or all) as a table. Unreadable
-/// usage files are named, not fatal; an unreadable price file is an error.
-pub fn state_usage(
-    state: &StateDir,
-    agent: Option<&str>,
-    prices: Option<&Path>,
-) -> Result<String, PriceError> {
-    let table = match prices {
-        Some(path) => PriceTable::with_file(path)?,
-        None => PriceTable::builtin(),
-    };
-    let (mut rows, problems) = read_totals(state);
-    if let Some(agent) = agent {
-        rows.retain(|r| r.agent == agent);
-    }
-    rows.sort_by(|a, b| (&a.agent, &a.day, &a.model).cmp(&(&b.agent, &b.day, &b.model)));
-    let mut text = render(&rows, &table);
-    for (path, why) in problems {
-        let _ = writeln!(text, "unreadable: {}: {why}", path.display());
-    }
-    Ok(text)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn prices_match_exact_and_prefix_entries_and_cost_cached_tokens_less() {
-        let t = PriceTable::builtin();
-        assert!(t.price("gemini-2.5-flash-preview-09-2025").is_some());
-        assert!(t.price("openrouter:openai/gpt-5-mini").is_some());
-        assert!(t.price("llama3.2").is_none());
-        let row = UsageRow {
-            model: "gpt-5-mini".into(),
-            prompt_tokens: 1_000_000,
-            cached_tokens: 500_000,
-            output_tokens: 100_000,
-            ..UsageRow::default()
-        };
-        let cost = t.cost(&row).unwrap_or(f64::NAN);
-        // 0.5 M × 0.25 + 0.5 M × 0.025 + 0.1 M × 2.00 = 0.125 + 0.0125 + 0.2
-        assert!((cost - 0.3375).abs() < 1e-9, "{cost}");
-    }
 
     /// `/status`'s line carries today's estimated cost, or says it cannot tell.
     #[test]
@@ -711,13 +566,13 @@ mod tests {
             cached_tokens: 500_000,
             output_tokens: 100_000,
         };
-        meter.add("ann", "gpt-5-mini", usage);
+        meter.add("ann", "gpt-5-mini", CallKind::Plan, usage);
         let line = meter.today_line("ann").unwrap_or_default();
         assert!(
             line.ends_with("100000 output tokens, about $0.3375"),
             "{line}"
         );
-        meter.add("ann", "llama3.2", usage);
+        meter.add("ann", "llama3.2", CallKind::Classify, usage);
         let line = meter.today_line("ann").unwrap_or_default();
         assert!(line.contains("cost unknown"), "{line}");
     }

@@ -1,10 +1,12 @@
 //! The usage files of each agent: the journal `usage/<agent>.log`, one JSON line per metered
-//! call (its tokens, model and UTC day, and a sequence number), appended and synced by the
+//! call (its tokens, model, kind and UTC day, and a sequence number), appended and synced by the
 //! [`UsageMeter`] at most every few seconds; and the daily table `usage/<agent>.json`, into
 //! which the journal is folded (compaction) when it grows long and when the meter stops. The
 //! table records the last sequence number it holds (`applied`), so a crash between writing
 //! the table and removing the journal counts nothing twice, and lines appended twice (a
-//! retried append) count once.
+//! retried append) count once. Rows are keyed by agent, model, kind ([`CallKind`]) and day;
+//! files written before kinds were kept (table format 1, journal lines without `kind`) load
+//! with their rows as [`CallKind::Mixed`], which is what they counted.
 //!
 //! It owns the row both files count in ([`UsageRow`], which `usage` re-exports), both formats
 //! and their reading: journal lines at or below the table's `applied` and repeated sequence
@@ -20,21 +22,28 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::adapters::store::{self, StateDir, StoreError};
+use crate::core::call_kind::CallKind;
 
-const FORMAT: u32 = 1;
+/// The table format written: 2 has a `kind` in every row.
+const FORMAT: u32 = 2;
+/// Format 1: rows without `kind`, read as [`CallKind::Mixed`].
+const FORMAT_WITHOUT_KINDS: u32 = 1;
 
-/// A row's key: agent, model, UTC day.
-pub(crate) type Key = (String, String, String);
+/// A row's key: agent, model, kind, UTC day.
+pub(crate) type Key = (String, String, CallKind, String);
 
 /// Journal lines after which the meter folds an agent's journal into its table.
 pub(crate) const COMPACT_AT: usize = 512;
 
-/// One agent's use of one model on one UTC day.
+/// One agent's use of one model for one kind of call on one UTC day.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UsageRow {
     pub agent: String,
     pub model: String,
+    /// What the calls were for; absent in files written before kinds ([`CallKind::Mixed`]).
+    #[serde(default)]
+    pub kind: CallKind,
     /// `YYYY-MM-DD`, UTC.
     pub day: String,
     /// Requests sent (each HTTP attempt), whatever became of them.
@@ -49,16 +58,22 @@ pub struct UsageRow {
 }
 
 impl UsageRow {
-    /// Its key in the totals: agent, model, day.
+    /// Its key in the totals: agent, model, kind, day.
     pub(crate) fn key(&self) -> Key {
-        (self.agent.clone(), self.model.clone(), self.day.clone())
+        (
+            self.agent.clone(),
+            self.model.clone(),
+            self.kind,
+            self.day.clone(),
+        )
     }
 
-    /// A row of `agent`, `model` and `day` with nothing counted yet.
-    pub(crate) fn zero(agent: &str, model: &str, day: &str) -> UsageRow {
+    /// A row of `agent`, `model`, `kind` and `day` with nothing counted yet.
+    pub(crate) fn zero(agent: &str, model: &str, kind: CallKind, day: &str) -> UsageRow {
         UsageRow {
             agent: agent.to_owned(),
             model: model.to_owned(),
+            kind,
             day: day.to_owned(),
             ..UsageRow::default()
         }
@@ -72,6 +87,9 @@ pub(crate) struct LogLine {
     pub seq: u64,
     pub agent: String,
     pub model: String,
+    /// Absent in lines written before kinds ([`CallKind::Mixed`]).
+    #[serde(default)]
+    pub kind: CallKind,
     /// `YYYY-MM-DD`, UTC.
     pub day: String,
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -93,12 +111,13 @@ fn is_zero(n: &u64) -> bool {
 
 impl LogLine {
     /// The line for the change `delta` (a row of counts, starting from zero) made to the row
-    /// of `delta.agent`, `delta.model` and `delta.day`.
+    /// of `delta.agent`, `delta.model`, `delta.kind` and `delta.day`.
     pub(crate) fn of(seq: u64, delta: &UsageRow) -> LogLine {
         LogLine {
             seq,
             agent: delta.agent.clone(),
             model: delta.model.clone(),
+            kind: delta.kind,
             day: delta.day.clone(),
             requests: delta.requests,
             prompt_tokens: delta.prompt_tokens,
@@ -362,8 +381,13 @@ fn read_agent(dir: &Path, stem: &str) -> AgentUsage {
         .collect();
     for line in log.lines.iter().filter(|l| l.seq > applied) {
         let row = rows
-            .entry((line.agent.clone(), line.model.clone(), line.day.clone()))
-            .or_insert_with(|| UsageRow::zero(&line.agent, &line.model, &line.day));
+            .entry((
+                line.agent.clone(),
+                line.model.clone(),
+                line.kind,
+                line.day.clone(),
+            ))
+            .or_insert_with(|| UsageRow::zero(&line.agent, &line.model, line.kind, &line.day));
         line.add_to(row);
     }
     AgentUsage {
@@ -408,7 +432,7 @@ pub(crate) enum UsageFileError {
 fn read_file(path: &Path) -> Result<UsageFile, UsageFileError> {
     let text = store::read_to_string(path)?;
     let file: UsageFile = serde_json::from_str(&text)?;
-    if file.format != FORMAT {
+    if file.format != FORMAT && file.format != FORMAT_WITHOUT_KINDS {
         return Err(UsageFileError::Format(file.format));
     }
     Ok(file)
@@ -423,6 +447,7 @@ mod tests {
             seq,
             agent: "Wren".into(),
             model: "m".into(),
+            kind: CallKind::Plan,
             day: "2025-06-15".into(),
             requests: 1,
             prompt_tokens: tokens,
@@ -527,7 +552,7 @@ mod meter_tests {
             cached_tokens: 0,
             output_tokens: 1,
         };
-        meter.add("Wren", "m", usage);
+        meter.add("Wren", "m", CallKind::Plan, usage);
     }
 
     fn journal_lines(path: &Path) -> usize {

@@ -472,10 +472,12 @@ impl MediaPipeline {
         };
         self.calls.fetch_add(1, Ordering::SeqCst);
         let timeout = clock::sleep(self.clock.as_ref(), self.config.describe_timeout);
-        let call = crate::adapters::llm::usage::scoped(
+        let chat = chat.to_string();
+        let call = crate::adapters::llm::usage::metered(
             MEDIA_USAGE_AGENT,
-            &chat.to_string(),
-            self.usage.clone(),
+            &chat,
+            crate::adapters::llm::usage::CallKind::Media,
+            self.usage.as_ref(),
             self.llm.generate(&req),
         );
         let outcome = tokio::select! {

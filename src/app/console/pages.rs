@@ -439,6 +439,7 @@ mod tests {
         let row = |agent: &str, day: &str, t: u64| UsageRow {
             agent: agent.into(),
             model: "gemini-flash-latest".into(),
+            kind: crate::core::call_kind::CallKind::Plan,
             day: day.into(),
             requests: 1,
             prompt_tokens: t,

@@ -157,20 +157,22 @@ fn respond(path: &str, handle: &PrometheusHandle, health: &Health) -> (&'static 
     }
 }
 
-/// Counts a call that is dropped before it ends (the model while pending).
-struct Discarded(Option<String>);
+/// Counts a call that is dropped before it ends (the model and the call's kind while
+/// pending).
+struct Discarded(Option<(String, &'static str)>);
 
 impl Drop for Discarded {
     fn drop(&mut self) {
-        if let Some(model) = self.0.take() {
-            metrics::counter!("personad_llm_requests_total", "model" => model, "outcome" => "discarded")
+        if let Some((model, kind)) = self.0.take() {
+            metrics::counter!("personad_llm_requests_total", "model" => model, "outcome" => "discarded", "kind" => kind)
                 .increment(1);
         }
     }
 }
 
-/// Counts LLM requests and errors by model around any [`Llm`] (metrics wrap the trait; the
-/// clients stay free of them).
+/// Counts LLM requests and errors by model and kind of call (the enclosing usage scope's,
+/// `none` outside one) around any [`Llm`] (metrics wrap the trait; the clients stay free of
+/// them).
 pub(crate) struct MeteredLlm {
     inner: Arc<dyn Llm>,
 }
@@ -189,8 +191,9 @@ impl Llm for MeteredLlm {
             .and_then(|c| c.model)
             .unwrap_or_else(|| req.model.clone());
         Box::pin(async move {
+            let kind = crate::adapters::llm::usage::current_kind();
             // A call dropped before it ends (its plan superseded) still counts, as `discarded`.
-            let mut pending = Discarded(Some(model.clone()));
+            let mut pending = Discarded(Some((model.clone(), kind)));
             let result = self.inner.generate(req).await;
             pending.0 = None;
             let outcome = match &result {
@@ -199,9 +202,10 @@ impl Llm for MeteredLlm {
                 Ok(LlmOutcome::Blocked { .. }) => "blocked",
                 Err(_) => "error",
             };
-            metrics::counter!("personad_llm_requests_total", "model" => model.clone(), "outcome" => outcome).increment(1);
+            metrics::counter!("personad_llm_requests_total", "model" => model.clone(), "outcome" => outcome, "kind" => kind).increment(1);
             if result.is_err() {
-                metrics::counter!("personad_llm_errors_total", "model" => model).increment(1);
+                metrics::counter!("personad_llm_errors_total", "model" => model, "kind" => kind)
+                    .increment(1);
             }
             result
         })
