@@ -131,6 +131,9 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
         // Every plan keeps a note: a thousand cycles write hundreds of them into one chat's
         // file, past the default cap (a refused write would read as a lost note).
         memory_scope_bytes: 65_536,
+        // A newer group message's draft is posted at once, not minutes after the one it
+        // replaces.
+        draft_gap: Duration::from_millis(20),
         ..RuntimeConfig::default()
     };
     let spec = crate::app::services::Spec::plain(
