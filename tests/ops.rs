@@ -185,18 +185,32 @@ fn wait_send_in_flight(store: &GraphStore) -> Option<()> {
     })
 }
 
+/// Tess on the echo planner with sends that take 1.5 s each, up, and Alice's "hello" given to
+/// her.
+fn slow_sends_after_hello(s: &Scratch) -> Result<Reaper, Box<dyn std::error::Error>> {
+    let child = start(
+        s,
+        &["--planner", "echo", "--memory-send-delay-ms", "1500"],
+        &[],
+    )?;
+    let reaper = Reaper(Some(child));
+    wait_up(s)?;
+    ctl(s, &["say", "--from", "Alice", "hello"])?;
+    Ok(reaper)
+}
+
+/// Whether Tess's answer to Alice's "hello" is out.
+fn hello_answered(s: &Scratch) -> bool {
+    texts(s, "Tess", "Alice")
+        .iter()
+        .any(|t| t == "Tess heard: hello")
+}
+
 #[test]
 fn sigterm_lets_a_send_in_flight_finish_within_the_grace_period() -> TestResult {
     let s = Scratch::new(&[("Tess.md", TESS)])?;
     // Every send takes 1.5 s: the stop has to wait for it.
-    let child = start(
-        &s,
-        &["--planner", "echo", "--memory-send-delay-ms", "1500"],
-        &[],
-    )?;
-    let mut reaper = Reaper(Some(child));
-    wait_up(&s)?;
-    ctl(&s, &["say", "--from", "Alice", "hello"])?;
+    let mut reaper = slow_sends_after_hello(&s)?;
     let store = GraphStore::new(StateDir::new(s.state()));
     wait_send_in_flight(&store).ok_or("no send in flight")?;
     let child = reaper.0.as_mut().ok_or("no child")?;
@@ -207,12 +221,7 @@ fn sigterm_lets_a_send_in_flight_finish_within_the_grace_period() -> TestResult 
     assert_eq!(status.code(), Some(0));
     assert!(stopped_at.elapsed() < Duration::from_secs(10));
     reaper.0 = None;
-    assert!(
-        texts(&s, "Tess", "Alice")
-            .iter()
-            .any(|t| t == "Tess heard: hello"),
-        "the send in flight did not finish"
-    );
+    assert!(hello_answered(&s), "the send in flight did not finish");
     assert!(
         store.scan()?.is_empty(),
         "the finished plan is still on disk"
@@ -226,19 +235,10 @@ fn sigterm_lets_a_send_in_flight_finish_within_the_grace_period() -> TestResult 
 #[test]
 fn wait_quiet_returns_after_the_work_in_hand_is_done() -> TestResult {
     let s = Scratch::new(&[("Tess.md", TESS)])?;
-    let child = start(
-        &s,
-        &["--planner", "echo", "--memory-send-delay-ms", "1500"],
-        &[],
-    )?;
-    let mut reaper = Reaper(Some(child));
-    wait_up(&s)?;
-    ctl(&s, &["say", "--from", "Alice", "hello"])?;
+    let mut reaper = slow_sends_after_hello(&s)?;
     let quiet = wait_quiet(&s)?;
     assert!(
-        texts(&s, "Tess", "Alice")
-            .iter()
-            .any(|t| t == "Tess heard: hello"),
+        hello_answered(&s),
         "quiet before the answer was sent: {quiet}"
     );
     assert!(quiet.contains("quiet: 0 conversation"), "{quiet}");

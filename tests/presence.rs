@@ -695,34 +695,15 @@ async fn start_slow(
     dir: &Path,
     at: &str,
 ) -> Result<(Harness, Arc<SlowScheduler>), Box<dyn std::error::Error>> {
-    let slow: Arc<Mutex<Option<Arc<SlowScheduler>>>> = Arc::default();
-    let keep = Arc::clone(&slow);
-    let h = Harness::start_persona_at(
-        persona_with(AGENT, PERSONA),
-        dir,
-        move |clock| {
-            let p = Arc::new(SlowScheduler {
-                clock,
-                plans: Mutex::default(),
-                schedule_done: Mutex::default(),
-            });
-            if let Ok(mut k) = keep.lock() {
-                *k = Some(Arc::clone(&p));
-            }
-            p
-        },
-        config(),
-        &[alice()],
-        ts(at),
-    );
-    h.started().await;
-    let planner = slow
-        .lock()
-        .map(|s| s.clone())
-        .ok()
-        .flatten()
-        .ok_or("planner")?;
-    Ok((h, planner))
+    let make = |clock| {
+        Arc::new(SlowScheduler {
+            clock,
+            plans: Mutex::default(),
+            schedule_done: Mutex::default(),
+        })
+    };
+    let persona = persona_with(AGENT, PERSONA);
+    Ok(Harness::start_keeping_planner(persona, dir, make, config(), &[alice()], ts(at)).await?)
 }
 
 /// The day's schedule is asked for in the agent's own chat: a message arriving while that

@@ -78,34 +78,15 @@ async fn start(
     dir: &Path,
     at: &str,
 ) -> Result<(Harness, Arc<LateDay>), Box<dyn std::error::Error>> {
-    let made: Arc<Mutex<Option<Arc<LateDay>>>> = Arc::default();
-    let keep = Arc::clone(&made);
-    let h = Harness::start_persona_at(
-        persona_with(AGENT, PERSONA),
-        dir,
-        move |clock| {
-            let p = Arc::new(LateDay {
-                clock,
-                plans: Mutex::default(),
-                written: Mutex::default(),
-            });
-            if let Ok(mut k) = keep.lock() {
-                *k = Some(Arc::clone(&p));
-            }
-            p
-        },
-        config(),
-        &[alice()],
-        ts(at),
-    );
-    h.started().await;
-    let planner = made
-        .lock()
-        .map(|s| s.clone())
-        .ok()
-        .flatten()
-        .ok_or("planner")?;
-    Ok((h, planner))
+    let make = |clock| {
+        Arc::new(LateDay {
+            clock,
+            plans: Mutex::default(),
+            written: Mutex::default(),
+        })
+    };
+    let persona = persona_with(AGENT, PERSONA);
+    Ok(Harness::start_keeping_planner(persona, dir, make, config(), &[alice()], ts(at)).await?)
 }
 
 fn reads(h: &Harness) -> Vec<Timestamp> {

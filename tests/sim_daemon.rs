@@ -86,6 +86,19 @@ fn wait_written(
     })
 }
 
+/// The owner writes `/status` in the account's Saved Messages (from another device).
+fn owner_asks_status(sim: &Sim, account: i64) -> Result<(), Box<dyn std::error::Error>> {
+    sim.post(
+        account,
+        Peer::User(account),
+        Post {
+            text: "/status".into(),
+            ..Post::default()
+        },
+    )?;
+    Ok(())
+}
+
 /// Waits until the account's update stream runs (so what is posted next is live).
 fn wait_streaming(sim: &Sim, account: i64) -> Result<(), String> {
     poll(Duration::from_secs(20), || {
@@ -367,14 +380,7 @@ fn kill_9_at_random_moments_loses_and_duplicates_nothing_over_the_wire() -> Test
     // or due: a duplicate would be out by then.
     wait_up(&s)?;
     let before = written(w.sim(), tess, Peer::User(tess)).len();
-    w.sim().post(
-        tess,
-        Peer::User(tess),
-        Post {
-            text: "/status".into(),
-            ..Post::default()
-        },
-    )?;
+    owner_asks_status(w.sim(), tess)?;
     poll(Duration::from_secs(20), || {
         written(w.sim(), tess, Peer::User(tess))
             .iter()
@@ -449,14 +455,7 @@ fn at_night_a_dm_stays_unread_the_account_shows_offline_and_the_owner_is_still_a
     .ok_or_else(|| format!("never shown offline: {:?}", w.sim().events(tess)))?;
     w.sim().dm(alice, tess, "you up?")?;
     // The owner's command is answered in Saved Messages all the same.
-    w.sim().post(
-        tess,
-        Peer::User(tess),
-        Post {
-            text: "/status".into(),
-            ..Post::default()
-        },
-    )?;
+    owner_asks_status(w.sim(), tess)?;
     poll(Duration::from_secs(20), || {
         written(w.sim(), tess, Peer::User(tess))
             .iter()

@@ -396,6 +396,43 @@ impl Harness {
         )
     }
 
+    /// Like [`Harness::start_persona_at`] with a planner of the test's own type, started and
+    /// loaded; returns the planner too, for the test to look into.
+    #[allow(dead_code)]
+    pub(crate) async fn start_keeping_planner<P: Planner + 'static>(
+        persona: Persona,
+        state: &Path,
+        make: impl FnOnce(SharedClock) -> Arc<P> + 'static,
+        config: RuntimeConfig,
+        chats: &[Chat],
+        start: Timestamp,
+    ) -> Result<(Harness, Arc<P>), String> {
+        let made: Arc<Mutex<Option<Arc<P>>>> = Arc::default();
+        let keep = Arc::clone(&made);
+        let h = Harness::start_persona_at(
+            persona,
+            state,
+            move |clock| {
+                let p = make(clock);
+                if let Ok(mut k) = keep.lock() {
+                    *k = Some(Arc::clone(&p));
+                }
+                p
+            },
+            config,
+            chats,
+            start,
+        );
+        h.started().await;
+        let planner = made
+            .lock()
+            .map(|s| s.clone())
+            .ok()
+            .flatten()
+            .ok_or("the planner was never made")?;
+        Ok((h, planner))
+    }
+
     /// Like [`Harness::start`], with the agent's Telegram wrapped by `wrap` (the harness's
     /// `telegram` stays the in-memory backend underneath).
     pub(crate) fn start_wrapped(
