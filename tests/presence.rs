@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::slow_schedule::SlowScheduler;
 use common::*;
 use jiff::Timestamp;
 use personad::adapters::llm::gemini::{GeminiClient, GeminiConfig};
@@ -654,54 +655,12 @@ async fn the_owner_sees_the_schedule_and_the_current_activity() -> TestResult {
     Ok(())
 }
 
-/// A planner whose schedule call takes two and a half (virtual) minutes (within the task
-/// timeout), giving up the clock while it
-/// waits as a slow HTTP call would on real time; plans answer at once.
-struct SlowScheduler {
-    clock: SharedClock,
-    plans: Mutex<Vec<Timestamp>>,
-    schedule_done: Mutex<Option<Timestamp>>,
-}
-
-impl personad::ports::planner::Planner for SlowScheduler {
-    fn plan<'a>(
-        &'a self,
-        req: personad::core::plan::PlanRequest<'a>,
-    ) -> personad::core::time::BoxFuture<'a, Result<Vec<Action>, personad::core::plan::PlanError>>
-    {
-        if let Ok(mut p) = self.plans.lock() {
-            p.push(req.now);
-        }
-        Box::pin(async { Ok(vec![send("hi!")]) })
-    }
-
-    fn schedule<'a>(
-        &'a self,
-        _req: personad::ports::planner::ScheduleRequest<'a>,
-    ) -> personad::core::time::BoxFuture<'a, Result<Option<String>, personad::core::plan::PlanError>>
-    {
-        Box::pin(async move {
-            personad::ports::clock::pause(self.clock.as_ref(), Duration::from_secs(150)).await;
-            if let Ok(mut d) = self.schedule_done.lock() {
-                *d = Some(self.clock.now());
-            }
-            Ok(Some(DAY.to_string()))
-        })
-    }
-}
-
 /// A harness whose planner is a [`SlowScheduler`], started at `at` (and loaded).
 async fn start_slow(
     dir: &Path,
     at: &str,
 ) -> Result<(Harness, Arc<SlowScheduler>), Box<dyn std::error::Error>> {
-    let make = |clock| {
-        Arc::new(SlowScheduler {
-            clock,
-            plans: Mutex::default(),
-            schedule_done: Mutex::default(),
-        })
-    };
+    let make = |clock| Arc::new(SlowScheduler::new(clock, "hi!", DAY));
     let persona = persona_with(AGENT, PERSONA);
     Ok(Harness::start_keeping_planner(persona, dir, make, config(), &[alice()], ts(at)).await?)
 }

@@ -7,17 +7,16 @@
 mod common;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use common::slow_schedule::SlowScheduler;
 use common::*;
 use jiff::Timestamp;
 use personad::adapters::memory::Action as Done;
 use personad::app::ops::controls::Op;
 use personad::core::model::Chat;
-use personad::core::plan::Action;
 use personad::core::presence;
-use personad::ports::clock::SharedClock;
 
 /// Berlin is UTC+1 in late November: local 06:45 is 05:45Z, the fallback's 07:00 is 06:00Z.
 const PERSONA: &str =
@@ -34,57 +33,16 @@ fn ts(s: &str) -> Timestamp {
     s.parse().unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
-/// A planner whose schedule call takes two and a half (virtual) minutes and then writes
-/// [`DAY`]; plans answer at once and record when they ran.
-struct LateDay {
-    clock: SharedClock,
-    plans: Mutex<Vec<Timestamp>>,
-    written: Mutex<Option<Timestamp>>,
-}
-
-impl personad::ports::planner::Planner for LateDay {
-    fn plan<'a>(
-        &'a self,
-        req: personad::core::plan::PlanRequest<'a>,
-    ) -> personad::core::time::BoxFuture<'a, Result<Vec<Action>, personad::core::plan::PlanError>>
-    {
-        if let Ok(mut p) = self.plans.lock() {
-            p.push(req.now);
-        }
-        Box::pin(async { Ok(vec![send("morning!")]) })
-    }
-
-    fn schedule<'a>(
-        &'a self,
-        _req: personad::ports::planner::ScheduleRequest<'a>,
-    ) -> personad::core::time::BoxFuture<'a, Result<Option<String>, personad::core::plan::PlanError>>
-    {
-        Box::pin(async move {
-            personad::ports::clock::pause(self.clock.as_ref(), Duration::from_secs(150)).await;
-            if let Ok(mut d) = self.written.lock() {
-                *d = Some(self.clock.now());
-            }
-            Ok(Some(DAY.to_string()))
-        })
-    }
-}
-
 fn alice() -> Chat {
     dm(501)
 }
 
-/// The runtime started (and loaded) at `at` with a [`LateDay`] planner and no day on disk.
+/// The runtime started (and loaded) at `at` with a [`SlowScheduler`] planner and no day on disk.
 async fn start(
     dir: &Path,
     at: &str,
-) -> Result<(Harness, Arc<LateDay>), Box<dyn std::error::Error>> {
-    let make = |clock| {
-        Arc::new(LateDay {
-            clock,
-            plans: Mutex::default(),
-            written: Mutex::default(),
-        })
-    };
+) -> Result<(Harness, Arc<SlowScheduler>), Box<dyn std::error::Error>> {
+    let make = |clock| Arc::new(SlowScheduler::new(clock, "morning!", DAY));
     let persona = persona_with(AGENT, PERSONA);
     Ok(Harness::start_keeping_planner(persona, dir, make, config(), &[alice()], ts(at)).await?)
 }
@@ -147,7 +105,7 @@ async fn a_day_written_after_a_message_was_parked_moves_its_reading_to_the_new_w
     h.pass(Duration::from_secs(10)).await;
     views_agree(&h, "07:00 CET").await?;
     h.pass(Duration::from_secs(10 * 60)).await;
-    let written = planner.written.lock().map(|d| *d).ok().flatten();
+    let written = planner.schedule_done.lock().map(|d| *d).ok().flatten();
     assert!(
         written.is_some_and(|w| w > ts("2026-11-26T01:02:00Z") && w < ts("2026-11-26T01:05:00Z")),
         "the day came after the message was parked: {written:?}"

@@ -4,6 +4,8 @@
 
 pub(crate) mod daemon;
 pub(crate) mod gemini;
+#[allow(dead_code)]
+pub(crate) mod slow_schedule;
 pub(crate) mod tl;
 
 use std::path::{Path, PathBuf};
