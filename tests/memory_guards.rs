@@ -12,7 +12,7 @@ use std::sync::Arc;
 use common::gemini::*;
 use common::*;
 use personad::adapters::memory::user_id_for;
-use personad::core::model::{Chat, Message, MessageId, Sender};
+use personad::core::model::{Chat, Message};
 use personad::ports::clock::SharedClock;
 use personad::ports::planner::{Planner, SummaryRequest};
 use serde_json::Value;
@@ -141,24 +141,7 @@ async fn a_group_plan_sees_the_facts_of_its_12_latest_speakers_only() -> TestRes
 }
 
 fn message(chat: &Chat, id: i64) -> Message {
-    Message {
-        id: MessageId(id),
-        chat: chat.id,
-        sender: Sender {
-            id: chat.id.0,
-            name: chat.title.clone(),
-            username: None,
-            is_bot: false,
-            service: false,
-            deleted: false,
-        },
-        outgoing: false,
-        text: format!("message {id}"),
-        mentions: Vec::new(),
-        reply_to: None,
-        date: t0(),
-        media: None,
-    }
+    common::numbered_message(chat, id, t0())
 }
 
 /// An agent makes at most 200 summary calls a UTC day: the 201st that day is answered "no

@@ -13,7 +13,7 @@ use common::gemini::llm_planner;
 use common::{AGENT, TestResult, dm, persona, t0};
 use personad::adapters::llm::usage::{self, CallKind, Usage, UsageMeter, UsageRow};
 use personad::adapters::store::StateDir;
-use personad::core::model::{Chat, Message, MessageId, Sender};
+use personad::core::model::{Chat, Message, MessageId};
 use personad::core::plan::PlanRequest;
 use personad::ports::clock::{SharedClock, VirtualClock};
 use personad::ports::planner::{Planner, ScheduleRequest, SummaryRequest};
@@ -22,24 +22,7 @@ use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 fn message(chat: &Chat, id: i64) -> Message {
-    Message {
-        id: MessageId(id),
-        chat: chat.id,
-        sender: Sender {
-            id: chat.id.0,
-            name: chat.title.clone(),
-            username: None,
-            is_bot: false,
-            service: false,
-            deleted: false,
-        },
-        outgoing: false,
-        text: format!("message {id}"),
-        mentions: Vec::new(),
-        reply_to: None,
-        date: t0(),
-        media: None,
-    }
+    common::numbered_message(chat, id, t0())
 }
 
 /// Requests of each kind in `rows` (of `agent`), in [`CallKind::ALL`]'s order.

@@ -119,6 +119,30 @@ pub(crate) fn reply_with(text: &'static str) -> ScriptedPlanner {
     })
 }
 
+/// Message `id` of `chat` from the chat's other side (named as the chat), text
+/// `message <id>`, dated `at`.
+#[allow(dead_code)]
+pub(crate) fn numbered_message(chat: &Chat, id: i64, at: Timestamp) -> Message {
+    Message {
+        id: personad::core::model::MessageId(id),
+        chat: chat.id,
+        sender: personad::core::model::Sender {
+            id: chat.id.0,
+            name: chat.title.clone(),
+            username: None,
+            is_bot: false,
+            service: false,
+            deleted: false,
+        },
+        outgoing: false,
+        text: format!("message {id}"),
+        mentions: Vec::new(),
+        reply_to: None,
+        date: at,
+        media: None,
+    }
+}
+
 pub(crate) fn send(text: &str) -> Action {
     Action::Send {
         text: text.to_string(),
