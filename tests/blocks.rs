@@ -661,6 +661,10 @@ proptest! {
             default_person: Some(5),
             known_people: None,
             group: false,
+            speakers: Some(personad::core::blocks::Speakers {
+                persona: vec!["Wren".into()],
+                others: vec!["Bob".into()],
+            }),
         };
         let parsed = parse_reply(&parts.join("\n"), &opts);
         prop_assert!(parsed.actions.len() <= max_tasks);

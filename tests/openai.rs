@@ -8,7 +8,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use personad::adapters::llm::openai::{OpenAiClient, OpenAiConfig, Preset};
+use personad::adapters::llm::openai::{
+    LOCAL_MAX_OUTPUT_TOKENS, OpenAiClient, OpenAiConfig, Preset,
+};
 use personad::adapters::llm::provider::{self, Router};
 use personad::adapters::llm::usage::{self, CallKind, UsageMeter};
 use personad::adapters::store::StateDir;
@@ -111,8 +113,52 @@ async fn request_shape() {
                 {"role": "user", "content": "what now?"}
             ],
             "temperature": 0.5,
-            "max_tokens": 300
+            "max_tokens": 300,
+            "stop": ["\n[metadata]", "\n[context]"]
         })
+    );
+    // A server of the operator's own gets a cap on the answer when none is configured.
+    let uncapped = LlmRequest {
+        max_output_tokens: None,
+        ..request()
+    };
+    let _ = client(&server, Some(KEY)).generate(&uncapped).await;
+    let reqs = bodies(&server).await;
+    assert_eq!(reqs[1].1["max_tokens"], json!(LOCAL_MAX_OUTPUT_TOKENS));
+}
+
+/// An HTTP error and a refused connection name the address tried, without the credentials
+/// a base URL may carry.
+#[tokio::test]
+async fn errors_name_the_address_tried() {
+    let server = serve(ResponseTemplate::new(404)).await;
+    let mut c = OpenAiConfig::new(Preset::OpenAi, None);
+    let authority = server.uri().replacen("http://", "http://user:secret@", 1);
+    c.base_url = format!("{authority}/v1");
+    c.base_url_overridden = true;
+    let err = OpenAiClient::new(c)
+        .unwrap_or_else(|e| panic!("client: {e}"))
+        .generate(&request())
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    let url = format!("{}/v1/chat/completions", server.uri());
+    assert!(err.contains("404") && err.contains(&url), "{err}");
+    assert!(!err.contains("secret"), "{err}");
+    let mut c = OpenAiConfig::new(Preset::OpenAi, None);
+    c.base_url = "http://127.0.0.1:9/v1".into();
+    c.base_url_overridden = true;
+    let err = OpenAiClient::new(c)
+        .unwrap_or_else(|e| panic!("client: {e}"))
+        .generate(&request())
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("http://127.0.0.1:9/v1/chat/completions"),
+        "{err}"
     );
 }
 
@@ -663,5 +709,82 @@ async fn photos_are_described_by_an_openai_compatible_vision_model() -> common::
         };
         assert_eq!(r.kind, kind, "{rows:?}");
     }
+    Ok(())
+}
+
+/// What a small local model (SmolLM2-135M behind llama.cpp's server) was seen to answer,
+/// replayed by a mock: it copies the history's `[metadata]` line, writes the other person's
+/// next line, or answers with the `[context]` turn itself. Through the playground, only the
+/// persona's own words are sent; an answer that is only scaffolding sends nothing and is
+/// counted (`reply_scaffolding_only`), and the raw answer is logged at -v.
+#[tokio::test]
+async fn a_small_models_echoed_scaffolding_never_reaches_the_chat() -> common::TestResult {
+    let server = MockServer::start().await;
+    let answers = [
+        "[metadata] sender=\"Alice\" sender_id=77 message_id=2 time=\"Saturday 10:00\"\nHi Alice! I'm painting today.\nAlice: that sounds lovely, what are you painting?\nWren: a heron.",
+        "[context]\nCurrent time: Saturday, 27 November 2026.\nRespond to message 4.",
+    ];
+    // The later request carries both messages: its mock goes first.
+    for (i, answer) in answers.iter().enumerate().rev() {
+        Mock::given(method("POST"))
+            .and(wiremock::matchers::body_string_contains(if i == 0 {
+                "how are you"
+            } else {
+                "and now"
+            }))
+            .respond_with(completion(json!(answer), "stop"))
+            .mount(&server)
+            .await;
+    }
+    let state = tempfile::tempdir()?;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+    common::clear_env(&mut cmd);
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("--state")
+        .arg(state.path())
+        .args(["-v", "--log-format", "json", "chat", "--agent", "Wren"])
+        .args(["--user", "Alice", "--jsonl", "--fast"])
+        .env("PERSONAD_LLM", "openai")
+        .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
+        .env("OPENAI_API_KEY", KEY)
+        .env("OPENAI_MODEL", "smollm2-135m");
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let input = "{\"text\":\"how are you?\"}\n{\"text\":\"and now?\",\"after_ms\":600000}\n";
+    let out = common::run_to_end(cmd, input.into()).await?;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("Hi Alice! I'm painting today."),
+        "{stdout}\n{stderr}"
+    );
+    for echo in [
+        "[metadata]",
+        "sender_id",
+        "[context]",
+        "Current time",
+        "Respond to message",
+        "Alice:",
+        "heron",
+    ] {
+        assert!(
+            !stdout.contains(echo),
+            "{echo:?} reached the chat:\n{stdout}"
+        );
+    }
+    assert_eq!(bodies(&server).await.len(), 2, "{stderr}");
+    let logged = |event: &str| {
+        stderr
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["event"] == json!(event) || v["msg"] == json!(event))
+            .count()
+    };
+    assert_eq!(logged("reply_scaffolding_only"), 1, "{stderr}");
+    assert_eq!(logged("raw model answer"), 2, "{stderr}");
     Ok(())
 }

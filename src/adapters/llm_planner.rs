@@ -239,11 +239,18 @@ impl LlmPlanner {
             allow_block: req.persona.allow_block,
             default_sticker_set: req.persona.sticker_sets.first().cloned(),
             known_messages: Some(known),
+            speakers: Some(speakers_of(req)),
             ..ParseOptions::default()
         };
+        tracing::debug!(agent = %req.persona.name, chat = %req.chat.id, answer = %text, "raw model answer");
         let parsed = blocks::parse_reply(text, &opts);
         for w in &parsed.warnings {
             tracing::warn!(agent = %req.persona.name, chat = %req.chat.id, "model reply: {w}");
+        }
+        if parsed.scaffolding_only > 0 {
+            metrics::counter!("personad_replies_dropped_total", "reason" => "scaffolding_only")
+                .increment(parsed.scaffolding_only as u64);
+            tracing::warn!(event = "reply_scaffolding_only", agent = %req.persona.name, chat = %req.chat.id, sends = parsed.scaffolding_only, "the model's answer held only the prompt's scaffolding: nothing sent for it");
         }
         let mut actions = parsed.actions;
         for a in &mut actions {
@@ -283,6 +290,41 @@ impl LlmPlanner {
         }
         actions
     }
+}
+
+/// Who speaks in the chat: the persona (name and nicknames) and the senders of the history.
+fn speakers_of(req: &PlanRequest<'_>) -> blocks::Speakers {
+    let mut persona = vec![req.persona.name.clone()];
+    persona.extend(req.persona.group.nicknames.iter().cloned());
+    let mut others: Vec<String> = Vec::new();
+    // A full name and its first word: "Bob Stone" may be written as "Bob:".
+    let names = req
+        .history
+        .iter()
+        .filter(|m| !m.outgoing)
+        .flat_map(|m| {
+            let full = m.sender.name.trim();
+            [
+                Some(full),
+                full.split_whitespace().next().filter(|f| f.len() > 1),
+            ]
+        })
+        .flatten();
+    for name in names {
+        if !name.is_empty()
+            && !persona.iter().any(|p| p.eq_ignore_ascii_case(name))
+            && !others.iter().any(|o| o == name)
+        {
+            others.push(name.to_string());
+        }
+    }
+    if req.chat.kind.is_direct() && !req.chat.title.trim().is_empty() {
+        let title = req.chat.title.trim().to_string();
+        if !others.contains(&title) && !persona.iter().any(|p| p.eq_ignore_ascii_case(&title)) {
+            others.push(title);
+        }
+    }
+    blocks::Speakers { persona, others }
 }
 
 /// Whom a `remember` is about by default (the sender of the message answered; in a direct

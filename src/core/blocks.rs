@@ -46,6 +46,10 @@
 //! # Fallbacks and guards
 //!
 //! - `[metadata]` lines the model copied from the history at the start of its reply are dropped.
+//! - With [`ParseOptions::speakers`], each send is checked last (`scaffold`): lines copied
+//!   from the prompt's scaffolding are removed, a send is cut where the model starts writing as
+//!   another person of the chat (`Bob: …`), the persona's own `Name:` label is stripped, and a
+//!   send left empty is dropped and counted ([`ParsedReply::scaffolding_only`]).
 //! - An empty or whitespace-only reply is silence: no actions, no warnings.
 //! - A reply wholly wrapped in a ```` ```markdown ````, ```` ```md ```` or bare ```` ``` ````
 //!   fence is unwrapped first (also when the model was cut off before the closing fence).
@@ -70,12 +74,14 @@ use crate::core::plan::Action;
 mod event;
 mod json;
 mod memory;
+mod scaffold;
 mod split;
 mod syntax;
 
 use event::parse_event;
 use json::{find_json_tasks, parse_json_tasks, strip_echoed_metadata};
 use memory::{memory_fields, push_memory};
+pub use scaffold::Speakers;
 #[cfg(test)]
 use split::fitting_prefix;
 pub use split::{part_key, split_message, split_rendered, text_parts, utf16_len};
@@ -121,6 +127,9 @@ pub struct ParseOptions {
     /// A group chat: a `remember` may only be about the person being answered (what one
     /// member says about another is not kept for that other person).
     pub group: bool,
+    /// Who speaks in the chat: with it, every send is checked for copied prompt scaffolding
+    /// and for lines written as someone else (see `scaffold`); `None` skips the check.
+    pub speakers: Option<Speakers>,
 }
 
 impl Default for ParseOptions {
@@ -135,6 +144,7 @@ impl Default for ParseOptions {
             default_person: None,
             known_people: None,
             group: false,
+            speakers: None,
         }
     }
 }
@@ -145,6 +155,8 @@ pub struct ParsedReply {
     pub actions: Vec<Action>,
     /// Human-readable, one per problem; the caller logs them at WARN level.
     pub warnings: Vec<String>,
+    /// Sends dropped because nothing was left once the prompt's scaffolding was removed.
+    pub scaffolding_only: usize,
 }
 
 /// Parses a model's reply into the actions it asks for. Never panics; see the module docs for
@@ -157,6 +169,9 @@ pub fn parse_reply(text: &str, opts: &ParseOptions) -> ParsedReply {
     }
     if let Some(found) = find_json_tasks(text) {
         parse_json_tasks(&mut out, found, opts);
+        if let Some(speakers) = &opts.speakers {
+            scaffold::clean(&mut out, speakers);
+        }
         enforce_cap(&mut out, opts.max_tasks);
         return out;
     }
@@ -182,6 +197,9 @@ pub fn parse_reply(text: &str, opts: &ParseOptions) -> ParsedReply {
             }
             Some(heading) => parse_block(&mut out, index, heading, segment.body, opts),
         }
+    }
+    if let Some(speakers) = &opts.speakers {
+        scaffold::clean(&mut out, speakers);
     }
     enforce_cap(&mut out, opts.max_tasks);
     tracing::debug!(

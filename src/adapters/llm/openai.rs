@@ -226,6 +226,31 @@ pub struct OpenAiClient {
     default_model: String,
     max_tokens_field: MaxTokensField,
     max_response_bytes: usize,
+    /// A server of the operator's own (the base URL was set): a local model, which gets a
+    /// default cap on its answer and stop sequences.
+    local: bool,
+    /// The URL as errors show it: no user, password or query.
+    shown_url: String,
+}
+
+/// The answer cap sent to a server of the operator's own when no `--max-output-tokens` is
+/// set: without one, llama.cpp and its kin generate until the context is full.
+pub const LOCAL_MAX_OUTPUT_TOKENS: u32 = 1024;
+
+/// Where a local model's answer stops: the start of a copied history turn or context turn.
+const LOCAL_STOP: [&str; 2] = ["\n[metadata]", "\n[context]"];
+
+/// `url` without credentials or query, for error messages.
+fn shown(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.to_string()
+        }
+        Err(_) => "(the configured URL)".to_owned(),
+    }
 }
 
 impl fmt::Debug for OpenAiClient {
@@ -262,10 +287,13 @@ impl OpenAiClient {
         };
         let base_url = normalise_base_url(config.preset.name(), &config.base_url)?;
         let http = http_client(&base_url, config.connect_timeout, config.request_timeout)?;
+        let url = format!("{base_url}/chat/completions");
         Ok(OpenAiClient {
             http,
             preset: config.preset,
-            url: format!("{base_url}/chat/completions"),
+            shown_url: shown(&url),
+            local: config.base_url_overridden,
+            url,
             auth,
             key,
             default_model: config.default_model,
@@ -380,9 +408,12 @@ impl OpenAiClient {
                 content: content(&turn.parts, self.preset)?,
             });
         }
+        let cap = req
+            .max_output_tokens
+            .or(self.local.then_some(LOCAL_MAX_OUTPUT_TOKENS));
         let (max_tokens, max_completion_tokens) = match self.max_tokens_field {
-            MaxTokensField::MaxTokens => (req.max_output_tokens, None),
-            MaxTokensField::MaxCompletionTokens => (None, req.max_output_tokens),
+            MaxTokensField::MaxTokens => (cap, None),
+            MaxTokensField::MaxCompletionTokens => (None, cap),
         };
         Ok(WireRequest {
             model,
@@ -390,6 +421,7 @@ impl OpenAiClient {
             temperature: req.temperature,
             max_tokens,
             max_completion_tokens,
+            stop: if self.local { &LOCAL_STOP[..] } else { &[] },
         })
     }
 
@@ -417,7 +449,7 @@ impl OpenAiClient {
                 }
             }
         };
-        let message = self.clean(&message);
+        let message = format!("{} (POST {})", self.clean(&message), self.shown_url);
         if matches!(code, 401 | 403) {
             let vars = self.preset.key_envs().join(" or ");
             return LlmError::Permanent {
@@ -441,7 +473,7 @@ impl OpenAiClient {
 
     fn transport_error(&self, err: reqwest::Error) -> LlmError {
         let permanent = err.is_builder() || err.is_redirect();
-        let message = self.clean(&chain(err));
+        let message = format!("{} (POST {})", self.clean(&chain(err)), self.shown_url);
         if permanent {
             LlmError::Permanent {
                 status: None,
@@ -553,6 +585,8 @@ struct WireRequest<'a> {
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    stop: &'static [&'static str],
 }
 
 #[derive(Serialize)]
