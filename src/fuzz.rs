@@ -75,6 +75,10 @@ pub fn model_output(data: &[u8]) {
         known_messages: Some(known.clone()),
         default_person: Some(7),
         known_people: Some([7, 8].into_iter().collect()),
+        speakers: Some(blocks::Speakers {
+            persona: vec!["Wren".into()],
+            others: vec!["Bob".into()],
+        }),
         ..ParseOptions::default()
     };
     let reply = blocks::parse_reply(&text, &opts);
