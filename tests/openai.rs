@@ -788,3 +788,36 @@ async fn a_small_models_echoed_scaffolding_never_reaches_the_chat() -> common::T
     assert_eq!(logged("raw model answer"), 2, "{stderr}");
     Ok(())
 }
+
+/// A request with a response schema (the group classifier's) asks an OpenAI-compatible server
+/// for structured output: `response_format` with the schema as JSON Schema (lower-case types,
+/// a nullable field as `[type, "null"]`, no `propertyOrdering`, objects closed).
+#[tokio::test]
+async fn a_schema_goes_as_response_format_in_json_schema_form() {
+    let server = serve(completion(json!("{}"), "stop")).await;
+    let req = LlmRequest {
+        response_schema: Some(personad::core::group::classifier::response_schema()),
+        ..request()
+    };
+    let _ = client(&server, None).generate(&req).await;
+    let reqs = bodies(&server).await;
+    let format = &reqs[0].1["response_format"];
+    assert_eq!(format["type"], json!("json_schema"), "{format}");
+    let schema = &format["json_schema"]["schema"];
+    assert_eq!(schema["type"], json!("object"), "{schema}");
+    assert_eq!(schema["additionalProperties"], json!(false), "{schema}");
+    assert_eq!(schema["properties"]["addressed"]["type"], json!("boolean"));
+    assert_eq!(
+        schema["properties"]["reaction"]["type"],
+        json!(["string", "null"])
+    );
+    assert!(schema.get("propertyOrdering").is_none(), "{schema}");
+    assert!(
+        schema["required"]
+            .as_array()
+            .is_some_and(|r| r.contains(&json!("addressed")))
+    );
+    // Without a schema, no response_format.
+    let _ = client(&server, None).generate(&request()).await;
+    assert!(bodies(&server).await[1].1.get("response_format").is_none());
+}

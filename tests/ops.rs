@@ -1458,6 +1458,71 @@ fn a_configuration_error_is_printed_once() -> TestResult {
 }
 
 /// `ctl say --group CHAT --from Bob TEXT`.
+/// A local-only setup (`--llm openai` on a server of the operator's own, no Gemini key): the
+/// group classifier follows the planner's route instead of failing on its Gemini default, and
+/// asks that server for structured output (`response_format` with the classifier's schema);
+/// its answer (a reaction) is carried out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_only_setup_classifies_groups_through_its_own_route_with_a_schema() -> TestResult {
+    use serde_json::json;
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let server = MockServer::start().await;
+    let answer = json!({
+        "addressed": false, "confidence": 0.2, "wanna_interject": true, "interject": 0.9,
+        "impulse": 0.3, "is_lightweight": true, "reaction": "👍", "reason": "fun"
+    });
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.to_string()}, "finish_reason": "stop"}]
+        })))
+        .mount(&server)
+        .await;
+    let tess = persona(
+        "Tess",
+        "+15550100042",
+        "# Group Trigger Mode\ntalkative\n\n",
+    );
+    let s = Scratch::new(&[("Tess.md", &tess)])?;
+    let base = format!("{}/v1", server.uri());
+    let child = start(
+        &s,
+        &["--planner", "llm", "--llm", "openai"],
+        &[("OPENAI_BASE_URL", &base), ("OPENAI_MODEL", "local")],
+    )?;
+    let mut reaper = Reaper(Some(child));
+    let s2 = &s;
+    tokio::task::block_in_place(|| -> TestResult {
+        wait_up(s2)?;
+        say_in_group(s2, "Den", "just saw the new film")?;
+        poll(Duration::from_secs(10), || {
+            s2.log_text().contains("\"reaction_sent\"").then_some(())
+        })
+        .ok_or_else(|| format!("no reaction:\n{}", s2.log_text()))?;
+        Ok(())
+    })?;
+    assert!(
+        !s.log_text().contains("classifier failed"),
+        "{}",
+        s.log_text()
+    );
+    let requests = server.received_requests().await.unwrap_or_default();
+    let body: serde_json::Value =
+        serde_json::from_slice(&requests.first().ok_or("no request")?.body)?;
+    assert_eq!(body["model"], json!("local"), "{body}");
+    assert_eq!(
+        body["response_format"]["type"],
+        json!("json_schema"),
+        "{body}"
+    );
+    assert_eq!(
+        body["response_format"]["json_schema"]["schema"]["properties"]["addressed"]["type"],
+        json!("boolean")
+    );
+    stop_daemon(&mut reaper)?;
+    Ok(())
+}
+
 fn say_in_group(s: &Scratch, chat: &str, text: &str) -> Result<Output, std::io::Error> {
     ctl(s, &["say", "--group", chat, "--from", "Bob", text])
 }

@@ -191,7 +191,7 @@ impl Daemon {
             notifier.clone(),
             GroupSettings {
                 classifier: services.classifier.clone(),
-                classifier_model: args.classifier_model.clone(),
+                classifier_model: planning.classifier_model.clone(),
             },
         );
         Ok(Daemon {

@@ -422,6 +422,12 @@ impl OpenAiClient {
             max_tokens,
             max_completion_tokens,
             stop: if self.local { &LOCAL_STOP[..] } else { &[] },
+            response_format: req.response_schema.as_ref().map(|schema| {
+                serde_json::json!({
+                    "type": "json_schema",
+                    "json_schema": {"name": "answer", "schema": json_schema(schema)}
+                })
+            }),
         })
     }
 
@@ -587,6 +593,58 @@ struct WireRequest<'a> {
     max_completion_tokens: Option<u32>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     stop: &'static [&'static str],
+    /// Structured output (OpenAI, llama.cpp's server, Ollama): the answer must match.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<serde_json::Value>,
+}
+
+/// A request's schema (the OpenAPI subset Gemini takes: upper-case types, `nullable`,
+/// `propertyOrdering`) as JSON Schema: lower-case types, a nullable type as `[type, "null"]`,
+/// no ordering, and objects closed to other properties.
+fn json_schema(schema: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match schema {
+        Value::Object(map) => {
+            let mut out = serde_json::Map::new();
+            let nullable = map.get("nullable").and_then(Value::as_bool) == Some(true);
+            for (k, v) in map {
+                match k.as_str() {
+                    "nullable" | "propertyOrdering" => {}
+                    "type" => {
+                        let t = v
+                            .as_str()
+                            .map_or(Value::Null, |t| Value::String(t.to_ascii_lowercase()));
+                        let t = if nullable {
+                            Value::Array(vec![t, Value::String("null".into())])
+                        } else {
+                            t
+                        };
+                        out.insert(k.clone(), t);
+                    }
+                    "properties" => {
+                        let props = v
+                            .as_object()
+                            .map(|p| {
+                                p.iter()
+                                    .map(|(name, s)| (name.clone(), json_schema(s)))
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        out.insert(k.clone(), Value::Object(props));
+                    }
+                    _ => {
+                        out.insert(k.clone(), json_schema(v));
+                    }
+                }
+            }
+            if out.get("type") == Some(&Value::String("object".into())) {
+                out.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(json_schema).collect()),
+        other => other.clone(),
+    }
 }
 
 #[derive(Serialize)]

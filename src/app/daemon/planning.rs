@@ -26,6 +26,23 @@ use crate::ports::planner::{EchoPlanner, SharedPlanner};
 pub(crate) struct Planning {
     pub(crate) planner: MakePlanner,
     pub(crate) llm: Option<Arc<dyn Llm>>,
+    /// The group classifier's model: `--classifier-model`, unless that is the built-in default
+    /// and its provider has no credentials while the planner's default route works (a
+    /// local-only setup): then the planner's route.
+    pub(crate) classifier_model: String,
+}
+
+/// The classifier's model for `asked` (see [`Planning::classifier_model`]).
+fn classifier_model(asked: &str, planner_route: &str, router: &Router) -> String {
+    let default = crate::core::group::settings::DEFAULT_CLASSIFIER_MODEL;
+    if asked == default
+        && let Err(why) = router.check_route(asked)
+        && router.check_route(planner_route).is_ok()
+    {
+        tracing::info!(event = "classifier_route", model = %planner_route, "the group classifier uses the planner's route: its default model's provider is not configured ({why})");
+        return planner_route.to_owned();
+    }
+    asked.to_owned()
 }
 
 /// The LLM stack of `run`. The router is returned too, to check each persona's provider.
@@ -67,6 +84,11 @@ pub(crate) fn planning(
         history_size: config.history_limit,
     };
     let routes = LlmPlanner::new(Arc::clone(&llm), planner_config.clone());
+    let classifier_model = classifier_model(
+        &args.classifier_model,
+        &planner_config.default_llm.route(),
+        &router,
+    );
     let mut problems = Vec::new();
     let mut usable = 0usize;
     for persona in report.active() {
@@ -101,6 +123,7 @@ pub(crate) fn planning(
         return Ok(Planning {
             planner: Box::new(|_| Arc::new(EchoPlanner) as SharedPlanner),
             llm: None,
+            classifier_model,
         });
     }
     let (state, planner_llm) = (state.clone(), Arc::clone(&llm));
@@ -113,5 +136,6 @@ pub(crate) fn planning(
             ) as SharedPlanner
         }),
         llm: Some(llm),
+        classifier_model,
     })
 }
