@@ -821,3 +821,74 @@ async fn a_schema_goes_as_response_format_in_json_schema_form() {
     let _ = client(&server, None).generate(&request()).await;
     assert!(bodies(&server).await[1].1.get("response_format").is_none());
 }
+
+/// A 60-turn direct chat with a local server whose context is 8k tokens (it answers HTTP 400
+/// to a longer prompt, as llama.cpp does, counting a token per 4 bytes of the request): with
+/// `--context-tokens 8192` every turn is answered to the end; without it, the chat stops being
+/// answered once its history outgrows the context.
+#[tokio::test]
+async fn a_long_chat_keeps_being_answered_within_a_small_context() -> common::TestResult {
+    let server = MockServer::start().await;
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&served);
+    Mock::given(method("POST"))
+        .respond_with(move |req: &wiremock::Request| {
+            if req.body.len() / 4 > 8192 {
+                return ResponseTemplate::new(400).set_body_json(json!({"error": {
+                    "message": "the request exceeds the available context size", "type": "invalid_request_error"}}));
+            }
+            let n = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            completion(json!(format!("# «send»\nreply {n}")), "stop")
+        })
+        .mount(&server)
+        .await;
+    let paragraph = "I keep thinking about the garden and what to plant next spring. ".repeat(16);
+    let input: String = (0..60)
+        .map(|i| format!("{{\"text\":\"turn {i}: {paragraph}\",\"after_ms\":60000}}\n"))
+        .collect();
+    let run = |budget: bool| {
+        let state = tempfile::tempdir();
+        let base = format!("{}/v1", server.uri());
+        let input = input.clone();
+        async move {
+            let state = state?;
+            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+            common::clear_env(&mut cmd);
+            cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+                .arg("--state")
+                .arg(state.path())
+                .args([
+                    "chat", "--agent", "Wren", "--jsonl", "--fast", "--llm", "openai",
+                ])
+                .args(if budget {
+                    &["--context-tokens", "8192"][..]
+                } else {
+                    &[]
+                })
+                .env("OPENAI_BASE_URL", base)
+                .env("OPENAI_MODEL", "local")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            let out = common::run_to_end(cmd, input).await?;
+            let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+            let answers = stdout
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|v| {
+                    v["event"] == json!("send")
+                        && v["text"].as_str().is_some_and(|t| t.starts_with("reply "))
+                })
+                .count();
+            Ok::<_, Box<dyn std::error::Error>>(answers)
+        }
+    };
+    let fitted = run(true).await?;
+    assert_eq!(fitted, 60, "every turn is answered within the context");
+    let unfitted = run(false).await?;
+    assert!(
+        unfitted < 40,
+        "the check is not hollow: {unfitted} answers without a budget"
+    );
+    Ok(())
+}

@@ -38,6 +38,9 @@ pub struct LlmPlannerConfig {
     pub max_tasks: usize,
     /// Most history messages sent.
     pub history_size: usize,
+    /// The model's context, in tokens (`--context-tokens`): each prompt is fitted to it, less
+    /// the answer's reserve (see `core::prompt::budget`). `None`: no fitting.
+    pub context_tokens: Option<u32>,
 }
 
 impl Default for LlmPlannerConfig {
@@ -48,6 +51,7 @@ impl Default for LlmPlannerConfig {
             max_output_tokens: None,
             max_tasks: 12,
             history_size: 500,
+            context_tokens: None,
         }
     }
 }
@@ -207,7 +211,25 @@ impl LlmPlanner {
         req: &PlanRequest<'_>,
         window_start: Option<MessageId>,
     ) -> (LlmRequest, Option<MessageId>) {
-        let built = prompt::build(req, self.config.history_size, window_start);
+        let budget = self.config.context_tokens.map(|context| {
+            let reserve = self
+                .config
+                .max_output_tokens
+                .unwrap_or(crate::adapters::llm::openai::LOCAL_MAX_OUTPUT_TOKENS);
+            context.saturating_sub(reserve).max(256) as usize
+        });
+        let (built, fitted) =
+            prompt::build_within(req, self.config.history_size, window_start, budget);
+        tracing::debug!(
+            agent = %req.persona.name,
+            chat = %req.chat.id,
+            prompt_tokens_estimated = fitted.tokens,
+            budget = budget.unwrap_or(0),
+            turns_dropped = fitted.turns_dropped,
+            memory_dropped = fitted.memory_dropped,
+            turns_cut = fitted.turns_cut,
+            "planning prompt"
+        );
         (
             LlmRequest {
                 model: self.route(req.persona),

@@ -428,6 +428,11 @@ pub struct LlmArgs {
     /// Cap on tokens the model may generate per reply.
     #[arg(long, value_name = "N", env = "PERSONAD_MAX_OUTPUT_TOKENS")]
     pub max_output_tokens: Option<u32>,
+    /// The model's context window, in tokens: each planning prompt is fitted to it, leaving
+    /// room for the answer (oldest history first, then memory, then long messages are cut).
+    /// For local models with small contexts (docs/providers.md).
+    #[arg(long, value_name = "N", env = "PERSONAD_CONTEXT_TOKENS", value_parser = clap::value_parser!(u32).range(512..))]
+    pub context_tokens: Option<u32>,
     /// Most tasks taken from one reply of the model.
     #[arg(
         long,

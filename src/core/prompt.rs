@@ -18,6 +18,8 @@ use crate::core::model::{Chat, MediaInfo, MediaKind, Message, MessageId};
 use crate::core::persona::{Persona, apply_placeholders};
 use crate::core::plan::PlanRequest;
 
+pub mod budget;
+
 /// Our base instructions: the reply format and how to behave on Telegram.
 pub(crate) const BASE_INSTRUCTIONS: &str = include_str!("base_instructions.md");
 
@@ -39,6 +41,17 @@ pub fn build(
     history_size: usize,
     window_start: Option<MessageId>,
 ) -> Prompt {
+    build_within(input, history_size, window_start, None).0
+}
+
+/// Like [`build`], and with a `budget` (tokens for the prompt, the answer's reserve already
+/// taken off) fitted to it as [`budget`] says: what was left out is reported.
+pub fn build_within(
+    input: &PlanRequest<'_>,
+    history_size: usize,
+    window_start: Option<MessageId>,
+    budget: Option<usize>,
+) -> (Prompt, budget::Fitted) {
     let tz = input.persona.timezone.clone().unwrap_or(TimeZone::UTC);
     // What the summaries cover is not repeated: the history starts after the watermark.
     let history = match input.memory.watermark {
@@ -47,21 +60,40 @@ pub fn build(
     };
     let start = self::window_start(history, history_size, window_start);
     let window = &history[start..];
-    let mut turns: Vec<Turn> = window
+    let turns: Vec<Turn> = window
         .iter()
         .map(|m| message_turn(m, &tz, input.media))
         .collect();
-    turns.push(Turn {
+    let context = Turn {
         role: Role::User,
         parts: vec![Part::Text(volatile_context(input, &tz))],
-    });
-    let mut system = system_instruction(input.persona, input.chat, input.stickers);
-    memory_section(&mut system, input.memory);
-    Prompt {
+    };
+    let system = system_instruction(input.persona, input.chat, input.stickers);
+    let mut memory = String::new();
+    memory_section(&mut memory, input.memory);
+    let (system, turns, fitted) = match budget {
+        Some(budget) => budget::fit(&system, &memory, turns, context, budget),
+        None => {
+            let mut turns = turns;
+            turns.push(context);
+            let system = system + &memory;
+            let tokens = budget::prompt_tokens(&system, &turns);
+            (
+                system,
+                turns,
+                budget::Fitted {
+                    tokens,
+                    ..budget::Fitted::default()
+                },
+            )
+        }
+    };
+    let prompt = Prompt {
         system,
         turns,
-        window_start: window.first().map(|m| m.id),
-    }
+        window_start: window.get(fitted.turns_dropped).map(|m| m.id),
+    };
+    (prompt, fitted)
 }
 
 /// The stable part: identical for every request of a chat while persona files are unchanged.

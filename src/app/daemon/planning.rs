@@ -82,6 +82,7 @@ pub(crate) fn planning(
         max_output_tokens: args.llm.max_output_tokens,
         max_tasks: args.llm.max_tasks,
         history_size: config.history_limit,
+        context_tokens: args.llm.context_tokens,
     };
     let routes = LlmPlanner::new(Arc::clone(&llm), planner_config.clone());
     let classifier_model = classifier_model(

@@ -243,6 +243,7 @@ fn choose_planner(
         max_output_tokens: args.llm.max_output_tokens,
         max_tasks: args.llm.max_tasks,
         history_size: runtime.history_limit,
+        context_tokens: args.llm.context_tokens,
     };
     let route = LlmPlanner::new(Arc::clone(&llm), config.clone()).route(persona);
     let available = router.check_route(&route);
