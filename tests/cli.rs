@@ -299,6 +299,48 @@ fn state_list_and_show_print_graphs_and_report_corrupt_files() -> TestResult {
 }
 
 /// `run` with the credentials it needs (fake: nothing here reaches Telegram or Gemini).
+/// `check` names, per persona, where each kind of LLM call goes (provider, model, base URL
+/// without credentials) and warns about a route whose provider is not configured; on a
+/// local-only setup the group classifier follows the planner's route.
+#[test]
+fn check_shows_each_roles_route_with_model_and_base_url() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let agents = dir.path().join("agents");
+    std::fs::create_dir_all(&agents)?;
+    std::fs::write(
+        agents.join("Wren.md"),
+        "# Agent Name\nWren\n# Agent Phone\n+15550100012\n# Agent Instructions\nHi.\n",
+    )?;
+    let out = personad(&["check", "--llm", "openai"], dir.path())
+        .env("OPENAI_BASE_URL", "http://user:pw@127.0.0.1:8080/v1")
+        .env("OPENAI_MODEL", "smollm2")
+        .output()?;
+    let stdout = text(&out.stdout);
+    let routes = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("routes:"))
+        .unwrap_or_default();
+    assert!(
+        routes.contains("plans, summaries, schedule: openai:smollm2 at http://127.0.0.1:8080/v1"),
+        "{stdout}"
+    );
+    assert!(
+        routes.contains("group classifier: openai:smollm2 at http://127.0.0.1:8080/v1"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("pw@"), "{stdout}");
+    assert!(!stdout.contains("not configured"), "{stdout}");
+    // Gemini without a key: both routes are named as not configured, and counted.
+    let out = run(&["check", "--llm", "gemini"], dir.path())?;
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("NOT CONFIGURED"), "{stdout}");
+    assert!(
+        stdout.contains("warning: 2 LLM route(s) not configured"),
+        "{stdout}"
+    );
+    Ok(())
+}
+
 fn run_cmd(dir: &Path, agents: &Path) -> Command {
     let mut cmd = personad(&["run"], dir);
     cmd.env("PERSONAD_AGENTS_DIR", agents)

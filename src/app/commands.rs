@@ -292,6 +292,39 @@ pub(crate) fn find_persona(report: &LoadReport, name: &str) -> Result<Persona, C
     )))
 }
 
+/// The third line of a persona in `check`: where each of its LLM calls goes (provider, model,
+/// base URL), with a warning for each that cannot be served; and how many those were.
+fn persona_routes(
+    p: &crate::core::persona::Persona,
+    args: &CheckArgs,
+    router: &crate::adapters::llm::provider::Router,
+) -> (String, usize) {
+    let Ok(default) = args.llm.default_choice() else {
+        return ("routes: no default LLM".into(), 1);
+    };
+    let planner =
+        crate::core::llm::persona_choice(p.llm.as_deref(), p.llm_model.as_deref(), &default)
+            .map_or_else(|_| default.route(), |c| c.route());
+    let classifier = match p.group.classifier_model.as_deref() {
+        Some(m) => m.to_owned(),
+        None => router.classifier_route(&args.groups.classifier_model, &default.route()),
+    };
+    let mut missing = 0;
+    let mut shown = |route: &str| {
+        let d = router.describe(route);
+        if d.contains("NOT CONFIGURED") || d.contains("unusable") {
+            missing += 1;
+        }
+        d
+    };
+    let line = format!(
+        "routes: plans, summaries, schedule: {}; group classifier: {}",
+        shown(&planner),
+        shown(&classifier)
+    );
+    (line, missing)
+}
+
 /// `personad check`.
 /// The second line of a persona in `check`: its LLM route and its group settings (the
 /// command line's `--llm`, `--mode` and `--classifier-model` fill in what it leaves out).
@@ -326,6 +359,10 @@ fn persona_settings(p: &crate::core::persona::Persona, args: &CheckArgs) -> Stri
 pub fn check(global: &GlobalArgs, args: &CheckArgs) -> CmdResult {
     let config = args.runtime.raw().validate();
     let report = load_personas(global)?;
+    // Keys from the environment (`run` also reads systemd's credentials directory).
+    let router =
+        crate::adapters::llm::provider::Router::from_env(std::time::Duration::from_secs(120));
+    let mut llm_warnings = 0usize;
     let mut text = String::new();
     text.push_str(&format!(
         "agents: {} ({} file{})\n",
@@ -360,6 +397,11 @@ pub fn check(global: &GlobalArgs, args: &CheckArgs) -> CmdResult {
                     n = entry.problems.len(),
                 ));
                 text.push_str(&format!("          {}\n", persona_settings(p, args)));
+                if !p.disabled {
+                    let (line, missing) = persona_routes(p, args, &router);
+                    text.push_str(&format!("          {line}\n"));
+                    llm_warnings += missing;
+                }
             }
             None => text.push_str(&format!(
                 "{:<9} {}  ({file})  problems: {}\n",
@@ -383,6 +425,11 @@ pub fn check(global: &GlobalArgs, args: &CheckArgs) -> CmdResult {
         report.error_count(),
         report.warning_count()
     ));
+    if llm_warnings > 0 {
+        text.push_str(&format!(
+            "warning: {llm_warnings} LLM route(s) not configured (NOT CONFIGURED on the `routes:` lines above): their calls would fail\n"
+        ));
+    }
     if let Err(e) = &config {
         text.push_str(&format!("configuration: {e}\n"));
     }

@@ -241,7 +241,7 @@ pub const LOCAL_MAX_OUTPUT_TOKENS: u32 = 1024;
 const LOCAL_STOP: [&str; 2] = ["\n[metadata]", "\n[context]"];
 
 /// `url` without credentials or query, for error messages.
-fn shown(url: &str) -> String {
+pub(crate) fn shown(url: &str) -> String {
     match reqwest::Url::parse(url) {
         Ok(mut u) => {
             let _ = u.set_username("");

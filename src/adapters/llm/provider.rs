@@ -50,6 +50,8 @@ pub struct Router {
     clients: BTreeMap<ProviderKind, Arc<dyn Llm>>,
     unavailable: BTreeMap<ProviderKind, String>,
     default_models: BTreeMap<ProviderKind, String>,
+    /// Where each built provider's requests go (without credentials), for `check`.
+    endpoints: BTreeMap<ProviderKind, String>,
 }
 
 impl Router {
@@ -64,26 +66,31 @@ impl Router {
             clients: BTreeMap::new(),
             unavailable: BTreeMap::new(),
             default_models: BTreeMap::new(),
+            endpoints: BTreeMap::new(),
         };
         let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
         for kind in ProviderKind::ALL {
-            let built: Result<(Arc<dyn Llm>, String), LlmError> = match preset(kind) {
+            type Built = (Arc<dyn Llm>, String, String);
+            let built: Result<Built, LlmError> = match preset(kind) {
                 None => GeminiConfig::from_lookup(&lookup).and_then(|mut c| {
                     c.request_timeout = request_timeout;
                     let model =
                         get(GEMINI_MODEL_ENV).unwrap_or_else(|| GEMINI_DEFAULT_MODEL.to_owned());
-                    Ok((Arc::new(GeminiClient::new(c)?) as Arc<dyn Llm>, model))
+                    let url = super::openai::shown(&c.base_url);
+                    Ok((Arc::new(GeminiClient::new(c)?) as Arc<dyn Llm>, model, url))
                 }),
                 Some(preset) => OpenAiConfig::from_lookup(preset, &lookup).and_then(|mut c| {
                     c.request_timeout = request_timeout;
                     let model = c.default_model.clone();
-                    Ok((Arc::new(OpenAiClient::new(c)?) as Arc<dyn Llm>, model))
+                    let url = super::openai::shown(&c.base_url);
+                    Ok((Arc::new(OpenAiClient::new(c)?) as Arc<dyn Llm>, model, url))
                 }),
             };
             match built {
-                Ok((client, model)) => {
+                Ok((client, model, url)) => {
                     router.clients.insert(kind, client);
                     router.default_models.insert(kind, model);
+                    router.endpoints.insert(kind, url);
                 }
                 Err(e) => {
                     router.unavailable.insert(kind, e.to_string());
@@ -114,6 +121,39 @@ impl Router {
     pub(crate) fn check_route(&self, route: &str) -> Result<(), RouteError> {
         let choice = resolve(route)?;
         self.check(choice.provider)
+    }
+
+    /// The group classifier's route for `asked` (`--classifier-model`): itself, unless it is
+    /// the built-in default whose provider cannot be served while `planner_route` can (a
+    /// local-only setup): then the planner's route.
+    pub fn classifier_route(&self, asked: &str, planner_route: &str) -> String {
+        let default = crate::core::group::settings::DEFAULT_CLASSIFIER_MODEL;
+        if asked == default
+            && let Err(why) = self.check_route(asked)
+            && self.check_route(planner_route).is_ok()
+        {
+            tracing::info!(event = "classifier_route", model = %planner_route, "the group classifier uses the planner's route: its default model's provider is not configured ({why})");
+            return planner_route.to_owned();
+        }
+        asked.to_owned()
+    }
+
+    /// A route as `check` shows it: provider, model and where its requests go, or why they
+    /// cannot be served.
+    pub fn describe(&self, route: &str) -> String {
+        let choice = match resolve(route) {
+            Ok(c) => c,
+            Err(e) => return format!("{route} (unusable: {e})"),
+        };
+        let kind = choice.provider;
+        let model = choice
+            .model
+            .unwrap_or_else(|| self.default_model(kind).to_owned());
+        match (self.check(kind), self.endpoints.get(&kind)) {
+            (Ok(()), Some(url)) => format!("{kind}:{model} at {url}"),
+            (Ok(()), None) => format!("{kind}:{model}"),
+            (Err(why), _) => format!("{kind}:{model} (NOT CONFIGURED: {why})"),
+        }
     }
 
     /// `Ok` when requests for `kind` can be served, else why not (naming the variable).

@@ -32,19 +32,6 @@ pub(crate) struct Planning {
     pub(crate) classifier_model: String,
 }
 
-/// The classifier's model for `asked` (see [`Planning::classifier_model`]).
-fn classifier_model(asked: &str, planner_route: &str, router: &Router) -> String {
-    let default = crate::core::group::settings::DEFAULT_CLASSIFIER_MODEL;
-    if asked == default
-        && let Err(why) = router.check_route(asked)
-        && router.check_route(planner_route).is_ok()
-    {
-        tracing::info!(event = "classifier_route", model = %planner_route, "the group classifier uses the planner's route: its default model's provider is not configured ({why})");
-        return planner_route.to_owned();
-    }
-    asked.to_owned()
-}
-
 /// The LLM stack of `run`. The router is returned too, to check each persona's provider.
 fn llm_stack(retry: RetryConfig, clock: SharedClock) -> (Arc<dyn Llm>, Arc<Router>) {
     let keys = llm_keys_from_systemd();
@@ -85,11 +72,8 @@ pub(crate) fn planning(
         context_tokens: args.llm.context_tokens,
     };
     let routes = LlmPlanner::new(Arc::clone(&llm), planner_config.clone());
-    let classifier_model = classifier_model(
-        &args.classifier_model,
-        &planner_config.default_llm.route(),
-        &router,
-    );
+    let classifier_model =
+        router.classifier_route(&args.classifier_model, &planner_config.default_llm.route());
     let mut problems = Vec::new();
     let mut usable = 0usize;
     for persona in report.active() {
