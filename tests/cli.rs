@@ -321,11 +321,15 @@ fn check_shows_each_roles_route_with_model_and_base_url() -> TestResult {
         .find(|l| l.trim_start().starts_with("routes:"))
         .unwrap_or_default();
     assert!(
-        routes.contains("plans, summaries, schedule: openai:smollm2 at http://127.0.0.1:8080/v1"),
+        routes.contains(
+            "plans (task blocks), summaries, schedule: openai:smollm2 at http://127.0.0.1:8080/v1"
+        ),
         "{stdout}"
     );
     assert!(
-        routes.contains("group classifier: openai:smollm2 at http://127.0.0.1:8080/v1"),
+        routes.contains(
+            "group classifier (JSON held to its schema): openai:smollm2 at http://127.0.0.1:8080/v1"
+        ),
         "{stdout}"
     );
     assert!(!stdout.contains("pw@"), "{stdout}");

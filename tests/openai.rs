@@ -892,3 +892,57 @@ async fn a_long_chat_keeps_being_answered_within_a_small_context() -> common::Te
     );
     Ok(())
 }
+
+/// `--plan-format json` on an OpenAI-compatible route: the planning request carries the task
+/// schema as `response_format` (and says so in the system instruction); a server that holds
+/// the model to it (this mock answers in the schema's shape only when asked for it, and like
+/// an unconstrained small model otherwise) gets an answer that parses, and its send goes out.
+#[tokio::test]
+async fn a_schema_constrained_route_plans_in_json_that_always_parses() -> common::TestResult {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(|req: &wiremock::Request| {
+            let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+            let constrained = body["response_format"]["json_schema"]["schema"]["properties"]
+                ["tasks"]["items"]["properties"]["kind"]["enum"]
+                .as_array()
+                .is_some_and(|k| k.contains(&json!("send")));
+            let answer = if constrained {
+                json!({"tasks": [{"kind": "send", "text": "hello from the schema", "reply_to": null}]})
+                    .to_string()
+            } else {
+                "[context]\nCurrent time: Saturday.\nRespond to message 1.".to_string()
+            };
+            completion(json!(answer), "stop")
+        })
+        .mount(&server)
+        .await;
+    let state = tempfile::tempdir()?;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+    common::clear_env(&mut cmd);
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("--state")
+        .arg(state.path())
+        .args([
+            "chat", "--agent", "Wren", "--jsonl", "--fast", "--llm", "openai",
+        ])
+        .args(["--plan-format", "json"])
+        .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
+        .env("OPENAI_MODEL", "local")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = common::run_to_end(cmd, "{\"text\":\"hi\"}\n".into()).await?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("hello from the schema"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reqs = bodies(&server).await;
+    let system = reqs[0].1["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(system.contains("{\"tasks\": [...]}"), "{system}");
+    Ok(())
+}

@@ -41,6 +41,9 @@ pub struct LlmPlannerConfig {
     /// The model's context, in tokens (`--context-tokens`): each prompt is fitted to it, less
     /// the answer's reserve (see `core::prompt::budget`). `None`: no fitting.
     pub context_tokens: Option<u32>,
+    /// Ask for the plan as structured output (`--plan-format json`): the request carries the
+    /// task schema (`blocks::plan_schema`) for a route that enforces it while decoding.
+    pub json_plans: bool,
 }
 
 impl Default for LlmPlannerConfig {
@@ -52,6 +55,7 @@ impl Default for LlmPlannerConfig {
             max_tasks: 12,
             history_size: 500,
             context_tokens: None,
+            json_plans: false,
         }
     }
 }
@@ -230,14 +234,26 @@ impl LlmPlanner {
             turns_cut = fitted.turns_cut,
             "planning prompt"
         );
+        let (system, response_schema) = if self.config.json_plans {
+            (
+                format!("{}\n\n{}", built.system, blocks::JSON_PLAN_INSTRUCTIONS),
+                Some(blocks::plan_schema(
+                    self.config.max_tasks,
+                    req.persona.allow_block,
+                    req.persona.allow_clear_conversation,
+                )),
+            )
+        } else {
+            (built.system, None)
+        };
         (
             LlmRequest {
                 model: self.route(req.persona),
-                system: built.system,
+                system,
                 turns: built.turns,
                 temperature: self.config.temperature,
                 max_output_tokens: self.config.max_output_tokens,
-                response_schema: None,
+                response_schema,
             },
             built.window_start,
         )

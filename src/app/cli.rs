@@ -397,6 +397,15 @@ pub struct CheckArgs {
     pub groups: GroupArgs,
 }
 
+/// How the model is asked to write its plan (`--plan-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlanFormat {
+    /// Task blocks (`# «send»` ...), read by any model.
+    Blocks,
+    /// A JSON object the route is held to by the task schema (structured output).
+    Json,
+}
+
 /// Which planner answers in the playground.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PlannerChoice {
@@ -433,6 +442,16 @@ pub struct LlmArgs {
     /// For local models with small contexts (docs/providers.md).
     #[arg(long, value_name = "N", env = "PERSONAD_CONTEXT_TOKENS", value_parser = clap::value_parser!(u32).range(512..))]
     pub context_tokens: Option<u32>,
+    /// How the model is asked to write its plan: `blocks` (task blocks, any model) or `json`
+    /// (structured output: the task schema goes with the request, for routes that enforce it
+    /// while decoding: Gemini, OpenAI, llama.cpp's server, Ollama).
+    #[arg(
+        long,
+        value_enum,
+        env = "PERSONAD_PLAN_FORMAT",
+        default_value = "blocks"
+    )]
+    pub plan_format: PlanFormat,
     /// Most tasks taken from one reply of the model.
     #[arg(
         long,

@@ -317,8 +317,12 @@ fn persona_routes(
         }
         d
     };
+    let plans = match args.llm.plan_format {
+        crate::app::cli::PlanFormat::Blocks => "task blocks",
+        crate::app::cli::PlanFormat::Json => "JSON held to the task schema",
+    };
     let line = format!(
-        "routes: plans, summaries, schedule: {}; group classifier: {}",
+        "routes: plans ({plans}), summaries, schedule: {}; group classifier (JSON held to its schema): {}",
         shown(&planner),
         shown(&classifier)
     );

@@ -75,6 +75,7 @@ mod event;
 mod json;
 mod memory;
 mod scaffold;
+mod schema;
 mod split;
 mod syntax;
 
@@ -82,6 +83,7 @@ use event::parse_event;
 use json::{find_json_tasks, parse_json_tasks, strip_echoed_metadata};
 use memory::{memory_fields, push_memory};
 pub use scaffold::Speakers;
+pub use schema::{JSON_PLAN_INSTRUCTIONS, plan_schema};
 #[cfg(test)]
 use split::fitting_prefix;
 pub use split::{part_key, split_message, split_rendered, text_parts, utf16_len};

@@ -70,6 +70,7 @@ pub(crate) fn planning(
         max_tasks: args.llm.max_tasks,
         history_size: config.history_limit,
         context_tokens: args.llm.context_tokens,
+        json_plans: args.llm.plan_format == crate::app::cli::PlanFormat::Json,
     };
     let routes = LlmPlanner::new(Arc::clone(&llm), planner_config.clone());
     let classifier_model =

@@ -244,6 +244,7 @@ fn choose_planner(
         max_tasks: args.llm.max_tasks,
         history_size: runtime.history_limit,
         context_tokens: args.llm.context_tokens,
+        json_plans: args.llm.plan_format == crate::app::cli::PlanFormat::Json,
     };
     let route = LlmPlanner::new(Arc::clone(&llm), config.clone()).route(persona);
     let available = router.check_route(&route);

@@ -25,6 +25,17 @@ pub(super) enum JsonTasks {
 /// A JSON task array: the whole reply (`[ … ]`), or the content of a ```` ```json ```` (or
 /// bare) fence in it. Text that merely starts with `[` but names no `"kind"` is not one.
 pub(super) fn find_json_tasks(text: &str) -> Option<JsonTasks> {
+    // A structured-output answer: `{"tasks": [...]}` (see `blocks::plan_schema`).
+    if text.starts_with('{') && text.contains("\"tasks\"") {
+        return Some(match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(serde_json::Value::Object(mut obj)) => match obj.remove("tasks") {
+                Some(serde_json::Value::Array(tasks)) => JsonTasks::Parsed(tasks),
+                _ => JsonTasks::Parsed(Vec::new()),
+            },
+            Ok(_) => JsonTasks::Parsed(Vec::new()),
+            Err(e) => JsonTasks::Malformed(e),
+        });
+    }
     let candidate = if text.starts_with('[') {
         Some(text)
     } else if segments(text).len() > 1 {
