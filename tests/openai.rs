@@ -820,6 +820,27 @@ async fn a_schema_goes_as_response_format_in_json_schema_form() {
     // Without a schema, no response_format.
     let _ = client(&server, None).generate(&request()).await;
     assert!(bodies(&server).await[1].1.get("response_format").is_none());
+    // llama-cpp-python's server takes the schema in its own form (OPENAI_RESPONSE_FORMAT).
+    let config = OpenAiConfig::from_lookup(Preset::OpenAi, |name| match name {
+        "OPENAI_BASE_URL" => Some(format!("{}/v1", server.uri())),
+        "OPENAI_RESPONSE_FORMAT" => Some("json_object".into()),
+        _ => None,
+    });
+    let local = OpenAiClient::new(config.unwrap_or_else(|e| panic!("{e}")))
+        .unwrap_or_else(|e| panic!("client: {e}"));
+    let _ = local.generate(&req).await;
+    let format = &bodies(&server).await[2].1["response_format"];
+    assert_eq!(format["type"], json!("json_object"), "{format}");
+    assert_eq!(
+        format["schema"]["properties"]["addressed"]["type"],
+        json!("boolean")
+    );
+    let bad = OpenAiConfig::from_lookup(Preset::OpenAi, |name| match name {
+        "OPENAI_BASE_URL" => Some("http://127.0.0.1:9/v1".into()),
+        "OPENAI_RESPONSE_FORMAT" => Some("yaml".into()),
+        _ => None,
+    });
+    assert!(bad.is_err_and(|e| e.to_string().contains("OPENAI_RESPONSE_FORMAT")));
 }
 
 /// A 60-turn direct chat with a local server whose context is 8k tokens (it answers HTTP 400
@@ -903,10 +924,10 @@ async fn a_schema_constrained_route_plans_in_json_that_always_parses() -> common
     Mock::given(method("POST"))
         .respond_with(|req: &wiremock::Request| {
             let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
-            let constrained = body["response_format"]["json_schema"]["schema"]["properties"]
-                ["tasks"]["items"]["properties"]["kind"]["enum"]
-                .as_array()
-                .is_some_and(|k| k.contains(&json!("send")));
+            let send = &body["response_format"]["json_schema"]["schema"]["properties"]["tasks"]
+                ["items"]["anyOf"][0];
+            let constrained = send["properties"]["kind"]["enum"] == json!(["send"])
+                && send["required"] == json!(["kind", "text"]);
             let answer = if constrained {
                 json!({"tasks": [{"kind": "send", "text": "hello from the schema", "reply_to": null}]})
                     .to_string()

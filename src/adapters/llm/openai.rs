@@ -156,6 +156,19 @@ pub struct OpenAiConfig {
     pub request_timeout: Duration,
     /// Most bytes of a response body read (see `http::DEFAULT_MAX_RESPONSE_BYTES`).
     pub max_response_bytes: usize,
+    /// How a schema is asked for (`*_RESPONSE_FORMAT`).
+    pub schema_style: SchemaStyle,
+}
+
+/// How a request's schema goes in `response_format`: servers differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SchemaStyle {
+    /// `{"type": "json_schema", "json_schema": {"name", "schema"}}`: OpenAI, llama.cpp's own
+    /// server, Ollama, LM Studio.
+    #[default]
+    JsonSchema,
+    /// `{"type": "json_object", "schema": ...}`: llama-cpp-python's server.
+    JsonObject,
 }
 
 impl OpenAiConfig {
@@ -170,6 +183,7 @@ impl OpenAiConfig {
             connect_timeout: Duration::from_secs(10),
             request_timeout: crate::adapters::llm::retry::DEFAULT_REQUEST_TIMEOUT,
             max_response_bytes: super::http::DEFAULT_MAX_RESPONSE_BYTES,
+            schema_style: SchemaStyle::default(),
         }
     }
 
@@ -199,6 +213,16 @@ impl OpenAiConfig {
             config.default_model = model.trim().to_owned();
         }
         config.max_response_bytes = super::http::max_response_bytes(&lookup)?;
+        let style_var = preset.model_env().replace("_MODEL", "_RESPONSE_FORMAT");
+        config.schema_style = match get(&style_var).as_deref().map(str::trim) {
+            None | Some("json_schema") => SchemaStyle::JsonSchema,
+            Some("json_object") => SchemaStyle::JsonObject,
+            Some(other) => {
+                return Err(LlmError::Config(format!(
+                    "{style_var}={other:?}: use json_schema (OpenAI, llama.cpp's server, Ollama) or json_object (llama-cpp-python's server)"
+                )));
+            }
+        };
         if config.api_key.is_none() && preset.key_required(config.base_url_overridden) {
             return Err(missing_key(preset));
         }
@@ -226,6 +250,7 @@ pub struct OpenAiClient {
     default_model: String,
     max_tokens_field: MaxTokensField,
     max_response_bytes: usize,
+    schema_style: SchemaStyle,
     /// A server of the operator's own (the base URL was set): a local model, which gets a
     /// default cap on its answer and stop sequences.
     local: bool,
@@ -299,6 +324,7 @@ impl OpenAiClient {
             default_model: config.default_model,
             max_tokens_field: config.preset.max_tokens_field(config.base_url_overridden),
             max_response_bytes: config.max_response_bytes,
+            schema_style: config.schema_style,
         })
     }
 
@@ -422,12 +448,19 @@ impl OpenAiClient {
             max_tokens,
             max_completion_tokens,
             stop: if self.local { &LOCAL_STOP[..] } else { &[] },
-            response_format: req.response_schema.as_ref().map(|schema| {
-                serde_json::json!({
-                    "type": "json_schema",
-                    "json_schema": {"name": "answer", "schema": json_schema(schema)}
-                })
-            }),
+            response_format: req
+                .response_schema
+                .as_ref()
+                .map(|schema| match self.schema_style {
+                    SchemaStyle::JsonSchema => serde_json::json!({
+                        "type": "json_schema",
+                        "json_schema": {"name": "answer", "schema": json_schema(schema)}
+                    }),
+                    SchemaStyle::JsonObject => serde_json::json!({
+                        "type": "json_object",
+                        "schema": json_schema(schema)
+                    }),
+                }),
         })
     }
 

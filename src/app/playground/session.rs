@@ -74,7 +74,8 @@ impl Session {
         // transcripts and memory are the playground's own: its chats exist only in the
         // in-memory backend, and the daemon's plans must never be run (and dropped) here.
         let state = StateDir::new(&global.state_dir);
-        let (planner, llm) = choose_planner(args, &persona, &config, &state, Arc::clone(&clock))?;
+        let (planner, llm, classifier_model) =
+            choose_planner(args, &persona, &config, &state, Arc::clone(&clock))?;
         let services = Services::build(Spec {
             config,
             agents: vec![AgentHandle {
@@ -94,6 +95,7 @@ impl Session {
         let gate = (!chat.kind.is_direct()).then(|| {
             group_gate(
                 args,
+                classifier_model,
                 &persona,
                 &memory,
                 &services.handle,
@@ -182,6 +184,7 @@ async fn open_memory(
 /// the `--mode` override for the session's chat.
 fn group_gate(
     args: &ChatArgs,
+    classifier_model: String,
     persona: &Arc<Persona>,
     memory: &Arc<MemoryTelegram>,
     base: &RuntimeHandle,
@@ -201,7 +204,7 @@ fn group_gate(
         telegram: memory.clone(),
         runtime: base.clone(),
         classifier,
-        classifier_model: Some(args.groups.classifier_model.clone()),
+        classifier_model: Some(classifier_model),
         clock: Arc::clone(clock),
         peers: crate::ingress::gate::peers([]),
         modes,
@@ -217,7 +220,7 @@ fn choose_planner(
     runtime: &RuntimeConfig,
     state: &StateDir,
     clock: SharedClock,
-) -> Result<(MakePlanner, Option<Arc<dyn Llm>>), CommandError> {
+) -> Result<(MakePlanner, Option<Arc<dyn Llm>>, String), CommandError> {
     let llm_error = |reason: String| {
         CommandError::Config(ConfigError {
             name: "llm",
@@ -225,8 +228,9 @@ fn choose_planner(
         })
     };
     let echo = || -> MakePlanner { Box::new(|_| Arc::new(EchoPlanner) as SharedPlanner) };
+    let asked = args.groups.classifier_model.clone();
     if args.planner == PlannerChoice::Echo {
-        return Ok((echo(), None));
+        return Ok((echo(), None, asked));
     }
     let default_llm = args
         .llm
@@ -247,16 +251,19 @@ fn choose_planner(
         json_plans: args.llm.plan_format == crate::app::cli::PlanFormat::Json,
     };
     let route = LlmPlanner::new(Arc::clone(&llm), config.clone()).route(persona);
+    let default_route = config.default_llm.route();
     let available = router.check_route(&route);
     if let Err(why) = available {
         if args.planner == PlannerChoice::Auto {
             eprintln!(
                 "{why}: using the offline echo planner (configure the provider, or pass --planner echo to silence this)."
             );
-            return Ok((echo(), None));
+            return Ok((echo(), None, asked));
         }
         return Err(llm_error(why.to_string()));
     }
+    // A local-only setup: the classifier follows the planner's route (as `run` does).
+    let classifier_model = router.classifier_route(&asked, &default_route);
     let (state, planner_llm) = (state.clone(), Arc::clone(&llm));
     let make: MakePlanner = Box::new(move |usage| {
         Arc::new(
@@ -265,5 +272,5 @@ fn choose_planner(
                 .with_usage(Arc::clone(usage)),
         ) as SharedPlanner
     });
-    Ok((make, Some(llm)))
+    Ok((make, Some(llm), classifier_model))
 }

@@ -31,10 +31,11 @@ const PROMPT_HEADINGS: [&str; 7] = [
 ];
 
 /// Lines of the `[context]` turn, as `core::prompt` writes them.
-const CONTEXT_LINES: [&str; 3] = [
+const CONTEXT_LINES: [&str; 4] = [
     "current time:",
     "respond to message ",
     "nothing in particular needs an answer",
+    "chat history:",
 ];
 
 /// Cleans every send of `out` (see the module docs).
@@ -99,6 +100,26 @@ fn clean_text(text: &str, speakers: &Speakers) -> Cleaned {
             removed += 1;
             continue;
         }
+        // A `[tag]` opening the line: the other side's turn (`[user]`, `[Bob]`) ends the send;
+        // any other tag is the prompt's kind of bookkeeping, dropped with its line when the
+        // line holds nothing else, else the tag alone.
+        let line = match bracket_tag(line) {
+            Some((tag, rest)) => {
+                let bare = tag.trim_end_matches(|c: char| c.is_ascii_digit());
+                if ["user", "human", "other"].contains(&bare.to_lowercase().as_str())
+                    || names(&speakers.others, tag)
+                {
+                    cut_at = Some(tag.to_string());
+                    break;
+                }
+                removed += 1;
+                if rest.trim().is_empty() {
+                    continue;
+                }
+                rest.trim_start()
+            }
+            None => line,
+        };
         match label(line) {
             Some((name, _)) if names(&speakers.others, name) => {
                 cut_at = Some(name.trim().to_string());
@@ -128,8 +149,15 @@ fn is_scaffolding(line: &str) -> bool {
     if lower.contains("sender_id=") || lower.contains("message_id=") {
         return true;
     }
+    // "Respond to message 15." and its echo as someone's act ("User responds to message 24.").
+    if let Some((_, rest)) = lower.split_once("responds to message ")
+        && rest.trim_end_matches('.').trim().parse::<i64>().is_ok()
+    {
+        return true;
+    }
     if CONTEXT_LINES.iter().any(|p| lower.starts_with(p)) {
         return lower.starts_with("current time:")
+            || lower.starts_with("chat history:")
             || lower.starts_with("nothing in particular")
             || lower
                 .strip_prefix("respond to message ")
@@ -142,19 +170,44 @@ fn is_scaffolding(line: &str) -> bool {
     false
 }
 
-/// `Name: text` at the start of a line (the name at most 40 characters, bold marks allowed):
-/// the name, and the text after the colon.
+/// `Name: text` at the start of a line (the name at most 40 characters, bold marks and a
+/// leading `@` allowed): the name, and the text after the colon.
 fn label(line: &str) -> Option<(&str, &str)> {
     let (name, rest) = line.split_once(':')?;
-    let name = name.trim().trim_matches(['*', '_']);
+    let name = name.trim().trim_matches(['*', '_']).trim_start_matches('@');
     (!name.is_empty() && name.chars().count() <= 40 && !name.contains(['[', '(', '/']))
         .then_some((name, rest))
 }
 
+/// `[tag] rest` at the start of a line (a tag of at most 24 letters, digits, `_` or spaces,
+/// opening with a letter: `[1]` is a footnote).
+fn bracket_tag(line: &str) -> Option<(&str, &str)> {
+    let inner = line.trim_start().strip_prefix('[')?;
+    let (tag, rest) = inner.split_once(']')?;
+    let ok = tag.starts_with(|c: char| c.is_alphabetic())
+        && tag.chars().count() <= 24
+        && tag
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == ' ');
+    ok.then_some((tag.trim(), rest))
+}
+
+/// Whether `name` is one of `list`: the whole name, or its first word with a possessive
+/// (`Bob's answer`).
 fn names(list: &[String], name: &str) -> bool {
     let name = name.trim();
-    list.iter()
-        .any(|n| !n.trim().is_empty() && n.trim().eq_ignore_ascii_case(name))
+    let first = name
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .trim_end_matches("'s")
+        .trim_end_matches("’s");
+    let possessive = first.len() < name.len() && name[first.len()..].starts_with(['\'', '’']);
+    list.iter().any(|n| {
+        let n = n.trim();
+        !n.is_empty()
+            && (n.eq_ignore_ascii_case(name) || (possessive && n.eq_ignore_ascii_case(first)))
+    })
 }
 
 #[cfg(test)]
@@ -204,6 +257,17 @@ mod tests {
         assert_eq!(t, ["sure, tomorrow works."]);
         let (_, t) = cleaned("# What you remember\nYou like tea: green, mostly.");
         assert_eq!(t, ["You like tea: green, mostly."]);
+        // Forms a 135M model wrote (tests/data/smollm2-recordings.jsonl).
+        let (_, t) = cleaned("[bob] How about you? I'm Wren.");
+        assert!(t.is_empty(), "{t:?}");
+        let (_, t) = cleaned("[message]\nChat history:\nIt was a lovely day.");
+        assert_eq!(t, ["It was a lovely day."]);
+        let (_, t) = cleaned("It was a lovely day.\nBob's response: \"I just got back\"");
+        assert_eq!(t, ["It was a lovely day."]);
+        let (_, t) = cleaned("@Bob: so glad to hear that!");
+        assert!(t.is_empty(), "{t:?}");
+        let (_, t) = cleaned("Bob responds to message 24.");
+        assert!(t.is_empty(), "{t:?}");
     }
 
     /// Ordinary text with colons, "respond" and headings of its own is left alone.
@@ -214,6 +278,8 @@ mod tests {
             "I'll respond to message boards later.",
             "# Shopping\n- eggs",
             "Time: whenever you like",
+            "A: [address]",
+            "[1] see the footnote",
         ] {
             let (out, t) = cleaned(text);
             assert_eq!(t, [text], "{:?}", out.warnings);

@@ -8,49 +8,56 @@
 use serde_json::{Value, json};
 
 /// The plan's schema in the OpenAPI subset Gemini takes (the OpenAI client converts it to
-/// JSON Schema): `kind` is one of the kinds this persona may use.
+/// JSON Schema): each task is one of the kinds this persona may use, with the fields that
+/// kind needs required (a `send` has its `text`), so a route that enforces the schema cannot
+/// produce a task without its content.
 pub fn plan_schema(max_tasks: usize, allow_block: bool, allow_clear: bool) -> Value {
-    let mut kinds = vec![
-        "send", "sticker", "wait", "react", "remember", "note", "event",
-    ];
-    if allow_block {
-        kinds.extend(["block", "unblock"]);
-    }
-    if allow_clear {
-        kinds.push("clear-conversation");
-    }
     let string = || json!({"type": "STRING"});
     let id = || json!({"type": "INTEGER", "nullable": true});
+    let task = |kind: &str, fields: Value, required: &[&str]| {
+        let mut properties = json!({"kind": {"type": "STRING", "enum": [kind]}});
+        if let (Some(p), Some(f)) = (properties.as_object_mut(), fields.as_object()) {
+            p.extend(f.clone());
+        }
+        let mut req = vec!["kind"];
+        req.extend(required);
+        json!({"type": "OBJECT", "properties": properties, "required": req})
+    };
+    let mut kinds = vec![
+        task(
+            "send",
+            json!({"text": string(), "reply_to": id()}),
+            &["text"],
+        ),
+        task(
+            "sticker",
+            json!({"sticker_set": string(), "name": string(), "reply_to": id()}),
+            &["name"],
+        ),
+        task("wait", json!({"delay": {"type": "NUMBER"}}), &["delay"]),
+        task(
+            "react",
+            json!({"message_id": {"type": "INTEGER"}, "emoji": string()}),
+            &["message_id", "emoji"],
+        ),
+        task(
+            "remember",
+            json!({"content": string(), "about": string()}),
+            &["content"],
+        ),
+        task("note", json!({"content": string()}), &["content"]),
+    ];
+    if allow_block {
+        kinds.push(task("block", json!({}), &[]));
+        kinds.push(task("unblock", json!({}), &[]));
+    }
+    if allow_clear {
+        kinds.push(task("clear-conversation", json!({}), &[]));
+    }
     json!({
         "type": "OBJECT",
         "properties": {
-            "tasks": {
-                "type": "ARRAY",
-                "maxItems": max_tasks,
-                "items": {
-                    "type": "OBJECT",
-                    "properties": {
-                        "kind": {"type": "STRING", "enum": kinds},
-                        "text": string(),
-                        "reply_to": id(),
-                        "sticker_set": string(),
-                        "name": string(),
-                        "delay": {"type": "NUMBER"},
-                        "emoji": string(),
-                        "message_id": id(),
-                        "content": string(),
-                        "about": string(),
-                        "id": string(),
-                        "intent": string(),
-                        "time": string(),
-                        "timezone": string(),
-                        "interval": string(),
-                        "occurrences": {"type": "INTEGER"},
-                        "urgent": {"type": "BOOLEAN"}
-                    },
-                    "required": ["kind"]
-                }
-            }
+            "tasks": {"type": "ARRAY", "maxItems": max_tasks, "items": {"anyOf": kinds}}
         },
         "required": ["tasks"]
     })

@@ -1,0 +1,91 @@
+//! Real model output, replayed: `tests/data/smollm2-recordings.jsonl` holds every answer
+//! SmolLM2-135M-Instruct (behind llama-cpp-python's server) gave in the live scenarios of
+//! `.ci/real-model --record` (20 direct-chat turns with plans held to the task schema, the
+//! same turns in task blocks, a 15-line group), each with the scenario, whether the request
+//! carried the schema, and the tail of the last user turn. Every recorded answer goes through
+//! the planner's parser with the scaffolding check on: no send may carry the prompt's
+//! scaffolding or a line written as another person of the chat.
+
+use personad::core::blocks::{ParseOptions, Speakers, parse_reply};
+use personad::core::plan::Action;
+
+const RECORDINGS: &str = include_str!("data/smollm2-recordings.jsonl");
+
+fn speakers() -> Speakers {
+    Speakers {
+        persona: vec!["Wren".into()],
+        others: ["User", "Ana", "Ben"].map(String::from).to_vec(),
+    }
+}
+
+/// What a send must never hold: a copied marker, or a line that speaks as someone else.
+fn scaffolding_in(text: &str) -> Option<String> {
+    for marker in [
+        "[metadata]",
+        "[context]",
+        "message_id=",
+        "sender_id=",
+        "Current time:",
+        "Chat history:",
+    ] {
+        if text.contains(marker) {
+            return Some(marker.into());
+        }
+    }
+    for line in text.lines() {
+        let t = line.trim_start();
+        if t.starts_with('[') && t[1..].starts_with(|c: char| c.is_alphabetic()) {
+            return Some(format!("tagged line {t:?}"));
+        }
+        for other in ["User", "Ana", "Ben"] {
+            for label in [
+                format!("{other}:"),
+                format!("@{other}:"),
+                format!("{other}'s "),
+            ] {
+                if t.starts_with(&label) {
+                    return Some(format!("a line as {other}: {t:?}"));
+                }
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn no_recorded_answer_sends_scaffolding_or_speaks_for_someone_else() {
+    let opts = ParseOptions {
+        speakers: Some(speakers()),
+        ..ParseOptions::default()
+    };
+    let mut answers = 0;
+    let mut sends = 0;
+    let mut caught = 0;
+    for (n, line) in RECORDINGS.lines().enumerate() {
+        let record: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("line {}: {e}", n + 1));
+        let answer = record["answer"].as_str().unwrap_or_default();
+        answers += 1;
+        // Without the check, what would have gone out.
+        let unchecked = parse_reply(answer, &ParseOptions::default());
+        caught += unchecked
+            .actions
+            .iter()
+            .filter(|a| matches!(a, Action::Send { text, .. } if scaffolding_in(text).is_some()))
+            .count();
+        for action in parse_reply(answer, &opts).actions {
+            if let Action::Send { text, .. } = action {
+                sends += 1;
+                if let Some(what) = scaffolding_in(&text) {
+                    panic!("line {}: {what} reached a send: {text:?}", n + 1);
+                }
+            }
+        }
+    }
+    assert!(answers >= 40, "{answers} recorded answers");
+    assert!(sends > 0, "no recorded answer sent anything");
+    assert!(
+        caught > 0,
+        "the recordings hold scaffolding the check removes (else this test proves nothing)"
+    );
+}
