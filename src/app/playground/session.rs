@@ -74,8 +74,11 @@ impl Session {
         // transcripts and memory are the playground's own: its chats exist only in the
         // in-memory backend, and the daemon's plans must never be run (and dropped) here.
         let state = StateDir::new(&global.state_dir);
-        let (planner, llm, classifier_model) =
-            choose_planner(args, &persona, &config, &state, Arc::clone(&clock))?;
+        let Chosen {
+            planner,
+            llm,
+            classifier_model,
+        } = choose_planner(args, &persona, &config, &state, Arc::clone(&clock))?;
         let services = Services::build(Spec {
             config,
             agents: vec![AgentHandle {
@@ -95,12 +98,11 @@ impl Session {
         let gate = (!chat.kind.is_direct()).then(|| {
             group_gate(
                 args,
-                classifier_model,
                 &persona,
                 &memory,
                 &services.handle,
                 &clock,
-                services.classifier.clone(),
+                (services.classifier.clone(), classifier_model),
                 &chat,
             )
         });
@@ -184,12 +186,11 @@ async fn open_memory(
 /// the `--mode` override for the session's chat.
 fn group_gate(
     args: &ChatArgs,
-    classifier_model: String,
     persona: &Arc<Persona>,
     memory: &Arc<MemoryTelegram>,
     base: &RuntimeHandle,
     clock: &SharedClock,
-    classifier: Option<Classifier>,
+    (classifier, classifier_model): (Option<Classifier>, String),
     chat: &Chat,
 ) -> GroupGate {
     let mut modes = std::collections::HashMap::new();
@@ -220,7 +221,7 @@ fn choose_planner(
     runtime: &RuntimeConfig,
     state: &StateDir,
     clock: SharedClock,
-) -> Result<(MakePlanner, Option<Arc<dyn Llm>>, String), CommandError> {
+) -> Result<Chosen, CommandError> {
     let llm_error = |reason: String| {
         CommandError::Config(ConfigError {
             name: "llm",
@@ -230,7 +231,11 @@ fn choose_planner(
     let echo = || -> MakePlanner { Box::new(|_| Arc::new(EchoPlanner) as SharedPlanner) };
     let asked = args.groups.classifier_model.clone();
     if args.planner == PlannerChoice::Echo {
-        return Ok((echo(), None, asked));
+        return Ok(Chosen {
+            planner: echo(),
+            llm: None,
+            classifier_model: asked,
+        });
     }
     let default_llm = args
         .llm
@@ -258,7 +263,11 @@ fn choose_planner(
             eprintln!(
                 "{why}: using the offline echo planner (configure the provider, or pass --planner echo to silence this)."
             );
-            return Ok((echo(), None, asked));
+            return Ok(Chosen {
+                planner: echo(),
+                llm: None,
+                classifier_model: asked,
+            });
         }
         return Err(llm_error(why.to_string()));
     }
@@ -272,5 +281,17 @@ fn choose_planner(
                 .with_usage(Arc::clone(usage)),
         ) as SharedPlanner
     });
-    Ok((make, Some(llm), classifier_model))
+    Ok(Chosen {
+        planner: make,
+        llm: Some(llm),
+        classifier_model,
+    })
+}
+
+/// What the playground plans with: the planner, the LLM behind it (for media and the
+/// classifier) and the classifier's route.
+struct Chosen {
+    planner: MakePlanner,
+    llm: Option<Arc<dyn Llm>>,
+    classifier_model: String,
 }
