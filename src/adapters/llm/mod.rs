@@ -10,3 +10,4 @@ pub mod retry;
 pub mod usage;
 pub(crate) mod usage_files;
 pub(crate) mod usage_report;
+pub(crate) mod wire_schema;

@@ -76,13 +76,13 @@ impl Router {
                     c.request_timeout = request_timeout;
                     let model =
                         get(GEMINI_MODEL_ENV).unwrap_or_else(|| GEMINI_DEFAULT_MODEL.to_owned());
-                    let url = super::openai::shown(&c.base_url);
+                    let url = super::wire_schema::shown(&c.base_url);
                     Ok((Arc::new(GeminiClient::new(c)?) as Arc<dyn Llm>, model, url))
                 }),
                 Some(preset) => OpenAiConfig::from_lookup(preset, &lookup).and_then(|mut c| {
                     c.request_timeout = request_timeout;
                     let model = c.default_model.clone();
-                    let url = super::openai::shown(&c.base_url);
+                    let url = super::wire_schema::shown(&c.base_url);
                     Ok((Arc::new(OpenAiClient::new(c)?) as Arc<dyn Llm>, model, url))
                 }),
             };
