@@ -712,6 +712,30 @@ async fn photos_are_described_by_an_openai_compatible_vision_model() -> common::
     Ok(())
 }
 
+/// `personad chat --agent Wren --jsonl --fast --llm openai` (and `extra`) in a clean
+/// environment, on the OpenAI-compatible `server` (model `local`), its state under `state`.
+fn local_chat(
+    server: &MockServer,
+    state: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+    common::clear_env(&mut cmd);
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("--state")
+        .arg(state)
+        .args([
+            "chat", "--agent", "Wren", "--jsonl", "--fast", "--llm", "openai",
+        ])
+        .args(extra)
+        .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
+        .env("OPENAI_MODEL", "local")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
+
 /// What a small local model (SmolLM2-135M behind llama.cpp's server) was seen to answer,
 /// replayed by a mock: it copies the history's `[metadata]` line, writes the other person's
 /// next line, or answers with the `[context]` turn itself. Through the playground, only the
@@ -737,20 +761,12 @@ async fn a_small_models_echoed_scaffolding_never_reaches_the_chat() -> common::T
             .await;
     }
     let state = tempfile::tempdir()?;
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
-    common::clear_env(&mut cmd);
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .arg("--state")
-        .arg(state.path())
-        .args(["-v", "--log-format", "json", "chat", "--agent", "Wren"])
-        .args(["--user", "Alice", "--jsonl", "--fast"])
-        .env("PERSONAD_LLM", "openai")
-        .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
-        .env("OPENAI_API_KEY", KEY)
-        .env("OPENAI_MODEL", "smollm2-135m");
-    cmd.stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+    let mut cmd = local_chat(
+        &server,
+        state.path(),
+        &["--user", "Alice", "-v", "--log-format", "json"],
+    );
+    cmd.env("OPENAI_API_KEY", KEY);
     let input = "{\"text\":\"how are you?\"}\n{\"text\":\"and now?\",\"after_ms\":600000}\n";
     let out = common::run_to_end(cmd, input.into()).await?;
     let (stdout, stderr) = (
@@ -867,30 +883,18 @@ async fn a_long_chat_keeps_being_answered_within_a_small_context() -> common::Te
     let input: String = (0..60)
         .map(|i| format!("{{\"text\":\"turn {i}: {paragraph}\",\"after_ms\":60000}}\n"))
         .collect();
+    let server = &server;
     let run = |budget: bool| {
         let state = tempfile::tempdir();
-        let base = format!("{}/v1", server.uri());
         let input = input.clone();
         async move {
             let state = state?;
-            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
-            common::clear_env(&mut cmd);
-            cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-                .arg("--state")
-                .arg(state.path())
-                .args([
-                    "chat", "--agent", "Wren", "--jsonl", "--fast", "--llm", "openai",
-                ])
-                .args(if budget {
-                    &["--context-tokens", "8192"][..]
-                } else {
-                    &[]
-                })
-                .env("OPENAI_BASE_URL", base)
-                .env("OPENAI_MODEL", "local")
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped());
+            let budget: &[&str] = if budget {
+                &["--context-tokens", "8192"]
+            } else {
+                &[]
+            };
+            let cmd = local_chat(server, state.path(), budget);
             let out = common::run_to_end(cmd, input).await?;
             let stdout = String::from_utf8_lossy(&out.stdout).to_string();
             let answers = stdout
@@ -939,20 +943,7 @@ async fn a_schema_constrained_route_plans_in_json_that_always_parses() -> common
         .mount(&server)
         .await;
     let state = tempfile::tempdir()?;
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
-    common::clear_env(&mut cmd);
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .arg("--state")
-        .arg(state.path())
-        .args([
-            "chat", "--agent", "Wren", "--jsonl", "--fast", "--llm", "openai",
-        ])
-        .args(["--plan-format", "json"])
-        .env("OPENAI_BASE_URL", format!("{}/v1", server.uri()))
-        .env("OPENAI_MODEL", "local")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+    let cmd = local_chat(&server, state.path(), &["--plan-format", "json"]);
     let out = common::run_to_end(cmd, "{\"text\":\"hi\"}\n".into()).await?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
