@@ -147,7 +147,9 @@ impl Driver {
                 self.execute();
             }
             self.passes += 1;
-            self.publish();
+            // One look at the next wake-up serves the published status and this pass's sleep.
+            let next_wake = self.sched.next_wake();
+            self.publish(now, next_wake);
             if self.sched.stopping().is_none()
                 && self.sched.graphs() == 0
                 && self.sched.in_flight() == 0
@@ -164,7 +166,7 @@ impl Driver {
                     continue;
                 }
             }
-            let mut deadline = self.sched.next_wake().filter(|at| *at > now);
+            let mut deadline = next_wake.filter(|at| *at > now);
             let mut hold = hold;
             if let Some(hb) = self.svc.heartbeat.clone() {
                 let depth = self.svc.queue.pushed().saturating_sub(self.applied);
@@ -676,9 +678,7 @@ impl Driver {
         );
     }
 
-    fn publish(&mut self) {
-        let now = self.svc.clock.now();
-        let next_wake = self.sched.next_wake();
+    fn publish(&self, now: Timestamp, next_wake: Option<Timestamp>) {
         let status = Status {
             next_wake: next_wake.filter(|at| *at > now),
             due: next_wake.is_some_and(|at| at <= now),

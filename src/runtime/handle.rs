@@ -383,18 +383,8 @@ impl RuntimeHandle {
 
     /// Resolves once no graph has work left and no event is waiting (or the loop stopped).
     pub async fn wait_idle(&self) {
-        let mut rx = self.status.clone();
-        loop {
-            {
-                let st = rx.borrow_and_update();
-                if st.stopped || (st.idle() && st.applied == self.queue.pushed()) {
-                    return;
-                }
-            }
-            if rx.changed().await.is_err() {
-                return;
-            }
-        }
+        self.watch(|st| st.idle() && st.applied == self.queue.pushed())
+            .await;
     }
 
     /// Resolves, with the status that showed it, once every event pushed so far is applied
@@ -405,37 +395,33 @@ impl RuntimeHandle {
         horizon: std::time::Duration,
         clock: &dyn crate::ports::clock::Clock,
     ) -> Status {
-        let mut rx = self.status.clone();
-        loop {
-            {
-                let st = rx.borrow_and_update();
-                let later = crate::ports::clock::add(clock.now(), horizon);
-                if st.stopped
-                    || (st.quiet()
-                        && st.applied == self.queue.pushed()
-                        && st.next_wake.is_none_or(|at| at > later))
-                {
-                    return st.clone();
-                }
-            }
-            if rx.changed().await.is_err() {
-                return self.status();
-            }
-        }
+        self.watch(|st| {
+            let later = crate::ports::clock::add(clock.now(), horizon);
+            st.quiet()
+                && st.applied == self.queue.pushed()
+                && st.next_wake.is_none_or(|at| at > later)
+        })
+        .await
     }
 
     /// Resolves once a published status satisfies `done` (or the loop stopped).
     pub(crate) async fn wait_until(&self, done: impl Fn(&Status) -> bool) {
+        self.watch(done).await;
+    }
+
+    /// The first published status that satisfies `done` or shows the loop stopped (the last
+    /// one published if the loop is gone).
+    async fn watch(&self, done: impl Fn(&Status) -> bool) -> Status {
         let mut rx = self.status.clone();
         loop {
             {
                 let st = rx.borrow_and_update();
                 if st.stopped || done(&st) {
-                    return;
+                    return st.clone();
                 }
             }
             if rx.changed().await.is_err() {
-                return;
+                return self.status();
             }
         }
     }
