@@ -64,31 +64,37 @@ pub fn fit(
 ) -> (String, Vec<Turn>, Fitted) {
     let mut fitted = Fitted::default();
     let fixed = estimate(system) + PER_TURN + turn_tokens(&context);
-    let mut memory_cost = estimate(memory);
-    let history_cost = |h: &[Turn]| h.iter().map(turn_tokens).sum::<usize>();
+    let memory_cost = estimate(memory);
+    let mut costs: Vec<usize> = history.iter().map(turn_tokens).collect();
+    let mut total = fixed + memory_cost + costs.iter().sum::<usize>();
     // 1. The oldest turns, while more than the newest is left.
-    while history.len() > 1 && fixed + memory_cost + history_cost(&history) > budget {
-        history.remove(0);
-        fitted.turns_dropped += 1;
+    let mut drop = 0;
+    while drop + 1 < costs.len() && total > budget {
+        total -= costs[drop];
+        drop += 1;
     }
+    history.drain(..drop);
+    costs.drain(..drop);
+    fitted.turns_dropped = drop;
     // 2. The memory section.
-    if fixed + memory_cost + history_cost(&history) > budget && memory_cost > 0 {
-        memory_cost = 0;
+    if total > budget && memory_cost > 0 {
+        total -= memory_cost;
         fitted.memory_dropped = true;
     }
     // 3. The longest texts, cut to what is left.
-    while fixed + memory_cost + history_cost(&history) > budget {
-        let over = fixed + memory_cost + history_cost(&history) - budget;
-        let Some(longest) = history
-            .iter_mut()
-            .max_by_key(|t| turn_tokens(t))
-            .filter(|t| turn_tokens(t) > PER_TURN + 16)
+    while total > budget {
+        let Some(i) = (0..costs.len())
+            .max_by_key(|&i| costs[i])
+            .filter(|&i| costs[i] > PER_TURN + 16)
         else {
             break;
         };
-        if !cut_turn(longest, over) {
+        if !cut_turn(&mut history[i], total - budget) {
             break;
         }
+        let cost = turn_tokens(&history[i]);
+        total = total - costs[i] + cost;
+        costs[i] = cost;
         fitted.turns_cut += 1;
     }
     let mut system = system.to_owned();
