@@ -24,20 +24,14 @@ const FACT: &str = "Her sister Sarah studies marine biology in Lisbon.";
 const MARK: &str = "marine biology in Lisbon";
 /// Answers "ok"; told about a sister, also keeps the fact.
 async fn remembering_gemini() -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
-        .respond_with(|req: &Request| {
-            let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
-            if newest_message(&body).contains("my sister") {
-                reply(&format!("# «remember»\n{FACT}\n\n# «send»\nHow lovely!"))
-            } else {
-                reply("# «send»\nok")
-            }
-        })
-        .mount(&server)
-        .await;
-    server
+    common::gemini::answering(|newest| {
+        if newest.contains("my sister") {
+            reply(&format!("# «remember»\n{FACT}\n\n# «send»\nHow lovely!"))
+        } else {
+            reply("# «send»\nok")
+        }
+    })
+    .await
 }
 /// `personad state memory ann WHO…` on a state directory: its standard output.
 fn state_memory(state: &std::path::Path, who: &[&str]) -> Result<String, std::io::Error> {
@@ -139,25 +133,18 @@ async fn a_fact_alice_tells_is_shown_where_alice_is_and_nowhere_else() -> TestRe
 /// Keeps what group members say, the way a model might when asked: Mallory's "remember
 /// Bob's PIN" as a fact about Bob, Bob's own locker code as a fact about Bob.
 async fn gullible_gemini(bob: i64) -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
-        .respond_with(move |req: &Request| {
-            let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
-            let newest = newest_message(&body);
-            if newest.contains("bank PIN") {
-                reply(&format!(
-                    "# «remember»\nabout: {bob}\nBob's bank PIN is 4321.\n\n# «send»\nnoted"
-                ))
-            } else if newest.contains("locker code") {
-                reply("# «remember»\nBob's locker code is 7788.\n\n# «send»\nok")
-            } else {
-                reply("# «send»\nok")
-            }
-        })
-        .mount(&server)
-        .await;
-    server
+    common::gemini::answering(move |newest| {
+        if newest.contains("bank PIN") {
+            reply(&format!(
+                "# «remember»\nabout: {bob}\nBob's bank PIN is 4321.\n\n# «send»\nnoted"
+            ))
+        } else if newest.contains("locker code") {
+            reply("# «remember»\nBob's locker code is 7788.\n\n# «send»\nok")
+        } else {
+            reply("# «send»\nok")
+        }
+    })
+    .await
 }
 
 /// A member of a group cannot plant a fact in another person's private prompt: Mallory's

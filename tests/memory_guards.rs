@@ -15,9 +15,8 @@ use personad::adapters::memory::user_id_for;
 use personad::core::model::{Chat, Message};
 use personad::ports::clock::SharedClock;
 use personad::ports::planner::{Planner, SummaryRequest};
-use serde_json::Value;
 use wiremock::matchers::{method, path_regex};
-use wiremock::{Mock, MockServer, Request};
+use wiremock::{Mock, MockServer};
 
 /// The people file of `name` under the harness's state.
 fn people_file(state: &std::path::Path, name: &str) -> std::path::PathBuf {
@@ -34,12 +33,7 @@ fn people_file(state: &std::path::Path, name: &str) -> std::path::PathBuf {
 #[tokio::test]
 async fn a_remember_about_someone_not_of_the_chat_is_skipped() -> TestResult {
     let (bob, dave) = (user_id_for("Bob"), user_id_for("Dave"));
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
-        .respond_with(move |req: &Request| {
-            let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
-            let newest = newest_message(&body);
+    let server = common::gemini::answering(move |newest| {
             if newest.contains("about Bob") {
                 reply(&format!(
                     "# «remember»\nabout: {bob}\nBob's bank PIN is 4321.\n\n# «remember»\nAlice drinks green tea.\n\n# «send»\nnoted"
@@ -51,9 +45,8 @@ async fn a_remember_about_someone_not_of_the_chat_is_skipped() -> TestResult {
             } else {
                 reply("# «send»\nok")
             }
-        })
-        .mount(&server)
-        .await;
+    })
+    .await;
     let dir = tempfile::tempdir()?;
     let (alice_dm, bob_dm, club) = (person("Alice"), person("Bob"), group(-701));
     let chats = [alice_dm.clone(), bob_dm.clone(), club.clone()];

@@ -132,30 +132,24 @@ async fn request_shape() {
 #[tokio::test]
 async fn errors_name_the_address_tried() {
     let server = serve(ResponseTemplate::new(404)).await;
-    let mut c = OpenAiConfig::new(Preset::OpenAi, None);
+    let error_from = |base_url: String| async move {
+        let mut c = OpenAiConfig::new(Preset::OpenAi, None);
+        c.base_url = base_url;
+        c.base_url_overridden = true;
+        OpenAiClient::new(c)
+            .unwrap_or_else(|e| panic!("client: {e}"))
+            .generate(&request())
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
     let authority = server.uri().replacen("http://", "http://user:secret@", 1);
-    c.base_url = format!("{authority}/v1");
-    c.base_url_overridden = true;
-    let err = OpenAiClient::new(c)
-        .unwrap_or_else(|e| panic!("client: {e}"))
-        .generate(&request())
-        .await
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    let err = error_from(format!("{authority}/v1")).await;
     let url = format!("{}/v1/chat/completions", server.uri());
     assert!(err.contains("404") && err.contains(&url), "{err}");
     assert!(!err.contains("secret"), "{err}");
-    let mut c = OpenAiConfig::new(Preset::OpenAi, None);
-    c.base_url = "http://127.0.0.1:9/v1".into();
-    c.base_url_overridden = true;
-    let err = OpenAiClient::new(c)
-        .unwrap_or_else(|e| panic!("client: {e}"))
-        .generate(&request())
-        .await
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    let err = error_from("http://127.0.0.1:9/v1".into()).await;
     assert!(
         err.contains("http://127.0.0.1:9/v1/chat/completions"),
         "{err}"

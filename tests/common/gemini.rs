@@ -12,13 +12,30 @@ use personad::ports::clock::SharedClock;
 use personad::ports::llm::ApiKey;
 use personad::ports::planner::SharedPlanner;
 use serde_json::{Value, json};
-use wiremock::{MockServer, ResponseTemplate};
+use wiremock::matchers::{method, path_regex};
+use wiremock::{Mock, MockServer, ResponseTemplate};
 
 /// A generateContent answer of one text part.
 pub(crate) fn reply(text: &str) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_json(json!({
         "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}]
     }))
+}
+
+/// A mock Gemini whose every generateContent answer is `answer(the request's newest message)`.
+pub(crate) async fn answering(
+    answer: impl Fn(&str) -> ResponseTemplate + Send + Sync + 'static,
+) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
+        .respond_with(move |req: &wiremock::Request| {
+            let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+            answer(&newest_message(&body))
+        })
+        .mount(&server)
+        .await;
+    server
 }
 
 /// The newest message of a request (the turn before the final `[context]` turn).
