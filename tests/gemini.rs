@@ -74,6 +74,11 @@ impl Fixture {
         self.server.received_requests().await.unwrap()
     }
 
+    /// What every HTTP error of this fixture ends with: the address tried.
+    fn posted(&self) -> String {
+        format!(" (POST {}{PATH})", self.server.uri())
+    }
+
     fn elapsed(&self) -> Duration {
         Duration::try_from(self.clock.now().duration_since(t0())).unwrap()
     }
@@ -415,7 +420,13 @@ async fn persistent_503_fails_after_max_attempts() {
             status, message, ..
         } => {
             assert_eq!(*status, Some(503));
-            assert_eq!(message, "The model is overloaded. Please try again later.");
+            assert_eq!(
+                *message,
+                format!(
+                    "The model is overloaded. Please try again later.{}",
+                    f.posted()
+                )
+            );
         }
         other => panic!("expected Transient, got {other:?}"),
     }
@@ -460,9 +471,12 @@ async fn client_errors_are_permanent_and_not_retried() {
         let err = f.generate().await.unwrap_err();
         // A key problem names where the key comes from.
         let expected = if code == 404 {
-            message.to_owned()
+            format!("{message}{}", f.posted())
         } else {
-            format!("{message} (check the key in GEMINI_API_KEY or GOOGLE_GEMINI_API_KEY)")
+            format!(
+                "{message}{} (check the key in GEMINI_API_KEY or GOOGLE_GEMINI_API_KEY)",
+                f.posted()
+            )
         };
         assert_eq!(
             err,
@@ -592,7 +606,12 @@ async fn non_json_error_body_becomes_a_short_message() {
     assert_eq!(*status, Some(502));
     assert!(message.contains("Bad gateway"), "{message}");
     assert!(!message.contains('\n'));
-    assert!(message.chars().count() <= 301, "{}", message.len());
+    assert!(message.ends_with(&f.posted()), "{message}");
+    assert!(
+        message.chars().count() <= 301 + f.posted().chars().count(),
+        "{}",
+        message.len()
+    );
     assert_eq!(f.requests().await.len(), 3);
 }
 
@@ -612,6 +631,12 @@ async fn connection_refused_is_transient_and_retried() {
     let err = client.generate(&request()).await.unwrap_err();
     assert!(err.is_transient(), "{err:?}");
     assert_eq!(err.status(), None);
+    // The address tried is named, so an operator sees which server did not answer.
+    assert!(
+        err.to_string()
+            .contains(&format!("(POST http://127.0.0.1:{port}{PATH})")),
+        "{err}"
+    );
 }
 
 #[tokio::test]

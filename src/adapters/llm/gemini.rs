@@ -20,6 +20,7 @@ use tracing::debug;
 
 use crate::adapters::llm::http::{chain, http_client, normalise_base_url, truncate};
 use crate::adapters::llm::usage::{self, Usage};
+use crate::adapters::llm::wire_schema::shown;
 use crate::core::llm::{LlmOutcome, LlmRequest, Part, Role};
 use crate::core::time::BoxFuture;
 use crate::ports::llm::{ApiKey, Llm, LlmError};
@@ -212,7 +213,9 @@ impl GeminiClient {
             .body(body.to_vec());
         let answer = match super::http::exchange(request, model, self.max_response_bytes).await {
             Ok(answer) => answer,
-            Err(super::http::ExchangeError::Transport(e)) => return Err(self.transport_failure(e)),
+            Err(super::http::ExchangeError::Transport(e)) => {
+                return Err(self.transport_failure(e, url));
+            }
             Err(super::http::ExchangeError::TooLarge(status)) => {
                 return Err(Failure {
                     error: super::http::too_large("Gemini", status, self.max_response_bytes),
@@ -228,7 +231,7 @@ impl GeminiClient {
             self.parse_success(model, &answer.body)
                 .map_err(|error| Failure { error })
         } else {
-            Err(self.http_failure(answer.status, answer.retry_after, &answer.body))
+            Err(self.http_failure(answer.status, answer.retry_after, &answer.body, url))
         }
     }
 
@@ -260,6 +263,7 @@ impl GeminiClient {
         status: StatusCode,
         retry_after_header: Option<Duration>,
         bytes: &[u8],
+        url: &str,
     ) -> Failure {
         let code = status.as_u16();
         let reason = status.canonical_reason().unwrap_or("unknown status");
@@ -286,7 +290,7 @@ impl GeminiClient {
                 (message, None, false)
             }
         };
-        let mut message = self.clean(&message);
+        let mut message = format!("{} (POST {})", self.clean(&message), shown(url));
         if code == 401 || code == 403 || message.contains("API key") {
             // The usual cause: a missing, mistyped or revoked key. Name where it comes from.
             message.push_str(&format!(
@@ -320,9 +324,9 @@ impl GeminiClient {
         }
     }
 
-    fn transport_failure(&self, err: reqwest::Error) -> Failure {
+    fn transport_failure(&self, err: reqwest::Error, url: &str) -> Failure {
         let retryable = !(err.is_builder() || err.is_redirect());
-        let message = self.clean(&chain(err));
+        let message = format!("{} (POST {})", self.clean(&chain(err)), shown(url));
         if retryable {
             Failure {
                 error: LlmError::Transient {
