@@ -83,7 +83,9 @@ pub(crate) fn llm_from_lookup(
         retry,
         clock,
     );
-    (Arc::new(llm), router)
+    // Named outside the retry policy, so its lines name the model id, not the provider.
+    let named = provider::Named::new(Arc::clone(&router), Arc::new(llm));
+    (Arc::new(named), router)
 }
 
 /// Plans replies with an LLM.

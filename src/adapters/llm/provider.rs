@@ -186,6 +186,48 @@ impl Router {
     }
 }
 
+/// Names each request's model in full (`provider:model-id`) before handing it to `inner`, the
+/// retry wrapper around the [`Router`]: the retry policy's log lines and outage guard then name
+/// the model actually asked (`openai:qwen2.5-0.5b`), not the provider a persona wrote
+/// (`openai`).
+pub struct Named {
+    router: Arc<Router>,
+    inner: Arc<dyn Llm>,
+}
+
+impl Named {
+    pub fn new(router: Arc<Router>, inner: Arc<dyn Llm>) -> Named {
+        Named { router, inner }
+    }
+}
+
+impl Router {
+    /// `route` in full, `provider:model-id` (the provider's default model filled in), or
+    /// `None` when it does not resolve (the router then answers with the reason).
+    pub fn full_route(&self, route: &str) -> Option<String> {
+        let choice = resolve(route).ok()?;
+        let model = choice
+            .model
+            .unwrap_or_else(|| self.default_model(choice.provider).to_owned());
+        Some(format!("{}:{model}", choice.provider))
+    }
+}
+
+impl Llm for Named {
+    fn generate<'a>(&'a self, req: &'a LlmRequest) -> BoxFuture<'a, Result<LlmOutcome, LlmError>> {
+        Box::pin(async move {
+            match self.router.full_route(&req.model) {
+                Some(full) if full != req.model => {
+                    let mut named = req.clone();
+                    named.model = full;
+                    self.inner.generate(&named).await
+                }
+                _ => self.inner.generate(req).await,
+            }
+        })
+    }
+}
+
 impl Llm for Router {
     fn generate<'a>(&'a self, req: &'a LlmRequest) -> BoxFuture<'a, Result<LlmOutcome, LlmError>> {
         Box::pin(self.run(req))
@@ -195,6 +237,58 @@ impl Llm for Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the layer under [`Named`] (the retry policy, whose lines and outage guard key by
+    /// the request's model) is asked for.
+    struct Asked(std::sync::Mutex<Vec<String>>);
+
+    impl Llm for Asked {
+        fn generate<'a>(
+            &'a self,
+            req: &'a LlmRequest,
+        ) -> BoxFuture<'a, Result<LlmOutcome, LlmError>> {
+            if let Ok(mut asked) = self.0.lock() {
+                asked.push(req.model.clone());
+            }
+            Box::pin(async {
+                Ok(LlmOutcome::Empty {
+                    finish_reason: None,
+                })
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn the_layer_under_the_router_sees_the_model_id_not_the_provider() {
+        let env = |name: &str| match name {
+            "OPENAI_BASE_URL" => Some("http://127.0.0.1:9/v1".to_owned()),
+            "OPENAI_MODEL" => Some("smollm2-135m".to_owned()),
+            _ => None,
+        };
+        let router = Arc::new(Router::from_lookup(env, Duration::from_secs(5)));
+        let asked = Arc::new(Asked(std::sync::Mutex::new(Vec::new())));
+        let named = Named::new(router, Arc::clone(&asked) as Arc<dyn Llm>);
+        for route in ["openai", "openai:other-model", "gemini"] {
+            let req = LlmRequest {
+                model: route.to_owned(),
+                system: String::new(),
+                turns: vec![crate::core::llm::Turn::user("hi")],
+                temperature: None,
+                max_output_tokens: None,
+                response_schema: None,
+            };
+            named.generate(&req).await.ok();
+        }
+        let asked = asked.0.lock().map(|a| a.clone()).unwrap_or_default();
+        assert_eq!(
+            asked,
+            [
+                "openai:smollm2-135m",
+                "openai:other-model",
+                &format!("gemini:{GEMINI_DEFAULT_MODEL}")
+            ]
+        );
+    }
 
     #[test]
     fn reasoning_model_names() {
