@@ -486,7 +486,7 @@ fn ctl_say_prints_the_answer() -> TestResult {
         &s,
         &["say", "--wait", "20", "--from", "Alice", "anyone?"],
     )?);
-    assert!(out.contains("no plan was made for it"), "{out}");
+    assert!(out.contains("nothing was planned for it"), "{out}");
     stop_daemon(&mut reaper)?;
     Ok(())
 }
@@ -1518,6 +1518,50 @@ async fn a_local_only_setup_classifies_groups_through_its_own_route_with_a_schem
     assert_eq!(
         body["response_format"]["json_schema"]["schema"]["properties"]["addressed"]["type"],
         json!("boolean")
+    );
+    stop_daemon(&mut reaper)?;
+    Ok(())
+}
+
+/// `ctl say` says why no answer came: with the model server refusing the request (HTTP 400, as
+/// llama.cpp's server answers a prompt over its context), the plan is dropped and `say` prints
+/// the runtime's reason, naming the address tried, instead of "nothing was planned".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_say_names_why_the_plan_for_a_message_was_dropped() -> TestResult {
+    use serde_json::json;
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(400).set_body_json(json!({
+            "error": {"code": 400, "message": "the request exceeds the available context size", "type": "exceed_context_size_error"}
+        })))
+        .mount(&server)
+        .await;
+    let s = Scratch::new(&[("Tess.md", TESS)])?;
+    let base = format!("{}/v1", server.uri());
+    let child = start(
+        &s,
+        &["--planner", "llm", "--llm", "openai"],
+        &[("OPENAI_BASE_URL", &base), ("OPENAI_MODEL", "local")],
+    )?;
+    let mut reaper = Reaper(Some(child));
+    let s2 = &s;
+    let out = tokio::task::block_in_place(|| -> Result<String, Box<dyn std::error::Error>> {
+        wait_up(s2)?;
+        Ok(stdout(&ctl(
+            s2,
+            &["say", "--wait", "60", "--from", "Alice", "hello there"],
+        )?))
+    })?;
+    assert!(
+        out.contains("no answer: the plan for it was dropped"),
+        "{out}"
+    );
+    assert!(out.contains("exceeds the available context size"), "{out}");
+    assert!(
+        out.contains(&format!("(POST {base}/chat/completions)")),
+        "{out}"
     );
     stop_daemon(&mut reaper)?;
     Ok(())

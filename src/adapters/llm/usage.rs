@@ -166,6 +166,8 @@ pub struct InFlight {
     model: String,
     answered: bool,
     reports_before: u64,
+    /// When it went out (wall time): a planning call's latency is kept per agent.
+    sent_at: std::time::Instant,
 }
 
 /// A request to `model` is being sent now.
@@ -179,6 +181,7 @@ pub fn sending(model: &str) -> InFlight {
         model: model.to_owned(),
         answered: false,
         reports_before,
+        sent_at: std::time::Instant::now(),
     }
 }
 
@@ -207,6 +210,9 @@ impl Drop for InFlight {
         else {
             return;
         };
+        if self.answered && *kind == CallKind::Plan {
+            meter.note_latency(agent, self.sent_at.elapsed());
+        }
         if !self.answered {
             tracing::debug!(agent = %agent, chat = %chat, model = %self.model, "llm request discarded before its answer (billed all the same)");
             meter.count_discarded(agent, &self.model, *kind);
@@ -240,7 +246,13 @@ pub struct UsageMeter {
     /// When the totals were last saved (wall time): [`UsageMeter::flush_due`] saves at most
     /// every [`SAVE_EVERY`].
     saved_at: Mutex<Option<std::time::Instant>>,
+    /// The latest planning calls' wall-time latencies per agent, newest last (at most
+    /// [`LATENCIES_KEPT`]): `ctl say` waits after them.
+    latencies: Mutex<BTreeMap<String, std::collections::VecDeque<std::time::Duration>>>,
 }
+
+/// How many planning latencies are kept per agent.
+const LATENCIES_KEPT: usize = 8;
 
 /// How often the journal is appended to while calls go on: a kill -9 loses at most the
 /// counts of the calls made since the last append, which is at most this old when the next
@@ -268,6 +280,7 @@ impl UsageMeter {
             writing: tokio::sync::Mutex::new(()),
             sink: None,
             saved_at: Mutex::new(None),
+            latencies: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -309,6 +322,28 @@ impl UsageMeter {
             row.cached_tokens = row.cached_tokens.saturating_add(usage.cached_tokens);
             row.output_tokens = row.output_tokens.saturating_add(usage.output_tokens);
         });
+    }
+
+    /// Notes how long one of `agent`'s planning requests took on the wire.
+    pub fn note_latency(&self, agent: &str, took: std::time::Duration) {
+        let mut all = self
+            .latencies
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let kept = all.entry(agent.to_owned()).or_default();
+        if kept.len() == LATENCIES_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back(took);
+    }
+
+    /// The slowest of `agent`'s latest planning requests (`None` before its first answer).
+    pub fn slowest_recent_plan(&self, agent: &str) -> Option<std::time::Duration> {
+        let all = self
+            .latencies
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        all.get(agent).and_then(|kept| kept.iter().max().copied())
     }
 
     /// Counts one request of `kind` sent for `agent` with `model`.
@@ -575,5 +610,44 @@ mod tests {
         meter.add("ann", "llama3.2", CallKind::Classify, usage);
         let line = meter.today_line("ann").unwrap_or_default();
         assert!(line.contains("cost unknown"), "{line}");
+    }
+
+    /// An answered planning request's latency is kept for its agent (`ctl say` waits after
+    /// the slowest of the latest eight); other kinds and discarded requests are not.
+    #[tokio::test]
+    async fn planning_latencies_are_kept_per_agent() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let clock: SharedClock = std::sync::Arc::new(crate::ports::clock::VirtualClock::new(
+            jiff::Timestamp::UNIX_EPOCH,
+            true,
+        ));
+        let meter = Arc::new(UsageMeter::load(StateDir::new(dir.path()), clock));
+        let call = |kind: CallKind, answer: bool| {
+            scoped("ann", "1", kind, Some(Arc::clone(&meter)), async move {
+                let mut wire = sending("local");
+                if answer {
+                    wire.answered();
+                }
+            })
+        };
+        call(CallKind::Classify, true).await;
+        call(CallKind::Plan, false).await;
+        assert_eq!(meter.slowest_recent_plan("ann"), None);
+        call(CallKind::Plan, true).await;
+        assert!(meter.slowest_recent_plan("ann").is_some());
+        assert_eq!(meter.slowest_recent_plan("bob"), None);
+        for ms in [900, 20, 30, 40, 50, 60, 70, 80] {
+            meter.note_latency("bob", std::time::Duration::from_millis(ms));
+        }
+        assert_eq!(
+            meter.slowest_recent_plan("bob"),
+            Some(std::time::Duration::from_millis(900))
+        );
+        meter.note_latency("bob", std::time::Duration::from_millis(10));
+        assert_eq!(
+            meter.slowest_recent_plan("bob"),
+            Some(std::time::Duration::from_millis(80)),
+            "only the latest eight count"
+        );
     }
 }

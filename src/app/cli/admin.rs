@@ -228,9 +228,11 @@ pub enum CtlCommand {
         /// Return at once instead of waiting for the answer.
         #[arg(long)]
         no_wait: bool,
-        /// How long to wait for the answer, in seconds (at most 25).
-        #[arg(long, value_name = "SECS", default_value_t = 20)]
-        wait: u64,
+        /// How long to wait for the answer, in seconds (at most 300). By default 20 s, or
+        /// longer when the agent's planning calls have lately been slow (a local model):
+        /// twice the slowest of its latest calls, plus 10 s.
+        #[arg(long, value_name = "SECS")]
+        wait: Option<u64>,
         /// The message.
         #[arg(required = true, num_args = 1..)]
         text: Vec<String>,

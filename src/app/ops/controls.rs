@@ -15,7 +15,6 @@
 //! - `pauses`, `drafts`, `views`, `reads`, `say`: the operations by concern.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::mpsc;
 
@@ -46,6 +45,7 @@ pub(crate) use commands::parse_duration;
 pub use gate::Commands;
 pub(crate) use reads::{AgentView, DraftView};
 pub use roster::{Roster, Seat, SimSeat};
+pub(crate) use say::MAX_WAIT_SECS as SAY_MAX_WAIT_SECS;
 
 /// The answer to `/stop`.
 const STOPPING: &str = "stopping: tasks in flight may finish, then the daemon exits";
@@ -349,7 +349,11 @@ impl Controller {
                 wait_secs,
             } => {
                 let agent = self.pick_agent(agent)?;
-                let wait = Duration::from_secs(wait_secs.min(say::MAX_WAIT_SECS));
+                let slowest = self
+                    .usage
+                    .as_ref()
+                    .and_then(|u| u.slowest_recent_plan(&agent));
+                let wait = say::wait_for(wait_secs, slowest);
                 let said = say::Said {
                     chat: chat.as_deref(),
                     from: &from,

@@ -222,19 +222,27 @@ pub(crate) fn request_for(cmd: CtlCommand) -> Result<Request, CommandError> {
                 group,
                 reply_to,
                 text: text.join(" "),
-                wait_secs: if no_wait { 0 } else { wait },
+                wait_secs: if no_wait { Some(0) } else { wait },
             },
         ),
     };
     Ok(Request { agent, op })
 }
 
-/// How long `personad ctl` waits for the daemon's answer.
-const CLIENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long `personad ctl` waits for the daemon's answer: a minute, or for `say` (which may
+/// wait for a slow model) its longest wait and half a minute more.
+fn client_timeout(op: &Op) -> std::time::Duration {
+    let secs = match op {
+        Op::Say { .. } => crate::app::ops::controls::SAY_MAX_WAIT_SECS + 30,
+        _ => 60,
+    };
+    std::time::Duration::from_secs(secs)
+}
 
 /// `personad ctl ...`: sends one request and prints the answer.
 pub async fn client(global: GlobalArgs, cmd: CtlCommand) -> CmdResult {
     let request = request_for(cmd)?;
+    let timeout = client_timeout(&request.op);
     let path = socket_path(&StateDir::new(&global.state_dir));
     let stream = UnixStream::connect(&path).await.map_err(|e| {
         CommandError::Unavailable(format!(
@@ -250,13 +258,13 @@ pub async fn client(global: GlobalArgs, cmd: CtlCommand) -> CmdResult {
     let sent = write.write_all(line.as_bytes()).await;
     let mut answer = String::new();
     let mut reader = BufReader::new(read).take(16 * 1024 * 1024);
-    let read = tokio::time::timeout(CLIENT_TIMEOUT, reader.read_line(&mut answer))
+    let read = tokio::time::timeout(timeout, reader.read_line(&mut answer))
         .await
         .map_err(|_| {
             CommandError::Unavailable(format!(
                 "the daemon on {} did not answer within {} s",
                 path.display(),
-                CLIENT_TIMEOUT.as_secs()
+                timeout.as_secs()
             ))
         })?;
     if answer.trim().is_empty() {

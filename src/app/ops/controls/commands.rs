@@ -85,9 +85,10 @@ pub enum Op {
         #[serde(default)]
         reply_to: Option<i64>,
         text: String,
-        /// How long to wait for the answer, in seconds (0: do not wait).
+        /// How long to wait for the answer, in seconds (0: do not wait; none: after how
+        /// long the agent's planning calls have lately taken, see `say::wait_for`).
         #[serde(default)]
-        wait_secs: u64,
+        wait_secs: Option<u64>,
     },
 }
 

@@ -115,8 +115,12 @@ impl Controller {
                 .await?;
             let chat = memory.chat(target).await?;
             let id = msg.id;
+            let notables = self.runtime().observe_notables();
             gated.push(agent, chat, msg, false);
-            let said = format!("delivered #{id} from the owner to chat {target}");
+            let said = Told {
+                said: format!("delivered #{id} from the owner to chat {target}"),
+                notables,
+            };
             return Ok(self
                 .said_and_answered(
                     agent,
@@ -153,8 +157,12 @@ impl Controller {
         let id = msg.id;
         let chat_id = chat.id;
         let draft_for = Some((chat.title.clone(), msg.date));
+        let notables = self.runtime().observe_notables();
         gated.push(agent, chat, msg, true);
-        let said = format!("delivered #{id} to chat {chat_id}");
+        let said = Told {
+            said: format!("delivered #{id} to chat {chat_id}"),
+            notables,
+        };
         Ok(self
             .said_and_answered(
                 agent,
@@ -205,6 +213,7 @@ impl Controller {
             Peer::User(u) if !owner && u == me => Peer::User(writer),
             other => other,
         };
+        let notables = self.runtime().observe_notables();
         let posted = sim
             .post(
                 writer,
@@ -220,10 +229,13 @@ impl Controller {
             })?;
         let id = MessageId(i64::from(posted.id_for(me).unwrap_or(0)));
         let chat_id = ChatId(seen_as.chat_id());
-        let said = if owner {
-            format!("delivered #{id} from the owner to chat {chat_id}")
-        } else {
-            format!("delivered #{id} to chat {chat_id}")
+        let said = Told {
+            said: if owner {
+                format!("delivered #{id} from the owner to chat {chat_id}")
+            } else {
+                format!("delivered #{id} to chat {chat_id}")
+            },
+            notables,
         };
         // The simulator dates in whole seconds.
         let since = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() - 1)
@@ -253,12 +265,16 @@ impl Controller {
         twin: &Twin<'_>,
         (chat, after): (ChatId, MessageId),
         draft_for: Option<(String, jiff::Timestamp)>,
-        said: String,
+        told: Told,
         wait: Duration,
     ) -> String {
+        let Told { said, mut notables } = told;
         if wait.is_zero() {
             return said;
         }
+        // Why nothing came, when the runtime said so: the newest such event for this chat
+        // (or the agent's spending cap).
+        let mut why_not: Option<String> = None;
         let start = std::time::Instant::now();
         let mut seen = 0;
         let mut quiet_since = start;
@@ -307,15 +323,22 @@ impl Controller {
             let planned = tokio::task::spawn_blocking(move || plan.exists())
                 .await
                 .unwrap_or(false);
+            while let Ok(event) = notables.try_recv() {
+                if let Some(why) = why_nothing(&event.notable, agent, chat) {
+                    why_not = Some(why);
+                }
+            }
             let settled = start.elapsed() > SETTLE;
             let done = (seen > 0 && !planned && quiet_since.elapsed() > QUIET)
-                || (seen == 0 && !planned && settled && start.elapsed() > NO_PLAN);
+                || (seen == 0 && !planned && settled && start.elapsed() > NO_PLAN)
+                || (seen == 0 && why_not.is_some() && settled);
             if done || start.elapsed() >= wait {
-                return match (seen, planned) {
-                    (0, false) => format!(
-                        "{said}\nno answer: no plan was made for it (paused, not addressed, or a note)"
+                return match (seen, planned, why_not) {
+                    (0, _, Some(why)) => format!("{said}\nno answer: {why}"),
+                    (0, false, None) => format!(
+                        "{said}\nno answer: nothing was planned for it (paused, not addressed, a note, or the model chose silence)"
                     ),
-                    (0, true) => format!(
+                    (0, true, None) => format!(
                         "{said}\nno answer within {} s (still planned: see `personad ctl plans`)",
                         wait.as_secs()
                     ),
@@ -324,6 +347,35 @@ impl Controller {
             }
             tokio::time::sleep(POLL).await;
         }
+    }
+}
+
+/// What `ctl say` did, and the runtime's notable events from just before it (so that a plan
+/// dropped for the message is seen however fast it went).
+struct Told {
+    said: String,
+    notables: tokio::sync::mpsc::UnboundedReceiver<crate::runtime::NotableEvent>,
+}
+
+/// Why no answer comes, when `event` says so for `agent`'s `chat`: a dropped plan (with the
+/// runtime's reason: a refused request, an answer that did not parse), a spending cap
+/// reached, the chat's safety breaker.
+fn why_nothing(
+    event: &crate::core::scheduler::Notable,
+    agent: &str,
+    chat: ChatId,
+) -> Option<String> {
+    if event.agent != agent || event.chat.is_some_and(|c| c != chat) {
+        return None;
+    }
+    let detail = &event.detail;
+    match (event.event, event.chat) {
+        ("plan_dropped", Some(_)) => Some(format!("the plan for it was dropped: {detail}")),
+        ("breaker_tripped", _) => Some(format!("the chat's safety breaker tripped: {detail}")),
+        ("budget_reached", _) => Some(format!(
+            "the agent reached its daily spending cap ({detail}); it answers once the cap lifts"
+        )),
+        _ => None,
     }
 }
 
@@ -386,7 +438,25 @@ fn peer_of(chat: ChatId) -> Peer {
 }
 
 /// Longest `ctl say` wait, in seconds (the control socket's connection lasts 30 s).
-pub(crate) const MAX_WAIT_SECS: u64 = 25;
+pub(crate) const MAX_WAIT_SECS: u64 = 300;
+/// `ctl say`'s wait when none is asked and the agent's calls have been quick.
+const DEFAULT_WAIT: Duration = Duration::from_secs(20);
+
+/// How long `ctl say` waits for the answer: `asked` seconds (at most [`MAX_WAIT_SECS`]), or by
+/// default [`DEFAULT_WAIT`], longer when the agent's planning calls have lately been slow
+/// (`slowest`, the slowest of its latest: a turn may take two calls, plus the pacing).
+pub(super) fn wait_for(asked: Option<u64>, slowest: Option<Duration>) -> Duration {
+    let most = Duration::from_secs(MAX_WAIT_SECS);
+    match asked {
+        Some(secs) => Duration::from_secs(secs).min(most),
+        None => {
+            let measured = slowest.map_or(Duration::ZERO, |d| {
+                d.saturating_mul(2).saturating_add(Duration::from_secs(10))
+            });
+            DEFAULT_WAIT.max(measured).min(most)
+        }
+    }
+}
 /// How often `ctl say` looks for the answer.
 const POLL: Duration = Duration::from_millis(100);
 /// How long an answer must be followed by silence before `ctl say` returns it.
@@ -395,3 +465,22 @@ const QUIET: Duration = Duration::from_millis(1500);
 const SETTLE: Duration = Duration::from_millis(500);
 /// With no plan and no answer, how long an owner command's answer may take.
 const NO_PLAN: Duration = Duration::from_millis(1500);
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{MAX_WAIT_SECS, wait_for};
+
+    /// `ctl say` waits as asked (capped), else 20 s, or longer after slow planning calls.
+    #[test]
+    fn the_default_wait_follows_the_agents_slowest_recent_call() {
+        let secs = Duration::from_secs;
+        assert_eq!(wait_for(Some(5), Some(secs(100))), secs(5));
+        assert_eq!(wait_for(Some(9_999), None), secs(MAX_WAIT_SECS));
+        assert_eq!(wait_for(None, None), secs(20));
+        assert_eq!(wait_for(None, Some(secs(2))), secs(20));
+        assert_eq!(wait_for(None, Some(secs(60))), secs(130));
+        assert_eq!(wait_for(None, Some(secs(1_000))), secs(MAX_WAIT_SECS));
+    }
+}
