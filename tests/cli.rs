@@ -334,6 +334,24 @@ fn check_shows_each_roles_route_with_model_and_base_url() -> TestResult {
     );
     assert!(!stdout.contains("pw@"), "{stdout}");
     assert!(!stdout.contains("not configured"), "{stdout}");
+    // The media route is shown too: its Gemini default has no key here, and says so.
+    assert!(
+        stdout.contains("media (photos, stickers, voice notes described and transcribed): gemini:")
+            && stdout.contains("warning: the media route cannot be served"),
+        "{stdout}"
+    );
+    let out = personad(
+        &["check", "--llm", "openai", "--media-model", "openai:llava"],
+        dir.path(),
+    )
+    .env("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")
+    .output()?;
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("described and transcribed): openai:llava at http://127.0.0.1:8080/v1\n"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("media route cannot"), "{stdout}");
     // Gemini without a key: both routes are named as not configured, and counted.
     let out = run(&["check", "--llm", "gemini"], dir.path())?;
     let stdout = text(&out.stdout);
@@ -342,6 +360,19 @@ fn check_shows_each_roles_route_with_model_and_base_url() -> TestResult {
         stdout.contains("warning: 2 LLM route(s) not configured"),
         "{stdout}"
     );
+    // The key in systemd's credentials directory (`LoadCredential=gemini_api_key:...`), as
+    // `run` reads it: every route is served, and the key never printed.
+    let creds = dir.path().join("credentials");
+    std::fs::create_dir_all(&creds)?;
+    std::fs::write(creds.join("gemini_api_key"), "SENTINEL_CREDENTIAL_KEY\n")?;
+    let out = personad(&["check", "--llm", "gemini"], dir.path())
+        .env("CREDENTIALS_DIRECTORY", &creds)
+        .output()?;
+    let stdout = text(&out.stdout);
+    assert!(!stdout.contains("NOT CONFIGURED"), "{stdout}");
+    assert!(!stdout.contains("route(s) not configured"), "{stdout}");
+    assert!(!stdout.contains("media route cannot"), "{stdout}");
+    assert!(!stdout.contains("SENTINEL_CREDENTIAL_KEY"), "{stdout}");
     Ok(())
 }
 

@@ -395,6 +395,8 @@ pub struct CheckArgs {
     pub llm: LlmArgs,
     #[command(flatten)]
     pub groups: GroupArgs,
+    #[command(flatten)]
+    pub media: MediaArgs,
 }
 
 /// How the model is asked to write its plan (`--plan-format`).

@@ -363,9 +363,11 @@ fn persona_settings(p: &crate::core::persona::Persona, args: &CheckArgs) -> Stri
 pub fn check(global: &GlobalArgs, args: &CheckArgs) -> CmdResult {
     let config = args.runtime.raw().validate();
     let report = load_personas(global)?;
-    // Keys from the environment (`run` also reads systemd's credentials directory).
-    let router =
-        crate::adapters::llm::provider::Router::from_env(std::time::Duration::from_secs(120));
+    // Keys from the environment, then systemd's credentials directory, as `run` finds them.
+    let router = crate::adapters::llm::provider::Router::from_lookup(
+        crate::app::credentials::llm_lookup(),
+        std::time::Duration::from_secs(120),
+    );
     let mut llm_warnings = 0usize;
     let mut text = String::new();
     text.push_str(&format!(
@@ -381,6 +383,14 @@ pub fn check(global: &GlobalArgs, args: &CheckArgs) -> CmdResult {
                 dir.display()
             ));
         }
+    }
+    // Media descriptions and voice transcripts are one route for every persona.
+    let media = router.describe(&args.media.config().model);
+    text.push_str(&format!(
+        "media (photos, stickers, voice notes described and transcribed): {media}\n"
+    ));
+    if media.contains("NOT CONFIGURED") || media.contains("unusable") {
+        text.push_str("warning: the media route cannot be served: photos, stickers and voice notes will reach the personas undescribed (set its key, or pick another model with --media-model)\n");
     }
     for entry in &report.entries {
         let file = entry

@@ -6,6 +6,7 @@ pub mod bench_memory;
 pub mod cli;
 pub mod commands;
 pub(crate) mod console;
+pub(crate) mod credentials;
 /// The console's personas page, rendered without its server (tests compare it with `ctl`).
 #[cfg(feature = "test-hooks")]
 pub use console::personas_page_for_tests as console_personas_page;

@@ -735,6 +735,8 @@ pub(crate) fn clear_env(cmd: &mut std::process::Command) {
             cmd.env_remove(&name);
         }
     }
+    // systemd's credentials directory stands in for the keys.
+    cmd.env_remove("CREDENTIALS_DIRECTORY");
 }
 
 /// A path under the shared test data beside the checkout (`../shared/data/...`), if present.

@@ -3,7 +3,6 @@
 //! Telegram of one shared world), and the secrets it reads from systemd's credentials
 //! directory (`LoadCredential=`): never logged, never exported. Called by `daemon`.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,46 +72,13 @@ pub(crate) fn credentials_from_systemd(global: &mut TelegramArgs) {
     let Some(dir) = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from) else {
         return;
     };
-    let read = |name: &str| systemd_credential(&dir, name);
+    let read = |name: &str| crate::app::credentials::systemd_credential(&dir, name);
     if global.api_hash.is_none() {
         global.api_hash = read("telegram_api_hash");
     }
     if global.api_id.is_none() {
         global.api_id = read("telegram_api_id").and_then(|s| s.parse().ok());
     }
-}
-
-/// One credential file from systemd's credentials directory, trimmed; `None` when it is
-/// absent or empty. Read like other operator files (`store::read_operator_file`: regular file,
-/// capped, never blocking on a FIFO); one that cannot be read is logged by name (never its
-/// content) and treated as absent.
-fn systemd_credential(dir: &std::path::Path, name: &str) -> Option<String> {
-    match crate::adapters::store::read_operator_file(&dir.join(name)) {
-        Ok(text) => text.map(|s| s.trim().to_string()).filter(|s| !s.is_empty()),
-        Err(e) => {
-            tracing::warn!(event = "credential_unreadable", error = %e, "ignoring a credential file");
-            None
-        }
-    }
-}
-
-/// LLM keys from systemd's credentials directory (`LoadCredential=`): the file named after
-/// the variable in lower case (`gemini_api_key`, `openai_api_key`, ...), for every variable the
-/// environment leaves unset. Read once, never exported to the environment.
-pub(crate) fn llm_keys_from_systemd() -> BTreeMap<String, String> {
-    let mut keys = BTreeMap::new();
-    let Some(dir) = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from) else {
-        return keys;
-    };
-    for name in crate::core::llm::KEY_VARIABLES {
-        if std::env::var_os(name).is_some() {
-            continue;
-        }
-        if let Some(key) = systemd_credential(&dir, &name.to_lowercase()) {
-            keys.insert((*name).to_string(), key);
-        }
-    }
-    keys
 }
 
 /// The Telegram backend `run` was asked for, with its credentials and limits (with

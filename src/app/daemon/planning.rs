@@ -12,7 +12,6 @@ use crate::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
 use crate::adapters::store::StateDir;
 use crate::app::cli::{PlannerChoice, RunArgs};
 use crate::app::commands::CommandError;
-use crate::app::daemon::backend::llm_keys_from_systemd;
 use crate::app::ops::metrics;
 use crate::app::services::MakePlanner;
 use crate::core::config::{ConfigError, RuntimeConfig};
@@ -34,8 +33,7 @@ pub(crate) struct Planning {
 
 /// The LLM stack of `run`. The router is returned too, to check each persona's provider.
 fn llm_stack(retry: RetryConfig, clock: SharedClock) -> (Arc<dyn Llm>, Arc<Router>) {
-    let keys = llm_keys_from_systemd();
-    let lookup = move |name: &str| std::env::var(name).ok().or_else(|| keys.get(name).cloned());
+    let lookup = crate::app::credentials::llm_lookup();
     let (llm, router) = crate::adapters::llm_planner::llm_from_lookup(lookup, retry, clock);
     (metrics::MeteredLlm::wrap(llm), router)
 }
