@@ -208,3 +208,89 @@ async fn usage_files_without_kinds_load_as_mixed_and_a_meter_goes_on_from_them()
     assert!(!usage_dir.join("Wren.json.unreadable").exists());
     Ok(())
 }
+
+/// `--plan-format json` holds the summary and schedule calls to their schemas too: each
+/// request carries its schema as `response_format` (an OpenAI-compatible server of one's own,
+/// as llama.cpp's), and the JSON answers such a server returns become a summary and a day.
+#[tokio::test]
+async fn summary_and_schedule_calls_are_held_to_their_schemas_on_a_json_route() -> TestResult {
+    use personad::adapters::llm::provider::Router;
+    use personad::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(|req: &wiremock::Request| {
+            let body: serde_json::Value =
+                serde_json::from_slice(&req.body).unwrap_or_default();
+            let schema = &body["response_format"]["json_schema"]["schema"];
+            // Answers in the schema it was given, as a constrained decoder would.
+            let answer = if schema["properties"]["activities"]["type"] == json!("array") {
+                json!({"activities": [
+                    {"start": "00:00", "end": "07:00", "responsiveness": 0, "activity": "sleep", "description": "asleep"},
+                    {"start": "07:00", "end": "24:00", "responsiveness": 80, "activity": "day", "description": "about town"}
+                ]})
+            } else if schema["required"] == json!(["kind", "min_message_id", "max_message_id", "content"]) {
+                json!({"kind": "summarize", "min_message_id": 1, "max_message_id": 2, "content": "Bob said hello twice."})
+            } else {
+                json!("unconstrained: # «summarize» no fields")
+            };
+            ResponseTemplate::new(200).set_body_json(json!({
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.to_string()}, "finish_reason": "stop"}]
+            }))
+        })
+        .mount(&server)
+        .await;
+    let base = format!("{}/v1", server.uri());
+    let env = |name: &str| match name {
+        "OPENAI_BASE_URL" => Some(base.clone()),
+        "OPENAI_MODEL" => Some("local".to_owned()),
+        _ => None,
+    };
+    let router = Router::from_lookup(env, std::time::Duration::from_secs(10));
+    let config = LlmPlannerConfig {
+        default_llm: personad::core::llm::resolve("openai")?,
+        json_plans: true,
+        ..LlmPlannerConfig::default()
+    };
+    let planner = LlmPlanner::new(Arc::new(router), config);
+    let persona = persona(AGENT);
+    let bob = dm(5);
+    let history = [message(&bob, 1), message(&bob, 2)];
+    let media = Default::default();
+    let summary = planner
+        .summarize(SummaryRequest {
+            persona: &persona,
+            chat: &bob,
+            earlier: "",
+            messages: &history,
+            media: &media,
+            now: t0(),
+        })
+        .await?
+        .ok_or("no summary")?;
+    assert_eq!(summary.text, "Bob said hello twice.");
+    assert_eq!((summary.first, summary.last), (Some(1), Some(2)));
+    let date = jiff::civil::date(2025, 6, 16);
+    let day = planner
+        .schedule(ScheduleRequest {
+            persona: &persona,
+            prose: "Up at seven.",
+            date,
+            zone: "UTC",
+            recent: &[],
+            now: t0(),
+        })
+        .await?
+        .ok_or("no day")?;
+    let day = personad::core::presence::DaySchedule::parse(&day, date)
+        .map_err(|p| format!("{p:?}: {day}"))?;
+    assert_eq!(day.activities.len(), 2);
+    assert_eq!(day.activities[1].name, "day");
+    let requests = server.received_requests().await.unwrap_or_default();
+    for r in &requests {
+        let body: serde_json::Value = serde_json::from_slice(&r.body)?;
+        let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+        assert!(system.contains("answer with one JSON object"), "{system}");
+    }
+    assert_eq!(requests.len(), 2);
+    Ok(())
+}

@@ -41,8 +41,10 @@ pub struct LlmPlannerConfig {
     /// The model's context, in tokens (`--context-tokens`): each prompt is fitted to it, less
     /// the answer's reserve (see `core::prompt::budget`). `None`: no fitting.
     pub context_tokens: Option<u32>,
-    /// Ask for the plan as structured output (`--plan-format json`): the request carries the
-    /// task schema (`blocks::plan_schema`) for a route that enforces it while decoding.
+    /// Ask for structured output (`--plan-format json`): the planning request carries the task
+    /// schema (`blocks::plan_schema`), the summary call the summary's (`summaries::schema`)
+    /// and the schedule call the day's (`presence::schema`), for a route that enforces them
+    /// while decoding.
     pub json_plans: bool,
 }
 
@@ -449,21 +451,28 @@ impl LlmPlanner {
             }
         }
         text.push_str(&format!("Summarize messages {first}–{last}."));
+        let mut system = format!(
+            "{}\nThe account is {}'s; the chat is {:?}.",
+            summaries::INSTRUCTIONS,
+            req.persona.name,
+            req.chat.title
+        );
+        // A route held to schemas (`--plan-format json`) gets the summary's schema too.
+        let response_schema = self.config.json_plans.then(|| {
+            system.push_str("\n\n");
+            system.push_str(summaries::JSON_INSTRUCTIONS);
+            summaries::schema()
+        });
         LlmRequest {
             model: self.route(req.persona),
-            system: format!(
-                "{}\nThe account is {}'s; the chat is {:?}.",
-                summaries::INSTRUCTIONS,
-                req.persona.name,
-                req.chat.title
-            ),
+            system,
             turns: vec![crate::core::llm::Turn {
                 role: crate::core::llm::Role::User,
                 parts: vec![crate::core::llm::Part::Text(text)],
             }],
             temperature: self.config.temperature,
             max_output_tokens: self.config.max_output_tokens,
-            response_schema: None,
+            response_schema,
         }
     }
 }
@@ -474,13 +483,18 @@ impl Planner for LlmPlanner {
         req: ScheduleRequest<'a>,
     ) -> BoxFuture<'a, Result<Option<String>, PlanError>> {
         Box::pin(async move {
+            use crate::core::presence;
+            let mut system = format!("{}\nYou are {}.", presence::INSTRUCTIONS, req.persona.name);
+            // A route held to schemas (`--plan-format json`) gets the day's schema too; its
+            // JSON answer becomes the day's lines, checked like any answer.
+            let response_schema = self.config.json_plans.then(|| {
+                system.push_str("\n\n");
+                system.push_str(presence::JSON_INSTRUCTIONS);
+                presence::schema()
+            });
             let request = LlmRequest {
                 model: self.route(req.persona),
-                system: format!(
-                    "{}\nYou are {}.",
-                    crate::core::presence::INSTRUCTIONS,
-                    req.persona.name
-                ),
+                system,
                 turns: vec![crate::core::llm::Turn {
                     role: crate::core::llm::Role::User,
                     parts: vec![crate::core::llm::Part::Text(
@@ -491,7 +505,7 @@ impl Planner for LlmPlanner {
                 }],
                 temperature: self.config.temperature,
                 max_output_tokens: self.config.max_output_tokens,
-                response_schema: None,
+                response_schema,
             };
             // Counted under chat 0: the call belongs to no chat.
             let kind = CallKind::Schedule;
@@ -499,7 +513,9 @@ impl Planner for LlmPlanner {
                 .metered(&req.persona.name, ChatId(0), kind, &request)
                 .await
             {
-                Ok(LlmOutcome::Text(text)) => Ok(Some(text)),
+                Ok(LlmOutcome::Text(text)) => {
+                    Ok(Some(presence::lines_from_json(&text).unwrap_or(text)))
+                }
                 Ok(_) => Err(PlanError::NoAnswer("schedule")),
                 Err(e) => Err(PlanError::Llm(e)),
             }

@@ -317,12 +317,14 @@ fn persona_routes(
         }
         d
     };
-    let plans = match args.llm.plan_format {
-        crate::app::cli::PlanFormat::Blocks => "task blocks",
-        crate::app::cli::PlanFormat::Json => "JSON held to the task schema",
+    let calls = match args.llm.plan_format {
+        crate::app::cli::PlanFormat::Blocks => "plans (task blocks), summaries, schedule",
+        crate::app::cli::PlanFormat::Json => {
+            "plans, summaries, schedule (JSON held to their schemas)"
+        }
     };
     let line = format!(
-        "routes: plans ({plans}), summaries, schedule: {}; group classifier (JSON held to its schema): {}",
+        "routes: {calls}: {}; group classifier (JSON held to its schema): {}",
         shown(&planner),
         shown(&classifier)
     );

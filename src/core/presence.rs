@@ -685,6 +685,69 @@ Responsiveness is how available you are for messages, 0 to 100: 0 asleep (nothin
 50–80 casual activities, 90–100 chatting. Sleep that crosses midnight ends the day at 24:00 (the next day starts asleep). \
 Be specific (meals, places, what you work on) and vary your days as people do; the routine below is a template, not a script.";
 
+/// What a schema-constrained route (`--plan-format json`) is told after [`INSTRUCTIONS`]: the
+/// same day as one JSON object, which [`lines_from_json`] turns into the day's lines.
+pub const JSON_INSTRUCTIONS: &str = "Instead of lines, answer with one JSON object: \
+{\"activities\": [{\"start\": \"HH:MM\", \"end\": \"HH:MM\", \"responsiveness\": 0-100, \"activity\": \"...\", \"description\": \"...\"}, ...]}";
+
+/// The day's schema (the OpenAPI subset Gemini takes; the OpenAI client converts it): a list
+/// of activities, each with every field required.
+pub fn schema() -> serde_json::Value {
+    let string = || serde_json::json!({"type": "STRING"});
+    serde_json::json!({
+        "type": "OBJECT",
+        "properties": {
+            "activities": {
+                "type": "ARRAY",
+                "maxItems": MAX_ACTIVITIES,
+                "items": {
+                    "type": "OBJECT",
+                    "properties": {
+                        "start": string(),
+                        "end": string(),
+                        "responsiveness": {"type": "INTEGER"},
+                        "activity": string(),
+                        "description": string()
+                    },
+                    "required": ["start", "end", "responsiveness", "activity", "description"]
+                }
+            }
+        },
+        "required": ["activities"]
+    })
+}
+
+/// A JSON answer to a schema-constrained schedule call as the day's lines, which
+/// [`DaySchedule::parse`] then checks like any answer; `None` when the text is not that
+/// object (it is then parsed as lines, as it came).
+pub fn lines_from_json(text: &str) -> Option<String> {
+    let t = text.trim();
+    let t = t
+        .strip_prefix("```json")
+        .or_else(|| t.strip_prefix("```"))
+        .map_or(t, |r| r.trim().trim_end_matches("```").trim());
+    let value: serde_json::Value = serde_json::from_str(t).ok()?;
+    let activities = value.get("activities")?.as_array()?;
+    let field = |a: &serde_json::Value, k: &str| match &a[k] {
+        serde_json::Value::String(s) => s.replace(['|', '\n'], " ").trim().to_string(),
+        serde_json::Value::Number(n) => n.to_string(),
+        _ => String::new(),
+    };
+    let mut out = String::new();
+    for a in activities {
+        let _ = writeln!(
+            out,
+            "- {}–{} | {} | {} | {}",
+            field(a, "start"),
+            field(a, "end"),
+            field(a, "responsiveness"),
+            field(a, "activity"),
+            field(a, "description")
+        );
+    }
+    Some(out)
+}
+
 /// The user turn of a schedule call: the routine, the days before (so the model varies
 /// them), and which day to write.
 pub fn request_text(prose: &str, date: Date, zone: &str, recent: &[DaySchedule]) -> String {

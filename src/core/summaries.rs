@@ -306,6 +306,27 @@ matters later (facts, plans, promises, feelings, open questions), in plain sente
 150 words, in the language of the chat. Answer with exactly one block and nothing else:\n\n\
 # «summarize»\nmin_message_id: FIRST\nmax_message_id: LAST\nThe summary.\n";
 
+/// What a schema-constrained route (`--plan-format json`) is told instead of the block format
+/// at the end of [`INSTRUCTIONS`]; [`parse_answer`] reads either.
+pub const JSON_INSTRUCTIONS: &str = "Instead of the block, answer with one JSON object: \
+{\"kind\": \"summarize\", \"min_message_id\": FIRST, \"max_message_id\": LAST, \"content\": \"The summary.\"}";
+
+/// The summary's schema (the OpenAPI subset Gemini takes; the OpenAI client converts it), for
+/// a route that holds its answer to one: every field required, so a small model cannot leave
+/// the summary out.
+pub fn schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "OBJECT",
+        "properties": {
+            "kind": {"type": "STRING", "enum": ["summarize"]},
+            "min_message_id": {"type": "INTEGER"},
+            "max_message_id": {"type": "INTEGER"},
+            "content": {"type": "STRING"}
+        },
+        "required": ["kind", "min_message_id", "max_message_id", "content"]
+    })
+}
+
 fn cut(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
 }
