@@ -156,6 +156,49 @@ async fn errors_name_the_address_tried() {
     );
 }
 
+/// A request given up on, by its timeout or because the call was dropped (a superseded plan,
+/// a stop), closes its connection: the server sees the end of the stream, which is how
+/// llama.cpp's server and Ollama learn to stop generating for it, instead of a connection kept
+/// open while the abandoned generation runs on and the retry waits behind it.
+#[tokio::test]
+async fn an_abandoned_request_closes_its_connection_so_the_server_can_stop() -> common::TestResult {
+    use tokio::io::AsyncReadExt;
+    for dropped in [false, true] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        // A server that reads the request, never answers, and reports when the client hangs up.
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await?;
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                if socket.read(&mut buf).await? == 0 {
+                    return Ok::<bool, std::io::Error>(true);
+                }
+            }
+        });
+        let mut c = OpenAiConfig::new(Preset::OpenAi, None);
+        c.base_url = format!("http://{addr}/v1");
+        c.base_url_overridden = true;
+        c.request_timeout = std::time::Duration::from_millis(if dropped { 60_000 } else { 300 });
+        let client = OpenAiClient::new(c)?;
+        let req = request();
+        if dropped {
+            // The caller goes away (the plan was superseded) well before any timeout.
+            let call = client.generate(&req);
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(300), call).await;
+        } else {
+            let err = client.generate(&req).await.err().ok_or("no error")?;
+            assert!(err.is_transient(), "{err}");
+        }
+        let hung_up = tokio::time::timeout(std::time::Duration::from_secs(10), server).await;
+        assert!(
+            matches!(hung_up, Ok(Ok(Ok(true)))),
+            "dropped={dropped}: the connection stayed open: {hung_up:?}"
+        );
+    }
+    Ok(())
+}
+
 /// Images go as data-URI parts (vision models); audio is refused before sending, and a
 /// server without a key gets no `Authorization` header.
 #[tokio::test]
