@@ -27,6 +27,7 @@ pub(crate) mod safety;
 pub mod scheduler;
 pub mod summaries;
 pub mod time;
+pub mod voice;
 
 /// Why a value of outside input is not valid: the message says what and where, in the words
 /// shown to the operator. The core's rules return it; callers add the file and line.

@@ -156,6 +156,9 @@ pub struct Persona {
     pub daily_budget: Option<crate::core::budget::DailyCap>,
     /// `# Send Limits`: the account governor's figures for this persona.
     pub send_limits: SendLimits,
+    /// `# Voice`: whether, when and how the persona answers with voice notes (never without
+    /// the heading).
+    pub voice: crate::core::voice::VoiceSettings,
     /// Headings this version does not know, keyed by the heading as written
     /// (trimmed, inner whitespace collapsed), valued by their raw Markdown.
     pub extra: BTreeMap<String, String>,
@@ -203,6 +206,7 @@ impl fmt::Debug for Persona {
             .field("admin_chat", &self.admin_chat)
             .field("daily_budget", &self.daily_budget)
             .field("send_limits", &self.send_limits)
+            .field("voice", &self.voice)
             .field("extra", &self.extra)
             .field("source", &self.source)
             .finish_non_exhaustive()

@@ -49,10 +49,11 @@ pub(super) enum Field {
     DailyBudget,
     SendLimits,
     Language,
+    Voice,
 }
 
 impl Field {
-    pub(super) const ALL: [Field; 35] = [
+    pub(super) const ALL: [Field; 36] = [
         Field::Name,
         Field::Phone,
         Field::Instructions,
@@ -88,6 +89,7 @@ impl Field {
         Field::DailyBudget,
         Field::SendLimits,
         Field::Language,
+        Field::Voice,
     ];
 
     /// The canonical heading text.
@@ -128,6 +130,7 @@ impl Field {
             Field::DailyBudget => "Daily Budget",
             Field::SendLimits => "Send Limits",
             Field::Language => "Language",
+            Field::Voice => "Voice",
         }
     }
 

@@ -50,6 +50,12 @@ pub(crate) fn parse_persona_inner(
     let (daily_schedule, fresh_start, start_of_conversation) =
         presence::presence_fields(&mut report, &fields);
     let owner = owner::owner_fields(&mut report, &fields);
+    let voice = fields.get(&Field::Voice).map_or_else(Default::default, |sec| {
+        crate::core::voice::VoiceSettings::parse(sec.value).unwrap_or_else(|e| {
+            report.error(sec.value_line, format!("{}: {e}", super::fields::heading(Field::Voice)));
+            Default::default()
+        })
+    });
 
     let name = identity.name.clone();
     let persona = match (
@@ -83,6 +89,7 @@ pub(crate) fn parse_persona_inner(
             admin_chat: owner.admin_chat,
             daily_budget: owner.daily_budget,
             send_limits: owner.send_limits,
+            voice,
             extra,
             source: path.to_path_buf(),
         }),
