@@ -1268,6 +1268,8 @@ fn content_refusals_are_per_item() {
         (403, "CHAT_SEND_STICKERS_FORBIDDEN"),
         (403, "CHAT_SEND_MEDIA_FORBIDDEN"),
         (403, "CHAT_SEND_GIFS_FORBIDDEN"),
+        (403, "CHAT_SEND_VOICES_FORBIDDEN"),
+        (400, "VOICE_MESSAGES_FORBIDDEN"),
         (400, "PREMIUM_ACCOUNT_REQUIRED"),
     ] {
         assert!(

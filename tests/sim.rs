@@ -709,6 +709,8 @@ async fn a_voice_note_is_downloaded_in_parts_and_an_expired_reference_is_refresh
                     mime_type: "audio/ogg".into(),
                     bytes: bytes.clone(),
                     voice: true,
+                    duration: 3,
+                    waveform: None,
                 }),
                 ..Post::default()
             },

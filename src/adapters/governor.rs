@@ -5,14 +5,15 @@
 //! [`Governor`] (`Governor::new(backend, clock, config)`) before handing it to the runtime,
 //! so handlers reach Telegram only through it; one governor serves exactly one account.
 //!
-//! Every text and sticker is first checked against the first-contact rule (no first message
+//! Every text, sticker and voice note is first checked against the first-contact rule (no first message
 //! into a chat where nobody wrote to us; the account's own Saved Messages are exempt), then given a send slot that keeps the per-chat
 //! gap, the per-chat rate and the per-account budget. A short wait is slept on the project
 //! clock with [`clock::pause`] (so a task's hold on a virtual clock is given up meanwhile);
 //! a wait over [`GovernorConfig::max_wait`] is refused with a typed, transient
 //! [`TelegramError::FloodWait`], and the task retry machinery decides what happens next.
 //! Reactions, read marks, history, downloads and the rest pass through unpaced; typing
-//! indicators are thinned to one per chat per [`GovernorConfig::typing_min_gap`]. Each sleep
+//! indicators (and "recording voice", sharing their slot) are thinned to one per chat per
+//! [`GovernorConfig::typing_min_gap`]. Each sleep
 //! is logged at INFO and each refusal at WARN, with the chat id and the reason as fields.
 //!
 //! Send slots are reserved under a lock *before* sleeping, so chats sending concurrently
@@ -27,8 +28,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::core::model::{
-    Chat, ChatId, Message, MessageId, OutgoingSticker, OutgoingText, StickerChoice, TelegramError,
-    TgResult,
+    Chat, ChatId, Message, MessageId, OutgoingSticker, OutgoingText, OutgoingVoice, StickerChoice,
+    TelegramError, TgResult,
 };
 use crate::core::time::BoxFuture;
 use crate::ports::clock::{self, SharedClock};
@@ -504,6 +505,15 @@ impl<T: Telegram + ?Sized> Telegram for Governor<T> {
         })
     }
 
+    fn send_voice(&self, msg: OutgoingVoice) -> BoxFuture<'_, TgResult<Message>> {
+        // Paced like any send; a refused voice goes back to the caller (ContentRefused), which
+        // sends the same words as text.
+        Box::pin(async move {
+            self.admit(msg.chat).await?;
+            self.inner.send_voice(msg).await
+        })
+    }
+
     fn react(&self, chat: ChatId, message: MessageId, emoji: &str) -> BoxFuture<'_, TgResult<()>> {
         let emoji = emoji.to_string();
         Box::pin(async move {
@@ -532,6 +542,22 @@ impl<T: Telegram + ?Sized> Telegram for Governor<T> {
             let result = self.inner.typing(chat).await;
             if result.is_err() {
                 // A failed indicator shows nothing: do not let it block the next one.
+                self.lock().chats.entry(chat).or_default().last_typing = previous;
+            }
+            result
+        })
+    }
+
+    fn recording_voice(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        // One chat action at a time: "recording voice" shares typing's slot.
+        let (allowed, previous) = self.take_typing_slot(chat);
+        if !allowed {
+            tracing::debug!(chat = %chat, "governor: recording action dropped, one is still showing");
+            return Box::pin(async { Ok(()) });
+        }
+        Box::pin(async move {
+            let result = self.inner.recording_voice(chat).await;
+            if result.is_err() {
                 self.lock().chats.entry(chat).or_default().last_typing = previous;
             }
             result

@@ -278,6 +278,22 @@ pub struct OutgoingSticker {
     pub idempotency_key: i64,
 }
 
+/// An outbound voice note: an Ogg/Opus file already encoded (mono 48 kHz), with what was said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutgoingVoice {
+    pub chat: ChatId,
+    /// The Ogg/Opus file.
+    pub ogg: std::sync::Arc<Vec<u8>>,
+    pub duration_secs: u32,
+    /// Telegram's packed 5-bit waveform (what its player draws).
+    pub waveform: Vec<u8>,
+    /// The transcript: kept in our own history, NOT sent as a caption.
+    pub text: String,
+    pub reply_to: Option<MessageId>,
+    /// Stored in the task before the call: a repeated key must not send twice.
+    pub idempotency_key: i64,
+}
+
 /// Most stickers listed from one curated set (the list is part of every prompt).
 pub(crate) const MAX_PER_SET: usize = 60;
 

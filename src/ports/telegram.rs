@@ -8,8 +8,8 @@ use std::collections::VecDeque;
 
 use crate::core::blocks::{TELEGRAM_TEXT_LIMIT_UTF16, part_key, text_parts};
 use crate::core::model::{
-    Chat, ChatId, Message, MessageId, OutgoingSticker, OutgoingText, SetSticker, StickerChoice,
-    TelegramError, TgResult,
+    Chat, ChatId, Message, MessageId, OutgoingSticker, OutgoingText, OutgoingVoice, SetSticker,
+    StickerChoice, TelegramError, TgResult,
 };
 use crate::core::time::BoxFuture;
 
@@ -21,6 +21,13 @@ pub trait Telegram: Send + Sync + 'static {
     fn chat(&self, chat: ChatId) -> BoxFuture<'_, TgResult<Chat>>;
     fn send_text(&self, msg: OutgoingText) -> BoxFuture<'_, TgResult<Message>>;
     fn send_sticker(&self, msg: OutgoingSticker) -> BoxFuture<'_, TgResult<Message>>;
+    /// Sends a voice note (no caption). The message returned has media kind Voice (mime
+    /// audio/ogg, its duration) and the transcript as its text, so history and later prompts
+    /// know what was said. A chat or user that refuses voice notes answers
+    /// [`TelegramError::ContentRefused`]: the caller sends the same words as text.
+    fn send_voice(&self, msg: OutgoingVoice) -> BoxFuture<'_, TgResult<Message>>;
+    /// Shows "recording voice" in the chat (as `typing` shows typing).
+    fn recording_voice(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>>;
     fn react(&self, chat: ChatId, message: MessageId, emoji: &str) -> BoxFuture<'_, TgResult<()>>;
     fn typing(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>>;
     fn mark_read(&self, chat: ChatId, upto: MessageId) -> BoxFuture<'_, TgResult<()>>;

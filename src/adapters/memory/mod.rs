@@ -10,12 +10,15 @@
 //! read the agent's state), as a real Telegram never gives an id twice.
 //!
 //! It never touches the network. Writes go through `store`, off the async threads; paths come
-//! from the state layout. Transcript reading is in `transcript`, the trait in `telegram`.
+//! from the state layout. Transcript reading is in `transcript`, the trait in `telegram`, voice
+//! notes (kept as files next to the transcripts) in `voice`.
 
 mod telegram;
 mod transcript;
+mod voice;
 mod world;
 pub use transcript::{HistoryError, read_history};
+pub use voice::VOICES_FORBIDDEN;
 pub use world::World;
 
 use transcript::{quarantine_transcript, read_transcript};
@@ -41,6 +44,8 @@ pub enum Op {
     Chat,
     SendText,
     SendSticker,
+    SendVoice,
+    RecordingVoice,
     React,
     Typing,
     MarkRead,
@@ -79,12 +84,23 @@ pub enum Action {
         message: Message,
         sticker: StickerChoice,
     },
+    /// A voice note: the message (its text is the transcript, its media the duration) and
+    /// the file it was kept in (`None` without a state folder).
+    Voice {
+        chat: ChatId,
+        message: Message,
+        file: Option<PathBuf>,
+    },
     React {
         chat: ChatId,
         message_id: MessageId,
         emoji: String,
     },
     Typing {
+        chat: ChatId,
+    },
+    /// The "recording voice" chat action.
+    RecordingVoice {
         chat: ChatId,
     },
     Read {
@@ -156,6 +172,10 @@ struct State {
     allowed_reactions_calls: usize,
     /// Per chat, the lowest id its next message may get ([`MemoryTelegram::raise_ids`]).
     id_floors: HashMap<ChatId, i64>,
+    /// Chats that refuse voice notes ([`MemoryTelegram::refuse_voice`]).
+    voice_refused: std::collections::HashSet<ChatId>,
+    /// The voice notes sent, by chat and message.
+    voices: HashMap<(ChatId, MessageId), Arc<Vec<u8>>>,
 }
 
 /// The in-memory account.
@@ -672,7 +692,7 @@ impl MemoryTelegram {
         key: i64,
         text: String,
         reply_to: Option<MessageId>,
-        media: Option<MediaInfo>,
+        media: impl FnOnce(MessageId) -> Option<MediaInfo>,
     ) -> TgResult<(Message, bool)> {
         let now = self.clock.now();
         let (self_id, self_name) = (self.self_id, self.self_name.clone());
@@ -706,7 +726,7 @@ impl MemoryTelegram {
                 mentions: Vec::new(),
                 reply_to,
                 date: now,
-                media,
+                media: media(MessageId(id)),
             };
             log.next_id = id + 1;
             log.sent_keys.insert(key, msg.id);

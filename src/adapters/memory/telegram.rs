@@ -1,11 +1,12 @@
 //! The [`Telegram`] trait on the in-memory account: each call reads or changes the account's
 //! state (in the parent module), records outbound actions and honours injected failures. Like
-//! Telegram, it refuses a text longer than 4096 UTF-16 units as sent (MESSAGE_TOO_LONG).
+//! Telegram, it refuses a text longer than 4096 UTF-16 units as sent (MESSAGE_TOO_LONG), and a
+//! voice note in a chat marked as refusing them (see `voice`).
 
 use super::{Action, MemoryTelegram, Op};
 use crate::core::model::{
-    Chat, ChatId, MediaInfo, Message, MessageId, OutgoingSticker, OutgoingText, StickerChoice,
-    TelegramError, TgResult,
+    Chat, ChatId, MediaInfo, Message, MessageId, OutgoingSticker, OutgoingText, OutgoingVoice,
+    StickerChoice, TelegramError, TgResult,
 };
 use crate::core::time::BoxFuture;
 use crate::ports::telegram::Telegram;
@@ -40,7 +41,9 @@ impl Telegram for MemoryTelegram {
                 return Err(TelegramError::TooLong("MESSAGE_TOO_LONG (400)".into()));
             }
             let (sent, fresh) = self
-                .post(msg.chat, msg.idempotency_key, msg.text, msg.reply_to, None)
+                .post(msg.chat, msg.idempotency_key, msg.text, msg.reply_to, |_| {
+                    None
+                })
                 .await?;
             if fresh {
                 self.record(Action::Send {
@@ -74,7 +77,7 @@ impl Telegram for MemoryTelegram {
                     msg.idempotency_key,
                     String::new(),
                     msg.reply_to,
-                    Some(media),
+                    |_| Some(media),
                 )
                 .await?;
             if fresh {
@@ -85,6 +88,22 @@ impl Telegram for MemoryTelegram {
                 });
             }
             Ok(sent)
+        })
+    }
+
+    fn send_voice(&self, msg: OutgoingVoice) -> BoxFuture<'_, TgResult<Message>> {
+        Box::pin(async move {
+            self.enter(Op::SendVoice).await?;
+            self.voice(msg).await
+        })
+    }
+
+    fn recording_voice(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(async move {
+            self.enter(Op::RecordingVoice).await?;
+            self.with_chat(chat, |_| ())?;
+            self.record(Action::RecordingVoice { chat });
+            Ok(())
         })
     }
 

@@ -30,6 +30,7 @@ mod feed;
 mod fetch;
 mod send;
 mod telegram;
+mod voice;
 
 /// Most messages whose forum topic is remembered.
 const MAX_TOPIC_MESSAGES: usize = 50_000;

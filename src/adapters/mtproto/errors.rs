@@ -112,12 +112,16 @@ fn classify_rpc(rpc: &RpcError) -> TelegramError {
     ) {
         return TelegramError::AccountLimited(label);
     }
-    // The chat refuses one kind of content (stickers, media, GIFs, ...), or the item needs
-    // Premium: skip or replace that item, the chat stays usable.
+    // The chat refuses one kind of content (stickers, media, GIFs, voice notes, ...), or the
+    // item needs Premium (VOICE_MESSAGES_FORBIDDEN: the user takes voice notes from Premium
+    // accounts only): skip or replace that item, the chat stays usable.
     if (n.starts_with("CHAT_SEND_")
         && n.ends_with("_FORBIDDEN")
         && n != "CHAT_SEND_PLAIN_FORBIDDEN")
-        || matches!(n, "PREMIUM_ACCOUNT_REQUIRED" | "STICKER_PREMIUM_REQUIRED")
+        || matches!(
+            n,
+            "PREMIUM_ACCOUNT_REQUIRED" | "STICKER_PREMIUM_REQUIRED" | "VOICE_MESSAGES_FORBIDDEN"
+        )
     {
         return TelegramError::ContentRefused(label);
     }

@@ -446,9 +446,7 @@ impl Pump {
             if let TgUpdate::NewMessage(m) = update {
                 out[i] = owner_chats.contains(&m.chat.id);
                 if m.message.outgoing
-                    && !self
-                        .ledger
-                        .is_ours(m.chat.id, m.message.id, &m.message.text)
+                    && !self.ledger.is_own_message(&m.message)
                 {
                     owner_chats.insert(m.chat.id);
                 }
@@ -464,10 +462,7 @@ impl Pump {
             TgUpdate::NewMessage(mut incoming) => {
                 let chat_id = incoming.chat.id;
                 if incoming.message.outgoing {
-                    if self
-                        .ledger
-                        .is_ours(chat_id, incoming.message.id, &incoming.message.text)
-                    {
+                    if self.ledger.is_own_message(&incoming.message) {
                         self.sink.own_sent(&incoming.chat, &incoming.message);
                     } else {
                         // The owner typed this on another device: a person took over.

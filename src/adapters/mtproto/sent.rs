@@ -4,7 +4,8 @@
 //! grammers pushes the echo to the update stream right after handing the RPC result to the
 //! caller; any other outgoing message meanwhile is the owner's), the ids of messages we sent,
 //! and the `random_id` each send used (so a `RANDOM_ID_DUPLICATE` resolves to the real
-//! message id). Ids and random ids are kept on disk for the catch-up horizon, so the
+//! message id). A voice note in flight stands for "no text, a voice document" (see
+//! [`SentLedger::begin_voice`]). Ids and random ids are kept on disk for the catch-up horizon, so the
 //! replay of our own recent sends after a restart is recognised too.
 //!
 //! It is plain data plus a file: no grammers, no network. The send path (backend) records
@@ -19,7 +20,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::core::model::{ChatId, MessageId};
+use crate::core::model::{ChatId, MediaKind, Message, MessageId};
 use crate::ports::clock::SharedClock;
 
 /// How long sent ids are remembered (catch-up after downtime can replay this far back).
@@ -84,6 +85,24 @@ impl Drop for InFlight {
 /// How a text is compared with its echo (Telegram trims surrounding white space).
 fn echo_form(text: &str) -> String {
     text.trim().to_string()
+}
+
+/// What a voice note in flight is compared with: its echo has no text and a voice document,
+/// which no text send (nor a sticker's empty text) can be mistaken for.
+const VOICE_ECHO: &str = "\u{0}voice";
+
+/// The in-flight form of an outgoing message: a voice note without text is [`VOICE_ECHO`],
+/// anything else its trimmed text.
+fn echo_key(message: &Message) -> String {
+    let voice = message
+        .media
+        .as_ref()
+        .is_some_and(|m| m.kind == MediaKind::Voice);
+    if voice && message.text.trim().is_empty() {
+        VOICE_ECHO.to_string()
+    } else {
+        echo_form(&message.text)
+    }
 }
 
 impl SentLedger {
@@ -168,6 +187,12 @@ impl SentLedger {
         }
     }
 
+    /// Marks a voice note in flight in `chat` (its echo: no text, a voice document) until
+    /// the returned guard is dropped.
+    pub fn begin_voice(self: &Arc<Self>, chat: ChatId) -> InFlight {
+        self.begin(chat, VOICE_ECHO)
+    }
+
     /// Records a message we sent (in memory; [`SentLedger::save`] makes it durable).
     pub fn record(&self, chat: ChatId, id: MessageId, random_id: i64) {
         let mut inner = self.lock();
@@ -195,6 +220,22 @@ impl SentLedger {
                 .iter()
                 .rev()
                 .any(|r| r.chat == chat && r.id == id)
+    }
+
+    /// Whether an outgoing message (an echo in the update stream) is ours, as
+    /// [`SentLedger::is_ours`], a voice note without text matching a voice note in flight.
+    pub fn is_own_message(&self, message: &Message) -> bool {
+        let inner = self.lock();
+        let key = echo_key(message);
+        inner
+            .in_flight
+            .get(&message.chat)
+            .is_some_and(|texts| texts.contains(&key))
+            || inner
+                .records
+                .iter()
+                .rev()
+                .any(|r| r.chat == message.chat && r.id == message.id)
     }
 
     /// Whether we recorded sending this message (in-flight windows not counted).

@@ -100,6 +100,12 @@ pub fn transcript_path(dir: &Path, chat: ChatId) -> PathBuf {
     dir.join(format!("{chat}.json"))
 }
 
+/// A voice note the in-memory backend sent, relative to its directory:
+/// `voice/<chat>/<id>.ogg` (what its transcript records as the file).
+pub fn voice_note_name(chat: ChatId, id: crate::core::model::MessageId) -> String {
+    format!("voice/{chat}/{id}.ogg")
+}
+
 /// Where an unusable transcript of the in-memory backend is moved:
 /// `<dir>/quarantine/transcript--<ms>--<file>`.
 pub(crate) fn transcript_quarantine_path(dir: &Path, file: &str) -> PathBuf {

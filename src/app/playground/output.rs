@@ -40,7 +40,9 @@ pub(super) async fn print_actions(
         let to_owner = matches!(&rec.action, Action::Send { chat, .. } if *chat == owner);
         if let (
             Some((gate, chat)),
-            Action::Send { message, .. } | Action::Sticker { message, .. },
+            Action::Send { message, .. }
+            | Action::Sticker { message, .. }
+            | Action::Voice { message, .. },
         ) = (&gate, &rec.action)
         {
             gate.note_own(chat, message);
@@ -246,10 +248,16 @@ pub(crate) fn json_event(action: &Action, at_ms: i128) -> Value {
             "event": "sticker", "id": message.id, "set": sticker.set, "name": sticker.name,
             "reply_to": message.reply_to,
         }),
+        Action::Voice { message, file, .. } => json!({
+            "event": "voice", "id": message.id, "file": file,
+            "duration": message.media.as_ref().and_then(|m| m.duration_secs),
+            "text": message.text, "reply_to": message.reply_to,
+        }),
         Action::React {
             message_id, emoji, ..
         } => json!({"event": "react", "message_id": message_id, "emoji": emoji}),
         Action::Typing { .. } => json!({"event": "typing"}),
+        Action::RecordingVoice { .. } => json!({"event": "recording_voice"}),
         Action::Read { upto, .. } => json!({"event": "read", "upto": upto}),
         Action::Block { .. } => json!({"event": "block"}),
         Action::Unblock { .. } => json!({"event": "unblock"}),
@@ -315,10 +323,25 @@ fn human_line(action: &Action, at_ms: i128, agent: &str) -> Option<String> {
             sticker.set,
             sticker.name
         ),
+        Action::Voice { message, file, .. } => format!(
+            "{t} #{} {agent}{} sends a voice note ({} s{}): {}",
+            message.id,
+            reply(&message.reply_to),
+            message
+                .media
+                .as_ref()
+                .and_then(|m| m.duration_secs)
+                .unwrap_or(0),
+            file.as_ref()
+                .map(|f| format!(", {}", f.display()))
+                .unwrap_or_default(),
+            message.text
+        ),
         Action::React {
             message_id, emoji, ..
         } => format!("{t} {agent} reacts {emoji} to #{message_id}"),
         Action::Typing { .. } => format!("{t} {agent} is typing..."),
+        Action::RecordingVoice { .. } => format!("{t} {agent} is recording a voice note..."),
         Action::Read { .. } => return None,
         Action::Block { .. } => format!("{t} {agent} blocked you"),
         Action::Unblock { .. } => format!("{t} {agent} unblocked you"),

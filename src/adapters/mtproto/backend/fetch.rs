@@ -120,15 +120,19 @@ impl MtprotoTelegram {
             .find(|m| matches!(m, tl::enums::Message::Message(m) if m.id == id)))
     }
 
-    /// The newest of our recent messages in `chat` whose text is `text` (the message an
+    /// The newest of our recent messages in `chat` that `sent` accepts (the message an
     /// earlier run sent before Telegram answered RANDOM_ID_DUPLICATE).
-    pub(super) async fn find_sent_text(&self, chat: ChatId, text: &str) -> TgResult<Option<i32>> {
+    pub(super) async fn find_sent(
+        &self,
+        chat: ChatId,
+        sent: &(dyn Fn(&tl::types::Message) -> bool + Send + Sync),
+    ) -> TgResult<Option<i32>> {
         let page = self
             .history_raw(chat, 0, DUPLICATE_SCAN)
             .await
             .map_err(CallError::into_error)?;
         Ok(page.iter().find_map(|m| match m {
-            tl::enums::Message::Message(m) if m.out && m.message == text => Some(m.id),
+            tl::enums::Message::Message(m) if m.out && sent(m) => Some(m.id),
             _ => None,
         }))
     }
@@ -142,10 +146,22 @@ impl MtprotoTelegram {
         random_id: i64,
         text: &str,
     ) -> MessageId {
+        let text = text.to_string();
+        self.resolve_duplicate_with(chat, random_id, &move |m| m.message == text)
+            .await
+    }
+
+    /// As [`Self::resolve_duplicate`], the history scan looking for what `sent` accepts.
+    pub(super) async fn resolve_duplicate_with(
+        &self,
+        chat: ChatId,
+        random_id: i64,
+        sent: &(dyn Fn(&tl::types::Message) -> bool + Send + Sync),
+    ) -> MessageId {
         if let Some(id) = self.ledger.by_random_id(chat, random_id) {
             return id;
         }
-        match self.find_sent_text(chat, text).await {
+        match self.find_sent(chat, sent).await {
             Ok(Some(id)) => {
                 let id = MessageId(i64::from(id));
                 self.remember_sent(chat, id, random_id).await;

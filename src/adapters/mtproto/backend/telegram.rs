@@ -11,8 +11,8 @@ use crate::adapters::mtproto::errors::classify;
 use crate::adapters::mtproto::format::to_telegram;
 use crate::adapters::mtproto::recover::{self, CallError};
 use crate::core::model::{
-    Chat, ChatId, ChatKind, Message, MessageId, OutgoingSticker, OutgoingText, StickerChoice,
-    TelegramError, TgResult,
+    Chat, ChatId, ChatKind, Message, MessageId, OutgoingSticker, OutgoingText, OutgoingVoice,
+    StickerChoice, TelegramError, TgResult,
 };
 use crate::core::time::BoxFuture;
 use crate::ports::telegram::Telegram;
@@ -111,6 +111,14 @@ impl Telegram for MtprotoTelegram {
                 .await;
             Ok(self.outgoing(msg.chat, id, String::new(), msg.reply_to))
         })
+    }
+
+    fn send_voice(&self, msg: OutgoingVoice) -> BoxFuture<'_, TgResult<Message>> {
+        Box::pin(self.voice(msg))
+    }
+
+    fn recording_voice(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
+        Box::pin(self.record_audio_action(chat))
     }
 
     fn react(&self, chat: ChatId, message: MessageId, emoji: &str) -> BoxFuture<'_, TgResult<()>> {

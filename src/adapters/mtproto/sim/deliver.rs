@@ -417,13 +417,16 @@ pub struct Post {
     pub file: Option<File>,
 }
 
-/// A file to send: its name, MIME type and bytes; `voice` for a voice note.
+/// A file to send: its name, MIME type and bytes; `voice` for a voice note, with its length
+/// in seconds and its waveform (Telegram's packed 5-bit form).
 #[derive(Debug, Clone, Default)]
 pub struct File {
     pub name: String,
     pub mime_type: String,
     pub bytes: Vec<u8>,
     pub voice: bool,
+    pub duration: i32,
+    pub waveform: Option<Vec<u8>>,
 }
 
 impl World {
@@ -450,6 +453,8 @@ impl World {
             name: f.name.clone(),
             size: i64::try_from(f.bytes.len()).unwrap_or(i64::MAX),
             voice: f.voice,
+            duration: f.duration,
+            waveform: f.waveform.clone(),
         }
     }
 

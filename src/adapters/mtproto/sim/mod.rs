@@ -14,6 +14,7 @@
 //!   channel; [`input`]: input peers resolved and checked;
 //! - [`rpc`] and [`send`]: the requests the backend and grammers send, answered as Telegram
 //!   does (including its errors: PEER_ID_INVALID, MESSAGE_TOO_LONG, FLOOD_WAIT_X, ...);
+//!   [`upload`]: file parts and media sends (voice notes, CHAT_SEND_VOICES_FORBIDDEN);
 //! - [`tl`]: the TL constructors, spelled out once.
 //!
 //! [`Sim`] is the control side (tests and `ctl say`): people write, the owner writes from
@@ -25,6 +26,7 @@ pub mod input;
 pub mod rpc;
 pub mod send;
 pub mod tl;
+pub mod upload;
 pub mod wire;
 pub mod world;
 
@@ -304,6 +306,17 @@ impl Sim {
     /// drops packets: what was lost is found through the difference.
     pub fn lose_pushes(&self, account: i64, lose: bool) {
         self.with(|w| w.lose_pushes(account, lose));
+    }
+
+    /// Whether a dialog (as `peer` names it to the senders: a direct chat by its user, a
+    /// group by itself) refuses voice notes (CHAT_SEND_VOICES_FORBIDDEN).
+    pub fn forbid_voice(&self, peer: Peer, forbid: bool) {
+        self.with(|w| w.forbid_voice(peer, forbid));
+    }
+
+    /// The bytes of a stored file, by the document id its messages carry.
+    pub fn file_bytes(&self, id: i64) -> Option<Vec<u8>> {
+        self.with(|w| w.file_bytes(id))
     }
 
     /// Every file reference expires (see [`World::expire_file_references`]).

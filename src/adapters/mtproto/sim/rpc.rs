@@ -1,7 +1,7 @@
 //! The simulated Telegram's request handlers: one TL request of an account in, its TL answer
 //! (or the RPC error Telegram would give) out, applied to the [`World`]. Access hashes are
 //! checked per account, texts against Telegram's length limit, entities against their text,
-//! random ids against duplicates, slow mode and the flood waits a test asked for. It owns no
+//! random ids against duplicates (uploads and media sends are in [`super::upload`]), slow mode and the flood waits a test asked for. It owns no
 //! state and no socket; called by [`super::wire`] with the world locked.
 
 use grammers_client::tl::{self, Deserializable, Identifiable, Serializable};
@@ -72,6 +72,12 @@ fn answer_only(w: &mut World, account: i64, body: &[u8]) -> Answer {
         f::messages::SendMessage::CONSTRUCTOR_ID => {
             super::send::send_message(w, account, decode(body)?)
         }
+        f::messages::SendMedia::CONSTRUCTOR_ID => {
+            super::upload::send_media(w, account, decode(body)?)
+        }
+        f::upload::SaveFilePart::CONSTRUCTOR_ID => {
+            super::upload::save_file_part(w, account, decode(body)?)
+        }
         f::messages::GetHistory::CONSTRUCTOR_ID => get_history(w, account, decode(body)?),
         f::messages::GetMessages::CONSTRUCTOR_ID => {
             let r: f::messages::GetMessages = decode(body)?;
@@ -129,8 +135,12 @@ fn answer_only(w: &mut World, account: i64, body: &[u8]) -> Answer {
                 .top_msg_id
                 .map(|t| format!(" topic {t}"))
                 .unwrap_or_default();
+            let action = match r.action {
+                tl::enums::SendMessageAction::SendMessageRecordAudioAction => "recording_voice",
+                _ => "typing",
+            };
             w.events
-                .push((account, format!("typing {}{top}", peer.chat_id())));
+                .push((account, format!("{action} {}{top}", peer.chat_id())));
             bool_true()
         }
         f::account::UpdateStatus::CONSTRUCTOR_ID => {

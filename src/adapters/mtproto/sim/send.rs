@@ -6,7 +6,7 @@
 
 use grammers_client::tl::{self, Serializable};
 
-use super::deliver::{Post, check_text, dialog_messages, post};
+use super::deliver::{Post, Posted, check_text, dialog_messages, post};
 use super::input::input_peer;
 use super::world::{Msg, Peer, RpcFailure, World};
 
@@ -64,9 +64,24 @@ pub(super) fn send_message(
     )?;
     let id = posted.id_for(account).unwrap_or(0);
     w.mark_random_id(account, r.random_id, (peer, id));
+    sent_answer(w, account, peer, &posted, r.random_id, true)
+}
+
+/// What Telegram answers the sender of a new message `posted` in `peer`: in a direct chat
+/// `updateShortSentMessage` when `short` (a text), else (media, groups) the new message with
+/// its `updateMessageID`; in a channel its channel update.
+pub(super) fn sent_answer(
+    w: &World,
+    account: i64,
+    peer: Peer,
+    posted: &Posted,
+    random_id: i64,
+    short: bool,
+) -> Answer {
+    let id = posted.id_for(account).unwrap_or(0);
     let date = w.now();
     match (peer, posted.channel) {
-        (Peer::User(_), _) => {
+        (Peer::User(_), _) if short => {
             let pts = posted
                 .copies
                 .iter()
@@ -99,10 +114,7 @@ pub(super) fn send_message(
             if let tl::enums::Updates::Updates(u) = &mut updates {
                 u.updates.insert(
                     0,
-                    tl::types::UpdateMessageId {
-                        id,
-                        random_id: r.random_id,
-                    }
+                    tl::types::UpdateMessageId { id, random_id }
                     .into(),
                 );
             }
@@ -128,10 +140,7 @@ pub(super) fn send_message(
             let (users, chats) = w.refs(account, &[&msg]);
             Ok(w.updates(
                 vec![
-                    tl::types::UpdateMessageId {
-                        id,
-                        random_id: r.random_id,
-                    }
+                    tl::types::UpdateMessageId { id, random_id }
                     .into(),
                     tl::types::UpdateNewMessage {
                         message: msg.tl(account),

@@ -500,6 +500,9 @@ pub struct Media {
     pub name: String,
     pub size: i64,
     pub voice: bool,
+    /// A voice note's length in seconds, and its waveform (Telegram's packed 5-bit form).
+    pub duration: i32,
+    pub waveform: Option<Vec<u8>>,
 }
 
 /// A message's document.
@@ -514,10 +517,10 @@ pub fn document(f: &Media, date: i32) -> tl::enums::MessageMedia {
         attributes.push(
             tl::types::DocumentAttributeAudio {
                 voice: true,
-                duration: 3,
+                duration: f.duration,
                 title: None,
                 performer: None,
-                waveform: None,
+                waveform: f.waveform.clone(),
             }
             .into(),
         );

@@ -239,6 +239,11 @@ pub struct World {
     pub requests: Vec<(i64, &'static str)>,
     /// Files by document id.
     pub(crate) files: BTreeMap<i64, StoredFile>,
+    /// Uploads in progress per account (`upload.saveFilePart`), oldest first, bounded.
+    pub(crate) uploads: BTreeMap<i64, super::upload::Uploads>,
+    /// Dialogs (as their senders name them: a direct chat by its other user) that refuse
+    /// voice notes: a voice sent there answers CHAT_SEND_VOICES_FORBIDDEN.
+    pub voice_forbidden: BTreeSet<Peer>,
     /// What happens right after an account's request of a TL name is answered (once each):
     /// how tests put an event in a precise window.
     pub(crate) hooks: Vec<(i64, &'static str, Hook)>,
@@ -266,6 +271,8 @@ impl World {
             requests: Vec::new(),
             hooks: Vec::new(),
             files: BTreeMap::new(),
+            uploads: BTreeMap::new(),
+            voice_forbidden: BTreeSet::new(),
             addr: ("127.0.0.1".into(), 0),
         };
         w.users.insert(
