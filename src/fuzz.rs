@@ -71,6 +71,7 @@ pub fn model_output(data: &[u8]) {
     let known: HashSet<MessageId> = [1, 2, 3].into_iter().map(MessageId).collect();
     let opts = ParseOptions {
         allow_clear_conversation: data.first().is_some_and(|b| b & 1 == 1),
+        allow_voice: data.first().is_some_and(|b| b & 2 == 2),
         default_sticker_set: Some("set".into()),
         known_messages: Some(known.clone()),
         default_person: Some(7),
@@ -90,6 +91,18 @@ pub fn model_output(data: &[u8]) {
                 assert!(
                     blocks::utf16_len(text) <= TELEGRAM_TEXT_LIMIT_UTF16,
                     "a send over Telegram's limit"
+                );
+                assert!(
+                    reply_to.is_none_or(|id| known.contains(&id)),
+                    "unknown reply"
+                );
+            }
+            Action::Voice { text, reply_to } => {
+                assert!(opts.allow_voice, "a voice note where none is allowed");
+                assert!(!text.trim().is_empty(), "a blank voice note");
+                assert!(
+                    text.chars().count() <= crate::core::voice::MAX_VOICE_CHARS,
+                    "a voice note over its length"
                 );
                 assert!(
                     reply_to.is_none_or(|id| known.contains(&id)),

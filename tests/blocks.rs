@@ -655,6 +655,7 @@ proptest! {
             max_tasks,
             max_wait_secs,
             allow_clear_conversation: true,
+            allow_voice: true,
             allow_block: true,
             default_sticker_set: default_set,
             known_messages: Some([MessageId(1)].into_iter().collect()),
@@ -956,4 +957,48 @@ fn json_event_tasks_become_intent_writes() {
     assert!(parsed.warnings[0].starts_with("task 4 («event»): `occurrences` \"five\""));
     assert!(parsed.warnings[1].starts_with("task 5 («event»): `occurrences` \"-1\""));
     assert!(parsed.warnings[2].starts_with("task 6 («event»): no text and no id"));
+}
+
+/// A `voice` block is a voice note only where the persona's `# Voice` allows one (the caller
+/// says so in `allow_voice`); elsewhere, or when too long to say in one note, its words go as
+/// text with a warning, never lost; the JSON form reads the same.
+#[test]
+fn voice_blocks_are_voice_notes_only_where_allowed_and_otherwise_text() {
+    let allowed = ParseOptions {
+        allow_voice: true,
+        ..ParseOptions::default()
+    };
+    let reply = parse_reply("# «voice» 3\nHey, just got your message!", &allowed);
+    assert_eq!(
+        reply.actions,
+        vec![Action::Voice {
+            text: "Hey, just got your message!".into(),
+            reply_to: Some(MessageId(3)),
+        }]
+    );
+    assert!(reply.warnings.is_empty(), "{:?}", reply.warnings);
+    let json = parse_reply(
+        r#"{"tasks": [{"kind": "voice", "text": "hi there", "reply_to": null}]}"#,
+        &allowed,
+    );
+    assert_eq!(
+        json.actions,
+        vec![Action::Voice {
+            text: "hi there".into(),
+            reply_to: None
+        }]
+    );
+    // Not allowed (a persona without `# Voice`): the same words, as text.
+    let refused = parse("# «voice»\nHey!");
+    assert_eq!(refused.actions, vec![send("Hey!")]);
+    assert!(
+        refused.warnings[0].contains("not enabled"),
+        "{:?}",
+        refused.warnings
+    );
+    // Longer than a voice note says: text.
+    let long = "word ".repeat(200);
+    let too_long = parse_reply(&format!("# «voice»\n{long}"), &allowed);
+    assert!(matches!(too_long.actions.as_slice(), [Action::Send { .. }]));
+    assert!(too_long.warnings[0].contains("too long for a voice note"));
 }

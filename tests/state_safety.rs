@@ -82,6 +82,7 @@ fn graphs_that_cannot_run_are_quarantined_with_their_reason_and_listed() -> Test
     huge.tasks[2].spec = TaskSpec::Wait {
         delay_secs: 1e308,
         typing: false,
+        recording: false,
         retry_of: None,
     };
     write_raw(&state, &huge)?;

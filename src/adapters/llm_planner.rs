@@ -245,6 +245,7 @@ impl LlmPlanner {
                     self.config.max_tasks,
                     req.persona.allow_block,
                     req.persona.allow_clear_conversation,
+                    voice_allowed(req),
                 )),
             )
         } else {
@@ -279,6 +280,7 @@ impl LlmPlanner {
             max_tasks: self.config.max_tasks,
             allow_clear_conversation: req.persona.allow_clear_conversation,
             allow_block: req.persona.allow_block,
+            allow_voice: voice_allowed(req),
             default_sticker_set: req.persona.sticker_sets.first().cloned(),
             known_messages: Some(known),
             speakers: Some(speakers_of(req)),
@@ -319,12 +321,17 @@ impl LlmPlanner {
         if !req.chat.kind.is_direct()
             && let Some(target) = req.target
             && req.quote
-            && let Some(first) = actions
-                .iter_mut()
-                .find(|a| matches!(a, Action::Send { .. } | Action::Sticker { .. }))
+            && let Some(first) = actions.iter_mut().find(|a| {
+                matches!(
+                    a,
+                    Action::Send { .. } | Action::Sticker { .. } | Action::Voice { .. }
+                )
+            })
         {
             match first {
-                Action::Send { reply_to, .. } | Action::Sticker { reply_to, .. } => {
+                Action::Send { reply_to, .. }
+                | Action::Sticker { reply_to, .. }
+                | Action::Voice { reply_to, .. } => {
                     reply_to.get_or_insert(target);
                 }
                 _ => {}
@@ -332,6 +339,20 @@ impl LlmPlanner {
         }
         actions
     }
+}
+
+/// Whether this plan may carry a voice note: the persona's `# Voice` allows it for the message
+/// answered (a voice note, for `to voice notes`).
+fn voice_allowed(req: &PlanRequest<'_>) -> bool {
+    let answers_voice = req.target.is_some_and(|t| {
+        req.history.iter().any(|m| {
+            m.id == t
+                && m.media
+                    .as_ref()
+                    .is_some_and(|media| media.kind == crate::core::model::MediaKind::Voice)
+        })
+    });
+    req.persona.voice.allows(answers_voice)
 }
 
 /// Who speaks in the chat: the persona (name and nicknames) and the senders of the history.

@@ -118,6 +118,9 @@ pub struct ParseOptions {
     pub allow_clear_conversation: bool,
     /// Whether the persona lets the model `block` and `unblock` (on by default).
     pub allow_block: bool,
+    /// Whether this plan may carry a voice note (the persona's `# Voice` allows it for the
+    /// message answered); otherwise a `voice` block's words go as text.
+    pub allow_voice: bool,
     /// Set used for a sticker block that names only the sticker (the persona's first set).
     pub default_sticker_set: Option<String>,
     /// Message ids of the chat's history; `None` accepts any id.
@@ -141,6 +144,7 @@ impl Default for ParseOptions {
             max_wait_secs: DEFAULT_MAX_WAIT_SECS,
             allow_clear_conversation: false,
             allow_block: true,
+            allow_voice: false,
             default_sticker_set: None,
             known_messages: None,
             default_person: None,
@@ -281,6 +285,35 @@ fn parse_block(
                 warn(out, &label, "empty; skipped");
             } else {
                 push_send(out, &label, body, reply_to);
+            }
+        }
+        TaskKind::Voice => {
+            let reply_to = reply_target(out, &label, &heading.id, opts);
+            let chars = body.chars().count();
+            if body.is_empty() {
+                warn(out, &label, "empty; skipped");
+            } else if !opts.allow_voice {
+                warn(
+                    out,
+                    &label,
+                    "voice notes are not enabled here; sent as text",
+                );
+                push_send(out, &label, body, reply_to);
+            } else if chars > crate::core::voice::MAX_VOICE_CHARS {
+                warn(
+                    out,
+                    &label,
+                    format_args!(
+                        "{chars} characters is too long for a voice note (at most {}); sent as text",
+                        crate::core::voice::MAX_VOICE_CHARS
+                    ),
+                );
+                push_send(out, &label, body, reply_to);
+            } else {
+                out.actions.push(Action::Voice {
+                    text: body.to_owned(),
+                    reply_to,
+                });
             }
         }
         TaskKind::Sticker => {

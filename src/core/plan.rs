@@ -26,6 +26,11 @@ pub enum Action {
         sticker: StickerChoice,
         reply_to: Option<MessageId>,
     },
+    /// A voice note saying `text` (only for a persona whose `# Voice` allows it here).
+    Voice {
+        text: String,
+        reply_to: Option<MessageId>,
+    },
     Wait {
         secs: f64,
     },
@@ -67,6 +72,11 @@ impl Action {
             } => TaskSpec::Sticker {
                 set,
                 name,
+                reply_to,
+                idempotency_key: IdempotencyKey::fresh(),
+            },
+            Action::Voice { text, reply_to } => TaskSpec::Voice {
+                text,
                 reply_to,
                 idempotency_key: IdempotencyKey::fresh(),
             },

@@ -118,6 +118,8 @@ pub(crate) fn system_instruction(
              conversation for both sides.\n\n",
         );
     }
+    // Offered only to a persona that speaks (`# Voice`); the parser holds the rest to it.
+    s.push_str(&persona.voice.prompt_text());
     for role in &persona.role_prompts {
         s.push_str(apply_placeholders(role.text.trim(), &persona.name, user).as_str());
         s.push_str("\n\n");

@@ -13,6 +13,10 @@ use crate::core::Invalid;
 /// stays text.
 pub const MAX_VOICE_CHARS: usize = 800;
 
+/// The longest voice note, in seconds (Telegram takes longer ones; a person rarely talks
+/// longer, and a longer text stays text).
+pub const MAX_VOICE_SECS: u32 = 60;
+
 /// A talking pace in characters per second, for the "recording voice" pause before a voice
 /// note and for estimates.
 pub const SPEECH_CHARS_PER_SEC: f64 = 14.0;
@@ -60,7 +64,11 @@ impl Speak {
         }
         if let Some(rest) = v.strip_prefix("sometimes") {
             let share = rest.trim().trim_start_matches(['(', ':']).trim();
-            let share = share.trim_end_matches(')').trim().trim_end_matches('%').trim();
+            let share = share
+                .trim_end_matches(')')
+                .trim()
+                .trim_end_matches('%')
+                .trim();
             if share.is_empty() {
                 return Ok(Speak::Sometimes(20));
             }
@@ -69,7 +77,11 @@ impl Speak {
                 .ok()
                 .filter(|p| (1..=100).contains(p))
                 .map(Speak::Sometimes)
-                .ok_or_else(|| Invalid(format!("`{value}`: the share is 1% to 100%, e.g. `sometimes 20%`")));
+                .ok_or_else(|| {
+                    Invalid(format!(
+                        "`{value}`: the share is 1% to 100%, e.g. `sometimes 20%`"
+                    ))
+                });
         }
         Err(Invalid(format!(
             "`{value}`: say when to speak: `never`, `when asked`, `to voice notes` or `sometimes 20%`"
@@ -107,8 +119,13 @@ impl VoiceSettings {
             };
             let value = value.trim();
             let non_empty = |what: &str| -> Result<String, Invalid> {
-                if value.is_empty() || value.chars().count() > 64 || value.contains(char::is_control) {
-                    Err(Invalid(format!("`{line}`: the {what} is one word or name of at most 64 characters")))
+                if value.is_empty()
+                    || value.chars().count() > 64
+                    || value.contains(char::is_control)
+                {
+                    Err(Invalid(format!(
+                        "`{line}`: the {what} is one word or name of at most 64 characters"
+                    )))
                 } else {
                     Ok(value.to_owned())
                 }
@@ -116,7 +133,11 @@ impl VoiceSettings {
             match key.trim().to_ascii_lowercase().as_str() {
                 "provider" | "engine" => {
                     let p = value.to_ascii_lowercase();
-                    let p = if p == "espeak-ng" || p == "local" { "espeak".to_owned() } else { p };
+                    let p = if p == "espeak-ng" || p == "local" {
+                        "espeak".to_owned()
+                    } else {
+                        p
+                    };
                     if !PROVIDERS.contains(&p.as_str()) {
                         return Err(Invalid(format!(
                             "`{line}`: the provider is one of {}",
@@ -176,8 +197,9 @@ impl VoiceSettings {
         };
         format!(
             "You may also answer with a voice note: `# «voice»` (a message id after it makes it a \
-             reply) with the words you say as its body, plain spoken text without formatting, \
-             emoji or links, at most {MAX_VOICE_CHARS} characters. {when}\n\n"
+             reply; as JSON, {{\"kind\": \"voice\", \"text\": …}}) with the words you say as its \
+             body, plain spoken text without formatting, emoji or links, at most \
+             {MAX_VOICE_CHARS} characters. {when}\n\n"
         )
     }
 }
@@ -188,8 +210,10 @@ mod tests {
 
     #[test]
     fn the_heading_reads_keys_or_a_bare_policy_and_requires_one() {
-        let v = VoiceSettings::parse("provider: espeak-ng\nvoice: en-us+f3\nlanguage: en\nspeak: to voice notes")
-            .unwrap_or_default();
+        let v = VoiceSettings::parse(
+            "provider: espeak-ng\nvoice: en-us+f3\nlanguage: en\nspeak: to voice notes",
+        )
+        .unwrap_or_default();
         assert_eq!(v.provider.as_deref(), Some("espeak"));
         assert_eq!(v.voice.as_deref(), Some("en-us+f3"));
         assert_eq!(v.speak, Speak::ToVoiceNotes);
@@ -201,7 +225,10 @@ mod tests {
             VoiceSettings::parse("when asked").map(|v| v.speak),
             Ok(Speak::WhenAsked)
         );
-        assert!(VoiceSettings::parse("provider: openai").is_err(), "speak is required");
+        assert!(
+            VoiceSettings::parse("provider: openai").is_err(),
+            "speak is required"
+        );
         assert!(VoiceSettings::parse("provider: festival\nspeak: never").is_err());
         assert!(VoiceSettings::parse("sometimes 0%").is_err());
         assert!(VoiceSettings::parse("mood: cheerful\nspeak: never").is_err());
@@ -219,6 +246,10 @@ mod tests {
         assert!(with(Speak::WhenAsked).allows(false));
         assert!(with(Speak::Sometimes(10)).allows(false));
         assert!(with(Speak::Never).prompt_text().is_empty());
-        assert!(with(Speak::Sometimes(10)).prompt_text().contains("about 10%"));
+        assert!(
+            with(Speak::Sometimes(10))
+                .prompt_text()
+                .contains("about 10%")
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! The ports: the traits through which the runtime meets the outside world (Telegram, LLM,
-//! planner, clock, durable store, media descriptions, curated stickers, spend reports) and the few helpers
+//! planner, clock, durable store, media descriptions, curated stickers, spend reports, voice
+//! notes) and the few helpers
 //! that belong to a trait (the clock's virtual twin, the backoff that waits on it, the empty
 //! sticker lookup). Imports only the core; adapters implement these traits.
 
@@ -15,3 +16,4 @@ pub mod stickers;
 pub mod store;
 pub mod telegram;
 pub mod updates;
+pub mod voice;

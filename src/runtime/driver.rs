@@ -644,6 +644,7 @@ impl Driver {
             clock: Arc::clone(&self.svc.clock),
             config: Arc::clone(&self.svc.config),
             media: self.svc.media.clone(),
+            voice: self.svc.voice.clone(),
             stickers: Arc::clone(&self.svc.stickers),
             facts: self.svc.facts.clone(),
             groups: self.svc.groups.clone(),

@@ -149,6 +149,9 @@ pub(in crate::runtime) struct Services {
     pub(in crate::runtime) planner: SharedPlanner,
     /// The media description pipeline, when the process has one (it needs an LLM).
     pub(in crate::runtime) media: Option<SharedMedia>,
+    /// What makes voice notes, when the process has it (`voice` tasks; without it they go as
+    /// text).
+    pub(in crate::runtime) voice: Option<crate::ports::voice::SharedVoice>,
     pub(in crate::runtime) stickers: SharedStickers,
     /// Long-term memory (facts), when the process keeps it.
     pub(in crate::runtime) facts: Option<SharedFacts>,
@@ -236,6 +239,7 @@ impl Runtime {
                 .collect(),
             planner,
             media: None,
+            voice: None,
             stickers: Arc::new(NoStickers),
             facts: None,
             groups: None,
@@ -260,6 +264,12 @@ impl Runtime {
     /// Gives the `received` handler a media pipeline (descriptions of photos, voice, …).
     pub fn with_media(mut self, media: SharedMedia) -> Runtime {
         self.services.media = Some(media);
+        self
+    }
+
+    /// Gives the `voice` handler what makes voice notes.
+    pub fn with_voice(mut self, voice: crate::ports::voice::SharedVoice) -> Runtime {
+        self.services.voice = Some(voice);
         self
     }
 

@@ -139,7 +139,7 @@ pub(super) fn parse_json_tasks(out: &mut ParsedReply, found: JsonTasks, opts: &P
         };
         let id_field = |name: &str| -> IdPart<'static> { json_id(obj.get(name)) };
         let (id, body) = match block_kind(kind) {
-            Some(TaskKind::Send) => (id_field("reply_to"), text_field("text")),
+            Some(TaskKind::Send | TaskKind::Voice) => (id_field("reply_to"), text_field("text")),
             Some(TaskKind::Sticker) => {
                 let set = text_field("sticker_set");
                 let name = text_field("name");

@@ -45,9 +45,13 @@ pub(super) fn clean(out: &mut ParsedReply, speakers: &Speakers) {
     let mut emptied = 0usize;
     let actions = std::mem::take(&mut out.actions);
     for action in actions {
-        let Action::Send { text, reply_to } = action else {
-            out.actions.push(action);
-            continue;
+        let (text, reply_to, voice) = match action {
+            Action::Send { text, reply_to } => (text, reply_to, false),
+            Action::Voice { text, reply_to } => (text, reply_to, true),
+            other => {
+                out.actions.push(other);
+                continue;
+            }
         };
         let cleaned = clean_text(&text, speakers);
         removed += cleaned.removed;
@@ -56,9 +60,11 @@ pub(super) fn clean(out: &mut ParsedReply, speakers: &Speakers) {
             emptied += 1;
             continue;
         }
-        out.actions.push(Action::Send {
-            text: cleaned.text,
-            reply_to,
+        let text = cleaned.text;
+        out.actions.push(if voice {
+            Action::Voice { text, reply_to }
+        } else {
+            Action::Send { text, reply_to }
         });
     }
     if removed > 0 {

@@ -11,7 +11,12 @@ use serde_json::{Value, json};
 /// JSON Schema): each task is one of the kinds this persona may use, with the fields that
 /// kind needs required (a `send` has its `text`), so a route that enforces the schema cannot
 /// produce a task without its content.
-pub fn plan_schema(max_tasks: usize, allow_block: bool, allow_clear: bool) -> Value {
+pub fn plan_schema(
+    max_tasks: usize,
+    allow_block: bool,
+    allow_clear: bool,
+    allow_voice: bool,
+) -> Value {
     let string = || json!({"type": "STRING"});
     let id = || json!({"type": "INTEGER", "nullable": true});
     let task = |kind: &str, fields: Value, required: &[&str]| {
@@ -53,6 +58,13 @@ pub fn plan_schema(max_tasks: usize, allow_block: bool, allow_clear: bool) -> Va
     }
     if allow_clear {
         kinds.push(task("clear-conversation", json!({}), &[]));
+    }
+    if allow_voice {
+        kinds.push(task(
+            "voice",
+            json!({"text": string(), "reply_to": id()}),
+            &["text"],
+        ));
     }
     json!({
         "type": "OBJECT",
@@ -105,7 +117,7 @@ mod tests {
                 .actions
                 .is_empty()
         );
-        let schema = plan_schema(12, false, false);
+        let schema = plan_schema(12, false, false, false);
         let kinds = &schema["properties"]["tasks"]["items"]["properties"]["kind"]["enum"];
         assert!(
             !kinds

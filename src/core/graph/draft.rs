@@ -12,6 +12,7 @@ pub fn consequential(kind: TaskKind) -> bool {
         kind,
         TaskKind::Send
             | TaskKind::Sticker
+            | TaskKind::Voice
             | TaskKind::React
             | TaskKind::Block
             | TaskKind::Unblock
@@ -34,6 +35,7 @@ pub fn render(chat: &str, answers: Option<(&str, &str)>, tasks: &[Task]) -> Stri
         n += 1;
         let what = match &t.spec {
             TaskSpec::Send { text, .. } => format!("send: {text}"),
+            TaskSpec::Voice { text, .. } => format!("voice note: {text}"),
             other => format!("{}: {}", other.kind(), other.summary()),
         };
         out.push_str(&format!("\n{n}. {}", what.trim_end()));

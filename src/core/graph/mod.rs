@@ -425,6 +425,7 @@ impl TaskGraph {
         let spec = TaskSpec::Wait {
             delay_secs: policy.interval.as_secs_f64(),
             typing: false,
+            recording: false,
             retry_of: Some(id.to_string()),
         };
         let mut wait = Task::new(spec, now);

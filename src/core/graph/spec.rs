@@ -35,10 +35,11 @@ pub enum TaskKind {
     Schedule,
     Presence,
     Draft,
+    Voice,
 }
 
 impl TaskKind {
-    pub(crate) const ALL: [TaskKind; 17] = [
+    pub(crate) const ALL: [TaskKind; 18] = [
         TaskKind::Received,
         TaskKind::Classify,
         TaskKind::Send,
@@ -56,6 +57,7 @@ impl TaskKind {
         TaskKind::Schedule,
         TaskKind::Presence,
         TaskKind::Draft,
+        TaskKind::Voice,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -77,6 +79,7 @@ impl TaskKind {
             TaskKind::Schedule => "schedule",
             TaskKind::Presence => "presence",
             TaskKind::Draft => "draft",
+            TaskKind::Voice => "voice",
         }
     }
 
@@ -115,7 +118,7 @@ impl TaskKind {
     /// Whether the kind has an outbound side effect that must not happen twice, so it
     /// carries an idempotency key.
     pub(crate) fn needs_idempotency_key(self) -> bool {
-        matches!(self, TaskKind::Send | TaskKind::Sticker)
+        matches!(self, TaskKind::Send | TaskKind::Sticker | TaskKind::Voice)
     }
 }
 
@@ -176,12 +179,23 @@ pub enum TaskSpec {
         reply_to: Option<MessageId>,
         idempotency_key: IdempotencyKey,
     },
+    /// A voice note saying `text` (made by the voice port, then sent like a message); a chat
+    /// that refuses voice notes gets the same words as text.
+    Voice {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply_to: Option<MessageId>,
+        idempotency_key: IdempotencyKey,
+    },
     /// A pause of `delay_secs`, counted from when its dependencies finish; with `typing`,
-    /// the typing indicator is shown first. `retry_of` names the task a retry wait precedes.
+    /// the typing indicator is shown first, with `recording` the "recording a voice message"
+    /// one. `retry_of` names the task a retry wait precedes.
     Wait {
         delay_secs: f64,
         #[serde(default, skip_serializing_if = "is_false")]
         typing: bool,
+        #[serde(default, skip_serializing_if = "is_false")]
+        recording: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         retry_of: Option<String>,
     },
@@ -278,6 +292,7 @@ impl TaskSpec {
             TaskSpec::Schedule { .. } => TaskKind::Schedule,
             TaskSpec::Presence { .. } => TaskKind::Presence,
             TaskSpec::Draft { .. } => TaskKind::Draft,
+            TaskSpec::Voice { .. } => TaskKind::Voice,
         }
     }
 
@@ -295,6 +310,7 @@ impl TaskSpec {
         TaskSpec::Wait {
             delay_secs: if secs.is_finite() { secs.max(0.0) } else { 0.0 },
             typing,
+            recording: false,
             retry_of: None,
         }
     }
@@ -321,6 +337,9 @@ impl TaskSpec {
             },
             TaskSpec::Classify { message_id } => format!("up to #{message_id}"),
             TaskSpec::Send { text, reply_to, .. } => format!("{}{}", cut(text), reply(reply_to)),
+            TaskSpec::Voice { text, reply_to, .. } => {
+                format!("voice note: {}{}", cut(text), reply(reply_to))
+            }
             TaskSpec::Sticker {
                 set,
                 name,
@@ -328,9 +347,14 @@ impl TaskSpec {
                 ..
             } => format!("{set} / {name}{}", reply(reply_to)),
             TaskSpec::Wait {
-                delay_secs, typing, ..
+                delay_secs,
+                typing,
+                recording,
+                ..
             } => {
-                if *typing {
+                if *recording {
+                    "recording a voice note".into()
+                } else if *typing {
                     "typing".into()
                 } else {
                     format!("{delay_secs:.1} s")

@@ -166,6 +166,7 @@ fn spec_of(kind: TaskKind, map: &Map<String, Value>) -> Result<TaskSpec, Invalid
             typing: p
                 .get("typing", "a boolean", Value::as_bool)?
                 .unwrap_or(false),
+            recording: false,
             retry_of: p.opt_str("retry_of")?,
         },
         TaskKind::React => TaskSpec::React {
@@ -178,9 +179,10 @@ fn spec_of(kind: TaskKind, map: &Map<String, Value>) -> Result<TaskSpec, Invalid
         | TaskKind::Intent
         | TaskKind::Schedule
         | TaskKind::Presence
-        | TaskKind::Draft => {
+        | TaskKind::Draft
+        | TaskKind::Voice => {
             return Err(Invalid::from(format!(
-                "a {kind} task in a format 1 file (format 1 had no memory, presence or draft tasks)"
+                "a {kind} task in a format 1 file (format 1 had no memory, presence, draft or voice tasks)"
             )));
         }
         TaskKind::Block => TaskSpec::Block,

@@ -50,12 +50,17 @@ pub(crate) fn parse_persona_inner(
     let (daily_schedule, fresh_start, start_of_conversation) =
         presence::presence_fields(&mut report, &fields);
     let owner = owner::owner_fields(&mut report, &fields);
-    let voice = fields.get(&Field::Voice).map_or_else(Default::default, |sec| {
-        crate::core::voice::VoiceSettings::parse(sec.value).unwrap_or_else(|e| {
-            report.error(sec.value_line, format!("{}: {e}", super::fields::heading(Field::Voice)));
-            Default::default()
-        })
-    });
+    let voice = fields
+        .get(&Field::Voice)
+        .map_or_else(Default::default, |sec| {
+            crate::core::voice::VoiceSettings::parse(sec.value).unwrap_or_else(|e| {
+                report.error(
+                    sec.value_line,
+                    format!("{}: {e}", super::fields::heading(Field::Voice)),
+                );
+                Default::default()
+            })
+        });
 
     let name = identity.name.clone();
     let persona = match (

@@ -18,6 +18,7 @@ mod shutdown;
 mod sticker;
 mod summarize;
 mod unblock;
+mod voice;
 mod wait;
 
 use std::sync::Arc;
@@ -49,6 +50,8 @@ pub(crate) struct TaskContext {
     pub config: Arc<RuntimeConfig>,
     /// The media description pipeline, when the process has one (it needs an LLM).
     pub media: Option<SharedMedia>,
+    /// What makes voice notes, when the process has it.
+    pub voice: Option<crate::ports::voice::SharedVoice>,
     /// Curated stickers of every agent.
     pub stickers: SharedStickers,
     /// Long-term memory, when the process keeps it.
@@ -98,6 +101,7 @@ pub(crate) fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
         TaskKind::Schedule => &schedule::Schedule,
         TaskKind::Presence => &presence::Presence,
         TaskKind::Draft => &draft::Draft,
+        TaskKind::Voice => &voice::Voice,
     }
 }
 

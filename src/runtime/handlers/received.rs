@@ -383,7 +383,10 @@ pub(crate) fn tasks_from_actions(
         .into_iter()
         .partition(|a| matches!(a, Action::Remember { .. } | Action::Note { .. }));
     for action in memory.into_iter().chain(rest) {
-        let outbound = matches!(action, Action::Send { .. } | Action::Sticker { .. });
+        let outbound = matches!(
+            action,
+            Action::Send { .. } | Action::Sticker { .. } | Action::Voice { .. }
+        );
         if outbound && first_outbound && pacing.start_delay_secs > 0.0 {
             // Never a wait a saved graph could not hold (settings are checked; this is the
             // last guard).
@@ -401,6 +404,26 @@ pub(crate) fn tasks_from_actions(
                 let mut left = (chars / pacing.chars_per_sec).min(pacing.max_typing_secs);
                 while left > 0.0 {
                     tasks.push(wait_task(0.0, true, now));
+                    let part = left.min(TYPING_CHUNK_SECS);
+                    tasks.push(wait_task(part, false, now));
+                    left -= part;
+                }
+            }
+            Action::Voice { text, .. } => {
+                // As long as saying it takes, under "recording a voice message".
+                let chars = text.chars().count() as f64;
+                let mut left = (chars / crate::core::voice::SPEECH_CHARS_PER_SEC)
+                    .min(f64::from(crate::core::voice::MAX_VOICE_SECS));
+                while left > 0.0 {
+                    tasks.push(Task::new(
+                        TaskSpec::Wait {
+                            delay_secs: 0.0,
+                            typing: false,
+                            recording: true,
+                            retry_of: None,
+                        },
+                        now,
+                    ));
                     let part = left.min(TYPING_CHUNK_SECS);
                     tasks.push(wait_task(part, false, now));
                     left -= part;
