@@ -335,12 +335,26 @@ fn a_providers_long_ogg_is_too_long() -> TestResult {
     Ok(())
 }
 
+/// Bytes that are not Ogg, and Ogg that is not Opus, say which.
 #[test]
-fn garbage_is_not_ogg() {
+fn garbage_is_not_ogg() -> TestResult {
     let err = decode_ogg_opus(b"definitely not an ogg stream").err();
-    assert!(matches!(err, Some(VoiceError::BadOgg(_))), "{err:?}");
+    assert!(matches!(err, Some(VoiceError::OggRead(_))), "{err:?}");
     let err = voice_from_ogg(&[]).err();
-    assert!(matches!(err, Some(VoiceError::BadOgg(_))), "{err:?}");
+    assert!(matches!(err, Some(VoiceError::OggRead(_))), "{err:?}");
+    let mut w = ogg::PacketWriter::new(Vec::new());
+    w.write_packet(
+        b"\x01vorbis".to_vec(),
+        1,
+        ogg::PacketWriteEndInfo::EndStream,
+        0,
+    )?;
+    let msg = decode_ogg_opus(&w.into_inner())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(msg.contains("OpusHead"), "{msg}");
+    Ok(())
 }
 
 /// A WAV as a writer with known sizes makes it.

@@ -66,6 +66,12 @@ pub enum VoiceError {
     /// The Ogg/Opus stream could not be read.
     #[error("not a usable Ogg/Opus stream: {0}")]
     BadOgg(String),
+    /// The Ogg pages could not be read.
+    #[error("not a readable Ogg stream: {0}")]
+    OggRead(#[source] ogg::OggReadError),
+    /// Writing a page failed (not expected: the pages go into memory).
+    #[error("writing an Ogg page: {0}")]
+    OggWrite(#[source] std::io::Error),
     /// libopus refused (the step and libopus's message).
     #[error("opus: {0}")]
     Opus(String),

@@ -34,10 +34,6 @@ fn opus(step: &'static str) -> impl Fn(ErrorCode) -> VoiceError {
     move |e| VoiceError::Opus(format!("{step}: {}", e.message()))
 }
 
-fn bad_ogg(e: impl std::fmt::Display) -> VoiceError {
-    VoiceError::BadOgg(e.to_string())
-}
-
 /// The 19-byte `OpusHead` of a mono stream.
 fn opus_head(pre_skip: u16, input_rate: u32) -> Vec<u8> {
     let mut head = Vec::with_capacity(19);
@@ -81,7 +77,6 @@ pub(super) fn encode(pcm48: &[f32], input_rate: u32) -> Result<Vec<u8>, VoiceErr
         .map_err(|_| VoiceError::Opus(format!("lookahead {lookahead} does not fit OpusHead")))?;
 
     let mut writer = PacketWriter::new(Vec::new());
-    let write_err = |e: std::io::Error| VoiceError::BadOgg(format!("writing a page: {e}"));
     writer
         .write_packet(
             opus_head(pre_skip, input_rate),
@@ -89,10 +84,10 @@ pub(super) fn encode(pcm48: &[f32], input_rate: u32) -> Result<Vec<u8>, VoiceErr
             PacketWriteEndInfo::EndPage,
             0,
         )
-        .map_err(write_err)?;
+        .map_err(VoiceError::OggWrite)?;
     writer
         .write_packet(opus_tags(), SERIAL, PacketWriteEndInfo::EndPage, 0)
-        .map_err(write_err)?;
+        .map_err(VoiceError::OggWrite)?;
 
     // The decoder's first `pre_skip` samples are dropped, so the input is padded with as
     // many zeros (and up to a whole frame) for its last samples to come out.
@@ -118,7 +113,7 @@ pub(super) fn encode(pcm48: &[f32], input_rate: u32) -> Result<Vec<u8>, VoiceErr
         };
         writer
             .write_packet(packet[..n].to_vec(), SERIAL, end_info, granule)
-            .map_err(write_err)?;
+            .map_err(VoiceError::OggWrite)?;
     }
     Ok(writer.into_inner())
 }
@@ -174,7 +169,7 @@ pub(super) fn decode_capped(bytes: &[u8], cap_secs: u64) -> Result<DecodedVoice,
     let mut reader = PacketReader::new(Cursor::new(bytes));
     let first = reader
         .read_packet()
-        .map_err(bad_ogg)?
+        .map_err(VoiceError::OggRead)?
         .ok_or_else(|| VoiceError::BadOgg("no Ogg packet at all".into()))?;
     let head = parse_head(&first.data)?;
     let serial = first.stream_serial();
@@ -246,7 +241,7 @@ fn next_packet(
     reader: &mut PacketReader<Cursor<&[u8]>>,
     serial: u32,
 ) -> Result<Option<ogg::Packet>, VoiceError> {
-    while let Some(packet) = reader.read_packet().map_err(bad_ogg)? {
+    while let Some(packet) = reader.read_packet().map_err(VoiceError::OggRead)? {
         if packet.stream_serial() == serial {
             return Ok(Some(packet));
         }
