@@ -47,7 +47,8 @@
 //!   (`memory`, with `World` for several accounts that meet), the account-safety `governor`, LLM clients and router (`llm`), the LLM
 //!   planner, the media pipeline, curated stickers, the persona loader, the Telegram Desktop
 //!   export reader, and the crash-safe state `store` (every path under `state/` is built in
-//!   `store::layout`; `store::presence` reads schedule days and intents).
+//!   `store::layout`; `store::presence` reads schedule days and intents), and `voice`, the
+//!   voice-note codec (WAV or PCM in, Telegram's Ogg/Opus with duration and waveform out).
 //! - [`app`]: the composition root (`services`: the one place that builds what the runtime
 //!   runs on), `lifecycle` (one task tracker and stop token per run), `daemon` (`run`,
 //!   `login`), `playground` (`chat`), `bench` (and `bench_memory`), `memory_report` and
