@@ -20,8 +20,8 @@ pub use ogg_opus::decode_ogg_opus;
 pub use wav::read_wav;
 pub use waveform::{WAVEFORM_BYTES, WAVEFORM_VALUES, waveform};
 
-/// The longest voice note made, in seconds; longer speech stays text.
-pub const MAX_VOICE_SECS: u32 = 60;
+/// The longest voice note made, in seconds (the core's limit); longer speech stays text.
+pub use crate::core::voice::MAX_VOICE_SECS;
 
 /// A voice note ready to upload: the Ogg/Opus bytes and what Telegram's voice attribute needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
