@@ -10,7 +10,9 @@ use crate::app::logging::LogFormat;
 use crate::core::config::RawRuntimeConfig;
 
 mod admin;
+mod voice;
 pub use admin::{CtlCommand, StateCommand};
+pub use voice::VoiceArgs;
 
 /// A Telegram userbot daemon: gives user accounts LLM personas written as Markdown files.
 #[derive(Debug, Parser)]
@@ -332,6 +334,8 @@ pub struct RunArgs {
     pub llm: LlmArgs,
     #[command(flatten)]
     pub media: MediaArgs,
+    #[command(flatten)]
+    pub voice: VoiceArgs,
     /// Model of the group addressing classifier (the persona's `Group Classifier Model` wins).
     #[arg(long, value_name = "MODEL", env = "PERSONAD_CLASSIFIER_MODEL", default_value = crate::core::group::settings::DEFAULT_CLASSIFIER_MODEL)]
     pub classifier_model: String,
@@ -397,6 +401,8 @@ pub struct CheckArgs {
     pub groups: GroupArgs,
     #[command(flatten)]
     pub media: MediaArgs,
+    #[command(flatten)]
+    pub voice: VoiceArgs,
 }
 
 /// How the model is asked to write its plan (`--plan-format`).
@@ -594,6 +600,8 @@ pub struct ChatArgs {
     pub llm: LlmArgs,
     #[command(flatten)]
     pub media: MediaArgs,
+    #[command(flatten)]
+    pub voice: VoiceArgs,
     #[command(flatten)]
     pub runtime: RuntimeArgs,
     #[command(flatten)]
