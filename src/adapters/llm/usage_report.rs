@@ -302,4 +302,23 @@ mod tests {
         // 0.5 M × 0.25 + 0.5 M × 0.025 + 0.1 M × 2.00 = 0.125 + 0.0125 + 0.2
         assert!((cost - 0.3375).abs() < 1e-9, "{cost}");
     }
+
+    #[test]
+    fn speech_is_priced_by_the_character_and_tts_models_before_their_families() {
+        let t = PriceTable::builtin();
+        let spoken = |model: &str| UsageRow {
+            model: model.into(),
+            requests: 1,
+            characters: 1_000_000,
+            ..UsageRow::default()
+        };
+        let cost = |model: &str| t.cost(&spoken(model));
+        assert_eq!(cost("gemini-2.5-flash-preview-tts"), Some(16.0));
+        assert_eq!(cost("gpt-4o-mini-tts"), Some(15.0));
+        assert_eq!(cost("espeak-ng"), Some(0.0));
+        // A local server's voice has no price: its characters are not guessed at.
+        assert_eq!(cost("kokoro"), None);
+        // A chat model's row with characters has no character price either.
+        assert_eq!(cost("gpt-5-mini"), None);
+    }
 }
