@@ -1,9 +1,8 @@
 //! The local speech engine: espeak-ng (a Debian package), run once per request as
 //! `espeak-ng --stdout -v <voice> -- <text>` with tokio's process (never blocking a thread),
 //! no shell, stdin closed. It needs no network and no model download, so it serves offline
-//! use, the playground and CI. Its WAV output is read here (RIFF/WAVE, the `fmt ` and `data`
-//! chunks; the sizes espeak-ng writes when streaming are placeholders, so `data` is read to
-//! the end) into [`SpeechAudio::Pcm`]. Each run is bounded: killed after a time limit (real
+//! use, the playground and CI. Its WAV output is read (`pcm::wav_pcm16`) into
+//! [`SpeechAudio::Pcm`]. Each run is bounded: killed after a time limit (real
 //! time, like the HTTP clients' request timeout) and when its output passes a cap. A missing
 //! program is [`SpeechError::EngineMissing`], an unknown voice permanent. It does not retry
 //! or meter (the wrappers in `speech` do).
@@ -14,6 +13,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt as _;
 
+use super::pcm;
 use crate::core::time::BoxFuture;
 use crate::ports::speech::{Speech, SpeechAudio, SpeechError, SpeechRequest};
 
@@ -179,8 +179,8 @@ impl Espeak {
                 }
             )));
         }
-        let (rate_hz, samples) = wav_pcm16(&out)
-            .map_err(|why| SpeechError::BadAudio(format!("{program} -v {voice}: {why}")))?;
+        let (rate_hz, samples) = pcm::wav_pcm16(&out)
+            .map_err(|fault| SpeechError::BadAudio(format!("{program} -v {voice}: {fault}")))?;
         if samples.is_empty() {
             return Err(SpeechError::BadAudio(format!(
                 "{program} -v {voice} made no sound{}",
@@ -220,72 +220,6 @@ fn voice_of(req: &SpeechRequest) -> Result<String, SpeechError> {
     }
 }
 
-/// The mono 16-bit samples of a PCM WAV file, and its rate. Several channels are mixed down.
-/// A `data` size past the end of the file (a streamed WAV's placeholder) reads to the end.
-pub(crate) fn wav_pcm16(bytes: &[u8]) -> Result<(u32, Vec<i16>), String> {
-    let u16_at = |at: usize| -> Option<u16> {
-        Some(u16::from_le_bytes(bytes.get(at..at + 2)?.try_into().ok()?))
-    };
-    let u32_at = |at: usize| -> Option<u32> {
-        Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
-    };
-    if bytes.get(0..4) != Some(b"RIFF") || bytes.get(8..12) != Some(b"WAVE") {
-        return Err(format!("not a WAV file ({} bytes)", bytes.len()));
-    }
-    let mut format: Option<(u16, u16, u32, u16)> = None;
-    let mut at = 12usize;
-    while let (Some(id), Some(size)) = (bytes.get(at..at + 4), u32_at(at + 4)) {
-        let body = at + 8;
-        let size = usize::try_from(size).unwrap_or(usize::MAX);
-        match id {
-            b"fmt " => {
-                let (Some(tag), Some(channels), Some(rate), Some(bits)) = (
-                    u16_at(body),
-                    u16_at(body + 2),
-                    u32_at(body + 4),
-                    u16_at(body + 14),
-                ) else {
-                    return Err("a cut `fmt ` chunk".to_owned());
-                };
-                format = Some((tag, channels, rate, bits));
-            }
-            b"data" => {
-                let Some((tag, channels, rate, bits)) = format else {
-                    return Err("`data` before `fmt `".to_owned());
-                };
-                // 1: PCM; 0xFFFE: extensible (PCM for 16-bit here).
-                if !(tag == 1 || tag == 0xFFFE) || bits != 16 {
-                    return Err(format!(
-                        "not 16-bit PCM (format {tag}, {bits} bits a sample)"
-                    ));
-                }
-                if channels == 0 || rate == 0 {
-                    return Err("no channels or no sample rate".to_owned());
-                }
-                let end = body.saturating_add(size).min(bytes.len());
-                let data = bytes.get(body..end).unwrap_or_default();
-                let frame = usize::from(channels) * 2;
-                let samples = data
-                    .chunks_exact(frame)
-                    .map(|f| {
-                        let sum: i32 = f
-                            .chunks_exact(2)
-                            .map(|s| i32::from(i16::from_le_bytes([s[0], s[1]])))
-                            .sum();
-                        let mean = sum / i32::from(channels);
-                        i16::try_from(mean).unwrap_or(if mean < 0 { i16::MIN } else { i16::MAX })
-                    })
-                    .collect();
-                return Ok((rate, samples));
-            }
-            _ => {}
-        }
-        // Chunks are padded to an even length.
-        at = body.saturating_add(size).saturating_add(size % 2);
-    }
-    Err("no `data` chunk".to_owned())
-}
-
 impl Speech for Espeak {
     fn synthesize<'a>(
         &'a self,
@@ -307,44 +241,8 @@ impl Speech for Espeak {
 
 #[cfg(test)]
 mod tests {
-    use super::{voice_of, wav_pcm16};
+    use super::voice_of;
     use crate::ports::speech::SpeechRequest;
-
-    fn wav(channels: u16, rate: u32, data_size: u32, samples: &[i16]) -> Vec<u8> {
-        let mut b = Vec::new();
-        b.extend_from_slice(b"RIFF");
-        b.extend_from_slice(&u32::MAX.to_le_bytes());
-        b.extend_from_slice(b"WAVE");
-        b.extend_from_slice(b"LIST");
-        b.extend_from_slice(&3u32.to_le_bytes());
-        b.extend_from_slice(&[1, 2, 3, 0]); // odd size, padded
-        b.extend_from_slice(b"fmt ");
-        b.extend_from_slice(&16u32.to_le_bytes());
-        b.extend_from_slice(&1u16.to_le_bytes());
-        b.extend_from_slice(&channels.to_le_bytes());
-        b.extend_from_slice(&rate.to_le_bytes());
-        b.extend_from_slice(&(rate * 2 * u32::from(channels)).to_le_bytes());
-        b.extend_from_slice(&(2 * channels).to_le_bytes());
-        b.extend_from_slice(&16u16.to_le_bytes());
-        b.extend_from_slice(b"data");
-        b.extend_from_slice(&data_size.to_le_bytes());
-        for s in samples {
-            b.extend_from_slice(&s.to_le_bytes());
-        }
-        b
-    }
-
-    #[test]
-    fn streamed_wavs_read_to_the_end_and_stereo_mixes_down() {
-        let mono = wav(1, 22_050, 0xFFFF_FFFF, &[1, -2, 300]);
-        assert_eq!(wav_pcm16(&mono), Ok((22_050, vec![1, -2, 300])));
-        let sized = wav(1, 16_000, 4, &[5, 6, 7]);
-        assert_eq!(wav_pcm16(&sized), Ok((16_000, vec![5, 6])));
-        let stereo = wav(2, 8_000, 8, &[10, 20, -10, -30]);
-        assert_eq!(wav_pcm16(&stereo), Ok((8_000, vec![15, -20])));
-        assert!(wav_pcm16(b"RIFF\0\0\0\0WAVE").is_err());
-        assert!(wav_pcm16(b"OggS").is_err());
-    }
 
     #[test]
     fn voices_come_from_the_voice_then_the_language() {

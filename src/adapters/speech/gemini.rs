@@ -15,7 +15,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use super::http::{Endpoint, EndpointSpec};
-use super::openai::pcm16_le;
+use super::pcm;
 use crate::adapters::llm::gemini::GeminiConfig;
 use crate::core::time::BoxFuture;
 use crate::ports::llm::ApiKey;
@@ -29,8 +29,6 @@ pub const DEFAULT_VOICE: &str = "Kore";
 pub const MODEL_ENV: &str = "GEMINI_SPEECH_MODEL";
 /// The variable naming the default voice.
 pub const VOICE_ENV: &str = "GEMINI_SPEECH_VOICE";
-/// The rate assumed when the MIME type names none (the documented output).
-const DEFAULT_RATE_HZ: u32 = 24_000;
 
 /// Settings of a [`GeminiSpeech`]. `Debug` is safe to print: the key shows as `[redacted]`.
 #[derive(Debug, Clone)]
@@ -56,8 +54,7 @@ impl GeminiSpeechConfig {
                 .map(|v| v.trim().to_owned())
                 .filter(|v| !v.is_empty())
         };
-        let chat = GeminiConfig::from_lookup(&lookup)
-            .map_err(|e| SpeechError::NotConfigured(e.to_string()))?;
+        let chat = GeminiConfig::from_lookup(&lookup).map_err(super::http::not_configured)?;
         Ok(GeminiSpeechConfig {
             api_key: chat.api_key,
             base_url: chat.base_url,
@@ -256,37 +253,13 @@ impl GeminiSpeech {
             };
             return Err(SpeechError::Permanent(self.endpoint.say(&why)));
         };
-        let rate_hz = pcm_rate(&blob.mime_type).map_err(bad)?;
+        let rate_hz = pcm::pcm_rate(&blob.mime_type).map_err(|fault| bad(format!("{fault}")))?;
         let data = base64::engine::general_purpose::STANDARD
             .decode(blob.data.trim())
             .map_err(|e| bad(format!("the audio is not base64: {e}")))?;
-        let samples = pcm16_le(&data).map_err(bad)?;
+        let samples = pcm::pcm16_le(&data).map_err(|fault| bad(format!("{fault}")))?;
         Ok(SpeechAudio::Pcm { rate_hz, samples })
     }
-}
-
-/// The sample rate of a PCM MIME type (`audio/L16;codec=pcm;rate=24000`, `audio/pcm`); any
-/// other type is refused.
-pub(crate) fn pcm_rate(mime: &str) -> Result<u32, String> {
-    let mut parts = mime.split(';').map(str::trim);
-    let essence = parts.next().unwrap_or_default().to_ascii_lowercase();
-    if essence != "audio/l16" && essence != "audio/pcm" {
-        return Err(format!("expected 16-bit PCM audio, got {mime:?}"));
-    }
-    let mut rate = DEFAULT_RATE_HZ;
-    for param in parts {
-        if let Some((name, value)) = param.split_once('=')
-            && name.trim().eq_ignore_ascii_case("rate")
-        {
-            rate = value
-                .trim()
-                .parse()
-                .ok()
-                .filter(|r| (4_000..=192_000).contains(r))
-                .ok_or_else(|| format!("the rate in {mime:?} is not a sample rate"))?;
-        }
-    }
-    Ok(rate)
 }
 
 impl Speech for GeminiSpeech {
@@ -299,19 +272,5 @@ impl Speech for GeminiSpeech {
 
     fn describe(&self) -> String {
         format!("gemini:{} at {}", self.model, self.endpoint.shown)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::pcm_rate;
-
-    #[test]
-    fn rates_come_from_the_mime_type() {
-        assert_eq!(pcm_rate("audio/L16;codec=pcm;rate=24000"), Ok(24_000));
-        assert_eq!(pcm_rate("audio/L16; rate=16000"), Ok(16_000));
-        assert_eq!(pcm_rate("audio/pcm"), Ok(24_000));
-        assert!(pcm_rate("audio/mpeg").is_err());
-        assert!(pcm_rate("audio/L16;rate=fast").is_err());
     }
 }

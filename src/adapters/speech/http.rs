@@ -11,13 +11,22 @@ use reqwest::header::HeaderValue;
 
 use crate::adapters::llm::http::{self, ExchangeError, chain, http_client, normalise_base_url};
 use crate::adapters::llm::wire_schema::shown;
-use crate::ports::llm::ApiKey;
+use crate::ports::llm::{ApiKey, LlmError};
 use crate::ports::speech::SpeechError;
 
 /// Statuses worth another try.
 const RETRYABLE_STATUSES: [u16; 7] = [408, 409, 429, 500, 502, 503, 504];
 /// Longest server message (in characters) kept in an error.
 const MAX_MESSAGE_CHARS: usize = 300;
+
+/// The chat clients' settings error, as speech's: the message of an `LlmError::Config` (all
+/// that reading settings and building a client return), else the error as it reads.
+pub(crate) fn not_configured(error: LlmError) -> SpeechError {
+    match error {
+        LlmError::Config(message) => SpeechError::NotConfigured(message),
+        other => SpeechError::NotConfigured(format!("{other}")),
+    }
+}
 
 /// One provider endpoint: the client, the URL, and what errors may show of it.
 pub(crate) struct Endpoint {
@@ -51,10 +60,9 @@ pub(crate) struct EndpointSpec<'a> {
 impl Endpoint {
     /// Validates the base URL and builds the client (no redirects, no proxy for loopback).
     pub(crate) fn new(spec: EndpointSpec<'_>) -> Result<Endpoint, SpeechError> {
-        let base = normalise_base_url(spec.provider, spec.base_url)
-            .map_err(|e| SpeechError::NotConfigured(e.to_string()))?;
+        let base = normalise_base_url(spec.provider, spec.base_url).map_err(not_configured)?;
         let http = http_client(&base, spec.connect_timeout, spec.request_timeout)
-            .map_err(|e| SpeechError::NotConfigured(e.to_string()))?;
+            .map_err(not_configured)?;
         let url = format!("{base}{}", spec.path);
         Ok(Endpoint {
             http,

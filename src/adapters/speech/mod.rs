@@ -2,14 +2,15 @@
 //! `/audio/speech` (`openai`, asking for Opus), Gemini's speech generation (`gemini`, PCM
 //! out), and the local engine espeak-ng (`espeak`, no network). [`speech_for`] builds one from
 //! the environment, wrapped in the LLM layer's retry policy and in metering with the hold at a
-//! reached daily cap (`wrappers`); `http` is the exchange the two HTTP clients share. Nothing
-//! here encodes a voice note or knows Telegram: the caller encodes `SpeechAudio::Pcm` and, when
-//! speech fails (a cap included), keeps the words as text.
+//! reached daily cap (`wrappers`); `http` is the exchange the two HTTP clients share, `pcm`
+//! reads uncompressed audio. Nothing here encodes a voice note or knows Telegram: the caller
+//! encodes `SpeechAudio::Pcm` and, when speech fails (a cap included), keeps the words as text.
 
 pub mod espeak;
 pub mod gemini;
 pub(crate) mod http;
 pub mod openai;
+pub mod pcm;
 pub mod wrappers;
 
 use std::sync::Arc;

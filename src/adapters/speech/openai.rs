@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::http::{Endpoint, EndpointSpec};
+use super::pcm;
 use crate::adapters::llm::openai::{OpenAiConfig, Preset};
 use crate::core::time::BoxFuture;
 use crate::ports::llm::ApiKey;
@@ -76,7 +77,7 @@ impl OpenAiSpeechConfig {
                 .filter(|v| !v.is_empty())
         };
         let chat = OpenAiConfig::from_lookup(Preset::OpenAi, &lookup)
-            .map_err(|e| SpeechError::NotConfigured(e.to_string()))?;
+            .map_err(super::http::not_configured)?;
         let format = match get(FORMAT_ENV).as_deref() {
             None | Some("opus") => AudioFormat::Opus,
             Some("pcm") => AudioFormat::Pcm,
@@ -171,8 +172,9 @@ impl OpenAiSpeech {
             }
             AudioFormat::Pcm => Ok(SpeechAudio::Pcm {
                 rate_hz: PCM_RATE_HZ,
-                samples: pcm16_le(&bytes)
-                    .map_err(|e| SpeechError::BadAudio(self.endpoint.say(&e)))?,
+                samples: pcm::pcm16_le(&bytes).map_err(|fault| {
+                    SpeechError::BadAudio(self.endpoint.say(&format!("{fault}")))
+                })?,
             }),
         }
     }
@@ -189,18 +191,4 @@ impl Speech for OpenAiSpeech {
     fn describe(&self) -> String {
         format!("openai:{} at {}", self.model, self.endpoint.shown)
     }
-}
-
-/// Little-endian 16-bit samples; an odd length is a cut answer.
-pub(crate) fn pcm16_le(bytes: &[u8]) -> Result<Vec<i16>, String> {
-    if !bytes.len().is_multiple_of(2) {
-        return Err(format!(
-            "{} bytes of 16-bit PCM: an odd length (cut short?)",
-            bytes.len()
-        ));
-    }
-    Ok(bytes
-        .chunks_exact(2)
-        .map(|b| i16::from_le_bytes([b[0], b[1]]))
-        .collect())
 }
