@@ -33,9 +33,11 @@
 //!     writes, when one fires next); `scheduler::presence` applies both.
 //!   - `markdown`, `media`, `config`, `time`: rendering, media records, validated settings,
 //!     time arithmetic.
+//!   - `speech`: speech as data (the provider kinds, the request, the audio, the errors).
 //! - [`ports`]: the traits at the edges: `telegram`, `llm`, `planner`, `clock` (with its
 //!   virtual twin), `store`, `facts` (long-term memory), `media`, `stickers`, `groups`,
-//!   `updates`, `spend` (the usage meter's reports); `backoff` waits on the clock.
+//!   `updates`, `spend` (the usage meter's reports, the cap hold), `speech`; `backoff` waits
+//!   on the clock.
 //! - [`runtime`]: the driver (async loop), work queue, durable writes off the loop, the
 //!   handle (built before the runtime from a `RuntimeSeed`), and `handlers` (one per task
 //!   kind, registered in one place). It owns its state, what the owner set included.
@@ -44,7 +46,8 @@
 //!   vocabulary (`admit`), the group gate, the classifier call, the pump's runtime sink.
 //! - [`adapters`]: MTProto (`mtproto`, the only grammers user; `mtproto::sim` is the simulated
 //!   Telegram its real client connects to for `run --telegram sim` and the tests), the in-memory Telegram
-//!   (`memory`, with `World` for several accounts that meet), the account-safety `governor`, LLM clients and router (`llm`), the LLM
+//!   (`memory`, with `World` for several accounts that meet), the account-safety `governor`, LLM clients and router (`llm`),
+//!   speech providers with the LLM layer's retry, metering and cap hold (`speech`), the LLM
 //!   planner, the media pipeline, curated stickers, the persona loader, the Telegram Desktop
 //!   export reader, and the crash-safe state `store` (every path under `state/` is built in
 //!   `store::layout`; `store::presence` reads schedule days and intents), and `voice`, the

@@ -166,6 +166,11 @@ impl BudgetMark {
 }
 
 impl AgentState {
+    /// Whether a daily cap holds the agent's paid calls on `day` (UTC): planning, and speech.
+    pub fn budget_holds(&self, day: jiff::civil::Date) -> bool {
+        self.budget.values().any(|m| m.holds(day))
+    }
+
     pub fn is_disabled(&self, chat: ChatId) -> bool {
         self.disabled_chats.contains_key(&chat)
     }

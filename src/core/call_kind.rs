@@ -1,5 +1,5 @@
 //! What a metered LLM call was for ([`CallKind`]): the planner's plans, summaries and presence
-//! days, the group classifier's calls and media descriptions. Each call's usage scope names
+//! days, the group classifier's calls, media descriptions and speech for voice notes. Each call's usage scope names
 //! its kind (`adapters::llm::usage::scoped`, or `ports::llm::CallMeter` from the group gate);
 //! the usage files key their rows by it, `personad state usage` prints it and the token and
 //! request metrics carry it as the `kind` label. It owns only the names and their spelling on
@@ -23,6 +23,8 @@ pub enum CallKind {
     Classify,
     /// A media description (summed under the agent `(media)`).
     Media,
+    /// Speech synthesized for a voice note (counted in characters, not tokens).
+    Speech,
     /// Rows written before calls had kinds: plans, summaries and schedule calls (and, under
     /// `(media)`, media descriptions) counted together. Usage files without a kind read as
     /// this; nothing new is counted under it.
@@ -32,12 +34,13 @@ pub enum CallKind {
 
 impl CallKind {
     /// Every kind, in the order `state usage` lists them.
-    pub const ALL: [CallKind; 6] = [
+    pub const ALL: [CallKind; 7] = [
         CallKind::Plan,
         CallKind::Summary,
         CallKind::Schedule,
         CallKind::Classify,
         CallKind::Media,
+        CallKind::Speech,
         CallKind::Mixed,
     ];
 
@@ -49,6 +52,7 @@ impl CallKind {
             CallKind::Schedule => "schedule",
             CallKind::Classify => "classify",
             CallKind::Media => "media",
+            CallKind::Speech => "speech",
             CallKind::Mixed => "mixed",
         }
     }

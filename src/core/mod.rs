@@ -25,6 +25,7 @@ pub mod presence;
 pub mod prompt;
 pub(crate) mod safety;
 pub mod scheduler;
+pub mod speech;
 pub mod summaries;
 pub mod time;
 pub mod voice;

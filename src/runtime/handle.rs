@@ -467,3 +467,13 @@ impl crate::ports::spend::SpendSink for RuntimeHandle {
         self.report_spend(agent, day, own, all);
     }
 }
+
+/// Speech asks here whether a reached cap holds its agent: the marks the scheduler holds
+/// planning on, as last published.
+impl crate::ports::spend::CapHold for RuntimeHandle {
+    fn holds(&self, agent: &str, now: jiff::Timestamp) -> bool {
+        let day = now.to_zoned(jiff::tz::TimeZone::UTC).date();
+        self.agent_state(agent)
+            .is_some_and(|state| state.budget_holds(day))
+    }
+}

@@ -1,7 +1,8 @@
 //! HTTP plumbing shared by the LLM provider clients: the one way to build their reqwest client
 //! (rustls with ring, no redirects so an auth header can never follow to another host, no proxy
 //! for loopback endpoints), base URL validation, `Retry-After` parsing and error-text helpers
-//! that never include a URL. No provider wire format lives here; `gemini` and `openai` call it.
+//! that never include a URL. No provider wire format lives here; `gemini` and `openai` call it,
+//! and so do the speech clients (`adapters::speech`).
 
 use std::time::Duration;
 
@@ -91,7 +92,9 @@ pub(crate) async fn exchange(
     })
 }
 
-async fn send_and_read(
+/// [`exchange`] without its metering guard (speech meters each attempt in its own wrapper):
+/// the status, the server's `Retry-After` and the body, up to `max` bytes.
+pub(crate) async fn send_and_read(
     request: reqwest::RequestBuilder,
     max: usize,
 ) -> Result<(reqwest::StatusCode, Option<Duration>, Vec<u8>), ExchangeError> {

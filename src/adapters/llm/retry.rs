@@ -1,5 +1,7 @@
-//! The one LLM retry policy, as a wrapper around any provider: [`RetryingLlm`] implements
-//! [`Llm`] over another `Llm` whose clients make exactly one HTTP request per call. It retries
+//! The one retry policy of the paid providers ([`RetryPolicy`], over any failure that is
+//! [`Retryable`]), and its LLM wrapper: [`RetryingLlm`] implements [`Llm`] over another `Llm`
+//! whose clients make exactly one HTTP request per call (`adapters::speech` wraps its voices
+//! in the same policy). It retries
 //! transient failures with the shared [`Backoff`] (full jitter, cap) on the project clock,
 //! honours a server's `Retry-After` / `retryDelay`, and keeps every call inside a time budget
 //! (derived from the task timeout), so the task machinery never cuts a retry off midway.
@@ -80,6 +82,42 @@ impl Default for RetryConfig {
     }
 }
 
+/// A failure the retry policy can judge: whether another try may help, and the delay the
+/// server asked for. LLM and speech errors implement it, so both follow one policy.
+pub trait Retryable: std::fmt::Display + Sized {
+    /// Worth another try.
+    fn is_transient(&self) -> bool;
+    /// The delay the server asked for before the next try, if it named one.
+    fn retry_after(&self) -> Option<Duration>;
+    /// The HTTP status, for the log.
+    fn status(&self) -> Option<u16>;
+    /// The failure of a call refused while the outage guard is open (`left` until it
+    /// closes).
+    fn guard_open(message: String, left: Duration) -> Self;
+}
+
+impl Retryable for LlmError {
+    fn is_transient(&self) -> bool {
+        LlmError::is_transient(self)
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        LlmError::retry_after(self)
+    }
+
+    fn status(&self) -> Option<u16> {
+        LlmError::status(self)
+    }
+
+    fn guard_open(message: String, left: Duration) -> LlmError {
+        LlmError::Transient {
+            status: None,
+            message,
+            retry_after: Some(left),
+        }
+    }
+}
+
 /// Per-model outage guard.
 #[derive(Debug, Clone, Copy, Default)]
 struct Guard {
@@ -87,24 +125,27 @@ struct Guard {
     open_until: Option<Timestamp>,
 }
 
-/// Retries transient failures of an inner provider (see the module docs).
-pub struct RetryingLlm {
-    inner: Arc<dyn Llm>,
+/// The one retry policy (see the module docs) over any call whose failures are
+/// [`Retryable`]: attempts, backoff, the time budget and the outage guard per key (a model).
+pub struct RetryPolicy {
     config: RetryConfig,
     clock: SharedClock,
     guards: Mutex<HashMap<String, Guard>>,
+    /// What is called, for the log (`LLM`, `speech`).
+    what: &'static str,
 }
 
-impl RetryingLlm {
-    pub fn new(inner: Arc<dyn Llm>, config: RetryConfig, clock: SharedClock) -> RetryingLlm {
-        RetryingLlm {
-            inner,
+impl RetryPolicy {
+    /// The policy of `config` on `clock`; `what` names the calls in the log.
+    pub fn new(config: RetryConfig, clock: SharedClock, what: &'static str) -> RetryPolicy {
+        RetryPolicy {
             config: RetryConfig {
                 max_attempts: config.max_attempts.max(1),
                 ..config
             },
             clock,
             guards: Mutex::new(HashMap::new()),
+            what,
         }
     }
 
@@ -112,25 +153,25 @@ impl RetryingLlm {
         &self.config
     }
 
-    fn guard(&self, model: &str) -> Guard {
+    fn guard(&self, key: &str) -> Guard {
         self.guards
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(model)
+            .get(key)
             .copied()
             .unwrap_or_default()
     }
 
-    fn close_guard(&self, model: &str) {
+    fn close_guard(&self, key: &str) {
         self.guards
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(model);
+            .remove(key);
     }
 
-    fn open_guard(&self, model: &str, at_least: Option<Duration>) -> Duration {
+    fn open_guard(&self, key: &str, at_least: Option<Duration>) -> Duration {
         let mut guards = self.guards.lock().unwrap_or_else(PoisonError::into_inner);
-        let g = guards.entry(model.to_owned()).or_default();
+        let g = guards.entry(key.to_owned()).or_default();
         g.failed_calls = g.failed_calls.saturating_add(1);
         // The ceiling, not a jittered draw: how many probes an outage costs stays predictable.
         let cooldown = self
@@ -142,28 +183,29 @@ impl RetryingLlm {
         cooldown
     }
 
-    async fn run(&self, req: &LlmRequest) -> Result<LlmOutcome, LlmError> {
-        let model = req.model.as_str();
+    /// Runs `attempt` (one request each time it is called) for `key` under the policy.
+    pub async fn run<T, E, F, Fut>(&self, key: &str, mut attempt: F) -> Result<T, E>
+    where
+        E: Retryable,
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, E>>,
+    {
+        let what = self.what;
         let start = self.clock.now();
-        let guard = self.guard(model);
+        let guard = self.guard(key);
         if let Some(until) = guard.open_until
             && until > start
         {
             let left = Duration::try_from(until.duration_since(start)).unwrap_or_default();
-            debug!(
-                model,
-                left_ms = millis(left),
-                "outage guard open: no request"
-            );
-            return Err(LlmError::Transient {
-                status: None,
-                message: format!(
-                    "the model {model} failed {} call(s) in a row; next try in {:.0} s",
+            debug!(key, left_ms = millis(left), "outage guard open: no request");
+            return Err(E::guard_open(
+                format!(
+                    "the model {key} failed {} call(s) in a row; next try in {:.0} s",
                     guard.failed_calls,
                     left.as_secs_f64()
                 ),
-                retry_after: Some(left),
-            });
+                left,
+            ));
         }
         // After an outage the first call is a single probe.
         let attempts = if guard.failed_calls > 0 {
@@ -172,31 +214,27 @@ impl RetryingLlm {
             self.config.max_attempts
         };
         let deadline = clock::add(start, self.config.budget);
-        let mut attempt = 0u32;
+        let mut n = 0u32;
         loop {
-            attempt += 1;
-            let error = match self.inner.generate(req).await {
-                Ok(outcome) => {
-                    self.close_guard(model);
-                    return Ok(outcome);
+            n += 1;
+            let error = match attempt().await {
+                Ok(out) => {
+                    self.close_guard(key);
+                    return Ok(out);
                 }
                 Err(e) if !e.is_transient() => {
-                    self.close_guard(model);
+                    self.close_guard(key);
                     return Err(e);
                 }
                 Err(e) => e,
             };
             let asked = error.retry_after();
-            let delay = self
-                .config
-                .backoff
-                .delay(attempt)
-                .max(asked.unwrap_or_default());
+            let delay = self.config.backoff.delay(n).max(asked.unwrap_or_default());
             let next_end = clock::add(
                 clock::add(self.clock.now(), delay),
                 self.config.request_timeout,
             );
-            let why_stop = if attempt >= attempts {
+            let why_stop = if n >= attempts {
                 Some("attempts spent")
             } else if asked.is_some_and(|a| a > self.config.backoff.cap) {
                 Some("the server asked for a delay beyond the cap")
@@ -206,33 +244,53 @@ impl RetryingLlm {
                 None
             };
             if let Some(why) = why_stop {
-                let cooldown = self.open_guard(model, asked);
+                let cooldown = self.open_guard(key, asked);
                 warn!(
-                    model,
-                    attempt,
+                    model = key,
+                    attempt = n,
                     status = error.status(),
                     cooldown_ms = millis(cooldown),
-                    "LLM call failed ({why}); outage guard open"
+                    "{what} call failed ({why}); outage guard open"
                 );
                 return Err(error);
             }
             warn!(
-                model,
-                attempt,
+                model = key,
+                attempt = n,
                 max_attempts = attempts,
                 status = error.status(),
                 delay_ms = millis(delay),
-                "LLM request failed; retrying"
+                "{what} request failed; retrying"
             );
-            debug!(model, error = %error, "LLM failure detail");
+            debug!(model = key, error = %error, "{what} failure detail");
             Backoff::wait(self.clock.as_ref(), delay).await;
         }
     }
 }
 
+/// Retries transient failures of an inner provider (see the module docs).
+pub struct RetryingLlm {
+    inner: Arc<dyn Llm>,
+    policy: RetryPolicy,
+}
+
+impl RetryingLlm {
+    pub fn new(inner: Arc<dyn Llm>, config: RetryConfig, clock: SharedClock) -> RetryingLlm {
+        RetryingLlm {
+            inner,
+            policy: RetryPolicy::new(config, clock, "LLM"),
+        }
+    }
+
+    pub fn config(&self) -> &RetryConfig {
+        self.policy.config()
+    }
+}
+
 impl Llm for RetryingLlm {
     fn generate<'a>(&'a self, req: &'a LlmRequest) -> BoxFuture<'a, Result<LlmOutcome, LlmError>> {
-        Box::pin(self.run(req))
+        let model = req.model.as_str();
+        Box::pin(self.policy.run(model, || self.inner.generate(req)))
     }
 }
 

@@ -2,7 +2,8 @@
 //! and output tokens; it logs them at DEBUG with the agent, chat, kind, provider and model, and
 //! adds them to the [`UsageMeter`] of the enclosing [`scoped`] call (every LLM call opens one
 //! naming what it is for, a [`CallKind`]: the planner's plans, summaries and schedule calls,
-//! the group gate's classifier calls, the media pipeline's descriptions; [`metered`] also saves
+//! the group gate's classifier calls, the media pipeline's descriptions, speech, whose
+//! characters [`report_speech`] counts instead of tokens; [`metered`] also saves
 //! the totals when due; clients never need to know personas or chats). The meter sums per
 //! agent, model, kind and UTC day in memory; it appends one line per call to the agent's journal
 //! (`usage/<agent>.log`, see [`super::usage_files`]) at most every [`SAVE_EVERY`], and folds
@@ -114,6 +115,36 @@ impl crate::ports::llm::CallMeter for Arc<UsageMeter> {
 /// one, as `replay`'s classifier calls are).
 pub fn current_kind() -> &'static str {
     SCOPE.try_with(|s| s.kind.as_str()).unwrap_or("none")
+}
+
+/// The agent and chat of the enclosing [`scoped`] call, if any (speech takes its agent from
+/// the caller's scope, as provider clients never know personas).
+pub fn current_call() -> Option<(String, String)> {
+    SCOPE.try_with(|s| (s.agent.clone(), s.chat.clone())).ok()
+}
+
+/// Reports one answered speech request of `characters` (what the provider bills): logged at
+/// DEBUG, counted in `personad_speech_characters_total`, and summed (one request and its
+/// characters) when inside [`scoped`]. Like [`report`], it stands for the request's own count.
+pub fn report_speech(provider: &str, model: &str, characters: u64) {
+    let scope = SCOPE.try_with(Scope::clone).ok();
+    let (agent, chat) = scope
+        .as_ref()
+        .map_or(("-", "-"), |s| (s.agent.as_str(), s.chat.as_str()));
+    tracing::debug!(agent, chat, provider, model, characters, "speech usage");
+    metrics::counter!("personad_speech_characters_total", "model" => model.to_string())
+        .increment(characters);
+    if let Some(Scope {
+        agent,
+        kind,
+        meter: Some(meter),
+        reports,
+        ..
+    }) = scope
+    {
+        reports.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        meter.add_speech(&agent, model, kind, characters);
+    }
 }
 
 /// Reports one response's usage: logged at DEBUG, and summed when inside [`scoped`].
@@ -293,6 +324,7 @@ impl UsageMeter {
 
     /// Today's (UTC) spend of `agent` and of every agent together: tokens (prompt and
     /// output) and the cost estimated with the built-in prices, in one pass over the rows.
+    /// Speech has no tokens: its characters count in the cost (a dollar cap), at their price.
     pub fn spend_today(&self, agent: &str) -> (Spend, Spend) {
         static PRICES: std::sync::OnceLock<PriceTable> = std::sync::OnceLock::new();
         let prices = PRICES.get_or_init(PriceTable::builtin);
@@ -344,6 +376,15 @@ impl UsageMeter {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         all.get(agent).and_then(|kept| kept.iter().max().copied())
+    }
+
+    /// Adds one answered speech request of `characters` for `agent` and `model`, on today's
+    /// (UTC) row.
+    pub fn add_speech(&self, agent: &str, model: &str, kind: CallKind, characters: u64) {
+        self.bump(agent, model, kind, |row| {
+            row.requests = row.requests.saturating_add(1);
+            row.characters = row.characters.saturating_add(characters);
+        });
     }
 
     /// Counts one request of `kind` sent for `agent` with `model`.
@@ -432,8 +473,12 @@ impl UsageMeter {
             Some(usd) => format!(", about ${usd:.4}"),
             None => ", cost unknown (a model without a built-in price)".to_string(),
         };
+        let spoken = match sum(|r| r.characters) {
+            0 => String::new(),
+            n => format!(", {n} characters spoken"),
+        };
         Some(format!(
-            "{} request(s) ({} discarded), {} prompt tokens ({} cached), {} output tokens{cost}",
+            "{} request(s) ({} discarded), {} prompt tokens ({} cached), {} output tokens{spoken}{cost}",
             sum(|r| r.requests),
             sum(|r| r.discarded),
             sum(|r| r.prompt_tokens),

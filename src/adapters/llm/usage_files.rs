@@ -55,6 +55,10 @@ pub struct UsageRow {
     /// superseded (a newer message) or the daemon stopped. They are billed all the same.
     #[serde(default)]
     pub discarded: u64,
+    /// Characters spoken ([`CallKind::Speech`]; speech is billed by the character, not the
+    /// token). Absent when zero, so files without speech read and write as before.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub characters: u64,
 }
 
 impl UsageRow {
@@ -102,6 +106,8 @@ pub(crate) struct LogLine {
     pub output_tokens: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub discarded: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub characters: u64,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
@@ -124,6 +130,7 @@ impl LogLine {
             cached_tokens: delta.cached_tokens,
             output_tokens: delta.output_tokens,
             discarded: delta.discarded,
+            characters: delta.characters,
         }
     }
 
@@ -134,6 +141,7 @@ impl LogLine {
         row.cached_tokens = row.cached_tokens.saturating_add(self.cached_tokens);
         row.output_tokens = row.output_tokens.saturating_add(self.output_tokens);
         row.discarded = row.discarded.saturating_add(self.discarded);
+        row.characters = row.characters.saturating_add(self.characters);
     }
 }
 
@@ -454,6 +462,7 @@ mod tests {
             cached_tokens: 0,
             output_tokens: 0,
             discarded: 0,
+            characters: 0,
         }
     }
 

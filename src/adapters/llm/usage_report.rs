@@ -1,7 +1,8 @@
 //! What people read of the usage totals: the prices that turn them into an estimated cost
 //! ([`PriceTable`]: built-in list prices, or a price file's taking precedence) and the table
 //! `personad state usage` prints ([`render`], [`state_usage`]: one line per agent, model,
-//! kind and day, the estimated total and the cost per kind). Called by `usage` (the meter's
+//! kind and day, with a `CHARACTERS` column when speech was used, the estimated total and the
+//! cost per kind). Called by `usage` (the meter's
 //! spend and `/status` line), `personad state usage` and the console; it reads the usage
 //! files through `usage_files` and never writes.
 
@@ -32,7 +33,7 @@ pub enum PriceError {
     Negative { path: PathBuf, model: String },
 }
 
-/// US dollars per million tokens.
+/// US dollars per million tokens (and, for speech, per million characters).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Price {
@@ -41,6 +42,10 @@ pub struct Price {
     #[serde(default)]
     pub cached_input: Option<f64>,
     pub output: f64,
+    /// Per million characters spoken (speech models); a row with characters and a model
+    /// without this price has no cost estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub characters: Option<f64>,
 }
 
 /// Prices by model id (exact, or a prefix ending in `*`).
@@ -57,9 +62,25 @@ impl PriceTable {
             input,
             cached_input: Some(cached),
             output,
+            characters: None,
+        };
+        // Speech per million characters: OpenAI's list prices for tts-1 and tts-1-hd; for
+        // the token-billed TTS models, their per-minute estimate at about 1000 characters a
+        // minute (gpt-4o-mini-tts ~$0.015/min; Gemini's audio at 25 tokens/s).
+        let speech = |usd: f64| Price {
+            input: 0.0,
+            cached_input: None,
+            output: 0.0,
+            characters: Some(usd),
         };
         PriceTable {
             entries: vec![
+                ("gpt-4o-mini-tts*".into(), speech(15.0)),
+                ("tts-1-hd*".into(), speech(30.0)),
+                ("tts-1*".into(), speech(15.0)),
+                ("gemini-2.5-flash-preview-tts*".into(), speech(16.0)),
+                ("gemini-2.5-pro-preview-tts*".into(), speech(32.0)),
+                ("espeak-ng".into(), speech(0.0)),
                 ("gemini-flash-latest".into(), p(0.30, 0.075, 2.50)),
                 ("gemini-2.5-flash-lite*".into(), p(0.10, 0.025, 0.40)),
                 ("gemini-2.5-flash*".into(), p(0.30, 0.075, 2.50)),
@@ -72,8 +93,9 @@ impl PriceTable {
         }
     }
 
-    /// A JSON object `{"model or prefix*": {"input": …, "cached_input": …, "output": …}}`
-    /// (USD per million tokens); its entries come before the built-in ones.
+    /// A JSON object `{"model or prefix*": {"input": …, "cached_input": …, "output": …,
+    /// "characters": …}}` (USD per million tokens, and per million characters for speech);
+    /// its entries come before the built-in ones.
     pub(crate) fn with_file(path: &Path) -> Result<PriceTable, PriceError> {
         let text = store::read_operator_file(path)?
             .ok_or_else(|| PriceError::Missing(path.to_path_buf()))?;
@@ -83,9 +105,14 @@ impl PriceTable {
                 source,
             })?;
         for (model, price) in &map {
-            let ok = [price.input, price.output, price.cached_input.unwrap_or(0.0)]
-                .iter()
-                .all(|v| v.is_finite() && *v >= 0.0);
+            let ok = [
+                price.input,
+                price.output,
+                price.cached_input.unwrap_or(0.0),
+                price.characters.unwrap_or(0.0),
+            ]
+            .iter()
+            .all(|v| v.is_finite() && *v >= 0.0);
             if !ok {
                 return Err(PriceError::Negative {
                     path: path.to_path_buf(),
@@ -125,7 +152,18 @@ impl PriceTable {
         let cached = row.cached_tokens.min(row.prompt_tokens) as f64;
         let fresh = row.prompt_tokens as f64 - cached;
         let cached_price = p.cached_input.unwrap_or(p.input);
-        Some((fresh * p.input + cached * cached_price + row.output_tokens as f64 * p.output) / 1e6)
+        let spoken = match (row.characters, p.characters) {
+            (0, _) => 0.0,
+            (n, Some(usd)) => n as f64 * usd,
+            (_, None) => return None,
+        };
+        Some(
+            (fresh * p.input
+                + cached * cached_price
+                + row.output_tokens as f64 * p.output
+                + spoken)
+                / 1e6,
+        )
     }
 }
 
@@ -137,9 +175,18 @@ pub fn render(rows: &[UsageRow], prices: &PriceTable) -> String {
         out.push_str("no LLM usage recorded yet\n");
         return out;
     }
+    // Speech is counted in characters, not tokens: a column of its own when there is any.
+    let spoken = rows.iter().any(|r| r.characters > 0);
+    let chars = |value: &dyn std::fmt::Display| {
+        if spoken {
+            format!(" {value:>10}")
+        } else {
+            String::new()
+        }
+    };
     let _ = writeln!(
         out,
-        "{:<16} {:<28} {:<8} {:<10} {:>8} {:>9} {:>12} {:>12} {:>10} {:>10}",
+        "{:<16} {:<28} {:<8} {:<10} {:>8} {:>9} {:>12} {:>12} {:>10}{} {:>10}",
         "AGENT",
         "MODEL",
         "KIND",
@@ -149,6 +196,7 @@ pub fn render(rows: &[UsageRow], prices: &PriceTable) -> String {
         "PROMPT",
         "CACHED",
         "OUTPUT",
+        chars(&"CHARACTERS"),
         "COST_USD"
     );
     let mut total = 0.0;
@@ -172,7 +220,7 @@ pub fn render(rows: &[UsageRow], prices: &PriceTable) -> String {
         let shown = cost.map_or_else(|| "?".to_owned(), |c| format!("{c:.4}"));
         let _ = writeln!(
             out,
-            "{:<16} {:<28} {:<8} {:<10} {:>8} {:>9} {:>12} {:>12} {:>10} {:>10}",
+            "{:<16} {:<28} {:<8} {:<10} {:>8} {:>9} {:>12} {:>12} {:>10}{} {:>10}",
             r.agent,
             r.model,
             r.kind.as_str(),
@@ -182,6 +230,7 @@ pub fn render(rows: &[UsageRow], prices: &PriceTable) -> String {
             r.prompt_tokens,
             r.cached_tokens,
             r.output_tokens,
+            chars(&r.characters),
             shown
         );
     }
@@ -252,5 +301,24 @@ mod tests {
         let cost = t.cost(&row).unwrap_or(f64::NAN);
         // 0.5 M × 0.25 + 0.5 M × 0.025 + 0.1 M × 2.00 = 0.125 + 0.0125 + 0.2
         assert!((cost - 0.3375).abs() < 1e-9, "{cost}");
+    }
+
+    #[test]
+    fn speech_is_priced_by_the_character_and_tts_models_before_their_families() {
+        let t = PriceTable::builtin();
+        let spoken = |model: &str| UsageRow {
+            model: model.into(),
+            requests: 1,
+            characters: 1_000_000,
+            ..UsageRow::default()
+        };
+        let cost = |model: &str| t.cost(&spoken(model));
+        assert_eq!(cost("gemini-2.5-flash-preview-tts"), Some(16.0));
+        assert_eq!(cost("gpt-4o-mini-tts"), Some(15.0));
+        assert_eq!(cost("espeak-ng"), Some(0.0));
+        // A local server's voice has no price: its characters are not guessed at.
+        assert_eq!(cost("kokoro"), None);
+        // A chat model's row with characters has no character price either.
+        assert_eq!(cost("gpt-5-mini"), None);
     }
 }

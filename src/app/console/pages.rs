@@ -446,6 +446,7 @@ mod tests {
             cached_tokens: 0,
             output_tokens: 0,
             discarded: 0,
+            characters: 0,
         };
         let page = usage(&[
             row("Ann", "2026-11-25", 1000),

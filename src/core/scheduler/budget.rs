@@ -154,9 +154,7 @@ impl Scheduler {
         let day = utc_day(now);
         self.safety
             .state(agent)?
-            .budget
-            .values()
-            .any(|m| m.holds(day))
+            .budget_holds(day)
             .then(|| next_utc_day(now))
     }
 
