@@ -34,20 +34,15 @@ pub struct MadeVoice {
 }
 
 /// Why no voice note was made; the handler then sends the words as text.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum VoiceFailure {
-    /// No engine can speak for this persona (not installed, not configured).
-    #[error("no voice can be made: {0}")]
-    Unavailable(String),
-    /// The agent's daily spending cap is reached: no speech request goes out.
-    #[error("the daily spending cap is reached: {0}")]
-    CapReached(String),
-    /// The speech is longer than a voice note may be.
-    #[error("too long for a voice note: {0}")]
-    TooLong(String),
-    /// The engine or the encoding failed.
+    /// The speech engine could not speak: not installed or configured, the daily spending
+    /// cap reached (no request was made), or the provider failed.
+    #[error(transparent)]
+    Speech(#[from] crate::core::speech::SpeechError),
+    /// The speech could not become a voice note (longer than one may be, unreadable audio).
     #[error("the voice note could not be made: {0}")]
-    Failed(String),
+    Encode(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Makes voice notes.
