@@ -54,7 +54,10 @@ fn uploaded(a: &Account) -> (i64, Vec<u8>, usize) {
     let mut sorted: Vec<_> = parts.iter().collect();
     sorted.sort_by_key(|p| p.file_part);
     for (i, p) in sorted.iter().enumerate() {
-        assert_eq!(p.file_part, i as i32, "parts are numbered from 0 without a gap");
+        assert_eq!(
+            p.file_part, i as i32,
+            "parts are numbered from 0 without a gap"
+        );
         assert!(p.bytes.len() <= PART, "a part is at most 512 KiB");
     }
     let bytes = sorted.iter().flat_map(|p| p.bytes.clone()).collect();
@@ -69,8 +72,10 @@ fn uploaded(a: &Account) -> (i64, Vec<u8>, usize) {
 async fn a_voice_note_is_uploaded_in_parts_and_sent_as_one_voice_document() {
     let a = account().await;
     let file = ogg(PART + 1000);
-    a.wire.on::<tl::functions::upload::SaveFilePart>(|_| saved());
-    a.wire.on::<tl::functions::upload::SaveFilePart>(|_| saved());
+    a.wire
+        .on::<tl::functions::upload::SaveFilePart>(|_| saved());
+    a.wire
+        .on::<tl::functions::upload::SaveFilePart>(|_| saved());
     a.wire
         .on::<tl::functions::messages::SendMedia>(|_| sent_message(88));
     let sent = a
@@ -141,7 +146,8 @@ async fn a_voice_note_is_uploaded_in_parts_and_sent_as_one_voice_document() {
 async fn a_refused_voice_note_is_content_refused() {
     for name in ["CHAT_SEND_VOICES_FORBIDDEN", "VOICE_MESSAGES_FORBIDDEN"] {
         let a = account().await;
-        a.wire.on::<tl::functions::upload::SaveFilePart>(|_| saved());
+        a.wire
+            .on::<tl::functions::upload::SaveFilePart>(|_| saved());
         a.wire
             .on::<tl::functions::messages::SendMedia>(move |_| rpc(403, name, None));
         let err = a
@@ -202,25 +208,23 @@ fn file_in_history(id: i32, voice: bool) -> tl::types::Message {
 #[tokio::test]
 async fn a_voice_note_retried_after_a_crash_is_the_message_already_sent() {
     let a = account().await;
-    a.wire.on::<tl::functions::upload::SaveFilePart>(|_| saved());
-    a.wire.on::<tl::functions::messages::SendMedia>(|_| {
-        rpc(500, "RANDOM_ID_DUPLICATE", None)
-    });
+    a.wire
+        .on::<tl::functions::upload::SaveFilePart>(|_| saved());
+    a.wire
+        .on::<tl::functions::messages::SendMedia>(|_| rpc(500, "RANDOM_ID_DUPLICATE", None));
     a.wire.on::<tl::functions::messages::GetHistory>(|_| {
         let mut text = message(92, peer_user(ALICE), Some(peer_user(SELF_ID)), "later!");
         text.out = true;
         let sticker = file_in_history(91, false);
         plain_messages(vec![text, sticker, file_in_history(90, true)], Vec::new())
     });
-    let sent = a
-        .telegram
-        .send_voice(voice(5151, ogg(3000)))
-        .await
-        .unwrap();
+    let sent = a.telegram.send_voice(voice(5151, ogg(3000))).await.unwrap();
     assert_eq!(sent.id, MessageId(90));
     assert_eq!(sent.text, "see you at the station");
     assert_eq!(
-        a.wire.requests::<tl::functions::messages::SendMedia>().len(),
+        a.wire
+            .requests::<tl::functions::messages::SendMedia>()
+            .len(),
         1,
         "one send: Telegram refused the repeat"
     );
@@ -230,18 +234,16 @@ async fn a_voice_note_retried_after_a_crash_is_the_message_already_sent() {
     );
 
     // Retried again in the same run: the ledger answers, no history read.
-    a.wire.on::<tl::functions::upload::SaveFilePart>(|_| saved());
-    a.wire.on::<tl::functions::messages::SendMedia>(|_| {
-        rpc(500, "RANDOM_ID_DUPLICATE", None)
-    });
-    let again = a
-        .telegram
-        .send_voice(voice(5151, ogg(3000)))
-        .await
-        .unwrap();
+    a.wire
+        .on::<tl::functions::upload::SaveFilePart>(|_| saved());
+    a.wire
+        .on::<tl::functions::messages::SendMedia>(|_| rpc(500, "RANDOM_ID_DUPLICATE", None));
+    let again = a.telegram.send_voice(voice(5151, ogg(3000))).await.unwrap();
     assert_eq!(again.id, MessageId(90));
     assert_eq!(
-        a.wire.requests::<tl::functions::messages::GetHistory>().len(),
+        a.wire
+            .requests::<tl::functions::messages::GetHistory>()
+            .len(),
         1
     );
 }
@@ -302,7 +304,10 @@ fn the_echo_of_a_voice_note_in_flight_is_ours() {
     assert!(!ledger.is_own_message(&voice_echo));
     {
         let _text = ledger.begin(ChatId(ALICE), "");
-        assert!(!ledger.is_own_message(&voice_echo), "a sticker send is not a voice");
+        assert!(
+            !ledger.is_own_message(&voice_echo),
+            "a sticker send is not a voice"
+        );
     }
     let guard = ledger.begin_voice(ChatId(ALICE));
     assert!(ledger.is_own_message(&voice_echo));

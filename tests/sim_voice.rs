@@ -42,7 +42,10 @@ impl Sink for Recorder {
     fn deleted(&self, _: Option<ChatId>, _: Vec<MessageId>) {}
     fn migrated(&self, _: ChatId, _: ChatId) {}
     fn unauthorized(&self, reason: &str) {
-        self.0.lock().unwrap().push(format!("unauthorized {reason}"));
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("unauthorized {reason}"));
     }
 }
 
@@ -143,7 +146,11 @@ async fn a_voice_note_reaches_the_simulated_telegram_and_a_forbidding_chat_refus
     assert_eq!(media.mime_type, "audio/ogg");
     assert_eq!(media.duration, 6);
     assert_eq!(media.waveform, Some(vec![3, 141, 59, 26, 53, 89, 7]));
-    assert_eq!(sim.file_bytes(media.id), Some(ogg.to_vec()), "the file itself");
+    assert_eq!(
+        sim.file_bytes(media.id),
+        Some(ogg.to_vec()),
+        "the file itself"
+    );
     assert_eq!(
         sim.requests(me)
             .iter()
@@ -155,7 +162,10 @@ async fn a_voice_note_reaches_the_simulated_telegram_and_a_forbidding_chat_refus
     let theirs = sim.transcript(robin, Peer::User(me));
     let got = theirs.last().unwrap();
     assert!(!got.out && got.from == me);
-    assert_eq!(got.media.as_ref().map(|m| (m.voice, m.duration)), Some((true, 6)));
+    assert_eq!(
+        got.media.as_ref().map(|m| (m.voice, m.duration)),
+        Some((true, 6))
+    );
 
     // The same idempotency key again (a retry after a restart): still one voice note.
     let again = telegram
@@ -168,7 +178,9 @@ async fn a_voice_note_reaches_the_simulated_telegram_and_a_forbidding_chat_refus
     // Alice's chat forbids voice notes: a content refusal, nothing posted.
     sim.dm(alice, me, "send me a voice note?").unwrap();
     until("Alice's message", || {
-        sink.lines().iter().any(|l| l.contains("send me a voice note?"))
+        sink.lines()
+            .iter()
+            .any(|l| l.contains("send me a voice note?"))
     })
     .await;
     sim.forbid_voice(Peer::User(alice), true);
@@ -186,8 +198,7 @@ async fn a_voice_note_reaches_the_simulated_telegram_and_a_forbidding_chat_refus
     // "Recording voice" shows in the chat.
     telegram.recording_voice(ChatId(alice)).await.unwrap();
     assert!(
-        sim.events(me)
-            .contains(&format!("recording_voice {alice}")),
+        sim.events(me).contains(&format!("recording_voice {alice}")),
         "{:?}",
         sim.events(me)
     );

@@ -41,9 +41,13 @@ impl Telegram for MemoryTelegram {
                 return Err(TelegramError::TooLong("MESSAGE_TOO_LONG (400)".into()));
             }
             let (sent, fresh) = self
-                .post(msg.chat, msg.idempotency_key, msg.text, msg.reply_to, |_| {
-                    None
-                })
+                .post(
+                    msg.chat,
+                    msg.idempotency_key,
+                    msg.text,
+                    msg.reply_to,
+                    |_| None,
+                )
                 .await?;
             if fresh {
                 self.record(Action::Send {

@@ -445,9 +445,7 @@ impl Pump {
         for (i, update) in batch.iter().enumerate().rev() {
             if let TgUpdate::NewMessage(m) = update {
                 out[i] = owner_chats.contains(&m.chat.id);
-                if m.message.outgoing
-                    && !self.ledger.is_own_message(&m.message)
-                {
+                if m.message.outgoing && !self.ledger.is_own_message(&m.message) {
                     owner_chats.insert(m.chat.id);
                 }
             }

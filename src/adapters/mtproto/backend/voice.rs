@@ -57,7 +57,8 @@ impl MtprotoTelegram {
         let mut message = self.outgoing(msg.chat, id, msg.text.clone(), msg.reply_to);
         message.media = Some(MediaInfo {
             kind: MediaKind::Voice,
-            unique_id: document.map_or_else(|| format!("voice-upload-{}", file.id), |d| d.to_string()),
+            unique_id: document
+                .map_or_else(|| format!("voice-upload-{}", file.id), |d| d.to_string()),
             mime: Some(VOICE_MIME.to_string()),
             size: u64::try_from(msg.ogg.len()).ok(),
             duration_secs: Some(msg.duration_secs),

@@ -112,11 +112,8 @@ pub(super) fn sent_answer(
             };
             let mut updates = w.channel_update(account, &msg, pts);
             if let tl::enums::Updates::Updates(u) = &mut updates {
-                u.updates.insert(
-                    0,
-                    tl::types::UpdateMessageId { id, random_id }
-                    .into(),
-                );
+                u.updates
+                    .insert(0, tl::types::UpdateMessageId { id, random_id }.into());
             }
             Ok(updates.to_bytes())
         }
@@ -140,8 +137,7 @@ pub(super) fn sent_answer(
             let (users, chats) = w.refs(account, &[&msg]);
             Ok(w.updates(
                 vec![
-                    tl::types::UpdateMessageId { id, random_id }
-                    .into(),
+                    tl::types::UpdateMessageId { id, random_id }.into(),
                     tl::types::UpdateNewMessage {
                         message: msg.tl(account),
                         pts,
