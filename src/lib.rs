@@ -48,6 +48,8 @@
 //!   planner, the media pipeline, curated stickers, the persona loader, the Telegram Desktop
 //!   export reader, and the crash-safe state `store` (every path under `state/` is built in
 //!   `store::layout`; `store::presence` reads schedule days and intents).
+//!   Voice notes go out through `mtproto::backend::voice` (upload, sendMedia), are received
+//!   by `mtproto::sim::upload` on the simulated Telegram and kept by `memory::voice`.
 //! - [`app`]: the composition root (`services`: the one place that builds what the runtime
 //!   runs on), `lifecycle` (one task tracker and stop token per run), `daemon` (`run`,
 //!   `login`), `playground` (`chat`), `bench` (and `bench_memory`), `memory_report` and
