@@ -50,8 +50,11 @@
 //!   speech providers with the LLM layer's retry, metering and cap hold (`speech`), the LLM
 //!   planner, the media pipeline, curated stickers, the persona loader, the Telegram Desktop
 //!   export reader, and the crash-safe state `store` (every path under `state/` is built in
-//!   `store::layout`; `store::presence` reads schedule days and intents), and `voice`, the
-//!   voice-note codec (WAV or PCM in, Telegram's Ogg/Opus with duration and waveform out).
+//!   `store::layout`; `store::presence` reads schedule days and intents), `voice`, the
+//!   voice-note codec (WAV or PCM in, Telegram's Ogg/Opus with duration and waveform out), and
+//!   `voice_studio`, the voice port (speech, then the codec, the note kept for a retry).
+//!   Voice notes go out through `mtproto::backend::voice` (upload, sendMedia), are received
+//!   by `mtproto::sim::upload` on the simulated Telegram and kept by `memory::voice`.
 //! - [`app`]: the composition root (`services`: the one place that builds what the runtime
 //!   runs on), `lifecycle` (one task tracker and stop token per run), `daemon` (`run`,
 //!   `login`), `playground` (`chat`), `bench` (and `bench_memory`), `memory_report` and

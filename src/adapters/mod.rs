@@ -16,3 +16,4 @@ pub mod speech;
 pub mod stickers;
 pub mod store;
 pub mod voice;
+pub mod voice_studio;

@@ -51,7 +51,11 @@ struct Kept {
 impl VoiceStudio {
     /// A studio whose engines come from `env`, `default` for personas that name none, keeping
     /// made notes under `state` (none: kept nowhere).
-    pub fn new(env: SpeechEnv, default: SpeechProviderKind, state: Option<StateDir>) -> VoiceStudio {
+    pub fn new(
+        env: SpeechEnv,
+        default: SpeechProviderKind,
+        state: Option<StateDir>,
+    ) -> VoiceStudio {
         VoiceStudio {
             env,
             default,
@@ -124,11 +128,13 @@ fn keep(path: &Path, made: &MadeVoice) {
         waveform: made.waveform.clone(),
         ogg: base64::engine::general_purpose::STANDARD.encode(made.ogg.as_slice()),
     };
-    let written = serde_json::to_vec(&kept)
-        .map_err(|e| e.to_string())
-        .and_then(|bytes| store::write_atomic(path, &bytes).map_err(|e| e.to_string()));
-    if let Err(e) = written {
-        tracing::warn!(path = %path.display(), error = %e, "a voice note was not kept for a retry");
+    match serde_json::to_vec(&kept) {
+        Ok(bytes) => {
+            if let Err(e) = store::write_atomic(path, &bytes) {
+                tracing::warn!(error = %e, "a voice note was not kept for a retry");
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "a voice note was not kept for a retry"),
     }
     let Some(dir) = path.parent() else { return };
     let Ok(entries) = std::fs::read_dir(dir) else {

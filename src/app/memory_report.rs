@@ -160,7 +160,9 @@ pub(crate) fn forget_fact(
 
 /// `personad state history`: the last `last` messages of `chat` as the in-memory backend
 /// recorded them (`<agent>/telegram-memory/`, or `<agent>/playground/`), one line each: id,
-/// time (UTC), who, text, what it replies to, and the media with its cached description.
+/// time (UTC), who, text, what it replies to, and the media with its cached description (a
+/// voice note as `[voice, <s> s, <file>: <transcript>]`; the persona's own carry their words
+/// as their text).
 pub(crate) fn history(
     dir: &crate::adapters::store::StateDir,
     agent: &str,
@@ -209,12 +211,31 @@ pub(crate) fn history(
                     .flatten()
                     .and_then(|t| serde_json::from_str::<crate::core::media::MediaRecord>(&t).ok())
                     .and_then(|r| r.shown_description().map(str::to_string));
-            let _ = write!(
-                out,
-                " [{:?}{}]",
-                media.kind,
-                described.map(|d| format!(": {d}")).unwrap_or_default()
-            );
+            if media.kind == crate::core::model::MediaKind::Voice {
+                // A voice note: its length and file; its words are its text (ours) or its
+                // transcript.
+                let _ = write!(
+                    out,
+                    " [voice{}{}{}]",
+                    media
+                        .duration_secs
+                        .map(|d| format!(", {d} s"))
+                        .unwrap_or_default(),
+                    media
+                        .file_name
+                        .as_deref()
+                        .map(|f| format!(", {f}"))
+                        .unwrap_or_default(),
+                    described.map(|d| format!(": {d}")).unwrap_or_default()
+                );
+            } else {
+                let _ = write!(
+                    out,
+                    " [{:?}{}]",
+                    media.kind,
+                    described.map(|d| format!(": {d}")).unwrap_or_default()
+                );
+            }
         }
         out.push('\n');
     }

@@ -1,8 +1,9 @@
 //! The playground's input side: each line read (on a thread of its own, capped), parsed
 //! (typed text, or a JSON object with `--jsonl`), turned into a message in the session's
 //! chat (with media read from disk, mentions as entities) and pushed through the admission
-//! chain; a line from the owner writes in Saved Messages and may decide a draft. Also the
-//! unread scan at start. Called by `chat`.
+//! chain; a line from the owner writes in Saved Messages and may decide a draft. A voice note
+//! given with its words has them recorded as its transcript first (as the media pipeline
+//! records one it made). Also the unread scan at start. Called by `chat`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +18,7 @@ use crate::app::playground::input::{
     self, InputError, InputMedia, MAX_LINE_BYTES, RawLine, read_line_capped,
 };
 use crate::app::playground::output::emit_error;
+use crate::core::media::{MediaRecord, MediaStatus};
 use crate::core::model::{Chat, ChatId, MediaInfo, MediaKind, Mention, MessageId, StickerInfo};
 use crate::ingress::Ingress;
 use crate::ingress::gate::GroupGate;
@@ -31,6 +33,8 @@ struct Pending {
     after: Duration,
     incoming: Incoming,
     media_bytes: Option<Vec<u8>>,
+    /// A voice note's words, given with it: its transcript, recorded before it arrives.
+    transcript: Option<String>,
 }
 
 /// The unread scan of the playground, as the daemon does on connecting: when the newest
@@ -119,6 +123,8 @@ pub(super) struct Driver<'a> {
     pub(super) chat: &'a Chat,
     pub(super) agent: &'a str,
     pub(super) gate: Option<&'a GroupGate>,
+    /// The state whose media records the pipeline reads (a voice note's given words go there).
+    pub(super) media_state: StateDir,
 }
 
 impl Driver<'_> {
@@ -210,6 +216,7 @@ impl Driver<'_> {
                 ..Incoming::default()
             },
             media_bytes: None,
+            transcript: None,
         }
     }
 
@@ -237,6 +244,7 @@ impl Driver<'_> {
 
     async fn parse_jsonl(&self, line: &str) -> Result<Pending, InputError> {
         let input = input::parse_jsonl(line)?;
+        let transcript = input.media.as_ref().and_then(|m| m.transcript.clone());
         let (media, media_bytes) = match input.media {
             Some(m) => {
                 let (info, bytes) = media_from_input(m).await?;
@@ -254,6 +262,7 @@ impl Driver<'_> {
                 media,
             },
             media_bytes,
+            transcript,
         })
     }
 
@@ -265,6 +274,9 @@ impl Driver<'_> {
         if let (Some(id), Some(bytes)) = (media_id, pending.media_bytes) {
             self.memory.put_media(&id, bytes);
         }
+        if let (Some(media), Some(words)) = (&pending.incoming.media, pending.transcript) {
+            self.record_transcript(media, words).await;
+        }
         match self.memory.inject(self.chat.id, pending.incoming).await {
             Ok(msg) => self.ingress.push(self.agent, self.chat.clone(), msg, true),
             Err(e) => self.error(&format!("could not deliver the message: {e}")),
@@ -273,6 +285,24 @@ impl Driver<'_> {
 }
 
 impl Driver<'_> {
+    /// Records a voice note's transcript given with it, as the media pipeline records one it
+    /// made (so the prompt shows the words and no speech-to-text runs). A failure is an
+    /// `error` event; the voice note still arrives (its words then untold).
+    async fn record_transcript(&self, media: &MediaInfo, words: String) {
+        let mut record = MediaRecord::new(media, self.clock.now());
+        record.description = Some(words);
+        record.status = MediaStatus::Ok;
+        let path = self.media_state.media_record_path(&media.unique_id);
+        let written =
+            tokio::task::spawn_blocking(move || crate::adapters::store::write_json(&path, &record))
+                .await;
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => self.error(&format!("could not record the voice note's words: {e}")),
+            Err(e) => self.error(&format!("could not record the voice note's words: {e}")),
+        }
+    }
+
     /// A line `from: "owner"`: the owner writes in the persona's Saved Messages; a reply there
     /// (`reply_to`) is the owner's word on the draft it answers (`ok`, `no`, `later`, a text).
     async fn owner_says(&self, incoming: Incoming) {
@@ -328,6 +358,11 @@ async fn media_from_input(m: InputMedia) -> Result<(MediaInfo, Option<Vec<u8>>),
     let kind = MediaKind::from(m.kind);
     let unique_id = match (&bytes, &m.set, &m.name) {
         (Some(b), _, _) => format!("local-{:016x}", fnv64(b)),
+        // The same words are the same voice note (one record, however often it is sent).
+        (None, _, _) if m.transcript.is_some() => format!(
+            "local-voice-{:016x}",
+            fnv64(m.transcript.as_deref().unwrap_or_default().as_bytes())
+        ),
         (None, Some(set), Some(name)) => format!("sticker:{set}:{name}"),
         _ => format!("local-{}-{:016x}", kind.as_str(), fastrand::u64(..)),
     };
@@ -343,9 +378,9 @@ async fn media_from_input(m: InputMedia) -> Result<(MediaInfo, Option<Vec<u8>>),
     let info = MediaInfo {
         kind,
         unique_id,
-        mime: None,
+        mime: (kind == MediaKind::Voice).then(|| "audio/ogg".to_string()),
         size: bytes.as_ref().map(|b| b.len() as u64),
-        duration_secs: None,
+        duration_secs: m.duration,
         file_name: m
             .path
             .as_ref()

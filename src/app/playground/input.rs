@@ -102,6 +102,13 @@ struct InputLine {
     after_ms: Option<serde_json::Number>,
     #[serde(default)]
     media: Option<InputMedia>,
+    /// A voice note already transcribed: its words (shorthand for a `voice` media object
+    /// with a `transcript`).
+    #[serde(default)]
+    voice: Option<String>,
+    /// The voice note's length in seconds (with `voice`).
+    #[serde(default)]
+    duration: Option<u32>,
 }
 
 /// A media object of a `--jsonl` line (docs/playground.md).
@@ -118,6 +125,12 @@ pub struct InputMedia {
     pub name: Option<String>,
     #[serde(default)]
     pub emoji: Option<String>,
+    /// A voice note's words, already transcribed (no speech-to-text is needed for it).
+    #[serde(default)]
+    pub transcript: Option<String>,
+    /// A voice or audio note's length in seconds.
+    #[serde(default)]
+    pub duration: Option<u32>,
 }
 
 /// The media kinds a line may name; any other is an error for that line.
@@ -168,16 +181,66 @@ pub(crate) fn parse_jsonl(line: &str) -> Result<InputMessage, InputError> {
         _ => format!("not a valid message: {e}"),
     })?;
     let after = after_from(input.after_ms.as_ref())?;
-    if input.text.is_empty() && input.media.is_none() {
-        return Err(InputError::from("a message needs `text` or `media`"));
+    let media = voice_media(input.voice, input.duration, input.media)?;
+    if input.text.is_empty() && media.is_none() {
+        return Err(InputError::from(
+            "a message needs `text`, `media` or `voice`",
+        ));
+    }
+    if !input.text.is_empty() && media.as_ref().is_some_and(|m| m.transcript.is_some()) {
+        return Err(InputError::from(
+            "a voice note has no `text`: its words are its transcript",
+        ));
     }
     Ok(InputMessage {
         from: input.from.filter(|f| !f.trim().is_empty()),
         text: input.text,
         reply_to: input.reply_to,
         after,
-        media: input.media,
+        media,
     })
+}
+
+/// The media of a line: `voice` (with `duration`) is a voice media object with that
+/// transcript; a transcript is only a voice note's, and never empty.
+fn voice_media(
+    voice: Option<String>,
+    duration: Option<u32>,
+    media: Option<InputMedia>,
+) -> Result<Option<InputMedia>, InputError> {
+    let media = match (voice, media) {
+        (Some(_), Some(_)) => {
+            return Err(InputError::from("give `voice` or `media`, not both"));
+        }
+        (Some(words), None) => Some(InputMedia {
+            kind: InputMediaKind::Voice,
+            path: None,
+            set: None,
+            name: None,
+            emoji: None,
+            transcript: Some(words),
+            duration,
+        }),
+        (None, media) => {
+            if duration.is_some() {
+                return Err(InputError::from(
+                    "`duration` goes with `voice` (or inside `media`)",
+                ));
+            }
+            media
+        }
+    };
+    if let Some(m) = &media
+        && let Some(words) = &m.transcript
+    {
+        if m.kind != InputMediaKind::Voice {
+            return Err(InputError::from("only a voice note has a `transcript`"));
+        }
+        if words.trim().is_empty() {
+            return Err(InputError::from("a voice note's words are empty"));
+        }
+    }
+    Ok(media)
 }
 
 /// The pause an input line asks for: a whole number of milliseconds up to

@@ -128,6 +128,7 @@ async fn run(
         chat: &chat,
         agent: &persona.name,
         gate: gate.as_ref(),
+        media_state: crate::adapters::store::StateDir::new(&global.state_dir),
     };
     recover_unanswered(&driver, &dir).await;
     let input = spawn_stdin_reader()?;

@@ -521,3 +521,64 @@ pub(super) async fn print_memory(
         emit_line(&line);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Action, human_event, json_event};
+    use crate::core::model::{ChatId, MediaInfo, MediaKind, Message, MessageId, Sender};
+
+    fn voice_action() -> Action {
+        let message = Message {
+            id: MessageId(7),
+            chat: ChatId(5),
+            sender: Sender {
+                id: 1,
+                name: "Wren".into(),
+                username: None,
+                is_bot: false,
+                service: false,
+                deleted: false,
+            },
+            outgoing: true,
+            text: "the train is late".into(),
+            mentions: Vec::new(),
+            reply_to: Some(MessageId(6)),
+            date: jiff::Timestamp::UNIX_EPOCH,
+            media: Some(MediaInfo {
+                kind: MediaKind::Voice,
+                unique_id: "voice:5:7".into(),
+                mime: Some("audio/ogg".into()),
+                size: Some(10),
+                duration_secs: Some(4),
+                file_name: Some("voice/5/7.ogg".into()),
+                sticker: None,
+            }),
+        };
+        Action::Voice {
+            chat: ChatId(5),
+            message,
+            file: Some("/s/voice/5/7.ogg".into()),
+        }
+    }
+
+    /// A voice note is a `voice` event with its file, duration and words; the recording
+    /// action is `recording_voice`.
+    #[test]
+    fn a_voice_note_prints_its_file_duration_and_words() {
+        let v = json_event(&voice_action(), 1500);
+        assert_eq!(v["event"], "voice");
+        assert_eq!(v["id"], 7);
+        assert_eq!(v["file"], "/s/voice/5/7.ogg");
+        assert_eq!(v["duration"], 4);
+        assert_eq!(v["text"], "the train is late");
+        assert_eq!(v["reply_to"], 6);
+        assert_eq!(v["at_ms"], 1500);
+        let line = human_event(&voice_action(), 1500, "Wren").unwrap_or_default();
+        assert_eq!(
+            line,
+            "[    1.5s] #7 Wren (reply to #6) sends a voice note (4 s, /s/voice/5/7.ogg): the train is late"
+        );
+        let rec = json_event(&Action::RecordingVoice { chat: ChatId(5) }, 0);
+        assert_eq!(rec["event"], "recording_voice");
+    }
+}

@@ -37,11 +37,8 @@ impl MtprotoTelegram {
         let answer = recover::with_peer_retry(self, msg.chat, || self.raw_send_voice(&msg, &file))
             .await
             .map_err(CallError::into_error)?;
-        let document = match &answer {
-            (_, Some(doc)) => Some(*doc),
-            _ => None,
-        };
-        let id = match answer.0 {
+        let (answer, document) = answer;
+        let id = match answer {
             SendAnswer::Sent(id) => {
                 let id = crate::core::model::MessageId(i64::from(id.unwrap_or(0)));
                 self.remember_sent(msg.chat, id, msg.idempotency_key).await;

@@ -128,21 +128,7 @@ fn answer_only(w: &mut World, account: i64, body: &[u8]) -> Answer {
         f::messages::DeleteHistory::CONSTRUCTOR_ID => {
             super::send::delete_history(w, account, decode(body)?)
         }
-        f::messages::SetTyping::CONSTRUCTOR_ID => {
-            let r: f::messages::SetTyping = decode(body)?;
-            let peer = input_peer(w, account, &r.peer)?;
-            let top = r
-                .top_msg_id
-                .map(|t| format!(" topic {t}"))
-                .unwrap_or_default();
-            let action = match r.action {
-                tl::enums::SendMessageAction::SendMessageRecordAudioAction => "recording_voice",
-                _ => "typing",
-            };
-            w.events
-                .push((account, format!("{action} {}{top}", peer.chat_id())));
-            bool_true()
-        }
+        f::messages::SetTyping::CONSTRUCTOR_ID => set_typing(w, account, decode(body)?),
         f::account::UpdateStatus::CONSTRUCTOR_ID => {
             let r: f::account::UpdateStatus = decode(body)?;
             let status = if r.offline { "offline" } else { "online" };
@@ -205,6 +191,22 @@ fn answer_only(w: &mut World, account: i64, body: &[u8]) -> Answer {
             Err(fail(400, "METHOD_INVALID"))
         }
     }
+}
+
+/// `messages.setTyping`: an event naming the action (typing, recording a voice note).
+fn set_typing(w: &mut World, account: i64, r: tl::functions::messages::SetTyping) -> Answer {
+    let peer = input_peer(w, account, &r.peer)?;
+    let top = r
+        .top_msg_id
+        .map(|t| format!(" topic {t}"))
+        .unwrap_or_default();
+    let action = match r.action {
+        tl::enums::SendMessageAction::SendMessageRecordAudioAction => "recording_voice",
+        _ => "typing",
+    };
+    w.events
+        .push((account, format!("{action} {}{top}", peer.chat_id())));
+    bool_true()
 }
 
 fn get_users(w: &World, account: i64, r: tl::functions::users::GetUsers) -> Answer {

@@ -6,7 +6,7 @@
 //! before, a dialog that refuses voice notes) and answers with Telegram's error names. Called
 //! by [`super::rpc`] with the world locked; it owns no socket.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use grammers_client::tl::{self, Serializable};
 
@@ -23,9 +23,6 @@ pub const MAX_PART_BYTES: usize = 512 * 1024;
 pub const MAX_PARTS: i32 = 20;
 /// The most files one account may have in progress; older ones are forgotten.
 pub const MAX_UPLOADS: usize = 8;
-
-/// One account's files in progress: file id → parts by number, oldest file first.
-pub(crate) type Uploads = VecDeque<(i64, BTreeMap<i32, Vec<u8>>)>;
 
 fn fail(code: i32, name: &str) -> RpcFailure {
     RpcFailure::new(code, name)

@@ -128,6 +128,10 @@ impl Msg {
     }
 }
 
+/// One account's files in progress (`upload.saveFilePart`): file id → parts by number,
+/// oldest file first.
+pub(crate) type Uploads = std::collections::VecDeque<(i64, BTreeMap<i32, Vec<u8>>)>;
+
 /// A file stored by the simulator.
 #[derive(Debug, Clone)]
 pub(crate) struct StoredFile {
@@ -240,7 +244,7 @@ pub struct World {
     /// Files by document id.
     pub(crate) files: BTreeMap<i64, StoredFile>,
     /// Uploads in progress per account (`upload.saveFilePart`), oldest first, bounded.
-    pub(crate) uploads: BTreeMap<i64, super::upload::Uploads>,
+    pub(crate) uploads: BTreeMap<i64, Uploads>,
     /// Dialogs (as their senders name them: a direct chat by its other user) that refuse
     /// voice notes: a voice sent there answers CHAT_SEND_VOICES_FORBIDDEN.
     pub voice_forbidden: BTreeSet<Peer>,
