@@ -66,11 +66,7 @@ impl VoiceStudio {
 
     /// The engine a persona's settings name.
     pub fn provider_of(&self, settings: &VoiceSettings) -> SpeechProviderKind {
-        settings
-            .provider
-            .as_deref()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(self.default)
+        settings.provider.unwrap_or(self.default)
     }
 
     /// The engine of `kind`, built once.

@@ -51,7 +51,7 @@ impl FromStr for SpeechProviderKind {
         match s.trim().to_ascii_lowercase().as_str() {
             "openai" => Ok(SpeechProviderKind::OpenAi),
             "gemini" => Ok(SpeechProviderKind::Gemini),
-            "espeak" | "espeak-ng" => Ok(SpeechProviderKind::Espeak),
+            "espeak" | "espeak-ng" | "local" => Ok(SpeechProviderKind::Espeak),
             _ => Err(crate::core::Invalid(format!(
                 "`{}` is not a speech provider: use openai, gemini or espeak",
                 s.trim()

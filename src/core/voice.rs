@@ -8,6 +8,7 @@
 use std::fmt;
 
 use crate::core::Invalid;
+use crate::core::speech::SpeechProviderKind;
 
 /// The most characters one voice note speaks (about 60 s at a talking pace); a longer text
 /// stays text.
@@ -20,9 +21,6 @@ pub const MAX_VOICE_SECS: u32 = 60;
 /// A talking pace in characters per second, for the "recording voice" pause before a voice
 /// note and for estimates.
 pub const SPEECH_CHARS_PER_SEC: f64 = 14.0;
-
-/// The speech engines a persona may name.
-pub const PROVIDERS: [&str; 3] = ["openai", "gemini", "espeak"];
 
 /// When the persona answers with a voice note.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -92,8 +90,8 @@ impl Speak {
 /// What `# Voice` says.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct VoiceSettings {
-    /// The speech engine (one of [`PROVIDERS`]); `None`: the daemon's (`--voice-provider`).
-    pub provider: Option<String>,
+    /// The speech engine; `None`: the daemon's (`--voice-provider`).
+    pub provider: Option<SpeechProviderKind>,
     /// The engine's voice name (`alloy`, `Kore`, `en-us+f3`); `None`: the engine's default.
     pub voice: Option<String>,
     /// The language spoken (`en`, `de`); `None`: the engine's default.
@@ -131,21 +129,7 @@ impl VoiceSettings {
                 }
             };
             match key.trim().to_ascii_lowercase().as_str() {
-                "provider" | "engine" => {
-                    let p = value.to_ascii_lowercase();
-                    let p = if p == "espeak-ng" || p == "local" {
-                        "espeak".to_owned()
-                    } else {
-                        p
-                    };
-                    if !PROVIDERS.contains(&p.as_str()) {
-                        return Err(Invalid(format!(
-                            "`{line}`: the provider is one of {}",
-                            PROVIDERS.join(", ")
-                        )));
-                    }
-                    out.provider = Some(p);
-                }
+                "provider" | "engine" => out.provider = Some(value.parse()?),
                 "voice" => out.voice = Some(non_empty("voice")?),
                 "language" | "lang" => out.language = Some(non_empty("language")?),
                 "speak" | "when" => speak = Some(Speak::parse(value)?),
@@ -214,7 +198,7 @@ mod tests {
             "provider: espeak-ng\nvoice: en-us+f3\nlanguage: en\nspeak: to voice notes",
         )
         .unwrap_or_default();
-        assert_eq!(v.provider.as_deref(), Some("espeak"));
+        assert_eq!(v.provider, Some(SpeechProviderKind::Espeak));
         assert_eq!(v.voice.as_deref(), Some("en-us+f3"));
         assert_eq!(v.speak, Speak::ToVoiceNotes);
         assert_eq!(
