@@ -1,4 +1,4 @@
-//! The commands behind the CLI (`check`, `state`, `run`, `login`),
+//! The commands behind the CLI (`state`; `check` is `app::check`),
 //! each returning a typed [`CommandError`] that carries its exit code. Output meant for the
 //! operator goes to stdout; logs go to stderr through tracing. The `chat` command lives in
 //! `playground`. Called only by the binary.
@@ -10,7 +10,7 @@ use crate::adapters::llm::usage::PriceError;
 use crate::adapters::memory::HistoryError;
 use crate::adapters::persona_loader::PersonaDirError;
 use crate::adapters::store::{GraphStore, LockError, StateDir, StateGone, StoreError};
-use crate::app::cli::{CheckArgs, GlobalArgs, StateCommand};
+use crate::app::cli::{GlobalArgs, StateCommand};
 use crate::core::config::ConfigError;
 use crate::core::graph::TaskGraph;
 use crate::core::model::{ChatId, TelegramError};
@@ -225,7 +225,7 @@ pub fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-fn out(text: &str) -> Result<(), CommandError> {
+pub(crate) fn out(text: &str) -> Result<(), CommandError> {
     Ok(crate::app::stdout::write(text)?)
 }
 
@@ -290,181 +290,6 @@ pub(crate) fn find_persona(report: &LoadReport, name: &str) -> Result<Persona, C
             known.join(", ")
         }
     )))
-}
-
-/// The third line of a persona in `check`: where each of its LLM calls goes (provider, model,
-/// base URL), with a warning for each that cannot be served; and how many those were.
-fn persona_routes(
-    p: &crate::core::persona::Persona,
-    args: &CheckArgs,
-    router: &crate::adapters::llm::provider::Router,
-) -> (String, usize) {
-    let Ok(default) = args.llm.default_choice() else {
-        return ("routes: no default LLM".into(), 1);
-    };
-    let planner =
-        crate::core::llm::persona_choice(p.llm.as_deref(), p.llm_model.as_deref(), &default)
-            .map_or_else(|_| default.route(), |c| c.route());
-    let classifier = match p.group.classifier_model.as_deref() {
-        Some(m) => m.to_owned(),
-        None => router.classifier_route(&args.groups.classifier_model, &default.route()),
-    };
-    let mut missing = 0;
-    let mut shown = |route: &str| {
-        let d = router.describe(route);
-        if d.contains("NOT CONFIGURED") || d.contains("unusable") {
-            missing += 1;
-        }
-        d
-    };
-    let calls = match args.llm.plan_format {
-        crate::app::cli::PlanFormat::Blocks => "plans (task blocks), summaries, schedule",
-        crate::app::cli::PlanFormat::Json => {
-            "plans, summaries, schedule (JSON held to their schemas)"
-        }
-    };
-    let line = format!(
-        "routes: {calls}: {}; group classifier (JSON held to its schema): {}",
-        shown(&planner),
-        shown(&classifier)
-    );
-    (line, missing)
-}
-
-/// `personad check`.
-/// The second line of a persona in `check`: its LLM route and its group settings (the
-/// command line's `--llm`, `--mode` and `--classifier-model` fill in what it leaves out).
-fn persona_settings(p: &crate::core::persona::Persona, args: &CheckArgs) -> String {
-    let llm = match args.llm.default_choice() {
-        Ok(default) => {
-            crate::core::llm::persona_choice(p.llm.as_deref(), p.llm_model.as_deref(), &default)
-                .map_or_else(|e| format!("unusable ({e})"), |c| c.route())
-        }
-        Err(e) => format!("no default ({e})"),
-    };
-    let g = &p.group;
-    let languages = if g.languages.is_empty() {
-        "by script".to_string()
-    } else {
-        g.languages.join(", ")
-    };
-    format!(
-        "llm {llm}  groups: {mode} mode, share of voice {share}% of the last {window} messages, cooldown {cooldown} s, at most {plans} plans/hour, classifier {classifier}, request words: {languages}",
-        mode = args.groups.mode.unwrap_or(g.mode),
-        share = g.max_share_percent,
-        window = g.share_window,
-        cooldown = g.cooldown.as_secs_f64(),
-        plans = g.max_plans_per_hour,
-        classifier = g
-            .classifier_model
-            .as_deref()
-            .unwrap_or(&args.groups.classifier_model),
-    )
-}
-
-pub fn check(global: &GlobalArgs, args: &CheckArgs) -> CmdResult {
-    let config = args.runtime.raw().validate();
-    let report = load_personas(global)?;
-    // Keys from the environment, then systemd's credentials directory, as `run` finds them.
-    let router = crate::adapters::llm::provider::Router::from_lookup(
-        crate::app::credentials::llm_lookup(),
-        std::time::Duration::from_secs(120),
-    );
-    let mut llm_warnings = 0usize;
-    let mut text = String::new();
-    text.push_str(&format!(
-        "agents: {} ({} file{})\n",
-        global.agents_dir.display(),
-        report.entries.len(),
-        if report.entries.len() == 1 { "" } else { "s" }
-    ));
-    for dir in global.prompt_dirs() {
-        if !dir.is_dir() {
-            text.push_str(&format!(
-                "warning: prompts directory {} does not exist\n",
-                dir.display()
-            ));
-        }
-    }
-    // Media descriptions and voice transcripts are one route for every persona.
-    let media = router.describe(&args.media.config().model);
-    text.push_str(&format!(
-        "media (photos, stickers, voice notes described and transcribed): {media}\n"
-    ));
-    if media.contains("NOT CONFIGURED") || media.contains("unusable") {
-        text.push_str("warning: the media route cannot be served: photos, stickers and voice notes will reach the personas undescribed (set its key, or pick another model with --media-model)\n");
-    }
-    for entry in &report.entries {
-        let file = entry
-            .path
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        match &entry.persona {
-            Some(p) => {
-                let roles: Vec<&str> = p.role_prompts.iter().map(|r| r.name.as_str()).collect();
-                let state = if p.disabled { "disabled" } else { "ok" };
-                text.push_str(&format!(
-                    "{state:<9} {name}  ({file})  phone {phone}  role prompts: {roles}  sticker sets: {sets}  problems: {n}\n",
-                    name = p.name,
-                    phone = p.masked_phone(),
-                    roles = list_or_none(&roles),
-                    sets = list_or_none(&p.sticker_sets.iter().map(String::as_str).collect::<Vec<_>>()),
-                    n = entry.problems.len(),
-                ));
-                text.push_str(&format!("          {}\n", persona_settings(p, args)));
-                if !p.disabled {
-                    let (line, missing) = persona_routes(p, args, &router);
-                    text.push_str(&format!("          {line}\n"));
-                    llm_warnings += missing;
-                }
-            }
-            None => text.push_str(&format!(
-                "{:<9} {}  ({file})  problems: {}\n",
-                "UNUSABLE",
-                entry.name.as_deref().unwrap_or("?"),
-                entry.problems.len()
-            )),
-        }
-    }
-    let problems: Vec<String> = report.problems().map(ToString::to_string).collect();
-    if !problems.is_empty() {
-        text.push_str("\nproblems:\n");
-        for p in &problems {
-            text.push_str(&format!("  {p}\n"));
-        }
-    }
-    let usable = report.usable().count();
-    let unusable = report.entries.len() - usable;
-    text.push_str(&format!(
-        "\n{usable} usable, {unusable} unusable, {} error(s), {} warning(s)\n",
-        report.error_count(),
-        report.warning_count()
-    ));
-    if llm_warnings > 0 {
-        text.push_str(&format!(
-            "warning: {llm_warnings} LLM route(s) not configured (NOT CONFIGURED on the `routes:` lines above): their calls would fail\n"
-        ));
-    }
-    if let Err(e) = &config {
-        text.push_str(&format!("configuration: {e}\n"));
-    }
-    out(&text)?;
-    if config.is_err() {
-        return Ok(ExitCode::from(exit::CONFIG));
-    }
-    if report.has_unusable() || report.entries.is_empty() {
-        return Ok(ExitCode::from(exit::DATA));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn list_or_none(items: &[&str]) -> String {
-    if items.is_empty() {
-        "-".to_string()
-    } else {
-        items.join(", ")
-    }
 }
 
 /// `personad state ...`.

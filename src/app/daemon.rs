@@ -160,6 +160,7 @@ impl Daemon {
             graphs: state.clone(),
             planner: planning.planner,
             media: planning.llm.as_ref().map(|_| &args.media),
+            voice: Some(&args.voice),
             llm: planning.llm,
             heartbeat: Some(health::heartbeat(
                 heartbeat_every,

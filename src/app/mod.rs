@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod bench_memory;
+pub(crate) mod check;
 pub mod cli;
 pub mod commands;
 pub(crate) mod console;

@@ -16,7 +16,7 @@ use crate::adapters::stickers::StickerCatalog;
 use crate::adapters::store::StateDir;
 use crate::adapters::store::facts::FileFacts;
 use crate::adapters::store::graphs::GraphStore;
-use crate::app::cli::MediaArgs;
+use crate::app::cli::{MediaArgs, VoiceArgs};
 use crate::app::commands::CommandError;
 use crate::core::config::RuntimeConfig;
 use crate::ingress::classifier::Classifier;
@@ -48,6 +48,8 @@ pub(crate) struct Spec<'a> {
     pub llm: Option<Arc<dyn Llm>>,
     /// Media description settings (none: no media pipeline even with an LLM).
     pub media: Option<&'a MediaArgs>,
+    /// Voice note settings (none: `voice` tasks send their words as text).
+    pub voice: Option<&'a VoiceArgs>,
     pub heartbeat: Option<Heartbeat>,
     pub view_facts: Option<ViewFacts>,
 }
@@ -71,6 +73,7 @@ impl Spec<'_> {
             planner: Box::new(move |_| planner),
             llm: None,
             media: None,
+            voice: None,
             heartbeat: None,
             view_facts: None,
         }
@@ -103,6 +106,7 @@ impl Services {
             planner,
             llm,
             media,
+            voice,
             heartbeat,
             view_facts,
         } = spec;
@@ -123,6 +127,7 @@ impl Services {
             }
             _ => None,
         };
+        let graphs_for_voice = graphs.clone();
         let facts =
             Arc::new(FileFacts::new(graphs.clone()).with_scope_cap(config.memory_scope_bytes));
         let runtime_facts: SharedFacts = match view_facts {
@@ -148,6 +153,16 @@ impl Services {
         if let Some(media) = media {
             runtime = runtime.with_media(media);
         }
+        if let Some(args) = voice {
+            let hold: Arc<dyn crate::ports::spend::CapHold> = Arc::new(handle.clone());
+            let studio = voice_studio(
+                args,
+                &clock,
+                Some((Arc::clone(&usage), hold)),
+                Some(graphs_for_voice),
+            )?;
+            runtime = runtime.with_voice(Arc::new(studio));
+        }
         if let Some(heartbeat) = heartbeat {
             runtime = runtime.with_heartbeat(heartbeat);
         }
@@ -168,6 +183,44 @@ impl Services {
     pub(crate) fn plain_ingress(&self) -> Ingress {
         Ingress::new(self.handle.clone(), None, Arc::clone(&self.groups))
     }
+}
+
+/// The voice studio of `args`: engines from the environment and systemd's credentials (the
+/// local engine's program from `--espeak-program`), metered and held at the cap by `meter`
+/// when given, notes kept for a retry under `state` when given. `check` builds one without a
+/// meter to ask whether each persona's voice can be made.
+pub(crate) fn voice_studio(
+    args: &VoiceArgs,
+    clock: &SharedClock,
+    meter: Option<(Arc<UsageMeter>, Arc<dyn crate::ports::spend::CapHold>)>,
+    state: Option<StateDir>,
+) -> Result<crate::adapters::voice_studio::VoiceStudio, CommandError> {
+    use crate::adapters::speech::SpeechEnv;
+    let default = args
+        .voice_provider
+        .parse()
+        .map_err(|e: crate::core::Invalid| {
+            CommandError::Config(crate::core::config::ConfigError {
+                name: "voice-provider",
+                reason: e.0,
+            })
+        })?;
+    let program = args.espeak_program.display().to_string();
+    let lookup = crate::app::credentials::llm_lookup();
+    let mut env = SpeechEnv::from_env(Arc::clone(clock));
+    env.lookup = Arc::new(move |name: &str| {
+        if name == crate::adapters::speech::espeak::PROGRAM_ENV {
+            Some(program.clone())
+        } else {
+            lookup(name)
+        }
+    });
+    if let Some((usage, hold)) = meter {
+        env = env.with_meter(usage).with_hold(hold);
+    }
+    Ok(crate::adapters::voice_studio::VoiceStudio::new(
+        env, default, state,
+    ))
 }
 
 /// The media pipeline over the LLM: descriptions cached under `state`, metered.

@@ -1,8 +1,8 @@
 //! `personad check`: validates persona files and settings without starting anything.
 
 use crate::app::cli::{CheckArgs, GlobalArgs};
-use crate::app::commands::{self, CmdResult};
+use crate::app::commands::CmdResult;
 
 pub(super) fn check(global: &GlobalArgs, args: &CheckArgs) -> CmdResult {
-    commands::check(global, args)
+    crate::app::check::check(global, args)
 }

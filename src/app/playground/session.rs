@@ -91,6 +91,7 @@ impl Session {
             planner,
             llm,
             media: Some(&args.media),
+            voice: Some(&args.voice),
             heartbeat: None,
             view_facts: Some(observe_memory(life, args, &clock)),
         })
