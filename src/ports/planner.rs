@@ -62,7 +62,9 @@ pub struct SummaryRequest<'a> {
 
 pub type SharedPlanner = Arc<dyn Planner>;
 
-/// Offline planner: answers the newest inbound text by echoing it. No LLM involved.
+/// Offline planner: answers the newest inbound text by echoing it; a voice note (with its
+/// transcript, when known) is echoed in a voice note when the persona's `# Voice` allows it.
+/// No LLM involved.
 #[derive(Debug, Default)]
 pub(crate) struct EchoPlanner;
 
@@ -72,9 +74,31 @@ impl Planner for EchoPlanner {
             Some(id) => req.history.iter().find(|m| m.id == id),
             None => req.history.iter().rev().find(|m| !m.outgoing),
         };
-        let reply = target.map(|m| Action::Send {
-            text: format!("{} heard: {}", req.persona.name, m.text),
-            reply_to: None,
+        let name = &req.persona.name;
+        let reply = target.map(|m| {
+            let voice = m
+                .media
+                .as_ref()
+                .filter(|media| media.kind == crate::core::model::MediaKind::Voice);
+            match voice {
+                Some(media) if req.persona.voice.allows(true) => {
+                    let said = req
+                        .media
+                        .get(&media.unique_id)
+                        .and_then(|r| r.description.clone())
+                        .unwrap_or_default();
+                    Action::Voice {
+                        text: format!("{name} heard your voice note. {said}")
+                            .trim()
+                            .to_owned(),
+                        reply_to: None,
+                    }
+                }
+                _ => Action::Send {
+                    text: format!("{name} heard: {}", m.text),
+                    reply_to: None,
+                },
+            }
         });
         Box::pin(async move { Ok(reply.into_iter().collect()) })
     }
