@@ -64,6 +64,16 @@ impl VoiceStudio {
         }
     }
 
+    /// The studio with `speech` as its engine of `kind` (an engine of the caller's own: a
+    /// test's, or one built elsewhere).
+    pub fn with_engine(self, kind: SpeechProviderKind, speech: Arc<dyn Speech>) -> VoiceStudio {
+        self.voices
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(kind, Ok(speech));
+        self
+    }
+
     /// The engine a persona's settings name.
     pub fn provider_of(&self, settings: &VoiceSettings) -> SpeechProviderKind {
         settings.provider.unwrap_or(self.default)

@@ -247,6 +247,7 @@ impl Harness {
             start,
             None,
             None,
+            None,
         )
     }
 
@@ -281,6 +282,7 @@ impl Harness {
             t0(),
             None,
             Some(wrap),
+            None,
         )
     }
 
@@ -325,6 +327,7 @@ impl Harness {
             t0(),
             make_media,
             None,
+            None,
         );
         if let Some(dir) = stickers {
             h.telegram
@@ -345,6 +348,7 @@ impl Harness {
         start: Timestamp,
         make_media: Option<MakeMedia>,
         wrap: Option<WrapTelegram>,
+        voice: Option<personad::ports::voice::SharedVoice>,
     ) -> Harness {
         let clock = VirtualClock::new(start, true);
         let shared: SharedClock = Arc::new(clock.clone());
@@ -383,6 +387,9 @@ impl Harness {
         if let Some(make) = make_media {
             runtime = runtime.with_media(make(Arc::clone(&shared)));
         }
+        if let Some(voice) = voice {
+            runtime = runtime.with_voice(voice);
+        }
         let handle = runtime.handle();
         let run = tokio::spawn(runtime.run());
         Harness {
@@ -396,6 +403,31 @@ impl Harness {
             hold,
             groups,
         }
+    }
+
+    /// Starts the runtime for a persona of the test's own (named `AGENT`), scripted, with
+    /// `voice` making its voice notes.
+    pub(crate) fn start_speaking(
+        persona: Persona,
+        state: &Path,
+        planner: ScriptedPlanner,
+        voice: personad::ports::voice::SharedVoice,
+        chats: &[Chat],
+    ) -> Harness {
+        let planner = Arc::new(planner);
+        let shared: SharedPlanner = planner.clone();
+        Harness::boot_as(
+            persona,
+            state,
+            Planned::Ready(shared),
+            planner,
+            config(),
+            chats,
+            t0(),
+            None,
+            None,
+            Some(voice),
+        )
     }
 
     /// Starts the runtime for a persona of the test's own (named `AGENT`) at `start`, with
@@ -417,6 +449,7 @@ impl Harness {
             config,
             chats,
             start,
+            None,
             None,
             None,
         )
@@ -480,6 +513,7 @@ impl Harness {
             t0(),
             None,
             Some(wrap),
+            None,
         )
     }
 
