@@ -117,6 +117,14 @@ async fn a_voice_note_is_answered_with_a_real_ogg_opus_voice_note() -> common::T
         "{events:?}"
     );
     assert!(systems(&server).await[0].contains("# «voice»"));
+    // Its words are kept as its transcript, for prompts over a history read back from
+    // Telegram (where our own voice note carries no text).
+    let media = dir.path().join("state").join("media");
+    let kept = std::fs::read_dir(&media)?
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .any(|r| r.contains("The roses are doing well") && r.contains("\"voice\""));
+    assert!(kept, "no transcript record under {}", media.display());
     let files = ogg_files(dir.path());
     assert_eq!(files.len(), 1, "{files:?}");
     let bytes = std::fs::read(&files[0])?;

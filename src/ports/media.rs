@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::core::media::MediaDescriptions;
-use crate::core::model::{ChatId, Message};
+use crate::core::model::{ChatId, MediaInfo, Message};
 use crate::core::time::BoxFuture;
 use crate::ports::telegram::Telegram;
 
@@ -25,6 +25,11 @@ pub trait MediaDescriber: Send + Sync + 'static {
 
     /// The cached records of these media ids; starts no description.
     fn cached(&self, ids: Vec<String>) -> BoxFuture<'_, MediaDescriptions>;
+
+    /// Records `words` as the transcript of a voice note whose words are known (one the
+    /// persona sent, one given with its words): later prompts show them, and it is never
+    /// transcribed (a history read back from Telegram carries no text for a voice note).
+    fn known_words<'a>(&'a self, media: &'a MediaInfo, words: String) -> BoxFuture<'a, ()>;
 }
 
 /// Shared handle.

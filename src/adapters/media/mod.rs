@@ -529,6 +529,15 @@ impl crate::ports::media::MediaDescriber for MediaPipeline {
     fn cached(&self, ids: Vec<String>) -> BoxFuture<'_, MediaDescriptions> {
         Box::pin(MediaPipeline::cached(self, ids))
     }
+
+    fn known_words<'a>(&'a self, media: &'a MediaInfo, words: String) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let mut record = MediaRecord::new(media, self.clock.now());
+            record.description = Some(words);
+            record.status = crate::core::media::MediaStatus::Ok;
+            self.remember(record).await;
+        })
+    }
 }
 
 #[cfg(test)]

@@ -64,6 +64,11 @@ impl TaskHandler for Voice {
             };
             match ctx.telegram.send_voice(note).await {
                 Ok(sent) => {
+                    // Its words, for later prompts: a history read back from Telegram has
+                    // none for a voice note.
+                    if let (Some(media), Some(info)) = (&ctx.media, &sent.media) {
+                        media.known_words(info, text.clone()).await;
+                    }
                     tracing::info!(event = "voice_sent", agent = %ctx.key.agent, chat = ctx.key.chat.0, message_id = sent.id.0, duration_secs = made.duration_secs, chars = text.chars().count(), "sent a voice note");
                     metrics::counter!("personad_voice_notes_total", "outcome" => "sent")
                         .increment(1);
