@@ -655,3 +655,89 @@ async fn silent_connections_are_closed_and_do_not_lock_the_console_out() -> Test
     assert!(matches!(read, Ok(Ok(0))), "still open: {read:?}");
     Ok(())
 }
+
+/// A voice note in a conversation plays in the console: the page has a plain `<audio>` player
+/// (no script) whose source is the note itself, served as `audio/ogg` to the owner only. The
+/// persona speaks when asked (the echo planner answers "send me a voice note" with one, made by
+/// espeak-ng).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voice_note_plays_in_the_conversation_page() -> TestResult {
+    if personad::adapters::speech::espeak::find_program(Path::new("espeak-ng")).is_none() {
+        assert!(
+            std::env::var_os("PERSONAD_REQUIRE_ESPEAK").is_none(),
+            "espeak-ng is missing and PERSONAD_REQUIRE_ESPEAK is set"
+        );
+        eprintln!("SKIPPED: espeak-ng not installed");
+        return Ok(());
+    }
+    let vox = "# Agent Name\nVox\n\n# Agent Phone\n+15550100045\n\n# Agent Instructions\nYou are Vox.\n\n# Voice\nspeak: when asked\n";
+    let s = Scratch::new(&[("Vox.md", vox)])?;
+    let mut reaper = Reaper(Some(start(
+        &s,
+        &["--planner", "echo", "--console-addr", "0"],
+        &[],
+    )?));
+    let s2 = &s;
+    let (addr, said) = tokio::task::block_in_place(|| -> Result<_, String> {
+        wait_up(s2).map_err(|e| e.to_string())?;
+        let addr = console_addr(s2).ok_or("no console_listening line")?;
+        let out = ctl(
+            s2,
+            &[
+                "say",
+                "--wait",
+                "20",
+                "--from",
+                "Alice",
+                "send me a voice note",
+            ],
+        )
+        .map_err(|e| e.to_string())?;
+        Ok((addr, String::from_utf8_lossy(&out.stdout).into_owned()))
+    })?;
+    let chat = said
+        .split("to chat ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .ok_or_else(|| format!("no chat in {said:?}"))?
+        .to_string();
+    let base = format!("http://{addr}");
+    let cookie = format!("personad_console={}", token(&s));
+    let http = client();
+    let page = http
+        .get(format!("{base}/agent/Vox/chat/{chat}"))
+        .header("Cookie", &cookie)
+        .send()
+        .await?
+        .text()
+        .await?;
+    let at = page
+        .find("<audio controls preload=\"none\" src=\"")
+        .ok_or_else(|| format!("no player in the page:\n{page}\n{said}"))?;
+    let src = page[at..]
+        .split("src=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .ok_or("no src")?;
+    assert!(!page.contains("<script"), "{page}");
+    let r = http.get(format!("{base}{src}")).send().await?;
+    assert_eq!(r.status().as_u16(), 401, "the note without the token");
+    let r = http
+        .get(format!("{base}{src}"))
+        .header("Cookie", &cookie)
+        .send()
+        .await?;
+    assert_eq!(r.status().as_u16(), 200);
+    assert_guarded(&r, src);
+    assert_eq!(
+        r.headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("audio/ogg")
+    );
+    let bytes = r.bytes().await?;
+    let decoded = personad::adapters::voice::decode_ogg_opus(&bytes)?;
+    assert_eq!(decoded.channels, 1);
+    stop_daemon(&mut reaper)?;
+    Ok(())
+}

@@ -63,8 +63,8 @@ pub struct SummaryRequest<'a> {
 pub type SharedPlanner = Arc<dyn Planner>;
 
 /// Offline planner: answers the newest inbound text by echoing it; a voice note (with its
-/// transcript, when known) is echoed in a voice note when the persona's `# Voice` allows it.
-/// No LLM involved.
+/// transcript, when known), or a message asking for a "voice" from a persona that speaks when
+/// asked, is echoed in a voice note when the persona's `# Voice` allows it. No LLM involved.
 #[derive(Debug, Default)]
 pub(crate) struct EchoPlanner;
 
@@ -80,7 +80,13 @@ impl Planner for EchoPlanner {
                 .media
                 .as_ref()
                 .filter(|media| media.kind == crate::core::model::MediaKind::Voice);
+            let asked = req.persona.voice.speak == crate::core::voice::Speak::WhenAsked
+                && m.text.to_lowercase().contains("voice");
             match voice {
+                None if asked => Action::Voice {
+                    text: format!("{name} heard: {}", m.text),
+                    reply_to: None,
+                },
                 Some(media) if req.persona.voice.allows(true) => {
                     let said = req
                         .media

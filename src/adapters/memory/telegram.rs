@@ -259,12 +259,15 @@ impl Telegram for MemoryTelegram {
                         .and_then(|m| m.media.as_ref().map(|x| x.unique_id.clone()))
                 })?
                 .ok_or_else(|| TelegramError::NotFound(format!("no media in message {message}")))?;
-            let bytes = self
-                .lock()
-                .media
-                .get(&uid)
-                .cloned()
-                .ok_or_else(|| TelegramError::NotFound(format!("media {uid}")))?;
+            let given = self.lock().media.get(&uid).cloned();
+            // Else one of our own voice notes (kept as files).
+            let bytes = match given {
+                Some(bytes) => bytes,
+                None => self
+                    .voice_file(chat, message)
+                    .map(|f| f.as_ref().clone())
+                    .ok_or_else(|| TelegramError::NotFound(format!("media {uid}")))?,
+            };
             if bytes.len() as u64 > max_bytes {
                 return Err(TelegramError::Invalid(format!(
                     "media is {} bytes, over the {max_bytes} byte cap",

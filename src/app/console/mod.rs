@@ -31,7 +31,7 @@ use crate::adapters::store::{self, StateDir};
 use crate::app::lifecycle::Lifecycle;
 use crate::app::ops::OpError;
 use crate::app::ops::controls::{Controller, Op};
-use crate::core::model::ChatId;
+use crate::core::model::{ChatId, MessageId};
 use crate::runtime::{NotableEvent, RuntimeHandle};
 use http::{Request, Response};
 
@@ -43,6 +43,8 @@ const INCIDENTS_KEPT: usize = 200;
 const HISTORY_SHOWN: usize = 50;
 /// Chats whose last message the chats page reads (one history call each).
 const LAST_MESSAGES_READ: usize = 10;
+/// The largest voice note the console plays (a minute of Opus is about 200 KB).
+const VOICE_BYTES: u64 = 2 * 1024 * 1024;
 
 const STYLE: &str = include_str!("style.css");
 
@@ -278,6 +280,9 @@ impl Console {
                     }
                 }
             }
+            ["agent", agent, "chat", id, "voice", msg] => {
+                return self.voice_note(agent, id, msg).await;
+            }
             ["drafts"] => {
                 let mut waiting = c.draft_views().await;
                 waiting.retain(|d| !d.decided);
@@ -297,6 +302,27 @@ impl Console {
             _ => return not_found(),
         };
         Response::html(200, html)
+    }
+
+    /// A voice note of a chat, as `audio/ogg` for the conversation page's `<audio>` player,
+    /// read through the persona's Telegram (at most a minute's worth of Opus and then some).
+    async fn voice_note(&self, agent: &str, chat: &str, msg: &str) -> Response {
+        let (Ok(chat), Ok(msg)) = (chat.parse::<i64>(), msg.parse::<i64>()) else {
+            return not_found();
+        };
+        match self
+            .controller
+            .media_bytes(agent, ChatId(chat), MessageId(msg), VOICE_BYTES)
+            .await
+        {
+            Ok(bytes) => Response {
+                status: 200,
+                content_type: "audio/ogg",
+                headers: Vec::new(),
+                body: bytes,
+            },
+            Err(_) => not_found(),
+        }
     }
 
     /// A form: checked (CSRF, origin), turned into one [`Op`], carried out by the controller,

@@ -203,11 +203,20 @@ pub(crate) fn conversation(
 ) -> String {
     let mut body = String::from("<ol class=\"history\">");
     for m in messages {
-        let media = m
-            .media
-            .as_ref()
-            .map(|x| format!(" <span class=\"media\">[{}]</span>", esc(x.kind.as_str())))
-            .unwrap_or_default();
+        let media = match m.media.as_ref() {
+            // A voice note plays here (no script: the browser's own player).
+            Some(x) if x.kind == crate::core::model::MediaKind::Voice => format!(
+                " <span class=\"media\">[voice{}]</span> <audio controls preload=\"none\" src=\"/agent/{}/chat/{}/voice/{}\"></audio>",
+                x.duration_secs
+                    .map(|d| format!(", {d} s"))
+                    .unwrap_or_default(),
+                encode(agent),
+                chat.id.0,
+                m.id.0
+            ),
+            Some(x) => format!(" <span class=\"media\">[{}]</span>", esc(x.kind.as_str())),
+            None => String::new(),
+        };
         let _ = write!(
             body,
             "<li class=\"{cls}\"><span class=\"who\">{who}</span> <span class=\"when\">{when}</span><div class=\"text\">{text}{media}</div></li>",

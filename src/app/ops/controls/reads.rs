@@ -117,6 +117,21 @@ impl Controller {
         Ok((info, messages))
     }
 
+    /// The file of a message's media (a voice note the console plays), at most `max_bytes`.
+    pub(crate) async fn media_bytes(
+        &self,
+        agent: &str,
+        chat: ChatId,
+        message: crate::core::model::MessageId,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, OpError> {
+        let seat = self.seat(agent).ok_or(OpError::NotRunning)?;
+        Ok(seat
+            .telegram
+            .download_media(chat, message, max_bytes)
+            .await?)
+    }
+
     /// Every draft task not done yet (`/drafts`, `ctl drafts` and the console read this).
     pub(crate) async fn draft_views(&self) -> Vec<DraftView> {
         let mut out = Vec::new();
