@@ -1,5 +1,6 @@
 //! The runtime under kill -9: `personad crash-child` runs the real runtime on a persisted
-//! in-memory Telegram with plans of three sends separated by waits; this test kills it with
+//! in-memory Telegram with plans of three sends separated by waits (the second a voice note,
+//! so kills land between its upload and its send too); this test kills it with
 //! SIGKILL at random points (after a random number of its progress lines), restarts it, and
 //! after every cycle checks that every graph file decodes. At the end a last run completes
 //! everything, and then: the newest message of every chat got all of its planned sends,
@@ -94,6 +95,13 @@ fn notes_of(state: &Path, chat: i64) -> Result<Vec<String>, String> {
     let file = personad::core::facts::FactFile::parse(&text)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(file.facts.into_iter().map(|f| f.text).collect())
+}
+
+/// Whether `text` went out as a voice note in `messages` (a transcript's JSON).
+fn went_as_voice(messages: &[serde_json::Value], text: &str) -> bool {
+    messages
+        .iter()
+        .any(|m| m["text"] == text && m["media"]["kind"] == "voice")
 }
 
 #[test]
@@ -206,6 +214,13 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
                         log.join("\n")
                     ));
                 }
+            }
+            // Its second part went as a voice note (once, counted above), not as text.
+            let voice = &planned_texts(chat, id)[1];
+            if !went_as_voice(&messages, voice) {
+                return Err(format!(
+                    "seed {seed}: chat {chat}: {voice:?} was not a voice note"
+                ));
             }
         }
     }

@@ -33,9 +33,12 @@ pub struct VoiceStudio {
     env: SpeechEnv,
     default: SpeechProviderKind,
     /// Each engine, built on first use (or why it cannot be).
-    voices: Mutex<HashMap<SpeechProviderKind, Result<Arc<dyn Speech>, SpeechError>>>,
+    voices: Mutex<HashMap<SpeechProviderKind, Built>>,
     state: Option<StateDir>,
 }
+
+/// An engine as built (or why it cannot be).
+type Built = Result<Arc<dyn Speech>, SpeechError>;
 
 /// A made note as kept on disk.
 #[derive(Serialize, Deserialize)]

@@ -76,12 +76,45 @@ impl Planner for CrashPlanner {
                         message: req.target,
                     });
                 }
-                actions.push(Action::Send {
-                    text,
-                    reply_to: None,
+                // The second part is a voice note: a kill can land between its upload and
+                // its send.
+                actions.push(if i == 1 {
+                    Action::Voice {
+                        text,
+                        reply_to: None,
+                    }
+                } else {
+                    Action::Send {
+                        text,
+                        reply_to: None,
+                    }
                 });
             }
             Ok(actions)
+        })
+    }
+}
+
+/// Makes every voice note from a short tone (no speech engine in the harness).
+struct ToneVoice;
+
+impl crate::ports::voice::VoiceMaker for ToneVoice {
+    fn make<'a>(
+        &'a self,
+        _: crate::ports::voice::VoiceRequest<'a>,
+    ) -> BoxFuture<'a, Result<crate::ports::voice::MadeVoice, crate::ports::voice::VoiceFailure>>
+    {
+        Box::pin(async {
+            let tone: Vec<i16> = (0..8_000)
+                .map(|i| ((f64::from(i) * 0.07).sin() * 6000.0) as i16)
+                .collect();
+            let v = crate::adapters::voice::encode_voice(&tone, 16_000)
+                .map_err(|e| crate::ports::voice::VoiceFailure::Encode(Box::new(e)))?;
+            Ok(crate::ports::voice::MadeVoice {
+                ogg: Arc::new(v.ogg),
+                duration_secs: v.duration_secs,
+                waveform: v.waveform,
+            })
         })
     }
 }
@@ -155,7 +188,7 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
     install_gate(&ingress, &handle, persona, &telegram, &clock);
     // Every task of the run (the runtime and the watchers) belongs to one lifecycle.
     let life = crate::app::lifecycle::Lifecycle::new();
-    let runtime = services.runtime;
+    let runtime = services.runtime.with_voice(Arc::new(ToneVoice));
     let mut observed = telegram.observe();
     let run = life.spawn(runtime.run());
     handle.wait_until(|s| s.started).await;
@@ -214,7 +247,7 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
         tokio::select! {
             rec = observed.recv() => match rec {
                 Some(r) => {
-                    if let memory::Action::Send { message, .. } = r.action {
+                    if let memory::Action::Send { message, .. } | memory::Action::Voice { message, .. } = r.action {
                         say(&format!("SENT {}", message.text))?;
                         approve_waiting(&handle, &state, &chats, &mut approved)?;
                     }

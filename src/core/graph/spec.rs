@@ -488,6 +488,9 @@ mod tests {
             .into_iter()
             .filter(|k| k.needs_idempotency_key())
             .collect();
-        assert_eq!(keyed, vec![TaskKind::Send, TaskKind::Sticker]);
+        assert_eq!(
+            keyed,
+            vec![TaskKind::Send, TaskKind::Sticker, TaskKind::Voice]
+        );
     }
 }
