@@ -134,6 +134,14 @@ pub fn report_speech(provider: &str, model: &str, characters: u64) {
     tracing::debug!(agent, chat, provider, model, characters, "speech usage");
     metrics::counter!("personad_speech_characters_total", "model" => model.to_string())
         .increment(characters);
+    count_in(scope, |meter, agent, kind| {
+        meter.add_speech(agent, model, kind, characters);
+    });
+}
+
+/// Counts one reported response in the enclosing scope's meter, if it has one: `add` with the
+/// scope's agent and kind.
+fn count_in(scope: Option<Scope>, add: impl FnOnce(&UsageMeter, &str, CallKind)) {
     if let Some(Scope {
         agent,
         kind,
@@ -143,7 +151,7 @@ pub fn report_speech(provider: &str, model: &str, characters: u64) {
     }) = scope
     {
         reports.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        meter.add_speech(&agent, model, kind, characters);
+        add(&meter, &agent, kind);
     }
 }
 
@@ -173,17 +181,9 @@ pub fn report(provider: &str, model: &str, usage: Usage) {
         metrics::counter!("personad_llm_tokens_total", "model" => model.to_string(), "type" => kind, "kind" => call)
             .increment(n);
     }
-    if let Some(Scope {
-        agent,
-        kind,
-        meter: Some(meter),
-        reports,
-        ..
-    }) = scope
-    {
-        reports.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        meter.add(&agent, model, kind, usage);
-    }
+    count_in(scope, |meter, agent, kind| {
+        meter.add(agent, model, kind, usage)
+    });
 }
 
 /// One request on the wire. Every request is counted once, inside [`scoped`] for that

@@ -188,37 +188,21 @@ impl MtprotoTelegram {
             .input_peer(msg.chat)
             .await
             .map_err(|_| grammers_client::InvocationError::Dropped("no peer ref"))?;
-        self.call(&tl::functions::messages::SendMedia {
-            silent: false,
-            background: false,
-            clear_draft: false,
-            noforwards: false,
-            update_stickersets_order: false,
-            invert_media: false,
-            allow_paid_floodskip: false,
+        let media = tl::types::InputMediaDocument {
+            spoiler: false,
+            id: doc,
+            video_cover: None,
+            video_timestamp: None,
+            ttl_seconds: None,
+            query: None,
+        };
+        let reply_to = self.reply_to(msg.chat, msg.reply_to);
+        self.call(&send_media_request(
             peer,
-            reply_to: self.reply_to(msg.chat, msg.reply_to),
-            media: tl::types::InputMediaDocument {
-                spoiler: false,
-                id: doc,
-                video_cover: None,
-                video_timestamp: None,
-                ttl_seconds: None,
-                query: None,
-            }
-            .into(),
-            message: String::new(),
-            random_id: msg.idempotency_key,
-            reply_markup: None,
-            entities: None,
-            schedule_date: None,
-            schedule_repeat_period: None,
-            send_as: None,
-            quick_reply_shortcut: None,
-            effect: None,
-            allow_paid_stars: None,
-            suggested_post: None,
-        })
+            reply_to,
+            media.into(),
+            msg.idempotency_key,
+        ))
         .await
     }
 
@@ -364,5 +348,38 @@ impl MtprotoTelegram {
 
     pub(super) fn is_duplicate(e: &grammers_client::InvocationError) -> bool {
         e.is("RANDOM_ID_DUPLICATE")
+    }
+}
+
+/// A `messages.sendMedia` of `media` with no caption and nothing else set, `random_id` the
+/// send's idempotency key (a sticker, a voice note).
+pub(super) fn send_media_request(
+    peer: tl::enums::InputPeer,
+    reply_to: Option<tl::enums::InputReplyTo>,
+    media: tl::enums::InputMedia,
+    random_id: i64,
+) -> tl::functions::messages::SendMedia {
+    tl::functions::messages::SendMedia {
+        silent: false,
+        background: false,
+        clear_draft: false,
+        noforwards: false,
+        update_stickersets_order: false,
+        invert_media: false,
+        allow_paid_floodskip: false,
+        peer,
+        reply_to,
+        media,
+        message: String::new(),
+        random_id,
+        reply_markup: None,
+        entities: None,
+        schedule_date: None,
+        schedule_repeat_period: None,
+        send_as: None,
+        quick_reply_shortcut: None,
+        effect: None,
+        allow_paid_stars: None,
+        suggested_post: None,
     }
 }

@@ -152,23 +152,7 @@ impl Telegram for MtprotoTelegram {
     }
 
     fn typing(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
-        Box::pin(async move {
-            // Typing shows in the topic of the newest message from others.
-            let top_msg_id = self.current_topic(chat);
-            recover::with_peer_retry(self, chat, || async {
-                let peer = self.input_peer(chat).await?;
-                self.call(&tl::functions::messages::SetTyping {
-                    peer,
-                    top_msg_id,
-                    action: tl::enums::SendMessageAction::SendMessageTypingAction,
-                })
-                .await
-                .map(|_| ())
-                .map_err(|e| Self::call_error(&e))
-            })
-            .await
-            .map_err(CallError::into_error)
-        })
+        Box::pin(self.chat_action(chat, tl::enums::SendMessageAction::SendMessageTypingAction))
     }
 
     fn set_online(&self, online: bool) -> BoxFuture<'_, TgResult<()>> {

@@ -128,15 +128,29 @@ impl MtprotoTelegram {
         }
     }
 
-    /// The "recording voice" chat action, in the topic of the newest message from others.
+    /// The "recording voice" chat action.
     pub(super) async fn record_audio_action(&self, chat: ChatId) -> TgResult<()> {
+        self.chat_action(
+            chat,
+            tl::enums::SendMessageAction::SendMessageRecordAudioAction,
+        )
+        .await
+    }
+
+    /// A chat action (typing, recording voice), shown in the topic of the newest message from
+    /// others.
+    pub(super) async fn chat_action(
+        &self,
+        chat: ChatId,
+        action: tl::enums::SendMessageAction,
+    ) -> TgResult<()> {
         let top_msg_id = self.current_topic(chat);
         recover::with_peer_retry(self, chat, || async {
             let peer = self.input_peer(chat).await?;
             self.call(&tl::functions::messages::SetTyping {
                 peer,
                 top_msg_id,
-                action: tl::enums::SendMessageAction::SendMessageRecordAudioAction,
+                action: action.clone(),
             })
             .await
             .map(|_| ())
@@ -156,51 +170,29 @@ pub(crate) fn send_voice_request(
     msg: &OutgoingVoice,
     file: tl::types::InputFile,
 ) -> tl::functions::messages::SendMedia {
-    tl::functions::messages::SendMedia {
-        silent: false,
-        background: false,
-        clear_draft: false,
-        noforwards: false,
-        update_stickersets_order: false,
-        invert_media: false,
-        allow_paid_floodskip: false,
-        peer,
-        reply_to,
-        media: tl::types::InputMediaUploadedDocument {
-            nosound_video: false,
-            force_file: false,
-            spoiler: false,
-            file: file.into(),
-            thumb: None,
-            mime_type: VOICE_MIME.to_string(),
-            attributes: vec![
-                tl::types::DocumentAttributeAudio {
-                    voice: true,
-                    duration: i32::try_from(msg.duration_secs).unwrap_or(i32::MAX),
-                    title: None,
-                    performer: None,
-                    waveform: Some(msg.waveform.clone()),
-                }
-                .into(),
-            ],
-            stickers: None,
-            video_cover: None,
-            video_timestamp: None,
-            ttl_seconds: None,
-        }
-        .into(),
-        message: String::new(),
-        random_id: msg.idempotency_key,
-        reply_markup: None,
-        entities: None,
-        schedule_date: None,
-        schedule_repeat_period: None,
-        send_as: None,
-        quick_reply_shortcut: None,
-        effect: None,
-        allow_paid_stars: None,
-        suggested_post: None,
-    }
+    let media = tl::types::InputMediaUploadedDocument {
+        nosound_video: false,
+        force_file: false,
+        spoiler: false,
+        file: file.into(),
+        thumb: None,
+        mime_type: VOICE_MIME.to_string(),
+        attributes: vec![
+            tl::types::DocumentAttributeAudio {
+                voice: true,
+                duration: i32::try_from(msg.duration_secs).unwrap_or(i32::MAX),
+                title: None,
+                performer: None,
+                waveform: Some(msg.waveform.clone()),
+            }
+            .into(),
+        ],
+        stickers: None,
+        video_cover: None,
+        video_timestamp: None,
+        ttl_seconds: None,
+    };
+    super::send::send_media_request(peer, reply_to, media.into(), msg.idempotency_key)
 }
 
 /// Whether a message of ours is a voice note without text (what an earlier run's voice send
