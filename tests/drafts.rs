@@ -616,6 +616,69 @@ mod on_virtual_time {
         Ok(())
     }
 
+    /// Pausing a chat with a waiting draft holds it: the draft stays (nothing is voided or
+    /// sent while paused), and after resuming the owner's `ok` sends it, once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_paused_chats_draft_waits_and_is_sent_after_resuming() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let mut h = drafting(dir.path(), t0());
+        h.started().await;
+        h.say(&dm(7), "Bob", "are you there").await;
+        h.pass(secs(10)).await;
+        let (post, _) = draft_posts(&h).pop().ok_or("no draft posted")?;
+        let pause = personad::core::agent_state::Pause {
+            since: t0(),
+            until: None,
+        };
+        let reply = h
+            .handle
+            .owner(
+                AGENT,
+                OwnerRequest::Pause {
+                    chat: Some(ChatId(7)),
+                    pause,
+                },
+            )
+            .await;
+        assert_eq!(
+            reply,
+            Some(OwnerReply::Done {
+                dropped: vec![],
+                held: vec![ChatId(7)]
+            })
+        );
+        h.pass(secs(60)).await;
+        assert_eq!(waiting_drafts(&h).await, 1, "the pause dropped the draft");
+        assert!(
+            !owner_texts(&h).iter().any(|t| t.contains("void")),
+            "{:?}",
+            owner_texts(&h)
+        );
+        h.handle
+            .owner(
+                AGENT,
+                OwnerRequest::Resume {
+                    chat: Some(ChatId(7)),
+                },
+            )
+            .await;
+        let own = ChatId(h.telegram.self_id());
+        h.handle.decide_draft(
+            AGENT,
+            DraftRef::Reply {
+                chat: own,
+                message: post,
+            },
+            Decision::Send,
+        );
+        h.pass(secs(10)).await;
+        h.settle().await;
+        assert_eq!(h.sends_to(ChatId(7)), ["re: are you there"]);
+        assert_eq!(waiting_drafts(&h).await, 0);
+        h.stop().await?;
+        Ok(())
+    }
+
     /// A newer message voids the waiting draft, and the plan made for it does nothing in the
     /// owner's name (no draft): once that plan is over the owner is told the draft is void.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -113,6 +113,21 @@ impl Pauses {
             || self.chats.get(&chat).is_some_and(|p| p.active(now))
     }
 
+    /// When the pause of `chat` ends, if it has an end (`None` too when not paused, or paused
+    /// until resumed).
+    pub fn paused_until(&self, chat: ChatId, now: Timestamp) -> Option<Timestamp> {
+        [self.all.as_ref(), self.chats.get(&chat)]
+            .into_iter()
+            .flatten()
+            .filter(|p| p.active(now))
+            .map(|p| p.until)
+            .try_fold(None::<Timestamp>, |latest, until| {
+                // Any open-ended pause holds until resumed.
+                until.map(|u| Some(latest.map_or(u, |l| l.max(u))))
+            })
+            .flatten()
+    }
+
     /// Pauses `chat` (`None`: every chat); returns whether anything changed.
     pub fn pause(&mut self, chat: Option<ChatId>, pause: Pause) -> bool {
         let slot = match chat {

@@ -307,7 +307,7 @@ impl Controller {
                 let (id, title) = self.resolve_chat(&agent, &chat).await?;
                 let had = matches!(
                     self.runtime().owner(&agent, OwnerRequest::Forget { chat: id }).await,
-                    Some(OwnerReply::Done { dropped }) if !dropped.is_empty()
+                    Some(OwnerReply::Done { dropped, .. }) if !dropped.is_empty()
                 );
                 Ok(if had {
                     format!("{agent}: dropped the plan of chat {id} ({title})")

@@ -207,16 +207,17 @@ impl Scheduler {
     }
 
     /// Looks at every conversation of `agent` again now (a hold just ended).
-    fn wake_agent(&mut self, agent: &str, now: Timestamp) {
+    pub(super) fn wake_agent(&mut self, agent: &str, now: Timestamp) {
         for key in keys_of(&self.graphs, agent) {
             self.armed.remove(&key);
             self.reschedule(&key, now);
         }
     }
 
-    /// Whether anything holds `task` back (a cap, sleep), and until when.
+    /// Whether anything holds `task` back (a pause, a cap, sleep), and until when.
     pub(super) fn held(&self, graph: &TaskGraph, task: &Task, now: Timestamp) -> Option<Timestamp> {
-        self.held_by_budget(&graph.agent, task, now)
+        self.held_by_pause(graph, now)
+            .or_else(|| self.held_by_budget(&graph.agent, task, now))
             .or_else(|| self.held_by_sleep(graph, task, now))
             .or_else(|| self.held_by_draft_gap(graph, task, now))
     }

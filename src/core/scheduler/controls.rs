@@ -20,7 +20,8 @@ use crate::core::scheduler::{Effect, Scheduler};
 /// What the owner asks of the runtime.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OwnerRequest {
-    /// Pause `chat` (`None`: every chat); pending plans there are dropped.
+    /// Pause `chat` (`None`: every chat); pending plans there are held where they are (a
+    /// draft keeps waiting for the owner) until the pause ends.
     Pause { chat: Option<ChatId>, pause: Pause },
     /// Resume `chat` (`None`: every chat, which also lifts a spending cap reached today).
     Resume { chat: Option<ChatId> },
@@ -43,8 +44,11 @@ pub enum OwnerRequest {
 /// The runtime's answer to an [`OwnerRequest`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum OwnerReply {
-    /// Done; the chats whose pending plans were dropped.
-    Done { dropped: Vec<ChatId> },
+    /// Done; the chats whose pending plans were dropped (`forget`) or are held (`pause`).
+    Done {
+        dropped: Vec<ChatId>,
+        held: Vec<ChatId>,
+    },
     /// The pending plans asked for.
     Plans(Vec<TaskGraph>),
     /// The agent is not running.
@@ -63,9 +67,12 @@ impl Scheduler {
             return OwnerReply::NoAgent;
         }
         let mut dropped = Vec::new();
+        let mut held = Vec::new();
         let changed = match request {
             OwnerRequest::Pause { chat, pause } => {
                 let changed = self.safety.update(agent, |s| s.pauses.pause(chat, pause));
+                // Plans stay where they are: a task running now finishes, nothing more starts
+                // (`held_by_pause`) until the pause ends; a waiting draft keeps waiting.
                 let keys: Vec<ConversationKey> = self
                     .graphs
                     .keys()
@@ -74,8 +81,8 @@ impl Scheduler {
                     .cloned()
                     .collect();
                 for key in keys {
-                    self.on_cancel(agent, key.chat, "paused by the owner", now);
-                    dropped.push(key.chat);
+                    self.reschedule(&key, now);
+                    held.push(key.chat);
                 }
                 changed
             }
@@ -85,7 +92,9 @@ impl Scheduler {
                     self.lift_budget(agent, now);
                 }
                 let resumed = self.safety.update(agent, |s| s.pauses.resume(chat));
-                // What came in during the pause is planned now (the newest per chat).
+                // Held plans go on; what came in during the pause is planned now (the newest
+                // per chat, replacing a held plan as a newer message would).
+                self.wake_agent(agent, now);
                 let planned = self.plan_held(agent, now);
                 resumed || planned
             }
@@ -114,7 +123,22 @@ impl Scheduler {
         if changed {
             self.effects.push(Effect::SaveAgentState(agent.to_string()));
         }
-        OwnerReply::Done { dropped }
+        OwnerReply::Done { dropped, held }
+    }
+
+    /// Until when a paused chat's plan is held: the pause's end, or (until resumed) a day
+    /// from now, when it is looked at again. The owner's own chats are never held.
+    pub(super) fn held_by_pause(&self, graph: &TaskGraph, now: Timestamp) -> Option<Timestamp> {
+        let chat = graph.chat.id;
+        if self.is_owner_chat(&graph.agent, chat) {
+            return None;
+        }
+        let pauses = &self.safety.state(&graph.agent)?.pauses;
+        if !pauses.is_paused(chat, now) {
+            return None;
+        }
+        let day = crate::core::time::add(now, std::time::Duration::from_secs(86_400));
+        Some(pauses.paused_until(chat, now).unwrap_or(day).min(day))
     }
 
     /// Whether the owner paused `chat` of `agent` at `now`.

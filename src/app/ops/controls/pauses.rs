@@ -1,6 +1,6 @@
 //! `/pause` and `/resume` (and `ctl pause`/`resume`): the owner's pauses are runtime state,
-//! kept in the agent's state (`agent-state.json`) by the runtime, which also drops the
-//! pending plans of a paused chat; here the command's words become a runtime request and the
+//! kept in the agent's state (`agent-state.json`) by the runtime, which holds the pending
+//! plans of a paused chat where they are until the pause ends; here the command's words become a runtime request and the
 //! runtime's reply becomes the answer. Part of [`Controller`].
 
 use std::time::Duration;
@@ -31,8 +31,8 @@ impl Controller {
             chat: target.as_ref().map(|(id, _)| *id),
             pause: pause.clone(),
         };
-        let dropped = match self.runtime().owner(agent, request).await {
-            Some(OwnerReply::Done { dropped }) => dropped.len(),
+        let held = match self.runtime().owner(agent, request).await {
+            Some(OwnerReply::Done { held, .. }) => held.len(),
             _ => return Err(OpError::NotRunning),
         };
         let what = match &target {
@@ -41,7 +41,7 @@ impl Controller {
         };
         tracing::info!(event = "paused", agent, chat = target.as_ref().map(|t| t.0.0), until = %pause.describe(), "owner paused the agent");
         Ok(format!(
-            "{agent}: paused {what} {}; {dropped} pending plan(s) dropped",
+            "{agent}: paused {what} {}; {held} pending plan(s) held until it ends (a waiting draft keeps waiting)",
             pause.describe(),
         ))
     }

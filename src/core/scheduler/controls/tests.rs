@@ -47,10 +47,11 @@ fn saves_state(effects: &[Effect]) -> bool {
         .any(|e| matches!(e, Effect::SaveAgentState(a) if a == "a"))
 }
 
-/// A pause drops the paused chat's plan (and only that one), is kept in the agent's state
-/// (a save follows), holds for the scheduler until resumed; resuming every chat lifts it.
+/// A pause holds the paused chat's plan where it is (and only that chat's): nothing of it
+/// starts while paused, the graph stays, the pause is kept in the agent's state (a save
+/// follows); resuming every chat lifts it and the held plan starts.
 #[test]
-fn a_pause_drops_the_chats_plan_and_lives_in_the_agent_state_until_resumed() {
+fn a_pause_holds_the_chats_plan_and_lives_in_the_agent_state_until_resumed() {
     let mut s = sched();
     for id in [7, 8] {
         s.admit(
@@ -77,19 +78,39 @@ fn a_pause_drops_the_chats_plan_and_lives_in_the_agent_state_until_resumed() {
     assert_eq!(
         reply,
         OwnerReply::Done {
-            dropped: vec![ChatId(7)]
+            dropped: vec![],
+            held: vec![ChatId(7)]
         }
     );
-    assert!(s.graph(&ConversationKey::new("a", ChatId(7))).is_none());
+    assert!(s.graph(&ConversationKey::new("a", ChatId(7))).is_some());
     assert!(s.graph(&ConversationKey::new("a", ChatId(8))).is_some());
     assert!(saves_state(&s.take_effects()), "the pause was not saved");
     assert!(s.is_paused("a", ChatId(7), at(100)));
     assert!(!s.is_paused("a", ChatId(8), at(100)));
     let state = s.safety().state("a").cloned().unwrap_or_default();
     assert!(state.pauses.chats.contains_key(&ChatId(7)));
-    s.owner_request("a", OwnerRequest::Resume { chat: None }, at(2));
-    assert!(saves_state(&s.take_effects()));
-    assert!(!s.is_paused("a", ChatId(7), at(100)));
+    // Past the debounce, only the unpaused chat's plan starts.
+    s.advance(at(100));
+    s.start_ready(at(100));
+    assert_eq!(started(&s.take_effects()), [ChatId(8)]);
+    s.owner_request("a", OwnerRequest::Resume { chat: None }, at(101));
+    s.advance(at(101));
+    s.start_ready(at(101));
+    let effects = s.take_effects();
+    assert!(saves_state(&effects));
+    assert_eq!(started(&effects), [ChatId(7)], "the held plan goes on");
+    assert!(!s.is_paused("a", ChatId(7), at(200)));
+}
+
+/// The chats whose tasks `effects` start.
+fn started(effects: &[Effect]) -> Vec<ChatId> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Start(start) => Some(start.key.chat),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A group's trigger mode and a chat's draft mode live in the agent's state; setting the
