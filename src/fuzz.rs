@@ -97,6 +97,7 @@ pub fn model_output(data: &[u8]) {
                     "unknown reply"
                 );
             }
+            Action::XSend { target, .. } => assert!(target.0 != 0, "a note to chat 0"),
             Action::Voice { text, reply_to } => {
                 assert!(opts.allow_voice, "a voice note where none is allowed");
                 assert!(!text.trim().is_empty(), "a blank voice note");

@@ -78,6 +78,7 @@ mod scaffold;
 mod schema;
 mod split;
 mod syntax;
+mod xsend;
 
 use event::parse_event;
 use json::{find_json_tasks, parse_json_tasks, strip_echoed_metadata};
@@ -267,7 +268,7 @@ fn parse_block(
         );
     }
     // An event's heading names the intent it changes (`# «event» event-3f2a…`).
-    if !heading.trailing.is_empty() && kind != TaskKind::Intent {
+    if !heading.trailing.is_empty() && !matches!(kind, TaskKind::Intent | TaskKind::XSend) {
         warn(
             out,
             &label,
@@ -359,6 +360,7 @@ fn parse_block(
             push_memory(out, &label, kind, id, about, content, opts);
         }
         TaskKind::Intent => parse_event(out, &label, heading, body),
+        TaskKind::XSend => xsend::parse_xsend(out, &label, heading, body),
         // Not plannable: `block_kind` never returns these.
         TaskKind::Received
         | TaskKind::Classify

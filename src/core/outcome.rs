@@ -34,6 +34,11 @@ pub(crate) enum Outcome {
     Day(Box<crate::core::presence::DaySchedule>),
     /// Mark the task done and apply this change to the chat's scheduled intents.
     Intent(crate::core::intents::IntentWrite),
+    /// Mark the task done and leave this note for the persona in chat `target` (`xsend`).
+    XSend {
+        target: crate::core::model::ChatId,
+        intent: String,
+    },
     /// A `draft` task posted its draft here: it stays pending until the owner decides or its
     /// timeout passes.
     Drafted(crate::core::approval::Posted),

@@ -58,6 +58,12 @@ pub enum Action {
     Event {
         write: crate::core::intents::IntentWrite,
     },
+    /// A note to the persona's future self in another of its chats (`xsend`): shown once, in
+    /// that chat's next plan, never to the people there.
+    XSend {
+        target: crate::core::model::ChatId,
+        intent: String,
+    },
 }
 
 impl Action {
@@ -106,6 +112,7 @@ impl Action {
                 message,
             },
             Action::Event { write } => TaskSpec::Intent { write },
+            Action::XSend { target, intent } => TaskSpec::XSend { target, intent },
         }
     }
 }

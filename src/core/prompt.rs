@@ -165,11 +165,16 @@ pub(crate) fn system_instruction(
     );
     s.push_str("# This chat\n\n");
     if chat.kind.is_direct() {
-        let _ = writeln!(s, "A direct (one-on-one) chat with {user}.");
+        let _ = writeln!(
+            s,
+            "A direct (one-on-one) chat with {user} (chat id {}).",
+            chat.id
+        );
     } else {
         let _ = writeln!(
             s,
-            "A group chat titled {user:?}. Several people talk here; answer only when it suits you."
+            "A group chat titled {user:?} (chat id {}). Several people talk here; answer only when it suits you.",
+            chat.id
         );
     }
     s
@@ -379,7 +384,13 @@ fn moment_lines(s: &mut String, m: &crate::core::plan::Moment) {
     if let Some(activity) = &m.activity {
         let _ = writeln!(s, "{activity}");
     }
-    if let Some(f) = &m.intent {
+    if let Some(f) = m.intent.as_ref().filter(|f| f.id.starts_with("xsend-")) {
+        let _ = writeln!(
+            s,
+            "A note to yourself, left in another of your chats (the people here never see it): {}\nAct on it in this chat as it says, or stay silent if it no longer makes sense.",
+            f.text
+        );
+    } else if let Some(f) = &m.intent {
         let _ = writeln!(
             s,
             "A scheduled intent of yours fires now ({}): {}\nDo what it says in this chat, or stay silent if it no longer makes sense.",

@@ -28,6 +28,7 @@ mod finish;
 pub use budget::SpendReport;
 mod owner;
 mod presence;
+mod xsend;
 pub(crate) use controls::answer_key;
 pub use controls::{OwnerReply, OwnerRequest};
 pub use owner::DraftRef;
@@ -138,6 +139,8 @@ pub(crate) struct Scheduler {
     after_graphs: Vec<Effect>,
     /// Incident notices to the owner held back (rate limit).
     notices: owner::Notices,
+    /// The chats each agent has and the day's `xsend` counts.
+    xsend: xsend::Ledger,
 }
 
 impl Scheduler {
@@ -169,6 +172,7 @@ impl Scheduler {
             presence: HashMap::new(),
             after_graphs: Vec::new(),
             notices: HashMap::new(),
+            xsend: xsend::Ledger::default(),
         }
     }
 

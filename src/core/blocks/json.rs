@@ -125,6 +125,11 @@ pub(super) fn parse_json_tasks(out: &mut ParsedReply, found: JsonTasks, opts: &P
             );
             continue;
         }
+        if block_kind(kind) == Some(TaskKind::XSend) {
+            let label = format!("task {index} («{}»)", TaskKind::XSend.as_str());
+            super::xsend::parse_json_xsend(out, &label, obj);
+            continue;
+        }
         if block_kind(kind) == Some(TaskKind::Intent) {
             let label = format!("task {index} («{}»)", TaskKind::Intent.as_str());
             parse_json_event(out, &label, obj);

@@ -51,6 +51,11 @@ pub fn plan_schema(
             &["content"],
         ),
         task("note", json!({"content": string()}), &["content"]),
+        task(
+            "xsend",
+            json!({"target_channel_id": {"type": "INTEGER"}, "intent": string()}),
+            &["target_channel_id", "intent"],
+        ),
     ];
     if allow_block {
         kinds.push(task("block", json!({}), &[]));
@@ -82,7 +87,8 @@ pub const JSON_PLAN_INSTRUCTIONS: &str = "\
 Answer with one JSON object, {\"tasks\": [...]}, and nothing else: the tasks in order. Each task \
 has a \"kind\" and its fields: send (\"text\", optional \"reply_to\": a message id), sticker \
 (\"sticker_set\", \"name\"), wait (\"delay\": seconds), react (\"message_id\", \"emoji\"), \
-remember (\"content\", optional \"about\": a person's id), note (\"content\"). Write only your own \
+remember (\"content\", optional \"about\": a person's id), note (\"content\"), xsend \
+(\"target_channel_id\": another of your chats, \"intent\": a note to yourself there). Write only your own \
 words in \"text\": never the [metadata] or [context] lines, never what the other person says. \
 An empty list is silence.";
 

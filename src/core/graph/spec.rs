@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::model::MessageId;
+use crate::core::model::{ChatId, MessageId};
 
 /// Every kind of task the runtime knows. Each has one handler module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -36,10 +36,11 @@ pub enum TaskKind {
     Presence,
     Draft,
     Voice,
+    XSend,
 }
 
 impl TaskKind {
-    pub(crate) const ALL: [TaskKind; 18] = [
+    pub(crate) const ALL: [TaskKind; 19] = [
         TaskKind::Received,
         TaskKind::Classify,
         TaskKind::Send,
@@ -58,6 +59,7 @@ impl TaskKind {
         TaskKind::Presence,
         TaskKind::Draft,
         TaskKind::Voice,
+        TaskKind::XSend,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -80,6 +82,7 @@ impl TaskKind {
             TaskKind::Presence => "presence",
             TaskKind::Draft => "draft",
             TaskKind::Voice => "voice",
+            TaskKind::XSend => "xsend",
         }
     }
 
@@ -97,6 +100,7 @@ impl TaskKind {
                 | TaskKind::Wait
                 | TaskKind::Summarize
                 | TaskKind::Schedule
+                | TaskKind::XSend
         )
     }
 
@@ -186,6 +190,13 @@ pub enum TaskSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply_to: Option<MessageId>,
         idempotency_key: IdempotencyKey,
+    },
+    /// A note to the persona's future self in chat `target` (`xsend`): the scheduler makes a
+    /// plan there that shows `intent` once (checks and caps in `scheduler::xsend`).
+    #[serde(rename = "xsend")]
+    XSend {
+        target: ChatId,
+        intent: String,
     },
     /// A pause of `delay_secs`, counted from when its dependencies finish; with `typing`,
     /// the typing indicator is shown first, with `recording` the "recording a voice message"
@@ -293,6 +304,7 @@ impl TaskSpec {
             TaskSpec::Presence { .. } => TaskKind::Presence,
             TaskSpec::Draft { .. } => TaskKind::Draft,
             TaskSpec::Voice { .. } => TaskKind::Voice,
+            TaskSpec::XSend { .. } => TaskKind::XSend,
         }
     }
 
@@ -337,6 +349,7 @@ impl TaskSpec {
             },
             TaskSpec::Classify { message_id } => format!("up to #{message_id}"),
             TaskSpec::Send { text, reply_to, .. } => format!("{}{}", cut(text), reply(reply_to)),
+            TaskSpec::XSend { target, intent } => format!("to chat {target}: {}", cut(intent)),
             TaskSpec::Voice { text, reply_to, .. } => {
                 format!("voice note: {}{}", cut(text), reply(reply_to))
             }

@@ -180,9 +180,10 @@ fn spec_of(kind: TaskKind, map: &Map<String, Value>) -> Result<TaskSpec, Invalid
         | TaskKind::Schedule
         | TaskKind::Presence
         | TaskKind::Draft
-        | TaskKind::Voice => {
+        | TaskKind::Voice
+        | TaskKind::XSend => {
             return Err(Invalid::from(format!(
-                "a {kind} task in a format 1 file (format 1 had no memory, presence, draft or voice tasks)"
+                "a {kind} task in a format 1 file (format 1 had no memory, presence, draft, voice or xsend tasks)"
             )));
         }
         TaskKind::Block => TaskSpec::Block,

@@ -148,7 +148,7 @@ fn load_role_prompt(
 
 /// The task kinds personad carries out (task blocks or the original's JSON tasks); `think`
 /// is accepted and dropped.
-const SUPPORTED_KINDS: [&str; 11] = [
+const SUPPORTED_KINDS: [&str; 12] = [
     "send",
     "react",
     "sticker",
@@ -160,6 +160,7 @@ const SUPPORTED_KINDS: [&str; 11] = [
     "remember",
     "note",
     "shutdown",
+    "xsend",
 ];
 
 /// Kinds a role prompt of the original enables (its `<!-- SCHEMA_TASKS: a, b -->` lines) that

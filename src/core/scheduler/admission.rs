@@ -42,6 +42,7 @@ impl Scheduler {
             warn!(agent = %agent, chat = %chat.id, "message for an agent that is not running ignored");
             return false;
         }
+        self.xsend.saw(agent, &chat);
         if admission == Admission::History || self.stopping.is_some() {
             return false;
         }

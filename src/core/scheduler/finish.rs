@@ -101,6 +101,11 @@ impl Scheduler {
                         self.apply_intent(key, &title, &write, now);
                         return;
                     }
+                    Outcome::XSend { target, intent } => {
+                        self.mark_dirty(key);
+                        self.cross_send(key, target, &intent, now);
+                        return;
+                    }
                     Outcome::Planned(tasks) => {
                         if !tasks.is_empty() {
                             info!(conversation = %key, tasks = tasks.len(), "planned");

@@ -453,7 +453,7 @@ impl Scheduler {
     }
 
     /// A plan in the intent's chat, replacing what was planned there.
-    fn replan_intent(&mut self, agent: &str, chat: Chat, fired: Fired, now: Timestamp) {
+    pub(super) fn replan_intent(&mut self, agent: &str, chat: Chat, fired: Fired, now: Timestamp) {
         let key = ConversationKey::new(agent, chat.id);
         let not_before = crate::core::time::add(now, self.config.debounce);
         // A message whose plan has not started yet is answered by the same plan.

@@ -20,6 +20,7 @@ mod summarize;
 mod unblock;
 mod voice;
 mod wait;
+mod xsend;
 
 use std::sync::Arc;
 
@@ -102,6 +103,7 @@ pub(crate) fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
         TaskKind::Presence => &presence::Presence,
         TaskKind::Draft => &draft::Draft,
         TaskKind::Voice => &voice::Voice,
+        TaskKind::XSend => &xsend::XSend,
     }
 }
 

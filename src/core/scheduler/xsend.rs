@@ -1,0 +1,157 @@
+//! `xsend` inside the scheduler: a plan's note to the persona's future self in another of its
+//! chats becomes a plan there that shows the note once (as a firing intent does, through
+//! `presence::replan_intent`), and never a message. What it may reach is checked here: only a
+//! chat the persona already has (one it planned in or was written to since the start, or one
+//! with a handled mark in its state), never the chat it came from, never the owner's own chats,
+//! a paused or a disabled chat; at most [`PER_CHAT_PER_DAY`] notes into one chat and
+//! [`PER_AGENT_PER_DAY`] in all per UTC day (counted since the start). A refusal is logged and
+//! shown to the operator as a notable event; nothing else happens.
+
+use std::collections::HashMap;
+
+use jiff::Timestamp;
+use tracing::{info, warn};
+
+use super::{ConversationKey, Scheduler};
+use crate::core::intents::Fired;
+use crate::core::model::{Chat, ChatId, ChatKind};
+
+/// Most notes one chat gets from the persona's other chats per UTC day.
+pub(crate) const PER_CHAT_PER_DAY: u32 = 3;
+/// Most notes per agent per UTC day.
+pub(crate) const PER_AGENT_PER_DAY: u32 = 20;
+/// Longest note kept, in characters.
+const MAX_NOTE_CHARS: usize = 1000;
+
+/// The chats each agent has been seen in (their titles) and the day's counts.
+#[derive(Debug, Default)]
+pub(super) struct Ledger {
+    chats: HashMap<(String, ChatId), Chat>,
+    counts: HashMap<(String, Option<ChatId>, jiff::civil::Date), u32>,
+}
+
+impl Ledger {
+    /// `chat` is one of `agent`'s (a message came in there, or a plan was made).
+    pub(super) fn saw(&mut self, agent: &str, chat: &Chat) {
+        self.chats
+            .entry((agent.to_owned(), chat.id))
+            .or_insert_with(|| chat.clone());
+    }
+}
+
+impl Scheduler {
+    /// Carries out a plan's `xsend` from `from` to `target`, or refuses it (see the module
+    /// documentation).
+    pub(super) fn cross_send(
+        &mut self,
+        from: &ConversationKey,
+        target: ChatId,
+        intent: &str,
+        now: Timestamp,
+    ) {
+        let agent = from.agent.clone();
+        if let Err(why) = self.may_cross_send(from, target, now) {
+            warn!(event = "xsend_refused", agent = %agent, from = %from.chat, target = %target, reason = %why, "note to another chat refused");
+            self.notable(&agent, Some(from.chat), "xsend_refused", why);
+            return;
+        }
+        let day = now.to_zoned(jiff::tz::TimeZone::UTC).date();
+        for scope in [Some(target), None] {
+            *self
+                .xsend
+                .counts
+                .entry((agent.clone(), scope, day))
+                .or_default() += 1;
+        }
+        let chat = self.target_chat(&agent, target);
+        let origin = self
+            .graphs
+            .get(from)
+            .map_or_else(|| format!("chat {}", from.chat), |g| g.chat.title.clone());
+        let note: String = intent.trim().chars().take(MAX_NOTE_CHARS).collect();
+        let text = if note.is_empty() {
+            format!("(from your chat with {origin}) Look at this conversation again.")
+        } else {
+            format!("(from your chat with {origin}) {note}")
+        };
+        info!(event = "xsend", agent = %agent, from = %from.chat, target = %target, "a note to the persona's future self in another chat");
+        self.replan_intent(
+            &agent,
+            chat,
+            Fired {
+                id: crate::core::graph::new_id("xsend"),
+                text,
+                due: now,
+                urgent: false,
+            },
+            now,
+        );
+    }
+
+    /// Why `from` may not leave a note in `target` now, if it may not.
+    fn may_cross_send(
+        &self,
+        from: &ConversationKey,
+        target: ChatId,
+        now: Timestamp,
+    ) -> Result<(), String> {
+        let agent = from.agent.as_str();
+        if target == from.chat {
+            return Err("the target is this chat".into());
+        }
+        if self.is_owner_chat(agent, target) {
+            return Err(format!("chat {target} is the owner's"));
+        }
+        let known = self.xsend.chats.contains_key(&(agent.to_owned(), target))
+            || self
+                .graphs
+                .contains_key(&ConversationKey::new(agent, target))
+            || self
+                .safety
+                .state(agent)
+                .is_some_and(|s| s.handled.contains_key(&target));
+        if !known {
+            return Err(format!("chat {target} is not one of this persona's chats"));
+        }
+        if self.safety.is_disabled(agent, target) {
+            return Err(format!("chat {target} is disabled"));
+        }
+        if self.is_paused(agent, target, now) {
+            return Err(format!("chat {target} is paused"));
+        }
+        let day = now.to_zoned(jiff::tz::TimeZone::UTC).date();
+        let count = |scope| {
+            self.xsend
+                .counts
+                .get(&(agent.to_owned(), scope, day))
+                .copied()
+                .unwrap_or(0)
+        };
+        if count(Some(target)) >= PER_CHAT_PER_DAY {
+            return Err(format!(
+                "chat {target} already got {PER_CHAT_PER_DAY} notes today"
+            ));
+        }
+        if count(None) >= PER_AGENT_PER_DAY {
+            return Err(format!("{PER_AGENT_PER_DAY} notes today already"));
+        }
+        Ok(())
+    }
+
+    /// The target chat as the persona knows it.
+    fn target_chat(&self, agent: &str, target: ChatId) -> Chat {
+        self.graphs
+            .get(&ConversationKey::new(agent, target))
+            .map(|g| g.chat.clone())
+            .or_else(|| self.xsend.chats.get(&(agent.to_owned(), target)).cloned())
+            .unwrap_or_else(|| Chat {
+                id: target,
+                kind: if target.0 > 0 {
+                    ChatKind::Direct
+                } else {
+                    ChatKind::Group
+                },
+                title: format!("chat {target}"),
+            })
+    }
+}
