@@ -979,19 +979,29 @@ async fn a_schema_constrained_route_plans_in_json_that_always_parses() -> common
         })
         .mount(&server)
         .await;
-    let state = tempfile::tempdir()?;
-    let cmd = local_chat(&server, state.path(), &["--plan-format", "json"]);
-    let out = common::run_to_end(cmd, "{\"text\":\"hi\"}\n".into()).await?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("hello from the schema"),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let reqs = bodies(&server).await;
-    let system = reqs[0].1["messages"][0]["content"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(system.contains("{\"tasks\": [...]}"), "{system}");
+    // Asked for on the command line, or set for the provider's model in its settings
+    // (`OPENAI_PLAN_FORMAT=json`) with no flag at all.
+    for (flags, setting) in [
+        (&["--plan-format", "json"][..], None),
+        (&[][..], Some("json")),
+    ] {
+        let state = tempfile::tempdir()?;
+        let mut cmd = local_chat(&server, state.path(), flags);
+        if let Some(format) = setting {
+            cmd.env("OPENAI_PLAN_FORMAT", format);
+        }
+        let out = common::run_to_end(cmd, "{\"text\":\"hi\"}\n".into()).await?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("hello from the schema"),
+            "{flags:?} {setting:?}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let reqs = bodies(&server).await;
+        let system = reqs.last().map_or("", |r| {
+            r.1["messages"][0]["content"].as_str().unwrap_or_default()
+        });
+        assert!(system.contains("{\"tasks\": [...]}"), "{system}");
+    }
     Ok(())
 }

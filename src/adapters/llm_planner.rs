@@ -46,6 +46,9 @@ pub struct LlmPlannerConfig {
     /// and the schedule call the day's (`presence::schema`), for a route that enforces them
     /// while decoding.
     pub json_plans: bool,
+    /// Providers whose routes plan in JSON whatever `json_plans` says (their model is set so
+    /// in the environment: `<PROVIDER>_PLAN_FORMAT=json`, `Router::json_plan_providers`).
+    pub json_providers: std::collections::BTreeSet<crate::core::llm::ProviderKind>,
 }
 
 impl Default for LlmPlannerConfig {
@@ -58,6 +61,7 @@ impl Default for LlmPlannerConfig {
             history_size: 500,
             context_tokens: None,
             json_plans: false,
+            json_providers: std::collections::BTreeSet::new(),
         }
     }
 }
@@ -212,6 +216,14 @@ impl LlmPlanner {
         .route()
     }
 
+    /// Whether `persona`'s route is asked for structured output (`--plan-format json`, or its
+    /// provider set to it).
+    pub fn plans_in_json(&self, persona: &crate::core::persona::Persona) -> bool {
+        self.config.json_plans
+            || crate::core::llm::resolve(&self.route(persona))
+                .is_ok_and(|c| self.config.json_providers.contains(&c.provider))
+    }
+
     /// Builds the request for a planning step (public for tests of the prompt layout), given
     /// the window start remembered for the chat.
     pub(crate) fn request_with_window(
@@ -238,7 +250,7 @@ impl LlmPlanner {
             turns_cut = fitted.turns_cut,
             "planning prompt"
         );
-        let (system, response_schema) = if self.config.json_plans {
+        let (system, response_schema) = if self.plans_in_json(req.persona) {
             (
                 format!("{}\n\n{}", built.system, blocks::JSON_PLAN_INSTRUCTIONS),
                 Some(blocks::plan_schema(
@@ -479,7 +491,7 @@ impl LlmPlanner {
             req.chat.title
         );
         // A route held to schemas (`--plan-format json`) gets the summary's schema too.
-        let response_schema = self.config.json_plans.then(|| {
+        let response_schema = self.plans_in_json(req.persona).then(|| {
             system.push_str("\n\n");
             system.push_str(summaries::JSON_INSTRUCTIONS);
             summaries::schema()
@@ -508,7 +520,7 @@ impl Planner for LlmPlanner {
             let mut system = format!("{}\nYou are {}.", presence::INSTRUCTIONS, req.persona.name);
             // A route held to schemas (`--plan-format json`) gets the day's schema too; its
             // JSON answer becomes the day's lines, checked like any answer.
-            let response_schema = self.config.json_plans.then(|| {
+            let response_schema = self.plans_in_json(req.persona).then(|| {
                 system.push_str("\n\n");
                 system.push_str(presence::JSON_INSTRUCTIONS);
                 presence::schema()

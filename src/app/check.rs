@@ -34,11 +34,14 @@ fn persona_routes(
         }
         d
     };
-    let calls = match args.llm.plan_format {
-        crate::app::cli::PlanFormat::Blocks => "plans (task blocks), summaries, schedule",
-        crate::app::cli::PlanFormat::Json => {
-            "plans, summaries, schedule (JSON held to their schemas)"
-        }
+    // `--plan-format json`, or the planner's provider set to it (`<PROVIDER>_PLAN_FORMAT`).
+    let json = args.llm.plan_format == crate::app::cli::PlanFormat::Json
+        || crate::core::llm::resolve(&planner)
+            .is_ok_and(|c| router.json_plan_providers().contains(&c.provider));
+    let calls = if json {
+        "plans, summaries, schedule (JSON held to their schemas)"
+    } else {
+        "plans (task blocks), summaries, schedule"
     };
     let line = format!(
         "routes: {calls}: {}; group classifier (JSON held to its schema): {}",

@@ -52,6 +52,18 @@ pub struct Router {
     default_models: BTreeMap<ProviderKind, String>,
     /// Where each built provider's requests go (without credentials), for `check`.
     endpoints: BTreeMap<ProviderKind, String>,
+    /// Providers whose model is set to plan in JSON held to the task schema
+    /// (`<PROVIDER>_PLAN_FORMAT=json`), whatever `--plan-format` says.
+    json_plans: std::collections::BTreeSet<ProviderKind>,
+}
+
+/// The variable that sets a provider's plan format (`GEMINI_PLAN_FORMAT`,
+/// `OPENAI_PLAN_FORMAT`, `OLLAMA_PLAN_FORMAT`, ...).
+pub fn plan_format_env(kind: ProviderKind) -> String {
+    match preset(kind) {
+        None => "GEMINI_PLAN_FORMAT".to_owned(),
+        Some(p) => p.model_env().replace("_MODEL", "_PLAN_FORMAT"),
+    }
 }
 
 impl Router {
@@ -67,6 +79,7 @@ impl Router {
             unavailable: BTreeMap::new(),
             default_models: BTreeMap::new(),
             endpoints: BTreeMap::new(),
+            json_plans: std::collections::BTreeSet::new(),
         };
         let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
         for kind in ProviderKind::ALL {
@@ -86,6 +99,17 @@ impl Router {
                     Ok((Arc::new(OpenAiClient::new(c)?) as Arc<dyn Llm>, model, url))
                 }),
             };
+            let var = plan_format_env(kind);
+            let built = built.and_then(|b| match get(&var).as_deref().map(str::trim) {
+                None | Some("blocks") => Ok(b),
+                Some("json") => {
+                    router.json_plans.insert(kind);
+                    Ok(b)
+                }
+                Some(other) => Err(LlmError::Config(format!(
+                    "{var}={other:?}: use json (plans held to the task schema) or blocks"
+                ))),
+            });
             match built {
                 Ok((client, model, url)) => {
                     router.clients.insert(kind, client);
@@ -103,6 +127,11 @@ impl Router {
     /// [`Router::from_lookup`] over the process environment.
     pub fn from_env(request_timeout: Duration) -> Router {
         Router::from_lookup(|name| std::env::var(name).ok(), request_timeout)
+    }
+
+    /// The providers set to plan in JSON (`<PROVIDER>_PLAN_FORMAT=json`).
+    pub fn json_plan_providers(&self) -> std::collections::BTreeSet<ProviderKind> {
+        self.json_plans.clone()
     }
 
     /// The model a provider uses when none is named.

@@ -69,6 +69,7 @@ pub(crate) fn planning(
         history_size: config.history_limit,
         context_tokens: args.llm.context_tokens,
         json_plans: args.llm.plan_format == crate::app::cli::PlanFormat::Json,
+        json_providers: router.json_plan_providers(),
     };
     let routes = LlmPlanner::new(Arc::clone(&llm), planner_config.clone());
     let classifier_model =

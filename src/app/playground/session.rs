@@ -255,6 +255,7 @@ fn choose_planner(
         history_size: runtime.history_limit,
         context_tokens: args.llm.context_tokens,
         json_plans: args.llm.plan_format == crate::app::cli::PlanFormat::Json,
+        json_providers: router.json_plan_providers(),
     };
     let route = LlmPlanner::new(Arc::clone(&llm), config.clone()).route(persona);
     let default_route = config.default_llm.route();
