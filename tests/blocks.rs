@@ -308,7 +308,7 @@ fn clear_conversation_is_gated() {
 /// `think` (the original's private reasoning) is dropped without a warning.
 #[test]
 fn unknown_kinds_are_skipped_while_others_run() {
-    let reply = "# «send»\nbefore\n# «shutdown»\nbye\n# «xsend» 5\nother chat\n\
+    let reply = "# «send»\nbefore\n# «shutdown»\nbye\n# «retrieve»\nhttps://example.org\n\
                  # «think»\nhmm\n# «wait»\n1\n# «send»\nafter";
     let parsed = parse(reply);
     assert_eq!(
@@ -316,7 +316,7 @@ fn unknown_kinds_are_skipped_while_others_run() {
         [send("before"), Action::Wait { secs: 1.0 }, send("after")]
     );
     assert_eq!(parsed.warnings.len(), 2, "{:?}", parsed.warnings);
-    for (warning, name) in parsed.warnings.iter().zip(["shutdown", "xsend"]) {
+    for (warning, name) in parsed.warnings.iter().zip(["shutdown", "retrieve"]) {
         assert!(warning.contains(&format!("(«{name}»)")), "{warning}");
         assert!(warning.contains("unknown kind; skipped"), "{warning}");
     }
@@ -787,19 +787,33 @@ fn json_task_arrays_inside_a_fence_are_parsed() {
     assert_eq!(parse(bare).actions, vec![send("hey")]);
 }
 
-/// Unknown kinds (the original's xsend, remember, schedule, …) are skipped with a warning,
-/// and nothing of the array is ever sent as text, even when the array is cut off.
+/// Unknown kinds (the original's retrieve, schedule, …) are skipped with a warning, and
+/// nothing of the array is ever sent as text, even when the array is cut off: a plan cut off
+/// mid-task (the answer's cap, a raw newline in a string) keeps the whole tasks before the
+/// break, in either form.
 #[test]
 fn json_task_arrays_are_never_sent_raw() {
     let parsed = parse(
-        r#"[{"kind": "xsend", "target_channel_id": 5, "intent": "x"}, {"kind": "send", "text": "ok"}]"#,
+        r#"[{"kind": "retrieve", "urls": ["https://example.org"]}, {"kind": "send", "text": "ok"}]"#,
     );
     assert_eq!(parsed.actions, vec![send("ok")]);
-    assert_one_warning(&parsed, &["xsend", "unknown kind"]);
+    assert_one_warning(&parsed, &["retrieve", "unknown kind"]);
 
     let cut = parse(r#"[{"kind": "send", "text": "half a"#);
     assert!(cut.actions.is_empty(), "{:?}", cut.actions);
     assert_one_warning(&cut, &["not valid JSON", "nothing sent"]);
+
+    let kept =
+        parse(r#"[{"kind": "send", "text": "first {[\"]} one"}, {"kind": "send", "text": "half a"#);
+    assert_eq!(kept.actions, vec![send("first {[\"]} one")]);
+    assert_one_warning(
+        &kept,
+        &["not valid JSON", "the 1 whole task(s) before the break"],
+    );
+    let structured = parse(
+        "{\"tasks\": [{\"kind\": \"send\", \"text\": \"hello\"}, {\"kind\": \"react\", \"emoji\": \"x\ny\", \"message_id\": 1}]}",
+    );
+    assert_eq!(structured.actions, vec![send("hello")]);
 
     let odd = parse(r#"[{"kind": "send"}, 7, {"text": "no kind"}]"#);
     assert!(odd.actions.is_empty());

@@ -18,8 +18,94 @@ pub(super) const JSON_KINDS: [&str; 2] = ["\"kind\"", "'kind'"];
 pub(super) enum JsonTasks {
     /// The array's task objects (anything else in it is kept to be warned about).
     Parsed(Vec<serde_json::Value>),
-    /// It looks like a task array but is not valid JSON (cut off, say).
-    Malformed(serde_json::Error),
+    /// It looks like a task array but is not valid JSON (cut off by the answer's cap, a raw
+    /// newline inside a string): why, and the whole task objects before the break.
+    Malformed(serde_json::Error, Vec<serde_json::Value>),
+}
+
+/// `text` with the control characters inside its JSON strings escaped (a raw newline in a
+/// `text`, which JSON forbids and small models write; llama-cpp-python's JSON mode lets them
+/// through), so such an answer reads as the model meant it. Text outside strings is kept.
+fn escape_raw_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != ' ') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let (mut in_string, mut escaped) = (false, false);
+    for c in text.chars() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                (false, '\n') => {
+                    out.push_str("\\n");
+                    continue;
+                }
+                (false, '\r') => {
+                    out.push_str("\\r");
+                    continue;
+                }
+                (false, '\t') => {
+                    out.push_str("\\t");
+                    continue;
+                }
+                (false, c) if u32::from(c) < 0x20 => {
+                    out.push_str(&format!("\\u{:04x}", u32::from(c)));
+                    continue;
+                }
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+        }
+        out.push(c);
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// The task objects of a broken task array (`text` from its opening `[`) that are whole and
+/// valid on their own, in order, up to the first that is not: a plan cut off mid-task keeps
+/// the tasks it finished.
+fn salvage(text: &str) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let mut start = None;
+    for (i, c) in text.char_indices() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '[' | '{' => {
+                depth += 1;
+                if c == '{' && depth == 2 {
+                    start = Some(i);
+                }
+            }
+            ']' | '}' => {
+                if c == '}' && depth == 2 {
+                    let Some(from) = start.take() else { break };
+                    match serde_json::from_str::<serde_json::Value>(&text[from..=i]) {
+                        Ok(task) => out.push(task),
+                        Err(_) => break,
+                    }
+                }
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// A JSON task array: the whole reply (`[ … ]`), or the content of a ```` ```json ```` (or
@@ -27,13 +113,19 @@ pub(super) enum JsonTasks {
 pub(super) fn find_json_tasks(text: &str) -> Option<JsonTasks> {
     // A structured-output answer: `{"tasks": [...]}` (see `blocks::plan_schema`).
     if text.starts_with('{') && text.contains("\"tasks\"") {
+        let text = &*escape_raw_controls(text);
         return Some(match serde_json::from_str::<serde_json::Value>(text) {
             Ok(serde_json::Value::Object(mut obj)) => match obj.remove("tasks") {
                 Some(serde_json::Value::Array(tasks)) => JsonTasks::Parsed(tasks),
                 _ => JsonTasks::Parsed(Vec::new()),
             },
             Ok(_) => JsonTasks::Parsed(Vec::new()),
-            Err(e) => JsonTasks::Malformed(e),
+            Err(e) => {
+                let array = text
+                    .find("\"tasks\"")
+                    .and_then(|at| text[at..].find('[').map(|open| &text[at + open..]));
+                JsonTasks::Malformed(e, array.map(salvage).unwrap_or_default())
+            }
         });
     }
     let candidate = if text.starts_with('[') {
@@ -47,10 +139,11 @@ pub(super) fn find_json_tasks(text: &str) -> Option<JsonTasks> {
     if !JSON_KINDS.iter().any(|k| candidate.contains(k)) {
         return None;
     }
+    let candidate = &*escape_raw_controls(candidate);
     Some(
         match serde_json::from_str::<Vec<serde_json::Value>>(candidate) {
             Ok(tasks) => JsonTasks::Parsed(tasks),
-            Err(e) => JsonTasks::Malformed(e),
+            Err(e) => JsonTasks::Malformed(e, salvage(candidate)),
         },
     )
 }
@@ -82,7 +175,7 @@ pub(super) fn fenced_json(text: &str) -> Option<&str> {
 pub(super) fn parse_json_tasks(out: &mut ParsedReply, found: JsonTasks, opts: &ParseOptions) {
     let tasks = match found {
         JsonTasks::Parsed(tasks) => tasks,
-        JsonTasks::Malformed(why) => {
+        JsonTasks::Malformed(why, whole) if whole.is_empty() => {
             warn(
                 out,
                 "JSON task array",
@@ -92,6 +185,18 @@ pub(super) fn parse_json_tasks(out: &mut ParsedReply, found: JsonTasks, opts: &P
                 ),
             );
             return;
+        }
+        JsonTasks::Malformed(why, whole) => {
+            warn(
+                out,
+                "JSON task array",
+                format_args!(
+                    "is not valid JSON ({}); the {} whole task(s) before the break are kept",
+                    excerpt(&why.to_string()),
+                    whole.len()
+                ),
+            );
+            whole
         }
     };
     for (index, task) in tasks.iter().enumerate() {
