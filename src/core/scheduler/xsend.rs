@@ -23,6 +23,25 @@ pub(crate) const PER_AGENT_PER_DAY: u32 = 20;
 /// Longest note kept, in characters.
 const MAX_NOTE_CHARS: usize = 1000;
 
+/// Why a note may not go where it was sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refused {
+    #[error("the target is this chat")]
+    ThisChat,
+    #[error("chat {0} is the owner's")]
+    OwnerChat(ChatId),
+    #[error("chat {0} is not one of this persona's chats")]
+    Unknown(ChatId),
+    #[error("chat {0} is disabled")]
+    Disabled(ChatId),
+    #[error("chat {0} is paused")]
+    Paused(ChatId),
+    #[error("chat {0} already got {PER_CHAT_PER_DAY} notes today")]
+    ChatCap(ChatId),
+    #[error("{PER_AGENT_PER_DAY} notes today already")]
+    AgentCap,
+}
+
 /// The chats each agent has been seen in (their titles) and the day's counts.
 #[derive(Debug, Default)]
 pub(super) struct Ledger {
@@ -52,7 +71,7 @@ impl Scheduler {
         let agent = from.agent.clone();
         if let Err(why) = self.may_cross_send(from, target, now) {
             warn!(event = "xsend_refused", agent = %agent, from = %from.chat, target = %target, reason = %why, "note to another chat refused");
-            self.notable(&agent, Some(from.chat), "xsend_refused", why);
+            self.notable(&agent, Some(from.chat), "xsend_refused", why.to_string());
             return;
         }
         let day = now.to_zoned(jiff::tz::TimeZone::UTC).date();
@@ -94,13 +113,13 @@ impl Scheduler {
         from: &ConversationKey,
         target: ChatId,
         now: Timestamp,
-    ) -> Result<(), String> {
+    ) -> Result<(), Refused> {
         let agent = from.agent.as_str();
         if target == from.chat {
-            return Err("the target is this chat".into());
+            return Err(Refused::ThisChat);
         }
         if self.is_owner_chat(agent, target) {
-            return Err(format!("chat {target} is the owner's"));
+            return Err(Refused::OwnerChat(target));
         }
         let known = self.xsend.chats.contains_key(&(agent.to_owned(), target))
             || self
@@ -111,13 +130,13 @@ impl Scheduler {
                 .state(agent)
                 .is_some_and(|s| s.handled.contains_key(&target));
         if !known {
-            return Err(format!("chat {target} is not one of this persona's chats"));
+            return Err(Refused::Unknown(target));
         }
         if self.safety.is_disabled(agent, target) {
-            return Err(format!("chat {target} is disabled"));
+            return Err(Refused::Disabled(target));
         }
         if self.is_paused(agent, target, now) {
-            return Err(format!("chat {target} is paused"));
+            return Err(Refused::Paused(target));
         }
         let day = now.to_zoned(jiff::tz::TimeZone::UTC).date();
         let count = |scope| {
@@ -128,12 +147,10 @@ impl Scheduler {
                 .unwrap_or(0)
         };
         if count(Some(target)) >= PER_CHAT_PER_DAY {
-            return Err(format!(
-                "chat {target} already got {PER_CHAT_PER_DAY} notes today"
-            ));
+            return Err(Refused::ChatCap(target));
         }
         if count(None) >= PER_AGENT_PER_DAY {
-            return Err(format!("{PER_AGENT_PER_DAY} notes today already"));
+            return Err(Refused::AgentCap);
         }
         Ok(())
     }
