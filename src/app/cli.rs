@@ -286,7 +286,7 @@ pub struct RunArgs {
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Serve the local web console (off by default): a port alone (`8377`) listens on
     /// 127.0.0.1; a full address such as `0.0.0.0:8377` is served too, with a warning. Its
-    /// token is written to <state>/console.token at each start.
+    /// token is in <state>/console.token, kept across restarts (`ctl console-token --rotate`).
     #[arg(long, value_name = "[ADDR:]PORT", env = "PERSONAD_CONSOLE_ADDR", value_parser = console_addr)]
     pub console_addr: Option<std::net::SocketAddr>,
     /// Chats (by id) besides Saved Messages where owner commands (`/status`, ...) and replies

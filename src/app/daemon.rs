@@ -70,6 +70,13 @@ pub(crate) struct Daemon {
     fleet: Fleet,
     opened: Vec<Opened>,
     reloads: (ReloadRequests, mpsc::UnboundedReceiver<()>),
+    bound: Bound,
+}
+
+/// The web endpoints' listeners, bound before anything else starts.
+struct Bound {
+    metrics: Option<tokio::net::TcpListener>,
+    console: Option<tokio::net::TcpListener>,
 }
 
 /// How a run ended.
@@ -139,6 +146,8 @@ impl Daemon {
         let lock = Arc::new(crate::app::commands::lock_state(&global)?);
         // From here on, each write batch first checks that the directory is the one locked.
         let state = state.guarded(Arc::clone(&lock) as _);
+        // A busy port fails the start here, before a token is written or an agent starts.
+        let bound = bind(&args).await.map_err(CommandError::Endpoint)?;
         let report = load_personas_async(&global).await?;
         // Offline Telegrams (in memory, simulated) may plan with the echo planner.
         let memory = matches!(
@@ -212,6 +221,7 @@ impl Daemon {
             fleet,
             opened,
             reloads,
+            bound,
         })
     }
 
@@ -234,6 +244,7 @@ impl Daemon {
             mut fleet,
             opened,
             reloads: (reload_tx, reload_rx),
+            bound,
         } = self;
         let mut run = life.spawn(runtime.run());
         {
@@ -242,7 +253,7 @@ impl Daemon {
             life.spawn(async move { c.serve(commands, stop).await });
         }
         fleet.start(opened);
-        if let Err(e) = endpoints(&args, &state, &health, &controller, &handle, &usage, &life).await
+        if let Err(e) = endpoints(bound, &state, &health, &controller, &handle, &usage, &life).await
         {
             life.cancel();
             handle.shutdown("a web endpoint is unavailable");
@@ -358,10 +369,23 @@ async fn until_end(
     }
 }
 
-/// The metrics endpoint and the web console, each when asked for; either failing to bind
-/// stops the start (the operator asked for it).
+/// Binds the metrics endpoint and the web console, each when asked for; either failing to
+/// bind stops the start (the operator asked for it).
+async fn bind(args: &RunArgs) -> Result<Bound, crate::app::ops::OpError> {
+    let metrics = match args.metrics_addr {
+        Some(addr) => Some(metrics::bind(addr).await?),
+        None => None,
+    };
+    let console = match args.console_addr {
+        Some(addr) => Some(crate::app::console::bind(addr).await?),
+        None => None,
+    };
+    Ok(Bound { metrics, console })
+}
+
+/// Serves the bound metrics endpoint and web console.
 async fn endpoints(
-    args: &RunArgs,
+    bound: Bound,
     state: &StateDir,
     health: &Arc<Health>,
     controller: &Arc<Controller>,
@@ -369,12 +393,12 @@ async fn endpoints(
     usage: &Arc<crate::adapters::llm::usage::UsageMeter>,
     life: &Lifecycle,
 ) -> Result<(), crate::app::ops::OpError> {
-    if let Some(addr) = args.metrics_addr {
-        metrics::serve(addr, Arc::clone(health), life).await?;
+    if let Some(listener) = bound.metrics {
+        metrics::serve(listener, Arc::clone(health), life)?;
     }
-    if let Some(addr) = args.console_addr {
+    if let Some(listener) = bound.console {
         crate::app::console::serve(
-            addr,
+            listener,
             state,
             Arc::clone(controller),
             handle.clone(),

@@ -3,6 +3,8 @@
 //! ```text
 //! <state>/lock                                  the process lock (see `lock`)
 //! <state>/ctl.sock                              the control socket
+//! <state>/console.token                         the web console's token (0600)
+//! <state>/incidents.jsonl                       the console's incidents, append-only, bounded
 //! <state>/graphs/<agent>/<chat>.md              one task graph per conversation
 //! <state>/quarantine/<prefix>--<ms>--<file>     unreadable files moved aside (+ `.reason`)
 //! <state>/media/<unique_id>.json                generated media descriptions
@@ -221,9 +223,15 @@ impl StateDir {
         self.usage_dir().join(format!("{}.json", fs_name(agent)))
     }
 
-    /// `<state>/console.token`: the web console's access token (0600, new at each start).
+    /// `<state>/console.token`: the web console's access token (0600, kept across restarts).
     pub(crate) fn console_token_path(&self) -> PathBuf {
         self.root.join("console.token")
+    }
+
+    /// `<state>/incidents.jsonl`: the console's incidents, one JSON line each (append-only,
+    /// compacted to the newest few hundred).
+    pub(crate) fn incidents_path(&self) -> PathBuf {
+        self.root.join("incidents.jsonl")
     }
 
     /// `usage/<agent>.log`, the journal of calls not yet in the table.

@@ -190,6 +190,14 @@ pub enum CtlCommand {
         /// off, new-contacts, groups or all; `default` clears the override.
         mode: String,
     },
+    /// Where the web console's token file is (the token itself is never printed); with
+    /// `--rotate`, a new token first (the old one stops working at once, even in a running
+    /// console). Needs no running daemon.
+    ConsoleToken {
+        /// Write a new token.
+        #[arg(long)]
+        rotate: bool,
+    },
     /// Reload personas and role prompts (as SIGHUP does).
     Reload,
     /// Stop the daemon gracefully.

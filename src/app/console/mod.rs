@@ -1,44 +1,53 @@
 //! The local web console (`run --console-addr`): server-rendered pages of the running daemon
 //! (personas, a persona's chats, a conversation with its plan, drafts, usage, incidents) and
-//! forms for the owner's actions, served from the daemon itself.
+//! forms for the owner's actions, served from the daemon itself over its HTTP server
+//! (`ops::web`).
 //!
-//! Access: a random token written to `<state>/console.token` (0600) at start, required as the
-//! `personad_console` cookie (set by the login form) or an `Authorization: Bearer` header;
-//! every other request answers 401. Every form carries a CSRF token (random per start,
-//! rendered only to authenticated pages) and a post without it is refused (403), as is a post
-//! whose `Origin` is another site. It binds to loopback unless the operator names another
-//! address (then it warns).
+//! Access (`access`): a random token in `<state>/console.token` (0600), kept across restarts
+//! and rotated by `personad ctl console-token --rotate`, required as the `personad_console`
+//! cookie (set by the login form, which returns to the page first asked for; a logout button
+//! clears it) or an `Authorization: Bearer` header; every other request answers 401 with the
+//! login form. Every form carries a CSRF value (derived from the token) and a post without it
+//! is refused (403), as is a post whose `Origin` is another site. After an action the page
+//! says what was done with one of a fixed set of banners (`done=`), never with text from the
+//! address. It binds to loopback unless the operator names another address (then it warns);
+//! the daemon binds it before anything else starts ([`bind`]).
 //!
 //! It reads through the controller (the same control paths as `ctl`: the runtime handle, the
-//! graph store scan, each agent's Telegram seat) and the usage meter, and every action is one
-//! [`Op`] handed to [`Controller::execute`]: one implementation of each action. It never
-//! reads state files itself and never renders a secret (keys, api_hash, session data, phone
-//! numbers). Wired by `daemon`.
+//! graph store scan, each agent's Telegram seat), the usage meter and its incident log
+//! (`incidents`), and every action is one [`Op`] handed to [`Controller::execute`]: one
+//! implementation of each action. It never reads state files itself (but its token file and
+//! incident log) and never renders a secret (keys, api_hash, session data, phone numbers).
+//! Wired by `daemon`.
 
+mod access;
 mod http;
+mod incidents;
 mod pages;
 
-use std::collections::{BTreeMap, VecDeque};
+pub(crate) use access::command as console_token_command;
+
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::adapters::llm::usage::UsageMeter;
-use crate::adapters::store::{self, StateDir};
+use crate::adapters::store::StateDir;
 use crate::app::lifecycle::Lifecycle;
 use crate::app::ops::OpError;
 use crate::app::ops::controls::{Controller, Op};
 use crate::core::model::{ChatId, MessageId};
-use crate::runtime::{NotableEvent, RuntimeHandle};
-use http::{Request, Response};
+use crate::runtime::RuntimeHandle;
+use access::{Keys, csrf_for, safe_path, same};
+use http::{Request, Response, Unread};
+use incidents::IncidentLog;
 
 /// The cookie that carries the token.
 const COOKIE: &str = "personad_console";
-/// Incidents kept for the page.
-const INCIDENTS_KEPT: usize = 200;
 /// Messages of a conversation shown.
 const HISTORY_SHOWN: usize = 50;
 /// Chats whose last message the chats page reads (one history call each).
@@ -48,9 +57,6 @@ const VOICE_BYTES: u64 = 2 * 1024 * 1024;
 
 const STYLE: &str = include_str!("style.css");
 
-/// How long a connection may take to send its whole request (head and body).
-const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(5);
-
 const BUDGET: crate::app::ops::listen::Budget = crate::app::ops::listen::Budget {
     name: "console",
     max_connections: 16,
@@ -59,118 +65,90 @@ const BUDGET: crate::app::ops::listen::Budget = crate::app::ops::listen::Budget 
 
 /// What the console serves from.
 struct Console {
-    token: String,
-    csrf: String,
+    keys: Keys,
     controller: Arc<Controller>,
     usage: Arc<UsageMeter>,
-    incidents: Arc<Mutex<VecDeque<NotableEvent>>>,
+    incidents: Arc<IncidentLog>,
 }
 
-/// A fresh random secret: 16 bytes of the kernel's randomness as 32 hex digits (blocking).
-fn secret() -> Result<String, OpError> {
-    use std::io::Read as _;
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(OpError::io("no randomness for the console's token"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+/// Binds `addr` for the console (the daemon does it before it writes or starts anything, so a
+/// busy port fails the start at once); warns when it is not a loopback address.
+pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener, OpError> {
+    if !addr.ip().is_loopback() {
+        tracing::warn!(event = "console_not_loopback", addr = %addr, "the console listens beyond this machine: anyone who can reach it and has the token controls the personas");
+    }
+    crate::app::ops::web::bind(addr, "the console").await
 }
 
-/// Whether `a` equals `b`, in time that does not depend on where they differ.
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
-}
-
-/// Writes a new token to `<state>/console.token` (0600) and returns it with a CSRF secret.
-fn write_token(state: &StateDir) -> Result<(String, String), OpError> {
-    let token = secret()?;
-    store::write_atomic(&state.console_token_path(), format!("{token}\n").as_bytes())?;
-    Ok((token, secret()?))
-}
-
-/// Binds `addr` and serves the console as tasks of `life` until it stops. The token file is written first.
+/// Serves the console on the bound `listener` as tasks of `life` until it stops: the token
+/// file kept or written, the incident log read back, then the listener served.
 pub(crate) async fn serve(
-    addr: SocketAddr,
+    listener: TcpListener,
     state: &StateDir,
     controller: Arc<Controller>,
     runtime: RuntimeHandle,
     usage: Arc<UsageMeter>,
     life: &Lifecycle,
 ) -> Result<JoinHandle<()>, OpError> {
-    if !addr.ip().is_loopback() {
-        tracing::warn!(event = "console_not_loopback", addr = %addr, "the console listens beyond this machine: anyone who can reach it and has the token controls the personas");
-    }
     let st = state.clone();
-    let (token, csrf) = tokio::task::spawn_blocking(move || write_token(&st)).await??;
-    let listener = TcpListener::bind(addr).await.map_err(OpError::io(format!(
-        "cannot listen on {addr} for the console"
-    )))?;
+    let ((token, kept), incidents) = tokio::task::spawn_blocking(move || {
+        access::keep_or_create(&st).map(|token| (token, IncidentLog::open(&st)))
+    })
+    .await??;
     let local = listener
         .local_addr()
         .map_err(OpError::io("cannot read the console's address"))?;
-    tracing::info!(event = "console_listening", addr = %local, token_file = %state.console_token_path().display(), "web console listening");
-    let incidents = Arc::new(Mutex::new(VecDeque::new()));
-    let mut notables = runtime.observe_notables();
-    let kept = Arc::clone(&incidents);
-    let s = life.stop_token();
-    life.spawn(async move {
-        loop {
-            tokio::select! {
-                () = s.cancelled() => return,
-                next = notables.recv() => match next {
-                    Some(e) => {
-                        let mut q = kept.lock().unwrap_or_else(PoisonError::into_inner);
-                        q.push_back(e);
-                        while q.len() > INCIDENTS_KEPT {
-                            q.pop_front();
-                        }
-                    }
-                    None => return,
-                },
-            }
-        }
-    });
+    tracing::info!(event = "console_listening", addr = %local, token_file = %state.console_token_path().display(), token = if kept { "kept" } else { "new" }, "web console listening");
+    let incidents = Arc::new(incidents);
+    let names = Arc::clone(&controller);
+    incidents::record(
+        Arc::clone(&incidents),
+        runtime.observe_notables(),
+        move |agent, chat| chat_name(&names, agent, chat),
+        life,
+    );
     let console = Arc::new(Console {
-        token,
-        csrf,
+        keys: Keys::new(state.clone(), token),
         controller,
         usage,
         incidents,
     });
-    Ok(life.spawn(crate::app::ops::listen::serve(
+    Ok(life.spawn(crate::app::ops::web::serve(
         listener,
         BUDGET,
+        http::LIMITS,
         life.clone(),
-        move |mut stream| {
+        move |request| {
             let console = Arc::clone(&console);
             async move {
-                // A client that sends nothing, or its head byte by byte, is dropped after
-                // a few seconds: silent connections must not hold the slots until the
-                // connection's deadline and lock everyone out.
-                let read =
-                    tokio::time::timeout(REQUEST_READ_TIMEOUT, http::read_request(&mut stream));
-                let response = match read.await {
-                    Err(_) => {
-                        tracing::debug!(
-                            event = "console_slow_request",
-                            "connection closed: no whole request in time"
-                        );
-                        return;
-                    }
-                    Ok(Ok(request)) => console.respond(&request).await,
-                    Ok(Err(http::ReadError::Closed)) => return,
-                    Ok(Err(http::ReadError::Bad(status))) => {
-                        Response::html(status, pages::layout("Bad request", None, ""))
-                    }
+                let answer = match request {
+                    Ok(request) => console.respond(&request).await,
+                    Err(why) => Response::html(
+                        why.status(),
+                        pages::layout_with(unread(why), None, "", false),
+                    ),
                 };
-                let _ = http::write_response(&mut stream, &response).await;
+                http::guarded(answer)
             }
         },
     )))
+}
+
+/// What a request that could not be read whole is answered with (its page's title).
+fn unread(why: Unread) -> &'static str {
+    match why {
+        Unread::TooLarge => "Too large",
+        Unread::TooSlow => "Too slow",
+        Unread::Broken => "Bad request",
+    }
+}
+
+/// A chat's name as the persona knows it now.
+fn chat_name(c: &Controller, agent: &str, chat: i64) -> Option<String> {
+    c.known_chats(agent)
+        .into_iter()
+        .find(|(id, _)| id.0 == chat)
+        .map(|(_, title)| title)
 }
 
 /// The personas page (`/`): each running persona, its status and where it stands now.
@@ -185,21 +163,62 @@ pub async fn personas_page_for_tests(c: &Controller) -> String {
     personas_page(c, "csrf", None).await
 }
 
+/// The banner a `done=` code stands for: a fixed set, so no text of the address is ever shown.
+fn banner(code: &str) -> Option<&'static str> {
+    Some(match code {
+        "paused" => "Paused.",
+        "resumed" => "Resumed.",
+        "mode-strict" => "Group mode set to strict.",
+        "mode-smart" => "Group mode set to smart.",
+        "mode-talkative" => "Group mode set to talkative.",
+        "mode" => "Group mode set.",
+        "forgotten" => "The chat's pending plan was dropped.",
+        "approved" => "Draft approved.",
+        "rejected" => "Draft rejected.",
+        "logged-out" => "Logged out.",
+        _ => return None,
+    })
+}
+
+/// The `done=` code of an action carried out.
+fn done_code(op: &Op) -> &'static str {
+    match op {
+        Op::Pause { .. } => "paused",
+        Op::Resume { .. } => "resumed",
+        Op::Mode { mode, .. } => match mode.as_str() {
+            "strict" => "mode-strict",
+            "smart" => "mode-smart",
+            "talkative" => "mode-talkative",
+            _ => "mode",
+        },
+        Op::Forget { .. } => "forgotten",
+        Op::Approve { .. } => "approved",
+        Op::Reject { .. } => "rejected",
+        _ => "",
+    }
+}
+
 impl Console {
-    fn authorized(&self, r: &Request) -> bool {
+    /// The CSRF value of the token in force, when the request carries that token.
+    async fn authorized(&self, r: &Request) -> Option<String> {
         let bearer = r
             .header("authorization")
             .and_then(|h| h.strip_prefix("Bearer "))
             .map(str::trim);
-        bearer
-            .or_else(|| r.cookie(COOKIE))
-            .is_some_and(|t| same(t, &self.token))
+        let given = bearer.or_else(|| r.cookie(COOKIE))?;
+        let token = self.keys.token().await;
+        same(given, &token).then(|| csrf_for(&token))
     }
 
     async fn respond(&self, r: &Request) -> Response {
+        let note = r.query.get("done").and_then(|c| banner(c));
         match (r.method.as_str(), r.path.as_str()) {
-            ("GET", "/login") => return Response::html(200, pages::login(false)),
-            ("POST", "/login") => return self.login(r),
+            ("GET", "/login") => {
+                let next = r.query.get("next").map_or("/", String::as_str);
+                return Response::html(200, access::login_page(false, next, note));
+            }
+            ("POST", "/login") => return self.login(r).await,
+            ("POST", "/logout") => return logout(r),
             ("GET", "/style.css") => {
                 let mut css = Response::html(200, STYLE.to_string());
                 css.content_type = "text/css; charset=utf-8";
@@ -207,41 +226,43 @@ impl Console {
             }
             _ => {}
         }
-        if !self.authorized(r) {
-            return Response::html(
-                401,
-                pages::layout(
-                    "Log in first",
-                    None,
-                    "<p>This console needs its token: <a href=\"/login\">log in</a>.</p>",
-                ),
-            )
-            .with_header("WWW-Authenticate", "Bearer".into());
-        }
-        let note = r.query.get("done").map(String::as_str);
+        let Some(csrf) = self.authorized(r).await else {
+            // A page asked for comes back after the login; a form goes to the start.
+            let next = match r.method.as_str() {
+                "GET" => asked(r),
+                _ => "/".to_string(),
+            };
+            return Response::html(401, access::log_in_first(&next))
+                .with_header("WWW-Authenticate", "Bearer".into());
+        };
         match r.method.as_str() {
-            "GET" => self.page(r, note).await,
-            "POST" if r.path == "/action" => self.action(r).await,
+            "GET" => self.page(r, note, &csrf).await,
+            "POST" if r.path == "/action" => self.action(r, &csrf).await,
             _ => Response::html(405, pages::layout("Not allowed", None, "")),
         }
     }
 
-    fn login(&self, r: &Request) -> Response {
+    async fn login(&self, r: &Request) -> Response {
         let form = r.form();
+        let next = form
+            .get("next")
+            .filter(|n| safe_path(n))
+            .map_or("/", String::as_str);
+        let token = self.keys.token().await;
         match form.get("token") {
-            Some(t) if same(t.trim(), &self.token) => Response::see_other("/").with_header(
+            Some(t) if same(t.trim(), &token) => Response::see_other(next).with_header(
                 "Set-Cookie",
-                format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", self.token),
+                format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/"),
             ),
-            _ => Response::html(401, pages::login(true)),
+            _ => Response::html(401, access::login_page(true, next, None)),
         }
     }
 
-    async fn page(&self, r: &Request, note: Option<&str>) -> Response {
+    async fn page(&self, r: &Request, note: Option<&str>, csrf: &str) -> Response {
         let parts: Vec<&str> = r.path.split('/').filter(|p| !p.is_empty()).collect();
         let c = &self.controller;
         let html = match parts.as_slice() {
-            [] => personas_page(c, &self.csrf, note).await,
+            [] => personas_page(c, csrf, note).await,
             ["agent", agent] => {
                 let plans = c.plans_of(agent).await;
                 let mut known = c.known_chats(agent);
@@ -270,7 +291,7 @@ impl Console {
                         let plans = c.plans_of(agent).await;
                         let plan = plans.iter().find(|g| g.chat.id.0 == id);
                         let paused = c.is_paused(agent, ChatId(id));
-                        pages::conversation(agent, &chat, &messages, plan, paused, &self.csrf, note)
+                        pages::conversation(agent, &chat, &messages, plan, paused, csrf, note)
                     }
                     Err(e) => {
                         return Response::html(
@@ -286,19 +307,12 @@ impl Console {
             ["drafts"] => {
                 let mut waiting = c.draft_views().await;
                 waiting.retain(|d| !d.decided);
-                pages::drafts(&waiting, &self.csrf, note)
+                pages::drafts(&waiting, csrf, note)
             }
             ["usage"] => pages::usage(&self.usage.totals()),
-            ["incidents"] => {
-                let events: Vec<NotableEvent> = self
-                    .incidents
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .iter()
-                    .cloned()
-                    .collect();
-                pages::incidents(&events)
-            }
+            ["incidents"] => incidents::page(&self.incidents.recent(), &|agent, chat| {
+                chat_name(c, agent, chat)
+            }),
             _ => return not_found(),
         };
         Response::html(200, html)
@@ -326,15 +340,11 @@ impl Console {
     }
 
     /// A form: checked (CSRF, origin), turned into one [`Op`], carried out by the controller,
-    /// then back to the page with what it answered.
-    async fn action(&self, r: &Request) -> Response {
+    /// then back to the page with a fixed banner; a refusal is shown at once with its reason.
+    async fn action(&self, r: &Request, csrf: &str) -> Response {
         let form = r.form();
-        let csrf_ok = form.get("csrf").is_some_and(|t| same(t, &self.csrf));
-        let host = r.header("host").unwrap_or("");
-        let foreign = r
-            .header("origin")
-            .is_some_and(|o| o != "null" && o.split("://").nth(1) != Some(host));
-        if !csrf_ok || foreign {
+        let csrf_ok = form.get("csrf").is_some_and(|t| same(t, csrf));
+        if !csrf_ok || foreign(r) {
             return Response::html(
                 403,
                 pages::layout(
@@ -374,25 +384,61 @@ impl Console {
             },
             _ => return bad("unknown action"),
         };
-        let answer = match self.controller.execute(field("agent").as_deref(), op).await {
-            Ok(text) => text,
-            Err(e) => format!("not done: {e}"),
-        };
+        let done = done_code(&op);
         let back = field("back")
             .filter(|b| safe_path(b))
             .unwrap_or_else(|| "/".into());
-        let sep = if back.contains('?') { '&' } else { '?' };
-        Response::see_other(&format!("{back}{sep}done={}", http::encode(&answer)))
+        match self.controller.execute(field("agent").as_deref(), op).await {
+            Ok(answer) => {
+                tracing::info!(event = "console_action", done, answer = %answer, "console action carried out");
+                let sep = if back.contains('?') { '&' } else { '?' };
+                Response::see_other(&format!("{back}{sep}done={done}"))
+            }
+            Err(e) => Response::html(
+                409,
+                pages::layout(
+                    "Not done",
+                    Some(&e.to_string()),
+                    &format!("<p><a href=\"{}\">Back</a></p>", pages::esc(&back)),
+                ),
+            ),
+        }
     }
 }
 
-/// A local path to come back to: `/` then letters, digits and `/ _ . ~ % -` only (no `//`,
-/// no `\`, no scheme, no control characters).
-fn safe_path(p: &str) -> bool {
-    p.starts_with('/')
-        && !p.starts_with("//")
-        && p.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/_.~%-".contains(&b))
+/// The path and query a GET asked for, to come back to after the login (`/` when unsafe).
+fn asked(r: &Request) -> String {
+    let mut at = http::encode_path(&r.path);
+    if !r.query.is_empty() {
+        let query: String = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(r.query.iter().filter(|(k, _)| k.as_str() != "done"))
+            .finish();
+        if !query.is_empty() {
+            at.push('?');
+            at.push_str(&query);
+        }
+    }
+    if safe_path(&at) { at } else { "/".into() }
+}
+
+/// Whether a post comes from another site (its `Origin` is not this host).
+fn foreign(r: &Request) -> bool {
+    let host = r.header("host").unwrap_or("");
+    r.header("origin")
+        .is_some_and(|o| o != "null" && o.split("://").nth(1) != Some(host))
+}
+
+/// `POST /logout`: the cookie cleared, back to the login page. No CSRF value is needed (a
+/// forged logout only logs the owner out, and the cookie is `SameSite=Strict` anyway), but a
+/// post from another site is refused.
+fn logout(r: &Request) -> Response {
+    if foreign(r) {
+        return Response::html(403, pages::layout_with("Refused", None, "", false));
+    }
+    Response::see_other("/login?done=logged-out").with_header(
+        "Set-Cookie",
+        format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),
+    )
 }
 
 fn not_found() -> Response {
@@ -411,25 +457,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_local_paths_are_followed_back() {
-        assert!(safe_path("/agent/Tess/chat/-42") && safe_path("/"));
-        for bad in [
-            "//evil.example",
-            "/\\evil.example",
-            "https://x",
-            "/a\r\nSet-Cookie: x",
-            "x",
-        ] {
-            assert!(!safe_path(bad), "{bad:?}");
-        }
+    fn banners_come_from_a_fixed_set() {
+        assert_eq!(banner("paused"), Some("Paused."));
+        assert_eq!(banner("Your account is locked, call +1 555"), None);
+        assert_eq!(banner("<script>"), None);
     }
 
     #[test]
-    fn secrets_are_fresh_and_compared_whole() {
-        let (a, b) = (secret().unwrap_or_default(), secret().unwrap_or_default());
-        assert_eq!(a.len(), 32);
-        assert_ne!(a, b);
-        assert!(same(&a, &a.clone()));
-        assert!(!same(&a, &b) && !same(&a, &a[..31]));
+    fn the_asked_page_is_kept_for_after_the_login() {
+        let mut r = Request {
+            method: "GET".into(),
+            path: "/agent/Tess Ann/chat/-42".into(),
+            ..Request::default()
+        };
+        assert_eq!(asked(&r), "/agent/Tess%20Ann/chat/-42");
+        r.query.insert("q".into(), "a b".into());
+        r.query.insert("done".into(), "paused".into());
+        assert_eq!(asked(&r), "/agent/Tess%20Ann/chat/-42?q=a+b");
+        r.path = "//evil.example".into();
+        assert_eq!(asked(&r), "/");
     }
 }

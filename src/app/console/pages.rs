@@ -10,7 +10,6 @@ use crate::adapters::llm::usage::{PriceTable, UsageRow};
 use crate::app::ops::controls::{AgentView, DraftView};
 use crate::core::graph::TaskGraph;
 use crate::core::model::{Chat, Message};
-use crate::runtime::NotableEvent;
 
 use super::http::encode;
 
@@ -30,13 +29,23 @@ pub(crate) fn esc(s: &str) -> String {
     out
 }
 
-/// The page around `body`.
+/// The page around `body`, for the owner once logged in.
 pub(crate) fn layout(title: &str, note: Option<&str>, body: &str) -> String {
+    layout_with(title, note, body, true)
+}
+
+/// The page around `body`; `signed_in` adds the logout button to the navigation.
+pub(crate) fn layout_with(title: &str, note: Option<&str>, body: &str, signed_in: bool) -> String {
     let note = note
         .map(|n| format!("<p class=\"note\" id=\"note\">{}</p>", esc(n)))
         .unwrap_or_default();
+    let logout = if signed_in {
+        "<form method=\"post\" action=\"/logout\" class=\"logout\"><button type=\"submit\" id=\"logout\">Log out</button></form>"
+    } else {
+        ""
+    };
     format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>{t} · personad</title><link rel=\"stylesheet\" href=\"/style.css\"></head><body><header><strong>personad</strong><nav><a href=\"/\">Personas</a><a href=\"/drafts\">Drafts</a><a href=\"/usage\">Usage</a><a href=\"/incidents\">Incidents</a></nav></header><main><h1>{t}</h1>{note}{body}</main></body></html>",
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>{t} · personad</title><link rel=\"stylesheet\" href=\"/style.css\"></head><body><header><strong>personad</strong><nav><a href=\"/\">Personas</a><a href=\"/drafts\">Drafts</a><a href=\"/usage\">Usage</a><a href=\"/incidents\">Incidents</a></nav>{logout}</header><main><h1>{t}</h1>{note}{body}</main></body></html>",
         t = esc(title)
     )
 }
@@ -80,16 +89,6 @@ pub(crate) fn button(
         esc(label)
     );
     form(csrf, op, fields, back, " class=\"inline\"", &inner)
-}
-
-/// The login page (the only page without the token).
-pub(crate) fn login(failed: bool) -> String {
-    let note = failed.then_some("That token is not the console's. It is in <state>/console.token.");
-    layout(
-        "Log in",
-        note,
-        "<form method=\"post\" action=\"/login\"><label>Console token <input type=\"password\" name=\"token\" id=\"token\" autocomplete=\"off\" autofocus></label> <button type=\"submit\" id=\"login\">Log in</button></form><p>The token is in <code>console.token</code> in the daemon's state directory.</p>",
-    )
 }
 
 /// The personas page.
@@ -395,33 +394,6 @@ pub(crate) fn usage(rows: &[UsageRow]) -> String {
         format!("{svg}{table}")
     };
     layout("Usage", None, &body)
-}
-
-/// Recent notable events, newest first.
-pub(crate) fn incidents(events: &[NotableEvent]) -> String {
-    let mut rows = String::new();
-    for e in events.iter().rev() {
-        let n = &e.notable;
-        let _ = write!(
-            rows,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
-            e.at.strftime("%Y-%m-%d %H:%M:%S"),
-            esc(&n.agent),
-            n.chat.map(|c| c.0.to_string()).unwrap_or_default(),
-            esc(n.event),
-            esc(&n.detail)
-        );
-    }
-    if rows.is_empty() {
-        rows = "<tr><td colspan=\"5\">Nothing notable since the daemon started.</td></tr>".into();
-    }
-    layout(
-        "Incidents",
-        None,
-        &format!(
-            "<table><thead><tr><th>When (UTC)</th><th>Persona</th><th>Chat</th><th>Event</th><th>Detail</th></tr></thead><tbody>{rows}</tbody></table>"
-        ),
-    )
 }
 
 #[cfg(test)]

@@ -114,7 +114,7 @@ async fn handle(stream: UnixStream, controller: Arc<Controller>, owner: u32) {
     let peer = stream.peer_cred().map(|c| c.uid());
     let (read, mut write) = stream.into_split();
     let response = match peer {
-        Ok(uid) if uid == owner => match read_request(read).await {
+        Ok(uid) if uid == owner => match read_command(read).await {
             Ok(req) => {
                 let agent = req.agent.clone();
                 match controller.execute(agent.as_deref(), req.op).await {
@@ -132,7 +132,7 @@ async fn handle(stream: UnixStream, controller: Arc<Controller>, owner: u32) {
         },
         Ok(uid) => {
             // Take the request off the socket first, so the peer reads the refusal.
-            let _ = read_request(read).await;
+            let _ = read_command(read).await;
             tracing::warn!(
                 event = "ctl_refused",
                 uid,
@@ -158,7 +158,7 @@ async fn handle(stream: UnixStream, controller: Arc<Controller>, owner: u32) {
 /// idle connection is closed after this, freeing its slot.
 const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
-async fn read_request(read: tokio::net::unix::OwnedReadHalf) -> Result<Request, OpError> {
+async fn read_command(read: tokio::net::unix::OwnedReadHalf) -> Result<Request, OpError> {
     let mut reader = BufReader::new(read).take(MAX_REQUEST as u64);
     let mut line = String::new();
     tokio::time::timeout(REQUEST_TIMEOUT, reader.read_line(&mut line))
@@ -172,6 +172,11 @@ async fn read_request(read: tokio::net::unix::OwnedReadHalf) -> Result<Request, 
 pub(crate) fn request_for(cmd: CtlCommand) -> Result<Request, CommandError> {
     let (agent, op) = match cmd {
         CtlCommand::Status => (None, Op::Status),
+        CtlCommand::ConsoleToken { .. } => {
+            return Err(CommandError::Usage(
+                "console-token is carried out here, not by the daemon".into(),
+            ));
+        }
         CtlCommand::Reload => (None, Op::Reload),
         CtlCommand::Stop => (None, Op::Stop),
         CtlCommand::WaitQuiet { timeout, horizon } => (
@@ -241,6 +246,14 @@ fn client_timeout(op: &Op) -> std::time::Duration {
 
 /// `personad ctl ...`: sends one request and prints the answer.
 pub async fn client(global: GlobalArgs, cmd: CtlCommand) -> CmdResult {
+    if let CtlCommand::ConsoleToken { rotate } = cmd {
+        let dir = global.state_dir.clone();
+        return tokio::task::spawn_blocking(move || {
+            crate::app::console::console_token_command(dir, rotate)
+        })
+        .await
+        .map_err(CommandError::Join)?;
+    }
     let request = request_for(cmd)?;
     let timeout = client_timeout(&request.op);
     let path = socket_path(&StateDir::new(&global.state_dir));

@@ -2,7 +2,8 @@
 //! `ops::ctl`; the metrics endpoint, `ops::metrics`; the web console, `app::console`): one
 //! accept loop that holds at most a fixed number of connections open (the next accept waits
 //! for a free slot, so the kernel's backlog holds the rest without costing a descriptor),
-//! closes a connection that is not done within its deadline (idle or slow peers), and backs off
+//! closes a connection that is not done within its deadline (idle or slow peers; the HTTP
+//! listeners also have an idle one closed to make room for the next, `serve_making_room`), and backs off
 //! when accepting fails (out of descriptors) instead of spinning, logging the first failure of
 //! a burst and the burst's count once accepting works again. Also the start-up step the daemon
 //! runs that raises the soft descriptor limit to the hard one. The listeners' caps together
@@ -60,21 +61,72 @@ where
     H: Fn(L::Conn) -> F + Send + Sync + 'static,
     F: Future<Output = ()> + Send + 'static,
 {
+    serve_making_room(listener, budget, life, None, handle).await;
+}
+
+/// Closes an idle connection to make room for a new one; says whether it did.
+pub(crate) type MakeRoom = Box<dyn Fn() -> bool + Send>;
+
+/// [`serve`], except that when every slot is held the next connection is accepted anyway (one
+/// descriptor over the budget) and `make_room` is asked to close an idle one (the HTTP
+/// listeners, `ops::web`); the new connection then waits for the slot that frees.
+pub(crate) async fn serve_making_room<L, H, F>(
+    listener: L,
+    budget: Budget,
+    life: Lifecycle,
+    make_room: Option<MakeRoom>,
+    handle: H,
+) where
+    L: Accept,
+    H: Fn(L::Conn) -> F + Send + Sync + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
     let stop = life.stop_token();
     let slots = Arc::new(Semaphore::new(budget.max_connections.max(1)));
     let mut failures: u64 = 0;
     let mut backoff = ACCEPT_BACKOFF_MIN;
     loop {
-        let slot = tokio::select! {
-            () = stop.cancelled() => return,
-            slot = Arc::clone(&slots).acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => return,
+        let free = match &make_room {
+            // Without a way to make room, the accept waits for a slot (the backlog holds the rest).
+            None => tokio::select! {
+                () = stop.cancelled() => return,
+                slot = Arc::clone(&slots).acquire_owned() => match slot {
+                    Ok(slot) => Some(slot),
+                    Err(_) => return,
+                },
             },
+            Some(_) => Arc::clone(&slots).try_acquire_owned().ok(),
         };
-        let accepted = tokio::select! {
-            () = stop.cancelled() => return,
-            accepted = listener.accept_one() => accepted,
+        let (slot, accepted) = match free {
+            Some(slot) => {
+                let accepted = tokio::select! {
+                    () = stop.cancelled() => return,
+                    accepted = listener.accept_one() => accepted,
+                };
+                (slot, accepted)
+            }
+            None => {
+                // Every slot is held: take the next connection first, then room for it
+                // (an idle connection closed when there is one, else the first to end).
+                let accepted = tokio::select! {
+                    () = stop.cancelled() => return,
+                    accepted = listener.accept_one() => accepted,
+                };
+                if accepted.is_ok() && make_room.as_ref().is_some_and(|room| room()) {
+                    tracing::debug!(
+                        listener = budget.name,
+                        "an idle connection closed to make room"
+                    );
+                }
+                let slot = tokio::select! {
+                    () = stop.cancelled() => return,
+                    slot = Arc::clone(&slots).acquire_owned() => match slot {
+                        Ok(slot) => slot,
+                        Err(_) => return,
+                    },
+                };
+                (slot, accepted)
+            }
         };
         match accepted {
             Ok(conn) => {

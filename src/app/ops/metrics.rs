@@ -1,6 +1,6 @@
 //! Opt-in Prometheus metrics (`--metrics-addr`): installs the `metrics` recorder and serves
 //! `/metrics` (Prometheus text) and `/healthz` (200 while the tick loop has run within twice
-//! its longest sleep, 503 otherwise) over a minimal HTTP/1.1 responder. Counters are
+//! its longest sleep, 503 otherwise) over the daemon's HTTP server (`ops::web`). Counters are
 //! recorded where things happen (`metrics::counter!` in the runtime, handlers and LLM
 //! layer); gauges are set from the tick loop's heartbeat by `daemon`. Owns the endpoint and
 //! the health rule only.
@@ -17,7 +17,6 @@ use crate::app::ops::OpError;
 use crate::core::llm::{LlmOutcome, LlmRequest};
 use crate::core::time::BoxFuture;
 use crate::ports::llm::{Llm, LlmError};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -76,84 +75,70 @@ pub(crate) fn install() -> Option<PrometheusHandle> {
         .clone()
 }
 
-/// Scrapes open at once, and how long one may take (an idle peer is closed after 5 s of
-/// silence, a slow reader after 10 s).
+/// Scrapes open at once, and how long one may take (a slow reader is closed after 10 s).
 const METRICS_BUDGET: crate::app::ops::listen::Budget = crate::app::ops::listen::Budget {
     name: "metrics",
     max_connections: 32,
     deadline: Duration::from_secs(10),
 };
 
-/// Binds `addr` and serves as a task of `life` until it stops.
-pub async fn serve(
-    addr: SocketAddr,
+/// A scrape's request: its head within 5 s of the accept, no body to speak of, one request
+/// per connection (as before: scrapers and probes expect the close).
+const METRICS_LIMITS: crate::app::ops::web::Limits = crate::app::ops::web::Limits {
+    idle: Duration::from_secs(5),
+    body: Duration::from_secs(5),
+    body_cap: 1024,
+    head_cap: 8 << 10,
+    keep_alive: false,
+};
+
+/// Binds `addr` for the metrics endpoint (the daemon does it before anything else starts).
+pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener, OpError> {
+    crate::app::ops::web::bind(addr, "metrics").await
+}
+
+/// Serves the bound `listener` as a task of `life` until it stops.
+pub(crate) fn serve(
+    listener: TcpListener,
     health: Arc<Health>,
     life: &Lifecycle,
 ) -> Result<JoinHandle<()>, OpError> {
     let handle = install().ok_or_else(|| OpError::refused("metrics recorder unavailable"))?;
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(OpError::io(format!("cannot listen on {addr} for metrics")))?;
     let local = listener
         .local_addr()
         .map_err(OpError::io("cannot read the metrics address"))?;
     tracing::info!(event = "metrics_listening", addr = %local, "metrics at /metrics, health at /healthz");
-    Ok(life.spawn(crate::app::ops::listen::serve(
+    Ok(life.spawn(crate::app::ops::web::serve(
         listener,
         METRICS_BUDGET,
+        METRICS_LIMITS,
         life.clone(),
-        move |mut stream| {
-            let (handle, health) = (handle.clone(), Arc::clone(&health));
-            async move {
-                let read =
-                    tokio::time::timeout(Duration::from_secs(5), read_head(&mut stream)).await;
-                let Ok(Some(head)) = read else { return };
-                let request = String::from_utf8_lossy(&head);
-                let path = request.split_whitespace().nth(1).unwrap_or("/");
-                let (status, body) = respond(path, &handle, &health);
-                let head = format!(
-                    "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = stream.write_all(head.as_bytes()).await;
-                let _ = stream.write_all(body.as_bytes()).await;
-                let _ = stream.shutdown().await;
-            }
+        move |request| {
+            let answer = match request {
+                Ok(r) => respond(&r.path, &handle, &health),
+                Err(why) => (why.status(), "bad request\n".to_string()),
+            };
+            std::future::ready(crate::app::ops::web::Response {
+                status: answer.0,
+                content_type: "text/plain; version=0.0.4; charset=utf-8",
+                headers: Vec::new(),
+                body: answer.1.into_bytes(),
+            })
         },
     )))
 }
 
-/// Reads a request's head (up to the blank line, at most 8 KiB).
-async fn read_head(stream: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
-        let n = stream.read(&mut buf).await.ok()?;
-        if n == 0 {
-            break;
-        }
-        head.extend_from_slice(&buf[..n]);
-    }
-    (!head.is_empty()).then_some(head)
-}
-
-fn respond(path: &str, handle: &PrometheusHandle, health: &Health) -> (&'static str, String) {
-    match path.split('?').next().unwrap_or("") {
+fn respond(path: &str, handle: &PrometheusHandle, health: &Health) -> (u16, String) {
+    match path {
         "/metrics" => {
             if let Some(lag) = health.since_beat() {
                 metrics::gauge!("personad_tick_loop_lag_seconds").set(lag.as_secs_f64());
             }
-            ("200 OK", handle.render())
+            (200, handle.render())
         }
-        "/healthz" if health.healthy() => ("200 OK", "ok\n".into()),
-        "/healthz" => (
-            "503 Service Unavailable",
-            "the tick loop has not run recently\n".into(),
-        ),
-        _ => (
-            "404 Not Found",
-            "not found: try /metrics or /healthz\n".into(),
-        ),
+        "/healthz" if health.healthy() => (200, "ok\n".into()),
+        "/healthz" => (503, "the tick loop has not run recently\n".into()),
+        _ => (404, "not found: try /metrics or /healthz\n".into()),
     }
 }
 

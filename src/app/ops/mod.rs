@@ -10,6 +10,7 @@
 //! - [`listen`]: the listeners' connection budgets and accept back-off; the descriptor limit.
 //! - [`watch`]: debounced file watching of persona and role-prompt directories.
 //! - [`metrics`]: the opt-in Prometheus endpoint (`/metrics`, `/healthz`).
+//! - [`web`]: the HTTP server (hyper) of the metrics endpoint and the web console.
 
 pub mod controls;
 pub mod ctl;
@@ -19,6 +20,7 @@ pub(crate) mod reload;
 pub(crate) mod sdnotify;
 pub(crate) mod signals;
 pub(crate) mod watch;
+pub(crate) mod web;
 
 /// Why an operation of the operator's surface (an owner command, the control socket, the
 /// metrics endpoint, the console, file watching) could not be carried out. Its text is what
