@@ -9,22 +9,33 @@ use std::process::ExitCode;
 use crate::app::cli::{CheckArgs, GlobalArgs};
 use crate::app::commands::{CmdResult, CommandError, exit, load_personas, out};
 
-/// The third line of a persona in `check`: where each of its LLM calls goes (provider, model,
-/// base URL), with a warning for each that cannot be served; and how many those were.
-fn persona_routes(
+/// The routes of a persona's calls: its planner's (plans, summaries, schedule) and its group
+/// classifier's; `None` without a usable default LLM.
+pub(crate) fn persona_route_pair(
     p: &crate::core::persona::Persona,
     args: &CheckArgs,
     router: &crate::adapters::llm::provider::Router,
-) -> (String, usize) {
-    let Ok(default) = args.llm.default_choice() else {
-        return ("routes: no default LLM".into(), 1);
-    };
+) -> Option<(String, String)> {
+    let default = args.llm.default_choice().ok()?;
     let planner =
         crate::core::llm::persona_choice(p.llm.as_deref(), p.llm_model.as_deref(), &default)
             .map_or_else(|_| default.route(), |c| c.route());
     let classifier = match p.group.classifier_model.as_deref() {
         Some(m) => m.to_owned(),
         None => router.classifier_route(&args.groups.classifier_model, &default.route()),
+    };
+    Some((planner, classifier))
+}
+
+/// The third line of a persona in `check`: where each of its LLM calls goes (provider, model,
+/// base URL), with a warning for each that cannot be served; and how many those were.
+pub(crate) fn persona_routes(
+    p: &crate::core::persona::Persona,
+    args: &CheckArgs,
+    router: &crate::adapters::llm::provider::Router,
+) -> (String, usize) {
+    let Some((planner, classifier)) = persona_route_pair(p, args, router) else {
+        return ("routes: no default LLM".into(), 1);
     };
     let mut missing = 0;
     let mut shown = |route: &str| {
@@ -50,7 +61,7 @@ fn persona_routes(
 
 /// The voice line of a persona that speaks: when, and what makes its voice, or why it cannot
 /// be made (then 1, counted as a warning: it answers in text).
-fn persona_voice(
+pub(crate) fn persona_voice(
     p: &crate::core::persona::Persona,
     studio: Result<&crate::adapters::voice_studio::VoiceStudio, &CommandError>,
 ) -> (String, usize) {

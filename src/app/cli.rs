@@ -10,8 +10,10 @@ use crate::app::logging::LogFormat;
 use crate::core::config::RawRuntimeConfig;
 
 mod admin;
+mod doctor;
 mod voice;
 pub use admin::{CtlCommand, StateCommand};
+pub use doctor::DoctorArgs;
 pub use voice::VoiceArgs;
 
 /// A Telegram userbot daemon: gives user accounts LLM personas written as Markdown files.
@@ -99,6 +101,9 @@ pub enum Command {
     /// Load configuration and every persona, report problems with file:line, exit non-zero
     /// when an agent is unusable.
     Check(CheckArgs),
+    /// Check a setup (configuration, persona files, the state directory, sessions, the unit
+    /// file, each LLM route and voice) and say what to fix; exit non-zero on a problem.
+    Doctor(DoctorArgs),
     /// Talk to a persona in the terminal, on an in-memory Telegram (no account needed).
     Chat(ChatArgs),
     /// Inspect or clear persisted task graphs.

@@ -14,6 +14,7 @@ pub use console::personas_page_for_tests as console_personas_page;
 #[cfg(feature = "test-hooks")]
 pub mod crash_harness;
 pub mod daemon;
+pub(crate) mod doctor;
 pub mod lifecycle;
 pub mod logging;
 pub(crate) mod memory_report;
