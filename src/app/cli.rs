@@ -132,6 +132,12 @@ pub enum Command {
     SaveLoop(SaveLoopArgs),
 }
 
+/// `run`'s send limits when neither the command line nor the persona's `# Send Limits` sets
+/// them (`check` names them as defaults).
+pub(crate) const DEFAULT_SEND_GAP_SECS: u64 = 3;
+pub(crate) const DEFAULT_CHAT_SENDS_PER_MINUTE: u32 = 10;
+pub(crate) const DEFAULT_ACCOUNT_SENDS_PER_MINUTE: u32 = 20;
+
 /// Settings of the scheduler, shared by `run`, `chat` and `check`.
 #[derive(Debug, Clone, Args)]
 pub struct RuntimeArgs {
@@ -367,7 +373,7 @@ pub struct RunArgs {
         long,
         value_name = "SECS",
         env = "PERSONAD_SEND_GAP_SECS",
-        default_value_t = 3
+        default_value_t = DEFAULT_SEND_GAP_SECS
     )]
     pub send_gap_secs: u64,
     /// Most of our messages in one chat per minute.
@@ -375,7 +381,7 @@ pub struct RunArgs {
         long,
         value_name = "N",
         env = "PERSONAD_CHAT_SENDS_PER_MINUTE",
-        default_value_t = 10
+        default_value_t = DEFAULT_CHAT_SENDS_PER_MINUTE
     )]
     pub chat_sends_per_minute: u32,
     /// Most messages per minute for the whole account.
@@ -383,7 +389,7 @@ pub struct RunArgs {
         long,
         value_name = "N",
         env = "PERSONAD_ACCOUNT_SENDS_PER_MINUTE",
-        default_value_t = 20
+        default_value_t = DEFAULT_ACCOUNT_SENDS_PER_MINUTE
     )]
     pub account_sends_per_minute: u32,
     /// Longest the governor waits to keep the pace; a longer wait parks the conversation.

@@ -297,8 +297,18 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
     let store = GraphStore::new(StateDir::new(&global.state_dir));
     match cmd {
         StateCommand::List => state_list(&store),
-        StateCommand::Memory { agent, who } => {
-            let facts = crate::adapters::store::facts::FileFacts::new(store.state_dir().clone());
+        StateCommand::Memory {
+            agent,
+            who,
+            playground,
+        } => {
+            // The playground keeps its memory in a state directory of its own.
+            let dir = if *playground {
+                StateDir::new(store.state_dir().playground_dir(agent))
+            } else {
+                store.state_dir().clone()
+            };
+            let facts = crate::adapters::store::facts::FileFacts::new(dir);
             let text = crate::app::memory_report::report(&facts, agent, who.as_deref())?;
             out(&text)?;
             Ok(ExitCode::SUCCESS)
@@ -326,14 +336,20 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
                     "(no persona file for {agent:?} found: the host's time zone is assumed)\n"
                 ))?;
             }
+            let now = jiff::Timestamp::now();
+            let day = day
+                .as_deref()
+                .map(|d| crate::app::presence_report::parse_day(d, now.to_zoned(tz.clone()).date()))
+                .transpose()
+                .map_err(CommandError::Usage)?;
             let text = crate::app::presence_report::report(
                 store.state_dir(),
                 &name,
                 &tz,
                 has,
                 None,
-                *day,
-                jiff::Timestamp::now(),
+                day,
+                now,
             );
             out(&text)?;
             Ok(ExitCode::SUCCESS)
@@ -355,10 +371,17 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
             last,
             playground,
         } => {
+            let chat = crate::app::memory_report::transcript_chat(
+                store.state_dir(),
+                agent,
+                chat,
+                *playground,
+            )
+            .map_err(CommandError::NotFound)?;
             let text = crate::app::memory_report::history(
                 store.state_dir(),
                 agent,
-                ChatId(*chat),
+                chat,
                 *last,
                 *playground,
             )?;
