@@ -135,6 +135,12 @@ pub enum CommandError {
     /// A command line clap accepted but that makes no sense.
     #[error("{0}")]
     Usage(String),
+    /// A `--day` that names no day.
+    #[error("{0}")]
+    Day(#[source] crate::app::presence_report::NotADay),
+    /// A chat name that names no single recorded conversation.
+    #[error("{0}")]
+    Chat(#[source] crate::app::memory_report::ChatLookup),
     /// Stdout's reader went away (`personad ctl status | head -1`): the command ends
     /// quietly with [`exit::CLOSED_PIPE`].
     #[error("stdout is a closed pipe")]
@@ -156,9 +162,10 @@ impl CommandError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CommandError::Config(_) => exit::CONFIG,
-            CommandError::Agents(_) | CommandError::NotFound(_) | CommandError::InputFile(_) => {
-                exit::NO_INPUT
-            }
+            CommandError::Agents(_)
+            | CommandError::NotFound(_)
+            | CommandError::InputFile(_)
+            | CommandError::Chat(_) => exit::NO_INPUT,
             CommandError::Store(_)
             | CommandError::Io(_)
             | CommandError::StateGone(_)
@@ -178,7 +185,7 @@ impl CommandError {
             | CommandError::Refused(_)
             | CommandError::Internal(_) => exit::FAILURE,
             CommandError::While { source, .. } => source.exit_code(),
-            CommandError::Usage(_) => exit::USAGE,
+            CommandError::Usage(_) | CommandError::Day(_) => exit::USAGE,
             CommandError::ClosedPipe => exit::CLOSED_PIPE,
         }
     }
@@ -341,7 +348,7 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
                 .as_deref()
                 .map(|d| crate::app::presence_report::parse_day(d, now.to_zoned(tz.clone()).date()))
                 .transpose()
-                .map_err(CommandError::Usage)?;
+                .map_err(CommandError::Day)?;
             let text = crate::app::presence_report::report(
                 store.state_dir(),
                 &name,
@@ -377,7 +384,7 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
                 chat,
                 *playground,
             )
-            .map_err(CommandError::NotFound)?;
+            .map_err(CommandError::Chat)?;
             let text = crate::app::memory_report::history(
                 store.state_dir(),
                 agent,

@@ -124,6 +124,15 @@ fn names_fact(id: &str, sel: &str) -> bool {
     id == sel || (sel.chars().count() >= 4 && (id.starts_with(sel) || tail.starts_with(sel)))
 }
 
+/// A short fact id that is the start of several facts' ids.
+#[derive(Debug, thiserror::Error)]
+#[error("[{sel}] matches several facts of {agent}: {matches}; give more of the id")]
+pub(crate) struct AmbiguousFact {
+    sel: String,
+    agent: String,
+    matches: String,
+}
+
 /// Forgets the fact `sel` names (its id or a unique short id, see [`names_fact`]) in every
 /// scope that keeps it; says where it was (and which files could not be read, so could not
 /// be searched). `Ok(Err(_))`: `sel` names several facts (they are listed).
@@ -132,7 +141,7 @@ pub(crate) fn forget_fact(
     agent: &str,
     sel: &str,
     now: Timestamp,
-) -> Result<Result<String, String>, FactError> {
+) -> Result<Result<String, AmbiguousFact>, FactError> {
     let sel = crate::core::facts::clean_id(sel);
     let mut lines = Vec::new();
     let mut files = Vec::new();
@@ -158,13 +167,15 @@ pub(crate) fn forget_fact(
         [] => sel.clone(),
         [(id, _)] => id.clone(),
         many => {
-            return Ok(Err(format!(
-                "[{sel}] matches several facts of {agent}: {}; give more of the id",
-                many.iter()
+            return Ok(Err(AmbiguousFact {
+                sel,
+                agent: agent.to_string(),
+                matches: many
+                    .iter()
                     .map(|(id, scope)| format!("[{id}] ({scope})"))
                     .collect::<Vec<_>>()
-                    .join(", ")
-            )));
+                    .join(", "),
+            }));
         }
     };
     for (scope, file) in &files {
@@ -194,6 +205,19 @@ pub(crate) fn forget_fact(
     Ok(Ok(lines.join("\n")))
 }
 
+/// Why a chat name names no single recorded conversation (`state history`).
+#[derive(Debug, thiserror::Error)]
+pub enum ChatLookup {
+    #[error("no recorded chat of {agent} matches {sel:?} (recorded: {known})")]
+    NoMatch {
+        agent: String,
+        sel: String,
+        known: String,
+    },
+    #[error("{sel:?} matches several chats: {matches}; use the id")]
+    Several { sel: String, matches: String },
+}
+
 /// Which recorded conversation `sel` names (`state history`), as `ctl` takes a chat: an id,
 /// or a title substring (`@name` too), among the transcripts of `agent` (the playground's
 /// with `playground`). `Err` says why not: no match (with the chats there are), or several.
@@ -202,7 +226,7 @@ pub(crate) fn transcript_chat(
     agent: &str,
     sel: &str,
     playground: bool,
-) -> Result<ChatId, String> {
+) -> Result<ChatId, ChatLookup> {
     let sel = sel.trim();
     if let Ok(id) = sel.parse::<i64>() {
         return Ok(ChatId(id));
@@ -246,18 +270,19 @@ pub(crate) fn transcript_chat(
     };
     match matches.as_slice() {
         [(id, _)] => Ok(ChatId(*id)),
-        [] => Err(format!(
-            "no recorded chat of {agent} matches {sel:?} (recorded: {})",
-            if known.is_empty() {
+        [] => Err(ChatLookup::NoMatch {
+            agent: agent.to_string(),
+            sel: sel.to_string(),
+            known: if known.is_empty() {
                 "none".to_string()
             } else {
                 shown(&known.iter().collect::<Vec<_>>())
-            }
-        )),
-        many => Err(format!(
-            "{sel:?} matches several chats: {}; use the id",
-            shown(many)
-        )),
+            },
+        }),
+        many => Err(ChatLookup::Several {
+            sel: sel.to_string(),
+            matches: shown(many),
+        }),
     }
 }
 

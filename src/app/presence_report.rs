@@ -143,7 +143,7 @@ pub(crate) fn report(
 
 /// A day as the owner names it: `YYYY-MM-DD`, `today`, `tomorrow` or `yesterday` (relative
 /// to `today`, the persona's local date); else why not.
-pub(crate) fn parse_day(text: &str, today: Date) -> Result<Date, String> {
+pub(crate) fn parse_day(text: &str, today: Date) -> Result<Date, NotADay> {
     let word = text.trim().to_ascii_lowercase();
     let day = match word.as_str() {
         "today" => Ok(today),
@@ -151,8 +151,13 @@ pub(crate) fn parse_day(text: &str, today: Date) -> Result<Date, String> {
         "yesterday" => today.yesterday(),
         _ => word.parse::<Date>(),
     };
-    day.map_err(|_| format!("{text:?} is not a day: use YYYY-MM-DD, today or tomorrow"))
+    day.map_err(|_| NotADay(text.to_string()))
 }
+
+/// A `--day` that names no day (`state schedule`, `ctl schedule`).
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a day: use YYYY-MM-DD, today or tomorrow")]
+pub struct NotADay(pub(crate) String);
 
 /// `/schedule [day]` and `ctl schedule`: the report for a running agent, whose persona the
 /// runtime holds.
@@ -172,7 +177,7 @@ pub(crate) async fn for_owner(
     let day = day
         .map(|d| parse_day(&d, today))
         .transpose()
-        .map_err(OpError::refused)?;
+        .map_err(|e| OpError::refused(e.to_string()))?;
     // The schedule as the runtime holds it (with the next day's, and a day not written
     // yet): where the persona stands now is read from it, as `ctl status` does.
     let has = persona.is_some_and(|p| p.daily_schedule.is_some());

@@ -339,7 +339,7 @@ impl Controller {
                 })
                 .await?
                 .map_err(OpError::from)?
-                .map_err(OpError::refused)
+                .map_err(|e| OpError::refused(e.to_string()))
             }
             Op::Say {
                 chat,
