@@ -59,7 +59,7 @@
 //!   runs on), `lifecycle` (one task tracker and stop token per run), `daemon` (`run`,
 //!   `login`), `playground` (`chat`), `bench` (and `bench_memory`), `memory_report` and
 //!   `presence_report` (the operator's views of memory and of schedules), `replay`, the crash
-//!   child, `check`, `commands` (`state`, the commands' errors and exit codes), `credentials` (systemd's credentials directory), `cli`, `ops` (systemd notify, the one signal loop,
+//!   child, `check`, `doctor` (checks a setup, says what to fix), `commands` (`state`, the commands' errors and exit codes), `credentials` (systemd's credentials directory), `cli`, `ops` (systemd notify, the one signal loop,
 //!   the one reloader, owner controls, ctl socket, metrics, file watching), `console` (the
 //!   local web console), `logging`.
 //! - [`cmd`]: one module per subcommand, each a call into `app`; `main` dispatches here.

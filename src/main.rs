@@ -15,7 +15,7 @@ fn main() -> ExitCode {
     // so for the harnesses whose stdout is read). The flags mean the same everywhere: -v
     // debug, -vv trace, -q warn, -qq error.
     let quiet_by_default = match cli.command {
-        Command::Chat(_) | Command::Bench(_) | Command::Replay(_) => true,
+        Command::Chat(_) | Command::Bench(_) | Command::Replay(_) | Command::Doctor(_) => true,
         #[cfg(feature = "test-hooks")]
         Command::SaveLoop(_) | Command::CrashChild(_) => true,
         _ => false,

@@ -534,7 +534,7 @@ async fn a_browser_logs_in_follows_a_conversation_pauses_a_persona_and_approves_
             "still there?",
         ],
     )?);
-    assert!(out.contains("nothing was planned for it"), "{out}");
+    assert!(out.contains("Tess is paused in every chat"), "{out}");
 
     // A draft of Dee's waits on the drafts page; approving it sends it.
     ctl(

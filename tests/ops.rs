@@ -486,7 +486,7 @@ fn ctl_say_prints_the_answer() -> TestResult {
         &s,
         &["say", "--wait", "20", "--from", "Alice", "anyone?"],
     )?);
-    assert!(out.contains("nothing was planned for it"), "{out}");
+    assert!(out.contains("no answer: the chat is paused"), "{out}");
     stop_daemon(&mut reaper)?;
     Ok(())
 }

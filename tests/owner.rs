@@ -223,7 +223,10 @@ fn an_unreadable_agent_state_starts_the_agent_paused_and_tells_the_owner() -> Te
             &s,
             &["say", "--wait", "10", "--from", "Alice", "hello?"],
         )?);
-        assert!(said.contains("nothing was planned"), "{file}: {said}");
+        assert!(
+            said.contains("Tess is paused in every chat"),
+            "{file}: {said}"
+        );
         stop_daemon(&mut reaper)?;
         let quarantined = std::fs::read_dir(s.state().join("quarantine"))?.count();
         assert!(quarantined >= 2, "{file}: the file and its reason are kept");

@@ -9,22 +9,33 @@ use std::process::ExitCode;
 use crate::app::cli::{CheckArgs, GlobalArgs};
 use crate::app::commands::{CmdResult, CommandError, exit, load_personas, out};
 
-/// The third line of a persona in `check`: where each of its LLM calls goes (provider, model,
-/// base URL), with a warning for each that cannot be served; and how many those were.
-fn persona_routes(
+/// The routes of a persona's calls: its planner's (plans, summaries, schedule) and its group
+/// classifier's; `None` without a usable default LLM.
+pub(crate) fn persona_route_pair(
     p: &crate::core::persona::Persona,
     args: &CheckArgs,
     router: &crate::adapters::llm::provider::Router,
-) -> (String, usize) {
-    let Ok(default) = args.llm.default_choice() else {
-        return ("routes: no default LLM".into(), 1);
-    };
+) -> Option<(String, String)> {
+    let default = args.llm.default_choice().ok()?;
     let planner =
         crate::core::llm::persona_choice(p.llm.as_deref(), p.llm_model.as_deref(), &default)
             .map_or_else(|_| default.route(), |c| c.route());
     let classifier = match p.group.classifier_model.as_deref() {
         Some(m) => m.to_owned(),
         None => router.classifier_route(&args.groups.classifier_model, &default.route()),
+    };
+    Some((planner, classifier))
+}
+
+/// The third line of a persona in `check`: where each of its LLM calls goes (provider, model,
+/// base URL), with a warning for each that cannot be served; and how many those were.
+pub(crate) fn persona_routes(
+    p: &crate::core::persona::Persona,
+    args: &CheckArgs,
+    router: &crate::adapters::llm::provider::Router,
+) -> (String, usize) {
+    let Some((planner, classifier)) = persona_route_pair(p, args, router) else {
+        return ("routes: no default LLM".into(), 1);
     };
     let mut missing = 0;
     let mut shown = |route: &str| {
@@ -53,7 +64,7 @@ fn persona_routes(
 
 /// The voice line of a persona that speaks: when, and what makes its voice, or why it cannot
 /// be made (then 1, counted as a warning: it answers in text).
-fn persona_voice(
+pub(crate) fn persona_voice(
     p: &crate::core::persona::Persona,
     studio: Result<&crate::adapters::voice_studio::VoiceStudio, &CommandError>,
 ) -> (String, usize) {
@@ -76,7 +87,66 @@ fn persona_voice(
     }
 }
 
-/// `personad check`.
+/// A duration as the persona file writes it: `2h`, `30m`, `90s`.
+fn span(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        s if s > 0 && s % 86_400 == 0 => format!("{}d", s / 86_400),
+        s if s > 0 && s % 3_600 == 0 => format!("{}h", s / 3_600),
+        s if s > 0 && s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+/// The owner's line of a persona in `check`: its `# Approval` (mode, how long a draft waits
+/// and what then), `# Daily Budget` and `# Send Limits`, as they take effect; what the file
+/// leaves out is said as a default (the send limits' are `run`'s).
+fn persona_owner(p: &crate::core::persona::Persona, args: &CheckArgs) -> String {
+    use crate::app::cli::{
+        DEFAULT_ACCOUNT_SENDS_PER_MINUTE, DEFAULT_CHAT_SENDS_PER_MINUTE, DEFAULT_SEND_GAP_SECS,
+    };
+    let a = &p.approval;
+    let default = crate::core::approval::ApprovalPolicy::default();
+    let mark = |set: bool| if set { "" } else { " (default)" };
+    let on_timeout = match a.on_timeout {
+        crate::core::approval::OnTimeout::Drop => "dropped",
+        crate::core::approval::OnTimeout::Send => "sent",
+    };
+    let budget = match &p.daily_budget {
+        Some(cap) => format!("{cap}"),
+        None => "none of its own (default)".to_string(),
+    };
+    let daemon = args
+        .runtime
+        .daily_budget
+        .as_deref()
+        .map_or("none".to_string(), |c| c.to_string());
+    let l = &p.send_limits;
+    let run = " (run's default)";
+    format!(
+        "owner: approval {mode}{m1}, a draft waits {wait}{m2}, then it is {on_timeout}; daily budget: {budget} (the daemon's --daily-budget: {daemon}); send limits: per chat {chat}/min{m3}, per account {account}/min{m4}, gap {gap}{m5}",
+        mode = a.mode,
+        m1 = mark(a.mode != default.mode),
+        wait = span(a.timeout),
+        m2 = mark(a.timeout != default.timeout || a.on_timeout != default.on_timeout),
+        chat = l.chat_per_minute.unwrap_or(DEFAULT_CHAT_SENDS_PER_MINUTE),
+        m3 = if l.chat_per_minute.is_some() { "" } else { run },
+        account = l
+            .account_per_minute
+            .unwrap_or(DEFAULT_ACCOUNT_SENDS_PER_MINUTE),
+        m4 = if l.account_per_minute.is_some() {
+            ""
+        } else {
+            run
+        },
+        gap = span(
+            l.chat_gap
+                .unwrap_or(std::time::Duration::from_secs(DEFAULT_SEND_GAP_SECS))
+        ),
+        m5 = if l.chat_gap.is_some() { "" } else { run },
+    )
+}
+
 /// The second line of a persona in `check`: its LLM route and its group settings (the
 /// command line's `--llm`, `--mode` and `--classifier-model` fill in what it leaves out).
 fn persona_settings(p: &crate::core::persona::Persona, args: &CheckArgs) -> String {
@@ -107,6 +177,7 @@ fn persona_settings(p: &crate::core::persona::Persona, args: &CheckArgs) -> Stri
     )
 }
 
+/// `personad check`.
 pub(crate) fn check(global: &GlobalArgs, args: &CheckArgs) -> CmdResult {
     let config = args.runtime.raw().validate();
     let report = load_personas(global)?;
@@ -162,6 +233,7 @@ pub(crate) fn check(global: &GlobalArgs, args: &CheckArgs) -> CmdResult {
                     n = entry.problems.len(),
                 ));
                 text.push_str(&format!("          {}\n", persona_settings(p, args)));
+                text.push_str(&format!("          {}\n", persona_owner(p, args)));
                 if !p.disabled {
                     let (line, missing) = persona_routes(p, args, &router);
                     text.push_str(&format!("          {line}\n"));

@@ -10,8 +10,10 @@ use crate::app::logging::LogFormat;
 use crate::core::config::RawRuntimeConfig;
 
 mod admin;
+mod doctor;
 mod voice;
 pub use admin::{CtlCommand, StateCommand};
+pub use doctor::DoctorArgs;
 pub use voice::VoiceArgs;
 
 /// A Telegram userbot daemon: gives user accounts LLM personas written as Markdown files.
@@ -99,6 +101,9 @@ pub enum Command {
     /// Load configuration and every persona, report problems with file:line, exit non-zero
     /// when an agent is unusable.
     Check(CheckArgs),
+    /// Check a setup (configuration, persona files, the state directory, sessions, the unit
+    /// file, each LLM route and voice) and say what to fix; exit non-zero on a problem.
+    Doctor(DoctorArgs),
     /// Talk to a persona in the terminal, on an in-memory Telegram (no account needed).
     Chat(ChatArgs),
     /// Inspect or clear persisted task graphs.
@@ -126,6 +131,12 @@ pub enum Command {
     #[command(hide = true)]
     SaveLoop(SaveLoopArgs),
 }
+
+/// `run`'s send limits when neither the command line nor the persona's `# Send Limits` sets
+/// them (`check` names them as defaults).
+pub(crate) const DEFAULT_SEND_GAP_SECS: u64 = 3;
+pub(crate) const DEFAULT_CHAT_SENDS_PER_MINUTE: u32 = 10;
+pub(crate) const DEFAULT_ACCOUNT_SENDS_PER_MINUTE: u32 = 20;
 
 /// Settings of the scheduler, shared by `run`, `chat` and `check`.
 #[derive(Debug, Clone, Args)]
@@ -362,7 +373,7 @@ pub struct RunArgs {
         long,
         value_name = "SECS",
         env = "PERSONAD_SEND_GAP_SECS",
-        default_value_t = 3
+        default_value_t = DEFAULT_SEND_GAP_SECS
     )]
     pub send_gap_secs: u64,
     /// Most of our messages in one chat per minute.
@@ -370,7 +381,7 @@ pub struct RunArgs {
         long,
         value_name = "N",
         env = "PERSONAD_CHAT_SENDS_PER_MINUTE",
-        default_value_t = 10
+        default_value_t = DEFAULT_CHAT_SENDS_PER_MINUTE
     )]
     pub chat_sends_per_minute: u32,
     /// Most messages per minute for the whole account.
@@ -378,7 +389,7 @@ pub struct RunArgs {
         long,
         value_name = "N",
         env = "PERSONAD_ACCOUNT_SENDS_PER_MINUTE",
-        default_value_t = 20
+        default_value_t = DEFAULT_ACCOUNT_SENDS_PER_MINUTE
     )]
     pub account_sends_per_minute: u32,
     /// Longest the governor waits to keep the pace; a longer wait parks the conversation.

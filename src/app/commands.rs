@@ -135,6 +135,12 @@ pub enum CommandError {
     /// A command line clap accepted but that makes no sense.
     #[error("{0}")]
     Usage(String),
+    /// A `--day` that names no day.
+    #[error("{0}")]
+    Day(#[source] crate::app::presence_report::NotADay),
+    /// A chat name that names no single recorded conversation.
+    #[error("{0}")]
+    Chat(#[source] crate::app::memory_report::ChatLookup),
     /// Stdout's reader went away (`personad ctl status | head -1`): the command ends
     /// quietly with [`exit::CLOSED_PIPE`].
     #[error("stdout is a closed pipe")]
@@ -156,9 +162,10 @@ impl CommandError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CommandError::Config(_) => exit::CONFIG,
-            CommandError::Agents(_) | CommandError::NotFound(_) | CommandError::InputFile(_) => {
-                exit::NO_INPUT
-            }
+            CommandError::Agents(_)
+            | CommandError::NotFound(_)
+            | CommandError::InputFile(_)
+            | CommandError::Chat(_) => exit::NO_INPUT,
             CommandError::Store(_)
             | CommandError::Io(_)
             | CommandError::StateGone(_)
@@ -178,7 +185,7 @@ impl CommandError {
             | CommandError::Refused(_)
             | CommandError::Internal(_) => exit::FAILURE,
             CommandError::While { source, .. } => source.exit_code(),
-            CommandError::Usage(_) => exit::USAGE,
+            CommandError::Usage(_) | CommandError::Day(_) => exit::USAGE,
             CommandError::ClosedPipe => exit::CLOSED_PIPE,
         }
     }
@@ -297,8 +304,18 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
     let store = GraphStore::new(StateDir::new(&global.state_dir));
     match cmd {
         StateCommand::List => state_list(&store),
-        StateCommand::Memory { agent, who } => {
-            let facts = crate::adapters::store::facts::FileFacts::new(store.state_dir().clone());
+        StateCommand::Memory {
+            agent,
+            who,
+            playground,
+        } => {
+            // The playground keeps its memory in a state directory of its own.
+            let dir = if *playground {
+                StateDir::new(store.state_dir().playground_dir(agent))
+            } else {
+                store.state_dir().clone()
+            };
+            let facts = crate::adapters::store::facts::FileFacts::new(dir);
             let text = crate::app::memory_report::report(&facts, agent, who.as_deref())?;
             out(&text)?;
             Ok(ExitCode::SUCCESS)
@@ -326,14 +343,20 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
                     "(no persona file for {agent:?} found: the host's time zone is assumed)\n"
                 ))?;
             }
+            let now = jiff::Timestamp::now();
+            let day = day
+                .as_deref()
+                .map(|d| crate::app::presence_report::parse_day(d, now.to_zoned(tz.clone()).date()))
+                .transpose()
+                .map_err(CommandError::Day)?;
             let text = crate::app::presence_report::report(
                 store.state_dir(),
                 &name,
                 &tz,
                 has,
                 None,
-                *day,
-                jiff::Timestamp::now(),
+                day,
+                now,
             );
             out(&text)?;
             Ok(ExitCode::SUCCESS)
@@ -355,10 +378,17 @@ pub fn state(global: &GlobalArgs, cmd: &StateCommand) -> CmdResult {
             last,
             playground,
         } => {
+            let chat = crate::app::memory_report::transcript_chat(
+                store.state_dir(),
+                agent,
+                chat,
+                *playground,
+            )
+            .map_err(CommandError::Chat)?;
             let text = crate::app::memory_report::history(
                 store.state_dir(),
                 agent,
-                ChatId(*chat),
+                chat,
                 *last,
                 *playground,
             )?;

@@ -36,6 +36,7 @@ use crate::ports::clock::{SharedClock, SystemClock};
 use crate::runtime::{AgentHandle, Runtime, RuntimeError, RuntimeHandle, StopReport};
 
 mod backend;
+pub(crate) use backend::{credentials, credentials_from_systemd};
 mod fleet;
 mod health;
 mod planning;

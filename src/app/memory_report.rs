@@ -114,24 +114,71 @@ pub(crate) fn report(
     Ok(out)
 }
 
-/// Forgets the fact `id` in every scope that keeps it; says where it was (and which files
-/// could not be read, so could not be searched).
+/// Whether `sel` names the fact `id`: the whole id, or (4 characters or more) the start of
+/// it or of the part after its `fact-`/`note-` prefix, as drafts take a short id.
+fn names_fact(id: &str, sel: &str) -> bool {
+    let tail = id
+        .strip_prefix("fact-")
+        .or_else(|| id.strip_prefix("note-"))
+        .unwrap_or(id);
+    id == sel || (sel.chars().count() >= 4 && (id.starts_with(sel) || tail.starts_with(sel)))
+}
+
+/// A short fact id that is the start of several facts' ids.
+#[derive(Debug, thiserror::Error)]
+#[error("[{sel}] matches several facts of {agent}: {matches}; give more of the id")]
+pub(crate) struct AmbiguousFact {
+    sel: String,
+    agent: String,
+    matches: String,
+}
+
+/// Forgets the fact `sel` names (its id or a unique short id, see [`names_fact`]) in every
+/// scope that keeps it; says where it was (and which files could not be read, so could not
+/// be searched). `Ok(Err(_))`: `sel` names several facts (they are listed).
 pub(crate) fn forget_fact(
     facts: &dyn FactStore,
     agent: &str,
-    id: &str,
+    sel: &str,
     now: Timestamp,
-) -> Result<String, FactError> {
-    let id = crate::core::facts::clean_id(id);
+) -> Result<Result<String, AmbiguousFact>, FactError> {
+    let sel = crate::core::facts::clean_id(sel);
     let mut lines = Vec::new();
+    let mut files = Vec::new();
     for scope in facts.scopes(agent)? {
-        let file = match facts.read(agent, scope) {
-            Ok(f) => f,
-            Err(e) => {
-                lines.push(format!("{scope}: not searched: {e}"));
-                continue;
+        match facts.read(agent, scope) {
+            Ok(f) => files.push((scope, f)),
+            Err(e) => lines.push(format!("{scope}: not searched: {e}")),
+        }
+    }
+    let mut named: Vec<(String, FactScope)> = Vec::new();
+    for (scope, file) in &files {
+        for f in file.facts.iter().filter(|f| names_fact(&f.id, &sel)) {
+            if !named.iter().any(|(id, _)| *id == f.id) {
+                named.push((f.id.clone(), *scope));
             }
-        };
+        }
+    }
+    // The whole id wins over the facts it is the start of.
+    if named.iter().any(|(id, _)| *id == sel) {
+        named.retain(|(id, _)| *id == sel);
+    }
+    let id = match named.as_slice() {
+        [] => sel.clone(),
+        [(id, _)] => id.clone(),
+        many => {
+            return Ok(Err(AmbiguousFact {
+                sel,
+                agent: agent.to_string(),
+                matches: many
+                    .iter()
+                    .map(|(id, scope)| format!("[{id}] ({scope})"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }));
+        }
+    };
+    for (scope, file) in &files {
         if !file.facts.iter().any(|f| f.id == id) {
             continue;
         }
@@ -146,7 +193,7 @@ pub(crate) fn forget_fact(
             id: Some(id.clone()),
             content: String::new(),
         };
-        lines.push(match facts.apply(agent, scope, &write, &source)? {
+        lines.push(match facts.apply(agent, *scope, &write, &source)? {
             Ok(Applied::Deleted(_)) => format!("{agent}: forgot [{id}] ({scope})"),
             Ok(_) => format!("{agent}: [{id}] was already gone ({scope})"),
             Err(refused) => format!("{agent}: [{id}] not forgotten ({scope}): {refused}"),
@@ -155,7 +202,88 @@ pub(crate) fn forget_fact(
     if !lines.iter().any(|l| l.contains(&format!("[{id}]"))) {
         lines.insert(0, format!("{agent} keeps no fact [{id}]"));
     }
-    Ok(lines.join("\n"))
+    Ok(Ok(lines.join("\n")))
+}
+
+/// Why a chat name names no single recorded conversation (`state history`).
+#[derive(Debug, thiserror::Error)]
+pub enum ChatLookup {
+    #[error("no recorded chat of {agent} matches {sel:?} (recorded: {known})")]
+    NoMatch {
+        agent: String,
+        sel: String,
+        known: String,
+    },
+    #[error("{sel:?} matches several chats: {matches}; use the id")]
+    Several { sel: String, matches: String },
+}
+
+/// Which recorded conversation `sel` names (`state history`), as `ctl` takes a chat: an id,
+/// or a title substring (`@name` too), among the transcripts of `agent` (the playground's
+/// with `playground`). `Err` says why not: no match (with the chats there are), or several.
+pub(crate) fn transcript_chat(
+    dir: &crate::adapters::store::StateDir,
+    agent: &str,
+    sel: &str,
+    playground: bool,
+) -> Result<ChatId, ChatLookup> {
+    let sel = sel.trim();
+    if let Ok(id) = sel.parse::<i64>() {
+        return Ok(ChatId(id));
+    }
+    let folder = if playground {
+        dir.playground_dir(agent)
+    } else {
+        dir.memory_dir(agent)
+    };
+    let mut known: Vec<(i64, String)> = std::fs::read_dir(&folder)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let id = name.strip_suffix(".json")?.parse::<i64>().ok()?;
+            let (chat, _) = crate::adapters::memory::read_history(&e.path()).ok()?;
+            Some((id, chat.title))
+        })
+        .collect();
+    known.sort();
+    let needle = sel.trim_start_matches('@').to_lowercase();
+    let matches: Vec<&(i64, String)> = known
+        .iter()
+        .filter(|(_, t)| t.to_lowercase() == needle)
+        .collect();
+    let matches = if matches.is_empty() {
+        known
+            .iter()
+            .filter(|(_, t)| t.to_lowercase().contains(&needle))
+            .collect()
+    } else {
+        matches
+    };
+    let shown = |chats: &[&(i64, String)]| {
+        chats
+            .iter()
+            .map(|(id, t)| format!("{id} ({t})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match matches.as_slice() {
+        [(id, _)] => Ok(ChatId(*id)),
+        [] => Err(ChatLookup::NoMatch {
+            agent: agent.to_string(),
+            sel: sel.to_string(),
+            known: if known.is_empty() {
+                "none".to_string()
+            } else {
+                shown(&known.iter().collect::<Vec<_>>())
+            },
+        }),
+        many => Err(ChatLookup::Several {
+            sel: sel.to_string(),
+            matches: shown(many),
+        }),
+    }
 }
 
 /// `personad state history`: the last `last` messages of `chat` as the in-memory backend

@@ -14,12 +14,13 @@ pub use console::personas_page_for_tests as console_personas_page;
 #[cfg(feature = "test-hooks")]
 pub mod crash_harness;
 pub mod daemon;
+pub(crate) mod doctor;
 pub mod lifecycle;
 pub mod logging;
-pub(crate) mod memory_report;
+pub mod memory_report;
 pub mod ops;
 pub mod playground;
-pub(crate) mod presence_report;
+pub mod presence_report;
 pub mod replay;
 pub(crate) mod services;
 pub(crate) mod stdout;

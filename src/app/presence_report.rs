@@ -141,6 +141,24 @@ pub(crate) fn report(
     out
 }
 
+/// A day as the owner names it: `YYYY-MM-DD`, `today`, `tomorrow` or `yesterday` (relative
+/// to `today`, the persona's local date); else why not.
+pub(crate) fn parse_day(text: &str, today: Date) -> Result<Date, NotADay> {
+    let word = text.trim().to_ascii_lowercase();
+    let day = match word.as_str() {
+        "today" => Ok(today),
+        "tomorrow" => today.tomorrow(),
+        "yesterday" => today.yesterday(),
+        _ => word.parse::<Date>(),
+    };
+    day.map_err(|_| NotADay(text.to_string()))
+}
+
+/// A `--day` that names no day (`state schedule`, `ctl schedule`).
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a day: use YYYY-MM-DD, today or tomorrow")]
+pub struct NotADay(pub(crate) String);
+
 /// `/schedule [day]` and `ctl schedule`: the report for a running agent, whose persona the
 /// runtime holds.
 pub(crate) async fn for_owner(
@@ -151,18 +169,15 @@ pub(crate) async fn for_owner(
     now: Timestamp,
 ) -> Result<String, crate::app::ops::OpError> {
     use crate::app::ops::OpError;
-    let day = match day {
-        Some(d) => Some(
-            d.trim()
-                .parse::<Date>()
-                .map_err(|_| OpError::refused(format!("{d:?} is not a day: use YYYY-MM-DD")))?,
-        ),
-        None => None,
-    };
     let persona = runtime.persona(&agent);
     let tz = persona
         .as_deref()
         .map_or(TimeZone::UTC, crate::runtime::driver::presence_zone);
+    let today = now.to_zoned(tz.clone()).date();
+    let day = day
+        .map(|d| parse_day(&d, today))
+        .transpose()
+        .map_err(|e| OpError::refused(e.to_string()))?;
     // The schedule as the runtime holds it (with the next day's, and a day not written
     // yet): where the persona stands now is read from it, as `ctl status` does.
     let has = persona.is_some_and(|p| p.daily_schedule.is_some());

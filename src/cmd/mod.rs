@@ -8,6 +8,7 @@ mod check;
 #[cfg(feature = "test-hooks")]
 mod crash_child;
 mod ctl;
+mod doctor;
 mod login;
 mod replay;
 mod run;
@@ -27,6 +28,7 @@ pub fn execute(cli: Cli) -> CmdResult {
     let global = cli.global;
     match cli.command {
         Command::Check(args) => check::check(&global, &args),
+        Command::Doctor(args) => on_runtime(doctor::doctor(global, args)),
         Command::State(cmd) => state::state(&global, &cmd),
         #[cfg(feature = "test-hooks")]
         Command::SaveLoop(args) => save_loop::save_loop(&global, &args),

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::header::{DATE, HeaderMap, RETRY_AFTER};
 
 use crate::ports::llm::LlmError;
 
@@ -92,6 +92,23 @@ pub(crate) async fn exchange(
     })
 }
 
+tokio::task_local! {
+    /// The `Date` header of the latest response read in a [`with_server_date`] scope.
+    static SERVER_DATE: std::cell::RefCell<Option<String>>;
+}
+
+/// Runs `f` and returns, with its output, the `Date` header of the latest provider response
+/// it read (`doctor` compares it with the local clock). Outside such a scope nothing is kept.
+pub async fn with_server_date<F: std::future::Future>(f: F) -> (F::Output, Option<String>) {
+    SERVER_DATE
+        .scope(std::cell::RefCell::new(None), async move {
+            let out = f.await;
+            let date = SERVER_DATE.with(|d| d.borrow_mut().take());
+            (out, date)
+        })
+        .await
+}
+
 /// [`exchange`] without its metering guard (speech meters each attempt in its own wrapper):
 /// the status, the server's `Retry-After` and the body, up to `max` bytes.
 pub(crate) async fn send_and_read(
@@ -101,6 +118,13 @@ pub(crate) async fn send_and_read(
     let mut response = request.send().await.map_err(ExchangeError::Transport)?;
     let status = response.status();
     let retry_after = parse_retry_after(response.headers());
+    let _ = SERVER_DATE.try_with(|d| {
+        *d.borrow_mut() = response
+            .headers()
+            .get(DATE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+    });
     // A declared length over the cap is refused before reading anything.
     if response.content_length().is_some_and(|n| n > max as u64) {
         return Err(ExchangeError::TooLarge(status.as_u16()));

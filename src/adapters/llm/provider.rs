@@ -196,6 +196,27 @@ impl Router {
         })
     }
 
+    /// One tiny request to `route` (a one-token answer to one word), for `doctor`: how long
+    /// it took, how it ended, and the server's `Date` header when one came back. Nothing is
+    /// retried and nothing is metered outside a usage scope.
+    pub async fn probe(&self, route: &str) -> Probe {
+        let request = LlmRequest {
+            model: route.to_owned(),
+            system: String::new(),
+            turns: vec![crate::core::llm::Turn::user("ping")],
+            temperature: None,
+            max_output_tokens: Some(1),
+            response_schema: None,
+        };
+        let started = std::time::Instant::now();
+        let (result, server_date) = super::http::with_server_date(self.run(&request)).await;
+        Probe {
+            latency: started.elapsed(),
+            result: result.map(drop),
+            server_date,
+        }
+    }
+
     async fn run(&self, req: &LlmRequest) -> Result<LlmOutcome, LlmError> {
         let choice = resolve(&req.model).map_err(LlmError::UnknownModel)?;
         let kind = choice.provider;
@@ -213,6 +234,16 @@ impl Router {
         routed.model = model;
         client.generate(&routed).await
     }
+}
+
+/// What [`Router::probe`] saw.
+#[derive(Debug)]
+pub struct Probe {
+    pub latency: Duration,
+    /// `Ok` when the provider answered the request (whatever it said).
+    pub result: Result<(), LlmError>,
+    /// The response's `Date` header, as sent.
+    pub server_date: Option<String>,
 }
 
 /// Names each request's model in full (`provider:model-id`) before handing it to `inner`, the

@@ -24,6 +24,7 @@ pub mod recover;
 pub mod sent;
 pub mod session;
 pub mod sim;
+pub mod whoami;
 
 use std::fmt;
 use std::num::{NonZeroU32, NonZeroUsize};

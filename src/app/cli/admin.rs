@@ -28,23 +28,28 @@ pub enum StateCommand {
         agent: String,
         /// Only a person or chat: an id, or a person's name (`@name` too).
         who: Option<String>,
+        /// The playground's memory (`personad chat`) instead of the daemon's.
+        #[arg(long)]
+        playground: bool,
     },
     /// A persona's schedule for one local day (the current activity marked when it is today)
     /// and its scheduled intents.
     Schedule {
         /// Agent name.
         agent: String,
-        /// The local day (`YYYY-MM-DD`); today in the persona's zone when absent.
+        /// The local day: `YYYY-MM-DD`, `today` or `tomorrow` (in the persona's zone);
+        /// today when absent.
         #[arg(long, value_name = "DAY")]
-        day: Option<jiff::civil::Date>,
+        day: Option<String>,
     },
     /// A conversation as the in-memory backend recorded it (`run --telegram memory`, or the
     /// playground with `--playground`): who wrote what and when, with media descriptions.
     History {
         /// Agent name.
         agent: String,
-        /// Chat id.
-        chat: i64,
+        /// The chat: its id, or a title substring (`@name` too), as `ctl` takes it.
+        #[arg(allow_negative_numbers = true)]
+        chat: String,
         /// Only the last N messages.
         #[arg(long, value_name = "N", default_value_t = 50)]
         last: usize,
@@ -122,7 +127,7 @@ pub enum CtlCommand {
         /// The agent (needed when several run).
         #[arg(long)]
         agent: Option<String>,
-        /// The fact's id (as `ctl memory` shows it).
+        /// The fact's id as `ctl memory` shows it (or a unique start of it, 4+ characters).
         id: String,
     },
     /// A persona's schedule for today (or `--day`) and its scheduled intents.
@@ -130,7 +135,7 @@ pub enum CtlCommand {
         /// The agent (needed when several run).
         #[arg(long)]
         agent: Option<String>,
-        /// The local day (`YYYY-MM-DD`).
+        /// The local day: `YYYY-MM-DD`, `today` or `tomorrow`.
         #[arg(long, value_name = "DAY")]
         day: Option<String>,
     },

@@ -338,7 +338,8 @@ impl Controller {
                     crate::app::memory_report::forget_fact(facts.as_ref(), &agent, &id, now)
                 })
                 .await?
-                .map_err(OpError::from)
+                .map_err(OpError::from)?
+                .map_err(|e| OpError::refused(e.to_string()))
             }
             Op::Say {
                 chat,

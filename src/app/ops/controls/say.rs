@@ -329,6 +329,10 @@ impl Controller {
                 }
             }
             let settled = start.elapsed() > SETTLE;
+            // What holds an answer that has not come: the cap, a pause, the persona's sleep.
+            if seen == 0 && settled && why_not.is_none() {
+                why_not = self.held(agent, chat);
+            }
             let done = (seen > 0 && !planned && quiet_since.elapsed() > QUIET)
                 || (seen == 0 && !planned && settled && start.elapsed() > NO_PLAN)
                 || (seen == 0 && why_not.is_some() && settled);
@@ -347,6 +351,42 @@ impl Controller {
             }
             tokio::time::sleep(POLL).await;
         }
+    }
+}
+
+impl Controller {
+    /// What holds `agent`'s answer in `chat` now, if anything: its spending cap reached
+    /// (and not lifted) today, a pause of the chat or of every chat, or its sleep per its
+    /// schedule.
+    fn held(&self, agent: &str, chat: ChatId) -> Option<String> {
+        let now = self.clock.now();
+        let safety = self.runtime().agent_state(agent).unwrap_or_default();
+        let today = now.to_zoned(jiff::tz::TimeZone::UTC).date();
+        if let Some(mark) = safety.budget.values().find(|m| m.holds(today)) {
+            return Some(format!(
+                "{agent} is at its daily spending cap ({}): it answers once the cap lifts (the next UTC day, or `personad ctl resume --agent {agent}`)",
+                mark.cap
+            ));
+        }
+        if let Some(p) = safety.pauses.all.as_ref().filter(|p| p.active(now)) {
+            return Some(format!(
+                "{agent} is paused in every chat {} (`personad ctl resume --agent {agent}`)",
+                p.describe()
+            ));
+        }
+        if let Some(p) = safety.pauses.chats.get(&chat).filter(|p| p.active(now)) {
+            return Some(format!(
+                "the chat is paused {} (`personad ctl resume --agent {agent} --chat {chat}`)",
+                p.describe()
+            ));
+        }
+        let presence = self.runtime().presence(agent)?;
+        presence.standing(now).asleep_until.map(|_| {
+            format!(
+                "{agent} is asleep per its schedule ({}): the message stays unread until then",
+                presence.line(now)
+            )
+        })
     }
 }
 
