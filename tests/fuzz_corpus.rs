@@ -234,3 +234,29 @@ fn the_telegram_seeds_decode_and_their_messages_map() {
     }
     assert!(messages >= 3);
 }
+
+/// The fuzz crate's lock file agrees with the project's dependencies: CI builds the fuzz
+/// targets with `--locked`, which refuses a lock file that a new dependency left stale. Offline:
+/// `cargo metadata` only reads the manifests, the lock file and the local registry; where the
+/// fuzz crate's own dependencies are not downloaded yet it says SKIPPED.
+#[test]
+fn the_fuzz_lock_file_is_current() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["metadata", "--locked", "--offline", "--format-version", "1"])
+        .current_dir(&root)
+        .output();
+    let Ok(out) = out else {
+        panic!("cargo metadata did not run in {}", root.display());
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("cannot update the lock file"),
+        "fuzz/Cargo.lock is stale (run `cargo update --workspace --offline` in fuzz/): {stderr}"
+    );
+    if !out.status.success() {
+        // The fuzz crate's own dependencies are not downloaded yet (a fresh machine before its
+        // first fuzz build): the lock could not be compared.
+        eprintln!("SKIPPED: the fuzz crate's dependencies are not here yet: {stderr}");
+    }
+}
