@@ -13,8 +13,8 @@
 //!   - `scheduler`: the pure state machine over graphs (events in, effects out); `admission`
 //!     says how an admitted message enters it, `finish` applies a finished task, `owner`
 //!     holds drafts and notices to the owner, `controls` the owner's requests (pauses,
-//!     modes, plans) and the answers to commands, `budget` the spending caps; `outcome` is what
-//!     a task hands back.
+//!     modes, plans) and the answers to commands, `budget` the spending caps, `xsend` notes
+//!     across chats; `outcome` is what a task hands back.
 //!   - `approval`, `budget`: draft mode as data (modes, timeouts, the owner's reply) and
 //!     daily spending caps (parse, levels).
 //!   - `safety`, `agent_state`: per-agent safety (disabled chats, the breaker) and its record,
@@ -34,9 +34,10 @@
 //!   - `markdown`, `media`, `config`, `time`: rendering, media records, validated settings,
 //!     time arithmetic.
 //!   - `speech`: speech as data (the provider kinds, the request, the audio, the errors).
+//!   - `voice`: a persona's `# Voice` (engine, voice, when it speaks) and a voice note's limits.
 //! - [`ports`]: the traits at the edges: `telegram`, `llm`, `planner`, `clock` (with its
 //!   virtual twin), `store`, `facts` (long-term memory), `media`, `stickers`, `groups`,
-//!   `updates`, `spend` (the usage meter's reports, the cap hold), `speech`; `backoff` waits
+//!   `updates`, `spend` (the usage meter's reports, the cap hold), `speech`, `voice` (voice notes made); `backoff` waits
 //!   on the clock.
 //! - [`runtime`]: the driver (async loop), work queue, durable writes off the loop, the
 //!   handle (built before the runtime from a `RuntimeSeed`), and `handlers` (one per task
