@@ -49,11 +49,7 @@ impl GeminiSpeechConfig {
     pub fn from_lookup(
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<GeminiSpeechConfig, SpeechError> {
-        let get = |name: &str| {
-            lookup(name)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
+        let get = |name: &str| super::setting(&lookup, name);
         let chat = GeminiConfig::from_lookup(&lookup).map_err(super::http::not_configured)?;
         Ok(GeminiSpeechConfig {
             api_key: chat.api_key,

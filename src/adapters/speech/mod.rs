@@ -24,6 +24,13 @@ use crate::ports::clock::SharedClock;
 use crate::ports::speech::{Speech, SpeechError, SpeechProviderKind};
 use crate::ports::spend::CapHold;
 
+/// A setting from `lookup`, trimmed; blank counts as unset (as the chat clients read theirs).
+fn setting(lookup: &impl Fn(&str) -> Option<String>, name: &str) -> Option<String> {
+    lookup(name)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
 /// A variable lookup (the process environment in the daemon; a map in tests).
 pub type Lookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 

@@ -71,11 +71,7 @@ impl OpenAiSpeechConfig {
     pub fn from_lookup(
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<OpenAiSpeechConfig, SpeechError> {
-        let get = |name: &str| {
-            lookup(name)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
+        let get = |name: &str| super::setting(&lookup, name);
         let chat = OpenAiConfig::from_lookup(Preset::OpenAi, &lookup)
             .map_err(super::http::not_configured)?;
         let format = match get(FORMAT_ENV).as_deref() {
