@@ -144,7 +144,7 @@ pub fn model_output(data: &[u8]) {
                     "an empty write"
                 );
             }
-            Action::Note { write, .. } => {
+            Action::Note { write, .. } | Action::Intend { write } | Action::ChatPlan { write } => {
                 assert!(
                     write.id.is_some() || !write.content.trim().is_empty(),
                     "an empty write"

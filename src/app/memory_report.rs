@@ -12,15 +12,19 @@ use crate::core::facts::{Applied, FactFile, FactScope, FactWrite, Source};
 use crate::core::model::ChatId;
 use crate::ports::facts::{FactError, FactStore};
 
-/// Which scopes `who` selects: everything (`None`); a number (a person and a chat with that
-/// id); a name or `@name` (the people whose file is titled with it).
+/// Which scopes `who` selects: everything (`None`); a number (a person, and a chat's notes and
+/// plans, with that id); `intentions`; a name or `@name` (the people whose file is titled with
+/// it).
 fn selected(scope: FactScope, file: &FactFile, who: Option<&str>) -> bool {
     let Some(who) = who.map(|w| w.trim().trim_start_matches('@')) else {
         return true;
     };
     if let Ok(id) = who.parse::<i64>() {
         return matches!(scope, FactScope::Person(p) if p == id)
-            || matches!(scope, FactScope::Chat(c) if c == ChatId(id));
+            || matches!(scope, FactScope::Chat(c) | FactScope::Plans(c) if c == ChatId(id));
+    }
+    if who.eq_ignore_ascii_case("intentions") {
+        return scope == FactScope::Intentions;
     }
     matches!(scope, FactScope::Person(_)) && file.title.to_lowercase().contains(&who.to_lowercase())
 }
@@ -120,6 +124,8 @@ fn names_fact(id: &str, sel: &str) -> bool {
     let tail = id
         .strip_prefix("fact-")
         .or_else(|| id.strip_prefix("note-"))
+        .or_else(|| id.strip_prefix("intent-"))
+        .or_else(|| id.strip_prefix("plan-"))
         .unwrap_or(id);
     id == sel || (sel.chars().count() >= 4 && (id.starts_with(sel) || tail.starts_with(sel)))
 }

@@ -71,6 +71,7 @@ use crate::core::graph::TaskKind;
 use crate::core::model::{MessageId, StickerChoice};
 use crate::core::plan::Action;
 
+mod commitments;
 mod event;
 mod json;
 mod memory;
@@ -268,7 +269,12 @@ fn parse_block(
         );
     }
     // An event's heading names the intent it changes (`# «event» event-3f2a…`).
-    if !heading.trailing.is_empty() && !matches!(kind, TaskKind::Intent | TaskKind::XSend) {
+    if !heading.trailing.is_empty()
+        && !matches!(
+            kind,
+            TaskKind::Intent | TaskKind::XSend | TaskKind::Intend | TaskKind::ChatPlan
+        )
+    {
         warn(
             out,
             &label,
@@ -361,6 +367,9 @@ fn parse_block(
         }
         TaskKind::Intent => parse_event(out, &label, heading, body),
         TaskKind::XSend => xsend::parse_xsend(out, &label, heading, body),
+        TaskKind::Intend | TaskKind::ChatPlan => {
+            commitments::parse_commitment(out, &label, kind, heading, body);
+        }
         // Not plannable: `block_kind` never returns these.
         TaskKind::Received
         | TaskKind::Classify

@@ -38,13 +38,17 @@ const APPLIED_KEPT: usize = 256;
 /// Longest fact id.
 const ID_CHARS: usize = 64;
 
-/// Whose facts: the persona's own, a person's (shown wherever that person is), one chat's.
+/// Whose facts: the persona's own, a person's (shown wherever that person is), one chat's;
+/// and the persona's own commitments: its intentions (`intend`, shown in every chat) and its
+/// plans for one chat (`plan`, shown in that chat).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "scope", content = "id")]
 pub enum FactScope {
     Persona,
     Person(i64),
     Chat(ChatId),
+    Intentions,
+    Plans(ChatId),
 }
 
 impl std::fmt::Display for FactScope {
@@ -53,6 +57,8 @@ impl std::fmt::Display for FactScope {
             FactScope::Persona => f.write_str("the persona"),
             FactScope::Person(id) => write!(f, "person {id}"),
             FactScope::Chat(id) => write!(f, "chat {id}"),
+            FactScope::Intentions => f.write_str("the persona's intentions"),
+            FactScope::Plans(id) => write!(f, "the plans for chat {id}"),
         }
     }
 }
@@ -390,12 +396,14 @@ impl FactFile {
     }
 }
 
-/// The id a write without one gets: `fact-`/`note-` and the task id's random part, so a task
-/// run again writes the same id.
+/// The id a write without one gets: `fact-`/`note-`/`intent-`/`plan-` and the task id's
+/// random part, so a task run again writes the same id.
 fn generated_id(scope: FactScope, task: &str) -> String {
     let prefix = match scope {
         FactScope::Chat(_) => "note",
-        _ => "fact",
+        FactScope::Intentions => "intent",
+        FactScope::Plans(_) => "plan",
+        FactScope::Persona | FactScope::Person(_) => "fact",
     };
     let tail = task.rsplit('-').next().unwrap_or(task);
     format!("{prefix}-{tail}")
@@ -406,6 +414,8 @@ fn default_title(scope: FactScope) -> String {
         FactScope::Persona => "Facts about me".into(),
         FactScope::Person(id) => format!("Facts about person {id}"),
         FactScope::Chat(id) => format!("Notes about chat {id}"),
+        FactScope::Intentions => "My intentions".into(),
+        FactScope::Plans(id) => format!("My plans for chat {id}"),
     }
 }
 
@@ -477,6 +487,10 @@ pub struct MemoryView {
     pub watermark: Option<MessageId>,
     pub chat: String,
     pub people: Vec<(i64, String, String)>,
+    /// The persona's intentions (`intend`), shown in every chat: their prompt lines.
+    pub intentions: String,
+    /// The persona's plans for this chat (`plan`), in the order added: their prompt lines.
+    pub plans: String,
 }
 
 impl MemoryView {
@@ -484,6 +498,8 @@ impl MemoryView {
         self.persona.trim().is_empty()
             && self.summaries.trim().is_empty()
             && self.chat.trim().is_empty()
+            && self.intentions.trim().is_empty()
+            && self.plans.trim().is_empty()
             && self.people.iter().all(|(_, _, f)| f.trim().is_empty())
     }
 }

@@ -54,6 +54,11 @@ pub enum Action {
         write: crate::core::facts::FactWrite,
         message: Option<MessageId>,
     },
+    /// Create, replace or delete one of the persona's intentions (`intend`): shown in every
+    /// chat's prompt.
+    Intend { write: crate::core::facts::FactWrite },
+    /// Create, replace or delete one of the persona's plans for this chat (`plan`).
+    ChatPlan { write: crate::core::facts::FactWrite },
     /// Create, change or delete a scheduled intent of this chat.
     Event {
         write: crate::core::intents::IntentWrite,
@@ -110,6 +115,14 @@ impl Action {
                 id: write.id,
                 content: write.content,
                 message,
+            },
+            Action::Intend { write } => TaskSpec::Intend {
+                id: write.id,
+                content: write.content,
+            },
+            Action::ChatPlan { write } => TaskSpec::ChatPlan {
+                id: write.id,
+                content: write.content,
             },
             Action::Event { write } => TaskSpec::Intent { write },
             Action::XSend { target, intent } => TaskSpec::XSend { target, intent },

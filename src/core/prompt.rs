@@ -196,6 +196,14 @@ fn memory_section(s: &mut String, memory: &MemoryView) {
         s.push_str("\n# Earlier in this chat\n\n");
         s.push_str(&memory.summaries);
     }
+    if !memory.intentions.trim().is_empty() {
+        s.push_str("\n# Your intentions (everywhere; `intend` with an id replaces or, empty, deletes one)\n\n");
+        s.push_str(&memory.intentions);
+    }
+    if !memory.plans.trim().is_empty() {
+        s.push_str("\n# Your plans for this chat (`plan` with an id replaces or, empty, deletes one)\n\n");
+        s.push_str(&memory.plans);
+    }
     if memory.chat.trim().is_empty() && memory.people.is_empty() {
         return;
     }

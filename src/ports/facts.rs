@@ -46,7 +46,8 @@ pub trait FactStore: Send + Sync + 'static {
         source: &Source,
     ) -> Result<Result<Applied, Refused>, FactError>;
 
-    /// Every person and chat scope that has a file, sorted.
+    /// Every person, chat and plans scope that has a file, and the intentions when they have
+    /// one, sorted.
     fn scopes(&self, agent: &str) -> Result<Vec<FactScope>, FactError>;
 
     /// A chat's rolling summaries (empty when it has none).

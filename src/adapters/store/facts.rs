@@ -283,6 +283,10 @@ impl FactStore for FileFacts {
                 self.dir.facts_path(agent, FactScope::Chat(chat)),
                 "notes.md",
             ));
+            files.push((
+                self.dir.facts_path(agent, FactScope::Plans(chat)),
+                "plans.md",
+            ));
         }
         for (path, name) in files {
             if std::fs::symlink_metadata(&path).is_ok() {
@@ -317,6 +321,7 @@ impl FactStore for FileFacts {
         for (sub, make) in [
             ("people", FactScope::Person as fn(i64) -> FactScope),
             ("chats", |id| FactScope::Chat(ChatId(id))),
+            ("plans", |id| FactScope::Plans(ChatId(id))),
         ] {
             let Ok(entries) = std::fs::read_dir(root.join(sub)) else {
                 continue;
@@ -328,6 +333,9 @@ impl FactStore for FileFacts {
                     out.push(make(id));
                 }
             }
+        }
+        if std::fs::symlink_metadata(self.dir.facts_path(agent, FactScope::Intentions)).is_ok() {
+            out.push(FactScope::Intentions);
         }
         out.sort();
         Ok(out)

@@ -322,6 +322,8 @@ impl StateDir {
             FactScope::Persona => dir.join("persona.md"),
             FactScope::Person(id) => dir.join("people").join(format!("{id}.md")),
             FactScope::Chat(id) => dir.join("chats").join(format!("{id}.md")),
+            FactScope::Intentions => dir.join("intentions.md"),
+            FactScope::Plans(id) => dir.join("plans").join(format!("{id}.md")),
         }
     }
 

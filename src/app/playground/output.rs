@@ -410,6 +410,8 @@ impl crate::ports::facts::FactStore for ObservedFacts {
         if let Some((what, id)) = outcome {
             let kind = match scope {
                 crate::core::facts::FactScope::Chat(_) => "note",
+                crate::core::facts::FactScope::Intentions => "intend",
+                crate::core::facts::FactScope::Plans(_) => "plan",
                 _ => "remember",
             };
             let _ = self
@@ -507,9 +509,9 @@ pub(super) async fn print_memory(
     while let Some((kind, scope, outcome, text)) = rx.recv().await {
         let at_ms = clock.now().duration_since(start).as_millis().max(0);
         let about = match scope {
-            FactScope::Chat(c) => c.0,
+            FactScope::Chat(c) | FactScope::Plans(c) => c.0,
             FactScope::Person(p) => p,
-            FactScope::Persona => 0,
+            FactScope::Persona | FactScope::Intentions => 0,
         };
         let line = if jsonl {
             json!({"event": kind, "about": about, "outcome": outcome, "text": text, "at_ms": at_ms as i64})

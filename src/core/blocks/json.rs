@@ -235,6 +235,11 @@ pub(super) fn parse_json_tasks(out: &mut ParsedReply, found: JsonTasks, opts: &P
             super::xsend::parse_json_xsend(out, &label, obj);
             continue;
         }
+        if let Some(k @ (TaskKind::Intend | TaskKind::ChatPlan)) = block_kind(kind) {
+            let label = format!("task {index} («{}»)", k.as_str());
+            super::commitments::parse_json_commitment(out, &label, k, obj);
+            continue;
+        }
         if block_kind(kind) == Some(TaskKind::Intent) {
             let label = format!("task {index} («{}»)", TaskKind::Intent.as_str());
             parse_json_event(out, &label, obj);

@@ -52,6 +52,16 @@ pub fn plan_schema(
         ),
         task("note", json!({"content": string()}), &["content"]),
         task(
+            "intend",
+            json!({"id": string(), "content": string()}),
+            &["content"],
+        ),
+        task(
+            "plan",
+            json!({"id": string(), "content": string()}),
+            &["content"],
+        ),
+        task(
             "xsend",
             json!({"target_channel_id": {"type": "INTEGER"}, "intent": string()}),
             &["target_channel_id", "intent"],
@@ -87,7 +97,9 @@ pub const JSON_PLAN_INSTRUCTIONS: &str = "\
 Answer with one JSON object, {\"tasks\": [...]}, and nothing else: the tasks in order. Each task \
 has a \"kind\" and its fields: send (\"text\", optional \"reply_to\": a message id), sticker \
 (\"sticker_set\", \"name\"), wait (\"delay\": seconds), react (\"message_id\", \"emoji\"), \
-remember (\"content\", optional \"about\": a person's id), note (\"content\"), xsend \
+remember (\"content\", optional \"about\": a person's id), note (\"content\"), intend \
+(\"content\", optional \"id\": an intention you hold everywhere), plan (\"content\", optional \"id\": \
+a step you mean to take in this chat; an id with empty content deletes either), xsend \
 (\"target_channel_id\": another of your chats, \"intent\": a note to yourself there). Write only your own \
 words in \"text\": never the [metadata] or [context] lines, never what the other person says. \
 An empty list is silence.";

@@ -37,10 +37,12 @@ pub enum TaskKind {
     Draft,
     Voice,
     XSend,
+    Intend,
+    ChatPlan,
 }
 
 impl TaskKind {
-    pub(crate) const ALL: [TaskKind; 19] = [
+    pub(crate) const ALL: [TaskKind; 21] = [
         TaskKind::Received,
         TaskKind::Classify,
         TaskKind::Send,
@@ -60,6 +62,8 @@ impl TaskKind {
         TaskKind::Draft,
         TaskKind::Voice,
         TaskKind::XSend,
+        TaskKind::Intend,
+        TaskKind::ChatPlan,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -83,6 +87,8 @@ impl TaskKind {
             TaskKind::Draft => "draft",
             TaskKind::Voice => "voice",
             TaskKind::XSend => "xsend",
+            TaskKind::Intend => "intend",
+            TaskKind::ChatPlan => "plan",
         }
     }
 
@@ -273,6 +279,18 @@ pub enum TaskSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         decision: Option<crate::core::approval::Decision>,
     },
+    /// Keep, replace or delete one of the persona's intentions (shown in every chat).
+    Intend {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        content: String,
+    },
+    /// Keep, replace or delete one of the persona's plans for this chat.
+    ChatPlan {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        content: String,
+    },
     /// Keep (or forget) a note about this chat.
     Note {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -305,6 +323,8 @@ impl TaskSpec {
             TaskSpec::Draft { .. } => TaskKind::Draft,
             TaskSpec::Voice { .. } => TaskKind::Voice,
             TaskSpec::XSend { .. } => TaskKind::XSend,
+            TaskSpec::Intend { .. } => TaskKind::Intend,
+            TaskSpec::ChatPlan { .. } => TaskKind::ChatPlan,
         }
     }
 
@@ -375,6 +395,13 @@ impl TaskSpec {
             }
             TaskSpec::React { message_id, emoji } => format!("{emoji} on #{message_id}"),
             TaskSpec::Remember { content, .. } | TaskSpec::Note { content, .. } => cut(content),
+            TaskSpec::Intend { id, content } | TaskSpec::ChatPlan { id, content } => {
+                match (content.trim().is_empty(), id) {
+                    (true, Some(id)) => format!("delete {id}"),
+                    (_, Some(id)) => format!("{id}: {}", cut(content)),
+                    (_, None) => cut(content),
+                }
+            }
             TaskSpec::Intent { write } => match (&write.time, write.text.is_empty()) {
                 (_, true) => format!("delete {}", write.id.as_deref().unwrap_or("?")),
                 (Some(t), false) => format!("at {t}: {}", cut(&write.text)),

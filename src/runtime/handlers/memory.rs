@@ -1,5 +1,6 @@
-//! `remember` and `note`: one write to the agent's long-term memory (a fact about a person,
-//! a note about this chat), through the memory port. Applied at most once per task: the file
+//! `remember`, `note`, `intend` and `plan`: one write to the agent's long-term memory (a fact
+//! about a person, a note about this chat, one of the persona's intentions, one of its plans
+//! for this chat), through the memory port. Applied at most once per task: the file
 //! records the task ids it has applied, so a task run again after a crash changes nothing. A
 //! write over a cap is refused with a WARN line and the task completes (the plan goes on);
 //! a store failure is transient (retried like any task).
@@ -35,6 +36,10 @@ impl TaskHandler for Memory {
                     content,
                     message,
                 } => (FactScope::Chat(ctx.chat.id), None, id, content, *message),
+                TaskSpec::Intend { id, content } => (FactScope::Intentions, None, id, content, None),
+                TaskSpec::ChatPlan { id, content } => {
+                    (FactScope::Plans(ctx.chat.id), None, id, content, None)
+                }
                 _ => return Err(ctx.spec_mismatch(TaskKind::Remember)),
             };
             let Some(facts) = ctx.facts.clone() else {

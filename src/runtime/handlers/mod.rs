@@ -96,7 +96,9 @@ pub(crate) fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
         TaskKind::Unblock => &unblock::Unblock,
         TaskKind::ClearConversation => &clear_conversation::ClearConversation,
         TaskKind::Shutdown => &shutdown::Shutdown,
-        TaskKind::Remember | TaskKind::Note => &memory::Memory,
+        TaskKind::Remember | TaskKind::Note | TaskKind::Intend | TaskKind::ChatPlan => {
+            &memory::Memory
+        }
         TaskKind::Summarize => &summarize::Summarize,
         TaskKind::Intent => &intent::Intent,
         TaskKind::Schedule => &schedule::Schedule,

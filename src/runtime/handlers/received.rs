@@ -172,7 +172,11 @@ fn with_draft(
         .position(|t| {
             !matches!(
                 t.kind(),
-                TaskKind::Remember | TaskKind::Note | TaskKind::Intent
+                TaskKind::Remember
+                    | TaskKind::Note
+                    | TaskKind::Intent
+                    | TaskKind::Intend
+                    | TaskKind::ChatPlan
             )
         })
         .unwrap_or(tasks.len());
@@ -309,6 +313,8 @@ async fn memory_view(
             }
         };
         let chat_notes = scope_lines(FactScope::Chat(chat));
+        let intentions = scope_lines(FactScope::Intentions);
+        let plans = scope_lines(FactScope::Plans(chat));
         let people: Vec<(i64, String, String)> = people
             .into_iter()
             .map(|(id, name)| (id, name, scope_lines(FactScope::Person(id))))
@@ -331,6 +337,8 @@ async fn memory_view(
                 watermark: summaries.as_ref().and_then(|f| f.watermark),
                 chat: chat_notes,
                 people,
+                intentions,
+                plans,
             },
             summaries,
             problems,
