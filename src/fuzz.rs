@@ -72,6 +72,7 @@ pub fn model_output(data: &[u8]) {
     let opts = ParseOptions {
         allow_clear_conversation: data.first().is_some_and(|b| b & 1 == 1),
         allow_voice: data.first().is_some_and(|b| b & 2 == 2),
+        allow_schedule: data.first().is_some_and(|b| b & 4 == 4),
         default_sticker_set: Some("set".into()),
         known_messages: Some(known.clone()),
         default_person: Some(7),
@@ -149,6 +150,10 @@ pub fn model_output(data: &[u8]) {
                     write.id.is_some() || !write.content.trim().is_empty(),
                     "an empty write"
                 );
+            }
+            Action::EditSchedule { edits } => {
+                assert!(opts.allow_schedule, "a schedule change not allowed");
+                assert!(!edits.is_empty(), "an empty schedule change");
             }
             Action::Event { write } => {
                 assert!(

@@ -67,8 +67,14 @@ async fn an_intention_is_shown_everywhere_and_a_plan_only_in_its_chat_until_dele
         .iter()
         .find(|b| b.contains("hello there"))
         .ok_or("no request for Bob")?;
-    assert!(bob_body.contains(INTENTION), "Bob's request lacks the intention");
-    assert!(!bob_body.contains(PLAN), "Bob's request carries Alice's plan");
+    assert!(
+        bob_body.contains(INTENTION),
+        "Bob's request lacks the intention"
+    );
+    assert!(
+        !bob_body.contains(PLAN),
+        "Bob's request carries Alice's plan"
+    );
     let alice_body = seen.last().ok_or("no request")?;
     assert!(
         alice_body.contains(INTENTION) && alice_body.contains(PLAN),

@@ -258,6 +258,7 @@ impl LlmPlanner {
                     req.persona.allow_block,
                     req.persona.allow_clear_conversation,
                     voice_allowed(req),
+                    req.moment.schedule.is_some(),
                 )),
             )
         } else {
@@ -293,6 +294,7 @@ impl LlmPlanner {
             allow_clear_conversation: req.persona.allow_clear_conversation,
             allow_block: req.persona.allow_block,
             allow_voice: voice_allowed(req),
+            allow_schedule: req.moment.schedule.is_some(),
             default_sticker_set: req.persona.sticker_sets.first().cloned(),
             known_messages: Some(known),
             speakers: Some(speakers_of(req)),

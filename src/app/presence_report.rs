@@ -66,6 +66,7 @@ pub(crate) fn report(
         let origin = match (&shown.source, presence.known(day).is_some()) {
             (Source::Generated, _) => "from its file (generated)".to_string(),
             (Source::Edited, _) => "from its file (edited by hand)".to_string(),
+            (Source::Persona, _) => "from its file (changed by the persona)".to_string(),
             (Source::Fallback { attempts, retry_at }, true) => format!(
                 "the fallback after {attempts} failed call(s){}",
                 retry_at.map_or(String::new(), |t| format!(", next try from {t}"))

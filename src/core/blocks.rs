@@ -76,6 +76,7 @@ mod event;
 mod json;
 mod memory;
 mod scaffold;
+mod schedule;
 mod schema;
 mod split;
 mod syntax;
@@ -123,6 +124,8 @@ pub struct ParseOptions {
     /// Whether this plan may carry a voice note (the persona's `# Voice` allows it for the
     /// message answered); otherwise a `voice` block's words go as text.
     pub allow_voice: bool,
+    /// Whether the persona may change its own day (`schedule`; its prompt then lists the days).
+    pub allow_schedule: bool,
     /// Set used for a sticker block that names only the sticker (the persona's first set).
     pub default_sticker_set: Option<String>,
     /// Message ids of the chat's history; `None` accepts any id.
@@ -147,6 +150,7 @@ impl Default for ParseOptions {
             allow_clear_conversation: false,
             allow_block: true,
             allow_voice: false,
+            allow_schedule: false,
             default_sticker_set: None,
             known_messages: None,
             default_person: None,
@@ -237,6 +241,11 @@ fn block_kind(raw: &str) -> Option<TaskKind> {
             c => c.to_ascii_lowercase(),
         })
         .collect();
+    if norm == "schedule" {
+        // The model's `schedule` changes its own day; the daemon's own task of that name
+        // (writing a whole day) is `TaskKind::Schedule`, never planned.
+        return Some(TaskKind::EditSchedule);
+    }
     TaskKind::parse(&norm).filter(|k| k.plannable())
 }
 
@@ -369,6 +378,10 @@ fn parse_block(
         TaskKind::XSend => xsend::parse_xsend(out, &label, heading, body),
         TaskKind::Intend | TaskKind::ChatPlan => {
             commitments::parse_commitment(out, &label, kind, heading, body);
+        }
+        TaskKind::EditSchedule => {
+            ignore_id(out, &label, &heading.id);
+            schedule::parse_schedule(out, &label, body, opts);
         }
         // Not plannable: `block_kind` never returns these.
         TaskKind::Received

@@ -34,6 +34,8 @@ pub(crate) enum Outcome {
     Day(Box<crate::core::presence::DaySchedule>),
     /// Mark the task done and apply this change to the chat's scheduled intents.
     Intent(crate::core::intents::IntentWrite),
+    /// Mark the task done and apply the persona's changes to its own day (`schedule`).
+    EditSchedule(Vec<crate::core::presence::edit::ActivityEdit>),
     /// Mark the task done and leave this note for the persona in chat `target` (`xsend`).
     XSend {
         target: crate::core::model::ChatId,

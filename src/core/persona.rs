@@ -135,6 +135,10 @@ pub struct Persona {
     /// Whether the model may `block` and `unblock` the other side of a direct chat on its
     /// own: `true` unless a `# Allow Block` heading says `false`/`no`/`0`.
     pub allow_block: bool,
+    /// Whether the model may change its own day (`schedule` tasks; docs/actions.md): a
+    /// `# Allow Schedule Edits` heading says so, else a role prompt of the original that
+    /// enables `schedule` (its `SCHEMA_TASKS` line) does. Needs a `# Daily Schedule`.
+    pub allow_schedule_edits: bool,
     /// The `# Group …` headings, `# Agent Nicknames` and `# Agent Description` (see
     /// docs/groups.md), with defaults for the ones not given.
     pub group: crate::core::group::settings::GroupSettings,
@@ -200,6 +204,7 @@ impl fmt::Debug for Persona {
             .field("allow_clear_conversation", &self.allow_clear_conversation)
             .field("clear_for_both_sides", &self.clear_for_both_sides)
             .field("allow_block", &self.allow_block)
+            .field("allow_schedule_edits", &self.allow_schedule_edits)
             .field("daily_schedule", &self.daily_schedule.is_some())
             .field("fresh_start", &self.fresh_start)
             .field("approval", &self.approval)

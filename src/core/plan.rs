@@ -56,9 +56,17 @@ pub enum Action {
     },
     /// Create, replace or delete one of the persona's intentions (`intend`): shown in every
     /// chat's prompt.
-    Intend { write: crate::core::facts::FactWrite },
+    Intend {
+        write: crate::core::facts::FactWrite,
+    },
     /// Create, replace or delete one of the persona's plans for this chat (`plan`).
-    ChatPlan { write: crate::core::facts::FactWrite },
+    ChatPlan {
+        write: crate::core::facts::FactWrite,
+    },
+    /// The persona's own changes to its day (`schedule`): all of one plan's, applied together.
+    EditSchedule {
+        edits: Vec<crate::core::presence::edit::ActivityEdit>,
+    },
     /// Create, change or delete a scheduled intent of this chat.
     Event {
         write: crate::core::intents::IntentWrite,
@@ -124,6 +132,7 @@ impl Action {
                 id: write.id,
                 content: write.content,
             },
+            Action::EditSchedule { edits } => TaskSpec::EditSchedule { edits },
             Action::Event { write } => TaskSpec::Intent { write },
             Action::XSend { target, intent } => TaskSpec::XSend { target, intent },
         }
@@ -166,6 +175,9 @@ pub struct Moment {
     pub intents: String,
     /// The chat starts anew: the persona's `Start Of Conversation` (empty when it has none).
     pub fresh_start: Option<String>,
+    /// The days the persona may change (`schedule` tasks), as prompt lines with ids; `None`
+    /// when it may not (the parser then refuses such tasks).
+    pub schedule: Option<String>,
 }
 
 /// Why planning failed (a plan, a schedule, a summary).

@@ -34,6 +34,7 @@ use jiff::Timestamp;
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
 
+pub mod edit;
 mod standing;
 pub use standing::{Standing, local_time};
 
@@ -55,8 +56,8 @@ pub const FASTEST_SECS: f64 = 4.0;
 /// The wait at responsiveness 1, in seconds (the original's curve: 4 s at 100, 120 s at 1).
 pub const SLOWEST_SECS: f64 = 120.0;
 /// Longest activity name and description kept, in characters.
-const NAME_CHARS: usize = 80;
-const DESCRIPTION_CHARS: usize = 300;
+pub(crate) const NAME_CHARS: usize = 80;
+pub(crate) const DESCRIPTION_CHARS: usize = 300;
 /// Most activities in one day.
 pub const MAX_ACTIVITIES: usize = 48;
 /// How far back a fallback day looks for a day to copy.
@@ -114,6 +115,9 @@ pub enum Source {
     Generated,
     /// Written by the operator: never replaced.
     Edited,
+    /// Changed by the persona itself (its `schedule` tasks): it may change it again; a model
+    /// call never rewrites it.
+    Persona,
     /// The deterministic fallback after `attempts` failed calls; another call may replace it
     /// from `retry_at` while attempts are left.
     Fallback {
@@ -127,6 +131,7 @@ impl Source {
         match self {
             Source::Generated => "source=generated".into(),
             Source::Edited => "source=edited".into(),
+            Source::Persona => "source=edited by=persona".into(),
             Source::Fallback { attempts, retry_at } => {
                 let mut s = format!("source=fallback attempts={attempts}");
                 if let Some(at) = retry_at {
@@ -141,12 +146,14 @@ impl Source {
         let mut source = None;
         let mut attempts = 0;
         let mut retry_at = None;
+        let mut by = None;
         for word in comment.split_whitespace() {
             let Some((k, v)) = word.split_once('=') else {
                 return Err(format!("unexpected {word:?} in the schedule comment").into());
             };
             match k {
                 "source" => source = Some(v.to_string()),
+                "by" => by = Some(v.to_string()),
                 "attempts" => {
                     attempts = v.parse().map_err(|_| {
                         crate::core::Invalid(format!("attempts {v:?} is not a number"))
@@ -158,6 +165,13 @@ impl Source {
                     })?);
                 }
                 _ => return Err(format!("unknown key {k:?} in the schedule comment").into()),
+            }
+        }
+        match (source.as_deref(), by.as_deref()) {
+            (Some("edited"), Some("persona")) => return Ok(Source::Persona),
+            (_, None | Some("owner")) => {}
+            (_, Some(other)) => {
+                return Err(format!("unknown author {other:?} (by=persona or by=owner)").into());
             }
         }
         match source.as_deref() {

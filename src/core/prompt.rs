@@ -23,6 +23,18 @@ pub mod budget;
 /// Our base instructions: the reply format and how to behave on Telegram.
 pub(crate) const BASE_INSTRUCTIONS: &str = include_str!("base_instructions.md");
 
+/// How the persona changes its own day (offered when it may; the days with their ids are in
+/// the final turn).
+const SCHEDULE_EDITS: &str = "You may change your own day (today and tomorrow) with `schedule` \
+blocks, one per change, as `key: value` lines: `id` (of an activity listed under \"Your schedule\"), \
+`start_time` and `end_time` (`HH:MM` local, or ISO 8601 with the date), `activity_name`, \
+`responsiveness` (0 asleep to 100 chatting) and `description`. With an id the activity changes \
+(an empty `activity_name` deletes it); without one a new activity is added. All of one answer's \
+changes apply together and must leave no overlap (shorten the activity a new one cuts into); a \
+gap is filled by the activity before it.\n\n# «schedule»\nid: act-20260301-1500\nstart_time: \
+16:00\nactivity_name: Home\n\n# «schedule»\nstart_time: 15:00\nend_time: 16:00\nactivity_name: \
+Dentist\nresponsiveness: 10\n\n";
+
 /// A built prompt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prompt {
@@ -118,6 +130,9 @@ pub(crate) fn system_instruction(
              conversation for both sides.\n\n",
         );
     }
+    if persona.allow_schedule_edits && persona.daily_schedule.is_some() {
+        s.push_str(SCHEDULE_EDITS);
+    }
     // Offered only to a persona that speaks (`# Voice`); the parser holds the rest to it.
     s.push_str(&persona.voice.prompt_text());
     for role in &persona.role_prompts {
@@ -201,7 +216,9 @@ fn memory_section(s: &mut String, memory: &MemoryView) {
         s.push_str(&memory.intentions);
     }
     if !memory.plans.trim().is_empty() {
-        s.push_str("\n# Your plans for this chat (`plan` with an id replaces or, empty, deletes one)\n\n");
+        s.push_str(
+            "\n# Your plans for this chat (`plan` with an id replaces or, empty, deletes one)\n\n",
+        );
         s.push_str(&memory.plans);
     }
     if memory.chat.trim().is_empty() && memory.people.is_empty() {
@@ -410,6 +427,13 @@ fn moment_lines(s: &mut String, m: &crate::core::plan::Moment) {
             s,
             "Your scheduled intents in this chat:\n{}",
             m.intents.trim_end()
+        );
+    }
+    if let Some(days) = &m.schedule {
+        let _ = writeln!(
+            s,
+            "Your schedule (you may change today and tomorrow with `schedule` tasks):\n{}",
+            days.trim_end()
         );
     }
     if let Some(start) = &m.fresh_start {

@@ -67,10 +67,12 @@ pub(crate) enum Effect {
     Persist(ConversationKey),
     /// Run this task, after the conversation's latest `Persist` is durable.
     Start(Box<Start>),
-    /// Save one day of the agent's schedule.
+    /// Save one day of the agent's schedule: over no file or a fallback, or (`replaces`) over
+    /// exactly the day it replaces, so a day written by hand meanwhile is never overwritten.
     SaveDay {
         agent: String,
         day: Box<crate::core::presence::DaySchedule>,
+        replaces: Option<Box<crate::core::presence::DaySchedule>>,
     },
     /// Save the agent's scheduled intents; `after`: only once this pass's graph writes of the
     /// agent are durable (an intent fired: its plan is on disk first).

@@ -58,7 +58,7 @@ pub enum Write {
     DeleteGraph(ConversationKey),
     AgentState(String, Box<AgentState>),
     /// One day of an agent's schedule.
-    Day(String, Box<DaySchedule>),
+    Day(String, Box<DaySchedule>, Option<Box<DaySchedule>>),
     /// Every scheduled intent of an agent.
     Intents(String, Vec<Intent>),
 }

@@ -548,10 +548,15 @@ impl Driver {
                     self.svc.agents.remove(&agent);
                     self.svc.published.set_presence(&agent, None);
                 }
-                Effect::SaveDay { agent, day } => {
+                Effect::SaveDay {
+                    agent,
+                    day,
+                    replaces,
+                } => {
                     self.publish_schedule(&agent);
                     let target = Target::Day(agent.clone(), day.date.to_string());
-                    self.persister.submit(target, Write::Day(agent, day));
+                    self.persister
+                        .submit(target, Write::Day(agent, day, replaces));
                 }
                 Effect::SaveIntents {
                     agent,

@@ -197,9 +197,9 @@ impl GraphStore {
                     let bytes = json_bytes(&path, &state)?;
                     (path, Some(bytes))
                 }
-                Write::Day(agent, day) => {
+                Write::Day(agent, day, replaces) => {
                     let path = self.dir.schedule_day_path(&agent, day.date);
-                    if !super::presence::may_write_day(&path, day.date)? {
+                    if !super::presence::may_write_day(&path, day.date, replaces.as_deref())? {
                         continue;
                     }
                     (path, Some(day.render(&agent).into_bytes()))

@@ -112,18 +112,26 @@ pub fn read_intents(
     })
 }
 
-/// Whether a day's file may be written: it is absent, or a fallback. A day written (or broken)
-/// by hand since the runtime read it is never written over (logged).
-pub(crate) fn may_write_day(path: &std::path::Path, date: Date) -> Result<bool, StoreError> {
+/// Whether a day's file may be written: it is absent, a fallback, or exactly the day the write
+/// `replaces` (the persona's own change of a day the runtime wrote or read). A day written (or
+/// broken) by hand since the runtime read it is never written over (logged).
+pub(crate) fn may_write_day(
+    path: &std::path::Path,
+    date: Date,
+    replaces: Option<&DaySchedule>,
+) -> Result<bool, StoreError> {
     let Some(text) = read_optional(path)? else {
         return Ok(true);
     };
-    let fallback = DaySchedule::parse(&text, date)
+    let on_disk = DaySchedule::parse(&text, date);
+    let fallback = on_disk
+        .as_ref()
         .is_ok_and(|d| matches!(d.source, crate::core::presence::Source::Fallback { .. }));
-    if !fallback {
+    let replaced = replaces.is_some_and(|r| on_disk.as_ref().is_ok_and(|d| d == r));
+    if !fallback && !replaced {
         tracing::warn!(event = "schedule_file_kept", file = %path.display(), "a schedule day written by hand is kept; reload to use it");
     }
-    Ok(fallback)
+    Ok(fallback || replaced)
 }
 
 #[cfg(test)]

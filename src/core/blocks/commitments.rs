@@ -34,7 +34,11 @@ pub(super) fn parse_commitment(
     }
     .filter(|i| !i.is_empty());
     let mut rest = body.trim();
-    if let Some((key, value)) = rest.split_once('\n').unwrap_or((rest, "")).0.split_once(':')
+    if let Some((key, value)) = rest
+        .split_once('\n')
+        .unwrap_or((rest, ""))
+        .0
+        .split_once(':')
         && key.trim().eq_ignore_ascii_case("id")
     {
         let given = value.trim().to_string();

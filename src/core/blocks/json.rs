@@ -235,6 +235,11 @@ pub(super) fn parse_json_tasks(out: &mut ParsedReply, found: JsonTasks, opts: &P
             super::xsend::parse_json_xsend(out, &label, obj);
             continue;
         }
+        if block_kind(kind) == Some(TaskKind::EditSchedule) {
+            let label = format!("task {index} («schedule»)");
+            super::schedule::parse_json_schedule(out, &label, obj, opts);
+            continue;
+        }
         if let Some(k @ (TaskKind::Intend | TaskKind::ChatPlan)) = block_kind(kind) {
             let label = format!("task {index} («{}»)", k.as_str());
             super::commitments::parse_json_commitment(out, &label, k, obj);

@@ -16,6 +16,7 @@ pub fn plan_schema(
     allow_block: bool,
     allow_clear: bool,
     allow_voice: bool,
+    allow_schedule: bool,
 ) -> Value {
     let string = || json!({"type": "STRING"});
     let id = || json!({"type": "INTEGER", "nullable": true});
@@ -81,6 +82,20 @@ pub fn plan_schema(
             &["text"],
         ));
     }
+    if allow_schedule {
+        kinds.push(task(
+            "schedule",
+            json!({
+                "id": string(),
+                "start_time": string(),
+                "end_time": string(),
+                "activity_name": string(),
+                "responsiveness": {"type": "INTEGER", "nullable": true},
+                "description": string()
+            }),
+            &["activity_name"],
+        ));
+    }
     json!({
         "type": "OBJECT",
         "properties": {
@@ -135,7 +150,7 @@ mod tests {
                 .actions
                 .is_empty()
         );
-        let schema = plan_schema(12, false, false, false);
+        let schema = plan_schema(12, false, false, false, false);
         let kinds = &schema["properties"]["tasks"]["items"]["properties"]["kind"]["enum"];
         assert!(
             !kinds

@@ -39,10 +39,11 @@ pub enum TaskKind {
     XSend,
     Intend,
     ChatPlan,
+    EditSchedule,
 }
 
 impl TaskKind {
-    pub(crate) const ALL: [TaskKind; 21] = [
+    pub(crate) const ALL: [TaskKind; 22] = [
         TaskKind::Received,
         TaskKind::Classify,
         TaskKind::Send,
@@ -64,6 +65,7 @@ impl TaskKind {
         TaskKind::XSend,
         TaskKind::Intend,
         TaskKind::ChatPlan,
+        TaskKind::EditSchedule,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -89,6 +91,7 @@ impl TaskKind {
             TaskKind::XSend => "xsend",
             TaskKind::Intend => "intend",
             TaskKind::ChatPlan => "plan",
+            TaskKind::EditSchedule => "schedule-edit",
         }
     }
 
@@ -291,6 +294,10 @@ pub enum TaskSpec {
         id: Option<String>,
         content: String,
     },
+    /// The persona's own changes to its day, applied together by the scheduler.
+    EditSchedule {
+        edits: Vec<crate::core::presence::edit::ActivityEdit>,
+    },
     /// Keep (or forget) a note about this chat.
     Note {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -325,6 +332,7 @@ impl TaskSpec {
             TaskSpec::XSend { .. } => TaskKind::XSend,
             TaskSpec::Intend { .. } => TaskKind::Intend,
             TaskSpec::ChatPlan { .. } => TaskKind::ChatPlan,
+            TaskSpec::EditSchedule { .. } => TaskKind::EditSchedule,
         }
     }
 
@@ -408,6 +416,7 @@ impl TaskSpec {
                 (None, false) => cut(&write.text),
             },
             TaskSpec::Schedule { date } => format!("the day {date}"),
+            TaskSpec::EditSchedule { edits } => format!("{} change(s) to its day", edits.len()),
             TaskSpec::Presence { online } => (if *online { "online" } else { "offline" }).into(),
             TaskSpec::Shutdown { reason } => reason.clone().unwrap_or_default(),
             TaskSpec::Draft {

@@ -183,7 +183,8 @@ fn spec_of(kind: TaskKind, map: &Map<String, Value>) -> Result<TaskSpec, Invalid
         | TaskKind::Voice
         | TaskKind::XSend
         | TaskKind::Intend
-        | TaskKind::ChatPlan => {
+        | TaskKind::ChatPlan
+        | TaskKind::EditSchedule => {
             return Err(Invalid::from(format!(
                 "a {kind} task in a format 1 file (format 1 had no memory, presence, draft, voice, xsend or plan tasks)"
             )));

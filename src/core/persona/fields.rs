@@ -29,6 +29,7 @@ pub(super) enum Field {
     Disabled,
     AllowClearConversation,
     AllowBlock,
+    AllowScheduleEdits,
     GroupTriggerMode,
     GroupConfidenceThreshold,
     GroupInterjectThreshold,
@@ -53,7 +54,7 @@ pub(super) enum Field {
 }
 
 impl Field {
-    pub(super) const ALL: [Field; 36] = [
+    pub(super) const ALL: [Field; 37] = [
         Field::Name,
         Field::Phone,
         Field::Instructions,
@@ -69,6 +70,7 @@ impl Field {
         Field::Disabled,
         Field::AllowClearConversation,
         Field::AllowBlock,
+        Field::AllowScheduleEdits,
         Field::GroupTriggerMode,
         Field::GroupConfidenceThreshold,
         Field::GroupInterjectThreshold,
@@ -110,6 +112,7 @@ impl Field {
             Field::Disabled => "Disabled",
             Field::AllowClearConversation => "Allow Clear Conversation",
             Field::AllowBlock => "Allow Block",
+            Field::AllowScheduleEdits => "Allow Schedule Edits",
             Field::GroupTriggerMode => "Group Trigger Mode",
             Field::GroupConfidenceThreshold => "Group Confidence Threshold",
             Field::GroupInterjectThreshold => "Group Interject Threshold",

@@ -148,7 +148,7 @@ fn load_role_prompt(
 
 /// The task kinds personad carries out (task blocks or the original's JSON tasks); `think`
 /// is accepted and dropped.
-const SUPPORTED_KINDS: [&str; 15] = [
+const SUPPORTED_KINDS: [&str; 16] = [
     "send",
     "react",
     "sticker",
@@ -164,31 +164,35 @@ const SUPPORTED_KINDS: [&str; 15] = [
     "event",
     "intend",
     "plan",
+    "schedule",
 ];
 
-/// Kinds a role prompt of the original enables (its `<!-- SCHEMA_TASKS: a, b -->` lines) that
-/// personad does not support, in the order written.
+/// The kinds a role prompt of the original enables (its `<!-- SCHEMA_TASKS: a, b -->` lines),
+/// lowercase with `-` for `_`, in the order written.
+pub(super) fn enabled_kinds(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.lines()
+        .filter_map(|line| {
+            line.trim()
+                .strip_prefix("<!--")?
+                .trim_end()
+                .trim_end_matches("-->")
+                .trim()
+                .strip_prefix("SCHEMA_TASKS:")
+        })
+        .flat_map(|kinds| kinds.split(','))
+        .map(|k| k.trim().to_ascii_lowercase().replace('_', "-"))
+        .filter(|k| !k.is_empty())
+}
+
+/// Kinds a role prompt of the original enables that personad does not support, in the order
+/// written.
 fn unsupported_kinds(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for line in text.lines() {
-        let Some(rest) = line.trim().strip_prefix("<!--") else {
-            continue;
-        };
-        let Some(kinds) = rest
-            .trim_end()
-            .trim_end_matches("-->")
-            .trim()
-            .strip_prefix("SCHEMA_TASKS:")
-        else {
-            continue;
-        };
-        for kind in kinds
-            .split(',')
-            .map(|k| k.trim().to_ascii_lowercase().replace('_', "-"))
-        {
-            let known = SUPPORTED_KINDS.contains(&kind.as_str()) || kind == "clear-conversation";
-            if !kind.is_empty() && !known && !out.contains(&kind) {
-                out.push(kind.replace('-', "_"));
+    for kind in enabled_kinds(text) {
+        if !SUPPORTED_KINDS.contains(&kind.as_str()) {
+            let kind = kind.replace('-', "_");
+            if !out.contains(&kind) {
+                out.push(kind);
             }
         }
     }

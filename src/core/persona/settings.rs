@@ -1,7 +1,8 @@
 //! The agent's one-line settings: `# Agent Timezone` (an IANA name from the bundled
 //! database), `# Typing Speed` and `# Start Typing Delay` (numbers), `# LLM` and `# LLM Model`
 //! (the model to plan with), and the switches `# Disabled`, `# Allow Clear Conversation`
-//! (with `mine` for this side only) and `# Allow Block` (on unless it says otherwise). Called
+//! (with `mine` for this side only), `# Allow Block` (on unless it says otherwise) and
+//! `# Allow Schedule Edits`. Called
 //! by `validate` only.
 
 use std::collections::HashMap;
@@ -24,6 +25,8 @@ pub(super) struct Settings {
     pub(super) allow_clear_conversation: bool,
     pub(super) clear_for_both_sides: bool,
     pub(super) allow_block: bool,
+    /// `# Allow Schedule Edits` when given (`None`: the role prompts decide).
+    pub(super) allow_schedule_edits: Option<bool>,
 }
 
 /// The setting headings, each checked once.
@@ -70,6 +73,9 @@ pub(super) fn settings_fields(
     let allow_block = fields
         .get(&Field::AllowBlock)
         .is_none_or(|sec| parse_flag(report, Field::AllowBlock, sec));
+    let allow_schedule_edits = fields
+        .get(&Field::AllowScheduleEdits)
+        .map(|sec| parse_flag(report, Field::AllowScheduleEdits, sec));
     let allow_clear_conversation = clear_mine_only
         || clear.is_some_and(|sec| parse_flag(report, Field::AllowClearConversation, sec));
     Settings {
@@ -83,6 +89,7 @@ pub(super) fn settings_fields(
         allow_clear_conversation,
         clear_for_both_sides: !clear_mine_only,
         allow_block,
+        allow_schedule_edits,
     }
 }
 

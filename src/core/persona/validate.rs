@@ -63,6 +63,11 @@ pub(crate) fn parse_persona_inner(
         });
 
     let name = identity.name.clone();
+    let allow_schedule_edits = settings.allow_schedule_edits.unwrap_or_else(|| {
+        role_prompts
+            .iter()
+            .any(|r| role_prompts::enabled_kinds(&r.text).any(|k| k == "schedule"))
+    });
     let persona = match (
         report.has_errors(),
         identity.name,
@@ -86,6 +91,7 @@ pub(crate) fn parse_persona_inner(
             allow_clear_conversation: settings.allow_clear_conversation,
             clear_for_both_sides: settings.clear_for_both_sides,
             allow_block: settings.allow_block,
+            allow_schedule_edits,
             group,
             daily_schedule,
             fresh_start,

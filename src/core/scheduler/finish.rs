@@ -101,6 +101,12 @@ impl Scheduler {
                         self.apply_intent(key, &title, &write, now);
                         return;
                     }
+                    Outcome::EditSchedule(edits) => {
+                        let agent = graph.agent.clone();
+                        self.mark_dirty(key);
+                        self.edit_day(&agent, key, &edits, now);
+                        return;
+                    }
                     Outcome::XSend { target, intent } => {
                         self.mark_dirty(key);
                         self.cross_send(key, target, &intent, now);

@@ -607,7 +607,50 @@ impl Scheduler {
         self.after_graphs.push(Effect::SaveDay {
             agent: agent.to_string(),
             day: Box::new(day),
+            replaces: None,
         });
+        self.retime_parked(agent, now);
+        self.presence_tick(agent, now);
+        self.reschedule_agent(agent, now);
+    }
+
+    /// A plan's `schedule` tasks: the persona's changes to its day, applied together (refused
+    /// whole, with the reason logged and shown to the owner), each changed day installed and
+    /// saved over the one it replaces only (never over a day written by hand meanwhile), the
+    /// messages parked for the old wake-up moved, and the agent's conversations rescheduled.
+    pub(super) fn edit_day(
+        &mut self,
+        agent: &str,
+        from: &ConversationKey,
+        edits: &[presence::edit::ActivityEdit],
+        now: Timestamp,
+    ) {
+        let Some(schedule) = self
+            .presence
+            .get_mut(agent)
+            .and_then(|p| p.schedule.as_mut())
+        else {
+            warn!(event = "schedule_edit_refused", agent = %agent, chat = %from.chat, reason = "the persona has no Daily Schedule", "schedule change refused");
+            return;
+        };
+        let days = match presence::edit::apply(schedule, edits, now) {
+            Ok(days) => days,
+            Err(why) => {
+                warn!(event = "schedule_edit_refused", agent = %agent, chat = %from.chat, reason = %why, "schedule change refused");
+                self.notable(agent, Some(from.chat), "schedule_edit_refused", why.0);
+                return;
+            }
+        };
+        for day in days {
+            let replaces = schedule.known(day.date).cloned().map(Box::new);
+            info!(event = "schedule_edited", agent = %agent, chat = %from.chat, date = %day.date, activities = day.activities.len(), "the persona changed its day");
+            schedule.install(day.clone());
+            self.after_graphs.push(Effect::SaveDay {
+                agent: agent.to_string(),
+                day: Box::new(day),
+                replaces,
+            });
+        }
         self.retime_parked(agent, now);
         self.presence_tick(agent, now);
         self.reschedule_agent(agent, now);

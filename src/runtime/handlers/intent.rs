@@ -1,6 +1,7 @@
-//! `event`: a plan's change to the chat's scheduled intents. The scheduler owns the intents
-//! (it fires them), so the handler only hands the write back; the scheduler applies it
-//! (checks, the per-chat cap) and saves the file.
+//! `event` and `schedule`: a plan's change to the chat's scheduled intents, or to the
+//! persona's own day. The scheduler owns both (it fires intents and keeps the schedule), so
+//! the handler only hands the change back; the scheduler applies it (checks, caps, the
+//! owner's days) and saves the file.
 
 use crate::core::graph::{TaskKind, TaskSpec};
 use crate::core::outcome::Outcome;
@@ -14,6 +15,7 @@ impl TaskHandler for Intent {
         Box::pin(async move {
             match &ctx.task.spec {
                 TaskSpec::Intent { write } => Ok(Outcome::Intent(write.clone())),
+                TaskSpec::EditSchedule { edits } => Ok(Outcome::EditSchedule(edits.clone())),
                 _ => Err(ctx.spec_mismatch(TaskKind::Intent)),
             }
         })

@@ -36,7 +36,9 @@ impl TaskHandler for Memory {
                     content,
                     message,
                 } => (FactScope::Chat(ctx.chat.id), None, id, content, *message),
-                TaskSpec::Intend { id, content } => (FactScope::Intentions, None, id, content, None),
+                TaskSpec::Intend { id, content } => {
+                    (FactScope::Intentions, None, id, content, None)
+                }
                 TaskSpec::ChatPlan { id, content } => {
                     (FactScope::Plans(ctx.chat.id), None, id, content, None)
                 }

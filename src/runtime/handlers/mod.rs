@@ -100,7 +100,7 @@ pub(crate) fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
             &memory::Memory
         }
         TaskKind::Summarize => &summarize::Summarize,
-        TaskKind::Intent => &intent::Intent,
+        TaskKind::Intent | TaskKind::EditSchedule => &intent::Intent,
         TaskKind::Schedule => &schedule::Schedule,
         TaskKind::Presence => &presence::Presence,
         TaskKind::Draft => &draft::Draft,

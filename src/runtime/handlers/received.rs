@@ -96,6 +96,9 @@ impl TaskHandler for Received {
                     _ => String::new(),
                 },
                 fresh_start: fresh,
+                schedule: schedule
+                    .filter(|_| ctx.persona.allow_schedule_edits)
+                    .map(|s| crate::core::presence::edit::prompt_text(s, now)),
             };
             let actions = ctx
                 .planner
