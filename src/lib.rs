@@ -26,10 +26,12 @@
 //!     choice.
 //!   - `group`: group decisions (`decide`), settings, the classifier's request and answer,
 //!     request words per language (`requests`), replay grading (`truth`).
-//!   - `facts`, `summaries`: long-term memory as data (scopes, files, caps, applied-once
-//!     writes) and rolling summaries (when, which messages, checks, back-off).
+//!   - `facts`, `summaries`: long-term memory as data (scopes, the persona's intentions and
+//!     per-chat plans among them; files, caps, applied-once writes) and rolling summaries
+//!     (when, which messages, checks, back-off).
 //!   - `presence`, `intents`: a persona's day as data (activities, the day file, checks,
-//!     the fallback, the timing curve, DST-aware instants) and scheduled intents (the file,
+//!     the fallback, the timing curve, DST-aware instants; `presence::edit`, the persona's own
+//!     changes to its day) and scheduled intents (the file,
 //!     writes, when one fires next); `scheduler::presence` applies both.
 //!   - `markdown`, `media`, `config`, `time`: rendering, media records, validated settings,
 //!     time arithmetic.
