@@ -20,7 +20,7 @@ use crate::app::playground::input::{self, RawLine};
 use crate::core::blocks::{self, ParseOptions, TELEGRAM_TEXT_LIMIT_UTF16};
 use crate::core::graph::codec;
 use crate::core::group::classifier;
-use crate::core::model::MessageId;
+use crate::core::model::{ChatId, ChatRef, MessageId};
 use crate::core::persona;
 use crate::core::plan::Action;
 
@@ -98,7 +98,11 @@ pub fn model_output(data: &[u8]) {
                     "unknown reply"
                 );
             }
-            Action::XSend { target, .. } => assert!(target.0 != 0, "a note to chat 0"),
+            Action::XSend { target, .. } => assert!(
+                !matches!(target, ChatRef::Id(ChatId(0)))
+                    && !matches!(target, ChatRef::Name(n) if n.trim().is_empty()),
+                "a note to chat 0 or to no name"
+            ),
             Action::Voice { text, reply_to } => {
                 assert!(opts.allow_voice, "a voice note where none is allowed");
                 assert!(!text.trim().is_empty(), "a blank voice note");

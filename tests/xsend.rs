@@ -135,3 +135,50 @@ async fn notes_to_unknown_own_or_paused_chats_are_refused() -> TestResult {
     h.stop().await?;
     Ok(())
 }
+
+/// The target may be the name the chat goes by, as the persona's history knows it: "Bob"
+/// reaches Bob's chat (its title, case aside); a name no chat goes by is refused, with
+/// nothing planned anywhere for it.
+#[tokio::test]
+async fn a_note_by_name_reaches_the_chat_of_that_name() -> TestResult {
+    let (alice, bob) = (person("Alice"), person("Bob Stone"));
+    let server = common::gemini::answering(move |newest| {
+        if newest.contains("tell Bob") {
+            reply(&format!(
+                r#"[{{"kind": "send", "text": "Will do"}},
+                    {{"kind": "xsend", "target_channel_id": "bob", "intent": "{NOTE}"}}]"#
+            ))
+        } else if newest.contains("tell Zed") {
+            reply(&format!("# «xsend» Zed\n{NOTE}"))
+        } else {
+            reply("# «send»\nHey there!")
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir()?;
+    let chats = [alice.clone(), bob.clone()];
+    let mut h = Harness::start_with(dir.path(), planner(server.uri()), config(), &chats);
+    let mut notables = h.handle.observe_notables();
+    h.started().await;
+    h.say(&bob, "Bob Stone", "morning!").await;
+    h.settle().await;
+    h.say(&alice, "Alice", "please tell Zed I said hi").await;
+    h.settle().await;
+    assert!(!bodies(&server).await.iter().any(|b| b.contains(MARK)));
+    h.say(&alice, "Alice", "please tell Bob I said hi").await;
+    h.settle().await;
+    let bodies = bodies(&server).await;
+    let with_note: Vec<&String> = bodies.iter().filter(|b| b.contains(MARK)).collect();
+    assert_eq!(with_note.len(), 1, "{bodies:#?}");
+    assert!(h.sends_to(bob.id).len() >= 2, "{:?}", h.sends());
+    let mut refused = Vec::new();
+    while let Ok(e) = notables.try_recv() {
+        if e.notable.event == "xsend_refused" {
+            refused.push(e.notable.detail);
+        }
+    }
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(refused[0].contains("\"zed\""), "{refused:?}");
+    h.stop().await?;
+    Ok(())
+}

@@ -27,8 +27,11 @@
 //! | `clear-conversation` | ignored; only when the persona enables it | ignored |
 //! | `remember`, `note` | leading `id:` (and `about:`) lines, then the fact | ignored |
 //! | `event` | leading `time:`, `timezone:`, `every:`, `times:`, `urgent:`, `id:` lines, then the intent's text; empty with an id deletes | the intent's id (`event-…`) |
+//! | `xsend` | leading `target:` line (or the heading's), then the note | the target chat's id or name |
+//! | `intend`, `plan` | a leading `id:` line (or the heading's), then the text; empty with an id deletes | the entry's id |
+//! | `schedule` | `id:`, `start_time:`, `end_time:`, `activity_name:`, `responsiveness:`, `description:` lines; only when the persona may change its day | ignored |
 //!
-//! Any other kind (`shutdown`, `xsend`, `think`, …) is skipped with a warning; operator-only
+//! Any other kind (`shutdown`, `think`, …) is skipped with a warning; operator-only
 //! tasks cannot be produced here because [`Action`] has no variant for them.
 //!
 //! # The original's JSON tasks

@@ -16,6 +16,24 @@ use serde::{Deserialize, Serialize};
 #[serde(transparent)]
 pub struct ChatId(pub i64);
 
+/// A chat as a plan names it: by id, or by the name it goes by (a person's name, a group's
+/// title), which the scheduler resolves among the persona's chats.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ChatRef {
+    Id(ChatId),
+    Name(String),
+}
+
+impl fmt::Display for ChatRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChatRef::Id(id) => write!(f, "{id}"),
+            ChatRef::Name(name) => write!(f, "{name:?}"),
+        }
+    }
+}
+
 impl fmt::Display for ChatId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)

@@ -38,7 +38,7 @@ pub(crate) enum Outcome {
     EditSchedule(Vec<crate::core::presence::edit::ActivityEdit>),
     /// Mark the task done and leave this note for the persona in chat `target` (`xsend`).
     XSend {
-        target: crate::core::model::ChatId,
+        target: crate::core::model::ChatRef,
         intent: String,
     },
     /// A `draft` task posted its draft here: it stays pending until the owner decides or its

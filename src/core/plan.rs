@@ -74,7 +74,7 @@ pub enum Action {
     /// A note to the persona's future self in another of its chats (`xsend`): shown once, in
     /// that chat's next plan, never to the people there.
     XSend {
-        target: crate::core::model::ChatId,
+        target: crate::core::model::ChatRef,
         intent: String,
     },
 }

@@ -1,6 +1,7 @@
 //! `xsend` blocks: a note to the persona's future self in another of its chats, in either
-//! form. As a task block the target chat's id follows the heading (or a leading
-//! `target_channel_id:` / `target:` line gives it), and the body is the note:
+//! form. As a task block the target chat's id, or the name the chat goes by (a person's name,
+//! a group's title), follows the heading (or a leading `target_channel_id:` / `target:` line
+//! gives it), and the body is the note:
 //!
 //! ```text
 //! # «xsend» 5678
@@ -14,21 +15,15 @@
 use super::memory::json_text;
 use super::syntax::{Heading, IdPart};
 use super::{ParsedReply, excerpt, warn};
-use crate::core::model::ChatId;
+use crate::core::model::{ChatId, ChatRef};
 use crate::core::plan::Action;
 
 /// Reads an `xsend` block.
 pub(super) fn parse_xsend(out: &mut ParsedReply, label: &str, heading: &Heading<'_>, body: &str) {
     let mut target = match heading.id {
-        IdPart::Valid(id) => Some(id.0),
-        IdPart::Invalid(raw) => return bad_target(out, label, raw),
-        IdPart::Absent => match heading.trailing.trim() {
-            "" => None,
-            raw => match raw.parse::<i64>() {
-                Ok(id) => Some(id),
-                Err(_) => return bad_target(out, label, raw),
-            },
-        },
+        IdPart::Valid(id) => Some(ChatRef::Id(ChatId(id.0))),
+        IdPart::Invalid(raw) => target_of(raw),
+        IdPart::Absent => target_of(heading.trailing),
     };
     let mut rest = body.trim();
     while let Some((key, value)) = rest
@@ -47,10 +42,7 @@ pub(super) fn parse_xsend(out: &mut ParsedReply, label: &str, heading: &Heading<
             let note = format!("{}\n{tail}", value.trim());
             return push(out, label, target, note.trim());
         }
-        match value.trim().parse::<i64>() {
-            Ok(id) => target = Some(id),
-            Err(_) => return bad_target(out, label, value.trim()),
-        }
+        target = target_of(value);
         rest = tail.trim_start();
     }
     push(out, label, target, rest.trim());
@@ -64,13 +56,10 @@ pub(super) fn parse_json_xsend(
 ) {
     let target = match obj.get("target_channel_id").or_else(|| obj.get("target")) {
         Some(serde_json::Value::Number(n)) => match n.as_i64() {
-            Some(id) => Some(id),
+            Some(id) => Some(ChatRef::Id(ChatId(id))),
             None => return bad_target(out, label, &n.to_string()),
         },
-        Some(serde_json::Value::String(s)) => match s.trim().parse::<i64>() {
-            Ok(id) => Some(id),
-            Err(_) => return bad_target(out, label, s),
-        },
+        Some(serde_json::Value::String(s)) => target_of(s),
         _ => None,
     };
     let note = json_text(obj, "intent")
@@ -79,10 +68,28 @@ pub(super) fn parse_json_xsend(
     push(out, label, target, note.trim());
 }
 
-fn push(out: &mut ParsedReply, label: &str, target: Option<i64>, note: &str) {
-    match target.filter(|id| *id != 0) {
-        Some(id) => out.actions.push(Action::XSend {
-            target: ChatId(id),
+/// A target as written: a chat id, or a name (`@` and quotes taken off; at most
+/// [`NAME_CHARS`] characters).
+fn target_of(raw: &str) -> Option<ChatRef> {
+    let raw = raw.trim();
+    if let Ok(id) = raw.parse::<i64>() {
+        return Some(ChatRef::Id(ChatId(id)));
+    }
+    let name = raw
+        .trim_start_matches('@')
+        .trim_matches(|c| matches!(c, '"' | '\'' | '“' | '”'))
+        .trim();
+    (!name.is_empty() && name.chars().count() <= NAME_CHARS && !name.contains('\n'))
+        .then(|| ChatRef::Name(name.to_owned()))
+}
+
+/// Longest chat name a target may give.
+const NAME_CHARS: usize = 64;
+
+fn push(out: &mut ParsedReply, label: &str, target: Option<ChatRef>, note: &str) {
+    match target.filter(|t| *t != ChatRef::Id(ChatId(0))) {
+        Some(target) => out.actions.push(Action::XSend {
+            target,
             intent: note.to_owned(),
         }),
         None => warn(out, label, "names no target chat; skipped"),

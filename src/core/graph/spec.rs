@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::model::{ChatId, MessageId};
+use crate::core::model::MessageId;
 
 /// Every kind of task the runtime knows. Each has one handler module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -204,7 +204,7 @@ pub enum TaskSpec {
     /// plan there that shows `intent` once (checks and caps in `scheduler::xsend`).
     #[serde(rename = "xsend")]
     XSend {
-        target: ChatId,
+        target: crate::core::model::ChatRef,
         intent: String,
     },
     /// A pause of `delay_secs`, counted from when its dependencies finish; with `typing`,

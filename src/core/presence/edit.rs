@@ -525,7 +525,9 @@ mod tests {
     fn the_owners_day_and_bad_edits_are_refused() {
         let (p, now) = presence("source=edited");
         let rename = edit(Some("act-20261126-1500"), "", "", "Reading", 70);
-        let why = apply(&p, std::slice::from_ref(&rename), now).err().map(|e| e.0);
+        let why = apply(&p, std::slice::from_ref(&rename), now)
+            .err()
+            .map(|e| e.0);
         assert!(why.is_some_and(|w| w.contains("owner")));
         let (p, now) = presence("source=edited by=persona");
         assert!(

@@ -109,7 +109,7 @@ impl Scheduler {
                     }
                     Outcome::XSend { target, intent } => {
                         self.mark_dirty(key);
-                        self.cross_send(key, target, &intent, now);
+                        self.cross_send(key, &target, &intent, now);
                         return;
                     }
                     Outcome::Planned(tasks) => {

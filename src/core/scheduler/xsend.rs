@@ -14,7 +14,7 @@ use tracing::{info, warn};
 
 use super::{ConversationKey, Scheduler};
 use crate::core::intents::Fired;
-use crate::core::model::{Chat, ChatId, ChatKind};
+use crate::core::model::{Chat, ChatId, ChatKind, ChatRef};
 
 /// Most notes one chat gets from the persona's other chats per UTC day.
 pub(crate) const PER_CHAT_PER_DAY: u32 = 3;
@@ -40,6 +40,10 @@ pub(crate) enum Refused {
     ChatCap(ChatId),
     #[error("{PER_AGENT_PER_DAY} notes today already")]
     AgentCap,
+    #[error("no chat of this persona goes by the name {0:?}")]
+    NoSuchName(String),
+    #[error("several chats go by the name {0:?} ({1}); name it by its id")]
+    SeveralNamed(String, String),
 }
 
 /// The chats each agent has been seen in (their titles) and the day's counts.
@@ -64,11 +68,19 @@ impl Scheduler {
     pub(super) fn cross_send(
         &mut self,
         from: &ConversationKey,
-        target: ChatId,
+        target: &ChatRef,
         intent: &str,
         now: Timestamp,
     ) {
         let agent = from.agent.clone();
+        let target = match self.resolve_target(&agent, target) {
+            Ok(id) => id,
+            Err(why) => {
+                warn!(event = "xsend_refused", agent = %agent, from = %from.chat, target = %target, reason = %why, "note to another chat refused");
+                self.notable(&agent, Some(from.chat), "xsend_refused", why.to_string());
+                return;
+            }
+        };
         if let Err(why) = self.may_cross_send(from, target, now) {
             warn!(event = "xsend_refused", agent = %agent, from = %from.chat, target = %target, reason = %why, "note to another chat refused");
             self.notable(&agent, Some(from.chat), "xsend_refused", why.to_string());
@@ -153,6 +165,60 @@ impl Scheduler {
             return Err(Refused::AgentCap);
         }
         Ok(())
+    }
+
+    /// The chat a target names: its id, or the one chat of the persona whose title is the
+    /// name (case aside), else the one whose title starts with it as a word ("Bob" for
+    /// "Bob Stone").
+    fn resolve_target(&self, agent: &str, target: &ChatRef) -> Result<ChatId, Refused> {
+        let name = match target {
+            ChatRef::Id(id) => return Ok(*id),
+            ChatRef::Name(name) => name.trim().to_lowercase(),
+        };
+        let mut chats: Vec<&Chat> = self
+            .xsend
+            .chats
+            .iter()
+            .filter(|((a, _), _)| a == agent)
+            .map(|(_, c)| c)
+            .chain(
+                self.graphs
+                    .iter()
+                    .filter(|(k, _)| k.agent == agent)
+                    .map(|(_, g)| &g.chat),
+            )
+            .collect();
+        chats.sort_by_key(|c| c.id);
+        chats.dedup_by_key(|c| c.id);
+        let exact: Vec<&Chat> = chats
+            .iter()
+            .copied()
+            .filter(|c| c.title.trim().to_lowercase() == name)
+            .collect();
+        let found = if exact.is_empty() {
+            chats
+                .into_iter()
+                .filter(|c| {
+                    let title = c.title.trim().to_lowercase();
+                    title
+                        .strip_prefix(&name)
+                        .is_some_and(|rest| rest.starts_with(' '))
+                })
+                .collect()
+        } else {
+            exact
+        };
+        match found.as_slice() {
+            [one] => Ok(one.id),
+            [] => Err(Refused::NoSuchName(name)),
+            many => Err(Refused::SeveralNamed(
+                name,
+                many.iter()
+                    .map(|c| format!("{} {}", c.title, c.id))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )),
+        }
     }
 
     /// The target chat as the persona knows it.

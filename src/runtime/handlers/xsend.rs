@@ -15,7 +15,7 @@ impl TaskHandler for XSend {
         Box::pin(async move {
             match &ctx.task.spec {
                 TaskSpec::XSend { target, intent } => Ok(Outcome::XSend {
-                    target: *target,
+                    target: target.clone(),
                     intent: intent.clone(),
                 }),
                 _ => Err(ctx.spec_mismatch(TaskKind::XSend)),
