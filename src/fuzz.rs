@@ -98,6 +98,16 @@ pub fn model_output(data: &[u8]) {
                 );
             }
             Action::XSend { target, .. } => assert!(target.0 != 0, "a note to chat 0"),
+            Action::SendMedia { unique_id, reply_to } => {
+                assert!(
+                    crate::core::album::valid_id(unique_id),
+                    "an album id that is not one"
+                );
+                assert!(
+                    reply_to.is_none_or(|id| known.contains(&id)),
+                    "unknown reply"
+                );
+            }
             Action::Voice { text, reply_to } => {
                 assert!(opts.allow_voice, "a voice note where none is allowed");
                 assert!(!text.trim().is_empty(), "a blank voice note");

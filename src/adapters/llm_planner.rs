@@ -253,12 +253,19 @@ impl LlmPlanner {
         let (system, response_schema) = if self.plans_in_json(req.persona) {
             (
                 format!("{}\n\n{}", built.system, blocks::JSON_PLAN_INSTRUCTIONS),
-                Some(blocks::plan_schema(
-                    self.config.max_tasks,
-                    req.persona.allow_block,
-                    req.persona.allow_clear_conversation,
-                    voice_allowed(req),
-                )),
+                Some({
+                    let schema = blocks::plan_schema(
+                        self.config.max_tasks,
+                        req.persona.allow_block,
+                        req.persona.allow_clear_conversation,
+                        voice_allowed(req),
+                    );
+                    if req.persona.album.is_empty() {
+                        schema
+                    } else {
+                        blocks::with_send_media(schema)
+                    }
+                }),
             )
         } else {
             (built.system, None)

@@ -76,6 +76,7 @@ mod json;
 mod memory;
 mod scaffold;
 mod schema;
+mod send_media;
 mod split;
 mod syntax;
 mod xsend;
@@ -84,7 +85,7 @@ use event::parse_event;
 use json::{find_json_tasks, parse_json_tasks, strip_echoed_metadata};
 use memory::{memory_fields, push_memory};
 pub use scaffold::Speakers;
-pub use schema::{JSON_PLAN_INSTRUCTIONS, plan_schema};
+pub use schema::{JSON_PLAN_INSTRUCTIONS, plan_schema, with_send_media};
 #[cfg(test)]
 use split::fitting_prefix;
 pub use split::{part_key, split_message, split_rendered, text_parts, utf16_len};
@@ -361,6 +362,9 @@ fn parse_block(
         }
         TaskKind::Intent => parse_event(out, &label, heading, body),
         TaskKind::XSend => xsend::parse_xsend(out, &label, heading, body),
+        TaskKind::SendMedia => {
+            send_media::parse_send_media(out, &label, &heading.id, body, opts);
+        }
         // Not plannable: `block_kind` never returns these.
         TaskKind::Received
         | TaskKind::Classify

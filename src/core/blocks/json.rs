@@ -235,6 +235,11 @@ pub(super) fn parse_json_tasks(out: &mut ParsedReply, found: JsonTasks, opts: &P
             super::xsend::parse_json_xsend(out, &label, obj);
             continue;
         }
+        if block_kind(kind) == Some(TaskKind::SendMedia) {
+            let label = format!("task {index} («{}»)", TaskKind::SendMedia.as_str());
+            super::send_media::parse_json_send_media(out, &label, obj, opts);
+            continue;
+        }
         if block_kind(kind) == Some(TaskKind::Intent) {
             let label = format!("task {index} («{}»)", TaskKind::Intent.as_str());
             parse_json_event(out, &label, obj);

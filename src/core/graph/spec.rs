@@ -37,10 +37,11 @@ pub enum TaskKind {
     Draft,
     Voice,
     XSend,
+    SendMedia,
 }
 
 impl TaskKind {
-    pub(crate) const ALL: [TaskKind; 19] = [
+    pub(crate) const ALL: [TaskKind; 20] = [
         TaskKind::Received,
         TaskKind::Classify,
         TaskKind::Send,
@@ -60,6 +61,7 @@ impl TaskKind {
         TaskKind::Draft,
         TaskKind::Voice,
         TaskKind::XSend,
+        TaskKind::SendMedia,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -83,6 +85,7 @@ impl TaskKind {
             TaskKind::Draft => "draft",
             TaskKind::Voice => "voice",
             TaskKind::XSend => "xsend",
+            TaskKind::SendMedia => "send-media",
         }
     }
 
@@ -122,7 +125,10 @@ impl TaskKind {
     /// Whether the kind has an outbound side effect that must not happen twice, so it
     /// carries an idempotency key.
     pub(crate) fn needs_idempotency_key(self) -> bool {
-        matches!(self, TaskKind::Send | TaskKind::Sticker | TaskKind::Voice)
+        matches!(
+            self,
+            TaskKind::Send | TaskKind::Sticker | TaskKind::Voice | TaskKind::SendMedia
+        )
     }
 }
 
@@ -187,6 +193,14 @@ pub enum TaskSpec {
     /// that refuses voice notes gets the same words as text.
     Voice {
         text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply_to: Option<MessageId>,
+        idempotency_key: IdempotencyKey,
+    },
+    /// An item of the persona's album (`send_media`), named by its album id; an id the album
+    /// does not have is refused by the handler, never sent as text.
+    SendMedia {
+        unique_id: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply_to: Option<MessageId>,
         idempotency_key: IdempotencyKey,
@@ -305,6 +319,7 @@ impl TaskSpec {
             TaskSpec::Draft { .. } => TaskKind::Draft,
             TaskSpec::Voice { .. } => TaskKind::Voice,
             TaskSpec::XSend { .. } => TaskKind::XSend,
+            TaskSpec::SendMedia { .. } => TaskKind::SendMedia,
         }
     }
 
@@ -353,6 +368,11 @@ impl TaskSpec {
             TaskSpec::Voice { text, reply_to, .. } => {
                 format!("voice note: {}{}", cut(text), reply(reply_to))
             }
+            TaskSpec::SendMedia {
+                unique_id,
+                reply_to,
+                ..
+            } => format!("album item {unique_id}{}", reply(reply_to)),
             TaskSpec::Sticker {
                 set,
                 name,
@@ -405,6 +425,9 @@ impl TaskSpec {
             }
             | TaskSpec::Sticker {
                 idempotency_key, ..
+            }
+            | TaskSpec::SendMedia {
+                idempotency_key, ..
             } => Some(*idempotency_key),
             _ => None,
         }
@@ -413,7 +436,9 @@ impl TaskSpec {
     /// The message an outbound task replies to.
     pub fn reply_to(&self) -> Option<MessageId> {
         match self {
-            TaskSpec::Send { reply_to, .. } | TaskSpec::Sticker { reply_to, .. } => *reply_to,
+            TaskSpec::Send { reply_to, .. }
+            | TaskSpec::Sticker { reply_to, .. }
+            | TaskSpec::SendMedia { reply_to, .. } => *reply_to,
             _ => None,
         }
     }
@@ -503,7 +528,12 @@ mod tests {
             .collect();
         assert_eq!(
             keyed,
-            vec![TaskKind::Send, TaskKind::Sticker, TaskKind::Voice]
+            vec![
+                TaskKind::Send,
+                TaskKind::Sticker,
+                TaskKind::Voice,
+                TaskKind::SendMedia
+            ]
         );
     }
 }

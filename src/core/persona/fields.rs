@@ -50,10 +50,11 @@ pub(super) enum Field {
     SendLimits,
     Language,
     Voice,
+    MediaFolder,
 }
 
 impl Field {
-    pub(super) const ALL: [Field; 36] = [
+    pub(super) const ALL: [Field; 37] = [
         Field::Name,
         Field::Phone,
         Field::Instructions,
@@ -90,6 +91,7 @@ impl Field {
         Field::SendLimits,
         Field::Language,
         Field::Voice,
+        Field::MediaFolder,
     ];
 
     /// The canonical heading text.
@@ -131,6 +133,7 @@ impl Field {
             Field::SendLimits => "Send Limits",
             Field::Language => "Language",
             Field::Voice => "Voice",
+            Field::MediaFolder => "Media Folder",
         }
     }
 
