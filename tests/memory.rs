@@ -227,16 +227,21 @@ async fn the_originals_heidi_stores_remember_tasks_and_check_flags_the_rest() ->
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    // `xsend` is supported now (tests/xsend.rs): its role prompt is not flagged.
+    // `xsend` is supported now (tests/xsend.rs): its role prompt is not flagged; nor is
+    // `send_media` (tests/send_media.rs), which Task-Photo asks for besides `retrieve`.
     assert!(
         !text
             .lines()
             .any(|l| l.contains("warning:") && l.contains("Task-XSend")),
         "Task-XSend flagged:\n{text}"
     );
+    assert!(
+        !text.lines().any(|l| l.contains("send_media")),
+        "send_media flagged:\n{text}"
+    );
     for (prompt, kinds) in [
         ("Task-Retrieve", "retrieve"),
-        ("Task-Photo", "send_media"),
+        ("Task-Photo", "retrieve"),
         ("Task-Plan", "plan, intend"),
     ] {
         assert!(

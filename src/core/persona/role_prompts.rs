@@ -148,7 +148,7 @@ fn load_role_prompt(
 
 /// The task kinds personad carries out (task blocks or the original's JSON tasks); `think`
 /// is accepted and dropped.
-const SUPPORTED_KINDS: [&str; 12] = [
+const SUPPORTED_KINDS: [&str; 13] = [
     "send",
     "react",
     "sticker",
@@ -161,6 +161,7 @@ const SUPPORTED_KINDS: [&str; 12] = [
     "note",
     "shutdown",
     "xsend",
+    "send-media",
 ];
 
 /// Kinds a role prompt of the original enables (its `<!-- SCHEMA_TASKS: a, b -->` lines) that
