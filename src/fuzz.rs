@@ -98,7 +98,10 @@ pub fn model_output(data: &[u8]) {
                 );
             }
             Action::XSend { target, .. } => assert!(target.0 != 0, "a note to chat 0"),
-            Action::SendMedia { unique_id, reply_to } => {
+            Action::SendMedia {
+                unique_id,
+                reply_to,
+            } => {
                 assert!(
                     crate::core::album::valid_id(unique_id),
                     "an album id that is not one"

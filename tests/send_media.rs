@@ -25,9 +25,7 @@ use personad::core::persona::Persona;
 
 /// A photo of more than one upload part (512 KiB), its bytes depending on `seed`.
 fn photo_bytes(seed: u8) -> Vec<u8> {
-    (0..600_000u32)
-        .map(|i| (i % 251) as u8 ^ seed)
-        .collect()
+    (0..600_000u32).map(|i| (i % 251) as u8 ^ seed).collect()
 }
 
 /// An agents folder with `name`'s persona file and album: a described photo, an audio file
@@ -38,7 +36,9 @@ fn agents_with_album(root: &Path, name: &str) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(&media)?;
     std::fs::write(
         agents.join(format!("{name}.md")),
-        format!("# Agent Name\n{name}\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nBe yourself.\n"),
+        format!(
+            "# Agent Name\n{name}\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nBe yourself.\n"
+        ),
     )?;
     std::fs::write(media.join("beach.jpg"), photo_bytes(7))?;
     std::fs::write(
@@ -46,7 +46,10 @@ fn agents_with_album(root: &Path, name: &str) -> std::io::Result<PathBuf> {
         r#"{"unique_id": "beach1", "kind": "photo", "description": "A windy beach at dusk with two kites.", "mime_type": "image/jpeg"}"#,
     )?;
     std::fs::write(media.join("song.mp3"), b"ID3 not really a song")?;
-    std::fs::write(media.join("song.mp3.md"), "Our band's demo, recorded in a garage.\n")?;
+    std::fs::write(
+        media.join("song.mp3.md"),
+        "Our band's demo, recorded in a garage.\n",
+    )?;
     std::fs::write(media.join("notes.pdf"), b"%PDF-1.4 minimal")?;
     Ok(agents)
 }
@@ -75,7 +78,12 @@ fn an_album_loads_with_sidecars_ids_from_content_and_warnings_for_missing_descri
         .collect();
     assert_eq!(ids.len(), 3, "{ids:?}");
     assert!(ids.contains(&("beach1", MediaKind::Photo)));
-    let song = p.album.items.iter().find(|i| i.file_name == "song.mp3").unwrap();
+    let song = p
+        .album
+        .items
+        .iter()
+        .find(|i| i.file_name == "song.mp3")
+        .unwrap();
     assert_eq!(song.kind, MediaKind::Audio);
     assert_eq!(song.id.len(), 12, "an id from the content hash");
     assert_eq!(
@@ -91,7 +99,8 @@ fn an_album_loads_with_sidecars_ids_from_content_and_warnings_for_missing_descri
     );
     // A file over the upload cap is left out with a warning (it is never read whole).
     let big = std::fs::File::create(agents.join(format!("{AGENT}.media/film.mp4"))).unwrap();
-    big.set_len(personad::core::album::MAX_ITEM_BYTES + 1).unwrap();
+    big.set_len(personad::core::album::MAX_ITEM_BYTES + 1)
+        .unwrap();
     let report = personad::adapters::persona_loader::load_dir(&agents, &[]).unwrap();
     let capped = &report.entries[0];
     let kept = capped.persona.as_ref().expect("still usable");
@@ -220,7 +229,10 @@ async fn a_photo_named_by_id_goes_out_once_and_an_unknown_id_sends_nothing() -> 
     let (chat, message, id) = &media[0];
     assert_eq!((*chat, id.as_str()), (alice.id, "beach1"));
     assert_eq!(message.reply_to, Some(asked.id));
-    assert_eq!(message.media.as_ref().map(|m| m.kind), Some(MediaKind::Photo));
+    assert_eq!(
+        message.media.as_ref().map(|m| m.kind),
+        Some(MediaKind::Photo)
+    );
     assert!(h.sends().is_empty(), "no text: {:?}", h.sends());
 
     // The album is in the stable part of the request: ids, kinds, one-line descriptions.
@@ -317,13 +329,13 @@ mod seam {
     //! The real MTProto adapter against the simulated Telegram.
 
     use super::*;
+    use grammers_client::tl::Identifiable as _;
     use personad::adapters::mtproto::backend::MtprotoTelegram;
     use personad::adapters::mtproto::sim::{Peer, Sim, SimServer};
     use personad::adapters::mtproto::{self, ConnectOptions, Credentials, Servers};
     use personad::adapters::store::StateDir;
     use personad::ports::clock::{SharedClock, SystemClock};
     use personad::ports::telegram::Telegram;
-    use grammers_client::tl::Identifiable as _;
     use personad::ports::updates::Sink;
     use tokio_util::sync::CancellationToken;
 
@@ -335,13 +347,19 @@ mod seam {
             self.0.lock().unwrap().push(message.text);
         }
         fn owner_wrote(&self, _: Chat, message: Message) {
-            self.0.lock().unwrap().push(format!("owner #{}", message.id));
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("owner #{}", message.id));
         }
         fn edited(&self, _: Chat, _: Message) {}
         fn deleted(&self, _: Option<ChatId>, _: Vec<MessageId>) {}
         fn migrated(&self, _: ChatId, _: ChatId) {}
         fn unauthorized(&self, reason: &str) {
-            self.0.lock().unwrap().push(format!("unauthorized {reason}"));
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("unauthorized {reason}"));
         }
     }
 
@@ -460,7 +478,12 @@ mod seam {
         let run = Run::start(&state, &sim, me).await;
         sim.dm(robin, me, "show me the beach").unwrap();
         until("Robin's message", || {
-            run.lines.0.lock().unwrap().iter().any(|l| l.contains("beach"))
+            run.lines
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.contains("beach"))
         })
         .await;
         sim.flood(
@@ -493,9 +516,20 @@ mod seam {
         let media = photos[0].media.clone().unwrap();
         assert!(media.photo, "sent as a photo");
         assert_eq!(sim.file_bytes(media.id), Some(photo_bytes(7)));
-        assert_eq!(parts(&sim, me), 4, "uploaded again: the first upload was never sent");
+        assert_eq!(
+            parts(&sim, me),
+            4,
+            "uploaded again: the first upload was never sent"
+        );
         let theirs = sim.transcript(robin, Peer::User(me));
-        assert!(theirs.last().unwrap().media.as_ref().is_some_and(|m| m.photo));
+        assert!(
+            theirs
+                .last()
+                .unwrap()
+                .media
+                .as_ref()
+                .is_some_and(|m| m.photo)
+        );
 
         // The same photo again (another task): by reference, no new parts.
         let again = run
@@ -546,7 +580,11 @@ mod seam {
             .send_media(outgoing(&item, ChatId(robin), 780))
             .await
             .unwrap();
-        assert_eq!(parts(&sim, me), 6, "uploaded again after FILE_REFERENCE_EXPIRED");
+        assert_eq!(
+            parts(&sim, me),
+            6,
+            "uploaded again after FILE_REFERENCE_EXPIRED"
+        );
         assert_eq!(media_messages(&sim, me, robin).len(), 4);
         run.telegram
             .send_media(outgoing(&item, ChatId(robin), 781))

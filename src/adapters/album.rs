@@ -16,8 +16,8 @@ use sha2::{Digest, Sha256};
 
 use crate::adapters::store::{self, Symlinks};
 use crate::core::album::{
-    Album, AlbumItem, MAX_ITEM_BYTES, MAX_ITEMS, Sidecar, content_id, guess,
-    parse_json_sidecar, parse_text_sidecar,
+    Album, AlbumItem, MAX_ITEM_BYTES, MAX_ITEMS, Sidecar, content_id, guess, parse_json_sidecar,
+    parse_text_sidecar,
 };
 use crate::core::persona::{Persona, Problem, Severity};
 
@@ -58,10 +58,7 @@ pub fn load_album(persona_file: &Path, persona: &Persona) -> (Album, Vec<Problem
             problems.push(problem(
                 persona_file,
                 Severity::Error,
-                format!(
-                    "# Media Folder: `{}` is not a folder",
-                    folder.display()
-                ),
+                format!("# Media Folder: `{}` is not a folder", folder.display()),
             ));
         }
         return (Album::default(), problems);
@@ -93,7 +90,11 @@ pub fn load_album(persona_file: &Path, persona: &Persona) -> (Album, Vec<Problem
         let text = match read_sidecar(&path) {
             Ok(t) => t,
             Err(e) => {
-                problems.push(problem(&path, Severity::Error, format!("media sidecar {e}")));
+                problems.push(problem(
+                    &path,
+                    Severity::Error,
+                    format!("media sidecar {e}"),
+                ));
                 continue;
             }
         };
@@ -101,7 +102,11 @@ pub fn load_album(persona_file: &Path, persona: &Persona) -> (Album, Vec<Problem
             match parse_json_sidecar(&text) {
                 Ok(s) => s,
                 Err(e) => {
-                    problems.push(problem(&path, Severity::Error, format!("media sidecar {e}")));
+                    problems.push(problem(
+                        &path,
+                        Severity::Error,
+                        format!("media sidecar {e}"),
+                    ));
                     continue;
                 }
             }
@@ -137,7 +142,10 @@ pub fn load_album(persona_file: &Path, persona: &Persona) -> (Album, Vec<Problem
                     problems.push(problem(
                         &path,
                         Severity::Warning,
-                        format!("album id {:?} is used by an earlier item; this one is left out", item.id),
+                        format!(
+                            "album id {:?} is used by an earlier item; this one is left out",
+                            item.id
+                        ),
                     ));
                     continue;
                 }

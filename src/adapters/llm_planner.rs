@@ -343,14 +343,18 @@ impl LlmPlanner {
             && let Some(first) = actions.iter_mut().find(|a| {
                 matches!(
                     a,
-                    Action::Send { .. } | Action::Sticker { .. } | Action::Voice { .. }
+                    Action::Send { .. }
+                        | Action::Sticker { .. }
+                        | Action::Voice { .. }
+                        | Action::SendMedia { .. }
                 )
             })
         {
             match first {
                 Action::Send { reply_to, .. }
                 | Action::Sticker { reply_to, .. }
-                | Action::Voice { reply_to, .. } => {
+                | Action::Voice { reply_to, .. }
+                | Action::SendMedia { reply_to, .. } => {
                     reply_to.get_or_insert(target);
                 }
                 _ => {}

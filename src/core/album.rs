@@ -89,7 +89,13 @@ impl Album {
              never a `send` for them.\n\n",
         );
         for item in &self.items {
-            let _ = writeln!(s, "- {} ({}): {}", item.id, item.kind.as_str(), item.one_line());
+            let _ = writeln!(
+                s,
+                "- {} ({}): {}",
+                item.id,
+                item.kind.as_str(),
+                item.one_line()
+            );
         }
         s.push('\n');
         s
@@ -142,7 +148,9 @@ pub enum SidecarError {
     },
     #[error("`unique_id` {0:?} is not an id (1 to 64 letters, digits, `-` or `_`)")]
     BadId(String),
-    #[error("`kind` {0:?} is not one of photo, audio, music, video, movie, animation, gif, sticker, voice, document")]
+    #[error(
+        "`kind` {0:?} is not one of photo, audio, music, video, movie, animation, gif, sticker, voice, document"
+    )]
     BadKind(String),
     #[error("`media_file` {0:?} must be a file name in the same folder")]
     BadFile(String),
@@ -294,7 +302,10 @@ mod tests {
 
     #[test]
     fn a_bad_sidecar_says_what_is_wrong() {
-        assert!(matches!(parse_json_sidecar("{"), Err(SidecarError::Json(_))));
+        assert!(matches!(
+            parse_json_sidecar("{"),
+            Err(SidecarError::Json(_))
+        ));
         assert!(matches!(
             parse_json_sidecar(r#"{"kind": "hologram"}"#),
             Err(SidecarError::BadKind(_))

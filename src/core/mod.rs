@@ -4,8 +4,8 @@
 //! itself (a test, `tests/layers.rs`, holds it to that); every other layer builds on it.
 
 pub mod admission;
-pub mod album;
 pub mod agent_state;
+pub mod album;
 pub mod approval;
 pub mod blocks;
 pub mod budget;

@@ -8,8 +8,8 @@ use std::collections::VecDeque;
 
 use crate::core::blocks::{TELEGRAM_TEXT_LIMIT_UTF16, part_key, text_parts};
 use crate::core::model::{
-    Chat, ChatId, Message, MessageId, OutgoingMedia, OutgoingSticker, OutgoingText, OutgoingVoice, SetSticker,
-    StickerChoice, TelegramError, TgResult,
+    Chat, ChatId, Message, MessageId, OutgoingMedia, OutgoingSticker, OutgoingText, OutgoingVoice,
+    SetSticker, StickerChoice, TelegramError, TgResult,
 };
 use crate::core::time::BoxFuture;
 

@@ -5,8 +5,8 @@
 
 use super::{Action, MemoryTelegram, Op};
 use crate::core::model::{
-    Chat, ChatId, MediaInfo, Message, MessageId, OutgoingMedia, OutgoingSticker, OutgoingText, OutgoingVoice,
-    StickerChoice, TelegramError, TgResult,
+    Chat, ChatId, MediaInfo, Message, MessageId, OutgoingMedia, OutgoingSticker, OutgoingText,
+    OutgoingVoice, StickerChoice, TelegramError, TgResult,
 };
 use crate::core::time::BoxFuture;
 use crate::ports::telegram::Telegram;

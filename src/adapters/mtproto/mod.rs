@@ -293,9 +293,10 @@ pub async fn open_account(
 /// (`telegram-album.json`, `telegram-test-album.json`, …), as references are per server.
 pub fn uploads_path(state: &StateDir, agent: &str, servers: Servers) -> std::path::PathBuf {
     let session = session::session_path(state, agent, servers);
-    let stem = session
-        .file_stem()
-        .map_or_else(|| "telegram".to_owned(), |s| s.to_string_lossy().into_owned());
+    let stem = session.file_stem().map_or_else(
+        || "telegram".to_owned(),
+        |s| s.to_string_lossy().into_owned(),
+    );
     session.with_file_name(format!("{stem}-album.json"))
 }
 

@@ -135,10 +135,9 @@ impl UploadStore {
         let file = UploadsFile {
             uploads: self.lock().clone(),
         };
-        let saved = tokio::task::spawn_blocking(move || {
-            crate::adapters::store::write_json(&path, &file)
-        })
-        .await;
+        let saved =
+            tokio::task::spawn_blocking(move || crate::adapters::store::write_json(&path, &file))
+                .await;
         match saved {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {

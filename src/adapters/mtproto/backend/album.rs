@@ -141,11 +141,10 @@ fn stale(e: &grammers_client::InvocationError) -> bool {
 async fn read_item(msg: &OutgoingMedia) -> TgResult<Vec<u8>> {
     let path = msg.path.clone();
     let cap = u64::try_from(MAX_SMALL_FILE).unwrap_or(u64::MAX);
-    let bytes =
-        tokio::task::spawn_blocking(move || store::read_file(&path, cap, Symlinks::Follow))
-            .await
-            .map_err(|e| TelegramError::Local(LocalFailure::new(e)))?
-            .map_err(|e| TelegramError::Local(LocalFailure::new(e)))?;
+    let bytes = tokio::task::spawn_blocking(move || store::read_file(&path, cap, Symlinks::Follow))
+        .await
+        .map_err(|e| TelegramError::Local(LocalFailure::new(e)))?
+        .map_err(|e| TelegramError::Local(LocalFailure::new(e)))?;
     let hash: String = Sha256::digest(&bytes)
         .iter()
         .map(|b| format!("{b:02x}"))

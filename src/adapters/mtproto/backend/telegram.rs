@@ -11,8 +11,8 @@ use crate::adapters::mtproto::errors::classify;
 use crate::adapters::mtproto::format::to_telegram;
 use crate::adapters::mtproto::recover::{self, CallError};
 use crate::core::model::{
-    Chat, ChatId, ChatKind, Message, MessageId, OutgoingMedia, OutgoingSticker, OutgoingText, OutgoingVoice,
-    StickerChoice, TelegramError, TgResult,
+    Chat, ChatId, ChatKind, Message, MessageId, OutgoingMedia, OutgoingSticker, OutgoingText,
+    OutgoingVoice, StickerChoice, TelegramError, TgResult,
 };
 use crate::core::time::BoxFuture;
 use crate::ports::telegram::Telegram;

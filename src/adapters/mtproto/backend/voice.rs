@@ -67,7 +67,8 @@ impl MtprotoTelegram {
 
     /// Uploads a voice note (see [`Self::upload_named`]).
     async fn upload(&self, bytes: &[u8]) -> TgResult<tl::types::InputFile> {
-        self.upload_named(bytes, VOICE_FILE_NAME, "voice note").await
+        self.upload_named(bytes, VOICE_FILE_NAME, "voice note")
+            .await
     }
 
     /// Uploads `bytes` as a small file named `name` in parts of [`PART_BYTES`] under a random

@@ -95,9 +95,10 @@ pub(super) fn send_media(
 ) -> Answer {
     let peer = input_peer(w, account, &r.peer)?;
     let voice = match &r.media {
-        tl::enums::InputMedia::UploadedDocument(doc) => doc.attributes.iter().any(|a| {
-            matches!(a, tl::enums::DocumentAttribute::Audio(a) if a.voice)
-        }),
+        tl::enums::InputMedia::UploadedDocument(doc) => doc
+            .attributes
+            .iter()
+            .any(|a| matches!(a, tl::enums::DocumentAttribute::Audio(a) if a.voice)),
         _ => false,
     };
     if voice && w.voice_forbidden.contains(&peer) {
@@ -110,9 +111,10 @@ pub(super) fn send_media(
         return Err(fail(500, "RANDOM_ID_DUPLICATE"));
     }
     let (sending, what) = match &r.media {
-        tl::enums::InputMedia::UploadedDocument(doc) => {
-            (uploaded_document(w, account, doc)?, if voice { "voice" } else { "document" })
-        }
+        tl::enums::InputMedia::UploadedDocument(doc) => (
+            uploaded_document(w, account, doc)?,
+            if voice { "voice" } else { "document" },
+        ),
         tl::enums::InputMedia::UploadedPhoto(p) => {
             let tl::enums::InputFile::File(input) = &p.file else {
                 return Err(fail(400, "FILE_PARTS_INVALID"));
@@ -216,7 +218,11 @@ fn stored(
     file_reference: &[u8],
     photo: bool,
 ) -> Result<super::world::Media, RpcFailure> {
-    let invalid = if photo { "PHOTO_INVALID" } else { "DOCUMENT_INVALID" };
+    let invalid = if photo {
+        "PHOTO_INVALID"
+    } else {
+        "DOCUMENT_INVALID"
+    };
     let f = w
         .files
         .get(&id)
