@@ -93,7 +93,7 @@ pub fn load_album(persona_file: &Path, persona: &Persona) -> (Album, Vec<Problem
                 problems.push(problem(
                     &path,
                     Severity::Error,
-                    format!("media sidecar {e}"),
+                    format!("media sidecar {}", chain(&e)),
                 ));
                 continue;
             }
@@ -105,7 +105,7 @@ pub fn load_album(persona_file: &Path, persona: &Persona) -> (Album, Vec<Problem
                     problems.push(problem(
                         &path,
                         Severity::Error,
-                        format!("media sidecar {e}"),
+                        format!("media sidecar {}", chain(&e)),
                     ));
                     continue;
                 }
@@ -159,7 +159,11 @@ pub fn load_album(persona_file: &Path, persona: &Persona) -> (Album, Vec<Problem
                 }
                 items.push(item);
             }
-            Err(why) => problems.push(problem(&path, Severity::Warning, why)),
+            Err(why) => problems.push(problem(
+                &path,
+                Severity::Warning,
+                format!("album item {}", chain(&why)),
+            )),
         }
     }
     (
@@ -186,28 +190,51 @@ fn list(folder: &Path) -> std::io::Result<Vec<String>> {
     Ok(names)
 }
 
-fn read_sidecar(path: &Path) -> Result<String, String> {
-    let bytes = store::read_file(path, MAX_SIDECAR_BYTES, Symlinks::Follow)
-        .map_err(|e| format!("cannot be read: {e}"))?;
-    String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".to_owned())
+/// Why a sidecar or an item could not be used.
+#[derive(Debug, thiserror::Error)]
+enum FileError {
+    #[error("cannot be read")]
+    Metadata(#[source] std::io::Error),
+    #[error("cannot be read")]
+    Read(#[source] store::StoreError),
+    #[error("is not UTF-8 text")]
+    NotUtf8(#[source] std::string::FromUtf8Error),
+    #[error("is {size} bytes, over the {MAX_ITEM_BYTES} byte upload cap; it is left out")]
+    TooLarge { size: u64 },
+    #[error("is empty; it is left out")]
+    Empty,
+}
+
+/// An error and its sources, for a problem's message.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn read_sidecar(path: &Path) -> Result<String, FileError> {
+    let bytes =
+        store::read_file(path, MAX_SIDECAR_BYTES, Symlinks::Follow).map_err(FileError::Read)?;
+    String::from_utf8(bytes).map_err(FileError::NotUtf8)
 }
 
 /// One item: its bytes hashed, its kind, type and id from the sidecar or its name. A file
 /// over the cap (or unreadable) is left out with the reason.
-fn item(path: &Path, name: &str, side: Option<&Sidecar>) -> Result<AlbumItem, String> {
-    let size = std::fs::metadata(path)
-        .map_err(|e| format!("album item cannot be read: {e}"))?
-        .len();
+fn item(path: &Path, name: &str, side: Option<&Sidecar>) -> Result<AlbumItem, FileError> {
+    let size = std::fs::metadata(path).map_err(FileError::Metadata)?.len();
     if size > MAX_ITEM_BYTES {
-        return Err(format!(
-            "album item is {size} bytes, over the {MAX_ITEM_BYTES} byte upload cap; it is left out"
-        ));
+        return Err(FileError::TooLarge { size });
     }
     if size == 0 {
-        return Err("album item is empty; it is left out".into());
+        return Err(FileError::Empty);
     }
-    let bytes = store::read_file(path, MAX_ITEM_BYTES, Symlinks::Follow)
-        .map_err(|e| format!("album item cannot be read: {e}"))?;
+    let bytes =
+        store::read_file(path, MAX_ITEM_BYTES, Symlinks::Follow).map_err(FileError::Read)?;
     let hash: String = Sha256::digest(&bytes)
         .iter()
         .map(|b| format!("{b:02x}"))

@@ -137,10 +137,10 @@ pub struct Sidecar {
 }
 
 /// Why a sidecar cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum SidecarError {
-    #[error("is not valid JSON: {0}")]
-    Json(String),
+    #[error("is not valid JSON")]
+    Json(#[from] serde_json::Error),
     #[error("`{field}` must be {wanted}")]
     Field {
         field: &'static str,
@@ -189,8 +189,7 @@ fn opt_string(
 
 /// Reads a JSON sidecar (parse, then validate each field).
 pub fn parse_json_sidecar(text: &str) -> Result<Sidecar, SidecarError> {
-    let raw: RawSidecar =
-        serde_json::from_str(text).map_err(|e| SidecarError::Json(e.to_string()))?;
+    let raw: RawSidecar = serde_json::from_str(text)?;
     let unique_id = match raw.unique_id {
         None | Some(serde_json::Value::Null) => None,
         Some(serde_json::Value::String(s)) => Some(s.trim().to_owned()),

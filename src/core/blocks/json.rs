@@ -237,7 +237,8 @@ pub(super) fn parse_json_tasks(out: &mut ParsedReply, found: JsonTasks, opts: &P
         }
         if block_kind(kind) == Some(TaskKind::SendMedia) {
             let label = format!("task {index} («{}»)", TaskKind::SendMedia.as_str());
-            super::send_media::parse_json_send_media(out, &label, obj, opts);
+            let reply_to = json_id(obj.get("reply_to"));
+            super::send_media::parse_json_send_media(out, &label, obj, &reply_to, opts);
             continue;
         }
         if block_kind(kind) == Some(TaskKind::Intent) {

@@ -53,11 +53,12 @@ pub(super) fn parse_send_media(
     push(out, label, item, reply_to);
 }
 
-/// Reads a `send_media` JSON task.
+/// Reads a `send_media` JSON task (`reply_id`: its `reply_to`, read by the caller).
 pub(super) fn parse_json_send_media(
     out: &mut ParsedReply,
     label: &str,
     obj: &serde_json::Map<String, serde_json::Value>,
+    reply_id: &IdPart<'_>,
     opts: &ParseOptions,
 ) {
     let item = ["unique_id", "media_id", "id"]
@@ -67,8 +68,7 @@ pub(super) fn parse_json_send_media(
             Some(serde_json::Value::Number(n)) => Some(n.to_string()),
             _ => None,
         });
-    let id = super::json::json_id(obj.get("reply_to"));
-    let reply_to = reply_target(out, label, &id, opts);
+    let reply_to = reply_target(out, label, reply_id, opts);
     push(out, label, item, reply_to);
 }
 

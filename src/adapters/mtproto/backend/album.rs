@@ -14,6 +14,7 @@ use grammers_client::tl;
 use sha2::{Digest, Sha256};
 
 use super::{MtprotoTelegram, SendAnswer};
+use crate::adapters::mtproto::errors::classify;
 use crate::adapters::mtproto::recover::{self, CallError};
 use crate::adapters::mtproto::uploads::StoredUpload;
 use crate::adapters::store::{self, Symlinks};
@@ -27,8 +28,8 @@ use super::voice::MAX_SMALL_FILE;
 enum Answer {
     /// Sent (or a duplicate), with the reference the answer carries.
     Sent(SendAnswer, Option<StoredUpload>),
-    /// The stored reference no longer works: upload again.
-    Stale(String),
+    /// The stored reference no longer works (Telegram's refusal): upload again.
+    Stale(TelegramError),
 }
 
 impl MtprotoTelegram {
@@ -56,11 +57,7 @@ impl MtprotoTelegram {
                     .await?;
                 match self.send_album_media(&msg, uploaded(&msg, file)).await? {
                     Answer::Sent(a, r) => (a, r),
-                    Answer::Stale(why) => {
-                        return Err(TelegramError::Invalid(format!(
-                            "Telegram refused the uploaded album item: {why}"
-                        )));
-                    }
+                    Answer::Stale(refused) => return Err(refused),
                 }
             }
         };
@@ -113,7 +110,7 @@ impl MtprotoTelegram {
                     reference_in(&updates),
                 )),
                 Err(e) if Self::is_duplicate(&e) => Ok(Answer::Sent(SendAnswer::Duplicate, None)),
-                Err(e) if stale(&e) => Ok(Answer::Stale(e.to_string())),
+                Err(e) if stale(&e) => Ok(Answer::Stale(classify(&e))),
                 Err(e) => Err(Self::call_error(&e)),
             }
         })
