@@ -103,6 +103,19 @@ pub fn model_output(data: &[u8]) {
                     && !matches!(target, ChatRef::Name(n) if n.trim().is_empty()),
                 "a note to chat 0 or to no name"
             ),
+            Action::SendMedia {
+                unique_id,
+                reply_to,
+            } => {
+                assert!(
+                    crate::core::album::valid_id(unique_id),
+                    "an album id that is not one"
+                );
+                assert!(
+                    reply_to.is_none_or(|id| known.contains(&id)),
+                    "unknown reply"
+                );
+            }
             Action::Voice { text, reply_to } => {
                 assert!(opts.allow_voice, "a voice note where none is allowed");
                 assert!(!text.trim().is_empty(), "a blank voice note");

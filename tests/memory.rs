@@ -228,7 +228,8 @@ async fn the_originals_heidi_stores_remember_tasks_and_check_flags_the_rest() ->
         String::from_utf8_lossy(&out.stderr)
     );
     // `xsend` (tests/xsend.rs), `intend` and `plan` (tests/commitments.rs) are supported
-    // now: their role prompts are not flagged.
+    // now: their role prompts are not flagged; nor is `send_media` (tests/send_media.rs),
+    // which Task-Photo asks for besides `retrieve`.
     for prompt in ["Task-XSend", "Task-Plan"] {
         assert!(
             !text
@@ -237,7 +238,11 @@ async fn the_originals_heidi_stores_remember_tasks_and_check_flags_the_rest() ->
             "{prompt} flagged:\n{text}"
         );
     }
-    for (prompt, kinds) in [("Task-Retrieve", "retrieve"), ("Task-Photo", "send_media")] {
+    assert!(
+        !text.lines().any(|l| l.contains("send_media")),
+        "send_media flagged:\n{text}"
+    );
+    for (prompt, kinds) in [("Task-Retrieve", "retrieve"), ("Task-Photo", "retrieve")] {
         assert!(
             text.lines()
                 .any(|l| l.contains("Heidi.md") && l.contains(prompt) && l.contains(kinds)),

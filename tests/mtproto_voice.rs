@@ -192,6 +192,7 @@ fn file_in_history(id: i32, voice: bool) -> tl::types::Message {
             name: if voice { "voice.ogg" } else { "sticker.webp" }.into(),
             size: 2000,
             voice,
+            photo: false,
             duration: 4,
             waveform: None,
         },

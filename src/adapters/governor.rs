@@ -5,7 +5,7 @@
 //! [`Governor`] (`Governor::new(backend, clock, config)`) before handing it to the runtime,
 //! so handlers reach Telegram only through it; one governor serves exactly one account.
 //!
-//! Every text, sticker and voice note is first checked against the first-contact rule (no first message
+//! Every text, sticker, voice note and album item is first checked against the first-contact rule (no first message
 //! into a chat where nobody wrote to us; the account's own Saved Messages are exempt), then given a send slot that keeps the per-chat
 //! gap, the per-chat rate and the per-account budget. A short wait is slept on the project
 //! clock with [`clock::pause`] (so a task's hold on a virtual clock is given up meanwhile);
@@ -28,8 +28,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::core::model::{
-    Chat, ChatId, Message, MessageId, OutgoingSticker, OutgoingText, OutgoingVoice, StickerChoice,
-    TelegramError, TgResult,
+    Chat, ChatId, Message, MessageId, OutgoingMedia, OutgoingSticker, OutgoingText, OutgoingVoice,
+    StickerChoice, TelegramError, TgResult,
 };
 use crate::core::time::BoxFuture;
 use crate::ports::clock::{self, SharedClock};
@@ -511,6 +511,14 @@ impl<T: Telegram + ?Sized> Telegram for Governor<T> {
         Box::pin(async move {
             self.admit(msg.chat).await?;
             self.inner.send_voice(msg).await
+        })
+    }
+
+    fn send_media(&self, msg: OutgoingMedia) -> BoxFuture<'_, TgResult<Message>> {
+        // Paced like any send (the first-contact rule included).
+        Box::pin(async move {
+            self.admit(msg.chat).await?;
+            self.inner.send_media(msg).await
         })
     }
 

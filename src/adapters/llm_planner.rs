@@ -253,13 +253,20 @@ impl LlmPlanner {
         let (system, response_schema) = if self.plans_in_json(req.persona) {
             (
                 format!("{}\n\n{}", built.system, blocks::JSON_PLAN_INSTRUCTIONS),
-                Some(blocks::plan_schema(
-                    self.config.max_tasks,
-                    req.persona.allow_block,
-                    req.persona.allow_clear_conversation,
-                    voice_allowed(req),
-                    req.moment.schedule.is_some(),
-                )),
+                Some({
+                    let schema = blocks::plan_schema(
+                        self.config.max_tasks,
+                        req.persona.allow_block,
+                        req.persona.allow_clear_conversation,
+                        voice_allowed(req),
+                        req.moment.schedule.is_some(),
+                    );
+                    if req.persona.album.is_empty() {
+                        schema
+                    } else {
+                        blocks::with_send_media(schema)
+                    }
+                }),
             )
         } else {
             (built.system, None)
@@ -338,14 +345,18 @@ impl LlmPlanner {
             && let Some(first) = actions.iter_mut().find(|a| {
                 matches!(
                     a,
-                    Action::Send { .. } | Action::Sticker { .. } | Action::Voice { .. }
+                    Action::Send { .. }
+                        | Action::Sticker { .. }
+                        | Action::Voice { .. }
+                        | Action::SendMedia { .. }
                 )
             })
         {
             match first {
                 Action::Send { reply_to, .. }
                 | Action::Sticker { reply_to, .. }
-                | Action::Voice { reply_to, .. } => {
+                | Action::Voice { reply_to, .. }
+                | Action::SendMedia { reply_to, .. } => {
                     reply_to.get_or_insert(target);
                 }
                 _ => {}

@@ -4,6 +4,7 @@
 //! state store and the voice-note codec (`voice`). They import only the core and the ports;
 //! only `app` wires them.
 
+pub mod album;
 pub mod export;
 pub mod governor;
 pub mod llm;

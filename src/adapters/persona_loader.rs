@@ -26,7 +26,34 @@ impl ReadText for SafeFiles {
 /// from `prompt_dirs` (in order) through the safe reader: see
 /// `core::persona::parse_persona_with`.
 pub fn parse_persona(path: &Path, source: &str, prompt_dirs: &[PathBuf]) -> PersonaEntry {
-    parse_persona_with(path, source, prompt_dirs, &SafeFiles)
+    let mut entry = parse_persona_with(path, source, prompt_dirs, &SafeFiles);
+    with_album(&mut entry);
+    entry
+}
+
+/// Reads the album of a usable entry's persona (`adapters::album`) into it: its problems
+/// join the file's (an error makes the entry unusable), and its content joins the
+/// fingerprint, so a reload sees an album that changed.
+fn with_album(entry: &mut PersonaEntry) {
+    let Some(persona) = entry.persona.as_mut() else {
+        return;
+    };
+    let (album, problems) = crate::adapters::album::load_album(&entry.path, persona);
+    if !album.is_empty() {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        entry.fingerprint.hash(&mut h);
+        for item in &album.items {
+            (&item.id, &item.content_hash, &item.description).hash(&mut h);
+        }
+        entry.fingerprint = h.finish();
+    }
+    persona.album = std::sync::Arc::new(album);
+    if problems.iter().any(Problem::is_error) {
+        entry.persona = None;
+    }
+    entry.problems.extend(problems);
+    sort_problems(&mut entry.problems);
 }
 
 /// Reads a whole file as UTF-8 text through [`store::read_file`]: symlinks
@@ -152,7 +179,11 @@ pub fn load_dir_keeping(
     let mut parsed = Vec::with_capacity(files.len());
     for (file_name, path) in files {
         let (entry, name_line) = match read_capped(&path) {
-            Ok(text) => parse_persona_inner(&path, &text, prompt_dirs, &SafeFiles),
+            Ok(text) => {
+                let (mut entry, line) = parse_persona_inner(&path, &text, prompt_dirs, &SafeFiles);
+                with_album(&mut entry);
+                (entry, line)
+            }
             Err(err) => {
                 let problem = Problem {
                     file: path.clone(),

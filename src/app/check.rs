@@ -234,6 +234,10 @@ pub(crate) fn check(global: &GlobalArgs, args: &CheckArgs) -> CmdResult {
                 ));
                 text.push_str(&format!("          {}\n", persona_settings(p, args)));
                 text.push_str(&format!("          {}\n", persona_owner(p, args)));
+                if p.album.folder.is_some() {
+                    let line = crate::adapters::album::summary(&p.album);
+                    text.push_str(&format!("          {line}\n"));
+                }
                 if !p.disabled {
                     let (line, missing) = persona_routes(p, args, &router);
                     text.push_str(&format!("          {line}\n"));

@@ -81,6 +81,7 @@ mod memory;
 mod scaffold;
 mod schedule;
 mod schema;
+mod send_media;
 mod split;
 mod syntax;
 mod xsend;
@@ -89,7 +90,7 @@ use event::parse_event;
 use json::{find_json_tasks, parse_json_tasks, strip_echoed_metadata};
 use memory::{memory_fields, push_memory};
 pub use scaffold::Speakers;
-pub use schema::{JSON_PLAN_INSTRUCTIONS, plan_schema};
+pub use schema::{JSON_PLAN_INSTRUCTIONS, plan_schema, with_send_media};
 #[cfg(test)]
 use split::fitting_prefix;
 pub use split::{part_key, split_message, split_rendered, text_parts, utf16_len};
@@ -385,6 +386,9 @@ fn parse_block(
         TaskKind::EditSchedule => {
             ignore_id(out, &label, &heading.id);
             schedule::parse_schedule(out, &label, body, opts);
+        }
+        TaskKind::SendMedia => {
+            send_media::parse_send_media(out, &label, &heading.id, body, opts);
         }
         // Not plannable: `block_kind` never returns these.
         TaskKind::Received

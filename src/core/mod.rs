@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod agent_state;
+pub mod album;
 pub mod approval;
 pub mod blocks;
 pub mod budget;

@@ -312,6 +312,27 @@ pub struct OutgoingVoice {
     pub idempotency_key: i64,
 }
 
+/// An item of the persona's album to send (`send_media`). The backend reads the file only
+/// when it has to upload it: an account that sent the same bytes before (the same
+/// `content_hash`) sends its stored reference again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutgoingMedia {
+    pub chat: ChatId,
+    /// The album id (for the message's media record and the logs).
+    pub album_id: String,
+    pub kind: MediaKind,
+    /// The file, read when it is uploaded.
+    pub path: std::path::PathBuf,
+    /// The name it is sent under.
+    pub file_name: String,
+    pub mime: String,
+    /// SHA-256 of the bytes (hex): the key its upload is kept under per account.
+    pub content_hash: String,
+    pub reply_to: Option<MessageId>,
+    /// Stored in the task before the call: a repeated key must not send twice.
+    pub idempotency_key: i64,
+}
+
 /// Most stickers listed from one curated set (the list is part of every prompt).
 pub(crate) const MAX_PER_SET: usize = 60;
 

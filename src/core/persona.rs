@@ -163,6 +163,12 @@ pub struct Persona {
     /// `# Voice`: whether, when and how the persona answers with voice notes (never without
     /// the heading).
     pub voice: crate::core::voice::VoiceSettings,
+    /// `# Media Folder`: the album's folder as written (relative to the persona file); the
+    /// album is `<file stem>.media/` beside the file without it.
+    pub media_folder: Option<String>,
+    /// The album `send_media` sends from (`core::album`), read by the persona loader after
+    /// the file is validated; empty when the persona has none.
+    pub album: std::sync::Arc<crate::core::album::Album>,
     /// Headings this version does not know, keyed by the heading as written
     /// (trimmed, inner whitespace collapsed), valued by their raw Markdown.
     pub extra: BTreeMap<String, String>,
@@ -212,6 +218,8 @@ impl fmt::Debug for Persona {
             .field("daily_budget", &self.daily_budget)
             .field("send_limits", &self.send_limits)
             .field("voice", &self.voice)
+            .field("media_folder", &self.media_folder)
+            .field("album", &self.album)
             .field("extra", &self.extra)
             .field("source", &self.source)
             .finish_non_exhaustive()

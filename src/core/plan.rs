@@ -71,6 +71,11 @@ pub enum Action {
     Event {
         write: crate::core::intents::IntentWrite,
     },
+    /// An item of the persona's album, by its album id (`send_media`).
+    SendMedia {
+        unique_id: String,
+        reply_to: Option<MessageId>,
+    },
     /// A note to the persona's future self in another of its chats (`xsend`): shown once, in
     /// that chat's next plan, never to the people there.
     XSend {
@@ -135,6 +140,14 @@ impl Action {
             Action::EditSchedule { edits } => TaskSpec::EditSchedule { edits },
             Action::Event { write } => TaskSpec::Intent { write },
             Action::XSend { target, intent } => TaskSpec::XSend { target, intent },
+            Action::SendMedia {
+                unique_id,
+                reply_to,
+            } => TaskSpec::SendMedia {
+                unique_id,
+                reply_to,
+                idempotency_key: IdempotencyKey::fresh(),
+            },
         }
     }
 }

@@ -174,6 +174,9 @@ pub(crate) fn system_instruction(
             "You may also send a sticker you saw in this chat, naming its set and name.\n\n",
         );
     }
+    // The album (ids, kinds, one-line descriptions): only for a persona that has one, and it
+    // changes only when the album does, so it stays in the stable prefix.
+    s.push_str(&persona.album.prompt_section());
     s.push_str(
         "Answer every turn with task blocks only, or with nothing at all to stay silent. When \
          asked to respond to a message, staying silent is still fine if that suits you better.\n\n",

@@ -8,8 +8,8 @@ use std::collections::VecDeque;
 
 use crate::core::blocks::{TELEGRAM_TEXT_LIMIT_UTF16, part_key, text_parts};
 use crate::core::model::{
-    Chat, ChatId, Message, MessageId, OutgoingSticker, OutgoingText, OutgoingVoice, SetSticker,
-    StickerChoice, TelegramError, TgResult,
+    Chat, ChatId, Message, MessageId, OutgoingMedia, OutgoingSticker, OutgoingText, OutgoingVoice,
+    SetSticker, StickerChoice, TelegramError, TgResult,
 };
 use crate::core::time::BoxFuture;
 
@@ -26,6 +26,10 @@ pub trait Telegram: Send + Sync + 'static {
     /// know what was said. A chat or user that refuses voice notes answers
     /// [`TelegramError::ContentRefused`]: the caller sends the same words as text.
     fn send_voice(&self, msg: OutgoingVoice) -> BoxFuture<'_, TgResult<Message>>;
+    /// Sends an item of the persona's album (no caption): uploaded once per account, its
+    /// reference reused after that (see [`OutgoingMedia`]). The message returned carries the
+    /// item's media kind and its album id as the media's id.
+    fn send_media(&self, msg: OutgoingMedia) -> BoxFuture<'_, TgResult<Message>>;
     /// Shows "recording voice" in the chat (as `typing` shows typing).
     fn recording_voice(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>>;
     fn react(&self, chat: ChatId, message: MessageId, emoji: &str) -> BoxFuture<'_, TgResult<()>>;

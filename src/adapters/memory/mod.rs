@@ -13,6 +13,7 @@
 //! from the state layout. Transcript reading is in `transcript`, the trait in `telegram`, voice
 //! notes (kept as files next to the transcripts) in `voice`.
 
+mod media_send;
 mod telegram;
 mod transcript;
 mod voice;
@@ -45,6 +46,7 @@ pub enum Op {
     SendText,
     SendSticker,
     SendVoice,
+    SendMedia,
     RecordingVoice,
     React,
     Typing,
@@ -90,6 +92,13 @@ pub enum Action {
         chat: ChatId,
         message: Message,
         file: Option<PathBuf>,
+    },
+    /// An item of the persona's album (`send_media`): the message (its media names the
+    /// album id) and the id.
+    Media {
+        chat: ChatId,
+        message: Message,
+        album_id: String,
     },
     React {
         chat: ChatId,

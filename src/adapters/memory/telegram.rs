@@ -5,8 +5,8 @@
 
 use super::{Action, MemoryTelegram, Op};
 use crate::core::model::{
-    Chat, ChatId, MediaInfo, Message, MessageId, OutgoingSticker, OutgoingText, OutgoingVoice,
-    StickerChoice, TelegramError, TgResult,
+    Chat, ChatId, MediaInfo, Message, MessageId, OutgoingMedia, OutgoingSticker, OutgoingText,
+    OutgoingVoice, StickerChoice, TelegramError, TgResult,
 };
 use crate::core::time::BoxFuture;
 use crate::ports::telegram::Telegram;
@@ -99,6 +99,13 @@ impl Telegram for MemoryTelegram {
         Box::pin(async move {
             self.enter(Op::SendVoice).await?;
             self.voice(msg).await
+        })
+    }
+
+    fn send_media(&self, msg: OutgoingMedia) -> BoxFuture<'_, TgResult<Message>> {
+        Box::pin(async move {
+            self.enter(Op::SendMedia).await?;
+            self.media(msg).await
         })
     }
 

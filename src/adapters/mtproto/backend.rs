@@ -25,6 +25,7 @@ use crate::core::model::{ChatId, ChatKind, Message, MessageId, TelegramError, Tg
 use crate::core::time::BoxFuture;
 use crate::ports::clock::SharedClock;
 use grammers_client::session::types::PeerInfo;
+mod album;
 mod download;
 mod feed;
 mod fetch;
@@ -114,6 +115,9 @@ pub struct MtprotoTelegram {
     /// Chats whose unread mentions or "marked unread" flag must be cleared when they are
     /// next read (readHistory clears neither, and the next start would see them again).
     unread_flags: Mutex<HashMap<ChatId, UnreadFlags>>,
+    /// The album items this account uploaded (content hash → photo or document reference):
+    /// sent again by reference (`album`).
+    uploads: Arc<crate::adapters::mtproto::uploads::UploadStore>,
 }
 
 /// What `mark_read` must clear besides the read position.
@@ -169,8 +173,25 @@ impl MtprotoTelegram {
             muted: recover::Memo::new(Arc::clone(&clock), MUTE_TTL, FAILURE_TTL, 10_000),
             unread_flags: Mutex::new(HashMap::new()),
             update_feed: Mutex::new(None),
+            uploads: crate::adapters::mtproto::uploads::UploadStore::in_memory(),
             clock,
         }
+    }
+
+    /// The album uploads are kept in `uploads` (the daemon's: a file in the agent's state
+    /// folder) instead of memory only.
+    #[must_use]
+    pub fn with_uploads(
+        mut self,
+        uploads: Arc<crate::adapters::mtproto::uploads::UploadStore>,
+    ) -> MtprotoTelegram {
+        self.uploads = uploads;
+        self
+    }
+
+    /// The album uploads this account remembers.
+    pub fn uploads(&self) -> &crate::adapters::mtproto::uploads::UploadStore {
+        &self.uploads
     }
 
     /// Whether this account blocked `user` (cached for a minute). On failure, the last known

@@ -24,6 +24,7 @@ pub mod recover;
 pub mod sent;
 pub mod session;
 pub mod sim;
+pub mod uploads;
 pub mod whoami;
 
 use std::fmt;
@@ -288,6 +289,17 @@ pub async fn open_account(
     }
 }
 
+/// Where an account keeps its album uploads: beside its session, one file per Telegram
+/// (`telegram-album.json`, `telegram-test-album.json`, …), as references are per server.
+pub fn uploads_path(state: &StateDir, agent: &str, servers: Servers) -> std::path::PathBuf {
+    let session = session::session_path(state, agent, servers);
+    let stem = session.file_stem().map_or_else(
+        || "telegram".to_owned(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    session.with_file_name(format!("{stem}-album.json"))
+}
+
 /// Connects an agent whose session exists and is private; refuses otherwise.
 pub async fn connect(
     state: &StateDir,
@@ -331,14 +343,21 @@ pub async fn connect(
         tokio::task::spawn_blocking(move || sent::SentLedger::load(ledger_path, ledger_clock))
             .await
             .map_err(ConnectError::Worker)?;
-    let telegram = Arc::new(MtprotoTelegram::new(
-        client.clone(),
-        Arc::clone(&session),
-        self_id,
-        username,
-        clock,
-        ledger,
-    ));
+    let uploads_path = uploads_path(state, agent, creds.servers);
+    let uploads = tokio::task::spawn_blocking(move || uploads::UploadStore::load(uploads_path))
+        .await
+        .map_err(ConnectError::Worker)?;
+    let telegram = Arc::new(
+        MtprotoTelegram::new(
+            client.clone(),
+            Arc::clone(&session),
+            self_id,
+            username,
+            clock,
+            ledger,
+        )
+        .with_uploads(uploads),
+    );
     telegram.feed_updates_weak(feed);
     Ok(Connected {
         telegram,

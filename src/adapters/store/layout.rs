@@ -15,6 +15,7 @@
 //! <state>/<agent>/telegram.session(.lock)       the Telegram session and its lock
 //! <state>/<agent>/telegram-test.session(.lock)  the same on Telegram's test servers
 //! <state>/<agent>/telegram-sent.json            the sent-message ledger
+//! <state>/<agent>/telegram(-test,-sim)-album.json  album uploads kept per account (mtproto::uploads)
 //! <state>/<agent>/memory/persona.md             the owner's facts about the persona
 //! <state>/<agent>/memory/people/<user>.md       what the persona remembers about a person
 //! <state>/<agent>/memory/chats/<chat>.md        its notes about one chat

@@ -42,7 +42,8 @@ pub(super) async fn print_actions(
             Some((gate, chat)),
             Action::Send { message, .. }
             | Action::Sticker { message, .. }
-            | Action::Voice { message, .. },
+            | Action::Voice { message, .. }
+            | Action::Media { message, .. },
         ) = (&gate, &rec.action)
         {
             gate.note_own(chat, message);
@@ -253,6 +254,13 @@ pub(crate) fn json_event(action: &Action, at_ms: i128) -> Value {
             "duration": message.media.as_ref().and_then(|m| m.duration_secs),
             "text": message.text, "reply_to": message.reply_to,
         }),
+        Action::Media {
+            message, album_id, ..
+        } => json!({
+            "event": "media", "id": message.id, "album_id": album_id,
+            "kind": message.media.as_ref().map(|m| m.kind.as_str()),
+            "reply_to": message.reply_to,
+        }),
         Action::React {
             message_id, emoji, ..
         } => json!({"event": "react", "message_id": message_id, "emoji": emoji}),
@@ -336,6 +344,14 @@ fn human_line(action: &Action, at_ms: i128, agent: &str) -> Option<String> {
                 .map(|f| format!(", {}", f.display()))
                 .unwrap_or_default(),
             message.text
+        ),
+        Action::Media {
+            message, album_id, ..
+        } => format!(
+            "{t} #{} {agent}{} sends {} {album_id} from the album",
+            message.id,
+            reply(&message.reply_to),
+            message.media.as_ref().map_or("media", |m| m.kind.as_str()),
         ),
         Action::React {
             message_id, emoji, ..

@@ -245,6 +245,12 @@ pub(super) fn parse_json_tasks(out: &mut ParsedReply, found: JsonTasks, opts: &P
             super::commitments::parse_json_commitment(out, &label, k, obj);
             continue;
         }
+        if block_kind(kind) == Some(TaskKind::SendMedia) {
+            let label = format!("task {index} («{}»)", TaskKind::SendMedia.as_str());
+            let reply_to = json_id(obj.get("reply_to"));
+            super::send_media::parse_json_send_media(out, &label, obj, &reply_to, opts);
+            continue;
+        }
         if block_kind(kind) == Some(TaskKind::Intent) {
             let label = format!("task {index} («{}»)", TaskKind::Intent.as_str());
             parse_json_event(out, &label, obj);

@@ -105,6 +105,26 @@ pub fn plan_schema(
     })
 }
 
+/// `schema` (a [`plan_schema`]) with the `send_media` task added: for a persona with an album.
+pub fn with_send_media(mut schema: Value) -> Value {
+    let task = json!({
+        "type": "OBJECT",
+        "properties": {
+            "kind": {"type": "STRING", "enum": ["send_media"]},
+            "unique_id": {"type": "STRING"},
+            "reply_to": {"type": "INTEGER", "nullable": true}
+        },
+        "required": ["kind", "unique_id"]
+    });
+    if let Some(kinds) = schema
+        .pointer_mut("/properties/tasks/items/anyOf")
+        .and_then(Value::as_array_mut)
+    {
+        kinds.push(task);
+    }
+    schema
+}
+
 /// Appended to the system instruction when the plan is asked for as structured output.
 pub const JSON_PLAN_INSTRUCTIONS: &str = "\
 # How to answer (structured)

@@ -13,6 +13,7 @@ pub fn consequential(kind: TaskKind) -> bool {
         TaskKind::Send
             | TaskKind::Sticker
             | TaskKind::Voice
+            | TaskKind::SendMedia
             | TaskKind::React
             | TaskKind::Block
             | TaskKind::Unblock

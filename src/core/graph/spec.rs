@@ -40,10 +40,11 @@ pub enum TaskKind {
     Intend,
     ChatPlan,
     EditSchedule,
+    SendMedia,
 }
 
 impl TaskKind {
-    pub(crate) const ALL: [TaskKind; 22] = [
+    pub(crate) const ALL: [TaskKind; 23] = [
         TaskKind::Received,
         TaskKind::Classify,
         TaskKind::Send,
@@ -66,6 +67,7 @@ impl TaskKind {
         TaskKind::Intend,
         TaskKind::ChatPlan,
         TaskKind::EditSchedule,
+        TaskKind::SendMedia,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -92,6 +94,7 @@ impl TaskKind {
             TaskKind::Intend => "intend",
             TaskKind::ChatPlan => "plan",
             TaskKind::EditSchedule => "schedule-edit",
+            TaskKind::SendMedia => "send-media",
         }
     }
 
@@ -131,7 +134,10 @@ impl TaskKind {
     /// Whether the kind has an outbound side effect that must not happen twice, so it
     /// carries an idempotency key.
     pub(crate) fn needs_idempotency_key(self) -> bool {
-        matches!(self, TaskKind::Send | TaskKind::Sticker | TaskKind::Voice)
+        matches!(
+            self,
+            TaskKind::Send | TaskKind::Sticker | TaskKind::Voice | TaskKind::SendMedia
+        )
     }
 }
 
@@ -196,6 +202,14 @@ pub enum TaskSpec {
     /// that refuses voice notes gets the same words as text.
     Voice {
         text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply_to: Option<MessageId>,
+        idempotency_key: IdempotencyKey,
+    },
+    /// An item of the persona's album (`send_media`), named by its album id; an id the album
+    /// does not have is refused by the handler, never sent as text.
+    SendMedia {
+        unique_id: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply_to: Option<MessageId>,
         idempotency_key: IdempotencyKey,
@@ -333,6 +347,7 @@ impl TaskSpec {
             TaskSpec::Intend { .. } => TaskKind::Intend,
             TaskSpec::ChatPlan { .. } => TaskKind::ChatPlan,
             TaskSpec::EditSchedule { .. } => TaskKind::EditSchedule,
+            TaskSpec::SendMedia { .. } => TaskKind::SendMedia,
         }
     }
 
@@ -381,6 +396,11 @@ impl TaskSpec {
             TaskSpec::Voice { text, reply_to, .. } => {
                 format!("voice note: {}{}", cut(text), reply(reply_to))
             }
+            TaskSpec::SendMedia {
+                unique_id,
+                reply_to,
+                ..
+            } => format!("album item {unique_id}{}", reply(reply_to)),
             TaskSpec::Sticker {
                 set,
                 name,
@@ -441,6 +461,9 @@ impl TaskSpec {
             }
             | TaskSpec::Sticker {
                 idempotency_key, ..
+            }
+            | TaskSpec::SendMedia {
+                idempotency_key, ..
             } => Some(*idempotency_key),
             _ => None,
         }
@@ -449,7 +472,9 @@ impl TaskSpec {
     /// The message an outbound task replies to.
     pub fn reply_to(&self) -> Option<MessageId> {
         match self {
-            TaskSpec::Send { reply_to, .. } | TaskSpec::Sticker { reply_to, .. } => *reply_to,
+            TaskSpec::Send { reply_to, .. }
+            | TaskSpec::Sticker { reply_to, .. }
+            | TaskSpec::SendMedia { reply_to, .. } => *reply_to,
             _ => None,
         }
     }
@@ -539,7 +564,12 @@ mod tests {
             .collect();
         assert_eq!(
             keyed,
-            vec![TaskKind::Send, TaskKind::Sticker, TaskKind::Voice]
+            vec![
+                TaskKind::Send,
+                TaskKind::Sticker,
+                TaskKind::Voice,
+                TaskKind::SendMedia
+            ]
         );
     }
 }

@@ -184,9 +184,10 @@ fn spec_of(kind: TaskKind, map: &Map<String, Value>) -> Result<TaskSpec, Invalid
         | TaskKind::XSend
         | TaskKind::Intend
         | TaskKind::ChatPlan
-        | TaskKind::EditSchedule => {
+        | TaskKind::EditSchedule
+        | TaskKind::SendMedia => {
             return Err(Invalid::from(format!(
-                "a {kind} task in a format 1 file (format 1 had no memory, presence, draft, voice, xsend or plan tasks)"
+                "a {kind} task in a format 1 file (format 1 had no memory, presence, draft, voice, xsend, plan or send-media tasks)"
             )));
         }
         TaskKind::Block => TaskSpec::Block,

@@ -51,10 +51,11 @@ pub(super) enum Field {
     SendLimits,
     Language,
     Voice,
+    MediaFolder,
 }
 
 impl Field {
-    pub(super) const ALL: [Field; 37] = [
+    pub(super) const ALL: [Field; 38] = [
         Field::Name,
         Field::Phone,
         Field::Instructions,
@@ -92,6 +93,7 @@ impl Field {
         Field::SendLimits,
         Field::Language,
         Field::Voice,
+        Field::MediaFolder,
     ];
 
     /// The canonical heading text.
@@ -134,6 +136,7 @@ impl Field {
             Field::SendLimits => "Send Limits",
             Field::Language => "Language",
             Field::Voice => "Voice",
+            Field::MediaFolder => "Media Folder",
         }
     }
 

@@ -148,7 +148,7 @@ fn load_role_prompt(
 
 /// The task kinds personad carries out (task blocks or the original's JSON tasks); `think`
 /// is accepted and dropped.
-const SUPPORTED_KINDS: [&str; 16] = [
+const SUPPORTED_KINDS: [&str; 17] = [
     "send",
     "react",
     "sticker",
@@ -165,6 +165,7 @@ const SUPPORTED_KINDS: [&str; 16] = [
     "intend",
     "plan",
     "schedule",
+    "send-media",
 ];
 
 /// The kinds a role prompt of the original enables (its `<!-- SCHEMA_TASKS: a, b -->` lines),

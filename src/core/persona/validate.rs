@@ -62,6 +62,21 @@ pub(crate) fn parse_persona_inner(
             })
         });
 
+    let media_folder = fields.get(&Field::MediaFolder).and_then(|sec| {
+        let value = sec.value.trim();
+        if value.is_empty() || value.contains('\n') {
+            report.error(
+                sec.value_line,
+                format!(
+                    "{} must be one line: a folder path (relative to this file)",
+                    super::fields::heading(Field::MediaFolder)
+                ),
+            );
+            return None;
+        }
+        Some(value.trim_matches('`').to_owned())
+    });
+
     let name = identity.name.clone();
     let allow_schedule_edits = settings.allow_schedule_edits.unwrap_or_else(|| {
         role_prompts
@@ -101,6 +116,8 @@ pub(crate) fn parse_persona_inner(
             daily_budget: owner.daily_budget,
             send_limits: owner.send_limits,
             voice,
+            media_folder,
+            album: std::sync::Arc::default(),
             extra,
             source: path.to_path_buf(),
         }),

@@ -14,6 +14,7 @@ mod react;
 mod received;
 mod schedule;
 mod send;
+mod send_media;
 mod shutdown;
 mod sticker;
 mod summarize;
@@ -106,6 +107,7 @@ pub(crate) fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
         TaskKind::Draft => &draft::Draft,
         TaskKind::Voice => &voice::Voice,
         TaskKind::XSend => &xsend::XSend,
+        TaskKind::SendMedia => &send_media::SendMedia,
     }
 }
 

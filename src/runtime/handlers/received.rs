@@ -396,7 +396,10 @@ pub(crate) fn tasks_from_actions(
     for action in memory.into_iter().chain(rest) {
         let outbound = matches!(
             action,
-            Action::Send { .. } | Action::Sticker { .. } | Action::Voice { .. }
+            Action::Send { .. }
+                | Action::Sticker { .. }
+                | Action::Voice { .. }
+                | Action::SendMedia { .. }
         );
         if outbound && first_outbound && pacing.start_delay_secs > 0.0 {
             // Never a wait a saved graph could not hold (settings are checked; this is the

@@ -11,8 +11,8 @@ use crate::adapters::mtproto::errors::classify;
 use crate::adapters::mtproto::format::to_telegram;
 use crate::adapters::mtproto::recover::{self, CallError};
 use crate::core::model::{
-    Chat, ChatId, ChatKind, Message, MessageId, OutgoingSticker, OutgoingText, OutgoingVoice,
-    StickerChoice, TelegramError, TgResult,
+    Chat, ChatId, ChatKind, Message, MessageId, OutgoingMedia, OutgoingSticker, OutgoingText,
+    OutgoingVoice, StickerChoice, TelegramError, TgResult,
 };
 use crate::core::time::BoxFuture;
 use crate::ports::telegram::Telegram;
@@ -115,6 +115,10 @@ impl Telegram for MtprotoTelegram {
 
     fn send_voice(&self, msg: OutgoingVoice) -> BoxFuture<'_, TgResult<Message>> {
         Box::pin(self.voice(msg))
+    }
+
+    fn send_media(&self, msg: OutgoingMedia) -> BoxFuture<'_, TgResult<Message>> {
+        Box::pin(self.album_item(msg))
     }
 
     fn recording_voice(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {

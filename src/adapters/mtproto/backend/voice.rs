@@ -65,14 +65,26 @@ impl MtprotoTelegram {
         Ok(message)
     }
 
-    /// Uploads `bytes` as a small file in parts of [`PART_BYTES`] under a random file id.
+    /// Uploads a voice note (see [`Self::upload_named`]).
     async fn upload(&self, bytes: &[u8]) -> TgResult<tl::types::InputFile> {
+        self.upload_named(bytes, VOICE_FILE_NAME, "voice note")
+            .await
+    }
+
+    /// Uploads `bytes` as a small file named `name` in parts of [`PART_BYTES`] under a random
+    /// file id (`what` names it in a refusal).
+    pub(super) async fn upload_named(
+        &self,
+        bytes: &[u8],
+        name: &str,
+        what: &str,
+    ) -> TgResult<tl::types::InputFile> {
         if bytes.is_empty() {
-            return Err(TelegramError::Invalid("an empty voice note".into()));
+            return Err(TelegramError::Invalid(format!("an empty {what}")));
         }
         if bytes.len() > MAX_SMALL_FILE {
             return Err(TelegramError::Invalid(format!(
-                "a voice note of {} bytes, over the {MAX_SMALL_FILE} byte upload cap",
+                "a {what} of {} bytes, over the {MAX_SMALL_FILE} byte upload cap",
                 bytes.len()
             )));
         }
@@ -99,7 +111,7 @@ impl MtprotoTelegram {
         Ok(tl::types::InputFile {
             id: file_id,
             parts,
-            name: VOICE_FILE_NAME.to_string(),
+            name: name.to_string(),
             md5_checksum: String::new(),
         })
     }

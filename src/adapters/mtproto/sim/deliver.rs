@@ -415,6 +415,8 @@ pub struct Post {
     pub topic_title: Option<String>,
     /// A file sent with the text.
     pub file: Option<File>,
+    /// A file stored before, sent again by reference (instead of `file`).
+    pub stored: Option<super::world::Media>,
 }
 
 /// A file to send: its name, MIME type and bytes; `voice` for a voice note, with its length
@@ -432,6 +434,11 @@ pub struct File {
 impl World {
     /// Stores a file; returns what a message carries of it.
     pub(crate) fn store_file(&mut self, f: &File) -> super::world::Media {
+        self.store_file_as(f, false)
+    }
+
+    /// Stores a file, a photo when `photo`; returns what a message carries of it.
+    pub(crate) fn store_file_as(&mut self, f: &File, photo: bool) -> super::world::Media {
         let id = i64::try_from(self.next_global()).unwrap_or(0) + 9_000_000;
         let access_hash = Self::access_hash(id, id);
         let file_reference = file_reference(id, 0);
@@ -443,6 +450,9 @@ impl World {
                 access_hash,
                 file_reference: file_reference.clone(),
                 date,
+                name: f.name.clone(),
+                mime_type: f.mime_type.clone(),
+                photo,
             },
         );
         super::world::Media {
@@ -455,6 +465,7 @@ impl World {
             voice: f.voice,
             duration: f.duration,
             waveform: f.waveform.clone(),
+            photo,
         }
     }
 
@@ -571,7 +582,11 @@ pub(crate) fn post(
         mentioned: false,
         migrated_to: None,
         topic_title: post.topic_title.clone(),
-        media: post.file.as_ref().map(|f| w.store_file(f)),
+        media: match (&post.stored, &post.file) {
+            (Some(m), _) => Some(m.clone()),
+            (None, Some(f)) => Some(w.store_file(f)),
+            (None, None) => None,
+        },
         reactions: Vec::new(),
         global,
     };

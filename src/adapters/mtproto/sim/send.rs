@@ -59,6 +59,7 @@ pub(super) fn send_message(
             top,
             topic_title: None,
             file: None,
+            stored: None,
         },
         Some(account),
     )?;

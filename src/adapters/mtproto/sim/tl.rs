@@ -503,10 +503,42 @@ pub struct Media {
     /// A voice note's length in seconds, and its waveform (Telegram's packed 5-bit form).
     pub duration: i32,
     pub waveform: Option<Vec<u8>>,
+    /// A photo (a message carries it as `messageMediaPhoto`), not a document.
+    pub photo: bool,
 }
 
-/// A message's document.
+/// A message's document (or photo).
 pub fn document(f: &Media, date: i32) -> tl::enums::MessageMedia {
+    if f.photo {
+        return tl::types::MessageMediaPhoto {
+            spoiler: false,
+            live_photo: false,
+            photo: Some(
+                tl::types::Photo {
+                    has_stickers: false,
+                    id: f.id,
+                    access_hash: f.access_hash,
+                    file_reference: f.file_reference.clone(),
+                    date,
+                    sizes: vec![
+                        tl::types::PhotoSize {
+                            r#type: "x".into(),
+                            w: 800,
+                            h: 600,
+                            size: i32::try_from(f.size).unwrap_or(i32::MAX),
+                        }
+                        .into(),
+                    ],
+                    video_sizes: None,
+                    dc_id: super::HOME_DC,
+                }
+                .into(),
+            ),
+            ttl_seconds: None,
+            video: None,
+        }
+        .into();
+    }
     let mut attributes: Vec<tl::enums::DocumentAttribute> = vec![
         tl::types::DocumentAttributeFilename {
             file_name: f.name.clone(),

@@ -1,8 +1,8 @@
 //! Uploads and media sends in the simulated Telegram: `upload.saveFilePart` keeps the parts
 //! of each account's files in progress (bounded: a few files per account, Telegram's part
-//! size and count limits), and `messages.sendMedia` with an uploaded document puts the
-//! reassembled file into a message, a voice note with its duration and waveform, delivered
-//! like any post. It checks what Telegram checks for these (missing parts, a random id used
+//! size and count limits), and `messages.sendMedia` with an uploaded document or photo puts
+//! the reassembled file into a message (a voice note with its duration and waveform), or
+//! sends a photo or document stored before by its reference, delivered like any post. It checks what Telegram checks for these (missing parts, a random id used
 //! before, a dialog that refuses voice notes) and answers with Telegram's error names. Called
 //! by [`super::rpc`] with the world locked; it owns no socket.
 
@@ -77,22 +77,30 @@ fn take_upload(w: &mut World, account: i64, file: &tl::types::InputFile) -> Opti
     Some(parts.into_values().flatten().collect())
 }
 
-/// `messages.sendMedia` with an uploaded document (a voice note, a file). Other media
-/// (photos, documents by reference) are not modelled: MEDIA_INVALID.
+/// What a `messages.sendMedia` posts: a freshly uploaded file (a photo or a document), or
+/// one stored before, by reference.
+enum Sending {
+    Upload { file: File, photo: bool },
+    Stored(super::world::Media),
+}
+
+/// `messages.sendMedia` with an uploaded document (a voice note, a file), an uploaded photo,
+/// or a photo or document sent before, by reference (its access hash and current file
+/// reference checked: an old reference answers FILE_REFERENCE_EXPIRED). Other media are not
+/// modelled: MEDIA_INVALID.
 pub(super) fn send_media(
     w: &mut World,
     account: i64,
     r: tl::functions::messages::SendMedia,
 ) -> Answer {
     let peer = input_peer(w, account, &r.peer)?;
-    let tl::enums::InputMedia::UploadedDocument(doc) = &r.media else {
-        return Err(fail(400, "MEDIA_INVALID"));
+    let voice = match &r.media {
+        tl::enums::InputMedia::UploadedDocument(doc) => doc
+            .attributes
+            .iter()
+            .any(|a| matches!(a, tl::enums::DocumentAttribute::Audio(a) if a.voice)),
+        _ => false,
     };
-    let audio = doc.attributes.iter().find_map(|a| match a {
-        tl::enums::DocumentAttribute::Audio(a) => Some(a),
-        _ => None,
-    });
-    let voice = audio.is_some_and(|a| a.voice);
     if voice && w.voice_forbidden.contains(&peer) {
         return Err(fail(403, "CHAT_SEND_VOICES_FORBIDDEN"));
     }
@@ -102,6 +110,78 @@ pub(super) fn send_media(
     if w.knows_random_id(account, r.random_id) {
         return Err(fail(500, "RANDOM_ID_DUPLICATE"));
     }
+    let (sending, what) = match &r.media {
+        tl::enums::InputMedia::UploadedDocument(doc) => (
+            uploaded_document(w, account, doc)?,
+            if voice { "voice" } else { "document" },
+        ),
+        tl::enums::InputMedia::UploadedPhoto(p) => {
+            let tl::enums::InputFile::File(input) = &p.file else {
+                return Err(fail(400, "FILE_PARTS_INVALID"));
+            };
+            let bytes =
+                take_upload(w, account, input).ok_or_else(|| fail(400, "FILE_PARTS_INVALID"))?;
+            let file = File {
+                name: input.name.clone(),
+                mime_type: "image/jpeg".into(),
+                bytes,
+                ..File::default()
+            };
+            (Sending::Upload { file, photo: true }, "photo")
+        }
+        tl::enums::InputMedia::Photo(p) => {
+            let tl::enums::InputPhoto::Photo(p) = &p.id else {
+                return Err(fail(400, "MEDIA_EMPTY"));
+            };
+            let m = stored(w, p.id, p.access_hash, &p.file_reference, true)?;
+            (Sending::Stored(m), "photo by reference")
+        }
+        tl::enums::InputMedia::Document(d) => {
+            let tl::enums::InputDocument::Document(d) = &d.id else {
+                return Err(fail(400, "MEDIA_EMPTY"));
+            };
+            let m = stored(w, d.id, d.access_hash, &d.file_reference, false)?;
+            (Sending::Stored(m), "document by reference")
+        }
+        _ => return Err(fail(400, "MEDIA_INVALID")),
+    };
+    let stored = match sending {
+        Sending::Stored(m) => m,
+        Sending::Upload { file, photo } => w.store_file_as(&file, photo),
+    };
+    let reply_to = match &r.reply_to {
+        Some(tl::enums::InputReplyTo::Message(m)) => Some(m.reply_to_msg_id),
+        _ => None,
+    };
+    let posted = post(
+        w,
+        account,
+        peer,
+        &Post {
+            text: r.message.clone(),
+            reply_to,
+            stored: Some(stored),
+            ..Post::default()
+        },
+        Some(account),
+    )?;
+    let id = posted.id_for(account).unwrap_or(0);
+    w.mark_random_id(account, r.random_id, (peer, id));
+    w.events
+        .push((account, format!("send_media {} {what}", peer.chat_id())));
+    sent_answer(w, account, peer, &posted, r.random_id, false)
+}
+
+/// An uploaded document's file: its parts reassembled, its name, type and voice attributes.
+fn uploaded_document(
+    w: &mut World,
+    account: i64,
+    doc: &tl::types::InputMediaUploadedDocument,
+) -> Result<Sending, RpcFailure> {
+    let audio = doc.attributes.iter().find_map(|a| match a {
+        tl::enums::DocumentAttribute::Audio(a) => Some(a),
+        _ => None,
+    });
     let tl::enums::InputFile::File(input) = &doc.file else {
         return Err(fail(400, "FILE_PARTS_INVALID"));
     };
@@ -116,40 +196,53 @@ pub(super) fn send_media(
             _ => None,
         })
         .unwrap_or_else(|| input.name.clone());
-    let reply_to = match &r.reply_to {
-        Some(tl::enums::InputReplyTo::Message(m)) => Some(m.reply_to_msg_id),
-        _ => None,
-    };
-    let posted = post(
-        w,
-        account,
-        peer,
-        &Post {
-            text: r.message.clone(),
-            reply_to,
-            file: Some(File {
-                name,
-                mime_type: doc.mime_type.clone(),
-                bytes,
-                voice,
-                duration: audio.map_or(0, |a| a.duration),
-                waveform: audio.and_then(|a| a.waveform.clone()),
-            }),
-            ..Post::default()
+    Ok(Sending::Upload {
+        file: File {
+            name,
+            mime_type: doc.mime_type.clone(),
+            bytes,
+            voice: audio.is_some_and(|a| a.voice),
+            duration: audio.map_or(0, |a| a.duration),
+            waveform: audio.and_then(|a| a.waveform.clone()),
         },
-        Some(account),
-    )?;
-    let id = posted.id_for(account).unwrap_or(0);
-    w.mark_random_id(account, r.random_id, (peer, id));
-    w.events.push((
-        account,
-        format!(
-            "send_media {} {}",
-            peer.chat_id(),
-            if voice { "voice" } else { "document" }
-        ),
-    ));
-    sent_answer(w, account, peer, &posted, r.random_id, false)
+        photo: false,
+    })
+}
+
+/// A file stored before, as a message carries it, when the reference to it holds: the id and
+/// access hash of a photo (`photo`) or a document, and its current file reference.
+fn stored(
+    w: &World,
+    id: i64,
+    access_hash: i64,
+    file_reference: &[u8],
+    photo: bool,
+) -> Result<super::world::Media, RpcFailure> {
+    let invalid = if photo {
+        "PHOTO_INVALID"
+    } else {
+        "DOCUMENT_INVALID"
+    };
+    let f = w
+        .files
+        .get(&id)
+        .filter(|f| f.access_hash == access_hash && f.photo == photo)
+        .ok_or_else(|| fail(400, invalid))?;
+    if f.file_reference != file_reference {
+        return Err(fail(400, "FILE_REFERENCE_EXPIRED"));
+    }
+    Ok(super::world::Media {
+        id,
+        access_hash,
+        file_reference: f.file_reference.clone(),
+        mime_type: f.mime_type.clone(),
+        name: f.name.clone(),
+        size: i64::try_from(f.bytes.len()).unwrap_or(i64::MAX),
+        voice: false,
+        duration: 0,
+        waveform: None,
+        photo,
+    })
 }
 
 impl World {

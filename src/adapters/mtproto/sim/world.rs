@@ -139,6 +139,10 @@ pub(crate) struct StoredFile {
     pub(crate) access_hash: i64,
     pub(crate) file_reference: Vec<u8>,
     pub(crate) date: i32,
+    /// What a message carries of it (to send it again by reference).
+    pub(crate) name: String,
+    pub(crate) mime_type: String,
+    pub(crate) photo: bool,
 }
 
 /// A person or an account.
