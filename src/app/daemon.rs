@@ -157,6 +157,8 @@ impl Daemon {
         );
         let planning = planning::planning(&args, &config, &state, &clock, &report, memory)?;
         let mut accounts = Accounts::new(global.clone(), backend, state.clone(), &clock);
+        let chats = crate::app::ops::controls::ChatIndex::new(state.clone());
+        accounts.chats = Some(Arc::clone(&chats));
         accounts.report_problems(&report, true, &Default::default());
         let opened = open_agents(&accounts, &report, &notifier).await?;
         let heartbeat_every =
@@ -190,6 +192,7 @@ impl Daemon {
                 hooks: hooks(&services.handle, &notifier, &reloads.0),
                 usage: Some(Arc::clone(&services.usage)),
                 facts: Arc::clone(&services.facts),
+                chats: Some(chats),
             },
             services.handle.clone(),
             Arc::clone(&services.groups),

@@ -660,6 +660,7 @@ pub(crate) fn controls(
             facts: Arc::new(personad::adapters::store::facts::FileFacts::new(
                 StateDir::new(&h.state),
             )),
+            chats: None,
         },
         h.handle.clone(),
         personad::ingress::Groups::new(),
