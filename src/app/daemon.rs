@@ -257,7 +257,7 @@ impl Daemon {
             life.spawn(async move { c.serve(commands, stop).await });
         }
         fleet.start(opened);
-        if let Err(e) = endpoints(bound, &state, &health, &controller, &handle, &usage, &life).await
+        if let Err(e) = endpoints(bound, &global, &state, &health, &controller, &usage, &life).await
         {
             life.cancel();
             handle.shutdown("a web endpoint is unavailable");
@@ -390,10 +390,10 @@ async fn bind(args: &RunArgs) -> Result<Bound, crate::app::ops::OpError> {
 /// Serves the bound metrics endpoint and web console.
 async fn endpoints(
     bound: Bound,
+    global: &GlobalArgs,
     state: &StateDir,
     health: &Arc<Health>,
     controller: &Arc<Controller>,
-    handle: &RuntimeHandle,
     usage: &Arc<crate::adapters::llm::usage::UsageMeter>,
     life: &Lifecycle,
 ) -> Result<(), crate::app::ops::OpError> {
@@ -405,8 +405,8 @@ async fn endpoints(
             listener,
             state,
             Arc::clone(controller),
-            handle.clone(),
             Arc::clone(usage),
+            global.clone(),
             life,
         )
         .await?;

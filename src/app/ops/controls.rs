@@ -13,7 +13,9 @@
 //!   across restarts);
 //! - `gate`: the owner's step of the admission chain;
 //! - `answers`: the command queue carried out and answered;
-//! - `pauses`, `drafts`, `views`, `reads`, `say`: the operations by concern.
+//! - `pauses`, `drafts`, `views`, `reads`, `say`: the operations by concern;
+//! - `health`: what the console shows of a persona beyond `/status` (caps, warnings, chats,
+//!   schedule, memory), as data.
 
 use std::sync::Arc;
 
@@ -36,6 +38,7 @@ mod chat_index;
 mod commands;
 mod drafts;
 mod gate;
+mod health;
 mod pauses;
 mod reads;
 mod roster;
@@ -47,6 +50,7 @@ pub(crate) use chat_index::ChatEntry;
 pub use commands::Op;
 pub(crate) use commands::parse_duration;
 pub use gate::Commands;
+pub(crate) use health::ScheduleView;
 pub(crate) use reads::{AgentView, DraftView};
 pub use roster::{Roster, Seat, SimSeat};
 pub(crate) use say::MAX_WAIT_SECS as SAY_MAX_WAIT_SECS;
