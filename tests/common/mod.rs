@@ -2,6 +2,7 @@
 //! virtual clock that only moves when everything has settled (so tests never sleep).
 #![allow(dead_code)]
 
+pub(crate) mod browser;
 pub(crate) mod console;
 pub(crate) mod daemon;
 pub(crate) mod gemini;

@@ -140,7 +140,7 @@ pub(crate) fn draft_box(
         " class=\"edit\"",
         &format!(
             "<label>Edit, then send <textarea name=\"text\" rows=\"3\">{}</textarea></label><button type=\"submit\" class=\"send-edit\">Send this text</button>",
-            esc(&d.text)
+            esc(&d.sends)
         ),
     );
     let place = if link {
@@ -170,8 +170,14 @@ pub(crate) fn steps(g: &TaskGraph, now: Timestamp, tz: &TimeZone) -> String {
     let mut out = String::from("<ol class=\"plan\" id=\"plan\">");
     let mut first = true;
     for t in g.tasks.iter().filter(|t| t.status != TaskStatus::Done) {
+        let waits_for_owner = matches!(t.spec, TaskSpec::Draft { posted: Some(_), decision: None, .. });
         let when = match (t.status, t.not_before) {
             (TaskStatus::Active, _) => "now: ".to_string(),
+            (_, Some(at)) if waits_for_owner => format!(
+                "now, until {} ({}): ",
+                local_short(at, now, tz),
+                span(secs_until(now, at))
+            ),
             (TaskStatus::Failed, _) => "failed: ".to_string(),
             (_, Some(at)) if secs_until(now, at) >= 1.0 => format!(
                 "in {} ({}): ",
@@ -251,9 +257,9 @@ pub(crate) fn step(t: &Task) -> String {
                 "go offline".into()
             }
         }
-        TaskSpec::Draft { draft, decision, .. } => match decision {
-            Some(_) => format!("carry out the owner's answer to the draft {}", quote(draft)),
-            None => format!("wait for the owner to approve {}", quote(draft)),
+        TaskSpec::Draft { decision, .. } => match decision {
+            Some(_) => "carry out the owner's answer to the draft".into(),
+            None => "wait for the owner's answer to the draft (below)".into(),
         },
         TaskSpec::Note { content, .. } => format!("note about the chat: {}", quote(content)),
     }

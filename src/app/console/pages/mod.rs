@@ -147,7 +147,10 @@ pub(crate) fn local_short(t: Timestamp, now: Timestamp, tz: &TimeZone) -> String
 
 /// A span of seconds in words: `3 s`, `2 min`, `1 h 5 min`, `2 days`.
 pub(crate) fn span(secs: f64) -> String {
-    let s = secs.max(0.0).round() as u64;
+    if secs < 0.5 {
+        return "a moment".to_string();
+    }
+    let s = secs.round() as u64;
     match s {
         0..=59 => format!("{s} s"),
         60..=3599 => format!("{} min", (s + 30) / 60),
@@ -263,7 +266,7 @@ mod tests {
         };
         let html = page(&f, "");
         assert!(html.contains("UTC 2027-01-15 08:00"), "{html}");
-        assert!(html.contains("Tess&#39;s local time 2027-01-15 17:00 (Asia/Tokyo)"), "{html}");
+        assert!(html.contains("Tess's local time 2027-01-15 17:00 (Asia/Tokyo)"), "{html}");
         assert!(html.contains("http-equiv=\"refresh\""));
         assert!(html.contains("href=\"/drafts?refresh=off\""));
         assert!(html.contains("id=\"drafts-count\">3<"));
@@ -275,6 +278,7 @@ mod tests {
     #[test]
     fn spans_read_as_words() {
         assert_eq!(span(2.6666666666666665), "3 s");
+        assert_eq!(span(0.2), "a moment");
         assert_eq!(span(120.0), "2 min");
         assert_eq!(span(3900.0), "1 h 5 min");
         assert_eq!(short("Sure, see you at eight", 4), "Sure…");

@@ -88,10 +88,10 @@ fn status(a: &AgentView, f: &Frame<'_>) -> String {
     match &a.paused {
         Some(p) => parts.push(match p.until {
             Some(u) => format!(
-                "<span class=\"tag paused\">paused</span> until {}",
+                "<span class=\"tag paused\">paused until {}</span>",
                 esc(&local(u, &a.zone))
             ),
-            None => "<span class=\"tag paused\">paused</span> until resumed".to_string(),
+            None => "<span class=\"tag paused\">paused until resumed</span>".to_string(),
         }),
         None if a.paused_chats > 0 => parts.push(format!(
             "<span class=\"tag up\">up</span> ({} chat(s) paused)",

@@ -138,9 +138,14 @@ impl Controller {
         out
     }
 
-    /// The chats the persona has known (kept across restarts), by id.
+    /// The chats the persona has known (kept across restarts), by id; its own Saved
+    /// Messages (the owner's notices and drafts) left out.
     pub(crate) fn chat_entries(&self, agent: &str) -> BTreeMap<i64, ChatEntry> {
-        self.roster.index().chats(agent)
+        let mut chats = self.roster.index().chats(agent);
+        if let Some(me) = self.roster.self_id(agent) {
+            chats.remove(&me);
+        }
+        chats
     }
 
     /// A group's trigger mode now: the owner's choice for it, else the persona's.

@@ -43,6 +43,8 @@ pub(crate) struct DraftView {
     pub chat: ChatId,
     pub title: String,
     pub text: String,
+    /// The texts the plan would send (what the owner's edit replaces), one per line.
+    pub sends: String,
     /// Posted to the owner and waiting until this instant (`None`: being posted).
     pub waits_until: Option<jiff::Timestamp>,
     /// The owner has answered; the runtime is applying it.
@@ -161,6 +163,16 @@ impl Controller {
                         chat: g.chat.id,
                         title: g.chat.title.clone(),
                         text: draft.clone(),
+                        sends: g
+                            .tasks
+                            .iter()
+                            .filter(|s| s.status == TaskStatus::Pending)
+                            .filter_map(|s| match &s.spec {
+                                TaskSpec::Send { text, .. } => Some(text.as_str()),
+                                _ => None,
+                            })
+                            .collect::<Vec<_>>()
+                            .join("\n"),
                         waits_until: posted.as_ref().and(t.not_before),
                         decided: decision.is_some(),
                         sends_on_timeout: *on_timeout
