@@ -70,7 +70,11 @@ fn seed_chats(s: &Scratch) -> std::io::Result<()> {
 }
 
 /// `GET base+path` with the cookie of `token`: its status and text.
-async fn get(base: &str, path: &str, token: &str) -> Result<(u16, String), Box<dyn std::error::Error>> {
+async fn get(
+    base: &str,
+    path: &str,
+    token: &str,
+) -> Result<(u16, String), Box<dyn std::error::Error>> {
     let r = client()
         .get(format!("{base}{path}"))
         .header("Cookie", format!("personad_console={token}"))
@@ -80,7 +84,12 @@ async fn get(base: &str, path: &str, token: &str) -> Result<(u16, String), Box<d
 }
 
 /// `GET` until the page holds `needle` (bounded).
-async fn until(base: &str, path: &str, token: &str, needle: &str) -> Result<String, Box<dyn std::error::Error>> {
+async fn until(
+    base: &str,
+    path: &str,
+    token: &str,
+    needle: &str,
+) -> Result<String, Box<dyn std::error::Error>> {
     let mut html = String::new();
     for _ in 0..100 {
         html = get(base, path, token).await?.1;
@@ -147,21 +156,40 @@ async fn the_pages_show_what_each_persona_knows_plans_and_spends() -> TestResult
     wait_up(&s)?;
     let base = format!("http://{}", console_addr(&s).ok_or("no console")?);
     let token = token(&s);
-    ctl(&s, &["say", "--agent", "Tess", "--wait", "20", "--from", "Alice", "one"])?;
-    ctl(&s, &["say", "--agent", "Dee", "--from", "Bob", "coming tonight?"])?;
+    ctl(
+        &s,
+        &[
+            "say", "--agent", "Tess", "--wait", "20", "--from", "Alice", "one",
+        ],
+    )?;
+    ctl(
+        &s,
+        &["say", "--agent", "Dee", "--from", "Bob", "coming tonight?"],
+    )?;
 
     // The personas page: the cap reached, the spend against it, a Lift button; the files
     // that do not run; the local time; the self-refresh.
     let home = until(&base, "/", &token, "id=\"at-cap\"").await?;
     let row = between(&home, "data-agent=\"Tess\"", "</tr>").ok_or("no Tess")?;
     assert!(
-        row.contains("300 tokens a day") && row.contains("value=\"lift\"") && row.contains("Asia/Tokyo"),
+        row.contains("300 tokens a day")
+            && row.contains("value=\"lift\"")
+            && row.contains("Asia/Tokyo"),
         "{row}"
     );
-    assert!(row.contains("450 tokens"), "the spend against the cap: {row}");
+    assert!(
+        row.contains("450 tokens"),
+        "the spend against the cap: {row}"
+    );
     let files = between(&home, "id=\"not-running\"", "</ul></li></ul>").unwrap_or(&home);
-    assert!(files.contains("Off.md") && files.contains("disabled"), "{home}");
-    assert!(home.contains("Bad.md:8:"), "the broken file with its line: {home}");
+    assert!(
+        files.contains("Off.md") && files.contains("disabled"),
+        "{home}"
+    );
+    assert!(
+        home.contains("Bad.md:8:"),
+        "the broken file with its line: {home}"
+    );
     assert!(home.contains("http-equiv=\"refresh\"") && home.contains("refresh=off"));
     let (_, quiet) = get(&base, "/?refresh=off", &token).await?;
     assert!(!quiet.contains("http-equiv") && quiet.contains("id=\"refresh-on\""));
@@ -174,39 +202,65 @@ async fn the_pages_show_what_each_persona_knows_plans_and_spends() -> TestResult
     assert!(first.contains(">Alice<"), "the newest first: {first}");
     assert_eq!(chats.matches("<tr data-chat=").count(), 50);
     let (_, found) = get(&base, "/agent/Tess?q=Person+123", &token).await?;
-    assert!(found.contains("1 chat(s)") && found.contains(">Person 123<"), "{found}");
+    assert!(
+        found.contains("1 chat(s)") && found.contains(">Person 123<"),
+        "{found}"
+    );
     let (_, last) = get(&base, "/agent/Tess?page=5", &token).await?;
-    assert!(last.contains(">Person 001<") && last.contains("id=\"prev\"") && !last.contains("id=\"next\""));
+    assert!(
+        last.contains(">Person 001<")
+            && last.contains("id=\"prev\"")
+            && !last.contains("id=\"next\"")
+    );
     let (_, waiting) = get(&base, "/agent/Tess?show=waiting", &token).await?;
     assert!(waiting.contains("tag waits") && !waiting.contains(">Person 001<"));
 
     // Sam's schedule, today and tomorrow; Tess's memory with where each fact came from.
     let (_, schedule) = get(&base, "/agent/Sam/schedule", &token).await?;
-    assert!(schedule.contains("id=\"day-0\">Today, ") && schedule.contains("id=\"day-1\">Tomorrow, "), "{schedule}");
-    assert!(schedule.contains("Europe/Berlin") && schedule.contains("id=\"intents\""), "{schedule}");
+    assert!(
+        schedule.contains("id=\"day-0\">Today, ") && schedule.contains("id=\"day-1\">Tomorrow, "),
+        "{schedule}"
+    );
+    assert!(
+        schedule.contains("Europe/Berlin") && schedule.contains("id=\"intents\""),
+        "{schedule}"
+    );
     let (_, memory) = get(&base, "/agent/Tess/memory", &token).await?;
-    assert!(memory.contains("Likes green tea.") && memory.contains("2026-11-20 10:00 UTC · chat Person 123"), "{memory}");
+    assert!(
+        memory.contains("Likes green tea.")
+            && memory.contains("2026-11-20 10:00 UTC · chat Person 123"),
+        "{memory}"
+    );
     assert!(memory.contains("value=\"forget-fact\""), "{memory}");
 
     // Dee's conversation: the plan in words, the draft with its expiry and its text to edit.
     let drafts = until(&base, "/drafts", &token, "class=\"draft\"").await?;
     assert!(drafts.contains("id=\"drafts-count\">1<") && drafts.contains("http-equiv=\"refresh\""));
-    let link = between(&drafts, "<h2>Dee in <a href=\"", "\"").ok_or("no link")?.to_string();
+    let link = between(&drafts, "<h2>Dee in <a href=\"", "\"")
+        .ok_or("no link")?
+        .to_string();
     let (_, talk) = get(&base, &link, &token).await?;
     let plan = between(&talk, "id=\"plan\">", "</ol>").ok_or_else(|| format!("no plan: {talk}"))?;
     assert!(
-        plan.contains("wait for the owner&#39;s answer to the draft") && plan.contains("then send “Hi!”"),
+        plan.contains("wait for the owner&#39;s answer to the draft")
+            && plan.contains("then send “Hi!”"),
         "{plan}"
     );
     for raw in ["idempotency", "{&quot;", "{\"", "delay_secs"] {
         assert!(!talk.contains(raw), "{raw} in {talk}");
     }
-    assert!(talk.contains("<textarea name=\"text\" rows=\"3\">Hi!</textarea>"), "{talk}");
+    assert!(
+        talk.contains("<textarea name=\"text\" rows=\"3\">Hi!</textarea>"),
+        "{talk}"
+    );
     assert!(talk.contains("Expires at "), "{talk}");
 
     // Usage: per day and model, the cap as a line for Tess, totals.
     let (_, usage) = get(&base, "/usage?agent=Tess", &token).await?;
-    assert!(usage.contains("id=\"cap-line\"") && usage.contains("cap 300"), "{usage}");
+    assert!(
+        usage.contains("id=\"cap-line\"") && usage.contains("cap 300"),
+        "{usage}"
+    );
     let (_, all) = get(&base, "/usage", &token).await?;
     assert!(all.contains("id=\"grand-total\""), "{all}");
     for page in [&home, &chats, &schedule, &memory, &talk, &usage] {
@@ -219,15 +273,31 @@ async fn the_pages_show_what_each_persona_knows_plans_and_spends() -> TestResult
         Some((chromium, driver)) => walk(&chromium, &driver, &base, &token, &link).await?,
         None => {
             act(&base, &token, "op=lift&agent=Tess&back=%2F").await?;
-            act(&base, &token, "op=forget-fact&agent=Tess&id=fact-tea1&back=%2F").await?;
+            act(
+                &base,
+                &token,
+                "op=forget-fact&agent=Tess&id=fact-tea1&back=%2F",
+            )
+            .await?;
             let id = between(&drafts, "name=\"id\" value=\"", "\"").ok_or("no draft id")?;
-            act(&base, &token, &format!("op=approve&agent=Dee&id={id}&text=See+you+at+eight&back=%2Fdrafts")).await?;
+            act(
+                &base,
+                &token,
+                &format!("op=approve&agent=Dee&id={id}&text=See+you+at+eight&back=%2Fdrafts"),
+            )
+            .await?;
         }
     }
     let (_, home) = get(&base, "/", &token).await?;
-    assert!(!home.contains("id=\"at-cap\"") && home.contains("lifted by the owner"), "{home}");
+    assert!(
+        !home.contains("id=\"at-cap\"") && home.contains("lifted by the owner"),
+        "{home}"
+    );
     let kept = std::fs::read_to_string(&fact)?;
-    assert!(!kept.contains("green tea") && kept.contains("two cats"), "{kept}");
+    assert!(
+        !kept.contains("green tea") && kept.contains("two cats"),
+        "{kept}"
+    );
     let answered = poll(Duration::from_secs(20), || {
         let sent = sent(&s, "Dee", "Bob");
         (!sent.is_empty()).then_some(sent)
@@ -241,7 +311,10 @@ async fn the_pages_show_what_each_persona_knows_plans_and_spends() -> TestResult
     wait_up(&s)?;
     let base = format!("http://{}", nth_console_addr(&s, 1).ok_or("no console")?);
     let (_, chats) = get(&base, "/agent/Tess", &token).await?;
-    assert!(chats.contains("201 chat(s)") && chats.contains(">Alice<"), "{chats}");
+    assert!(
+        chats.contains("201 chat(s)") && chats.contains(">Alice<"),
+        "{chats}"
+    );
     stop_daemon(&mut reaper)?;
     Ok(())
 }
@@ -264,13 +337,18 @@ async fn walk(
     b.type_into("#token", token).await?;
     b.click("#login").await?;
     b.shows("chat(s)").await?;
-    assert_eq!(b.url().await?, format!("{base}/agent/Tess"), "back where it was asked");
+    assert_eq!(
+        b.url().await?,
+        format!("{base}/agent/Tess"),
+        "back where it was asked"
+    );
     b.shot_to(&shots, "desktop-chats").await?;
 
     // The cap and its Lift button.
     b.go(&format!("{base}/?refresh=off")).await?;
     b.shot_to(&shots, "desktop-personas").await?;
-    b.click("tr[data-agent=\"Tess\"] button[value=\"lift\"]").await?;
+    b.click("tr[data-agent=\"Tess\"] button[value=\"lift\"]")
+        .await?;
     b.shows("The spending cap is lifted").await?;
     assert!(!b.source().await?.contains("id=\"at-cap\""));
 
@@ -290,15 +368,20 @@ async fn walk(
     b.go(&format!("{base}/agent/Tess/memory")).await?;
     b.click("li[data-fact=\"fact-tea1\"] button").await?;
     let html = b.shows("The fact is forgotten.").await?;
-    assert!(!html.contains("Likes green tea.") && html.contains("Has two cats."), "{html}");
+    assert!(
+        !html.contains("Likes green tea.") && html.contains("Has two cats."),
+        "{html}"
+    );
 
     // The conversation, its plan, and the draft edited from its prefilled form.
     b.go(&format!("{base}{conversation}")).await?;
     b.shows("answer to the draft").await?;
     b.shot_to(&shots, "desktop-conversation").await?;
     let area = b.find("section.draft form.edit textarea").await?;
-    b.call("POST", &b.at(&format!("/element/{area}/clear")), None).await?;
-    b.type_into("section.draft form.edit textarea", "See you at eight").await?;
+    b.call("POST", &b.at(&format!("/element/{area}/clear")), None)
+        .await?;
+    b.type_into("section.draft form.edit textarea", "See you at eight")
+        .await?;
     b.click("section.draft .send-edit").await?;
     b.shows("Draft approved.").await?;
     b.go(&format!("{base}/usage?agent=Tess")).await?;
@@ -321,7 +404,10 @@ async fn walk(
         b.go(&format!("{base}{path}")).await?;
         let (page, view) = b.widths().await?;
         assert!(view <= 420, "the window is not a phone's: {view} px");
-        assert!(page <= view, "{path} scrolls sideways at {view} px: {page} px wide");
+        assert!(
+            page <= view,
+            "{path} scrolls sideways at {view} px: {page} px wide"
+        );
     }
     for (path, name) in [
         ("/?refresh=off", "phone-personas"),

@@ -48,7 +48,10 @@ fn free_port() -> Option<u16> {
 }
 
 impl Browser {
-    pub(crate) async fn start(chromium: &Path, driver: &Path) -> Result<Browser, Box<dyn std::error::Error>> {
+    pub(crate) async fn start(
+        chromium: &Path,
+        driver: &Path,
+    ) -> Result<Browser, Box<dyn std::error::Error>> {
         let port = free_port().ok_or("no free port")?;
         let child = Command::new(driver)
             .arg(format!("--port={port}"))
@@ -143,7 +146,11 @@ impl Browser {
             .map(|_| ())
     }
 
-    pub(crate) async fn type_into(&self, css: &str, text: &str) -> Result<(), Box<dyn std::error::Error>> {
+    pub(crate) async fn type_into(
+        &self,
+        css: &str,
+        text: &str,
+    ) -> Result<(), Box<dyn std::error::Error>> {
         let id = self.find(css).await?;
         self.call(
             "POST",
@@ -184,7 +191,11 @@ impl Browser {
     }
 
     /// Reloads `url` until its page holds `needle` (bounded).
-    pub(crate) async fn until(&self, url: &str, needle: &str) -> Result<String, Box<dyn std::error::Error>> {
+    pub(crate) async fn until(
+        &self,
+        url: &str,
+        needle: &str,
+    ) -> Result<String, Box<dyn std::error::Error>> {
         for _ in 0..50 {
             self.go(url).await?;
             let html = self.source().await?;
@@ -218,7 +229,6 @@ pub(crate) fn browser_tools() -> Option<(PathBuf, PathBuf)> {
     None
 }
 
-
 impl Browser {
     /// Runs `script` in the page (WebDriver's execute/sync) and returns its value.
     pub(crate) async fn run(&self, script: &str) -> Result<Value, Box<dyn std::error::Error>> {
@@ -231,7 +241,11 @@ impl Browser {
     }
 
     /// Sets the window's size.
-    pub(crate) async fn window(&self, width: u32, height: u32) -> Result<(), Box<dyn std::error::Error>> {
+    pub(crate) async fn window(
+        &self,
+        width: u32,
+        height: u32,
+    ) -> Result<(), Box<dyn std::error::Error>> {
         self.call(
             "POST",
             &self.at("/window/rect"),
@@ -251,7 +265,11 @@ impl Browser {
     }
 
     /// A screenshot of the viewport as PNG into `dir/name.png`.
-    pub(crate) async fn shot_to(&self, dir: &Path, name: &str) -> Result<(), Box<dyn std::error::Error>> {
+    pub(crate) async fn shot_to(
+        &self,
+        dir: &Path,
+        name: &str,
+    ) -> Result<(), Box<dyn std::error::Error>> {
         let v = self.call("GET", &self.at("/screenshot"), None).await?;
         let png = base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap_or(""))?;
         std::fs::create_dir_all(dir)?;
@@ -261,6 +279,11 @@ impl Browser {
 
     /// The address the browser is at.
     pub(crate) async fn url(&self) -> Result<String, Box<dyn std::error::Error>> {
-        Ok(self.call("GET", &self.at("/url"), None).await?.as_str().unwrap_or("").to_string())
+        Ok(self
+            .call("GET", &self.at("/url"), None)
+            .await?
+            .as_str()
+            .unwrap_or("")
+            .to_string())
     }
 }

@@ -57,14 +57,23 @@ impl Console {
             ["agent", agent] if known(agent) => {
                 let f = self.frame(r, agent, note, Some(agent), false).await;
                 let rows = self.chat_rows(agent).await;
-                persona::render(&f, agent, &c.zone(agent), rows, &persona::Query::of(&r.query))
+                persona::render(
+                    &f,
+                    agent,
+                    &c.zone(agent),
+                    rows,
+                    &persona::Query::of(&r.query),
+                )
             }
             ["agent", agent, "schedule"] if known(agent) => {
                 let title = format!("{agent}: schedule");
                 let f = self.frame(r, &title, note, Some(agent), false).await;
                 match c.schedule_view(agent).await {
                     Ok(view) => schedule::render(&f, agent, &c.zone(agent), &view),
-                    Err(e) => pages::page(&f, &format!("<p class=\"warn\">{}</p>", pages::esc(&e.to_string()))),
+                    Err(e) => pages::page(
+                        &f,
+                        &format!("<p class=\"warn\">{}</p>", pages::esc(&e.to_string())),
+                    ),
                 }
             }
             ["agent", agent, "memory"] if known(agent) => {
@@ -74,10 +83,15 @@ impl Console {
                 let name = |id: i64| names.get(&id).map(|e| e.title.clone());
                 match c.memory_view(agent).await {
                     Ok(view) => memory::render(&f, agent, &view, &name, csrf),
-                    Err(e) => pages::page(&f, &format!("<p class=\"warn\">{}</p>", pages::esc(&e.to_string()))),
+                    Err(e) => pages::page(
+                        &f,
+                        &format!("<p class=\"warn\">{}</p>", pages::esc(&e.to_string())),
+                    ),
                 }
             }
-            ["agent", agent, "chat", id] => return self.conversation(r, agent, id, note, csrf).await,
+            ["agent", agent, "chat", id] => {
+                return self.conversation(r, agent, id, note, csrf).await;
+            }
             ["agent", agent, "chat", id, "voice", msg] => {
                 return self.voice_note(agent, id, msg).await;
             }
@@ -157,11 +171,13 @@ impl Console {
         let drafts: Vec<DraftView> = c.draft_views().await;
         let mut entries = c.chat_entries(agent);
         for g in &plans {
-            entries.entry(g.chat.id.0).or_insert_with(|| crate::app::ops::controls::ChatEntry {
-                title: g.chat.title.clone(),
-                group: !g.chat.kind.is_direct(),
-                ..Default::default()
-            });
+            entries
+                .entry(g.chat.id.0)
+                .or_insert_with(|| crate::app::ops::controls::ChatEntry {
+                    title: g.chat.title.clone(),
+                    group: !g.chat.kind.is_direct(),
+                    ..Default::default()
+                });
         }
         let plan_of: BTreeMap<i64, String> = plans
             .iter()
@@ -191,7 +207,11 @@ impl Console {
                     .any(|d| d.agent == agent && d.chat.0 == id && !d.decided),
                 plan: plan_of.get(&id).cloned(),
                 paused: c.is_paused(agent, ChatId(id)),
-                title: if e.title.is_empty() { id.to_string() } else { e.title },
+                title: if e.title.is_empty() {
+                    id.to_string()
+                } else {
+                    e.title
+                },
                 group: e.group,
                 last: e.last.map(|l| (l.at, l.who, l.text)),
             })

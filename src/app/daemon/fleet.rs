@@ -149,10 +149,7 @@ impl Accounts {
     }
 
     /// [`Accounts::open`] without the noting of sends.
-    async fn open_account(
-        &self,
-        persona: &Persona,
-    ) -> Result<(Seat, Option<Connected>), OpError> {
+    async fn open_account(&self, persona: &Persona) -> Result<(Seat, Option<Connected>), OpError> {
         match &self.backend {
             Backend::Mtproto {
                 creds,

@@ -45,8 +45,8 @@ mod roster;
 mod say;
 mod views;
 
-pub use chat_index::ChatIndex;
 pub(crate) use chat_index::ChatEntry;
+pub use chat_index::ChatIndex;
 pub use commands::Op;
 pub(crate) use commands::parse_duration;
 pub use gate::Commands;

@@ -166,11 +166,22 @@ pub(crate) fn draft_box(
 
 /// The plan as steps in words, each open one with when it runs.
 pub(crate) fn steps(g: &TaskGraph, now: Timestamp, tz: &TimeZone) -> String {
-    let done = g.tasks.iter().filter(|t| t.status == TaskStatus::Done).count();
+    let done = g
+        .tasks
+        .iter()
+        .filter(|t| t.status == TaskStatus::Done)
+        .count();
     let mut out = String::from("<ol class=\"plan\" id=\"plan\">");
     let mut first = true;
     for t in g.tasks.iter().filter(|t| t.status != TaskStatus::Done) {
-        let waits_for_owner = matches!(t.spec, TaskSpec::Draft { posted: Some(_), decision: None, .. });
+        let waits_for_owner = matches!(
+            t.spec,
+            TaskSpec::Draft {
+                posted: Some(_),
+                decision: None,
+                ..
+            }
+        );
         let when = match (t.status, t.not_before) {
             (TaskStatus::Active, _) => "now: ".to_string(),
             (_, Some(at)) if waits_for_owner => format!(
@@ -239,7 +250,12 @@ pub(crate) fn step(t: &Task) -> String {
         TaskSpec::Unblock => "unblock the chat".into(),
         TaskSpec::ClearConversation => "clear the conversation".into(),
         TaskSpec::Shutdown { .. } => "stop the daemon".into(),
-        TaskSpec::Remember { name, about, content, .. } => {
+        TaskSpec::Remember {
+            name,
+            about,
+            content,
+            ..
+        } => {
             let who = name.clone().unwrap_or_else(|| about.to_string());
             if content.is_empty() {
                 format!("forget a fact about {who}")
@@ -259,7 +275,7 @@ pub(crate) fn step(t: &Task) -> String {
         }
         TaskSpec::Draft { decision, .. } => match decision {
             Some(_) => "carry out the owner's answer to the draft".into(),
-            None => "wait for the owner's answer to the draft (below)".into(),
+            None => "wait for the owner's answer to the draft (above)".into(),
         },
         TaskSpec::Note { content, .. } => format!("note about the chat: {}", quote(content)),
     }

@@ -61,10 +61,12 @@ pub(crate) fn render(
                 facts += 1;
                 let origin = crate::app::memory_report::fact_origin(fact)
                     .into_iter()
-                    .map(|o| match o.strip_prefix("chat ").and_then(|c| c.parse::<i64>().ok()) {
-                        Some(id) => name(id).map_or(o, |n| format!("chat {n}")),
-                        None => o,
-                    })
+                    .map(
+                        |o| match o.strip_prefix("chat ").and_then(|c| c.parse::<i64>().ok()) {
+                            Some(id) => name(id).map_or(o, |n| format!("chat {n}")),
+                            None => o,
+                        },
+                    )
                     .collect::<Vec<_>>()
                     .join(" · ");
                 let forget = button(

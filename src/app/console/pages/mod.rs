@@ -101,11 +101,21 @@ pub(crate) fn page(f: &Frame<'_>, body: &str) -> String {
     }
     top.push_str("</p>");
     let drafts = if f.drafts > 0 {
-        format!("Drafts <span class=\"count\" id=\"drafts-count\">{}</span>", f.drafts)
+        format!(
+            "Drafts <span class=\"count\" id=\"drafts-count\">{}</span>",
+            f.drafts
+        )
     } else {
         "Drafts".to_string()
     };
-    shell(f.title, f.note, &format!("{top}{body}"), true, &head, &drafts)
+    shell(
+        f.title,
+        f.note,
+        &format!("{top}{body}"),
+        true,
+        &head,
+        &drafts,
+    )
 }
 
 fn shell(
@@ -132,7 +142,9 @@ fn shell(
 
 /// `t` in `tz`, to the minute.
 pub(crate) fn local(t: Timestamp, tz: &TimeZone) -> String {
-    t.to_zoned(tz.clone()).strftime("%Y-%m-%d %H:%M").to_string()
+    t.to_zoned(tz.clone())
+        .strftime("%Y-%m-%d %H:%M")
+        .to_string()
 }
 
 /// `t` in `tz`, the time only when it is `now`'s local day.
@@ -266,7 +278,10 @@ mod tests {
         };
         let html = page(&f, "");
         assert!(html.contains("UTC 2027-01-15 08:00"), "{html}");
-        assert!(html.contains("Tess's local time 2027-01-15 17:00 (Asia/Tokyo)"), "{html}");
+        assert!(
+            html.contains("Tess's local time 2027-01-15 17:00 (Asia/Tokyo)"),
+            "{html}"
+        );
         assert!(html.contains("http-equiv=\"refresh\""));
         assert!(html.contains("href=\"/drafts?refresh=off\""));
         assert!(html.contains("id=\"drafts-count\">3<"));

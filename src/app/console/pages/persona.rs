@@ -46,7 +46,10 @@ impl Query {
                 .get("show")
                 .filter(|s| matches!(s.as_str(), "waiting" | "drafts"))
                 .cloned(),
-            q: params.get("q").map(|q| q.trim().to_string()).unwrap_or_default(),
+            q: params
+                .get("q")
+                .map(|q| q.trim().to_string())
+                .unwrap_or_default(),
             page: params
                 .get("page")
                 .and_then(|p| p.parse::<usize>().ok())
@@ -85,11 +88,9 @@ pub(crate) fn select(mut rows: Vec<ChatRow>, query: &Query) -> (Vec<ChatRow>, us
         rows.retain(|r| {
             r.title.to_lowercase().contains(&needle)
                 || r.id.to_string() == needle
-                || r.last
-                    .as_ref()
-                    .is_some_and(|(_, who, text)| {
-                        who.to_lowercase().contains(&needle) || text.to_lowercase().contains(&needle)
-                    })
+                || r.last.as_ref().is_some_and(|(_, who, text)| {
+                    who.to_lowercase().contains(&needle) || text.to_lowercase().contains(&needle)
+                })
         });
     }
     rows.sort_by(|a, b| {
@@ -106,12 +107,22 @@ pub(crate) fn select(mut rows: Vec<ChatRow>, query: &Query) -> (Vec<ChatRow>, us
 }
 
 /// The persona's chats page.
-pub(crate) fn render(f: &Frame<'_>, agent: &str, tz: &TimeZone, rows: Vec<ChatRow>, query: &Query) -> String {
+pub(crate) fn render(
+    f: &Frame<'_>,
+    agent: &str,
+    tz: &TimeZone,
+    rows: Vec<ChatRow>,
+    query: &Query,
+) -> String {
     let (shown, total) = select(rows, query);
     let mut body = persona_tabs(agent, "chats");
     // The filters and the search: plain links and a GET form.
     body.push_str("<div class=\"filters\">");
-    for (key, label) in [(None, "All"), (Some("waiting"), "Waits for us"), (Some("drafts"), "Draft waiting")] {
+    for (key, label) in [
+        (None, "All"),
+        (Some("waiting"), "Waits for us"),
+        (Some("drafts"), "Draft waiting"),
+    ] {
         let on = query.show.as_deref() == key;
         let _ = write!(
             body,
@@ -169,7 +180,11 @@ pub(crate) fn render(f: &Frame<'_>, agent: &str, tz: &TimeZone, rows: Vec<ChatRo
             id = r.id,
             a = encode(agent),
             t = esc(&r.title),
-            g = if r.group { " <span class=\"sub\">group</span>" } else { "" },
+            g = if r.group {
+                " <span class=\"sub\">group</span>"
+            } else {
+                ""
+            },
             state = state.join(" "),
             plan = esc(r.plan.as_deref().unwrap_or("none")),
         );
@@ -224,17 +239,38 @@ mod tests {
     fn chats_are_filtered_searched_sorted_and_paged() {
         let rows: Vec<ChatRow> = (1..=200).map(row).collect();
         let all = Query::default();
-        let first = Query { page: 1, ..all.clone() };
+        let first = Query {
+            page: 1,
+            ..all.clone()
+        };
         let (shown, total) = select(rows.clone(), &first);
         assert_eq!((shown.len(), total), (PER_PAGE, 200));
         assert_eq!(shown[0].id, 200, "newest first");
-        let (shown, _) = select(rows.clone(), &Query { page: 4, ..all.clone() });
+        let (shown, _) = select(
+            rows.clone(),
+            &Query {
+                page: 4,
+                ..all.clone()
+            },
+        );
         assert_eq!(shown.last().map(|r| r.id), Some(1));
-        let waiting = Query { show: Some("waiting".into()), page: 1, ..all.clone() };
+        let waiting = Query {
+            show: Some("waiting".into()),
+            page: 1,
+            ..all.clone()
+        };
         assert_eq!(select(rows.clone(), &waiting).1, 100);
-        let drafts = Query { show: Some("drafts".into()), page: 1, ..all.clone() };
+        let drafts = Query {
+            show: Some("drafts".into()),
+            page: 1,
+            ..all.clone()
+        };
         assert_eq!(select(rows.clone(), &drafts).1, 20);
-        let search = Query { q: "person 123".into(), page: 1, ..all };
+        let search = Query {
+            q: "person 123".into(),
+            page: 1,
+            ..all
+        };
         let (shown, total) = select(rows, &search);
         assert_eq!((total, shown[0].id), (1, 123));
         let link = search.link("Tess Ann", 2, Some("waiting"));

@@ -22,7 +22,12 @@ pub(crate) struct FileView {
 }
 
 /// The personas page.
-pub(crate) fn render(f: &Frame<'_>, agents: &[AgentView], files: &[FileView], csrf: &str) -> String {
+pub(crate) fn render(
+    f: &Frame<'_>,
+    agents: &[AgentView],
+    files: &[FileView],
+    csrf: &str,
+) -> String {
     let mut rows = String::new();
     for a in agents {
         let _ = write!(
@@ -54,7 +59,9 @@ pub(crate) fn render(f: &Frame<'_>, agents: &[AgentView], files: &[FileView], cs
         "<table class=\"stack\"><thead><tr><th>Persona</th><th>Status</th><th>Now</th><th>Spending today</th><th>Group mode</th><th>Plans</th><th></th></tr></thead><tbody>{rows}</tbody></table>"
     );
     if !files.is_empty() {
-        body.push_str("<h2 id=\"not-running\">Persona files that do not run</h2><ul class=\"files\">");
+        body.push_str(
+            "<h2 id=\"not-running\">Persona files that do not run</h2><ul class=\"files\">",
+        );
         for file in files {
             let what = if file.disabled {
                 "disabled (<code># Disabled</code>)".to_string()

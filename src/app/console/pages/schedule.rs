@@ -49,7 +49,11 @@ pub(crate) fn render(f: &Frame<'_>, agent: &str, tz: &TimeZone, view: &ScheduleV
             let _ = write!(
                 body,
                 "<tr{cls}><td data-label=\"When\">{span}</td><td data-label=\"Activity\">{mark}<strong>{name}</strong>{desc}</td><td data-label=\"Responsiveness\">{r}</td></tr>",
-                cls = if current { " class=\"current\" id=\"current\"" } else { "" },
+                cls = if current {
+                    " class=\"current\" id=\"current\""
+                } else {
+                    ""
+                },
                 span = esc(&a.span()),
                 mark = if current { "▶ now: " } else { "" },
                 name = esc(&a.name),

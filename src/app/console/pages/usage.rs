@@ -30,6 +30,7 @@ impl Metric {
         match self {
             Metric::Tokens if v >= 10_000.0 => format!("{:.0}k", v / 1000.0),
             Metric::Tokens => format!("{v:.0}"),
+            Metric::Dollars if v < 0.1 => format!("${v:.3}"),
             Metric::Dollars => format!("${v:.2}"),
         }
     }
@@ -113,22 +114,30 @@ fn chart(by: &BTreeMap<(String, String), f64>, cap: Option<DailyCap>, metric: Me
         Metric::Tokens => c.tokens.map(|t| t as f64),
         Metric::Dollars => c.usd,
     });
-    let top = days
+    let highest = days
         .iter()
         .map(|d| total(d))
         .fold(cap_value.unwrap_or(0.0), f64::max)
-        .max(1.0);
+        .max(if metric == Metric::Tokens { 4.0 } else { 0.04 });
+    // Round figures on the axis: a step of 1, 2, 2.5 or 5 times a power of ten.
+    let step = nice(highest / 4.0);
+    let ticks = (highest / step).ceil().max(1.0);
+    let top = step * ticks;
     let (w, h, left, bottom, head) = (720.0_f64, 300.0_f64, 56.0_f64, 40.0_f64, 24.0_f64);
     let plot = h - bottom - head;
     let y = |v: f64| head + plot - v / top * plot;
     let mut svg = format!(
         "<svg id=\"usage-chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {w} {}\" role=\"img\" aria-label=\"{} per day and model\">",
         h + 20.0 * models.len().div_ceil(3) as f64,
-        if metric == Metric::Tokens { "Tokens" } else { "Dollars" }
+        if metric == Metric::Tokens {
+            "Tokens"
+        } else {
+            "Dollars"
+        }
     );
     // The axis and its ticks.
-    for i in 0..=4 {
-        let v = top * f64::from(i) / 4.0;
+    for i in 0..=(ticks as u32) {
+        let v = step * f64::from(i);
         let _ = write!(
             svg,
             "<line x1=\"{left}\" y1=\"{yy:.1}\" x2=\"{w}\" y2=\"{yy:.1}\" stroke=\"#8884\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{}</text>",
@@ -142,7 +151,11 @@ fn chart(by: &BTreeMap<(String, String), f64>, cap: Option<DailyCap>, metric: Me
         svg,
         "<line x1=\"{left}\" y1=\"{head}\" x2=\"{left}\" y2=\"{:.1}\" stroke=\"#888\"/><text x=\"4\" y=\"14\" font-size=\"11\">{}</text>",
         head + plot,
-        if metric == Metric::Tokens { "tokens" } else { "estimated $" }
+        if metric == Metric::Tokens {
+            "tokens"
+        } else {
+            "estimated $"
+        }
     );
     let group = (w - left) / days.len().max(1) as f64;
     let bar = (group * 0.6).clamp(4.0, 60.0);
@@ -150,7 +163,10 @@ fn chart(by: &BTreeMap<(String, String), f64>, cap: Option<DailyCap>, metric: Me
         let x = left + i as f64 * group + (group - bar) / 2.0;
         let mut base = 0.0;
         for (j, model) in models.iter().enumerate() {
-            let v = by.get(&((*day).clone(), (*model).clone())).copied().unwrap_or(0.0);
+            let v = by
+                .get(&((*day).clone(), (*model).clone()))
+                .copied()
+                .unwrap_or(0.0);
             if v <= 0.0 {
                 continue;
             }
@@ -188,7 +204,10 @@ fn chart(by: &BTreeMap<(String, String), f64>, cap: Option<DailyCap>, metric: Me
         );
     }
     for (j, model) in models.iter().enumerate() {
-        let (lx, ly) = (left + (j % 3) as f64 * 220.0, h - 8.0 + (j / 3) as f64 * 20.0);
+        let (lx, ly) = (
+            left + (j % 3) as f64 * 220.0,
+            h - 8.0 + (j / 3) as f64 * 20.0,
+        );
         let _ = write!(
             svg,
             "<rect x=\"{lx}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{ly}\" font-size=\"11\">{}</text>",
@@ -200,6 +219,16 @@ fn chart(by: &BTreeMap<(String, String), f64>, cap: Option<DailyCap>, metric: Me
     }
     svg.push_str("</svg>");
     format!("<figure class=\"chart\">{svg}</figure>")
+}
+
+/// The smallest of 1, 2, 2.5, 5 and 10 times a power of ten that is at least `v`.
+fn nice(v: f64) -> f64 {
+    let p = 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 2.5, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * p)
+        .find(|n| *n >= v)
+        .unwrap_or(10.0 * p)
 }
 
 /// The use per day and model, then the totals per persona and in all.
@@ -323,12 +352,21 @@ mod tests {
         // Two days: one bar part on the 25th (a model), two on the 26th, two legend keys.
         assert_eq!(page.matches("<rect x=").count(), 3 + 2, "{page}");
         assert!(page.contains("2026-11-26 other-model: 3000"), "{page}");
-        assert!(page.contains(">1500<") && page.contains(">5000<"), "values: {page}");
+        assert!(
+            page.contains(">1500<") && page.contains(">5000<"),
+            "values: {page}"
+        );
         assert!(!page.contains("cap-line"), "no cap line for every persona");
         assert!(page.contains("id=\"grand-total\""), "{page}");
         let ann = render(&frame(), &rows, &[("Ann".into(), cap)], Some("Ann"));
-        assert!(ann.contains("id=\"cap-line\"") && ann.contains("cap 4000"), "{ann}");
-        assert!(!ann.contains(">Bo<") || ann.contains("usage?agent=Bo"), "{ann}");
+        assert!(
+            ann.contains("id=\"cap-line\"") && ann.contains("cap 4000"),
+            "{ann}"
+        );
+        assert!(
+            !ann.contains(">Bo<") || ann.contains("usage?agent=Bo"),
+            "{ann}"
+        );
         assert!(ann.contains("$0.0003"), "{ann}");
     }
 }

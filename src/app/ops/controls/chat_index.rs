@@ -99,7 +99,11 @@ impl ChatIndex {
     fn lock(&self, agent: &str) -> MutexGuard<'_, BTreeMap<String, Known>> {
         let mut all = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
         if !all.contains_key(agent) {
-            let chats = self.state.as_ref().map(|s| read(s, agent)).unwrap_or_default();
+            let chats = self
+                .state
+                .as_ref()
+                .map(|s| read(s, agent))
+                .unwrap_or_default();
             all.insert(
                 agent.to_string(),
                 Known {

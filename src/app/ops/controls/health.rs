@@ -189,7 +189,14 @@ impl Controller {
                     .into_iter()
                     .flatten()
                     .map(|d| {
-                        crate::app::presence_report::day_view(&dir, &agent, &tz, live.as_ref(), d, now)
+                        crate::app::presence_report::day_view(
+                            &dir,
+                            &agent,
+                            &tz,
+                            live.as_ref(),
+                            d,
+                            now,
+                        )
                     })
                     .collect()
             } else {

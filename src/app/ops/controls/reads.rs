@@ -175,8 +175,7 @@ impl Controller {
                             .join("\n"),
                         waits_until: posted.as_ref().and(t.not_before),
                         decided: decision.is_some(),
-                        sends_on_timeout: *on_timeout
-                            == crate::core::approval::OnTimeout::Send,
+                        sends_on_timeout: *on_timeout == crate::core::approval::OnTimeout::Send,
                     });
                 }
             }
