@@ -167,6 +167,67 @@ async fn the_pages_show_what_each_persona_knows_plans_and_spends() -> TestResult
         &["say", "--agent", "Dee", "--from", "Bob", "coming tonight?"],
     )?;
 
+    let (drafts, link) = check_pages(&base, &token).await?;
+
+    // The owner's actions: in a browser when there is one, else posted as its forms would.
+    let fact = s.state().join("Tess/memory/people/1123.md");
+    match browser_tools() {
+        Some((chromium, driver)) => walk(&chromium, &driver, &base, &token, &link).await?,
+        None => {
+            act(&base, &token, "op=lift&agent=Tess&back=%2F").await?;
+            act(
+                &base,
+                &token,
+                "op=forget-fact&agent=Tess&id=fact-tea1&back=%2F",
+            )
+            .await?;
+            let id = between(&drafts, "name=\"id\" value=\"", "\"").ok_or("no draft id")?;
+            act(
+                &base,
+                &token,
+                &format!("op=approve&agent=Dee&id={id}&text=See+you+at+eight&back=%2Fdrafts"),
+            )
+            .await?;
+        }
+    }
+    let (_, home) = get(&base, "/", &token).await?;
+    assert!(
+        !home.contains("id=\"at-cap\"") && home.contains("lifted by the owner"),
+        "{home}"
+    );
+    let kept = std::fs::read_to_string(&fact)?;
+    assert!(
+        !kept.contains("green tea") && kept.contains("two cats"),
+        "{kept}"
+    );
+    let answered = poll(Duration::from_secs(20), || {
+        let sent = sent(&s, "Dee", "Bob");
+        (!sent.is_empty()).then_some(sent)
+    })
+    .ok_or("the edited draft was never sent")?;
+    assert_eq!(answered, ["See you at eight"]);
+
+    // After a restart every chat is still listed.
+    stop_daemon(&mut reaper)?;
+    reaper = Reaper(Some(start(&s, &ARGS, &env)?));
+    wait_up(&s)?;
+    let base = format!("http://{}", nth_console_addr(&s, 1).ok_or("no console")?);
+    let (_, chats) = get(&base, "/agent/Tess", &token).await?;
+    assert!(
+        chats.contains("201 chat(s)") && chats.contains(">Alice<"),
+        "{chats}"
+    );
+    stop_daemon(&mut reaper)?;
+    Ok(())
+}
+
+/// The pages over plain HTTP, before the owner acts; the drafts page and the conversation of
+/// Dee's draft.
+async fn check_pages(
+    base: &str,
+    token: &str,
+) -> Result<(String, String), Box<dyn std::error::Error>> {
+    let (base, token) = (base.to_string(), token.to_string());
     // The personas page: the cap reached, the spend against it, a Lift button; the files
     // that do not run; the local time; the self-refresh.
     let home = until(&base, "/", &token, "id=\"at-cap\"").await?;
@@ -267,56 +328,7 @@ async fn the_pages_show_what_each_persona_knows_plans_and_spends() -> TestResult
         assert!(!page.contains("<script"), "a script");
     }
 
-    // The owner's actions: in a browser when there is one, else posted as its forms would.
-    let fact = s.state().join("Tess/memory/people/1123.md");
-    match browser_tools() {
-        Some((chromium, driver)) => walk(&chromium, &driver, &base, &token, &link).await?,
-        None => {
-            act(&base, &token, "op=lift&agent=Tess&back=%2F").await?;
-            act(
-                &base,
-                &token,
-                "op=forget-fact&agent=Tess&id=fact-tea1&back=%2F",
-            )
-            .await?;
-            let id = between(&drafts, "name=\"id\" value=\"", "\"").ok_or("no draft id")?;
-            act(
-                &base,
-                &token,
-                &format!("op=approve&agent=Dee&id={id}&text=See+you+at+eight&back=%2Fdrafts"),
-            )
-            .await?;
-        }
-    }
-    let (_, home) = get(&base, "/", &token).await?;
-    assert!(
-        !home.contains("id=\"at-cap\"") && home.contains("lifted by the owner"),
-        "{home}"
-    );
-    let kept = std::fs::read_to_string(&fact)?;
-    assert!(
-        !kept.contains("green tea") && kept.contains("two cats"),
-        "{kept}"
-    );
-    let answered = poll(Duration::from_secs(20), || {
-        let sent = sent(&s, "Dee", "Bob");
-        (!sent.is_empty()).then_some(sent)
-    })
-    .ok_or("the edited draft was never sent")?;
-    assert_eq!(answered, ["See you at eight"]);
-
-    // After a restart every chat is still listed.
-    stop_daemon(&mut reaper)?;
-    reaper = Reaper(Some(start(&s, &ARGS, &env)?));
-    wait_up(&s)?;
-    let base = format!("http://{}", nth_console_addr(&s, 1).ok_or("no console")?);
-    let (_, chats) = get(&base, "/agent/Tess", &token).await?;
-    assert!(
-        chats.contains("201 chat(s)") && chats.contains(">Alice<"),
-        "{chats}"
-    );
-    stop_daemon(&mut reaper)?;
-    Ok(())
+    Ok((drafts, link))
 }
 
 /// The owner's walk in a headless Chromium: log in, lift the cap, search and page the chats,

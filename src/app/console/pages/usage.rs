@@ -221,6 +221,10 @@ fn chart(by: &BTreeMap<(String, String), f64>, cap: Option<DailyCap>, metric: Me
     format!("<figure class=\"chart\">{svg}</figure>")
 }
 
+/// Requests, prompt tokens, output tokens, the estimated cost, and whether some model had no
+/// price.
+type Sums = (u64, u64, u64, f64, bool);
+
 /// The smallest of 1, 2, 2.5, 5 and 10 times a power of ten that is at least `v`.
 fn nice(v: f64) -> f64 {
     let p = 10f64.powf(v.log10().floor());
@@ -234,7 +238,7 @@ fn nice(v: f64) -> f64 {
 /// The use per day and model, then the totals per persona and in all.
 fn tables(rows: &[&UsageRow], prices: &PriceTable) -> String {
     // (day, agent, model) → (requests, prompt, output, cost, unpriced)
-    let mut by: BTreeMap<(String, String, String), (u64, u64, u64, f64, bool)> = BTreeMap::new();
+    let mut by: BTreeMap<(String, String, String), Sums> = BTreeMap::new();
     for r in rows {
         let e = by
             .entry((r.day.clone(), r.agent.clone(), r.model.clone()))
@@ -257,7 +261,7 @@ fn tables(rows: &[&UsageRow], prices: &PriceTable) -> String {
     let mut out = String::from(
         "<h2>Per day and model</h2><table class=\"stack\" id=\"usage-days\"><thead><tr><th>Day (UTC)</th><th>Persona</th><th>Model</th><th>Requests</th><th>Prompt tokens</th><th>Output tokens</th><th>Estimated cost</th></tr></thead><tbody>",
     );
-    let mut totals: BTreeMap<String, (u64, u64, u64, f64, bool)> = BTreeMap::new();
+    let mut totals: BTreeMap<String, Sums> = BTreeMap::new();
     for ((day, agent, model), v) in by.iter().rev() {
         let _ = write!(
             out,
