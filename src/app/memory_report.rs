@@ -26,23 +26,23 @@ fn selected(scope: FactScope, file: &FactFile, who: Option<&str>) -> bool {
 }
 
 /// One scope of an agent's memory as read: its title and facts, or why it did not read.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct ScopeView {
     pub(crate) scope: FactScope,
-    pub(crate) file: Result<FactFile, String>,
+    pub(crate) file: Result<FactFile, FactError>,
 }
 
 /// One chat's summaries as read, or why they did not read.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct SummariesView {
     pub(crate) chat: ChatId,
-    pub(crate) file: Result<crate::core::summaries::SummaryFile, String>,
+    pub(crate) file: Result<crate::core::summaries::SummaryFile, FactError>,
 }
 
 /// What an agent keeps: its persona's own facts (the owner's text), each person and chat
 /// scope, and each chat's summaries. Read through the memory port (blocking); the text report
 /// and the console's memory page both show it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct MemoryView {
     pub(crate) persona: String,
     pub(crate) scopes: Vec<ScopeView>,
@@ -57,7 +57,7 @@ pub(crate) fn read(facts: &dyn FactStore, agent: &str) -> Result<MemoryView, Fac
         .into_iter()
         .map(|scope| ScopeView {
             scope,
-            file: facts.read(agent, scope).map_err(|e| e.to_string()),
+            file: facts.read(agent, scope),
         })
         .collect();
     let summaries = facts
@@ -65,7 +65,7 @@ pub(crate) fn read(facts: &dyn FactStore, agent: &str) -> Result<MemoryView, Fac
         .into_iter()
         .map(|chat| SummariesView {
             chat,
-            file: facts.summaries(agent, chat).map_err(|e| e.to_string()),
+            file: facts.summaries(agent, chat),
         })
         .collect();
     Ok(MemoryView {

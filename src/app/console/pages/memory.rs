@@ -48,7 +48,7 @@ pub(crate) fn render(
                         body,
                         "<h3>{}</h3><p class=\"warn\">unreadable: {}</p>",
                         esc(&title),
-                        esc(e)
+                        esc(&e.to_string())
                     );
                     continue;
                 }
@@ -123,7 +123,11 @@ pub(crate) fn render(
                 }
             }
             Err(e) => {
-                let _ = write!(body, "<p class=\"warn\">unreadable: {}</p>", esc(e));
+                let _ = write!(
+                    body,
+                    "<p class=\"warn\">unreadable: {}</p>",
+                    esc(&e.to_string())
+                );
             }
         }
     }
