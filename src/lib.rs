@@ -63,8 +63,9 @@
 //!   `login`), `playground` (`chat`), `bench` (and `bench_memory`), `memory_report` and
 //!   `presence_report` (the operator's views of memory and of schedules), `replay`, the crash
 //!   child, `check`, `doctor` (checks a setup, says what to fix), `commands` (`state`, the commands' errors and exit codes), `credentials` (systemd's credentials directory), `cli`, `ops` (systemd notify, the one signal loop,
-//!   the one reloader, owner controls, ctl socket, metrics, file watching), `console` (the
-//!   local web console), `logging`.
+//!   the one reloader, owner controls (with `controls::chat_index`, the chats each persona has
+//!   known), ctl socket, metrics, file watching), `console` (the local web console: `views`
+//!   gathers, `pages::*` renders one page each), `logging`.
 //! - [`cmd`]: one module per subcommand, each a call into `app`; `main` dispatches here.
 //! - `fuzz` (feature `fuzzing`): one entry point per parser of outside input, for `fuzz/`.
 

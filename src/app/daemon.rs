@@ -157,6 +157,8 @@ impl Daemon {
         );
         let planning = planning::planning(&args, &config, &state, &clock, &report, memory)?;
         let mut accounts = Accounts::new(global.clone(), backend, state.clone(), &clock);
+        let chats = crate::app::ops::controls::ChatIndex::new(state.clone());
+        accounts.chats = Some(Arc::clone(&chats));
         accounts.report_problems(&report, true, &Default::default());
         let opened = open_agents(&accounts, &report, &notifier).await?;
         let heartbeat_every =
@@ -190,6 +192,7 @@ impl Daemon {
                 hooks: hooks(&services.handle, &notifier, &reloads.0),
                 usage: Some(Arc::clone(&services.usage)),
                 facts: Arc::clone(&services.facts),
+                chats: Some(chats),
             },
             services.handle.clone(),
             Arc::clone(&services.groups),
@@ -254,7 +257,7 @@ impl Daemon {
             life.spawn(async move { c.serve(commands, stop).await });
         }
         fleet.start(opened);
-        if let Err(e) = endpoints(bound, &state, &health, &controller, &handle, &usage, &life).await
+        if let Err(e) = endpoints(bound, &global, &state, &health, &controller, &usage, &life).await
         {
             life.cancel();
             handle.shutdown("a web endpoint is unavailable");
@@ -387,10 +390,10 @@ async fn bind(args: &RunArgs) -> Result<Bound, crate::app::ops::OpError> {
 /// Serves the bound metrics endpoint and web console.
 async fn endpoints(
     bound: Bound,
+    global: &GlobalArgs,
     state: &StateDir,
     health: &Arc<Health>,
     controller: &Arc<Controller>,
-    handle: &RuntimeHandle,
     usage: &Arc<crate::adapters::llm::usage::UsageMeter>,
     life: &Lifecycle,
 ) -> Result<(), crate::app::ops::OpError> {
@@ -402,8 +405,8 @@ async fn endpoints(
             listener,
             state,
             Arc::clone(controller),
-            handle.clone(),
             Arc::clone(usage),
+            global.clone(),
             life,
         )
         .await?;

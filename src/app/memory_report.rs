@@ -29,6 +29,71 @@ fn selected(scope: FactScope, file: &FactFile, who: Option<&str>) -> bool {
     matches!(scope, FactScope::Person(_)) && file.title.to_lowercase().contains(&who.to_lowercase())
 }
 
+/// One scope of an agent's memory as read: its title and facts, or why it did not read.
+#[derive(Debug)]
+pub(crate) struct ScopeView {
+    pub(crate) scope: FactScope,
+    pub(crate) file: Result<FactFile, FactError>,
+}
+
+/// One chat's summaries as read, or why they did not read.
+#[derive(Debug)]
+pub(crate) struct SummariesView {
+    pub(crate) chat: ChatId,
+    pub(crate) file: Result<crate::core::summaries::SummaryFile, FactError>,
+}
+
+/// What an agent keeps: its persona's own facts (the owner's text), each person and chat
+/// scope, and each chat's summaries. Read through the memory port (blocking); the text report
+/// and the console's memory page both show it.
+#[derive(Debug, Default)]
+pub(crate) struct MemoryView {
+    pub(crate) persona: String,
+    pub(crate) scopes: Vec<ScopeView>,
+    pub(crate) summaries: Vec<SummariesView>,
+}
+
+/// Reads the agent's memory (blocking).
+pub(crate) fn read(facts: &dyn FactStore, agent: &str) -> Result<MemoryView, FactError> {
+    let persona = facts.persona_text(agent)?;
+    let scopes = facts
+        .scopes(agent)?
+        .into_iter()
+        .map(|scope| ScopeView {
+            scope,
+            file: facts.read(agent, scope),
+        })
+        .collect();
+    let summaries = facts
+        .summary_chats(agent)?
+        .into_iter()
+        .map(|chat| SummariesView {
+            chat,
+            file: facts.summaries(agent, chat),
+        })
+        .collect();
+    Ok(MemoryView {
+        persona,
+        scopes,
+        summaries,
+    })
+}
+
+/// Where a fact came from, in words: when, in which chat, from which message.
+pub(crate) fn fact_origin(f: &crate::core::facts::Fact) -> Vec<String> {
+    let mut from = Vec::new();
+    if let Some(t) = f.created {
+        from.push(t.strftime("%Y-%m-%d %H:%M UTC").to_string());
+    }
+    if let Some(c) = f.chat {
+        from.push(format!("chat {c}"));
+    }
+    if let Some(m) = f.message {
+        from.push(format!("message {m}"));
+    }
+    from
+}
+
 /// The agent's memory as text: the persona's own facts, then each person and chat scope
 /// `who` selects, fact by fact with its id, time, chat and message.
 pub(crate) fn report(
@@ -36,23 +101,21 @@ pub(crate) fn report(
     agent: &str,
     who: Option<&str>,
 ) -> Result<String, FactError> {
+    let view = read(facts, agent)?;
     let mut out = String::new();
-    if who.is_none() {
-        let own = facts.persona_text(agent)?;
-        if !own.trim().is_empty() {
-            let _ = writeln!(out, "{agent} (persona.md):\n{}\n", own.trim());
-        }
+    if who.is_none() && !view.persona.trim().is_empty() {
+        let _ = writeln!(out, "{agent} (persona.md):\n{}\n", view.persona.trim());
     }
     let mut shown = 0;
-    for scope in facts.scopes(agent)? {
-        let file = match facts.read(agent, scope) {
+    for ScopeView { scope, file } in &view.scopes {
+        let file = match file {
             Ok(f) => f,
             Err(e) => {
                 let _ = writeln!(out, "{scope}: unreadable: {e}\n");
                 continue;
             }
         };
-        if !selected(scope, &file, who) || file.facts.is_empty() {
+        if !selected(*scope, file, who) || file.facts.is_empty() {
             continue;
         }
         shown += 1;
@@ -63,16 +126,7 @@ pub(crate) fn report(
         };
         let _ = writeln!(out, "{title}:");
         for f in &file.facts {
-            let mut from = Vec::new();
-            if let Some(t) = f.created {
-                from.push(t.strftime("%Y-%m-%d %H:%M UTC").to_string());
-            }
-            if let Some(c) = f.chat {
-                from.push(format!("chat {c}"));
-            }
-            if let Some(m) = f.message {
-                from.push(format!("message {m}"));
-            }
+            let from = fact_origin(f);
             let _ = writeln!(out, "  [{}] {}", f.id, f.text);
             if !from.is_empty() {
                 let _ = writeln!(out, "      {}", from.join(" · "));
@@ -81,11 +135,11 @@ pub(crate) fn report(
         out.push('\n');
     }
     let wanted_chat = who.and_then(|w| w.trim().parse::<i64>().ok());
-    for chat in facts.summary_chats(agent)? {
+    for SummariesView { chat, file } in &view.summaries {
         if who.is_some() && wanted_chat != Some(chat.0) {
             continue;
         }
-        let file = match facts.summaries(agent, chat) {
+        let file = match file {
             Ok(f) => f,
             Err(e) => {
                 let _ = writeln!(out, "summaries of chat {chat}: unreadable: {e}\n");

@@ -2,6 +2,7 @@
 //! virtual clock that only moves when everything has settled (so tests never sleep).
 #![allow(dead_code)]
 
+pub(crate) mod browser;
 pub(crate) mod console;
 pub(crate) mod daemon;
 pub(crate) mod gemini;
@@ -660,6 +661,7 @@ pub(crate) fn controls(
             facts: Arc::new(personad::adapters::store::facts::FileFacts::new(
                 StateDir::new(&h.state),
             )),
+            chats: None,
         },
         h.handle.clone(),
         personad::ingress::Groups::new(),

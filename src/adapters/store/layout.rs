@@ -16,6 +16,7 @@
 //! <state>/<agent>/telegram-test.session(.lock)  the same on Telegram's test servers
 //! <state>/<agent>/telegram-sent.json            the sent-message ledger
 //! <state>/<agent>/telegram(-test,-sim)-album.json  album uploads kept per account (mtproto::uploads)
+//! <state>/<agent>/chats.json                    the chats the persona has known (the console's list)
 //! <state>/<agent>/memory/persona.md             the owner's facts about the persona
 //! <state>/<agent>/memory/people/<user>.md       what the persona remembers about a person
 //! <state>/<agent>/memory/chats/<chat>.md        its notes about one chat
@@ -276,6 +277,11 @@ impl StateDir {
     /// `<agent>/telegram-sim.session`: the session on the simulated Telegram.
     pub fn sim_session_path(&self, agent: &str) -> PathBuf {
         self.agent_dir(agent).join(SIM_SESSION_FILE)
+    }
+
+    /// `<agent>/chats.json`: the chats the persona has known, with their last message.
+    pub(crate) fn chats_path(&self, agent: &str) -> PathBuf {
+        self.agent_dir(agent).join("chats.json")
     }
 
     /// `<agent>/telegram-sent.json`.

@@ -19,7 +19,7 @@ use crate::ports::store::StoreError;
 use crate::runtime::NotableEvent;
 
 use super::http::encode;
-use super::pages::{esc, layout};
+use super::pages::{Frame, esc, page as framed};
 
 /// Incidents kept (in memory, and in the file after a compaction).
 pub(crate) const KEPT: usize = 500;
@@ -243,7 +243,11 @@ pub(crate) fn record(
 
 /// The incidents page: problems first, then the owner's decisions, newest first in each;
 /// a chat by its name now (`name`), else its name then, else its id.
-pub(crate) fn page(incidents: &[Incident], name: &dyn Fn(&str, i64) -> Option<String>) -> String {
+pub(crate) fn page(
+    f: &Frame<'_>,
+    incidents: &[Incident],
+    name: &dyn Fn(&str, i64) -> Option<String>,
+) -> String {
     let (decisions, problems): (Vec<&Incident>, Vec<&Incident>) =
         incidents.iter().rev().partition(|i| is_decision(&i.event));
     let table = |rows: &[&Incident], none: &str| {
@@ -264,7 +268,7 @@ pub(crate) fn page(incidents: &[Incident], name: &dyn Fn(&str, i64) -> Option<St
             };
             let _ = write!(
                 out,
-                "<tr data-event=\"{e}\"><td>{}</td><td>{}</td><td>{chat}</td><td>{}</td><td>{}</td></tr>",
+                "<tr data-event=\"{e}\"><td data-label=\"When (UTC)\">{}</td><td data-label=\"Persona\">{}</td><td data-label=\"Chat\">{chat}</td><td data-label=\"What\">{}</td><td data-label=\"Detail\">{}</td></tr>",
                 i.at.strftime("%Y-%m-%d %H:%M:%S"),
                 esc(&i.agent),
                 esc(&label(&i.event)),
@@ -276,7 +280,7 @@ pub(crate) fn page(incidents: &[Incident], name: &dyn Fn(&str, i64) -> Option<St
             out = format!("<tr><td colspan=\"5\">{none}</td></tr>");
         }
         format!(
-            "<table><thead><tr><th>When (UTC)</th><th>Persona</th><th>Chat</th><th>What</th><th>Detail</th></tr></thead><tbody>{out}</tbody></table>"
+            "<table class=\"stack\"><thead><tr><th>When (UTC)</th><th>Persona</th><th>Chat</th><th>What</th><th>Detail</th></tr></thead><tbody>{out}</tbody></table>"
         )
     };
     let body = format!(
@@ -284,7 +288,7 @@ pub(crate) fn page(incidents: &[Incident], name: &dyn Fn(&str, i64) -> Option<St
         table(&problems, "No problem recorded."),
         table(&decisions, "No decision recorded.")
     );
-    layout("Incidents", None, &body)
+    framed(f, &body)
 }
 
 #[cfg(test)]
@@ -302,9 +306,21 @@ mod tests {
         }
     }
 
+    fn frame() -> Frame<'static> {
+        Frame {
+            title: "Incidents",
+            note: None,
+            drafts: 0,
+            now: jiff::Timestamp::UNIX_EPOCH,
+            persona: None,
+            refresh: None,
+        }
+    }
+
     #[test]
     fn problems_stand_apart_from_decisions_and_chats_go_by_name() {
         let page = page(
+            &frame(),
             &[
                 incident(1, "plan_dropped"),
                 incident(2, "draft_approved"),
@@ -316,7 +332,7 @@ mod tests {
         assert!(problems.contains("Plan dropped") && problems.contains("&lt;b&gt;odd"));
         assert!(decisions.contains("Draft approved") && !decisions.contains("Plan dropped"));
         assert!(page.contains(">Alice</a>") && !page.contains("Old name"));
-        let unnamed = super::page(&[incident(1, "flood_wait")], &|_, _| None);
+        let unnamed = super::page(&frame(), &[incident(1, "flood_wait")], &|_, _| None);
         assert!(unnamed.contains(">Old name</a>"), "{unnamed}");
     }
 

@@ -24,10 +24,10 @@ mod access;
 mod http;
 mod incidents;
 mod pages;
+mod views;
 
 pub(crate) use access::command as console_token_command;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,7 +41,6 @@ use crate::app::lifecycle::Lifecycle;
 use crate::app::ops::OpError;
 use crate::app::ops::controls::{Controller, Op};
 use crate::core::model::{ChatId, MessageId};
-use crate::runtime::RuntimeHandle;
 use access::{Keys, csrf_for, safe_path, same};
 use http::{Request, Response, Unread};
 use incidents::IncidentLog;
@@ -50,8 +49,6 @@ use incidents::IncidentLog;
 const COOKIE: &str = "personad_console";
 /// Messages of a conversation shown.
 const HISTORY_SHOWN: usize = 50;
-/// Chats whose last message the chats page reads (one history call each).
-const LAST_MESSAGES_READ: usize = 10;
 /// The largest voice note the console plays (a minute of Opus is about 200 KB).
 const VOICE_BYTES: u64 = 2 * 1024 * 1024;
 
@@ -69,6 +66,8 @@ struct Console {
     controller: Arc<Controller>,
     usage: Arc<UsageMeter>,
     incidents: Arc<IncidentLog>,
+    /// Where the persona files are (the personas page lists those that do not run).
+    global: Option<crate::app::cli::GlobalArgs>,
 }
 
 /// Binds `addr` for the console (the daemon does it before it writes or starts anything, so a
@@ -86,8 +85,8 @@ pub(crate) async fn serve(
     listener: TcpListener,
     state: &StateDir,
     controller: Arc<Controller>,
-    runtime: RuntimeHandle,
     usage: Arc<UsageMeter>,
+    global: crate::app::cli::GlobalArgs,
     life: &Lifecycle,
 ) -> Result<JoinHandle<()>, OpError> {
     let st = state.clone();
@@ -103,7 +102,7 @@ pub(crate) async fn serve(
     let names = Arc::clone(&controller);
     incidents::record(
         Arc::clone(&incidents),
-        runtime.observe_notables(),
+        controller.observe_notables(),
         move |agent, chat| chat_name(&names, agent, chat),
         life,
     );
@@ -112,6 +111,7 @@ pub(crate) async fn serve(
         controller,
         usage,
         incidents,
+        global: Some(global),
     });
     Ok(life.spawn(crate::app::ops::web::serve(
         listener,
@@ -151,16 +151,19 @@ fn chat_name(c: &Controller, agent: &str, chat: i64) -> Option<String> {
         .map(|(_, title)| title)
 }
 
-/// The personas page (`/`): each running persona, its status and where it stands now.
-async fn personas_page(c: &Controller, csrf: &str, note: Option<&str>) -> String {
-    pages::personas(&c.agent_views().await, csrf, note)
-}
-
 /// The personas page as `/` serves it, without the server around it (for tests that compare
 /// it with `ctl status`).
 #[cfg(feature = "test-hooks")]
 pub async fn personas_page_for_tests(c: &Controller) -> String {
-    personas_page(c, "csrf", None).await
+    let f = pages::Frame {
+        title: "Personas",
+        note: None,
+        drafts: 0,
+        now: c.now(),
+        persona: None,
+        refresh: None,
+    };
+    pages::personas::render(&f, &c.agent_views().await, &[], "csrf")
 }
 
 /// The banner a `done=` code stands for: a fixed set, so no text of the address is ever shown.
@@ -173,6 +176,8 @@ fn banner(code: &str) -> Option<&'static str> {
         "mode-talkative" => "Group mode set to talkative.",
         "mode" => "Group mode set.",
         "forgotten" => "The chat's pending plan was dropped.",
+        "fact-forgotten" => "The fact is forgotten.",
+        "lifted" => "The spending cap is lifted for today (and every chat resumed).",
         "approved" => "Draft approved.",
         "rejected" => "Draft rejected.",
         "logged-out" => "Logged out.",
@@ -180,10 +185,11 @@ fn banner(code: &str) -> Option<&'static str> {
     })
 }
 
-/// The `done=` code of an action carried out.
-fn done_code(op: &Op) -> &'static str {
+/// The `done=` code of an action carried out (`lift`: a resume asked for as a cap's lift).
+fn done_code(op: &Op, lift: bool) -> &'static str {
     match op {
         Op::Pause { .. } => "paused",
+        Op::Resume { chat: None } if lift => "lifted",
         Op::Resume { .. } => "resumed",
         Op::Mode { mode, .. } => match mode.as_str() {
             "strict" => "mode-strict",
@@ -192,6 +198,7 @@ fn done_code(op: &Op) -> &'static str {
             _ => "mode",
         },
         Op::Forget { .. } => "forgotten",
+        Op::ForgetFact { .. } => "fact-forgotten",
         Op::Approve { .. } => "approved",
         Op::Reject { .. } => "rejected",
         _ => "",
@@ -258,66 +265,6 @@ impl Console {
         }
     }
 
-    async fn page(&self, r: &Request, note: Option<&str>, csrf: &str) -> Response {
-        let parts: Vec<&str> = r.path.split('/').filter(|p| !p.is_empty()).collect();
-        let c = &self.controller;
-        let html = match parts.as_slice() {
-            [] => personas_page(c, csrf, note).await,
-            ["agent", agent] => {
-                let plans = c.plans_of(agent).await;
-                let mut known = c.known_chats(agent);
-                for g in &plans {
-                    if !known.iter().any(|(id, _)| *id == g.chat.id) {
-                        known.push((g.chat.id, g.chat.title.clone()));
-                    }
-                }
-                // Each chat's last message, read through the persona's Telegram (a few only).
-                let mut last = BTreeMap::new();
-                for (id, _) in known.iter().take(LAST_MESSAGES_READ) {
-                    if let Ok((_, mut m)) = c.history(agent, *id, 1).await
-                        && let Some(m) = m.pop()
-                    {
-                        last.insert(id.0, m);
-                    }
-                }
-                pages::chats(agent, &known, &last, &plans, note)
-            }
-            ["agent", agent, "chat", id] => {
-                let Ok(id) = id.parse::<i64>() else {
-                    return not_found();
-                };
-                match c.history(agent, ChatId(id), HISTORY_SHOWN).await {
-                    Ok((chat, messages)) => {
-                        let plans = c.plans_of(agent).await;
-                        let plan = plans.iter().find(|g| g.chat.id.0 == id);
-                        let paused = c.is_paused(agent, ChatId(id));
-                        pages::conversation(agent, &chat, &messages, plan, paused, csrf, note)
-                    }
-                    Err(e) => {
-                        return Response::html(
-                            404,
-                            pages::layout("No such chat", Some(&e.to_string()), ""),
-                        );
-                    }
-                }
-            }
-            ["agent", agent, "chat", id, "voice", msg] => {
-                return self.voice_note(agent, id, msg).await;
-            }
-            ["drafts"] => {
-                let mut waiting = c.draft_views().await;
-                waiting.retain(|d| !d.decided);
-                pages::drafts(&waiting, csrf, note)
-            }
-            ["usage"] => pages::usage(&self.usage.totals()),
-            ["incidents"] => incidents::page(&self.incidents.recent(), &|agent, chat| {
-                chat_name(c, agent, chat)
-            }),
-            _ => return not_found(),
-        };
-        Response::html(200, html)
-    }
-
     /// A voice note of a chat, as `audio/ogg` for the conversation page's `<audio>` player,
     /// read through the persona's Telegram (at most a minute's worth of Opus and then some).
     async fn voice_note(&self, agent: &str, chat: &str, msg: &str) -> Response {
@@ -367,6 +314,12 @@ impl Console {
                 (Some(chat), Some(mode)) => Op::Mode { chat, mode },
                 _ => return bad("mode needs a chat and a mode"),
             },
+            // Lifting a cap reached today is what resuming the whole persona does.
+            Some("lift") => Op::Resume { chat: None },
+            Some("forget-fact") => match field("id") {
+                Some(id) => Op::ForgetFact { id },
+                None => return bad("forget-fact needs a fact id"),
+            },
             Some("forget") => match field("chat") {
                 Some(chat) => Op::Forget { chat },
                 None => return bad("forget needs a chat"),
@@ -384,7 +337,7 @@ impl Console {
             },
             _ => return bad("unknown action"),
         };
-        let done = done_code(&op);
+        let done = done_code(&op, field("op").as_deref() == Some("lift"));
         let back = field("back")
             .filter(|b| safe_path(b))
             .unwrap_or_else(|| "/".into());

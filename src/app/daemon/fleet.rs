@@ -46,6 +46,8 @@ pub(crate) struct Accounts {
     retune: Mutex<BTreeMap<String, Retune>>,
     /// Problems already logged, so a broken file is reported once, not at every reload.
     reported: BTreeSet<String>,
+    /// The chats each persona has known: an opened account's sends are noted there.
+    pub(crate) chats: Option<Arc<crate::app::ops::controls::ChatIndex>>,
 }
 
 /// An agent whose account is connected, ready to join the runtime.
@@ -91,6 +93,7 @@ impl Accounts {
             state,
             clock: Arc::clone(clock),
             retune: Mutex::default(),
+            chats: None,
             reported: BTreeSet::new(),
         }
     }
@@ -138,6 +141,15 @@ impl Accounts {
         &self,
         persona: &Persona,
     ) -> Result<(Seat, Option<Connected>), OpError> {
+        let (mut seat, connected) = self.open_account(persona).await?;
+        if let Some(chats) = &self.chats {
+            seat.telegram = chats.noting(&persona.name, seat.telegram);
+        }
+        Ok((seat, connected))
+    }
+
+    /// [`Accounts::open`] without the noting of sends.
+    async fn open_account(&self, persona: &Persona) -> Result<(Seat, Option<Connected>), OpError> {
         match &self.backend {
             Backend::Mtproto {
                 creds,

@@ -9,10 +9,13 @@
 //! `ctl` and the console call it.
 //!
 //! - `commands`: [`Op`], the `/help` text and the command parser;
-//! - `roster`: the running agents' seats and the chats seen of each;
+//! - `roster`: the running agents' seats and the chats known of each (`chat_index`, kept
+//!   across restarts);
 //! - `gate`: the owner's step of the admission chain;
 //! - `answers`: the command queue carried out and answered;
-//! - `pauses`, `drafts`, `views`, `reads`, `say`: the operations by concern.
+//! - `pauses`, `drafts`, `views`, `reads`, `say`: the operations by concern;
+//! - `health`: what the console shows of a persona beyond `/status` (caps, warnings, chats,
+//!   schedule, memory), as data.
 
 use std::sync::Arc;
 
@@ -31,18 +34,23 @@ use crate::ports::clock::SharedClock;
 use crate::runtime::RuntimeHandle;
 
 mod answers;
+mod chat_index;
 mod commands;
 mod drafts;
 mod gate;
+mod health;
 mod pauses;
 mod reads;
 mod roster;
 mod say;
 mod views;
 
+pub(crate) use chat_index::ChatEntry;
+pub use chat_index::ChatIndex;
 pub use commands::Op;
 pub(crate) use commands::parse_duration;
 pub use gate::Commands;
+pub(crate) use health::ScheduleView;
 pub(crate) use reads::{AgentView, DraftView};
 pub use roster::{Roster, Seat, SimSeat};
 pub(crate) use say::MAX_WAIT_SECS as SAY_MAX_WAIT_SECS;
@@ -67,6 +75,8 @@ pub struct ControlsConfig {
     pub usage: Option<Arc<UsageMeter>>,
     /// The process's one long-term memory store (`/memory`, `/forget-fact`).
     pub facts: Arc<FileFacts>,
+    /// The chats each persona has known (none: kept in memory only).
+    pub chats: Option<Arc<ChatIndex>>,
 }
 
 /// Carries out owner operations for every running agent.
@@ -89,7 +99,7 @@ impl Controller {
         runtime: RuntimeHandle,
         groups: Arc<Groups>,
     ) -> (Arc<Controller>, Ingress, Commands) {
-        let roster = Roster::new();
+        let roster = Roster::new(config.chats.unwrap_or_else(ChatIndex::in_memory));
         let (tx, rx) = mpsc::unbounded_channel();
         let gate = gate::OwnerGate {
             roster: Arc::clone(&roster),

@@ -21,17 +21,39 @@ const MAX_ANSWER_CHARS: usize = 4000;
 const STOP_ANSWER_WAIT: Duration = Duration::from_secs(10);
 /// How often it looks.
 const STOP_ANSWER_POLL: Duration = Duration::from_millis(100);
+/// How often the chats the personas have known are saved (when they changed).
+const CHATS_SAVED_EVERY: Duration = Duration::from_secs(2);
 
 impl Controller {
-    /// Carries out the owner's commands until `stop` (or until every gate is gone).
+    /// Carries out the owner's commands until `stop` (or until every gate is gone); saves the
+    /// chats the personas have known every [`CHATS_SAVED_EVERY`] and once more at the end.
     pub async fn serve(&self, mut commands: Commands, stop: CancellationToken) {
         loop {
             let command = tokio::select! {
-                () = stop.cancelled() => return,
+                () = stop.cancelled() => break,
+                () = crate::ports::clock::pause(self.clock.as_ref(), CHATS_SAVED_EVERY) => {
+                    self.save_chats().await;
+                    continue;
+                }
                 c = commands.recv() => c,
             };
-            let Some(command) = command else { return };
+            let Some(command) = command else { break };
             self.answer(command).await;
+        }
+        self.save_chats().await;
+    }
+
+    /// Writes the chat lists that changed (off the async threads).
+    async fn save_chats(&self) {
+        let index = std::sync::Arc::clone(self.roster.index());
+        match tokio::task::spawn_blocking(move || index.flush()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(event = "chats_not_saved", error = %e, "the personas' chat lists were not saved");
+            }
+            Err(e) => {
+                tracing::warn!(event = "chats_not_saved", error = %e, "the personas' chat lists were not saved");
+            }
         }
     }
 

@@ -13,8 +13,8 @@ use crate::core::model::{Chat, ChatId, Message};
 #[derive(Debug, Clone)]
 pub(crate) struct AgentView {
     pub name: String,
-    /// `Some(until …)` when all its chats are paused.
-    pub paused: Option<String>,
+    /// The pause of all its chats, when it holds.
+    pub paused: Option<Pause>,
     /// Chats paused one by one.
     pub paused_chats: usize,
     /// The persona's group trigger mode (its heading).
@@ -25,6 +25,14 @@ pub(crate) struct AgentView {
     pub plans: usize,
     /// Where the persona stands now, as `/status` words it ([`Controller::presence_line`]).
     pub now: String,
+    /// Its time zone.
+    pub zone: jiff::tz::TimeZone,
+    /// When it wakes, if it is asleep.
+    pub asleep_until: Option<jiff::Timestamp>,
+    /// Its spending caps and today's spend against them.
+    pub caps: Vec<super::health::CapView>,
+    /// The breaker, disabled chats.
+    pub warnings: Vec<String>,
 }
 
 /// A draft task not done yet, as the runtime holds it.
@@ -35,10 +43,14 @@ pub(crate) struct DraftView {
     pub chat: ChatId,
     pub title: String,
     pub text: String,
+    /// The texts the plan would send (what the owner's edit replaces), one per line.
+    pub sends: String,
     /// Posted to the owner and waiting until this instant (`None`: being posted).
     pub waits_until: Option<jiff::Timestamp>,
     /// The owner has answered; the runtime is applying it.
     pub decided: bool,
+    /// What happens when it is still waiting then: the plan is carried out as drafted.
+    pub sends_on_timeout: bool,
 }
 
 impl Controller {
@@ -54,11 +66,7 @@ impl Controller {
                     .agent_state(&name)
                     .map(|s| s.pauses)
                     .unwrap_or_default();
-                let paused = pauses
-                    .all
-                    .as_ref()
-                    .filter(|p| p.active(now))
-                    .map(Pause::describe);
+                let paused = pauses.all.clone().filter(|p| p.active(now));
                 let paused_chats = pauses.chats.values().filter(|p| p.active(now)).count();
                 let mode = self
                     .runtime()
@@ -66,15 +74,19 @@ impl Controller {
                     .map_or_else(String::new, |p| p.group.mode.to_string());
                 let today = self.usage_line(&name);
                 let plans = graphs.iter().filter(|g| g.agent == name).count();
-                let now = self.presence_line(&name, now);
+                let line = self.presence_line(&name, now);
                 AgentView {
+                    zone: self.zone(&name),
+                    asleep_until: self.asleep_until(&name, now),
+                    caps: self.caps(&name, now),
+                    warnings: self.warnings(&name, now),
                     name,
                     paused,
                     paused_chats,
                     mode,
                     today,
                     plans,
-                    now,
+                    now: line,
                 }
             })
             .collect()
@@ -141,6 +153,7 @@ impl Controller {
                     draft,
                     posted,
                     decision,
+                    on_timeout,
                     ..
                 } = &t.spec
                 {
@@ -150,8 +163,19 @@ impl Controller {
                         chat: g.chat.id,
                         title: g.chat.title.clone(),
                         text: draft.clone(),
+                        sends: g
+                            .tasks
+                            .iter()
+                            .filter(|s| s.status == TaskStatus::Pending)
+                            .filter_map(|s| match &s.spec {
+                                TaskSpec::Send { text, .. } => Some(text.as_str()),
+                                _ => None,
+                            })
+                            .collect::<Vec<_>>()
+                            .join("\n"),
                         waits_until: posted.as_ref().and(t.not_before),
                         decided: decision.is_some(),
+                        sends_on_timeout: *on_timeout == crate::core::approval::OnTimeout::Send,
                     });
                 }
             }

@@ -1,6 +1,6 @@
 //! Who the owner controls: the running agents' seats (their Telegram, and the in-memory one
-//! for `ctl say`) and the chats seen per agent (titles and usernames, so a command can name a
-//! chat by `@username` or part of its title). Shared by the owner gate, which learns chats as
+//! for `ctl say`) and the chats known per agent (titles and usernames, so a command can name a
+//! chat by `@username` or part of its title; kept across restarts by the [`ChatIndex`]). Shared by the owner gate, which learns chats as
 //! messages pass, and the [`super::Controller`], which reads them; the fleet adds and removes
 //! agents as they start and stop.
 
@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::adapters::memory::MemoryTelegram;
+use crate::app::ops::controls::chat_index::ChatIndex;
 use crate::core::model::{Chat, Message};
 use crate::ports::telegram::Telegram;
 
@@ -36,11 +37,10 @@ pub(crate) struct KnownChat {
     pub(crate) username: Option<String>,
 }
 
-/// The running agents and the chats seen of each.
-#[derive(Default)]
+/// The running agents and the chats known of each.
 pub struct Roster {
     seats: Mutex<BTreeMap<String, Seat>>,
-    chats: Mutex<BTreeMap<String, BTreeMap<i64, KnownChat>>>,
+    chats: Arc<ChatIndex>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -48,8 +48,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Roster {
-    pub fn new() -> Arc<Roster> {
-        Arc::new(Roster::default())
+    /// The roster over `chats`, the chats each persona has known.
+    pub fn new(chats: Arc<ChatIndex>) -> Arc<Roster> {
+        Arc::new(Roster {
+            seats: Mutex::default(),
+            chats,
+        })
+    }
+
+    /// The chats each persona has known.
+    pub(crate) fn index(&self) -> &Arc<ChatIndex> {
+        &self.chats
     }
 
     /// Makes an agent known (at start, and when hot reload starts one).
@@ -75,22 +84,26 @@ impl Roster {
         self.seat(agent).map(|s| s.telegram.self_id())
     }
 
-    /// Learns a chat's title (and, in a direct chat, the other person's username).
+    /// Learns a chat's title (and, in a direct chat, the other person's username) and its
+    /// newest message.
     pub(crate) fn remember(&self, agent: &str, chat: &Chat, message: &Message) {
-        let mut chats = lock(&self.chats);
-        let entry = chats
-            .entry(agent.to_string())
-            .or_default()
-            .entry(chat.id.0)
-            .or_default();
-        entry.title = chat.title.clone();
-        if chat.kind.is_direct() && !message.outgoing && message.sender.username.is_some() {
-            entry.username = message.sender.username.clone();
-        }
+        self.chats.seen(agent, chat, message);
     }
 
-    /// The chats seen of `agent`.
+    /// The chats known of `agent`.
     pub(crate) fn chats(&self, agent: &str) -> BTreeMap<i64, KnownChat> {
-        lock(&self.chats).get(agent).cloned().unwrap_or_default()
+        self.chats
+            .chats(agent)
+            .into_iter()
+            .map(|(id, c)| {
+                (
+                    id,
+                    KnownChat {
+                        title: c.title,
+                        username: c.username,
+                    },
+                )
+            })
+            .collect()
     }
 }
