@@ -72,6 +72,7 @@ pub fn model_output(data: &[u8]) {
     let opts = ParseOptions {
         allow_clear_conversation: data.first().is_some_and(|b| b & 1 == 1),
         allow_voice: data.first().is_some_and(|b| b & 2 == 2),
+        allow_retrieve: data.first().is_some_and(|b| b & 4 == 4),
         default_sticker_set: Some("set".into()),
         known_messages: Some(known.clone()),
         default_person: Some(7),
@@ -98,6 +99,14 @@ pub fn model_output(data: &[u8]) {
                 );
             }
             Action::XSend { target, .. } => assert!(target.0 != 0, "a note to chat 0"),
+            Action::Retrieve { urls } => {
+                assert!(opts.allow_retrieve, "a retrieve where none is allowed");
+                assert!(
+                    !urls.is_empty() && urls.len() <= crate::core::retrieve::MAX_URLS,
+                    "a retrieve of {} URLs",
+                    urls.len()
+                );
+            }
             Action::Voice { text, reply_to } => {
                 assert!(opts.allow_voice, "a voice note where none is allowed");
                 assert!(!text.trim().is_empty(), "a blank voice note");

@@ -657,6 +657,7 @@ proptest! {
             allow_clear_conversation: true,
             allow_voice: true,
             allow_block: true,
+            allow_retrieve: true,
             default_sticker_set: default_set,
             known_messages: Some([MessageId(1)].into_iter().collect()),
             default_person: Some(5),

@@ -52,6 +52,7 @@ mod validate;
 
 pub(crate) use fields::{show, sort_problems};
 pub use owner::SendLimits;
+pub use role_prompts::only_teaches_retrieve;
 pub(crate) use validate::parse_persona_inner;
 
 /// Largest persona or role prompt file accepted, in bytes (256 KiB).
@@ -135,6 +136,12 @@ pub struct Persona {
     /// Whether the model may `block` and `unblock` the other side of a direct chat on its
     /// own: `true` unless a `# Allow Block` heading says `false`/`no`/`0`.
     pub allow_block: bool,
+    /// `# Allow Retrieve`: the model may look up web pages and its `file:` resources
+    /// (`retrieve`); off unless the heading is present and not `false`/`no`/`0`.
+    pub allow_retrieve: bool,
+    /// `# Retrieve Daily Cap`: most fetches per UTC day (`retrieve::DEFAULT_DAILY_CAP`
+    /// without the heading).
+    pub retrieve_daily_cap: u32,
     /// The `# Group …` headings, `# Agent Nicknames` and `# Agent Description` (see
     /// docs/groups.md), with defaults for the ones not given.
     pub group: crate::core::group::settings::GroupSettings,
@@ -200,6 +207,8 @@ impl fmt::Debug for Persona {
             .field("allow_clear_conversation", &self.allow_clear_conversation)
             .field("clear_for_both_sides", &self.clear_for_both_sides)
             .field("allow_block", &self.allow_block)
+            .field("allow_retrieve", &self.allow_retrieve)
+            .field("retrieve_daily_cap", &self.retrieve_daily_cap)
             .field("daily_schedule", &self.daily_schedule.is_some())
             .field("fresh_start", &self.fresh_start)
             .field("approval", &self.approval)

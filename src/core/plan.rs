@@ -64,6 +64,11 @@ pub enum Action {
         target: crate::core::model::ChatId,
         intent: String,
     },
+    /// Look up these targets (`retrieve`: `http`/`https` URLs or `file:` resources, at most
+    /// `retrieve::MAX_URLS`); their text comes back in a follow-up plan of this chat.
+    Retrieve {
+        urls: Vec<String>,
+    },
 }
 
 impl Action {
@@ -113,6 +118,7 @@ impl Action {
             },
             Action::Event { write } => TaskSpec::Intent { write },
             Action::XSend { target, intent } => TaskSpec::XSend { target, intent },
+            Action::Retrieve { urls } => TaskSpec::Retrieve { urls },
         }
     }
 }
@@ -153,6 +159,9 @@ pub struct Moment {
     pub intents: String,
     /// The chat starts anew: the persona's `Start Of Conversation` (empty when it has none).
     pub fresh_start: Option<String>,
+    /// Documents the persona retrieved in this chat (`retrieve`), still in its window: shown
+    /// at the beginning of the conversation, oldest first, as the persona's own lookups.
+    pub retrieved: Vec<crate::core::retrieve::Document>,
 }
 
 /// Why planning failed (a plan, a schedule, a summary).

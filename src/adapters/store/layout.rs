@@ -19,6 +19,7 @@
 //! <state>/<agent>/memory/people/<user>.md       what the persona remembers about a person
 //! <state>/<agent>/memory/chats/<chat>.md        its notes about one chat
 //! <state>/<agent>/memory/summaries/<chat>.md    a chat's rolling summaries
+//! <state>/<agent>/retrieved/<chat>.json         the documents a chat's `retrieve` kept
 //! <state>/<agent>/telegram-memory/, playground/ in-memory backend transcripts
 //! ```
 //!
@@ -323,6 +324,13 @@ impl StateDir {
             FactScope::Person(id) => dir.join("people").join(format!("{id}.md")),
             FactScope::Chat(id) => dir.join("chats").join(format!("{id}.md")),
         }
+    }
+
+    /// `<agent>/retrieved/<chat>.json`: the documents the persona retrieved in a chat.
+    pub fn retrieved_path(&self, agent: &str, chat: ChatId) -> PathBuf {
+        self.agent_dir(agent)
+            .join("retrieved")
+            .join(format!("{chat}.json"))
     }
 
     /// `<agent>/schedule`: the persona's days, one file each.

@@ -428,6 +428,7 @@ mod tests {
             output_tokens: 0,
             discarded: 0,
             characters: 0,
+            bytes: 0,
         };
         let page = usage(&[
             row("Ann", "2026-11-25", 1000),

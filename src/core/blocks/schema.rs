@@ -80,6 +80,33 @@ pub fn plan_schema(
     })
 }
 
+/// Adds the `retrieve` task to a plan schema made by [`plan_schema`]: only for a persona with
+/// `# Allow Retrieve` (one without it never sees the kind).
+pub fn offer_retrieve(schema: &mut Value) {
+    let task = json!({
+        "type": "OBJECT",
+        "properties": {
+            "kind": {"type": "STRING", "enum": ["retrieve"]},
+            "urls": {
+                "type": "ARRAY",
+                "maxItems": crate::core::retrieve::MAX_URLS,
+                "items": {"type": "STRING"}
+            }
+        },
+        "required": ["kind", "urls"]
+    });
+    if let Some(kinds) = schema
+        .pointer_mut("/properties/tasks/items/anyOf")
+        .and_then(Value::as_array_mut)
+    {
+        kinds.push(task);
+    }
+}
+
+/// Appended after [`JSON_PLAN_INSTRUCTIONS`] for a persona with `# Allow Retrieve`.
+pub const RETRIEVE_JSON_INSTRUCTIONS: &str = "You may also look things up: retrieve (\"urls\": \
+up to 3 http or https URLs, or file:schedule.json for your own schedule).";
+
 /// Appended to the system instruction when the plan is asked for as structured output.
 pub const JSON_PLAN_INSTRUCTIONS: &str = "\
 # How to answer (structured)
@@ -131,5 +158,18 @@ mod tests {
                 .is_some_and(|k| k.contains(&json!("block")))
         );
         assert_eq!(schema["properties"]["tasks"]["maxItems"], json!(12));
+    }
+
+    /// `retrieve` is in the schema only once offered.
+    #[test]
+    fn retrieve_is_listed_only_when_offered() {
+        let mut schema = plan_schema(12, true, true, true);
+        assert!(!schema.to_string().contains("retrieve"));
+        offer_retrieve(&mut schema);
+        let kinds = schema["properties"]["tasks"]["items"]["anyOf"]
+            .as_array()
+            .map(|k| k.iter().map(|t| t["properties"]["kind"]["enum"][0].clone()).collect::<Vec<_>>())
+            .unwrap_or_default();
+        assert!(kinds.contains(&json!("retrieve")), "{kinds:?}");
     }
 }

@@ -37,10 +37,11 @@ pub enum TaskKind {
     Draft,
     Voice,
     XSend,
+    Retrieve,
 }
 
 impl TaskKind {
-    pub(crate) const ALL: [TaskKind; 19] = [
+    pub(crate) const ALL: [TaskKind; 20] = [
         TaskKind::Received,
         TaskKind::Classify,
         TaskKind::Send,
@@ -60,6 +61,7 @@ impl TaskKind {
         TaskKind::Draft,
         TaskKind::Voice,
         TaskKind::XSend,
+        TaskKind::Retrieve,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -83,6 +85,7 @@ impl TaskKind {
             TaskKind::Draft => "draft",
             TaskKind::Voice => "voice",
             TaskKind::XSend => "xsend",
+            TaskKind::Retrieve => "retrieve",
         }
     }
 
@@ -101,6 +104,7 @@ impl TaskKind {
                 | TaskKind::Summarize
                 | TaskKind::Schedule
                 | TaskKind::XSend
+                | TaskKind::Retrieve
         )
     }
 
@@ -198,6 +202,9 @@ pub enum TaskSpec {
         target: ChatId,
         intent: String,
     },
+    /// Look up `urls` (`retrieve`): the handler fetches them through the retrieve port, keeps
+    /// their text for the chat and the scheduler plans again with it (`scheduler::retrieve`).
+    Retrieve { urls: Vec<String> },
     /// A pause of `delay_secs`, counted from when its dependencies finish; with `typing`,
     /// the typing indicator is shown first, with `recording` the "recording a voice message"
     /// one. `retry_of` names the task a retry wait precedes.
@@ -305,6 +312,7 @@ impl TaskSpec {
             TaskSpec::Draft { .. } => TaskKind::Draft,
             TaskSpec::Voice { .. } => TaskKind::Voice,
             TaskSpec::XSend { .. } => TaskKind::XSend,
+            TaskSpec::Retrieve { .. } => TaskKind::Retrieve,
         }
     }
 
@@ -350,6 +358,7 @@ impl TaskSpec {
             TaskSpec::Classify { message_id } => format!("up to #{message_id}"),
             TaskSpec::Send { text, reply_to, .. } => format!("{}{}", cut(text), reply(reply_to)),
             TaskSpec::XSend { target, intent } => format!("to chat {target}: {}", cut(intent)),
+            TaskSpec::Retrieve { urls } => cut(&urls.join(" ")),
             TaskSpec::Voice { text, reply_to, .. } => {
                 format!("voice note: {}{}", cut(text), reply(reply_to))
             }

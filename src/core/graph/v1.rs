@@ -181,9 +181,10 @@ fn spec_of(kind: TaskKind, map: &Map<String, Value>) -> Result<TaskSpec, Invalid
         | TaskKind::Presence
         | TaskKind::Draft
         | TaskKind::Voice
-        | TaskKind::XSend => {
+        | TaskKind::XSend
+        | TaskKind::Retrieve => {
             return Err(Invalid::from(format!(
-                "a {kind} task in a format 1 file (format 1 had no memory, presence, draft, voice or xsend tasks)"
+                "a {kind} task in a format 1 file (format 1 had no memory, presence, draft, voice, xsend or retrieve tasks)"
             )));
         }
         TaskKind::Block => TaskSpec::Block,

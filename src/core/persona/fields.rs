@@ -29,6 +29,8 @@ pub(super) enum Field {
     Disabled,
     AllowClearConversation,
     AllowBlock,
+    AllowRetrieve,
+    RetrieveDailyCap,
     GroupTriggerMode,
     GroupConfidenceThreshold,
     GroupInterjectThreshold,
@@ -53,7 +55,7 @@ pub(super) enum Field {
 }
 
 impl Field {
-    pub(super) const ALL: [Field; 36] = [
+    pub(super) const ALL: [Field; 38] = [
         Field::Name,
         Field::Phone,
         Field::Instructions,
@@ -69,6 +71,8 @@ impl Field {
         Field::Disabled,
         Field::AllowClearConversation,
         Field::AllowBlock,
+        Field::AllowRetrieve,
+        Field::RetrieveDailyCap,
         Field::GroupTriggerMode,
         Field::GroupConfidenceThreshold,
         Field::GroupInterjectThreshold,
@@ -110,6 +114,8 @@ impl Field {
             Field::Disabled => "Disabled",
             Field::AllowClearConversation => "Allow Clear Conversation",
             Field::AllowBlock => "Allow Block",
+            Field::AllowRetrieve => "Allow Retrieve",
+            Field::RetrieveDailyCap => "Retrieve Daily Cap",
             Field::GroupTriggerMode => "Group Trigger Mode",
             Field::GroupConfidenceThreshold => "Group Confidence Threshold",
             Field::GroupInterjectThreshold => "Group Interject Threshold",

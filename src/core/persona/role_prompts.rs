@@ -148,7 +148,7 @@ fn load_role_prompt(
 
 /// The task kinds personad carries out (task blocks or the original's JSON tasks); `think`
 /// is accepted and dropped.
-const SUPPORTED_KINDS: [&str; 12] = [
+const SUPPORTED_KINDS: [&str; 13] = [
     "send",
     "react",
     "sticker",
@@ -161,11 +161,12 @@ const SUPPORTED_KINDS: [&str; 12] = [
     "note",
     "shutdown",
     "xsend",
+    "retrieve",
 ];
 
-/// Kinds a role prompt of the original enables (its `<!-- SCHEMA_TASKS: a, b -->` lines) that
-/// personad does not support, in the order written.
-fn unsupported_kinds(text: &str) -> Vec<String> {
+/// The kinds a role prompt of the original enables (its `<!-- SCHEMA_TASKS: a, b -->` lines),
+/// lower case with `-` for `_`, in the order written.
+fn schema_tasks(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for line in text.lines() {
         let Some(rest) = line.trim().strip_prefix("<!--") else {
@@ -183,11 +184,26 @@ fn unsupported_kinds(text: &str) -> Vec<String> {
             .split(',')
             .map(|k| k.trim().to_ascii_lowercase().replace('_', "-"))
         {
-            let known = SUPPORTED_KINDS.contains(&kind.as_str()) || kind == "clear-conversation";
-            if !kind.is_empty() && !known && !out.contains(&kind) {
-                out.push(kind.replace('-', "_"));
+            if !kind.is_empty() && !out.contains(&kind) {
+                out.push(kind);
             }
         }
     }
     out
+}
+
+/// Kinds a role prompt of the original enables that personad does not support, in the order
+/// written.
+fn unsupported_kinds(text: &str) -> Vec<String> {
+    schema_tasks(text)
+        .into_iter()
+        .filter(|k| !SUPPORTED_KINDS.contains(&k.as_str()))
+        .map(|k| k.replace('-', "_"))
+        .collect()
+}
+
+/// Whether a role prompt enables `retrieve` and nothing else (the original's
+/// `Task-Retrieve`): the prompt leaves it out for a persona without `# Allow Retrieve`.
+pub fn only_teaches_retrieve(text: &str) -> bool {
+    schema_tasks(text) == ["retrieve"]
 }

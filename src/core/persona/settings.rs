@@ -1,7 +1,8 @@
 //! The agent's one-line settings: `# Agent Timezone` (an IANA name from the bundled
 //! database), `# Typing Speed` and `# Start Typing Delay` (numbers), `# LLM` and `# LLM Model`
 //! (the model to plan with), and the switches `# Disabled`, `# Allow Clear Conversation`
-//! (with `mine` for this side only) and `# Allow Block` (on unless it says otherwise). Called
+//! (with `mine` for this side only), `# Allow Block` (on unless it says otherwise),
+//! `# Allow Retrieve` (off unless present) and `# Retrieve Daily Cap` (a whole number). Called
 //! by `validate` only.
 
 use std::collections::HashMap;
@@ -24,6 +25,8 @@ pub(super) struct Settings {
     pub(super) allow_clear_conversation: bool,
     pub(super) clear_for_both_sides: bool,
     pub(super) allow_block: bool,
+    pub(super) allow_retrieve: bool,
+    pub(super) retrieve_daily_cap: u32,
 }
 
 /// The setting headings, each checked once.
@@ -70,6 +73,14 @@ pub(super) fn settings_fields(
     let allow_block = fields
         .get(&Field::AllowBlock)
         .is_none_or(|sec| parse_flag(report, Field::AllowBlock, sec));
+    // Looking things up on the web is off unless the persona says so.
+    let allow_retrieve = fields
+        .get(&Field::AllowRetrieve)
+        .is_some_and(|sec| parse_flag(report, Field::AllowRetrieve, sec));
+    let retrieve_daily_cap = fields
+        .get(&Field::RetrieveDailyCap)
+        .and_then(|sec| daily_cap_of(report, sec))
+        .unwrap_or(crate::core::retrieve::DEFAULT_DAILY_CAP);
     let allow_clear_conversation = clear_mine_only
         || clear.is_some_and(|sec| parse_flag(report, Field::AllowClearConversation, sec));
     Settings {
@@ -83,6 +94,27 @@ pub(super) fn settings_fields(
         allow_clear_conversation,
         clear_for_both_sides: !clear_mine_only,
         allow_block,
+        allow_retrieve,
+        retrieve_daily_cap,
+    }
+}
+
+/// `# Retrieve Daily Cap`: a whole number of fetches per UTC day, or `None` after reporting.
+fn daily_cap_of(report: &mut Report, sec: &Section<'_>) -> Option<u32> {
+    let value = single_line(report, Field::RetrieveDailyCap, sec)?;
+    let max = crate::core::retrieve::MAX_DAILY_CAP;
+    match value.trim().parse::<u32>() {
+        Ok(n) if n <= max => Some(n),
+        _ => {
+            report.error(
+                sec.value_line,
+                format!(
+                    "invalid `# Retrieve Daily Cap` value {}: expected a whole number of fetches per day from 0 to {max}, such as `20`",
+                    show(value)
+                ),
+            );
+            None
+        }
     }
 }
 

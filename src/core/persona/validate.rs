@@ -86,6 +86,8 @@ pub(crate) fn parse_persona_inner(
             allow_clear_conversation: settings.allow_clear_conversation,
             clear_for_both_sides: settings.clear_for_both_sides,
             allow_block: settings.allow_block,
+            allow_retrieve: settings.allow_retrieve,
+            retrieve_daily_cap: settings.retrieve_daily_cap,
             group,
             daily_schedule,
             fresh_start,

@@ -106,6 +106,12 @@ impl Scheduler {
                         self.cross_send(key, target, &intent, now);
                         return;
                     }
+                    Outcome::Retrieved { added, refused } => {
+                        let chat = graph.chat.clone();
+                        self.mark_dirty(key);
+                        self.retrieved(key, chat, &added, &refused, now);
+                        return;
+                    }
                     Outcome::Planned(tasks) => {
                         if !tasks.is_empty() {
                             info!(conversation = %key, tasks = tasks.len(), "planned");
