@@ -38,7 +38,7 @@ pub fn to_text(html: &str) -> String {
             i += 1;
             continue;
         }
-        out.push_str(&decode(&html[text_from..i]));
+        push_text(&mut out, &html[text_from..i]);
         let rest = &lower[i..];
         if rest.starts_with("<!--") {
             i = rest.find("-->").map_or(bytes.len(), |e| i + e + 3);
@@ -58,8 +58,10 @@ pub fn to_text(html: &str) -> String {
             i = lower[i..]
                 .find(&close)
                 .map_or(bytes.len(), |at| tag_end(bytes, i + at));
-        } else if name == "li" && !closing {
-            out.push_str("\n- ");
+        } else if name == "li" {
+            if !closing {
+                out.push_str("\n- ");
+            }
         } else if BLOCKS.contains(&name.as_str()) {
             out.push('\n');
         } else if name == "td" || name == "th" {
@@ -68,9 +70,18 @@ pub fn to_text(html: &str) -> String {
         text_from = i;
     }
     if text_from < html.len() {
-        out.push_str(&decode(&html[text_from..]));
+        push_text(&mut out, &html[text_from..]);
     }
     tidy(&out)
+}
+
+/// Text between tags: decoded, its line breaks as spaces (only tags break lines in HTML).
+fn push_text(out: &mut String, raw: &str) {
+    out.extend(
+        decode(raw)
+            .chars()
+            .map(|c| if c == '\n' || c == '\r' { ' ' } else { c }),
+    );
 }
 
 /// The index just past the `>` closing the tag opened at `from` (quotes respected).
@@ -191,7 +202,7 @@ mod tests {
         let text = to_text(page);
         assert_eq!(
             text,
-            "Title: Lemons & limes\n\nLemons\nA lemon is a yellow citrus fruit — sour.\n\n- Vitamin C\n- Acid\n\nThe end ✓"
+            "Title: Lemons & limes\n\nLemons\n\nA lemon is a yellow citrus fruit — sour.\n\n- Vitamin C\n- Acid\n\nThe end ✓"
         );
         for gone in ["color", "alert", "Menu", "hidden", "var x", "<"] {
             assert!(!text.contains(gone), "{gone} kept: {text}");

@@ -67,7 +67,10 @@ fn push(out: &mut ParsedReply, label: &str, urls: Vec<String>, opts: &ParseOptio
     let mut kept: Vec<String> = Vec::new();
     for raw in urls {
         let url = raw.trim().trim_start_matches('<').trim_end_matches('>').to_owned();
-        if let Err(why) = retrieve::target(&url) {
+        // An unknown `file:` name goes on: the handler refuses it where the operator sees it.
+        if let Err(why) = retrieve::target(&url)
+            && !matches!(why, retrieve::Refused::UnknownFile(_))
+        {
             warn(out, label, format_args!("{why}; skipped"));
             continue;
         }
