@@ -29,6 +29,7 @@ use personad::core::model::Chat;
 use personad::core::persona::Persona;
 use personad::ports::clock::{SharedClock, VirtualClock};
 use personad::ports::llm::ApiKey;
+use personad::ports::planner::SharedPlanner;
 use personad::ports::retrieve::{Retrieval, Retriever};
 use personad::runtime::{AgentHandle, Runtime};
 use serde_json::Value;
@@ -44,7 +45,9 @@ const SCRIPT_MARK: &str = "tracking_pixel_secret";
 const LATE_MARK: &str = "words past the cap";
 
 /// A mock Gemini answering `answer(whole request body, newest message)`.
-async fn model(answer: impl Fn(&str, &str) -> ResponseTemplate + Send + Sync + 'static) -> MockServer {
+async fn model(
+    answer: impl Fn(&str, &str) -> ResponseTemplate + Send + Sync + 'static,
+) -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
@@ -59,16 +62,19 @@ async fn model(answer: impl Fn(&str, &str) -> ResponseTemplate + Send + Sync + '
 }
 
 /// The LLM planner on the mock at `uri` (in JSON with `json`).
-fn llm_planner(uri: &str, clock: SharedClock, json: bool) -> Arc<LlmPlanner> {
-    let mut cfg = GeminiConfig::new(ApiKey::new("k"));
-    cfg.base_url = uri.to_string();
-    let client = GeminiClient::new(cfg).unwrap_or_else(|e| panic!("client: {e}"));
-    let llm = RetryingLlm::new(Arc::new(client), RetryConfig::default(), clock);
-    let config = LlmPlannerConfig {
-        json_plans: json,
-        ..LlmPlannerConfig::default()
-    };
-    Arc::new(LlmPlanner::new(Arc::new(llm), config))
+fn llm_planner(uri: &str, json: bool) -> impl FnOnce(SharedClock) -> SharedPlanner {
+    let uri = uri.to_owned();
+    move |clock| -> SharedPlanner {
+        let mut cfg = GeminiConfig::new(ApiKey::new("k"));
+        cfg.base_url = uri;
+        let client = GeminiClient::new(cfg).unwrap_or_else(|e| panic!("client: {e}"));
+        let llm = RetryingLlm::new(Arc::new(client), RetryConfig::default(), clock);
+        let config = LlmPlannerConfig {
+            json_plans: json,
+            ..LlmPlannerConfig::default()
+        };
+        Arc::new(LlmPlanner::new(Arc::new(llm), config))
+    }
 }
 
 /// The real runtime for `persona` with `web` as its fetcher (metered in the returned meter,
@@ -76,8 +82,7 @@ fn llm_planner(uri: &str, clock: SharedClock, json: bool) -> Arc<LlmPlanner> {
 fn boot(
     persona: Persona,
     state: &Path,
-    llm: &str,
-    json: bool,
+    planner: impl FnOnce(SharedClock) -> SharedPlanner,
     chats: &[Chat],
     web: Arc<dyn Retriever>,
 ) -> (Harness, Arc<UsageMeter>) {
@@ -107,7 +112,7 @@ fn boot(
             persona: Arc::new(persona),
             telegram: telegram.clone(),
         }],
-        llm_planner(llm, Arc::clone(&shared), json),
+        planner(Arc::clone(&shared)),
         GraphStore::new(StateDir::new(state)),
         Arc::clone(&shared),
     )
@@ -203,9 +208,7 @@ async fn a_page_reaches_the_follow_up_request_and_is_fetched_once_per_window() -
     let pages = MockServer::start().await;
     Mock::given(method("GET"))
         .and(path("/lemon"))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_raw(page(), "text/html; charset=utf-8"),
-        )
+        .respond_with(ResponseTemplate::new(200).set_body_raw(page(), "text/html; charset=utf-8"))
         .mount(&pages)
         .await;
     let url = format!("{}/lemon", pages.uri());
@@ -226,8 +229,7 @@ async fn a_page_reaches_the_follow_up_request_and_is_fetched_once_per_window() -
     let (mut h, meter) = boot(
         retriever_persona(""),
         dir.path(),
-        &llm.uri(),
-        false,
+        llm_planner(&llm.uri(), false),
         std::slice::from_ref(&alice),
         Arc::new(web),
     );
@@ -291,10 +293,10 @@ async fn metadata_private_and_redirected_loopback_addresses_are_refused() -> Tes
     let front = MockServer::start().await;
     Mock::given(method("GET"))
         .and(path("/hop"))
-        .respond_with(
-            ResponseTemplate::new(302)
-                .insert_header("location", format!("http://127.0.0.1:{}/secret", hidden.address().port()).as_str()),
-        )
+        .respond_with(ResponseTemplate::new(302).insert_header(
+            "location",
+            format!("http://127.0.0.1:{}/secret", hidden.address().port()).as_str(),
+        ))
         .mount(&front)
         .await;
     let hop = format!("{}/hop", front.uri());
@@ -314,8 +316,7 @@ async fn metadata_private_and_redirected_loopback_addresses_are_refused() -> Tes
     let (mut h, _) = boot(
         retriever_persona(""),
         dir.path(),
-        &llm.uri(),
-        false,
+        llm_planner(&llm.uri(), false),
         std::slice::from_ref(&alice),
         Arc::new(web),
     );
@@ -333,7 +334,11 @@ async fn metadata_private_and_redirected_loopback_addresses_are_refused() -> Tes
     }
     assert_eq!(front.received_requests().await.unwrap_or_default().len(), 1);
     assert!(
-        hidden.received_requests().await.unwrap_or_default().is_empty(),
+        hidden
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .is_empty(),
         "the redirect reached loopback"
     );
     assert_eq!(logs.lines_with("retrieve_refused").len(), 3);
@@ -356,12 +361,18 @@ async fn endless_body() -> std::io::Result<(std::net::SocketAddr, Arc<AtomicU64>
         };
         let mut request = vec![0u8; 4096];
         let _ = socket.read(&mut request).await;
-        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n";
+        let head =
+            "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n";
         if socket.write_all(head.as_bytes()).await.is_err() {
             return;
         }
         let chunk = vec![b'a'; 64 * 1024];
-        let frame = [format!("{:x}\r\n", chunk.len()).into_bytes(), chunk, b"\r\n".to_vec()].concat();
+        let frame = [
+            format!("{:x}\r\n", chunk.len()).into_bytes(),
+            chunk,
+            b"\r\n".to_vec(),
+        ]
+        .concat();
         while count.load(Ordering::SeqCst) < 50 * 1024 * 1024 {
             if socket.write_all(&frame).await.is_err() {
                 return;
@@ -392,8 +403,7 @@ async fn a_50_mb_body_is_refused_without_being_read_whole() -> TestResult {
     let (mut h, _) = boot(
         retriever_persona(""),
         dir.path(),
-        &llm.uri(),
-        false,
+        llm_planner(&llm.uri(), false),
         std::slice::from_ref(&alice),
         Arc::new(web),
     );
@@ -403,11 +413,22 @@ async fn a_50_mb_body_is_refused_without_being_read_whole() -> TestResult {
     h.settle().await;
     let refused = refusals(&mut notables);
     assert_eq!(refused.len(), 1, "{refused:?}");
-    assert!(refused[0].contains("over the cap of 2097152 bytes"), "{refused:?}");
+    assert!(
+        refused[0].contains("over the cap of 2097152 bytes"),
+        "{refused:?}"
+    );
     assert_eq!(logs.lines_with("retrieve_refused").len(), 1);
     let sent = written.load(Ordering::SeqCst);
-    assert!(sent < 50 * 1024 * 1024, "the whole body was read: {sent} bytes");
-    assert!(!bodies(&llm).await.iter().any(|b| b.contains("You retrieved")));
+    assert!(
+        sent < 50 * 1024 * 1024,
+        "the whole body was read: {sent} bytes"
+    );
+    assert!(
+        !bodies(&llm)
+            .await
+            .iter()
+            .any(|b| b.contains("You retrieved"))
+    );
     h.stop().await?;
     Ok(())
 }
@@ -439,8 +460,7 @@ async fn a_persona_without_allow_retrieve_is_never_offered_it() -> TestResult {
         let (mut h, _) = boot(
             persona_with(AGENT, ""),
             dir.path(),
-            &llm.uri(),
-            json,
+            llm_planner(&llm.uri(), json),
             std::slice::from_ref(&alice),
             Arc::new(web),
         );
@@ -458,9 +478,16 @@ async fn a_persona_without_allow_retrieve_is_never_offered_it() -> TestResult {
         assert_eq!(h.sends_to(alice.id), ["hi"]);
         h.stop().await?;
     }
-    assert!(pages.received_requests().await.unwrap_or_default().is_empty());
+    assert!(
+        pages
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .is_empty()
+    );
     assert_eq!(
-        logs.lines_with("retrieve is not enabled for this persona").len(),
+        logs.lines_with("retrieve is not enabled for this persona")
+            .len(),
         2
     );
     Ok(())
@@ -473,7 +500,10 @@ async fn the_daily_cap_and_unknown_files_are_refused() -> TestResult {
         .respond_with(ResponseTemplate::new(200).set_body_string(PAGE_MARK))
         .mount(&pages)
         .await;
-    let (one, two) = (format!("{}/one", pages.uri()), format!("{}/two", pages.uri()));
+    let (one, two) = (
+        format!("{}/one", pages.uri()),
+        format!("{}/two", pages.uri()),
+    );
     let llm = model(move |body, newest| {
         if body.contains("You retrieved") {
             reply("# «send»\nread it")
@@ -490,8 +520,7 @@ async fn the_daily_cap_and_unknown_files_are_refused() -> TestResult {
     let (mut h, _) = boot(
         retriever_persona("# Retrieve Daily Cap\n1\n"),
         dir.path(),
-        &llm.uri(),
-        false,
+        llm_planner(&llm.uri(), false),
         std::slice::from_ref(&alice),
         Arc::new(web),
     );
@@ -505,6 +534,53 @@ async fn the_daily_cap_and_unknown_files_are_refused() -> TestResult {
     assert!(refused[1].contains("no such file resource"), "{refused:?}");
     assert_eq!(pages.received_requests().await.unwrap_or_default().len(), 1);
     assert_eq!(h.sends_to(alice.id), ["read it"]);
+    h.stop().await?;
+    Ok(())
+}
+
+/// The handler holds the persona as it is now: a retrieve that reached a plan (an older plan,
+/// a hand-edited graph) for a persona without `# Allow Retrieve` fetches nothing.
+#[tokio::test]
+async fn the_handler_refuses_for_a_persona_without_the_switch() -> TestResult {
+    let pages = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(200).set_body_string(PAGE_MARK))
+        .mount(&pages)
+        .await;
+    let url = format!("{}/lemon", pages.uri());
+    let dir = tempfile::tempdir()?;
+    let alice = person("Alice");
+    let web = HttpRetriever::new().allowing_for_tests(*pages.address());
+    let scripted = ScriptedPlanner::new(move |_, n| {
+        Ok(if n == 0 {
+            vec![personad::core::plan::Action::Retrieve {
+                urls: vec![url.clone()],
+            }]
+        } else {
+            Vec::new()
+        })
+    });
+    let (mut h, _) = boot(
+        persona_with(AGENT, ""),
+        dir.path(),
+        move |_| Arc::new(scripted) as SharedPlanner,
+        std::slice::from_ref(&alice),
+        Arc::new(web),
+    );
+    let mut notables = h.handle.observe_notables();
+    h.started().await;
+    h.say(&alice, "Alice", "what is a lemon?").await;
+    h.settle().await;
+    let refused = refusals(&mut notables);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(refused[0].contains("Allow Retrieve"), "{refused:?}");
+    assert!(
+        pages
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .is_empty()
+    );
     h.stop().await?;
     Ok(())
 }

@@ -74,9 +74,9 @@ use crate::core::plan::Action;
 mod event;
 mod json;
 mod memory;
+mod retrieve;
 mod scaffold;
 mod schema;
-mod retrieve;
 mod split;
 mod syntax;
 mod xsend;
@@ -85,9 +85,7 @@ use event::parse_event;
 use json::{find_json_tasks, parse_json_tasks, strip_echoed_metadata};
 use memory::{memory_fields, push_memory};
 pub use scaffold::Speakers;
-pub use schema::{
-    JSON_PLAN_INSTRUCTIONS, RETRIEVE_JSON_INSTRUCTIONS, offer_retrieve, plan_schema,
-};
+pub use schema::{JSON_PLAN_INSTRUCTIONS, RETRIEVE_JSON_INSTRUCTIONS, offer_retrieve, plan_schema};
 #[cfg(test)]
 use split::fitting_prefix;
 pub use split::{part_key, split_message, split_rendered, text_parts, utf16_len};

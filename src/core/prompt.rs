@@ -513,6 +513,55 @@ mod tests {
         assert!(!text("# Allow Block\nfalse\n\n").contains("«block»"));
     }
 
+    /// `retrieve` is described only to a persona with `# Allow Retrieve`, and a role prompt
+    /// that teaches nothing but `retrieve` (the original's Task-Retrieve) is left out without it.
+    #[test]
+    fn retrieve_is_offered_only_when_the_persona_allows_it() {
+        let chat = Chat {
+            id: ChatId(1),
+            kind: crate::core::model::ChatKind::Direct,
+            title: "Bob".into(),
+        };
+        let persona = |extra: &str| {
+            let source = format!(
+                "# Agent Name\nTess\n\n# Agent Phone\n+15550100042\n\n{extra}# Agent Instructions\nHi.\n"
+            );
+            struct NoFiles;
+            impl crate::core::persona::ReadText for NoFiles {
+                fn read_text(
+                    &self,
+                    _: &std::path::Path,
+                ) -> Result<String, crate::core::persona::ReadError> {
+                    Err(crate::core::persona::ReadError::TooLarge(0))
+                }
+            }
+            let mut persona = crate::core::persona::parse_persona_with(
+                std::path::Path::new("t.md"),
+                &source,
+                &[],
+                &NoFiles,
+            )
+            .persona
+            .unwrap_or_else(|| panic!("persona"));
+            persona.role_prompts.push(crate::core::persona::RolePrompt {
+                name: "Task-Retrieve".into(),
+                path: "Task-Retrieve.md".into(),
+                text: "<!-- SCHEMA_TASKS: retrieve -->\nFetch pages with RETRIEVE_TAUGHT.".into(),
+            });
+            persona
+        };
+        let off = system_instruction(&persona(""), &chat, &[]);
+        assert!(
+            !off.contains("«retrieve»") && !off.contains("RETRIEVE_TAUGHT"),
+            "{off}"
+        );
+        let on = system_instruction(&persona("# Allow Retrieve\n\n"), &chat, &[]);
+        assert!(
+            on.contains("«retrieve»") && on.contains("RETRIEVE_TAUGHT"),
+            "{on}"
+        );
+    }
+
     fn msg(id: i64, outgoing: bool) -> Message {
         Message {
             id: MessageId(id),

@@ -242,7 +242,13 @@ mod tests {
             target("file:/etc/passwd"),
             Err(Refused::UnknownFile(_))
         ));
-        for bad in ["ftp://x.org", "gopher://x", "javascript:alert(1)", "https:///x", "x.org"] {
+        for bad in [
+            "ftp://x.org",
+            "gopher://x",
+            "javascript:alert(1)",
+            "https:///x",
+            "x.org",
+        ] {
             assert!(matches!(target(bad), Err(Refused::Scheme(_))), "{bad}");
         }
         assert_eq!(target("https://a b"), Err(Refused::Malformed));
@@ -252,16 +258,65 @@ mod tests {
         );
     }
 
+    /// `file:schedule.json` lists today's and tomorrow's activities in the persona's zone, in
+    /// the original's fields.
+    #[test]
+    fn the_schedule_reads_as_the_originals_json() {
+        use crate::core::presence::{Activity, DaySchedule, Source};
+        let tz = jiff::tz::TimeZone::get("Europe/Berlin").unwrap_or(jiff::tz::TimeZone::UTC);
+        let date = jiff::civil::date(2026, 3, 1);
+        let activity = |start, end, name: &str| Activity {
+            start,
+            end,
+            responsiveness: 40,
+            name: name.into(),
+            description: format!("{name} time"),
+        };
+        let day = DaySchedule {
+            date,
+            source: Source::Edited,
+            activities: vec![activity(0, 540, "sleep"), activity(540, 1440, "work")],
+        };
+        let presence = Presence::new(tz.clone(), [day]);
+        let noon = date
+            .at(12, 0, 0, 0)
+            .to_zoned(tz)
+            .map(|z| z.timestamp())
+            .unwrap_or(Timestamp::UNIX_EPOCH);
+        let json: serde_json::Value =
+            serde_json::from_str(&schedule_json(&presence, noon)).unwrap_or_default();
+        let items = json.as_array().cloned().unwrap_or_default();
+        assert!(items.len() >= 3, "{json}");
+        assert_eq!(items[1]["activity_name"], "work");
+        assert_eq!(items[1]["start_time"], "2026-03-01T09:00:00+01:00");
+        assert_eq!(items[1]["end_time"], "2026-03-02T00:00:00+01:00");
+        assert_eq!(items[1]["responsiveness"], 40);
+        assert_eq!(items[1]["description"], "work time");
+        assert_eq!(items[1]["id"], "2026-03-01-0900");
+        // Tomorrow follows (its fallback when it has no file).
+        assert!(
+            items[2]["start_time"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("2026-03-02"))
+        );
+    }
+
     #[test]
     fn documents_are_bounded_and_leave_the_window() {
         let t0 = Timestamp::UNIX_EPOCH;
         let mut docs = Documents::default();
         for i in 0..(MAX_DOCS + 2) {
-            docs.add(Document::new(&format!("https://x/{i}"), "t", "text", t0), t0);
+            docs.add(
+                Document::new(&format!("https://x/{i}"), "t", "text", t0),
+                t0,
+            );
         }
         assert_eq!(docs.docs.len(), MAX_DOCS);
         assert!(docs.find("https://x/0", t0).is_none());
-        assert!(docs.find(&format!("https://x/{}", MAX_DOCS + 1), t0).is_some());
+        assert!(
+            docs.find(&format!("https://x/{}", MAX_DOCS + 1), t0)
+                .is_some()
+        );
         let later = t0 + WINDOW;
         assert_eq!(docs.current(later).count(), 0);
         let long = Document::new("u", "t", &"é".repeat(MAX_DOC_CHARS + 5), t0);

@@ -398,8 +398,8 @@ impl Scheduler {
                 task.kind(),
                 TaskKind::Received | TaskKind::Schedule | TaskKind::Retrieve
             )
-                .then(|| self.presence.get(&key.agent).cloned().map(Box::new))
-                .flatten();
+            .then(|| self.presence.get(&key.agent).cloned().map(Box::new))
+            .flatten();
             let approval = (task.kind() == TaskKind::Received)
                 .then(|| self.safety.approval_mode(&key.agent, key.chat))
                 .flatten();

@@ -45,7 +45,9 @@ pub struct Page {
 pub enum RetrieveError {
     #[error("not a usable http(s) URL: {0}")]
     BadUrl(String),
-    #[error("{host} resolves to {addr}, a private, loopback, link-local or otherwise non-public address")]
+    #[error(
+        "{host} resolves to {addr}, a private, loopback, link-local or otherwise non-public address"
+    )]
     Address { host: String, addr: IpAddr },
     #[error("{0} has no address")]
     NoAddress(String),

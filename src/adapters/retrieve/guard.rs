@@ -56,7 +56,9 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = ip.segments();
     let o = ip.octets();
     let low = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
-    if s[..5] == [0; 5] && (s[5] == 0xffff || (s[5] == 0 && !ip.is_loopback() && !ip.is_unspecified())) {
+    if s[..5] == [0; 5]
+        && (s[5] == 0xffff || (s[5] == 0 && !ip.is_loopback() && !ip.is_unspecified()))
+    {
         return Some(low);
     }
     if s[0] == 0x0064 && s[1] == 0xff9b && s[2..6] == [0; 4] {

@@ -12,9 +12,34 @@ const DROPPED: [&str; 10] = [
 
 /// Elements that end a line.
 const BLOCKS: [&str; 28] = [
-    "p", "div", "br", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "table",
-    "section", "article", "header", "footer", "main", "aside", "blockquote", "pre", "hr", "dd",
-    "dt", "dl", "figcaption", "form",
+    "p",
+    "div",
+    "br",
+    "li",
+    "ul",
+    "ol",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "tr",
+    "table",
+    "section",
+    "article",
+    "header",
+    "footer",
+    "main",
+    "aside",
+    "blockquote",
+    "pre",
+    "hr",
+    "dd",
+    "dt",
+    "dl",
+    "figcaption",
+    "form",
 ];
 
 /// The readable text of an HTML page.
@@ -211,7 +236,15 @@ mod tests {
 
     #[test]
     fn broken_markup_never_panics_and_keeps_text() {
-        for page in ["<", "<p", "a & b", "&#xFFFFFFFF; &#99999999999;", "<script>", "é<b>ü", "&"] {
+        for page in [
+            "<",
+            "<p",
+            "a & b",
+            "&#xFFFFFFFF; &#99999999999;",
+            "<script>",
+            "é<b>ü",
+            "&",
+        ] {
             let _ = to_text(page);
         }
         assert_eq!(to_text("a & b <i>c"), "a & b c");

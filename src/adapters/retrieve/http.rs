@@ -221,7 +221,11 @@ impl Retriever for HttpRetriever {
 }
 
 /// One hop's client: no proxy, no redirects, the host pinned to the addresses checked.
-fn client(host: &str, addrs: &[SocketAddr], left: Duration) -> Result<reqwest::Client, RetrieveError> {
+fn client(
+    host: &str,
+    addrs: &[SocketAddr],
+    left: Duration,
+) -> Result<reqwest::Client, RetrieveError> {
     // reqwest is built without a bundled crypto provider; make ring the process default.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut builder = reqwest::Client::builder()

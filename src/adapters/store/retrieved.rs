@@ -69,9 +69,12 @@ mod tests {
         let mut docs = Documents::default();
         let at = jiff::Timestamp::UNIX_EPOCH;
         docs.add(Document::new("https://x.org", "t1", "hello", at), at);
-        store.save("ann", chat, &docs).unwrap_or_else(|e| panic!("{e}"));
+        store
+            .save("ann", chat, &docs)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(store.read("ann", chat).ok(), Some(docs));
-        std::fs::write(dir.retrieved_path("ann", chat), "{broken").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.retrieved_path("ann", chat), "{broken")
+            .unwrap_or_else(|e| panic!("{e}"));
         let read = store.read("ann", chat).unwrap_or_else(|e| panic!("{e}"));
         assert!(read.docs.is_empty());
         assert!(!dir.retrieved_path("ann", chat).exists());

@@ -66,7 +66,11 @@ fn push(out: &mut ParsedReply, label: &str, urls: Vec<String>, opts: &ParseOptio
         .sum();
     let mut kept: Vec<String> = Vec::new();
     for raw in urls {
-        let url = raw.trim().trim_start_matches('<').trim_end_matches('>').to_owned();
+        let url = raw
+            .trim()
+            .trim_start_matches('<')
+            .trim_end_matches('>')
+            .to_owned();
         // An unknown `file:` name goes on: the handler refuses it where the operator sees it.
         if let Err(why) = retrieve::target(&url)
             && !matches!(why, retrieve::Refused::UnknownFile(_))
@@ -81,7 +85,10 @@ fn push(out: &mut ParsedReply, label: &str, urls: Vec<String>, opts: &ParseOptio
             warn(
                 out,
                 label,
-                format_args!("at most {MAX_URLS} URLs per plan; {} skipped", excerpt(&url)),
+                format_args!(
+                    "at most {MAX_URLS} URLs per plan; {} skipped",
+                    excerpt(&url)
+                ),
             );
             continue;
         }
@@ -93,4 +100,89 @@ fn push(out: &mut ParsedReply, label: &str, urls: Vec<String>, opts: &ParseOptio
         return;
     }
     out.actions.push(Action::Retrieve { urls: kept });
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::core::blocks::{ParseOptions, parse_reply};
+    use crate::core::plan::Action;
+
+    fn allowed() -> ParseOptions {
+        ParseOptions {
+            allow_retrieve: true,
+            ..ParseOptions::default()
+        }
+    }
+
+    fn urls(reply: &str, opts: &ParseOptions) -> (Vec<Vec<String>>, Vec<String>) {
+        let parsed = parse_reply(reply, opts);
+        let urls = parsed
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Retrieve { urls } => Some(urls.clone()),
+                _ => None,
+            })
+            .collect();
+        (urls, parsed.warnings)
+    }
+
+    /// Both forms give the same action; the original's JSON is read as it writes it.
+    #[test]
+    fn blocks_and_json_tasks_are_read() {
+        let block = "# «retrieve»\nhttps://a.org/x\n- <http://b.org>\n\n# «send»\nlooking";
+        let (got, warnings) = urls(block, &allowed());
+        assert_eq!(got, [["https://a.org/x", "http://b.org"]], "{warnings:?}");
+        let json = r#"[{"kind": "retrieve", "urls": ["https://a.org/x", "file:schedule.json"]}]"#;
+        let (got, warnings) = urls(json, &allowed());
+        assert_eq!(
+            got,
+            [["https://a.org/x", "file:schedule.json"]],
+            "{warnings:?}"
+        );
+        let schema = r#"{"tasks": [{"kind": "retrieve", "urls": ["https://a.org"]}]}"#;
+        assert_eq!(urls(schema, &allowed()).0, [["https://a.org"]]);
+    }
+
+    /// At most three per plan, over every retrieve task of the reply; the rest is warned about.
+    #[test]
+    fn more_than_three_urls_are_refused() {
+        let reply = "# «retrieve»\nhttps://1.org\nhttps://2.org\n\n# «retrieve»\nhttps://3.org\nhttps://4.org\nhttps://5.org";
+        let (got, warnings) = urls(reply, &allowed());
+        assert_eq!(
+            got,
+            [
+                vec!["https://1.org", "https://2.org"],
+                vec!["https://3.org"]
+            ]
+        );
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings.iter().all(|w| w.contains("at most 3 URLs")),
+            "{warnings:?}"
+        );
+    }
+
+    /// Only http and https (and `file:` names, which the handler checks); a persona without
+    /// `# Allow Retrieve` gets nothing.
+    #[test]
+    fn schemes_and_the_switch_are_enforced() {
+        let reply =
+            "# «retrieve»\nftp://a.org\njavascript:alert(1)\nfile:///etc/passwd\nhttps://ok.org";
+        let (got, warnings) = urls(reply, &allowed());
+        assert_eq!(
+            got,
+            [["file:///etc/passwd", "https://ok.org"]],
+            "{warnings:?}"
+        );
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        let (got, warnings) = urls("# «retrieve»\nhttps://ok.org", &ParseOptions::default());
+        assert!(got.is_empty());
+        assert!(warnings[0].contains("not enabled"), "{warnings:?}");
+        let (got, _) = urls(
+            r#"[{"kind": "retrieve", "urls": ["https://ok.org"]}]"#,
+            &ParseOptions::default(),
+        );
+        assert!(got.is_empty());
+    }
 }

@@ -168,7 +168,11 @@ mod tests {
         offer_retrieve(&mut schema);
         let kinds = schema["properties"]["tasks"]["items"]["anyOf"]
             .as_array()
-            .map(|k| k.iter().map(|t| t["properties"]["kind"]["enum"][0].clone()).collect::<Vec<_>>())
+            .map(|k| {
+                k.iter()
+                    .map(|t| t["properties"]["kind"]["enum"][0].clone())
+                    .collect::<Vec<_>>()
+            })
             .unwrap_or_default();
         assert!(kinds.contains(&json!("retrieve")), "{kinds:?}");
     }

@@ -204,7 +204,9 @@ pub enum TaskSpec {
     },
     /// Look up `urls` (`retrieve`): the handler fetches them through the retrieve port, keeps
     /// their text for the chat and the scheduler plans again with it (`scheduler::retrieve`).
-    Retrieve { urls: Vec<String> },
+    Retrieve {
+        urls: Vec<String>,
+    },
     /// A pause of `delay_secs`, counted from when its dependencies finish; with `typing`,
     /// the typing indicator is shown first, with `recording` the "recording a voice message"
     /// one. `retry_of` names the task a retry wait precedes.

@@ -197,7 +197,11 @@ async fn retrieved(
     ctx: &TaskContext,
     now: jiff::Timestamp,
 ) -> Vec<crate::core::retrieve::Document> {
-    let Some(retrieval) = ctx.retrieval.as_ref().filter(|_| ctx.persona.allow_retrieve) else {
+    let Some(retrieval) = ctx
+        .retrieval
+        .as_ref()
+        .filter(|_| ctx.persona.allow_retrieve)
+    else {
         return Vec::new();
     };
     let store = Arc::clone(&retrieval.documents);
