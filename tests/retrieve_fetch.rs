@@ -156,7 +156,11 @@ async fn a_silent_server_hits_the_time_cap() -> TestResult {
     let started = std::time::Instant::now();
     let got = fetch(&web, &format!("http://{addr}/")).await;
     assert_eq!(got, Err(RetrieveError::TimedOut(0)));
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     held.abort();
     Ok(())
 }
