@@ -73,6 +73,7 @@ pub fn model_output(data: &[u8]) {
         allow_clear_conversation: data.first().is_some_and(|b| b & 1 == 1),
         allow_voice: data.first().is_some_and(|b| b & 2 == 2),
         allow_schedule: data.first().is_some_and(|b| b & 4 == 4),
+        allow_retrieve: data.first().is_some_and(|b| b & 8 == 8),
         default_sticker_set: Some("set".into()),
         known_messages: Some(known.clone()),
         default_person: Some(7),
@@ -114,6 +115,14 @@ pub fn model_output(data: &[u8]) {
                 assert!(
                     reply_to.is_none_or(|id| known.contains(&id)),
                     "unknown reply"
+                );
+            }
+            Action::Retrieve { urls } => {
+                assert!(opts.allow_retrieve, "a retrieve where none is allowed");
+                assert!(
+                    !urls.is_empty() && urls.len() <= crate::core::retrieve::MAX_URLS,
+                    "a retrieve of {} URLs",
+                    urls.len()
                 );
             }
             Action::Voice { text, reply_to } => {

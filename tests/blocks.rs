@@ -308,7 +308,7 @@ fn clear_conversation_is_gated() {
 /// `think` (the original's private reasoning) is dropped without a warning.
 #[test]
 fn unknown_kinds_are_skipped_while_others_run() {
-    let reply = "# «send»\nbefore\n# «shutdown»\nbye\n# «retrieve»\nhttps://example.org\n\
+    let reply = "# «send»\nbefore\n# «shutdown»\nbye\n# «teleport»\nhttps://example.org\n\
                  # «think»\nhmm\n# «wait»\n1\n# «send»\nafter";
     let parsed = parse(reply);
     assert_eq!(
@@ -316,7 +316,7 @@ fn unknown_kinds_are_skipped_while_others_run() {
         [send("before"), Action::Wait { secs: 1.0 }, send("after")]
     );
     assert_eq!(parsed.warnings.len(), 2, "{:?}", parsed.warnings);
-    for (warning, name) in parsed.warnings.iter().zip(["shutdown", "retrieve"]) {
+    for (warning, name) in parsed.warnings.iter().zip(["shutdown", "teleport"]) {
         assert!(warning.contains(&format!("(«{name}»)")), "{warning}");
         assert!(warning.contains("unknown kind; skipped"), "{warning}");
     }
@@ -658,6 +658,7 @@ proptest! {
             allow_voice: true,
             allow_block: true,
             allow_schedule: true,
+            allow_retrieve: true,
             default_sticker_set: default_set,
             known_messages: Some([MessageId(1)].into_iter().collect()),
             default_person: Some(5),
@@ -788,17 +789,17 @@ fn json_task_arrays_inside_a_fence_are_parsed() {
     assert_eq!(parse(bare).actions, vec![send("hey")]);
 }
 
-/// Unknown kinds (the original's retrieve, schedule, …) are skipped with a warning, and
+/// Unknown kinds (a kind neither personad nor the original has) are skipped with a warning, and
 /// nothing of the array is ever sent as text, even when the array is cut off: a plan cut off
 /// mid-task (the answer's cap, a raw newline in a string) keeps the whole tasks before the
 /// break, in either form.
 #[test]
 fn json_task_arrays_are_never_sent_raw() {
     let parsed = parse(
-        r#"[{"kind": "retrieve", "urls": ["https://example.org"]}, {"kind": "send", "text": "ok"}]"#,
+        r#"[{"kind": "teleport", "urls": ["https://example.org"]}, {"kind": "send", "text": "ok"}]"#,
     );
     assert_eq!(parsed.actions, vec![send("ok")]);
-    assert_one_warning(&parsed, &["retrieve", "unknown kind"]);
+    assert_one_warning(&parsed, &["teleport", "unknown kind"]);
 
     let cut = parse(r#"[{"kind": "send", "text": "half a"#);
     assert!(cut.actions.is_empty(), "{:?}", cut.actions);

@@ -251,23 +251,23 @@ impl LlmPlanner {
             "planning prompt"
         );
         let (system, response_schema) = if self.plans_in_json(req.persona) {
-            (
-                format!("{}\n\n{}", built.system, blocks::JSON_PLAN_INSTRUCTIONS),
-                Some({
-                    let schema = blocks::plan_schema(
-                        self.config.max_tasks,
-                        req.persona.allow_block,
-                        req.persona.allow_clear_conversation,
-                        voice_allowed(req),
-                        req.moment.schedule.is_some(),
-                    );
-                    if req.persona.album.is_empty() {
-                        schema
-                    } else {
-                        blocks::with_send_media(schema)
-                    }
-                }),
-            )
+            let mut schema = blocks::plan_schema(
+                self.config.max_tasks,
+                req.persona.allow_block,
+                req.persona.allow_clear_conversation,
+                voice_allowed(req),
+                req.moment.schedule.is_some(),
+            );
+            if !req.persona.album.is_empty() {
+                schema = blocks::with_send_media(schema);
+            }
+            let mut system = format!("{}\n\n{}", built.system, blocks::JSON_PLAN_INSTRUCTIONS);
+            // Offered only to a persona with `# Allow Retrieve`.
+            if req.persona.allow_retrieve {
+                blocks::offer_retrieve(&mut schema);
+                system = format!("{system} {}", blocks::RETRIEVE_JSON_INSTRUCTIONS);
+            }
+            (system, Some(schema))
         } else {
             (built.system, None)
         };
@@ -300,6 +300,7 @@ impl LlmPlanner {
             max_tasks: self.config.max_tasks,
             allow_clear_conversation: req.persona.allow_clear_conversation,
             allow_block: req.persona.allow_block,
+            allow_retrieve: req.persona.allow_retrieve,
             allow_voice: voice_allowed(req),
             allow_schedule: req.moment.schedule.is_some(),
             default_sticker_set: req.persona.sticker_sets.first().cloned(),

@@ -13,6 +13,7 @@ pub mod media;
 pub mod memory;
 pub mod mtproto;
 pub mod persona_loader;
+pub mod retrieve;
 pub mod speech;
 pub mod stickers;
 pub mod store;

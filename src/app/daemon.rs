@@ -181,6 +181,9 @@ impl Daemon {
                 &args.debug_stall_loop,
             )),
             view_facts: None,
+            // The real fetcher: public addresses only (each persona opts in with
+            // `# Allow Retrieve`).
+            web: Some(Arc::new(crate::adapters::retrieve::HttpRetriever::new())),
         })
         .await?;
         let reloads = reload::requests();

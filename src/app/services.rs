@@ -52,6 +52,9 @@ pub(crate) struct Spec<'a> {
     pub voice: Option<&'a VoiceArgs>,
     pub heartbeat: Option<Heartbeat>,
     pub view_facts: Option<ViewFacts>,
+    /// What fetches web pages for `retrieve` (none: a persona's `retrieve` is refused);
+    /// metered and held to each persona's daily cap here.
+    pub web: Option<Arc<dyn crate::ports::retrieve::Retriever>>,
 }
 
 impl Spec<'_> {
@@ -76,6 +79,7 @@ impl Spec<'_> {
             voice: None,
             heartbeat: None,
             view_facts: None,
+            web: None,
         }
     }
 }
@@ -109,6 +113,7 @@ impl Services {
             voice,
             heartbeat,
             view_facts,
+            web,
         } = spec;
         let (seed, handle) = RuntimeSeed::new(&clock);
         let usage = Arc::new(
@@ -128,6 +133,7 @@ impl Services {
             _ => None,
         };
         let graphs_for_voice = graphs.clone();
+        let graphs_for_documents = graphs.clone();
         let facts =
             Arc::new(FileFacts::new(graphs.clone()).with_scope_cap(config.memory_scope_bytes));
         let runtime_facts: SharedFacts = match view_facts {
@@ -163,6 +169,9 @@ impl Services {
             )?;
             runtime = runtime.with_voice(Arc::new(studio));
         }
+        if let Some(web) = web {
+            runtime = runtime.with_retrieval(retrieval(web, &usage, &clock, &graphs_for_documents));
+        }
         if let Some(heartbeat) = heartbeat {
             runtime = runtime.with_heartbeat(heartbeat);
         }
@@ -183,6 +192,26 @@ impl Services {
     pub(crate) fn plain_ingress(&self) -> Ingress {
         Ingress::new(self.handle.clone(), None, Arc::clone(&self.groups))
     }
+}
+
+/// `retrieve`'s fetcher, metered in `usage` and held to each persona's daily cap, with the
+/// chats' documents kept under `graphs`.
+fn retrieval(
+    web: Arc<dyn crate::ports::retrieve::Retriever>,
+    usage: &Arc<UsageMeter>,
+    clock: &SharedClock,
+    graphs: &StateDir,
+) -> crate::ports::retrieve::SharedRetrieval {
+    use crate::adapters::retrieve::MeteredRetriever;
+    use crate::adapters::store::retrieved::FileDocuments;
+    Arc::new(crate::ports::retrieve::Retrieval {
+        fetcher: Arc::new(MeteredRetriever::new(
+            web,
+            Some(Arc::clone(usage)),
+            Arc::clone(clock),
+        )),
+        documents: Arc::new(FileDocuments::new(graphs.clone())),
+    })
 }
 
 /// The voice studio of `args`: engines from the environment and systemd's credentials (the

@@ -78,6 +78,7 @@ mod commitments;
 mod event;
 mod json;
 mod memory;
+mod retrieve;
 mod scaffold;
 mod schedule;
 mod schema;
@@ -90,7 +91,10 @@ use event::parse_event;
 use json::{find_json_tasks, parse_json_tasks, strip_echoed_metadata};
 use memory::{memory_fields, push_memory};
 pub use scaffold::Speakers;
-pub use schema::{JSON_PLAN_INSTRUCTIONS, plan_schema, with_send_media};
+pub use schema::{
+    JSON_PLAN_INSTRUCTIONS, RETRIEVE_JSON_INSTRUCTIONS, offer_retrieve, plan_schema,
+    with_send_media,
+};
 #[cfg(test)]
 use split::fitting_prefix;
 pub use split::{part_key, split_message, split_rendered, text_parts, utf16_len};
@@ -125,6 +129,8 @@ pub struct ParseOptions {
     pub allow_clear_conversation: bool,
     /// Whether the persona lets the model `block` and `unblock` (on by default).
     pub allow_block: bool,
+    /// Whether the persona may look things up (`# Allow Retrieve`; off by default).
+    pub allow_retrieve: bool,
     /// Whether this plan may carry a voice note (the persona's `# Voice` allows it for the
     /// message answered); otherwise a `voice` block's words go as text.
     pub allow_voice: bool,
@@ -153,6 +159,7 @@ impl Default for ParseOptions {
             max_wait_secs: DEFAULT_MAX_WAIT_SECS,
             allow_clear_conversation: false,
             allow_block: true,
+            allow_retrieve: false,
             allow_voice: false,
             allow_schedule: false,
             default_sticker_set: None,
@@ -389,6 +396,10 @@ fn parse_block(
         }
         TaskKind::SendMedia => {
             send_media::parse_send_media(out, &label, &heading.id, body, opts);
+        }
+        TaskKind::Retrieve => {
+            ignore_id(out, &label, &heading.id);
+            retrieve::parse_retrieve(out, &label, body, opts);
         }
         // Not plannable: `block_kind` never returns these.
         TaskKind::Received

@@ -1,5 +1,6 @@
 //! What a metered LLM call was for ([`CallKind`]): the planner's plans, summaries and presence
-//! days, the group classifier's calls, media descriptions and speech for voice notes. Each call's usage scope names
+//! days, the group classifier's calls, media descriptions, speech for voice notes and web
+//! pages fetched for `retrieve`. Each call's usage scope names
 //! its kind (`adapters::llm::usage::scoped`, or `ports::llm::CallMeter` from the group gate);
 //! the usage files key their rows by it, `personad state usage` prints it and the token and
 //! request metrics carry it as the `kind` label. It owns only the names and their spelling on
@@ -25,6 +26,8 @@ pub enum CallKind {
     Media,
     /// Speech synthesized for a voice note (counted in characters, not tokens).
     Speech,
+    /// A web page fetched for a `retrieve` task (counted in bytes; no tokens, no price).
+    Retrieve,
     /// Rows written before calls had kinds: plans, summaries and schedule calls (and, under
     /// `(media)`, media descriptions) counted together. Usage files without a kind read as
     /// this; nothing new is counted under it.
@@ -34,13 +37,14 @@ pub enum CallKind {
 
 impl CallKind {
     /// Every kind, in the order `state usage` lists them.
-    pub const ALL: [CallKind; 7] = [
+    pub const ALL: [CallKind; 8] = [
         CallKind::Plan,
         CallKind::Summary,
         CallKind::Schedule,
         CallKind::Classify,
         CallKind::Media,
         CallKind::Speech,
+        CallKind::Retrieve,
         CallKind::Mixed,
     ];
 
@@ -53,6 +57,7 @@ impl CallKind {
             CallKind::Classify => "classify",
             CallKind::Media => "media",
             CallKind::Speech => "speech",
+            CallKind::Retrieve => "retrieve",
             CallKind::Mixed => "mixed",
         }
     }

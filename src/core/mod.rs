@@ -24,6 +24,7 @@ pub mod persona;
 pub mod plan;
 pub mod presence;
 pub mod prompt;
+pub mod retrieve;
 pub(crate) mod safety;
 pub mod scheduler;
 pub mod speech;

@@ -41,6 +41,13 @@ pub(crate) enum Outcome {
         target: crate::core::model::ChatRef,
         intent: String,
     },
+    /// Mark the task done; a `retrieve` kept `added` (new documents of this chat, by URL) and
+    /// refused what `refused` says: with anything added, the scheduler plans this chat again
+    /// so the model reads them (`scheduler::retrieve`).
+    Retrieved {
+        added: Vec<String>,
+        refused: Vec<String>,
+    },
     /// A `draft` task posted its draft here: it stays pending until the owner decides or its
     /// timeout passes.
     Drafted(crate::core::approval::Posted),
@@ -108,6 +115,9 @@ pub(crate) enum Cause {
     /// The worker thread writing a fact stopped before it answered.
     #[error("memory write stopped: {0}")]
     MemoryWriteStopped(#[source] PortError),
+    /// The retrieved documents of a chat could not be read or kept.
+    #[error("retrieved documents not kept: {0}")]
+    Documents(#[source] PortError),
     /// The registry handed a handler a task of another kind (a programming error).
     #[error("{expected} handler got a {got} task")]
     SpecMismatch { expected: TaskKind, got: TaskKind },

@@ -52,6 +52,7 @@ mod validate;
 
 pub(crate) use fields::{show, sort_problems};
 pub use owner::SendLimits;
+pub use role_prompts::only_teaches_retrieve;
 pub(crate) use validate::parse_persona_inner;
 
 /// Largest persona or role prompt file accepted, in bytes (256 KiB).
@@ -139,6 +140,12 @@ pub struct Persona {
     /// `# Allow Schedule Edits` heading says so, else a role prompt of the original that
     /// enables `schedule` (its `SCHEMA_TASKS` line) does. Needs a `# Daily Schedule`.
     pub allow_schedule_edits: bool,
+    /// `# Allow Retrieve`: the model may look up web pages and its `file:` resources
+    /// (`retrieve`); off unless the heading is present and not `false`/`no`/`0`.
+    pub allow_retrieve: bool,
+    /// `# Retrieve Daily Cap`: most fetches per UTC day (`retrieve::DEFAULT_DAILY_CAP`
+    /// without the heading).
+    pub retrieve_daily_cap: u32,
     /// The `# Group …` headings, `# Agent Nicknames` and `# Agent Description` (see
     /// docs/groups.md), with defaults for the ones not given.
     pub group: crate::core::group::settings::GroupSettings,
@@ -211,6 +218,8 @@ impl fmt::Debug for Persona {
             .field("clear_for_both_sides", &self.clear_for_both_sides)
             .field("allow_block", &self.allow_block)
             .field("allow_schedule_edits", &self.allow_schedule_edits)
+            .field("allow_retrieve", &self.allow_retrieve)
+            .field("retrieve_daily_cap", &self.retrieve_daily_cap)
             .field("daily_schedule", &self.daily_schedule.is_some())
             .field("fresh_start", &self.fresh_start)
             .field("approval", &self.approval)

@@ -82,6 +82,11 @@ pub enum Action {
         target: crate::core::model::ChatRef,
         intent: String,
     },
+    /// Look up these targets (`retrieve`: `http`/`https` URLs or `file:` resources, at most
+    /// `retrieve::MAX_URLS`); their text comes back in a follow-up plan of this chat.
+    Retrieve {
+        urls: Vec<String>,
+    },
 }
 
 impl Action {
@@ -148,6 +153,7 @@ impl Action {
                 reply_to,
                 idempotency_key: IdempotencyKey::fresh(),
             },
+            Action::Retrieve { urls } => TaskSpec::Retrieve { urls },
         }
     }
 }
@@ -191,6 +197,9 @@ pub struct Moment {
     /// The days the persona may change (`schedule` tasks), as prompt lines with ids; `None`
     /// when it may not (the parser then refuses such tasks).
     pub schedule: Option<String>,
+    /// Documents the persona retrieved in this chat (`retrieve`), still in its window: shown
+    /// at the beginning of the conversation, oldest first, as the persona's own lookups.
+    pub retrieved: Vec<crate::core::retrieve::Document>,
 }
 
 /// Why planning failed (a plan, a schedule, a summary).

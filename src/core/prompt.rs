@@ -72,9 +72,15 @@ pub fn build_within(
     };
     let start = self::window_start(history, history_size, window_start);
     let window = &history[start..];
-    let turns: Vec<Turn> = window
+    // The persona's retrieved documents open the conversation (they change only when it
+    // retrieves again, so the prefix before the history stays stable meanwhile).
+    let documents = input.moment.retrieved.len();
+    let turns: Vec<Turn> = input
+        .moment
+        .retrieved
         .iter()
-        .map(|m| message_turn(m, &tz, input.media))
+        .map(|d| document_turn(d, &tz))
+        .chain(window.iter().map(|m| message_turn(m, &tz, input.media)))
         .collect();
     let context = Turn {
         role: Role::User,
@@ -103,9 +109,46 @@ pub fn build_within(
     let prompt = Prompt {
         system,
         turns,
-        window_start: window.get(fitted.turns_dropped).map(|m| m.id),
+        window_start: window
+            .get(fitted.turns_dropped.saturating_sub(documents))
+            .map(|m| m.id),
     };
     (prompt, fitted)
+}
+
+/// How `retrieve` is offered (only to a persona with `# Allow Retrieve`).
+const RETRIEVE_INSTRUCTIONS: &str = "\
+You may also look something up: a `# «retrieve»` block with up to 3 http or https URLs, one \
+per line (a search page works too, such as https://html.duckduckgo.com/html/?q=your+words). \
+`file:schedule.json` gives your own schedule for today and tomorrow. You get another turn with \
+what you retrieved, shown at the beginning of the conversation; a URL you already retrieved is \
+not fetched again and gives no other turn.
+
+";
+
+/// A retrieved document as a turn opening the conversation: marked as the persona's own
+/// lookup, never something a person in the chat said.
+pub(crate) fn document_turn(d: &crate::core::retrieve::Document, tz: &TimeZone) -> Turn {
+    let at = d.retrieved_at.to_zoned(tz.clone());
+    let mut text = format!(
+        "[retrieved] url={:?} time=\"{}\"",
+        d.url,
+        at.strftime("%Y-%m-%d %H:%M")
+    );
+    if let Some(f) = &d.final_url {
+        let _ = write!(text, " final_url={f:?}");
+    }
+    text.push_str(
+        "\n(A document you retrieved yourself with `retrieve`; nobody in this chat wrote or sent it.)\n",
+    );
+    text.push_str(&d.text);
+    if d.truncated {
+        text.push_str("\n[… cut: only the beginning is kept]");
+    }
+    Turn {
+        role: Role::User,
+        parts: vec![Part::Text(text)],
+    }
 }
 
 /// The stable part: identical for every request of a chat while persona files are unchanged.
@@ -135,7 +178,14 @@ pub(crate) fn system_instruction(
     }
     // Offered only to a persona that speaks (`# Voice`); the parser holds the rest to it.
     s.push_str(&persona.voice.prompt_text());
+    if persona.allow_retrieve {
+        s.push_str(RETRIEVE_INSTRUCTIONS);
+    }
     for role in &persona.role_prompts {
+        // A role prompt that only teaches `retrieve` is left out for a persona that may not.
+        if !persona.allow_retrieve && crate::core::persona::only_teaches_retrieve(&role.text) {
+            continue;
+        }
         s.push_str(apply_placeholders(role.text.trim(), &persona.name, user).as_str());
         s.push_str("\n\n");
     }
@@ -412,7 +462,14 @@ fn moment_lines(s: &mut String, m: &crate::core::plan::Moment) {
     if let Some(activity) = &m.activity {
         let _ = writeln!(s, "{activity}");
     }
-    if let Some(f) = m.intent.as_ref().filter(|f| f.id.starts_with("xsend-")) {
+    let follow_up = crate::core::retrieve::FOLLOW_UP_PREFIX;
+    if let Some(f) = m.intent.as_ref().filter(|f| f.id.starts_with(follow_up)) {
+        let _ = writeln!(
+            s,
+            "{}\nAnswer the conversation with what you learnt from them (in your own words), or stay silent if nothing is worth saying.",
+            f.text
+        );
+    } else if let Some(f) = m.intent.as_ref().filter(|f| f.id.starts_with("xsend-")) {
         let _ = writeln!(
             s,
             "A note to yourself, left in another of your chats (the people here never see it): {}\nAct on it in this chat as it says, or stay silent if it no longer makes sense.",
@@ -489,6 +546,55 @@ mod tests {
         };
         assert!(text("").contains("«block»"));
         assert!(!text("# Allow Block\nfalse\n\n").contains("«block»"));
+    }
+
+    /// `retrieve` is described only to a persona with `# Allow Retrieve`, and a role prompt
+    /// that teaches nothing but `retrieve` (the original's Task-Retrieve) is left out without it.
+    #[test]
+    fn retrieve_is_offered_only_when_the_persona_allows_it() {
+        let chat = Chat {
+            id: ChatId(1),
+            kind: crate::core::model::ChatKind::Direct,
+            title: "Bob".into(),
+        };
+        let persona = |extra: &str| {
+            let source = format!(
+                "# Agent Name\nTess\n\n# Agent Phone\n+15550100042\n\n{extra}# Agent Instructions\nHi.\n"
+            );
+            struct NoFiles;
+            impl crate::core::persona::ReadText for NoFiles {
+                fn read_text(
+                    &self,
+                    _: &std::path::Path,
+                ) -> Result<String, crate::core::persona::ReadError> {
+                    Err(crate::core::persona::ReadError::TooLarge(0))
+                }
+            }
+            let mut persona = crate::core::persona::parse_persona_with(
+                std::path::Path::new("t.md"),
+                &source,
+                &[],
+                &NoFiles,
+            )
+            .persona
+            .unwrap_or_else(|| panic!("persona"));
+            persona.role_prompts.push(crate::core::persona::RolePrompt {
+                name: "Task-Retrieve".into(),
+                path: "Task-Retrieve.md".into(),
+                text: "<!-- SCHEMA_TASKS: retrieve -->\nFetch pages with RETRIEVE_TAUGHT.".into(),
+            });
+            persona
+        };
+        let off = system_instruction(&persona(""), &chat, &[]);
+        assert!(
+            !off.contains("«retrieve»") && !off.contains("RETRIEVE_TAUGHT"),
+            "{off}"
+        );
+        let on = system_instruction(&persona("# Allow Retrieve\n\n"), &chat, &[]);
+        assert!(
+            on.contains("«retrieve»") && on.contains("RETRIEVE_TAUGHT"),
+            "{on}"
+        );
     }
 
     fn msg(id: i64, outgoing: bool) -> Message {

@@ -28,6 +28,7 @@ mod finish;
 pub use budget::SpendReport;
 mod owner;
 mod presence;
+mod retrieve;
 mod xsend;
 pub(crate) use controls::answer_key;
 pub use controls::{OwnerReply, OwnerRequest};
@@ -395,9 +396,12 @@ impl Scheduler {
                 self.remove_graph(&key, now);
                 return true;
             }
-            let presence = matches!(task.kind(), TaskKind::Received | TaskKind::Schedule)
-                .then(|| self.presence.get(&key.agent).cloned().map(Box::new))
-                .flatten();
+            let presence = matches!(
+                task.kind(),
+                TaskKind::Received | TaskKind::Schedule | TaskKind::Retrieve
+            )
+            .then(|| self.presence.get(&key.agent).cloned().map(Box::new))
+            .flatten();
             let approval = (task.kind() == TaskKind::Received)
                 .then(|| self.safety.approval_mode(&key.agent, key.chat))
                 .flatten();

@@ -653,6 +653,7 @@ impl Driver {
             stickers: Arc::clone(&self.svc.stickers),
             facts: self.svc.facts.clone(),
             groups: self.svc.groups.clone(),
+            retrieval: self.svc.retrieval.clone(),
             presence,
             approval,
         };

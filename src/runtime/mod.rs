@@ -157,6 +157,8 @@ pub(in crate::runtime) struct Services {
     pub(in crate::runtime) facts: Option<SharedFacts>,
     /// The group pipeline `classify` tasks call (the admission chain's group gates).
     pub(in crate::runtime) groups: Option<SharedGroups>,
+    /// The web fetcher and the chats' retrieved documents (`retrieve` tasks), when given.
+    pub(in crate::runtime) retrieval: Option<crate::ports::retrieve::SharedRetrieval>,
     pub(in crate::runtime) store: SharedStore,
     pub(in crate::runtime) clock: SharedClock,
     pub(in crate::runtime) queue: Arc<WorkQueue>,
@@ -243,6 +245,7 @@ impl Runtime {
             stickers: Arc::new(NoStickers),
             facts: None,
             groups: None,
+            retrieval: None,
             store: Arc::new(store),
             queue: seed.queue,
             clock,
@@ -289,6 +292,13 @@ impl Runtime {
     /// Gives `classify` tasks the group pipeline (the admission chain's group gates).
     pub fn with_groups(mut self, groups: SharedGroups) -> Runtime {
         self.services.groups = Some(groups);
+        self
+    }
+
+    /// Gives `retrieve` tasks their fetcher and planning the chats' retrieved documents
+    /// (without it a persona's `retrieve` is refused with a warning).
+    pub fn with_retrieval(mut self, retrieval: crate::ports::retrieve::SharedRetrieval) -> Runtime {
+        self.services.retrieval = Some(retrieval);
         self
     }
 

@@ -387,6 +387,26 @@ impl UsageMeter {
         });
     }
 
+    /// Adds one web fetch of `bytes` for `agent` (`retrieve`), on today's (UTC) row.
+    pub fn add_retrieve(&self, agent: &str, model: &str, bytes: u64) {
+        self.bump(agent, model, CallKind::Retrieve, |row| {
+            row.requests = row.requests.saturating_add(1);
+            row.bytes = row.bytes.saturating_add(bytes);
+        });
+    }
+
+    /// Requests of `kind` made for `agent` today (UTC), over every model.
+    pub fn requests_today(&self, agent: &str, kind: CallKind) -> u64 {
+        let day = self.today();
+        self.totals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter(|r| r.agent == agent && r.kind == kind && r.day == day)
+            .map(|r| r.requests)
+            .sum()
+    }
+
     /// Counts one request of `kind` sent for `agent` with `model`.
     pub fn count_request(&self, agent: &str, model: &str, kind: CallKind) {
         self.bump(agent, model, kind, |row| {

@@ -59,6 +59,9 @@ pub struct UsageRow {
     /// token). Absent when zero, so files without speech read and write as before.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub characters: u64,
+    /// Bytes fetched ([`CallKind::Retrieve`]). Absent when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bytes: u64,
 }
 
 impl UsageRow {
@@ -108,6 +111,8 @@ pub(crate) struct LogLine {
     pub discarded: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub characters: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bytes: u64,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
@@ -131,6 +136,7 @@ impl LogLine {
             output_tokens: delta.output_tokens,
             discarded: delta.discarded,
             characters: delta.characters,
+            bytes: delta.bytes,
         }
     }
 
@@ -142,6 +148,7 @@ impl LogLine {
         row.output_tokens = row.output_tokens.saturating_add(self.output_tokens);
         row.discarded = row.discarded.saturating_add(self.discarded);
         row.characters = row.characters.saturating_add(self.characters);
+        row.bytes = row.bytes.saturating_add(self.bytes);
     }
 }
 
@@ -463,6 +470,7 @@ mod tests {
             output_tokens: 0,
             discarded: 0,
             characters: 0,
+            bytes: 0,
         }
     }
 

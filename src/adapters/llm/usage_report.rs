@@ -148,6 +148,10 @@ impl PriceTable {
 
     /// Estimated cost of a row in US dollars, when the model has a price.
     pub fn cost(&self, row: &UsageRow) -> Option<f64> {
+        // Fetching a page costs nothing a provider bills.
+        if row.kind == CallKind::Retrieve {
+            return Some(0.0);
+        }
         let p = self.price(&row.model)?;
         let cached = row.cached_tokens.min(row.prompt_tokens) as f64;
         let fresh = row.prompt_tokens as f64 - cached;
@@ -184,9 +188,18 @@ pub fn render(rows: &[UsageRow], prices: &PriceTable) -> String {
             String::new()
         }
     };
+    // Web fetches (`retrieve`) are counted in bytes: a column of its own when there is any.
+    let fetched = rows.iter().any(|r| r.bytes > 0);
+    let bytes = |value: &dyn std::fmt::Display| {
+        if fetched {
+            format!(" {value:>10}")
+        } else {
+            String::new()
+        }
+    };
     let _ = writeln!(
         out,
-        "{:<16} {:<28} {:<8} {:<10} {:>8} {:>9} {:>12} {:>12} {:>10}{} {:>10}",
+        "{:<16} {:<28} {:<8} {:<10} {:>8} {:>9} {:>12} {:>12} {:>10}{}{} {:>10}",
         "AGENT",
         "MODEL",
         "KIND",
@@ -197,6 +210,7 @@ pub fn render(rows: &[UsageRow], prices: &PriceTable) -> String {
         "CACHED",
         "OUTPUT",
         chars(&"CHARACTERS"),
+        bytes(&"BYTES"),
         "COST_USD"
     );
     let mut total = 0.0;
@@ -220,7 +234,7 @@ pub fn render(rows: &[UsageRow], prices: &PriceTable) -> String {
         let shown = cost.map_or_else(|| "?".to_owned(), |c| format!("{c:.4}"));
         let _ = writeln!(
             out,
-            "{:<16} {:<28} {:<8} {:<10} {:>8} {:>9} {:>12} {:>12} {:>10}{} {:>10}",
+            "{:<16} {:<28} {:<8} {:<10} {:>8} {:>9} {:>12} {:>12} {:>10}{}{} {:>10}",
             r.agent,
             r.model,
             r.kind.as_str(),
@@ -231,6 +245,7 @@ pub fn render(rows: &[UsageRow], prices: &PriceTable) -> String {
             r.cached_tokens,
             r.output_tokens,
             chars(&r.characters),
+            bytes(&r.bytes),
             shown
         );
     }

@@ -21,6 +21,7 @@
 //! <state>/<agent>/memory/people/<user>.md       what the persona remembers about a person
 //! <state>/<agent>/memory/chats/<chat>.md        its notes about one chat
 //! <state>/<agent>/memory/summaries/<chat>.md    a chat's rolling summaries
+//! <state>/<agent>/retrieved/<chat>.json         the documents a chat's `retrieve` kept
 //! <state>/<agent>/telegram-memory/, playground/ in-memory backend transcripts
 //! ```
 //!
@@ -332,6 +333,13 @@ impl StateDir {
             FactScope::Intentions => dir.join("intentions.md"),
             FactScope::Plans(id) => dir.join("plans").join(format!("{id}.md")),
         }
+    }
+
+    /// `<agent>/retrieved/<chat>.json`: the documents the persona retrieved in a chat.
+    pub fn retrieved_path(&self, agent: &str, chat: ChatId) -> PathBuf {
+        self.agent_dir(agent)
+            .join("retrieved")
+            .join(format!("{chat}.json"))
     }
 
     /// `<agent>/schedule`: the persona's days, one file each.

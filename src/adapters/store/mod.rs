@@ -10,7 +10,8 @@
 //! - [`graphs`]: the runtime's durable state (graph files, agent safety states), the
 //!   file-backed implementation of the store port the runtime writes through;
 //! - [`presence`]: the persona's schedule days and scheduled intents (read here, written
-//!   through the runtime's batches).
+//!   through the runtime's batches);
+//! - [`retrieved`]: the documents each chat's `retrieve` tasks kept.
 //!
 //! All functions block; async callers run them through `tokio::task::spawn_blocking`. Other
 //! modules must not write files themselves.
@@ -22,6 +23,7 @@ pub mod layout;
 pub(crate) mod legacy;
 pub mod lock;
 pub mod presence;
+pub mod retrieved;
 pub(crate) mod secure;
 
 pub use crate::ports::store::{LoadedGraphs, Quarantined, StoreError, Write};

@@ -94,6 +94,8 @@ impl Session {
             voice: Some(&args.voice),
             heartbeat: None,
             view_facts: Some(observe_memory(life, args, &clock)),
+            // The playground reaches no web: its twin answers every URL with 404.
+            web: Some(Arc::new(crate::adapters::retrieve::MemoryRetriever::new())),
         })
         .await?;
         let gate = (!chat.kind.is_direct()).then(|| {

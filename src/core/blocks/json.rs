@@ -230,6 +230,11 @@ pub(super) fn parse_json_tasks(out: &mut ParsedReply, found: JsonTasks, opts: &P
             );
             continue;
         }
+        if block_kind(kind) == Some(TaskKind::Retrieve) {
+            let label = format!("task {index} («{}»)", TaskKind::Retrieve.as_str());
+            super::retrieve::parse_json_retrieve(out, &label, obj, opts);
+            continue;
+        }
         if block_kind(kind) == Some(TaskKind::XSend) {
             let label = format!("task {index} («{}»)", TaskKind::XSend.as_str());
             super::xsend::parse_json_xsend(out, &label, obj);

@@ -107,23 +107,54 @@ pub fn plan_schema(
 
 /// `schema` (a [`plan_schema`]) with the `send_media` task added: for a persona with an album.
 pub fn with_send_media(mut schema: Value) -> Value {
-    let task = json!({
-        "type": "OBJECT",
-        "properties": {
-            "kind": {"type": "STRING", "enum": ["send_media"]},
-            "unique_id": {"type": "STRING"},
-            "reply_to": {"type": "INTEGER", "nullable": true}
-        },
-        "required": ["kind", "unique_id"]
-    });
+    push_kind(
+        &mut schema,
+        json!({
+            "type": "OBJECT",
+            "properties": {
+                "kind": {"type": "STRING", "enum": ["send_media"]},
+                "unique_id": {"type": "STRING"},
+                "reply_to": {"type": "INTEGER", "nullable": true}
+            },
+            "required": ["kind", "unique_id"]
+        }),
+    );
+    schema
+}
+
+/// Adds the `retrieve` task to a plan schema made by [`plan_schema`]: only for a persona with
+/// `# Allow Retrieve` (one without it never sees the kind).
+pub fn offer_retrieve(schema: &mut Value) {
+    push_kind(
+        schema,
+        json!({
+            "type": "OBJECT",
+            "properties": {
+                "kind": {"type": "STRING", "enum": ["retrieve"]},
+                "urls": {
+                    "type": "ARRAY",
+                    "maxItems": crate::core::retrieve::MAX_URLS,
+                    "items": {"type": "STRING"}
+                }
+            },
+            "required": ["kind", "urls"]
+        }),
+    );
+}
+
+/// Adds one task kind to a plan schema's list of kinds.
+fn push_kind(schema: &mut Value, task: Value) {
     if let Some(kinds) = schema
         .pointer_mut("/properties/tasks/items/anyOf")
         .and_then(Value::as_array_mut)
     {
         kinds.push(task);
     }
-    schema
 }
+
+/// Appended after [`JSON_PLAN_INSTRUCTIONS`] for a persona with `# Allow Retrieve`.
+pub const RETRIEVE_JSON_INSTRUCTIONS: &str = "You may also look things up: retrieve (\"urls\": \
+up to 3 http or https URLs, or file:schedule.json for your own schedule).";
 
 /// Appended to the system instruction when the plan is asked for as structured output.
 pub const JSON_PLAN_INSTRUCTIONS: &str = "\
@@ -178,5 +209,22 @@ mod tests {
                 .is_some_and(|k| k.contains(&json!("block")))
         );
         assert_eq!(schema["properties"]["tasks"]["maxItems"], json!(12));
+    }
+
+    /// `retrieve` is in the schema only once offered.
+    #[test]
+    fn retrieve_is_listed_only_when_offered() {
+        let mut schema = plan_schema(12, true, true, true, false);
+        assert!(!schema.to_string().contains("retrieve"));
+        offer_retrieve(&mut schema);
+        let kinds = schema["properties"]["tasks"]["items"]["anyOf"]
+            .as_array()
+            .map(|k| {
+                k.iter()
+                    .map(|t| t["properties"]["kind"]["enum"][0].clone())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        assert!(kinds.contains(&json!("retrieve")), "{kinds:?}");
     }
 }

@@ -41,10 +41,11 @@ pub enum TaskKind {
     ChatPlan,
     EditSchedule,
     SendMedia,
+    Retrieve,
 }
 
 impl TaskKind {
-    pub(crate) const ALL: [TaskKind; 23] = [
+    pub(crate) const ALL: [TaskKind; 24] = [
         TaskKind::Received,
         TaskKind::Classify,
         TaskKind::Send,
@@ -68,6 +69,7 @@ impl TaskKind {
         TaskKind::ChatPlan,
         TaskKind::EditSchedule,
         TaskKind::SendMedia,
+        TaskKind::Retrieve,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -95,6 +97,7 @@ impl TaskKind {
             TaskKind::ChatPlan => "plan",
             TaskKind::EditSchedule => "schedule-edit",
             TaskKind::SendMedia => "send-media",
+            TaskKind::Retrieve => "retrieve",
         }
     }
 
@@ -113,6 +116,7 @@ impl TaskKind {
                 | TaskKind::Summarize
                 | TaskKind::Schedule
                 | TaskKind::XSend
+                | TaskKind::Retrieve
         )
     }
 
@@ -220,6 +224,11 @@ pub enum TaskSpec {
     XSend {
         target: crate::core::model::ChatRef,
         intent: String,
+    },
+    /// Look up `urls` (`retrieve`): the handler fetches them through the retrieve port, keeps
+    /// their text for the chat and the scheduler plans again with it (`scheduler::retrieve`).
+    Retrieve {
+        urls: Vec<String>,
     },
     /// A pause of `delay_secs`, counted from when its dependencies finish; with `typing`,
     /// the typing indicator is shown first, with `recording` the "recording a voice message"
@@ -348,6 +357,7 @@ impl TaskSpec {
             TaskSpec::ChatPlan { .. } => TaskKind::ChatPlan,
             TaskSpec::EditSchedule { .. } => TaskKind::EditSchedule,
             TaskSpec::SendMedia { .. } => TaskKind::SendMedia,
+            TaskSpec::Retrieve { .. } => TaskKind::Retrieve,
         }
     }
 
@@ -393,6 +403,7 @@ impl TaskSpec {
             TaskSpec::Classify { message_id } => format!("up to #{message_id}"),
             TaskSpec::Send { text, reply_to, .. } => format!("{}{}", cut(text), reply(reply_to)),
             TaskSpec::XSend { target, intent } => format!("to chat {target}: {}", cut(intent)),
+            TaskSpec::Retrieve { urls } => cut(&urls.join(" ")),
             TaskSpec::Voice { text, reply_to, .. } => {
                 format!("voice note: {}{}", cut(text), reply(reply_to))
             }

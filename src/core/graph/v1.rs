@@ -185,9 +185,10 @@ fn spec_of(kind: TaskKind, map: &Map<String, Value>) -> Result<TaskSpec, Invalid
         | TaskKind::Intend
         | TaskKind::ChatPlan
         | TaskKind::EditSchedule
-        | TaskKind::SendMedia => {
+        | TaskKind::SendMedia
+        | TaskKind::Retrieve => {
             return Err(Invalid::from(format!(
-                "a {kind} task in a format 1 file (format 1 had no memory, presence, draft, voice, xsend, plan or send-media tasks)"
+                "a {kind} task in a format 1 file (format 1 had no memory, presence, draft, voice, xsend, plan, send-media or retrieve tasks)"
             )));
         }
         TaskKind::Block => TaskSpec::Block,

@@ -30,6 +30,8 @@ pub(super) enum Field {
     AllowClearConversation,
     AllowBlock,
     AllowScheduleEdits,
+    AllowRetrieve,
+    RetrieveDailyCap,
     GroupTriggerMode,
     GroupConfidenceThreshold,
     GroupInterjectThreshold,
@@ -55,7 +57,7 @@ pub(super) enum Field {
 }
 
 impl Field {
-    pub(super) const ALL: [Field; 38] = [
+    pub(super) const ALL: [Field; 40] = [
         Field::Name,
         Field::Phone,
         Field::Instructions,
@@ -72,6 +74,8 @@ impl Field {
         Field::AllowClearConversation,
         Field::AllowBlock,
         Field::AllowScheduleEdits,
+        Field::AllowRetrieve,
+        Field::RetrieveDailyCap,
         Field::GroupTriggerMode,
         Field::GroupConfidenceThreshold,
         Field::GroupInterjectThreshold,
@@ -115,6 +119,8 @@ impl Field {
             Field::AllowClearConversation => "Allow Clear Conversation",
             Field::AllowBlock => "Allow Block",
             Field::AllowScheduleEdits => "Allow Schedule Edits",
+            Field::AllowRetrieve => "Allow Retrieve",
+            Field::RetrieveDailyCap => "Retrieve Daily Cap",
             Field::GroupTriggerMode => "Group Trigger Mode",
             Field::GroupConfidenceThreshold => "Group Confidence Threshold",
             Field::GroupInterjectThreshold => "Group Interject Threshold",

@@ -148,7 +148,7 @@ fn load_role_prompt(
 
 /// The task kinds personad carries out (task blocks or the original's JSON tasks); `think`
 /// is accepted and dropped.
-const SUPPORTED_KINDS: [&str; 17] = [
+const SUPPORTED_KINDS: [&str; 18] = [
     "send",
     "react",
     "sticker",
@@ -166,12 +166,15 @@ const SUPPORTED_KINDS: [&str; 17] = [
     "plan",
     "schedule",
     "send-media",
+    "retrieve",
 ];
 
 /// The kinds a role prompt of the original enables (its `<!-- SCHEMA_TASKS: a, b -->` lines),
-/// lowercase with `-` for `_`, in the order written.
-pub(super) fn enabled_kinds(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.lines()
+/// lowercase with `-` for `_`, in the order written, each once.
+pub(super) fn enabled_kinds(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let kinds = text
+        .lines()
         .filter_map(|line| {
             line.trim()
                 .strip_prefix("<!--")?
@@ -181,21 +184,27 @@ pub(super) fn enabled_kinds(text: &str) -> impl Iterator<Item = String> + '_ {
                 .strip_prefix("SCHEMA_TASKS:")
         })
         .flat_map(|kinds| kinds.split(','))
-        .map(|k| k.trim().to_ascii_lowercase().replace('_', "-"))
-        .filter(|k| !k.is_empty())
+        .map(|k| k.trim().to_ascii_lowercase().replace('_', "-"));
+    for kind in kinds {
+        if !kind.is_empty() && !out.contains(&kind) {
+            out.push(kind);
+        }
+    }
+    out
 }
 
 /// Kinds a role prompt of the original enables that personad does not support, in the order
 /// written.
 fn unsupported_kinds(text: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for kind in enabled_kinds(text) {
-        if !SUPPORTED_KINDS.contains(&kind.as_str()) {
-            let kind = kind.replace('-', "_");
-            if !out.contains(&kind) {
-                out.push(kind);
-            }
-        }
-    }
-    out
+    enabled_kinds(text)
+        .into_iter()
+        .filter(|k| !SUPPORTED_KINDS.contains(&k.as_str()))
+        .map(|k| k.replace('-', "_"))
+        .collect()
+}
+
+/// Whether a role prompt enables `retrieve` and nothing else (the original's
+/// `Task-Retrieve`): the prompt leaves it out for a persona without `# Allow Retrieve`.
+pub fn only_teaches_retrieve(text: &str) -> bool {
+    enabled_kinds(text) == ["retrieve"]
 }

@@ -1,8 +1,9 @@
 //! The agent's one-line settings: `# Agent Timezone` (an IANA name from the bundled
 //! database), `# Typing Speed` and `# Start Typing Delay` (numbers), `# LLM` and `# LLM Model`
 //! (the model to plan with), and the switches `# Disabled`, `# Allow Clear Conversation`
-//! (with `mine` for this side only), `# Allow Block` (on unless it says otherwise) and
-//! `# Allow Schedule Edits`. Called
+//! (with `mine` for this side only), `# Allow Block` (on unless it says otherwise),
+//! `# Allow Schedule Edits`, `# Allow Retrieve` (off unless present) and `# Retrieve Daily
+//! Cap` (a whole number). Called
 //! by `validate` only.
 
 use std::collections::HashMap;
@@ -27,6 +28,8 @@ pub(super) struct Settings {
     pub(super) allow_block: bool,
     /// `# Allow Schedule Edits` when given (`None`: the role prompts decide).
     pub(super) allow_schedule_edits: Option<bool>,
+    pub(super) allow_retrieve: bool,
+    pub(super) retrieve_daily_cap: u32,
 }
 
 /// The setting headings, each checked once.
@@ -76,6 +79,14 @@ pub(super) fn settings_fields(
     let allow_schedule_edits = fields
         .get(&Field::AllowScheduleEdits)
         .map(|sec| parse_flag(report, Field::AllowScheduleEdits, sec));
+    // Looking things up on the web is off unless the persona says so.
+    let allow_retrieve = fields
+        .get(&Field::AllowRetrieve)
+        .is_some_and(|sec| parse_flag(report, Field::AllowRetrieve, sec));
+    let retrieve_daily_cap = fields
+        .get(&Field::RetrieveDailyCap)
+        .and_then(|sec| daily_cap_of(report, sec))
+        .unwrap_or(crate::core::retrieve::DEFAULT_DAILY_CAP);
     let allow_clear_conversation = clear_mine_only
         || clear.is_some_and(|sec| parse_flag(report, Field::AllowClearConversation, sec));
     Settings {
@@ -90,6 +101,27 @@ pub(super) fn settings_fields(
         clear_for_both_sides: !clear_mine_only,
         allow_block,
         allow_schedule_edits,
+        allow_retrieve,
+        retrieve_daily_cap,
+    }
+}
+
+/// `# Retrieve Daily Cap`: a whole number of fetches per UTC day, or `None` after reporting.
+fn daily_cap_of(report: &mut Report, sec: &Section<'_>) -> Option<u32> {
+    let value = single_line(report, Field::RetrieveDailyCap, sec)?;
+    let max = crate::core::retrieve::MAX_DAILY_CAP;
+    match value.trim().parse::<u32>() {
+        Ok(n) if n <= max => Some(n),
+        _ => {
+            report.error(
+                sec.value_line,
+                format!(
+                    "invalid `# Retrieve Daily Cap` value {}: expected a whole number of fetches per day from 0 to {max}, such as `20`",
+                    show(value)
+                ),
+            );
+            None
+        }
     }
 }
 

@@ -79,9 +79,11 @@ pub(crate) fn parse_persona_inner(
 
     let name = identity.name.clone();
     let allow_schedule_edits = settings.allow_schedule_edits.unwrap_or_else(|| {
-        role_prompts
-            .iter()
-            .any(|r| role_prompts::enabled_kinds(&r.text).any(|k| k == "schedule"))
+        role_prompts.iter().any(|r| {
+            role_prompts::enabled_kinds(&r.text)
+                .iter()
+                .any(|k| k == "schedule")
+        })
     });
     let persona = match (
         report.has_errors(),
@@ -107,6 +109,8 @@ pub(crate) fn parse_persona_inner(
             clear_for_both_sides: settings.clear_for_both_sides,
             allow_block: settings.allow_block,
             allow_schedule_edits,
+            allow_retrieve: settings.allow_retrieve,
+            retrieve_daily_cap: settings.retrieve_daily_cap,
             group,
             daily_schedule,
             fresh_start,

@@ -10,6 +10,29 @@ use crate::core::graph::{ConversationKey, FailureVerdict};
 use crate::core::outcome::{Outcome, TaskError};
 
 impl Scheduler {
+    /// A finished task's outcome that hands something to the scheduler: a day to install, a
+    /// change of the chat's intents or of the persona's day, a note for another chat, pages
+    /// looked up.
+    fn hand_over(
+        &mut self,
+        key: &ConversationKey,
+        agent: &str,
+        chat: crate::core::model::Chat,
+        outcome: Outcome,
+        now: Timestamp,
+    ) {
+        match outcome {
+            Outcome::Day(day) => self.install_day(agent, *day, now),
+            Outcome::Intent(write) => self.apply_intent(key, &chat.title, &write, now),
+            Outcome::EditSchedule(edits) => self.edit_day(agent, key, &edits, now),
+            Outcome::XSend { target, intent } => self.cross_send(key, &target, &intent, now),
+            Outcome::Retrieved { added, refused } => {
+                self.retrieved(key, chat, &added, &refused, now);
+            }
+            _ => {}
+        }
+    }
+
     /// A task finished: apply its outcome to its graph (if that graph is still current).
     pub(crate) fn on_finished(
         &mut self,
@@ -87,31 +110,26 @@ impl Scheduler {
                 let Some(graph) = self.graphs.get_mut(key).filter(|g| g.id == graph_id) else {
                     return;
                 };
+                let outcome = match outcome {
+                    Outcome::Day(_)
+                    | Outcome::Intent(_)
+                    | Outcome::EditSchedule(_)
+                    | Outcome::XSend { .. }
+                    | Outcome::Retrieved { .. } => {
+                        let (agent, chat) = (graph.agent.clone(), graph.chat.clone());
+                        self.mark_dirty(key);
+                        self.hand_over(key, &agent, chat, outcome, now);
+                        return;
+                    }
+                    other => other,
+                };
                 match outcome {
-                    Outcome::Done => {}
-                    Outcome::Day(day) => {
-                        let agent = graph.agent.clone();
-                        self.mark_dirty(key);
-                        self.install_day(&agent, *day, now);
-                        return;
-                    }
-                    Outcome::Intent(write) => {
-                        let title = graph.chat.title.clone();
-                        self.mark_dirty(key);
-                        self.apply_intent(key, &title, &write, now);
-                        return;
-                    }
-                    Outcome::EditSchedule(edits) => {
-                        let agent = graph.agent.clone();
-                        self.mark_dirty(key);
-                        self.edit_day(&agent, key, &edits, now);
-                        return;
-                    }
-                    Outcome::XSend { target, intent } => {
-                        self.mark_dirty(key);
-                        self.cross_send(key, &target, &intent, now);
-                        return;
-                    }
+                    Outcome::Done
+                    | Outcome::Day(_)
+                    | Outcome::Intent(_)
+                    | Outcome::EditSchedule(_)
+                    | Outcome::XSend { .. }
+                    | Outcome::Retrieved { .. } => {}
                     Outcome::Planned(tasks) => {
                         if !tasks.is_empty() {
                             info!(conversation = %key, tasks = tasks.len(), "planned");

@@ -12,6 +12,7 @@ mod memory;
 mod presence;
 mod react;
 mod received;
+mod retrieve;
 mod schedule;
 mod send;
 mod send_media;
@@ -60,6 +61,8 @@ pub(crate) struct TaskContext {
     pub facts: Option<SharedFacts>,
     /// The group decision pipeline the `classify` task calls, when groups are wired.
     pub groups: Option<SharedGroups>,
+    /// The web fetcher and the chats' retrieved documents, when the process has them.
+    pub retrieval: Option<crate::ports::retrieve::SharedRetrieval>,
     /// The agent's schedule and intents when the task started (planning, `schedule`).
     pub presence: Option<Box<crate::core::scheduler::AgentPresence>>,
     /// The owner's draft-mode override for this chat, when planning.
@@ -108,6 +111,7 @@ pub(crate) fn handler_for(kind: TaskKind) -> &'static dyn TaskHandler {
         TaskKind::Voice => &voice::Voice,
         TaskKind::XSend => &xsend::XSend,
         TaskKind::SendMedia => &send_media::SendMedia,
+        TaskKind::Retrieve => &retrieve::Retrieve,
     }
 }
 

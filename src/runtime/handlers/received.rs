@@ -99,6 +99,7 @@ impl TaskHandler for Received {
                 schedule: schedule
                     .filter(|_| ctx.persona.allow_schedule_edits)
                     .map(|s| crate::core::presence::edit::prompt_text(s, now)),
+                retrieved: retrieved(ctx, now).await,
             };
             let actions = ctx
                 .planner
@@ -195,6 +196,34 @@ fn with_draft(
     tracing::info!(event = "draft_made", agent = %ctx.key.agent, chat = %ctx.key.chat, mode = %mode, "the plan waits for the owner's approval");
     tasks.insert(at, Task::new(spec, now));
     tasks
+}
+
+/// The chat's retrieved documents still in their window (none without a document store, or
+/// when the file does not read: logged, planning goes on without them).
+async fn retrieved(
+    ctx: &TaskContext,
+    now: jiff::Timestamp,
+) -> Vec<crate::core::retrieve::Document> {
+    let Some(retrieval) = ctx
+        .retrieval
+        .as_ref()
+        .filter(|_| ctx.persona.allow_retrieve)
+    else {
+        return Vec::new();
+    };
+    let store = Arc::clone(&retrieval.documents);
+    let (agent, chat) = (ctx.key.agent.clone(), ctx.chat.id);
+    match tokio::task::spawn_blocking(move || store.read(&agent, chat)).await {
+        Ok(Ok(docs)) => docs.current(now).cloned().collect(),
+        Ok(Err(e)) => {
+            tracing::warn!(agent = %ctx.key.agent, chat = %ctx.key.chat, error = %e, "retrieved documents not read; planning without them");
+            Vec::new()
+        }
+        Err(e) => {
+            tracing::warn!(agent = %ctx.key.agent, chat = %ctx.key.chat, error = %e, "retrieved documents not read; planning without them");
+            Vec::new()
+        }
+    }
 }
 
 /// A chat shorter than this, with nothing of ours in it, starts anew (the original's rule).

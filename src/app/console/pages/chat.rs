@@ -278,5 +278,18 @@ pub(crate) fn step(t: &Task) -> String {
             None => "wait for the owner's answer to the draft (above)".into(),
         },
         TaskSpec::Note { content, .. } => format!("note about the chat: {}", quote(content)),
+        TaskSpec::Intend { id, content } => commitment("an intention", id.as_deref(), content),
+        TaskSpec::ChatPlan { id, content } => commitment("a plan", id.as_deref(), content),
+        TaskSpec::EditSchedule { edits } => format!("change its day ({} change(s))", edits.len()),
+        TaskSpec::SendMedia { unique_id, .. } => format!("send album item {unique_id}"),
+        TaskSpec::Retrieve { urls } => format!("look up {}", urls.join(", ")),
+    }
+}
+
+/// An `intend` or `plan` step in words (`what` with its article).
+fn commitment(what: &str, id: Option<&str>, content: &str) -> String {
+    match (id, content.trim().is_empty()) {
+        (Some(id), true) => format!("drop {id}"),
+        (_, _) => format!("keep {what}: “{}”", short(content, 60)),
     }
 }

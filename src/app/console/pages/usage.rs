@@ -325,6 +325,7 @@ mod tests {
             output_tokens: 0,
             discarded: 0,
             characters: 0,
+            bytes: 0,
         }
     }
 

@@ -299,6 +299,17 @@ impl Telegram for Noting {
             sent
         })
     }
+    fn send_media(
+        &self,
+        msg: crate::core::model::OutgoingMedia,
+    ) -> BoxFuture<'_, TgResult<Message>> {
+        Box::pin(async move {
+            let chat = msg.chat;
+            let sent = self.inner.send_media(msg).await;
+            self.note(chat, &sent);
+            sent
+        })
+    }
     fn recording_voice(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
         self.inner.recording_voice(chat)
     }
