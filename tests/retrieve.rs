@@ -10,31 +10,23 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::gemini::{bodies, newest_message, person, reply};
-use common::{AGENT, Harness, ScriptedPlanner, TestResult, config, persona_with, t0};
+use common::gemini::{answering_with_body as model, bodies, person, reply};
+use common::retrieve::boot;
+use common::{AGENT, ScriptedPlanner, TestResult, persona_with};
 use personad::adapters::llm::gemini::{GeminiClient, GeminiConfig};
 use personad::adapters::llm::retry::{RetryConfig, RetryingLlm};
-use personad::adapters::llm::usage::{CallKind, UsageMeter};
+use personad::adapters::llm::usage::CallKind;
 use personad::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
-use personad::adapters::memory::MemoryTelegram;
-use personad::adapters::retrieve::{HttpRetriever, MeteredRetriever};
-use personad::adapters::stickers::StickerCatalog;
-use personad::adapters::store::retrieved::FileDocuments;
-use personad::adapters::store::{GraphStore, StateDir};
-use personad::core::model::Chat;
+use personad::adapters::retrieve::HttpRetriever;
 use personad::core::persona::Persona;
-use personad::ports::clock::{SharedClock, VirtualClock};
+use personad::ports::clock::SharedClock;
 use personad::ports::llm::ApiKey;
 use personad::ports::planner::SharedPlanner;
-use personad::ports::retrieve::{Retrieval, Retriever};
-use personad::runtime::{AgentHandle, Runtime};
-use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use wiremock::matchers::{method, path, path_regex};
+use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 /// Words only the page's readable text holds.
@@ -43,23 +35,6 @@ const PAGE_MARK: &str = "a lemon is a sour yellow citrus fruit";
 const SCRIPT_MARK: &str = "tracking_pixel_secret";
 /// Past the character cap of the kept text: never shown.
 const LATE_MARK: &str = "words past the cap";
-
-/// A mock Gemini answering `answer(whole request body, newest message)`.
-async fn model(
-    answer: impl Fn(&str, &str) -> ResponseTemplate + Send + Sync + 'static,
-) -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
-        .respond_with(move |req: &wiremock::Request| {
-            let body = String::from_utf8_lossy(&req.body).into_owned();
-            let json: Value = serde_json::from_str(&body).unwrap_or_default();
-            answer(&body, &newest_message(&json))
-        })
-        .mount(&server)
-        .await;
-    server
-}
 
 /// The LLM planner on the mock at `uri` (in JSON with `json`).
 fn llm_planner(uri: &str, json: bool) -> impl FnOnce(SharedClock) -> SharedPlanner {
@@ -75,64 +50,6 @@ fn llm_planner(uri: &str, json: bool) -> impl FnOnce(SharedClock) -> SharedPlann
         };
         Arc::new(LlmPlanner::new(Arc::new(llm), config))
     }
-}
-
-/// The real runtime for `persona` with `web` as its fetcher (metered in the returned meter,
-/// documents kept under `state`).
-fn boot(
-    persona: Persona,
-    state: &Path,
-    planner: impl FnOnce(SharedClock) -> SharedPlanner,
-    chats: &[Chat],
-    web: Arc<dyn Retriever>,
-) -> (Harness, Arc<UsageMeter>) {
-    let clock = VirtualClock::new(t0(), true);
-    let shared: SharedClock = Arc::new(clock.clone());
-    let hold = Some(shared.hold());
-    let telegram = Arc::new(
-        MemoryTelegram::new(AGENT, Arc::clone(&shared), Some(state.join("memory")))
-            .unwrap_or_else(|e| panic!("memory backend: {e}")),
-    );
-    for c in chats {
-        telegram.ensure_chat(c.clone());
-    }
-    let meter = Arc::new(UsageMeter::load(StateDir::new(state), Arc::clone(&shared)));
-    let retrieval = Retrieval {
-        fetcher: Arc::new(MeteredRetriever::new(
-            web,
-            Some(Arc::clone(&meter)),
-            Arc::clone(&shared),
-        )),
-        documents: Arc::new(FileDocuments::new(StateDir::new(state))),
-    };
-    let groups = personad::ingress::Groups::new();
-    let runtime = Runtime::new(
-        config(),
-        vec![AgentHandle {
-            persona: Arc::new(persona),
-            telegram: telegram.clone(),
-        }],
-        planner(Arc::clone(&shared)),
-        GraphStore::new(StateDir::new(state)),
-        Arc::clone(&shared),
-    )
-    .with_groups(Arc::clone(&groups) as _)
-    .with_stickers(Arc::new(StickerCatalog::new()))
-    .with_retrieval(Arc::new(retrieval));
-    let handle = runtime.handle();
-    let run = tokio::spawn(runtime.run());
-    let h = Harness {
-        clock,
-        shared_clock: shared,
-        telegram,
-        handle,
-        state: state.to_path_buf(),
-        run,
-        planner: Arc::new(ScriptedPlanner::new(|_, _| Ok(Vec::new()))),
-        hold,
-        groups,
-    };
-    (h, meter)
 }
 
 fn retriever_persona(extra: &str) -> Persona {

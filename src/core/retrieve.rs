@@ -293,7 +293,8 @@ mod tests {
         assert_eq!(items[1]["end_time"], "2026-03-02T00:00:00+01:00");
         assert_eq!(items[1]["responsiveness"], 40);
         assert_eq!(items[1]["description"], "work time");
-        assert_eq!(items[1]["id"], "2026-03-01-0900");
+        // The id a `schedule` change names the activity by.
+        assert_eq!(items[1]["id"], "act-20260301-0900");
         // Tomorrow follows (its fallback when it has no file).
         assert!(
             items[2]["start_time"]

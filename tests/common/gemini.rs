@@ -26,12 +26,20 @@ pub(crate) fn reply(text: &str) -> ResponseTemplate {
 pub(crate) async fn answering(
     answer: impl Fn(&str) -> ResponseTemplate + Send + Sync + 'static,
 ) -> MockServer {
+    answering_with_body(move |_, newest| answer(newest)).await
+}
+
+/// A mock Gemini answering `answer(the whole request body, its newest message)`.
+pub(crate) async fn answering_with_body(
+    answer: impl Fn(&str, &str) -> ResponseTemplate + Send + Sync + 'static,
+) -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
         .respond_with(move |req: &wiremock::Request| {
-            let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
-            answer(&newest_message(&body))
+            let body = String::from_utf8_lossy(&req.body).into_owned();
+            let json: Value = serde_json::from_str(&body).unwrap_or_default();
+            answer(&body, &newest_message(&json))
         })
         .mount(&server)
         .await;
