@@ -244,13 +244,53 @@ fn read(state: &StateDir, agent: &str) -> BTreeMap<i64, ChatEntry> {
             }
         },
         Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            BTreeMap::new()
+            seed(state, agent)
         }
         Err(e) => {
             tracing::warn!(event = "chats_unreadable", file = %path.display(), error = %e, "the persona's chat list does not read: it starts again from the next message");
             BTreeMap::new()
         }
     }
+}
+
+/// The chats a state directory from before the chat list knew of: those with a plan on disk
+/// (with their titles) and those with a handled mark or a held message in the agent's state
+/// (a handled mark gives only the id). Read once, when the list's file is missing; the next
+/// save keeps them. Reads only: a file that does not read is left for the runtime to report.
+fn seed(state: &StateDir, agent: &str) -> BTreeMap<i64, ChatEntry> {
+    let mut out: BTreeMap<i64, ChatEntry> = BTreeMap::new();
+    let mut known = |chat: &Chat| {
+        let e = out.entry(chat.id.0).or_default();
+        e.title.clone_from(&chat.title);
+        e.group = !chat.kind.is_direct();
+    };
+    if let Ok(files) = store::GraphStore::new(state.clone()).scan() {
+        for graph in files.into_iter().filter_map(|f| f.graph.ok()) {
+            if graph.agent == agent {
+                known(&graph.chat);
+            }
+        }
+    }
+    let agent_state = store::read_optional(&state.agent_state_path(agent))
+        .ok()
+        .flatten()
+        .and_then(|text| serde_json::from_str::<crate::core::agent_state::AgentState>(&text).ok());
+    if let Some(s) = agent_state {
+        for held in s.held.values() {
+            known(&held.chat);
+        }
+        for chat in s.handled.keys() {
+            out.entry(chat.0).or_insert_with(|| ChatEntry {
+                title: format!("chat {chat}"),
+                group: chat.0 < 0,
+                ..ChatEntry::default()
+            });
+        }
+    }
+    if !out.is_empty() {
+        tracing::info!(event = "chats_seeded", agent = %agent, chats = out.len(), "the persona's chat list starts from the chats its state knows");
+    }
+    out
 }
 
 /// An agent's Telegram that notes what the persona sends in the [`ChatIndex`].
@@ -413,6 +453,44 @@ mod tests {
             chats[&7].last.as_ref().map(|l| l.text.as_str()),
             Some("hello")
         );
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod seed_tests {
+    use super::*;
+    use crate::core::graph::{Task, TaskGraph, TaskSpec};
+    use crate::core::model::ChatKind;
+
+    /// A state directory from before the chat list: its list starts from the chats with a
+    /// plan on disk (by title) and those with a handled mark (by id), not empty.
+    #[test]
+    fn an_older_state_seeds_the_list_from_its_plans_and_handled_marks()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let state = StateDir::new(dir.path());
+        let chat = Chat {
+            id: ChatId(-100_5),
+            kind: ChatKind::Group,
+            title: "Book club".into(),
+        };
+        let now = jiff::Timestamp::from_second(1_800_000_000)?;
+        let graph = TaskGraph::with_tasks(
+            "Tess",
+            chat,
+            now,
+            vec![Task::new(TaskSpec::send("hi", None), now)],
+        );
+        store::GraphStore::new(state.clone()).save(&graph)?;
+        let mut agent_state = crate::core::agent_state::AgentState::default();
+        agent_state.handled.insert(ChatId(42), MessageId(3));
+        store::save_agent_state(&state, "Tess", &agent_state)?;
+        let chats = ChatIndex::new(state).chats("Tess");
+        assert_eq!(chats.len(), 2, "{chats:?}");
+        assert_eq!(chats[&-100_5].title, "Book club");
+        assert!(chats[&-100_5].group);
+        assert_eq!(chats[&42].title, "chat 42");
         Ok(())
     }
 }
