@@ -182,3 +182,53 @@ async fn a_note_by_name_reaches_the_chat_of_that_name() -> TestResult {
     h.stop().await?;
     Ok(())
 }
+
+/// The caps count across a restart: two notes into Bob's chat, a restart, then two more; the
+/// fourth is over the 3 a chat may get per day and is refused.
+#[tokio::test]
+async fn the_daily_caps_survive_a_restart() -> TestResult {
+    let (alice, bob) = (person("Alice"), person("Bob"));
+    let target = bob.id.0;
+    let make = || {
+        common::gemini::answering(move |newest| {
+            if newest.contains("tell Bob") {
+                reply(&format!("# «xsend» {target}\n{NOTE}"))
+            } else {
+                reply("# «send»\nok")
+            }
+        })
+    };
+    let dir = tempfile::tempdir()?;
+    let chats = [alice.clone(), bob.clone()];
+    let server = make().await;
+    let mut h = Harness::start_with(dir.path(), planner(server.uri()), config(), &chats);
+    h.started().await;
+    h.say(&bob, "Bob", "hello").await;
+    h.settle().await;
+    for n in 0..2 {
+        h.say(&alice, "Alice", &format!("tell Bob hi ({n})")).await;
+        h.settle().await;
+    }
+    h.stop().await?;
+    let server = make().await;
+    let mut h = Harness::start_with(dir.path(), planner(server.uri()), config(), &chats);
+    let mut notables = h.handle.observe_notables();
+    h.started().await;
+    for n in 2..4 {
+        h.say(&alice, "Alice", &format!("tell Bob hi ({n})")).await;
+        h.settle().await;
+    }
+    let mut refused = Vec::new();
+    while let Ok(e) = notables.try_recv() {
+        if e.notable.event == "xsend_refused" {
+            refused.push(e.notable.detail);
+        }
+    }
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].contains("already got 3 notes today"),
+        "{refused:?}"
+    );
+    h.stop().await?;
+    Ok(())
+}

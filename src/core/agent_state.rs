@@ -61,6 +61,19 @@ pub struct AgentState {
     /// the chat was paused: the owner's resume plans it (as the unread scan does at start).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub held: BTreeMap<ChatId, Held>,
+    /// Notes left across chats (`xsend`) on the current UTC day, which its caps count (kept so
+    /// a restart does not reset them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xsend: Option<XSendDay>,
+}
+
+/// The `xsend` notes of one UTC day: in all, and per target chat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XSendDay {
+    pub date: jiff::civil::Date,
+    pub total: u32,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub chats: BTreeMap<ChatId, u32>,
 }
 
 /// A message that came in while its chat was paused, planned on resume.

@@ -87,6 +87,44 @@ impl AccountSafety {
             .map_or(0, |(_, n)| n)
     }
 
+    /// The `xsend` notes of UTC day `day`: into `target`, or in all (`None`).
+    pub(crate) fn xsend_count(
+        &self,
+        agent: &str,
+        day: jiff::civil::Date,
+        target: Option<ChatId>,
+    ) -> u32 {
+        let Some(x) = self
+            .states
+            .get(agent)
+            .and_then(|s| s.xsend.as_ref())
+            .filter(|x| x.date == day)
+        else {
+            return 0;
+        };
+        match target {
+            Some(chat) => x.chats.get(&chat).copied().unwrap_or(0),
+            None => x.total,
+        }
+    }
+
+    /// Counts one `xsend` note into `target` on UTC day `day` (the state must then be saved);
+    /// an earlier day's counts go.
+    pub(crate) fn count_xsend(&mut self, agent: &str, day: jiff::civil::Date, target: ChatId) {
+        let state = self.states.entry(agent.to_string()).or_default();
+        let x = state.xsend.take().filter(|x| x.date == day).unwrap_or(
+            crate::core::agent_state::XSendDay {
+                date: day,
+                total: 0,
+                chats: std::collections::BTreeMap::new(),
+            },
+        );
+        let mut x = x;
+        x.total += 1;
+        *x.chats.entry(target).or_default() += 1;
+        state.xsend = Some(x);
+    }
+
     /// Counts one schedule call on local day `day` (the state must then be saved).
     pub(crate) fn count_schedule_call(&mut self, agent: &str, day: jiff::civil::Date) {
         let n = self.schedule_calls(agent, day);

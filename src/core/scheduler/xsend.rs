@@ -4,7 +4,7 @@
 //! chat the persona already has (one it planned in or was written to since the start, or one
 //! with a handled mark in its state), never the chat it came from, never the owner's own chats,
 //! a paused or a disabled chat; at most [`PER_CHAT_PER_DAY`] notes into one chat and
-//! [`PER_AGENT_PER_DAY`] in all per UTC day (counted since the start). A refusal is logged and
+//! [`PER_AGENT_PER_DAY`] in all per UTC day (counted in the agent's state, across restarts). A refusal is logged and
 //! shown to the operator as a notable event; nothing else happens.
 
 use std::collections::HashMap;
@@ -46,11 +46,11 @@ pub(crate) enum Refused {
     SeveralNamed(String, String),
 }
 
-/// The chats each agent has been seen in (their titles) and the day's counts.
+/// The chats each agent has been seen in (their titles); the day's counts are in the agent's
+/// state (`AgentState::xsend`), so a restart keeps them.
 #[derive(Debug, Default)]
 pub(super) struct Ledger {
     chats: HashMap<(String, ChatId), Chat>,
-    counts: HashMap<(String, Option<ChatId>, jiff::civil::Date), u32>,
 }
 
 impl Ledger {
@@ -87,13 +87,9 @@ impl Scheduler {
             return;
         }
         let day = now.to_zoned(jiff::tz::TimeZone::UTC).date();
-        for scope in [Some(target), None] {
-            *self
-                .xsend
-                .counts
-                .entry((agent.clone(), scope, day))
-                .or_default() += 1;
-        }
+        self.safety.count_xsend(&agent, day, target);
+        self.effects
+            .push(super::Effect::SaveAgentState(agent.clone()));
         let chat = self.target_chat(&agent, target);
         let origin = self
             .graphs
@@ -151,13 +147,7 @@ impl Scheduler {
             return Err(Refused::Paused(target));
         }
         let day = now.to_zoned(jiff::tz::TimeZone::UTC).date();
-        let count = |scope| {
-            self.xsend
-                .counts
-                .get(&(agent.to_owned(), scope, day))
-                .copied()
-                .unwrap_or(0)
-        };
+        let count = |scope| self.safety.xsend_count(agent, day, scope);
         if count(Some(target)) >= PER_CHAT_PER_DAY {
             return Err(Refused::ChatCap(target));
         }
