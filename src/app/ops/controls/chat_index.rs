@@ -471,7 +471,7 @@ mod seed_tests {
         let dir = tempfile::tempdir()?;
         let state = StateDir::new(dir.path());
         let chat = Chat {
-            id: ChatId(-100_5),
+            id: ChatId(-1005),
             kind: ChatKind::Group,
             title: "Book club".into(),
         };
@@ -488,8 +488,8 @@ mod seed_tests {
         store::save_agent_state(&state, "Tess", &agent_state)?;
         let chats = ChatIndex::new(state).chats("Tess");
         assert_eq!(chats.len(), 2, "{chats:?}");
-        assert_eq!(chats[&-100_5].title, "Book club");
-        assert!(chats[&-100_5].group);
+        assert_eq!(chats[&-1005].title, "Book club");
+        assert!(chats[&-1005].group);
         assert_eq!(chats[&42].title, "chat 42");
         Ok(())
     }
