@@ -144,7 +144,7 @@ fn the_probes_ask_healthz_on_the_metrics_port_the_daemon_serves() {
     let addr = env_value(&sts, "PERSONAD_METRICS_ADDR").unwrap_or_default();
     let port = addr.rsplit(':').next().unwrap_or_default().to_string();
     assert!(values(&sts, "containerPort").contains(&port), "{addr}");
-    assert_eq!(values(&sts, "prometheus.io/port"), [port.clone()]);
+    assert_eq!(values(&sts, "prometheus.io/port"), [port]);
     assert!(values(&read("deploy/kubernetes/service.yaml"), "clusterIP").contains(&"None".into()));
     let monitor = read("deploy/kubernetes/monitoring/servicemonitor.yaml");
     assert_eq!(values(&monitor, "port"), ["metrics"]);
