@@ -19,21 +19,32 @@ impl MemoryTelegram {
             file_name: Some(msg.file_name.clone()),
             sticker: None,
         };
+        let chat = msg.chat;
+        self.post_media(chat, msg.idempotency_key, msg.reply_to, info, |message| {
+            Action::Media {
+                chat,
+                message,
+                album_id: msg.album_id,
+            }
+        })
+        .await
+    }
+
+    /// Posts a message of `media` without text (unless the key was used before) and records
+    /// `action` of it the first time.
+    pub(super) async fn post_media(
+        &self,
+        chat: crate::core::model::ChatId,
+        key: i64,
+        reply_to: Option<crate::core::model::MessageId>,
+        media: MediaInfo,
+        action: impl FnOnce(Message) -> Action,
+    ) -> TgResult<Message> {
         let (sent, fresh) = self
-            .post(
-                msg.chat,
-                msg.idempotency_key,
-                String::new(),
-                msg.reply_to,
-                |_| Some(info),
-            )
+            .post(chat, key, String::new(), reply_to, |_| Some(media))
             .await?;
         if fresh {
-            self.record(Action::Media {
-                chat: msg.chat,
-                message: sent.clone(),
-                album_id: msg.album_id,
-            });
+            self.record(action(sent.clone()));
         }
         Ok(sent)
     }

@@ -75,23 +75,15 @@ impl Telegram for MemoryTelegram {
                     emoji: None,
                 }),
             };
-            let (sent, fresh) = self
-                .post(
-                    msg.chat,
-                    msg.idempotency_key,
-                    String::new(),
-                    msg.reply_to,
-                    |_| Some(media),
-                )
-                .await?;
-            if fresh {
-                self.record(Action::Sticker {
-                    chat: msg.chat,
-                    message: sent.clone(),
+            let chat = msg.chat;
+            self.post_media(chat, msg.idempotency_key, msg.reply_to, media, |message| {
+                Action::Sticker {
+                    chat,
+                    message,
                     sticker: msg.sticker,
-                });
-            }
-            Ok(sent)
+                }
+            })
+            .await
         })
     }
 

@@ -271,7 +271,7 @@ fn is_our_media(m: &tl::types::Message) -> bool {
 
 /// The reference of the photo or document a send's answer carries, if any.
 fn reference_in(updates: &tl::enums::Updates) -> Option<StoredUpload> {
-    let from_media = |media: &tl::enums::MessageMedia| match media {
+    super::voice::media_in(updates, |media| match media {
         tl::enums::MessageMedia::Photo(p) => match &p.photo {
             Some(tl::enums::Photo::Photo(p)) => Some(StoredUpload {
                 photo: true,
@@ -293,22 +293,5 @@ fn reference_in(updates: &tl::enums::Updates) -> Option<StoredUpload> {
             _ => None,
         },
         _ => None,
-    };
-    let from_message = |m: &tl::enums::Message| match m {
-        tl::enums::Message::Message(m) => m.media.as_ref().and_then(from_media),
-        _ => None,
-    };
-    let in_list = |list: &[tl::enums::Update]| {
-        list.iter().find_map(|u| match u {
-            tl::enums::Update::NewMessage(n) => from_message(&n.message),
-            tl::enums::Update::NewChannelMessage(n) => from_message(&n.message),
-            _ => None,
-        })
-    };
-    match updates {
-        tl::enums::Updates::UpdateShortSentMessage(u) => u.media.as_ref().and_then(from_media),
-        tl::enums::Updates::Updates(u) => in_list(&u.updates),
-        tl::enums::Updates::Combined(u) => in_list(&u.updates),
-        _ => None,
-    }
+    })
 }

@@ -218,15 +218,23 @@ fn is_our_voice(m: &tl::types::Message) -> bool {
 
 /// The document id of the new message an answer to a send carries, if any.
 fn document_in(updates: &tl::enums::Updates) -> Option<i64> {
-    let from_media = |media: &tl::enums::MessageMedia| match media {
+    media_in(updates, |media| match media {
         tl::enums::MessageMedia::Document(d) => match &d.document {
             Some(tl::enums::Document::Document(doc)) => Some(doc.id),
             _ => None,
         },
         _ => None,
-    };
+    })
+}
+
+/// What `from_media` finds in the media of the new message an answer to a send carries: the
+/// short answer's media, or the first new message's among the updates.
+pub(super) fn media_in<T>(
+    updates: &tl::enums::Updates,
+    from_media: impl Fn(&tl::enums::MessageMedia) -> Option<T>,
+) -> Option<T> {
     let from_message = |m: &tl::enums::Message| match m {
-        tl::enums::Message::Message(m) => m.media.as_ref().and_then(from_media),
+        tl::enums::Message::Message(m) => m.media.as_ref().and_then(&from_media),
         _ => None,
     };
     let in_list = |list: &[tl::enums::Update]| {
@@ -237,7 +245,7 @@ fn document_in(updates: &tl::enums::Updates) -> Option<i64> {
         })
     };
     match updates {
-        tl::enums::Updates::UpdateShortSentMessage(u) => u.media.as_ref().and_then(from_media),
+        tl::enums::Updates::UpdateShortSentMessage(u) => u.media.as_ref().and_then(&from_media),
         tl::enums::Updates::Updates(u) => in_list(&u.updates),
         tl::enums::Updates::Combined(u) => in_list(&u.updates),
         _ => None,
