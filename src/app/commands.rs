@@ -45,9 +45,22 @@ pub mod exit {
 pub(crate) fn lock_state(
     global: &GlobalArgs,
 ) -> Result<crate::adapters::store::StateLock, CommandError> {
+    lock_state_as(global, false)
+}
+
+/// [`lock_state`], shared with other shards when `shared` (`run --shard`).
+pub(crate) fn lock_state_as(
+    global: &GlobalArgs,
+    shared: bool,
+) -> Result<crate::adapters::store::StateLock, CommandError> {
     let dir = StateDir::new(&global.state_dir);
     crate::adapters::store::secure_state_dir(&dir)?;
-    crate::adapters::store::StateLock::acquire(&dir).map_err(|e| match e {
+    let taken = if shared {
+        crate::adapters::store::StateLock::acquire_shared(&dir)
+    } else {
+        crate::adapters::store::StateLock::acquire(&dir)
+    };
+    taken.map_err(|e| match e {
         LockError::Store(e) => CommandError::Store(e),
         held => CommandError::Locked(held),
     })

@@ -1,0 +1,157 @@
+//! The session lease's rules: one Telegram session is used by one process at a time, on any
+//! host that shares the state volume. A lease names its owner (an id drawn per process),
+//! the host and pid, when it was taken and when it expires; the holder renews it every third
+//! of its time to live, and another process may take it only once it has expired.
+//!
+//! Pure: [`decide`] turns the lease file's contents, the time and our id into what to do;
+//! the file itself is read and written by `adapters::lease`, the renewals are scheduled by
+//! the daemon. It must not read files or clocks.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// The lease file's contents (`<state>/<agent>/session.lease`, JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRecord {
+    /// The owning process's id: random, drawn once per process.
+    pub owner: String,
+    /// The owner's host name (for the operator).
+    pub host: String,
+    /// The owner's pid on that host (for the operator).
+    pub pid: u32,
+    /// When the owner took the lease.
+    pub acquired: Timestamp,
+    /// When it lapses unless renewed.
+    pub expires: Timestamp,
+}
+
+impl LeaseRecord {
+    /// A lease for `owner` taken or renewed at `now`, lasting `ttl`.
+    pub fn new(me: &Owner, acquired: Timestamp, now: Timestamp, ttl: Duration) -> LeaseRecord {
+        LeaseRecord {
+            owner: me.id.clone(),
+            host: me.host.clone(),
+            pid: me.pid,
+            acquired,
+            expires: crate::core::time::add(now, ttl),
+        }
+    }
+
+    /// Whether the lease has lapsed at `now`.
+    pub fn expired(&self, now: Timestamp) -> bool {
+        now >= self.expires
+    }
+}
+
+/// Who this process is, as its leases name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub id: String,
+    pub host: String,
+    pub pid: u32,
+}
+
+/// What to do with a lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Nobody holds it (no file, or an expired one of another owner): write ours.
+    Take,
+    /// It is ours: write it again with a later expiry.
+    Renew,
+    /// Another owner holds it and it has not expired: do not start the agent.
+    Refused(LeaseRecord),
+    /// We held it, and now another owner does: stop the agent at once.
+    Lost(LeaseRecord),
+}
+
+/// The decision for a lease file's `current` contents at `now`, for owner `me`, who holds
+/// the lease (`held`: renewing) or wants it (starting the agent). An unreadable file counts
+/// as absent only when the caller says so (the adapter treats a damaged file as held until
+/// its modification time plus the TTL).
+pub fn decide(current: Option<&LeaseRecord>, now: Timestamp, me: &str, held: bool) -> Decision {
+    match current {
+        None => Decision::Take,
+        Some(r) if r.owner == me => Decision::Renew,
+        Some(r) if held => Decision::Lost(r.clone()),
+        Some(r) if r.expired(now) => Decision::Take,
+        Some(r) => Decision::Refused(r.clone()),
+    }
+}
+
+/// How often a held lease is renewed: a third of its time to live (so two renewals may fail
+/// or come late before it lapses).
+pub fn renew_every(ttl: Duration) -> Duration {
+    (ttl / 3).max(Duration::from_millis(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use jiff::Timestamp;
+
+    use super::{Decision, LeaseRecord, Owner, decide, renew_every};
+
+    fn t(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + secs).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    fn owner(id: &str) -> Owner {
+        Owner {
+            id: id.into(),
+            host: "h".into(),
+            pid: 7,
+        }
+    }
+
+    fn lease(id: &str, at: i64) -> LeaseRecord {
+        LeaseRecord::new(&owner(id), t(at), t(at), Duration::from_secs(60))
+    }
+
+    #[test]
+    fn an_absent_lease_is_taken_and_ours_renewed() {
+        assert_eq!(decide(None, t(0), "me", false), Decision::Take);
+        assert_eq!(decide(None, t(0), "me", true), Decision::Take);
+        let mine = lease("me", 0);
+        assert_eq!(decide(Some(&mine), t(10), "me", true), Decision::Renew);
+        // Ours even after expiry (a restart of this process never happens with one id).
+        assert_eq!(decide(Some(&mine), t(100), "me", true), Decision::Renew);
+    }
+
+    #[test]
+    fn another_owner_refuses_until_expiry_then_yields() {
+        let theirs = lease("them", 0);
+        assert_eq!(
+            decide(Some(&theirs), t(59), "me", false),
+            Decision::Refused(theirs.clone())
+        );
+        assert_eq!(decide(Some(&theirs), t(60), "me", false), Decision::Take);
+    }
+
+    #[test]
+    fn a_held_lease_found_taken_is_lost_even_when_expired() {
+        let theirs = lease("them", 0);
+        assert_eq!(
+            decide(Some(&theirs), t(10), "me", true),
+            Decision::Lost(theirs.clone())
+        );
+        assert_eq!(
+            decide(Some(&theirs), t(100), "me", true),
+            Decision::Lost(theirs)
+        );
+    }
+
+    #[test]
+    fn renewals_come_every_third_of_the_ttl() {
+        assert_eq!(
+            renew_every(Duration::from_secs(60)),
+            Duration::from_secs(20)
+        );
+        assert_eq!(renew_every(Duration::ZERO), Duration::from_millis(1));
+        let r = lease("me", 0);
+        assert_eq!(r.expires, t(60));
+        assert!(!r.expired(t(59)) && r.expired(t(60)));
+    }
+}
