@@ -225,6 +225,9 @@ impl Daemon {
             services.handle.clone(),
             Arc::clone(&services.groups),
         );
+        if accounts.selection.is_partial() {
+            controller.set_selection(accounts.selection.to_string());
+        }
         let fleet = Fleet::new(
             accounts,
             ingress,

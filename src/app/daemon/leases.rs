@@ -162,3 +162,118 @@ impl LeaseKeeper {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use jiff::Timestamp;
+    use tokio_util::sync::CancellationToken;
+
+    use super::{LeaseKeeper, OnLost};
+    use crate::adapters::lease::{FileLeases, Leases as _, Taken};
+    use crate::adapters::store::StateDir;
+    use crate::core::lease::{LeaseRecord, Owner};
+    use crate::ports::clock::{Clock as _, SharedClock, VirtualClock};
+
+    const TTL: Duration = Duration::from_secs(60);
+
+    fn owner(id: &str, pid: u32) -> Owner {
+        Owner {
+            id: id.into(),
+            host: format!("host-{id}"),
+            pid,
+        }
+    }
+
+    fn read(state: &StateDir, agent: &str) -> Option<LeaseRecord> {
+        let bytes = std::fs::read(state.lease_path(agent)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Lets the other tasks (and their blocking file work) run until `done`, bounded.
+    async fn settle(mut done: impl FnMut() -> bool) -> bool {
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            if done() {
+                return true;
+            }
+            tokio::task::yield_now().await;
+        }
+        done()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn held_leases_are_renewed_on_the_clock_and_a_lost_one_stops_its_agent() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let state = StateDir::new(dir.path());
+        let t0 = Timestamp::from_second(1_700_000_000).unwrap_or(Timestamp::UNIX_EPOCH);
+        let virt = Arc::new(VirtualClock::new(t0, false));
+        let clock: SharedClock = Arc::clone(&virt) as SharedClock;
+        let ours = Arc::new(FileLeases::new(state.clone(), owner("a", 1), TTL));
+        let keeper = LeaseKeeper::new(ours, Arc::clone(&clock));
+        assert_eq!(keeper.take("tess").await, Ok(()));
+        assert_eq!(keeper.take("ivy").await, Ok(()));
+        let first = read(&state, "tess").map(|r| r.expires);
+        assert_eq!(first, Some(crate::core::time::add(t0, TTL)));
+        let (lost_tx, mut lost_rx) = tokio::sync::mpsc::unbounded_channel();
+        let on_lost: OnLost = Box::new(move |agent, reason| {
+            let _ = lost_tx.send((agent.to_string(), reason.to_string()));
+        });
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(Arc::clone(&keeper).keep(stop.clone(), on_lost));
+        assert!(settle(|| virt.sleepers() == 1).await);
+        // A third of the TTL later, both leases are written again with a later expiry.
+        virt.advance(Duration::from_secs(20));
+        let renewed = crate::core::time::add(t0, Duration::from_secs(80));
+        assert!(
+            settle(|| read(&state, "tess").map(|r| r.expires) == Some(renewed)
+                && read(&state, "ivy").map(|r| r.expires) == Some(renewed))
+            .await
+        );
+        // Another process takes tess's lease (as if ours had lapsed): the next renewal finds
+        // it and stops the agent at once, leaving the other owner's lease alone.
+        let lost = keeper.lost_token("tess");
+        assert!(settle(|| virt.sleepers() == 1).await);
+        let theirs = LeaseRecord::new(&owner("b", 2), t0, virt.now(), TTL);
+        let text = serde_json::to_vec(&theirs).unwrap_or_default();
+        std::fs::write(state.lease_path("tess"), text).unwrap_or_else(|e| panic!("{e}"));
+        virt.advance(Duration::from_secs(20));
+        let (agent, reason) = lost_rx.recv().await.unwrap_or_default();
+        assert_eq!(agent, "tess");
+        assert!(reason.contains("host-b pid 2"), "{reason}");
+        assert!(lost.is_some_and(|t| t.is_cancelled()));
+        assert!(keeper.lost_token("tess").is_none());
+        assert_eq!(read(&state, "tess"), Some(theirs.clone()));
+        // A clean stop releases ours and never removes theirs.
+        stop.cancel();
+        let _ = task.await;
+        keeper.release_all().await;
+        assert_eq!(read(&state, "ivy"), None);
+        assert_eq!(read(&state, "tess"), Some(theirs));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lease_held_elsewhere_refuses_the_agent_with_host_pid_and_expiry() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let state = StateDir::new(dir.path());
+        let t0 = Timestamp::from_second(1_700_000_000).unwrap_or(Timestamp::UNIX_EPOCH);
+        let clock: SharedClock = Arc::new(VirtualClock::new(t0, false));
+        let other = FileLeases::new(state.clone(), owner("b", 42), TTL);
+        assert!(matches!(other.take("tess", t0), Ok(Taken::Ours(_))));
+        let keeper = LeaseKeeper::new(
+            Arc::new(FileLeases::new(state.clone(), owner("a", 1), TTL)),
+            clock,
+        );
+        let line = keeper.take("tess").await.err().unwrap_or_default();
+        assert_eq!(
+            line,
+            format!(
+                "agent tess's session is held by host host-b pid 42 until {}; not started",
+                crate::core::time::add(t0, TTL)
+            )
+        );
+        assert!(keeper.lost_token("tess").is_none());
+    }
+}

@@ -88,9 +88,16 @@ pub struct Controller {
     usage: Option<Arc<UsageMeter>>,
     facts: Arc<FileFacts>,
     roster: Arc<Roster>,
+    /// Which agents this process runs (`run --shard`, `--agent`), for `status`; unset: all.
+    selection: std::sync::OnceLock<String>,
 }
 
 impl Controller {
+    /// Names this process's shard in `status` (`shard 0/2`, `agents A,B`).
+    pub(crate) fn set_selection(&self, selection: String) {
+        let _ = self.selection.set(selection);
+    }
+
     /// The controller over `runtime`, with the admission chain it sits in (its own owner gate,
     /// then the group gates of `groups`) and the queue of commands its gate accepts, which
     /// [`Controller::serve`] carries out.
@@ -117,6 +124,7 @@ impl Controller {
             usage: config.usage,
             facts: config.facts,
             roster,
+            selection: std::sync::OnceLock::new(),
         });
         (controller, ingress, rx)
     }
