@@ -41,11 +41,7 @@ pub struct LeaseError {
 
 fn err(path: &Path, what: &'static str) -> impl FnOnce(std::io::Error) -> LeaseError + use<> {
     let path = path.to_path_buf();
-    move |source| LeaseError {
-        path,
-        what,
-        source,
-    }
+    move |source| LeaseError { path, what, source }
 }
 
 /// What taking a lease came to.
@@ -75,8 +71,12 @@ pub trait Leases: Send + Sync + 'static {
     /// Takes the agent's lease at `now`, unless another owner holds it unexpired.
     fn take(&self, agent: &str, now: Timestamp) -> Result<Taken, LeaseError>;
     /// Renews the agent's lease we hold (`acquired` when we took it).
-    fn renew(&self, agent: &str, acquired: Timestamp, now: Timestamp)
-    -> Result<Renewed, LeaseError>;
+    fn renew(
+        &self,
+        agent: &str,
+        acquired: Timestamp,
+        now: Timestamp,
+    ) -> Result<Renewed, LeaseError>;
     /// Removes the agent's lease if it still names us.
     fn release(&self, agent: &str) -> Result<(), LeaseError>;
 }
@@ -160,7 +160,10 @@ impl FileLeases {
             Err(e) => return Err(err(path, "cannot move the expired lease")(e)),
         }
         let moved = self.read(&aside)?;
-        if moved.as_ref().is_some_and(|m| m.owner == seen.owner && m.expires == seen.expires) {
+        if moved
+            .as_ref()
+            .is_some_and(|m| m.owner == seen.owner && m.expires == seen.expires)
+        {
             let _ = std::fs::remove_file(&aside);
             return Ok(true);
         }

@@ -303,7 +303,8 @@ impl Daemon {
         let _watcher = watch_files(&args, &global, &life, &reload_tx);
         {
             let h = handle.clone();
-            let on_lost: leases::OnLost = Box::new(move |agent, reason| h.remove_agent(agent, reason));
+            let on_lost: leases::OnLost =
+                Box::new(move |agent, reason| h.remove_agent(agent, reason));
             life.spawn(Arc::clone(&leases).keep(life.stop_token(), on_lost));
         }
         if let Err(e) = ctl::serve(&state, label.as_deref(), Arc::clone(&controller), &life).await {

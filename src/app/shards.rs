@@ -28,7 +28,11 @@ pub(crate) fn select(report: &mut LoadReport, selection: &Selection) -> Result<(
         )));
     }
     report.entries.retain(|e| {
-        let name = e.persona.as_ref().map(|p| p.name.as_str()).or(e.name.as_deref());
+        let name = e
+            .persona
+            .as_ref()
+            .map(|p| p.name.as_str())
+            .or(e.name.as_deref());
         name.is_none_or(|n| selection.includes(n))
     });
     Ok(())
@@ -43,10 +47,19 @@ fn names(report: &LoadReport) -> Vec<&str> {
 pub(crate) fn table(report: &LoadReport, count: u32, mark: Option<u32>) -> String {
     let names = names(report);
     let assigned = assignment(names.iter().copied(), count);
-    let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(5).max(5);
+    let width = names
+        .iter()
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(5)
+        .max(5);
     let mut text = String::new();
     for (name, shard) in &assigned {
-        let here = if mark == Some(*shard) { "  (this shard)" } else { "" };
+        let here = if mark == Some(*shard) {
+            "  (this shard)"
+        } else {
+            ""
+        };
         text.push_str(&format!("{name:<width$}  shard {shard}/{count}{here}\n"));
     }
     let per: Vec<String> = counts(&assigned, count)
@@ -73,7 +86,11 @@ pub(crate) fn check_lines(report: &LoadReport, selection: &Selection) -> String 
                 .collect();
             format!(
                 "shard {s} runs: {}\nassignment for {} shards:\n{}",
-                if mine.is_empty() { "-".to_string() } else { mine.join(", ") },
+                if mine.is_empty() {
+                    "-".to_string()
+                } else {
+                    mine.join(", ")
+                },
                 s.count,
                 table(report, s.count, Some(s.index))
             )

@@ -138,10 +138,7 @@ impl std::fmt::Display for Selection {
 }
 
 /// The assignment of `names` to `count` shards: (name, shard) in the order given.
-pub fn assignment<'a>(
-    names: impl IntoIterator<Item = &'a str>,
-    count: u32,
-) -> Vec<(&'a str, u32)> {
+pub fn assignment<'a>(names: impl IntoIterator<Item = &'a str>, count: u32) -> Vec<(&'a str, u32)> {
     names.into_iter().map(|n| (n, shard_of(n, count))).collect()
 }
 
@@ -187,7 +184,13 @@ mod tests {
         let names: Vec<String> = (0..50).map(|i| format!("p{i}")).collect();
         for n in names.iter().map(String::as_str) {
             let holders = (0..3)
-                .filter(|i| Shard { index: *i, count: 3 }.includes(n))
+                .filter(|i| {
+                    Shard {
+                        index: *i,
+                        count: 3,
+                    }
+                    .includes(n)
+                })
                 .count();
             assert_eq!(holders, 1, "{n}");
         }

@@ -103,7 +103,9 @@ impl LeaseKeeper {
             Ok(Err(e)) => {
                 tracing::warn!(event = "lease_not_released", agent = %agent, error = %e, "session lease not released: it lapses at its expiry");
             }
-            Err(e) => tracing::warn!(event = "lease_not_released", agent = %agent, error = %e, "session lease not released"),
+            Err(e) => {
+                tracing::warn!(event = "lease_not_released", agent = %agent, error = %e, "session lease not released")
+            }
         }
     }
 
@@ -126,7 +128,8 @@ impl LeaseKeeper {
             .collect();
         for (name, acquired) in due {
             let (leases, n) = (Arc::clone(&self.leases), name.clone());
-            let renewed = tokio::task::spawn_blocking(move || leases.renew(&n, acquired, now)).await;
+            let renewed =
+                tokio::task::spawn_blocking(move || leases.renew(&n, acquired, now)).await;
             match renewed {
                 Ok(Ok(Renewed::Ours(_))) => {}
                 Ok(Ok(Renewed::Lost(r))) => {
