@@ -80,6 +80,12 @@ pub fn decide(current: Option<&LeaseRecord>, now: Timestamp, me: &str, held: boo
     }
 }
 
+/// Whether Telegram's refusal says the session was used by two processes at once
+/// (AUTH_KEY_DUPLICATED): the one failure the lease exists to prevent.
+pub fn duplicated(reason: &str) -> bool {
+    reason.contains("AUTH_KEY_DUPLICATED")
+}
+
 /// How often a held lease is renewed: a third of its time to live (so two renewals may fail
 /// or come late before it lapses).
 pub fn renew_every(ttl: Duration) -> Duration {
