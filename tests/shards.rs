@@ -468,3 +468,76 @@ fn a_killed_shard_leaves_its_lease_and_a_replacement_takes_it_over_after_expiry(
     assert_eq!(read_lease(&s.state(), "Tess"), None);
     Ok(())
 }
+
+/// `personad ARGS` over the scratch's agents and state.
+fn personad(s: &Scratch, args: &[&str]) -> Result<Output, std::io::Error> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+    base(&mut cmd);
+    cmd.env_remove("PERSONAD_SHARD");
+    cmd.arg("--agents")
+        .arg(s.agents())
+        .arg("--prompts")
+        .arg(s.agents())
+        .arg("--state")
+        .arg(s.state())
+        .args(args)
+        .output()
+}
+
+#[test]
+fn the_assignment_is_printed_for_planning_and_by_check() -> TestResult {
+    let names = six_names();
+    let s = scratch(&names)?;
+    let out = personad(&s, &["shards", "2"])?;
+    assert!(out.status.success());
+    let text = stdout(&out);
+    for (i, n) in names.iter().enumerate() {
+        let shard = if i < 3 { 0 } else { 1 };
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(n.as_str()) && l.ends_with(&format!("shard {shard}/2"))),
+            "{n}: {text}"
+        );
+    }
+    assert!(
+        text.contains("6 agent(s) over 2 shard(s)") && text.contains("per shard: 0: 3, 1: 3"),
+        "{text}"
+    );
+    // `check --shard` (and the environment) says which agents the shard runs.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_personad"));
+    base(&mut cmd);
+    let out = cmd
+        .env("PERSONAD_SHARD", "1/2")
+        .arg("--agents")
+        .arg(s.agents())
+        .arg("--prompts")
+        .arg(s.agents())
+        .arg("check")
+        .output()?;
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!("shard 1/2 runs: {}\n", names[3..].join(", "))),
+        "{text}"
+    );
+    assert!(
+        text.contains("(this shard)") && text.contains("assignment for 2 shards:"),
+        "{text}"
+    );
+    // Bad selections are refused before anything starts, naming what is wrong.
+    let out = personad(&s, &["run", "--telegram", "memory", "--agent", "P0,Nobody"])?;
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Nobody"));
+    let out = personad(&s, &["run", "--telegram", "memory", "--shard", "2/2"])?;
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
