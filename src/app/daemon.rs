@@ -221,13 +221,14 @@ impl Daemon {
                 usage: Some(Arc::clone(&services.usage)),
                 facts: Arc::clone(&services.facts),
                 chats: Some(chats),
+                selection: accounts
+                    .selection
+                    .is_partial()
+                    .then(|| accounts.selection.to_string()),
             },
             services.handle.clone(),
             Arc::clone(&services.groups),
         );
-        if accounts.selection.is_partial() {
-            controller.set_selection(accounts.selection.to_string());
-        }
         let fleet = Fleet::new(
             accounts,
             ingress,

@@ -77,6 +77,8 @@ pub struct ControlsConfig {
     pub facts: Arc<FileFacts>,
     /// The chats each persona has known (none: kept in memory only).
     pub chats: Option<Arc<ChatIndex>>,
+    /// Which agents this process runs (`shard 0/2`, `agents A,B`) for `status`; none: all.
+    pub selection: Option<String>,
 }
 
 /// Carries out owner operations for every running agent.
@@ -88,16 +90,11 @@ pub struct Controller {
     usage: Option<Arc<UsageMeter>>,
     facts: Arc<FileFacts>,
     roster: Arc<Roster>,
-    /// Which agents this process runs (`run --shard`, `--agent`), for `status`; unset: all.
-    selection: std::sync::OnceLock<String>,
+    /// Which agents this process runs (`run --shard`, `--agent`), for `status`; none: all.
+    selection: Option<String>,
 }
 
 impl Controller {
-    /// Names this process's shard in `status` (`shard 0/2`, `agents A,B`).
-    pub(crate) fn set_selection(&self, selection: String) {
-        let _ = self.selection.set(selection);
-    }
-
     /// The controller over `runtime`, with the admission chain it sits in (its own owner gate,
     /// then the group gates of `groups`) and the queue of commands its gate accepts, which
     /// [`Controller::serve`] carries out.
@@ -124,7 +121,7 @@ impl Controller {
             usage: config.usage,
             facts: config.facts,
             roster,
-            selection: std::sync::OnceLock::new(),
+            selection: config.selection,
         });
         (controller, ingress, rx)
     }

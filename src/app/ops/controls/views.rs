@@ -61,7 +61,7 @@ impl Controller {
             "{} agent(s) up, {} chat(s) with plans, {} task(s) in flight\n",
             st.agents, st.graphs, st.in_flight
         );
-        if let Some(selection) = self.selection.get() {
+        if let Some(selection) = &self.selection {
             text.push_str(&format!(
                 "this process runs {selection}: {}\n",
                 self.agents().join(", ")
