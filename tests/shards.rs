@@ -89,6 +89,38 @@ fn a_lease_is_refused_until_it_expires_then_taken_over() -> TestResult {
 }
 
 #[test]
+fn a_lease_of_a_gone_process_of_this_host_is_taken_at_once() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let state = StateDir::new(dir.path());
+    let here = personad::adapters::lease::this_process();
+    // A process of this host that has ended: its pid no longer runs.
+    let mut child = Command::new("true").spawn()?;
+    let gone = child.id();
+    child.wait()?;
+    let crashed = Owner {
+        id: "crashed".into(),
+        host: here.host.clone(),
+        pid: gone,
+    };
+    FileLeases::new(state.clone(), crashed, TTL).take("tess", t0())?;
+    let ours = FileLeases::new(state.clone(), here.clone(), TTL);
+    assert!(matches!(ours.take("tess", t0())?, Taken::Ours(r) if r.owner == here.id));
+    // A live process of this host (a `cat` waiting on its input) holds its lease.
+    let mut cat = Command::new("cat").stdin(Stdio::piped()).spawn()?;
+    let live = Owner {
+        id: "live".into(),
+        host: here.host.clone(),
+        pid: cat.id(),
+    };
+    FileLeases::new(state.clone(), live, TTL).take("ivy", t0())?;
+    let refused = ours.take("ivy", t0());
+    drop(cat.stdin.take());
+    cat.wait()?;
+    assert!(matches!(refused?, Taken::Refused(r) if r.owner == "live"));
+    Ok(())
+}
+
+#[test]
 fn of_processes_racing_for_a_lease_exactly_one_wins() -> TestResult {
     let dir = tempfile::tempdir()?;
     let state = StateDir::new(dir.path());
@@ -408,8 +440,15 @@ fn a_killed_shard_leaves_its_lease_and_a_replacement_takes_it_over_after_expiry(
     wait_exit(first.0.as_mut().ok_or("no child")?, Duration::from_secs(10)).ok_or("no exit")?;
     first.0 = None;
     // The killed process's lease stays, unexpired.
-    let left = read_lease(&s.state(), "Tess").ok_or("no lease left behind")?;
+    let mut left = read_lease(&s.state(), "Tess").ok_or("no lease left behind")?;
     assert_eq!(left.pid, pid);
+    // On this host its gone pid makes it stale at once; as if it ran on another host sharing
+    // the volume, it holds until it expires.
+    left.host = "another-host".into();
+    std::fs::write(
+        StateDir::new(s.state()).lease_path("Tess"),
+        serde_json::to_vec(&left)?,
+    )?;
     // A replacement for both agents refuses Tess (held until the lease expires), runs Ivy.
     let which = ["--agent", "Tess,Ivy"];
     let mut second = Reaper(Some(start(&s, &w, "second.log", &which)?));

@@ -15,6 +15,10 @@
 //!   a temp file and renames it over the lease (an atomic replace);
 //! - releasing removes the file only when it still names us.
 //!
+//! A lease of another process of this host (same host name) whose pid no longer runs, or
+//! whose pid is ours, is stale at once (`core::lease::decide`): a restart after a crash on
+//! one host does not wait for the expiry.
+//!
 //! An unreadable lease file (damaged, half written by something else) counts as held by an
 //! unknown owner until its modification time plus the TTL. Used by the daemon (its fleet
 //! takes a lease before connecting an agent and renews it); it must not decide anything
@@ -194,7 +198,7 @@ impl Leases for FileLeases {
         // A few rounds: each lost race reads the file again.
         for _ in 0..4 {
             let current = self.read(&path)?;
-            match decide(current.as_ref(), now, &self.owner.id, false) {
+            match decide(current.as_ref(), now, &self.owner, false, &pid_alive) {
                 Decision::Refused(r) | Decision::Lost(r) => return Ok(Taken::Refused(r)),
                 Decision::Renew => {
                     let acquired = current.map_or(now, |r| r.acquired);
@@ -238,7 +242,7 @@ impl Leases for FileLeases {
     ) -> Result<Renewed, LeaseError> {
         let path = self.state.lease_path(agent);
         let current = self.read(&path)?;
-        match decide(current.as_ref(), now, &self.owner.id, true) {
+        match decide(current.as_ref(), now, &self.owner, true, &pid_alive) {
             Decision::Lost(r) | Decision::Refused(r) => Ok(Renewed::Lost(r)),
             Decision::Renew | Decision::Take => {
                 let record = LeaseRecord::new(&self.owner, acquired, now, self.ttl);
@@ -276,6 +280,20 @@ pub fn this_process() -> Owner {
         host: host_name(),
         pid: std::process::id(),
     }
+}
+
+/// Whether a process of this host has the pid (`kill(pid, 0)`: it exists, even if it is
+/// another user's). Pid 0 (an unknown owner) counts as alive.
+fn pid_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return true;
+    };
+    if pid <= 0 {
+        return true;
+    }
+    // SAFETY: signal 0 only checks that the process exists; nothing is sent.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// The host name (`gethostname`), or "unknown".

@@ -67,15 +67,24 @@ pub enum Decision {
 }
 
 /// The decision for a lease file's `current` contents at `now`, for owner `me`, who holds
-/// the lease (`held`: renewing) or wants it (starting the agent). An unreadable file counts
-/// as absent only when the caller says so (the adapter treats a damaged file as held until
-/// its modification time plus the TTL).
-pub fn decide(current: Option<&LeaseRecord>, now: Timestamp, me: &str, held: bool) -> Decision {
+/// the lease (`held`: renewing) or wants it (starting the agent). `alive` says whether a
+/// pid of this host runs: a lease of another owner on our own host whose process is gone
+/// (or whose pid is ours: an earlier incarnation, as after a container restart) is stale at
+/// once; one of another host lapses only at its expiry. (The adapter treats a damaged file
+/// as held until its modification time plus the TTL.)
+pub fn decide(
+    current: Option<&LeaseRecord>,
+    now: Timestamp,
+    me: &Owner,
+    held: bool,
+    alive: &dyn Fn(u32) -> bool,
+) -> Decision {
     match current {
         None => Decision::Take,
-        Some(r) if r.owner == me => Decision::Renew,
+        Some(r) if r.owner == me.id => Decision::Renew,
         Some(r) if held => Decision::Lost(r.clone()),
         Some(r) if r.expired(now) => Decision::Take,
+        Some(r) if r.host == me.host && (r.pid == me.pid || !alive(r.pid)) => Decision::Take,
         Some(r) => Decision::Refused(r.clone()),
     }
 }
@@ -112,41 +121,51 @@ mod tests {
         }
     }
 
+    fn me() -> Owner {
+        Owner {
+            id: "me".into(),
+            host: "here".into(),
+            pid: 9,
+        }
+    }
+
+    fn running(_: u32) -> bool {
+        true
+    }
+
+    fn d(current: Option<&LeaseRecord>, at: i64, held: bool) -> Decision {
+        decide(current, t(at), &me(), held, &running)
+    }
+
     fn lease(id: &str, at: i64) -> LeaseRecord {
         LeaseRecord::new(&owner(id), t(at), t(at), Duration::from_secs(60))
     }
 
     #[test]
     fn an_absent_lease_is_taken_and_ours_renewed() {
-        assert_eq!(decide(None, t(0), "me", false), Decision::Take);
-        assert_eq!(decide(None, t(0), "me", true), Decision::Take);
+        assert_eq!(d(None, 0, false), Decision::Take);
+        assert_eq!(d(None, 0, true), Decision::Take);
         let mine = lease("me", 0);
-        assert_eq!(decide(Some(&mine), t(10), "me", true), Decision::Renew);
+        assert_eq!(d(Some(&mine), 10, true), Decision::Renew);
         // Ours even after expiry (a restart of this process never happens with one id).
-        assert_eq!(decide(Some(&mine), t(100), "me", true), Decision::Renew);
+        assert_eq!(d(Some(&mine), 100, true), Decision::Renew);
     }
 
     #[test]
     fn another_owner_refuses_until_expiry_then_yields() {
         let theirs = lease("them", 0);
         assert_eq!(
-            decide(Some(&theirs), t(59), "me", false),
+            d(Some(&theirs), 59, false),
             Decision::Refused(theirs.clone())
         );
-        assert_eq!(decide(Some(&theirs), t(60), "me", false), Decision::Take);
+        assert_eq!(d(Some(&theirs), 60, false), Decision::Take);
     }
 
     #[test]
     fn a_held_lease_found_taken_is_lost_even_when_expired() {
         let theirs = lease("them", 0);
-        assert_eq!(
-            decide(Some(&theirs), t(10), "me", true),
-            Decision::Lost(theirs.clone())
-        );
-        assert_eq!(
-            decide(Some(&theirs), t(100), "me", true),
-            Decision::Lost(theirs)
-        );
+        assert_eq!(d(Some(&theirs), 10, true), Decision::Lost(theirs.clone()));
+        assert_eq!(d(Some(&theirs), 100, true), Decision::Lost(theirs));
     }
 
     #[test]
@@ -159,5 +178,32 @@ mod tests {
         let r = lease("me", 0);
         assert_eq!(r.expires, t(60));
         assert!(!r.expired(t(59)) && r.expired(t(60)));
+    }
+
+    #[test]
+    fn a_lease_of_a_gone_process_on_this_host_is_stale_at_once() {
+        let mut mine_before = lease("old", 0);
+        mine_before.host = "here".into();
+        // Its process is gone: taken at once.
+        let gone = |_: u32| false;
+        assert_eq!(
+            decide(Some(&mine_before), t(1), &me(), false, &gone),
+            Decision::Take
+        );
+        // Our own pid under another id: an earlier incarnation (a restarted container).
+        mine_before.pid = 9;
+        assert_eq!(d(Some(&mine_before), 1, false), Decision::Take);
+        // Alive on this host: refused until expiry.
+        mine_before.pid = 8;
+        assert_eq!(
+            d(Some(&mine_before), 1, false),
+            Decision::Refused(mine_before.clone())
+        );
+        // Another host's: its pid says nothing here.
+        let theirs = lease("them", 0);
+        assert_eq!(
+            decide(Some(&theirs), t(1), &me(), false, &gone),
+            Decision::Refused(theirs)
+        );
     }
 }
