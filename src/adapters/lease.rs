@@ -43,9 +43,32 @@ pub struct LeaseError {
     source: std::io::Error,
 }
 
+/// A lease error from a failure outside the file (a task that did not finish).
+pub fn other_error(path: &Path, source: std::io::Error) -> LeaseError {
+    err(path, "cannot take")(source)
+}
+
 fn err(path: &Path, what: &'static str) -> impl FnOnce(std::io::Error) -> LeaseError + use<> {
     let path = path.to_path_buf();
     move |source| LeaseError { path, what, source }
+}
+
+/// Why an agent does not start: its lease is held elsewhere, or cannot be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum TakeRefused {
+    #[error(
+        "agent {agent}'s session is held by host {} pid {} until {}; not started",
+        lease.host,
+        lease.pid,
+        lease.expires
+    )]
+    Held { agent: String, lease: LeaseRecord },
+    #[error("agent {agent}'s session lease cannot be taken; not started: {source}")]
+    Unavailable {
+        agent: String,
+        #[source]
+        source: LeaseError,
+    },
 }
 
 /// What taking a lease came to.

@@ -135,6 +135,9 @@ pub enum CommandError {
     /// The daemon refused a `ctl` request: its answer, as it said it.
     #[error("{0}")]
     Refused(String),
+    /// `--shard` or `--agent` names no valid selection of agents.
+    #[error("{0}")]
+    Selection(#[source] crate::core::Invalid),
     /// A fault of this program, said in words (a built-in persona that does not parse, a
     /// poisoned lock, a probe that printed nonsense).
     #[error("{0}")]
@@ -198,7 +201,9 @@ impl CommandError {
             | CommandError::Refused(_)
             | CommandError::Internal(_) => exit::FAILURE,
             CommandError::While { source, .. } => source.exit_code(),
-            CommandError::Usage(_) | CommandError::Day(_) => exit::USAGE,
+            CommandError::Usage(_) | CommandError::Day(_) | CommandError::Selection(_) => {
+                exit::USAGE
+            }
             CommandError::ClosedPipe => exit::CLOSED_PIPE,
         }
     }

@@ -12,8 +12,7 @@ use crate::core::shard::{Selection, assignment, counts, shard_of};
 
 /// The selection of `--shard` / `--agent`, refused as a bad argument when malformed.
 pub(crate) fn selection(args: &ShardArgs) -> Result<Selection, CommandError> {
-    args.selection()
-        .map_err(|e| CommandError::Usage(e.to_string()))
+    args.selection().map_err(CommandError::Selection)
 }
 
 /// Keeps the persona files this process runs: those whose agent is in `selection` (a file

@@ -149,7 +149,7 @@ impl Accounts {
     ) -> Result<(Seat, Option<Connected>), OpError> {
         // The session lease first: a session another process holds is never opened here.
         if let Some(leases) = &self.leases {
-            leases.take(&persona.name).await.map_err(OpError::refused)?;
+            leases.take(&persona.name).await?;
         }
         let opened = self.open_account(persona).await;
         let (mut seat, connected) = match opened {

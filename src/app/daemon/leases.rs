@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use jiff::Timestamp;
 use tokio_util::sync::CancellationToken;
 
-use crate::adapters::lease::{Leases, Renewed, Taken};
-use crate::core::lease::{LeaseRecord, renew_every};
+use crate::adapters::lease::{Leases, Renewed, TakeRefused, Taken};
+use crate::core::lease::renew_every;
 use crate::ports::clock::SharedClock;
 
 /// A lease this process holds.
@@ -32,14 +32,6 @@ pub(crate) struct LeaseKeeper {
 /// What the keeper tells the daemon when a lease was lost.
 pub(crate) type OnLost = Box<dyn Fn(&str, &str) + Send + Sync>;
 
-/// The operator's line for a lease another process holds.
-pub(crate) fn held_line(agent: &str, r: &LeaseRecord) -> String {
-    format!(
-        "agent {agent}'s session is held by host {} pid {} until {}; not started",
-        r.host, r.pid, r.expires
-    )
-}
-
 impl LeaseKeeper {
     pub(crate) fn new(leases: Arc<dyn Leases>, clock: SharedClock) -> Arc<LeaseKeeper> {
         Arc::new(LeaseKeeper {
@@ -55,12 +47,16 @@ impl LeaseKeeper {
 
     /// Takes the agent's lease; `Err` with the operator's line when another process holds
     /// it (or the file cannot be written: no lease, no start).
-    pub(crate) async fn take(&self, agent: &str) -> Result<(), String> {
+    pub(crate) async fn take(&self, agent: &str) -> Result<(), TakeRefused> {
         let now = self.clock.now();
         let (leases, name) = (Arc::clone(&self.leases), agent.to_string());
-        let taken = tokio::task::spawn_blocking(move || leases.take(&name, now))
-            .await
-            .map_err(|e| e.to_string())?;
+        let taken = match tokio::task::spawn_blocking(move || leases.take(&name, now)).await {
+            Ok(t) => t,
+            Err(e) => Err(crate::adapters::lease::other_error(
+                std::path::Path::new(agent),
+                std::io::Error::other(e),
+            )),
+        };
         match taken {
             Ok(Taken::Ours(r)) => {
                 tracing::info!(event = "lease_taken", agent = %agent, expires = %r.expires, "session lease taken");
@@ -73,14 +69,20 @@ impl LeaseKeeper {
                 );
                 Ok(())
             }
-            Ok(Taken::Refused(r)) => {
-                let line = held_line(agent, &r);
-                tracing::error!(event = "lease_held", agent = %agent, host = %r.host, pid = r.pid, until = %r.expires, "{line}");
-                Err(line)
+            Ok(Taken::Refused(lease)) => {
+                let refused = TakeRefused::Held {
+                    agent: agent.to_string(),
+                    lease,
+                };
+                tracing::error!(event = "lease_held", agent = %agent, "{refused}");
+                Err(refused)
             }
-            Err(e) => {
-                tracing::error!(event = "lease_unavailable", agent = %agent, error = %e, "the session lease cannot be taken; not started");
-                Err(e.to_string())
+            Err(source) => {
+                tracing::error!(event = "lease_unavailable", agent = %agent, error = %source, "the session lease cannot be taken; not started");
+                Err(TakeRefused::Unavailable {
+                    agent: agent.to_string(),
+                    source,
+                })
             }
         }
     }
@@ -216,8 +218,8 @@ mod tests {
         let clock: SharedClock = Arc::clone(&virt) as SharedClock;
         let ours = Arc::new(FileLeases::new(state.clone(), owner("a", 1), TTL));
         let keeper = LeaseKeeper::new(ours, Arc::clone(&clock));
-        assert_eq!(keeper.take("tess").await, Ok(()));
-        assert_eq!(keeper.take("ivy").await, Ok(()));
+        assert!(keeper.take("tess").await.is_ok());
+        assert!(keeper.take("ivy").await.is_ok());
         let first = read(&state, "tess").map(|r| r.expires);
         assert_eq!(first, Some(crate::core::time::add(t0, TTL)));
         let (lost_tx, mut lost_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -269,7 +271,12 @@ mod tests {
             Arc::new(FileLeases::new(state.clone(), owner("a", 1), TTL)),
             clock,
         );
-        let line = keeper.take("tess").await.err().unwrap_or_default();
+        let line = keeper
+            .take("tess")
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert_eq!(
             line,
             format!(

@@ -248,10 +248,7 @@ fn client_timeout(op: &Op) -> std::time::Duration {
 
 /// `personad ctl ...`: sends one request and prints the answer.
 pub async fn client(global: GlobalArgs, args: CtlArgs) -> CmdResult {
-    let label = args
-        .which
-        .socket_label()
-        .map_err(|e| CommandError::Usage(e.to_string()))?;
+    let label = args.which.socket_label().map_err(CommandError::Selection)?;
     let cmd = args.command;
     if let CtlCommand::ConsoleToken { rotate } = cmd {
         let dir = global.state_dir.clone();
