@@ -230,6 +230,46 @@ async fn a_dead_session_stops_the_agent_and_keeps_its_plans() -> TestResult {
     Ok(())
 }
 
+/// AUTH_KEY_DUPLICATED (the session used by two processes at once) stops the agent at once
+/// and is a notable event for the owner, whether a send or the update pump meets it.
+#[tokio::test]
+async fn a_duplicated_session_stops_the_agent_and_tells_the_owner() -> TestResult {
+    for through_pump in [false, true] {
+        let dir = tempfile::tempdir()?;
+        let chat = dm(9);
+        let mut h = Harness::start(
+            dir.path(),
+            reply_with("hello"),
+            config(),
+            std::slice::from_ref(&chat),
+        );
+        let mut notables = h.handle.observe_notables();
+        if through_pump {
+            h.handle
+                .stop_agent_for_test(common::AGENT, "AUTH_KEY_DUPLICATED (406)");
+        } else {
+            h.telegram.fail_next(
+                Op::SendText,
+                TelegramError::Unauthorized("AUTH_KEY_DUPLICATED (406)".into()),
+            );
+            h.say(&chat, "Bob", "hi").await;
+        }
+        drop(h.hold.take());
+        h.handle.wait_stopped().await;
+        let report = h.run.await??;
+        assert!(report.no_agents_left);
+        // The runtime applied its effects before it ended: the event is there or never came.
+        let n = notables.try_recv().map_err(|_| "no notable event")?;
+        assert_eq!(n.notable.event, "session_duplicated");
+        assert!(
+            n.notable.detail.contains("two processes at once"),
+            "{}",
+            n.notable.detail
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_refused_reaction_is_skipped_and_the_plan_goes_on() -> TestResult {
     let dir = tempfile::tempdir()?;

@@ -7,6 +7,7 @@
 pub mod album;
 pub mod export;
 pub mod governor;
+pub mod lease;
 pub mod llm;
 pub mod llm_planner;
 pub mod media;

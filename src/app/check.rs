@@ -181,6 +181,7 @@ fn persona_settings(p: &crate::core::persona::Persona, args: &CheckArgs) -> Stri
 pub(crate) fn check(global: &GlobalArgs, args: &CheckArgs) -> CmdResult {
     let config = args.runtime.raw().validate();
     let report = load_personas(global)?;
+    let selection = crate::app::shards::selection(&args.shard)?;
     // Keys from the environment, then systemd's credentials directory, as `run` finds them.
     let router = crate::adapters::llm::provider::Router::from_lookup(
         crate::app::credentials::llm_lookup(),
@@ -206,6 +207,7 @@ pub(crate) fn check(global: &GlobalArgs, args: &CheckArgs) -> CmdResult {
             ));
         }
     }
+    text.push_str(&crate::app::shards::check_lines(&report, &selection));
     // Media descriptions and voice transcripts are one route for every persona.
     let media = router.describe(&args.media.config().model);
     text.push_str(&format!(

@@ -11,9 +11,11 @@ use crate::core::config::RawRuntimeConfig;
 
 mod admin;
 mod doctor;
+mod shard;
 mod voice;
-pub use admin::{CtlCommand, StateCommand};
+pub use admin::{CtlArgs, CtlCommand, StateCommand};
 pub use doctor::DoctorArgs;
+pub use shard::{ShardArgs, ShardsArgs, socket_label};
 pub use voice::VoiceArgs;
 
 /// A Telegram userbot daemon: gives user accounts LLM personas written as Markdown files.
@@ -122,9 +124,11 @@ pub enum Command {
     /// Run a Telegram Desktop export (result.json) through the group decision pipeline:
     /// one JSON line per message of others, then a summary. Never plans, never sends.
     Replay(ReplayArgs),
-    /// Steer a running daemon over its control socket (`<state>/ctl.sock`).
-    #[command(subcommand)]
-    Ctl(CtlCommand),
+    /// Steer a running daemon over its control socket (`<state>/ctl.sock`; a shard's is
+    /// `<state>/ctl-shard-I-of-N.sock`: give the same `--shard`).
+    Ctl(CtlArgs),
+    /// Print which shard of N runs each agent of the agents directory, and each shard's count.
+    Shards(ShardsArgs),
     /// Crash-safety harness: save graphs in a loop, printing `ACK <chat> <seq>` after each
     /// durable save (used by the SIGKILL test). Built with `test-hooks` only.
     #[cfg(feature = "test-hooks")]
@@ -277,6 +281,13 @@ pub enum TelegramChoice {
 pub struct RunArgs {
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+    /// Which agents this process runs.
+    #[command(flatten)]
+    pub shard: ShardArgs,
+    /// How long an agent's session lease lasts unless renewed (renewed every third of it;
+    /// tests shorten it).
+    #[arg(long, value_name = "MS", default_value_t = 60_000, hide = true)]
+    pub lease_ttl_ms: u64,
     /// Telegram backend.
     #[arg(long, value_enum, env = "PERSONAD_TELEGRAM", default_value = "mtproto")]
     pub telegram: TelegramChoice,
@@ -406,6 +417,9 @@ pub struct RunArgs {
 pub struct CheckArgs {
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+    /// With `--shard`: print which shard runs which agent.
+    #[command(flatten)]
+    pub shard: ShardArgs,
     #[command(flatten)]
     pub llm: LlmArgs,
     #[command(flatten)]

@@ -45,9 +45,22 @@ pub mod exit {
 pub(crate) fn lock_state(
     global: &GlobalArgs,
 ) -> Result<crate::adapters::store::StateLock, CommandError> {
+    lock_state_as(global, false)
+}
+
+/// [`lock_state`], shared with other shards when `shared` (`run --shard`).
+pub(crate) fn lock_state_as(
+    global: &GlobalArgs,
+    shared: bool,
+) -> Result<crate::adapters::store::StateLock, CommandError> {
     let dir = StateDir::new(&global.state_dir);
     crate::adapters::store::secure_state_dir(&dir)?;
-    crate::adapters::store::StateLock::acquire(&dir).map_err(|e| match e {
+    let taken = if shared {
+        crate::adapters::store::StateLock::acquire_shared(&dir)
+    } else {
+        crate::adapters::store::StateLock::acquire(&dir)
+    };
+    taken.map_err(|e| match e {
         LockError::Store(e) => CommandError::Store(e),
         held => CommandError::Locked(held),
     })
@@ -122,6 +135,9 @@ pub enum CommandError {
     /// The daemon refused a `ctl` request: its answer, as it said it.
     #[error("{0}")]
     Refused(String),
+    /// `--shard` or `--agent` names no valid selection of agents.
+    #[error("{0}")]
+    Selection(#[source] crate::core::Invalid),
     /// A fault of this program, said in words (a built-in persona that does not parse, a
     /// poisoned lock, a probe that printed nonsense).
     #[error("{0}")]
@@ -185,7 +201,9 @@ impl CommandError {
             | CommandError::Refused(_)
             | CommandError::Internal(_) => exit::FAILURE,
             CommandError::While { source, .. } => source.exit_code(),
-            CommandError::Usage(_) | CommandError::Day(_) => exit::USAGE,
+            CommandError::Usage(_) | CommandError::Day(_) | CommandError::Selection(_) => {
+                exit::USAGE
+            }
             CommandError::ClosedPipe => exit::CLOSED_PIPE,
         }
     }

@@ -39,6 +39,7 @@ mod backend;
 pub(crate) use backend::{credentials, credentials_from_systemd};
 mod fleet;
 mod health;
+mod leases;
 mod planning;
 
 use backend::Backend;
@@ -72,6 +73,9 @@ pub(crate) struct Daemon {
     opened: Vec<Opened>,
     reloads: (ReloadRequests, mpsc::UnboundedReceiver<()>),
     bound: Bound,
+    /// This process's control socket label (a shard's), and its session leases.
+    label: Option<String>,
+    leases: Arc<leases::LeaseKeeper>,
 }
 
 /// The web endpoints' listeners, bound before anything else starts.
@@ -134,22 +138,33 @@ impl Daemon {
         let notifier = Notifier::from_env();
         let clock: SharedClock = Arc::new(SystemClock);
         let state = StateDir::new(&global.state_dir);
+        let selection = crate::app::shards::selection(&args.shard)?;
+        let label = crate::app::cli::socket_label(&selection);
         let backend = backend::backend_for(&mut args, &clock).await?;
         crate::app::ops::listen::raise_descriptor_limit();
         // A second daemon on the same state directory would fight over sessions and graphs.
-        let socket = ctl::socket_path(&state);
+        let socket = ctl::socket_path(&state, label.as_deref());
         if tokio::net::UnixStream::connect(&socket).await.is_ok() {
             return Err(CommandError::Unavailable(format!(
                 "another personad is running on this state directory (it answers on {})",
                 socket.display()
             )));
         }
-        let lock = Arc::new(crate::app::commands::lock_state(&global)?);
+        // Shards share the directory (the session leases keep their agents apart).
+        let lock = Arc::new(crate::app::commands::lock_state_as(
+            &global,
+            selection.is_partial(),
+        )?);
         // From here on, each write batch first checks that the directory is the one locked.
         let state = state.guarded(Arc::clone(&lock) as _);
         // A busy port fails the start here, before a token is written or an agent starts.
         let bound = bind(&args).await.map_err(CommandError::Endpoint)?;
-        let report = load_personas_async(&global).await?;
+        let mut report = load_personas_async(&global).await?;
+        crate::app::shards::select(&mut report, &selection)?;
+        if selection.is_partial() {
+            let names: Vec<&str> = report.active().map(|p| p.name.as_str()).collect();
+            tracing::info!(event = "shard", selection = %selection, agents = %names.join(","), "this process runs {selection}: {}", names.join(", "));
+        }
         // Offline Telegrams (in memory, simulated) may plan with the echo planner.
         let memory = matches!(
             backend,
@@ -159,6 +174,16 @@ impl Daemon {
         let mut accounts = Accounts::new(global.clone(), backend, state.clone(), &clock);
         let chats = crate::app::ops::controls::ChatIndex::new(state.clone());
         accounts.chats = Some(Arc::clone(&chats));
+        let leases = leases::LeaseKeeper::new(
+            Arc::new(crate::adapters::lease::FileLeases::new(
+                state.clone(),
+                crate::adapters::lease::this_process(),
+                Duration::from_millis(args.lease_ttl_ms.max(1)),
+            )),
+            Arc::clone(&clock),
+        );
+        accounts.leases = Some(Arc::clone(&leases));
+        accounts.selection = selection;
         accounts.report_problems(&report, true, &Default::default());
         let opened = open_agents(&accounts, &report, &notifier).await?;
         let heartbeat_every =
@@ -196,6 +221,10 @@ impl Daemon {
                 usage: Some(Arc::clone(&services.usage)),
                 facts: Arc::clone(&services.facts),
                 chats: Some(chats),
+                selection: accounts
+                    .selection
+                    .is_partial()
+                    .then(|| accounts.selection.to_string()),
             },
             services.handle.clone(),
             Arc::clone(&services.groups),
@@ -229,6 +258,8 @@ impl Daemon {
             opened,
             reloads,
             bound,
+            label,
+            leases,
         })
     }
 
@@ -252,6 +283,8 @@ impl Daemon {
             opened,
             reloads: (reload_tx, reload_rx),
             bound,
+            label,
+            leases,
         } = self;
         let mut run = life.spawn(runtime.run());
         {
@@ -269,7 +302,13 @@ impl Daemon {
             return Err(CommandError::Endpoint(e));
         }
         let _watcher = watch_files(&args, &global, &life, &reload_tx);
-        if let Err(e) = ctl::serve(&state, Arc::clone(&controller), &life).await {
+        {
+            let h = handle.clone();
+            let on_lost: leases::OnLost =
+                Box::new(move |agent, reason| h.remove_agent(agent, reason));
+            life.spawn(Arc::clone(&leases).keep(life.stop_token(), on_lost));
+        }
+        if let Err(e) = ctl::serve(&state, label.as_deref(), Arc::clone(&controller), &life).await {
             tracing::error!(event = "ctl_unavailable", error = %e, "control socket unavailable: `personad ctl` will not work");
         }
         handle.wait_started().await;
@@ -309,6 +348,8 @@ impl Daemon {
         }
         drop(reload_tx);
         life.wind_down(WIND_DOWN).await;
+        // A clean stop hands every session back at once (a crash leaves it until expiry).
+        leases.release_all().await;
         let result = result.map_err(|e| CommandError::Join(e).doing("runtime task failed"))?;
         match result {
             Ok(report) if report.no_agents_left => Ok(ExitCode::from(exit::UNAVAILABLE)),

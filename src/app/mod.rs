@@ -23,4 +23,5 @@ pub mod playground;
 pub mod presence_report;
 pub mod replay;
 pub(crate) mod services;
+pub(crate) mod shards;
 pub(crate) mod stdout;

@@ -40,6 +40,7 @@ pub fn execute(cli: Cli) -> CmdResult {
         Command::Chat(args) => on_runtime(chat::chat(global, args)),
         Command::Replay(args) => on_runtime(replay::replay(global, args)),
         Command::Ctl(cmd) => on_runtime(ctl::ctl(global, cmd)),
+        Command::Shards(args) => crate::app::shards::shards_command(&global, &args),
     }
 }
 

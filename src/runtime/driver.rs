@@ -350,7 +350,7 @@ impl Driver {
             } => self.sched.on_cancel(&agent, chat, &reason, now),
             Event::StopAgent { agent, reason } => {
                 error!(agent = %agent, reason = %reason, "agent stopped: log in again with personad login --agent {agent:?}");
-                self.sched.stop_agent(&agent, now);
+                self.sched.stop_unauthorized(&agent, &reason, now);
             }
             Event::Shutdown { reason } => self.sched.begin_stop(reason, now),
             Event::StopWhenIdle { reason } => self.stop_when_idle = Some(reason),

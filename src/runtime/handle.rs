@@ -349,6 +349,13 @@ impl RuntimeHandle {
         });
     }
 
+    /// [`RuntimeHandle::stop_agent`] for the tests (what an update pump does when Telegram
+    /// refuses the session).
+    #[cfg(feature = "test-hooks")]
+    pub fn stop_agent_for_test(&self, agent: &str, reason: &str) {
+        self.stop_agent(agent, reason);
+    }
+
     /// Asks the runtime to stop gracefully.
     pub fn shutdown(&self, reason: &str) {
         self.queue.push(Event::Shutdown {

@@ -663,6 +663,7 @@ pub(crate) fn controls(
                 StateDir::new(&h.state),
             )),
             chats: None,
+            selection: None,
         },
         h.handle.clone(),
         personad::ingress::Groups::new(),

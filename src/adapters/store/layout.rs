@@ -14,6 +14,8 @@
 //! <state>/<agent>/controls.json                 an earlier version's owner pauses (folded in)
 //! <state>/<agent>/telegram.session(.lock)       the Telegram session and its lock
 //! <state>/<agent>/telegram-test.session(.lock)  the same on Telegram's test servers
+//! <state>/<agent>/session.lease                the session lease (adapters::lease)
+//! <state>/ctl-<label>.sock                      the control socket of a shard (`run --shard`)
 //! <state>/<agent>/telegram-sent.json            the sent-message ledger
 //! <state>/<agent>/telegram(-test,-sim)-album.json  album uploads kept per account (mtproto::uploads)
 //! <state>/<agent>/chats.json                    the chats the persona has known (the console's list)
@@ -50,6 +52,8 @@ pub(crate) const TEST_SESSION_FILE: &str = "telegram-test.session";
 /// An agent's session on the simulated Telegram (`run --telegram sim`), in its agent
 /// directory: never a real one.
 pub(crate) const SIM_SESSION_FILE: &str = "telegram-sim.session";
+/// An agent's session lease, in its agent directory.
+pub(crate) const LEASE_FILE: &str = "session.lease";
 /// An agent's sent-message ledger, in its agent directory.
 pub(crate) const SENT_LEDGER_FILE: &str = "telegram-sent.json";
 
@@ -184,6 +188,15 @@ impl StateDir {
         self.root.join(SOCKET_NAME)
     }
 
+    /// The control socket of a process that runs some of the agents: `<state>/ctl-<label>.sock`
+    /// (`shard-0-of-2`, `agents-<hash>`), so shards sharing a state directory each answer.
+    pub(crate) fn socket_path_for(&self, label: Option<&str>) -> PathBuf {
+        match label {
+            None => self.socket_path(),
+            Some(l) => self.root.join(format!("ctl-{}.sock", fs_name(l))),
+        }
+    }
+
     pub(crate) fn graphs_dir(&self) -> PathBuf {
         self.root.join("graphs")
     }
@@ -253,6 +266,11 @@ impl StateDir {
     /// Per-agent private data (session file, safety state, transcripts).
     pub fn agent_dir(&self, agent: &str) -> PathBuf {
         self.root.join(fs_name(agent))
+    }
+
+    /// `<agent>/session.lease`: who may use the agent's session (`adapters::lease`).
+    pub fn lease_path(&self, agent: &str) -> PathBuf {
+        self.agent_dir(agent).join(LEASE_FILE)
     }
 
     /// `<agent>/agent-state.json`.

@@ -37,6 +37,12 @@ impl FileLock {
     /// Anything but a regular file in its place (a FIFO, a directory) fails as
     /// [`LockFailure::Open`].
     pub(crate) fn try_acquire(path: &Path) -> Result<FileLock, LockFailure> {
+        Self::try_acquire_as(path, false)
+    }
+
+    /// As [`FileLock::try_acquire`], a shared lock when `shared` (many shared holders, no
+    /// exclusive one).
+    fn try_acquire_as(path: &Path, shared: bool) -> Result<FileLock, LockFailure> {
         let file = OpenOptions::new()
             .write(true)
             .create(true)
@@ -52,7 +58,12 @@ impl FileLock {
                 Refused::NotRegular(file_kind(&meta)),
             )));
         }
-        match file.try_lock() {
+        let locked = if shared {
+            file.try_lock_shared()
+        } else {
+            file.try_lock()
+        };
+        match locked {
             Ok(()) => Ok(FileLock { file }),
             Err(fs::TryLockError::WouldBlock) => Err(LockFailure::Held),
             Err(fs::TryLockError::Error(e)) => Err(LockFailure::Lock(e)),
@@ -113,9 +124,20 @@ impl StateLock {
     /// Takes the lock without waiting; a second process gets [`LockError::Held`] naming the
     /// holder's pid.
     pub fn acquire(dir: &StateDir) -> Result<StateLock, LockError> {
+        Self::acquire_as(dir, false)
+    }
+
+    /// The lock of one shard (`run --shard`, `--agent`): shared with the other shards on
+    /// the same directory (each agent's session lease keeps them apart), exclusive of a
+    /// process that runs every agent and of the offline commands.
+    pub fn acquire_shared(dir: &StateDir) -> Result<StateLock, LockError> {
+        Self::acquire_as(dir, true)
+    }
+
+    fn acquire_as(dir: &StateDir, shared: bool) -> Result<StateLock, LockError> {
         ensure_private_dir(dir.root())?;
         let path = dir.lock_path();
-        let mut lock = match FileLock::try_acquire(&path) {
+        let mut lock = match FileLock::try_acquire_as(&path, shared) {
             Ok(lock) => lock,
             Err(LockFailure::Held) => {
                 let pid = read_file(&path, 64, Symlinks::Refuse)

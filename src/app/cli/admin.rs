@@ -4,7 +4,9 @@
 
 use std::path::PathBuf;
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
+
+use super::ShardArgs;
 
 /// `personad state ...`.
 #[derive(Debug, Subcommand)]
@@ -250,4 +252,14 @@ pub enum CtlCommand {
         #[arg(required = true, num_args = 1..)]
         text: Vec<String>,
     },
+}
+
+/// `personad ctl [--shard I/N] ...`.
+#[derive(Debug, Args)]
+pub struct CtlArgs {
+    /// Which process to steer when shards share the state directory.
+    #[command(flatten)]
+    pub which: ShardArgs,
+    #[command(subcommand)]
+    pub command: CtlCommand,
 }

@@ -48,6 +48,10 @@ pub(crate) struct Accounts {
     reported: BTreeSet<String>,
     /// The chats each persona has known: an opened account's sends are noted there.
     pub(crate) chats: Option<Arc<crate::app::ops::controls::ChatIndex>>,
+    /// Which agents this process runs (`--shard`, `--agent`), applied at each reload.
+    pub(crate) selection: crate::core::shard::Selection,
+    /// The session leases (taken before an account opens).
+    pub(crate) leases: Option<Arc<super::leases::LeaseKeeper>>,
 }
 
 /// An agent whose account is connected, ready to join the runtime.
@@ -95,6 +99,8 @@ impl Accounts {
             retune: Mutex::default(),
             chats: None,
             reported: BTreeSet::new(),
+            selection: crate::core::shard::Selection::All,
+            leases: None,
         }
     }
 
@@ -141,7 +147,20 @@ impl Accounts {
         &self,
         persona: &Persona,
     ) -> Result<(Seat, Option<Connected>), OpError> {
-        let (mut seat, connected) = self.open_account(persona).await?;
+        // The session lease first: a session another process holds is never opened here.
+        if let Some(leases) = &self.leases {
+            leases.take(&persona.name).await?;
+        }
+        let opened = self.open_account(persona).await;
+        let (mut seat, connected) = match opened {
+            Ok(o) => o,
+            Err(e) => {
+                if let Some(leases) = &self.leases {
+                    leases.release(&persona.name).await;
+                }
+                return Err(e);
+            }
+        };
         if let Some(chats) = &self.chats {
             seat.telegram = chats.noting(&persona.name, seat.telegram);
         }
@@ -288,6 +307,21 @@ impl Fleet {
         connected: Option<Connected>,
     ) -> Option<CancellationToken> {
         let stop = self.life.stop_token().child_token();
+        // A lost session lease stops the pump at once.
+        if let Some(lost) = self
+            .accounts
+            .leases
+            .as_ref()
+            .and_then(|l| l.lost_token(&persona.name))
+        {
+            let s = stop.clone();
+            self.life.spawn(async move {
+                tokio::select! {
+                    () = lost.cancelled() => s.cancel(),
+                    () = s.cancelled() => {}
+                }
+            });
+        }
         let handle = self.ingress.runtime().clone();
         let opts = match &self.accounts.backend {
             Backend::Mtproto { opts, .. } => Some(*opts),
@@ -379,7 +413,11 @@ impl Fleet {
             .iter()
             .map(|(name, r)| (name.to_lowercase(), r.path.clone()))
             .collect();
-        let report = match reload_personas(&self.accounts.global, keep).await {
+        let report = match reload_personas(&self.accounts.global, keep)
+            .await
+            .and_then(|mut r| {
+                crate::app::shards::select(&mut r, &self.accounts.selection).map(|()| r)
+            }) {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(event = "reload_failed", error = %e, "reload failed: every agent keeps running as it was");
@@ -476,7 +514,13 @@ impl Fleet {
                 if let Backend::Memory { world, .. } = &self.accounts.backend {
                     world.leave(r.seat.telegram.self_id());
                 }
-                handle.remove_agent(&name, "its persona file was removed or disabled");
+                handle.remove_agent(
+                    &name,
+                    "its persona file was removed or disabled, or it left this shard",
+                );
+                if let Some(leases) = &self.accounts.leases {
+                    leases.release(&name).await;
+                }
             }
         }
     }

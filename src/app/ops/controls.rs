@@ -77,6 +77,8 @@ pub struct ControlsConfig {
     pub facts: Arc<FileFacts>,
     /// The chats each persona has known (none: kept in memory only).
     pub chats: Option<Arc<ChatIndex>>,
+    /// Which agents this process runs (`shard 0/2`, `agents A,B`) for `status`; none: all.
+    pub selection: Option<String>,
 }
 
 /// Carries out owner operations for every running agent.
@@ -88,6 +90,8 @@ pub struct Controller {
     usage: Option<Arc<UsageMeter>>,
     facts: Arc<FileFacts>,
     roster: Arc<Roster>,
+    /// Which agents this process runs (`run --shard`, `--agent`), for `status`; none: all.
+    selection: Option<String>,
 }
 
 impl Controller {
@@ -117,6 +121,7 @@ impl Controller {
             usage: config.usage,
             facts: config.facts,
             roster,
+            selection: config.selection,
         });
         (controller, ingress, rx)
     }

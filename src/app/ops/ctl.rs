@@ -14,7 +14,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinHandle;
 
 use crate::adapters::store::{self, StateDir};
-use crate::app::cli::{CtlCommand, GlobalArgs};
+use crate::app::cli::{CtlArgs, CtlCommand, GlobalArgs};
 use crate::app::commands::{CmdResult, CommandError};
 use crate::app::lifecycle::Lifecycle;
 use crate::app::ops::OpError;
@@ -47,19 +47,21 @@ pub(crate) struct Response {
     pub text: String,
 }
 
-/// Where the socket lives for a state directory.
-pub(crate) fn socket_path(state: &StateDir) -> PathBuf {
-    state.socket_path()
+/// Where the socket lives for a state directory (`label`: a shard's, see
+/// `cli::socket_label`).
+pub(crate) fn socket_path(state: &StateDir, label: Option<&str>) -> PathBuf {
+    state.socket_path_for(label)
 }
 
 /// Binds the socket (0600) and serves it as a task of `life` until it stops; removes the file at the end.
 /// Refuses to start when another daemon answers on it.
 pub async fn serve(
     state: &StateDir,
+    label: Option<&str>,
     controller: Arc<Controller>,
     life: &Lifecycle,
 ) -> Result<JoinHandle<()>, OpError> {
-    let path = socket_path(state);
+    let path = socket_path(state, label);
     store::ensure_private_dir(state.root())?;
     if path.exists() {
         if UnixStream::connect(&path).await.is_ok() {
@@ -245,7 +247,9 @@ fn client_timeout(op: &Op) -> std::time::Duration {
 }
 
 /// `personad ctl ...`: sends one request and prints the answer.
-pub async fn client(global: GlobalArgs, cmd: CtlCommand) -> CmdResult {
+pub async fn client(global: GlobalArgs, args: CtlArgs) -> CmdResult {
+    let label = args.which.socket_label().map_err(CommandError::Selection)?;
+    let cmd = args.command;
     if let CtlCommand::ConsoleToken { rotate } = cmd {
         let dir = global.state_dir.clone();
         return tokio::task::spawn_blocking(move || {
@@ -256,7 +260,7 @@ pub async fn client(global: GlobalArgs, cmd: CtlCommand) -> CmdResult {
     }
     let request = request_for(cmd)?;
     let timeout = client_timeout(&request.op);
-    let path = socket_path(&StateDir::new(&global.state_dir));
+    let path = socket_path(&StateDir::new(&global.state_dir), label.as_deref());
     let stream = UnixStream::connect(&path).await.map_err(|e| {
         CommandError::Unavailable(format!(
             "no daemon answers on {} ({e}); is `personad run` running with this --state?",

@@ -31,6 +31,9 @@ pub enum OpError {
     /// or chat, a wrong argument, a usage line).
     #[error("{0}")]
     Refused(String),
+    /// An agent's session lease is held elsewhere or cannot be taken: it does not start.
+    #[error(transparent)]
+    Lease(#[from] crate::adapters::lease::TakeRefused),
     /// The runtime does not run the agent (it stopped, or never had it).
     #[error("the runtime is not running this agent")]
     NotRunning,

@@ -222,7 +222,7 @@ impl Scheduler {
                     "the agent's Telegram session is no longer valid; stopping this agent. Log in again: personad login --agent {:?}",
                     key.agent
                 );
-                self.stop_agent(&key.agent.clone(), now);
+                self.stop_unauthorized(&key.agent.clone(), &reason, now);
             }
             Err(e) => self.on_failure(key, task_id, &e, now),
         }
@@ -280,5 +280,21 @@ impl Scheduler {
                 );
             }
         }
+    }
+}
+
+impl Scheduler {
+    /// Stops an agent whose session Telegram no longer accepts. AUTH_KEY_DUPLICATED (the
+    /// session was used by two processes at once, and Telegram revoked it) is also recorded
+    /// as a notable event for the owner, with its own ERROR line: the account is logged out.
+    pub(crate) fn stop_unauthorized(&mut self, agent: &str, reason: &str, now: Timestamp) {
+        if crate::core::lease::duplicated(reason) {
+            let detail = format!(
+                "Telegram revoked {agent}'s session: it was used by two processes at once ({reason}); the agent is stopped and must log in again. Check that no two shards run it (their session leases)"
+            );
+            error!(event = "session_duplicated", agent = %agent, "{detail}");
+            self.notable(agent, None, "session_duplicated", detail);
+        }
+        self.stop_agent(agent, now);
     }
 }

@@ -61,6 +61,12 @@ impl Controller {
             "{} agent(s) up, {} chat(s) with plans, {} task(s) in flight\n",
             st.agents, st.graphs, st.in_flight
         );
+        if let Some(selection) = &self.selection {
+            text.push_str(&format!(
+                "this process runs {selection}: {}\n",
+                self.agents().join(", ")
+            ));
+        }
         for a in agents {
             let plans: Vec<String> = graphs
                 .iter()
