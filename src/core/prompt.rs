@@ -512,38 +512,43 @@ mod tests {
     use crate::core::model::{ChatId, Sender};
     use jiff::Timestamp;
 
-    /// The model is told about block and unblock only when the persona allows them.
-    #[test]
-    fn block_is_offered_only_when_the_persona_allows_it() {
-        let chat = Chat {
+    /// A test persona: the required headings plus `extra`, read without role prompt files.
+    fn test_persona(extra: &str) -> Persona {
+        struct NoFiles;
+        impl crate::core::persona::ReadText for NoFiles {
+            fn read_text(
+                &self,
+                _: &std::path::Path,
+            ) -> Result<String, crate::core::persona::ReadError> {
+                Err(crate::core::persona::ReadError::TooLarge(0))
+            }
+        }
+        let source = format!(
+            "# Agent Name\nTess\n\n# Agent Phone\n+15550100042\n\n{extra}# Agent Instructions\nHi.\n"
+        );
+        let entry = crate::core::persona::parse_persona_with(
+            std::path::Path::new("t.md"),
+            &source,
+            &[],
+            &NoFiles,
+        );
+        entry
+            .persona
+            .unwrap_or_else(|| panic!("{:?}", entry.problems))
+    }
+
+    fn bob() -> Chat {
+        Chat {
             id: ChatId(1),
             kind: crate::core::model::ChatKind::Direct,
             title: "Bob".into(),
-        };
-        let text = |extra: &str| {
-            let source = format!(
-                "# Agent Name\nTess\n\n# Agent Phone\n+15550100042\n\n{extra}# Agent Instructions\nHi.\n"
-            );
-            struct NoFiles;
-            impl crate::core::persona::ReadText for NoFiles {
-                fn read_text(
-                    &self,
-                    _: &std::path::Path,
-                ) -> Result<String, crate::core::persona::ReadError> {
-                    Err(crate::core::persona::ReadError::TooLarge(0))
-                }
-            }
-            let entry = crate::core::persona::parse_persona_with(
-                std::path::Path::new("t.md"),
-                &source,
-                &[],
-                &NoFiles,
-            );
-            let persona = entry
-                .persona
-                .unwrap_or_else(|| panic!("{:?}", entry.problems));
-            system_instruction(&persona, &chat, &[])
-        };
+        }
+    }
+
+    /// The model is told about block and unblock only when the persona allows them.
+    #[test]
+    fn block_is_offered_only_when_the_persona_allows_it() {
+        let text = |extra: &str| system_instruction(&test_persona(extra), &bob(), &[]);
         assert!(text("").contains("«block»"));
         assert!(!text("# Allow Block\nfalse\n\n").contains("«block»"));
     }
@@ -552,32 +557,9 @@ mod tests {
     /// that teaches nothing but `retrieve` (the original's Task-Retrieve) is left out without it.
     #[test]
     fn retrieve_is_offered_only_when_the_persona_allows_it() {
-        let chat = Chat {
-            id: ChatId(1),
-            kind: crate::core::model::ChatKind::Direct,
-            title: "Bob".into(),
-        };
+        let chat = bob();
         let persona = |extra: &str| {
-            let source = format!(
-                "# Agent Name\nTess\n\n# Agent Phone\n+15550100042\n\n{extra}# Agent Instructions\nHi.\n"
-            );
-            struct NoFiles;
-            impl crate::core::persona::ReadText for NoFiles {
-                fn read_text(
-                    &self,
-                    _: &std::path::Path,
-                ) -> Result<String, crate::core::persona::ReadError> {
-                    Err(crate::core::persona::ReadError::TooLarge(0))
-                }
-            }
-            let mut persona = crate::core::persona::parse_persona_with(
-                std::path::Path::new("t.md"),
-                &source,
-                &[],
-                &NoFiles,
-            )
-            .persona
-            .unwrap_or_else(|| panic!("persona"));
+            let mut persona = test_persona(extra);
             persona.role_prompts.push(crate::core::persona::RolePrompt {
                 name: "Task-Retrieve".into(),
                 path: "Task-Retrieve.md".into(),
