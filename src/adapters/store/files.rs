@@ -13,6 +13,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::StoreError;
+use super::io_stats::{self, Op};
 use super::layout::StateDir;
 
 /// Prefix of temp files; anything starting with it is debris from an interrupted write.
@@ -31,6 +32,7 @@ pub(super) fn io_err<'a>(
 
 /// Creates `dir` and its missing parents with mode 0700.
 pub fn ensure_private_dir(dir: &Path) -> Result<(), StoreError> {
+    io_stats::note(Op::Mkdir);
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -48,11 +50,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
         .permissions(fs::Permissions::from_mode(0o600))
         .tempfile_in(dir)
         .map_err(io_err("cannot create temp file in", dir))?;
+    io_stats::note(Op::TempFile);
     tmp.write_all(bytes)
         .map_err(io_err("cannot write temp file for", path))?;
+    io_stats::note(Op::Fsync);
     tmp.as_file()
         .sync_all()
         .map_err(io_err("cannot sync temp file for", path))?;
+    io_stats::note(Op::Rename);
     tmp.persist(path).map_err(|e| StoreError::Io {
         action: "cannot rename temp file onto",
         path: path.to_path_buf(),
@@ -107,6 +112,7 @@ pub fn apply_batch(
                     other => other,
                 }
                 .map_err(io_err("cannot create temp file in", &dir))?;
+                io_stats::note(Op::TempFile);
                 tmp.write_all(&bytes)
                     .map_err(io_err("cannot write temp file for", &path))?;
                 temps.push((tmp, path));
@@ -120,11 +126,13 @@ pub fn apply_batch(
         dirs.insert(dir);
     }
     for (tmp, path) in &temps {
+        io_stats::note(Op::Fdatasync);
         tmp.as_file()
             .sync_data()
             .map_err(io_err("cannot sync temp file for", path))?;
     }
     for (tmp, path) in temps {
+        io_stats::note(Op::Rename);
         tmp.persist(&path).map_err(|e| StoreError::Io {
             action: "cannot rename temp file onto",
             path: path.clone(),
@@ -152,6 +160,7 @@ pub fn move_file(from: &Path, to: &Path) -> Result<(), StoreError> {
     if let Some(dir) = to.parent() {
         ensure_private_dir(dir)?;
     }
+    io_stats::note(Op::Rename);
     fs::rename(from, to).map_err(io_err("cannot move", from))?;
     if let Some(dir) = to.parent() {
         sync_dir(dir)?;
@@ -159,7 +168,8 @@ pub fn move_file(from: &Path, to: &Path) -> Result<(), StoreError> {
     sync_dir(from.parent().unwrap_or(Path::new(".")))
 }
 
-fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+pub(super) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    io_stats::note(Op::Fsync);
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io_err("cannot sync directory", dir))
@@ -191,6 +201,7 @@ pub fn append_synced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .map_err(io_err("cannot open for appending", path))?;
+    io_stats::note(Op::Open);
     let was_empty = file
         .metadata()
         .map_err(io_err("cannot read the size of", path))?
@@ -198,6 +209,7 @@ pub fn append_synced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
         == 0;
     file.write_all(bytes)
         .map_err(io_err("cannot append to", path))?;
+    io_stats::note(Op::Fdatasync);
     file.sync_data().map_err(io_err("cannot sync", path))?;
     if was_empty {
         sync_dir(dir)?;
@@ -265,7 +277,14 @@ pub fn read_file(path: &Path, cap: u64, symlinks: Symlinks) -> Result<Vec<u8>, S
         flags |= libc::O_NOFOLLOW;
     }
     let file = match OpenOptions::new().read(true).custom_flags(flags).open(path) {
-        Ok(f) => f,
+        Ok(f) => {
+            io_stats::note(Op::Open);
+            f
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            io_stats::note(Op::OpenAbsent);
+            return Err(io_err("cannot read", path)(e));
+        }
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) && symlinks == Symlinks::Refuse => {
             return Err(refused(Refused::Symlink));
         }

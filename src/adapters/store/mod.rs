@@ -5,6 +5,8 @@
 //!   knowing no record (each owner serializes its own: the media pipeline its records, the
 //!   usage meter its totals, ...);
 //! - [`layout`]: [`StateDir`], the one place that builds paths under the state directory;
+//! - [`io_stats`]: counts of the store's syncs, renames, opens and directory creations, for
+//!   the benches;
 //! - [`lock`]: the one `flock` implementation, for the state directory and the sessions;
 //! - [`secure`]: keeping the state directory private;
 //! - [`graphs`]: the runtime's durable state (graph files, agent safety states), the
@@ -19,6 +21,7 @@
 pub mod facts;
 pub mod files;
 pub mod graphs;
+pub mod io_stats;
 pub mod layout;
 pub(crate) mod legacy;
 pub mod lock;
