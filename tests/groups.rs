@@ -11,8 +11,8 @@ use common::*;
 use jiff::Timestamp;
 use personad::adapters::llm::gemini::{GeminiClient, GeminiConfig};
 use personad::adapters::memory::{Incoming, Op};
-use personad::adapters::store::StateDir;
-use personad::core::graph::{ConversationKey, TaskKind, codec};
+use personad::adapters::store::{GraphStore, StateDir};
+use personad::core::graph::{ConversationKey, TaskKind};
 use personad::core::group::classifier::Scores;
 use personad::core::group::decide::{self, ChatState, Context, Identity, Inbound, Stage, Verdict};
 use personad::core::group::settings::{GroupSettings, TriggerMode};
@@ -757,8 +757,11 @@ async fn a_reaction_only_answer_survives_a_crash_before_it_is_sent_and_is_sent_o
     tokio::time::timeout(Duration::from_secs(20), stopped.entered.notified())
         .await
         .unwrap_or_else(|_| panic!("the reaction never reached Telegram"));
-    let path = StateDir::new(dir.path()).graph_path(&ConversationKey::new(AGENT, ChatId(-100)));
-    let saved = codec::decode(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    // As `state show` reads it: the journal's newest state over the graph file.
+    let saved = GraphStore::new(StateDir::new(dir.path()))
+        .read_graph(&ConversationKey::new(AGENT, ChatId(-100)))
+        .unwrap()
+        .unwrap();
     assert!(
         saved.tasks.iter().any(|t| t.kind() == TaskKind::React),
         "the reaction is a task on disk: {:?}",

@@ -148,7 +148,7 @@ fn transcript_file(s: &Scratch, agent: &str, title: &str) -> Option<std::path::P
 }
 
 /// A damaged transcript is quarantined and its chat starts empty; the chat's next message
-/// still gets an id above the handled mark in agent-state.json, so it is answered.
+/// still gets an id above the handled mark in handled.json, so it is answered.
 #[test]
 fn after_a_transcript_is_quarantined_the_next_message_is_answered() -> TestResult {
     let s = Scratch::new(&[("Tess.md", TESS)])?;
@@ -159,12 +159,15 @@ fn after_a_transcript_is_quarantined_the_next_message_is_answered() -> TestResul
         answered(&s, "Alice", text)?;
     }
     stop_daemon(&mut reaper)?;
+    // A clean stop retires the journal: the marks are in their checkpoint file.
     let state: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
-        s.state().join("Tess").join("agent-state.json"),
+        s.state().join("Tess").join("handled.json"),
     )?)?;
-    let marks = state["handled"].as_object().ok_or("no handled marks")?;
+    let marks = state.as_object().ok_or("no handled marks")?;
     assert!(
-        marks.values().any(|m| m.as_i64().is_some_and(|m| m >= 3)),
+        marks
+            .values()
+            .any(|m| m["message"].as_i64().is_some_and(|m| m >= 3)),
         "{state}"
     );
     let file = transcript_file(&s, "Tess", "Alice").ok_or("no transcript of Alice")?;

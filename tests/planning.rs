@@ -902,10 +902,15 @@ async fn a_playground_killed_mid_plan_finishes_it_after_restart_without_sending_
         "resuming does not plan again"
     );
     // The persisted transcript holds each message exactly once.
-    // (The playground's own state dir also keeps the agent's handled-message marks.)
+    // (The playground's own state dir also keeps the agent's state, its handled-message
+    // marks and its journal.)
     let transcripts: Vec<String> = files_below(&state.path().join("Tess").join("playground"))
         .into_iter()
-        .filter(|f| !f.ends_with("agent-state.json"))
+        .filter(|f| {
+            !f.ends_with("agent-state.json")
+                && !f.ends_with("handled.json")
+                && !f.contains("/journal/")
+        })
         .collect();
     assert_eq!(transcripts.len(), 1, "{transcripts:?}");
     let log: Value = serde_json::from_str(&std::fs::read_to_string(

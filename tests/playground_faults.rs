@@ -315,14 +315,12 @@ fn a_message_left_without_a_plan_is_planned_at_the_next_start() -> TestResult {
         std::fs::remove_dir_all(&graphs)?;
     }
     // Nor was the handled mark written, which is saved only once a plan is over.
-    let marks = dir
-        .path()
-        .join("Wren")
-        .join("playground")
-        .join("Wren")
-        .join("agent-state.json");
-    if marks.exists() {
-        std::fs::remove_file(&marks)?;
+    let agent_dir = dir.path().join("Wren").join("playground").join("Wren");
+    for file in ["agent-state.json", "handled.json"] {
+        let marks = agent_dir.join(file);
+        if marks.exists() {
+            std::fs::remove_file(&marks)?;
+        }
     }
     let out = run(dir.path(), &["--fast"], b"")?;
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));

@@ -42,10 +42,16 @@ pub struct AgentState {
     /// The newest inbound message per chat that admission handed to a plan or the group
     /// classifier: catch-up, the unread scan and a restart after kill -9 redeliver messages,
     /// and one at or below this mark is history, never a second plan. While a plan runs, its
-    /// graph file holds the mark (read back at load); the agent state is saved with it when
-    /// the graph is gone, so a crash before the plan was durable loses no message.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub handled: BTreeMap<ChatId, crate::core::model::MessageId>,
+    /// graph holds the mark (read back at load); when the graph is gone the mark is saved on
+    /// its own (a journal record, then the agent's `handled.json`), never with the rest of
+    /// this state, and marks older than [`HANDLED_KEEP`] are dropped. Read from older
+    /// `agent-state.json` files (a bare message id per chat), never written there.
+    #[serde(
+        default,
+        skip_serializing,
+        deserialize_with = "marks::deserialize"
+    )]
+    pub handled: BTreeMap<ChatId, HandledMark>,
     /// Schedule calls made on one local day of the persona (counted when a call is handed
     /// out, so a crash mid-call still counts): at most two a day.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -65,6 +71,57 @@ pub struct AgentState {
     /// a restart does not reset them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xsend: Option<XSendDay>,
+}
+
+/// How long a handled mark is kept after it was noted. A redelivered message older than the
+/// catch-up window (`--catch-up-minutes`, at most this long) is never planned anyway, so an
+/// older mark guards nothing; dropping it keeps the state from growing with every chat ever
+/// seen.
+pub const HANDLED_KEEP: jiff::SignedDuration = jiff::SignedDuration::from_hours(7 * 24);
+
+/// A chat's handled mark: the newest message handed to a plan, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandledMark {
+    pub message: crate::core::model::MessageId,
+    /// When it was noted; the Unix epoch for a mark read from an older file (stamped with
+    /// the time of its first prune, so it is kept a whole [`HANDLED_KEEP`]).
+    pub at: Timestamp,
+}
+
+/// Reading handled marks in both forms: `{message, at}` and an older file's bare id.
+mod marks {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer};
+
+    use super::HandledMark;
+    use crate::core::model::{ChatId, MessageId};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Bare(MessageId),
+        Mark(HandledMark),
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<ChatId, HandledMark>, D::Error> {
+        let raw = BTreeMap::<ChatId, Raw>::deserialize(d)?;
+        Ok(raw
+            .into_iter()
+            .map(|(chat, r)| {
+                let mark = match r {
+                    Raw::Bare(message) => HandledMark {
+                        message,
+                        at: jiff::Timestamp::UNIX_EPOCH,
+                    },
+                    Raw::Mark(m) => m,
+                };
+                (chat, mark)
+            })
+            .collect())
+    }
 }
 
 /// The `xsend` notes of one UTC day: in all, and per target chat.
@@ -214,21 +271,62 @@ impl AgentState {
 
     /// Whether `message` in `chat` was already handed to a plan (or the classifier).
     pub fn already_handled(&self, chat: ChatId, message: crate::core::model::MessageId) -> bool {
-        self.handled.get(&chat).is_some_and(|mark| message <= *mark)
+        self.handled
+            .get(&chat)
+            .is_some_and(|mark| message <= mark.message)
     }
 
-    /// Raises the chat's handled mark to `message`; returns whether it moved.
+    /// Raises the chat's handled mark to `message`, noted at `at`; returns whether it moved.
     pub(crate) fn note_handled(
         &mut self,
         chat: ChatId,
         message: crate::core::model::MessageId,
+        at: Timestamp,
     ) -> bool {
         match self.handled.get(&chat) {
-            Some(mark) if *mark >= message => false,
+            Some(mark) if mark.message >= message => false,
             _ => {
-                self.handled.insert(chat, message);
+                self.handled.insert(chat, HandledMark { message, at });
                 true
             }
+        }
+    }
+
+    /// The handled message per chat.
+    pub fn handled_messages(&self) -> BTreeMap<ChatId, crate::core::model::MessageId> {
+        self.handled
+            .iter()
+            .map(|(chat, mark)| (*chat, mark.message))
+            .collect()
+    }
+
+    /// Drops the handled marks noted before `before`; a mark of unknown age (from an older
+    /// file) is stamped `now` instead. Returns how many were dropped.
+    pub(crate) fn prune_handled(&mut self, before: Timestamp, now: Timestamp) -> usize {
+        let was = self.handled.len();
+        self.handled.retain(|_, mark| {
+            if mark.at == Timestamp::UNIX_EPOCH {
+                mark.at = now;
+            }
+            mark.at >= before
+        });
+        was - self.handled.len()
+    }
+
+    /// A copy of everything but the handled marks (what a `state` record and
+    /// `agent-state.json` hold), without copying the marks.
+    pub fn without_marks(&self) -> AgentState {
+        AgentState {
+            disabled_chats: self.disabled_chats.clone(),
+            breaker: self.breaker.clone(),
+            group_modes: self.group_modes.clone(),
+            approval_modes: self.approval_modes.clone(),
+            handled: BTreeMap::new(),
+            schedule_calls: self.schedule_calls,
+            budget: self.budget.clone(),
+            pauses: self.pauses.clone(),
+            held: self.held.clone(),
+            xsend: self.xsend.clone(),
         }
     }
 

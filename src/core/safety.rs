@@ -146,11 +146,35 @@ impl AccountSafety {
     }
 
     /// Records that `message` in `chat` went to a plan; returns whether the state changed.
-    pub(crate) fn note_handled(&mut self, agent: &str, chat: ChatId, message: MessageId) -> bool {
+    pub(crate) fn note_handled(
+        &mut self,
+        agent: &str,
+        chat: ChatId,
+        message: MessageId,
+        at: Timestamp,
+    ) -> bool {
         self.states
             .entry(agent.to_string())
             .or_default()
-            .note_handled(chat, message)
+            .note_handled(chat, message, at)
+    }
+
+    /// The chat's handled mark, if it has one.
+    pub(crate) fn handled_mark(
+        &self,
+        agent: &str,
+        chat: ChatId,
+    ) -> Option<crate::core::agent_state::HandledMark> {
+        self.states.get(agent)?.handled.get(&chat).copied()
+    }
+
+    /// Drops every agent's handled marks noted before `before` (see
+    /// [`crate::core::agent_state::AgentState::prune_handled`]); returns how many.
+    pub(crate) fn prune_handled(&mut self, before: Timestamp, now: Timestamp) -> usize {
+        self.states
+            .values_mut()
+            .map(|s| s.prune_handled(before, now))
+            .sum()
     }
 
     /// Disables a chat for good (until an operator clears it).

@@ -61,6 +61,12 @@ pub(crate) enum Effect {
     },
     /// Save the agent's safety state.
     SaveAgentState(String),
+    /// Save one chat's handled mark (its graph, which held it, is gone).
+    SaveHandled {
+        agent: String,
+        chat: crate::core::model::ChatId,
+        mark: crate::core::agent_state::HandledMark,
+    },
     /// The agent stops for this run: drop its handle (its graphs stay on disk).
     StopAgent(String),
     /// Make the conversation's current graph durable (or delete its file when it has none).
@@ -144,7 +150,12 @@ pub(crate) struct Scheduler {
     notices: owner::Notices,
     /// The chats each agent has and the day's `xsend` counts.
     xsend: xsend::Ledger,
+    /// When old handled marks were last dropped.
+    pruned_at: Option<Timestamp>,
 }
+
+/// How often old handled marks are dropped.
+const PRUNE_EVERY: jiff::SignedDuration = jiff::SignedDuration::from_hours(1);
 
 impl Scheduler {
     pub(crate) fn new(
@@ -176,6 +187,7 @@ impl Scheduler {
             after_graphs: Vec::new(),
             notices: HashMap::new(),
             xsend: xsend::Ledger::default(),
+            pruned_at: None,
         }
     }
 
@@ -260,7 +272,7 @@ impl Scheduler {
                 // A plan on disk is a handled message, even if the agent state was written
                 // before the plan (a crash between the two writes).
                 self.safety
-                    .note_handled(&graph.agent, graph.chat.id, message);
+                    .note_handled(&graph.agent, graph.chat.id, message, now);
             }
             let armed = graph.arm_waits(now);
             if !reset.is_empty() || armed {
@@ -315,6 +327,22 @@ impl Scheduler {
     /// Moves conversations whose deadline has come into the ready queues.
     pub(crate) fn advance(&mut self, now: Timestamp) {
         self.presence_advance(now);
+        if self
+            .pruned_at
+            .is_none_or(|at| now.duration_since(at) >= PRUNE_EVERY)
+        {
+            self.pruned_at = Some(now);
+            let before = now
+                .checked_sub(crate::core::agent_state::HANDLED_KEEP)
+                .unwrap_or(Timestamp::MIN);
+            let dropped = self.safety.prune_handled(before, now);
+            if dropped > 0 {
+                info!(
+                    event = "handled_marks_pruned",
+                    dropped, "handled marks older than the replay window dropped"
+                );
+            }
+        }
         while let Some(Reverse((at, _, key))) = self.deadlines.peek() {
             if *at > now {
                 break;
@@ -448,10 +476,16 @@ impl Scheduler {
             self.mark_dirty(key);
             // A voided draft whose replacement was never posted: the owner is told now.
             self.superseded_void(&graph, now);
-            if graph.handled_message().is_some() {
-                // The graph file held the handled mark of its message until now: the agent
-                // state keeps it from here.
-                self.effects.push(Effect::SaveAgentState(key.agent.clone()));
+            if graph.handled_message().is_some()
+                && let Some(mark) = self.safety.handled_mark(&key.agent, key.chat)
+            {
+                // The graph held the handled mark of its message until now: the mark is
+                // saved on its own from here.
+                self.effects.push(Effect::SaveHandled {
+                    agent: key.agent.clone(),
+                    chat: key.chat,
+                    mark,
+                });
             }
         }
         self.armed.remove(key);

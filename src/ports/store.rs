@@ -56,7 +56,14 @@ pub struct StateGone {
 pub enum Write {
     Graph(Box<TaskGraph>),
     DeleteGraph(ConversationKey),
+    /// The agent's safety state without its handled marks ([`AgentState::without_marks`]).
     AgentState(String, Box<AgentState>),
+    /// One chat's handled mark.
+    Handled {
+        agent: String,
+        chat: crate::core::model::ChatId,
+        mark: crate::core::agent_state::HandledMark,
+    },
     /// One day of an agent's schedule.
     Day(String, Box<DaySchedule>, Option<Box<DaySchedule>>),
     /// Every scheduled intent of an agent.
@@ -113,8 +120,25 @@ pub trait RuntimeStore: Send + Sync + 'static {
         today: jiff::civil::Date,
     ) -> Result<LoadedPresence, StoreError>;
 
-    /// Carries out a batch of writes; returns once all of it is durable.
-    fn write_batch(&self, writes: Vec<Write>) -> Result<(), StoreError>;
+    /// Carries out a batch of writes; returns once all of it is durable. `urgent`: a task
+    /// waits for it (made durable at once); otherwise the store may wait a moment for other
+    /// writes to share the sync with (group commit).
+    fn write_batch(&self, writes: Vec<Write>, urgent: bool) -> Result<(), StoreError>;
+
+    /// Brings the human-readable checkpoints (graph files, agent states) up to what is
+    /// durable; with `full`, also retires what the journal holds (every checkpoint synced,
+    /// the old segments removed), as at a clean stop. `now` (the runtime's clock) ages the
+    /// handled marks. Nothing to do is cheap.
+    fn checkpoint(&self, full: bool, now: Timestamp) -> Result<CheckpointReport, StoreError>;
+}
+
+/// What a checkpoint wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CheckpointReport {
+    /// Graph files written or removed, and agent states written.
+    pub files: usize,
+    /// Journal segments retired.
+    pub retired: usize,
 }
 
 /// Shared handle.

@@ -19,9 +19,9 @@ use crate::core::outcome::{Cause, TaskError};
 use crate::core::safety::AccountSafety;
 use crate::core::scheduler::{Effect, Scheduler, Start};
 use crate::ports::clock::{self, Hold};
-use crate::ports::store::SharedStore;
 use crate::runtime::handlers::{self, TaskContext};
 use crate::runtime::persistence::{OnSaved, Persister, Saved, Target, Write, blocking};
+use crate::runtime::startup::load_agent_state;
 use crate::runtime::queue::Event;
 use crate::runtime::{AgentHandle, RuntimeError, Services, Status, StopReport};
 
@@ -74,7 +74,11 @@ impl Driver {
                 urgent: saved.urgent,
             })
         });
-        let persister = Persister::new(Arc::clone(&svc.store), on_saved, Arc::clone(&svc.clock));
+        let queue = Arc::clone(&svc.queue);
+        let on_checkpointed: crate::runtime::persistence::OnCheckpointed =
+            Arc::new(move |result| queue.push(Event::Checkpointed { result }));
+        let persister = Persister::new(Arc::clone(&svc.store), on_saved, Arc::clone(&svc.clock))
+            .on_checkpointed(on_checkpointed);
         Driver {
             svc,
             sched,
@@ -136,6 +140,11 @@ impl Driver {
                         .stopping()
                         .map(|(r, _)| r.clone())
                         .unwrap_or_default();
+                    // The files are brought up to date and the journal retired: the next
+                    // start reads the files alone.
+                    if let Err(e) = self.persister.final_checkpoint(now).await {
+                        error!(event = "checkpoint_failed", error = %e, "the last checkpoint failed; the journal keeps everything and is read at the next start");
+                    }
                     info!(reason = %reason, "runtime stopped; all state is saved");
                     return Ok(StopReport {
                         reason,
@@ -145,15 +154,21 @@ impl Driver {
             } else {
                 self.sched.start_ready(now);
                 self.execute();
+                let quiet = self.sched.in_flight() == 0 && self.persister.pending() == 0;
+                self.persister.maybe_checkpoint(now, quiet);
             }
             self.passes += 1;
             // One look at the next wake-up serves the published status and this pass's sleep.
-            let next_wake = self.sched.next_wake();
+            let next_wake = match (self.sched.next_wake(), self.persister.next_checkpoint()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             self.publish(now, next_wake);
             if self.sched.stopping().is_none()
                 && self.sched.graphs() == 0
                 && self.sched.in_flight() == 0
                 && self.persister.pending() == 0
+                && !self.persister.checkpoint_owed()
             {
                 // Idle, judged here so virtual time cannot run on first.
                 for waiter in self.idle_waiters.drain(..) {
@@ -340,6 +355,22 @@ impl Driver {
                 for (target, generation) in &done {
                     if let Target::Graph(key) = target {
                         self.on_durable(key, *generation);
+                    }
+                }
+            }
+            Event::Checkpointed { result } => {
+                self.persister.checkpointed();
+                match result {
+                    Ok(report) if report.retired > 0 => {
+                        tracing::debug!(files = report.files, retired = report.retired, "checkpoint written; journal segments retired");
+                    }
+                    Ok(_) => {}
+                    Err(RuntimeError::Store(crate::ports::store::StoreError::Gone(gone))) => {
+                        return Err(RuntimeError::Store(crate::ports::store::StoreError::Gone(gone)));
+                    }
+                    // The journal still holds it all: tried again with the next one.
+                    Err(e) => {
+                        error!(event = "checkpoint_failed", error = %e, "a checkpoint failed; the journal keeps the state and the next checkpoint tries again");
                     }
                 }
             }
@@ -537,11 +568,17 @@ impl Driver {
                         .sched
                         .safety()
                         .state(&agent)
-                        .cloned()
+                        .map(|s| s.without_marks())
                         .unwrap_or_default();
                     self.persister.submit(
                         Target::AgentState(agent.clone()),
                         Write::AgentState(agent, Box::new(state)),
+                    );
+                }
+                Effect::SaveHandled { agent, chat, mark } => {
+                    self.persister.submit(
+                        Target::Handled(agent.clone(), chat),
+                        Write::Handled { agent, chat, mark },
                     );
                 }
                 Effect::StopAgent(agent) => {
@@ -750,43 +787,6 @@ fn record_outcome(result: &Result<crate::core::outcome::Outcome, TaskError>) {
         Err(_) => "error",
     };
     metrics::counter!("personad_tasks_finished_total", "outcome" => outcome).increment(1);
-}
-
-/// An agent's safety state from disk, off the loop. An unreadable file is quarantined and
-/// the agent starts **paused** (fail closed: the chats the owner paused or disabled must not
-/// start answering); the second value is the owner's notice saying so.
-async fn load_agent_state(
-    store: SharedStore,
-    agent: &str,
-    now: Timestamp,
-) -> Result<(crate::core::agent_state::AgentState, Option<String>), RuntimeError> {
-    let a = agent.to_string();
-    let (mut state, quarantined) = blocking(move || store.load_agent_state(&a)).await??;
-    let Some(q) = quarantined else {
-        return Ok((state, None));
-    };
-    error!(
-        event = "agent_state_quarantined",
-        agent = %agent,
-        file = %q.original.display(),
-        moved_to = %q.moved_to.display(),
-        reason = %q.reason,
-        "unreadable agent state (or old pauses file) moved to quarantine; the agent starts paused until the owner resumes it"
-    );
-    state.pauses.pause(
-        None,
-        crate::core::agent_state::Pause {
-            since: now,
-            until: None,
-        },
-    );
-    let notice = format!(
-        "personad: {} did not read and was moved to {} ({}). What it held (pauses, disabled chats, the breaker) is unknown, so to be safe every chat is paused: check it, then /resume (or /pause single chats first).",
-        q.original.display(),
-        q.moved_to.display(),
-        q.reason
-    );
-    Ok((state, Some(notice)))
 }
 
 /// The zone an agent's schedule and intents are in: its `Agent Timezone`, else the host's.

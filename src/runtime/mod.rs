@@ -3,7 +3,9 @@
 //! keeps, `core::safety`, live in the core):
 //! - [`handle`]: [`RuntimeHandle`], how the outside world feeds the runtime and watches it;
 //! - [`queue`]: the locked work queue every event goes through;
-//! - [`persistence`]: durable writes off the loop, ordered per file, parallel across files;
+//! - [`persistence`]: durable writes off the loop, ordered per file, parallel across files,
+//!   and when the store's checkpoints are written;
+//! - `startup`: an agent's safety state read before its loop runs (failing closed);
 //! - [`driver`]: the thin async loop that feeds the scheduler and carries its effects out;
 //! - [`handlers`]: one handler per task kind, registered in one place.
 //!
@@ -27,6 +29,7 @@ pub mod handle;
 pub(crate) mod handlers;
 pub(crate) mod persistence;
 pub mod queue;
+pub(crate) mod startup;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use crate::core::graph::ConversationKey;
 use crate::ports::clock::SharedClock;
-use crate::ports::store::SharedStore;
+use crate::ports::store::{CheckpointReport, SharedStore};
 pub(crate) use crate::ports::store::Write;
 use crate::runtime::RuntimeError;
 
@@ -52,6 +52,7 @@ pub(crate) enum Target {
     /// One day of an agent's schedule (its date as written).
     Day(String, String),
     Intents(String),
+    Handled(String, crate::core::model::ChatId),
 }
 
 /// A finished batch: the files written, each with the generation of its write, the result,
@@ -65,6 +66,24 @@ pub(crate) struct Saved {
 
 /// Told of each finished batch, from the task that ran it (while it still holds the clock).
 pub(crate) type OnSaved = Arc<dyn Fn(Saved) + Send + Sync>;
+
+/// Told of each finished checkpoint (see [`Persister::start_checkpoint`]).
+pub(crate) type OnCheckpointed = Arc<dyn Fn(Result<CheckpointReport, RuntimeError>) + Send + Sync>;
+
+/// Under load, checkpoints are written at most this often; when the runtime is quiet (no
+/// task in flight, no write pending) at once. A graph's file is current within this long
+/// after it settles.
+pub(crate) const CHECKPOINT_EVERY: jiff::SignedDuration = jiff::SignedDuration::from_secs(1);
+
+/// The checkpoints' bookkeeping.
+#[derive(Default)]
+struct Checkpoints {
+    running: bool,
+    /// When the last one started.
+    started_at: Option<jiff::Timestamp>,
+    /// Writes completed when the last one started: more since means one is due.
+    written_then: u64,
+}
 
 #[derive(Default)]
 struct Slot {
@@ -93,6 +112,8 @@ pub(crate) struct Persister {
     batches: usize,
     urgent_batches: usize,
     written: u64,
+    checkpoints: Checkpoints,
+    on_checkpointed: Option<OnCheckpointed>,
 }
 
 impl Persister {
@@ -108,7 +129,81 @@ impl Persister {
             batches: 0,
             urgent_batches: 0,
             written: 0,
+            checkpoints: Checkpoints::default(),
+            on_checkpointed: None,
         }
+    }
+
+    /// Who is told of finished checkpoints.
+    pub(crate) fn on_checkpointed(mut self, f: OnCheckpointed) -> Persister {
+        self.on_checkpointed = Some(f);
+        self
+    }
+
+    /// Whether writes completed since the last checkpoint started, or one runs.
+    pub(crate) fn checkpoint_owed(&self) -> bool {
+        self.checkpoints.running || self.written > self.checkpoints.written_then
+    }
+
+    /// When the next checkpoint is due under load (none when nothing is owed or one runs).
+    pub(crate) fn next_checkpoint(&self) -> Option<jiff::Timestamp> {
+        if self.checkpoints.running || self.written <= self.checkpoints.written_then {
+            return None;
+        }
+        Some(
+            self.checkpoints
+                .started_at
+                .map_or(jiff::Timestamp::MIN, |at| {
+                    at.checked_add(CHECKPOINT_EVERY).unwrap_or(at)
+                }),
+        )
+    }
+
+    /// Starts a checkpoint if one is owed and due: at once when `quiet` (nothing in flight,
+    /// no write pending), else [`CHECKPOINT_EVERY`] after the last one.
+    pub(crate) fn maybe_checkpoint(&mut self, now: jiff::Timestamp, quiet: bool) {
+        let Some(due) = self.next_checkpoint() else {
+            return;
+        };
+        if !(quiet && self.slots.is_empty()) && due > now {
+            return;
+        }
+        self.start_checkpoint(now);
+    }
+
+    fn start_checkpoint(&mut self, now: jiff::Timestamp) {
+        let Some(on_checkpointed) = self.on_checkpointed.clone() else {
+            return;
+        };
+        self.checkpoints.running = true;
+        self.checkpoints.started_at = Some(now);
+        self.checkpoints.written_then = self.written;
+        let hold = self.clock.hold();
+        let store = Arc::clone(&self.store);
+        tokio::spawn(async move {
+            let result = blocking(move || store.checkpoint(false, now))
+                .await
+                .and_then(|r| r.map_err(RuntimeError::from));
+            on_checkpointed(result);
+            drop(hold);
+        });
+    }
+
+    /// A checkpoint finished.
+    pub(crate) fn checkpointed(&mut self) {
+        self.checkpoints.running = false;
+    }
+
+    /// The last checkpoint of a run: everything written to the files and the journal
+    /// retired (waits for a running checkpoint first: the store runs one at a time).
+    pub(crate) async fn final_checkpoint(
+        &self,
+        now: jiff::Timestamp,
+    ) -> Result<CheckpointReport, RuntimeError> {
+        let store = Arc::clone(&self.store);
+        blocking(move || store.checkpoint(true, now))
+            .await
+            .and_then(|r| r.map_err(RuntimeError::from))
     }
 
     /// Whether a write for `target` is waiting or running.
@@ -244,7 +339,7 @@ impl Persister {
         let store = Arc::clone(&self.store);
         let on_saved = Arc::clone(&self.on_saved);
         tokio::spawn(async move {
-            let result = blocking(move || store.write_batch(writes))
+            let result = blocking(move || store.write_batch(writes, urgent))
                 .await
                 .and_then(|r| r.map_err(RuntimeError::from));
             on_saved(Saved {

@@ -46,6 +46,10 @@ pub(crate) enum Event {
         /// The batch was of the urgent lane (writes a task waited for).
         urgent: bool,
     },
+    /// A checkpoint finished (or failed).
+    Checkpointed {
+        result: Result<crate::ports::store::CheckpointReport, crate::runtime::RuntimeError>,
+    },
     /// An agent can no longer run (its session is gone).
     StopAgent { agent: String, reason: String },
     /// Stop gracefully.

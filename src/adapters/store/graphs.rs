@@ -21,6 +21,54 @@ use crate::core::graph::{ConversationKey, TaskGraph};
 use crate::core::model::ChatId;
 use crate::ports::store::{LoadedGraphs, Quarantined, RuntimeStore, StoreError, Write};
 
+use super::journal::Record;
+use super::journaled::{Journals, replay};
+
+/// The journal's graphs by the path of their checkpoint file.
+fn journal_by_path(
+    dir: &StateDir,
+    graphs: std::collections::HashMap<ConversationKey, Option<TaskGraph>>,
+) -> ByPath {
+    graphs
+        .into_iter()
+        .map(|(key, g)| (dir.graph_path(&key), (key, g)))
+        .collect()
+}
+
+/// The journal's graphs (`None`: deleted) by their file's path.
+type ByPath = std::collections::HashMap<PathBuf, (ConversationKey, Option<TaskGraph>)>;
+
+/// The files with the journal's states over them: a file the journal names shows the
+/// journal's graph (or goes, when the journal deleted it); graphs only in the journal are
+/// added. Sorted by path.
+fn overlay(
+    files: Vec<GraphFile>,
+    mut journal: ByPath,
+    check: impl Fn(&Path, TaskGraph) -> Result<TaskGraph, RecordError>,
+) -> Vec<GraphFile> {
+    let mut out = Vec::with_capacity(files.len());
+    for file in files {
+        match journal.remove(&file.path) {
+            None => out.push(file),
+            Some((_, None)) => {}
+            Some((_, Some(g))) => out.push(GraphFile {
+                graph: check(&file.path, g),
+                path: file.path,
+            }),
+        }
+    }
+    for (path, (_, g)) in journal {
+        if let Some(g) = g {
+            out.push(GraphFile {
+                graph: check(&path, g),
+                path,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
 /// Why a saved record (a graph, an agent state) is unusable.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
@@ -103,12 +151,22 @@ pub struct GraphFile {
     pub graph: Result<TaskGraph, RecordError>,
 }
 
-/// Reads and writes graph files and agent states: the file-backed [`RuntimeStore`].
-#[derive(Debug, Clone)]
+/// Reads and writes graph files and agent states: the [`RuntimeStore`], journaled (see
+/// `journaled`): the files are its checkpoints.
+#[derive(Clone)]
 pub struct GraphStore {
     dir: StateDir,
     /// Directories this store has made or found (they are not made again per write).
     made: std::sync::Arc<super::files::MadeDirs>,
+    journals: std::sync::Arc<Journals>,
+}
+
+impl std::fmt::Debug for GraphStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GraphStore")
+            .field("dir", &self.dir.root())
+            .finish_non_exhaustive()
+    }
 }
 
 impl RuntimeStore for GraphStore {
@@ -120,7 +178,14 @@ impl RuntimeStore for GraphStore {
         &self,
         agent: &str,
     ) -> Result<(AgentState, Option<Quarantined>), StoreError> {
-        let (mut state, quarantined) = load_agent_state(&self.dir, agent)?;
+        let (file_state, quarantined) = load_agent_state(&self.dir, agent)?;
+        // The journal's newer state wins over the file's; handled marks from every source
+        // (an older file's, `handled.json`, the journal's) are merged.
+        let mut state = self.journals.pending_state(agent).unwrap_or(file_state.clone());
+        let mut marks = file_state.handled;
+        marks.extend(read_marks(&self.dir, agent));
+        self.journals.seed_marks(agent, &marks);
+        state.handled = self.journals.marks(agent);
         let controls = super::legacy::fold_controls(&self.dir, agent, &mut state);
         Ok((state, quarantined.or(controls)))
     }
@@ -133,8 +198,34 @@ impl RuntimeStore for GraphStore {
         super::presence::load(&self.dir, agent, today)
     }
 
-    fn write_batch(&self, writes: Vec<Write>) -> Result<(), StoreError> {
-        GraphStore::write_batch(self, writes)
+    fn write_batch(&self, writes: Vec<Write>, urgent: bool) -> Result<(), StoreError> {
+        GraphStore::write_batch(self, writes, urgent)
+    }
+
+    fn checkpoint(
+        &self,
+        full: bool,
+        now: Timestamp,
+    ) -> Result<crate::ports::store::CheckpointReport, StoreError> {
+        self.dir.check_guard()?;
+        self.journals.checkpoint(&self.dir, full, now)
+    }
+}
+
+/// The handled marks of `handled.json` (none when it is missing or unreadable: an
+/// unreadable one is logged, and the marks are noted again as messages come).
+fn read_marks(dir: &StateDir, agent: &str) -> super::journaled::Marks {
+    let path = super::journaled::marks_path(dir, agent);
+    match read_optional(&path) {
+        Ok(None) => Default::default(),
+        Ok(Some(text)) => serde_json::from_str(&text).unwrap_or_else(|e| {
+            tracing::warn!(file = %path.display(), error = %e, "handled marks unreadable; a redelivered message may be planned again");
+            Default::default()
+        }),
+        Err(e) => {
+            tracing::warn!(file = %path.display(), error = %e, "handled marks unreadable; a redelivered message may be planned again");
+            Default::default()
+        }
     }
 }
 
@@ -142,14 +233,6 @@ fn encode(graph: &TaskGraph) -> Result<String, StoreError> {
     codec::encode(graph).map_err(|source| StoreError::Encode {
         key: graph.key().to_string(),
         source,
-    })
-}
-
-fn json_bytes<T: serde::Serialize>(path: &Path, value: &T) -> Result<Vec<u8>, StoreError> {
-    serde_json::to_vec_pretty(value).map_err(|e| StoreError::Io {
-        action: "cannot encode",
-        path: path.to_path_buf(),
-        source: io::Error::other(e),
     })
 }
 
@@ -165,7 +248,14 @@ impl GraphStore {
         GraphStore {
             dir,
             made: std::sync::Arc::default(),
+            journals: std::sync::Arc::new(Journals::new()),
         }
+    }
+
+    /// The same store with batches no task waits for synced at once (no group-commit wait).
+    pub fn with_commit_delay(mut self, delay: std::time::Duration) -> GraphStore {
+        self.journals = std::sync::Arc::new(Journals::new().with_commit_delay(delay));
+        self
     }
 
     pub fn state_dir(&self) -> &StateDir {
@@ -179,38 +269,57 @@ impl GraphStore {
         super::files::write_atomic(&self.dir.graph_path(&graph.key()), text.as_bytes())
     }
 
-    /// Carries out a batch of writes durably (see [`apply_batch`]).
-    /// Nothing is written once the directory is no longer the one locked
-    /// ([`StoreError::Gone`]): writing would make it again behind the operator's back.
-    pub(crate) fn write_batch(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+    /// Carries out a batch of writes durably: graph changes, agent states and handled
+    /// marks as journal records (one sync per agent), schedule days and intents as files
+    /// (see [`apply_batch`]). Nothing is written once the directory is no longer the one
+    /// locked ([`StoreError::Gone`]): writing would make it again behind the operator's back.
+    pub(crate) fn write_batch(&self, writes: Vec<Write>, urgent: bool) -> Result<(), StoreError> {
         self.dir.check_guard()?;
-        let mut ops = Vec::with_capacity(writes.len());
+        let mut ops = Vec::new();
+        let mut records: std::collections::BTreeMap<String, Vec<Record>> = Default::default();
         for w in writes {
-            ops.push(match w {
-                Write::Graph(g) => (
-                    self.dir.graph_path(&g.key()),
-                    Some(encode(&g)?.into_bytes()),
-                ),
-                Write::DeleteGraph(key) => (self.dir.graph_path(&key), None),
-                Write::AgentState(agent, state) => {
-                    let path = self.dir.agent_state_path(&agent);
-                    let bytes = json_bytes(&path, &state)?;
-                    (path, Some(bytes))
+            let record = match w {
+                Write::Graph(g) => Record::Graph(g),
+                Write::DeleteGraph(key) => Record::Delete(key),
+                Write::AgentState(agent, state) => Record::State(agent, state),
+                Write::Handled { agent, chat, mark } => {
+                    Record::Handled(ConversationKey::new(agent, chat), mark)
                 }
                 Write::Day(agent, day, replaces) => {
                     let path = self.dir.schedule_day_path(&agent, day.date);
-                    if !super::presence::may_write_day(&path, day.date, replaces.as_deref())? {
-                        continue;
+                    if super::presence::may_write_day(&path, day.date, replaces.as_deref())? {
+                        ops.push((path, Some(day.render(&agent).into_bytes())));
                     }
-                    (path, Some(day.render(&agent).into_bytes()))
+                    continue;
                 }
-                Write::Intents(agent, intents) => (
-                    self.dir.intents_path(&agent),
-                    Some(crate::core::intents::render_file(&agent, &intents).into_bytes()),
-                ),
-            });
+                Write::Intents(agent, intents) => {
+                    ops.push((
+                        self.dir.intents_path(&agent),
+                        Some(crate::core::intents::render_file(&agent, &intents).into_bytes()),
+                    ));
+                    continue;
+                }
+            };
+            records
+                .entry(record.agent().to_string())
+                .or_default()
+                .push(record);
         }
-        apply_batch(ops, &self.made)
+        if !ops.is_empty() {
+            apply_batch(ops, &self.made)?;
+        }
+        for (agent, records) in records {
+            self.journals.append(&self.dir, &agent, records, urgent)?;
+        }
+        Ok(())
+    }
+
+    /// Brings every checkpoint up to date and retires every journal segment (for a process
+    /// that holds the state lock with no daemon running: `state clear`).
+    pub fn settle(&self, now: Timestamp) -> Result<(), StoreError> {
+        let replayed = replay(&self.dir, false)?;
+        self.journals.adopt(&replayed);
+        self.journals.checkpoint(&self.dir, true, now).map(|_| ())
     }
 
     /// Writes the graph without fsync or rename: only for preparing benchmark and test
@@ -234,7 +343,42 @@ impl GraphStore {
     /// the horizon past `now` counts as unreadable. Files are read and decoded on a few
     /// threads side by side (startup with thousands of graphs); the result keeps the sorted
     /// path order.
+    /// The journal's newer states are shown over the files (a running daemon writes its
+    /// files as checkpoints, a moment after the journal).
     pub fn scan_at(&self, now: Timestamp) -> Result<Vec<GraphFile>, StoreError> {
+        let files = self.scan_files(now)?;
+        let journal = journal_by_path(&self.dir, replay(&self.dir, false)?.graphs);
+        Ok(overlay(files, journal, |path, g| self.decode_graph(path, g, now)))
+    }
+
+    /// One conversation's graph as `state show` sees it: the journal's newest state over
+    /// its file (`None`: it has no graph).
+    pub fn read_graph(&self, key: &ConversationKey) -> Result<Option<TaskGraph>, RecordError> {
+        if let Some(newest) = replay(&self.dir, false)?.graphs.remove(key) {
+            return Ok(newest);
+        }
+        let path = self.dir.graph_path(key);
+        match read_optional(&path)? {
+            None => Ok(None),
+            Some(text) => self.decode_at(&path, &text, Timestamp::now()).map(Some),
+        }
+    }
+
+    /// Checks a graph from the journal as [`GraphStore::decode_at`] checks a file's.
+    fn decode_graph(
+        &self,
+        _path: &Path,
+        graph: TaskGraph,
+        now: Timestamp,
+    ) -> Result<TaskGraph, RecordError> {
+        graph
+            .check_horizon(now)
+            .map_err(|e| RecordError::from(CodecError::Invalid(e.0)))?;
+        Ok(graph)
+    }
+
+    /// Every graph file, read and decoded (the checkpoints alone).
+    fn scan_files(&self, now: Timestamp) -> Result<Vec<GraphFile>, StoreError> {
         let paths = self.graph_files()?;
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
@@ -274,8 +418,49 @@ impl GraphStore {
             stale_temp_files_removed: self.remove_stale_temp_files()?,
             ..LoadedGraphs::default()
         };
+        let mut replayed = replay(&self.dir, true)?;
+        // A journal's graph past the horizon is moved aside like such a file.
+        for (key, slot) in &mut replayed.graphs {
+            let Some(graph) = slot else { continue };
+            if let Err(e) = graph.check_horizon(now) {
+                let reason = CodecError::Invalid(e.0).to_string();
+                let moved_to = self.dir.quarantine_path(&fs_name(&key.agent), &format!("{}.md", key.chat));
+                super::files::write_atomic(&moved_to, encode(graph)?.as_bytes())?;
+                super::files::write_quarantine_reason(&moved_to, &reason)?;
+                loaded.quarantined.push(Quarantined {
+                    original: self.dir.graph_path(key),
+                    moved_to,
+                    reason,
+                });
+                *slot = None;
+            }
+        }
+        self.journals.adopt(&replayed);
+        let journal = journal_by_path(&self.dir, replayed.graphs);
+        let mut files = Vec::new();
+        let mut on_disk = std::collections::HashSet::new();
+        for file in self.scan_files(now)? {
+            // The journal's state wins over its file (even one a crash left unreadable).
+            match journal.get(&file.path) {
+                Some((key, _)) => {
+                    on_disk.insert(key.clone());
+                }
+                None => {
+                    if let Ok(g) = &file.graph {
+                        on_disk.insert(g.key());
+                    }
+                    files.push(file);
+                }
+            }
+        }
+        self.journals.set_on_disk(on_disk);
+        files.extend(
+            journal
+                .into_iter()
+                .filter_map(|(path, (_, g))| g.map(|g| GraphFile { path, graph: Ok(g) })),
+        );
         let mut seen = std::collections::HashSet::new();
-        for file in self.scan_at(now)? {
+        for file in files {
             let verdict = file.graph.and_then(|g| {
                 if seen.insert(g.key()) {
                     Ok(g)
@@ -300,8 +485,10 @@ impl GraphStore {
         Ok(loaded)
     }
 
-    /// Removes every chat's graph file of one agent's chat (used by `state clear`).
+    /// Removes every chat's graph file of one agent's chat (used by `state clear`, with the
+    /// state lock held: the journal is settled into the files first).
     pub fn clear(&self, agent: Option<&str>, chat: Option<ChatId>) -> Result<usize, StoreError> {
+        self.settle(Timestamp::now())?;
         let mut removed = 0;
         for file in self.scan()? {
             let matches = match &file.graph {

@@ -11,6 +11,8 @@
 //! - [`secure`]: keeping the state directory private;
 //! - [`graphs`]: the runtime's durable state (graph files, agent safety states), the
 //!   file-backed implementation of the store port the runtime writes through;
+//! - [`journal`]: the journal's record format and segment files; `journaled`, the group
+//!   commit into it, the checkpoints written from it and the replay at start;
 //! - [`presence`]: the persona's schedule days and scheduled intents (read here, written
 //!   through the runtime's batches);
 //! - [`retrieved`]: the documents each chat's `retrieve` tasks kept.
@@ -22,6 +24,8 @@ pub mod facts;
 pub mod files;
 pub mod graphs;
 pub mod io_stats;
+pub mod journal;
+pub(crate) mod journaled;
 pub mod layout;
 pub(crate) mod legacy;
 pub mod lock;

@@ -376,7 +376,7 @@ impl Fleet {
                     handle.wait_agent_state(&agent).await;
                     // Ids never restart under a handled mark (a quarantined transcript).
                     if let Some(state) = handle.agent_state(&agent) {
-                        memory.raise_ids(&state.handled);
+                        memory.raise_ids(&state.handled_messages());
                     }
                     for (chat, message) in memory.unread() {
                         tracing::info!(event = "unanswered_replanned", agent = %agent, chat = %chat.id, message_id = message.id.0, "a message of the previous run was never planned: planning it now");

@@ -107,7 +107,7 @@ async fn run(
     handle.wait_until(|st| st.started).await;
     // Ids never restart under the runtime's handled marks (a quarantined transcript).
     if let Some(state) = handle.agent_state(&persona.name) {
-        memory.raise_ids(&state.handled);
+        memory.raise_ids(&state.handled_messages());
     }
     if !args.jsonl {
         let who = match &args.group {

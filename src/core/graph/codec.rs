@@ -114,6 +114,17 @@ pub fn decode(text: &str) -> Result<TaskGraph, CodecError> {
         return Err(CodecError::NoJsonBlock);
     };
     let json = text.get(start..end).unwrap_or_default();
+    decode_json_at(json, open_line)
+}
+
+/// Reads a graph from its JSON alone (a journal record holds it so), with the same checks
+/// as [`decode`].
+pub fn decode_json(json: &str) -> Result<TaskGraph, CodecError> {
+    decode_json_at(json, 0)
+}
+
+/// [`decode_json`], counting lines of errors from `open_line`.
+fn decode_json_at(json: &str, open_line: usize) -> Result<TaskGraph, CodecError> {
     let json_err = |source: serde_json::Error| CodecError::Json {
         line: open_line + source.line(),
         source,

@@ -74,7 +74,7 @@ impl Scheduler {
             }
             // Durable with the graph that answers it (its `received` task, read back at
             // load), and in the agent state once that graph is gone.
-            self.safety.note_handled(agent, chat.id, message);
+            self.safety.note_handled(agent, chat.id, message, now);
         }
         match admission {
             Admission::History | Admission::Paused => false,
@@ -137,7 +137,7 @@ impl Scheduler {
                 continue;
             }
             info!(event = "held_message_planned", agent = %agent, chat = %id, message = held.message.0, "a message that came in during a pause is planned on resume");
-            self.safety.note_handled(agent, id, held.message);
+            self.safety.note_handled(agent, id, held.message, now);
             self.replan(agent, held.chat.clone(), held.message, true, None, now);
         }
         !ready.is_empty()

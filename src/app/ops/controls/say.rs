@@ -80,7 +80,7 @@ impl Controller {
         // restarts its chat empty, never under the mark).
         self.runtime().wait_agent_state(agent).await;
         if let Some(state) = self.runtime().agent_state(agent) {
-            memory.raise_ids(&state.handled);
+            memory.raise_ids(&state.handled_messages());
         }
         let gated = &self.ingress;
         let saved_messages = in_saved_messages(chat);

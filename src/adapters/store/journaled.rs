@@ -1,0 +1,649 @@
+//! The journaled side of the runtime's store: group commit into each agent's journal, the
+//! checkpoints written from it in the background, and the replay at start.
+//!
+//! - **Writes** ([`Journals::append`]): a batch's records for one agent are appended with one
+//!   `write` and made durable with one `fdatasync`. A batch no task waits for first waits up
+//!   to [`COMMIT_DELAY`] for another batch's sync to cover it (group commit: with replies
+//!   under way, their urgent syncs carry the bulk writes along). Once durable, the batch's
+//!   states become *pending*: due in a checkpoint.
+//! - **Checkpoints** ([`Journals::checkpoint`], called by the runtime when it is quiet or
+//!   every [`crate::runtime`] checkpoint interval): pending graphs are written to their
+//!   Markdown files (a temp file renamed over, not synced: the journal still holds them),
+//!   deleted graphs' files removed, agent states written. A segment that reached
+//!   [`ROTATE_BYTES`], or every segment at a full checkpoint (a clean stop, `state clear`),
+//!   is *retired*: appends move to a new segment, everything it held is checkpointed, the
+//!   file system synced once (`syncfs`), the handled marks written (`handled.json`, pruned),
+//!   and the old segment removed.
+//! - **Replay** ([`replay`]): every segment of every agent, in order; the newest record of
+//!   each graph wins over its file. At start the replayed state becomes pending and the old
+//!   segments retired by the first checkpoint; read-only callers (`state list/show`, the
+//!   console's readers) get the journal's newer state over the files.
+//!
+//! It must not decide when to checkpoint (the runtime does) nor hold graph files' format
+//! (the codec does). Called by `graphs` (the store port's implementation).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use tracing::{error, warn};
+
+use super::StoreError;
+use super::files::{ensure_private_dir, io_err, sync_dir, write_quarantine_reason};
+use super::io_stats::{self, Op};
+use super::journal::{self, ROTATE_BYTES, Record, Segment};
+use super::layout::StateDir;
+use crate::core::agent_state::{AgentState, HANDLED_KEEP, HandledMark};
+use crate::core::graph::{ConversationKey, TaskGraph};
+use crate::core::model::ChatId;
+
+/// How long a batch no task waits for may wait for another batch's sync.
+pub(crate) const COMMIT_DELAY: Duration = Duration::from_millis(2);
+
+/// The handled marks of one agent.
+pub(crate) type Marks = BTreeMap<ChatId, HandledMark>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One agent's journal.
+#[derive(Default)]
+struct AgentLog {
+    state: Mutex<LogState>,
+    synced: Condvar,
+}
+
+#[derive(Default)]
+struct LogState {
+    /// The segment appended to (made on the first append).
+    segment: Option<Segment>,
+    next_seq: u64,
+    /// Bytes appended, and made durable, since the process started.
+    appended: u64,
+    synced: u64,
+    /// Batches appended whose states are not pending yet (a segment is not retired then).
+    unapplied: usize,
+    /// Older segments, to be removed once what they hold is checkpointed and synced.
+    retired: Vec<PathBuf>,
+}
+
+/// States durable in the journal and due in a checkpoint.
+#[derive(Default)]
+struct Pending {
+    graphs: HashMap<ConversationKey, Option<Box<TaskGraph>>>,
+    states: HashMap<String, Box<AgentState>>,
+    /// Agents whose handled marks changed since `handled.json` was written.
+    marks_changed: HashSet<String>,
+}
+
+/// Every agent's journal and what is due in a checkpoint.
+#[derive(Default)]
+pub(crate) struct Journals {
+    logs: Mutex<HashMap<String, Arc<AgentLog>>>,
+    pending: Mutex<Pending>,
+    /// The store's copy of each agent's handled marks (what `handled.json` gets).
+    marks: Mutex<HashMap<String, Marks>>,
+    /// One checkpoint at a time.
+    checkpointing: Mutex<()>,
+    /// Directories known to exist (not made again per file).
+    made: Mutex<HashSet<PathBuf>>,
+    /// The graphs with a checkpoint file, once known (after the start's load): a graph
+    /// deleted before it ever had a file costs no `unlink`.
+    on_disk: Mutex<Option<HashSet<ConversationKey>>>,
+    commit_delay: Option<Duration>,
+}
+
+/// What the journals held at start, over the files.
+#[derive(Debug, Default)]
+pub(crate) struct Replayed {
+    /// The newest state of each graph the journals name (`None`: deleted).
+    pub(crate) graphs: HashMap<ConversationKey, Option<TaskGraph>>,
+    pub(crate) states: HashMap<String, AgentState>,
+    pub(crate) marks: HashMap<String, Marks>,
+    /// Per agent: the segments read and the next sequence number.
+    pub(crate) segments: HashMap<String, (Vec<PathBuf>, u64)>,
+}
+
+/// The journal directory of an agent: `<state>/<agent>/journal`.
+pub(crate) fn journal_dir(dir: &StateDir, agent: &str) -> PathBuf {
+    dir.agent_dir(agent).join("journal")
+}
+
+/// `<state>/<agent>/handled.json`.
+pub(crate) fn marks_path(dir: &StateDir, agent: &str) -> PathBuf {
+    dir.agent_dir(agent).join("handled.json")
+}
+
+impl Journals {
+    pub(crate) fn new() -> Journals {
+        Journals::default()
+    }
+
+    /// Overrides [`COMMIT_DELAY`] (zero: every batch syncs at once).
+    pub(crate) fn with_commit_delay(mut self, delay: Duration) -> Journals {
+        self.commit_delay = Some(delay);
+        self
+    }
+
+    fn log(&self, agent: &str) -> Arc<AgentLog> {
+        Arc::clone(lock(&self.logs).entry(agent.to_string()).or_default())
+    }
+
+    /// Takes over what was replayed at start: its states become pending (the first
+    /// checkpoint writes them and retires the segments read), its marks the store's copy.
+    pub(crate) fn adopt(&self, replayed: &Replayed) {
+        let mut pending = lock(&self.pending);
+        for (key, graph) in &replayed.graphs {
+            pending
+                .graphs
+                .insert(key.clone(), graph.clone().map(Box::new));
+        }
+        for (agent, state) in &replayed.states {
+            pending
+                .states
+                .insert(agent.clone(), Box::new(state.without_marks()));
+        }
+        for (agent, marks) in &replayed.marks {
+            pending.marks_changed.insert(agent.clone());
+            self.seed_marks(agent, marks);
+        }
+        drop(pending);
+        for (agent, (segments, next_seq)) in &replayed.segments {
+            let log = self.log(agent);
+            let mut st = lock(&log.state);
+            st.next_seq = st.next_seq.max(*next_seq);
+            st.retired.extend(segments.iter().cloned());
+        }
+    }
+
+    /// The graphs that have a checkpoint file, as the start's load found them.
+    pub(crate) fn set_on_disk(&self, keys: HashSet<ConversationKey>) {
+        *lock(&self.on_disk) = Some(keys);
+    }
+
+    /// Seeds the store's copy of an agent's handled marks (read at the agent's start).
+    pub(crate) fn seed_marks(&self, agent: &str, marks: &Marks) {
+        let mut all = lock(&self.marks);
+        let mine = all.entry(agent.to_string()).or_default();
+        for (chat, mark) in marks {
+            raise(mine, *chat, *mark);
+        }
+    }
+
+    /// Appends `records` of `agent` and returns once they are durable.
+    pub(crate) fn append(
+        &self,
+        dir: &StateDir,
+        agent: &str,
+        records: Vec<Record>,
+        urgent: bool,
+    ) -> Result<(), StoreError> {
+        let log = self.log(agent);
+        let mut st = lock(&log.state);
+        let mut bytes = Vec::with_capacity(records.len() * 1024);
+        for (i, record) in records.iter().enumerate() {
+            journal::encode_into(&mut bytes, st.next_seq + i as u64, record).map_err(|e| {
+                StoreError::Io {
+                    action: "cannot encode a journal record for",
+                    path: journal_dir(dir, agent),
+                    source: std::io::Error::other(e),
+                }
+            })?;
+        }
+        if st.segment.is_none() {
+            let first = st.next_seq;
+            st.segment = Some(Segment::create(&journal_dir(dir, agent), first)?);
+        }
+        let Some(segment) = st.segment.as_mut() else {
+            return Ok(());
+        };
+        segment.append(&bytes)?;
+        st.next_seq += records.len() as u64;
+        st.appended += bytes.len() as u64;
+        let mine = st.appended;
+        st.unapplied += 1;
+        let delay = self.commit_delay.unwrap_or(COMMIT_DELAY);
+        if !urgent && !delay.is_zero() {
+            let deadline = Instant::now() + delay;
+            while st.synced < mine {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                st = log
+                    .synced
+                    .wait_timeout(st, left)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+        }
+        let synced = if st.synced < mine {
+            let result = st.segment.as_ref().map_or(Ok(()), Segment::sync);
+            if result.is_ok() {
+                st.synced = st.appended;
+                log.synced.notify_all();
+            }
+            result
+        } else {
+            Ok(())
+        };
+        if synced.is_ok() {
+            self.make_pending(records);
+        }
+        st.unapplied -= 1;
+        synced
+    }
+
+    /// Durable states become due in a checkpoint (called with the agent's log locked, so a
+    /// segment is never retired with states not pending yet).
+    fn make_pending(&self, records: Vec<Record>) {
+        let mut pending = lock(&self.pending);
+        for record in records {
+            match record {
+                Record::Graph(g) => {
+                    pending.graphs.insert(g.key(), Some(g));
+                }
+                Record::Delete(key) => {
+                    pending.graphs.insert(key, None);
+                }
+                Record::State(agent, s) => {
+                    pending.states.insert(agent, s);
+                }
+                Record::Handled(key, mark) => {
+                    pending.marks_changed.insert(key.agent.clone());
+                    let mut all = lock(&self.marks);
+                    raise(all.entry(key.agent).or_default(), key.chat, mark);
+                }
+            }
+        }
+    }
+
+    /// Writes what is pending to the checkpoint files, and retires full segments (every
+    /// segment with `full`). `now` prunes the handled marks written.
+    pub(crate) fn checkpoint(
+        &self,
+        dir: &StateDir,
+        full: bool,
+        now: Timestamp,
+    ) -> Result<crate::ports::store::CheckpointReport, StoreError> {
+        let _one = lock(&self.checkpointing);
+        // Segments to retire: appends move on to a new segment first.
+        let mut retiring: Vec<(String, Vec<PathBuf>)> = Vec::new();
+        let logs: Vec<(String, Arc<AgentLog>)> = lock(&self.logs)
+            .iter()
+            .map(|(a, l)| (a.clone(), Arc::clone(l)))
+            .collect();
+        for (agent, log) in &logs {
+            let mut st = lock(&log.state);
+            let full_segment = st
+                .segment
+                .as_ref()
+                .is_some_and(|s| s.len() >= ROTATE_BYTES || (full && s.len() > 0));
+            if full_segment
+                && st.unapplied == 0
+                && let Some(old) = st.segment.take()
+            {
+                st.retired.push(old.path().to_path_buf());
+            }
+            if !st.retired.is_empty() && st.unapplied == 0 {
+                retiring.push((agent.clone(), std::mem::take(&mut st.retired)));
+            }
+        }
+        let pending = std::mem::take(&mut *lock(&self.pending));
+        let mut report = crate::ports::store::CheckpointReport::default();
+        let written = self.write_pending(dir, pending, &retiring, now);
+        if let Err(e) = written {
+            // Not retired: they are read again at the next start.
+            self.unretire(&logs, retiring);
+            return Err(e);
+        }
+        report.files = written.unwrap_or(0);
+        if retiring.is_empty() {
+            return Ok(report);
+        }
+        if let Err(e) = sync_filesystem(dir.root()) {
+            self.unretire(&logs, retiring);
+            return Err(e);
+        }
+        for (agent, segments) in &retiring {
+            for path in segments {
+                remove_segment(path)?;
+                report.retired += 1;
+            }
+            let jdir = journal_dir(dir, agent);
+            if jdir.exists() {
+                sync_dir(&jdir)?;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Puts segments back on the retired lists after a failed checkpoint.
+    fn unretire(&self, logs: &[(String, Arc<AgentLog>)], retiring: Vec<(String, Vec<PathBuf>)>) {
+        for (agent, segments) in retiring {
+            if let Some((_, log)) = logs.iter().find(|(a, _)| *a == agent) {
+                let mut st = lock(&log.state);
+                let later = std::mem::replace(&mut st.retired, segments);
+                st.retired.extend(later);
+            }
+        }
+    }
+
+    /// Writes the pending states (and the marks of retiring agents); returns the files.
+    fn write_pending(
+        &self,
+        dir: &StateDir,
+        pending: Pending,
+        retiring: &[(String, Vec<PathBuf>)],
+        now: Timestamp,
+    ) -> Result<usize, StoreError> {
+        let mut files = 0;
+        let made = &self.made;
+        let mut failed: Option<StoreError> = None;
+        let mut keep = Pending::default();
+        for (key, graph) in pending.graphs {
+            let path = dir.graph_path(&key);
+            let result = match &graph {
+                Some(g) => crate::core::graph::codec::encode(g)
+                    .map_err(|source| StoreError::Encode {
+                        key: key.to_string(),
+                        source,
+                    })
+                    .and_then(|text| write_unsynced(&path, text.as_bytes(), made))
+                    .map(|()| {
+                        if let Some(on_disk) = lock(&self.on_disk).as_mut() {
+                            on_disk.insert(key.clone());
+                        }
+                    }),
+                None => {
+                    let known_absent = lock(&self.on_disk)
+                        .as_mut()
+                        .is_some_and(|on_disk| !on_disk.remove(&key));
+                    if known_absent {
+                        continue;
+                    }
+                    remove_unsynced(&path)
+                }
+            };
+            match result {
+                Ok(()) => files += 1,
+                Err(e) => {
+                    keep.graphs.insert(key, graph);
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        for (agent, state) in pending.states {
+            let path = dir.agent_state_path(&agent);
+            let result = serde_json::to_vec_pretty(&state)
+                .map_err(|e| io_err("cannot encode", &path)(std::io::Error::other(e)))
+                .and_then(|bytes| write_unsynced(&path, &bytes, made));
+            match result {
+                Ok(()) => files += 1,
+                Err(e) => {
+                    keep.states.insert(agent, state);
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        let mut marks_changed = pending.marks_changed;
+        for (agent, _) in retiring {
+            if !marks_changed.remove(agent) {
+                continue;
+            }
+            let before = now.checked_sub(HANDLED_KEEP).unwrap_or(Timestamp::MIN);
+            let marks = {
+                let mut all = lock(&self.marks);
+                let mine = all.entry(agent.clone()).or_default();
+                mine.retain(|_, m| m.at >= before || m.at == Timestamp::UNIX_EPOCH);
+                mine.clone()
+            };
+            let path = marks_path(dir, agent);
+            let result = serde_json::to_vec(&marks)
+                .map_err(|e| io_err("cannot encode", &path)(std::io::Error::other(e)))
+                .and_then(|bytes| write_unsynced(&path, &bytes, made));
+            match result {
+                Ok(()) => files += 1,
+                Err(e) => {
+                    keep.marks_changed.insert(agent.clone());
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        keep.marks_changed.extend(marks_changed);
+        // What could not be written stays due (newer states that came meanwhile win).
+        let mut pending = lock(&self.pending);
+        for (key, graph) in keep.graphs {
+            pending.graphs.entry(key).or_insert(graph);
+        }
+        for (agent, state) in keep.states {
+            pending.states.entry(agent).or_insert(state);
+        }
+        pending.marks_changed.extend(keep.marks_changed);
+        drop(pending);
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(files),
+        }
+    }
+
+    /// The agent's newest durable state not yet checkpointed, if any.
+    pub(crate) fn pending_state(&self, agent: &str) -> Option<AgentState> {
+        lock(&self.pending).states.get(agent).map(|s| (**s).clone())
+    }
+
+    /// The store's copy of the agent's handled marks.
+    pub(crate) fn marks(&self, agent: &str) -> Marks {
+        lock(&self.marks).get(agent).cloned().unwrap_or_default()
+    }
+
+}
+
+/// Raises `chat`'s mark in `marks` to `mark` if it is newer.
+fn raise(marks: &mut Marks, chat: ChatId, mark: HandledMark) {
+    match marks.get(&chat) {
+        Some(m) if m.message >= mark.message => {}
+        _ => {
+            marks.insert(chat, mark);
+        }
+    }
+}
+
+/// Replaces `path` with `bytes` through a temp file renamed over it, without syncing: the
+/// journal holds the state until a retirement syncs the file system.
+fn write_unsynced(
+    path: &Path,
+    bytes: &[u8],
+    made: &Mutex<HashSet<PathBuf>>,
+) -> Result<(), StoreError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let parent = path.parent().unwrap_or(Path::new("."));
+    let known = lock(made).contains(parent);
+    if !known {
+        ensure_private_dir(parent)?;
+        lock(made).insert(parent.to_path_buf());
+    }
+    let temp = || {
+        tempfile::Builder::new()
+            .prefix(super::files::TEMP_PREFIX)
+            .permissions(std::fs::Permissions::from_mode(0o600))
+            .tempfile_in(parent)
+    };
+    let mut tmp = match temp() {
+        // A directory removed since it was made (an operator's cleanup): made again, once.
+        Err(e) if known && e.kind() == std::io::ErrorKind::NotFound => {
+            ensure_private_dir(parent)?;
+            temp()
+        }
+        other => other,
+    }
+    .map_err(io_err("cannot create temp file in", parent))?;
+    io_stats::note(Op::TempFile);
+    tmp.write_all(bytes)
+        .map_err(io_err("cannot write temp file for", path))?;
+    io_stats::note(Op::Rename);
+    tmp.persist(path).map_err(|e| StoreError::Io {
+        action: "cannot rename temp file onto",
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    Ok(())
+}
+
+fn remove_unsynced(path: &Path) -> Result<(), StoreError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_err("cannot remove", path)(e)),
+    }
+}
+
+fn remove_segment(path: &Path) -> Result<(), StoreError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_err("cannot remove journal segment", path)(e)),
+    }
+}
+
+/// Makes every checkpoint written so far durable: one `syncfs` of the state directory's
+/// file system.
+fn sync_filesystem(root: &Path) -> Result<(), StoreError> {
+    use std::os::fd::AsRawFd as _;
+    let dir = std::fs::File::open(root).map_err(io_err("cannot open", root))?;
+    io_stats::note(Op::Fsync);
+    // SAFETY: `syncfs` takes a file descriptor we own for the duration of the call.
+    let rc = unsafe { libc::syncfs(dir.as_raw_fd()) };
+    if rc != 0 {
+        return Err(io_err("cannot sync the file system of", root)(
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads every agent's journal under `dir` (see the module documentation). `quarantine`:
+/// a segment with records skipped as corrupted is copied to `quarantine/` (at start; the
+/// read-only views leave it). Problems are logged with the file and line.
+pub(crate) fn replay(dir: &StateDir, quarantine: bool) -> Result<Replayed, StoreError> {
+    let mut out = Replayed::default();
+    let Ok(entries) = std::fs::read_dir(dir.root()) else {
+        return Ok(out);
+    };
+    let mut agent_dirs: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path().join("journal"))
+        .filter(|p| p.is_dir())
+        .collect();
+    agent_dirs.sort();
+    for jdir in agent_dirs {
+        replay_agent(&jdir, quarantine, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn replay_agent(jdir: &Path, quarantine: bool, out: &mut Replayed) -> Result<(), StoreError> {
+    let segments = journal::segments(jdir)?;
+    let mut last: Option<u64> = None;
+    let mut read = Vec::new();
+    let mut agent: Option<String> = None;
+    for (_, path) in segments {
+        let bytes = super::files::read_file(&path, u64::MAX >> 1, super::files::Symlinks::Refuse)?;
+        let parsed = journal::parse(&bytes, last);
+        if let Some(torn) = &parsed.torn {
+            warn!(
+                event = "journal_tail_cut",
+                file = %path.display(),
+                line = torn.line,
+                bytes = bytes.len() as u64 - parsed.keep_len,
+                reason = %torn.reason,
+                "the journal ends in a record cut short (a write interrupted by a crash or a full disk): it is dropped, the records before it are used"
+            );
+        }
+        for problem in &parsed.skipped {
+            error!(
+                event = "journal_record_skipped",
+                file = %path.display(),
+                line = problem.line,
+                reason = %problem.reason,
+                "a journal record is unusable and skipped; the newer records are used"
+            );
+        }
+        if quarantine
+            && parsed
+                .skipped
+                .iter()
+                .any(|p| !matches!(p.reason, journal::RecordProblem::Order { .. }))
+        {
+            keep_copy(&path, &parsed)?;
+        }
+        for (seq, record) in parsed.records {
+            last = Some(seq);
+            agent.get_or_insert_with(|| record.agent().to_string());
+            apply(out, record);
+        }
+        read.push(path);
+    }
+    // A journal with no record yet names no agent: nothing in it to retire by name (its
+    // empty segments are removed by the next full checkpoint of the agent that owns it).
+    let Some(name) = agent else {
+        return Ok(());
+    };
+    let entry = out.segments.entry(name).or_default();
+    entry.0.extend(read);
+    entry.1 = entry.1.max(last.map_or(0, |s| s + 1));
+    Ok(())
+}
+
+/// Applies one replayed record: the newest state of each thing wins.
+fn apply(out: &mut Replayed, record: Record) {
+    match record {
+        Record::Graph(g) => {
+            out.graphs.insert(g.key(), Some(*g));
+        }
+        Record::Delete(key) => {
+            out.graphs.insert(key, None);
+        }
+        Record::State(agent, s) => {
+            out.states.insert(agent, *s);
+        }
+        Record::Handled(key, mark) => {
+            raise(out.marks.entry(key.agent).or_default(), key.chat, mark);
+        }
+    }
+}
+
+/// Copies a segment with corrupted records to `quarantine/`, with the reason beside it.
+fn keep_copy(path: &Path, parsed: &journal::Parsed) -> Result<(), StoreError> {
+    let Some(state_root) = path.parent().and_then(Path::parent).and_then(Path::parent) else {
+        return Ok(());
+    };
+    let agent = path
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let file = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let to = StateDir::new(state_root).quarantine_path(&agent, &file);
+    if let Some(parent) = to.parent() {
+        ensure_private_dir(parent)?;
+    }
+    std::fs::copy(path, &to).map_err(io_err("cannot copy to quarantine", path))?;
+    let reason = super::files::capped_problems(
+        parsed
+            .skipped
+            .iter()
+            .map(|p| format!("line {}: {}", p.line, p.reason)),
+    );
+    write_quarantine_reason(&to, &reason)?;
+    Ok(())
+}
