@@ -12,8 +12,8 @@
 //!   deleted graphs' files removed, agent states written. A segment that reached
 //!   [`ROTATE_BYTES`], or every segment at a full checkpoint (a clean stop, `state clear`),
 //!   is *retired*: appends move to a new segment, everything it held is checkpointed, the
-//!   file system synced once (`syncfs`), the handled marks written (`handled.json`, pruned),
-//!   and the old segment removed.
+//!   handled marks written (`handled.json`, pruned), every checkpoint file written since the
+//!   last retirement synced with its directory, and the old segment removed.
 //! - **Replay** ([`replay`]): every segment of every agent, in order; the newest record of
 //!   each graph wins over its file. At start the replayed state becomes pending and the old
 //!   segments retired by the first checkpoint; read-only callers (`state list/show`, the
@@ -90,6 +90,9 @@ pub(crate) struct Journals {
     checkpointing: Mutex<()>,
     /// Directories known to exist (not made again per file).
     made: Mutex<HashSet<PathBuf>>,
+    /// Checkpoint files written (or removed: their directory) since the last retirement,
+    /// synced before a segment is retired.
+    unsynced: Mutex<HashSet<PathBuf>>,
     /// The graphs with a checkpoint file, once known (after the start's load): a graph
     /// deleted before it ever had a file costs no `unlink`.
     on_disk: Mutex<Option<HashSet<ConversationKey>>>,
@@ -304,7 +307,7 @@ impl Journals {
         if retiring.is_empty() {
             return Ok(report);
         }
-        if let Err(e) = sync_filesystem(dir.root()) {
+        if let Err(e) = self.sync_checkpoints() {
             self.unretire(&logs, retiring);
             return Err(e);
         }
@@ -341,7 +344,6 @@ impl Journals {
         now: Timestamp,
     ) -> Result<usize, StoreError> {
         let mut files = 0;
-        let made = &self.made;
         let mut failed: Option<StoreError> = None;
         let mut keep = Pending::default();
         for (key, graph) in pending.graphs {
@@ -352,7 +354,7 @@ impl Journals {
                         key: key.to_string(),
                         source,
                     })
-                    .and_then(|text| write_unsynced(&path, text.as_bytes(), made))
+                    .and_then(|text| self.write_checkpoint(&path, text.as_bytes()))
                     .map(|()| {
                         if let Some(on_disk) = lock(&self.on_disk).as_mut() {
                             on_disk.insert(key.clone());
@@ -365,7 +367,7 @@ impl Journals {
                     if known_absent {
                         continue;
                     }
-                    remove_unsynced(&path)
+                    remove_unsynced(&path).map(|()| self.note_unsynced(&path, false))
                 }
             };
             match result {
@@ -380,7 +382,7 @@ impl Journals {
             let path = dir.agent_state_path(&agent);
             let result = serde_json::to_vec_pretty(&state)
                 .map_err(|e| io_err("cannot encode", &path)(std::io::Error::other(e)))
-                .and_then(|bytes| write_unsynced(&path, &bytes, made));
+                .and_then(|bytes| self.write_checkpoint(&path, &bytes));
             match result {
                 Ok(()) => files += 1,
                 Err(e) => {
@@ -404,7 +406,7 @@ impl Journals {
             let path = marks_path(dir, agent);
             let result = serde_json::to_vec(&marks)
                 .map_err(|e| io_err("cannot encode", &path)(std::io::Error::other(e)))
-                .and_then(|bytes| write_unsynced(&path, &bytes, made));
+                .and_then(|bytes| self.write_checkpoint(&path, &bytes));
             match result {
                 Ok(()) => files += 1,
                 Err(e) => {
@@ -428,6 +430,53 @@ impl Journals {
             Some(e) => Err(e),
             None => Ok(files),
         }
+    }
+
+    /// Writes one checkpoint file (not synced: see [`Journals::sync_checkpoints`]).
+    fn write_checkpoint(&self, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+        write_unsynced(path, bytes, &self.made)?;
+        self.note_unsynced(path, true);
+        Ok(())
+    }
+
+    /// Notes a checkpoint file written (`file`) or removed, for the next sync.
+    fn note_unsynced(&self, path: &Path, file: bool) {
+        let mut unsynced = lock(&self.unsynced);
+        if file {
+            unsynced.insert(path.to_path_buf());
+        }
+        if let Some(parent) = path.parent() {
+            unsynced.insert(parent.to_path_buf());
+        }
+    }
+
+    /// Makes every checkpoint written since the last retirement durable: each file synced,
+    /// then each directory (its renames and removals). A file removed since is skipped.
+    fn sync_checkpoints(&self) -> Result<(), StoreError> {
+        let paths: Vec<PathBuf> = std::mem::take(&mut *lock(&self.unsynced))
+            .into_iter()
+            .collect();
+        let (dirs, files): (Vec<PathBuf>, Vec<PathBuf>) =
+            paths.into_iter().partition(|p| p.is_dir());
+        let synced = files
+            .iter()
+            .try_for_each(|file| match std::fs::File::open(file) {
+                Ok(f) => {
+                    io_stats::note(Op::Open);
+                    io_stats::note(Op::Fsync);
+                    f.sync_all().map_err(io_err("cannot sync", file))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(io_err("cannot open", file)(e)),
+            })
+            .and_then(|()| dirs.iter().try_for_each(|d| sync_dir(d)));
+        if synced.is_err() {
+            // Synced again next time.
+            let mut unsynced = lock(&self.unsynced);
+            unsynced.extend(files);
+            unsynced.extend(dirs);
+        }
+        synced
     }
 
     /// The agent's newest durable state not yet checkpointed, if any.
@@ -508,22 +557,6 @@ fn remove_segment(path: &Path) -> Result<(), StoreError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(io_err("cannot remove journal segment", path)(e)),
     }
-}
-
-/// Makes every checkpoint written so far durable: one `syncfs` of the state directory's
-/// file system.
-fn sync_filesystem(root: &Path) -> Result<(), StoreError> {
-    use std::os::fd::AsRawFd as _;
-    let dir = std::fs::File::open(root).map_err(io_err("cannot open", root))?;
-    io_stats::note(Op::Fsync);
-    // SAFETY: `syncfs` takes a file descriptor we own for the duration of the call.
-    let rc = unsafe { libc::syncfs(dir.as_raw_fd()) };
-    if rc != 0 {
-        return Err(io_err("cannot sync the file system of", root)(
-            std::io::Error::last_os_error(),
-        ));
-    }
-    Ok(())
 }
 
 /// Reads every agent's journal under `dir` (see the module documentation). `quarantine`:
