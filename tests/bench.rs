@@ -77,7 +77,14 @@ fn the_daemon_bench_answers_every_message_and_counts_the_stores_syscalls() -> Te
     let out = cmd
         .arg("--state")
         .arg(dir.path())
-        .args(["bench", "--daemon", "--chats", "5", "--messages-per-chat", "2"])
+        .args([
+            "bench",
+            "--daemon",
+            "--chats",
+            "5",
+            "--messages-per-chat",
+            "2",
+        ])
         .args(["--debounce-ms", "20", "--json"])
         .output()?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -106,7 +113,10 @@ fn the_daemon_bench_answers_every_message_and_counts_the_stores_syscalls() -> Te
     assert_eq!(report["scenario"], "daemon");
     assert_eq!(report["messages"], 10);
     assert_eq!(report["answered"], 10, "{report}");
-    assert!(report["answers"].as_u64().is_some_and(|n| n >= 5), "{report}");
+    assert!(
+        report["answers"].as_u64().is_some_and(|n| n >= 5),
+        "{report}"
+    );
     let store = &report["store_io_per_message"];
     for name in [
         "fsync",

@@ -132,7 +132,11 @@ fn user(i: usize) -> String {
 
 /// The bench's directories: the daemon's state, its agents (one persona), its prompts.
 fn prepare(root: &Path) -> Result<(PathBuf, PathBuf, PathBuf), CommandError> {
-    let (state, agents, prompts) = (root.join("state"), root.join("agents"), root.join("prompts"));
+    let (state, agents, prompts) = (
+        root.join("state"),
+        root.join("agents"),
+        root.join("prompts"),
+    );
     for dir in [&state, &agents, &prompts] {
         store::ensure_private_dir(dir)?;
     }
@@ -162,7 +166,10 @@ fn run_args(args: &BenchArgs) -> Result<RunArgs, CommandError> {
     ]
     .map(String::from)
     .to_vec();
-    argv.extend(["--max-in-flight".into(), args.max_in_flight.max(1).to_string()]);
+    argv.extend([
+        "--max-in-flight".into(),
+        args.max_in_flight.max(1).to_string(),
+    ]);
     if let Some(ms) = args.debounce_ms {
         argv.extend(["--debounce-ms".into(), ms.to_string()]);
     }
@@ -171,7 +178,9 @@ fn run_args(args: &BenchArgs) -> Result<RunArgs, CommandError> {
             command: Command::Run(run),
             ..
         }) => Ok(run),
-        Ok(_) => Err(CommandError::Internal("the daemon's arguments are not `run`".into())),
+        Ok(_) => Err(CommandError::Internal(
+            "the daemon's arguments are not `run`".into(),
+        )),
         Err(e) => Err(CommandError::Internal(format!(
             "the daemon's arguments do not parse: {e}"
         ))),
@@ -179,7 +188,10 @@ fn run_args(args: &BenchArgs) -> Result<RunArgs, CommandError> {
 }
 
 /// Runs the daemon bench and returns its figures.
-pub(super) async fn run(global: &GlobalArgs, args: &BenchArgs) -> Result<DaemonReport, CommandError> {
+pub(super) async fn run(
+    global: &GlobalArgs,
+    args: &BenchArgs,
+) -> Result<DaemonReport, CommandError> {
     store::ensure_private_dir(&global.state_dir)?;
     let tmp = tempfile::Builder::new()
         .prefix("personad-bench-daemon-")
@@ -213,7 +225,9 @@ pub(super) async fn run(global: &GlobalArgs, args: &BenchArgs) -> Result<DaemonR
     let after = Counters::now();
     ran?;
     let Some((driven, stopped, stop_began)) = driven else {
-        return Err(CommandError::Internal("the daemon ended before it was ready".into()));
+        return Err(CommandError::Internal(
+            "the daemon ended before it was ready".into(),
+        ));
     };
     let (before, total_time) = driven?;
     stopped?;
@@ -246,7 +260,13 @@ struct Window {
 
 fn report(args: &BenchArgs, w: Window, (answered, answers): (u64, u64)) -> DaemonReport {
     let messages = (args.chats * args.messages_per_chat) as u64;
-    let per = |v: f64| if messages == 0 { 0.0 } else { v / messages as f64 };
+    let per = |v: f64| {
+        if messages == 0 {
+            0.0
+        } else {
+            v / messages as f64
+        }
+    };
     let store_io = w.after.store.since(&w.before.store);
     let count = |v: u64| per(v as f64);
     let (user, sys) = (
@@ -367,8 +387,8 @@ async fn answers(state: &Path, args: &BenchArgs) -> Result<(u64, u64), CommandEr
             let log = telegram.transcript(ChatId(user_id_for(&user(i))));
             let last_answer = log.iter().rposition(|m| m.outgoing);
             answers += log.iter().filter(|m| m.outgoing).count() as u64;
-            answered += last_answer.map_or(0, |at| log[..at].iter().filter(|m| !m.outgoing).count())
-                as u64;
+            answered +=
+                last_answer.map_or(0, |at| log[..at].iter().filter(|m| !m.outgoing).count()) as u64;
         }
         Ok((answered, answers))
     })
