@@ -1,7 +1,7 @@
 //! `personad bench` runs every scenario to completion at small sizes (idle graphs loaded at
 //! startup, the burst, the sustained steps, the fresh-process cold start, disk noise) and its
-//! JSON keeps the earlier names beside the new ones. Figures are not judged here: speed
-//! targets live in docs/performance.md, measured by hand.
+//! JSON keeps the earlier names beside the new ones; `bench --daemon` runs the daemon path.
+//! Figures are not judged here: speed targets live in docs/performance.md, measured by hand.
 
 mod common;
 
@@ -58,6 +58,88 @@ fn the_bench_runs_every_scenario_to_completion_and_names_its_figures() -> TestRe
     );
     assert!(
         report["startup_cold_ms"].as_f64().is_some_and(|m| m > 0.0),
+        "{report}"
+    );
+    // The temp state is gone; nothing else was left in --state.
+    let left: Vec<_> = std::fs::read_dir(dir.path())?.flatten().collect();
+    assert!(left.is_empty(), "{left:?}");
+    Ok(())
+}
+
+/// `bench --daemon` boots the daemon's own wiring, feeds it through the control socket,
+/// and reports every message answered with the store's syscalls counted (a bench that read
+/// no counters would report zeros here).
+#[test]
+fn the_daemon_bench_answers_every_message_and_counts_the_stores_syscalls() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
+    common::clear_env(&mut cmd);
+    let out = cmd
+        .arg("--state")
+        .arg(dir.path())
+        .args([
+            "bench",
+            "--daemon",
+            "--chats",
+            "5",
+            "--messages-per-chat",
+            "2",
+        ])
+        .args(["--debounce-ms", "20", "--json"])
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(text.trim())?;
+    for name in [
+        "messages",
+        "answered",
+        "answers",
+        "total_s",
+        "messages_per_s",
+        "user_cpu_ms_per_message",
+        "sys_cpu_ms_per_message",
+        "cpu_ms_per_message",
+        "peak_rss_mb",
+        "store_io",
+        "store_io_per_message",
+        "proc_io_per_message",
+    ] {
+        assert!(report.get(name).is_some(), "{name} missing: {report}");
+    }
+    assert_eq!(report["scenario"], "daemon");
+    assert_eq!(report["messages"], 10);
+    assert_eq!(report["answered"], 10, "{report}");
+    assert!(
+        report["answers"].as_u64().is_some_and(|n| n >= 5),
+        "{report}"
+    );
+    let store = &report["store_io_per_message"];
+    for name in [
+        "fsync",
+        "fdatasync",
+        "rename",
+        "open",
+        "open_absent",
+        "mkdir",
+        "temp_file",
+    ] {
+        assert!(store[name].as_f64().is_some(), "{name} missing: {report}");
+    }
+    let syncs = report["store_io"]["fsync"].as_u64().unwrap_or(0)
+        + report["store_io"]["fdatasync"].as_u64().unwrap_or(0);
+    assert!(syncs > 0, "no sync counted: {report}");
+    assert!(
+        report["store_io"]["rename"].as_u64().is_some_and(|n| n > 0),
+        "{report}"
+    );
+    assert!(
+        report["proc_io_per_message"]["syscw"]
+            .as_f64()
+            .is_some_and(|n| n > 0.0),
         "{report}"
     );
     // The temp state is gone; nothing else was left in --state.

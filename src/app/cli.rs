@@ -747,6 +747,15 @@ pub struct BenchArgs {
     /// summary calls, history gaps.
     #[arg(long, value_name = "N")]
     pub memory_conversation: Option<usize>,
+    /// Instead: the daemon path, the wiring of `run --telegram memory --planner echo` in this
+    /// process, fed through its control socket as `ctl say --no-wait` does (--chats x
+    /// --messages-per-chat, --max-in-flight): throughput, CPU, memory and the syscalls per
+    /// message.
+    #[arg(long)]
+    pub daemon: bool,
+    /// With --daemon: the daemon's --debounce-ms (by default its own default).
+    #[arg(long, value_name = "MS", requires = "daemon")]
+    pub debounce_ms: Option<u64>,
 }
 
 /// The hidden `crash-child` harness (built with `test-hooks` only).

@@ -94,6 +94,16 @@ enum Ended {
 
 /// `personad run`.
 pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
+    run_telling(global, args, None).await
+}
+
+/// `personad run`, telling `ready` once the daemon is ready (`READY=1`): the daemon bench
+/// runs it in its own process and feeds it from then on.
+pub(crate) async fn run_telling(
+    global: GlobalArgs,
+    args: RunArgs,
+    ready: Option<tokio::sync::oneshot::Sender<()>>,
+) -> CmdResult {
     let life = Lifecycle::new();
     // Signals are handled from here on (SIGHUP must not kill a starting daemon); a stop
     // signal while the accounts connect ends the start there.
@@ -107,7 +117,7 @@ pub async fn run(global: GlobalArgs, args: RunArgs) -> CmdResult {
         }
     };
     match built {
-        Ok(daemon) => daemon.start_and_run(signals).await,
+        Ok(daemon) => daemon.start_and_run(signals, ready).await,
         Err(e) => {
             life.wind_down(WIND_DOWN).await;
             Err(e)
@@ -264,7 +274,11 @@ impl Daemon {
     }
 
     /// Starts every part, runs until the end, and stops.
-    async fn start_and_run(self, mut signals: mpsc::UnboundedReceiver<Signal>) -> CmdResult {
+    async fn start_and_run(
+        self,
+        mut signals: mpsc::UnboundedReceiver<Signal>,
+        ready: Option<tokio::sync::oneshot::Sender<()>>,
+    ) -> CmdResult {
         let Daemon {
             global,
             args,
@@ -320,6 +334,9 @@ impl Daemon {
             "daemon ready"
         );
         notifier.ready(&health::status_line(&st));
+        if let Some(ready) = ready {
+            let _ = ready.send(());
+        }
         life.spawn(reload::serve(fleet, reload_rx, life.stop_token()));
         let ended = until_end(
             &mut run,

@@ -4,9 +4,11 @@
 //! total time against the ideal, inbound messages made durable per second in a burst and
 //! sustained at a steady rate (`sustained`), user and system CPU per message (`getrusage`),
 //! peak RSS, and the startup time with many idle graphs, warm and in a fresh process on cold
-//! files (`probe`). `--disk-noise` keeps the same disk busy meanwhile. State goes to a temp
+//! files (`probe`). `--daemon` measures the daemon's own wiring instead (`daemon`).
+//! `--disk-noise` keeps the same disk busy meanwhile. State goes to a temp
 //! directory inside `--state` (so on the same disk), removed afterwards. Called by `main`.
 
+mod daemon;
 mod probe;
 mod sustained;
 pub use probe::{noise_writer, startup_probe};
@@ -160,6 +162,15 @@ pub async fn bench(global: GlobalArgs, args: BenchArgs) -> CmdResult {
             serde_json::to_string(&report)? + "\n"
         } else {
             crate::app::bench_memory::render(&report)
+        };
+        return print(&text);
+    }
+    if args.daemon {
+        let report = daemon::run(&global, &args).await?;
+        let text = if args.json {
+            serde_json::to_string(&report)? + "\n"
+        } else {
+            daemon::render(&report)
         };
         return print(&text);
     }

@@ -259,16 +259,27 @@ pub async fn client(global: GlobalArgs, args: CtlArgs) -> CmdResult {
         .map_err(CommandError::Join)?;
     }
     let request = request_for(cmd)?;
-    let timeout = client_timeout(&request.op);
     let path = socket_path(&StateDir::new(&global.state_dir), label.as_deref());
-    let stream = UnixStream::connect(&path).await.map_err(|e| {
+    let response = ask(&path, &request).await?;
+    if !response.ok {
+        return Err(CommandError::Refused(response.text));
+    }
+    crate::app::stdout::line(response.text.trim_end())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Sends one request to the daemon answering on `path` and returns its answer (a refusal
+/// too: `ok` false). Used by `personad ctl` and the daemon bench.
+pub(crate) async fn ask(path: &Path, request: &Request) -> Result<Response, CommandError> {
+    let timeout = client_timeout(&request.op);
+    let stream = UnixStream::connect(path).await.map_err(|e| {
         CommandError::Unavailable(format!(
             "no daemon answers on {} ({e}); is `personad run` running with this --state?",
             path.display()
         ))
     })?;
     let (read, mut write) = stream.into_split();
-    let mut line = serde_json::to_string(&request).map_err(CommandError::Json)?;
+    let mut line = serde_json::to_string(request).map_err(CommandError::Json)?;
     line.push('\n');
     // A daemon that refuses the connection answers before reading: read its answer even
     // when the request could not be written.
@@ -294,11 +305,6 @@ pub async fn client(global: GlobalArgs, args: CtlArgs) -> CmdResult {
             )),
         });
     }
-    let response: Response = serde_json::from_str(&answer)
-        .map_err(|e| CommandError::Json(e).doing("bad answer from the daemon"))?;
-    if !response.ok {
-        return Err(CommandError::Refused(response.text));
-    }
-    crate::app::stdout::line(response.text.trim_end())?;
-    Ok(ExitCode::SUCCESS)
+    serde_json::from_str(&answer)
+        .map_err(|e| CommandError::Json(e).doing("bad answer from the daemon"))
 }
