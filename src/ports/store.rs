@@ -120,10 +120,11 @@ pub trait RuntimeStore: Send + Sync + 'static {
         today: jiff::civil::Date,
     ) -> Result<LoadedPresence, StoreError>;
 
-    /// Carries out a batch of writes; returns once all of it is durable. `urgent`: a task
-    /// waits for it (made durable at once); otherwise the store may wait a moment for other
-    /// writes to share the sync with (group commit).
-    fn write_batch(&self, writes: Vec<Write>, urgent: bool) -> Result<(), StoreError>;
+    /// Carries out a batch of writes; returns once all of it is durable. `may_wait`: no task
+    /// waits for it and more writes are coming (tasks are in flight), so the store may wait
+    /// a moment for another batch's sync to cover it too (group commit); otherwise it is
+    /// made durable at once.
+    fn write_batch(&self, writes: Vec<Write>, may_wait: bool) -> Result<(), StoreError>;
 
     /// Brings the human-readable checkpoints (graph files, agent states) up to what is
     /// durable; with `full`, also retires what the journal holds (every checkpoint synced,

@@ -655,6 +655,7 @@ impl Driver {
         for (_, count) in self.inbound_pass.drain() {
             self.inbound_durable += count;
         }
+        self.persister.set_busy(self.sched.in_flight() > 0);
         self.persister.flush();
     }
 

@@ -114,6 +114,8 @@ pub(crate) struct Persister {
     written: u64,
     checkpoints: Checkpoints,
     on_checkpointed: Option<OnCheckpointed>,
+    /// Tasks are in flight: more writes are coming, a bulk batch may share their sync.
+    busy: bool,
 }
 
 impl Persister {
@@ -131,7 +133,13 @@ impl Persister {
             written: 0,
             checkpoints: Checkpoints::default(),
             on_checkpointed: None,
+            busy: false,
         }
+    }
+
+    /// Whether tasks are in flight (set by the driver each pass, before it flushes).
+    pub(crate) fn set_busy(&mut self, busy: bool) {
+        self.busy = busy;
     }
 
     /// Who is told of finished checkpoints.
@@ -338,8 +346,9 @@ impl Persister {
         let hold = self.clock.hold();
         let store = Arc::clone(&self.store);
         let on_saved = Arc::clone(&self.on_saved);
+        let may_wait = !urgent && self.busy;
         tokio::spawn(async move {
-            let result = blocking(move || store.write_batch(writes, urgent))
+            let result = blocking(move || store.write_batch(writes, may_wait))
                 .await
                 .and_then(|r| r.map_err(RuntimeError::from));
             on_saved(Saved {

@@ -198,8 +198,8 @@ impl RuntimeStore for GraphStore {
         super::presence::load(&self.dir, agent, today)
     }
 
-    fn write_batch(&self, writes: Vec<Write>, urgent: bool) -> Result<(), StoreError> {
-        GraphStore::write_batch(self, writes, urgent)
+    fn write_batch(&self, writes: Vec<Write>, may_wait: bool) -> Result<(), StoreError> {
+        GraphStore::write_batch(self, writes, may_wait)
     }
 
     fn checkpoint(
@@ -273,7 +273,7 @@ impl GraphStore {
     /// marks as journal records (one sync per agent), schedule days and intents as files
     /// (see [`apply_batch`]). Nothing is written once the directory is no longer the one
     /// locked ([`StoreError::Gone`]): writing would make it again behind the operator's back.
-    pub(crate) fn write_batch(&self, writes: Vec<Write>, urgent: bool) -> Result<(), StoreError> {
+    pub(crate) fn write_batch(&self, writes: Vec<Write>, may_wait: bool) -> Result<(), StoreError> {
         self.dir.check_guard()?;
         let mut ops = Vec::new();
         let mut records: std::collections::BTreeMap<String, Vec<Record>> = Default::default();
@@ -309,7 +309,7 @@ impl GraphStore {
             apply_batch(ops, &self.made)?;
         }
         for (agent, records) in records {
-            self.journals.append(&self.dir, &agent, records, urgent)?;
+            self.journals.append(&self.dir, &agent, records, may_wait)?;
         }
         Ok(())
     }

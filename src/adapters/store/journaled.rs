@@ -2,9 +2,10 @@
 //! checkpoints written from it in the background, and the replay at start.
 //!
 //! - **Writes** ([`Journals::append`]): a batch's records for one agent are appended with one
-//!   `write` and made durable with one `fdatasync`. A batch no task waits for first waits up
-//!   to [`COMMIT_DELAY`] for another batch's sync to cover it (group commit: with replies
-//!   under way, their urgent syncs carry the bulk writes along). Once durable, the batch's
+//!   `write` and made durable with one `fdatasync`. A batch no task waits for, written while
+//!   tasks are in flight or in a stream of batches, first waits up to [`COMMIT_DELAY`] for
+//!   another batch's sync to cover it (group commit: the sync a reply's send waits for
+//!   carries the bulk along, and a burst of inbound messages shares one). Once durable, the batch's
 //!   states become *pending*: due in a checkpoint.
 //! - **Checkpoints** ([`Journals::checkpoint`], called by the runtime when it is quiet or
 //!   every [`crate::runtime`] checkpoint interval): pending graphs are written to their
@@ -40,7 +41,7 @@ use crate::core::graph::{ConversationKey, TaskGraph};
 use crate::core::model::ChatId;
 
 /// How long a batch no task waits for may wait for another batch's sync.
-pub(crate) const COMMIT_DELAY: Duration = Duration::from_millis(2);
+pub(crate) const COMMIT_DELAY: Duration = Duration::from_millis(10);
 
 /// The handled marks of one agent.
 pub(crate) type Marks = BTreeMap<ChatId, HandledMark>;
@@ -68,6 +69,8 @@ struct LogState {
     unapplied: usize,
     /// Older segments, to be removed once what they hold is checkpointed and synced.
     retired: Vec<PathBuf>,
+    /// When the last batch was appended: batches in a stream share their syncs.
+    last_append: Option<Instant>,
 }
 
 /// States durable in the journal and due in a checkpoint.
@@ -176,13 +179,14 @@ impl Journals {
         }
     }
 
-    /// Appends `records` of `agent` and returns once they are durable.
+    /// Appends `records` of `agent` and returns once they are durable (with `may_wait`,
+    /// after up to [`COMMIT_DELAY`] for another batch's sync to cover them).
     pub(crate) fn append(
         &self,
         dir: &StateDir,
         agent: &str,
         records: Vec<Record>,
-        urgent: bool,
+        may_wait: bool,
     ) -> Result<(), StoreError> {
         let log = self.log(agent);
         let mut st = lock(&log.state);
@@ -209,7 +213,11 @@ impl Journals {
         let mine = st.appended;
         st.unapplied += 1;
         let delay = self.commit_delay.unwrap_or(COMMIT_DELAY);
-        if !urgent && !delay.is_zero() {
+        // In a stream of batches (the last one came within the delay) the next one is
+        // likely soon: waiting for it costs less than a sync each.
+        let streaming = st.last_append.is_some_and(|at| at.elapsed() < delay);
+        st.last_append = Some(Instant::now());
+        if (may_wait || streaming) && !delay.is_zero() {
             let deadline = Instant::now() + delay;
             while st.synced < mine {
                 let left = deadline.saturating_duration_since(Instant::now());
