@@ -21,7 +21,7 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 const ALICE: i64 = 4242;
 
 /// The store's counters are process-wide: the tests of this file run one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn clock() -> SharedClock {
     let t0 = Timestamp::from_second(1_750_000_000).unwrap_or(Timestamp::UNIX_EPOCH);
@@ -56,7 +56,7 @@ fn texts(messages: &[personad::core::model::Message]) -> Vec<String> {
 
 #[tokio::test]
 async fn each_change_is_appended_with_one_sync_and_no_rename() -> TestResult {
-    let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir()?;
     let tg = account(dir.path())?;
     let chat = ChatId(ALICE);
@@ -125,7 +125,7 @@ async fn each_change_is_appended_with_one_sync_and_no_rename() -> TestResult {
 
 #[tokio::test]
 async fn ram_keeps_a_window_and_the_history_served_is_unchanged() -> TestResult {
-    let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir()?;
     let tg = account(dir.path())?;
     tg.set_window(8);
@@ -160,7 +160,7 @@ async fn ram_keeps_a_window_and_the_history_served_is_unchanged() -> TestResult 
 
 #[tokio::test]
 async fn a_repeated_key_answers_its_message_while_it_is_in_the_window() -> TestResult {
-    let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir()?;
     let tg = account(dir.path())?;
     tg.set_window(4);
@@ -185,7 +185,7 @@ async fn a_repeated_key_answers_its_message_while_it_is_in_the_window() -> TestR
 
 #[tokio::test]
 async fn a_transcript_in_the_older_whole_file_form_loads_and_is_appended_to() -> TestResult {
-    let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir()?;
     let chat = ChatId(ALICE);
     let old = serde_json::json!({
@@ -246,7 +246,7 @@ impl std::io::Write for Logs {
 
 #[tokio::test]
 async fn a_last_line_cut_by_a_crash_is_dropped_with_a_warning() -> TestResult {
-    let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir()?;
     let chat = ChatId(ALICE);
     let tg = account(dir.path())?;

@@ -64,7 +64,7 @@ pub(super) struct Disk {
 pub(super) enum Record {
     /// A new message (ours with the idempotency key it was sent under).
     Message {
-        message: Message,
+        message: Box<Message>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         key: Option<i64>,
     },
@@ -120,7 +120,7 @@ impl ChatLog {
                 if let Some(key) = key {
                     self.sent_keys.insert(*key, message.id);
                 }
-                self.messages.push_back(message.clone());
+                self.messages.push_back((**message).clone());
             }
             Record::Edit { id, text } => {
                 if let Some(m) = self.messages.iter_mut().find(|m| m.id == *id) {

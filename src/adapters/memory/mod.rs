@@ -510,7 +510,7 @@ impl MemoryTelegram {
             };
             log.change(
                 Record::Message {
-                    message: msg.clone(),
+                    message: Box::new(msg.clone()),
                     key: None,
                 },
                 window,
@@ -551,7 +551,7 @@ impl MemoryTelegram {
                 return false;
             }
             let record = Record::Message {
-                message: message.clone(),
+                message: Box::new(message.clone()),
                 key: None,
             };
             log.change(record, window);
@@ -770,7 +770,7 @@ impl MemoryTelegram {
                 media: media(MessageId(id)),
             };
             let record = Record::Message {
-                message: msg.clone(),
+                message: Box::new(msg.clone()),
                 key: Some(key),
             };
             log.change(record, window);
