@@ -70,14 +70,8 @@ fn run_and_kill(state: &Path, push: Option<i64>, lines: usize) -> Result<Vec<Str
 /// failure (an empty list would let the checks below pass on nothing).
 fn transcript(state: &Path, chat: i64) -> Result<Vec<serde_json::Value>, String> {
     let path = state.join("transcripts").join(format!("{chat}.json"));
-    let text = std::fs::read_to_string(&path)
+    let value = personad::adapters::memory::read_folded_json(&path)
         .map_err(|e| format!("chat {chat}: transcript {}: {e}", path.display()))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "chat {chat}: transcript {} is not JSON: {e}",
-            path.display()
-        )
-    })?;
     value["messages"]
         .as_array()
         .cloned()

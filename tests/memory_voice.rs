@@ -83,9 +83,8 @@ async fn a_voice_note_is_kept_as_a_file_with_its_words() -> TestResult {
         Some(&b"OggS fake opus pages".to_vec())
     );
 
-    let saved: Value = serde_json::from_str(&std::fs::read_to_string(
-        dir.path().join(format!("{ALICE}.json")),
-    )?)?;
+    let saved: Value =
+        personad::adapters::memory::read_folded_json(&dir.path().join(format!("{ALICE}.json")))?;
     let line = &saved["messages"][0];
     assert_eq!(line["text"], "the train is late again");
     assert_eq!(line["media"]["kind"], "voice");

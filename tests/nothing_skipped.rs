@@ -141,8 +141,7 @@ fn a_message_that_arrives_during_a_pause_is_planned_on_resume() -> TestResult {
 fn transcript_file(s: &Scratch, agent: &str, title: &str) -> Option<std::path::PathBuf> {
     let dir = s.state().join(agent).join("telegram-memory");
     std::fs::read_dir(dir).ok()?.flatten().find_map(|e| {
-        let text = std::fs::read_to_string(e.path()).ok()?;
-        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let v = personad::adapters::memory::read_folded_json(&e.path()).ok()?;
         (v["chat"]["title"] == title).then(|| e.path())
     })
 }

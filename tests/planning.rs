@@ -913,13 +913,13 @@ async fn a_playground_killed_mid_plan_finishes_it_after_restart_without_sending_
         })
         .collect();
     assert_eq!(transcripts.len(), 1, "{transcripts:?}");
-    let log: Value = serde_json::from_str(&std::fs::read_to_string(
-        state
+    let log: Value = personad::adapters::memory::read_folded_json(
+        &state
             .path()
             .join("Tess")
             .join("playground")
             .join(&transcripts[0]),
-    )?)?;
+    )?;
     let ours: Vec<Value> = log["messages"]
         .as_array()
         .cloned()

@@ -303,7 +303,8 @@ fn a_message_left_without_a_plan_is_planned_at_the_next_start() -> TestResult {
     // As if the session died after the message was recorded and before its plan started:
     // the transcript holds only the inbound message, unread, and no graph exists.
     let path = transcript_path(dir.path())?;
-    let mut log: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    // Rewritten in the older whole-file form, which still loads.
+    let mut log: Value = personad::adapters::memory::read_folded_json(&path)?;
     let obj = log.as_object_mut().ok_or("not an object")?;
     obj.remove("read_upto");
     if let Some(Value::Array(messages)) = obj.get_mut("messages") {

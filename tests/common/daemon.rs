@@ -275,8 +275,8 @@ pub(crate) fn transcript(s: &Scratch, agent: &str) -> Vec<Value> {
         if entry.file_name().to_string_lossy().starts_with('.') {
             continue;
         }
-        if let Ok(text) = std::fs::read_to_string(entry.path())
-            && let Ok(v) = serde_json::from_str::<Value>(&text)
+        if entry.path().is_file()
+            && let Ok(v) = personad::adapters::memory::read_folded_json(&entry.path())
         {
             all.push(v);
         }

@@ -1,8 +1,15 @@
 //! An in-memory Telegram account: the twin of the real backend used by tests and the `chat`
-//! playground. It keeps per-chat transcripts (optionally persisted as JSON under the state
-//! dir, so a restarted playground still has its history), records every outbound action with
-//! the clock's time, answers a repeated idempotency key with the message it already sent (as
-//! Telegram does with `random_id`), and can be told to fail the next call of an operation.
+//! playground. It keeps per-chat transcripts (optionally persisted under the state dir as
+//! append-only JSON-lines journals, so a restarted playground still has its history; see
+//! `journal` and `persist`), records outbound actions with the clock's time (the newest
+//! [`ACTIONS_KEPT`] by default), answers a repeated idempotency key with the message it
+//! already sent while that message is in the window (as Telegram does with `random_id` for a
+//! while), and can be told to fail the next call of an operation.
+//!
+//! RAM holds per chat at most a window of its newest messages ([`WINDOW`] by default, at
+//! least the planner's default history; [`MemoryTelegram::set_window`]) and the keys of its
+//! own messages among them; older messages stay in the file and are read from it when asked
+//! for (or, without a state folder, are gone).
 //!
 //! A transcript that cannot be read at start is moved to `quarantine/` next to it (never
 //! overwritten), and its chat starts empty; its ids still start above the runtime's handled
@@ -10,18 +17,24 @@
 //! read the agent's state), as a real Telegram never gives an id twice.
 //!
 //! It never touches the network. Writes go through `store`, off the async threads; paths come
-//! from the state layout. Transcript reading is in `transcript`, the trait in `telegram`, voice
+//! from the state layout. The log and its journal format are in `journal`, saving and reading
+//! back in `persist`, transcript reading in `transcript`, the trait in `telegram`, voice
 //! notes (kept as files next to the transcripts) in `voice`.
 
+mod journal;
 mod media_send;
+mod persist;
 mod telegram;
 mod transcript;
 mod voice;
 mod world;
-pub use transcript::{HistoryError, read_history};
+pub use journal::WINDOW;
+pub use persist::OPEN_FILES;
+pub use transcript::{HistoryError, read_folded_json, read_history};
 pub use voice::VOICES_FORBIDDEN;
 pub use world::World;
 
+use journal::{ChatLog, Record};
 use transcript::{quarantine_transcript, read_transcript};
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -29,13 +42,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use jiff::Timestamp;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio::sync::mpsc;
 
-use crate::adapters::store::{self, layout};
+use crate::adapters::store;
 use crate::core::model::{
-    Chat, ChatId, LocalFailure, MediaInfo, Mention, Message, MessageId, Sender, StickerChoice,
-    TelegramError, TgResult,
+    Chat, ChatId, MediaInfo, Mention, Message, MessageId, Sender, StickerChoice, TelegramError,
+    TgResult,
 };
 use crate::ports::clock::SharedClock;
 
@@ -150,25 +163,18 @@ pub struct Incoming {
     pub mentions: Vec<Mention>,
 }
 
-/// One chat's persisted log.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct ChatLog {
-    chat: Chat,
-    next_id: i64,
-    messages: Vec<Message>,
-    /// Idempotency key → the message it produced.
-    #[serde(default)]
-    sent_keys: BTreeMap<i64, MessageId>,
-    #[serde(default)]
-    blocked: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    read_upto: Option<MessageId>,
-}
+/// Recorded actions kept by default (the oldest are dropped beyond it).
+pub const ACTIONS_KEPT: usize = 65_536;
 
 #[derive(Default)]
 struct State {
     chats: BTreeMap<ChatId, ChatLog>,
-    actions: Vec<Recorded>,
+    /// Messages kept in RAM per chat.
+    window: usize,
+    /// Transcript files kept open between appends (at most [`OPEN_FILES`]).
+    open_files: usize,
+    actions: VecDeque<Recorded>,
+    actions_kept: usize,
     faults: HashMap<Op, VecDeque<TelegramError>>,
     gates: HashMap<Op, Arc<Gate>>,
     media: HashMap<String, Vec<u8>>,
@@ -194,7 +200,6 @@ pub struct MemoryTelegram {
     dir: Option<PathBuf>,
     clock: SharedClock,
     state: Mutex<State>,
-    persist_lock: tokio::sync::Mutex<()>,
     observer: Mutex<Option<mpsc::UnboundedSender<Recorded>>>,
     /// The world this account shares its groups and direct chats with, if any.
     world: Mutex<Weak<World>>,
@@ -255,7 +260,11 @@ impl MemoryTelegram {
         clock: SharedClock,
         dir: Option<PathBuf>,
     ) -> Result<MemoryTelegram, store::StoreError> {
-        let mut state = State::default();
+        let mut state = State {
+            window: WINDOW,
+            actions_kept: ACTIONS_KEPT,
+            ..State::default()
+        };
         if let Some(dir) = &dir
             && let Ok(entries) = std::fs::read_dir(dir)
         {
@@ -265,7 +274,8 @@ impl MemoryTelegram {
                     continue;
                 }
                 match read_transcript(&path)? {
-                    Ok(log) => {
+                    Ok(folded) => {
+                        let log = transcript::adopt(&path, folded, state.window)?;
                         state.chats.insert(log.chat.id, log);
                     }
                     Err(reason) => {
@@ -283,17 +293,15 @@ impl MemoryTelegram {
         }
         let self_id = user_id_for(self_name);
         // Saved Messages: the account's chat with itself always exists.
-        state.chats.entry(ChatId(self_id)).or_insert(ChatLog {
-            chat: Chat {
-                id: ChatId(self_id),
-                kind: crate::core::model::ChatKind::Direct,
-                title: "Saved Messages".into(),
-            },
-            next_id: 1,
-            messages: Vec::new(),
-            sent_keys: BTreeMap::new(),
-            blocked: false,
-            read_upto: None,
+        state.chats.entry(ChatId(self_id)).or_insert_with(|| {
+            ChatLog::new(
+                Chat {
+                    id: ChatId(self_id),
+                    kind: crate::core::model::ChatKind::Direct,
+                    title: "Saved Messages".into(),
+                },
+                1,
+            )
         });
         Ok(MemoryTelegram {
             self_id,
@@ -301,7 +309,6 @@ impl MemoryTelegram {
             dir,
             clock,
             state: Mutex::new(state),
-            persist_lock: tokio::sync::Mutex::new(()),
             observer: Mutex::new(None),
             world: Mutex::new(Weak::new()),
         })
@@ -395,16 +402,35 @@ impl MemoryTelegram {
 
     /// Every action recorded so far.
     pub fn actions(&self) -> Vec<Recorded> {
-        self.lock().actions.clone()
+        self.lock().actions.iter().cloned().collect()
     }
 
-    /// The messages of a chat, oldest first.
+    /// Keeps the newest `n` recorded actions from now on (default [`ACTIONS_KEPT`]).
+    pub fn set_actions_kept(&self, n: usize) {
+        let mut st = self.lock();
+        st.actions_kept = n;
+        let over = st.actions.len().saturating_sub(n);
+        st.actions.drain(..over);
+    }
+
+    /// Keeps at most the newest `n` messages of each chat in RAM from now on (default
+    /// [`WINDOW`]; each chat is trimmed at its next message).
+    pub fn set_window(&self, n: usize) {
+        self.lock().window = n;
+    }
+
+    /// The messages of a chat in RAM (its window), oldest first.
     pub fn transcript(&self, chat: ChatId) -> Vec<Message> {
         self.lock()
             .chats
             .get(&chat)
-            .map(|c| c.messages.clone())
+            .map(|c| c.messages.iter().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// How many messages of `chat` are in RAM.
+    pub fn messages_in_ram(&self, chat: ChatId) -> usize {
+        self.lock().chats.get(&chat).map_or(0, |c| c.messages.len())
     }
 
     /// Raises each chat's next message id above its mark in `marks` (the runtime's handled
@@ -443,14 +469,9 @@ impl MemoryTelegram {
     pub fn ensure_chat(&self, chat: Chat) {
         let mut st = self.lock();
         let next_id = st.id_floors.get(&chat.id).copied().unwrap_or(1);
-        st.chats.entry(chat.id).or_insert(ChatLog {
-            chat,
-            next_id,
-            messages: Vec::new(),
-            sent_keys: BTreeMap::new(),
-            blocked: false,
-            read_upto: None,
-        });
+        st.chats
+            .entry(chat.id)
+            .or_insert_with(|| ChatLog::new(chat, next_id));
     }
 
     /// Appends a message from someone else and returns it; the caller hands it to the
@@ -460,6 +481,7 @@ impl MemoryTelegram {
         let world = self.world();
         let (msg, view) = {
             let mut st = self.lock();
+            let window = st.window;
             let log = st
                 .chats
                 .get_mut(&chat)
@@ -486,8 +508,13 @@ impl MemoryTelegram {
                 date: now,
                 media: incoming.media,
             };
-            log.next_id = id + 1;
-            log.messages.push(msg.clone());
+            log.change(
+                Record::Message {
+                    message: Box::new(msg.clone()),
+                    key: None,
+                },
+                window,
+            );
             (msg, log.chat.clone())
         };
         self.persist(chat).await?;
@@ -519,12 +546,15 @@ impl MemoryTelegram {
     async fn receive(&self, chat: Chat, message: Message) -> TgResult<bool> {
         let id = chat.id;
         self.ensure_chat(chat);
-        let kept = self.with_chat(id, |log| {
+        let kept = self.with_chat_windowed(id, |log, window| {
             if log.blocked && log.chat.kind.is_direct() {
                 return false;
             }
-            log.next_id = log.next_id.max(message.id.0 + 1);
-            log.messages.push(message.clone());
+            let record = Record::Message {
+                message: Box::new(message.clone()),
+                key: None,
+            };
+            log.change(record, window);
             true
         })?;
         if !kept {
@@ -573,37 +603,34 @@ impl MemoryTelegram {
     /// Someone edits a message of theirs: its text changes in the transcript (what the next
     /// history fetch, and so the planner, sees). Returns the edited message.
     pub async fn edit_inbound(&self, chat: ChatId, id: MessageId, text: &str) -> TgResult<Message> {
-        let edited = {
-            let mut st = self.lock();
-            let log = st
-                .chats
-                .get_mut(&chat)
-                .ok_or_else(|| TelegramError::NotFound(format!("chat {chat}")))?;
-            let msg = log
-                .messages
-                .iter_mut()
-                .find(|m| m.id == id)
-                .ok_or_else(|| TelegramError::NotFound(format!("message {id} in chat {chat}")))?;
-            msg.text = text.to_string();
-            msg.clone()
+        let mut edited = self
+            .find_message(chat, id)
+            .await?
+            .ok_or_else(|| TelegramError::NotFound(format!("message {id} in chat {chat}")))?;
+        edited.text = text.to_string();
+        let record = Record::Edit {
+            id,
+            text: edited.text.clone(),
         };
+        self.with_chat_windowed(chat, |log, window| log.change(record, window))?;
         self.persist(chat).await?;
         Ok(edited)
     }
 
     /// Messages are deleted: they leave the transcript. Returns how many were found.
     pub async fn delete_inbound(&self, chat: ChatId, ids: &[MessageId]) -> TgResult<usize> {
-        let removed = {
-            let mut st = self.lock();
-            let log = st
-                .chats
-                .get_mut(&chat)
-                .ok_or_else(|| TelegramError::NotFound(format!("chat {chat}")))?;
-            let before = log.messages.len();
-            log.messages.retain(|m| !ids.contains(&m.id));
-            before - log.messages.len()
-        };
-        self.persist(chat).await?;
+        let mut found = Vec::new();
+        for id in ids {
+            if !found.contains(id) && self.find_message(chat, *id).await?.is_some() {
+                found.push(*id);
+            }
+        }
+        let removed = found.len();
+        if !found.is_empty() {
+            let record = Record::Delete { ids: found };
+            self.with_chat_windowed(chat, |log, window| log.change(record, window))?;
+            self.persist(chat).await?;
+        }
         Ok(removed)
     }
 
@@ -650,30 +677,20 @@ impl MemoryTelegram {
         }
     }
 
-    async fn persist(&self, chat: ChatId) -> TgResult<()> {
-        let Some(dir) = &self.dir else {
-            return Ok(());
-        };
-        let _serial = self.persist_lock.lock().await;
-        let snapshot = self.lock().chats.get(&chat).cloned();
-        let Some(log) = snapshot else {
-            return Ok(());
-        };
-        let path = layout::transcript_path(dir, chat);
-        let bytes = serde_json::to_vec_pretty(&log)
-            .map_err(|e| TelegramError::Other(format!("cannot encode transcript: {e}")))?;
-        tokio::task::spawn_blocking(move || store::write_atomic(&path, &bytes))
-            .await
-            .map_err(|e| TelegramError::Local(LocalFailure::new(e)))?
-            .map_err(|e| TelegramError::Local(LocalFailure::new(e)))
-    }
-
     fn record(&self, action: Action) {
         let rec = Recorded {
             at: self.clock.now(),
             action,
         };
-        self.lock().actions.push(rec.clone());
+        {
+            let mut st = self.lock();
+            if st.actions.len() >= st.actions_kept {
+                st.actions.pop_front();
+            }
+            if st.actions_kept > 0 {
+                st.actions.push_back(rec.clone());
+            }
+        }
         if let Some(tx) = self
             .observer
             .lock()
@@ -693,6 +710,21 @@ impl MemoryTelegram {
         Ok(f(log))
     }
 
+    /// [`Self::with_chat`], also handing over the window.
+    fn with_chat_windowed<T>(
+        &self,
+        chat: ChatId,
+        f: impl FnOnce(&mut ChatLog, usize) -> T,
+    ) -> TgResult<T> {
+        let mut st = self.lock();
+        let window = st.window;
+        let log = st
+            .chats
+            .get_mut(&chat)
+            .ok_or_else(|| TelegramError::NotFound(format!("chat {chat}")))?;
+        Ok(f(log, window))
+    }
+
     /// Appends our own message unless the key was used before; returns the message and
     /// whether it is new.
     async fn post(
@@ -706,7 +738,7 @@ impl MemoryTelegram {
         let now = self.clock.now();
         let (self_id, self_name) = (self.self_id, self.self_name.clone());
         let world = self.world();
-        let (msg, fresh, view) = self.with_chat(chat, |log| {
+        let (msg, fresh, view) = self.with_chat_windowed(chat, |log, window| {
             if log.blocked && log.chat.kind.is_direct() {
                 return Err(TelegramError::Forbidden("you blocked this user".into()));
             }
@@ -737,9 +769,11 @@ impl MemoryTelegram {
                 date: now,
                 media: media(MessageId(id)),
             };
-            log.next_id = id + 1;
-            log.sent_keys.insert(key, msg.id);
-            log.messages.push(msg.clone());
+            let record = Record::Message {
+                message: Box::new(msg.clone()),
+                key: Some(key),
+            };
+            log.change(record, window);
             Ok((msg, true, log.chat.clone()))
         })??;
         if fresh {

@@ -3,7 +3,7 @@
 //! Telegram, it refuses a text longer than 4096 UTF-16 units as sent (MESSAGE_TOO_LONG), and a
 //! voice note in a chat marked as refusing them (see `voice`).
 
-use super::{Action, MemoryTelegram, Op};
+use super::{Action, MemoryTelegram, Op, Record};
 use crate::core::model::{
     Chat, ChatId, MediaInfo, Message, MessageId, OutgoingMedia, OutgoingSticker, OutgoingText,
     OutgoingVoice, StickerChoice, TelegramError, TgResult,
@@ -114,9 +114,7 @@ impl Telegram for MemoryTelegram {
         let emoji = emoji.to_string();
         Box::pin(async move {
             self.enter(Op::React).await?;
-            let exists =
-                self.with_chat(chat, |log| log.messages.iter().any(|m| m.id == message))?;
-            if !exists {
+            if self.find_message(chat, message).await?.is_none() {
                 return Err(TelegramError::Invalid(format!(
                     "no message {message} in chat {chat}"
                 )));
@@ -144,10 +142,10 @@ impl Telegram for MemoryTelegram {
             self.enter(Op::MarkRead).await?;
             // Read state lives on Telegram's side: it survives a crash of ours, so the
             // twin makes it durable at once (an unread scan after a restart relies on it).
-            let changed = self.with_chat(chat, |log| {
+            let changed = self.with_chat_windowed(chat, |log, window| {
                 let changed = log.read_upto.is_none_or(|r| r < upto);
                 if changed {
-                    log.read_upto = Some(upto);
+                    log.change(Record::Read { upto }, window);
                 }
                 changed
             })?;
@@ -170,7 +168,9 @@ impl Telegram for MemoryTelegram {
     fn block(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
             self.enter(Op::Block).await?;
-            self.with_chat(chat, |log| log.blocked = true)?;
+            self.with_chat_windowed(chat, |log, window| {
+                log.change(Record::Blocked { blocked: true }, window);
+            })?;
             self.persist(chat).await?;
             self.record(Action::Block { chat });
             Ok(())
@@ -180,7 +180,9 @@ impl Telegram for MemoryTelegram {
     fn unblock(&self, chat: ChatId) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
             self.enter(Op::Unblock).await?;
-            self.with_chat(chat, |log| log.blocked = false)?;
+            self.with_chat_windowed(chat, |log, window| {
+                log.change(Record::Blocked { blocked: false }, window);
+            })?;
             self.persist(chat).await?;
             self.record(Action::Unblock { chat });
             Ok(())
@@ -190,7 +192,7 @@ impl Telegram for MemoryTelegram {
     fn delete_history(&self, chat: ChatId, for_both_sides: bool) -> BoxFuture<'_, TgResult<()>> {
         Box::pin(async move {
             self.enter(Op::DeleteHistory).await?;
-            self.with_chat(chat, |log| log.messages.clear())?;
+            self.with_chat_windowed(chat, |log, window| log.change(Record::Clear, window))?;
             self.persist(chat).await?;
             self.record(Action::Clear {
                 chat,
@@ -203,10 +205,7 @@ impl Telegram for MemoryTelegram {
     fn fetch_history(&self, chat: ChatId, limit: usize) -> BoxFuture<'_, TgResult<Vec<Message>>> {
         Box::pin(async move {
             self.enter(Op::FetchHistory).await?;
-            self.with_chat(chat, |log| {
-                let skip = log.messages.len().saturating_sub(limit);
-                log.messages[skip..].to_vec()
-            })
+            self.history(chat, limit).await
         })
     }
 
@@ -251,12 +250,9 @@ impl Telegram for MemoryTelegram {
         Box::pin(async move {
             self.enter(Op::Download).await?;
             let uid = self
-                .with_chat(chat, |log| {
-                    log.messages
-                        .iter()
-                        .find(|m| m.id == message)
-                        .and_then(|m| m.media.as_ref().map(|x| x.unique_id.clone()))
-                })?
+                .find_message(chat, message)
+                .await?
+                .and_then(|m| m.media.map(|x| x.unique_id))
                 .ok_or_else(|| TelegramError::NotFound(format!("no media in message {message}")))?;
             let given = self.lock().media.get(&uid).cloned();
             // Else one of our own voice notes (kept as files).

@@ -1,10 +1,12 @@
-//! The in-memory backend's persisted transcripts: reading one at start (refusing what is not
-//! a small regular UTF-8 file holding a transcript) and moving an unusable one aside, at the
-//! paths the state layout gives. Called by [`MemoryTelegram::new`](super::MemoryTelegram::new).
+//! The in-memory backend's persisted transcripts: reading one whole (refusing what is not a
+//! small regular UTF-8 file holding a transcript journal, or the older whole-file form; see
+//! `journal`) and moving an unusable one aside, at the paths the state layout gives. Called by
+//! [`MemoryTelegram::new`](super::MemoryTelegram::new), by `persist` for messages older than
+//! the RAM window, and by `personad state history`.
 
 use std::path::{Path, PathBuf};
 
-use super::ChatLog;
+use super::journal::{self, BadJournal, Folded};
 use crate::adapters::store::{self, layout};
 
 /// Largest playground transcript read at start; a bigger file is quarantined.
@@ -20,12 +22,13 @@ pub(crate) enum Unusable {
     #[error("not valid UTF-8 (at byte {0})")]
     NotUtf8(usize),
     #[error(transparent)]
-    Json(#[from] serde_json::Error),
+    Journal(#[from] BadJournal),
 }
 
-/// Reads one persisted transcript. The inner `Err` is why the file is unusable: the caller
-/// quarantines it. The outer error is an I/O failure that says nothing about the file.
-pub(super) fn read_transcript(path: &Path) -> Result<Result<ChatLog, Unusable>, store::StoreError> {
+/// Reads one persisted transcript whole (every message, not only the window). The inner
+/// `Err` is why the file is unusable: the caller quarantines it. The outer error is an I/O
+/// failure that says nothing about the file.
+pub(super) fn read_transcript(path: &Path) -> Result<Result<Folded, Unusable>, store::StoreError> {
     use std::io::Read;
     let io = |source| store::StoreError::Io {
         action: "cannot read",
@@ -50,7 +53,41 @@ pub(super) fn read_transcript(path: &Path) -> Result<Result<ChatLog, Unusable>, 
         Ok(t) => t,
         Err(e) => return Ok(Err(Unusable::NotUtf8(e.utf8_error().valid_up_to()))),
     };
-    Ok(serde_json::from_str::<ChatLog>(&text).map_err(Unusable::from))
+    Ok(journal::fold(&text).map_err(Unusable::from))
+}
+
+/// Takes a transcript read at start into RAM: a file in the older whole-file form is
+/// rewritten once as a journal (its header line), a torn last line is cut off (it was never
+/// acknowledged: its append did not return) with a warning, and the log keeps its newest
+/// `window` messages.
+pub(super) fn adopt(
+    path: &Path,
+    folded: Folded,
+    window: usize,
+) -> Result<journal::ChatLog, store::StoreError> {
+    let mut log = folded.log;
+    if folded.whole_file {
+        let bytes = journal::header(&log).map_err(|e| store::StoreError::Io {
+            action: "cannot encode transcript",
+            path: path.to_path_buf(),
+            source: std::io::Error::other(e),
+        })?;
+        store::write_atomic(path, &bytes)?;
+        log.disk.lines = 1;
+        log.disk.superseded = 0;
+        tracing::info!(event = "transcript_converted", file = %path.display(), "transcript in the older whole-file form rewritten as a journal");
+    } else if folded.torn {
+        store::appender::cut_to(path, folded.valid_len as u64)?;
+        tracing::warn!(
+            event = "transcript_torn_tail",
+            file = %path.display(),
+            kept_bytes = folded.valid_len,
+            "the transcript's last line was cut short (the process died while appending): it is dropped"
+        );
+    }
+    log.disk.created = true;
+    log.trim(window);
+    Ok(log)
 }
 
 /// Moves an unusable transcript to `<dir>/quarantine/transcript--<ms>--<file>`.
@@ -78,11 +115,27 @@ pub enum HistoryError {
 pub fn read_history(
     path: &Path,
 ) -> Result<(crate::core::model::Chat, Vec<crate::core::model::Message>), HistoryError> {
+    let log = read_log(path)?;
+    Ok((log.chat, log.messages.into()))
+}
+
+fn read_log(path: &Path) -> Result<super::journal::ChatLog, HistoryError> {
     match read_transcript(path)? {
-        Ok(log) => Ok((log.chat, log.messages)),
+        Ok(folded) => Ok(folded.log),
         Err(e) => Err(HistoryError::Unusable {
             path: path.to_path_buf(),
             reason: e.to_string(),
         }),
     }
+}
+
+/// A transcript file folded into its whole-file form (`chat`, `next_id`, every message under
+/// `messages`, `sent_keys`, `blocked`, `read_upto`) as JSON, read only: what tests and tools
+/// that look at a chat's saved state read, whichever form the file is in.
+pub fn read_folded_json(path: &Path) -> Result<serde_json::Value, HistoryError> {
+    let log = read_log(path)?;
+    serde_json::to_value(&log).map_err(|e| HistoryError::Unusable {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
 }

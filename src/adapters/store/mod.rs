@@ -5,6 +5,8 @@
 //!   knowing no record (each owner serializes its own: the media pipeline its records, the
 //!   usage meter its totals, ...);
 //! - [`layout`]: [`StateDir`], the one place that builds paths under the state directory;
+//! - [`appender`]: an append-only file kept open between appends (transcript journals),
+//!   each append one write and one data sync, a failed one cut back;
 //! - [`io_stats`]: counts of the store's syncs, renames, opens and directory creations, for
 //!   the benches;
 //! - [`lock`]: the one `flock` implementation, for the state directory and the sessions;
@@ -20,6 +22,7 @@
 //! All functions block; async callers run them through `tokio::task::spawn_blocking`. Other
 //! modules must not write files themselves.
 
+pub mod appender;
 pub mod facts;
 pub mod files;
 pub mod graphs;

@@ -224,6 +224,8 @@ impl Accounts {
                 })
                 .await??;
                 memory.set_send_delay(send_delay);
+                // Nothing reads a daemon's recorded actions: keep few in a long run.
+                memory.set_actions_kept(256);
                 let memory = Arc::new(memory);
                 world.join(&memory);
                 let seat = Seat {
