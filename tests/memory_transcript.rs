@@ -1,5 +1,5 @@
 //! The in-memory Telegram's transcripts: each change is appended to the chat's journal (the
-//! bytes already there stay as they were, no temp file, no rename, one data sync per change),
+//! bytes already there stay as they were, no temp file, no rename, no sync: a kill keeps it),
 //! RAM keeps a bounded window of each chat while the history served is unchanged (older
 //! messages are read from the file), a transcript in the older whole-file form still loads,
 //! and a last line cut by a crash is dropped with a warning while the next append reads back.
@@ -55,7 +55,7 @@ fn texts(messages: &[personad::core::model::Message]) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn each_change_is_appended_with_one_sync_and_no_rename() -> TestResult {
+async fn each_change_is_appended_with_one_write_and_no_sync_or_rename() -> TestResult {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir()?;
     let tg = account(dir.path())?;
@@ -103,12 +103,12 @@ async fn each_change_is_appended_with_one_sync_and_no_rename() -> TestResult {
         per_message(spent.open),
         per_message(spent.temp_file)
     );
+    // Appended, not synced: it stands in for Telegram's servers (see `memory::persist`).
     assert_eq!(
-        (spent.rename, spent.temp_file, spent.fsync),
-        (0, 0, 0),
+        (spent.rename, spent.temp_file, spent.fsync, spent.fdatasync),
+        (0, 0, 0, 0),
         "{spent:?}"
     );
-    assert_eq!(spent.fdatasync, 3 * rounds as u64, "{spent:?}");
     assert!(spent.open <= 1, "the file stays open: {spent:?}");
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())?
         .flatten()

@@ -154,8 +154,10 @@ impl Driver {
             } else {
                 self.sched.start_ready(now);
                 self.execute();
-                let quiet = self.sched.in_flight() == 0 && self.persister.pending() == 0;
-                self.persister.maybe_checkpoint(now, quiet);
+                let idle = self.sched.graphs() == 0
+                    && self.sched.in_flight() == 0
+                    && self.persister.pending() == 0;
+                self.persister.maybe_checkpoint(now, idle);
             }
             self.passes += 1;
             // One look at the next wake-up serves the published status and this pass's sleep.

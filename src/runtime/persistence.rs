@@ -70,9 +70,8 @@ pub(crate) type OnSaved = Arc<dyn Fn(Saved) + Send + Sync>;
 /// Told of each finished checkpoint (see [`Persister::start_checkpoint`]).
 pub(crate) type OnCheckpointed = Arc<dyn Fn(Result<CheckpointReport, RuntimeError>) + Send + Sync>;
 
-/// Under load, checkpoints are written at most this often; when the runtime is quiet (no
-/// task in flight, no write pending) at once. A graph's file is current within this long
-/// after it settles.
+/// Checkpoints are written at most this often (at once when the runtime is idle). A graph's
+/// file is current within this long after it settles.
 pub(crate) const CHECKPOINT_EVERY: jiff::SignedDuration = jiff::SignedDuration::from_secs(1);
 
 /// The checkpoints' bookkeeping.
@@ -167,13 +166,15 @@ impl Persister {
         )
     }
 
-    /// Starts a checkpoint if one is owed and due: at once when `quiet` (nothing in flight,
-    /// no write pending), else [`CHECKPOINT_EVERY`] after the last one.
-    pub(crate) fn maybe_checkpoint(&mut self, now: jiff::Timestamp, quiet: bool) {
+    /// Starts a checkpoint if one is owed and due: [`CHECKPOINT_EVERY`] after the last one
+    /// (so a graph changed by every message of a burst is written once a second, not once per
+    /// message), or at once when the runtime is `idle` (no graph, nothing in flight, no write
+    /// pending: the last changes of a run are on file before anyone waits for it).
+    pub(crate) fn maybe_checkpoint(&mut self, now: jiff::Timestamp, idle: bool) {
         let Some(due) = self.next_checkpoint() else {
             return;
         };
-        if !(quiet && self.slots.is_empty()) && due > now {
+        if !(idle && self.slots.is_empty()) && due > now {
             return;
         }
         self.start_checkpoint(now);

@@ -2,10 +2,13 @@
 //!
 //! Each change of a chat is queued on its log in RAM (in the order it was made, under the
 //! state lock) and [`MemoryTelegram::persist`] appends everything queued for the chat as
-//! whole lines with one `fdatasync` (`store::appender`), before the call that made the change
-//! returns: a message sent or received before a crash is in the file after it, as it would be
-//! on Telegram's side. A chat's appends are serialized by its own async lock, so concurrent
-//! changes of one chat share a sync (the second finds its record already written). The first
+//! whole lines with one `write` (`store::appender`), before the call that made the change
+//! returns: a message sent or received before the daemon is killed is in the file after it,
+//! as it would be on Telegram's side. The appends are not synced: this account stands in for
+//! Telegram's servers, whose durability is not the daemon's to pay for (a power loss may cut
+//! the newest lines, which the reader drops as a torn tail; the daemon's own state is in its
+//! synced journal). A chat's appends are serialized by its own async lock, so concurrent
+//! changes of one chat share a write (the second finds its record already written). The first
 //! save of a chat writes its file whole (`write_atomic`, once per chat), and a file over half
 //! made of stale lines (edits, deletions, read marks, a clear) is rewritten whole once it has
 //! [`COMPACT_AFTER`](super::journal::COMPACT_AFTER) of them. Up to [`OPEN_FILES`] chats keep
@@ -215,7 +218,13 @@ fn write(
     work: &Work,
 ) -> (Option<AppendFile>, Result<(), store::StoreError>) {
     match work {
-        Work::Create(bytes) => (None, store::write_atomic(path, bytes)),
+        // A new chat's file is created in place (no temp file, no rename, not synced, like
+        // the appends); a file already there (an older form) is replaced whole.
+        Work::Create(bytes) => match AppendFile::create(path, bytes) {
+            Ok(Some(file)) => (Some(file), Ok(())),
+            Ok(None) => (None, store::write_atomic(path, bytes)),
+            Err(e) => (None, Err(e)),
+        },
         Work::Append(bytes) => {
             let mut file = match file {
                 Some(f) => f,
@@ -224,7 +233,7 @@ fn write(
                     Err(e) => return (None, Err(e)),
                 },
             };
-            match file.append_synced(bytes) {
+            match file.append(bytes) {
                 Ok(()) => (Some(file), Ok(())),
                 Err(e) => (None, Err(e)),
             }

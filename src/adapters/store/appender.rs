@@ -27,6 +27,42 @@ pub struct AppendFile {
 }
 
 impl AppendFile {
+    /// Creates `path` (it must not exist; its directory is made if needed) with `bytes` as
+    /// its first lines, not synced, and keeps it open for appending. `Ok(None)` when the file
+    /// is already there (the caller replaces it whole instead).
+    pub fn create(path: &Path, bytes: &[u8]) -> Result<Option<AppendFile>, StoreError> {
+        let create = || {
+            OpenOptions::new()
+                .append(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(path)
+        };
+        let file = match create() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(dir) = path.parent() {
+                    super::files::ensure_private_dir(dir)?;
+                }
+                create()
+            }
+            other => other,
+        };
+        let file = match file {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(None),
+            Err(e) => return Err(io_err("cannot create", path)(e)),
+        };
+        io_stats::note(Op::Open);
+        let mut out = AppendFile {
+            file,
+            path: path.to_path_buf(),
+            len: 0,
+        };
+        out.append(bytes)?;
+        Ok(Some(out))
+    }
+
     /// Opens `path` for appending; it must exist.
     pub fn open(path: &Path) -> Result<AppendFile, StoreError> {
         let opened = OpenOptions::new()
@@ -57,7 +93,20 @@ impl AppendFile {
     /// Appends `bytes` (whole lines) and syncs the data. On failure the file is cut back to
     /// its length before the call (best effort) and the error returned.
     pub fn append_synced(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
+        self.append_with(bytes, true)
+    }
+
+    /// Appends `bytes` (whole lines) without syncing: in the file once this returns (a kill
+    /// of the process keeps them), on the disk once the kernel writes it back.
+    pub fn append(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
+        self.append_with(bytes, false)
+    }
+
+    fn append_with(&mut self, bytes: &[u8], sync: bool) -> Result<(), StoreError> {
         let written = self.file.write_all(bytes).and_then(|()| {
+            if !sync {
+                return Ok(());
+            }
             io_stats::note(Op::Fdatasync);
             self.file.sync_data()
         });

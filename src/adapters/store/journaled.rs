@@ -7,9 +7,9 @@
 //!   another batch's sync to cover it (group commit: the sync a reply's send waits for
 //!   carries the bulk along, and a burst of inbound messages shares one). Once durable, the batch's
 //!   states become *pending*: due in a checkpoint.
-//! - **Checkpoints** ([`Journals::checkpoint`], called by the runtime when it is quiet or
-//!   every [`crate::runtime`] checkpoint interval): pending graphs are written to their
-//!   Markdown files (a temp file renamed over, not synced: the journal still holds them),
+//! - **Checkpoints** ([`Journals::checkpoint`], called by the runtime once a second while
+//!   anything changed, and at once when it is idle): pending graphs are written to their
+//!   Markdown files (in place, not synced: the journal still holds them),
 //!   deleted graphs' files removed, agent states written. A segment that reached
 //!   [`ROTATE_BYTES`], or every segment at a full checkpoint (a clean stop, `state clear`),
 //!   is *retired*: appends move to a new segment, everything it held is checkpointed, the
@@ -509,46 +509,45 @@ fn raise(marks: &mut Marks, chat: ChatId, mark: HandledMark) {
     }
 }
 
-/// Replaces `path` with `bytes` through a temp file renamed over it, without syncing: the
-/// journal holds the state until a retirement syncs the file system.
+/// Writes `bytes` over `path` in place (no temp file, no rename: the file keeps its inode),
+/// without syncing: the journal holds the state until a retirement syncs the file. A reader
+/// of the raw file may catch it half-written, and a crash may leave it so; `state show` and
+/// the start read the journal's state over it (the journal covers every file written since
+/// the last retirement). Never through a link; a FIFO is refused, not waited on.
 fn write_unsynced(
     path: &Path,
     bytes: &[u8],
     made: &Mutex<HashSet<PathBuf>>,
 ) -> Result<(), StoreError> {
     use std::io::Write as _;
-    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
     let parent = path.parent().unwrap_or(Path::new("."));
     let known = lock(made).contains(parent);
     if !known {
         ensure_private_dir(parent)?;
         lock(made).insert(parent.to_path_buf());
     }
-    let temp = || {
-        tempfile::Builder::new()
-            .prefix(super::files::TEMP_PREFIX)
-            .permissions(std::fs::Permissions::from_mode(0o600))
-            .tempfile_in(parent)
+    let open = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
     };
-    let mut tmp = match temp() {
+    let mut file = match open() {
         // A directory removed since it was made (an operator's cleanup): made again, once.
         Err(e) if known && e.kind() == std::io::ErrorKind::NotFound => {
             ensure_private_dir(parent)?;
-            temp()
+            open()
         }
         other => other,
     }
-    .map_err(io_err("cannot create temp file in", parent))?;
-    io_stats::note(Op::TempFile);
-    tmp.write_all(bytes)
-        .map_err(io_err("cannot write temp file for", path))?;
-    io_stats::note(Op::Rename);
-    tmp.persist(path).map_err(|e| StoreError::Io {
-        action: "cannot rename temp file onto",
-        path: path.to_path_buf(),
-        source: e.error,
-    })?;
-    Ok(())
+    .map_err(io_err("cannot write checkpoint", path))?;
+    io_stats::note(Op::Open);
+    file.write_all(bytes)
+        .map_err(io_err("cannot write checkpoint", path))
 }
 
 fn remove_unsynced(path: &Path) -> Result<(), StoreError> {
