@@ -769,7 +769,10 @@ fn a_failed_save_stops_the_daemon_with_exit_code_74() -> TestResult {
     // The agent's journal cannot be made: no state change can be made durable.
     let agent_dir = state.join("Wren").join("playground").join("Wren");
     std::fs::create_dir_all(&agent_dir)?;
-    std::fs::set_permissions(&agent_dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+    std::fs::set_permissions(
+        &agent_dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )?;
     std::fs::write(agent_dir.join("journal"), "not a directory")?;
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));

@@ -4,8 +4,8 @@
 //! `--llm`) and runs inside a usage scope (`llm::usage`) naming the agent, the chat and the
 //! kind of call (plan, summary, schedule). It keeps,
 //! per conversation, the start of the history window used last time so the prompt prefix stays
-//! stable between requests; with a state directory the start is persisted per chat
-//! (`windows/<agent>/<chat>.json`), so the prefix survives restarts. It maps model outcomes:
+//! stable between requests; with a state directory the start is persisted (`store::windows`:
+//! one append-only record journal per agent), so the prefix survives restarts. It maps model outcomes:
 //! blocked or empty answers are silence (logged with the reason), transient errors are retried
 //! by the task machinery, permanent ones drop the plan. Called by the `received` handler via
 //! [`Planner`].
@@ -99,21 +99,14 @@ pub struct LlmPlanner {
     llm: Arc<dyn Llm>,
     config: LlmPlannerConfig,
     windows: Mutex<HashMap<(String, ChatId), Option<MessageId>>>,
-    state: Option<StateDir>,
+    records: Option<Arc<store::windows::WindowRecords>>,
     usage: Option<Arc<UsageMeter>>,
     /// Summary calls per agent and (UTC) day, for the daily cap.
     summary_calls: Mutex<HashMap<(String, jiff::civil::Date), u32>>,
 }
 
-/// The persisted window start of one chat.
-#[derive(serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WindowRecord {
-    format: u32,
-    window_start: Option<i64>,
-}
-
-/// `<state>/windows/<agent>/<chat>.json`.
+/// `<state>/windows/<agent>/<chat>.json`: where older versions kept a chat's window start
+/// (still read; see `store::windows`).
 pub fn window_path(state: &StateDir, agent: &str, chat: ChatId) -> std::path::PathBuf {
     state.window_path(agent, chat)
 }
@@ -124,15 +117,16 @@ impl LlmPlanner {
             llm,
             config,
             windows: Mutex::new(HashMap::new()),
-            state: None,
+            records: None,
             usage: None,
             summary_calls: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Persists each chat's window start under `state` (and reads it back after a restart).
+    /// Persists each chat's window start under `state` (`store::windows`, read back after
+    /// a restart).
     pub fn with_state(mut self, state: StateDir) -> LlmPlanner {
-        self.state = Some(state);
+        self.records = Some(Arc::new(store::windows::WindowRecords::new(state)));
         self
     }
 
@@ -150,30 +144,16 @@ impl LlmPlanner {
             .copied()
     }
 
-    /// The remembered window start: from memory, else from the chat's record on disk.
+    /// The remembered window start: from memory, else from the agent's window records.
     async fn window(&self, key: &(String, ChatId)) -> Option<MessageId> {
         if let Some(known) = self.cached_window(key) {
             return known;
         }
-        let state = self.state.clone()?;
-        let path = window_path(&state, &key.0, key.1);
-        let read = tokio::task::spawn_blocking(move || store::read_optional(&path)).await;
-        let start = match read {
-            Ok(Ok(Some(text))) => match serde_json::from_str::<WindowRecord>(&text) {
-                Ok(r) => r.window_start.map(MessageId),
-                Err(e) => {
-                    // Only a cache-efficiency hint: recomputed (and rewritten) on this request.
-                    tracing::warn!(agent = %key.0, chat = %key.1, error = %e, "window record unreadable; recomputing it");
-                    None
-                }
-            },
-            Ok(Ok(None)) => None,
-            Ok(Err(e)) => {
-                tracing::warn!(agent = %key.0, chat = %key.1, error = %e, "window record unreadable; recomputing it");
-                None
-            }
-            Err(_) => None,
-        };
+        let records = self.records.clone()?;
+        let (agent, chat) = key.clone();
+        let start = tokio::task::spawn_blocking(move || records.get(&agent, chat))
+            .await
+            .unwrap_or(None);
         self.windows
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -190,18 +170,18 @@ impl LlmPlanner {
         if before == Some(start) {
             return;
         }
-        let Some(state) = self.state.clone() else {
+        let Some(records) = self.records.clone() else {
             return;
         };
-        let path = window_path(&state, &key.0, key.1);
-        let record = WindowRecord {
-            format: 1,
-            window_start: start.map(|m| m.0),
-        };
-        let bytes = serde_json::to_vec(&record).unwrap_or_default();
-        let written = tokio::task::spawn_blocking(move || store::write_atomic(&path, &bytes)).await;
-        if let Ok(Err(e)) = written {
-            tracing::warn!(agent = %key.0, chat = %key.1, error = %e, "window record not saved");
+        let (agent, chat) = key;
+        let written = tokio::task::spawn_blocking(move || {
+            records
+                .note(&agent, chat, start)
+                .map_err(|e| (agent, chat, e))
+        })
+        .await;
+        if let Ok(Err((agent, chat, e))) = written {
+            tracing::warn!(agent = %agent, chat = %chat, error = %e, "window record not saved");
         }
     }
 

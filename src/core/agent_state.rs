@@ -46,11 +46,7 @@ pub struct AgentState {
     /// its own (a journal record, then the agent's `handled.json`), never with the rest of
     /// this state, and marks older than [`HANDLED_KEEP`] are dropped. Read from older
     /// `agent-state.json` files (a bare message id per chat), never written there.
-    #[serde(
-        default,
-        skip_serializing,
-        deserialize_with = "marks::deserialize"
-    )]
+    #[serde(default, skip_serializing, deserialize_with = "marks::deserialize")]
     pub handled: BTreeMap<ChatId, HandledMark>,
     /// Schedule calls made on one local day of the persona (counted when a call is handed
     /// out, so a crash mid-call still counts): at most two a day.

@@ -21,8 +21,8 @@ use crate::core::scheduler::{Effect, Scheduler, Start};
 use crate::ports::clock::{self, Hold};
 use crate::runtime::handlers::{self, TaskContext};
 use crate::runtime::persistence::{OnSaved, Persister, Saved, Target, Write, blocking};
-use crate::runtime::startup::load_agent_state;
 use crate::runtime::queue::Event;
+use crate::runtime::startup::load_agent_state;
 use crate::runtime::{AgentHandle, RuntimeError, Services, Status, StopReport};
 
 struct Running {
@@ -364,11 +364,17 @@ impl Driver {
                 self.persister.checkpointed();
                 match result {
                     Ok(report) if report.retired > 0 => {
-                        tracing::debug!(files = report.files, retired = report.retired, "checkpoint written; journal segments retired");
+                        tracing::debug!(
+                            files = report.files,
+                            retired = report.retired,
+                            "checkpoint written; journal segments retired"
+                        );
                     }
                     Ok(_) => {}
                     Err(RuntimeError::Store(crate::ports::store::StoreError::Gone(gone))) => {
-                        return Err(RuntimeError::Store(crate::ports::store::StoreError::Gone(gone)));
+                        return Err(RuntimeError::Store(crate::ports::store::StoreError::Gone(
+                            gone,
+                        )));
                     }
                     // The journal still holds it all: tried again with the next one.
                     Err(e) => {

@@ -46,4 +46,3 @@ pub(crate) async fn load_agent_state(
     );
     Ok((state, Some(notice)))
 }
-

@@ -17,7 +17,8 @@
 //!   commit into it, the checkpoints written from it and the replay at start;
 //! - [`presence`]: the persona's schedule days and scheduled intents (read here, written
 //!   through the runtime's batches);
-//! - [`retrieved`]: the documents each chat's `retrieve` tasks kept.
+//! - [`retrieved`]: the documents each chat's `retrieve` tasks kept;
+//! - [`windows`]: the planner's window records, one append-only journal per agent.
 //!
 //! All functions block; async callers run them through `tokio::task::spawn_blocking`. Other
 //! modules must not write files themselves.
@@ -35,6 +36,7 @@ pub mod lock;
 pub mod presence;
 pub mod retrieved;
 pub(crate) mod secure;
+pub mod windows;
 
 pub use crate::ports::store::{LoadedGraphs, Quarantined, StoreError, Write};
 pub use files::{

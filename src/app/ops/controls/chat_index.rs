@@ -484,7 +484,10 @@ mod seed_tests {
         );
         store::GraphStore::new(state.clone()).save(&graph)?;
         // An older agent state: its handled marks are bare message ids.
-        store::write_atomic(&state.agent_state_path("Tess"), br#"{"handled": {"42": 3}}"#)?;
+        store::write_atomic(
+            &state.agent_state_path("Tess"),
+            br#"{"handled": {"42": 3}}"#,
+        )?;
         let chats = ChatIndex::new(state).chats("Tess");
         assert_eq!(chats.len(), 2, "{chats:?}");
         assert_eq!(chats[&-1005].title, "Book club");

@@ -1,0 +1,275 @@
+//! The planner's window records: per chat, the first message of the history window it sent
+//! last time (a cache hint that keeps the prompt prefix stable across restarts). Each agent's
+//! records are one append-only journal, `windows/<agent>.log`, a JSON line per change
+//! (`{"chat":…,"start":…}`), appended without a sync through `appender` (no temp file, rename
+//! or directory made per chat; a record lost to a power loss is only recomputed). The first
+//! use of an agent in a process reads its journal (a torn last line is ignored) and, when
+//! more than half of it is superseded, rewrites it whole (`write_atomic`). Records of older
+//! versions (`windows/<agent>/<chat>.json`, one file per chat) are still read when the
+//! journal has none for the chat, but only if that directory exists (looked up once).
+//!
+//! It owns these files only; the planner decides what the window is. Calls block: async
+//! callers run them on the blocking pool.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+
+use super::StoreError;
+use super::appender::AppendFile;
+use super::files::{read_optional, write_atomic};
+use super::layout::{StateDir, fs_name};
+use crate::core::model::{ChatId, MessageId};
+
+/// One line of the journal.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    chat: ChatId,
+    start: Option<i64>,
+}
+
+/// A record of the older form (one file per chat).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OldRecord {
+    #[allow(dead_code)]
+    format: u32,
+    window_start: Option<i64>,
+}
+
+#[derive(Default)]
+struct AgentWindows {
+    starts: HashMap<ChatId, Option<MessageId>>,
+    file: Option<AppendFile>,
+    /// The older per-chat directory exists.
+    old_dir: bool,
+    /// The journal is there but could not be read or rewritten: not appended to.
+    loaded_broken: bool,
+}
+
+/// Every agent's window records, read once per agent and kept in memory.
+pub struct WindowRecords {
+    dir: StateDir,
+    agents: Mutex<HashMap<String, AgentWindows>>,
+}
+
+/// Rewritten whole at first use when it holds more than this many lines per chat.
+const COMPACT_RATIO: usize = 2;
+/// ... and at least this many lines.
+const COMPACT_MIN: usize = 256;
+
+impl WindowRecords {
+    pub fn new(dir: StateDir) -> WindowRecords {
+        WindowRecords {
+            dir,
+            agents: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn journal_path(&self, agent: &str) -> PathBuf {
+        self.dir
+            .root()
+            .join("windows")
+            .join(format!("{}.log", fs_name(agent)))
+    }
+
+    /// The remembered window start of `chat` (`None`: none remembered).
+    pub fn get(&self, agent: &str, chat: ChatId) -> Option<MessageId> {
+        let mut all = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+        let windows = self.agent(&mut all, agent);
+        if let Some(start) = windows.starts.get(&chat) {
+            return *start;
+        }
+        let start = if windows.old_dir {
+            self.read_old(agent, chat)
+        } else {
+            None
+        };
+        windows.starts.insert(chat, start);
+        start
+    }
+
+    /// Remembers `chat`'s window start; appends a record when it changed.
+    pub fn note(
+        &self,
+        agent: &str,
+        chat: ChatId,
+        start: Option<MessageId>,
+    ) -> Result<(), StoreError> {
+        let path = self.journal_path(agent);
+        let mut all = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+        let windows = self.agent(&mut all, agent);
+        if windows.starts.get(&chat) == Some(&start) {
+            return Ok(());
+        }
+        windows.starts.insert(chat, start);
+        let mut line = serde_json::to_vec(&Line {
+            chat,
+            start: start.map(|m| m.0),
+        })
+        .map_err(|e| StoreError::Io {
+            action: "cannot encode a window record for",
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        line.push(b'\n');
+        match windows.file.as_mut() {
+            Some(file) => file.append(&line),
+            None if windows.loaded_broken => Ok(()),
+            None => {
+                let file = match AppendFile::create(&path, &line)? {
+                    Some(f) => f,
+                    None => {
+                        let mut f = AppendFile::open(&path)?;
+                        f.append(&line)?;
+                        f
+                    }
+                };
+                windows.file = Some(file);
+                Ok(())
+            }
+        }
+    }
+
+    /// The agent's records, read at first use.
+    fn agent<'a>(
+        &self,
+        all: &'a mut HashMap<String, AgentWindows>,
+        agent: &str,
+    ) -> &'a mut AgentWindows {
+        all.entry(agent.to_string())
+            .or_insert_with(|| self.load(agent))
+    }
+
+    fn load(&self, agent: &str) -> AgentWindows {
+        let path = self.journal_path(agent);
+        let old_dir = self
+            .dir
+            .root()
+            .join("windows")
+            .join(fs_name(agent))
+            .is_dir();
+        let mut out = AgentWindows {
+            old_dir,
+            ..AgentWindows::default()
+        };
+        let text = match read_optional(&path) {
+            Ok(Some(text)) => text,
+            Ok(None) => return out,
+            Err(e) => {
+                tracing::warn!(file = %path.display(), error = %e, "window records unreadable; windows are recomputed");
+                out.loaded_broken = true;
+                return out;
+            }
+        };
+        let mut lines = 0usize;
+        for line in text.lines() {
+            // A torn or damaged line costs only its hint.
+            if let Ok(l) = serde_json::from_str::<Line>(line) {
+                lines += 1;
+                out.starts.insert(l.chat, l.start.map(MessageId));
+            }
+        }
+        let torn = !text.is_empty() && !text.ends_with('\n');
+        if torn || (lines >= COMPACT_MIN && lines > out.starts.len() * COMPACT_RATIO) {
+            // Rewritten whole: superseded lines dropped, and a torn last line (which the next
+            // append would join) gone.
+            let mut whole = Vec::new();
+            for (chat, start) in &out.starts {
+                if let Ok(mut l) = serde_json::to_vec(&Line {
+                    chat: *chat,
+                    start: start.map(|m| m.0),
+                }) {
+                    l.push(b'\n');
+                    whole.extend_from_slice(&l);
+                }
+            }
+            if let Err(e) = write_atomic(&path, &whole) {
+                tracing::warn!(file = %path.display(), error = %e, "window records not rewritten; windows of this agent are not saved until the next start");
+                out.loaded_broken = true;
+                return out;
+            }
+        }
+        out.file = AppendFile::open(&path).ok();
+        out
+    }
+
+    fn read_old(&self, agent: &str, chat: ChatId) -> Option<MessageId> {
+        let path = self.dir.window_path(agent, chat);
+        match read_optional(&path) {
+            Ok(Some(text)) => serde_json::from_str::<OldRecord>(&text)
+                .ok()
+                .and_then(|r| r.window_start.map(MessageId)),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt as _;
+
+    use super::WindowRecords;
+    use crate::adapters::store::StateDir;
+    use crate::core::model::{ChatId, MessageId};
+
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    /// Records are appended to one file per agent (same inode, no per-chat file) and read
+    /// back by the next process; an unchanged start appends nothing.
+    #[test]
+    fn records_are_appended_and_read_back() -> TestResult {
+        let tmp = tempfile::tempdir()?;
+        let w = WindowRecords::new(StateDir::new(tmp.path()));
+        w.note("Ann", ChatId(1), Some(MessageId(10)))?;
+        let path = tmp.path().join("windows").join("Ann.log");
+        let inode = std::fs::metadata(&path)?.ino();
+        w.note("Ann", ChatId(2), None)?;
+        w.note("Ann", ChatId(1), Some(MessageId(20)))?;
+        w.note("Ann", ChatId(1), Some(MessageId(20)))?;
+        assert_eq!(
+            std::fs::metadata(&path)?.ino(),
+            inode,
+            "appended, not replaced"
+        );
+        assert_eq!(std::fs::read_to_string(&path)?.lines().count(), 3);
+        let again = WindowRecords::new(StateDir::new(tmp.path()));
+        assert_eq!(again.get("Ann", ChatId(1)), Some(MessageId(20)));
+        assert_eq!(again.get("Ann", ChatId(2)), None);
+        assert!(
+            !tmp.path().join("windows").join("Ann").exists(),
+            "no per-chat files"
+        );
+        Ok(())
+    }
+
+    /// A last line cut by a crash is dropped and the file rewritten, so the next record
+    /// reads back; an older per-chat record is still read.
+    #[test]
+    fn a_torn_line_is_dropped_and_older_records_are_read() -> TestResult {
+        let tmp = tempfile::tempdir()?;
+        let dir = tmp.path().join("windows");
+        std::fs::create_dir_all(dir.join("Ann"))?;
+        std::fs::write(
+            dir.join("Ann.log"),
+            b"{\"chat\":1,\"start\":5}\n{\"chat\":2,\"st",
+        )?;
+        std::fs::write(
+            dir.join("Ann").join("3.json"),
+            b"{\"format\":1,\"window_start\":7}",
+        )?;
+        let w = WindowRecords::new(StateDir::new(tmp.path()));
+        assert_eq!(w.get("Ann", ChatId(1)), Some(MessageId(5)));
+        assert_eq!(
+            w.get("Ann", ChatId(3)),
+            Some(MessageId(7)),
+            "the older form"
+        );
+        w.note("Ann", ChatId(2), Some(MessageId(9)))?;
+        let again = WindowRecords::new(StateDir::new(tmp.path()));
+        assert_eq!(again.get("Ann", ChatId(2)), Some(MessageId(9)));
+        assert_eq!(again.get("Ann", ChatId(1)), Some(MessageId(5)));
+        Ok(())
+    }
+}
