@@ -533,6 +533,7 @@ fn state_show(store: &GraphStore, agent: &str, chat: ChatId) -> CmdResult {
             path.display()
         )));
     };
+    let from_journal = file.from_journal;
     let graph = file.graph.map_err(|reason| {
         let reason = reason.to_string();
         // A read error already names the file: say it once.
@@ -542,7 +543,14 @@ fn state_show(store: &GraphStore, agent: &str, chat: ChatId) -> CmdResult {
             .unwrap_or(&reason);
         CommandError::Data(format!("{shown} is unreadable: {reason}"))
     })?;
-    out(&render_graph(&graph))?;
+    let mut text = render_graph(&graph);
+    if from_journal {
+        text.push_str(&format!(
+            "\n(from the journal: newer than {}, the checkpoint a running daemon writes within a second)\n",
+            path.display()
+        ));
+    }
+    out(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 

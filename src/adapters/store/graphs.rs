@@ -54,6 +54,7 @@ fn overlay(
             Some((_, Some(g))) => out.push(GraphFile {
                 graph: check(&file.path, g),
                 path: file.path,
+                from_journal: true,
             }),
         }
     }
@@ -62,6 +63,7 @@ fn overlay(
             out.push(GraphFile {
                 graph: check(&path, g),
                 path,
+                from_journal: true,
             });
         }
     }
@@ -149,6 +151,9 @@ pub fn save_agent_state(dir: &StateDir, agent: &str, state: &AgentState) -> Resu
 pub struct GraphFile {
     pub path: PathBuf,
     pub graph: Result<TaskGraph, RecordError>,
+    /// The graph shown is the journal's, newer than the file (a running daemon writes the
+    /// file as a checkpoint a moment later), or the file is not there yet.
+    pub from_journal: bool,
 }
 
 /// Reads and writes graph files and agent states: the [`RuntimeStore`], journaled (see
@@ -390,6 +395,7 @@ impl GraphStore {
             .clamp(1, 4);
         let per_thread = paths.len().div_ceil(threads).max(64);
         let read = |path: &PathBuf| GraphFile {
+            from_journal: false,
             path: path.clone(),
             graph: read_file(path, GRAPH_FILE_CAP, Symlinks::Refuse)
                 .and_then(|bytes| utf8(path, bytes))
@@ -461,11 +467,13 @@ impl GraphStore {
             }
         }
         self.journals.set_on_disk(on_disk);
-        files.extend(
-            journal
-                .into_iter()
-                .filter_map(|(path, (_, g))| g.map(|g| GraphFile { path, graph: Ok(g) })),
-        );
+        files.extend(journal.into_iter().filter_map(|(path, (_, g))| {
+            g.map(|g| GraphFile {
+                path,
+                graph: Ok(g),
+                from_journal: true,
+            })
+        }));
         let mut seen = std::collections::HashSet::new();
         for file in files {
             let verdict = file.graph.and_then(|g| {
