@@ -565,9 +565,10 @@ fn remove_segment(path: &Path) -> Result<(), StoreError> {
     }
 }
 
-/// Reads every agent's journal under `dir` (see the module documentation). `quarantine`:
-/// a segment with records skipped as corrupted is copied to `quarantine/` (at start; the
-/// read-only views leave it). Problems are logged with the file and line.
+/// Reads every agent's journal under `dir` (see the module documentation). `quarantine`
+/// (at start): problems are logged with the file and line, and a segment with records
+/// skipped as corrupted is copied to `quarantine/`; the read-only views (beside a running
+/// daemon, whose newest record may be half-written) say nothing and leave it.
 pub(crate) fn replay(dir: &StateDir, quarantine: bool) -> Result<Replayed, StoreError> {
     let mut out = Replayed::default();
     let Ok(entries) = std::fs::read_dir(dir.root()) else {
@@ -594,7 +595,8 @@ fn replay_agent(jdir: &Path, quarantine: bool, out: &mut Replayed) -> Result<(),
     for (_, path) in segments {
         let bytes = super::files::read_file(&path, u64::MAX >> 1, super::files::Symlinks::Refuse)?;
         let parsed = journal::parse(&bytes, last);
-        if let Some(torn) = &parsed.torn {
+        // A reader beside a running daemon may see a record being appended: not a problem.
+        if let Some(torn) = parsed.torn.as_ref().filter(|_| quarantine) {
             warn!(
                 event = "journal_tail_cut",
                 file = %path.display(),
@@ -604,7 +606,7 @@ fn replay_agent(jdir: &Path, quarantine: bool, out: &mut Replayed) -> Result<(),
                 "the journal ends in a record cut short (a write interrupted by a crash or a full disk): it is dropped, the records before it are used"
             );
         }
-        for problem in &parsed.skipped {
+        for problem in parsed.skipped.iter().filter(|_| quarantine) {
             error!(
                 event = "journal_record_skipped",
                 file = %path.display(),
