@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::StoreError;
 use super::io_stats::{self, Op};
+use super::known_dirs;
 use super::layout::StateDir;
 
 /// Prefix of temp files; anything starting with it is debris from an interrupted write.
@@ -44,12 +45,24 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), StoreError> {
 /// the old or the new content, never a mix. Creates the parent directory (0700) if needed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    ensure_private_dir(dir)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .permissions(fs::Permissions::from_mode(0o600))
-        .tempfile_in(dir)
-        .map_err(io_err("cannot create temp file in", dir))?;
+    let known = known_dirs::ensure(dir)?;
+    let temp = || {
+        tempfile::Builder::new()
+            .prefix(TEMP_PREFIX)
+            .permissions(fs::Permissions::from_mode(0o600))
+            .tempfile_in(dir)
+    };
+    let mut tmp = match temp() {
+        // A directory removed since this process made it (an operator's cleanup): made
+        // again, once.
+        Err(e) if known && e.kind() == io::ErrorKind::NotFound => {
+            known_dirs::forget(dir);
+            known_dirs::ensure(dir)?;
+            temp()
+        }
+        other => other,
+    }
+    .map_err(io_err("cannot create temp file in", dir))?;
     io_stats::note(Op::TempFile);
     tmp.write_all(bytes)
         .map_err(io_err("cannot write temp file for", path))?;
