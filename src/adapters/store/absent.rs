@@ -247,7 +247,7 @@ mod tests {
         )?;
         std::fs::write(
             dir.facts_path("Tess", FactScope::Person(PERSON)),
-            "# Facts about Alice\n\n## fact-1\n\nPlays the cello.\n",
+            "# Facts about Alice\n\n## fact-cello\n\nPlays the cello.\n",
         )?;
         clock.advance(Duration::from_millis(999));
         plan_reads(&facts)?;
@@ -285,6 +285,40 @@ mod tests {
             seen.contains("They met"),
             "the store's summary unseen: {seen}"
         );
+        Ok(())
+    }
+
+    /// A file made by hand just before the store writes it is kept: a fact is added to it,
+    /// and a summary saved over what the cache took for absent is refused.
+    #[test]
+    fn a_file_made_by_hand_just_before_a_write_is_never_replaced() -> Res {
+        let tmp = tempfile::tempdir()?;
+        let (facts, _clock) = store(tmp.path());
+        let dir = StateDir::new(tmp.path());
+        plan_reads(&facts)?;
+        let person = dir.facts_path("Tess", FactScope::Person(PERSON));
+        let summaries = dir.summaries_path("Tess", CHAT);
+        for file in [&person, &summaries] {
+            std::fs::create_dir_all(file.parent().ok_or("no parent")?)?;
+        }
+        std::fs::write(
+            &person,
+            "# Facts about Alice\n\n## fact-cello\n\nPlays the cello.\n",
+        )?;
+        let summaries = dir.summaries_path("Tess", CHAT);
+        std::fs::write(
+            &summaries,
+            "# Summaries\n\n## messages 1–2\n\nBy hand.\n\n<!-- watermark=2 -->\n",
+        )?;
+        remember(&facts, "likes tea")?;
+        let seen = plan_reads(&facts)?;
+        assert!(
+            seen.contains("cello") && seen.contains("likes tea"),
+            "{seen}"
+        );
+        let saved = facts.save_summaries("Tess", CHAT, &SummaryFile::default());
+        assert!(saved.is_err(), "a hand-made summaries file was overwritten");
+        assert!(std::fs::read_to_string(&summaries)?.contains("By hand."));
         Ok(())
     }
 }

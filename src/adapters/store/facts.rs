@@ -303,6 +303,9 @@ impl FactStore for FileFacts {
     ) -> Result<Result<Applied, Refused>, FactError> {
         let writer = self.writer(agent);
         let _one_at_a_time = writer.lock().unwrap_or_else(PoisonError::into_inner);
+        // Read from disk, not from the absent cache: a file made by hand a moment ago is
+        // changed, never replaced.
+        self.written(&self.dir.facts_path(agent, scope));
         let mut file = self.read(agent, scope)?;
         let applied = file.apply(scope, write, source, self.cap);
         // Every applied write is saved (a delete of nothing too: its task id is recorded).
@@ -390,6 +393,12 @@ impl FactStore for FileFacts {
         file: &SummaryFile,
     ) -> Result<(), FactError> {
         let path = self.dir.summaries_path(agent, chat);
+        // What the caller read may have come from the absent cache: a file made by hand
+        // since is not overwritten.
+        if self.lookup(&path) == Lookup::Absent && std::fs::symlink_metadata(&path).is_ok() {
+            self.written(&path);
+            return Err(FactError::MadeMeanwhile { file: path });
+        }
         write_atomic(&path, file.render().as_bytes())?;
         self.written(&path);
         Ok(())
