@@ -45,7 +45,11 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), StoreError> {
 /// the old or the new content, never a mix. Creates the parent directory (0700) if needed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let known = known_dirs::ensure(dir)?;
+    let known = known_dirs::contains(dir);
+    if !known {
+        ensure_private_dir(dir)?;
+        known_dirs::insert(dir);
+    }
     let temp = || {
         tempfile::Builder::new()
             .prefix(TEMP_PREFIX)
@@ -57,7 +61,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
         // again, once.
         Err(e) if known && e.kind() == io::ErrorKind::NotFound => {
             known_dirs::forget(dir);
-            known_dirs::ensure(dir)?;
+            ensure_private_dir(dir)?;
+            known_dirs::insert(dir);
             temp()
         }
         other => other,
