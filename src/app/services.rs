@@ -134,8 +134,11 @@ impl Services {
         };
         let graphs_for_voice = graphs.clone();
         let graphs_for_documents = graphs.clone();
-        let facts =
-            Arc::new(FileFacts::new(graphs.clone()).with_scope_cap(config.memory_scope_bytes));
+        let facts = Arc::new(
+            FileFacts::new(graphs.clone())
+                .with_scope_cap(config.memory_scope_bytes)
+                .with_absent_cache(Arc::clone(&clock)),
+        );
         let runtime_facts: SharedFacts = match view_facts {
             Some(view) => view(Arc::clone(&facts)),
             None => Arc::clone(&facts) as SharedFacts,

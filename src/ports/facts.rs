@@ -26,6 +26,10 @@ pub enum FactError {
     /// A memory file too large to read for a plan: left alone until the owner trims it.
     #[error("{}: {size} bytes, over the cap of {cap} bytes for a memory file (trim or archive it)", file.display())]
     TooLarge { file: PathBuf, size: u64, cap: u64 },
+    /// A file made by hand while the store still took it for absent: not overwritten (the
+    /// next read sees it).
+    #[error("{}: made by hand meanwhile; not overwritten", file.display())]
+    MadeMeanwhile { file: PathBuf },
 }
 
 /// An agent's facts, by scope.

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::absent::{Absent, Lookup};
 use super::files::{read_optional, write_atomic};
 use super::layout::StateDir;
 use crate::core::facts::{
@@ -42,6 +43,8 @@ pub struct FileFacts {
     writing: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     /// Parsed facts files, by path, with the stamp they were read under.
     parsed: Mutex<Parsed>,
+    /// Memory files known absent (with a clock; without one every read asks the disk).
+    absent: Option<Absent>,
 }
 
 /// What identifies one version of a file without reading it.
@@ -54,11 +57,11 @@ struct Stamp {
 }
 
 impl Stamp {
-    /// The file's stamp; `None` when it is not there (or not readable as a plain file).
-    fn of(path: &Path) -> Option<Stamp> {
+    /// The file's stamp; an error when it is not there (or cannot be looked at).
+    fn of(path: &Path) -> std::io::Result<Stamp> {
         use std::os::unix::fs::MetadataExt;
-        let m = std::fs::symlink_metadata(path).ok()?;
-        Some(Stamp {
+        let m = std::fs::symlink_metadata(path)?;
+        Ok(Stamp {
             len: m.len(),
             modified: (m.mtime(), m.mtime_nsec()),
             changed: (m.ctime(), m.ctime_nsec()),
@@ -125,6 +128,66 @@ impl FileFacts {
             cap: DEFAULT_SCOPE_BYTES,
             writing: Mutex::default(),
             parsed: Mutex::default(),
+            absent: None,
+        }
+    }
+
+    /// Remembers which memory files are absent, rechecking their directories at most once
+    /// a second on `clock` (see [`super::absent`]): the daemon's store.
+    pub fn with_absent_cache(mut self, clock: crate::ports::clock::SharedClock) -> FileFacts {
+        self.absent = Some(Absent::new(clock));
+        self
+    }
+
+    /// Memory files found absent on disk so far (0 without the absent cache).
+    pub fn absent_misses(&self) -> u64 {
+        self.absent.as_ref().map_or(0, Absent::misses)
+    }
+
+    /// Whether `path` is known absent (no system call); otherwise the token to report an
+    /// absence with.
+    fn lookup(&self, path: &Path) -> Lookup {
+        self.absent
+            .as_ref()
+            .map_or(Lookup::Read(0), |a| a.lookup(path))
+    }
+
+    /// A memory file as text (`None` when absent), through the absent cache.
+    fn read_text(&self, path: &Path) -> Result<Option<String>, FactError> {
+        let token = self.lookup(path);
+        if token == Lookup::Absent {
+            return Ok(None);
+        }
+        let text = read_optional(path)?;
+        if text.is_none()
+            && let Some(absent) = &self.absent
+        {
+            absent.absent(path, token);
+        }
+        Ok(text)
+    }
+
+    /// The store wrote `path`: its absence is forgotten at once.
+    fn written(&self, path: &Path) {
+        if let Some(absent) = &self.absent {
+            absent.written(path);
+        }
+    }
+
+    /// Reads and parses one memory file (a missing one is empty); a parse error names the
+    /// file and line.
+    fn read_parsed<T: Default>(
+        &self,
+        path: PathBuf,
+        parse: impl Fn(&str) -> Result<T, crate::core::facts::ParseError>,
+    ) -> Result<T, FactError> {
+        match self.read_text(&path)? {
+            None => Ok(T::default()),
+            Some(text) => parse(&text).map_err(|e| FactError::Unreadable {
+                file: path,
+                line: e.line,
+                message: e.message,
+            }),
         }
     }
 
@@ -138,12 +201,26 @@ impl FileFacts {
 
     /// One scope's facts: the kept copy while the file is unchanged, else read and parsed.
     fn read_facts(&self, path: PathBuf) -> Result<FactFile, FactError> {
-        let Some(stamp) = Stamp::of(&path) else {
-            self.parsed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .forget(&path);
-            return read_parsed(path, FactFile::parse);
+        let token = self.lookup(&path);
+        if token == Lookup::Absent {
+            return Ok(FactFile::default());
+        }
+        let stamp = match Stamp::of(&path) {
+            Ok(stamp) => stamp,
+            Err(e) => {
+                self.parsed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .forget(&path);
+                // Absent by its stamp: remembered, and not opened as well.
+                if let Some(absent) = &self.absent
+                    && e.kind() == std::io::ErrorKind::NotFound
+                {
+                    absent.absent(&path, token);
+                    return Ok(FactFile::default());
+                }
+                return self.read_parsed(path, FactFile::parse);
+            }
         };
         if let Some(file) = self
             .parsed
@@ -163,7 +240,7 @@ impl FileFacts {
         if stamp.len > WARN_BYTES {
             tracing::warn!(event = "memory_file_large", file = %path.display(), bytes = stamp.len, warn_at = WARN_BYTES, refused_at = MAX_BYTES, "a memory file is large: it is read whole for each plan of its chat, though the prompt shows only its newest part; trim or archive it");
         }
-        let file = read_parsed(path.clone(), FactFile::parse)?;
+        let file = read_file_parsed(path.clone(), FactFile::parse)?;
         let mut parsed = self.parsed.lock().unwrap_or_else(PoisonError::into_inner);
         parsed.parses += 1;
         parsed.keep(path, stamp, file.clone());
@@ -191,9 +268,9 @@ impl FileFacts {
     }
 }
 
-/// Reads and parses one memory file (a missing one is empty); a parse error names the file
-/// and line.
-fn read_parsed<T: Default>(
+/// Reads and parses one memory file known to be there (a missing one is empty); a parse
+/// error names the file and line.
+fn read_file_parsed<T: Default>(
     path: std::path::PathBuf,
     parse: impl Fn(&str) -> Result<T, crate::core::facts::ParseError>,
 ) -> Result<T, FactError> {
@@ -214,7 +291,7 @@ impl FactStore for FileFacts {
 
     fn persona_text(&self, agent: &str) -> Result<String, FactError> {
         let path = self.dir.facts_path(agent, FactScope::Persona);
-        Ok(read_optional(&path)?.unwrap_or_default())
+        Ok(self.read_text(&path)?.unwrap_or_default())
     }
 
     fn apply(
@@ -226,6 +303,9 @@ impl FactStore for FileFacts {
     ) -> Result<Result<Applied, Refused>, FactError> {
         let writer = self.writer(agent);
         let _one_at_a_time = writer.lock().unwrap_or_else(PoisonError::into_inner);
+        // Read from disk, not from the absent cache: a file made by hand a moment ago is
+        // changed, never replaced.
+        self.written(&self.dir.facts_path(agent, scope));
         let mut file = self.read(agent, scope)?;
         let applied = file.apply(scope, write, source, self.cap);
         // Every applied write is saved (a delete of nothing too: its task id is recorded).
@@ -234,12 +314,13 @@ impl FactStore for FileFacts {
             self.dir.check_guard().map_err(StoreError::from)?;
             self.forget(&path);
             write_atomic(&path, file.render(scope).as_bytes())?;
+            self.written(&path);
         }
         Ok(applied)
     }
 
     fn summaries(&self, agent: &str, chat: ChatId) -> Result<SummaryFile, FactError> {
-        read_parsed(self.dir.summaries_path(agent, chat), SummaryFile::parse)
+        self.read_parsed(self.dir.summaries_path(agent, chat), SummaryFile::parse)
     }
 
     fn summary_chats(&self, agent: &str) -> Result<Vec<ChatId>, FactError> {
@@ -312,7 +393,15 @@ impl FactStore for FileFacts {
         file: &SummaryFile,
     ) -> Result<(), FactError> {
         let path = self.dir.summaries_path(agent, chat);
-        Ok(write_atomic(&path, file.render().as_bytes())?)
+        // What the caller read may have come from the absent cache: a file made by hand
+        // since is not overwritten.
+        if self.lookup(&path) == Lookup::Absent && std::fs::symlink_metadata(&path).is_ok() {
+            self.written(&path);
+            return Err(FactError::MadeMeanwhile { file: path });
+        }
+        write_atomic(&path, file.render().as_bytes())?;
+        self.written(&path);
+        Ok(())
     }
 
     fn scopes(&self, agent: &str) -> Result<Vec<FactScope>, FactError> {

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::StoreError;
 use super::io_stats::{self, Op};
+use super::known_dirs;
 use super::layout::StateDir;
 
 /// Prefix of temp files; anything starting with it is debris from an interrupted write.
@@ -40,16 +41,40 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), StoreError> {
         .map_err(io_err("cannot create directory", dir))
 }
 
+/// Runs `create`, which makes a file in `dir`, making `dir` first unless this process knows
+/// it (`known_dirs`); a directory removed since this process made it (an operator's cleanup)
+/// is made again, once. The outer error is making the directory, the inner one `create`'s.
+pub(super) fn in_dir<T>(
+    dir: &Path,
+    create: impl Fn() -> io::Result<T>,
+) -> Result<io::Result<T>, StoreError> {
+    let known = known_dirs::contains(dir);
+    if !known {
+        ensure_private_dir(dir)?;
+        known_dirs::insert(dir);
+    }
+    match create() {
+        Err(e) if known && e.kind() == io::ErrorKind::NotFound => {
+            known_dirs::forget(dir);
+            ensure_private_dir(dir)?;
+            known_dirs::insert(dir);
+            Ok(create())
+        }
+        other => Ok(other),
+    }
+}
+
 /// Replaces `path` with `bytes` so that after a crash at any moment the file holds either
 /// the old or the new content, never a mix. Creates the parent directory (0700) if needed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    ensure_private_dir(dir)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .permissions(fs::Permissions::from_mode(0o600))
-        .tempfile_in(dir)
-        .map_err(io_err("cannot create temp file in", dir))?;
+    let mut tmp = in_dir(dir, || {
+        tempfile::Builder::new()
+            .prefix(TEMP_PREFIX)
+            .permissions(fs::Permissions::from_mode(0o600))
+            .tempfile_in(dir)
+    })?
+    .map_err(io_err("cannot create temp file in", dir))?;
     io_stats::note(Op::TempFile);
     tmp.write_all(bytes)
         .map_err(io_err("cannot write temp file for", path))?;
@@ -66,51 +91,25 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     sync_dir(dir)
 }
 
-/// Directories known to exist, so a batch does not try to make them again (one failing
-/// `mkdir` per file was a tenth of the kernel's share of a write).
-pub type MadeDirs = std::sync::Mutex<std::collections::HashSet<PathBuf>>;
-
 /// Applies many whole-file replacements and removals with the same guarantee as
 /// [`write_atomic`] for each file, but sharing the expensive part (group commit): every
 /// temp file is written first, then synced one after another on this thread (the first
 /// sync commits the others' data with it, so the rest are cheap; no thread is started),
 /// renamed over its target, and each directory involved is synced once at the end. Returns
-/// once all of it is durable. `made` remembers the directories already there.
-pub fn apply_batch(
-    ops: Vec<(PathBuf, Option<Vec<u8>>)>,
-    made: &MadeDirs,
-) -> Result<(), StoreError> {
+/// once all of it is durable.
+pub fn apply_batch(ops: Vec<(PathBuf, Option<Vec<u8>>)>) -> Result<(), StoreError> {
     let mut dirs: std::collections::BTreeSet<PathBuf> = std::collections::BTreeSet::new();
     let mut temps = Vec::new();
     for (path, bytes) in ops {
         let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         match bytes {
             Some(bytes) => {
-                let known = made
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .contains(&dir);
-                if !known {
-                    ensure_private_dir(&dir)?;
-                    made.lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .insert(dir.clone());
-                }
-                let temp = || {
+                let mut tmp = in_dir(&dir, || {
                     tempfile::Builder::new()
                         .prefix(TEMP_PREFIX)
                         .permissions(fs::Permissions::from_mode(0o600))
                         .tempfile_in(&dir)
-                };
-                let mut tmp = match temp() {
-                    // A directory removed since it was made (an operator's cleanup): made
-                    // again, once.
-                    Err(e) if known && e.kind() == io::ErrorKind::NotFound => {
-                        ensure_private_dir(&dir)?;
-                        temp()
-                    }
-                    other => other,
-                }
+                })?
                 .map_err(io_err("cannot create temp file in", &dir))?;
                 io_stats::note(Op::TempFile);
                 tmp.write_all(&bytes)

@@ -161,8 +161,6 @@ pub struct GraphFile {
 #[derive(Clone)]
 pub struct GraphStore {
     dir: StateDir,
-    /// Directories this store has made or found (they are not made again per write).
-    made: std::sync::Arc<super::files::MadeDirs>,
     journals: std::sync::Arc<Journals>,
 }
 
@@ -255,7 +253,6 @@ impl GraphStore {
     pub fn new(dir: StateDir) -> GraphStore {
         GraphStore {
             dir,
-            made: std::sync::Arc::default(),
             journals: std::sync::Arc::new(Journals::new()),
         }
     }
@@ -314,7 +311,7 @@ impl GraphStore {
                 .push(record);
         }
         if !ops.is_empty() {
-            apply_batch(ops, &self.made)?;
+            apply_batch(ops)?;
         }
         for (agent, records) in records {
             self.journals.append(&self.dir, &agent, records, may_wait)?;

@@ -91,8 +91,6 @@ pub(crate) struct Journals {
     marks: Mutex<HashMap<String, Marks>>,
     /// One checkpoint at a time.
     checkpointing: Mutex<()>,
-    /// Directories known to exist (not made again per file).
-    made: Mutex<HashSet<PathBuf>>,
     /// Checkpoint files written (or removed: their directory) since the last retirement,
     /// synced before a segment is retired.
     unsynced: Mutex<HashSet<PathBuf>>,
@@ -442,7 +440,7 @@ impl Journals {
 
     /// Writes one checkpoint file (not synced: see [`Journals::sync_checkpoints`]).
     fn write_checkpoint(&self, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-        write_unsynced(path, bytes, &self.made)?;
+        write_unsynced(path, bytes)?;
         self.note_unsynced(path, true);
         Ok(())
     }
@@ -513,20 +511,11 @@ fn raise(marks: &mut Marks, chat: ChatId, mark: HandledMark) {
 /// of the raw file may catch it half-written, and a crash may leave it so; `state show` and
 /// the start read the journal's state over it (the journal covers every file written since
 /// the last retirement). Never through a link; a FIFO is refused, not waited on.
-fn write_unsynced(
-    path: &Path,
-    bytes: &[u8],
-    made: &Mutex<HashSet<PathBuf>>,
-) -> Result<(), StoreError> {
+fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let parent = path.parent().unwrap_or(Path::new("."));
-    let known = lock(made).contains(parent);
-    if !known {
-        ensure_private_dir(parent)?;
-        lock(made).insert(parent.to_path_buf());
-    }
-    let open = || {
+    let mut file = super::files::in_dir(parent, || {
         std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -534,15 +523,7 @@ fn write_unsynced(
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(path)
-    };
-    let mut file = match open() {
-        // A directory removed since it was made (an operator's cleanup): made again, once.
-        Err(e) if known && e.kind() == std::io::ErrorKind::NotFound => {
-            ensure_private_dir(parent)?;
-            open()
-        }
-        other => other,
-    }
+    })?
     .map_err(io_err("cannot write checkpoint", path))?;
     io_stats::note(Op::Open);
     file.write_all(bytes)

@@ -9,6 +9,8 @@
 //!   each append one write and one data sync, a failed one cut back;
 //! - [`io_stats`]: counts of the store's syncs, renames, opens and directory creations, for
 //!   the benches;
+//! - [`absent`]: which memory files are known to be absent (rechecked by their directory);
+//! - [`known_dirs`]: the directories this process made, so a write does not make them again;
 //! - [`lock`]: the one `flock` implementation, for the state directory and the sessions;
 //! - [`secure`]: keeping the state directory private;
 //! - [`graphs`]: the runtime's durable state (graph files, agent safety states), the
@@ -23,6 +25,7 @@
 //! All functions block; async callers run them through `tokio::task::spawn_blocking`. Other
 //! modules must not write files themselves.
 
+pub mod absent;
 pub mod appender;
 pub mod facts;
 pub mod files;
@@ -30,6 +33,7 @@ pub mod graphs;
 pub mod io_stats;
 pub mod journal;
 pub(crate) mod journaled;
+pub mod known_dirs;
 pub mod layout;
 pub(crate) mod legacy;
 pub mod lock;
