@@ -325,9 +325,7 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
     let graphs = GraphStore::new(StateDir::new(tmp.path().join("state")));
     let now = clock.now();
     prepare_idle_graphs(&graphs, args.idle_graphs, now).await?;
-    let telegram = Arc::new(
-        MemoryTelegram::new(AGENT, Arc::clone(&clock), None).map_err(CommandError::unexpected)?,
-    );
+    let telegram = twin(&clock)?;
     let messages = inject_messages(&telegram, args).await?;
     let planner = planner(args, &clock, graphs.state_dir());
     // One plan per chat: with several messages per chat a short debounce lets them land
@@ -526,4 +524,18 @@ fn render(r: &BenchReport) -> String {
             "off".to_string()
         },
     )
+}
+
+/// Messages of each chat the bench's in-memory Telegram keeps in RAM. It stands in for
+/// Telegram's servers, whose memory is not the daemon's: without a cap the sustained scenario's
+/// hundreds of thousands of messages would be most of the process's peak RSS. The planner's
+/// history is cut to it.
+pub(crate) const TWIN_WINDOW: usize = 64;
+
+/// The bench's in-memory Telegram (no state folder, [`TWIN_WINDOW`] messages per chat).
+pub(crate) fn twin(clock: &SharedClock) -> Result<Arc<MemoryTelegram>, CommandError> {
+    let telegram =
+        MemoryTelegram::new(AGENT, Arc::clone(clock), None).map_err(CommandError::unexpected)?;
+    telegram.set_window(TWIN_WINDOW);
+    Ok(Arc::new(telegram))
 }

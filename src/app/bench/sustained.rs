@@ -7,7 +7,6 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::adapters::memory::MemoryTelegram;
 use crate::adapters::store::StateDir;
 use crate::app::cli::BenchArgs;
 use crate::app::commands::CommandError;
@@ -51,10 +50,7 @@ pub(super) async fn run(dir: &Path, args: &BenchArgs) -> Result<Sustained, Comma
 /// One rate: returns the delivered rate and the p99 push-to-durable (ms).
 async fn at_rate(dir: &Path, args: &BenchArgs, rate: u64) -> Result<(f64, f64), CommandError> {
     let clock: SharedClock = Arc::new(SystemClock);
-    let telegram = Arc::new(
-        MemoryTelegram::new(super::AGENT, Arc::clone(&clock), None)
-            .map_err(CommandError::unexpected)?,
-    );
+    let telegram = super::twin(&clock)?;
     let total = (rate * args.sustain_secs) as usize;
     let chats: Vec<Chat> = (1..=args.chats.max(1) as i64)
         .map(|id| Chat {
