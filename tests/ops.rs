@@ -169,13 +169,17 @@ fn systemd_sees_ready_watchdog_reload_and_stopping_then_exit_0() -> TestResult {
 }
 
 /// Waits until some graph on disk has a `send` task running.
+/// Waits until a send is in flight: active in a graph's checkpoint file, which the daemon
+/// writes only after the active mark is durable and the send started (the journal shows the
+/// mark a moment earlier, before the send may start).
 fn wait_send_in_flight(store: &GraphStore) -> Option<()> {
+    let dir = store.state_dir().root().join("graphs").join("Tess");
     poll(Duration::from_secs(10), || {
-        store
-            .scan()
+        std::fs::read_dir(&dir)
             .ok()?
-            .iter()
-            .filter_map(|f| f.graph.as_ref().ok())
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+            .filter_map(|text| personad::core::graph::codec::decode(&text).ok())
             .any(|g| {
                 g.tasks
                     .iter()

@@ -360,28 +360,7 @@ impl Driver {
                     }
                 }
             }
-            Event::Checkpointed { result } => {
-                self.persister.checkpointed();
-                match result {
-                    Ok(report) if report.retired > 0 => {
-                        tracing::debug!(
-                            files = report.files,
-                            retired = report.retired,
-                            "checkpoint written; journal segments retired"
-                        );
-                    }
-                    Ok(_) => {}
-                    Err(RuntimeError::Store(crate::ports::store::StoreError::Gone(gone))) => {
-                        return Err(RuntimeError::Store(crate::ports::store::StoreError::Gone(
-                            gone,
-                        )));
-                    }
-                    // The journal still holds it all: tried again with the next one.
-                    Err(e) => {
-                        error!(event = "checkpoint_failed", error = %e, "a checkpoint failed; the journal keeps the state and the next checkpoint tries again");
-                    }
-                }
-            }
+            Event::Checkpointed { result } => self.persister.checkpointed(result)?,
             Event::Cancel {
                 agent,
                 chat,

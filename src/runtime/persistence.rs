@@ -198,9 +198,32 @@ impl Persister {
         });
     }
 
-    /// A checkpoint finished.
-    pub(crate) fn checkpointed(&mut self) {
+    /// A checkpoint finished. A failure is logged and tried again with the next one (the
+    /// journal keeps the state), except a state directory gone, which ends the run.
+    pub(crate) fn checkpointed(
+        &mut self,
+        result: Result<CheckpointReport, RuntimeError>,
+    ) -> Result<(), RuntimeError> {
         self.checkpoints.running = false;
+        match result {
+            Ok(report) => {
+                if report.retired > 0 {
+                    tracing::debug!(
+                        files = report.files,
+                        retired = report.retired,
+                        "checkpoint written; journal segments retired"
+                    );
+                }
+                Ok(())
+            }
+            Err(RuntimeError::Store(crate::ports::store::StoreError::Gone(gone))) => Err(
+                RuntimeError::Store(crate::ports::store::StoreError::Gone(gone)),
+            ),
+            Err(e) => {
+                tracing::error!(event = "checkpoint_failed", error = %e, "a checkpoint failed; the journal keeps the state and the next checkpoint tries again");
+                Ok(())
+            }
+        }
     }
 
     /// The last checkpoint of a run: everything written to the files and the journal
