@@ -408,7 +408,14 @@ impl Journals {
             let marks = {
                 let mut all = lock(&self.marks);
                 let mine = all.entry(agent.clone()).or_default();
-                mine.retain(|_, m| m.at >= before || m.at == Timestamp::UNIX_EPOCH);
+                // A mark of unknown age (an older file's bare id) is stamped now: kept a
+                // whole window from here, then dropped like the others.
+                mine.retain(|_, m| {
+                    if m.at == Timestamp::UNIX_EPOCH {
+                        m.at = now;
+                    }
+                    m.at >= before
+                });
                 mine.clone()
             };
             let path = marks_path(dir, agent);
