@@ -147,14 +147,18 @@ impl Persister {
         self
     }
 
-    /// Whether writes completed since the last checkpoint started, or one runs.
+    /// Whether writes completed since the last checkpoint started, or one runs. The first
+    /// checkpoint of a run is always owed: the state replayed from the journal at start is
+    /// due in the files even when the run writes nothing.
     pub(crate) fn checkpoint_owed(&self) -> bool {
-        self.checkpoints.running || self.written > self.checkpoints.written_then
+        self.checkpoints.running
+            || self.checkpoints.started_at.is_none()
+            || self.written > self.checkpoints.written_then
     }
 
     /// When the next checkpoint is due under load (none when nothing is owed or one runs).
     pub(crate) fn next_checkpoint(&self) -> Option<jiff::Timestamp> {
-        if self.checkpoints.running || self.written <= self.checkpoints.written_then {
+        if !self.checkpoint_owed() || self.checkpoints.running {
             return None;
         }
         Some(
