@@ -6,6 +6,8 @@
 //! middle of an append fails the batch without tearing the segment. Each "restart" is a new
 //! store on the same directory, as a new process would make.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -58,8 +60,16 @@ fn graph(chat: i64, version: u64) -> TaskGraph {
     g
 }
 
-fn put(store: &GraphStore, chat: i64, version: u64) -> Result<(), personad::adapters::store::StoreError> {
-    RuntimeStore::write_batch(store, vec![Write::Graph(Box::new(graph(chat, version)))], false)
+fn put(
+    store: &GraphStore,
+    chat: i64,
+    version: u64,
+) -> Result<(), personad::adapters::store::StoreError> {
+    RuntimeStore::write_batch(
+        store,
+        vec![Write::Graph(Box::new(graph(chat, version)))],
+        false,
+    )
 }
 
 /// Each loaded graph's chat and version, sorted.
@@ -93,7 +103,9 @@ fn segments(state: &Path) -> Vec<PathBuf> {
 }
 
 fn newest_segment(state: &Path) -> Result<PathBuf, String> {
-    segments(state).pop().ok_or_else(|| "no journal segment".to_string())
+    segments(state)
+        .pop()
+        .ok_or_else(|| "no journal segment".to_string())
 }
 
 /// Files under `quarantine/`.
@@ -248,7 +260,10 @@ fn the_journal_wins_over_older_and_half_written_checkpoint_files() -> TestResult
     drop(s);
     let dirs = StateDir::new(&state);
     // The checkpoint of chat 2 was being rewritten in place when the process died.
-    std::fs::write(dirs.graph_path(&key(2)), "# Task graph: agent `anna`, chat 2\n\n````js")?;
+    std::fs::write(
+        dirs.graph_path(&key(2)),
+        "# Task graph: agent `anna`, chat 2\n\n````js",
+    )?;
     assert!(dirs.graph_path(&key(3)).exists());
     // What `state show` sees.
     let view = store(&state);
@@ -318,7 +333,10 @@ fn a_full_checkpoint_leaves_no_segment_and_the_files_hold_everything() -> TestRe
     let (loaded, quarantined) = back.load_agent_state(AGENT)?;
     assert!(quarantined.is_none());
     assert_eq!(loaded.schedule_calls, safety.schedule_calls);
-    assert_eq!(loaded.handled.get(&ChatId(7)).map(|m| m.message), Some(MessageId(70)));
+    assert_eq!(
+        loaded.handled.get(&ChatId(7)).map(|m| m.message),
+        Some(MessageId(70))
+    );
     Ok(())
 }
 
@@ -397,12 +415,20 @@ fn bare_handled_ids_of_an_older_agent_state_still_load_and_are_kept() -> TestRes
     // the process dies before the journal is retired.
     let mut safety = AgentState::default();
     safety.schedule_calls = Some((jiff::civil::date(2026, 11, 27), 1));
-    RuntimeStore::write_batch(&s, vec![Write::AgentState(AGENT.into(), Box::new(safety))], false)?;
+    RuntimeStore::write_batch(
+        &s,
+        vec![Write::AgentState(AGENT.into(), Box::new(safety))],
+        false,
+    )?;
     RuntimeStore::checkpoint(&s, false, t)?;
     drop(s);
     let s = store(&state);
     s.load_all(t)?;
-    assert_eq!(handled(&s)?, vec![(42, 3)], "the bare mark was lost with the old file");
+    assert_eq!(
+        handled(&s)?,
+        vec![(42, 3)],
+        "the bare mark was lost with the old file"
+    );
     RuntimeStore::checkpoint(&s, true, t)?;
     drop(s);
     let s = store(&state);
@@ -444,7 +470,11 @@ fn enospc_during_an_append_fails_the_batch_and_tears_nothing() -> TestResult {
         text.contains(&segment.display().to_string()),
         "the error does not name the segment: {text}"
     );
-    assert_eq!(std::fs::read(&segment)?, before, "the failed append left bytes behind");
+    assert_eq!(
+        std::fs::read(&segment)?,
+        before,
+        "the failed append left bytes behind"
+    );
     put(&s, 3, 1)?;
     drop(s);
     let (loaded, logs) = logged(|| store(&state).load_all(now()));
@@ -452,4 +482,78 @@ fn enospc_during_an_append_fails_the_batch_and_tears_nothing() -> TestResult {
     assert!(!logs.contains("journal_tail_cut"), "{logs}");
     assert!(!logs.contains("journal_record_skipped"), "{logs}");
     Ok(())
+}
+
+/// The runtime over a full disk: the append of a batch fails, the runtime stops with "could
+/// not be saved" naming the journal, and a restart goes on from everything acknowledged before
+/// (the plan's first send is not repeated, its second still comes).
+#[test]
+fn a_failed_append_stops_the_runtime_and_a_restart_loses_nothing_acknowledged() -> TestResult {
+    use common::{Harness, ScriptedPlanner, config, dm, send};
+    use personad::core::plan::Action;
+    let _serial = serial();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let dir = tempfile::tempdir()?;
+        let chat = dm(10);
+        let plan = || {
+            ScriptedPlanner::new(|_, _| {
+                Ok(vec![
+                    send("one"),
+                    Action::Wait { secs: 3600.0 },
+                    send("two"),
+                ])
+            })
+        };
+        let mut h = Harness::start(dir.path(), plan(), config(), std::slice::from_ref(&chat));
+        h.say(&chat, "Bob", "hi").await;
+        h.pass(std::time::Duration::from_secs(10)).await;
+        assert_eq!(h.sends_to(ChatId(10)), ["one"]);
+        let key = ConversationKey::new(common::AGENT, ChatId(10));
+        let view = GraphStore::new(StateDir::new(dir.path()));
+        let acknowledged = view.read_graph(&key)?.ok_or("no graph")?;
+        // The disk fills up: the next batch (the new message's) is cut after 10 bytes.
+        faults::fail_next_append_after(10);
+        h.say(&chat, "Bob", "are you there?").await;
+        for _ in 0..600 {
+            if h.run.is_finished() {
+                break;
+            }
+            h.pass(std::time::Duration::from_millis(100)).await;
+        }
+        let Harness { run, .. } = h;
+        let stopped = run.await?;
+        let Err(e) = stopped else {
+            return Err("the runtime went on after a failed append".into());
+        };
+        let text = e.to_string();
+        assert!(text.contains("could not be saved"), "{text}");
+        assert!(text.contains("journal"), "{text}");
+        // Nothing of the failed batch, everything before it.
+        assert_eq!(view.read_graph(&key)?.as_ref(), Some(&acknowledged));
+        for segment in journal_segments_of(dir.path(), common::AGENT) {
+            let parsed = personad::adapters::store::journal::parse(&std::fs::read(&segment)?, None);
+            assert!(parsed.torn.is_none(), "{} ends torn", segment.display());
+        }
+        let mut again = Harness::start(dir.path(), plan(), config(), std::slice::from_ref(&chat));
+        again.pass(std::time::Duration::from_secs(3700)).await;
+        let sent = again.sends_to(ChatId(10));
+        assert!(sent.contains(&"two".to_string()), "{sent:?}");
+        assert!(
+            !sent.contains(&"one".to_string()),
+            "the acknowledged send went again: {sent:?}"
+        );
+        again.stop().await?;
+        Ok(())
+    })
+}
+
+fn journal_segments_of(state: &Path, agent: &str) -> Vec<PathBuf> {
+    let dir = StateDir::new(state).agent_dir(agent).join("journal");
+    std::fs::read_dir(dir)
+        .map(|e| e.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
 }
