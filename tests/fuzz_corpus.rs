@@ -200,8 +200,14 @@ fn the_journal_seeds_hold_records() {
         }
     }
     assert!(segments >= 4);
-    let valid = parse(&std::fs::read(dir.join("valid.log")).unwrap_or_default(), None);
-    assert!(valid.torn.is_none() && valid.skipped.is_empty(), "{valid:?}");
+    let valid = parse(
+        &std::fs::read(dir.join("valid.log")).unwrap_or_default(),
+        None,
+    );
+    assert!(
+        valid.torn.is_none() && valid.skipped.is_empty(),
+        "{valid:?}"
+    );
     assert_eq!(valid.records.len(), 5);
 }
 

@@ -199,8 +199,8 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
     // again unless it was read (its planning started) or the graph on disk answers it.
     for c in &chats {
         let key = ConversationKey::new(AGENT, c.id);
-        let answers = current_graph(&state, &key)
-            .and_then(|g| match g.tasks.first().map(|t| &t.spec) {
+        let answers =
+            current_graph(&state, &key).and_then(|g| match g.tasks.first().map(|t| &t.spec) {
                 Some(TaskSpec::Received { message_id, .. }) => *message_id,
                 _ => None,
             });
@@ -301,7 +301,10 @@ fn install_gate(
 /// A chat's graph as it is now: the journal's newest state over its checkpoint file (the
 /// file alone may be a moment, or after a kill a whole run, behind).
 fn current_graph(state: &StateDir, key: &ConversationKey) -> Option<TaskGraph> {
-    GraphStore::new(state.clone()).read_graph(key).ok().flatten()
+    GraphStore::new(state.clone())
+        .read_graph(key)
+        .ok()
+        .flatten()
 }
 
 /// Approves, as the owner would, every draft that waits in a chat's graph and was

@@ -28,7 +28,11 @@ pub fn journal(data: &[u8]) {
 fn check_invariants(data: &[u8], after: Option<u64>) {
     let parsed = journal::parse(data, after);
     let len = data.len() as u64;
-    assert!(parsed.keep_len <= len, "keep_len {} over {len}", parsed.keep_len);
+    assert!(
+        parsed.keep_len <= len,
+        "keep_len {} over {len}",
+        parsed.keep_len
+    );
     let keep = usize::try_from(parsed.keep_len).unwrap_or(usize::MAX);
     assert!(
         keep == 0 || data.get(keep - 1) == Some(&b'\n'),
@@ -43,7 +47,10 @@ fn check_invariants(data: &[u8], after: Option<u64>) {
         previous = Some(*seq);
     }
     if let Some(torn) = &parsed.torn {
-        assert!(torn.offset >= parsed.keep_len, "a torn record inside the kept bytes");
+        assert!(
+            torn.offset >= parsed.keep_len,
+            "a torn record inside the kept bytes"
+        );
     }
     // Re-encoded, the kept records read back the same, with nothing torn or skipped.
     let mut bytes = Vec::new();
@@ -53,9 +60,15 @@ fn check_invariants(data: &[u8], after: Option<u64>) {
         }
     }
     let again = journal::parse(&bytes, after);
-    assert!(again.torn.is_none() && again.skipped.is_empty(), "re-encoded records are not clean");
+    assert!(
+        again.torn.is_none() && again.skipped.is_empty(),
+        "re-encoded records are not clean"
+    );
     assert_eq!(again.keep_len, bytes.len() as u64);
-    assert_eq!(again.records, parsed.records, "re-encoded records read back different");
+    assert_eq!(
+        again.records, parsed.records,
+        "re-encoded records read back different"
+    );
 }
 
 /// Reads the input as a stream of choices (zero once it is used up).
@@ -174,14 +187,34 @@ fn differential(data: &[u8]) {
     while i < count {
         let line = |index: usize| encoded(first + index as u64, &records[index]);
         match mutations[i] {
-            Mutation::None => lines.push(Line { index: i, intact: true, bytes: line(i) }),
+            Mutation::None => lines.push(Line {
+                index: i,
+                intact: true,
+                bytes: line(i),
+            }),
             Mutation::Duplicate => {
-                lines.push(Line { index: i, intact: true, bytes: line(i) });
-                lines.push(Line { index: i, intact: true, bytes: line(i) });
+                lines.push(Line {
+                    index: i,
+                    intact: true,
+                    bytes: line(i),
+                });
+                lines.push(Line {
+                    index: i,
+                    intact: true,
+                    bytes: line(i),
+                });
             }
             Mutation::SwapWithNext => {
-                lines.push(Line { index: i + 1, intact: true, bytes: line(i + 1) });
-                lines.push(Line { index: i, intact: true, bytes: line(i) });
+                lines.push(Line {
+                    index: i + 1,
+                    intact: true,
+                    bytes: line(i + 1),
+                });
+                lines.push(Line {
+                    index: i,
+                    intact: true,
+                    bytes: line(i),
+                });
                 i += 1;
             }
             Mutation::Corrupt(at, flip) => {
@@ -198,7 +231,11 @@ fn differential(data: &[u8]) {
                 let k = json_at + usize::from(at) % span.max(1);
                 let new = bytes[k] ^ flip;
                 bytes[k] = if new == b'\n' { new ^ 0x80 } else { new };
-                lines.push(Line { index: i, intact: false, bytes });
+                lines.push(Line {
+                    index: i,
+                    intact: false,
+                    bytes,
+                });
             }
         }
         i += 1;
@@ -215,7 +252,13 @@ fn differential(data: &[u8]) {
         1 => lines.push(Line {
             index: usize::MAX,
             intact: false,
-            bytes: c.0.iter().copied().filter(|b| *b != b'\n').take(64).collect(),
+            bytes: c
+                .0
+                .iter()
+                .copied()
+                .filter(|b| *b != b'\n')
+                .take(64)
+                .collect(),
         }),
         _ => {}
     }
@@ -244,13 +287,19 @@ fn differential(data: &[u8]) {
         "kept records differ from the model"
     );
     assert_eq!(parsed.records, expected, "kept records read back different");
-    assert_eq!(parsed.keep_len, keep_len, "the kept length differs from the model");
+    assert_eq!(
+        parsed.keep_len, keep_len,
+        "the kept length differs from the model"
+    );
     // Every record no mutation touched is kept.
     for (index, m) in mutations.iter().enumerate() {
         let torn_away = lines.last().is_some_and(|l| l.index == index && !l.intact);
         if *m == Mutation::None && !torn_away {
             assert!(
-                parsed.records.iter().any(|(s, _)| *s == first + index as u64),
+                parsed
+                    .records
+                    .iter()
+                    .any(|(s, _)| *s == first + index as u64),
                 "record {index}, untouched, was lost"
             );
         }
@@ -263,5 +312,9 @@ fn differential(data: &[u8]) {
         .take_while(|l| !l.intact)
         .count()
         > 0;
-    assert_eq!(parsed.torn.is_some(), tail_bad, "the torn tail is misreported");
+    assert_eq!(
+        parsed.torn.is_some(),
+        tail_bad,
+        "the torn tail is misreported"
+    );
 }

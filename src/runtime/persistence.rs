@@ -22,8 +22,8 @@ use std::sync::Arc;
 
 use crate::core::graph::ConversationKey;
 use crate::ports::clock::SharedClock;
-use crate::ports::store::{CheckpointReport, SharedStore};
 pub(crate) use crate::ports::store::Write;
+use crate::ports::store::{CheckpointReport, SharedStore};
 use crate::runtime::RuntimeError;
 
 /// Files written by one batch at most.

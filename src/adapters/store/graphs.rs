@@ -181,7 +181,10 @@ impl RuntimeStore for GraphStore {
         let (file_state, quarantined) = load_agent_state(&self.dir, agent)?;
         // The journal's newer state wins over the file's; handled marks from every source
         // (an older file's, `handled.json`, the journal's) are merged.
-        let mut state = self.journals.pending_state(agent).unwrap_or(file_state.clone());
+        let mut state = self
+            .journals
+            .pending_state(agent)
+            .unwrap_or(file_state.clone());
         // Marks of an older `agent-state.json` (bare ids) are journaled: the file is rewritten
         // without them by the next checkpoint of the state, and `handled.json` gets them only
         // when a segment retires.
@@ -196,7 +199,8 @@ impl RuntimeStore for GraphStore {
             self.dir.check_guard()?;
             self.journals.append(&self.dir, agent, legacy, false)?;
         }
-        self.journals.seed_marks(agent, &read_marks(&self.dir, agent));
+        self.journals
+            .seed_marks(agent, &read_marks(&self.dir, agent));
         state.handled = self.journals.marks(agent);
         let controls = super::legacy::fold_controls(&self.dir, agent, &mut state);
         Ok((state, quarantined.or(controls)))
@@ -360,7 +364,9 @@ impl GraphStore {
     pub fn scan_at(&self, now: Timestamp) -> Result<Vec<GraphFile>, StoreError> {
         let files = self.scan_files(now)?;
         let journal = journal_by_path(&self.dir, replay(&self.dir, false)?.graphs);
-        Ok(overlay(files, journal, |path, g| self.decode_graph(path, g, now)))
+        Ok(overlay(files, journal, |path, g| {
+            self.decode_graph(path, g, now)
+        }))
     }
 
     /// One conversation's graph as `state show` sees it: the journal's newest state over
@@ -436,7 +442,9 @@ impl GraphStore {
             let Some(graph) = slot else { continue };
             if let Err(e) = graph.check_horizon(now) {
                 let reason = CodecError::Invalid(e.0).to_string();
-                let moved_to = self.dir.quarantine_path(&fs_name(&key.agent), &format!("{}.md", key.chat));
+                let moved_to = self
+                    .dir
+                    .quarantine_path(&fs_name(&key.agent), &format!("{}.md", key.chat));
                 super::files::write_atomic(&moved_to, encode(graph)?.as_bytes())?;
                 super::files::write_quarantine_reason(&moved_to, &reason)?;
                 loaded.quarantined.push(Quarantined {

@@ -503,7 +503,6 @@ impl Journals {
     pub(crate) fn marks(&self, agent: &str) -> Marks {
         lock(&self.marks).get(agent).cloned().unwrap_or_default()
     }
-
 }
 
 /// Raises `chat`'s mark in `marks` to `mark` if it is newer.
