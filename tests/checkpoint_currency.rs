@@ -139,3 +139,49 @@ fn state_show_reads_the_journal_over_an_older_file() -> TestResult {
     );
     Ok(())
 }
+
+/// A restart with state only in the journal (a kill before the checkpoint) brings the files
+/// up to date within the checkpoint delay even when the run writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_checkpoints_the_replayed_journal_without_new_writes() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let chat = dm(10);
+    let planner = || {
+        ScriptedPlanner::new(|_, _| Ok(vec![send("one"), Action::Wait { secs: 3600.0 }, send("two")]))
+    };
+    let mut h = Harness::start(dir.path(), planner(), config(), std::slice::from_ref(&chat));
+    h.say(&chat, "Bob", "hi").await;
+    h.pass(Duration::from_secs(10)).await;
+    h.crash().await;
+    // The settled graph, one step newer in the journal than on file (as a kill right after
+    // its record leaves it).
+    let state = StateDir::new(dir.path());
+    let store = GraphStore::new(state.clone());
+    let key = ConversationKey::new(AGENT, ChatId(10));
+    // Loaded first, as the daemon does: the store learns the journal's sequence numbers.
+    store.load_all(t0() + SignedDuration::from_secs(10))?;
+    let mut g = store.read_graph(&key)?.ok_or("no graph")?;
+    assert_eq!(on_file(&state, &key).as_ref(), Some(&g));
+    g.seq += 100;
+    let newer = g.seq;
+    RuntimeStore::write_batch(&store, vec![Write::Graph(Box::new(g.clone()))], false)?;
+    drop(store);
+    assert_ne!(on_file(&state, &key).as_ref(), Some(&g));
+    let mut h = Harness::start_at(
+        dir.path(),
+        planner(),
+        config(),
+        std::slice::from_ref(&chat),
+        t0() + SignedDuration::from_secs(10),
+    );
+    h.started().await;
+    h.pass(Duration::from_millis(1100)).await;
+    let file = on_file(&state, &key).ok_or("no file")?;
+    assert!(
+        file.seq >= newer,
+        "the replayed state is not on file a second after the start: save #{} on file, #{newer} in the journal",
+        file.seq
+    );
+    h.stop().await?;
+    Ok(())
+}
