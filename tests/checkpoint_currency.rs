@@ -150,6 +150,7 @@ async fn a_restart_checkpoints_the_replayed_journal_without_new_writes() -> Test
         ScriptedPlanner::new(|_, _| Ok(vec![send("one"), Action::Wait { secs: 3600.0 }, send("two")]))
     };
     let mut h = Harness::start(dir.path(), planner(), config(), std::slice::from_ref(&chat));
+    h.started().await;
     h.say(&chat, "Bob", "hi").await;
     h.pass(Duration::from_secs(10)).await;
     h.crash().await;

@@ -509,6 +509,7 @@ fn a_failed_append_stops_the_runtime_and_a_restart_loses_nothing_acknowledged() 
             })
         };
         let mut h = Harness::start(dir.path(), plan(), config(), std::slice::from_ref(&chat));
+        h.started().await;
         h.say(&chat, "Bob", "hi").await;
         h.pass(std::time::Duration::from_secs(10)).await;
         assert_eq!(h.sends_to(ChatId(10)), ["one"]);
@@ -539,7 +540,9 @@ fn a_failed_append_stops_the_runtime_and_a_restart_loses_nothing_acknowledged() 
             assert!(parsed.torn.is_none(), "{} ends torn", segment.display());
         }
         let mut again = Harness::start(dir.path(), plan(), config(), std::slice::from_ref(&chat));
+        again.started().await;
         again.pass(std::time::Duration::from_secs(3700)).await;
+        again.settle().await;
         let sent = again.sends_to(ChatId(10));
         assert!(sent.contains(&"two".to_string()), "{sent:?}");
         assert!(
