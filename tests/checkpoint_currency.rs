@@ -147,7 +147,13 @@ async fn a_restart_checkpoints_the_replayed_journal_without_new_writes() -> Test
     let dir = tempfile::tempdir()?;
     let chat = dm(10);
     let planner = || {
-        ScriptedPlanner::new(|_, _| Ok(vec![send("one"), Action::Wait { secs: 3600.0 }, send("two")]))
+        ScriptedPlanner::new(|_, _| {
+            Ok(vec![
+                send("one"),
+                Action::Wait { secs: 3600.0 },
+                send("two"),
+            ])
+        })
     };
     let mut h = Harness::start(dir.path(), planner(), config(), std::slice::from_ref(&chat));
     h.started().await;

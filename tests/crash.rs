@@ -108,6 +108,34 @@ fn went_as_voice(messages: &[serde_json::Value], text: &str) -> bool {
         .any(|m| m["text"] == text && m["media"]["kind"] == "voice")
 }
 
+/// The drafts of the group, in Saved Messages (the account's own chat): none posted twice.
+/// Returns how many were posted.
+fn draft_posts(state: &Path, seed: u64) -> Result<usize, String> {
+    let drafts = std::fs::read_dir(state.join("transcripts"))
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let id: i64 = name.strip_suffix(".json")?.parse().ok()?;
+            (id > CHATS).then_some(id)
+        })
+        .map(|id| transcript(state, id))
+        .collect::<Result<Vec<_>, _>>()?
+        .concat();
+    let mut posts: HashMap<String, usize> = HashMap::new();
+    for m in drafts.iter().filter(|m| m["outgoing"] == true) {
+        *posts
+            .entry(m["text"].as_str().unwrap_or_default().to_string())
+            .or_default() += 1;
+    }
+    if let Some((text, n)) = posts.iter().find(|(_, n)| **n > 1) {
+        return Err(format!(
+            "seed {seed}: the draft {text:?} was posted {n} times"
+        ));
+    }
+    Ok(posts.len())
+}
+
 #[test]
 fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(), String> {
     let seed: u64 = std::env::var("PERSONAD_CRASH_SEED")
@@ -238,35 +266,13 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
             }
         }
     }
-    // The drafts of the group, in Saved Messages (the account's own chat): none twice.
-    let drafts = std::fs::read_dir(state.join("transcripts"))
-        .map_err(|e| e.to_string())?
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let id: i64 = name.strip_suffix(".json")?.parse().ok()?;
-            (id > CHATS).then_some(id)
-        })
-        .map(|id| transcript(&state, id))
-        .collect::<Result<Vec<_>, _>>()?
-        .concat();
-    let mut posts: HashMap<String, usize> = HashMap::new();
-    for m in drafts.iter().filter(|m| m["outgoing"] == true) {
-        *posts
-            .entry(m["text"].as_str().unwrap_or_default().to_string())
-            .or_default() += 1;
-    }
-    if let Some((text, n)) = posts.iter().find(|(_, n)| **n > 1) {
-        return Err(format!(
-            "seed {seed}: the draft {text:?} was posted {n} times"
-        ));
-    }
-    if pushed.contains(&CHATS) && (approvals == 0 || posts.is_empty()) {
+    let posts = draft_posts(&state, seed)?;
+    if pushed.contains(&CHATS) && (approvals == 0 || posts == 0) {
         return Err(format!(
             "seed {seed}: the group got messages but no draft was posted and approved ({approvals} approvals)"
         ));
     }
-    println!("{approvals} approvals, {} draft posts", posts.len());
+    println!("{approvals} approvals, {posts} draft posts");
     println!("{with_segment} of {cycles} cycles were killed with a journal segment on disk");
     // A kill lands before the runtime's checkpoint retires the journal in most cycles: the
     // restarts must have replayed journals, not only read checkpoint files.

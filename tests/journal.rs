@@ -291,8 +291,10 @@ fn a_full_checkpoint_leaves_no_segment_and_the_files_hold_everything() -> TestRe
     let dir = tempfile::tempdir()?;
     let state = dir.path().join("state");
     let s = store(&state);
-    let mut safety = AgentState::default();
-    safety.schedule_calls = Some((jiff::civil::date(2026, 11, 27), 2));
+    let safety = AgentState {
+        schedule_calls: Some((jiff::civil::date(2026, 11, 27), 2)),
+        ..AgentState::default()
+    };
     let t = now();
     RuntimeStore::write_batch(
         &s,
@@ -413,8 +415,10 @@ fn bare_handled_ids_of_an_older_agent_state_still_load_and_are_kept() -> TestRes
     assert_eq!(handled(&s)?, vec![(42, 3)]);
     // The safety state changes: its file is rewritten (without marks) by a checkpoint, and
     // the process dies before the journal is retired.
-    let mut safety = AgentState::default();
-    safety.schedule_calls = Some((jiff::civil::date(2026, 11, 27), 1));
+    let safety = AgentState {
+        schedule_calls: Some((jiff::civil::date(2026, 11, 27), 1)),
+        ..AgentState::default()
+    };
     RuntimeStore::write_batch(
         &s,
         vec![Write::AgentState(AGENT.into(), Box::new(safety))],
