@@ -24,6 +24,9 @@ use crate::core::model::{ChatId, ChatRef, MessageId};
 use crate::core::persona;
 use crate::core::plan::Action;
 
+mod journal_reader;
+pub use journal_reader::journal;
+
 /// A fuzz entry point: takes any bytes, panics only on a finding.
 pub(crate) type Target = fn(&[u8]);
 
@@ -37,6 +40,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("tg_export", tg_export),
     ("telegram", telegram),
     ("presence_files", presence_files),
+    ("journal", journal),
 ];
 
 /// A graph file as `store` reads it: decoding validates, and a graph that decodes encodes

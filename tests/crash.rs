@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use personad::adapters::store::{GraphStore, StateDir};
-use personad::app::crash_harness::{planned_fact, planned_texts};
+use personad::app::crash_harness::{AGENT, planned_fact, planned_texts};
 
 const CHATS: i64 = 4;
 
@@ -66,6 +66,16 @@ fn run_and_kill(state: &Path, push: Option<i64>, lines: usize) -> Result<Vec<Str
     Ok(read)
 }
 
+/// How many journal segments (`<seq>.log`) are in `dir`.
+fn journal_segments(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+            .count()
+    })
+}
+
 /// The persisted transcript of a chat that received messages: missing or unreadable is a
 /// failure (an empty list would let the checks below pass on nothing).
 fn transcript(state: &Path, chat: i64) -> Result<Vec<serde_json::Value>, String> {
@@ -98,6 +108,34 @@ fn went_as_voice(messages: &[serde_json::Value], text: &str) -> bool {
         .any(|m| m["text"] == text && m["media"]["kind"] == "voice")
 }
 
+/// The drafts of the group, in Saved Messages (the account's own chat): none posted twice.
+/// Returns how many were posted.
+fn draft_posts(state: &Path, seed: u64) -> Result<usize, String> {
+    let drafts = std::fs::read_dir(state.join("transcripts"))
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let id: i64 = name.strip_suffix(".json")?.parse().ok()?;
+            (id > CHATS).then_some(id)
+        })
+        .map(|id| transcript(state, id))
+        .collect::<Result<Vec<_>, _>>()?
+        .concat();
+    let mut posts: HashMap<String, usize> = HashMap::new();
+    for m in drafts.iter().filter(|m| m["outgoing"] == true) {
+        *posts
+            .entry(m["text"].as_str().unwrap_or_default().to_string())
+            .or_default() += 1;
+    }
+    if let Some((text, n)) = posts.iter().find(|(_, n)| **n > 1) {
+        return Err(format!(
+            "seed {seed}: the draft {text:?} was posted {n} times"
+        ));
+    }
+    Ok(posts.len())
+}
+
 #[test]
 fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(), String> {
     let seed: u64 = std::env::var("PERSONAD_CRASH_SEED")
@@ -115,6 +153,10 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
     let store = GraphStore::new(StateDir::new(&state));
     let mut pushed = std::collections::BTreeSet::new();
     let mut approvals = 0usize;
+    // Cycles killed with a journal segment on disk (state not yet retired into the files):
+    // the restarts then replay the journal, torn tails included.
+    let mut with_segment = 0usize;
+    let journal = StateDir::new(&state).agent_dir(AGENT).join("journal");
     for cycle in 0..cycles {
         // Most cycles bring a new message; some only resume.
         let push = (rng.u8(..4) != 0).then(|| rng.i64(1..=CHATS));
@@ -129,7 +171,13 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
             pushed.extend(push);
         }
         let last = read.last().cloned().unwrap_or_default();
-        println!("cycle {cycle}: push {push:?}, killed after line {lines} ({last:?})");
+        let segments = journal_segments(&journal);
+        if segments > 0 {
+            with_segment += 1;
+        }
+        println!(
+            "cycle {cycle}: push {push:?}, killed after line {lines} ({last:?}), {segments} journal segments"
+        );
         for file in store.scan().map_err(|e| e.to_string())? {
             if let Err(e) = file.graph {
                 return Err(format!(
@@ -218,35 +266,21 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
             }
         }
     }
-    // The drafts of the group, in Saved Messages (the account's own chat): none twice.
-    let drafts = std::fs::read_dir(state.join("transcripts"))
-        .map_err(|e| e.to_string())?
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let id: i64 = name.strip_suffix(".json")?.parse().ok()?;
-            (id > CHATS).then_some(id)
-        })
-        .map(|id| transcript(&state, id))
-        .collect::<Result<Vec<_>, _>>()?
-        .concat();
-    let mut posts: HashMap<String, usize> = HashMap::new();
-    for m in drafts.iter().filter(|m| m["outgoing"] == true) {
-        *posts
-            .entry(m["text"].as_str().unwrap_or_default().to_string())
-            .or_default() += 1;
-    }
-    if let Some((text, n)) = posts.iter().find(|(_, n)| **n > 1) {
-        return Err(format!(
-            "seed {seed}: the draft {text:?} was posted {n} times"
-        ));
-    }
-    if pushed.contains(&CHATS) && (approvals == 0 || posts.is_empty()) {
+    let posts = draft_posts(&state, seed)?;
+    if pushed.contains(&CHATS) && (approvals == 0 || posts == 0) {
         return Err(format!(
             "seed {seed}: the group got messages but no draft was posted and approved ({approvals} approvals)"
         ));
     }
-    println!("{approvals} approvals, {} draft posts", posts.len());
+    println!("{approvals} approvals, {posts} draft posts");
+    println!("{with_segment} of {cycles} cycles were killed with a journal segment on disk");
+    // A kill lands before the runtime's checkpoint retires the journal in most cycles: the
+    // restarts must have replayed journals, not only read checkpoint files.
+    if cycles >= 10 && with_segment * 4 < cycles {
+        return Err(format!(
+            "seed {seed}: only {with_segment} of {cycles} cycles left a journal segment: the loop does not exercise the journal"
+        ));
+    }
     if !pushed.is_empty() && facts == 0 {
         return Err(format!(
             "seed {seed}: messages were pushed but no note was kept"

@@ -185,6 +185,32 @@ fn the_graph_seeds_load_so_the_round_trip_is_checked() {
     }
 }
 
+/// The journal seeds that are segments (`.log`) hold records, so the reader's checks run on
+/// real records, not only on garbage.
+#[test]
+fn the_journal_seeds_hold_records() {
+    use personad::adapters::store::journal::parse;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/journal");
+    let mut segments = 0;
+    for path in files(&dir) {
+        if path.extension().is_some_and(|e| e == "log") {
+            let parsed = parse(&std::fs::read(&path).unwrap_or_default(), None);
+            assert!(!parsed.records.is_empty(), "{}: {parsed:?}", path.display());
+            segments += 1;
+        }
+    }
+    assert!(segments >= 4);
+    let valid = parse(
+        &std::fs::read(dir.join("valid.log")).unwrap_or_default(),
+        None,
+    );
+    assert!(
+        valid.torn.is_none() && valid.skipped.is_empty(),
+        "{valid:?}"
+    );
+    assert_eq!(valid.records.len(), 5);
+}
+
 #[test]
 fn the_fuzz_crate_builds_exactly_the_listed_targets() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");

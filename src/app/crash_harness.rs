@@ -30,7 +30,7 @@ use crate::adapters::store::{GraphStore, StateDir};
 use crate::app::cli::{CrashChildArgs, GlobalArgs, SaveLoopArgs};
 use crate::app::commands::{CmdResult, CommandError};
 use crate::core::config::{Pacing, RuntimeConfig};
-use crate::core::graph::{ConversationKey, Task, TaskGraph, TaskSpec, codec};
+use crate::core::graph::{ConversationKey, Task, TaskGraph, TaskSpec};
 use crate::core::model::{Chat, ChatId, ChatKind};
 use crate::core::plan::{Action, PlanError, PlanRequest};
 use crate::core::time::BoxFuture;
@@ -199,10 +199,8 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
     // again unless it was read (its planning started) or the graph on disk answers it.
     for c in &chats {
         let key = ConversationKey::new(AGENT, c.id);
-        let answers = std::fs::read_to_string(state.graph_path(&key))
-            .ok()
-            .and_then(|text| codec::decode(&text).ok())
-            .and_then(|g| match g.tasks.first().map(|t| &t.spec) {
+        let answers =
+            current_graph(&state, &key).and_then(|g| match g.tasks.first().map(|t| &t.spec) {
                 Some(TaskSpec::Received { message_id, .. }) => *message_id,
                 _ => None,
             });
@@ -300,7 +298,16 @@ fn install_gate(
     );
 }
 
-/// Approves, as the owner would, every draft that waits in a chat's graph on disk and was
+/// A chat's graph as it is now: the journal's newest state over its checkpoint file (the
+/// file alone may be a moment, or after a kill a whole run, behind).
+fn current_graph(state: &StateDir, key: &ConversationKey) -> Option<TaskGraph> {
+    GraphStore::new(state.clone())
+        .read_graph(key)
+        .ok()
+        .flatten()
+}
+
+/// Approves, as the owner would, every draft that waits in a chat's graph and was
 /// not approved by this run yet (a decision lost to a kill is made again by the next run).
 fn approve_waiting(
     handle: &crate::runtime::RuntimeHandle,
@@ -310,10 +317,7 @@ fn approve_waiting(
 ) -> Result<(), CommandError> {
     for c in chats {
         let key = ConversationKey::new(AGENT, c.id);
-        let Some(graph) = std::fs::read_to_string(state.graph_path(&key))
-            .ok()
-            .and_then(|text| codec::decode(&text).ok())
-        else {
+        let Some(graph) = current_graph(state, &key) else {
             continue;
         };
         for t in &graph.tasks {

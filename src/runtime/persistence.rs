@@ -82,6 +82,8 @@ struct Checkpoints {
     started_at: Option<jiff::Timestamp>,
     /// Writes completed when the last one started: more since means one is due.
     written_then: u64,
+    /// The last one failed: another is owed (a second later) even if nothing is written.
+    failed: bool,
 }
 
 #[derive(Default)]
@@ -147,14 +149,19 @@ impl Persister {
         self
     }
 
-    /// Whether writes completed since the last checkpoint started, or one runs.
+    /// Whether writes completed since the last checkpoint started, or one runs. The first
+    /// checkpoint of a run is always owed: the state replayed from the journal at start is
+    /// due in the files even when the run writes nothing.
     pub(crate) fn checkpoint_owed(&self) -> bool {
-        self.checkpoints.running || self.written > self.checkpoints.written_then
+        self.checkpoints.running
+            || self.checkpoints.started_at.is_none()
+            || self.checkpoints.failed
+            || self.written > self.checkpoints.written_then
     }
 
     /// When the next checkpoint is due under load (none when nothing is owed or one runs).
     pub(crate) fn next_checkpoint(&self) -> Option<jiff::Timestamp> {
-        if self.checkpoints.running || self.written <= self.checkpoints.written_then {
+        if !self.checkpoint_owed() || self.checkpoints.running {
             return None;
         }
         Some(
@@ -187,6 +194,7 @@ impl Persister {
         self.checkpoints.running = true;
         self.checkpoints.started_at = Some(now);
         self.checkpoints.written_then = self.written;
+        self.checkpoints.failed = false;
         let hold = self.clock.hold();
         let store = Arc::clone(&self.store);
         tokio::spawn(async move {
@@ -220,7 +228,8 @@ impl Persister {
                 RuntimeError::Store(crate::ports::store::StoreError::Gone(gone)),
             ),
             Err(e) => {
-                tracing::error!(event = "checkpoint_failed", error = %e, "a checkpoint failed; the journal keeps the state and the next checkpoint tries again");
+                self.checkpoints.failed = true;
+                tracing::error!(event = "checkpoint_failed", error = %e, "a checkpoint failed; the journal keeps the state and the next checkpoint, a second later, tries again");
                 Ok(())
             }
         }

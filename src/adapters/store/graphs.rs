@@ -188,9 +188,22 @@ impl RuntimeStore for GraphStore {
             .journals
             .pending_state(agent)
             .unwrap_or(file_state.clone());
-        let mut marks = file_state.handled;
-        marks.extend(read_marks(&self.dir, agent));
-        self.journals.seed_marks(agent, &marks);
+        // Marks of an older `agent-state.json` (bare ids) are journaled: the file is rewritten
+        // without them by the next checkpoint of the state, and `handled.json` gets them only
+        // when a segment retires.
+        let known = self.journals.marks(agent);
+        let legacy: Vec<Record> = file_state
+            .handled
+            .iter()
+            .filter(|(chat, m)| known.get(chat).is_none_or(|k| k.message < m.message))
+            .map(|(chat, m)| Record::Handled(ConversationKey::new(agent, *chat), *m))
+            .collect();
+        if !legacy.is_empty() {
+            self.dir.check_guard()?;
+            self.journals.append(&self.dir, agent, legacy, false)?;
+        }
+        self.journals
+            .seed_marks(agent, &read_marks(&self.dir, agent));
         state.handled = self.journals.marks(agent);
         let controls = super::legacy::fold_controls(&self.dir, agent, &mut state);
         Ok((state, quarantined.or(controls)))

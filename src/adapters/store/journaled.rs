@@ -71,6 +71,9 @@ struct LogState {
     retired: Vec<PathBuf>,
     /// When the last batch was appended: batches in a stream share their syncs.
     last_append: Option<Instant>,
+    /// `next_seq` follows the records on disk (set by the start's replay, or read from the
+    /// newest segment by the first append of a store that did not replay).
+    seq_known: bool,
 }
 
 /// States durable in the journal and due in a checkpoint.
@@ -159,6 +162,7 @@ impl Journals {
             let log = self.log(agent);
             let mut st = lock(&log.state);
             st.next_seq = st.next_seq.max(*next_seq);
+            st.seq_known = true;
             st.retired.extend(segments.iter().cloned());
         }
     }
@@ -197,6 +201,22 @@ impl Journals {
                     source: std::io::Error::other(e),
                 }
             })?;
+        }
+        if !st.seq_known {
+            // A store that did not replay (a tool, a test) continues the sequence on disk.
+            // The newest segment with a record says where it is (a newer one may be empty).
+            for (_, path) in journal::segments(&journal_dir(dir, agent))?
+                .into_iter()
+                .rev()
+            {
+                let bytes =
+                    super::files::read_file(&path, u64::MAX >> 1, super::files::Symlinks::Refuse)?;
+                if let Some((seq, _)) = journal::parse(&bytes, None).records.last() {
+                    st.next_seq = st.next_seq.max(seq + 1);
+                    break;
+                }
+            }
+            st.seq_known = true;
         }
         if st.segment.is_none() {
             let first = st.next_seq;
@@ -406,7 +426,14 @@ impl Journals {
             let marks = {
                 let mut all = lock(&self.marks);
                 let mine = all.entry(agent.clone()).or_default();
-                mine.retain(|_, m| m.at >= before || m.at == Timestamp::UNIX_EPOCH);
+                // A mark of unknown age (an older file's bare id) is stamped now: kept a
+                // whole window from here, then dropped like the others.
+                mine.retain(|_, m| {
+                    if m.at == Timestamp::UNIX_EPOCH {
+                        m.at = now;
+                    }
+                    m.at >= before
+                });
                 mine.clone()
             };
             let path = marks_path(dir, agent);

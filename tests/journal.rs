@@ -1,0 +1,566 @@
+//! The journal's guarantees, through the store the runtime writes to (`GraphStore` behind the
+//! `RuntimeStore` port): a torn tail is cut and logged, a corrupted record in the middle costs
+//! only itself (and its segment is kept in `quarantine/`), the journal's newer states win over
+//! the checkpoint files at load and in `state show`'s view, a full checkpoint leaves the files
+//! holding everything, handled marks survive restarts (and are pruned), and a full disk in the
+//! middle of an append fails the batch without tearing the segment. Each "restart" is a new
+//! store on the same directory, as a new process would make.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use jiff::{SignedDuration, Timestamp};
+use personad::adapters::store::journal::faults;
+use personad::adapters::store::{GraphStore, REASON_SUFFIX, StateDir};
+use personad::core::agent_state::{AgentState, HANDLED_KEEP, HandledMark};
+use personad::core::graph::{ConversationKey, Task, TaskGraph, TaskSpec};
+use personad::core::model::{Chat, ChatId, ChatKind, MessageId};
+use personad::ports::store::{RuntimeStore, Write};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+const AGENT: &str = "anna";
+
+/// The ENOSPC hook is process-wide: the tests that append hold this.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn store(state: &Path) -> GraphStore {
+    GraphStore::new(StateDir::new(state)).with_commit_delay(std::time::Duration::ZERO)
+}
+
+fn now() -> Timestamp {
+    Timestamp::now()
+}
+
+/// A graph of `chat` whose version shows in its `seq` (a long wait: a plan that settled).
+fn graph(chat: i64, version: u64) -> TaskGraph {
+    let at = now();
+    let wait = Task::new(
+        TaskSpec::Wait {
+            delay_secs: 3600.0,
+            typing: false,
+            recording: false,
+            retry_of: None,
+        },
+        at,
+    );
+    let chat = Chat {
+        id: ChatId(chat),
+        kind: ChatKind::Direct,
+        title: format!("chat {chat}"),
+    };
+    let mut g = TaskGraph::with_tasks(AGENT, chat, at, vec![wait]);
+    g.seq = version;
+    g
+}
+
+fn put(
+    store: &GraphStore,
+    chat: i64,
+    version: u64,
+) -> Result<(), personad::adapters::store::StoreError> {
+    RuntimeStore::write_batch(
+        store,
+        vec![Write::Graph(Box::new(graph(chat, version)))],
+        false,
+    )
+}
+
+/// Each loaded graph's chat and version, sorted.
+fn versions(graphs: &[TaskGraph]) -> Vec<(i64, u64)> {
+    let mut out: Vec<(i64, u64)> = graphs.iter().map(|g| (g.chat.id.0, g.seq)).collect();
+    out.sort_unstable();
+    out
+}
+
+fn key(chat: i64) -> ConversationKey {
+    ConversationKey::new(AGENT, ChatId(chat))
+}
+
+fn journal_dir(state: &Path) -> PathBuf {
+    StateDir::new(state).agent_dir(AGENT).join("journal")
+}
+
+/// The agent's journal segments, oldest first.
+fn segments(state: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(journal_dir(state))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+fn newest_segment(state: &Path) -> Result<PathBuf, String> {
+    segments(state)
+        .pop()
+        .ok_or_else(|| "no journal segment".to_string())
+}
+
+/// Files under `quarantine/`.
+fn quarantined(state: &Path) -> Vec<String> {
+    std::fs::read_dir(state.join("quarantine"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Log lines written on this thread while a closure runs.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn logged<T>(f: impl FnOnce() -> T) -> (T, String) {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let out = tracing::subscriber::with_default(subscriber, f);
+    let text = String::from_utf8_lossy(&logs.0.lock().unwrap_or_else(PoisonError::into_inner))
+        .into_owned();
+    (out, text)
+}
+
+/// A record cut short by a crash (or garbage after the last record) is dropped at start and
+/// logged; the records before it are used, and the segment is retired by the first checkpoint.
+#[test]
+fn a_torn_tail_is_dropped_at_start_logged_and_the_earlier_records_used() -> TestResult {
+    let _serial = serial();
+    for garbage in [false, true] {
+        let dir = tempfile::tempdir()?;
+        let state = dir.path().join("state");
+        let s = store(&state);
+        put(&s, 1, 1)?;
+        put(&s, 1, 2)?;
+        put(&s, 2, 1)?;
+        drop(s);
+        let segment = newest_segment(&state)?;
+        let bytes = std::fs::read(&segment)?;
+        if garbage {
+            let mut torn = bytes.clone();
+            torn.extend_from_slice(b"17 0badc0de graph {\"format\":");
+            std::fs::write(&segment, torn)?;
+        } else {
+            // The last record's line loses its end, as a write cut short by a crash.
+            std::fs::write(&segment, &bytes[..bytes.len() - 25])?;
+        }
+        let s = store(&state);
+        let (loaded, logs) = logged(|| s.load_all(now()));
+        let loaded = loaded?;
+        assert!(logs.contains("journal_tail_cut"), "{logs}");
+        let expected = if garbage {
+            vec![(1, 2), (2, 1)]
+        } else {
+            vec![(1, 2)]
+        };
+        assert_eq!(versions(&loaded.graphs), expected, "garbage: {garbage}");
+        assert!(loaded.quarantined.is_empty());
+        // The next append and the first checkpoint: the torn segment is retired.
+        put(&s, 3, 1)?;
+        RuntimeStore::checkpoint(&s, false, now())?;
+        assert!(!segment.exists(), "the torn segment was not retired");
+        let again = store(&state).load_all(now())?;
+        let mut expected = expected;
+        expected.push((3, 1));
+        assert_eq!(versions(&again.graphs), expected);
+    }
+    Ok(())
+}
+
+/// A corrupted record with good records after it costs only itself: the later records are
+/// used, the segment is copied to `quarantine/` with a `.reason` naming the line.
+#[test]
+fn a_corrupted_record_in_the_middle_is_skipped_and_its_segment_kept() -> TestResult {
+    let _serial = serial();
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    let s = store(&state);
+    put(&s, 1, 1)?;
+    put(&s, 1, 2)?;
+    put(&s, 2, 1)?;
+    drop(s);
+    let segment = newest_segment(&state)?;
+    let mut bytes = std::fs::read(&segment)?;
+    // A byte in the JSON of the second record flips.
+    let second = bytes.iter().position(|b| *b == b'\n').ok_or("one line")? + 1;
+    let at = second + 40;
+    bytes[at] ^= 0x01;
+    std::fs::write(&segment, &bytes)?;
+    let s = store(&state);
+    let (loaded, logs) = logged(|| s.load_all(now()));
+    let loaded = loaded?;
+    assert!(logs.contains("journal_record_skipped"), "{logs}");
+    assert!(!logs.contains("journal_tail_cut"), "{logs}");
+    assert_eq!(versions(&loaded.graphs), vec![(1, 1), (2, 1)]);
+    let names = quarantined(&state);
+    let file = segment
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let copy = names
+        .iter()
+        .find(|n| n.ends_with(&file))
+        .ok_or(format!("no copy of {file} in quarantine: {names:?}"))?;
+    assert_eq!(std::fs::read(state.join("quarantine").join(copy))?, bytes);
+    let reason = std::fs::read_to_string(
+        state
+            .join("quarantine")
+            .join(format!("{copy}{REASON_SUFFIX}")),
+    )?;
+    assert!(reason.contains("line 2"), "{reason}");
+    Ok(())
+}
+
+/// Records newer than a graph's file win over it at load and in `state show`'s view (`scan`,
+/// `read_graph`); a file left half-written whose graph is in the journal is not quarantined,
+/// and a graph the journal deleted is gone from the view.
+#[test]
+fn the_journal_wins_over_older_and_half_written_checkpoint_files() -> TestResult {
+    let _serial = serial();
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    let s = store(&state);
+    put(&s, 1, 1)?;
+    put(&s, 2, 1)?;
+    put(&s, 3, 1)?;
+    RuntimeStore::checkpoint(&s, true, now())?;
+    assert!(segments(&state).is_empty());
+    put(&s, 1, 2)?;
+    put(&s, 2, 2)?;
+    RuntimeStore::write_batch(&s, vec![Write::DeleteGraph(key(3))], false)?;
+    drop(s);
+    let dirs = StateDir::new(&state);
+    // The checkpoint of chat 2 was being rewritten in place when the process died.
+    std::fs::write(
+        dirs.graph_path(&key(2)),
+        "# Task graph: agent `anna`, chat 2\n\n````js",
+    )?;
+    assert!(dirs.graph_path(&key(3)).exists());
+    // What `state show` sees.
+    let view = store(&state);
+    let scanned: Vec<(i64, u64)> = view
+        .scan()?
+        .into_iter()
+        .map(|f| f.graph.map(|g| (g.chat.id.0, g.seq)))
+        .collect::<Result<_, _>>()?;
+    assert_eq!(scanned, vec![(1, 2), (2, 2)]);
+    assert_eq!(view.read_graph(&key(1))?.map(|g| g.seq), Some(2));
+    assert_eq!(view.read_graph(&key(3))?.map(|g| g.seq), None);
+    // A restart.
+    let loaded = store(&state).load_all(now())?;
+    assert_eq!(versions(&loaded.graphs), vec![(1, 2), (2, 2)]);
+    assert!(loaded.quarantined.is_empty(), "{:?}", loaded.quarantined);
+    assert!(quarantined(&state).is_empty(), "{:?}", quarantined(&state));
+    Ok(())
+}
+
+/// A full checkpoint leaves no segment; the files alone hold every graph, the agent state and
+/// the handled marks, and a restart reads the same.
+#[test]
+fn a_full_checkpoint_leaves_no_segment_and_the_files_hold_everything() -> TestResult {
+    let _serial = serial();
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    let s = store(&state);
+    let safety = AgentState {
+        schedule_calls: Some((jiff::civil::date(2026, 11, 27), 2)),
+        ..AgentState::default()
+    };
+    let t = now();
+    RuntimeStore::write_batch(
+        &s,
+        vec![
+            Write::Graph(Box::new(graph(1, 1))),
+            Write::Graph(Box::new(graph(2, 1))),
+            Write::AgentState(AGENT.into(), Box::new(safety.clone())),
+            Write::Handled {
+                agent: AGENT.into(),
+                chat: ChatId(7),
+                mark: HandledMark {
+                    message: MessageId(70),
+                    at: t,
+                },
+            },
+        ],
+        false,
+    )?;
+    put(&s, 1, 2)?;
+    RuntimeStore::write_batch(&s, vec![Write::DeleteGraph(key(2))], false)?;
+    assert!(!segments(&state).is_empty());
+    let report = RuntimeStore::checkpoint(&s, true, t)?;
+    assert!(report.retired >= 1);
+    assert!(segments(&state).is_empty(), "{:?}", segments(&state));
+    let dirs = StateDir::new(&state);
+    let text = std::fs::read_to_string(dirs.graph_path(&key(1)))?;
+    assert_eq!(personad::core::graph::codec::decode(&text)?.seq, 2);
+    assert!(!dirs.graph_path(&key(2)).exists());
+    let on_file: AgentState = serde_json::from_str(&std::fs::read_to_string(
+        dirs.agent_dir(AGENT).join("agent-state.json"),
+    )?)?;
+    assert_eq!(on_file.schedule_calls, safety.schedule_calls);
+    let marks = std::fs::read_to_string(dirs.agent_dir(AGENT).join("handled.json"))?;
+    assert!(marks.contains("70"), "{marks}");
+    // A restart reads the same from the files alone.
+    let back = store(&state);
+    assert_eq!(versions(&back.load_all(now())?.graphs), vec![(1, 2)]);
+    let (loaded, quarantined) = back.load_agent_state(AGENT)?;
+    assert!(quarantined.is_none());
+    assert_eq!(loaded.schedule_calls, safety.schedule_calls);
+    assert_eq!(
+        loaded.handled.get(&ChatId(7)).map(|m| m.message),
+        Some(MessageId(70))
+    );
+    Ok(())
+}
+
+fn mark(store: &GraphStore, chat: i64, message: i64, at: Timestamp) -> TestResult {
+    RuntimeStore::write_batch(
+        store,
+        vec![Write::Handled {
+            agent: AGENT.into(),
+            chat: ChatId(chat),
+            mark: HandledMark {
+                message: MessageId(message),
+                at,
+            },
+        }],
+        false,
+    )?;
+    Ok(())
+}
+
+fn handled(store: &GraphStore) -> Result<Vec<(i64, i64)>, Box<dyn std::error::Error>> {
+    let (state, _) = store.load_agent_state(AGENT)?;
+    Ok(state
+        .handled
+        .iter()
+        .map(|(c, m)| (c.0, m.message.0))
+        .collect())
+}
+
+/// Handled marks survive a restart through the journal and, after a full checkpoint, through
+/// `handled.json`, which drops the marks older than the replay window.
+#[test]
+fn handled_marks_survive_restarts_and_old_ones_are_pruned() -> TestResult {
+    let _serial = serial();
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    let t = now();
+    let old = t - SignedDuration::from_hours(1) - HANDLED_KEEP;
+    let s = store(&state);
+    mark(&s, 5, 50, t)?;
+    mark(&s, 6, 60, old)?;
+    mark(&s, 5, 51, t)?;
+    drop(s);
+    // Through the journal.
+    let s = store(&state);
+    s.load_all(t)?;
+    assert_eq!(handled(&s)?, vec![(5, 51), (6, 60)]);
+    RuntimeStore::checkpoint(&s, true, t)?;
+    assert!(segments(&state).is_empty());
+    drop(s);
+    // Through `handled.json`, pruned.
+    let s = store(&state);
+    s.load_all(t)?;
+    assert_eq!(handled(&s)?, vec![(5, 51)]);
+    Ok(())
+}
+
+/// An older `agent-state.json` keeps its marks as bare ids: they still load, survive the
+/// file's rewrite without them (a crash before any retirement included), and land in
+/// `handled.json`.
+#[test]
+fn bare_handled_ids_of_an_older_agent_state_still_load_and_are_kept() -> TestResult {
+    let _serial = serial();
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    let dirs = StateDir::new(&state);
+    std::fs::create_dir_all(dirs.agent_dir(AGENT))?;
+    std::fs::write(
+        dirs.agent_dir(AGENT).join("agent-state.json"),
+        r#"{"handled": {"42": 3}}"#,
+    )?;
+    let t = now();
+    let s = store(&state);
+    s.load_all(t)?;
+    assert_eq!(handled(&s)?, vec![(42, 3)]);
+    // The safety state changes: its file is rewritten (without marks) by a checkpoint, and
+    // the process dies before the journal is retired.
+    let safety = AgentState {
+        schedule_calls: Some((jiff::civil::date(2026, 11, 27), 1)),
+        ..AgentState::default()
+    };
+    RuntimeStore::write_batch(
+        &s,
+        vec![Write::AgentState(AGENT.into(), Box::new(safety))],
+        false,
+    )?;
+    RuntimeStore::checkpoint(&s, false, t)?;
+    drop(s);
+    let s = store(&state);
+    s.load_all(t)?;
+    assert_eq!(
+        handled(&s)?,
+        vec![(42, 3)],
+        "the bare mark was lost with the old file"
+    );
+    RuntimeStore::checkpoint(&s, true, t)?;
+    drop(s);
+    let s = store(&state);
+    s.load_all(t)?;
+    assert_eq!(handled(&s)?, vec![(42, 3)]);
+    // A mark of unknown age is kept a whole replay window from its first checkpoint, then
+    // dropped like any other.
+    let later = t + HANDLED_KEEP + SignedDuration::from_hours(1);
+    mark(&s, 9, 90, later)?;
+    RuntimeStore::checkpoint(&s, true, later)?;
+    drop(s);
+    let s = store(&state);
+    s.load_all(later)?;
+    assert_eq!(handled(&s)?, vec![(9, 90)]);
+    Ok(())
+}
+
+/// A full disk in the middle of an append: the batch fails naming the journal file, the
+/// segment is cut back to its last whole record, the next append works, and a restart reads
+/// every acknowledged record and not the failed one.
+#[test]
+fn enospc_during_an_append_fails_the_batch_and_tears_nothing() -> TestResult {
+    let _serial = serial();
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    let s = store(&state);
+    put(&s, 1, 1)?;
+    put(&s, 2, 1)?;
+    let segment = newest_segment(&state)?;
+    let before = std::fs::read(&segment)?;
+    faults::fail_next_append_after(30);
+    let failed = put(&s, 1, 2);
+    let Err(e) = failed else {
+        return Err("the append with a full disk succeeded".into());
+    };
+    let text = e.to_string();
+    assert!(text.contains("journal"), "{text}");
+    assert!(
+        text.contains(&segment.display().to_string()),
+        "the error does not name the segment: {text}"
+    );
+    assert_eq!(
+        std::fs::read(&segment)?,
+        before,
+        "the failed append left bytes behind"
+    );
+    put(&s, 3, 1)?;
+    drop(s);
+    let (loaded, logs) = logged(|| store(&state).load_all(now()));
+    assert_eq!(versions(&loaded?.graphs), vec![(1, 1), (2, 1), (3, 1)]);
+    assert!(!logs.contains("journal_tail_cut"), "{logs}");
+    assert!(!logs.contains("journal_record_skipped"), "{logs}");
+    Ok(())
+}
+
+/// The runtime over a full disk: the append of a batch fails, the runtime stops with "could
+/// not be saved" naming the journal, and a restart goes on from everything acknowledged before
+/// (the plan's first send is not repeated, its second still comes).
+#[test]
+fn a_failed_append_stops_the_runtime_and_a_restart_loses_nothing_acknowledged() -> TestResult {
+    use common::{Harness, ScriptedPlanner, config, dm, send};
+    use personad::core::plan::Action;
+    let _serial = serial();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let dir = tempfile::tempdir()?;
+        let chat = dm(10);
+        let plan = || {
+            ScriptedPlanner::new(|_, _| {
+                Ok(vec![
+                    send("one"),
+                    Action::Wait { secs: 3600.0 },
+                    send("two"),
+                ])
+            })
+        };
+        let mut h = Harness::start(dir.path(), plan(), config(), std::slice::from_ref(&chat));
+        h.started().await;
+        h.say(&chat, "Bob", "hi").await;
+        h.pass(std::time::Duration::from_secs(10)).await;
+        assert_eq!(h.sends_to(ChatId(10)), ["one"]);
+        let key = ConversationKey::new(common::AGENT, ChatId(10));
+        let view = GraphStore::new(StateDir::new(dir.path()));
+        let acknowledged = view.read_graph(&key)?.ok_or("no graph")?;
+        // The disk fills up: the next batch (the new message's) is cut after 10 bytes.
+        faults::fail_next_append_after(10);
+        h.say(&chat, "Bob", "are you there?").await;
+        for _ in 0..600 {
+            if h.run.is_finished() {
+                break;
+            }
+            h.pass(std::time::Duration::from_millis(100)).await;
+        }
+        let Harness { run, .. } = h;
+        let stopped = run.await?;
+        let Err(e) = stopped else {
+            return Err("the runtime went on after a failed append".into());
+        };
+        let text = e.to_string();
+        assert!(text.contains("could not be saved"), "{text}");
+        assert!(text.contains("journal"), "{text}");
+        // Nothing of the failed batch, everything before it.
+        assert_eq!(view.read_graph(&key)?.as_ref(), Some(&acknowledged));
+        for segment in journal_segments_of(dir.path(), common::AGENT) {
+            let parsed = personad::adapters::store::journal::parse(&std::fs::read(&segment)?, None);
+            assert!(parsed.torn.is_none(), "{} ends torn", segment.display());
+        }
+        let mut again = Harness::start(dir.path(), plan(), config(), std::slice::from_ref(&chat));
+        again.started().await;
+        again.pass(std::time::Duration::from_secs(3700)).await;
+        again.settle().await;
+        let sent = again.sends_to(ChatId(10));
+        assert!(sent.contains(&"two".to_string()), "{sent:?}");
+        assert!(
+            !sent.contains(&"one".to_string()),
+            "the acknowledged send went again: {sent:?}"
+        );
+        again.stop().await?;
+        Ok(())
+    })
+}
+
+fn journal_segments_of(state: &Path, agent: &str) -> Vec<PathBuf> {
+    let dir = StateDir::new(state).agent_dir(agent).join("journal");
+    std::fs::read_dir(dir)
+        .map(|e| e.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
