@@ -626,16 +626,23 @@ impl Driver {
                     }
                     generations.insert(key, generation);
                 }
-                Effect::Start(start) => match generations.get(&start.key) {
-                    Some(generation) => {
-                        // The task waits for this write: it skips the bulk queue.
-                        self.persister
-                            .make_urgent(&Target::Graph(start.key.clone()));
-                        self.waiting
-                            .insert(start.key.clone(), (*generation, *start));
+                Effect::Start(start) => {
+                    let target = Target::Graph(start.key.clone());
+                    // Planning marks its message read, which takes it out of the unread scan:
+                    // it starts only once the graph holding the message is durable, or a kill
+                    // in between would lose the message.
+                    let pending = (start.task.kind() == crate::core::graph::TaskKind::Received)
+                        .then(|| self.persister.undurable(&target))
+                        .flatten();
+                    match generations.get(&start.key).copied().or(pending) {
+                        Some(generation) => {
+                            // The task waits for this write: it skips the bulk queue.
+                            self.persister.make_urgent(&target);
+                            self.waiting.insert(start.key.clone(), (generation, *start));
+                        }
+                        None => self.spawn(*start),
                     }
-                    None => self.spawn(*start),
-                },
+                }
             }
         }
         // Inbound messages whose graph needed no write (none so far) count at once.

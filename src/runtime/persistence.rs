@@ -90,6 +90,8 @@ struct Checkpoints {
 struct Slot {
     /// A write for this file is in a running batch.
     running: bool,
+    /// The generation of that running write.
+    running_gen: u64,
     /// The newest write not yet handed to a batch.
     next: Option<(u64, Write)>,
     /// The file is listed in `ready`.
@@ -268,6 +270,16 @@ impl Persister {
         generation
     }
 
+    /// The generation of the newest write of `target` not yet durable (waiting or running),
+    /// if any.
+    pub(crate) fn undurable(&self, target: &Target) -> Option<u64> {
+        let slot = self.slots.get(target)?;
+        match &slot.next {
+            Some((generation, _)) => Some(*generation),
+            None => slot.running.then_some(slot.running_gen),
+        }
+    }
+
     /// Moves the next write of `target` (already submitted) to the urgent lane: a task waits
     /// for it.
     pub(crate) fn make_urgent(&mut self, target: &Target) {
@@ -327,6 +339,7 @@ impl Persister {
             }
             if let Some((generation, write)) = slot.next.take() {
                 slot.running = true;
+                slot.running_gen = generation;
                 slot.urgent = false;
                 writes.push(write);
                 done.push((target, generation));
