@@ -256,7 +256,7 @@ fn the_journal_wins_over_older_and_half_written_checkpoint_files() -> TestResult
     assert!(segments(&state).is_empty());
     put(&s, 1, 2)?;
     put(&s, 2, 2)?;
-    RuntimeStore::write_batch(&s, vec![Write::DeleteGraph(key(3))], false)?;
+    RuntimeStore::write_batch(&s, vec![Write::DeleteGraph(key(3), None)], false)?;
     drop(s);
     let dirs = StateDir::new(&state);
     // The checkpoint of chat 2 was being rewritten in place when the process died.
@@ -314,7 +314,7 @@ fn a_full_checkpoint_leaves_no_segment_and_the_files_hold_everything() -> TestRe
         false,
     )?;
     put(&s, 1, 2)?;
-    RuntimeStore::write_batch(&s, vec![Write::DeleteGraph(key(2))], false)?;
+    RuntimeStore::write_batch(&s, vec![Write::DeleteGraph(key(2), None)], false)?;
     assert!(!segments(&state).is_empty());
     let report = RuntimeStore::checkpoint(&s, true, t)?;
     assert!(report.retired >= 1);
@@ -365,6 +365,34 @@ fn handled(store: &GraphStore) -> Result<Vec<(i64, i64)>, Box<dyn std::error::Er
         .iter()
         .map(|(c, m)| (c.0, m.message.0))
         .collect())
+}
+
+/// A graph's deletion carries the handled mark it held, in the same append and before it:
+/// after a restart the graph is gone and its mark is there (never the one without the other).
+#[test]
+fn a_deletion_carries_the_handled_mark_of_its_graph() -> TestResult {
+    let _serial = serial();
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    let t = now();
+    let s = store(&state);
+    put(&s, 4, 1)?;
+    let mark = HandledMark {
+        message: MessageId(44),
+        at: t,
+    };
+    RuntimeStore::write_batch(&s, vec![Write::DeleteGraph(key(4), Some(mark))], false)?;
+    let text = std::fs::read_to_string(newest_segment(&state)?)?;
+    let last_two: Vec<&str> = text.lines().rev().take(2).collect();
+    assert!(
+        last_two[0].contains(" delete ") && last_two[1].contains(" handled "),
+        "the mark just before the deletion: {last_two:?}"
+    );
+    drop(s);
+    let s = store(&state);
+    assert!(versions(&s.load_all(t)?.graphs).is_empty());
+    assert_eq!(handled(&s)?, vec![(4, 44)]);
+    Ok(())
 }
 
 /// Handled marks survive a restart through the journal and, after a full checkpoint, through

@@ -55,7 +55,12 @@ pub struct StateGone {
 #[derive(Debug)]
 pub enum Write {
     Graph(Box<TaskGraph>),
-    DeleteGraph(ConversationKey),
+    /// The graph is gone; the handled mark it held, when it held one, is saved with its
+    /// deletion (never after it: a crash between the two would forget the mark).
+    DeleteGraph(
+        ConversationKey,
+        Option<crate::core::agent_state::HandledMark>,
+    ),
     /// The agent's safety state without its handled marks ([`AgentState::without_marks`]).
     AgentState(String, Box<AgentState>),
     /// One chat's handled mark.

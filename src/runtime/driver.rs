@@ -526,6 +526,7 @@ impl Driver {
     /// Carries out the scheduler's effects, in order.
     fn execute(&mut self) {
         let mut generations: HashMap<ConversationKey, u64> = HashMap::new();
+        let mut marks = HashMap::new();
         for effect in self.sched.take_effects() {
             match effect {
                 Effect::Abort {
@@ -563,10 +564,8 @@ impl Driver {
                     );
                 }
                 Effect::SaveHandled { agent, chat, mark } => {
-                    self.persister.submit(
-                        Target::Handled(agent.clone(), chat),
-                        Write::Handled { agent, chat, mark },
-                    );
+                    // Saved with the graph's deletion, which follows in this pass.
+                    marks.insert(ConversationKey::new(agent, chat), mark);
                 }
                 Effect::StopAgent(agent) => {
                     self.svc.agents.remove(&agent);
@@ -616,7 +615,7 @@ impl Driver {
                 Effect::Persist(key) => {
                     let write = match self.sched.snapshot(&key) {
                         Some(graph) => Write::Graph(Box::new(graph)),
-                        None => Write::DeleteGraph(key.clone()),
+                        None => Write::DeleteGraph(key.clone(), marks.remove(&key)),
                     };
                     let generation = self.persister.submit(Target::Graph(key.clone()), write);
                     if let Some(count) = self.inbound_pass.remove(&key) {
@@ -644,6 +643,14 @@ impl Driver {
                     }
                 }
             }
+        }
+        // A mark whose graph was not deleted in this pass (none so far) is saved on its own.
+        for (key, mark) in marks {
+            let (agent, chat) = (key.agent, key.chat);
+            self.persister.submit(
+                Target::Handled(agent.clone(), chat),
+                Write::Handled { agent, chat, mark },
+            );
         }
         // Inbound messages whose graph needed no write (none so far) count at once.
         for (_, count) in self.inbound_pass.drain() {

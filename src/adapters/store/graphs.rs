@@ -298,7 +298,16 @@ impl GraphStore {
         for w in writes {
             let record = match w {
                 Write::Graph(g) => Record::Graph(g),
-                Write::DeleteGraph(key) => Record::Delete(key),
+                Write::DeleteGraph(key, mark) => {
+                    // The mark first: a torn tail that cuts the deletion cuts nothing after it.
+                    if let Some(mark) = mark {
+                        records
+                            .entry(key.agent.clone())
+                            .or_default()
+                            .push(Record::Handled(key.clone(), mark));
+                    }
+                    Record::Delete(key)
+                }
                 Write::AgentState(agent, state) => Record::State(agent, state),
                 Write::Handled { agent, chat, mark } => {
                     Record::Handled(ConversationKey::new(agent, chat), mark)

@@ -192,16 +192,6 @@ impl Journals {
     ) -> Result<(), StoreError> {
         let log = self.log(agent);
         let mut st = lock(&log.state);
-        let mut bytes = Vec::with_capacity(records.len() * 1024);
-        for (i, record) in records.iter().enumerate() {
-            journal::encode_into(&mut bytes, st.next_seq + i as u64, record).map_err(|e| {
-                StoreError::Io {
-                    action: "cannot encode a journal record for",
-                    path: journal_dir(dir, agent),
-                    source: std::io::Error::other(e),
-                }
-            })?;
-        }
         if !st.seq_known {
             // A store that did not replay (a tool, a test) continues the sequence on disk.
             // The newest segment with a record says where it is (a newer one may be empty).
@@ -217,6 +207,17 @@ impl Journals {
                 }
             }
             st.seq_known = true;
+        }
+        // Numbered once the sequence on disk is known.
+        let mut bytes = Vec::with_capacity(records.len() * 1024);
+        for (i, record) in records.iter().enumerate() {
+            journal::encode_into(&mut bytes, st.next_seq + i as u64, record).map_err(|e| {
+                StoreError::Io {
+                    action: "cannot encode a journal record for",
+                    path: journal_dir(dir, agent),
+                    source: std::io::Error::other(e),
+                }
+            })?;
         }
         if st.segment.is_none() {
             let first = st.next_seq;
