@@ -116,11 +116,11 @@ pub fn apply_batch(ops: Vec<(PathBuf, Option<Vec<u8>>)>) -> Result<(), StoreErro
                     .map_err(io_err("cannot write temp file for", &path))?;
                 temps.push((tmp, path));
             }
-            None => match fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(io_err("cannot remove", &path)(e)),
-            },
+            None => {
+                if !unlink(&path, "cannot remove")? {
+                    continue;
+                }
+            }
         }
         dirs.insert(dir);
     }
@@ -144,12 +144,20 @@ pub fn apply_batch(ops: Vec<(PathBuf, Option<Vec<u8>>)>) -> Result<(), StoreErro
     Ok(())
 }
 
+/// Removes `path` without syncing its directory; an absent file is fine. Returns whether
+/// there was one; an error says `action`.
+pub(super) fn unlink(path: &Path, action: &'static str) -> Result<bool, StoreError> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io_err(action, path)(e)),
+    }
+}
+
 /// Removes `path` (absent is fine) and makes the removal durable.
 pub fn remove(path: &Path) -> Result<(), StoreError> {
-    match fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io_err("cannot remove", path)(e)),
+    if !unlink(path, "cannot remove")? {
+        return Ok(());
     }
     sync_dir(path.parent().unwrap_or(Path::new(".")))
 }

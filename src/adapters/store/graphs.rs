@@ -235,17 +235,17 @@ impl RuntimeStore for GraphStore {
 /// unreadable one is logged, and the marks are noted again as messages come).
 fn read_marks(dir: &StateDir, agent: &str) -> super::journaled::Marks {
     let path = super::journaled::marks_path(dir, agent);
-    match read_optional(&path) {
-        Ok(None) => Default::default(),
-        Ok(Some(text)) => serde_json::from_str(&text).unwrap_or_else(|e| {
-            tracing::warn!(file = %path.display(), error = %e, "handled marks unreadable; a redelivered message may be planned again");
-            Default::default()
-        }),
-        Err(e) => {
-            tracing::warn!(file = %path.display(), error = %e, "handled marks unreadable; a redelivered message may be planned again");
-            Default::default()
-        }
-    }
+    let read = read_optional(&path)
+        .map_err(RecordError::from)
+        .and_then(|text| {
+            text.map_or(Ok(Default::default()), |t| {
+                serde_json::from_str(&t).map_err(RecordError::from)
+            })
+        });
+    read.unwrap_or_else(|error| {
+        tracing::warn!(file = %path.display(), error = %error, "handled marks unreadable; a redelivered message may be planned again");
+        Default::default()
+    })
 }
 
 fn encode(graph: &TaskGraph) -> Result<String, StoreError> {

@@ -340,7 +340,7 @@ impl Journals {
         }
         for (agent, segments) in &retiring {
             for path in segments {
-                remove_segment(path)?;
+                super::files::unlink(path, "cannot remove journal segment")?;
                 report.retired += 1;
             }
             let jdir = journal_dir(dir, agent);
@@ -394,7 +394,8 @@ impl Journals {
                     if known_absent {
                         continue;
                     }
-                    remove_unsynced(&path).map(|()| self.note_unsynced(&path, false))
+                    super::files::unlink(&path, "cannot remove")
+                        .map(|_| self.note_unsynced(&path, false))
                 }
             };
             match result {
@@ -556,22 +557,6 @@ fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     io_stats::note(Op::Open);
     file.write_all(bytes)
         .map_err(io_err("cannot write checkpoint", path))
-}
-
-fn remove_unsynced(path: &Path) -> Result<(), StoreError> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io_err("cannot remove", path)(e)),
-    }
-}
-
-fn remove_segment(path: &Path) -> Result<(), StoreError> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io_err("cannot remove journal segment", path)(e)),
-    }
 }
 
 /// Reads every agent's journal under `dir` (see the module documentation). `quarantine`
