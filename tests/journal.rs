@@ -196,6 +196,53 @@ fn a_torn_tail_is_dropped_at_start_logged_and_the_earlier_records_used() -> Test
     Ok(())
 }
 
+/// A crash can leave a segment with no whole record in it (killed between making it and
+/// its first append, or in the middle of that append). It carries no sequence number, so the
+/// next run's first new segment must not take its name: the start's first checkpoint retires
+/// (removes) the old one, and with it would go every record the new run appended there.
+#[test]
+fn a_segment_left_without_a_record_is_never_reused_for_new_records() -> TestResult {
+    let _serial = serial();
+    for torn in [false, true] {
+        let dir = tempfile::tempdir()?;
+        let state = dir.path().join("state");
+        let s = store(&state);
+        put(&s, 1, 1)?;
+        put(&s, 1, 2)?;
+        drop(s);
+        // The sequence number the next record gets: one past the newest on disk.
+        let text = std::fs::read_to_string(newest_segment(&state)?)?;
+        let last: u64 = text
+            .lines()
+            .last()
+            .and_then(|l| l.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .ok_or("no record in the segment")?;
+        let left = personad::adapters::store::journal::segment_path(&journal_dir(&state), last + 1);
+        let bytes: &[u8] = if torn {
+            b"99 0badc0de graph {\"format\":"
+        } else {
+            b""
+        };
+        std::fs::write(&left, bytes)?;
+        let s = store(&state);
+        s.load_all(now())?;
+        put(&s, 2, 1)?;
+        // The start's first checkpoint retires the segments the start read.
+        RuntimeStore::checkpoint(&s, false, now())?;
+        // Appended after it: only the journal holds this version.
+        put(&s, 2, 2)?;
+        drop(s);
+        let again = store(&state).load_all(now())?;
+        assert_eq!(
+            versions(&again.graphs),
+            vec![(1, 2), (2, 2)],
+            "torn: {torn}: records appended after the start's checkpoint were lost"
+        );
+    }
+    Ok(())
+}
+
 /// A corrupted record with good records after it costs only itself: the later records are
 /// used, the segment is copied to `quarantine/` with a `.reason` naming the line.
 #[test]
@@ -420,6 +467,76 @@ fn handled_marks_survive_restarts_and_old_ones_are_pruned() -> TestResult {
     let s = store(&state);
     s.load_all(t)?;
     assert_eq!(handled(&s)?, vec![(5, 51)]);
+    Ok(())
+}
+
+/// `handled.json` holds the marks of every earlier retirement, which no journal covers any
+/// more. A store that settles a journal without having started the agent (`state clear`
+/// after a crash) keeps them: it reads the file before writing it.
+#[test]
+fn settling_a_journal_keeps_the_handled_marks_already_in_the_file() -> TestResult {
+    let _serial = serial();
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    let t = now();
+    let s = store(&state);
+    s.load_all(t)?;
+    mark(&s, 1, 10, t)?;
+    RuntimeStore::checkpoint(&s, true, t)?;
+    drop(s);
+    // A run that crashed with a newer mark in its journal.
+    let s = store(&state);
+    s.load_all(t)?;
+    mark(&s, 2, 20, t)?;
+    drop(s);
+    // `state clear` of another chat settles the journal into the files.
+    store(&state).clear(Some(AGENT), Some(ChatId(9)))?;
+    assert!(segments(&state).is_empty(), "the journal was settled");
+    let s = store(&state);
+    s.load_all(t)?;
+    assert_eq!(handled(&s)?, vec![(1, 10), (2, 20)]);
+    Ok(())
+}
+
+/// `handled.json` is replaced whole (a new file renamed over it), never rewritten in place:
+/// a kill in the middle of an in-place rewrite would leave it torn, and the marks of every
+/// earlier retirement with it. An unreadable one is moved to `quarantine/` and said so.
+#[test]
+fn handled_json_is_replaced_whole_and_an_unreadable_one_is_quarantined() -> TestResult {
+    use std::os::unix::fs::MetadataExt as _;
+    let _serial = serial();
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    let t = now();
+    let path = StateDir::new(&state).agent_dir(AGENT).join("handled.json");
+    let s = store(&state);
+    s.load_all(t)?;
+    mark(&s, 1, 10, t)?;
+    RuntimeStore::checkpoint(&s, true, t)?;
+    let before = std::fs::metadata(&path)?.ino();
+    mark(&s, 2, 20, t)?;
+    RuntimeStore::checkpoint(&s, true, t)?;
+    assert_ne!(
+        std::fs::metadata(&path)?.ino(),
+        before,
+        "handled.json was rewritten in place"
+    );
+    drop(s);
+    // Torn by hand: quarantined with its reason, the journal's marks still load.
+    std::fs::write(&path, b"{\"1\":{\"mess")?;
+    let s = store(&state);
+    mark(&s, 3, 30, t)?;
+    drop(s);
+    let s = store(&state);
+    s.load_all(t)?;
+    let (marks, logs) = logged(|| handled(&s));
+    assert_eq!(marks?, vec![(3, 30)]);
+    assert!(logs.contains("handled_marks_quarantined"), "{logs}");
+    assert!(
+        quarantined(&state).iter().any(|f| f.ends_with("--handled.json")),
+        "{:?}",
+        quarantined(&state)
+    );
     Ok(())
 }
 

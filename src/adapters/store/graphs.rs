@@ -202,8 +202,7 @@ impl RuntimeStore for GraphStore {
             self.dir.check_guard()?;
             self.journals.append(&self.dir, agent, legacy, false)?;
         }
-        self.journals
-            .seed_marks(agent, &read_marks(&self.dir, agent));
+        self.journals.load_marks(&self.dir, agent)?;
         state.handled = self.journals.marks(agent);
         let controls = super::legacy::fold_controls(&self.dir, agent, &mut state);
         Ok((state, quarantined.or(controls)))
@@ -229,23 +228,6 @@ impl RuntimeStore for GraphStore {
         self.dir.check_guard()?;
         self.journals.checkpoint(&self.dir, full, now)
     }
-}
-
-/// The handled marks of `handled.json` (none when it is missing or unreadable: an
-/// unreadable one is logged, and the marks are noted again as messages come).
-fn read_marks(dir: &StateDir, agent: &str) -> super::journaled::Marks {
-    let path = super::journaled::marks_path(dir, agent);
-    let read = read_optional(&path)
-        .map_err(RecordError::from)
-        .and_then(|text| {
-            text.map_or(Ok(Default::default()), |t| {
-                serde_json::from_str(&t).map_err(RecordError::from)
-            })
-        });
-    read.unwrap_or_else(|error| {
-        tracing::warn!(file = %path.display(), error = %error, "handled marks unreadable; a redelivered message may be planned again");
-        Default::default()
-    })
 }
 
 fn encode(graph: &TaskGraph) -> Result<String, StoreError> {

@@ -320,20 +320,18 @@ impl Segment {
     pub(crate) fn create(dir: &Path, first: u64) -> Result<Segment, StoreError> {
         ensure_private_dir(dir)?;
         let path = segment_path(dir, first);
+        // Never an existing file: a segment's name is its first record's number, and a
+        // file of that name holds (or held) other records.
         let file = OpenOptions::new()
             .append(true)
-            .create(true)
+            .create_new(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(io_err("cannot create journal segment", &path))?;
         io_stats::note(Op::Open);
-        let len = file
-            .metadata()
-            .map_err(io_err("cannot read the size of", &path))?
-            .len();
         sync_dir(dir)?;
-        Ok(Segment { path, file, len })
+        Ok(Segment { path, file, len: 0 })
     }
 
     pub(crate) fn path(&self) -> &Path {

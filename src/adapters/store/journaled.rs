@@ -92,6 +92,8 @@ pub(crate) struct Journals {
     pending: Mutex<Pending>,
     /// The store's copy of each agent's handled marks (what `handled.json` gets).
     marks: Mutex<HashMap<String, Marks>>,
+    /// The agents whose `handled.json` was read into `marks` (before it is ever rewritten).
+    marks_read: Mutex<HashSet<String>>,
     /// One checkpoint at a time.
     checkpointing: Mutex<()>,
     /// Checkpoint files written (or removed: their directory) since the last retirement,
@@ -181,6 +183,45 @@ impl Journals {
         }
     }
 
+    /// Reads the agent's `handled.json` into the store's copy of its marks, once per agent:
+    /// at the agent's start, and before the file is rewritten by a store that never started
+    /// the agent (`state clear` settling a journal), which must not write the journal's
+    /// marks alone over it. An unreadable file is moved to `quarantine/` with the reason and
+    /// logged (its marks are noted again as messages come); a file that cannot be read at
+    /// all is an error, and nothing is written over it.
+    pub(crate) fn load_marks(&self, dir: &StateDir, agent: &str) -> Result<(), StoreError> {
+        if !lock(&self.marks_read).insert(agent.to_string()) {
+            return Ok(());
+        }
+        let path = marks_path(dir, agent);
+        let text = match super::files::read_optional(&path) {
+            Ok(text) => text,
+            Err(e) => {
+                lock(&self.marks_read).remove(agent);
+                return Err(e);
+            }
+        };
+        let marks: Marks = match text.map(|t| serde_json::from_str(&t)) {
+            None => Marks::new(),
+            Some(Ok(marks)) => marks,
+            Some(Err(e)) => {
+                let moved_to = dir.quarantine_path(agent, "handled.json");
+                let reason = format!("not the handled marks' JSON: {e}");
+                super::files::quarantine(&path, &moved_to, &reason)?;
+                warn!(
+                    event = "handled_marks_quarantined",
+                    file = %path.display(),
+                    moved_to = %moved_to.display(),
+                    reason = %reason,
+                    "handled marks unreadable and moved to quarantine; a redelivered message may be planned again"
+                );
+                Marks::new()
+            }
+        };
+        self.seed_marks(agent, &marks);
+        Ok(())
+    }
+
     /// Appends `records` of `agent` and returns once they are durable (with `may_wait`,
     /// after up to [`COMMIT_DELAY`] for another batch's sync to cover them).
     pub(crate) fn append(
@@ -208,6 +249,17 @@ impl Journals {
             }
             st.seq_known = true;
         }
+        if st.segment.is_none() {
+            // A new segment starts past every segment on disk: a crash can leave one with no
+            // whole record in it (so the sequence read says nothing of it), and taking its
+            // name would append to a file the start's checkpoint is about to remove.
+            let jdir = journal_dir(dir, agent);
+            if let Some((newest, _)) = journal::segments(&jdir)?.last() {
+                st.next_seq = st.next_seq.max(newest + 1);
+            }
+            let first = st.next_seq;
+            st.segment = Some(Segment::create(&jdir, first)?);
+        }
         // Numbered once the sequence on disk is known.
         let mut bytes = Vec::with_capacity(records.len() * 1024);
         for (i, record) in records.iter().enumerate() {
@@ -218,10 +270,6 @@ impl Journals {
                     source: std::io::Error::other(e),
                 }
             })?;
-        }
-        if st.segment.is_none() {
-            let first = st.next_seq;
-            st.segment = Some(Segment::create(&journal_dir(dir, agent), first)?);
         }
         let Some(segment) = st.segment.as_mut() else {
             return Ok(());
@@ -424,6 +472,12 @@ impl Journals {
             if !marks_changed.remove(agent) {
                 continue;
             }
+            // What the file holds is kept: read it first if this store never did.
+            if let Err(e) = self.load_marks(dir, agent) {
+                keep.marks_changed.insert(agent.clone());
+                failed.get_or_insert(e);
+                continue;
+            }
             let before = now.checked_sub(HANDLED_KEEP).unwrap_or(Timestamp::MIN);
             let marks = {
                 let mut all = lock(&self.marks);
@@ -438,10 +492,12 @@ impl Journals {
                 });
                 mine.clone()
             };
+            // Replaced whole (temp file, sync, rename), never in place: it holds the marks of
+            // every earlier retirement, which no journal segment covers any more.
             let path = marks_path(dir, agent);
             let result = serde_json::to_vec(&marks)
                 .map_err(|e| io_err("cannot encode", &path)(std::io::Error::other(e)))
-                .and_then(|bytes| self.write_checkpoint(&path, &bytes));
+                .and_then(|bytes| super::files::write_atomic(&path, &bytes));
             match result {
                 Ok(()) => files += 1,
                 Err(e) => {
