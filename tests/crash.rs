@@ -42,7 +42,10 @@ fn child(state: &Path, push: Option<i64>) -> Command {
         })
         .map_or_else(Stdio::null, Stdio::from);
     if std::env::var_os("PERSONAD_CRASH_LOG").is_some() {
-        cmd.env("PERSONAD_LOG", "info");
+        cmd.env(
+            "PERSONAD_LOG",
+            std::env::var("PERSONAD_CRASH_LOG_LEVEL").unwrap_or_else(|_| "info".into()),
+        );
     }
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log);
     cmd

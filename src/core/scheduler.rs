@@ -274,6 +274,7 @@ impl Scheduler {
                 self.safety
                     .note_handled(&graph.agent, graph.chat.id, message, now);
             }
+            debug!(conversation = %key, graph = %graph.id, seq = graph.seq, handled = ?graph.handled_message(), tasks = graph.tasks.len(), "graph loaded");
             let armed = graph.arm_waits(now);
             if !reset.is_empty() || armed {
                 self.mark_dirty(&key);

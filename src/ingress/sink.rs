@@ -31,7 +31,7 @@ impl Sink for RuntimeSink {
     }
     fn edited(&self, chat: Chat, message: Message) {
         // The planner reads history from Telegram when it plans, so it sees the new text.
-        tracing::debug!(agent = %self.agent, chat = %chat.id, message = %message.id, "message edited");
+        tracing::debug!(agent = %self.agent, chat = %chat.id, message_id = %message.id, "message edited");
     }
     fn deleted(&self, chat: Option<ChatId>, ids: Vec<MessageId>) {
         tracing::debug!(agent = %self.agent, chat = ?chat.map(|c| c.0), count = ids.len(), "messages deleted");

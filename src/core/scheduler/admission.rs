@@ -69,12 +69,13 @@ impl Scheduler {
             // A redelivered message (catch-up, the unread scan, a restart after a crash)
             // that already went to a plan is history.
             if self.safety.already_handled(agent, chat.id, message) {
-                debug!(agent = %agent, chat = %chat.id, message = %message, "message already handled: not planning again");
+                debug!(agent = %agent, chat = %chat.id, message_id = %message, "message already handled: not planning again");
                 return false;
             }
             // Durable with the graph that answers it (its `received` task, read back at
             // load), and in the agent state once that graph is gone.
             self.safety.note_handled(agent, chat.id, message, now);
+            debug!(agent = %agent, chat = %chat.id, message_id = %message, "message admitted");
         }
         match admission {
             Admission::History | Admission::Paused => false,
@@ -108,7 +109,7 @@ impl Scheduler {
             }
         });
         if changed {
-            debug!(agent = %agent, chat = %id, message = %message, "held for the owner's resume");
+            debug!(agent = %agent, chat = %id, message_id = %message, "held for the owner's resume");
             self.effects.push(Effect::SaveAgentState(agent.to_string()));
         }
     }
@@ -136,7 +137,7 @@ impl Scheduler {
             {
                 continue;
             }
-            info!(event = "held_message_planned", agent = %agent, chat = %id, message = held.message.0, "a message that came in during a pause is planned on resume");
+            info!(event = "held_message_planned", agent = %agent, chat = %id, message_id = held.message.0, "a message that came in during a pause is planned on resume");
             self.safety.note_handled(agent, id, held.message, now);
             self.replan(agent, held.chat.clone(), held.message, true, None, now);
         }

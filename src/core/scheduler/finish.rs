@@ -132,7 +132,7 @@ impl Scheduler {
                     | Outcome::Retrieved { .. } => {}
                     Outcome::Planned(tasks) => {
                         if !tasks.is_empty() {
-                            info!(conversation = %key, tasks = tasks.len(), "planned");
+                            info!(conversation = %key, graph = %graph.id, message_id = ?graph.handled_message(), tasks = tasks.len(), "planned");
                         }
                         let mut tasks = tasks;
                         super::owner::note_replacement(graph, &mut tasks);
@@ -146,7 +146,7 @@ impl Scheduler {
                         at,
                     } => {
                         let (agent, chat) = (graph.agent.clone(), graph.chat.clone());
-                        info!(conversation = %key, message = %message_id, "group message addressed: planning");
+                        info!(conversation = %key, message_id = %message_id, "group message addressed: planning");
                         self.replan(&agent, chat, message_id, quote, Some(at), now);
                         return;
                     }

@@ -36,7 +36,7 @@ impl TaskHandler for Send {
             let sent = send_in_parts(ctx.telegram.as_ref(), msg).await?;
             let last = sent.last().map_or(0, |m| m.id.0);
             tracing::info!(event = "message_sent", agent = %ctx.key.agent, chat = ctx.key.chat.0, message_id = last, parts = sent.len(), chars = text.chars().count(), "sent a message");
-            tracing::debug!(event = "message_sent_body", agent = %ctx.key.agent, chat = ctx.key.chat.0, text, "sent text");
+            tracing::debug!(event = "message_sent_body", agent = %ctx.key.agent, chat = ctx.key.chat.0, task = %ctx.task.id, text, "sent text");
             metrics::counter!("personad_messages_sent_total").increment(1);
             Ok(Outcome::Done)
         })
