@@ -326,6 +326,8 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
     let now = clock.now();
     prepare_idle_graphs(&graphs, args.idle_graphs, now).await?;
     let telegram = twin(&clock)?;
+    // Enough of the twin's log of actions for each chat's first send (read at the end).
+    telegram.set_actions_kept((args.chats * 16).max(1024));
     let messages = inject_messages(&telegram, args).await?;
     let planner = planner(args, &clock, graphs.state_dir());
     // One plan per chat: with several messages per chat a short debounce lets them land
