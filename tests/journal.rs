@@ -533,7 +533,9 @@ fn handled_json_is_replaced_whole_and_an_unreadable_one_is_quarantined() -> Test
     assert_eq!(marks?, vec![(3, 30)]);
     assert!(logs.contains("handled_marks_quarantined"), "{logs}");
     assert!(
-        quarantined(&state).iter().any(|f| f.ends_with("--handled.json")),
+        quarantined(&state)
+            .iter()
+            .any(|f| f.ends_with("--handled.json")),
         "{:?}",
         quarantined(&state)
     );
