@@ -624,20 +624,31 @@ pub(crate) fn replay(dir: &StateDir, quarantine: bool) -> Result<Replayed, Store
     let Ok(entries) = std::fs::read_dir(dir.root()) else {
         return Ok(out);
     };
-    let mut agent_dirs: Vec<PathBuf> = entries
+    // Each agent's directory name (what `quarantine/` names) and journal directory.
+    let mut agent_dirs: Vec<(String, PathBuf)> = entries
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path().join("journal"))
-        .filter(|p| p.is_dir())
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, e.path().join("journal"))
+        })
+        .filter(|(_, p)| p.is_dir())
         .collect();
     agent_dirs.sort();
-    for jdir in agent_dirs {
+    for (name, jdir) in agent_dirs {
+        let quarantine = quarantine.then_some((dir, name.as_str()));
         replay_agent(&jdir, quarantine, &mut out)?;
     }
     Ok(out)
 }
 
-fn replay_agent(jdir: &Path, quarantine: bool, out: &mut Replayed) -> Result<(), StoreError> {
+/// Replays one agent's journal; `quarantine` (at start) names where a segment with corrupted
+/// records is copied: the state directory and the agent's directory name.
+fn replay_agent(
+    jdir: &Path,
+    quarantine: Option<(&StateDir, &str)>,
+    out: &mut Replayed,
+) -> Result<(), StoreError> {
     let segments = journal::segments(jdir)?;
     let mut last: Option<u64> = None;
     let mut read = Vec::new();
@@ -646,7 +657,7 @@ fn replay_agent(jdir: &Path, quarantine: bool, out: &mut Replayed) -> Result<(),
         let bytes = super::files::read_file(&path, u64::MAX >> 1, super::files::Symlinks::Refuse)?;
         let parsed = journal::parse(&bytes, last);
         // A reader beside a running daemon may see a record being appended: not a problem.
-        if let Some(torn) = parsed.torn.as_ref().filter(|_| quarantine) {
+        if let Some(torn) = parsed.torn.as_ref().filter(|_| quarantine.is_some()) {
             warn!(
                 event = "journal_tail_cut",
                 file = %path.display(),
@@ -656,7 +667,7 @@ fn replay_agent(jdir: &Path, quarantine: bool, out: &mut Replayed) -> Result<(),
                 "the journal ends in a record cut short (a write interrupted by a crash or a full disk): it is dropped, the records before it are used"
             );
         }
-        for problem in parsed.skipped.iter().filter(|_| quarantine) {
+        for problem in parsed.skipped.iter().filter(|_| quarantine.is_some()) {
             error!(
                 event = "journal_record_skipped",
                 file = %path.display(),
@@ -665,13 +676,13 @@ fn replay_agent(jdir: &Path, quarantine: bool, out: &mut Replayed) -> Result<(),
                 "a journal record is unusable and skipped; the newer records are used"
             );
         }
-        if quarantine
+        if let Some((dir, agent_dir)) = quarantine
             && parsed
                 .skipped
                 .iter()
                 .any(|p| !matches!(p.reason, journal::RecordProblem::Order { .. }))
         {
-            keep_copy(&path, &parsed)?;
+            keep_copy(dir, agent_dir, &path, &parsed)?;
         }
         for (seq, record) in parsed.records {
             last = Some(seq);
@@ -681,7 +692,7 @@ fn replay_agent(jdir: &Path, quarantine: bool, out: &mut Replayed) -> Result<(),
         read.push(path);
     }
     // A journal with no record yet names no agent: nothing in it to retire by name (its
-    // empty segments are removed by the next full checkpoint of the agent that owns it).
+    // empty segments are retired with the others once a later segment holds a record).
     let Some(name) = agent else {
         return Ok(());
     };
@@ -710,21 +721,17 @@ fn apply(out: &mut Replayed, record: Record) {
 }
 
 /// Copies a segment with corrupted records to `quarantine/`, with the reason beside it.
-fn keep_copy(path: &Path, parsed: &journal::Parsed) -> Result<(), StoreError> {
-    let Some(state_root) = path.parent().and_then(Path::parent).and_then(Path::parent) else {
-        return Ok(());
-    };
-    let agent = path
-        .parent()
-        .and_then(Path::parent)
-        .and_then(Path::file_name)
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+fn keep_copy(
+    dir: &StateDir,
+    agent_dir: &str,
+    path: &Path,
+    parsed: &journal::Parsed,
+) -> Result<(), StoreError> {
     let file = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let to = StateDir::new(state_root).quarantine_path(&agent, &file);
+    let to = dir.quarantine_path(agent_dir, &file);
     if let Some(parent) = to.parent() {
         ensure_private_dir(parent)?;
     }
