@@ -8,8 +8,10 @@
 
 mod common;
 
+use common::logs::logged;
+
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use jiff::{SignedDuration, Timestamp};
 use personad::adapters::store::journal::faults;
@@ -118,36 +120,6 @@ fn quarantined(state: &Path) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Log lines written on this thread while a closure runs.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn logged<T>(f: impl FnOnce() -> T) -> (T, String) {
-    let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let out = tracing::subscriber::with_default(subscriber, f);
-    let text = String::from_utf8_lossy(&logs.0.lock().unwrap_or_else(PoisonError::into_inner))
-        .into_owned();
-    (out, text)
 }
 
 /// A record cut short by a crash (or garbage after the last record) is dropped at start and

@@ -5,9 +5,11 @@
 //! and a last line cut by a crash is dropped with a warning while the next append reads back.
 //! Prints the store's syscalls per message (`cargo test --test memory_transcript -- --nocapture`).
 
+mod common;
+
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use personad::adapters::memory::{Incoming, MemoryTelegram};
@@ -227,23 +229,6 @@ async fn a_transcript_in_the_older_whole_file_form_loads_and_is_appended_to() ->
     Ok(())
 }
 
-/// Log lines written on this thread while a test runs.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn a_last_line_cut_by_a_crash_is_dropped_with_a_warning() -> TestResult {
     let _serial = SERIAL.lock().await;
@@ -259,25 +244,15 @@ async fn a_last_line_cut_by_a_crash_is_dropped_with_a_warning() -> TestResult {
     torn.extend_from_slice(br#"{"op":"message","message":{"id":3,"chat":4242,"sen"#);
     std::fs::write(&path, &torn)?;
 
-    let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let tg = {
-        let _guard = tracing::subscriber::set_default(subscriber);
-        account(dir.path())?
-    };
-    let logged = String::from_utf8_lossy(&logs.0.lock().unwrap_or_else(PoisonError::into_inner))
-        .into_owned();
-    assert!(logged.contains("transcript_torn_tail"), "{logged}");
+    let (tg, logs) = common::logs::logged(|| account(dir.path()));
+    let tg = tg?;
+    assert!(logs.contains("transcript_torn_tail"), "{logs}");
     assert_eq!(texts(&tg.transcript(chat)), vec!["one", "two"]);
     assert_eq!(std::fs::read(&path)?, whole, "the torn line is cut off");
     tg.inject(chat, alice_says("three")).await?;
     drop(tg);
     let back = account(dir.path())?;
     assert_eq!(texts(&back.transcript(chat)), vec!["one", "two", "three"]);
-    assert!(!logged.contains("transcript_quarantined"), "{logged}");
+    assert!(!logs.contains("transcript_quarantined"), "{logs}");
     Ok(())
 }

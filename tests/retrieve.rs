@@ -10,8 +10,10 @@
 
 mod common;
 
+use common::logs::Logs;
+
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use common::gemini::{answering_with_body as model, bodies, person, reply};
 use common::retrieve::boot;
@@ -67,47 +69,6 @@ fn refusals(
         }
     }
     out
-}
-
-/// Log lines written while a test runs (this thread's: the test runtime has one).
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if let Ok(mut b) = self.0.lock() {
-            b.extend_from_slice(buf);
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
-        let logs = Logs::default();
-        let writer = logs.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::INFO)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        (logs, tracing::subscriber::set_default(subscriber))
-    }
-
-    fn lines_with(&self, what: &str) -> Vec<String> {
-        let text = self
-            .0
-            .lock()
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default();
-        text.lines()
-            .filter(|l| l.contains(what))
-            .map(str::to_owned)
-            .collect()
-    }
 }
 
 /// A page of HTML with a script, navigation and more text than the cap keeps.

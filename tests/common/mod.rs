@@ -6,6 +6,7 @@ pub(crate) mod browser;
 pub(crate) mod console;
 pub(crate) mod daemon;
 pub(crate) mod gemini;
+pub(crate) mod logs;
 pub(crate) mod retrieve;
 #[allow(dead_code)]
 pub(crate) mod slow_schedule;
