@@ -7,22 +7,21 @@ mod common;
 
 use common::TestResult;
 
-#[test]
-fn the_bench_runs_every_scenario_to_completion_and_names_its_figures() -> TestResult {
-    let dir = tempfile::tempdir()?;
+/// Runs `personad --state <state> bench <args>` and returns its JSON report, after checking
+/// that it succeeded and that the report has each of `names`.
+fn bench_report(
+    state: &std::path::Path,
+    args: &[&str],
+    names: &[&str],
+) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
     common::clear_env(&mut cmd);
     let out = cmd
         .arg("--state")
-        .arg(dir.path())
-        .args(["bench", "--idle-graphs", "10", "--chats", "5", "--json"])
-        .args([
-            "--llm-latency-ms",
-            "1",
-            "--sustain-secs",
-            "1",
-            "--disk-noise",
-        ])
+        .arg(state)
+        .arg("bench")
+        .args(args)
+        .arg("--json")
         .output()?;
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -31,25 +30,53 @@ fn the_bench_runs_every_scenario_to_completion_and_names_its_figures() -> TestRe
         String::from_utf8_lossy(&out.stderr)
     );
     let report: serde_json::Value = serde_json::from_str(text.trim())?;
-    for name in [
-        "chats",
-        "idle_graphs",
-        "push_to_plan_ms",
-        "plan_to_first_send_ms",
-        "total_s",
-        "ideal_s",
-        "messages_per_s",
-        "user_cpu_ms_per_message",
-        "sys_cpu_ms_per_message",
-        "cpu_ms_per_message",
-        "sustained_messages_per_s",
-        "burst_messages_per_s",
-        "startup_ms",
-        "startup_cold_ms",
-        "peak_rss_mb",
-    ] {
+    for name in names {
         assert!(report.get(name).is_some(), "{name} missing: {report}");
     }
+    Ok(report)
+}
+
+/// The bench's temp state is gone: nothing was left in `--state`.
+fn nothing_left(state: &std::path::Path) -> TestResult {
+    let left: Vec<_> = std::fs::read_dir(state)?.flatten().collect();
+    assert!(left.is_empty(), "{left:?}");
+    Ok(())
+}
+
+#[test]
+fn the_bench_runs_every_scenario_to_completion_and_names_its_figures() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let report = bench_report(
+        dir.path(),
+        &[
+            "--idle-graphs",
+            "10",
+            "--chats",
+            "5",
+            "--llm-latency-ms",
+            "1",
+            "--sustain-secs",
+            "1",
+            "--disk-noise",
+        ],
+        &[
+            "chats",
+            "idle_graphs",
+            "push_to_plan_ms",
+            "plan_to_first_send_ms",
+            "total_s",
+            "ideal_s",
+            "messages_per_s",
+            "user_cpu_ms_per_message",
+            "sys_cpu_ms_per_message",
+            "cpu_ms_per_message",
+            "sustained_messages_per_s",
+            "burst_messages_per_s",
+            "startup_ms",
+            "startup_cold_ms",
+            "peak_rss_mb",
+        ],
+    )?;
     assert_eq!(report["idle_graphs"], 10);
     assert_eq!(report["disk_noise"], true);
     assert!(
@@ -60,10 +87,7 @@ fn the_bench_runs_every_scenario_to_completion_and_names_its_figures() -> TestRe
         report["startup_cold_ms"].as_f64().is_some_and(|m| m > 0.0),
         "{report}"
     );
-    // The temp state is gone; nothing else was left in --state.
-    let left: Vec<_> = std::fs::read_dir(dir.path())?.flatten().collect();
-    assert!(left.is_empty(), "{left:?}");
-    Ok(())
+    nothing_left(dir.path())
 }
 
 /// `bench --daemon` boots the daemon's own wiring, feeds it through the control socket,
@@ -72,44 +96,32 @@ fn the_bench_runs_every_scenario_to_completion_and_names_its_figures() -> TestRe
 #[test]
 fn the_daemon_bench_answers_every_message_and_counts_the_stores_syscalls() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_personad"));
-    common::clear_env(&mut cmd);
-    let out = cmd
-        .arg("--state")
-        .arg(dir.path())
-        .args([
-            "bench",
+    let report = bench_report(
+        dir.path(),
+        &[
             "--daemon",
             "--chats",
             "5",
             "--messages-per-chat",
             "2",
-        ])
-        .args(["--debounce-ms", "20", "--json"])
-        .output()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_str(text.trim())?;
-    for name in [
-        "messages",
-        "answered",
-        "answers",
-        "total_s",
-        "messages_per_s",
-        "user_cpu_ms_per_message",
-        "sys_cpu_ms_per_message",
-        "cpu_ms_per_message",
-        "peak_rss_mb",
-        "store_io",
-        "store_io_per_message",
-        "proc_io_per_message",
-    ] {
-        assert!(report.get(name).is_some(), "{name} missing: {report}");
-    }
+            "--debounce-ms",
+            "20",
+        ],
+        &[
+            "messages",
+            "answered",
+            "answers",
+            "total_s",
+            "messages_per_s",
+            "user_cpu_ms_per_message",
+            "sys_cpu_ms_per_message",
+            "cpu_ms_per_message",
+            "peak_rss_mb",
+            "store_io",
+            "store_io_per_message",
+            "proc_io_per_message",
+        ],
+    )?;
     assert_eq!(report["scenario"], "daemon");
     assert_eq!(report["messages"], 10);
     assert_eq!(report["answered"], 10, "{report}");
@@ -142,8 +154,5 @@ fn the_daemon_bench_answers_every_message_and_counts_the_stores_syscalls() -> Te
             .is_some_and(|n| n > 0.0),
         "{report}"
     );
-    // The temp state is gone; nothing else was left in --state.
-    let left: Vec<_> = std::fs::read_dir(dir.path())?.flatten().collect();
-    assert!(left.is_empty(), "{left:?}");
-    Ok(())
+    nothing_left(dir.path())
 }
