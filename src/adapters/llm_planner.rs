@@ -105,12 +105,6 @@ pub struct LlmPlanner {
     summary_calls: Mutex<HashMap<(String, jiff::civil::Date), u32>>,
 }
 
-/// `<state>/windows/<agent>/<chat>.json`: where older versions kept a chat's window start
-/// (still read; see `store::windows`).
-pub fn window_path(state: &StateDir, agent: &str, chat: ChatId) -> std::path::PathBuf {
-    state.window_path(agent, chat)
-}
-
 impl LlmPlanner {
     pub fn new(llm: Arc<dyn Llm>, config: LlmPlannerConfig) -> LlmPlanner {
         LlmPlanner {

@@ -187,7 +187,7 @@ impl RuntimeStore for GraphStore {
         let mut state = self
             .journals
             .pending_state(agent)
-            .unwrap_or(file_state.clone());
+            .unwrap_or_else(|| file_state.clone());
         // Marks of an older `agent-state.json` (bare ids) are journaled: the file is rewritten
         // without them by the next checkpoint of the state, and `handled.json` gets them only
         // when a segment retires.

@@ -302,6 +302,11 @@ pub fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, StoreError> {
     Ok(out)
 }
 
+/// A segment's bytes (never through a link; a segment is as long as it grew).
+pub(crate) fn read_segment(path: &Path) -> Result<Vec<u8>, StoreError> {
+    super::files::read_file(path, u64::MAX >> 1, super::files::Symlinks::Refuse)
+}
+
 /// The path of the segment starting at `first`.
 pub fn segment_path(dir: &Path, first: u64) -> PathBuf {
     dir.join(format!("{first:020}.{SEGMENT_EXT}"))

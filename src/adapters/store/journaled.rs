@@ -233,28 +233,28 @@ impl Journals {
     ) -> Result<(), StoreError> {
         let log = self.log(agent);
         let mut st = lock(&log.state);
-        if !st.seq_known {
-            // A store that did not replay (a tool, a test) continues the sequence on disk.
-            // The newest segment with a record says where it is (a newer one may be empty).
-            for (_, path) in journal::segments(&journal_dir(dir, agent))?
-                .into_iter()
-                .rev()
-            {
-                let bytes =
-                    super::files::read_file(&path, u64::MAX >> 1, super::files::Symlinks::Refuse)?;
-                if let Some((seq, _)) = journal::parse(&bytes, None).records.last() {
-                    st.next_seq = st.next_seq.max(seq + 1);
-                    break;
-                }
-            }
-            st.seq_known = true;
-        }
         if st.segment.is_none() {
+            let jdir = journal_dir(dir, agent);
+            let on_disk = journal::segments(&jdir)?;
+            if !st.seq_known {
+                // A store that did not replay (a tool, a test) continues the sequence on
+                // disk. The newest segment with a record says where it is (a newer one may
+                // be empty).
+                for (_, path) in on_disk.iter().rev() {
+                    if let Some((seq, _)) = journal::parse(&journal::read_segment(path)?, None)
+                        .records
+                        .last()
+                    {
+                        st.next_seq = st.next_seq.max(seq + 1);
+                        break;
+                    }
+                }
+                st.seq_known = true;
+            }
             // A new segment starts past every segment on disk: a crash can leave one with no
             // whole record in it (so the sequence read says nothing of it), and taking its
             // name would append to a file the start's checkpoint is about to remove.
-            let jdir = journal_dir(dir, agent);
-            if let Some((newest, _)) = journal::segments(&jdir)?.last() {
+            if let Some((newest, _)) = on_disk.last() {
                 st.next_seq = st.next_seq.max(newest + 1);
             }
             let first = st.next_seq;
@@ -654,7 +654,7 @@ fn replay_agent(
     let mut read = Vec::new();
     let mut agent: Option<String> = None;
     for (_, path) in segments {
-        let bytes = super::files::read_file(&path, u64::MAX >> 1, super::files::Symlinks::Refuse)?;
+        let bytes = journal::read_segment(&path)?;
         let parsed = journal::parse(&bytes, last);
         // A reader beside a running daemon may see a record being appended: not a problem.
         if let Some(torn) = parsed.torn.as_ref().filter(|_| quarantine.is_some()) {
