@@ -377,12 +377,26 @@ fn optional(read: Result<String, StoreError>) -> Result<Option<String>, StoreErr
 /// Serializes `value` as pretty JSON and writes it with [`write_atomic`]; an encoding failure
 /// names the path it was meant for.
 pub fn write_json<T: serde::Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), StoreError> {
-    let bytes = serde_json::to_vec_pretty(value).map_err(|e| StoreError::Io {
+    write_atomic(path, &json_bytes(path, value, true)?)
+}
+
+/// `value` as JSON (`pretty`: indented) for the file at `path`, which an encoding failure
+/// names.
+pub(crate) fn json_bytes<T: serde::Serialize + ?Sized>(
+    path: &Path,
+    value: &T,
+    pretty: bool,
+) -> Result<Vec<u8>, StoreError> {
+    let bytes = if pretty {
+        serde_json::to_vec_pretty(value)
+    } else {
+        serde_json::to_vec(value)
+    };
+    bytes.map_err(|e| StoreError::Io {
         action: "cannot encode",
         path: path.to_path_buf(),
         source: io::Error::other(e),
-    })?;
-    write_atomic(path, &bytes)
+    })
 }
 
 /// Suffix of the note kept next to a quarantined file, saying why it was moved there.

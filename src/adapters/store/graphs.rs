@@ -44,7 +44,7 @@ type ByPath = std::collections::HashMap<PathBuf, (ConversationKey, Option<TaskGr
 fn overlay(
     files: Vec<GraphFile>,
     mut journal: ByPath,
-    check: impl Fn(&Path, TaskGraph) -> Result<TaskGraph, RecordError>,
+    check: impl Fn(TaskGraph) -> Result<TaskGraph, RecordError>,
 ) -> Vec<GraphFile> {
     let mut out = Vec::with_capacity(files.len());
     for file in files {
@@ -52,7 +52,7 @@ fn overlay(
             None => out.push(file),
             Some((_, None)) => {}
             Some((_, Some(g))) => out.push(GraphFile {
-                graph: check(&file.path, g),
+                graph: check(g),
                 path: file.path,
                 from_journal: true,
             }),
@@ -61,7 +61,7 @@ fn overlay(
     for (path, (_, g)) in journal {
         if let Some(g) = g {
             out.push(GraphFile {
-                graph: check(&path, g),
+                graph: check(g),
                 path,
                 from_journal: true,
             });
@@ -230,7 +230,15 @@ impl RuntimeStore for GraphStore {
     }
 }
 
-fn encode(graph: &TaskGraph) -> Result<String, StoreError> {
+/// Whether every time in `graph` is within the horizon from `now` (a graph file's and a
+/// journal record's check alike).
+fn within_horizon(graph: &TaskGraph, now: Timestamp) -> Result<(), CodecError> {
+    graph
+        .check_horizon(now)
+        .map_err(|e| CodecError::Invalid(e.0))
+}
+
+pub(super) fn encode(graph: &TaskGraph) -> Result<String, StoreError> {
     codec::encode(graph).map_err(|source| StoreError::Encode {
         key: graph.key().to_string(),
         source,
@@ -357,8 +365,9 @@ impl GraphStore {
     pub fn scan_at(&self, now: Timestamp) -> Result<Vec<GraphFile>, StoreError> {
         let files = self.scan_files(now)?;
         let journal = journal_by_path(&self.dir, replay(&self.dir, false)?.graphs);
-        Ok(overlay(files, journal, |path, g| {
-            self.decode_graph(path, g, now)
+        Ok(overlay(files, journal, |g| {
+            within_horizon(&g, now).map_err(RecordError::from)?;
+            Ok(g)
         }))
     }
 
@@ -373,19 +382,6 @@ impl GraphStore {
             None => Ok(None),
             Some(text) => self.decode_at(&path, &text, Timestamp::now()).map(Some),
         }
-    }
-
-    /// Checks a graph from the journal as [`GraphStore::decode_at`] checks a file's.
-    fn decode_graph(
-        &self,
-        _path: &Path,
-        graph: TaskGraph,
-        now: Timestamp,
-    ) -> Result<TaskGraph, RecordError> {
-        graph
-            .check_horizon(now)
-            .map_err(|e| RecordError::from(CodecError::Invalid(e.0)))?;
-        Ok(graph)
     }
 
     /// Every graph file, read and decoded (the checkpoints alone).
@@ -434,8 +430,8 @@ impl GraphStore {
         // A journal's graph past the horizon is moved aside like such a file.
         for (key, slot) in &mut replayed.graphs {
             let Some(graph) = slot else { continue };
-            if let Err(e) = graph.check_horizon(now) {
-                let reason = CodecError::Invalid(e.0).to_string();
+            if let Err(e) = within_horizon(graph, now) {
+                let reason = e.to_string();
                 let moved_to = self
                     .dir
                     .quarantine_path(&fs_name(&key.agent), &format!("{}.md", key.chat));
@@ -451,30 +447,20 @@ impl GraphStore {
         }
         self.journals.adopt(&replayed);
         let journal = journal_by_path(&self.dir, replayed.graphs);
-        let mut files = Vec::new();
-        let mut on_disk = std::collections::HashSet::new();
-        for file in self.scan_files(now)? {
-            // The journal's state wins over its file (even one a crash left unreadable).
-            match journal.get(&file.path) {
-                Some((key, _)) => {
-                    on_disk.insert(key.clone());
-                }
-                None => {
-                    if let Ok(g) = &file.graph {
-                        on_disk.insert(g.key());
-                    }
-                    files.push(file);
-                }
-            }
-        }
-        self.journals.set_on_disk(on_disk);
-        files.extend(journal.into_iter().filter_map(|(path, (_, g))| {
-            g.map(|g| GraphFile {
-                path,
-                graph: Ok(g),
-                from_journal: true,
+        let files = self.scan_files(now)?;
+        // The graphs with a file: the journal's key for a file it names, else the file's.
+        let on_disk = files
+            .iter()
+            .filter_map(|file| match (journal.get(&file.path), &file.graph) {
+                (Some((key, _)), _) => Some(key.clone()),
+                (None, Ok(g)) => Some(g.key()),
+                (None, Err(_)) => None,
             })
-        }));
+            .collect();
+        self.journals.set_on_disk(on_disk);
+        // The journal's state wins over its file (even one a crash left unreadable); its
+        // graphs past the horizon were moved aside above.
+        let files = overlay(files, journal, Ok);
         let mut seen = std::collections::HashSet::new();
         for file in files {
             let verdict = file.graph.and_then(|g| {
@@ -522,9 +508,7 @@ impl GraphStore {
 
     fn decode_at(&self, path: &Path, text: &str, now: Timestamp) -> Result<TaskGraph, RecordError> {
         let graph = codec::decode(text)?;
-        graph
-            .check_horizon(now)
-            .map_err(|e| RecordError::from(CodecError::Invalid(e.0)))?;
+        within_horizon(&graph, now)?;
         let expected = self.dir.graph_path(&graph.key());
         if expected != path {
             return Err(RecordError::Misplaced {

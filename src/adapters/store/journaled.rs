@@ -424,11 +424,7 @@ impl Journals {
         for (key, graph) in pending.graphs {
             let path = dir.graph_path(&key);
             let result = match &graph {
-                Some(g) => crate::core::graph::codec::encode(g)
-                    .map_err(|source| StoreError::Encode {
-                        key: key.to_string(),
-                        source,
-                    })
+                Some(g) => super::graphs::encode(g)
                     .and_then(|text| self.write_checkpoint(&path, text.as_bytes()))
                     .map(|()| {
                         if let Some(on_disk) = lock(&self.on_disk).as_mut() {
@@ -456,8 +452,7 @@ impl Journals {
         }
         for (agent, state) in pending.states {
             let path = dir.agent_state_path(&agent);
-            let result = serde_json::to_vec_pretty(&state)
-                .map_err(|e| io_err("cannot encode", &path)(std::io::Error::other(e)))
+            let result = super::files::json_bytes(&path, &state, true)
                 .and_then(|bytes| self.write_checkpoint(&path, &bytes));
             match result {
                 Ok(()) => files += 1,
@@ -495,8 +490,7 @@ impl Journals {
             // Replaced whole (temp file, sync, rename), never in place: it holds the marks of
             // every earlier retirement, which no journal segment covers any more.
             let path = marks_path(dir, agent);
-            let result = serde_json::to_vec(&marks)
-                .map_err(|e| io_err("cannot encode", &path)(std::io::Error::other(e)))
+            let result = super::files::json_bytes(&path, &marks, false)
                 .and_then(|bytes| super::files::write_atomic(&path, &bytes));
             match result {
                 Ok(()) => files += 1,
