@@ -159,7 +159,7 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
     // Cycles killed with a journal segment on disk (state not yet retired into the files):
     // the restarts then replay the journal, torn tails included.
     let mut with_segment = 0usize;
-    let journal = StateDir::new(&state).agent_dir(AGENT).join("journal");
+    let journal = StateDir::new(&state).journal_dir(AGENT);
     for cycle in 0..cycles {
         // Most cycles bring a new message; some only resume.
         let push = (rng.u8(..4) != 0).then(|| rng.i64(1..=CHATS));

@@ -86,7 +86,7 @@ fn key(chat: i64) -> ConversationKey {
 }
 
 fn journal_dir(state: &Path) -> PathBuf {
-    StateDir::new(state).agent_dir(AGENT).join("journal")
+    StateDir::new(state).journal_dir(AGENT)
 }
 
 /// The agent's journal segments, oldest first.
@@ -678,7 +678,7 @@ fn a_failed_append_stops_the_runtime_and_a_restart_loses_nothing_acknowledged() 
 }
 
 fn journal_segments_of(state: &Path, agent: &str) -> Vec<PathBuf> {
-    let dir = StateDir::new(state).agent_dir(agent).join("journal");
+    let dir = StateDir::new(state).journal_dir(agent);
     std::fs::read_dir(dir)
         .map(|e| e.flatten().map(|e| e.path()).collect())
         .unwrap_or_default()

@@ -116,16 +116,6 @@ pub(crate) struct Replayed {
     pub(crate) segments: HashMap<String, (Vec<PathBuf>, u64)>,
 }
 
-/// The journal directory of an agent: `<state>/<agent>/journal`.
-pub(crate) fn journal_dir(dir: &StateDir, agent: &str) -> PathBuf {
-    dir.agent_dir(agent).join("journal")
-}
-
-/// `<state>/<agent>/handled.json`.
-pub(crate) fn marks_path(dir: &StateDir, agent: &str) -> PathBuf {
-    dir.agent_dir(agent).join("handled.json")
-}
-
 impl Journals {
     pub(crate) fn new() -> Journals {
         Journals::default()
@@ -193,7 +183,7 @@ impl Journals {
         if !lock(&self.marks_read).insert(agent.to_string()) {
             return Ok(());
         }
-        let path = marks_path(dir, agent);
+        let path = dir.handled_path(agent);
         let text = match super::files::read_optional(&path) {
             Ok(text) => text,
             Err(e) => {
@@ -234,7 +224,7 @@ impl Journals {
         let log = self.log(agent);
         let mut st = lock(&log.state);
         if st.segment.is_none() {
-            let jdir = journal_dir(dir, agent);
+            let jdir = dir.journal_dir(agent);
             let on_disk = journal::segments(&jdir)?;
             if !st.seq_known {
                 // A store that did not replay (a tool, a test) continues the sequence on
@@ -266,7 +256,7 @@ impl Journals {
             journal::encode_into(&mut bytes, st.next_seq + i as u64, record).map_err(|e| {
                 StoreError::Io {
                     action: "cannot encode a journal record for",
-                    path: journal_dir(dir, agent),
+                    path: dir.journal_dir(agent),
                     source: std::io::Error::other(e),
                 }
             })?;
@@ -391,7 +381,7 @@ impl Journals {
                 super::files::unlink(path, "cannot remove journal segment")?;
                 report.retired += 1;
             }
-            let jdir = journal_dir(dir, agent);
+            let jdir = dir.journal_dir(agent);
             if jdir.exists() {
                 sync_dir(&jdir)?;
             }
@@ -489,7 +479,7 @@ impl Journals {
             };
             // Replaced whole (temp file, sync, rename), never in place: it holds the marks of
             // every earlier retirement, which no journal segment covers any more.
-            let path = marks_path(dir, agent);
+            let path = dir.handled_path(agent);
             let result = super::files::json_bytes(&path, &marks, false)
                 .and_then(|bytes| super::files::write_atomic(&path, &bytes));
             match result {
@@ -624,7 +614,7 @@ pub(crate) fn replay(dir: &StateDir, quarantine: bool) -> Result<Replayed, Store
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            (name, e.path().join("journal"))
+            (name, e.path().join(super::layout::JOURNAL_DIR))
         })
         .filter(|(_, p)| p.is_dir())
         .collect();

@@ -9,7 +9,10 @@
 //! <state>/quarantine/<prefix>--<ms>--<file>     unreadable files moved aside (+ `.reason`)
 //! <state>/media/<unique_id>.json                generated media descriptions
 //! <state>/usage/<agent>.json                    token usage per agent
-//! <state>/windows/<agent>/<chat>.json           planner cache windows
+//! <state>/windows/<agent>.log                   the planner's window records (append-only)
+//! <state>/windows/<agent>/<chat>.json           an older version's planner windows (read)
+//! <state>/<agent>/journal/<first seq>.log       the agent's journal segments
+//! <state>/<agent>/handled.json                  the newest message handed to a plan, per chat
 //! <state>/<agent>/agent-state.json              an agent's state: safety, what the owner set
 //! <state>/<agent>/controls.json                 an earlier version's owner pauses (folded in)
 //! <state>/<agent>/telegram.session(.lock)       the Telegram session and its lock
@@ -35,6 +38,9 @@ use std::path::{Path, PathBuf};
 use crate::core::graph::ConversationKey;
 use crate::core::model::ChatId;
 use crate::ports::store::StateGone;
+
+/// Name of an agent's journal directory (under its agent directory).
+pub const JOURNAL_DIR: &str = "journal";
 
 /// Name of the lock file in the state directory.
 pub const LOCK_FILE: &str = "lock";
@@ -255,12 +261,31 @@ impl StateDir {
         self.usage_dir().join(format!("{}.log", fs_name(agent)))
     }
 
-    /// `<state>/windows/<agent>/<chat>.json`.
+    /// `<state>/windows/<agent>/<chat>.json` (an older version's, still read).
     pub fn window_path(&self, agent: &str, chat: ChatId) -> PathBuf {
+        self.windows_dir(agent).join(format!("{chat}.json"))
+    }
+
+    /// `<state>/windows/<agent>`: an older version's window files.
+    pub fn windows_dir(&self, agent: &str) -> PathBuf {
+        self.root.join("windows").join(fs_name(agent))
+    }
+
+    /// `<state>/windows/<agent>.log`: the planner's window records (`store::windows`).
+    pub fn windows_log_path(&self, agent: &str) -> PathBuf {
         self.root
             .join("windows")
-            .join(fs_name(agent))
-            .join(format!("{chat}.json"))
+            .join(format!("{}.log", fs_name(agent)))
+    }
+
+    /// `<state>/<agent>/journal`: the agent's journal segments (`store::journal`).
+    pub fn journal_dir(&self, agent: &str) -> PathBuf {
+        self.agent_dir(agent).join(JOURNAL_DIR)
+    }
+
+    /// `<state>/<agent>/handled.json`: the agent's handled marks.
+    pub fn handled_path(&self, agent: &str) -> PathBuf {
+        self.agent_dir(agent).join("handled.json")
     }
 
     /// Per-agent private data (session file, safety state, transcripts).

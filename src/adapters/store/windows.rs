@@ -12,13 +12,12 @@
 //! callers run them on the blocking pool.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
 use super::StoreError;
 use super::appender::AppendFile;
 use super::files::{read_optional, write_atomic};
-use super::layout::{StateDir, fs_name};
+use super::layout::StateDir;
 use crate::core::model::{ChatId, MessageId};
 
 /// One line of the journal.
@@ -67,13 +66,6 @@ impl WindowRecords {
         }
     }
 
-    fn journal_path(&self, agent: &str) -> PathBuf {
-        self.dir
-            .root()
-            .join("windows")
-            .join(format!("{}.log", fs_name(agent)))
-    }
-
     /// The remembered window start of `chat` (`None`: none remembered).
     pub fn get(&self, agent: &str, chat: ChatId) -> Option<MessageId> {
         let mut all = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
@@ -97,7 +89,7 @@ impl WindowRecords {
         chat: ChatId,
         start: Option<MessageId>,
     ) -> Result<(), StoreError> {
-        let path = self.journal_path(agent);
+        let path = self.dir.windows_log_path(agent);
         let mut all = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
         let windows = self.agent(&mut all, agent);
         if windows.starts.get(&chat) == Some(&start) {
@@ -143,13 +135,8 @@ impl WindowRecords {
     }
 
     fn load(&self, agent: &str) -> AgentWindows {
-        let path = self.journal_path(agent);
-        let old_dir = self
-            .dir
-            .root()
-            .join("windows")
-            .join(fs_name(agent))
-            .is_dir();
+        let path = self.dir.windows_log_path(agent);
+        let old_dir = self.dir.windows_dir(agent).is_dir();
         let mut out = AgentWindows {
             old_dir,
             ..AgentWindows::default()
