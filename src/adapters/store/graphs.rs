@@ -22,7 +22,7 @@ use crate::core::model::ChatId;
 use crate::ports::store::{LoadedGraphs, Quarantined, RuntimeStore, StoreError, Write};
 
 use super::journal::Record;
-use super::journaled::{Journals, replay};
+use super::journaled::{Journals, replay, replay_agent_only};
 
 /// The journal's graphs by the path of their checkpoint file.
 fn journal_by_path(
@@ -374,7 +374,7 @@ impl GraphStore {
     /// One conversation's graph as `state show` sees it: the journal's newest state over
     /// its file (`None`: it has no graph).
     pub fn read_graph(&self, key: &ConversationKey) -> Result<Option<TaskGraph>, RecordError> {
-        if let Some(newest) = replay(&self.dir, false)?.graphs.remove(key) {
+        if let Some(newest) = replay_agent_only(&self.dir, &key.agent)?.graphs.remove(key) {
             return Ok(newest);
         }
         let path = self.dir.graph_path(key);

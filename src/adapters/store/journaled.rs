@@ -626,6 +626,14 @@ pub(crate) fn replay(dir: &StateDir, quarantine: bool) -> Result<Replayed, Store
     Ok(out)
 }
 
+/// One agent's journal alone, read-only (as [`replay`] without `quarantine`): what a reader
+/// of one conversation needs.
+pub(crate) fn replay_agent_only(dir: &StateDir, agent: &str) -> Result<Replayed, StoreError> {
+    let mut out = Replayed::default();
+    replay_agent(&dir.journal_dir(agent), None, &mut out)?;
+    Ok(out)
+}
+
 /// Replays one agent's journal; `quarantine` (at start) names where a segment with corrupted
 /// records is copied: the state directory and the agent's directory name.
 fn replay_agent(
