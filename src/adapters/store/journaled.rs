@@ -85,6 +85,13 @@ struct Pending {
     marks_changed: HashSet<String>,
 }
 
+/// The checkpoint files, and the directories of files written or removed, not synced yet.
+#[derive(Default)]
+struct Unsynced {
+    files: HashSet<PathBuf>,
+    dirs: HashSet<PathBuf>,
+}
+
 /// Every agent's journal and what is due in a checkpoint.
 #[derive(Default)]
 pub(crate) struct Journals {
@@ -98,7 +105,7 @@ pub(crate) struct Journals {
     checkpointing: Mutex<()>,
     /// Checkpoint files written (or removed: their directory) since the last retirement,
     /// synced before a segment is retired.
-    unsynced: Mutex<HashSet<PathBuf>>,
+    unsynced: Mutex<Unsynced>,
     /// The graphs with a checkpoint file, once known (after the start's load): a graph
     /// deleted before it ever had a file costs no `unlink`.
     on_disk: Mutex<Option<HashSet<ConversationKey>>>,
@@ -518,21 +525,18 @@ impl Journals {
     fn note_unsynced(&self, path: &Path, file: bool) {
         let mut unsynced = lock(&self.unsynced);
         if file {
-            unsynced.insert(path.to_path_buf());
+            unsynced.files.insert(path.to_path_buf());
         }
         if let Some(parent) = path.parent() {
-            unsynced.insert(parent.to_path_buf());
+            unsynced.dirs.insert(parent.to_path_buf());
         }
     }
 
     /// Makes every checkpoint written since the last retirement durable: each file synced,
-    /// then each directory (its renames and removals). A file removed since is skipped.
+    /// then each directory (its renames and removals). A file or directory removed since is
+    /// skipped.
     fn sync_checkpoints(&self) -> Result<(), StoreError> {
-        let paths: Vec<PathBuf> = std::mem::take(&mut *lock(&self.unsynced))
-            .into_iter()
-            .collect();
-        let (dirs, files): (Vec<PathBuf>, Vec<PathBuf>) =
-            paths.into_iter().partition(|p| p.is_dir());
+        let Unsynced { files, dirs } = std::mem::take(&mut *lock(&self.unsynced));
         let synced = files
             .iter()
             .try_for_each(|file| match std::fs::File::open(file) {
@@ -544,12 +548,21 @@ impl Journals {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
                 Err(e) => Err(io_err("cannot open", file)(e)),
             })
-            .and_then(|()| dirs.iter().try_for_each(|d| sync_dir(d)));
+            .and_then(|()| {
+                dirs.iter().try_for_each(|d| match sync_dir(d) {
+                    Err(StoreError::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound =>
+                    {
+                        Ok(())
+                    }
+                    other => other,
+                })
+            });
         if synced.is_err() {
             // Synced again next time.
             let mut unsynced = lock(&self.unsynced);
-            unsynced.extend(files);
-            unsynced.extend(dirs);
+            unsynced.files.extend(files);
+            unsynced.dirs.extend(dirs);
         }
         synced
     }
