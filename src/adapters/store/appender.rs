@@ -3,10 +3,10 @@
 //! no temp file and no rename; a failed append is cut back to the length before it, so the
 //! next one never joins a half-written line. Also the cut of a torn last line found at start.
 //!
-//! It knows no record: callers hand whole lines as bytes. The file must exist (callers create
-//! it whole with [`write_atomic`](super::write_atomic), which makes its name durable), so an
-//! append never needs a directory sync. Every open and sync is counted in `io_stats`. All
-//! functions block; async callers run them on the blocking pool.
+//! It knows no record: callers hand whole lines as bytes. A file is created new
+//! ([`AppendFile::create`], or [`create_new`] for the journal's segments, which sync their
+//! directory themselves) or opened existing. Every open and sync is counted in `io_stats`.
+//! All functions block; async callers run them on the blocking pool.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
@@ -31,24 +31,7 @@ impl AppendFile {
     /// its first lines, not synced, and keeps it open for appending. `Ok(None)` when the file
     /// is already there (the caller replaces it whole instead).
     pub fn create(path: &Path, bytes: &[u8]) -> Result<Option<AppendFile>, StoreError> {
-        let create = || {
-            OpenOptions::new()
-                .append(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(path)
-        };
-        let file = match create() {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if let Some(dir) = path.parent() {
-                    super::files::ensure_private_dir(dir)?;
-                }
-                create()
-            }
-            other => other,
-        };
-        let file = match file {
+        let file = match create_new(path)? {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(None),
             Err(e) => return Err(io_err("cannot create", path)(e)),
@@ -133,6 +116,21 @@ impl AppendFile {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+}
+
+/// Creates `path` for appending: a new file (never an existing one, never through a link),
+/// 0600, its directory made if needed (once per process, `files::in_dir`). The outer error
+/// is making the directory, the inner one creating the file.
+pub(super) fn create_new(path: &Path) -> Result<std::io::Result<File>, StoreError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    super::files::in_dir(dir, || {
+        OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+    })
 }
 
 /// Cuts `path` to its first `len` bytes and syncs it (a torn last line found at start).

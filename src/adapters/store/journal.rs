@@ -21,15 +21,14 @@
 //! side), `state` readers through it. It must not decide what is durable or when to
 //! checkpoint.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write as _};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 
 use super::StoreError;
-use super::files::{ensure_private_dir, io_err, sync_dir};
+use super::files::{io_err, sync_dir};
 use super::io_stats::{self, Op};
 use crate::core::agent_state::{AgentState, HandledMark};
 use crate::core::graph::codec;
@@ -323,16 +322,10 @@ pub(crate) struct Segment {
 impl Segment {
     /// Creates the segment starting at `first` in `dir` (made if needed), durably.
     pub(crate) fn create(dir: &Path, first: u64) -> Result<Segment, StoreError> {
-        ensure_private_dir(dir)?;
         let path = segment_path(dir, first);
         // Never an existing file: a segment's name is its first record's number, and a
         // file of that name holds (or held) other records.
-        let file = OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
+        let file = super::appender::create_new(&path)?
             .map_err(io_err("cannot create journal segment", &path))?;
         io_stats::note(Op::Open);
         sync_dir(dir)?;
