@@ -181,14 +181,8 @@ impl FileFacts {
         path: PathBuf,
         parse: impl Fn(&str) -> Result<T, crate::core::facts::ParseError>,
     ) -> Result<T, FactError> {
-        match self.read_text(&path)? {
-            None => Ok(T::default()),
-            Some(text) => parse(&text).map_err(|e| FactError::Unreadable {
-                file: path,
-                line: e.line,
-                message: e.message,
-            }),
-        }
+        let text = self.read_text(&path)?;
+        parse_text(path, text, parse)
     }
 
     /// How many facts files were parsed (read from disk) so far.
@@ -240,7 +234,7 @@ impl FileFacts {
         if stamp.len > WARN_BYTES {
             tracing::warn!(event = "memory_file_large", file = %path.display(), bytes = stamp.len, warn_at = WARN_BYTES, refused_at = MAX_BYTES, "a memory file is large: it is read whole for each plan of its chat, though the prompt shows only its newest part; trim or archive it");
         }
-        let file = read_file_parsed(path.clone(), FactFile::parse)?;
+        let file = parse_text(path.clone(), read_optional(&path)?, FactFile::parse)?;
         let mut parsed = self.parsed.lock().unwrap_or_else(PoisonError::into_inner);
         parsed.parses += 1;
         parsed.keep(path, stamp, file.clone());
@@ -268,13 +262,14 @@ impl FileFacts {
     }
 }
 
-/// Reads and parses one memory file known to be there (a missing one is empty); a parse
-/// error names the file and line.
-fn read_file_parsed<T: Default>(
+/// Parses the text of the memory file at `path` (`None`: missing, so empty); a parse error
+/// names the file and line.
+fn parse_text<T: Default>(
     path: std::path::PathBuf,
+    text: Option<String>,
     parse: impl Fn(&str) -> Result<T, crate::core::facts::ParseError>,
 ) -> Result<T, FactError> {
-    match read_optional(&path)? {
+    match text {
         None => Ok(T::default()),
         Some(text) => parse(&text).map_err(|e| FactError::Unreadable {
             file: path,
