@@ -28,6 +28,18 @@ struct Line {
     start: Option<i64>,
 }
 
+impl Line {
+    /// The line recording `chat`'s window start, with its newline.
+    fn encode(chat: ChatId, start: Option<MessageId>) -> serde_json::Result<Vec<u8>> {
+        let mut line = serde_json::to_vec(&Line {
+            chat,
+            start: start.map(|m| m.0),
+        })?;
+        line.push(b'\n');
+        Ok(line)
+    }
+}
+
 /// A record of the older form (one file per chat).
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -96,16 +108,11 @@ impl WindowRecords {
             return Ok(());
         }
         windows.starts.insert(chat, start);
-        let mut line = serde_json::to_vec(&Line {
-            chat,
-            start: start.map(|m| m.0),
-        })
-        .map_err(|e| StoreError::Io {
+        let line = Line::encode(chat, start).map_err(|e| StoreError::Io {
             action: "cannot encode a window record for",
             path: path.clone(),
             source: std::io::Error::other(e),
         })?;
-        line.push(b'\n');
         match windows.file.as_mut() {
             Some(file) => file.append(&line),
             None if windows.loaded_broken => Ok(()),
@@ -164,11 +171,7 @@ impl WindowRecords {
             // append would join) gone.
             let mut whole = Vec::new();
             for (chat, start) in &out.starts {
-                if let Ok(mut l) = serde_json::to_vec(&Line {
-                    chat: *chat,
-                    start: start.map(|m| m.0),
-                }) {
-                    l.push(b'\n');
+                if let Ok(l) = Line::encode(*chat, *start) {
                     whole.extend_from_slice(&l);
                 }
             }
