@@ -257,15 +257,28 @@ impl Persister {
     }
 
     /// Queues a write (replacing a queued one for the same file); returns its generation.
-    /// Nothing is written before [`Persister::flush`].
+    /// Nothing is written before [`Persister::flush`]. A handled mark is never replaced
+    /// away: a replaced write's mark rides on the newer write when that can carry it (the
+    /// newer mark wins), else it is queued on its own.
     pub(crate) fn submit(&mut self, target: Target, write: Write) -> u64 {
         self.next_gen += 1;
         let generation = self.next_gen;
         let slot = self.slots.entry(target.clone()).or_default();
-        slot.next = Some((generation, write));
+        let replaced = slot.next.replace((generation, write));
+        let orphan = match (replaced, slot.next.as_mut()) {
+            (Some((_, old)), Some((_, new))) => carry_mark(old, new),
+            _ => None,
+        };
         if !slot.running && !slot.queued {
             slot.queued = true;
             self.ready.push(target);
+        }
+        if let Some((key, mark)) = orphan {
+            let (agent, chat) = (key.agent, key.chat);
+            self.submit(
+                Target::Handled(agent.clone(), chat),
+                Write::Handled { agent, chat, mark },
+            );
         }
         generation
     }
@@ -404,5 +417,103 @@ impl Persister {
             });
             drop(hold);
         });
+    }
+}
+
+/// The handled mark `old` held when `new` replaces it in a file's slot: kept on `new` when
+/// it carries one too (the newer of the two), else returned to be saved on its own (a graph
+/// deleted with its mark and made again before the deletion was written, say by an intent:
+/// the new graph names no message).
+fn carry_mark(
+    old: Write,
+    new: &mut Write,
+) -> Option<(ConversationKey, crate::core::agent_state::HandledMark)> {
+    let (key, mark) = match old {
+        Write::DeleteGraph(key, Some(mark)) => (key, mark),
+        Write::Handled { agent, chat, mark } => (ConversationKey::new(agent, chat), mark),
+        _ => return None,
+    };
+    let slot = match new {
+        Write::DeleteGraph(_, slot) => slot,
+        Write::Handled { mark: newer, .. } => {
+            if newer.message < mark.message {
+                *newer = mark;
+            }
+            return None;
+        }
+        _ => return Some((key, mark)),
+    };
+    if slot.is_none_or(|m| m.message < mark.message) {
+        *slot = Some(mark);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{Persister, Target, Write};
+    use crate::core::agent_state::HandledMark;
+    use crate::core::graph::{ConversationKey, TaskGraph};
+    use crate::core::model::{Chat, ChatId, ChatKind, MessageId};
+
+    fn persister(dir: &std::path::Path) -> Persister {
+        let store = Arc::new(crate::adapters::store::GraphStore::new(
+            crate::adapters::store::StateDir::new(dir),
+        ));
+        let clock: crate::ports::clock::SharedClock = Arc::new(crate::ports::clock::SystemClock);
+        Persister::new(store, Arc::new(|_| {}), clock)
+    }
+
+    fn queued_mark(p: &Persister, key: &ConversationKey) -> Option<MessageId> {
+        let target = Target::Handled(key.agent.clone(), key.chat);
+        match p.slots.get(&target).and_then(|s| s.next.as_ref()) {
+            Some((_, Write::Handled { mark, .. })) => Some(mark.message),
+            _ => None,
+        }
+    }
+
+    /// A deletion still queued with its graph's handled mark, replaced by a new graph of the
+    /// same chat before it was written (one with no message: an intent's): the mark is
+    /// queued on its own instead of vanishing with the deletion. A newer deletion keeps the
+    /// newer of the two marks.
+    #[test]
+    fn a_replaced_deletion_keeps_its_handled_mark() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let mut p = persister(dir.path());
+        let at = jiff::Timestamp::UNIX_EPOCH;
+        let key = ConversationKey::new("anna", ChatId(7));
+        let mark = |m| HandledMark {
+            message: MessageId(m),
+            at,
+        };
+        let target = Target::Graph(key.clone());
+        p.submit(
+            target.clone(),
+            Write::DeleteGraph(key.clone(), Some(mark(70))),
+        );
+        let chat = Chat {
+            id: ChatId(7),
+            kind: ChatKind::Direct,
+            title: "chat 7".into(),
+        };
+        let graph = TaskGraph::with_tasks("anna", chat, at, Vec::new());
+        p.submit(target.clone(), Write::Graph(Box::new(graph)));
+        assert_eq!(queued_mark(&p, &key), Some(MessageId(70)));
+
+        p.submit(
+            target.clone(),
+            Write::DeleteGraph(key.clone(), Some(mark(80))),
+        );
+        p.submit(
+            target.clone(),
+            Write::DeleteGraph(key.clone(), Some(mark(75))),
+        );
+        match p.slots.get(&target).and_then(|s| s.next.as_ref()) {
+            Some((_, Write::DeleteGraph(_, Some(m)))) => assert_eq!(m.message, MessageId(80)),
+            other => return Err(format!("the deletion lost its mark: {other:?}").into()),
+        }
+        Ok(())
     }
 }
