@@ -84,6 +84,22 @@ pub struct HandledMark {
     pub at: Timestamp,
 }
 
+/// Drops the marks noted more than [`HANDLED_KEEP`] before `now`; a mark of unknown age (an
+/// older file's bare id) is stamped `now` instead: kept a whole window from here, then
+/// dropped like the others. Returns how many were dropped. The one rule for the scheduler's
+/// marks and the store's.
+pub(crate) fn prune_marks(marks: &mut BTreeMap<ChatId, HandledMark>, now: Timestamp) -> usize {
+    let before = now.checked_sub(HANDLED_KEEP).unwrap_or(Timestamp::MIN);
+    let was = marks.len();
+    marks.retain(|_, mark| {
+        if mark.at == Timestamp::UNIX_EPOCH {
+            mark.at = now;
+        }
+        mark.at >= before
+    });
+    was - marks.len()
+}
+
 /// Reading handled marks in both forms: `{message, at}` and an older file's bare id.
 mod marks {
     use std::collections::BTreeMap;
@@ -296,17 +312,10 @@ impl AgentState {
             .collect()
     }
 
-    /// Drops the handled marks noted before `before`; a mark of unknown age (from an older
-    /// file) is stamped `now` instead. Returns how many were dropped.
-    pub(crate) fn prune_handled(&mut self, before: Timestamp, now: Timestamp) -> usize {
-        let was = self.handled.len();
-        self.handled.retain(|_, mark| {
-            if mark.at == Timestamp::UNIX_EPOCH {
-                mark.at = now;
-            }
-            mark.at >= before
-        });
-        was - self.handled.len()
+    /// Drops the handled marks older than the replay window (see [`prune_marks`]); returns
+    /// how many.
+    pub(crate) fn prune_handled(&mut self, now: Timestamp) -> usize {
+        prune_marks(&mut self.handled, now)
     }
 
     /// A copy of everything but the handled marks (what a `state` record and

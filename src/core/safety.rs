@@ -170,11 +170,8 @@ impl AccountSafety {
 
     /// Drops every agent's handled marks noted before `before` (see
     /// [`crate::core::agent_state::AgentState::prune_handled`]); returns how many.
-    pub(crate) fn prune_handled(&mut self, before: Timestamp, now: Timestamp) -> usize {
-        self.states
-            .values_mut()
-            .map(|s| s.prune_handled(before, now))
-            .sum()
+    pub(crate) fn prune_handled(&mut self, now: Timestamp) -> usize {
+        self.states.values_mut().map(|s| s.prune_handled(now)).sum()
     }
 
     /// Disables a chat for good (until an operator clears it).

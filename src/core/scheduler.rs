@@ -333,10 +333,7 @@ impl Scheduler {
             .is_none_or(|at| now.duration_since(at) >= PRUNE_EVERY)
         {
             self.pruned_at = Some(now);
-            let before = now
-                .checked_sub(crate::core::agent_state::HANDLED_KEEP)
-                .unwrap_or(Timestamp::MIN);
-            let dropped = self.safety.prune_handled(before, now);
+            let dropped = self.safety.prune_handled(now);
             if dropped > 0 {
                 info!(
                     event = "handled_marks_pruned",

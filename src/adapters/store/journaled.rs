@@ -36,7 +36,7 @@ use super::files::{ensure_private_dir, io_err, sync_dir, write_quarantine_reason
 use super::io_stats::{self, Op};
 use super::journal::{self, ROTATE_BYTES, Record, Segment};
 use super::layout::StateDir;
-use crate::core::agent_state::{AgentState, HANDLED_KEEP, HandledMark};
+use crate::core::agent_state::{AgentState, HandledMark, prune_marks};
 use crate::core::graph::{ConversationKey, TaskGraph};
 use crate::core::model::ChatId;
 
@@ -470,18 +470,10 @@ impl Journals {
                 failed.get_or_insert(e);
                 continue;
             }
-            let before = now.checked_sub(HANDLED_KEEP).unwrap_or(Timestamp::MIN);
             let marks = {
                 let mut all = lock(&self.marks);
                 let mine = all.entry(agent.clone()).or_default();
-                // A mark of unknown age (an older file's bare id) is stamped now: kept a
-                // whole window from here, then dropped like the others.
-                mine.retain(|_, m| {
-                    if m.at == Timestamp::UNIX_EPOCH {
-                        m.at = now;
-                    }
-                    m.at >= before
-                });
+                prune_marks(mine, now);
                 mine.clone()
             };
             // Replaced whole (temp file, sync, rename), never in place: it holds the marks of
