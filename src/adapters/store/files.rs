@@ -380,6 +380,15 @@ pub fn write_json<T: serde::Serialize + ?Sized>(path: &Path, value: &T) -> Resul
     write_atomic(path, &json_bytes(path, value, true)?)
 }
 
+/// A graph's checkpoint file text (Markdown with its JSON block); an encoding failure names
+/// the conversation.
+pub(crate) fn encode_graph(graph: &crate::core::graph::TaskGraph) -> Result<String, StoreError> {
+    crate::core::graph::codec::encode(graph).map_err(|source| StoreError::Encode {
+        key: graph.key().to_string(),
+        source,
+    })
+}
+
 /// `value` as JSON (`pretty`: indented) for the file at `path`, which an encoding failure
 /// names.
 pub(crate) fn json_bytes<T: serde::Serialize + ?Sized>(

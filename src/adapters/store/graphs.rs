@@ -238,13 +238,6 @@ fn within_horizon(graph: &TaskGraph, now: Timestamp) -> Result<(), CodecError> {
         .map_err(|e| CodecError::Invalid(e.0))
 }
 
-pub(super) fn encode(graph: &TaskGraph) -> Result<String, StoreError> {
-    codec::encode(graph).map_err(|source| StoreError::Encode {
-        key: graph.key().to_string(),
-        source,
-    })
-}
-
 /// How deep under the state directory stale temp files are looked for (`<agent>/memory/chats`
 /// is three levels down).
 const TEMP_SCAN_DEPTH: usize = 5;
@@ -273,7 +266,7 @@ impl GraphStore {
     /// Writes the graph crash-safely.
     pub fn save(&self, graph: &TaskGraph) -> Result<(), StoreError> {
         self.dir.check_guard()?;
-        let text = encode(graph)?;
+        let text = super::files::encode_graph(graph)?;
         super::files::write_atomic(&self.dir.graph_path(&graph.key()), text.as_bytes())
     }
 
@@ -342,7 +335,7 @@ impl GraphStore {
     /// Writes the graph without fsync or rename: only for preparing benchmark and test
     /// state directories in bulk, never for the daemon's own saves.
     pub(crate) fn save_unsynced(&self, graph: &TaskGraph) -> Result<(), StoreError> {
-        let text = encode(graph)?;
+        let text = super::files::encode_graph(graph)?;
         let path = self.dir.graph_path(&graph.key());
         if let Some(dir) = path.parent() {
             ensure_private_dir(dir)?;
@@ -435,7 +428,10 @@ impl GraphStore {
                 let moved_to = self
                     .dir
                     .quarantine_path(&fs_name(&key.agent), &format!("{}.md", key.chat));
-                super::files::write_atomic(&moved_to, encode(graph)?.as_bytes())?;
+                super::files::write_atomic(
+                    &moved_to,
+                    super::files::encode_graph(graph)?.as_bytes(),
+                )?;
                 super::files::write_quarantine_reason(&moved_to, &reason)?;
                 loaded.quarantined.push(Quarantined {
                     original: self.dir.graph_path(key),

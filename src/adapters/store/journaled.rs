@@ -421,7 +421,7 @@ impl Journals {
         for (key, graph) in pending.graphs {
             let path = dir.graph_path(&key);
             let result = match &graph {
-                Some(g) => super::graphs::encode(g)
+                Some(g) => super::files::encode_graph(g)
                     .and_then(|text| self.write_checkpoint(&path, text.as_bytes()))
                     .map(|()| {
                         if let Some(on_disk) = lock(&self.on_disk).as_mut() {
