@@ -75,10 +75,12 @@ impl Driver {
             })
         });
         let queue = Arc::clone(&svc.queue);
-        let on_checkpointed: crate::runtime::persistence::OnCheckpointed =
-            Arc::new(move |result| queue.push(Event::Checkpointed { result }));
-        let persister = Persister::new(Arc::clone(&svc.store), on_saved, Arc::clone(&svc.clock))
-            .on_checkpointed(on_checkpointed);
+        let persister = Persister::new(
+            Arc::clone(&svc.store),
+            on_saved,
+            Arc::new(move |result| queue.push(Event::Checkpointed { result })),
+            Arc::clone(&svc.clock),
+        );
         Driver {
             svc,
             sched,
@@ -154,10 +156,7 @@ impl Driver {
             } else {
                 self.sched.start_ready(now);
                 self.execute();
-                let idle = self.sched.graphs() == 0
-                    && self.sched.in_flight() == 0
-                    && self.persister.pending() == 0;
-                self.persister.maybe_checkpoint(now, idle);
+                self.persister.maybe_checkpoint(now, self.quiet());
             }
             self.passes += 1;
             // One look at the next wake-up serves the published status and this pass's sleep.
@@ -166,11 +165,7 @@ impl Driver {
                 (a, b) => a.or(b),
             };
             self.publish(now, next_wake);
-            if self.sched.stopping().is_none()
-                && self.sched.graphs() == 0
-                && self.sched.in_flight() == 0
-                && self.persister.pending() == 0
-                && !self.persister.checkpoint_owed()
+            if self.sched.stopping().is_none() && self.quiet() && !self.persister.checkpoint_owed()
             {
                 // Idle, judged here so virtual time cannot run on first.
                 for waiter in self.idle_waiters.drain(..) {
@@ -202,6 +197,11 @@ impl Driver {
             }
             wake = self.sleep(deadline, hold).await;
         }
+    }
+
+    /// No graph, nothing in flight, no write queued or running.
+    fn quiet(&self) -> bool {
+        self.sched.graphs() == 0 && self.sched.in_flight() == 0 && self.persister.pending() == 0
     }
 
     async fn load(&mut self) -> Result<(), RuntimeError> {

@@ -116,16 +116,24 @@ pub(crate) struct Persister {
     urgent_batches: usize,
     written: u64,
     checkpoints: Checkpoints,
-    on_checkpointed: Option<OnCheckpointed>,
+    on_checkpointed: OnCheckpointed,
     /// Tasks are in flight: more writes are coming, a bulk batch may share their sync.
     busy: bool,
 }
 
 impl Persister {
-    pub(crate) fn new(store: SharedStore, on_saved: OnSaved, clock: SharedClock) -> Persister {
+    /// A persister writing through `store`, telling `on_saved` of each finished batch and
+    /// `on_checkpointed` of each finished checkpoint.
+    pub(crate) fn new(
+        store: SharedStore,
+        on_saved: OnSaved,
+        on_checkpointed: OnCheckpointed,
+        clock: SharedClock,
+    ) -> Persister {
         Persister {
             store,
             on_saved,
+            on_checkpointed,
             clock,
             slots: HashMap::new(),
             ready: Vec::new(),
@@ -135,7 +143,6 @@ impl Persister {
             urgent_batches: 0,
             written: 0,
             checkpoints: Checkpoints::default(),
-            on_checkpointed: None,
             busy: false,
         }
     }
@@ -143,12 +150,6 @@ impl Persister {
     /// Whether tasks are in flight (set by the driver each pass, before it flushes).
     pub(crate) fn set_busy(&mut self, busy: bool) {
         self.busy = busy;
-    }
-
-    /// Who is told of finished checkpoints.
-    pub(crate) fn on_checkpointed(mut self, f: OnCheckpointed) -> Persister {
-        self.on_checkpointed = Some(f);
-        self
     }
 
     /// Whether writes completed since the last checkpoint started, or one runs. The first
@@ -183,16 +184,14 @@ impl Persister {
         let Some(due) = self.next_checkpoint() else {
             return;
         };
-        if !(idle && self.slots.is_empty()) && due > now {
+        if !idle && due > now {
             return;
         }
         self.start_checkpoint(now);
     }
 
     fn start_checkpoint(&mut self, now: jiff::Timestamp) {
-        let Some(on_checkpointed) = self.on_checkpointed.clone() else {
-            return;
-        };
+        let on_checkpointed = Arc::clone(&self.on_checkpointed);
         self.checkpoints.running = true;
         self.checkpoints.started_at = Some(now);
         self.checkpoints.written_then = self.written;
@@ -251,9 +250,7 @@ impl Persister {
 
     /// Whether a write for `target` is waiting or running.
     pub(crate) fn is_pending(&self, target: &Target) -> bool {
-        self.slots
-            .get(target)
-            .is_some_and(|slot| slot.running || slot.next.is_some())
+        self.undurable(target).is_some()
     }
 
     /// Queues a write (replacing a queued one for the same file); returns its generation.
@@ -453,17 +450,47 @@ fn carry_mark(
 mod tests {
     use std::sync::Arc;
 
+    use jiff::Timestamp;
+
     use super::{Persister, Target, Write};
-    use crate::core::agent_state::HandledMark;
+    use crate::core::agent_state::{AgentState, HandledMark};
     use crate::core::graph::{ConversationKey, TaskGraph};
     use crate::core::model::{Chat, ChatId, ChatKind, MessageId};
+    use crate::ports::store::{
+        CheckpointReport, LoadedGraphs, LoadedPresence, Quarantined, RuntimeStore, StoreError,
+    };
 
-    fn persister(dir: &std::path::Path) -> Persister {
-        let store = Arc::new(crate::adapters::store::GraphStore::new(
-            crate::adapters::store::StateDir::new(dir),
-        ));
+    /// A store never reached: the tests here queue writes and flush none.
+    struct Unused;
+
+    impl RuntimeStore for Unused {
+        fn load_all(&self, _: Timestamp) -> Result<LoadedGraphs, StoreError> {
+            Ok(LoadedGraphs::default())
+        }
+        fn load_agent_state(
+            &self,
+            _: &str,
+        ) -> Result<(AgentState, Option<Quarantined>), StoreError> {
+            Ok((AgentState::default(), None))
+        }
+        fn load_presence(
+            &self,
+            _: &str,
+            _: jiff::civil::Date,
+        ) -> Result<LoadedPresence, StoreError> {
+            Ok(LoadedPresence::default())
+        }
+        fn write_batch(&self, _: Vec<Write>, _: bool) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn checkpoint(&self, _: bool, _: Timestamp) -> Result<CheckpointReport, StoreError> {
+            Ok(CheckpointReport::default())
+        }
+    }
+
+    fn persister() -> Persister {
         let clock: crate::ports::clock::SharedClock = Arc::new(crate::ports::clock::SystemClock);
-        Persister::new(store, Arc::new(|_| {}), clock)
+        Persister::new(Arc::new(Unused), Arc::new(|_| {}), Arc::new(|_| {}), clock)
     }
 
     fn queued_mark(p: &Persister, key: &ConversationKey) -> Option<MessageId> {
@@ -480,8 +507,7 @@ mod tests {
     /// newer of the two marks.
     #[test]
     fn a_replaced_deletion_keeps_its_handled_mark() -> Result<(), Box<dyn std::error::Error>> {
-        let dir = tempfile::tempdir()?;
-        let mut p = persister(dir.path());
+        let mut p = persister();
         let at = jiff::Timestamp::UNIX_EPOCH;
         let key = ConversationKey::new("anna", ChatId(7));
         let mark = |m| HandledMark {
