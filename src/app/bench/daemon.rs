@@ -23,15 +23,14 @@ use serde::Serialize;
 use crate::adapters::memory::{MemoryTelegram, user_id_for};
 use crate::adapters::store::io_stats::{self, IoCounts};
 use crate::adapters::store::{self, StateDir};
-use crate::app::bench::probe;
+use crate::app::bench::AGENT;
+use crate::app::bench::probe::{self, ProcIo};
 use crate::app::cli::{BenchArgs, Cli, Command, CtlCommand, GlobalArgs, RunArgs};
 use crate::app::commands::CommandError;
 use crate::app::ops::ctl;
 use crate::core::model::ChatId;
 use crate::ports::clock::{SharedClock, SystemClock};
 
-/// The bench persona's name (its account, its state folder).
-const AGENT: &str = "bench";
 /// Control connections the feeder keeps open at once (the socket serves 32).
 const FEEDERS: usize = 8;
 /// One `wait-quiet` waits this long at most (the daemon's cap), with this horizon (a
@@ -51,16 +50,6 @@ pub(super) struct StoreIoPerMessage {
     pub open_absent: f64,
     pub mkdir: f64,
     pub temp_file: f64,
-}
-
-/// The process's I/O accounting (`/proc/self/io`): read and write syscalls (sockets and
-/// pipes too), bytes passed to `write` and bytes sent to the storage layer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub(super) struct ProcIo {
-    pub syscr: f64,
-    pub syscw: f64,
-    pub wchar: f64,
-    pub write_bytes: f64,
 }
 
 /// Everything `bench --daemon` measures (the `--json` object).
@@ -103,25 +92,8 @@ impl Counters {
         Counters {
             cpu: probe::cpu_ms(),
             store: io_stats::snapshot(),
-            proc_io: proc_io(),
+            proc_io: ProcIo::read(),
         }
-    }
-}
-
-/// `/proc/self/io` (all threads of the process); zeros where it cannot be read.
-fn proc_io() -> ProcIo {
-    let text = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
-    let field = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    ProcIo {
-        syscr: field("syscr"),
-        syscw: field("syscw"),
-        wchar: field("wchar"),
-        write_bytes: field("write_bytes"),
     }
 }
 
@@ -140,10 +112,7 @@ fn prepare(root: &Path) -> Result<(PathBuf, PathBuf, PathBuf), CommandError> {
     for dir in [&state, &agents, &prompts] {
         store::ensure_private_dir(dir)?;
     }
-    let persona = format!(
-        "# Agent Name\n{AGENT}\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nAnswer.\n"
-    );
-    std::fs::write(agents.join(format!("{AGENT}.md")), persona)
+    std::fs::write(agents.join(format!("{AGENT}.md")), super::persona_source())
         .map_err(|e| CommandError::Io(e).doing("writing the bench persona"))?;
     Ok((state, agents, prompts))
 }
@@ -192,13 +161,7 @@ pub(super) async fn run(
     global: &GlobalArgs,
     args: &BenchArgs,
 ) -> Result<DaemonReport, CommandError> {
-    store::ensure_private_dir(&global.state_dir)?;
-    let tmp = tempfile::Builder::new()
-        .prefix("personad-bench-daemon-")
-        .tempdir_in(&global.state_dir)
-        .map_err(|e| {
-            CommandError::Io(e).doing(format!("temp dir in {}", global.state_dir.display()))
-        })?;
+    let tmp = super::temp_root(&global.state_dir, "personad-bench-daemon-")?;
     let (state, agents, prompts) = prepare(tmp.path())?;
     let daemon_global = GlobalArgs {
         agents_dir: agents,
@@ -273,7 +236,6 @@ fn report(args: &BenchArgs, w: Window, (answered, answers): (u64, u64)) -> Daemo
         w.after.cpu.0 - w.before.cpu.0,
         w.after.cpu.1 - w.before.cpu.1,
     );
-    let (a, b) = (w.after.proc_io, w.before.proc_io);
     DaemonReport {
         scenario: "daemon",
         chats: args.chats,
@@ -299,12 +261,7 @@ fn report(args: &BenchArgs, w: Window, (answered, answers): (u64, u64)) -> Daemo
             mkdir: count(store_io.mkdir),
             temp_file: count(store_io.temp_file),
         },
-        proc_io_per_message: ProcIo {
-            syscr: per(a.syscr - b.syscr),
-            syscw: per(a.syscw - b.syscw),
-            wchar: per(a.wchar - b.wchar),
-            write_bytes: per(a.write_bytes - b.write_bytes),
-        },
+        proc_io_per_message: w.after.proc_io.per_message(&w.before.proc_io, per),
     }
 }
 
@@ -366,12 +323,7 @@ fn say(from: String, round: usize) -> CtlCommand {
 
 /// Sends one `ctl` command; a refusal is an error.
 async fn ask_ok(socket: &Path, cmd: CtlCommand) -> Result<(), CommandError> {
-    let response = ctl::ask(socket, &ctl::request_for(cmd)?).await?;
-    if response.ok {
-        Ok(())
-    } else {
-        Err(CommandError::Refused(response.text))
-    }
+    ctl::ask_ok(socket, &ctl::request_for(cmd)?).await.map(drop)
 }
 
 /// Reads the transcripts back (after the stop): how many messages an answer followed in

@@ -158,27 +158,22 @@ pub async fn bench(global: GlobalArgs, args: BenchArgs) -> CmdResult {
     }
     if let Some(n) = args.memory_conversation {
         let report = crate::app::bench_memory::run(&global.state_dir, n).await?;
-        let text = if args.json {
-            serde_json::to_string(&report)? + "\n"
-        } else {
-            crate::app::bench_memory::render(&report)
-        };
-        return print(&text);
+        return emit(&report, args.json, crate::app::bench_memory::render);
     }
     if args.daemon {
         let report = daemon::run(&global, &args).await?;
-        let text = if args.json {
-            serde_json::to_string(&report)? + "\n"
-        } else {
-            daemon::render(&report)
-        };
-        return print(&text);
+        return emit(&report, args.json, daemon::render);
     }
     let report = run(&global.state_dir, &args).await?;
-    let text = if args.json {
-        serde_json::to_string(&report)? + "\n"
+    emit(&report, args.json, render)
+}
+
+/// Prints a report: one line of JSON with `json`, else its rendering.
+fn emit<T: Serialize>(report: &T, json: bool, render: fn(&T) -> String) -> CmdResult {
+    let text = if json {
+        serde_json::to_string(report)? + "\n"
     } else {
-        render(&report)
+        render(report)
     };
     print(&text)
 }
@@ -188,10 +183,24 @@ fn print(text: &str) -> CmdResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn bench_persona() -> Result<persona::Persona, CommandError> {
-    let src = format!(
+/// The bench persona's file text (the daemon bench writes it to its agents folder).
+fn persona_source() -> String {
+    format!(
         "# Agent Name\n{AGENT}\n\n# Agent Phone\n+15550100001\n\n# Agent Instructions\nAnswer.\n"
-    );
+    )
+}
+
+/// A temp directory in `root` (made if needed) for one bench run's state; gone when dropped.
+pub(crate) fn temp_root(root: &Path, prefix: &str) -> Result<tempfile::TempDir, CommandError> {
+    store::ensure_private_dir(root)?;
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(root)
+        .map_err(|e| CommandError::Io(e).doing(format!("temp dir in {}", root.display())))
+}
+
+fn bench_persona() -> Result<persona::Persona, CommandError> {
+    let src = persona_source();
     crate::adapters::persona_loader::parse_persona(Path::new("bench.md"), &src, &[])
         .persona
         .ok_or_else(|| CommandError::Internal("the bench persona does not parse".into()))
@@ -316,11 +325,7 @@ fn config(args: &BenchArgs, debounce: Duration) -> RuntimeConfig {
 
 /// Runs one benchmark and returns its figures.
 pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, CommandError> {
-    store::ensure_private_dir(state_root)?;
-    let tmp = tempfile::Builder::new()
-        .prefix("personad-bench-")
-        .tempdir_in(state_root)
-        .map_err(|e| CommandError::Io(e).doing(format!("temp dir in {}", state_root.display())))?;
+    let tmp = temp_root(state_root, "personad-bench-")?;
     let clock: SharedClock = Arc::new(SystemClock);
     let graphs = GraphStore::new(StateDir::new(tmp.path().join("state")));
     let now = clock.now();

@@ -25,6 +25,45 @@ pub(super) fn cpu_ms() -> (f64, f64) {
     }
 }
 
+/// The process's I/O accounting (`/proc/self/io`): read and write syscalls (sockets and
+/// pipes too), bytes passed to `write` and bytes sent to the storage layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub(super) struct ProcIo {
+    pub syscr: f64,
+    pub syscw: f64,
+    pub wchar: f64,
+    pub write_bytes: f64,
+}
+
+impl ProcIo {
+    /// `/proc/self/io` (all threads of the process); zeros where it cannot be read.
+    pub(super) fn read() -> ProcIo {
+        let text = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        ProcIo {
+            syscr: field("syscr"),
+            syscw: field("syscw"),
+            wchar: field("wchar"),
+            write_bytes: field("write_bytes"),
+        }
+    }
+
+    /// What changed since `before`, each count passed through `per` (per message).
+    pub(super) fn per_message(&self, before: &ProcIo, per: impl Fn(f64) -> f64) -> ProcIo {
+        ProcIo {
+            syscr: per(self.syscr - before.syscr),
+            syscw: per(self.syscw - before.syscw),
+            wchar: per(self.wchar - before.wchar),
+            write_bytes: per(self.write_bytes - before.write_bytes),
+        }
+    }
+}
+
 /// Peak resident set size (`VmHWM`), in MB.
 pub(super) fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")

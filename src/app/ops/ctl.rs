@@ -260,12 +260,19 @@ pub async fn client(global: GlobalArgs, args: CtlArgs) -> CmdResult {
     }
     let request = request_for(cmd)?;
     let path = socket_path(&StateDir::new(&global.state_dir), label.as_deref());
-    let response = ask(&path, &request).await?;
-    if !response.ok {
-        return Err(CommandError::Refused(response.text));
-    }
-    crate::app::stdout::line(response.text.trim_end())?;
+    let text = ask_ok(&path, &request).await?;
+    crate::app::stdout::line(text.trim_end())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// [`ask`], with a refusal as [`CommandError::Refused`]: the answer's text when it is ok.
+pub(crate) async fn ask_ok(path: &Path, request: &Request) -> Result<String, CommandError> {
+    let response = ask(path, request).await?;
+    if response.ok {
+        Ok(response.text)
+    } else {
+        Err(CommandError::Refused(response.text))
+    }
 }
 
 /// Sends one request to the daemon answering on `path` and returns its answer (a refusal
