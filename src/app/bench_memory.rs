@@ -102,7 +102,11 @@ pub async fn run(
     state_root: &std::path::Path,
     messages: usize,
 ) -> Result<MemoryReport, CommandError> {
-    let tmp = crate::app::bench::temp_root(state_root, "personad-bench-memory-")?;
+    crate::adapters::store::ensure_private_dir(state_root)?;
+    let tmp = tempfile::Builder::new()
+        .prefix("personad-bench-memory-")
+        .tempdir_in(state_root)
+        .map_err(|e| CommandError::Io(e).doing(format!("temp dir in {}", state_root.display())))?;
     let start = Timestamp::from_second(1_750_000_000).unwrap_or(Timestamp::UNIX_EPOCH);
     let virtual_clock = VirtualClock::new(start, true);
     let clock: SharedClock = Arc::new(virtual_clock);

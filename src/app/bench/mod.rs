@@ -191,7 +191,7 @@ fn persona_source() -> String {
 }
 
 /// A temp directory in `root` (made if needed) for one bench run's state; gone when dropped.
-pub(crate) fn temp_root(root: &Path, prefix: &str) -> Result<tempfile::TempDir, CommandError> {
+fn temp_root(root: &Path, prefix: &str) -> Result<tempfile::TempDir, CommandError> {
     store::ensure_private_dir(root)?;
     tempfile::Builder::new()
         .prefix(prefix)
