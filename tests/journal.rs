@@ -683,3 +683,104 @@ fn journal_segments_of(state: &Path, agent: &str) -> Vec<PathBuf> {
         .map(|e| e.flatten().map(|e| e.path()).collect())
         .unwrap_or_default()
 }
+
+// The graph pack (`<agent>/graphs.pack`): a clean stop's full checkpoint packs the graph
+// files, and the next start reads the pack instead of each file while it matches them.
+
+fn pack_path(state: &Path) -> PathBuf {
+    StateDir::new(state).graph_pack_path(AGENT)
+}
+
+/// A state directory after a clean stop with graphs of chats 1..=`n` at version 1.
+fn packed_state(state: &Path, n: i64) -> TestResult {
+    let s = store(state);
+    let writes = (1..=n)
+        .map(|chat| Write::Graph(Box::new(graph(chat, 1))))
+        .collect();
+    RuntimeStore::write_batch(&s, writes, false)?;
+    RuntimeStore::checkpoint(&s, true, now())?;
+    assert!(
+        pack_path(state).exists(),
+        "a full checkpoint writes the pack"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_start_after_a_clean_stop_reads_the_graphs_from_their_pack() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    packed_state(&state, 40)?;
+    let loaded = store(&state).load_all(now())?;
+    assert_eq!(loaded.from_packs, 40);
+    assert!(loaded.stale_packs.is_empty(), "{:?}", loaded.stale_packs);
+    let expected: Vec<(i64, u64)> = (1..=40).map(|c| (c, 1)).collect();
+    assert_eq!(versions(&loaded.graphs), expected);
+    Ok(())
+}
+
+/// The pack never stands for older files: the first write of the agent's graph files removes
+/// it, so the next stop packs the new files (a stale pack would bring version 1 back).
+#[test]
+fn a_graph_changed_after_a_start_from_the_pack_is_never_hidden_by_it() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    packed_state(&state, 3)?;
+    let s = store(&state);
+    assert_eq!(s.load_all(now())?.from_packs, 3);
+    put(&s, 2, 2)?;
+    RuntimeStore::checkpoint(&s, false, now())?;
+    assert!(
+        !pack_path(&state).exists(),
+        "the checkpoint that wrote a graph file removed the pack first"
+    );
+    RuntimeStore::checkpoint(&s, true, now())?;
+    let loaded = store(&state).load_all(now())?;
+    assert_eq!(loaded.from_packs, 3, "the stop packed the files again");
+    assert_eq!(versions(&loaded.graphs), vec![(1, 1), (2, 2), (3, 1)]);
+    Ok(())
+}
+
+/// A graph file removed or added by hand (with the daemon stopped) makes the pack stale: the
+/// files are read, the pack removed and the reason logged.
+#[test]
+fn a_graph_file_removed_or_added_by_hand_makes_the_pack_stale() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    packed_state(&state, 3)?;
+    let dirs = StateDir::new(&state);
+    std::fs::remove_file(dirs.graph_path(&key(3)))?;
+    let (loaded, logs) = logged(|| store(&state).load_all(now()));
+    let loaded = loaded?;
+    assert_eq!(loaded.from_packs, 0);
+    assert_eq!(versions(&loaded.graphs), vec![(1, 1), (2, 1)]);
+    assert_eq!(loaded.stale_packs.len(), 1, "{:?}", loaded.stale_packs);
+    assert!(logs.contains("graph_pack_stale"), "{logs}");
+    assert!(!pack_path(&state).exists());
+
+    packed_state(&state, 2)?;
+    let by_hand = personad::core::graph::codec::encode(&graph(9, 5))?;
+    std::fs::write(dirs.graph_path(&key(9)), by_hand)?;
+    let loaded = store(&state).load_all(now())?;
+    assert_eq!(loaded.from_packs, 0);
+    assert_eq!(versions(&loaded.graphs), vec![(1, 1), (2, 1), (9, 5)]);
+    Ok(())
+}
+
+/// A pack that does not read whole (a flipped byte) is not trusted in part: every graph
+/// comes from its file.
+#[test]
+fn a_damaged_pack_is_ignored_and_the_files_read() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    packed_state(&state, 3)?;
+    let mut bytes = std::fs::read(pack_path(&state))?;
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x20;
+    std::fs::write(pack_path(&state), &bytes)?;
+    let loaded = store(&state).load_all(now())?;
+    assert_eq!(loaded.from_packs, 0);
+    assert_eq!(loaded.stale_packs.len(), 1);
+    assert_eq!(versions(&loaded.graphs), vec![(1, 1), (2, 1), (3, 1)]);
+    Ok(())
+}

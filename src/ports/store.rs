@@ -101,6 +101,11 @@ pub struct LoadedGraphs {
     pub graphs: Vec<TaskGraph>,
     pub quarantined: Vec<Quarantined>,
     pub stale_temp_files_removed: usize,
+    /// Graphs read from the agents' graph packs instead of their files.
+    pub from_packs: usize,
+    /// Graph packs not used (they did not match their files, or did not read), and why:
+    /// removed, their files read instead.
+    pub stale_packs: Vec<(PathBuf, String)>,
 }
 
 /// The runtime's durable state: task graphs and agents' safety states.

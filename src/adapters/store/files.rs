@@ -67,6 +67,18 @@ pub(super) fn in_dir<T>(
 /// Replaces `path` with `bytes` so that after a crash at any moment the file holds either
 /// the old or the new content, never a mix. Creates the parent directory (0700) if needed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    write_atomic_with(path, |w| {
+        w.write_all(bytes)
+            .map_err(io_err("cannot write temp file for", path))
+    })
+}
+
+/// [`write_atomic`] for content made as it is written: `fill` writes it to the temp file
+/// (buffered), so a large file is never whole in memory. A failing `fill` leaves the old file.
+pub(crate) fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn io::Write) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = in_dir(dir, || {
         tempfile::Builder::new()
@@ -76,8 +88,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     })?
     .map_err(io_err("cannot create temp file in", dir))?;
     io_stats::note(Op::TempFile);
-    tmp.write_all(bytes)
-        .map_err(io_err("cannot write temp file for", path))?;
+    {
+        let mut out = io::BufWriter::with_capacity(64 << 10, tmp.as_file_mut());
+        fill(&mut out)?;
+        out.flush()
+            .map_err(io_err("cannot write temp file for", path))?;
+    }
     io_stats::note(Op::Fsync);
     tmp.as_file()
         .sync_all()

@@ -226,7 +226,39 @@ impl RuntimeStore for GraphStore {
         now: Timestamp,
     ) -> Result<crate::ports::store::CheckpointReport, StoreError> {
         self.dir.check_guard()?;
-        self.journals.checkpoint(&self.dir, full, now)
+        let report = self.journals.checkpoint(&self.dir, full, now)?;
+        if full {
+            self.write_packs();
+        }
+        Ok(report)
+    }
+}
+
+/// `f` over `items` on up to four threads side by side (startup with thousands of graphs),
+/// in order.
+fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4);
+    let per_thread = items.len().div_ceil(threads).max(64);
+    if items.len() <= per_thread {
+        return items.iter().map(&f).collect();
+    }
+    let f = &f;
+    let out = std::thread::scope(|s| {
+        let workers: Vec<_> = items
+            .chunks(per_thread)
+            .map(|chunk| s.spawn(move || chunk.iter().map(f).collect::<Vec<_>>()))
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join())
+            .collect::<Result<Vec<_>, _>>()
+    });
+    match out {
+        Ok(parts) => parts.into_iter().flatten().collect(),
+        // A decoder panic is a bug; go on sequentially rather than lose the files.
+        Err(_) => items.iter().map(f).collect(),
     }
 }
 
@@ -267,7 +299,9 @@ impl GraphStore {
     pub fn save(&self, graph: &TaskGraph) -> Result<(), StoreError> {
         self.dir.check_guard()?;
         let text = super::files::encode_graph(graph)?;
-        super::files::write_atomic(&self.dir.graph_path(&graph.key()), text.as_bytes())
+        let path = self.dir.graph_path(&graph.key());
+        self.unpack(&path)?;
+        super::files::write_atomic(&path, text.as_bytes())
     }
 
     /// Carries out a batch of writes durably: graph changes, agent states and handled
@@ -329,7 +363,43 @@ impl GraphStore {
     pub fn settle(&self, now: Timestamp) -> Result<(), StoreError> {
         let replayed = replay(&self.dir, false)?;
         self.journals.adopt(&replayed);
-        self.journals.checkpoint(&self.dir, true, now).map(|_| ())
+        self.journals.checkpoint(&self.dir, true, now)?;
+        self.write_packs();
+        Ok(())
+    }
+
+    /// Writes the graph pack of every agent whose pack is due (removed by this process, or
+    /// none yet), from its files as they are now: after a full checkpoint, the files hold
+    /// everything. A pack that cannot be written is logged and left out (the next start
+    /// reads the files).
+    fn write_packs(&self) {
+        let folders = match self.graph_folders() {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(event = "graph_pack_failed", error = %e, "graph packs not written; the next start reads the graph files");
+                return;
+            }
+        };
+        for (folder, files) in folders {
+            let path = self.dir.graph_pack_path_of(&folder);
+            if files.is_empty() || !self.journals.packs.due(&path) {
+                continue;
+            }
+            match super::pack::write(&path, &files) {
+                Ok(()) => self.journals.packs.written(&path),
+                Err(e) => {
+                    tracing::warn!(event = "graph_pack_failed", pack = %path.display(), error = %e, "graph pack not written; the next start reads the graph files");
+                }
+            }
+        }
+    }
+
+    /// Removes the graph pack standing for the graph file at `path` (before it changes).
+    fn unpack(&self, path: &Path) -> Result<(), StoreError> {
+        let folder = path.parent().unwrap_or(Path::new("."));
+        self.journals
+            .packs
+            .remove(&self.dir.graph_pack_path_of(folder))
     }
 
     /// Writes the graph without fsync or rename: only for preparing benchmark and test
@@ -337,6 +407,7 @@ impl GraphStore {
     pub(crate) fn save_unsynced(&self, graph: &TaskGraph) -> Result<(), StoreError> {
         let text = super::files::encode_graph(graph)?;
         let path = self.dir.graph_path(&graph.key());
+        self.unpack(&path)?;
         if let Some(dir) = path.parent() {
             ensure_private_dir(dir)?;
         }
@@ -379,37 +450,55 @@ impl GraphStore {
 
     /// Every graph file, read and decoded (the checkpoints alone).
     fn scan_files(&self, now: Timestamp) -> Result<Vec<GraphFile>, StoreError> {
-        let paths = self.graph_files()?;
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .clamp(1, 4);
-        let per_thread = paths.len().div_ceil(threads).max(64);
-        let read = |path: &PathBuf| GraphFile {
+        Ok(self.read_files(&self.graph_files()?, now))
+    }
+
+    /// The graph files at `paths`, read and decoded.
+    fn read_files(&self, paths: &[PathBuf], now: Timestamp) -> Vec<GraphFile> {
+        par_map(paths, |path| GraphFile {
             from_journal: false,
             path: path.clone(),
             graph: read_file(path, GRAPH_FILE_CAP, Symlinks::Refuse)
                 .and_then(|bytes| utf8(path, bytes))
                 .map_err(RecordError::from)
                 .and_then(|text| self.decode_at(path, &text, now)),
-        };
-        if paths.len() <= per_thread {
-            return Ok(paths.iter().map(read).collect());
+        })
+    }
+
+    /// The checkpoints at start: each agent's graph pack when it matches its folder, else its
+    /// files. A pack that does not is removed and reported.
+    fn load_checkpoints(
+        &self,
+        now: Timestamp,
+        loaded: &mut LoadedGraphs,
+    ) -> Result<Vec<GraphFile>, StoreError> {
+        let mut out = Vec::new();
+        let mut unpacked = Vec::new();
+        for (folder, files) in self.graph_folders()? {
+            let path = self.dir.graph_pack_path_of(&folder);
+            match super::pack::read(&path, &folder, &files) {
+                Ok(Some(pack)) => {
+                    let entries: Vec<(&Path, &str)> = pack.entries().collect();
+                    out.extend(par_map(&entries, |(file, text)| GraphFile {
+                        from_journal: false,
+                        path: file.to_path_buf(),
+                        graph: self.decode_at(file, text, now),
+                    }));
+                    tracing::debug!(pack = %path.display(), graphs = pack.len(), "graphs read from their pack");
+                    loaded.from_packs += pack.len();
+                }
+                Ok(None) => unpacked.extend(files),
+                Err(problem) => {
+                    tracing::info!(event = "graph_pack_stale", pack = %path.display(), reason = %problem, "graph pack not used: the graph files are read instead and the pack removed");
+                    self.journals.packs.remove(&path)?;
+                    loaded.stale_packs.push((path, problem.to_string()));
+                    unpacked.extend(files);
+                }
+            }
         }
-        let out = std::thread::scope(|s| {
-            let workers: Vec<_> = paths
-                .chunks(per_thread)
-                .map(|chunk| s.spawn(move || chunk.iter().map(read).collect::<Vec<_>>()))
-                .collect();
-            workers
-                .into_iter()
-                .map(|w| w.join())
-                .collect::<Result<Vec<_>, _>>()
-        });
-        match out {
-            Ok(parts) => Ok(parts.into_iter().flatten().collect()),
-            // A decoder panic is a bug; read sequentially rather than lose the files.
-            Err(_) => Ok(paths.iter().map(read).collect()),
-        }
+        out.extend(self.read_files(&unpacked, now));
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
     }
 
     /// Startup load: removes stale temp files, parses every graph, and moves files that do
@@ -443,7 +532,7 @@ impl GraphStore {
         }
         self.journals.adopt(&replayed);
         let journal = journal_by_path(&self.dir, replayed.graphs);
-        let files = self.scan_files(now)?;
+        let files = self.load_checkpoints(now, &mut loaded)?;
         // The graphs with a file: the journal's key for a file it names, else the file's.
         let on_disk = files
             .iter()
@@ -471,6 +560,7 @@ impl GraphStore {
                 Err(reason) => {
                     let reason = reason.to_string();
                     let moved_to = self.quarantine_path(&file.path);
+                    self.unpack(&file.path)?;
                     quarantine(&file.path, &moved_to, &reason)?;
                     loaded.quarantined.push(Quarantined {
                         original: file.path,
@@ -495,6 +585,7 @@ impl GraphStore {
                 Err(_) => agent.is_none() && chat.is_none(),
             };
             if matches {
+                self.unpack(&file.path)?;
                 remove(&file.path)?;
                 removed += 1;
             }
@@ -548,8 +639,20 @@ impl GraphStore {
     }
 
     fn graph_files(&self) -> Result<Vec<PathBuf>, StoreError> {
-        let mut files = Vec::new();
+        let mut files: Vec<PathBuf> = self
+            .graph_folders()?
+            .into_iter()
+            .flat_map(|(_, files)| files)
+            .collect();
+        files.sort();
+        Ok(files)
+    }
+
+    /// Each agent's graph folder and its graph files (sorted).
+    fn graph_folders(&self) -> Result<Vec<(PathBuf, Vec<PathBuf>)>, StoreError> {
+        let mut out = Vec::new();
         for dir in self.agent_dirs()? {
+            let mut files = Vec::new();
             for entry in fs::read_dir(&dir).map_err(io_err("cannot list", &dir))? {
                 let entry = entry.map_err(io_err("cannot list", &dir))?;
                 let name = entry.file_name();
@@ -558,9 +661,10 @@ impl GraphStore {
                     files.push(entry.path());
                 }
             }
+            files.sort();
+            out.push((dir, files));
         }
-        files.sort();
-        Ok(files)
+        Ok(out)
     }
 
     /// Removes the temp files a crash left anywhere in the state directory: in the graph

@@ -110,6 +110,8 @@ pub(crate) struct Journals {
     /// deleted before it ever had a file costs no `unlink`.
     on_disk: Mutex<Option<HashSet<ConversationKey>>>,
     commit_delay: Option<Duration>,
+    /// The agents' graph packs, removed before their graph files change.
+    pub(crate) packs: super::pack::Packs,
 }
 
 /// What the journals held at start, over the files.
@@ -420,6 +422,11 @@ impl Journals {
         let mut keep = Pending::default();
         for (key, graph) in pending.graphs {
             let path = dir.graph_path(&key);
+            if let Err(e) = self.packs.remove(&dir.graph_pack_path(&key.agent)) {
+                keep.graphs.insert(key, graph);
+                failed.get_or_insert(e);
+                continue;
+            }
             let result = match &graph {
                 Some(g) => super::files::encode_graph(g)
                     .and_then(|text| self.write_checkpoint(&path, text.as_bytes()))

@@ -13,6 +13,7 @@
 //! <state>/windows/<agent>/<chat>.json           an older version's planner windows (read)
 //! <state>/<agent>/journal/<first seq>.log       the agent's journal segments
 //! <state>/<agent>/handled.json                  the newest message handed to a plan, per chat
+//! <state>/<agent>/graphs.pack                   every graph file of the agent in one, as of the last clean stop
 //! <state>/<agent>/agent-state.json              an agent's state: safety, what the owner set
 //! <state>/<agent>/controls.json                 an earlier version's owner pauses (folded in)
 //! <state>/<agent>/telegram.session(.lock)       the Telegram session and its lock
@@ -41,6 +42,9 @@ use crate::ports::store::StateGone;
 
 /// Name of an agent's journal directory (under its agent directory).
 pub const JOURNAL_DIR: &str = "journal";
+
+/// Name of an agent's graph pack (under its agent directory).
+pub const GRAPH_PACK_FILE: &str = "graphs.pack";
 
 /// Name of the lock file in the state directory.
 pub const LOCK_FILE: &str = "lock";
@@ -281,6 +285,18 @@ impl StateDir {
     /// `<state>/<agent>/journal`: the agent's journal segments (`store::journal`).
     pub fn journal_dir(&self, agent: &str) -> PathBuf {
         self.agent_dir(agent).join(JOURNAL_DIR)
+    }
+
+    /// `<state>/<agent>/graphs.pack`: the agent's graph files in one (`store::pack`).
+    pub fn graph_pack_path(&self, agent: &str) -> PathBuf {
+        self.agent_dir(agent).join(GRAPH_PACK_FILE)
+    }
+
+    /// The pack of the graphs in `graph_dir` (`<state>/graphs/<agent>`): the agent directory
+    /// of the same name holds it.
+    pub(crate) fn graph_pack_path_of(&self, graph_dir: &Path) -> PathBuf {
+        let name = graph_dir.file_name().unwrap_or_default();
+        self.root.join(name).join(GRAPH_PACK_FILE)
     }
 
     /// `<state>/<agent>/handled.json`: the agent's handled marks.

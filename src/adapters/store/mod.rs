@@ -17,6 +17,8 @@
 //!   file-backed implementation of the store port the runtime writes through;
 //! - [`journal`]: the journal's record format and segment files; `journaled`, the group
 //!   commit into it, the checkpoints written from it and the replay at start;
+//! - [`pack`]: each agent's graph files in one file, written at a clean stop and read at
+//!   start in their place while it matches them;
 //! - [`presence`]: the persona's schedule days and scheduled intents (read here, written
 //!   through the runtime's batches);
 //! - [`retrieved`]: the documents each chat's `retrieve` tasks kept;
@@ -37,6 +39,7 @@ pub mod known_dirs;
 pub mod layout;
 pub(crate) mod legacy;
 pub mod lock;
+pub mod pack;
 pub mod presence;
 pub mod retrieved;
 pub(crate) mod secure;

@@ -154,11 +154,12 @@ pub fn noise_writer(dir: &Path) -> Result<f64, CommandError> {
     Ok(round as f64)
 }
 
-/// Evicts the graph files under `state` from the page cache (they are synced first, since
-/// dirty pages cannot be dropped). Returns whether every file could be advised.
+/// Evicts every file under `state` (the graph files, their packs, the journals) from the
+/// page cache (they are synced first, since dirty pages cannot be dropped). Returns whether
+/// every file could be advised.
 pub(super) fn evict(state: &Path) -> bool {
     use nix::fcntl::{PosixFadviseAdvice, posix_fadvise};
-    let files = graph_files(state);
+    let files = state_files(state);
     if let Some(first) = files.first()
         && let Ok(f) = std::fs::File::open(first)
         && nix::unistd::syncfs(&f).is_err()
@@ -171,16 +172,19 @@ pub(super) fn evict(state: &Path) -> bool {
     })
 }
 
-fn graph_files(state: &Path) -> Vec<PathBuf> {
+/// The regular files under `state`.
+fn state_files(state: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let mut dirs = vec![state.join("graphs")];
+    let mut dirs = vec![state.to_path_buf()];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else {
-                out.push(path);
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                dirs.push(entry.path());
+            } else if kind.is_file() {
+                out.push(entry.path());
             }
         }
     }
