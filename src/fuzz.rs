@@ -41,7 +41,46 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("telegram", telegram),
     ("presence_files", presence_files),
     ("journal", journal),
+    ("graph_pack", graph_pack),
 ];
+
+/// A graph pack as the start reads it (`store::pack::parse`): on any bytes it returns; what
+/// it accepts is whole (every entry's range inside the input, a valid name, UTF-8 text), and
+/// the entries packed again read back the same. A pack that lost an entry's bytes, or
+/// accepted one cut short, would bring a graph back different from its file.
+pub fn graph_pack(data: &[u8]) {
+    use crate::adapters::store::pack;
+    let Ok(entries) = pack::parse(data) else {
+        return;
+    };
+    let files: Vec<(&str, &[u8])> = entries
+        .iter()
+        .map(|(name, range)| match data.get(range.clone()) {
+            Some(bytes) => (name.as_str(), bytes),
+            None => panic!("entry {name} lies outside the pack"),
+        })
+        .collect();
+    for (name, bytes) in &files {
+        assert!(
+            name.ends_with(".md") && !name.contains('/'),
+            "bad name {name:?}"
+        );
+        assert!(
+            std::str::from_utf8(bytes).is_ok(),
+            "entry {name} is not UTF-8"
+        );
+    }
+    let again = pack::encode(&files);
+    let back = match pack::parse(&again) {
+        Ok(b) => b,
+        Err(e) => panic!("a pack that read does not read again packed: {e}"),
+    };
+    let back: Vec<(&str, &[u8])> = back
+        .iter()
+        .map(|(n, r)| (n.as_str(), again.get(r.clone()).unwrap_or_default()))
+        .collect();
+    assert_eq!(back, files, "a pack packed again reads back different");
+}
 
 /// A graph file as `store` reads it: decoding validates, and a graph that decodes encodes
 /// and decodes back equal; the scheduler's queries on it return.

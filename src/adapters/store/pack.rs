@@ -124,6 +124,27 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<(String, Range<usize>)>, PackProblem> {
     Ok(out)
 }
 
+/// A pack's header line for `entries` files.
+fn header(entries: usize) -> String {
+    format!("{MAGIC} {VERSION} {entries}\n")
+}
+
+/// The line before a file's bytes in a pack.
+fn entry_line(name: &str, bytes: &[u8]) -> String {
+    format!("{:08x} {} {name}\n", checksum(name, bytes), bytes.len())
+}
+
+/// A pack of `files` (name, bytes) in memory: what [`write`] streams to disk.
+pub fn encode(files: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut out = header(files.len()).into_bytes();
+    for (name, bytes) in files {
+        out.extend_from_slice(entry_line(name, bytes).as_bytes());
+        out.extend_from_slice(bytes);
+        out.push(b'\n');
+    }
+    out
+}
+
 /// A graph file's name: `<chat>.md`, nothing that leaves the folder.
 fn valid_name(name: &str) -> bool {
     name.ends_with(".md") && !name.starts_with('.') && !name.contains(['/', '\0'])
@@ -167,21 +188,14 @@ pub(crate) fn write(path: &Path, files: &[PathBuf]) -> Result<(), StoreError> {
             out.write_all(bytes)
                 .map_err(io_err("cannot write temp file for", path))
         };
-        put(
-            out,
-            format!("{MAGIC} {VERSION} {}\n", files.len()).as_bytes(),
-        )?;
+        put(out, header(files.len()).as_bytes())?;
         for file in files {
             let name = file
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
             let bytes = read_file(file, GRAPH_FILE_CAP, Symlinks::Refuse)?;
-            let crc = checksum(&name, &bytes);
-            put(
-                out,
-                format!("{crc:08x} {} {name}\n", bytes.len()).as_bytes(),
-            )?;
+            put(out, entry_line(&name, &bytes).as_bytes())?;
             put(out, &bytes)?;
             put(out, b"\n")?;
         }
@@ -237,12 +251,8 @@ mod tests {
     type TestResult = Result<(), Box<dyn std::error::Error>>;
 
     fn packed(files: &[(&str, &str)]) -> Vec<u8> {
-        let mut out = format!("{MAGIC} {VERSION} {}\n", files.len()).into_bytes();
-        for (name, text) in files {
-            let crc = checksum(name, text.as_bytes());
-            out.extend(format!("{crc:08x} {} {name}\n{text}\n", text.len()).into_bytes());
-        }
-        out
+        let files: Vec<(&str, &[u8])> = files.iter().map(|(n, t)| (*n, t.as_bytes())).collect();
+        encode(&files)
     }
 
     #[test]
@@ -257,6 +267,18 @@ mod tests {
             texts,
             vec![("1.md", &b"# one\n\nline\n"[..]), ("-100.md", &b""[..])]
         );
+        Ok(())
+    }
+
+    #[test]
+    fn the_committed_fuzz_seed_is_a_valid_pack() -> TestResult {
+        let seed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fuzz/seeds/graph_pack/valid.pack");
+        let names: Vec<String> = parse(&std::fs::read(seed)?)?
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names, ["12.md", "-100500.md", "7.md"]);
         Ok(())
     }
 
