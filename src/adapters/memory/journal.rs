@@ -120,6 +120,11 @@ impl ChatLog {
                 if let Some(key) = key {
                     self.sent_keys.insert(*key, message.id);
                 }
+                // Room first: pushed onto a full window, the deque would double its capacity
+                // (and keep it) for the one message the trim drops right after.
+                if window > 0 {
+                    self.trim(window - 1);
+                }
                 self.messages.push_back((**message).clone());
             }
             Record::Edit { id, text } => {
@@ -257,4 +262,52 @@ pub(super) fn fold(text: &str) -> Result<Folded, BadJournal> {
         valid_len,
         torn,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::model::{ChatId, ChatKind, Sender};
+
+    /// The window's deque never grows past the window: pushing onto a full one would double
+    /// its capacity for good (a chat's RAM, times every chat).
+    #[test]
+    fn a_full_window_keeps_its_capacity() {
+        let chat = Chat {
+            id: ChatId(1),
+            kind: ChatKind::Direct,
+            title: "c".into(),
+        };
+        let mut log = ChatLog::new(chat, 1);
+        for id in 1..=1000 {
+            let message = Message {
+                id: MessageId(id),
+                chat: ChatId(1),
+                sender: Sender {
+                    id: 2,
+                    name: "b".into(),
+                    username: None,
+                    is_bot: false,
+                    service: false,
+                    deleted: false,
+                },
+                outgoing: false,
+                text: format!("m{id}"),
+                mentions: Vec::new(),
+                reply_to: None,
+                date: jiff::Timestamp::UNIX_EPOCH,
+                media: None,
+            };
+            let record = Record::Message {
+                message: Box::new(message),
+                key: Some(id),
+            };
+            log.apply(&record, 64);
+        }
+        assert_eq!(log.messages.len(), 64);
+        assert_eq!(log.messages.front().map(|m| m.id), Some(MessageId(937)));
+        assert!(log.messages.capacity() <= 64, "{}", log.messages.capacity());
+        assert_eq!(log.sent_keys.len(), 64);
+        assert!(log.disk.older);
+    }
 }
