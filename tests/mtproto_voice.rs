@@ -282,14 +282,16 @@ fn echo(text: &str, kind: Option<MediaKind>) -> Message {
         mentions: Vec::new(),
         reply_to: None,
         date: common::t0(),
-        media: kind.map(|kind| MediaInfo {
-            kind,
-            unique_id: "1".into(),
-            mime: None,
-            size: None,
-            duration_secs: None,
-            file_name: None,
-            sticker: None,
+        media: kind.map(|kind| {
+            Box::new(MediaInfo {
+                kind,
+                unique_id: "1".into(),
+                mime: None,
+                size: None,
+                duration_secs: None,
+                file_name: None,
+                sticker: None,
+            })
         }),
     }
 }

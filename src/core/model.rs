@@ -175,7 +175,7 @@ pub struct Message {
     pub reply_to: Option<MessageId>,
     pub date: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub media: Option<MediaInfo>,
+    pub media: Option<Box<MediaInfo>>,
 }
 
 /// A sticker to send, named by set and name.

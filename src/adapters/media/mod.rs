@@ -174,7 +174,7 @@ impl MediaPipeline {
             if let Some(media) = &m.media
                 && seen.insert(media.unique_id.clone())
             {
-                items.push((m.id, media.clone()));
+                items.push((m.id, (**media).clone()));
             }
         }
         let mut out = self

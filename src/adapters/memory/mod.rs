@@ -506,7 +506,7 @@ impl MemoryTelegram {
                 mentions: incoming.mentions,
                 reply_to: incoming.reply_to,
                 date: now,
-                media: incoming.media,
+                media: incoming.media.map(Box::new),
             };
             log.change(
                 Record::Message {
@@ -767,7 +767,7 @@ impl MemoryTelegram {
                 mentions: Vec::new(),
                 reply_to,
                 date: now,
-                media: media(MessageId(id)),
+                media: media(MessageId(id)).map(Box::new),
             };
             let record = Record::Message {
                 message: Box::new(msg.clone()),

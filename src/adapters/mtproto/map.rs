@@ -709,7 +709,7 @@ fn map_with(
         mentions,
         reply_to,
         date: timestamp(m.date),
-        media,
+        media: media.map(Box::new),
     };
     Ok(Mapped {
         chat,

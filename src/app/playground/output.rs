@@ -562,7 +562,7 @@ mod tests {
             mentions: Vec::new(),
             reply_to: Some(MessageId(6)),
             date: jiff::Timestamp::UNIX_EPOCH,
-            media: Some(MediaInfo {
+            media: Some(Box::new(MediaInfo {
                 kind: MediaKind::Voice,
                 unique_id: "voice:5:7".into(),
                 mime: Some("audio/ogg".into()),
@@ -570,7 +570,7 @@ mod tests {
                 duration_secs: Some(4),
                 file_name: Some("voice/5/7.ogg".into()),
                 sticker: None,
-            }),
+            })),
         };
         Action::Voice {
             chat: ChatId(5),

@@ -78,7 +78,7 @@ impl MtprotoTelegram {
         };
         let id = i32::try_from(id.0).unwrap_or(0);
         let mut message = self.outgoing(msg.chat, id, String::new(), msg.reply_to);
-        message.media = Some(MediaInfo {
+        message.media = Some(Box::new(MediaInfo {
             kind: msg.kind,
             unique_id: msg.album_id.clone(),
             mime: Some(msg.mime.clone()),
@@ -86,7 +86,7 @@ impl MtprotoTelegram {
             duration_secs: None,
             file_name: Some(msg.file_name.clone()),
             sticker: None,
-        });
+        }));
         Ok(message)
     }
 

@@ -52,7 +52,7 @@ impl MtprotoTelegram {
         };
         let id = i32::try_from(id.0).unwrap_or(0);
         let mut message = self.outgoing(msg.chat, id, msg.text.clone(), msg.reply_to);
-        message.media = Some(MediaInfo {
+        message.media = Some(Box::new(MediaInfo {
             kind: MediaKind::Voice,
             unique_id: document
                 .map_or_else(|| format!("voice-upload-{}", file.id), |d| d.to_string()),
@@ -61,7 +61,7 @@ impl MtprotoTelegram {
             duration_secs: Some(msg.duration_secs),
             file_name: None,
             sticker: None,
-        });
+        }));
         Ok(message)
     }
 
