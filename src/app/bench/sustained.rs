@@ -84,8 +84,10 @@ async fn at_rate(dir: &Path, args: &BenchArgs, rate: u64) -> Result<(f64, f64), 
     let run = life.spawn(runtime.run());
     handle.wait_until(|s| s.started).await;
     let base = handle.status().inbound_durable;
-    // Each status change with a new durable count, as (when, count).
-    let seen: Arc<Mutex<Vec<(Instant, u64)>>> = Arc::default();
+    // Each status change with a new durable count, as (µs since the start, count): compact,
+    // as every per-message figure here (a high rate's are part of the peak RSS).
+    let start = Instant::now();
+    let seen: Arc<Mutex<Vec<(u32, u32)>>> = Arc::default();
     let watcher = {
         let (handle, seen) = (handle.clone(), Arc::clone(&seen));
         life.spawn(async move {
@@ -98,7 +100,8 @@ async fn at_rate(dir: &Path, args: &BenchArgs, rate: u64) -> Result<(f64, f64), 
                 }
                 last = st.inbound_durable;
                 if let Ok(mut v) = seen.lock() {
-                    v.push((Instant::now(), last - base));
+                    let count = u32::try_from(last - base).unwrap_or(u32::MAX);
+                    v.push((micros_since(start), count));
                 }
             }
         })
@@ -107,7 +110,6 @@ async fn at_rate(dir: &Path, args: &BenchArgs, rate: u64) -> Result<(f64, f64), 
     // twin as it is pushed (as on Telegram's side): made all in advance, the hundreds of
     // thousands of a high rate would be most of the process's peak RSS, and none of it the
     // daemon's.
-    let start = Instant::now();
     let per_slice = (rate as f64 / 100.0).max(1.0);
     let mut pushed = Vec::with_capacity(total);
     for k in 0..total {
@@ -117,7 +119,7 @@ async fn at_rate(dir: &Path, args: &BenchArgs, rate: u64) -> Result<(f64, f64), 
         }
         let chat = &chats[k % chats.len()];
         let msg = super::say(&telegram, chat, k).await?;
-        pushed.push(Instant::now());
+        pushed.push(micros_since(start));
         ingress.push(super::AGENT, chat.clone(), msg, true);
     }
     let limit = Duration::from_secs(args.sustain_secs + 10);
@@ -132,18 +134,23 @@ async fn at_rate(dir: &Path, args: &BenchArgs, rate: u64) -> Result<(f64, f64), 
     let mut latencies = Vec::with_capacity(total);
     let mut i = 0;
     for (k, at) in pushed.iter().enumerate() {
-        while i < seen.len() && seen[i].1 < k as u64 + 1 {
+        while i < seen.len() && u64::from(seen[i].1) < k as u64 + 1 {
             i += 1;
         }
         match seen.get(i) {
-            Some((done, _)) => latencies.push(done.duration_since(*at).as_secs_f64() * 1000.0),
+            Some((done, _)) => latencies.push(f64::from(done.saturating_sub(*at)) / 1000.0),
             // Never durable within the limit: as bad as the limit.
             None => latencies.push(limit.as_secs_f64() * 1000.0),
         }
     }
-    let end = seen.last().map_or(start, |(t, _)| *t);
+    let end_us = seen.last().map_or(0, |(t, _)| *t);
     let durable = seen.last().map_or(0, |(_, n)| *n) as f64;
-    let achieved = durable / end.duration_since(start).as_secs_f64().max(1e-9);
+    let achieved = durable / (f64::from(end_us) / 1e6).max(1e-9);
     let p99 = super::percentiles(latencies).p99;
     Ok((achieved.min(rate as f64), p99))
+}
+
+/// Microseconds from `start` to now (saturating: a step lasts seconds).
+fn micros_since(start: Instant) -> u32 {
+    u32::try_from(start.elapsed().as_micros()).unwrap_or(u32::MAX)
 }
