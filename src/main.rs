@@ -10,6 +10,8 @@ use personad::app::commands;
 use personad::app::logging;
 
 fn main() -> ExitCode {
+    // Before any thread starts (glibc's arenas are made per thread).
+    personad::app::allocator::tune();
     let cli = Cli::parse();
     // `chat` prints the conversation on the terminal: by default only warnings join it (and
     // so for the harnesses whose stdout is read). The flags mean the same everywhere: -v

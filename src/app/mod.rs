@@ -1,6 +1,7 @@
 //! The application: the composition root that wires adapters to the runtime, the commands'
 //! shared code, operations (systemd, owner controls, ctl, metrics) and logging.
 
+pub mod allocator;
 pub mod bench;
 pub mod bench_memory;
 pub(crate) mod check;

@@ -73,6 +73,8 @@ pub struct BenchReport {
     /// User and system together: the headline.
     pub cpu_ms_per_message: f64,
     pub peak_rss_mb: f64,
+    /// The allocator's settings the peak was taken under (`app::allocator`).
+    pub allocator: &'static str,
     /// Startup in this process, right after writing the files (warm).
     pub startup_ms: f64,
     /// Startup in a fresh process on files evicted from the page cache.
@@ -463,6 +465,7 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
         sys_cpu_ms_per_message: per_msg(cpu_after.1 - cpu_before.1),
         cpu_ms_per_message: per_msg(cpu_after.0 - cpu_before.0 + cpu_after.1 - cpu_before.1),
         peak_rss_mb: probe::peak_rss_mb(),
+        allocator: crate::app::allocator::settings().describe(),
         startup_ms,
         startup_cold_ms,
         startup_cold_evicted,
@@ -492,7 +495,7 @@ fn render(r: &BenchReport) -> String {
          inbound applied      {:>9.0} messages/s in a burst (durable, fsync on)\n\
          sustained            {:>9.0} messages/s (p99 push to durable {:.1} ms)\n\
          CPU per message      {:.3} ms (user {:.3} ms, sys {:.3} ms)\n\
-         peak RSS             {:>9.1} MB\n\
+         peak RSS             {:>9.1} MB ({})\n\
          startup              {:>9.1} ms warm, {:.1} ms in a fresh process{}\n\
          disk noise           {}\n",
         r.chats,
@@ -518,6 +521,7 @@ fn render(r: &BenchReport) -> String {
         r.user_cpu_ms_per_message,
         r.sys_cpu_ms_per_message,
         r.peak_rss_mb,
+        r.allocator,
         r.startup_ms,
         r.startup_cold_ms,
         if r.startup_cold_evicted {
