@@ -59,11 +59,15 @@ async fn a_settled_graph_is_on_file_within_the_checkpoint_delay_and_shown_newer_
             .into_iter()
             .filter_map(|f| f.graph.ok())
             .collect();
-        assert_eq!(
-            scanned.first(),
-            shown.as_ref(),
-            "scan and read_graph disagree"
-        );
+        // The runtime goes on writing while the clock is held (a batch, a checkpoint): the
+        // two views are compared only when nothing changed while they were read.
+        if view.read_graph(&key)? == shown {
+            assert_eq!(
+                scanned.first(),
+                shown.as_ref(),
+                "scan and read_graph disagree"
+            );
+        }
         if shown != newest {
             newest.clone_from(&shown);
             changed_at = now;

@@ -373,6 +373,9 @@ impl GraphStore {
     /// everything. A pack that cannot be written is logged and left out (the next start
     /// reads the files).
     fn write_packs(&self) {
+        // No checkpoint may write a graph file between reading it and the pack's rename (its
+        // removal of the pack would come first and be undone).
+        let _files_still = self.journals.hold_checkpoints();
         let folders = match self.graph_folders() {
             Ok(f) => f,
             Err(e) => {

@@ -338,6 +338,12 @@ impl Journals {
         }
     }
 
+    /// Holds off every checkpoint (no graph file is written) while the guard lives: for
+    /// reading the files whole (the graph packs).
+    pub(crate) fn hold_checkpoints(&self) -> MutexGuard<'_, ()> {
+        lock(&self.checkpointing)
+    }
+
     /// Writes what is pending to the checkpoint files, and retires full segments (every
     /// segment with `full`). `now` prunes the handled marks written.
     pub(crate) fn checkpoint(
