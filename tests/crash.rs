@@ -160,7 +160,13 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
     // the restarts then replay the journal, torn tails included.
     let mut with_segment = 0usize;
     let journal = StateDir::new(&state).journal_dir(AGENT);
+    // Cycles that started from a graph pack (the previous cycle stopped cleanly).
+    let mut from_pack = 0usize;
+    let pack = StateDir::new(&state).graph_pack_path(AGENT);
     for cycle in 0..cycles {
+        if pack.exists() {
+            from_pack += 1;
+        }
         // Most cycles bring a new message; some only resume.
         let push = (rng.u8(..4) != 0).then(|| rng.i64(1..=CHATS));
         // 1 kills right after READY, 2 after the push or the first send, ...; a run with
@@ -277,6 +283,7 @@ fn kill_9_at_random_points_never_loses_or_repeats_a_planned_send() -> Result<(),
     }
     println!("{approvals} approvals, {posts} draft posts");
     println!("{with_segment} of {cycles} cycles were killed with a journal segment on disk");
+    println!("{from_pack} of {cycles} cycles started from a graph pack");
     // A kill lands before the runtime's checkpoint retires the journal in most cycles: the
     // restarts must have replayed journals, not only read checkpoint files.
     if cycles >= 10 && with_segment * 4 < cycles {
