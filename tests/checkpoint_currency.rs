@@ -21,6 +21,20 @@ use personad::ports::store::{RuntimeStore, Write};
 /// settles (docs/state-format.md).
 const CHECKPOINT_DELAY: SignedDuration = SignedDuration::from_secs(1);
 
+/// A planner whose every plan sends `texts` an hour apart (it settles on each wait).
+fn an_hour_apart(texts: &'static [&'static str]) -> ScriptedPlanner {
+    ScriptedPlanner::new(move |_, _| {
+        let mut plan = Vec::new();
+        for (i, text) in texts.iter().enumerate() {
+            if i > 0 {
+                plan.push(Action::Wait { secs: 3600.0 });
+            }
+            plan.push(send(text));
+        }
+        Ok(plan)
+    })
+}
+
 fn on_file(dir: &StateDir, key: &ConversationKey) -> Option<TaskGraph> {
     let text = std::fs::read_to_string(dir.graph_path(key)).ok()?;
     codec::decode(&text).ok()
@@ -32,13 +46,7 @@ async fn a_settled_graph_is_on_file_within_the_checkpoint_delay_and_shown_newer_
     let dir = tempfile::tempdir()?;
     let chat = dm(10);
     // A plan that sends, then waits an hour: it settles on the wait.
-    let planner = ScriptedPlanner::new(|_, _| {
-        Ok(vec![
-            send("one"),
-            Action::Wait { secs: 3600.0 },
-            send("two"),
-        ])
-    });
+    let planner = an_hour_apart(&["one", "two"]);
     let mut h = Harness::start(dir.path(), planner, config(), std::slice::from_ref(&chat));
     h.started().await;
     h.say(&chat, "Bob", "hi").await;
@@ -150,15 +158,7 @@ fn state_show_reads_the_journal_over_an_older_file() -> TestResult {
 async fn a_restart_checkpoints_the_replayed_journal_without_new_writes() -> TestResult {
     let dir = tempfile::tempdir()?;
     let chat = dm(10);
-    let planner = || {
-        ScriptedPlanner::new(|_, _| {
-            Ok(vec![
-                send("one"),
-                Action::Wait { secs: 3600.0 },
-                send("two"),
-            ])
-        })
-    };
+    let planner = || an_hour_apart(&["one", "two"]);
     let mut h = Harness::start(dir.path(), planner(), config(), std::slice::from_ref(&chat));
     h.started().await;
     h.say(&chat, "Bob", "hi").await;
@@ -205,17 +205,7 @@ async fn restarts_from_the_graph_pack_go_on_with_the_plan_once() -> TestResult {
     let dir = tempfile::tempdir()?;
     let chat = dm(10);
     let chats = std::slice::from_ref(&chat);
-    let planner = || {
-        ScriptedPlanner::new(|_, _| {
-            Ok(vec![
-                send("one"),
-                Action::Wait { secs: 3600.0 },
-                send("two"),
-                Action::Wait { secs: 3600.0 },
-                send("three"),
-            ])
-        })
-    };
+    let planner = || an_hour_apart(&["one", "two", "three"]);
     let pack = StateDir::new(dir.path()).graph_pack_path(AGENT);
     let mut h = Harness::start(dir.path(), planner(), config(), chats);
     h.started().await;

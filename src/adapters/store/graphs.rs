@@ -453,7 +453,13 @@ impl GraphStore {
 
     /// Every graph file, read and decoded (the checkpoints alone).
     fn scan_files(&self, now: Timestamp) -> Result<Vec<GraphFile>, StoreError> {
-        Ok(self.read_files(&self.graph_files()?, now))
+        let mut paths: Vec<PathBuf> = self
+            .graph_folders()?
+            .into_iter()
+            .flat_map(|(_, files)| files)
+            .collect();
+        paths.sort();
+        Ok(self.read_files(&paths, now))
     }
 
     /// The graph files at `paths`, read and decoded.
@@ -639,16 +645,6 @@ impl GraphStore {
         }
         dirs.sort();
         Ok(dirs)
-    }
-
-    fn graph_files(&self) -> Result<Vec<PathBuf>, StoreError> {
-        let mut files: Vec<PathBuf> = self
-            .graph_folders()?
-            .into_iter()
-            .flat_map(|(_, files)| files)
-            .collect();
-        files.sort();
-        Ok(files)
     }
 
     /// Each agent's graph folder and its graph files (sorted).
