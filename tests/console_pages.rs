@@ -368,7 +368,8 @@ async fn walk(
     b.go(&format!("{base}/agent/Tess")).await?;
     b.type_into("#q", "Person 123").await?;
     b.click("#search").await?;
-    b.shows("1 chat(s)").await?;
+    // The count itself: "1 chat(s)" is also the end of "201 chat(s)" on the page before.
+    b.shows("id=\"chat-count\">1 chat(s)").await?;
     b.go(&format!("{base}/agent/Tess")).await?;
     b.click("#next").await?;
     b.shows("page 2 of 5").await?;
