@@ -784,3 +784,109 @@ fn a_damaged_pack_is_ignored_and_the_files_read() -> TestResult {
     assert_eq!(versions(&loaded.graphs), vec![(1, 1), (2, 1), (3, 1)]);
     Ok(())
 }
+
+/// A graph of `chat` that moves now: a send, pending and ready.
+fn moving(chat: i64, version: u64) -> TaskGraph {
+    let mut g = graph(chat, version);
+    g.tasks = vec![Task::new(TaskSpec::send("hi", None), now())];
+    g
+}
+
+fn on_file(state: &Path, chat: i64) -> Option<u64> {
+    let text = std::fs::read_to_string(StateDir::new(state).graph_path(&key(chat))).ok()?;
+    personad::core::graph::codec::decode(&text)
+        .ok()
+        .map(|g| g.seq)
+}
+
+/// A checkpoint leaves a moving graph in the journal (no file made for a reply cycle that ends
+/// within the horizon) and writes it once it settles or has moved for `SETTLE_HORIZON`; a
+/// full checkpoint writes it at once; a graph deleted while it moved never gets a file.
+#[test]
+fn a_moving_graph_is_checkpointed_once_it_settles_or_has_moved_too_long() -> TestResult {
+    use personad::ports::store::SETTLE_HORIZON;
+    let _serial = serial();
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    let s = store(&state);
+    let t = now();
+    let at = |secs: u64| t + SignedDuration::from_secs(secs as i64);
+    let horizon = SETTLE_HORIZON.as_secs();
+    RuntimeStore::write_batch(
+        &s,
+        vec![
+            Write::Graph(Box::new(moving(1, 1))),
+            Write::Graph(Box::new(graph(2, 1))),
+            Write::Graph(Box::new(moving(3, 1))),
+            Write::Graph(Box::new(moving(4, 1))),
+        ],
+        false,
+    )?;
+    let report = RuntimeStore::checkpoint(&s, false, t)?;
+    assert_eq!(report.moving, 3, "{report:?}");
+    assert_eq!(
+        (on_file(&state, 1), on_file(&state, 2), on_file(&state, 3)),
+        (None, Some(1), None),
+        "only the settled graph is on file"
+    );
+    // 1 settles (a long wait), 3 moves on, 4 finishes.
+    put(&s, 1, 2)?;
+    RuntimeStore::write_batch(&s, vec![Write::Graph(Box::new(moving(3, 2)))], false)?;
+    RuntimeStore::write_batch(&s, vec![Write::DeleteGraph(key(4), None)], false)?;
+    let report = RuntimeStore::checkpoint(&s, false, at(horizon / 2))?;
+    assert_eq!(report.moving, 1, "{report:?}");
+    assert_eq!(on_file(&state, 1), Some(2), "settled: on file");
+    assert_eq!(on_file(&state, 3), None, "still moving within the horizon");
+    assert_eq!(
+        on_file(&state, 4),
+        None,
+        "deleted before it ever had a file"
+    );
+    // Moving since the first checkpoint, for the whole horizon: written anyway.
+    let report = RuntimeStore::checkpoint(&s, false, at(horizon))?;
+    assert_eq!(report.moving, 0, "{report:?}");
+    assert_eq!(on_file(&state, 3), Some(2), "moved too long: on file");
+    // A full checkpoint (a clean stop) writes a moving graph at once.
+    RuntimeStore::write_batch(&s, vec![Write::Graph(Box::new(moving(5, 1)))], false)?;
+    assert_eq!(RuntimeStore::checkpoint(&s, false, at(horizon))?.moving, 1);
+    RuntimeStore::checkpoint(&s, true, at(horizon))?;
+    assert_eq!(on_file(&state, 5), Some(1));
+    assert!(segments(&state).is_empty(), "{:?}", segments(&state));
+    Ok(())
+}
+
+/// A journal segment is retired (removed) only with everything it holds on file: a moving
+/// graph whose only record is in a full segment is written by that checkpoint, and a restart
+/// after it still has the graph.
+#[test]
+fn a_retired_segment_takes_no_moving_graph_with_it() -> TestResult {
+    let _serial = serial();
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    let s = store(&state);
+    RuntimeStore::write_batch(&s, vec![Write::Graph(Box::new(moving(1, 1)))], false)?;
+    // New versions of another (settled, large) graph until the segment is full (8 MiB).
+    let first = newest_segment(&state)?;
+    let mut version = 1;
+    while std::fs::metadata(&first)?.len() < 8 << 20 {
+        let mut filler = graph(2, version);
+        filler.chat.title = "x".repeat(100_000);
+        RuntimeStore::write_batch(&s, vec![Write::Graph(Box::new(filler))], false)?;
+        version += 1;
+    }
+    let report = RuntimeStore::checkpoint(&s, false, now())?;
+    assert!(report.retired >= 1, "{report:?}");
+    assert!(!first.exists(), "the full segment was retired");
+    assert_eq!(report.moving, 0, "{report:?}");
+    assert_eq!(
+        on_file(&state, 1),
+        Some(1),
+        "the moving graph went on file first"
+    );
+    let back = store(&state).load_all(now())?;
+    assert!(
+        back.graphs.iter().any(|g| g.chat.id == ChatId(1)),
+        "the moving graph survives the retirement"
+    );
+    Ok(())
+}

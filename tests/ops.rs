@@ -168,24 +168,19 @@ fn systemd_sees_ready_watchdog_reload_and_stopping_then_exit_0() -> TestResult {
     Ok(())
 }
 
-/// Waits until some graph on disk has a `send` task running.
-/// Waits until a send is in flight: active in a graph's checkpoint file, which the daemon
-/// writes only after the active mark is durable and the send started (the journal shows the
-/// mark a moment earlier, before the send may start).
-fn wait_send_in_flight(store: &GraphStore) -> Option<()> {
-    let dir = store.state_dir().root().join("graphs").join("Tess");
+/// Waits until a send is in flight: active on disk (the journal's view, as `state show`
+/// has it), and held by the in-memory Telegram's send delay, which it logs as the send
+/// starts (the durable mark alone comes a moment before the send may start).
+fn wait_send_in_flight(s: &Scratch, store: &GraphStore) -> Option<()> {
     poll(Duration::from_secs(10), || {
-        std::fs::read_dir(&dir)
-            .ok()?
-            .flatten()
-            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-            .filter_map(|text| personad::core::graph::codec::decode(&text).ok())
-            .any(|g| {
+        let active = store.scan().ok()?.into_iter().any(|f| {
+            f.graph.is_ok_and(|g| {
                 g.tasks
                     .iter()
                     .any(|t| t.kind() == TaskKind::Send && t.status == TaskStatus::Active)
             })
-            .then_some(())
+        });
+        (active && s.log_text().contains("memory_send_held")).then_some(())
     })
 }
 
@@ -216,7 +211,7 @@ fn sigterm_lets_a_send_in_flight_finish_within_the_grace_period() -> TestResult 
     // Every send takes 1.5 s: the stop has to wait for it.
     let mut reaper = slow_sends_after_hello(&s)?;
     let store = GraphStore::new(StateDir::new(s.state()));
-    wait_send_in_flight(&store).ok_or("no send in flight")?;
+    wait_send_in_flight(&s, &store).ok_or("no send in flight")?;
     let child = reaper.0.as_mut().ok_or("no child")?;
     let stopped_at = Instant::now();
     signal(child, "-TERM")?;
@@ -277,7 +272,7 @@ fn a_second_sigterm_exits_at_once_and_every_graph_still_decodes() -> TestResult 
         );
     }
     let store = GraphStore::new(StateDir::new(s.state()));
-    wait_send_in_flight(&store).ok_or("no send in flight")?;
+    wait_send_in_flight(&s, &store).ok_or("no send in flight")?;
     let child = reaper.0.as_mut().ok_or("no child")?;
     signal(child, "-TERM")?;
     // The first signal waits for the send in flight.
@@ -1004,7 +999,7 @@ fn ctl_memory_lists_a_fact_and_forget_fact_removes_it() -> TestResult {
 
 mod gemini {
     use super::*;
-    use personad::core::graph::{ConversationKey, codec};
+    use personad::core::graph::ConversationKey;
     use personad::core::model::ChatId;
     use serde_json::json;
     use wiremock::matchers::{method, path_regex};
@@ -1143,11 +1138,13 @@ mod gemini {
             Ok(())
         })?;
         let club = ChatId(-personad::adapters::memory::user_id_for("Club"));
-        let path = StateDir::new(s.state()).graph_path(&ConversationKey::new("Tess", club));
+        // On disk: the journal over the graph file (a reaction due in seconds keeps the
+        // graph moving, so it has no file yet).
+        let store = GraphStore::new(StateDir::new(s.state()));
+        let key = ConversationKey::new("Tess", club);
         let decided = tokio::task::block_in_place(|| {
             poll(Duration::from_secs(10), || {
-                let text = std::fs::read_to_string(&path).ok()?;
-                let graph = codec::decode(&text).ok()?;
+                let graph = store.read_graph(&key).ok()??;
                 graph
                     .tasks
                     .iter()
@@ -2037,7 +2034,7 @@ fn a_write_after_the_state_directory_is_removed_stops_the_daemon_without_writing
     wait_up(&s)?;
     ctl(&s, &["say", "--from", "Alice", "hello"])?;
     let store = GraphStore::new(StateDir::new(s.state()));
-    wait_send_in_flight(&store).ok_or("no send in flight")?;
+    wait_send_in_flight(&s, &store).ok_or("no send in flight")?;
     std::fs::remove_dir_all(s.state())?;
     let child = reaper.0.as_mut().ok_or("no child")?;
     let status = wait_exit(child, Duration::from_secs(20))

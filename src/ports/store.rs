@@ -143,6 +143,14 @@ pub trait RuntimeStore: Send + Sync + 'static {
     fn checkpoint(&self, full: bool, now: Timestamp) -> Result<CheckpointReport, StoreError>;
 }
 
+/// A graph that moves within this long (a task active, or one ready by then:
+/// `TaskGraph::moves_within`) is not written to its checkpoint file by a checkpoint: the
+/// journal holds it and `state show` reads it from there, and a reply cycle that ends within
+/// it never creates a file only to remove it. It is written within a checkpoint's delay once it
+/// settles, or once it has been moving this long, and always by a full checkpoint or the
+/// retirement of its journal segment.
+pub const SETTLE_HORIZON: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// What a checkpoint wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CheckpointReport {
@@ -150,6 +158,8 @@ pub struct CheckpointReport {
     pub files: usize,
     /// Journal segments retired.
     pub retired: usize,
+    /// Graphs not written yet because they are still moving: another checkpoint is owed.
+    pub moving: usize,
 }
 
 /// Shared handle.

@@ -84,6 +84,11 @@ struct Checkpoints {
     written_then: u64,
     /// The last one failed: another is owed (a second later) even if nothing is written.
     failed: bool,
+    /// The last one left moving graphs for later (`CheckpointReport::moving`): another is
+    /// owed a second later (they settle on their own time).
+    moving: bool,
+    /// The last one was started at once because the runtime was idle.
+    idle: bool,
 }
 
 #[derive(Default)]
@@ -159,6 +164,7 @@ impl Persister {
         self.checkpoints.running
             || self.checkpoints.started_at.is_none()
             || self.checkpoints.failed
+            || self.checkpoints.moving
             || self.written > self.checkpoints.written_then
     }
 
@@ -184,9 +190,16 @@ impl Persister {
         let Some(due) = self.next_checkpoint() else {
             return;
         };
-        if !idle && due > now {
+        // An idle runtime has no graph left to move; should an idle checkpoint still find
+        // one moving, the next waits its turn instead of running back to back.
+        let moving_again = self.checkpoints.moving
+            && self.checkpoints.idle
+            && !self.checkpoints.failed
+            && self.written == self.checkpoints.written_then;
+        if (!idle || moving_again) && due > now {
             return;
         }
+        self.checkpoints.idle = idle && due > now;
         self.start_checkpoint(now);
     }
 
@@ -196,6 +209,7 @@ impl Persister {
         self.checkpoints.started_at = Some(now);
         self.checkpoints.written_then = self.written;
         self.checkpoints.failed = false;
+        self.checkpoints.moving = false;
         let hold = self.clock.hold();
         let store = Arc::clone(&self.store);
         tokio::spawn(async move {
@@ -216,6 +230,7 @@ impl Persister {
         self.checkpoints.running = false;
         match result {
             Ok(report) => {
+                self.checkpoints.moving = report.moving > 0;
                 if report.retired > 0 {
                     tracing::debug!(
                         files = report.files,

@@ -655,6 +655,11 @@ impl MemoryTelegram {
     async fn enter(&self, op: Op) -> TgResult<()> {
         let delay = self.lock().send_delay;
         if matches!(op, Op::SendText | Op::React) && !delay.is_zero() {
+            tracing::info!(
+                event = "memory_send_held",
+                ms = delay.as_millis() as u64,
+                "the in-memory Telegram holds a send or reaction (--memory-send-delay-ms)"
+            );
             drop(crate::ports::clock::sleep(self.clock.as_ref(), delay).await);
         }
         let gate = self.lock().gates.get(&op).cloned();

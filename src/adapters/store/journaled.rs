@@ -10,7 +10,9 @@
 //! - **Checkpoints** ([`Journals::checkpoint`], called by the runtime once a second while
 //!   anything changed, and at once when it is idle): pending graphs are written to their
 //!   Markdown files (in place, not synced: the journal still holds them),
-//!   deleted graphs' files removed, agent states written. A segment that reached
+//!   deleted graphs' files removed, agent states written. A graph still moving
+//!   ([`SETTLE_HORIZON`]) stays pending until it settles or has moved that long, unless the
+//!   checkpoint is full or retires its agent's segment: a reply cycle costs no file. A segment that reached
 //!   [`ROTATE_BYTES`], or every segment at a full checkpoint (a clean stop, `state clear`),
 //!   is *retired*: appends move to a new segment, everything it held is checkpointed, the
 //!   handled marks written (`handled.json`, pruned), every checkpoint file written since the
@@ -39,6 +41,7 @@ use super::layout::StateDir;
 use crate::core::agent_state::{AgentState, HandledMark, prune_marks};
 use crate::core::graph::{ConversationKey, TaskGraph};
 use crate::core::model::ChatId;
+use crate::ports::store::SETTLE_HORIZON;
 
 /// How long a batch no task waits for may wait for another batch's sync.
 pub(crate) const COMMIT_DELAY: Duration = Duration::from_millis(10);
@@ -80,6 +83,9 @@ struct LogState {
 #[derive(Default)]
 struct Pending {
     graphs: HashMap<ConversationKey, Option<Box<TaskGraph>>>,
+    /// Graphs left pending by a checkpoint because they were moving ([`SETTLE_HORIZON`]),
+    /// and since when.
+    moving_since: HashMap<ConversationKey, Timestamp>,
     states: HashMap<String, Box<AgentState>>,
     /// Agents whose handled marks changed since `handled.json` was written.
     marks_changed: HashSet<String>,
@@ -377,13 +383,17 @@ impl Journals {
         }
         let pending = std::mem::take(&mut *lock(&self.pending));
         let mut report = crate::ports::store::CheckpointReport::default();
-        let written = self.write_pending(dir, pending, &retiring, now);
-        if let Err(e) = written {
-            // Not retired: they are read again at the next start.
-            self.unretire(&logs, retiring);
-            return Err(e);
-        }
-        report.files = written.unwrap_or(0);
+        let written = self.write_pending(dir, pending, &retiring, full, now);
+        let (files, moving) = match written {
+            Ok(counts) => counts,
+            Err(e) => {
+                // Not retired: they are read again at the next start.
+                self.unretire(&logs, retiring);
+                return Err(e);
+            }
+        };
+        report.files = files;
+        report.moving = moving;
         if retiring.is_empty() {
             return Ok(report);
         }
@@ -415,18 +425,35 @@ impl Journals {
         }
     }
 
-    /// Writes the pending states (and the marks of retiring agents); returns the files.
+    /// Writes the pending states (and the marks of retiring agents); returns the files
+    /// written and the graphs left pending because they are still moving (never with
+    /// `full`, nor for an agent whose segments retire: see [`SETTLE_HORIZON`]).
     fn write_pending(
         &self,
         dir: &StateDir,
-        pending: Pending,
+        mut pending: Pending,
         retiring: &[(String, Vec<PathBuf>)],
+        full: bool,
         now: Timestamp,
-    ) -> Result<usize, StoreError> {
+    ) -> Result<(usize, usize), StoreError> {
         let mut files = 0;
+        let mut moving = 0;
         let mut failed: Option<StoreError> = None;
         let mut keep = Pending::default();
         for (key, graph) in pending.graphs {
+            if let Some(g) = &graph
+                && !full
+                && !retiring.iter().any(|(agent, _)| *agent == key.agent)
+                && g.moves_within(now, SETTLE_HORIZON)
+            {
+                let since = pending.moving_since.remove(&key).unwrap_or(now);
+                if crate::core::time::add(since, SETTLE_HORIZON) > now {
+                    keep.moving_since.insert(key.clone(), since);
+                    keep.graphs.insert(key, graph);
+                    moving += 1;
+                    continue;
+                }
+            }
             let path = dir.graph_path(&key);
             if let Err(e) = self.packs.remove(&dir.graph_pack_path(&key.agent)) {
                 keep.graphs.insert(key, graph);
@@ -508,6 +535,9 @@ impl Journals {
         for (key, graph) in keep.graphs {
             pending.graphs.entry(key).or_insert(graph);
         }
+        for (key, since) in keep.moving_since {
+            pending.moving_since.entry(key).or_insert(since);
+        }
         for (agent, state) in keep.states {
             pending.states.entry(agent).or_insert(state);
         }
@@ -515,7 +545,7 @@ impl Journals {
         drop(pending);
         match failed {
             Some(e) => Err(e),
-            None => Ok(files),
+            None => Ok((files, moving)),
         }
     }
 

@@ -55,13 +55,11 @@ pub(super) async fn recover_unanswered(driver: &Driver<'_>, dir: &std::path::Pat
     {
         return;
     }
-    let path = StateDir::new(dir).graph_path(&crate::core::graph::ConversationKey::new(
-        driver.agent,
-        chat.id,
-    ));
+    let key = crate::core::graph::ConversationKey::new(driver.agent, chat.id);
+    // The journal over the graph file: a plan under way may not have a file yet.
+    let store = crate::adapters::store::GraphStore::new(StateDir::new(dir));
     let answered = tokio::task::spawn_blocking(move || {
-        let text = crate::adapters::store::read_to_string(&path).ok()?;
-        let graph = crate::core::graph::codec::decode(&text).ok()?;
+        let graph = store.read_graph(&key).ok()??;
         graph.tasks.iter().find_map(|t| match t.spec {
             crate::core::graph::spec::TaskSpec::Received { message_id, .. } => message_id,
             _ => None,

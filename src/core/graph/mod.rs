@@ -362,6 +362,19 @@ impl TaskGraph {
         }
     }
 
+    /// Whether the graph moves within `horizon` of `now`: a task is active, or one is ready
+    /// now or turns ready by then. A graph that does not has *settled* (it waits on a timer
+    /// past the horizon, or on nothing); the store writes a moving graph's checkpoint file
+    /// only once it settles (or has moved for too long), so a short reply cycle never
+    /// creates a file it removes seconds later.
+    pub fn moves_within(&self, now: Timestamp, horizon: Duration) -> bool {
+        self.tasks.iter().any(|t| t.status == TaskStatus::Active)
+            || self.ready_task(now).is_some()
+            || self
+                .next_deadline()
+                .is_some_and(|at| at <= crate::core::time::add(now, horizon))
+    }
+
     /// Puts the task back to pending without counting an attempt, and parks the whole
     /// conversation until `until`.
     pub fn park(&mut self, id: &str, until: Timestamp, reason: &str, now: Timestamp) {

@@ -102,16 +102,17 @@ impl Controller {
         // The answer comes once the decision is on disk (the draft no longer waits in the
         // chat's graph file), so a crash right after it cannot take it back.
         let key = crate::core::graph::ConversationKey::new(f.agent.clone(), f.chat);
-        let path = self.state.graph_path(&key);
+        // What is on disk: the journal over the graph file (the plan moves on, so its
+        // file may not be written for a while).
+        let store = crate::adapters::store::GraphStore::new(self.state.clone());
         let id = f.id.clone();
         let durable = later
             || self
                 .until(DURABLE_WITHIN, move || {
                     // Gone (the plan was dropped or done) or no longer waiting.
-                    let graph = std::fs::read_to_string(&path)
-                        .ok()
-                        .and_then(|text| crate::core::graph::codec::decode(&text).ok());
-                    graph.is_none_or(|g| waiting(&g, &id).is_empty())
+                    store
+                        .read_graph(&key)
+                        .is_ok_and(|graph| graph.is_none_or(|g| waiting(&g, &id).is_empty()))
                 })
                 .await;
         let note = if durable {

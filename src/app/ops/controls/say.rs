@@ -316,13 +316,9 @@ impl Controller {
                 seen = answers.len();
                 quiet_since = std::time::Instant::now();
             }
-            // The chat's plan, if any, is one file: no scan of every graph per look.
-            let plan = self
-                .state
-                .graph_path(&crate::core::graph::ConversationKey::new(agent, chat));
-            let planned = tokio::task::spawn_blocking(move || plan.exists())
-                .await
-                .unwrap_or(false);
+            // Whether the chat still has a plan, as the runtime holds it (a reply under way
+            // is in the journal, not yet in a graph file).
+            let planned = !self.plans_in(agent, Some(chat)).await.is_empty();
             while let Ok(event) = notables.try_recv() {
                 if let Some(why) = why_nothing(&event.notable, agent, chat) {
                     why_not = Some(why);
