@@ -104,6 +104,31 @@ fn the_bench_runs_every_scenario_to_completion_and_names_its_figures() -> TestRe
     nothing_left(dir.path())
 }
 
+/// `--rounds` pushes every chat's message again once all have answered, so the same number
+/// of replies can be measured at any chat count: each round is planned and answered (a
+/// bench that pushed only one round would report 3 plans here).
+#[test]
+fn the_bench_runs_each_round_after_the_one_before_is_answered() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let report = bench_report(
+        dir.path(),
+        &[
+            "--chats",
+            "3",
+            "--rounds",
+            "4",
+            "--llm-latency-ms",
+            "1",
+            "--sustain-secs",
+            "0",
+        ],
+        &["rounds", "plans", "cpu_ms_per_message"],
+    )?;
+    assert_eq!(report["rounds"], 4);
+    assert_eq!(report["plans"], 12, "{report}");
+    nothing_left(dir.path())
+}
+
 /// `bench --daemon` boots the daemon's own wiring, feeds it through the control socket,
 /// and reports every message answered with the store's syscalls counted (a bench that read
 /// no counters would report zeros here).

@@ -718,6 +718,10 @@ pub struct BenchArgs {
     /// Messages pushed per conversation.
     #[arg(long, default_value_t = 1)]
     pub messages_per_chat: usize,
+    /// Bursts in turn, each once every chat answered the one before (the same number of
+    /// replies at any chat count: 10 chats x 1000 rounds against 10,000 chats x 1).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rounds: u64,
     /// How long each planning call takes.
     #[arg(long, default_value_t = 1000)]
     pub llm_latency_ms: u64,

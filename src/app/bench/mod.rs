@@ -53,6 +53,11 @@ pub struct BenchReport {
     pub chats: usize,
     pub idle_graphs: usize,
     pub messages_per_chat: usize,
+    /// Bursts in turn (`--rounds`), each after every chat answered the one before.
+    pub rounds: u64,
+    /// Planning calls made in the burst (one per chat per round unless a debounce joins
+    /// messages).
+    pub plans: u64,
     pub llm_latency_ms: u64,
     pub max_in_flight: usize,
     pub push_to_plan_ms: Percentiles,
@@ -61,7 +66,8 @@ pub struct BenchReport {
     pub ideal_s: f64,
     /// The burst figure (every message pushed at once), as before: see `burst_messages_per_s`.
     pub messages_per_s: f64,
-    /// Inbound messages made durable per second when all are pushed at once.
+    /// Inbound messages made durable per second when all are pushed at once (the first
+    /// round's).
     pub burst_messages_per_s: f64,
     /// The highest steady arrival rate the loop kept up with (p99 push-to-durable under
     /// 100 ms); 0 with `--sustain-secs 0`.
@@ -130,11 +136,15 @@ struct TimedPlanner {
     inner: crate::adapters::llm_planner::LlmPlanner,
     clock: SharedClock,
     times: Mutex<PlanTimes>,
+    /// Planning calls made.
+    calls: std::sync::atomic::AtomicU64,
 }
 
 impl Planner for TimedPlanner {
     fn plan<'a>(&'a self, req: PlanRequest<'a>) -> BoxFuture<'a, Result<Vec<Action>, PlanError>> {
         let chat = req.chat.id;
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Box::pin(async move {
             if let Ok(mut t) = self.times.lock() {
                 t.started.insert(chat, self.clock.now());
@@ -245,11 +255,8 @@ async fn prepare_idle_graphs(
     Ok(())
 }
 
-/// The bench's chats, each with its messages injected into the in-memory backend.
-async fn inject_messages(
-    telegram: &MemoryTelegram,
-    args: &BenchArgs,
-) -> Result<Vec<(Chat, crate::core::model::Message)>, CommandError> {
+/// The bench's chats (known to the in-memory backend, no messages yet).
+fn bench_chats(telegram: &MemoryTelegram, args: &BenchArgs) -> Vec<Chat> {
     let chats: Vec<Chat> = (1..=args.chats as i64)
         .map(|id| Chat {
             id: ChatId(id),
@@ -257,11 +264,28 @@ async fn inject_messages(
             title: format!("chat {id}"),
         })
         .collect();
-    let mut messages = Vec::with_capacity(args.chats * args.messages_per_chat);
     for chat in &chats {
         telegram.ensure_chat(chat.clone());
-        for k in 0..args.messages_per_chat {
-            messages.push((chat.clone(), say(telegram, chat, k).await?));
+    }
+    chats
+}
+
+/// One round's messages: each chat's next `--messages-per-chat`, recorded in the in-memory
+/// backend (not yet handed to the runtime).
+async fn inject_round(
+    telegram: &MemoryTelegram,
+    chats: &[Chat],
+    args: &BenchArgs,
+    round: usize,
+) -> Result<Vec<(Chat, crate::core::model::Message)>, CommandError> {
+    let per_chat = args.messages_per_chat;
+    let mut messages = Vec::with_capacity(chats.len() * per_chat);
+    for chat in chats {
+        for k in 0..per_chat {
+            messages.push((
+                chat.clone(),
+                say(telegram, chat, round * per_chat + k).await?,
+            ));
         }
     }
     Ok(messages)
@@ -308,6 +332,7 @@ fn planner(args: &BenchArgs, clock: &SharedClock, state: &StateDir) -> Arc<Timed
         inner,
         clock: Arc::clone(clock),
         times: Mutex::new(PlanTimes::default()),
+        calls: std::sync::atomic::AtomicU64::new(0),
     })
 }
 
@@ -335,7 +360,8 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
     let telegram = twin(&clock)?;
     // Enough of the twin's log of actions for each chat's first send (read at the end).
     telegram.set_actions_kept((args.chats * 16).max(1024));
-    let messages = inject_messages(&telegram, args).await?;
+    let chats = bench_chats(&telegram, args);
+    let rounds = args.rounds.max(1) as usize;
     let planner = planner(args, &clock, graphs.state_dir());
     // One plan per chat: with several messages per chat a short debounce lets them land
     // together, as a burst does in production.
@@ -371,32 +397,42 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
     handle.wait_until(|s| s.started).await;
     let startup_ms = boot.elapsed().as_secs_f64() * 1000.0;
 
-    let total = (args.chats * args.messages_per_chat) as u64;
+    let per_round = (args.chats * args.messages_per_chat) as u64;
+    let total = per_round * rounds as u64;
     let idle = args.idle_graphs;
     let cpu_before = probe::cpu_ms();
     let first_push = Instant::now();
-    let mut pushed_at: HashMap<ChatId, Timestamp> = HashMap::new();
-    for (chat, msg) in messages {
-        pushed_at.insert(chat.id, clock.now());
-        ingress.push(AGENT, chat, msg, true);
-    }
+    // The burst figure is the first round's.
     let durable_watch = {
         let handle = handle.clone();
         life.spawn(async move {
-            handle.wait_until(|s| s.inbound_durable >= total).await;
+            handle.wait_until(|s| s.inbound_durable >= per_round).await;
             first_push.elapsed()
         })
     };
-    handle
-        .wait_until(|s| {
-            s.inbound_durable >= total
-                && s.graphs == idle
-                && s.in_flight == 0
-                && s.writes_pending == 0
-        })
-        .await;
+    // Each chat's last push, for the latencies (taken from the last round).
+    let mut pushed_at: HashMap<ChatId, Timestamp> = HashMap::new();
+    for round in 0..rounds {
+        for (chat, msg) in inject_round(&telegram, &chats, args, round).await? {
+            pushed_at.insert(chat.id, clock.now());
+            ingress.push(AGENT, chat, msg, true);
+        }
+        let applied = per_round * (round as u64 + 1);
+        let last = round + 1 == rounds;
+        // Every chat answered (its reply graph done and gone) before the next round; after
+        // the last, every write done too.
+        handle
+            .wait_until(|s| {
+                s.inbound_durable >= applied
+                    && s.graphs == idle
+                    && s.in_flight == 0
+                    && (!last || s.writes_pending == 0)
+            })
+            .await;
+    }
     let total_time = first_push.elapsed();
     let cpu_after = probe::cpu_ms();
+    let plans = planner.calls.load(std::sync::atomic::Ordering::Relaxed);
     let durable_time = durable_watch.await?;
     handle.shutdown("bench over");
     match run.await {
@@ -405,21 +441,21 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
         Err(e) => return Err(e.into()),
     }
 
-    let first_sends: HashMap<ChatId, Timestamp> = {
-        let mut m = HashMap::new();
-        for r in telegram.actions() {
-            if let memory::Action::Send { chat, .. } = r.action {
-                m.entry(chat).or_insert(r.at);
-            }
-        }
-        m
-    };
     let ms = |from: Timestamp, to: Timestamp| to.duration_since(from).as_secs_f64() * 1000.0;
-    let (push_to_plan, plan_to_send): (Vec<f64>, Vec<f64>) = {
+    let (push_to_plan, plan_to_send, answered): (Vec<f64>, Vec<f64>, usize) = {
         let times = planner
             .times
             .lock()
             .map_err(|_| CommandError::Internal("planner timings poisoned".into()))?;
+        // Each chat's first send once its last planning call returned.
+        let mut first_sends: HashMap<ChatId, Timestamp> = HashMap::new();
+        for r in telegram.actions() {
+            if let memory::Action::Send { chat, .. } = r.action
+                && times.returned.get(&chat).is_some_and(|ret| r.at >= *ret)
+            {
+                first_sends.entry(chat).or_insert(r.at);
+            }
+        }
         (
             times
                 .started
@@ -431,12 +467,12 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
                 .iter()
                 .filter_map(|(c, r)| first_sends.get(c).map(|s| ms(*r, *s)))
                 .collect(),
+            first_sends.len(),
         )
     };
-    if first_sends.len() < args.chats {
+    if answered < args.chats {
         return Err(CommandError::Internal(format!(
-            "only {} of {} chats got an answer",
-            first_sends.len(),
+            "only {answered} of {} chats got an answer",
             args.chats
         )));
     }
@@ -444,13 +480,16 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
     let disk_noise_mib = noise.map_or(0.0, probe::DiskNoise::stop);
     let (startup_cold_ms, startup_cold_evicted) = probe::cold_startup(&tmp.path().join("state"))?;
     let batches = args.chats.div_ceil(args.max_in_flight.max(1)) as f64;
-    let ideal_s = debounce.as_secs_f64() + batches * args.llm_latency_ms as f64 / 1000.0;
+    let ideal_s =
+        rounds as f64 * (debounce.as_secs_f64() + batches * args.llm_latency_ms as f64 / 1000.0);
     let per_msg = |v: f64| if total == 0 { 0.0 } else { v / total as f64 };
-    let burst = total as f64 / durable_time.as_secs_f64().max(1e-9);
+    let burst = per_round as f64 / durable_time.as_secs_f64().max(1e-9);
     Ok(BenchReport {
         chats: args.chats,
         idle_graphs: args.idle_graphs,
         messages_per_chat: args.messages_per_chat,
+        rounds: rounds as u64,
+        plans,
         llm_latency_ms: args.llm_latency_ms,
         max_in_flight: args.max_in_flight,
         push_to_plan_ms: percentiles(push_to_plan),
@@ -488,7 +527,7 @@ fn percentiles(mut v: Vec<f64>) -> Percentiles {
 
 fn render(r: &BenchReport) -> String {
     format!(
-        "personad bench: {} chats x {} message(s), {} idle graphs, planner {} ms, {} in flight\n\
+        "personad bench: {} chats x {} message(s) x {} round(s), {} idle graphs, planner {} ms, {} in flight\n\
          push to plan         p50 {:>9.1} ms   p99 {:>9.1} ms\n\
          plan to first send   p50 {:>9.1} ms   p99 {:>9.1} ms\n\
          total                {:>9.2} s   (ideal {:.2} s, {:.3}x)\n\
@@ -500,6 +539,7 @@ fn render(r: &BenchReport) -> String {
          disk noise           {}\n",
         r.chats,
         r.messages_per_chat,
+        r.rounds,
         r.idle_graphs,
         r.llm_latency_ms,
         r.max_in_flight,
