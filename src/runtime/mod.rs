@@ -134,6 +134,9 @@ pub enum RuntimeError {
     Store(#[from] StoreError),
     #[error("a background task failed")]
     Join(#[from] tokio::task::JoinError),
+    /// A blocking job handed to [`persistence::blocking_then`] panicked.
+    #[error("a background task panicked")]
+    Panicked,
 }
 
 /// How the loop ended.

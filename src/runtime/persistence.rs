@@ -5,8 +5,9 @@
 //! writes a task waits on, see [`Persister::make_urgent`]) on the blocking pool through the
 //! store port's `RuntimeStore::write_batch`, which syncs a directory once per batch instead of
 //! once per file. Each finished batch is reported as [`Saved`] to the callback the persister
-//! was built with (the driver's callback pushes it on the work queue as `Event::Saved`): the
-//! persister knows nothing of the loop's events.
+//! was built with, on the pool thread that wrote it ([`blocking_then`]; the driver's callback
+//! pushes it on the work queue as `Event::Saved`): the persister knows nothing of the loop's
+//! events.
 //!
 //! Writes for one file stay in order: while one is running, later ones for the same file
 //! wait, and only the newest waiting one is written (each write replaces the whole file, so
@@ -44,6 +45,25 @@ where
     Ok(tokio::task::spawn_blocking(f).await?)
 }
 
+/// Runs `job` on tokio's blocking pool and hands its result to `done` on that same thread,
+/// with no async task awaiting it: a write's result reaches the work queue in one thread
+/// hand-off instead of two (the pool thread, then a worker to resume the awaiting task). A
+/// panic in `job` reaches `done` as [`RuntimeError::Panicked`]. `done` must not block.
+pub(crate) fn blocking_then<T, J, D>(job: J, done: D)
+where
+    J: FnOnce() -> Result<T, RuntimeError> + Send + 'static,
+    D: FnOnce(Result<T, RuntimeError>) + Send + 'static,
+    T: Send + 'static,
+{
+    // The join handle is not needed: `done` carries the result, and a blocking job runs to
+    // its end even when the runtime shuts down.
+    drop(tokio::task::spawn_blocking(move || {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
+            .unwrap_or(Err(RuntimeError::Panicked));
+        done(result);
+    }));
+}
+
 /// Which file a write replaces.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Target {
@@ -64,7 +84,8 @@ pub(crate) struct Saved {
     pub(crate) urgent: bool,
 }
 
-/// Told of each finished batch, from the task that ran it (while it still holds the clock).
+/// Told of each finished batch, on the blocking thread that wrote it (while it still holds
+/// the clock).
 pub(crate) type OnSaved = Arc<dyn Fn(Saved) + Send + Sync>;
 
 /// Told of each finished checkpoint (see [`Persister::start_checkpoint`]).
@@ -212,13 +233,13 @@ impl Persister {
         self.checkpoints.moving = false;
         let hold = self.clock.hold();
         let store = Arc::clone(&self.store);
-        tokio::spawn(async move {
-            let result = blocking(move || store.checkpoint(false, now))
-                .await
-                .and_then(|r| r.map_err(RuntimeError::from));
-            on_checkpointed(result);
-            drop(hold);
-        });
+        blocking_then(
+            move || store.checkpoint(false, now).map_err(RuntimeError::from),
+            move |result| {
+                on_checkpointed(result);
+                drop(hold);
+            },
+        );
     }
 
     /// A checkpoint finished. A failure is logged and tried again with the next one (the
@@ -418,17 +439,21 @@ impl Persister {
         let store = Arc::clone(&self.store);
         let on_saved = Arc::clone(&self.on_saved);
         let may_wait = !urgent && self.busy;
-        tokio::spawn(async move {
-            let result = blocking(move || store.write_batch(writes, may_wait))
-                .await
-                .and_then(|r| r.map_err(RuntimeError::from));
-            on_saved(Saved {
-                done,
-                result,
-                urgent,
-            });
-            drop(hold);
-        });
+        blocking_then(
+            move || {
+                store
+                    .write_batch(writes, may_wait)
+                    .map_err(RuntimeError::from)
+            },
+            move |result| {
+                on_saved(Saved {
+                    done,
+                    result,
+                    urgent,
+                });
+                drop(hold);
+            },
+        );
     }
 }
 
@@ -555,6 +580,40 @@ mod tests {
             Some((_, Write::DeleteGraph(_, Some(m)))) => assert_eq!(m.message, MessageId(80)),
             other => return Err(format!("the deletion lost its mark: {other:?}").into()),
         }
+        Ok(())
+    }
+
+    /// A write job that panics still reports: its result reaches the callback as
+    /// `Panicked` (without the catch the callback would be dropped unrun, and the loop would
+    /// wait forever for a batch that never finishes).
+    #[tokio::test]
+    async fn a_panicking_job_reports_to_its_callback() -> Result<(), Box<dyn std::error::Error>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        super::blocking_then(
+            || -> Result<(), super::RuntimeError> { panic!("a store bug") },
+            move |result| {
+                let _ = tx.send(result);
+            },
+        );
+        let result = rx.await?;
+        assert!(
+            matches!(result, Err(super::RuntimeError::Panicked)),
+            "{result:?}"
+        );
+        Ok(())
+    }
+
+    /// A job's own result, error or not, reaches the callback unchanged.
+    #[tokio::test]
+    async fn a_jobs_result_reaches_its_callback() -> Result<(), Box<dyn std::error::Error>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        super::blocking_then(
+            || Ok::<u32, super::RuntimeError>(7),
+            move |result| {
+                let _ = tx.send(result);
+            },
+        );
+        assert_eq!(rx.await?.ok(), Some(7));
         Ok(())
     }
 }
