@@ -205,7 +205,9 @@ impl TaskGraph {
             created_at: now,
             parked_until: None,
             superseded: None,
-            tasks: Vec::new(),
+            // Exactly as many slots as tasks: a growing `Vec` makes room for four, and ten
+            // thousand chats arriving at once each hold a one-task graph (a task: ~300 bytes).
+            tasks: Vec::with_capacity(tasks.len()),
         };
         let mut prev: Option<String> = None;
         for mut t in tasks {
@@ -786,5 +788,11 @@ mod tests {
             g.record_failure(&rid, "forbidden", false, policy, at(2)),
             FailureVerdict::Drop
         );
+    }
+
+    /// A new graph holds exactly its tasks: no spare slots per waiting chat.
+    #[test]
+    fn a_new_graph_reserves_no_spare_task_slots() {
+        assert_eq!(graph().tasks.capacity(), 1);
     }
 }
