@@ -1,8 +1,8 @@
 //! The graph files are checkpoints of the journal: a graph's file is current within the
 //! checkpoint delay (one second) after the graph settles (nothing of it moves within the
-//! settle horizon), a reply over within that horizon never gets a file, and until then what `state show`
-//! reads (`GraphStore::scan`/`read_graph`: the journal over the files) already shows the newer
-//! state. Virtual time, stepped 10 ms at a time; then `personad state show` on a state
+//! settle horizon), a reply over within that horizon never gets a file, and until then what
+//! `state show` reads (`GraphStore::scan`/`read_graph`: the journal over the files) already
+//! shows the newer state. Virtual time, stepped 10 ms at a time; then `personad state show` on a state
 //! directory whose journal is newer than its files.
 
 mod common;
@@ -36,6 +36,21 @@ fn an_hour_apart(texts: &'static [&'static str]) -> ScriptedPlanner {
     })
 }
 
+/// A runtime on `planner` with one direct chat (10), told "hi" there: the harness, the
+/// chat's key, its state directory, and `state show`'s view of it.
+async fn said_hi(
+    dir: &std::path::Path,
+    planner: ScriptedPlanner,
+) -> (Harness, ConversationKey, StateDir, GraphStore) {
+    let chat = dm(10);
+    let h = Harness::start(dir, planner, config(), std::slice::from_ref(&chat));
+    h.started().await;
+    h.say(&chat, "Bob", "hi").await;
+    let state = StateDir::new(&h.state);
+    let view = GraphStore::new(state.clone());
+    (h, ConversationKey::new(AGENT, ChatId(10)), state, view)
+}
+
 fn on_file(dir: &StateDir, key: &ConversationKey) -> Option<TaskGraph> {
     let text = std::fs::read_to_string(dir.graph_path(key)).ok()?;
     codec::decode(&text).ok()
@@ -45,15 +60,8 @@ fn on_file(dir: &StateDir, key: &ConversationKey) -> Option<TaskGraph> {
 async fn a_settled_graph_is_on_file_within_the_checkpoint_delay_and_shown_newer_before()
 -> TestResult {
     let dir = tempfile::tempdir()?;
-    let chat = dm(10);
     // A plan that sends, then waits an hour: it settles on the wait.
-    let planner = an_hour_apart(&["one", "two"]);
-    let mut h = Harness::start(dir.path(), planner, config(), std::slice::from_ref(&chat));
-    h.started().await;
-    h.say(&chat, "Bob", "hi").await;
-    let key = ConversationKey::new(AGENT, ChatId(10));
-    let state = StateDir::new(&h.state);
-    let view = GraphStore::new(state.clone());
+    let (mut h, key, state, view) = said_hi(dir.path(), an_hour_apart(&["one", "two"])).await;
     let mut newest: Option<TaskGraph> = None;
     let mut changed_at = Timestamp::UNIX_EPOCH;
     let mut behind_steps = 0;
@@ -129,15 +137,9 @@ async fn a_settled_graph_is_on_file_within_the_checkpoint_delay_and_shown_newer_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_over_within_the_settle_horizon_never_makes_a_graph_file() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let chat = dm(10);
     let planner =
         ScriptedPlanner::new(|_, _| Ok(vec![send("one"), Action::Wait { secs: 5.0 }, send("two")]));
-    let mut h = Harness::start(dir.path(), planner, config(), std::slice::from_ref(&chat));
-    h.started().await;
-    h.say(&chat, "Bob", "hi").await;
-    let key = ConversationKey::new(AGENT, ChatId(10));
-    let state = StateDir::new(&h.state);
-    let view = GraphStore::new(state.clone());
+    let (mut h, key, state, view) = said_hi(dir.path(), planner).await;
     let mut seen_in_journal = 0;
     for _ in 0..1500 {
         h.pass(Duration::from_millis(10)).await;

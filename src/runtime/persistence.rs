@@ -231,14 +231,10 @@ impl Persister {
         self.checkpoints.written_then = self.written;
         self.checkpoints.failed = false;
         self.checkpoints.moving = false;
-        let hold = self.clock.hold();
         let store = Arc::clone(&self.store);
-        blocking_then(
+        self.in_background(
             move || store.checkpoint(false, now).map_err(RuntimeError::from),
-            move |result| {
-                on_checkpointed(result);
-                drop(hold);
-            },
+            move |result| on_checkpointed(result),
         );
     }
 
@@ -435,11 +431,10 @@ impl Persister {
         } else {
             self.batches += 1;
         }
-        let hold = self.clock.hold();
         let store = Arc::clone(&self.store);
         let on_saved = Arc::clone(&self.on_saved);
         let may_wait = !urgent && self.busy;
-        blocking_then(
+        self.in_background(
             move || {
                 store
                     .write_batch(writes, may_wait)
@@ -450,10 +445,24 @@ impl Persister {
                     done,
                     result,
                     urgent,
-                });
-                drop(hold);
+                })
             },
         );
+    }
+
+    /// [`blocking_then`] with the clock held until `done` has returned, so virtual time
+    /// cannot run ahead of the disk: the store's jobs (batches, checkpoints) run this way.
+    fn in_background<T, J, D>(&self, job: J, done: D)
+    where
+        J: FnOnce() -> Result<T, RuntimeError> + Send + 'static,
+        D: FnOnce(Result<T, RuntimeError>) + Send + 'static,
+        T: Send + 'static,
+    {
+        let hold = self.clock.hold();
+        blocking_then(job, move |result| {
+            done(result);
+            drop(hold);
+        });
     }
 }
 

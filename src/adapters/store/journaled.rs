@@ -9,12 +9,12 @@
 //!   states become *pending*: due in a checkpoint.
 //! - **Checkpoints** ([`Journals::checkpoint`], called by the runtime once a second while
 //!   anything changed, and at once when it is idle): pending graphs are written to their
-//!   Markdown files (in place, not synced: the journal still holds them),
-//!   deleted graphs' files removed, agent states written. A graph still moving
-//!   ([`SETTLE_HORIZON`]) stays pending until it settles or has moved that long, unless the
-//!   checkpoint is full or retires its agent's segment: a reply cycle costs no file. A
-//!   segment that reached [`ROTATE_BYTES`], or every segment at a full checkpoint (a clean
-//!   stop, `state clear`), is *retired*: appends move to a new segment, everything it held is checkpointed, the
+//!   Markdown files (in place, not synced: the journal still holds them), deleted graphs'
+//!   files removed, agent states written. A graph still moving ([`SETTLE_HORIZON`]) stays
+//!   pending until it settles or has moved that long, unless the checkpoint is full or
+//!   retires its agent's segment: a reply cycle costs no file. A segment that reached
+//!   [`ROTATE_BYTES`], or every segment at a full checkpoint (a clean stop, `state clear`),
+//!   is *retired*: appends move to a new segment, everything it held is checkpointed, the
 //!   handled marks written (`handled.json`, pruned), every checkpoint file written since the
 //!   last retirement synced with its directory, and the old segment removed.
 //! - **Replay** ([`replay`]): every segment of every agent, in order; the newest record of
