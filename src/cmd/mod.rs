@@ -44,14 +44,35 @@ pub fn execute(cli: Cli) -> CmdResult {
     }
 }
 
+/// The commands' async runtime: one thread runs every task (the loop, the adapters' network
+/// I/O, the control socket); blocking file work runs on tokio's blocking pool. A second
+/// worker thread only added hand-offs between threads: each reply woke both (see
+/// docs/performance.md, "One thread for the async side").
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
 /// Runs a command on a fresh runtime. Blocking work still running when the command returns
 /// (a save, a file read) gets a moment to finish; nothing waits longer.
 fn on_runtime<F: Future<Output = CmdResult>>(fut: F) -> Result<ExitCode, CommandError> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CommandError::Io(e).doing("cannot start the async runtime"))?;
+    let rt = runtime().map_err(|e| CommandError::Io(e).doing("cannot start the async runtime"))?;
     let result = rt.block_on(fut);
     rt.shutdown_timeout(Duration::from_secs(2));
     result
+}
+
+#[cfg(test)]
+mod tests {
+    /// Commands, the daemon among them, run their async side on one thread.
+    #[test]
+    fn commands_run_on_one_thread() -> std::io::Result<()> {
+        let rt = super::runtime()?;
+        assert_eq!(
+            rt.handle().runtime_flavor(),
+            tokio::runtime::RuntimeFlavor::CurrentThread
+        );
+        Ok(())
+    }
 }
