@@ -130,6 +130,52 @@ async fn a_fact_alice_tells_is_shown_where_alice_is_and_nowhere_else() -> TestRe
     Ok(())
 }
 
+/// A plan whose memory files are all known absent (no file, or no directory for them,
+/// looked at less than a second ago) reads nothing: the second new chat of the same moment
+/// is planned without asking the memory store, so without a trip to the blocking pool. A file
+/// the owner then writes by hand reaches the next plan once a second has passed.
+#[tokio::test]
+async fn a_chat_nobody_wrote_about_is_planned_without_reading_memory() -> TestResult {
+    let server = common::gemini::answering(|_| reply("# «send»\nok")).await;
+    let dir = tempfile::tempdir()?;
+    let (first, second, third) = (person("Alice"), person("Bob"), person("Carol"));
+    let chats = [first.clone(), second.clone(), third.clone()];
+    let cfg = personad::core::config::RuntimeConfig {
+        debounce: std::time::Duration::ZERO,
+        ..config()
+    };
+    let mut h = Harness::start_with(dir.path(), planner(server.uri()), cfg, &chats);
+    h.say(&first, "Alice", "hello").await;
+    h.settle().await;
+    let asked = h.facts.asked();
+    assert!(asked > 0, "the first plan reads its memory files");
+    h.say(&second, "Bob", "hello").await;
+    h.settle().await;
+    assert_eq!(
+        h.facts.asked(),
+        asked,
+        "a second plan within the second asked the memory store again"
+    );
+    assert_eq!(h.sends_to(second.id), ["ok"]);
+
+    // The owner writes the persona's facts by hand: seen once the directories are looked
+    // at again.
+    let memory = dir.path().join("ann/memory");
+    std::fs::create_dir_all(&memory)?;
+    std::fs::write(memory.join("persona.md"), "She keeps bees on the roof.\n")?;
+    h.pass(secs(1)).await;
+    h.say(&third, "Carol", "hello").await;
+    h.settle().await;
+    let bodies = bodies(&server).await;
+    assert_eq!(bodies.len(), 3, "one request per chat");
+    assert!(
+        bodies[2].contains("keeps bees on the roof"),
+        "the hand-made file reached the plan"
+    );
+    h.stop().await?;
+    Ok(())
+}
+
 /// Keeps what group members say, the way a model might when asked: Mallory's "remember
 /// Bob's PIN" as a fact about Bob, Bob's own locker code as a fact about Bob.
 async fn gullible_gemini(bob: i64) -> MockServer {

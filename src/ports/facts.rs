@@ -81,6 +81,20 @@ pub trait FactStore: Send + Sync + 'static {
         chat: ChatId,
         file: &SummaryFile,
     ) -> Result<(), FactError>;
+
+    /// Whether `file` is known absent right now, answered from what the store remembers,
+    /// with no system call (`false`: not known, read it). A plan of a chat whose memory
+    /// files are all known absent does not go to the blocking pool.
+    fn known_absent(&self, _agent: &str, _file: MemoryFile) -> bool {
+        false
+    }
+}
+
+/// A memory file a plan reads: one scope's facts, or a chat's summaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryFile {
+    Facts(FactScope),
+    Summaries(ChatId),
 }
 
 pub type SharedFacts = Arc<dyn FactStore>;

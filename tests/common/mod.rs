@@ -212,6 +212,8 @@ pub(crate) struct Harness {
     /// The group gates the runtime's `classify` tasks reach (given at construction, empty
     /// until a test installs a gate).
     pub groups: Arc<personad::ingress::Groups>,
+    /// The memory store, as the daemon builds it (absent files remembered on the clock).
+    pub facts: Arc<personad::adapters::store::facts::FileFacts>,
 }
 
 pub(crate) const AGENT: &str = "ann";
@@ -373,6 +375,10 @@ impl Harness {
             None => telegram.clone(),
         };
         let groups = personad::ingress::Groups::new();
+        let facts = Arc::new(
+            personad::adapters::store::facts::FileFacts::new(StateDir::new(state))
+                .with_absent_cache(Arc::clone(&shared)),
+        );
         let mut runtime = Runtime::new(
             config,
             vec![AgentHandle {
@@ -385,9 +391,7 @@ impl Harness {
         )
         .with_groups(Arc::clone(&groups) as _)
         .with_stickers(Arc::new(StickerCatalog::new()))
-        .with_facts(Arc::new(personad::adapters::store::facts::FileFacts::new(
-            StateDir::new(state),
-        )));
+        .with_facts(Arc::clone(&facts) as _);
         if let Some(make) = make_media {
             runtime = runtime.with_media(make(Arc::clone(&shared)));
         }
@@ -406,6 +410,7 @@ impl Harness {
             planner: scripted,
             hold,
             groups,
+            facts,
         }
     }
 
@@ -660,9 +665,7 @@ pub(crate) fn controls(
                 reload: Box::new(|| {}),
             },
             usage: None,
-            facts: Arc::new(personad::adapters::store::facts::FileFacts::new(
-                StateDir::new(&h.state),
-            )),
+            facts: Arc::clone(&h.facts),
             chats: None,
             selection: None,
         },

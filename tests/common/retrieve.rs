@@ -48,6 +48,10 @@ pub(crate) fn boot(
         documents: Arc::new(FileDocuments::new(StateDir::new(state))),
     };
     let groups = personad::ingress::Groups::new();
+    let facts = Arc::new(
+        personad::adapters::store::facts::FileFacts::new(StateDir::new(state))
+            .with_absent_cache(Arc::clone(&shared)),
+    );
     let runtime = Runtime::new(
         config(),
         vec![AgentHandle {
@@ -60,9 +64,7 @@ pub(crate) fn boot(
     )
     .with_groups(Arc::clone(&groups) as _)
     .with_stickers(Arc::new(StickerCatalog::new()))
-    .with_facts(Arc::new(personad::adapters::store::facts::FileFacts::new(
-        StateDir::new(state),
-    )))
+    .with_facts(Arc::clone(&facts) as _)
     .with_retrieval(Arc::new(retrieval));
     let handle = runtime.handle();
     let run = tokio::spawn(runtime.run());
@@ -76,6 +78,7 @@ pub(crate) fn boot(
         planner: Arc::new(ScriptedPlanner::new(|_, _| Ok(Vec::new()))),
         hold,
         groups,
+        facts,
     };
     (h, meter)
 }

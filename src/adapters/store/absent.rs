@@ -7,7 +7,10 @@
 //! a file in a directory changes its stamp, so the directory is stat'ed again at most once
 //! per [`RECHECK`] on the project's clock, and a changed stamp forgets every absence
 //! remembered in it: a memory file made by hand is seen within a second. The store's own
-//! writes forget the file's absence at once ([`Absent::written`]). Bounded: at most
+//! writes forget the file's absence at once ([`Absent::written`]). A directory found absent
+//! makes every file in it absent without a read (the memory of a chat nobody wrote about).
+//! [`Absent::known`] answers from what is remembered alone, with no system call, so a plan
+//! whose memory files are all known absent skips the blocking pool. Bounded: at most
 //! [`NAMES_PER_DIR`] names per directory and [`DIRS`] directories, then started again.
 //!
 //! It reads directory metadata only and never a file; it decides nothing about content.
@@ -112,11 +115,29 @@ impl Absent {
             }
             entry.checked = now;
         }
-        if entry.names.contains(name) {
+        // An absent directory holds no file: nothing in it is read until it appears.
+        if entry.stamp.is_none() || entry.names.contains(name) {
             Lookup::Absent
         } else {
             Lookup::Read(entry.generation)
         }
+    }
+
+    /// Whether `path` is known absent now, from what is remembered alone: its directory was
+    /// checked less than [`RECHECK`] ago and is absent or found the file absent. Makes no
+    /// system call (`false` also when the check is due: [`Absent::lookup`] then).
+    pub fn known(&self, path: &Path) -> bool {
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return false;
+        };
+        let now = self.clock.now();
+        let dirs = self.dirs.lock().unwrap_or_else(PoisonError::into_inner);
+        dirs.get(dir).is_some_and(|entry| {
+            let since = now.duration_since(entry.checked);
+            !since.is_negative()
+                && since < RECHECK
+                && (entry.stamp.is_none() || entry.names.contains(name))
+        })
     }
 
     /// `path` was read and is not there: remembered, unless its directory changed since the
@@ -146,7 +167,12 @@ impl Absent {
         };
         let mut dirs = self.dirs.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(entry) = dirs.get_mut(dir) {
-            entry.names.remove(name);
+            if entry.stamp.is_none() {
+                // The directory was made for it: looked at again on the next lookup.
+                dirs.remove(dir);
+            } else {
+                entry.names.remove(name);
+            }
         }
     }
 }
@@ -211,10 +237,23 @@ mod tests {
 
     /// After the first plan of a chat, more plans (the clock moving on, as messages do)
     /// ask the disk for no absent memory file: the six misses of the first plan are all.
+    /// Where the memory directories are absent, even the first plan opens no file.
     #[test]
     fn plans_after_the_first_ask_the_disk_for_no_absent_memory_file() -> Res {
         let tmp = tempfile::tempdir()?;
         let (facts, clock) = store(tmp.path());
+        plan_reads(&facts)?;
+        assert_eq!(facts.absent_misses(), 0, "no directory, no file opened");
+        let dir = StateDir::new(tmp.path());
+        for scope in [
+            FactScope::Chat(CHAT),
+            FactScope::Plans(CHAT),
+            FactScope::Person(1),
+        ] {
+            std::fs::create_dir_all(dir.facts_path("Tess", scope).parent().ok_or("root")?)?;
+        }
+        std::fs::create_dir_all(dir.summaries_path("Tess", CHAT).parent().ok_or("root")?)?;
+        clock.advance(super::RECHECK.unsigned_abs());
         plan_reads(&facts)?;
         let first = facts.absent_misses();
         assert_eq!(first, 6, "the first plan's absent files");

@@ -22,7 +22,7 @@ use crate::core::facts::{
 };
 use crate::core::model::ChatId;
 use crate::core::summaries::SummaryFile;
-use crate::ports::facts::{FactError, FactStore};
+use crate::ports::facts::{FactError, FactStore, MemoryFile};
 use crate::ports::store::StoreError;
 
 /// A facts file past this size is warned about (once per change): it is read whole for
@@ -45,6 +45,8 @@ pub struct FileFacts {
     parsed: Mutex<Parsed>,
     /// Memory files known absent (with a clock; without one every read asks the disk).
     absent: Option<Absent>,
+    /// Memory files asked for so far (answered by the absent cache or the disk).
+    asked: std::sync::atomic::AtomicU64,
 }
 
 /// What identifies one version of a file without reading it.
@@ -129,6 +131,7 @@ impl FileFacts {
             writing: Mutex::default(),
             parsed: Mutex::default(),
             absent: None,
+            asked: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -139,6 +142,12 @@ impl FileFacts {
         self
     }
 
+    /// Memory files asked for so far, whether the absent cache or the disk answered (not
+    /// what [`FactStore::known_absent`] answers).
+    pub fn asked(&self) -> u64 {
+        self.asked.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Memory files found absent on disk so far (0 without the absent cache).
     pub fn absent_misses(&self) -> u64 {
         self.absent.as_ref().map_or(0, Absent::misses)
@@ -147,6 +156,8 @@ impl FileFacts {
     /// Whether `path` is known absent (no system call); otherwise the token to report an
     /// absence with.
     fn lookup(&self, path: &Path) -> Lookup {
+        self.asked
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.absent
             .as_ref()
             .map_or(Lookup::Read(0), |a| a.lookup(path))
@@ -316,6 +327,16 @@ impl FactStore for FileFacts {
 
     fn summaries(&self, agent: &str, chat: ChatId) -> Result<SummaryFile, FactError> {
         self.read_parsed(self.dir.summaries_path(agent, chat), SummaryFile::parse)
+    }
+
+    fn known_absent(&self, agent: &str, file: MemoryFile) -> bool {
+        let Some(absent) = &self.absent else {
+            return false;
+        };
+        absent.known(&match file {
+            MemoryFile::Facts(scope) => self.dir.facts_path(agent, scope),
+            MemoryFile::Summaries(chat) => self.dir.summaries_path(agent, chat),
+        })
     }
 
     fn summary_chats(&self, agent: &str) -> Result<Vec<ChatId>, FactError> {

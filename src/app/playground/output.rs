@@ -499,6 +499,10 @@ impl crate::ports::facts::FactStore for ObservedFacts {
         }
         Ok(())
     }
+
+    fn known_absent(&self, agent: &str, file: crate::ports::facts::MemoryFile) -> bool {
+        self.inner.known_absent(agent, file)
+    }
 }
 
 /// Shows the runtime the process's memory store with each write printed (a task of the

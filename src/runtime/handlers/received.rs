@@ -9,12 +9,14 @@ use crate::core::config::Pacing;
 use crate::core::facts::{FactScope, MemoryView};
 use crate::core::graph::{Task, TaskKind, TaskSpec};
 use crate::core::media::MediaDescriptions;
+use crate::core::model::ChatId;
 use crate::core::outcome::Outcome;
 use crate::core::persona::FreshStart;
 use crate::core::persona::Persona;
 use crate::core::plan::{Action, Moment, PlanRequest};
 use crate::core::summaries::SummaryFile;
 use crate::core::time::BoxFuture;
+use crate::ports::facts::{FactStore, MemoryFile};
 use crate::runtime::handlers::{HandlerResult, TaskContext, TaskHandler};
 
 pub(crate) struct Received;
@@ -324,59 +326,15 @@ async fn memory_view(
     // cached prefix).
     people.sort_by_key(|(id, _)| *id);
     let (agent, chat) = (ctx.key.agent.clone(), ctx.chat.id);
+    // A chat nobody wrote anything about (the store knows each file absent, without asking
+    // the disk) is answered here: no trip to the blocking pool.
+    if plan_files(chat, &people).all(|file| facts.known_absent(&agent, file)) {
+        return no_memory();
+    }
     let cap = ctx.config.memory_scope_bytes;
-    let read = tokio::task::spawn_blocking(move || {
-        let mut problems = Vec::new();
-        let summaries = match facts.summaries(&agent, chat) {
-            Ok(f) => Some(f),
-            Err(e) => {
-                problems.push(e.to_string());
-                None
-            }
-        };
-        let mut scope_lines = |scope: FactScope| match facts.read(&agent, scope) {
-            Ok(file) if matches!(scope, FactScope::Person(_)) => {
-                file.person_prompt_lines(chat, cap)
-            }
-            Ok(file) => file.prompt_lines(cap),
-            Err(e) => {
-                problems.push(e.to_string());
-                String::new()
-            }
-        };
-        let chat_notes = scope_lines(FactScope::Chat(chat));
-        let intentions = scope_lines(FactScope::Intentions);
-        let plans = scope_lines(FactScope::Plans(chat));
-        let people: Vec<(i64, String, String)> = people
-            .into_iter()
-            .map(|(id, name)| (id, name, scope_lines(FactScope::Person(id))))
-            .filter(|(_, _, lines)| !lines.is_empty())
-            .collect();
-        let persona = match facts.persona_text(&agent) {
-            Ok(text) => crate::core::facts::capped(&text, cap),
-            Err(e) => {
-                problems.push(e.to_string());
-                String::new()
-            }
-        };
-        (
-            MemoryView {
-                persona,
-                summaries: summaries
-                    .as_ref()
-                    .map(SummaryFile::prompt_text)
-                    .unwrap_or_default(),
-                watermark: summaries.as_ref().and_then(|f| f.watermark),
-                chat: chat_notes,
-                people,
-                intentions,
-                plans,
-            },
-            summaries,
-            problems,
-        )
-    })
-    .await;
+    let read =
+        tokio::task::spawn_blocking(move || read_memory(facts.as_ref(), &agent, chat, people, cap))
+            .await;
     match read {
         Ok((view, summaries, problems)) => {
             for p in problems {
@@ -386,6 +344,86 @@ async fn memory_view(
         }
         Err(_) => (MemoryView::default(), None),
     }
+}
+
+/// The memory files a plan of `chat` reads ([`read_memory`]), `people` being those shown.
+fn plan_files(chat: ChatId, people: &[(i64, String)]) -> impl Iterator<Item = MemoryFile> + '_ {
+    [
+        MemoryFile::Summaries(chat),
+        MemoryFile::Facts(FactScope::Chat(chat)),
+        MemoryFile::Facts(FactScope::Intentions),
+        MemoryFile::Facts(FactScope::Plans(chat)),
+        MemoryFile::Facts(FactScope::Persona),
+    ]
+    .into_iter()
+    .chain(
+        people
+            .iter()
+            .map(|(id, _)| MemoryFile::Facts(FactScope::Person(*id))),
+    )
+}
+
+/// What a plan sees when none of its memory files exists: what [`read_memory`] gives then.
+fn no_memory() -> (MemoryView, Option<SummaryFile>) {
+    (MemoryView::default(), Some(SummaryFile::default()))
+}
+
+/// Reads what a plan of `chat` sees of memory (blocking file work): the view, the chat's
+/// summaries, and the problems met (each file that could not be read is left out).
+fn read_memory(
+    facts: &dyn FactStore,
+    agent: &str,
+    chat: ChatId,
+    people: Vec<(i64, String)>,
+    cap: usize,
+) -> (MemoryView, Option<SummaryFile>, Vec<String>) {
+    let mut problems = Vec::new();
+    let summaries = match facts.summaries(agent, chat) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            problems.push(e.to_string());
+            None
+        }
+    };
+    let mut scope_lines = |scope: FactScope| match facts.read(agent, scope) {
+        Ok(file) if matches!(scope, FactScope::Person(_)) => file.person_prompt_lines(chat, cap),
+        Ok(file) => file.prompt_lines(cap),
+        Err(e) => {
+            problems.push(e.to_string());
+            String::new()
+        }
+    };
+    let chat_notes = scope_lines(FactScope::Chat(chat));
+    let intentions = scope_lines(FactScope::Intentions);
+    let plans = scope_lines(FactScope::Plans(chat));
+    let people: Vec<(i64, String, String)> = people
+        .into_iter()
+        .map(|(id, name)| (id, name, scope_lines(FactScope::Person(id))))
+        .filter(|(_, _, lines)| !lines.is_empty())
+        .collect();
+    let persona = match facts.persona_text(agent) {
+        Ok(text) => crate::core::facts::capped(&text, cap),
+        Err(e) => {
+            problems.push(e.to_string());
+            String::new()
+        }
+    };
+    (
+        MemoryView {
+            persona,
+            summaries: summaries
+                .as_ref()
+                .map(SummaryFile::prompt_text)
+                .unwrap_or_default(),
+            watermark: summaries.as_ref().and_then(|f| f.watermark),
+            chat: chat_notes,
+            people,
+            intentions,
+            plans,
+        },
+        summaries,
+        problems,
+    )
 }
 
 /// The persona's own pacing where it sets one, the configured defaults otherwise.
