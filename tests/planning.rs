@@ -123,6 +123,57 @@ async fn a_dm_gets_an_answer_through_gemini() -> TestResult {
     Ok(())
 }
 
+/// The window start of a chat is read from the state directory once per agent: the first
+/// plan reads the agent's records (on the blocking pool), a new chat's plan after it knows
+/// there is none without a read, and every start is still saved.
+#[tokio::test]
+async fn a_new_chats_window_start_is_known_without_a_read() -> TestResult {
+    let server = mock_with(answer("# «send»\nHi!")).await;
+    let dir = tempfile::tempdir()?;
+    let chats = [dm(100), dm(101), dm(102)];
+    let state = personad::adapters::store::StateDir::new(dir.path());
+    let planner = Arc::new(
+        LlmPlanner::new(
+            Arc::new(
+                GeminiClient::new({
+                    let mut g = GeminiConfig::new(ApiKey::new(KEY));
+                    g.base_url = server.uri();
+                    g
+                })
+                .map_err(|e| format!("client: {e}"))?,
+            ),
+            LlmPlannerConfig::default(),
+        )
+        .with_state(state),
+    );
+    let shared = Arc::clone(&planner);
+    let mut h = Harness::start_with(
+        dir.path(),
+        move |_| shared as SharedPlanner,
+        config(),
+        &chats,
+    );
+    for chat in &chats {
+        h.say(chat, "Bob", "hi").await;
+        h.settle().await;
+    }
+    assert_eq!(bodies(&server).await.len(), 3);
+    assert_eq!(
+        planner.window_reads(),
+        1,
+        "read once, for the agent's first chat"
+    );
+    h.stop().await?;
+    let records = std::fs::read_to_string(dir.path().join("windows").join(format!("{AGENT}.log")))?;
+    for chat in &chats {
+        assert!(
+            records.contains(&format!("\"chat\":{}", chat.id)),
+            "{records}"
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn reply_to_ids_from_the_model_are_honoured() -> TestResult {
     let server = mock_with(answer("# «send» 1\nyes, that one")).await;

@@ -124,6 +124,11 @@ impl LlmPlanner {
         self
     }
 
+    /// How many window starts were read on the blocking pool (`WindowRecords::get`).
+    pub fn window_reads(&self) -> u64 {
+        self.records.as_ref().map_or(0, |r| r.gets())
+    }
+
     /// Sums token usage in `meter` (flushed to the state directory after each request).
     pub fn with_usage(mut self, meter: Arc<UsageMeter>) -> LlmPlanner {
         self.usage = Some(meter);
@@ -145,9 +150,13 @@ impl LlmPlanner {
         }
         let records = self.records.clone()?;
         let (agent, chat) = key.clone();
-        let start = tokio::task::spawn_blocking(move || records.get(&agent, chat))
-            .await
-            .unwrap_or(None);
+        // A new chat of an agent whose records were read is answered without a file.
+        let start = match records.known(&agent, chat) {
+            Some(start) => start,
+            None => tokio::task::spawn_blocking(move || records.get(&agent, chat))
+                .await
+                .unwrap_or(None),
+        };
         self.windows
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -63,6 +63,8 @@ struct AgentWindows {
 pub struct WindowRecords {
     dir: StateDir,
     agents: Mutex<HashMap<String, AgentWindows>>,
+    /// Calls of [`WindowRecords::get`] so far (each one a caller's trip to the blocking pool).
+    gets: std::sync::atomic::AtomicU64,
 }
 
 /// Rewritten whole at first use when it holds more than this many lines per chat.
@@ -75,11 +77,18 @@ impl WindowRecords {
         WindowRecords {
             dir,
             agents: Mutex::new(HashMap::new()),
+            gets: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// How many times [`WindowRecords::get`] was called.
+    pub fn gets(&self) -> u64 {
+        self.gets.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The remembered window start of `chat` (`None`: none remembered).
     pub fn get(&self, agent: &str, chat: ChatId) -> Option<MessageId> {
+        self.gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut all = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
         let windows = self.agent(&mut all, agent);
         if let Some(start) = windows.starts.get(&chat) {
@@ -92,6 +101,19 @@ impl WindowRecords {
         };
         windows.starts.insert(chat, start);
         start
+    }
+
+    /// `chat`'s window start when it is known without reading a file: its agent's records
+    /// were read, and the chat has one or there are no older per-chat records to look in.
+    /// `None`: not known, ask [`WindowRecords::get`] (on the blocking pool).
+    pub fn known(&self, agent: &str, chat: ChatId) -> Option<Option<MessageId>> {
+        let all = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+        let windows = all.get(agent)?;
+        match windows.starts.get(&chat) {
+            Some(start) => Some(*start),
+            None if !windows.old_dir => Some(None),
+            None => None,
+        }
     }
 
     /// Remembers `chat`'s window start; appends a record when it changed.
@@ -260,6 +282,30 @@ mod tests {
         let again = WindowRecords::new(StateDir::new(tmp.path()));
         assert_eq!(again.get("Ann", ChatId(2)), Some(MessageId(9)));
         assert_eq!(again.get("Ann", ChatId(1)), Some(MessageId(5)));
+        Ok(())
+    }
+
+    /// Once an agent's records are read, a chat's start is known without a file: a new
+    /// chat has none, unless older per-chat records exist (then the chat's file is read).
+    #[test]
+    fn a_start_is_known_without_a_file_once_the_agent_is_read() -> TestResult {
+        let tmp = tempfile::tempdir()?;
+        let w = WindowRecords::new(StateDir::new(tmp.path()));
+        assert_eq!(w.known("Ann", ChatId(1)), None, "not read yet");
+        assert_eq!(w.get("Ann", ChatId(1)), None);
+        assert_eq!(w.known("Ann", ChatId(2)), Some(None), "a new chat");
+        w.note("Ann", ChatId(3), Some(MessageId(4)))?;
+        assert_eq!(w.known("Ann", ChatId(3)), Some(Some(MessageId(4))));
+
+        std::fs::create_dir_all(tmp.path().join("windows/Bob"))?;
+        std::fs::write(
+            tmp.path().join("windows/Bob/5.json"),
+            b"{\"format\":1,\"window_start\":7}",
+        )?;
+        assert_eq!(w.get("Bob", ChatId(1)), None);
+        assert_eq!(w.known("Bob", ChatId(5)), None, "its older file is read");
+        assert_eq!(w.get("Bob", ChatId(5)), Some(MessageId(7)));
+        assert_eq!(w.known("Bob", ChatId(5)), Some(Some(MessageId(7))));
         Ok(())
     }
 }
