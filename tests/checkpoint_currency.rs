@@ -16,7 +16,7 @@ use personad::core::graph::{ConversationKey, TaskGraph, TaskKind, TaskStatus, co
 use personad::core::model::ChatId;
 use personad::core::plan::Action;
 use personad::ports::clock::Clock;
-use personad::ports::store::{RuntimeStore, SETTLE_HORIZON, Write};
+use personad::ports::store::{Commit, RuntimeStore, SETTLE_HORIZON, Write};
 
 /// `CHECKPOINT_EVERY` of the runtime: a graph's file is current within this long after it
 /// settles (docs/state-format.md).
@@ -176,12 +176,16 @@ fn state_show_reads_the_journal_over_an_older_file() -> TestResult {
     let chat = dm(7);
     let mut g = TaskGraph::with_received(AGENT, chat, now, None, now);
     g.seq = 1;
-    RuntimeStore::write_batch(&store, vec![Write::Graph(Box::new(g.clone()))], false)?;
+    RuntimeStore::write_batch(
+        &store,
+        vec![Write::Graph(Box::new(g.clone()))],
+        Commit::Shared,
+    )?;
     RuntimeStore::checkpoint(&store, true, now)?;
     let mut newer = g.clone();
     newer.seq = 2;
     newer.chat.title = "renamed in the journal".into();
-    RuntimeStore::write_batch(&store, vec![Write::Graph(Box::new(newer))], false)?;
+    RuntimeStore::write_batch(&store, vec![Write::Graph(Box::new(newer))], Commit::Shared)?;
     drop(store);
     let file = std::fs::read_to_string(StateDir::new(&state).graph_path(&g.key()))?;
     assert!(!file.contains("renamed in the journal"));
@@ -225,7 +229,11 @@ async fn a_restart_checkpoints_the_replayed_journal_without_new_writes() -> Test
     assert_eq!(on_file(&state, &key).as_ref(), Some(&g));
     g.seq += 100;
     let newer = g.seq;
-    RuntimeStore::write_batch(&store, vec![Write::Graph(Box::new(g.clone()))], false)?;
+    RuntimeStore::write_batch(
+        &store,
+        vec![Write::Graph(Box::new(g.clone()))],
+        Commit::Shared,
+    )?;
     drop(store);
     assert_ne!(on_file(&state, &key).as_ref(), Some(&g));
     let mut h = Harness::start_at(

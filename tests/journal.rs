@@ -19,7 +19,7 @@ use personad::adapters::store::{GraphStore, REASON_SUFFIX, StateDir};
 use personad::core::agent_state::{AgentState, HANDLED_KEEP, HandledMark};
 use personad::core::graph::{ConversationKey, Task, TaskGraph, TaskSpec};
 use personad::core::model::{Chat, ChatId, ChatKind, MessageId};
-use personad::ports::store::{RuntimeStore, Write};
+use personad::ports::store::{Commit, RuntimeStore, Write};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -70,7 +70,7 @@ fn put(
     RuntimeStore::write_batch(
         store,
         vec![Write::Graph(Box::new(graph(chat, version)))],
-        false,
+        Commit::Shared,
     )
 }
 
@@ -275,7 +275,7 @@ fn the_journal_wins_over_older_and_half_written_checkpoint_files() -> TestResult
     assert!(segments(&state).is_empty());
     put(&s, 1, 2)?;
     put(&s, 2, 2)?;
-    RuntimeStore::write_batch(&s, vec![Write::DeleteGraph(key(3), None)], false)?;
+    RuntimeStore::write_batch(&s, vec![Write::DeleteGraph(key(3), None)], Commit::Shared)?;
     drop(s);
     let dirs = StateDir::new(&state);
     // The checkpoint of chat 2 was being rewritten in place when the process died.
@@ -330,10 +330,10 @@ fn a_full_checkpoint_leaves_no_segment_and_the_files_hold_everything() -> TestRe
                 },
             },
         ],
-        false,
+        Commit::Shared,
     )?;
     put(&s, 1, 2)?;
-    RuntimeStore::write_batch(&s, vec![Write::DeleteGraph(key(2), None)], false)?;
+    RuntimeStore::write_batch(&s, vec![Write::DeleteGraph(key(2), None)], Commit::Shared)?;
     assert!(!segments(&state).is_empty());
     let report = RuntimeStore::checkpoint(&s, true, t)?;
     assert!(report.retired >= 1);
@@ -372,7 +372,7 @@ fn mark(store: &GraphStore, chat: i64, message: i64, at: Timestamp) -> TestResul
                 at,
             },
         }],
-        false,
+        Commit::Shared,
     )?;
     Ok(())
 }
@@ -400,7 +400,11 @@ fn a_deletion_carries_the_handled_mark_of_its_graph() -> TestResult {
         message: MessageId(44),
         at: t,
     };
-    RuntimeStore::write_batch(&s, vec![Write::DeleteGraph(key(4), Some(mark))], false)?;
+    RuntimeStore::write_batch(
+        &s,
+        vec![Write::DeleteGraph(key(4), Some(mark))],
+        Commit::Shared,
+    )?;
     let text = std::fs::read_to_string(newest_segment(&state)?)?;
     let last_two: Vec<&str> = text.lines().rev().take(2).collect();
     assert!(
@@ -541,7 +545,7 @@ fn bare_handled_ids_of_an_older_agent_state_still_load_and_are_kept() -> TestRes
     RuntimeStore::write_batch(
         &s,
         vec![Write::AgentState(AGENT.into(), Box::new(safety))],
-        false,
+        Commit::Shared,
     )?;
     RuntimeStore::checkpoint(&s, false, t)?;
     drop(s);
@@ -697,7 +701,7 @@ fn packed_state(state: &Path, n: i64) -> TestResult {
     let writes = (1..=n)
         .map(|chat| Write::Graph(Box::new(graph(chat, 1))))
         .collect();
-    RuntimeStore::write_batch(&s, writes, false)?;
+    RuntimeStore::write_batch(&s, writes, Commit::Shared)?;
     RuntimeStore::checkpoint(&s, true, now())?;
     assert!(
         pack_path(state).exists(),
@@ -820,7 +824,7 @@ fn a_moving_graph_is_checkpointed_once_it_settles_or_has_moved_too_long() -> Tes
             Write::Graph(Box::new(moving(3, 1))),
             Write::Graph(Box::new(moving(4, 1))),
         ],
-        false,
+        Commit::Shared,
     )?;
     let report = RuntimeStore::checkpoint(&s, false, t)?;
     assert_eq!(report.moving, 3, "{report:?}");
@@ -831,8 +835,12 @@ fn a_moving_graph_is_checkpointed_once_it_settles_or_has_moved_too_long() -> Tes
     );
     // 1 settles (a long wait), 3 moves on, 4 finishes.
     put(&s, 1, 2)?;
-    RuntimeStore::write_batch(&s, vec![Write::Graph(Box::new(moving(3, 2)))], false)?;
-    RuntimeStore::write_batch(&s, vec![Write::DeleteGraph(key(4), None)], false)?;
+    RuntimeStore::write_batch(
+        &s,
+        vec![Write::Graph(Box::new(moving(3, 2)))],
+        Commit::Shared,
+    )?;
+    RuntimeStore::write_batch(&s, vec![Write::DeleteGraph(key(4), None)], Commit::Shared)?;
     let report = RuntimeStore::checkpoint(&s, false, at(horizon / 2))?;
     assert_eq!(report.moving, 1, "{report:?}");
     assert_eq!(on_file(&state, 1), Some(2), "settled: on file");
@@ -847,7 +855,11 @@ fn a_moving_graph_is_checkpointed_once_it_settles_or_has_moved_too_long() -> Tes
     assert_eq!(report.moving, 0, "{report:?}");
     assert_eq!(on_file(&state, 3), Some(2), "moved too long: on file");
     // A full checkpoint (a clean stop) writes a moving graph at once.
-    RuntimeStore::write_batch(&s, vec![Write::Graph(Box::new(moving(5, 1)))], false)?;
+    RuntimeStore::write_batch(
+        &s,
+        vec![Write::Graph(Box::new(moving(5, 1)))],
+        Commit::Shared,
+    )?;
     assert_eq!(RuntimeStore::checkpoint(&s, false, at(horizon))?.moving, 1);
     RuntimeStore::checkpoint(&s, true, at(horizon))?;
     assert_eq!(on_file(&state, 5), Some(1));
@@ -864,14 +876,18 @@ fn a_retired_segment_takes_no_moving_graph_with_it() -> TestResult {
     let dir = tempfile::tempdir()?;
     let state = dir.path().join("state");
     let s = store(&state);
-    RuntimeStore::write_batch(&s, vec![Write::Graph(Box::new(moving(1, 1)))], false)?;
+    RuntimeStore::write_batch(
+        &s,
+        vec![Write::Graph(Box::new(moving(1, 1)))],
+        Commit::Shared,
+    )?;
     // New versions of another (settled, large) graph until the segment is full (8 MiB).
     let first = newest_segment(&state)?;
     let mut version = 1;
     while std::fs::metadata(&first)?.len() < 8 << 20 {
         let mut filler = graph(2, version);
         filler.chat.title = "x".repeat(100_000);
-        RuntimeStore::write_batch(&s, vec![Write::Graph(Box::new(filler))], false)?;
+        RuntimeStore::write_batch(&s, vec![Write::Graph(Box::new(filler))], Commit::Shared)?;
         version += 1;
     }
     let report = RuntimeStore::checkpoint(&s, false, now())?;
@@ -888,5 +904,39 @@ fn a_retired_segment_takes_no_moving_graph_with_it() -> TestResult {
         back.graphs.iter().any(|g| g.chat.id == ChatId(1)),
         "the moving graph survives the retirement"
     );
+    Ok(())
+}
+
+/// A batch a task waits for (`Commit::Now`: a send's `active` mark) is made durable at once,
+/// even right after another batch: never held back for a sync no other batch would make
+/// (ten sends planned together each waited the whole commit delay).
+#[test]
+fn a_batch_a_task_waits_for_is_never_held_back() -> TestResult {
+    let _serial = serial();
+    let dir = tempfile::tempdir()?;
+    let store = std::sync::Arc::new(
+        GraphStore::new(StateDir::new(dir.path()))
+            .with_commit_delay(std::time::Duration::from_secs(3600)),
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writer = std::sync::Arc::clone(&store);
+    std::thread::spawn(move || {
+        let one = |chat: i64, commit: Commit| {
+            RuntimeStore::write_batch(
+                &*writer,
+                vec![Write::Graph(Box::new(graph(chat, 1)))],
+                commit,
+            )
+            .map_err(|e| e.to_string())
+        };
+        // The first of a stream does not wait; the next one, a task's, must not either.
+        let _ = tx.send(one(1, Commit::Shared).and_then(|()| one(2, Commit::Now)));
+    });
+    let written = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .map_err(|_| "the batch a task waits for was held back for another batch's sync")?;
+    written?;
+    let loaded = RuntimeStore::load_all(&self::store(dir.path()), now())?;
+    assert_eq!(versions(&loaded.graphs), [(1, 1), (2, 1)]);
     Ok(())
 }

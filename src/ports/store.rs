@@ -130,17 +130,29 @@ pub trait RuntimeStore: Send + Sync + 'static {
         today: jiff::civil::Date,
     ) -> Result<LoadedPresence, StoreError>;
 
-    /// Carries out a batch of writes; returns once all of it is durable. `may_wait`: no task
-    /// waits for it and more writes are coming (tasks are in flight), so the store may wait
-    /// a moment for another batch's sync to cover it too (group commit); otherwise it is
-    /// made durable at once.
-    fn write_batch(&self, writes: Vec<Write>, may_wait: bool) -> Result<(), StoreError>;
+    /// Carries out a batch of writes; returns once all of it is durable. `commit` says
+    /// whether it may wait a moment for another batch's sync to cover it too (group commit).
+    fn write_batch(&self, writes: Vec<Write>, commit: Commit) -> Result<(), StoreError>;
 
     /// Brings the human-readable checkpoints (graph files, agent states) up to what is
     /// durable; with `full`, also retires what the journal holds (every checkpoint synced,
     /// the old segments removed), as at a clean stop. `now` (the runtime's clock) ages the
     /// handled marks. Nothing to do is cheap.
     fn checkpoint(&self, full: bool, now: Timestamp) -> Result<CheckpointReport, StoreError>;
+}
+
+/// Whether a batch may share another batch's sync (group commit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commit {
+    /// A task waits for it (a side effect's `active` mark): made durable at once, never
+    /// held back for a sync that may not come.
+    Now,
+    /// No task waits for it: it may wait a moment for another batch's sync when it comes in
+    /// a stream of batches (a burst of inbound messages).
+    Shared,
+    /// No task waits for it and tasks are in flight, so more writes are coming: it may wait
+    /// a moment for their sync.
+    Busy,
 }
 
 /// A graph that moves within this long (a task active, or one ready by then:

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use crate::core::graph::ConversationKey;
 use crate::ports::clock::SharedClock;
 pub(crate) use crate::ports::store::Write;
-use crate::ports::store::{CheckpointReport, SharedStore};
+use crate::ports::store::{CheckpointReport, Commit, SharedStore};
 use crate::runtime::RuntimeError;
 
 /// Files written by one batch at most.
@@ -433,11 +433,15 @@ impl Persister {
         }
         let store = Arc::clone(&self.store);
         let on_saved = Arc::clone(&self.on_saved);
-        let may_wait = !urgent && self.busy;
+        let commit = match (urgent, self.busy) {
+            (true, _) => Commit::Now,
+            (false, true) => Commit::Busy,
+            (false, false) => Commit::Shared,
+        };
         self.in_background(
             move || {
                 store
-                    .write_batch(writes, may_wait)
+                    .write_batch(writes, commit)
                     .map_err(RuntimeError::from)
             },
             move |result| {
@@ -506,11 +510,15 @@ mod tests {
     use crate::core::graph::{ConversationKey, TaskGraph};
     use crate::core::model::{Chat, ChatId, ChatKind, MessageId};
     use crate::ports::store::{
-        CheckpointReport, LoadedGraphs, LoadedPresence, Quarantined, RuntimeStore, StoreError,
+        CheckpointReport, Commit, LoadedGraphs, LoadedPresence, Quarantined, RuntimeStore,
+        StoreError,
     };
 
-    /// A store never reached: the tests here queue writes and flush none.
-    struct Unused;
+    /// A store that only records how each batch may share a sync.
+    #[derive(Default)]
+    struct Unused {
+        commits: std::sync::Mutex<Vec<Commit>>,
+    }
 
     impl RuntimeStore for Unused {
         fn load_all(&self, _: Timestamp) -> Result<LoadedGraphs, StoreError> {
@@ -529,7 +537,10 @@ mod tests {
         ) -> Result<LoadedPresence, StoreError> {
             Ok(LoadedPresence::default())
         }
-        fn write_batch(&self, _: Vec<Write>, _: bool) -> Result<(), StoreError> {
+        fn write_batch(&self, _: Vec<Write>, commit: Commit) -> Result<(), StoreError> {
+            if let Ok(mut commits) = self.commits.lock() {
+                commits.push(commit);
+            }
             Ok(())
         }
         fn checkpoint(&self, _: bool, _: Timestamp) -> Result<CheckpointReport, StoreError> {
@@ -539,7 +550,59 @@ mod tests {
 
     fn persister() -> Persister {
         let clock: crate::ports::clock::SharedClock = Arc::new(crate::ports::clock::SystemClock);
-        Persister::new(Arc::new(Unused), Arc::new(|_| {}), Arc::new(|_| {}), clock)
+        Persister::new(
+            Arc::new(Unused::default()),
+            Arc::new(|_| {}),
+            Arc::new(|_| {}),
+            clock,
+        )
+    }
+
+    /// The store is told how each batch may share a sync: a write a task waits for goes at
+    /// once (`Now`), never held for another batch's; the bulk may wait while tasks are in
+    /// flight (`Busy`), otherwise only in a stream of batches (`Shared`).
+    #[tokio::test]
+    async fn each_batch_tells_the_store_whether_it_may_wait()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let store = Arc::new(Unused::default());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let clock: crate::ports::clock::SharedClock = Arc::new(crate::ports::clock::SystemClock);
+        let mut p = Persister::new(
+            Arc::clone(&store) as _,
+            Arc::new(move |saved: super::Saved| {
+                let _ = tx.send(saved);
+            }),
+            Arc::new(|_| {}),
+            clock,
+        );
+        let at = jiff::Timestamp::UNIX_EPOCH;
+        let graph = |chat: i64| {
+            let chat = Chat {
+                id: ChatId(chat),
+                kind: ChatKind::Direct,
+                title: format!("chat {chat}"),
+            };
+            Write::Graph(Box::new(TaskGraph::with_tasks(
+                "anna",
+                chat,
+                at,
+                Vec::new(),
+            )))
+        };
+        for (chat, busy, urgent) in [(1, false, false), (2, true, false), (3, true, true)] {
+            let target = Target::Graph(ConversationKey::new("anna", ChatId(chat)));
+            p.set_busy(busy);
+            p.submit(target.clone(), graph(chat));
+            if urgent {
+                p.make_urgent(&target);
+            }
+            p.flush();
+            let saved = rx.recv().await.ok_or("no batch reported")?;
+            p.completed(&saved.done, saved.urgent);
+        }
+        let commits = store.commits.lock().map_err(|_| "poisoned")?.clone();
+        assert_eq!(commits, [Commit::Shared, Commit::Busy, Commit::Now]);
+        Ok(())
     }
 
     fn queued_mark(p: &Persister, key: &ConversationKey) -> Option<MessageId> {

@@ -19,7 +19,7 @@ use crate::core::agent_state::AgentState;
 use crate::core::graph::codec::{self, CodecError};
 use crate::core::graph::{ConversationKey, TaskGraph};
 use crate::core::model::ChatId;
-use crate::ports::store::{LoadedGraphs, Quarantined, RuntimeStore, StoreError, Write};
+use crate::ports::store::{Commit, LoadedGraphs, Quarantined, RuntimeStore, StoreError, Write};
 
 use super::journal::Record;
 use super::journaled::{Journals, replay, replay_agent_only};
@@ -200,7 +200,8 @@ impl RuntimeStore for GraphStore {
             .collect();
         if !legacy.is_empty() {
             self.dir.check_guard()?;
-            self.journals.append(&self.dir, agent, legacy, false)?;
+            self.journals
+                .append(&self.dir, agent, legacy, Commit::Now)?;
         }
         self.journals.load_marks(&self.dir, agent)?;
         state.handled = self.journals.marks(agent);
@@ -216,8 +217,8 @@ impl RuntimeStore for GraphStore {
         super::presence::load(&self.dir, agent, today)
     }
 
-    fn write_batch(&self, writes: Vec<Write>, may_wait: bool) -> Result<(), StoreError> {
-        GraphStore::write_batch(self, writes, may_wait)
+    fn write_batch(&self, writes: Vec<Write>, commit: Commit) -> Result<(), StoreError> {
+        GraphStore::write_batch(self, writes, commit)
     }
 
     fn checkpoint(
@@ -308,7 +309,7 @@ impl GraphStore {
     /// marks as journal records (one sync per agent), schedule days and intents as files
     /// (see [`apply_batch`]). Nothing is written once the directory is no longer the one
     /// locked ([`StoreError::Gone`]): writing would make it again behind the operator's back.
-    pub(crate) fn write_batch(&self, writes: Vec<Write>, may_wait: bool) -> Result<(), StoreError> {
+    pub(crate) fn write_batch(&self, writes: Vec<Write>, commit: Commit) -> Result<(), StoreError> {
         self.dir.check_guard()?;
         let mut ops = Vec::new();
         let mut records: std::collections::BTreeMap<String, Vec<Record>> = Default::default();
@@ -353,7 +354,7 @@ impl GraphStore {
             apply_batch(ops)?;
         }
         for (agent, records) in records {
-            self.journals.append(&self.dir, &agent, records, may_wait)?;
+            self.journals.append(&self.dir, &agent, records, commit)?;
         }
         Ok(())
     }

@@ -41,7 +41,7 @@ use super::layout::StateDir;
 use crate::core::agent_state::{AgentState, HandledMark, prune_marks};
 use crate::core::graph::{ConversationKey, TaskGraph};
 use crate::core::model::ChatId;
-use crate::ports::store::SETTLE_HORIZON;
+use crate::ports::store::{Commit, SETTLE_HORIZON};
 
 /// How long a batch no task waits for may wait for another batch's sync.
 pub(crate) const COMMIT_DELAY: Duration = Duration::from_millis(10);
@@ -227,14 +227,16 @@ impl Journals {
         Ok(())
     }
 
-    /// Appends `records` of `agent` and returns once they are durable (with `may_wait`,
-    /// after up to [`COMMIT_DELAY`] for another batch's sync to cover them).
+    /// Appends `records` of `agent` and returns once they are durable: at once with
+    /// [`Commit::Now`], otherwise after up to [`COMMIT_DELAY`] for another batch's sync to
+    /// cover them (always with [`Commit::Busy`], in a stream of batches with
+    /// [`Commit::Shared`]).
     pub(crate) fn append(
         &self,
         dir: &StateDir,
         agent: &str,
         records: Vec<Record>,
-        may_wait: bool,
+        commit: Commit,
     ) -> Result<(), StoreError> {
         let log = self.log(agent);
         let mut st = lock(&log.state);
@@ -286,10 +288,17 @@ impl Journals {
         st.unapplied += 1;
         let delay = self.commit_delay.unwrap_or(COMMIT_DELAY);
         // In a stream of batches (the last one came within the delay) the next one is
-        // likely soon: waiting for it costs less than a sync each.
+        // likely soon: waiting for it costs less than a sync each. A batch a task waits for
+        // never waits: a stream of those would each wait the whole delay, none covering
+        // another.
         let streaming = st.last_append.is_some_and(|at| at.elapsed() < delay);
         st.last_append = Some(Instant::now());
-        if (may_wait || streaming) && !delay.is_zero() {
+        let may_wait = match commit {
+            Commit::Now => false,
+            Commit::Shared => streaming,
+            Commit::Busy => true,
+        };
+        if may_wait && !delay.is_zero() {
             let deadline = Instant::now() + delay;
             while st.synced < mine {
                 let left = deadline.saturating_duration_since(Instant::now());
