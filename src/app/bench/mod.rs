@@ -158,6 +158,65 @@ impl Planner for TimedPlanner {
     }
 }
 
+/// From each chat's last push to its planning call starting, and from that call returning
+/// to the chat's first send after it; and how many chats got that send.
+fn latencies(
+    planner: &TimedPlanner,
+    pushed_at: &HashMap<ChatId, Timestamp>,
+    sends: HashMap<ChatId, (Timestamp, Timestamp)>,
+) -> Result<(Vec<f64>, Vec<f64>, usize), CommandError> {
+    let ms = |from: Timestamp, to: Timestamp| to.duration_since(from).as_secs_f64() * 1000.0;
+    let times = planner
+        .times
+        .lock()
+        .map_err(|_| CommandError::Internal("planner timings poisoned".into()))?;
+    // Each chat's first send once its last planning call returned.
+    let first_sends: HashMap<ChatId, Timestamp> = sends
+        .into_iter()
+        .filter(|(chat, (after, _))| times.returned.get(chat) == Some(after))
+        .map(|(chat, (_, at))| (chat, at))
+        .collect();
+    Ok((
+        times
+            .started
+            .iter()
+            .filter_map(|(c, s)| pushed_at.get(c).map(|p| ms(*p, *s)))
+            .collect(),
+        times
+            .returned
+            .iter()
+            .filter_map(|(c, r)| first_sends.get(c).map(|s| ms(*r, *s)))
+            .collect(),
+        first_sends.len(),
+    ))
+}
+
+/// Each chat's first send at or after its newest planning call returned, with that call's
+/// return (the last round's, once the twin stops reporting and the channel closes).
+async fn first_sends(
+    mut seen: tokio::sync::mpsc::UnboundedReceiver<memory::Recorded>,
+    planner: Arc<TimedPlanner>,
+) -> HashMap<ChatId, (Timestamp, Timestamp)> {
+    let mut out: HashMap<ChatId, (Timestamp, Timestamp)> = HashMap::new();
+    while let Some(r) = seen.recv().await {
+        let memory::Action::Send { chat, .. } = r.action else {
+            continue;
+        };
+        let returned = planner
+            .times
+            .lock()
+            .ok()
+            .and_then(|t| t.returned.get(&chat).copied());
+        if let Some(returned) = returned
+            && r.at >= returned
+            && out.get(&chat).is_none_or(|(after, _)| *after != returned)
+        {
+            out.insert(chat, (returned, r.at));
+        }
+    }
+    out
+}
+
 /// `personad bench`.
 pub async fn bench(global: GlobalArgs, args: BenchArgs) -> CmdResult {
     if let Some(dir) = &args.noise_writer {
@@ -358,8 +417,10 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
     let now = clock.now();
     prepare_idle_graphs(&graphs, args.idle_graphs, now).await?;
     let telegram = twin(&clock)?;
-    // Enough of the twin's log of actions for each chat's first send (read at the end).
-    telegram.set_actions_kept((args.chats * 16).max(1024));
+    // The twin keeps no log of actions: the bench takes each chat's first send as it
+    // happens ([`first_sends`]), so its own bookkeeping is not counted as the runtime's memory.
+    telegram.set_actions_kept(0);
+    let sends_seen = telegram.observe();
     let chats = bench_chats(&telegram, args);
     let rounds = args.rounds.max(1) as usize;
     let planner = planner(args, &clock, graphs.state_dir());
@@ -392,6 +453,7 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
     let life = crate::app::lifecycle::Lifecycle::new();
     let runtime = services.runtime;
     let handle = runtime.handle();
+    let sends = life.spawn(first_sends(sends_seen, Arc::clone(&planner)));
     let boot = Instant::now();
     let run = life.spawn(runtime.run());
     handle.wait_until(|s| s.started).await;
@@ -440,36 +502,10 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
         Ok(Err(e)) => return Err(e.into()),
         Err(e) => return Err(e.into()),
     }
+    telegram.stop_observing();
+    let sends = sends.await?;
 
-    let ms = |from: Timestamp, to: Timestamp| to.duration_since(from).as_secs_f64() * 1000.0;
-    let (push_to_plan, plan_to_send, answered): (Vec<f64>, Vec<f64>, usize) = {
-        let times = planner
-            .times
-            .lock()
-            .map_err(|_| CommandError::Internal("planner timings poisoned".into()))?;
-        // Each chat's first send once its last planning call returned.
-        let mut first_sends: HashMap<ChatId, Timestamp> = HashMap::new();
-        for r in telegram.actions() {
-            if let memory::Action::Send { chat, .. } = r.action
-                && times.returned.get(&chat).is_some_and(|ret| r.at >= *ret)
-            {
-                first_sends.entry(chat).or_insert(r.at);
-            }
-        }
-        (
-            times
-                .started
-                .iter()
-                .filter_map(|(c, s)| pushed_at.get(c).map(|p| ms(*p, *s)))
-                .collect(),
-            times
-                .returned
-                .iter()
-                .filter_map(|(c, r)| first_sends.get(c).map(|s| ms(*r, *s)))
-                .collect(),
-            first_sends.len(),
-        )
-    };
+    let (push_to_plan, plan_to_send, answered) = latencies(&planner, &pushed_at, sends)?;
     if answered < args.chats {
         return Err(CommandError::Internal(format!(
             "only {answered} of {} chats got an answer",
