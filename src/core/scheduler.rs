@@ -152,6 +152,9 @@ pub(crate) struct Scheduler {
     xsend: xsend::Ledger,
     /// When old handled marks were last dropped.
     pruned_at: Option<Timestamp>,
+    /// Owner replies that came while a draft was being posted, before the post named its
+    /// message (`owner::EarlyReply`).
+    early_replies: Vec<owner::EarlyReply>,
 }
 
 /// How often old handled marks are dropped.
@@ -188,6 +191,7 @@ impl Scheduler {
             notices: HashMap::new(),
             xsend: xsend::Ledger::default(),
             pruned_at: None,
+            early_replies: Vec::new(),
         }
     }
 

@@ -6,7 +6,7 @@ use jiff::Timestamp;
 use tracing::{debug, error, info, warn};
 
 use super::{Effect, Scheduler};
-use crate::core::graph::{ConversationKey, FailureVerdict};
+use crate::core::graph::{ConversationKey, FailureVerdict, TaskKind};
 use crate::core::outcome::{Outcome, TaskError};
 
 impl Scheduler {
@@ -42,11 +42,19 @@ impl Scheduler {
         result: Result<Outcome, TaskError>,
         now: Timestamp,
     ) {
-        if self
+        let running = self
             .in_flight
             .get(&key)
-            .is_some_and(|f| f.graph_id == graph_id && f.task_id == task_id)
-        {
+            .filter(|f| f.graph_id == graph_id && f.task_id == task_id)
+            .map(|f| f.kind);
+        if running == Some(TaskKind::Draft) {
+            let posted = match &result {
+                Ok(Outcome::Drafted(p)) => Some(*p),
+                _ => None,
+            };
+            self.early_replies_after_post(&key, task_id, posted, now);
+        }
+        if running.is_some() {
             self.take_in_flight(&key);
         }
         // The owner's word given while a draft was being posted (or timing out) wins over

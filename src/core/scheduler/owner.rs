@@ -31,6 +31,20 @@ pub(super) const NOTICE_GAP: std::time::Duration = std::time::Duration::from_sec
 /// Incident notices held back per agent and kind: when the last went out, how many since.
 pub(super) type Notices = HashMap<(String, &'static str), (Timestamp, u32)>;
 
+/// Owner replies held while drafts are posted, at most.
+const EARLY_REPLIES_KEPT: usize = 32;
+
+/// An owner's reply to a message of the owner's chat that came while a draft of the same
+/// agent was being posted: it may answer that draft, whose message is known only once the
+/// post is back.
+#[derive(Debug)]
+pub(super) struct EarlyReply {
+    agent: String,
+    chat: ChatId,
+    message: MessageId,
+    decision: Decision,
+}
+
 impl Scheduler {
     /// One task of the conversation's current graph, to change.
     fn task_mut(&mut self, key: &ConversationKey, task_id: &str) -> Option<&mut Task> {
@@ -39,6 +53,76 @@ impl Scheduler {
             .tasks
             .iter_mut()
             .find(|t| t.id == task_id)
+    }
+
+    /// Whether `key`'s task in flight is a `draft` task posting its draft (its message not
+    /// known yet).
+    fn posting(&self, key: &ConversationKey, running: &super::Running) -> bool {
+        running.kind == TaskKind::Draft
+            && self.graphs.get(key).is_some_and(|g| {
+                g.task(&running.task_id)
+                    .is_some_and(|t| matches!(t.spec, TaskSpec::Draft { posted: None, .. }))
+            })
+    }
+
+    /// Whether a `draft` task of `agent` is posting its draft right now.
+    fn posting_draft(&self, agent: &str) -> bool {
+        self.in_flight
+            .iter()
+            .any(|(key, running)| key.agent == agent && self.posting(key, running))
+    }
+
+    /// A draft task of `key` finished posting (`posted`, when it did): a reply held for it
+    /// ([`EarlyReply`]) is its owner's word now, kept with the task as a word given during
+    /// the post is. Once no post of the agent is under way, the replies left were to other
+    /// messages: answered as such.
+    pub(super) fn early_replies_after_post(
+        &mut self,
+        key: &ConversationKey,
+        task_id: &str,
+        posted: Option<Posted>,
+        now: Timestamp,
+    ) {
+        if self.early_replies.is_empty() {
+            return;
+        }
+        if let Some(posted) = posted
+            && let Some(at) = self.early_replies.iter().position(|r| {
+                r.agent == key.agent && r.chat == posted.chat && r.message == posted.message
+            })
+        {
+            let reply = self.early_replies.remove(at);
+            if let Some(TaskSpec::Draft { posted: slot, .. }) =
+                self.task_mut(key, task_id).map(|t| &mut t.spec)
+            {
+                *slot = Some(posted);
+            }
+            let which = DraftRef::Reply {
+                chat: reply.chat,
+                message: reply.message,
+            };
+            self.decide_draft(&key.agent, &which, reply.decision, now);
+        }
+        let others_posting = self
+            .in_flight
+            .iter()
+            .any(|(k, running)| k != key && k.agent == key.agent && self.posting(k, running));
+        if others_posting {
+            return;
+        }
+        let (left, kept): (Vec<EarlyReply>, Vec<EarlyReply>) =
+            std::mem::take(&mut self.early_replies)
+                .into_iter()
+                .partition(|r| r.agent == key.agent);
+        self.early_replies = kept;
+        for reply in left {
+            let which = DraftRef::Reply {
+                chat: reply.chat,
+                message: reply.message,
+            };
+            info!(event = "draft_not_found", agent = %key.agent, which = ?which, "the owner decided on a draft that no longer waits");
+            self.replied_to_superseded(&key.agent, &which, now);
+        }
     }
 
     /// A `draft` task posted its draft: it stays pending until the owner decides or its
@@ -102,6 +186,22 @@ impl Scheduler {
             })
         });
         let Some((key, task_id, title)) = found else {
+            // The draft's message reaches the owner a moment before its task is back, so a
+            // quick reply can come first: held until the posts under way name theirs.
+            if let DraftRef::Reply { chat, message } = which
+                && self.posting_draft(agent)
+            {
+                if self.early_replies.len() >= EARLY_REPLIES_KEPT {
+                    self.early_replies.remove(0);
+                }
+                self.early_replies.push(EarlyReply {
+                    agent: agent.to_string(),
+                    chat: *chat,
+                    message: *message,
+                    decision,
+                });
+                return true;
+            }
             info!(event = "draft_not_found", agent = %agent, which = ?which, "the owner decided on a draft that no longer waits");
             self.replied_to_superseded(agent, which, now);
             return false;

@@ -749,3 +749,48 @@ fn a_reached_cap_holds_the_schedule_call_until_lifted() {
     s.lift_budget("a", at(601));
     assert!(drain(&mut s, at(601)).contains(&(own_id, TaskKind::Schedule)));
 }
+
+/// The owner's reply to the draft's message can come before the post is back (the message
+/// is in Telegram a moment before its task finishes): the word is held and applied once the
+/// post names that message.
+#[test]
+fn a_reply_to_the_draft_before_its_post_is_back_applies_once_it_is() {
+    use crate::core::approval::Decision;
+    let mut s = sched(4);
+    let draft = draft_in_flight(&mut s);
+    let reply = DraftRef::Reply {
+        chat: ChatId(1),
+        message: MessageId(40),
+    };
+    assert!(
+        s.decide_draft("a", &reply, Decision::Send, at(7)),
+        "held for the post under way"
+    );
+    finish(&mut s, &draft, Ok(posted()), at(8));
+    s.start_ready(at(8));
+    assert_eq!(
+        starts(&s.take_effects()),
+        vec![(1, TaskKind::Send), (7, TaskKind::Send)],
+        "the owner is told in their chat, and the send starts"
+    );
+}
+
+/// A reply to another message of the owner's chat during a post decides nothing: the draft
+/// waits for the owner once posted.
+#[test]
+fn a_reply_to_another_message_during_a_post_decides_nothing() {
+    use crate::core::approval::Decision;
+    let mut s = sched(4);
+    let draft = draft_in_flight(&mut s);
+    let other = DraftRef::Reply {
+        chat: ChatId(1),
+        message: MessageId(39),
+    };
+    s.decide_draft("a", &other, Decision::Send, at(7));
+    finish(&mut s, &draft, Ok(posted()), at(8));
+    s.start_ready(at(8));
+    assert!(
+        starts(&s.take_effects()).is_empty(),
+        "the draft still waits for the owner"
+    );
+}
