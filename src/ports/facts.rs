@@ -82,10 +82,10 @@ pub trait FactStore: Send + Sync + 'static {
         file: &SummaryFile,
     ) -> Result<(), FactError>;
 
-    /// Whether `file` is known absent right now, answered from what the store remembers,
-    /// with no system call (`false`: not known, read it). A plan of a chat whose memory
-    /// files are all known absent does not go to the blocking pool.
-    fn known_absent(&self, _agent: &str, _file: MemoryFile) -> bool {
+    /// Whether every one of `files` is known absent right now, answered from what the store
+    /// remembers, with no system call (`false`: not known, read them). A plan of a chat
+    /// whose memory files are all known absent does not go to the blocking pool.
+    fn known_absent(&self, _agent: &str, _files: &[MemoryFile]) -> bool {
         false
     }
 }

@@ -123,20 +123,22 @@ impl Absent {
         }
     }
 
-    /// Whether `path` is known absent now, from what is remembered alone: its directory was
-    /// checked less than [`RECHECK`] ago and is absent or found the file absent. Makes no
-    /// system call (`false` also when the check is due: [`Absent::lookup`] then).
-    pub fn known(&self, path: &Path) -> bool {
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-            return false;
-        };
+    /// Whether every one of `paths` is known absent now, from what is remembered alone: its
+    /// directory was checked less than [`RECHECK`] ago and is absent or found the file
+    /// absent. Makes no system call (`false` also when a check is due: [`Absent::lookup`]).
+    pub fn known(&self, paths: &[PathBuf]) -> bool {
         let now = self.clock.now();
         let dirs = self.dirs.lock().unwrap_or_else(PoisonError::into_inner);
-        dirs.get(dir).is_some_and(|entry| {
-            let since = now.duration_since(entry.checked);
-            !since.is_negative()
-                && since < RECHECK
-                && (entry.stamp.is_none() || entry.names.contains(name))
+        paths.iter().all(|path| {
+            let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+                return false;
+            };
+            dirs.get(dir).is_some_and(|entry| {
+                let since = now.duration_since(entry.checked);
+                !since.is_negative()
+                    && since < RECHECK
+                    && (entry.stamp.is_none() || entry.names.contains(name))
+            })
         })
     }
 

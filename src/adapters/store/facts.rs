@@ -329,14 +329,18 @@ impl FactStore for FileFacts {
         self.read_parsed(self.dir.summaries_path(agent, chat), SummaryFile::parse)
     }
 
-    fn known_absent(&self, agent: &str, file: MemoryFile) -> bool {
+    fn known_absent(&self, agent: &str, files: &[MemoryFile]) -> bool {
         let Some(absent) = &self.absent else {
             return false;
         };
-        absent.known(&match file {
-            MemoryFile::Facts(scope) => self.dir.facts_path(agent, scope),
-            MemoryFile::Summaries(chat) => self.dir.summaries_path(agent, chat),
-        })
+        let paths: Vec<PathBuf> = files
+            .iter()
+            .map(|file| match *file {
+                MemoryFile::Facts(scope) => self.dir.facts_path(agent, scope),
+                MemoryFile::Summaries(chat) => self.dir.summaries_path(agent, chat),
+            })
+            .collect();
+        absent.known(&paths)
     }
 
     fn summary_chats(&self, agent: &str) -> Result<Vec<ChatId>, FactError> {

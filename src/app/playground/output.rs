@@ -500,8 +500,8 @@ impl crate::ports::facts::FactStore for ObservedFacts {
         Ok(())
     }
 
-    fn known_absent(&self, agent: &str, file: crate::ports::facts::MemoryFile) -> bool {
-        self.inner.known_absent(agent, file)
+    fn known_absent(&self, agent: &str, files: &[crate::ports::facts::MemoryFile]) -> bool {
+        self.inner.known_absent(agent, files)
     }
 }
 

@@ -40,8 +40,8 @@ const EARLY_REPLIES_KEPT: usize = 32;
 #[derive(Debug)]
 pub(super) struct EarlyReply {
     agent: String,
-    chat: ChatId,
-    message: MessageId,
+    /// Always a [`DraftRef::Reply`].
+    which: DraftRef,
     decision: Decision,
 }
 
@@ -88,7 +88,12 @@ impl Scheduler {
         }
         if let Some(posted) = posted
             && let Some(at) = self.early_replies.iter().position(|r| {
-                r.agent == key.agent && r.chat == posted.chat && r.message == posted.message
+                r.agent == key.agent
+                    && r.which
+                        == DraftRef::Reply {
+                            chat: posted.chat,
+                            message: posted.message,
+                        }
             })
         {
             let reply = self.early_replies.remove(at);
@@ -97,11 +102,7 @@ impl Scheduler {
             {
                 *slot = Some(posted);
             }
-            let which = DraftRef::Reply {
-                chat: reply.chat,
-                message: reply.message,
-            };
-            self.decide_draft(&key.agent, &which, reply.decision, now);
+            self.decide_draft(&key.agent, &reply.which, reply.decision, now);
         }
         let others_posting = self
             .in_flight
@@ -116,13 +117,15 @@ impl Scheduler {
                 .partition(|r| r.agent == key.agent);
         self.early_replies = kept;
         for reply in left {
-            let which = DraftRef::Reply {
-                chat: reply.chat,
-                message: reply.message,
-            };
-            info!(event = "draft_not_found", agent = %key.agent, which = ?which, "the owner decided on a draft that no longer waits");
-            self.replied_to_superseded(&key.agent, &which, now);
+            self.draft_not_found(&key.agent, &reply.which, now);
         }
+    }
+
+    /// The owner's word named no waiting draft: logged, and a reply to a replaced draft
+    /// answered.
+    fn draft_not_found(&mut self, agent: &str, which: &DraftRef, now: Timestamp) {
+        info!(event = "draft_not_found", agent = %agent, which = ?which, "the owner decided on a draft that no longer waits");
+        self.replied_to_superseded(agent, which, now);
     }
 
     /// A `draft` task posted its draft: it stays pending until the owner decides or its
@@ -188,22 +191,18 @@ impl Scheduler {
         let Some((key, task_id, title)) = found else {
             // The draft's message reaches the owner a moment before its task is back, so a
             // quick reply can come first: held until the posts under way name theirs.
-            if let DraftRef::Reply { chat, message } = which
-                && self.posting_draft(agent)
-            {
+            if matches!(which, DraftRef::Reply { .. }) && self.posting_draft(agent) {
                 if self.early_replies.len() >= EARLY_REPLIES_KEPT {
                     self.early_replies.remove(0);
                 }
                 self.early_replies.push(EarlyReply {
                     agent: agent.to_string(),
-                    chat: *chat,
-                    message: *message,
+                    which: which.clone(),
                     decision,
                 });
                 return true;
             }
-            info!(event = "draft_not_found", agent = %agent, which = ?which, "the owner decided on a draft that no longer waits");
-            self.replied_to_superseded(agent, which, now);
+            self.draft_not_found(agent, which, now);
             return false;
         };
         let in_flight = self

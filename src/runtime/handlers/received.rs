@@ -328,7 +328,7 @@ async fn memory_view(
     let (agent, chat) = (ctx.key.agent.clone(), ctx.chat.id);
     // A chat nobody wrote anything about (the store knows each file absent, without asking
     // the disk) is answered here: no trip to the blocking pool.
-    if plan_files(chat, &people).all(|file| facts.known_absent(&agent, file)) {
+    if facts.known_absent(&agent, &plan_files(chat, &people)) {
         return no_memory();
     }
     let cap = ctx.config.memory_scope_bytes;
@@ -347,7 +347,7 @@ async fn memory_view(
 }
 
 /// The memory files a plan of `chat` reads ([`read_memory`]), `people` being those shown.
-fn plan_files(chat: ChatId, people: &[(i64, String)]) -> impl Iterator<Item = MemoryFile> + '_ {
+fn plan_files(chat: ChatId, people: &[(i64, String)]) -> Vec<MemoryFile> {
     [
         MemoryFile::Summaries(chat),
         MemoryFile::Facts(FactScope::Chat(chat)),
@@ -361,6 +361,7 @@ fn plan_files(chat: ChatId, people: &[(i64, String)]) -> impl Iterator<Item = Me
             .iter()
             .map(|(id, _)| MemoryFile::Facts(FactScope::Person(*id))),
     )
+    .collect()
 }
 
 /// What a plan sees when none of its memory files exists: what [`read_memory`] gives then.
