@@ -53,7 +53,7 @@
 //!   speech providers with the LLM layer's retry, metering and cap hold (`speech`), the LLM
 //!   planner, the media pipeline, curated stickers, the persona loader, the Telegram Desktop
 //!   export reader, and the crash-safe state `store` (every path under `state/` is built in
-//!   `store::layout`; `store::journal` and `store::journaled` are each agent's journal, whose
+//!   `store::layout`; `store::journal`, `store::journaled` and `store::replay` are each agent's journal, whose
 //!   graph files are checkpoints; `store::presence` reads schedule days and intents), `voice`, the
 //!   voice-note codec (WAV or PCM in, Telegram's Ogg/Opus with duration and waveform out), and
 //!   `voice_studio`, the voice port (speech, then the codec, the note kept for a retry).

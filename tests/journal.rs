@@ -867,11 +867,83 @@ fn a_moving_graph_is_checkpointed_once_it_settles_or_has_moved_too_long() -> Tes
     Ok(())
 }
 
-/// A journal segment is retired (removed) only with everything it holds on file: a moving
-/// graph whose only record is in a full segment is written by that checkpoint, and a restart
-/// after it still has the graph.
+/// New versions of a settled, large graph (chat 2) until the newest segment is full (8 MiB,
+/// due for retirement); returns that segment.
+fn fill_segment(s: &GraphStore, state: &Path) -> Result<PathBuf, Box<dyn std::error::Error>> {
+    let full = newest_segment(state)?;
+    let mut version = 1;
+    while std::fs::metadata(&full)?.len() < 8 << 20 {
+        let mut filler = graph(2, version);
+        filler.chat.title = "x".repeat(100_000);
+        RuntimeStore::write_batch(s, vec![Write::Graph(Box::new(filler))], Commit::Shared)?;
+        version += 1;
+    }
+    Ok(full)
+}
+
+/// A journal segment is retired (removed) only with everything it holds kept: a graph still
+/// moving within its horizon is carried into the new segment (one append, no file made for a
+/// graph whose reply is about to finish), one that has moved the whole horizon and the settled
+/// ones go on file. A restart has them all, and a newer state written after the retirement
+/// wins over the carried copy.
 #[test]
-fn a_retired_segment_takes_no_moving_graph_with_it() -> TestResult {
+fn a_retirement_carries_a_moving_graph_into_the_new_segment() -> TestResult {
+    use personad::ports::store::SETTLE_HORIZON;
+    let _serial = serial();
+    let dir = tempfile::tempdir()?;
+    let state = dir.path().join("state");
+    let s = store(&state);
+    let t = now();
+    let later = t + SignedDuration::from_secs(SETTLE_HORIZON.as_secs() as i64);
+    // Chat 3 moves from `t` on (a checkpoint notes it), chat 1 from `later`.
+    RuntimeStore::write_batch(
+        &s,
+        vec![Write::Graph(Box::new(moving(3, 1)))],
+        Commit::Shared,
+    )?;
+    assert_eq!(RuntimeStore::checkpoint(&s, false, t)?.moving, 1);
+    RuntimeStore::write_batch(
+        &s,
+        vec![Write::Graph(Box::new(moving(1, 1)))],
+        Commit::Shared,
+    )?;
+    let first = fill_segment(&s, &state)?;
+    let report = RuntimeStore::checkpoint(&s, false, later)?;
+    assert!(report.retired >= 1, "{report:?}");
+    assert!(!first.exists(), "the full segment was retired");
+    assert_eq!((report.carried, report.moving), (1, 1), "{report:?}");
+    assert_eq!(on_file(&state, 1), None, "carried, not written");
+    assert_eq!(
+        on_file(&state, 3),
+        Some(1),
+        "moved the whole horizon: on file"
+    );
+    assert!(on_file(&state, 2).is_some(), "settled: on file");
+    let back = store(&state).load_all(now())?;
+    assert_eq!(
+        versions(&back.graphs).iter().find(|(chat, _)| *chat == 1),
+        Some(&(1, 1)),
+        "the carried graph survives the retirement"
+    );
+    // A newer state after the carry wins at a restart.
+    RuntimeStore::write_batch(
+        &s,
+        vec![Write::Graph(Box::new(moving(1, 2)))],
+        Commit::Shared,
+    )?;
+    let back = store(&state).load_all(now())?;
+    assert_eq!(
+        versions(&back.graphs).iter().find(|(chat, _)| *chat == 1),
+        Some(&(1, 2)),
+    );
+    Ok(())
+}
+
+/// A carry that cannot be appended (a full disk) carries nothing: the retirement writes the
+/// moving graph to its file as it would without a carry, says so in the log, and a restart
+/// has the graph.
+#[test]
+fn a_carry_that_fails_puts_the_moving_graph_on_file() -> TestResult {
     let _serial = serial();
     let dir = tempfile::tempdir()?;
     let state = dir.path().join("state");
@@ -881,24 +953,14 @@ fn a_retired_segment_takes_no_moving_graph_with_it() -> TestResult {
         vec![Write::Graph(Box::new(moving(1, 1)))],
         Commit::Shared,
     )?;
-    // New versions of another (settled, large) graph until the segment is full (8 MiB).
-    let first = newest_segment(&state)?;
-    let mut version = 1;
-    while std::fs::metadata(&first)?.len() < 8 << 20 {
-        let mut filler = graph(2, version);
-        filler.chat.title = "x".repeat(100_000);
-        RuntimeStore::write_batch(&s, vec![Write::Graph(Box::new(filler))], Commit::Shared)?;
-        version += 1;
-    }
-    let report = RuntimeStore::checkpoint(&s, false, now())?;
-    assert!(report.retired >= 1, "{report:?}");
+    let first = fill_segment(&s, &state)?;
+    faults::fail_next_append_after(10);
+    let (report, logs) = logged(|| RuntimeStore::checkpoint(&s, false, now()));
+    let report = report?;
     assert!(!first.exists(), "the full segment was retired");
-    assert_eq!(report.moving, 0, "{report:?}");
-    assert_eq!(
-        on_file(&state, 1),
-        Some(1),
-        "the moving graph went on file first"
-    );
+    assert_eq!(report.carried, 0, "{report:?}");
+    assert!(logs.contains("journal_carry_failed"), "{logs}");
+    assert_eq!(on_file(&state, 1), Some(1), "written instead");
     let back = store(&state).load_all(now())?;
     assert!(
         back.graphs.iter().any(|g| g.chat.id == ChatId(1)),
@@ -938,5 +1000,38 @@ fn a_batch_a_task_waits_for_is_never_held_back() -> TestResult {
     written?;
     let loaded = RuntimeStore::load_all(&self::store(dir.path()), now())?;
     assert_eq!(versions(&loaded.graphs), [(1, 1), (2, 1)]);
+    Ok(())
+}
+
+/// A bulk batch (`Commit::Busy`, which may wait for another batch's sync) is not held back
+/// once a task waits for it: `hurry` releases one waiting, and no batch waits while a task
+/// does (a message's graph write, then its planning, which waited the whole commit delay).
+#[test]
+fn a_hurried_store_holds_no_bulk_batch_back() -> TestResult {
+    let _serial = serial();
+    let dir = tempfile::tempdir()?;
+    let store = std::sync::Arc::new(
+        GraphStore::new(StateDir::new(dir.path()))
+            .with_commit_delay(std::time::Duration::from_secs(3600)),
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writer = std::sync::Arc::clone(&store);
+    std::thread::spawn(move || {
+        let written = RuntimeStore::write_batch(
+            &*writer,
+            vec![Write::Graph(Box::new(graph(1, 1)))],
+            Commit::Busy,
+        )
+        .map_err(|e| e.to_string());
+        let _ = tx.send(written);
+    });
+    RuntimeStore::hurry(&*store, true);
+    let written = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .map_err(|_| "the batch a task waits for was held back for company")?;
+    written?;
+    RuntimeStore::hurry(&*store, false);
+    let loaded = RuntimeStore::load_all(&self::store(dir.path()), now())?;
+    assert_eq!(versions(&loaded.graphs), [(1, 1)]);
     Ok(())
 }

@@ -125,37 +125,46 @@ async fn a_dm_gets_an_answer_through_gemini() -> TestResult {
 
 /// The window start of a chat is read from the state directory once per agent: the first
 /// plan reads the agent's records (on the blocking pool), a new chat's plan after it knows
-/// there is none without a read, and every start is still saved.
+/// there is none without a read. Every start is saved, and with the records wired into the
+/// runtime's store as the daemon wires them, by the store's own writes: no plan takes a trip
+/// to the blocking pool to write one, and each is on file once the runtime is idle.
 #[tokio::test]
-async fn a_new_chats_window_start_is_known_without_a_read() -> TestResult {
+async fn a_new_chats_window_start_is_known_without_a_read_and_written_without_a_trip() -> TestResult
+{
     let server = mock_with(answer("# «send»\nHi!")).await;
     let dir = tempfile::tempdir()?;
     let chats = [dm(100), dm(101), dm(102)];
-    let state = personad::adapters::store::StateDir::new(dir.path());
-    let planner = Arc::new(
-        LlmPlanner::new(
-            Arc::new(
-                GeminiClient::new({
-                    let mut g = GeminiConfig::new(ApiKey::new(KEY));
-                    g.base_url = server.uri();
-                    g
-                })
-                .map_err(|e| format!("client: {e}"))?,
-            ),
-            LlmPlannerConfig::default(),
-        )
-        .with_state(state),
-    );
-    let shared = Arc::clone(&planner);
-    let mut h = Harness::start_with(
+    let client = GeminiClient::new({
+        let mut g = GeminiConfig::new(ApiKey::new(KEY));
+        g.base_url = server.uri();
+        g
+    })
+    .map_err(|e| format!("client: {e}"))?;
+    let built = Arc::new(std::sync::OnceLock::new());
+    let slot = Arc::clone(&built);
+    let mut h = Harness::start_with_windows(
         dir.path(),
-        move |_| shared as SharedPlanner,
+        move |_, windows| {
+            let planner = Arc::new(
+                LlmPlanner::new(Arc::new(client), LlmPlannerConfig::default())
+                    .with_window_records(windows),
+            );
+            let _ = slot.set(Arc::clone(&planner));
+            planner as SharedPlanner
+        },
         config(),
         &chats,
     );
+    let planner = built.get().cloned().ok_or("planner not built")?;
+    let records = dir.path().join("windows").join(format!("{AGENT}.log"));
     for chat in &chats {
         h.say(chat, "Bob", "hi").await;
         h.settle().await;
+        let text = std::fs::read_to_string(&records).unwrap_or_default();
+        assert!(
+            text.contains(&format!("\"chat\":{}", chat.id)),
+            "on file before the stop: {text}"
+        );
     }
     assert_eq!(bodies(&server).await.len(), 3);
     assert_eq!(
@@ -163,14 +172,8 @@ async fn a_new_chats_window_start_is_known_without_a_read() -> TestResult {
         1,
         "read once, for the agent's first chat"
     );
+    assert_eq!(planner.window_writes(), 0, "written by the store's batches");
     h.stop().await?;
-    let records = std::fs::read_to_string(dir.path().join("windows").join(format!("{AGENT}.log")))?;
-    for chat in &chats {
-        assert!(
-            records.contains(&format!("\"chat\":{}", chat.id)),
-            "{records}"
-        );
-    }
     Ok(())
 }
 

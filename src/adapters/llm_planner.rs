@@ -11,10 +11,12 @@
 //! [`Planner`].
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::adapters::llm::provider;
 use crate::adapters::llm::usage::{self, CallKind, UsageMeter};
+use crate::adapters::store::windows::Remembered;
 use crate::adapters::store::{self, StateDir};
 use crate::core::blocks::{self, ParseOptions};
 use crate::core::llm::LlmChoice;
@@ -100,6 +102,8 @@ pub struct LlmPlanner {
     config: LlmPlannerConfig,
     windows: Mutex<HashMap<(String, ChatId), Option<MessageId>>>,
     records: Option<Arc<store::windows::WindowRecords>>,
+    /// Trips to the blocking pool that wrote window records.
+    window_writes: AtomicU64,
     usage: Option<Arc<UsageMeter>>,
     /// Summary calls per agent and (UTC) day, for the daily cap.
     summary_calls: Mutex<HashMap<(String, jiff::civil::Date), u32>>,
@@ -112,16 +116,32 @@ impl LlmPlanner {
             config,
             windows: Mutex::new(HashMap::new()),
             records: None,
+            window_writes: AtomicU64::new(0),
             usage: None,
             summary_calls: Mutex::new(HashMap::new()),
         }
     }
 
     /// Persists each chat's window start under `state` (`store::windows`, read back after
-    /// a restart).
-    pub fn with_state(mut self, state: StateDir) -> LlmPlanner {
-        self.records = Some(Arc::new(store::windows::WindowRecords::new(state)));
+    /// a restart), each new one written on a trip to the blocking pool of its own.
+    pub fn with_state(self, state: StateDir) -> LlmPlanner {
+        self.with_window_records(Arc::new(store::windows::WindowRecords::new(state)))
+    }
+
+    /// Persists each chat's window start in `records`: the composition root gives the same
+    /// records to the runtime's store, which writes them behind its batches
+    /// (`GraphStore::with_window_records`).
+    pub fn with_window_records(
+        mut self,
+        records: Arc<store::windows::WindowRecords>,
+    ) -> LlmPlanner {
+        self.records = Some(records);
         self
+    }
+
+    /// How many trips to the blocking pool writing window records took.
+    pub fn window_writes(&self) -> u64 {
+        self.window_writes.load(Ordering::Relaxed)
     }
 
     /// How many window starts were read on the blocking pool (`WindowRecords::get`).
@@ -177,10 +197,17 @@ impl LlmPlanner {
             return;
         };
         let (agent, chat) = key;
+        let remembered = records.remember(&agent, chat, start);
+        if remembered == Remembered::Done {
+            return;
+        }
+        self.window_writes.fetch_add(1, Ordering::Relaxed);
         let written = tokio::task::spawn_blocking(move || {
-            records
-                .note(&agent, chat, start)
-                .map_err(|e| (agent, chat, e))
+            match remembered {
+                Remembered::Note => records.note(&agent, chat, start),
+                _ => records.flush(),
+            }
+            .map_err(|e| (agent, chat, e))
         })
         .await;
         if let Ok(Err((agent, chat, e))) = written {

@@ -147,7 +147,7 @@ pub async fn run(
         }],
         &clock,
         &state,
-        Arc::new(planner),
+        Box::new(move |_| Arc::new(planner) as crate::ports::planner::SharedPlanner),
     );
     let services = crate::app::services::Services::build(spec).await?;
     let ingress = services.plain_ingress();

@@ -177,9 +177,12 @@ pub(crate) async fn crash_child(global: GlobalArgs, args: CrashChildArgs) -> Cmd
         }],
         &clock,
         &state,
-        Arc::new(CrashPlanner {
-            clock: Arc::clone(&clock),
-        }),
+        {
+            let planner = Arc::new(CrashPlanner {
+                clock: Arc::clone(&clock),
+            });
+            Box::new(move |_| planner as crate::ports::planner::SharedPlanner)
+        },
     );
     let persona = Arc::clone(&spec.agents[0].persona);
     let services = crate::app::services::Services::build(spec).await?;

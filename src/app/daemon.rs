@@ -180,7 +180,7 @@ impl Daemon {
             backend,
             Backend::Memory { .. } | Backend::Mtproto { sim: Some(_), .. }
         );
-        let planning = planning::planning(&args, &config, &state, &clock, &report, memory)?;
+        let planning = planning::planning(&args, &config, &clock, &report, memory)?;
         let mut accounts = Accounts::new(global.clone(), backend, state.clone(), &clock);
         let chats = crate::app::ops::controls::ChatIndex::new(state.clone());
         accounts.chats = Some(Arc::clone(&chats));

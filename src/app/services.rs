@@ -16,6 +16,7 @@ use crate::adapters::stickers::StickerCatalog;
 use crate::adapters::store::StateDir;
 use crate::adapters::store::facts::FileFacts;
 use crate::adapters::store::graphs::GraphStore;
+use crate::adapters::store::windows::WindowRecords;
 use crate::app::cli::{MediaArgs, VoiceArgs};
 use crate::app::commands::CommandError;
 use crate::core::config::RuntimeConfig;
@@ -27,8 +28,16 @@ use crate::ports::llm::Llm;
 use crate::ports::planner::SharedPlanner;
 use crate::runtime::{AgentHandle, Heartbeat, Runtime, RuntimeHandle, RuntimeSeed};
 
-/// Builds the entry's planner over the process's usage meter.
-pub(crate) type MakePlanner = Box<dyn FnOnce(&Arc<UsageMeter>) -> SharedPlanner + Send>;
+/// Builds the entry's planner over the process's parts.
+pub(crate) type MakePlanner = Box<dyn FnOnce(&PlannerParts) -> SharedPlanner + Send>;
+
+/// What the process gives its planner.
+pub(crate) struct PlannerParts {
+    /// The usage meter every LLM call is metered in.
+    pub usage: Arc<UsageMeter>,
+    /// The window records, written behind the runtime store's batches.
+    pub windows: Arc<WindowRecords>,
+}
 
 /// Shows the runtime the process's memory store through a view of the entry's (the
 /// playground prints every write).
@@ -65,7 +74,7 @@ impl Spec<'_> {
         agents: Vec<AgentHandle>,
         clock: &SharedClock,
         state: &StateDir,
-        planner: SharedPlanner,
+        planner: MakePlanner,
     ) -> Spec<'static> {
         Spec {
             config,
@@ -73,7 +82,7 @@ impl Spec<'_> {
             clock: Arc::clone(clock),
             state: state.clone(),
             graphs: state.clone(),
-            planner: Box::new(move |_| planner),
+            planner,
             llm: None,
             media: None,
             voice: None,
@@ -125,7 +134,11 @@ impl Services {
             .await
             .map_err(CommandError::unexpected)?,
         );
-        let planner = planner(&usage);
+        let parts = PlannerParts {
+            usage: Arc::clone(&usage),
+            windows: Arc::new(WindowRecords::new(state.clone())),
+        };
+        let planner = planner(&parts);
         let media = match (media, &llm) {
             (Some(args), Some(llm)) => {
                 Some(media_pipeline(args, Arc::clone(llm), state.clone(), &clock, &usage).await?)
@@ -153,7 +166,7 @@ impl Services {
             config,
             agents,
             planner,
-            GraphStore::new(graphs),
+            GraphStore::new(graphs).with_window_records(parts.windows),
             Arc::clone(&clock),
         )
         .with_stickers(Arc::new(StickerCatalog::new()))

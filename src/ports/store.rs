@@ -134,6 +134,15 @@ pub trait RuntimeStore: Send + Sync + 'static {
     /// whether it may wait a moment for another batch's sync to cover it too (group commit).
     fn write_batch(&self, writes: Vec<Write>, commit: Commit) -> Result<(), StoreError>;
 
+    /// A task now waits (`true`), or no longer waits (`false`), for a batch already handed
+    /// to [`RuntimeStore::write_batch`] without [`Commit::Now`] (a message's graph write,
+    /// then its planning): while any task does, no batch waits for another's sync, and one
+    /// waiting stops. Called from the async side: it must not block. The default does
+    /// nothing (a store with no group commit).
+    fn hurry(&self, waiting: bool) {
+        let _ = waiting;
+    }
+
     /// Brings the human-readable checkpoints (graph files, agent states) up to what is
     /// durable; with `full`, also retires what the journal holds (every checkpoint synced,
     /// the old segments removed), as at a clean stop. `now` (the runtime's clock) ages the
@@ -159,8 +168,8 @@ pub enum Commit {
 /// `TaskGraph::moves_within`) is not written to its checkpoint file by a checkpoint: the
 /// journal holds it and `state show` reads it from there, and a reply cycle that ends within
 /// it never creates a file only to remove it. It is written within a checkpoint's delay once it
-/// settles, or once it has been moving this long, and always by a full checkpoint or the
-/// retirement of its journal segment.
+/// settles, or once it has been moving this long, and always by a full checkpoint; the
+/// retirement of its journal segment carries it into the new segment instead.
 pub const SETTLE_HORIZON: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What a checkpoint wrote.
@@ -172,6 +181,9 @@ pub struct CheckpointReport {
     pub retired: usize,
     /// Graphs not written yet because they are still moving: another checkpoint is owed.
     pub moving: usize,
+    /// Moving graphs a retirement appended to the new journal segment instead of writing
+    /// their files (counted among `moving`).
+    pub carried: usize,
 }
 
 /// Shared handle.

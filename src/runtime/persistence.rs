@@ -118,6 +118,11 @@ struct Slot {
     running: bool,
     /// The generation of that running write.
     running_gen: u64,
+    /// That write runs in the urgent lane ([`Commit::Now`]).
+    running_urgent: bool,
+    /// A task waits for that write though it runs in the bulk lane: the store is hurried
+    /// until it is written.
+    hurried: bool,
     /// The newest write not yet handed to a batch.
     next: Option<(u64, Write)>,
     /// The file is listed in `ready`.
@@ -323,11 +328,19 @@ impl Persister {
     }
 
     /// Moves the next write of `target` (already submitted) to the urgent lane: a task waits
-    /// for it.
+    /// for it. When a write of `target` runs already in the bulk lane (the one the task waits
+    /// for, or the one it waits behind), the store is hurried until it is written.
     pub(crate) fn make_urgent(&mut self, target: &Target) {
         let Some(slot) = self.slots.get_mut(target) else {
             return;
         };
+        // The write the task waits for, or the one before it, runs already; in the bulk
+        // lane it may be waiting for another batch's sync: the store stops holding batches
+        // back until it is written.
+        if slot.running && !slot.running_urgent && !slot.hurried {
+            slot.hurried = true;
+            self.store.hurry(true);
+        }
         if slot.next.is_none() {
             return;
         }
@@ -382,6 +395,7 @@ impl Persister {
             if let Some((generation, write)) = slot.next.take() {
                 slot.running = true;
                 slot.running_gen = generation;
+                slot.running_urgent = urgent;
                 slot.urgent = false;
                 writes.push(write);
                 done.push((target, generation));
@@ -409,6 +423,9 @@ impl Persister {
                 continue;
             };
             slot.running = false;
+            if std::mem::take(&mut slot.hurried) {
+                self.store.hurry(false);
+            }
             if slot.next.is_none() {
                 if !slot.queued && !slot.queued_urgent {
                     self.slots.remove(target);
@@ -514,10 +531,11 @@ mod tests {
         StoreError,
     };
 
-    /// A store that only records how each batch may share a sync.
+    /// A store that only records how each batch may share a sync, and its hurries.
     #[derive(Default)]
     struct Unused {
         commits: std::sync::Mutex<Vec<Commit>>,
+        hurries: std::sync::Mutex<Vec<bool>>,
     }
 
     impl RuntimeStore for Unused {
@@ -542,6 +560,11 @@ mod tests {
                 commits.push(commit);
             }
             Ok(())
+        }
+        fn hurry(&self, waiting: bool) {
+            if let Ok(mut hurries) = self.hurries.lock() {
+                hurries.push(waiting);
+            }
         }
         fn checkpoint(&self, _: bool, _: Timestamp) -> Result<CheckpointReport, StoreError> {
             Ok(CheckpointReport::default())
@@ -602,6 +625,82 @@ mod tests {
         }
         let commits = store.commits.lock().map_err(|_| "poisoned")?.clone();
         assert_eq!(commits, [Commit::Shared, Commit::Busy, Commit::Now]);
+        Ok(())
+    }
+
+    /// A task that starts waiting for a write already running in the bulk lane (a message's
+    /// graph write, then its planning, in a later pass), or queued behind one (a new message
+    /// while the chat's last deletion is written), hurries the store until that write is
+    /// done, once; a write running in the urgent lane is never held back and needs none.
+    #[tokio::test]
+    async fn a_task_waiting_for_a_running_bulk_write_hurries_the_store()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let store = Arc::new(Unused::default());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let clock: crate::ports::clock::SharedClock = Arc::new(crate::ports::clock::SystemClock);
+        let mut p = Persister::new(
+            Arc::clone(&store) as _,
+            Arc::new(move |saved: super::Saved| {
+                let _ = tx.send(saved);
+            }),
+            Arc::new(|_| {}),
+            clock,
+        );
+        let at = jiff::Timestamp::UNIX_EPOCH;
+        let hurries = || store.hurries.lock().map(|h| h.clone()).unwrap_or_default();
+        for (id, urgent) in [(1, false), (2, true)] {
+            let target = Target::Graph(ConversationKey::new("anna", ChatId(id)));
+            let chat = Chat {
+                id: ChatId(id),
+                kind: ChatKind::Direct,
+                title: "chat".into(),
+            };
+            p.set_busy(true);
+            p.submit(
+                target.clone(),
+                Write::Graph(Box::new(TaskGraph::with_tasks(
+                    "anna",
+                    chat,
+                    at,
+                    Vec::new(),
+                ))),
+            );
+            if urgent {
+                p.make_urgent(&target);
+            }
+            p.flush();
+            // The task comes in a later pass, while the write runs; and asks again.
+            p.make_urgent(&target);
+            p.make_urgent(&target);
+            let expected: &[bool] = if urgent { &[true, false] } else { &[true] };
+            assert_eq!(hurries(), expected, "while chat {id} runs");
+            let saved = rx.recv().await.ok_or("no batch reported")?;
+            p.completed(&saved.done, saved.urgent);
+            assert_eq!(hurries(), [true, false], "after chat {id}");
+        }
+        // A task waiting for a newer write, queued behind a running bulk one, hurries too.
+        let target = Target::Graph(ConversationKey::new("anna", ChatId(3)));
+        let graph = || {
+            let chat = Chat {
+                id: ChatId(3),
+                kind: ChatKind::Direct,
+                title: "chat".into(),
+            };
+            Write::Graph(Box::new(TaskGraph::with_tasks(
+                "anna",
+                chat,
+                at,
+                Vec::new(),
+            )))
+        };
+        p.submit(target.clone(), graph());
+        p.flush();
+        p.submit(target.clone(), graph());
+        p.make_urgent(&target);
+        assert_eq!(hurries(), [true, false, true], "behind a running write");
+        let saved = rx.recv().await.ok_or("no batch reported")?;
+        p.completed(&saved.done, saved.urgent);
+        assert_eq!(hurries(), [true, false, true, false]);
         Ok(())
     }
 

@@ -21,6 +21,7 @@ use jiff::Timestamp;
 use personad::adapters::media::MediaPipeline;
 use personad::adapters::memory::{Incoming, MemoryTelegram};
 use personad::adapters::stickers::StickerCatalog;
+use personad::adapters::store::windows::WindowRecords;
 use personad::adapters::store::{GraphStore, StateDir};
 use personad::core::config::RuntimeConfig;
 use personad::core::model::{Chat, ChatId, ChatKind, Message};
@@ -226,6 +227,8 @@ pub(crate) type MakeMedia = Box<dyn FnOnce(SharedClock) -> Arc<MediaPipeline>>;
 enum Planned {
     Ready(SharedPlanner),
     Make(MakePlanner),
+    /// Given the window records the runtime's store writes (as the daemon's planner is).
+    WithWindows(Box<dyn FnOnce(SharedClock, Arc<WindowRecords>) -> SharedPlanner>),
 }
 
 /// Wraps the in-memory backend before the runtime gets it (a governor, say).
@@ -266,6 +269,29 @@ impl Harness {
         chats: &[Chat],
     ) -> Harness {
         Harness::start_with_media(state, make_planner, None, config, chats)
+    }
+
+    /// Like [`Harness::start_with`], the planner given the window records the runtime's store
+    /// writes behind its batches, as the daemon wires them.
+    pub(crate) fn start_with_windows(
+        state: &Path,
+        make_planner: impl FnOnce(SharedClock, Arc<WindowRecords>) -> SharedPlanner + 'static,
+        config: RuntimeConfig,
+        chats: &[Chat],
+    ) -> Harness {
+        let unused = Arc::new(ScriptedPlanner::new(|_, _| Ok(Vec::new())));
+        Harness::boot_as(
+            persona(AGENT),
+            state,
+            Planned::WithWindows(Box::new(make_planner)),
+            unused,
+            config,
+            chats,
+            t0(),
+            None,
+            None,
+            None,
+        )
     }
 
     /// Like [`Harness::start_with`], with the in-memory backend wrapped by `wrap` (the
@@ -359,9 +385,11 @@ impl Harness {
         let clock = VirtualClock::new(start, true);
         let shared: SharedClock = Arc::new(clock.clone());
         let hold = Some(shared.hold());
+        let windows = Arc::new(WindowRecords::new(StateDir::new(state)));
         let planner = match planner {
             Planned::Ready(p) => p,
             Planned::Make(f) => f(Arc::clone(&shared)),
+            Planned::WithWindows(f) => f(Arc::clone(&shared), Arc::clone(&windows)),
         };
         let telegram = Arc::new(
             MemoryTelegram::new(AGENT, Arc::clone(&shared), Some(state.join("memory")))
@@ -386,7 +414,7 @@ impl Harness {
                 telegram: agent_telegram,
             }],
             planner,
-            GraphStore::new(StateDir::new(state)),
+            GraphStore::new(StateDir::new(state)).with_window_records(windows),
             Arc::clone(&shared),
         )
         .with_groups(Arc::clone(&groups) as _)

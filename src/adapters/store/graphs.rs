@@ -22,7 +22,8 @@ use crate::core::model::ChatId;
 use crate::ports::store::{Commit, LoadedGraphs, Quarantined, RuntimeStore, StoreError, Write};
 
 use super::journal::Record;
-use super::journaled::{Journals, replay, replay_agent_only};
+use super::journaled::Journals;
+use super::replay::{replay, replay_agent_only};
 
 /// The journal's graphs by the path of their checkpoint file.
 fn journal_by_path(
@@ -162,6 +163,8 @@ pub struct GraphFile {
 pub struct GraphStore {
     dir: StateDir,
     journals: std::sync::Arc<Journals>,
+    /// The planner's window records, written behind this store's batches and checkpoints.
+    windows: Option<std::sync::Arc<super::windows::WindowRecords>>,
 }
 
 impl std::fmt::Debug for GraphStore {
@@ -221,12 +224,17 @@ impl RuntimeStore for GraphStore {
         GraphStore::write_batch(self, writes, commit)
     }
 
+    fn hurry(&self, waiting: bool) {
+        self.journals.hurry(waiting);
+    }
+
     fn checkpoint(
         &self,
         full: bool,
         now: Timestamp,
     ) -> Result<crate::ports::store::CheckpointReport, StoreError> {
         self.dir.check_guard()?;
+        self.flush_windows();
         let report = self.journals.checkpoint(&self.dir, full, now)?;
         if full {
             self.write_packs();
@@ -283,7 +291,20 @@ impl GraphStore {
         GraphStore {
             dir,
             journals: std::sync::Arc::new(Journals::new()),
+            windows: None,
         }
+    }
+
+    /// The same store writing `windows`' queued lines with each batch and checkpoint (on the
+    /// blocking pool, where they run): a planner's new window record costs no trip of its
+    /// own (`store::windows`).
+    pub fn with_window_records(
+        mut self,
+        windows: std::sync::Arc<super::windows::WindowRecords>,
+    ) -> GraphStore {
+        windows.write_behind();
+        self.windows = Some(windows);
+        self
     }
 
     /// The same store with batches no task waits for synced at once (no group-commit wait).
@@ -356,7 +377,18 @@ impl GraphStore {
         for (agent, records) in records {
             self.journals.append(&self.dir, &agent, records, commit)?;
         }
+        self.flush_windows();
         Ok(())
+    }
+
+    /// Writes the window records the planner queued (see [`GraphStore::with_window_records`]);
+    /// a failure costs only those hints, and is logged.
+    fn flush_windows(&self) {
+        if let Some(windows) = &self.windows
+            && let Err(e) = windows.flush()
+        {
+            tracing::warn!(event = "window_records_not_saved", error = %e, "window records not saved; the windows are recomputed");
+        }
     }
 
     /// Brings every checkpoint up to date and retires every journal segment (for a process

@@ -1,23 +1,26 @@
-//! The journaled side of the runtime's store: group commit into each agent's journal, the
-//! checkpoints written from it in the background, and the replay at start.
+//! The journaled side of the runtime's store: group commit into each agent's journal and the
+//! checkpoints written from it in the background (reading it back is `replay`'s).
 //!
 //! - **Writes** ([`Journals::append`]): a batch's records for one agent are appended with one
 //!   `write` and made durable with one `fdatasync`. A batch no task waits for, written while
 //!   tasks are in flight or in a stream of batches, first waits up to [`COMMIT_DELAY`] for
 //!   another batch's sync to cover it (group commit: the sync a reply's send waits for
-//!   carries the bulk along, and a burst of inbound messages shares one). Once durable, the batch's
-//!   states become *pending*: due in a checkpoint.
+//!   carries the bulk along, and a burst of inbound messages shares one), unless a task
+//!   comes to wait for such a batch meanwhile ([`Journals::hurry`]). Once durable, the
+//!   batch's states become *pending*: due in a checkpoint.
 //! - **Checkpoints** ([`Journals::checkpoint`], called by the runtime once a second while
 //!   anything changed, and at once when it is idle): pending graphs are written to their
 //!   Markdown files (in place, not synced: the journal still holds them), deleted graphs'
 //!   files removed, agent states written. A graph still moving ([`SETTLE_HORIZON`]) stays
-//!   pending until it settles or has moved that long, unless the checkpoint is full or
-//!   retires its agent's segment: a reply cycle costs no file. A segment that reached
-//!   [`ROTATE_BYTES`], or every segment at a full checkpoint (a clean stop, `state clear`),
-//!   is *retired*: appends move to a new segment, everything it held is checkpointed, the
-//!   handled marks written (`handled.json`, pruned), every checkpoint file written since the
-//!   last retirement synced with its directory, and the old segment removed.
-//! - **Replay** ([`replay`]): every segment of every agent, in order; the newest record of
+//!   pending until it settles or has moved that long, unless the checkpoint is full: a reply
+//!   cycle costs no file. A segment that reached [`ROTATE_BYTES`], or every segment at a
+//!   full checkpoint (a clean stop, `state clear`), is *retired*: appends move to a new
+//!   segment, the graphs still moving are carried into it (appended again, one write and one
+//!   sync for all of them, instead of a file each that their reply would soon remove), the
+//!   rest of what the old one held is checkpointed, the handled marks written
+//!   (`handled.json`, pruned), every checkpoint file written since the last retirement synced
+//!   with its directory, and the old segment removed.
+//! - **Replay** (`replay`): every segment of every agent, in order; the newest record of
 //!   each graph wins over its file. At start the replayed state becomes pending and the old
 //!   segments retired by the first checkpoint; read-only callers (`state list/show`, the
 //!   console's readers) get the journal's newer state over the files.
@@ -27,17 +30,19 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use tracing::{error, warn};
+use tracing::warn;
 
 use super::StoreError;
-use super::files::{ensure_private_dir, io_err, sync_dir, write_quarantine_reason};
+use super::files::{io_err, sync_dir};
 use super::io_stats::{self, Op};
 use super::journal::{self, ROTATE_BYTES, Record, Segment};
 use super::layout::StateDir;
+use super::replay::Replayed;
 use crate::core::agent_state::{AgentState, HandledMark, prune_marks};
 use crate::core::graph::{ConversationKey, TaskGraph};
 use crate::core::model::ChatId;
@@ -45,6 +50,9 @@ use crate::ports::store::{Commit, SETTLE_HORIZON};
 
 /// How long a batch no task waits for may wait for another batch's sync.
 pub(crate) const COMMIT_DELAY: Duration = Duration::from_millis(10);
+
+/// How many bytes of moving graphs a retirement carries into the new segment at most.
+const CARRY_BYTES: u64 = ROTATE_BYTES / 2;
 
 /// The handled marks of one agent.
 pub(crate) type Marks = BTreeMap<ChatId, HandledMark>;
@@ -116,19 +124,11 @@ pub(crate) struct Journals {
     /// deleted before it ever had a file costs no `unlink`.
     on_disk: Mutex<Option<HashSet<ConversationKey>>>,
     commit_delay: Option<Duration>,
+    /// Tasks waiting for a batch that may wait for company ([`Journals::hurry`]): while any
+    /// does, no batch waits.
+    hurried: AtomicUsize,
     /// The agents' graph packs, removed before their graph files change.
     pub(crate) packs: super::pack::Packs,
-}
-
-/// What the journals held at start, over the files.
-#[derive(Debug, Default)]
-pub(crate) struct Replayed {
-    /// The newest state of each graph the journals name (`None`: deleted).
-    pub(crate) graphs: HashMap<ConversationKey, Option<TaskGraph>>,
-    pub(crate) states: HashMap<String, AgentState>,
-    pub(crate) marks: HashMap<String, Marks>,
-    /// Per agent: the segments read and the next sequence number.
-    pub(crate) segments: HashMap<String, (Vec<PathBuf>, u64)>,
 }
 
 impl Journals {
@@ -240,50 +240,14 @@ impl Journals {
     ) -> Result<(), StoreError> {
         let log = self.log(agent);
         let mut st = lock(&log.state);
-        if st.segment.is_none() {
-            let jdir = dir.journal_dir(agent);
-            let on_disk = journal::segments(&jdir)?;
-            if !st.seq_known {
-                // A store that did not replay (a tool, a test) continues the sequence on
-                // disk. The newest segment with a record says where it is (a newer one may
-                // be empty).
-                for (_, path) in on_disk.iter().rev() {
-                    if let Some((seq, _)) = journal::parse(&journal::read_segment(path)?, None)
-                        .records
-                        .last()
-                    {
-                        st.next_seq = st.next_seq.max(seq + 1);
-                        break;
-                    }
-                }
-                st.seq_known = true;
-            }
-            // A new segment starts past every segment on disk: a crash can leave one with no
-            // whole record in it (so the sequence read says nothing of it), and taking its
-            // name would append to a file the start's checkpoint is about to remove.
-            if let Some((newest, _)) = on_disk.last() {
-                st.next_seq = st.next_seq.max(newest + 1);
-            }
-            let first = st.next_seq;
-            st.segment = Some(Segment::create(&jdir, first)?);
-        }
+        open_segment(dir, agent, &mut st)?;
         // Numbered once the sequence on disk is known.
         let mut bytes = Vec::with_capacity(records.len() * 1024);
         for (i, record) in records.iter().enumerate() {
-            journal::encode_into(&mut bytes, st.next_seq + i as u64, record).map_err(|e| {
-                StoreError::Io {
-                    action: "cannot encode a journal record for",
-                    path: dir.journal_dir(agent),
-                    source: std::io::Error::other(e),
-                }
-            })?;
+            journal::encode_into(&mut bytes, st.next_seq + i as u64, record)
+                .map_err(encode_error(dir, agent))?;
         }
-        let Some(segment) = st.segment.as_mut() else {
-            return Ok(());
-        };
-        segment.append(&bytes)?;
-        st.next_seq += records.len() as u64;
-        st.appended += bytes.len() as u64;
+        append_encoded(&mut st, &bytes, records.len())?;
         let mine = st.appended;
         st.unapplied += 1;
         let delay = self.commit_delay.unwrap_or(COMMIT_DELAY);
@@ -300,7 +264,7 @@ impl Journals {
         };
         if may_wait && !delay.is_zero() {
             let deadline = Instant::now() + delay;
-            while st.synced < mine {
+            while st.synced < mine && self.hurried.load(Ordering::Acquire) == 0 {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     break;
@@ -327,6 +291,26 @@ impl Journals {
         }
         st.unapplied -= 1;
         synced
+    }
+
+    /// A task waits (`waiting`), or no longer waits, for a batch handed over without
+    /// [`Commit::Now`]: while any does, no batch waits for company, and those waiting stop
+    /// (see `RuntimeStore::hurry`). Takes no log's lock: a sync in progress never blocks
+    /// the caller.
+    pub(crate) fn hurry(&self, waiting: bool) {
+        if waiting {
+            self.hurried.fetch_add(1, Ordering::AcqRel);
+        } else {
+            // Never below zero: an unmatched `false` is ignored.
+            let _ = self
+                .hurried
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+            return;
+        }
+        let logs: Vec<Arc<AgentLog>> = lock(&self.logs).values().cloned().collect();
+        for log in logs {
+            log.synced.notify_all();
+        }
     }
 
     /// Durable states become due in a checkpoint (called with the agent's log locked, so a
@@ -370,6 +354,7 @@ impl Journals {
         let _one = lock(&self.checkpointing);
         // Segments to retire: appends move on to a new segment first.
         let mut retiring: Vec<(String, Vec<PathBuf>)> = Vec::new();
+        let mut carried: HashSet<ConversationKey> = HashSet::new();
         let logs: Vec<(String, Arc<AgentLog>)> = lock(&self.logs)
             .iter()
             .map(|(a, l)| (a.clone(), Arc::clone(l)))
@@ -387,12 +372,19 @@ impl Journals {
                 st.retired.push(old.path().to_path_buf());
             }
             if !st.retired.is_empty() && st.unapplied == 0 {
+                if !full {
+                    carried.extend(self.carry(dir, agent, log, &mut st, now));
+                }
                 retiring.push((agent.clone(), std::mem::take(&mut st.retired)));
             }
         }
         let pending = std::mem::take(&mut *lock(&self.pending));
-        let mut report = crate::ports::store::CheckpointReport::default();
-        let (files, moving) = match self.write_pending(dir, pending, &retiring, full, now) {
+        let mut report = crate::ports::store::CheckpointReport {
+            carried: carried.len(),
+            ..Default::default()
+        };
+        let written = self.write_pending(dir, pending, &retiring, &carried, full, now);
+        let (files, moving) = match written {
             Ok(counts) => counts,
             Err(e) => {
                 // Not retired: they are read again at the next start.
@@ -422,6 +414,66 @@ impl Journals {
         Ok(report)
     }
 
+    /// Appends the agent's moving graphs (pending, within their horizon) to its open segment,
+    /// so that retiring the old segments writes no file for a graph about to change again,
+    /// and returns their keys. Called with the agent's log locked and no batch unapplied:
+    /// every durable state of the agent is pending then, and whatever is appended later is
+    /// numbered after the carried records, so it wins over them at a replay. At most
+    /// [`CARRY_BYTES`] are carried (the other graphs go on file); a failure carries none.
+    fn carry(
+        &self,
+        dir: &StateDir,
+        agent: &str,
+        log: &AgentLog,
+        st: &mut LogState,
+        now: Timestamp,
+    ) -> HashSet<ConversationKey> {
+        let mut keys = Vec::new();
+        let mut bytes = Vec::new();
+        {
+            let pending = lock(&self.pending);
+            let moving = pending.graphs.iter().filter_map(|(key, graph)| {
+                let g = graph.as_ref().filter(|_| key.agent == agent)?;
+                still_moving(g, pending.moving_since.get(key).copied(), now).map(|_| (key, g))
+            });
+            for (key, g) in moving {
+                let before = bytes.len();
+                let seq = st.next_seq + keys.len() as u64;
+                let record = Record::Graph(g.clone());
+                if journal::encode_into(&mut bytes, seq, &record).is_err()
+                    || bytes.len() as u64 > CARRY_BYTES
+                {
+                    bytes.truncate(before);
+                    break;
+                }
+                keys.push(key.clone());
+            }
+        }
+        if keys.is_empty() {
+            return HashSet::new();
+        }
+        let appended = open_segment(dir, agent, st)
+            .and_then(|()| append_encoded(st, &bytes, keys.len()))
+            .and_then(|()| st.segment.as_ref().map_or(Ok(()), Segment::sync));
+        match appended {
+            Ok(()) => {
+                st.synced = st.appended;
+                log.synced.notify_all();
+                keys.into_iter().collect()
+            }
+            Err(e) => {
+                warn!(
+                    event = "journal_carry_failed",
+                    agent = %agent,
+                    graphs = keys.len(),
+                    error = %e,
+                    "moving graphs could not be carried into the new journal segment; they are written to their files instead"
+                );
+                HashSet::new()
+            }
+        }
+    }
+
     /// Puts segments back on the retired lists after a failed checkpoint.
     fn unretire(&self, logs: &[(String, Arc<AgentLog>)], retiring: Vec<(String, Vec<PathBuf>)>) {
         for (agent, segments) in retiring {
@@ -435,12 +487,14 @@ impl Journals {
 
     /// Writes the pending states (and the marks of retiring agents); returns the files
     /// written and the graphs left pending because they are still moving (never with
-    /// `full`, nor for an agent whose segments retire: see [`SETTLE_HORIZON`]).
+    /// `full`; of an agent whose segments retire, only those `carried` into its new
+    /// segment: see [`SETTLE_HORIZON`]).
     fn write_pending(
         &self,
         dir: &StateDir,
         mut pending: Pending,
         retiring: &[(String, Vec<PathBuf>)],
+        carried: &HashSet<ConversationKey>,
         full: bool,
         now: Timestamp,
     ) -> Result<(usize, usize), StoreError> {
@@ -449,18 +503,18 @@ impl Journals {
         let mut failed: Option<StoreError> = None;
         let mut keep = Pending::default();
         for (key, graph) in pending.graphs {
-            if let Some(g) = &graph
-                && !full
-                && !retiring.iter().any(|(agent, _)| *agent == key.agent)
-                && g.moves_within(now, SETTLE_HORIZON)
+            // A retiring agent's graphs go on file, but for those carried into its new segment.
+            let may_stay =
+                !full && (carried.contains(&key) || !retiring.iter().any(|(a, _)| *a == key.agent));
+            let since = pending.moving_since.remove(&key);
+            if may_stay
+                && let Some(g) = &graph
+                && let Some(since) = still_moving(g, since, now)
             {
-                let since = pending.moving_since.remove(&key).unwrap_or(now);
-                if crate::core::time::add(since, SETTLE_HORIZON) > now {
-                    keep.moving_since.insert(key.clone(), since);
-                    keep.graphs.insert(key, graph);
-                    moving += 1;
-                    continue;
-                }
+                keep.moving_since.insert(key.clone(), since);
+                keep.graphs.insert(key, graph);
+                moving += 1;
+                continue;
             }
             let path = dir.graph_path(&key);
             if let Err(e) = self.packs.remove(&dir.graph_pack_path(&key.agent)) {
@@ -621,8 +675,70 @@ impl Journals {
     }
 }
 
+/// Since when a pending graph has moved (`since`, or from `now` on), if it may still stay in
+/// the journal alone: it moves within [`SETTLE_HORIZON`] and has not moved that long.
+fn still_moving(g: &TaskGraph, since: Option<Timestamp>, now: Timestamp) -> Option<Timestamp> {
+    let since = since.unwrap_or(now);
+    (g.moves_within(now, SETTLE_HORIZON) && crate::core::time::add(since, SETTLE_HORIZON) > now)
+        .then_some(since)
+}
+
+/// Opens the agent's segment to append to, if none is open: a new one, numbered past the
+/// sequence and every segment on disk.
+fn open_segment(dir: &StateDir, agent: &str, st: &mut LogState) -> Result<(), StoreError> {
+    if st.segment.is_some() {
+        return Ok(());
+    }
+    let jdir = dir.journal_dir(agent);
+    let on_disk = journal::segments(&jdir)?;
+    if !st.seq_known {
+        // A store that did not replay (a tool, a test) continues the sequence on
+        // disk. The newest segment with a record says where it is (a newer one may
+        // be empty).
+        for (_, path) in on_disk.iter().rev() {
+            if let Some((seq, _)) = journal::parse(&journal::read_segment(path)?, None)
+                .records
+                .last()
+            {
+                st.next_seq = st.next_seq.max(seq + 1);
+                break;
+            }
+        }
+        st.seq_known = true;
+    }
+    // A new segment starts past every segment on disk: a crash can leave one with no
+    // whole record in it (so the sequence read says nothing of it), and taking its
+    // name would append to a file the start's checkpoint is about to remove.
+    if let Some((newest, _)) = on_disk.last() {
+        st.next_seq = st.next_seq.max(newest + 1);
+    }
+    let first = st.next_seq;
+    st.segment = Some(Segment::create(&jdir, first)?);
+    Ok(())
+}
+
+/// Appends records encoded from the sequence on (`count` of them) to the open segment.
+fn append_encoded(st: &mut LogState, bytes: &[u8], count: usize) -> Result<(), StoreError> {
+    let Some(segment) = st.segment.as_mut() else {
+        return Ok(());
+    };
+    segment.append(bytes)?;
+    st.next_seq += count as u64;
+    st.appended += bytes.len() as u64;
+    Ok(())
+}
+
+fn encode_error(dir: &StateDir, agent: &str) -> impl Fn(journal::RecordProblem) -> StoreError {
+    let path = dir.journal_dir(agent);
+    move |e| StoreError::Io {
+        action: "cannot encode a journal record for",
+        path: path.clone(),
+        source: std::io::Error::other(e),
+    }
+}
+
 /// Raises `chat`'s mark in `marks` to `mark` if it is newer.
-fn raise(marks: &mut Marks, chat: ChatId, mark: HandledMark) {
+pub(super) fn raise(marks: &mut Marks, chat: ChatId, mark: HandledMark) {
     match marks.get(&chat) {
         Some(m) if m.message >= mark.message => {}
         _ => {
@@ -653,143 +769,4 @@ fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     io_stats::note(Op::Open);
     file.write_all(bytes)
         .map_err(io_err("cannot write checkpoint", path))
-}
-
-/// Reads every agent's journal under `dir` (see the module documentation). `quarantine`
-/// (at start): problems are logged with the file and line, and a segment with records
-/// skipped as corrupted is copied to `quarantine/`; the read-only views (beside a running
-/// daemon, whose newest record may be half-written) say nothing and leave it.
-pub(crate) fn replay(dir: &StateDir, quarantine: bool) -> Result<Replayed, StoreError> {
-    let mut out = Replayed::default();
-    let Ok(entries) = std::fs::read_dir(dir.root()) else {
-        return Ok(out);
-    };
-    // Each agent's directory name (what `quarantine/` names) and journal directory.
-    let mut agent_dirs: Vec<(String, PathBuf)> = entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            (name, e.path().join(super::layout::JOURNAL_DIR))
-        })
-        .filter(|(_, p)| p.is_dir())
-        .collect();
-    agent_dirs.sort();
-    for (name, jdir) in agent_dirs {
-        let quarantine = quarantine.then_some((dir, name.as_str()));
-        replay_agent(&jdir, quarantine, &mut out)?;
-    }
-    Ok(out)
-}
-
-/// One agent's journal alone, read-only (as [`replay`] without `quarantine`): what a reader
-/// of one conversation needs.
-pub(crate) fn replay_agent_only(dir: &StateDir, agent: &str) -> Result<Replayed, StoreError> {
-    let mut out = Replayed::default();
-    replay_agent(&dir.journal_dir(agent), None, &mut out)?;
-    Ok(out)
-}
-
-/// Replays one agent's journal; `quarantine` (at start) names where a segment with corrupted
-/// records is copied: the state directory and the agent's directory name.
-fn replay_agent(
-    jdir: &Path,
-    quarantine: Option<(&StateDir, &str)>,
-    out: &mut Replayed,
-) -> Result<(), StoreError> {
-    let segments = journal::segments(jdir)?;
-    let mut last: Option<u64> = None;
-    let mut read = Vec::new();
-    let mut agent: Option<String> = None;
-    for (_, path) in segments {
-        let bytes = journal::read_segment(&path)?;
-        let parsed = journal::parse(&bytes, last);
-        // A reader beside a running daemon may see a record being appended: not a problem.
-        if let Some(torn) = parsed.torn.as_ref().filter(|_| quarantine.is_some()) {
-            warn!(
-                event = "journal_tail_cut",
-                file = %path.display(),
-                line = torn.line,
-                bytes = bytes.len() as u64 - parsed.keep_len,
-                reason = %torn.reason,
-                "the journal ends in a record cut short (a write interrupted by a crash or a full disk): it is dropped, the records before it are used"
-            );
-        }
-        for problem in parsed.skipped.iter().filter(|_| quarantine.is_some()) {
-            error!(
-                event = "journal_record_skipped",
-                file = %path.display(),
-                line = problem.line,
-                reason = %problem.reason,
-                "a journal record is unusable and skipped; the newer records are used"
-            );
-        }
-        if let Some((dir, agent_dir)) = quarantine
-            && parsed
-                .skipped
-                .iter()
-                .any(|p| !matches!(p.reason, journal::RecordProblem::Order { .. }))
-        {
-            keep_copy(dir, agent_dir, &path, &parsed)?;
-        }
-        for (seq, record) in parsed.records {
-            last = Some(seq);
-            agent.get_or_insert_with(|| record.agent().to_string());
-            apply(out, record);
-        }
-        read.push(path);
-    }
-    // A journal with no record yet names no agent: nothing in it to retire by name (its
-    // empty segments are retired with the others once a later segment holds a record).
-    let Some(name) = agent else {
-        return Ok(());
-    };
-    let entry = out.segments.entry(name).or_default();
-    entry.0.extend(read);
-    entry.1 = entry.1.max(last.map_or(0, |s| s + 1));
-    Ok(())
-}
-
-/// Applies one replayed record: the newest state of each thing wins.
-fn apply(out: &mut Replayed, record: Record) {
-    match record {
-        Record::Graph(g) => {
-            out.graphs.insert(g.key(), Some(*g));
-        }
-        Record::Delete(key) => {
-            out.graphs.insert(key, None);
-        }
-        Record::State(agent, s) => {
-            out.states.insert(agent, *s);
-        }
-        Record::Handled(key, mark) => {
-            raise(out.marks.entry(key.agent).or_default(), key.chat, mark);
-        }
-    }
-}
-
-/// Copies a segment with corrupted records to `quarantine/`, with the reason beside it.
-fn keep_copy(
-    dir: &StateDir,
-    agent_dir: &str,
-    path: &Path,
-    parsed: &journal::Parsed,
-) -> Result<(), StoreError> {
-    let file = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let to = dir.quarantine_path(agent_dir, &file);
-    if let Some(parent) = to.parent() {
-        ensure_private_dir(parent)?;
-    }
-    std::fs::copy(path, &to).map_err(io_err("cannot copy to quarantine", path))?;
-    let reason = super::files::capped_problems(
-        parsed
-            .skipped
-            .iter()
-            .map(|p| format!("line {}: {}", p.line, p.reason)),
-    );
-    write_quarantine_reason(&to, &reason)?;
-    Ok(())
 }

@@ -16,7 +16,8 @@
 //! - [`graphs`]: the runtime's durable state (graph files, agent safety states), the
 //!   file-backed implementation of the store port the runtime writes through;
 //! - [`journal`]: the journal's record format and segment files; `journaled`, the group
-//!   commit into it, the checkpoints written from it and the replay at start;
+//!   commit into it and the checkpoints written from it; `replay`, reading it back at start
+//!   and for the read-only views;
 //! - [`pack`]: each agent's graph files in one file, written at a clean stop and read at
 //!   start in their place while it matches them;
 //! - [`presence`]: the persona's schedule days and scheduled intents (read here, written
@@ -41,6 +42,7 @@ pub(crate) mod legacy;
 pub mod lock;
 pub mod pack;
 pub mod presence;
+pub(crate) mod replay;
 pub mod retrieved;
 pub(crate) mod secure;
 pub mod windows;

@@ -8,10 +8,21 @@
 //! versions (`windows/<agent>/<chat>.json`, one file per chat) are still read when the
 //! journal has none for the chat, but only if that directory exists (looked up once).
 //!
-//! It owns these files only; the planner decides what the window is. Calls block: async
-//! callers run them on the blocking pool.
+//! **Written behind the store's batches.** A planner remembers a start without a file
+//! ([`WindowRecords::remember`]: the line is queued in memory). When the runtime's store
+//! writes them (`GraphStore::with_window_records`), the queued lines go out with the store's
+//! next batch or checkpoint, which runs on the blocking pool anyway (a new chat's plan is
+//! followed by its graph's batch): no trip of its own per new chat, which cost more than
+//! the rest of a new chat's reply. Otherwise the caller flushes them itself
+//! ([`Remembered::Flush`]). A queued line lost to a crash is only a recomputed hint; a clean
+//! stop's full checkpoint writes it.
+//!
+//! It owns these files only; the planner decides what the window is. Calls that read or
+//! write files block (async callers run them on the blocking pool); [`WindowRecords::known`]
+//! and [`WindowRecords::remember`] never touch a file.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 
 use super::StoreError;
@@ -57,6 +68,20 @@ struct AgentWindows {
     old_dir: bool,
     /// The journal is there but could not be read or rewritten: not appended to.
     loaded_broken: bool,
+    /// Lines remembered and not written yet.
+    queued: Vec<u8>,
+}
+
+/// What [`WindowRecords::remember`] leaves to its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remembered {
+    /// Nothing: the start is unchanged, or its line is queued for the store's next write.
+    Done,
+    /// The line is queued: call [`WindowRecords::flush`] (on the blocking pool).
+    Flush,
+    /// The agent's records are not read yet: call [`WindowRecords::note`] (on the
+    /// blocking pool).
+    Note,
 }
 
 /// Every agent's window records, read once per agent and kept in memory.
@@ -65,6 +90,8 @@ pub struct WindowRecords {
     agents: Mutex<HashMap<String, AgentWindows>>,
     /// Calls of [`WindowRecords::get`] so far (each one a caller's trip to the blocking pool).
     gets: std::sync::atomic::AtomicU64,
+    /// A store writes the queued lines with its batches ([`WindowRecords::write_behind`]).
+    behind: std::sync::atomic::AtomicBool,
 }
 
 /// Rewritten whole at first use when it holds more than this many lines per chat.
@@ -78,7 +105,53 @@ impl WindowRecords {
             dir,
             agents: Mutex::new(HashMap::new()),
             gets: std::sync::atomic::AtomicU64::new(0),
+            behind: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// From now on a store writes the queued lines ([`WindowRecords::flush`] with each of
+    /// its batches and checkpoints): [`WindowRecords::remember`] leaves nothing to its caller.
+    pub fn write_behind(&self) {
+        self.behind
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Remembers `chat`'s window start without touching a file: a changed start's line is
+    /// queued (see [`Remembered`] for what the caller still does).
+    pub fn remember(&self, agent: &str, chat: ChatId, start: Option<MessageId>) -> Remembered {
+        let mut all = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(windows) = all.get_mut(agent) else {
+            return Remembered::Note;
+        };
+        if windows.starts.get(&chat) == Some(&start) {
+            return Remembered::Done;
+        }
+        let Ok(line) = Line::encode(chat, start) else {
+            // `note` says why.
+            return Remembered::Note;
+        };
+        windows.starts.insert(chat, start);
+        windows.queued.extend_from_slice(&line);
+        if self.behind.load(std::sync::atomic::Ordering::Relaxed) {
+            Remembered::Done
+        } else {
+            Remembered::Flush
+        }
+    }
+
+    /// Writes every queued line (blocks). A line that cannot be written is dropped (the
+    /// error says where): it is a hint, recomputed when missing.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        let mut all = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut failed = None;
+        for (agent, windows) in all.iter_mut().filter(|(_, w)| !w.queued.is_empty()) {
+            let lines = std::mem::take(&mut windows.queued);
+            let path = self.dir.windows_log_path(agent);
+            if let Err(e) = append(windows, &path, &lines) {
+                failed.get_or_insert(e);
+            }
+        }
+        failed.map_or(Ok(()), Err)
     }
 
     /// How many times [`WindowRecords::get`] was called.
@@ -135,22 +208,10 @@ impl WindowRecords {
             path: path.clone(),
             source: std::io::Error::other(e),
         })?;
-        match windows.file.as_mut() {
-            Some(file) => file.append(&line),
-            None if windows.loaded_broken => Ok(()),
-            None => {
-                let file = match AppendFile::create(&path, &line)? {
-                    Some(f) => f,
-                    None => {
-                        let mut f = AppendFile::open(&path)?;
-                        f.append(&line)?;
-                        f
-                    }
-                };
-                windows.file = Some(file);
-                Ok(())
-            }
-        }
+        // After any queued line: the newest line of a chat is the one read back.
+        let mut lines = std::mem::take(&mut windows.queued);
+        lines.extend_from_slice(&line);
+        append(windows, &path, &lines)
     }
 
     /// The agent's records, read at first use.
@@ -218,11 +279,31 @@ impl WindowRecords {
     }
 }
 
+/// Appends `lines` to the agent's journal at `path` (made on the first append).
+fn append(windows: &mut AgentWindows, path: &Path, lines: &[u8]) -> Result<(), StoreError> {
+    match windows.file.as_mut() {
+        Some(file) => file.append(lines),
+        None if windows.loaded_broken => Ok(()),
+        None => {
+            let file = match AppendFile::create(path, lines)? {
+                Some(f) => f,
+                None => {
+                    let mut f = AppendFile::open(path)?;
+                    f.append(lines)?;
+                    f
+                }
+            };
+            windows.file = Some(file);
+            Ok(())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::MetadataExt as _;
 
-    use super::WindowRecords;
+    use super::{Remembered, WindowRecords};
     use crate::adapters::store::StateDir;
     use crate::core::model::{ChatId, MessageId};
 
@@ -306,6 +387,48 @@ mod tests {
         assert_eq!(w.known("Bob", ChatId(5)), None, "its older file is read");
         assert_eq!(w.get("Bob", ChatId(5)), Some(MessageId(7)));
         assert_eq!(w.known("Bob", ChatId(5)), Some(Some(MessageId(7))));
+        Ok(())
+    }
+
+    /// A remembered start is queued, not written: `remember` asks for a `note` while the
+    /// agent is not read, then for a flush, or for nothing once a store writes behind;
+    /// `flush` writes what is queued, and a `note` after queued lines writes them first, so
+    /// the newest start of a chat is the one read back.
+    #[test]
+    fn remembered_starts_are_queued_until_flushed_and_keep_their_order() -> TestResult {
+        let tmp = tempfile::tempdir()?;
+        let path = tmp.path().join("windows").join("Ann.log");
+        let w = WindowRecords::new(StateDir::new(tmp.path()));
+        assert_eq!(w.remember("Ann", ChatId(1), None), Remembered::Note);
+        assert_eq!(w.get("Ann", ChatId(1)), None);
+        assert_eq!(
+            w.remember("Ann", ChatId(1), None),
+            Remembered::Done,
+            "unchanged"
+        );
+        assert_eq!(
+            w.remember("Ann", ChatId(1), Some(MessageId(5))),
+            Remembered::Flush
+        );
+        assert!(!path.exists(), "queued, not written");
+        w.flush()?;
+        let back = WindowRecords::new(StateDir::new(tmp.path()));
+        assert_eq!(back.get("Ann", ChatId(1)), Some(MessageId(5)));
+
+        w.write_behind();
+        assert_eq!(
+            w.remember("Ann", ChatId(1), Some(MessageId(6))),
+            Remembered::Done,
+            "the store writes it"
+        );
+        w.note("Ann", ChatId(1), Some(MessageId(7)))?;
+        w.flush()?;
+        let back = WindowRecords::new(StateDir::new(tmp.path()));
+        assert_eq!(
+            back.get("Ann", ChatId(1)),
+            Some(MessageId(7)),
+            "newest last"
+        );
         Ok(())
     }
 }

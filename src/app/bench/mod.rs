@@ -26,6 +26,7 @@ use crate::adapters::memory::{self, Incoming, MemoryTelegram};
 use crate::adapters::store::{self, GraphStore, StateDir};
 use crate::app::cli::{BenchArgs, GlobalArgs};
 use crate::app::commands::{CmdResult, CommandError};
+use crate::app::services::MakePlanner;
 use crate::core::config::{Pacing, RuntimeConfig};
 use crate::core::graph::{Task, TaskGraph, TaskSpec, TaskStatus};
 use crate::core::model::{Chat, ChatId, ChatKind};
@@ -372,27 +373,42 @@ async fn say(
 
 /// The bench's planner: the production planner over a model of a fixed latency, its window
 /// files and usage totals under `state`.
-fn planner(args: &BenchArgs, clock: &SharedClock, state: &StateDir) -> Arc<TimedPlanner> {
+/// The production planner as the daemon builds it (over the process's usage meter and window
+/// records), timed; the planner itself is in the slot once the services are built.
+fn planner(args: &BenchArgs, clock: &SharedClock) -> (MakePlanner, PlannerSlot) {
     let model = Arc::new(FixedLatencyModel {
         latency: Duration::from_millis(args.llm_latency_ms),
         clock: Arc::clone(clock),
     });
-    let usage = Arc::new(crate::adapters::llm::usage::UsageMeter::load(
-        state.clone(),
-        Arc::clone(clock),
-    ));
-    let inner = crate::adapters::llm_planner::LlmPlanner::new(
-        model,
-        crate::adapters::llm_planner::LlmPlannerConfig::default(),
-    )
-    .with_state(state.clone())
-    .with_usage(usage);
-    Arc::new(TimedPlanner {
-        inner,
-        clock: Arc::clone(clock),
-        times: Mutex::new(PlanTimes::default()),
-        calls: std::sync::atomic::AtomicU64::new(0),
-    })
+    let slot = PlannerSlot::default();
+    let (clock, filled) = (Arc::clone(clock), Arc::clone(&slot));
+    let make: MakePlanner = Box::new(move |parts| {
+        let inner = crate::adapters::llm_planner::LlmPlanner::new(
+            model,
+            crate::adapters::llm_planner::LlmPlannerConfig::default(),
+        )
+        .with_window_records(Arc::clone(&parts.windows))
+        .with_usage(Arc::clone(&parts.usage));
+        let planner = Arc::new(TimedPlanner {
+            inner,
+            clock,
+            times: Mutex::new(PlanTimes::default()),
+            calls: std::sync::atomic::AtomicU64::new(0),
+        });
+        let _ = filled.set(Arc::clone(&planner));
+        planner
+    });
+    (make, slot)
+}
+
+/// Where [`planner`] leaves the planner it built.
+type PlannerSlot = Arc<std::sync::OnceLock<Arc<TimedPlanner>>>;
+
+/// The planner [`planner`] built, once the services are.
+fn built(slot: &PlannerSlot) -> Result<Arc<TimedPlanner>, CommandError> {
+    slot.get()
+        .cloned()
+        .ok_or_else(|| CommandError::Internal("the bench planner was not built".into()))
 }
 
 /// The runtime settings of a bench run: no human pacing.
@@ -423,7 +439,7 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
     let sends_seen = telegram.observe();
     let chats = bench_chats(&telegram, args);
     let rounds = args.rounds.max(1) as usize;
-    let planner = planner(args, &clock, graphs.state_dir());
+    let (make_planner, planner) = planner(args, &clock);
     // One plan per chat: with several messages per chat a short debounce lets them land
     // together, as a burst does in production.
     let debounce = if args.messages_per_chat > 1 {
@@ -445,9 +461,10 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
         }],
         &clock,
         &state,
-        planner.clone(),
+        make_planner,
     );
     let services = crate::app::services::Services::build(spec).await?;
+    let planner = built(&planner)?;
     let ingress = services.plain_ingress();
     // Every task of the run (the runtime and the watchers) belongs to one lifecycle.
     let life = crate::app::lifecycle::Lifecycle::new();

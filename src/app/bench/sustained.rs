@@ -73,7 +73,7 @@ async fn at_rate(dir: &Path, args: &BenchArgs, rate: u64) -> Result<(f64, f64), 
         }],
         &clock,
         &state,
-        super::planner(args, &clock, &state),
+        super::planner(args, &clock).0,
     );
     let services = crate::app::services::Services::build(spec).await?;
     let ingress = services.plain_ingress();

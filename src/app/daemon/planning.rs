@@ -9,7 +9,6 @@ use std::sync::Arc;
 use crate::adapters::llm::provider::Router;
 use crate::adapters::llm::retry::RetryConfig;
 use crate::adapters::llm_planner::{LlmPlanner, LlmPlannerConfig};
-use crate::adapters::store::StateDir;
 use crate::app::cli::{PlannerChoice, RunArgs};
 use crate::app::commands::CommandError;
 use crate::app::ops::metrics;
@@ -44,7 +43,6 @@ fn llm_stack(retry: RetryConfig, clock: SharedClock) -> (Arc<dyn Llm>, Arc<Route
 pub(crate) fn planning(
     args: &RunArgs,
     config: &RuntimeConfig,
-    state: &StateDir,
     clock: &SharedClock,
     report: &LoadReport,
     offline: bool,
@@ -111,13 +109,13 @@ pub(crate) fn planning(
             classifier_model,
         });
     }
-    let (state, planner_llm) = (state.clone(), Arc::clone(&llm));
+    let planner_llm = Arc::clone(&llm);
     Ok(Planning {
-        planner: Box::new(move |usage| {
+        planner: Box::new(move |parts| {
             Arc::new(
                 LlmPlanner::new(planner_llm, planner_config)
-                    .with_state(state)
-                    .with_usage(Arc::clone(usage)),
+                    .with_window_records(Arc::clone(&parts.windows))
+                    .with_usage(Arc::clone(&parts.usage)),
             ) as SharedPlanner
         }),
         llm: Some(llm),

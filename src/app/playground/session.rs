@@ -78,7 +78,7 @@ impl Session {
             planner,
             llm,
             classifier_model,
-        } = choose_planner(args, &persona, &config, &state, Arc::clone(&clock))?;
+        } = choose_planner(args, &persona, &config, Arc::clone(&clock))?;
         let services = Services::build(Spec {
             config,
             agents: vec![AgentHandle {
@@ -222,7 +222,6 @@ fn choose_planner(
     args: &ChatArgs,
     persona: &Persona,
     runtime: &RuntimeConfig,
-    state: &StateDir,
     clock: SharedClock,
 ) -> Result<Chosen, CommandError> {
     let llm_error = |reason: String| {
@@ -277,12 +276,12 @@ fn choose_planner(
     }
     // A local-only setup: the classifier follows the planner's route (as `run` does).
     let classifier_model = router.classifier_route(&asked, &default_route);
-    let (state, planner_llm) = (state.clone(), Arc::clone(&llm));
-    let make: MakePlanner = Box::new(move |usage| {
+    let planner_llm = Arc::clone(&llm);
+    let make: MakePlanner = Box::new(move |parts| {
         Arc::new(
             LlmPlanner::new(planner_llm, config)
-                .with_state(state)
-                .with_usage(Arc::clone(usage)),
+                .with_window_records(Arc::clone(&parts.windows))
+                .with_usage(Arc::clone(&parts.usage)),
         ) as SharedPlanner
     });
     Ok(Chosen {
