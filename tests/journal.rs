@@ -62,16 +62,15 @@ fn graph(chat: i64, version: u64) -> TaskGraph {
     g
 }
 
-fn put(
-    store: &GraphStore,
-    chat: i64,
-    version: u64,
-) -> Result<(), personad::adapters::store::StoreError> {
-    RuntimeStore::write_batch(
-        store,
-        vec![Write::Graph(Box::new(graph(chat, version)))],
-        Commit::Shared,
-    )
+type Stored = Result<(), personad::adapters::store::StoreError>;
+
+/// Writes `g` as a batch of its own.
+fn put_graph(store: &GraphStore, g: TaskGraph) -> Stored {
+    RuntimeStore::write_batch(store, vec![Write::Graph(Box::new(g))], Commit::Shared)
+}
+
+fn put(store: &GraphStore, chat: i64, version: u64) -> Stored {
+    put_graph(store, graph(chat, version))
 }
 
 /// Each loaded graph's chat and version, sorted.
@@ -796,6 +795,10 @@ fn moving(chat: i64, version: u64) -> TaskGraph {
     g
 }
 
+fn put_moving(store: &GraphStore, chat: i64, version: u64) -> Stored {
+    put_graph(store, moving(chat, version))
+}
+
 fn on_file(state: &Path, chat: i64) -> Option<u64> {
     let text = std::fs::read_to_string(StateDir::new(state).graph_path(&key(chat))).ok()?;
     personad::core::graph::codec::decode(&text)
@@ -835,11 +838,7 @@ fn a_moving_graph_is_checkpointed_once_it_settles_or_has_moved_too_long() -> Tes
     );
     // 1 settles (a long wait), 3 moves on, 4 finishes.
     put(&s, 1, 2)?;
-    RuntimeStore::write_batch(
-        &s,
-        vec![Write::Graph(Box::new(moving(3, 2)))],
-        Commit::Shared,
-    )?;
+    put_moving(&s, 3, 2)?;
     RuntimeStore::write_batch(&s, vec![Write::DeleteGraph(key(4), None)], Commit::Shared)?;
     let report = RuntimeStore::checkpoint(&s, false, at(horizon / 2))?;
     assert_eq!(report.moving, 1, "{report:?}");
@@ -855,11 +854,7 @@ fn a_moving_graph_is_checkpointed_once_it_settles_or_has_moved_too_long() -> Tes
     assert_eq!(report.moving, 0, "{report:?}");
     assert_eq!(on_file(&state, 3), Some(2), "moved too long: on file");
     // A full checkpoint (a clean stop) writes a moving graph at once.
-    RuntimeStore::write_batch(
-        &s,
-        vec![Write::Graph(Box::new(moving(5, 1)))],
-        Commit::Shared,
-    )?;
+    put_moving(&s, 5, 1)?;
     assert_eq!(RuntimeStore::checkpoint(&s, false, at(horizon))?.moving, 1);
     RuntimeStore::checkpoint(&s, true, at(horizon))?;
     assert_eq!(on_file(&state, 5), Some(1));
@@ -875,7 +870,7 @@ fn fill_segment(s: &GraphStore, state: &Path) -> Result<PathBuf, Box<dyn std::er
     while std::fs::metadata(&full)?.len() < 8 << 20 {
         let mut filler = graph(2, version);
         filler.chat.title = "x".repeat(100_000);
-        RuntimeStore::write_batch(s, vec![Write::Graph(Box::new(filler))], Commit::Shared)?;
+        put_graph(s, filler)?;
         version += 1;
     }
     Ok(full)
@@ -896,17 +891,9 @@ fn a_retirement_carries_a_moving_graph_into_the_new_segment() -> TestResult {
     let t = now();
     let later = t + SignedDuration::from_secs(SETTLE_HORIZON.as_secs() as i64);
     // Chat 3 moves from `t` on (a checkpoint notes it), chat 1 from `later`.
-    RuntimeStore::write_batch(
-        &s,
-        vec![Write::Graph(Box::new(moving(3, 1)))],
-        Commit::Shared,
-    )?;
+    put_moving(&s, 3, 1)?;
     assert_eq!(RuntimeStore::checkpoint(&s, false, t)?.moving, 1);
-    RuntimeStore::write_batch(
-        &s,
-        vec![Write::Graph(Box::new(moving(1, 1)))],
-        Commit::Shared,
-    )?;
+    put_moving(&s, 1, 1)?;
     let first = fill_segment(&s, &state)?;
     let report = RuntimeStore::checkpoint(&s, false, later)?;
     assert!(report.retired >= 1, "{report:?}");
@@ -926,11 +913,7 @@ fn a_retirement_carries_a_moving_graph_into_the_new_segment() -> TestResult {
         "the carried graph survives the retirement"
     );
     // A newer state after the carry wins at a restart.
-    RuntimeStore::write_batch(
-        &s,
-        vec![Write::Graph(Box::new(moving(1, 2)))],
-        Commit::Shared,
-    )?;
+    put_moving(&s, 1, 2)?;
     let back = store(&state).load_all(now())?;
     assert_eq!(
         versions(&back.graphs).iter().find(|(chat, _)| *chat == 1),
@@ -948,11 +931,7 @@ fn a_carry_that_fails_puts_the_moving_graph_on_file() -> TestResult {
     let dir = tempfile::tempdir()?;
     let state = dir.path().join("state");
     let s = store(&state);
-    RuntimeStore::write_batch(
-        &s,
-        vec![Write::Graph(Box::new(moving(1, 1)))],
-        Commit::Shared,
-    )?;
+    put_moving(&s, 1, 1)?;
     let first = fill_segment(&s, &state)?;
     faults::fail_next_append_after(10);
     let (report, logs) = logged(|| RuntimeStore::checkpoint(&s, false, now()));
@@ -969,6 +948,35 @@ fn a_carry_that_fails_puts_the_moving_graph_on_file() -> TestResult {
     Ok(())
 }
 
+/// A store whose batches that may wait for another's sync wait up to an hour: one held back
+/// shows as a timeout in [`on_a_thread`].
+fn held_store(dir: &Path) -> std::sync::Arc<GraphStore> {
+    std::sync::Arc::new(
+        GraphStore::new(StateDir::new(dir)).with_commit_delay(std::time::Duration::from_secs(3600)),
+    )
+}
+
+/// Writes version 1 of `chat`'s graph as a batch of its own.
+fn write_one(store: &GraphStore, chat: i64, commit: Commit) -> Result<(), String> {
+    RuntimeStore::write_batch(store, vec![Write::Graph(Box::new(graph(chat, 1)))], commit)
+        .map_err(|e| e.to_string())
+}
+
+/// Runs `work` on a thread and returns its result, or `held` when it has not returned
+/// within a minute.
+fn on_a_thread(
+    work: impl FnOnce() -> Result<(), String> + Send + 'static,
+    held: &str,
+) -> TestResult {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(work());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .map_err(|_| held.to_string())??;
+    Ok(())
+}
+
 /// A batch a task waits for (`Commit::Now`: a send's `active` mark) is made durable at once,
 /// even right after another batch: never held back for a sync no other batch would make
 /// (ten sends planned together each waited the whole commit delay).
@@ -976,28 +984,15 @@ fn a_carry_that_fails_puts_the_moving_graph_on_file() -> TestResult {
 fn a_batch_a_task_waits_for_is_never_held_back() -> TestResult {
     let _serial = serial();
     let dir = tempfile::tempdir()?;
-    let store = std::sync::Arc::new(
-        GraphStore::new(StateDir::new(dir.path()))
-            .with_commit_delay(std::time::Duration::from_secs(3600)),
-    );
-    let (tx, rx) = std::sync::mpsc::channel();
+    let store = held_store(dir.path());
     let writer = std::sync::Arc::clone(&store);
-    std::thread::spawn(move || {
-        let one = |chat: i64, commit: Commit| {
-            RuntimeStore::write_batch(
-                &*writer,
-                vec![Write::Graph(Box::new(graph(chat, 1)))],
-                commit,
-            )
-            .map_err(|e| e.to_string())
-        };
-        // The first of a stream does not wait; the next one, a task's, must not either.
-        let _ = tx.send(one(1, Commit::Shared).and_then(|()| one(2, Commit::Now)));
-    });
-    let written = rx
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .map_err(|_| "the batch a task waits for was held back for another batch's sync")?;
-    written?;
+    // The first of a stream does not wait; the next one, a task's, must not either.
+    on_a_thread(
+        move || {
+            write_one(&writer, 1, Commit::Shared).and_then(|()| write_one(&writer, 2, Commit::Now))
+        },
+        "the batch a task waits for was held back for another batch's sync",
+    )?;
     let loaded = RuntimeStore::load_all(&self::store(dir.path()), now())?;
     assert_eq!(versions(&loaded.graphs), [(1, 1), (2, 1)]);
     Ok(())
@@ -1010,26 +1005,18 @@ fn a_batch_a_task_waits_for_is_never_held_back() -> TestResult {
 fn a_hurried_store_holds_no_bulk_batch_back() -> TestResult {
     let _serial = serial();
     let dir = tempfile::tempdir()?;
-    let store = std::sync::Arc::new(
-        GraphStore::new(StateDir::new(dir.path()))
-            .with_commit_delay(std::time::Duration::from_secs(3600)),
-    );
-    let (tx, rx) = std::sync::mpsc::channel();
+    let store = held_store(dir.path());
     let writer = std::sync::Arc::clone(&store);
-    std::thread::spawn(move || {
-        let written = RuntimeStore::write_batch(
-            &*writer,
-            vec![Write::Graph(Box::new(graph(1, 1)))],
-            Commit::Busy,
-        )
-        .map_err(|e| e.to_string());
-        let _ = tx.send(written);
-    });
+    let written = std::thread::spawn(move || write_one(&writer, 1, Commit::Busy));
     RuntimeStore::hurry(&*store, true);
-    let written = rx
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .map_err(|_| "the batch a task waits for was held back for company")?;
-    written?;
+    on_a_thread(
+        move || {
+            written
+                .join()
+                .map_err(|_| "the writer panicked".to_string())?
+        },
+        "the batch a task waits for was held back for company",
+    )?;
     RuntimeStore::hurry(&*store, false);
     let loaded = RuntimeStore::load_all(&self::store(dir.path()), now())?;
     assert_eq!(versions(&loaded.graphs), [(1, 1)]);

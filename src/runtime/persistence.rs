@@ -581,6 +581,41 @@ mod tests {
         )
     }
 
+    /// A persister over `store` whose finished batches arrive on the receiver.
+    fn reporting(
+        store: &Arc<Unused>,
+    ) -> (
+        Persister,
+        tokio::sync::mpsc::UnboundedReceiver<super::Saved>,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let clock: crate::ports::clock::SharedClock = Arc::new(crate::ports::clock::SystemClock);
+        let p = Persister::new(
+            Arc::clone(store) as _,
+            Arc::new(move |saved: super::Saved| {
+                let _ = tx.send(saved);
+            }),
+            Arc::new(|_| {}),
+            clock,
+        );
+        (p, rx)
+    }
+
+    /// The write of an empty graph of `chat`.
+    fn graph_write(chat: i64) -> Write {
+        let chat = Chat {
+            id: ChatId(chat),
+            kind: ChatKind::Direct,
+            title: format!("chat {chat}"),
+        };
+        Write::Graph(Box::new(TaskGraph::with_tasks(
+            "anna",
+            chat,
+            jiff::Timestamp::UNIX_EPOCH,
+            Vec::new(),
+        )))
+    }
+
     /// The store is told how each batch may share a sync: a write a task waits for goes at
     /// once (`Now`), never held for another batch's; the bulk may wait while tasks are in
     /// flight (`Busy`), otherwise only in a stream of batches (`Shared`).
@@ -588,34 +623,11 @@ mod tests {
     async fn each_batch_tells_the_store_whether_it_may_wait()
     -> Result<(), Box<dyn std::error::Error>> {
         let store = Arc::new(Unused::default());
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let clock: crate::ports::clock::SharedClock = Arc::new(crate::ports::clock::SystemClock);
-        let mut p = Persister::new(
-            Arc::clone(&store) as _,
-            Arc::new(move |saved: super::Saved| {
-                let _ = tx.send(saved);
-            }),
-            Arc::new(|_| {}),
-            clock,
-        );
-        let at = jiff::Timestamp::UNIX_EPOCH;
-        let graph = |chat: i64| {
-            let chat = Chat {
-                id: ChatId(chat),
-                kind: ChatKind::Direct,
-                title: format!("chat {chat}"),
-            };
-            Write::Graph(Box::new(TaskGraph::with_tasks(
-                "anna",
-                chat,
-                at,
-                Vec::new(),
-            )))
-        };
+        let (mut p, mut rx) = reporting(&store);
         for (chat, busy, urgent) in [(1, false, false), (2, true, false), (3, true, true)] {
             let target = Target::Graph(ConversationKey::new("anna", ChatId(chat)));
             p.set_busy(busy);
-            p.submit(target.clone(), graph(chat));
+            p.submit(target.clone(), graph_write(chat));
             if urgent {
                 p.make_urgent(&target);
             }
@@ -636,35 +648,12 @@ mod tests {
     async fn a_task_waiting_for_a_running_bulk_write_hurries_the_store()
     -> Result<(), Box<dyn std::error::Error>> {
         let store = Arc::new(Unused::default());
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let clock: crate::ports::clock::SharedClock = Arc::new(crate::ports::clock::SystemClock);
-        let mut p = Persister::new(
-            Arc::clone(&store) as _,
-            Arc::new(move |saved: super::Saved| {
-                let _ = tx.send(saved);
-            }),
-            Arc::new(|_| {}),
-            clock,
-        );
-        let at = jiff::Timestamp::UNIX_EPOCH;
+        let (mut p, mut rx) = reporting(&store);
         let hurries = || store.hurries.lock().map(|h| h.clone()).unwrap_or_default();
         for (id, urgent) in [(1, false), (2, true)] {
             let target = Target::Graph(ConversationKey::new("anna", ChatId(id)));
-            let chat = Chat {
-                id: ChatId(id),
-                kind: ChatKind::Direct,
-                title: "chat".into(),
-            };
             p.set_busy(true);
-            p.submit(
-                target.clone(),
-                Write::Graph(Box::new(TaskGraph::with_tasks(
-                    "anna",
-                    chat,
-                    at,
-                    Vec::new(),
-                ))),
-            );
+            p.submit(target.clone(), graph_write(id));
             if urgent {
                 p.make_urgent(&target);
             }
@@ -680,22 +669,9 @@ mod tests {
         }
         // A task waiting for a newer write, queued behind a running bulk one, hurries too.
         let target = Target::Graph(ConversationKey::new("anna", ChatId(3)));
-        let graph = || {
-            let chat = Chat {
-                id: ChatId(3),
-                kind: ChatKind::Direct,
-                title: "chat".into(),
-            };
-            Write::Graph(Box::new(TaskGraph::with_tasks(
-                "anna",
-                chat,
-                at,
-                Vec::new(),
-            )))
-        };
-        p.submit(target.clone(), graph());
+        p.submit(target.clone(), graph_write(3));
         p.flush();
-        p.submit(target.clone(), graph());
+        p.submit(target.clone(), graph_write(3));
         p.make_urgent(&target);
         assert_eq!(hurries(), [true, false, true], "behind a running write");
         let saved = rx.recv().await.ok_or("no batch reported")?;
