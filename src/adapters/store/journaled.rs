@@ -295,8 +295,10 @@ impl Journals {
 
     /// A task waits (`waiting`), or no longer waits, for a batch handed over without
     /// [`Commit::Now`]: while any does, no batch waits for company, and those waiting stop
-    /// (see `RuntimeStore::hurry`). Takes no log's lock: a sync in progress never blocks
-    /// the caller.
+    /// (see `RuntimeStore::hurry`). Takes no log's lock, so a sync in progress never blocks
+    /// the caller; the price is that a batch which read the count just before it rose, and
+    /// had not begun to wait yet, misses the wake-up and waits out its delay (at most
+    /// [`COMMIT_DELAY`]).
     pub(crate) fn hurry(&self, waiting: bool) {
         if waiting {
             self.hurried.fetch_add(1, Ordering::AcqRel);
