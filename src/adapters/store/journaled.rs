@@ -28,7 +28,7 @@
 //! It must not decide when to checkpoint (the runtime does) nor hold graph files' format
 //! (the codec does). Called by `graphs` (the store port's implementation).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -42,10 +42,9 @@ use super::files::{io_err, sync_dir};
 use super::io_stats::{self, Op};
 use super::journal::{self, ROTATE_BYTES, Record, Segment};
 use super::layout::StateDir;
-use super::replay::Replayed;
-use crate::core::agent_state::{AgentState, HandledMark, prune_marks};
+use super::replay::{Marks, Replayed, raise};
+use crate::core::agent_state::{AgentState, prune_marks};
 use crate::core::graph::{ConversationKey, TaskGraph};
-use crate::core::model::ChatId;
 use crate::ports::store::{Commit, SETTLE_HORIZON};
 
 /// How long a batch no task waits for may wait for another batch's sync.
@@ -53,9 +52,6 @@ pub(crate) const COMMIT_DELAY: Duration = Duration::from_millis(10);
 
 /// How many bytes of moving graphs a retirement carries into the new segment at most.
 const CARRY_BYTES: u64 = ROTATE_BYTES / 2;
-
-/// The handled marks of one agent.
-pub(crate) type Marks = BTreeMap<ChatId, HandledMark>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -736,16 +732,6 @@ fn encode_error(dir: &StateDir, agent: &str) -> impl Fn(journal::RecordProblem) 
         action: "cannot encode a journal record for",
         path: path.clone(),
         source: std::io::Error::other(e),
-    }
-}
-
-/// Raises `chat`'s mark in `marks` to `mark` if it is newer.
-pub(super) fn raise(marks: &mut Marks, chat: ChatId, mark: HandledMark) {
-    match marks.get(&chat) {
-        Some(m) if m.message >= mark.message => {}
-        _ => {
-            marks.insert(chat, mark);
-        }
     }
 }
 

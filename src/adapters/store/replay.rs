@@ -3,7 +3,8 @@
 //! `state list`, the console), which show a running daemon's newer state over its files.
 //!
 //! It must not write anything but the quarantine copies, nor decide what the replayed state
-//! becomes (the store adopts it: [`super::journaled::Journals::adopt`]). Called by `graphs`.
+//! becomes (the store adopts it: `Journals::adopt` in `journaled`). Called by `graphs` and
+//! `journaled` (for [`Marks`] and [`raise`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,10 +14,23 @@ use tracing::{error, warn};
 use super::StoreError;
 use super::files::{ensure_private_dir, io_err, write_quarantine_reason};
 use super::journal::{self, Record};
-use super::journaled::{Marks, raise};
 use super::layout::StateDir;
-use crate::core::agent_state::AgentState;
+use crate::core::agent_state::{AgentState, HandledMark};
 use crate::core::graph::{ConversationKey, TaskGraph};
+use crate::core::model::ChatId;
+
+/// The handled marks of one agent.
+pub(crate) type Marks = std::collections::BTreeMap<ChatId, HandledMark>;
+
+/// Raises `chat`'s mark in `marks` to `mark` if it is newer.
+pub(super) fn raise(marks: &mut Marks, chat: ChatId, mark: HandledMark) {
+    match marks.get(&chat) {
+        Some(m) if m.message >= mark.message => {}
+        _ => {
+            marks.insert(chat, mark);
+        }
+    }
+}
 
 /// What the journals held at start, over the files.
 #[derive(Debug, Default)]
