@@ -273,12 +273,7 @@ impl Journals {
             }
         }
         let synced = if st.synced < mine {
-            let result = st.segment.as_ref().map_or(Ok(()), Segment::sync);
-            if result.is_ok() {
-                st.synced = st.appended;
-                log.synced.notify_all();
-            }
-            result
+            sync_log(log.as_ref(), &mut st)
         } else {
             Ok(())
         };
@@ -452,13 +447,9 @@ impl Journals {
         }
         let appended = open_segment(dir, agent, st)
             .and_then(|()| append_encoded(st, &bytes, keys.len()))
-            .and_then(|()| st.segment.as_ref().map_or(Ok(()), Segment::sync));
+            .and_then(|()| sync_log(log, st));
         match appended {
-            Ok(()) => {
-                st.synced = st.appended;
-                log.synced.notify_all();
-                keys.into_iter().collect()
-            }
+            Ok(()) => keys.into_iter().collect(),
             Err(e) => {
                 warn!(
                     event = "journal_carry_failed",
@@ -712,6 +703,15 @@ fn open_segment(dir: &StateDir, agent: &str, st: &mut LogState) -> Result<(), St
     }
     let first = st.next_seq;
     st.segment = Some(Segment::create(&jdir, first)?);
+    Ok(())
+}
+
+/// Makes everything appended to the open segment durable and wakes the batches waiting for
+/// that.
+fn sync_log(log: &AgentLog, st: &mut LogState) -> Result<(), StoreError> {
+    st.segment.as_ref().map_or(Ok(()), Segment::sync)?;
+    st.synced = st.appended;
+    log.synced.notify_all();
     Ok(())
 }
 

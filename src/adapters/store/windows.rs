@@ -123,19 +123,12 @@ impl WindowRecords {
         let Some(windows) = all.get_mut(agent) else {
             return Remembered::Note;
         };
-        if windows.starts.get(&chat) == Some(&start) {
-            return Remembered::Done;
-        }
-        let Ok(line) = Line::encode(chat, start) else {
+        match queue(windows, chat, start) {
+            Ok(false) => Remembered::Done,
             // `note` says why.
-            return Remembered::Note;
-        };
-        windows.starts.insert(chat, start);
-        windows.queued.extend_from_slice(&line);
-        if self.behind.load(std::sync::atomic::Ordering::Relaxed) {
-            Remembered::Done
-        } else {
-            Remembered::Flush
+            Err(_) => Remembered::Note,
+            Ok(true) if self.behind.load(std::sync::atomic::Ordering::Relaxed) => Remembered::Done,
+            Ok(true) => Remembered::Flush,
         }
     }
 
@@ -189,29 +182,25 @@ impl WindowRecords {
         }
     }
 
-    /// Remembers `chat`'s window start; appends a record when it changed.
+    /// Remembers `chat`'s window start, reading the agent's records first if needed, and
+    /// writes what is queued (a changed start's line after any queued before it, so the
+    /// newest line of a chat is the one read back).
     pub fn note(
         &self,
         agent: &str,
         chat: ChatId,
         start: Option<MessageId>,
     ) -> Result<(), StoreError> {
-        let path = self.dir.windows_log_path(agent);
-        let mut all = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
-        let windows = self.agent(&mut all, agent);
-        if windows.starts.get(&chat) == Some(&start) {
-            return Ok(());
+        {
+            let mut all = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+            let windows = self.agent(&mut all, agent);
+            queue(windows, chat, start).map_err(|e| StoreError::Io {
+                action: "cannot encode a window record for",
+                path: self.dir.windows_log_path(agent),
+                source: std::io::Error::other(e),
+            })?;
         }
-        windows.starts.insert(chat, start);
-        let line = Line::encode(chat, start).map_err(|e| StoreError::Io {
-            action: "cannot encode a window record for",
-            path: path.clone(),
-            source: std::io::Error::other(e),
-        })?;
-        // After any queued line: the newest line of a chat is the one read back.
-        let mut lines = std::mem::take(&mut windows.queued);
-        lines.extend_from_slice(&line);
-        append(windows, &path, &lines)
+        self.flush()
     }
 
     /// The agent's records, read at first use.
@@ -277,6 +266,21 @@ impl WindowRecords {
             _ => None,
         }
     }
+}
+
+/// Queues the line of `chat`'s start when it changed; says whether it did.
+fn queue(
+    windows: &mut AgentWindows,
+    chat: ChatId,
+    start: Option<MessageId>,
+) -> serde_json::Result<bool> {
+    if windows.starts.get(&chat) == Some(&start) {
+        return Ok(false);
+    }
+    let line = Line::encode(chat, start)?;
+    windows.starts.insert(chat, start);
+    windows.queued.extend_from_slice(&line);
+    Ok(true)
 }
 
 /// Appends `lines` to the agent's journal at `path` (made on the first append).

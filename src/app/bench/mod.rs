@@ -371,10 +371,9 @@ async fn say(
         .map_err(CommandError::Telegram)
 }
 
-/// The bench's planner: the production planner over a model of a fixed latency, its window
-/// files and usage totals under `state`.
-/// The production planner as the daemon builds it (over the process's usage meter and window
-/// records), timed; the planner itself is in the slot once the services are built.
+/// The bench's planner: the production planner over a model of a fixed latency, built as
+/// the daemon builds it (over the process's usage meter and window records) and timed; the
+/// planner itself is in the slot once the services are built.
 fn planner(args: &BenchArgs, clock: &SharedClock) -> (MakePlanner, PlannerSlot) {
     let model = Arc::new(FixedLatencyModel {
         latency: Duration::from_millis(args.llm_latency_ms),
