@@ -14,7 +14,8 @@
 //!     says how an admitted message enters it, `finish` applies a finished task, `owner`
 //!     holds drafts and notices to the owner, `controls` the owner's requests (pauses,
 //!     modes, plans) and the answers to commands, `budget` the spending caps, `xsend` notes
-//!     across chats; `outcome` is what a task hands back.
+//!     across chats, `dormant` the settled graphs kept out of RAM (key and deadline);
+//!     `outcome` is what a task hands back.
 //!   - `approval`, `budget`: draft mode as data (modes, timeouts, the owner's reply) and
 //!     daily spending caps (parse, levels).
 //!   - `safety`, `agent_state`: per-agent safety (disabled chats, the breaker) and its record,
@@ -41,7 +42,7 @@
 //!   virtual twin), `store`, `facts` (long-term memory), `media`, `stickers`, `groups`,
 //!   `updates`, `spend` (the usage meter's reports, the cap hold), `speech`, `voice` (voice notes made); `backoff` waits
 //!   on the clock.
-//! - [`runtime`]: the driver (async loop), work queue, durable writes off the loop, the
+//! - [`runtime`]: the driver (async loop; `driver::dormancy` reads dormant graphs back), work queue, durable writes off the loop, the
 //!   handle (built before the runtime from a `RuntimeSeed`), and `handlers` (one per task
 //!   kind, registered in one place). It owns its state, what the owner set included.
 //! - [`ingress`]: the one door for inbound messages (`Ingress`, owning the plain runtime

@@ -24,6 +24,7 @@ use crate::core::safety::AccountSafety;
 mod admission;
 mod budget;
 mod controls;
+mod dormant;
 mod finish;
 pub use budget::SpendReport;
 mod owner;
@@ -31,6 +32,7 @@ mod presence;
 mod retrieve;
 mod xsend;
 pub(crate) use controls::answer_key;
+
 pub use controls::{OwnerReply, OwnerRequest};
 pub use owner::DraftRef;
 pub(crate) use presence::AgentPresence;
@@ -120,6 +122,8 @@ pub(crate) struct Scheduler {
     config: Arc<RuntimeConfig>,
     agents: HashSet<String>,
     graphs: HashMap<ConversationKey, TaskGraph>,
+    /// Settled graphs out of RAM: their keys and deadlines (`dormant`).
+    dormant: dormant::Dormant,
     orphans: HashMap<ConversationKey, TaskGraph>,
     in_flight: HashMap<ConversationKey, Running>,
     /// Entries of `in_flight` not spawned yet (waiting for their write).
@@ -170,6 +174,7 @@ impl Scheduler {
             config,
             agents: agents.into_iter().collect(),
             graphs: HashMap::new(),
+            dormant: dormant::Dormant::default(),
             orphans: HashMap::new(),
             in_flight: HashMap::new(),
             awaiting: 0,
@@ -195,12 +200,13 @@ impl Scheduler {
         }
     }
 
+    /// The running agents' graphs, dormant ones included.
     pub(crate) fn graphs(&self) -> usize {
-        self.graphs.len()
+        self.graphs.len() + self.dormant()
     }
 
     pub(crate) fn orphans(&self) -> usize {
-        self.orphans.len()
+        self.orphans.len() + self.dormant_orphans()
     }
 
     pub(crate) fn in_flight(&self) -> usize {
@@ -246,6 +252,7 @@ impl Scheduler {
     }
 
     fn mark_dirty(&mut self, key: &ConversationKey) {
+        self.changed_while_dormant(key);
         if self.dirty_set.insert(key.clone()) {
             self.dirty.push(key.clone());
         }
@@ -285,8 +292,14 @@ impl Scheduler {
             }
             self.graphs.insert(key.clone(), graph);
             self.reschedule(&key, now);
+            // Read from disk as it is: a settled one leaves RAM at once.
+            self.evict(&key, now);
         }
-        info!(graphs = self.graphs.len(), "loaded task graphs");
+        info!(
+            graphs = self.graphs(),
+            dormant = self.dormant(),
+            "loaded task graphs"
+        );
     }
 
     /// Puts the conversation where it belongs: a ready queue, the deadline heap, or nowhere.
@@ -364,7 +377,10 @@ impl Scheduler {
         if let Some((_, grace_end)) = &self.stopping {
             return Some(*grace_end);
         }
-        let presence = self.presence_wake();
+        let presence = match (self.presence_wake(), self.next_dormant()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         while let Some(Reverse((at, _, key))) = self.deadlines.peek() {
             if self.armed.get(key) == Some(at) {
                 return Some(presence.map_or(*at, |p| p.min(*at)));
@@ -621,6 +637,7 @@ impl Scheduler {
             return;
         }
         self.safety.add_agent(agent, self_id, state);
+        self.adopt_dormant(agent);
         let keys = keys_of(&self.orphans, agent);
         for key in keys {
             if let Some(mut graph) = self.orphans.remove(&key) {
@@ -682,6 +699,7 @@ impl Scheduler {
         }
         self.safety.remove_agent(agent);
         self.presence.remove(agent);
+        self.orphan_dormant(agent);
         let keys = keys_of(&self.graphs, agent);
         for key in keys {
             if let Some(f) = self.take_in_flight(&key) {

@@ -115,6 +115,16 @@ pub trait RuntimeStore: Send + Sync + 'static {
     /// never deleted) and debris of interrupted writes removed.
     fn load_all(&self, now: Timestamp) -> Result<LoadedGraphs, StoreError>;
 
+    /// One graph as the runtime last made it durable (the journal's state not checkpointed
+    /// yet, else its checkpoint file), for a dormant graph coming back into RAM (`Ok((None,
+    /// _))`: it has none). A file that does not read (or is past the horizon from `now`) is
+    /// moved aside as at start and returned so the caller can log it.
+    fn load_graph(
+        &self,
+        key: &ConversationKey,
+        now: Timestamp,
+    ) -> Result<(Option<TaskGraph>, Option<Quarantined>), StoreError>;
+
     /// An agent's safety state: a fresh one when none was saved; an unreadable one is moved
     /// aside (returned so the caller can log it) and a fresh one used.
     fn load_agent_state(

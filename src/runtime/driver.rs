@@ -25,6 +25,8 @@ use crate::runtime::queue::Event;
 use crate::runtime::startup::load_agent_state;
 use crate::runtime::{AgentHandle, RuntimeError, Services, Status, StopReport};
 
+mod dormancy;
+
 struct Running {
     graph_id: String,
     task_id: String,
@@ -56,6 +58,9 @@ pub(crate) struct Driver {
     /// Intents saves waiting for graph writes of their agent (a fired intent's plan is on
     /// disk before the intent moves on): the writes (conversation, generation) still due.
     intents_after: HashMap<String, Vec<(ConversationKey, u64)>>,
+    /// Conversations whose write is done (or read back) this pass: out of RAM at its end if
+    /// they have settled (`dormancy`).
+    evictable: Vec<ConversationKey>,
 }
 
 impl Driver {
@@ -95,6 +100,7 @@ impl Driver {
             stop_when_idle: None,
             idle_waiters: Vec::new(),
             intents_after: HashMap::new(),
+            evictable: Vec::new(),
         }
     }
 
@@ -122,11 +128,15 @@ impl Driver {
             drop(wake.take());
             let (events, queued_hold) = self.svc.queue.drain();
             self.applied += events.len() as u64;
+            let touched = self.touched_by(&events);
+            self.wake(touched).await?;
             for event in events {
                 self.apply(event).await?;
             }
             drop(queued_hold);
             let now = self.svc.clock.now();
+            let wanted = self.sched.wanted(now);
+            self.wake(wanted).await?;
             self.sched.advance(now);
             if self.sched.stopping().is_some() {
                 // Tasks not started yet are given up: their `active` mark makes them run
@@ -156,6 +166,7 @@ impl Driver {
             } else {
                 self.sched.start_ready(now);
                 self.execute();
+                self.evict_settled(now);
                 self.persister.maybe_checkpoint(now, self.quiet());
             }
             self.passes += 1;
@@ -343,7 +354,7 @@ impl Driver {
                 {
                     self.running.remove(&key);
                 }
-                record_outcome(&result);
+                handlers::record_outcome(&result);
                 self.sched
                     .on_finished(key, &graph_id, &task_id, result, now);
             }
@@ -499,6 +510,7 @@ impl Driver {
     /// A conversation's write of `generation` is on disk: count the inbound messages it
     /// covers, start the task that waited for it, and save intents that waited for it.
     fn on_durable(&mut self, key: &ConversationKey, generation: u64) {
+        self.evictable.push(key.clone());
         if let Some(needs) = self.intents_after.get_mut(&key.agent) {
             needs.retain(|(k, g)| !(k == key && *g <= generation));
             if needs.is_empty() {
@@ -729,6 +741,7 @@ impl Driver {
             next_wake: next_wake.filter(|at| *at > now),
             due: next_wake.is_some_and(|at| at <= now),
             graphs: self.sched.graphs(),
+            dormant: self.sched.dormant(),
             in_flight: self.sched.in_flight(),
             orphaned: self.sched.orphans(),
             agents: self.sched.agents(),
@@ -772,23 +785,6 @@ impl Driver {
             }
         }
     }
-}
-
-/// Counts a finished task for metrics: by outcome, and Telegram's waits with their length.
-fn record_outcome(result: &Result<crate::core::outcome::Outcome, TaskError>) {
-    let outcome = match result {
-        Ok(_) => "ok",
-        Err(TaskError::Park { secs, .. }) => {
-            metrics::counter!("personad_flood_waits_total").increment(1);
-            metrics::counter!("personad_parked_seconds_total").increment(*secs);
-            "parked"
-        }
-        Err(TaskError::ChatForbidden(_)) => "forbidden",
-        Err(TaskError::AccountLimited(_)) => "limited",
-        Err(TaskError::Unauthorized(_)) => "unauthorized",
-        Err(_) => "error",
-    };
-    metrics::counter!("personad_tasks_finished_total", "outcome" => outcome).increment(1);
 }
 
 /// The zone an agent's schedule and intents are in: its `Agent Timezone`, else the host's.

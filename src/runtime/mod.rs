@@ -86,6 +86,8 @@ pub(crate) struct Heartbeat {
 pub struct Status {
     /// Conversations with unfinished graphs.
     pub graphs: usize,
+    /// Of those, the ones settled out of RAM until their deadline or their chat's next event.
+    pub dormant: usize,
     /// Tasks running right now (or waiting for their `active` mark to be durable).
     pub in_flight: usize,
     /// Graphs kept on disk for agents that are not running.

@@ -548,6 +548,14 @@ mod tests {
         ) -> Result<(AgentState, Option<Quarantined>), StoreError> {
             Ok((AgentState::default(), None))
         }
+        fn load_graph(
+            &self,
+            _: &ConversationKey,
+            _: Timestamp,
+        ) -> Result<(Option<crate::core::graph::TaskGraph>, Option<Quarantined>), StoreError>
+        {
+            Ok((None, None))
+        }
         fn load_presence(
             &self,
             _: &str,

@@ -180,6 +180,48 @@ impl RuntimeStore for GraphStore {
         GraphStore::load_all(self, now)
     }
 
+    fn load_graph(
+        &self,
+        key: &ConversationKey,
+        now: Timestamp,
+    ) -> Result<(Option<TaskGraph>, Option<Quarantined>), StoreError> {
+        let path = self.dir.graph_path(key);
+        let read_checkpoint = || match read_file(&path, GRAPH_FILE_CAP, Symlinks::Refuse) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        };
+        let read = match self.journals.pending_graph_or(key, read_checkpoint) {
+            Ok(pending) => return Ok((pending, None)),
+            Err(read) => read,
+        };
+        let Some(bytes) = read? else {
+            return Ok((None, None));
+        };
+        let decoded = utf8(&path, bytes)
+            .map_err(RecordError::from)
+            .and_then(|text| self.decode_at(&path, &text, now));
+        match decoded {
+            Ok(graph) => Ok((Some(graph), None)),
+            Err(e) => {
+                let reason = e.to_string();
+                let moved_to = self.quarantine_path(&path);
+                self.unpack(&path)?;
+                quarantine(&path, &moved_to, &reason)?;
+                Ok((
+                    None,
+                    Some(Quarantined {
+                        original: path,
+                        moved_to,
+                        reason,
+                    }),
+                ))
+            }
+        }
+    }
+
     fn load_agent_state(
         &self,
         agent: &str,

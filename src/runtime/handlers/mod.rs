@@ -150,3 +150,22 @@ async fn direct_only(ctx: &TaskContext) -> Result<bool, TaskError> {
     }
     Ok(live.is_direct())
 }
+
+/// Counts a finished task for metrics: by outcome, and Telegram's waits with their length.
+pub(crate) fn record_outcome(
+    result: &Result<crate::core::outcome::Outcome, crate::core::outcome::TaskError>,
+) {
+    let outcome = match result {
+        Ok(_) => "ok",
+        Err(crate::core::outcome::TaskError::Park { secs, .. }) => {
+            metrics::counter!("personad_flood_waits_total").increment(1);
+            metrics::counter!("personad_parked_seconds_total").increment(*secs);
+            "parked"
+        }
+        Err(crate::core::outcome::TaskError::ChatForbidden(_)) => "forbidden",
+        Err(crate::core::outcome::TaskError::AccountLimited(_)) => "limited",
+        Err(crate::core::outcome::TaskError::Unauthorized(_)) => "unauthorized",
+        Err(_) => "error",
+    };
+    metrics::counter!("personad_tasks_finished_total", "outcome" => outcome).increment(1);
+}
