@@ -745,6 +745,7 @@ fn json_logs_parse_without_duplicate_keys_and_metrics_parse_as_prometheus_text()
         "personad_tasks_finished_total{",
         "personad_messages_sent_total",
         "personad_graphs_on_disk",
+        "personad_graphs_dormant",
         "personad_tick_loop_lag_seconds",
     ] {
         assert!(body.contains(needle), "{needle} missing:\n{body}");

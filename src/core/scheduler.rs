@@ -121,10 +121,10 @@ struct Running {
 pub(crate) struct Scheduler {
     config: Arc<RuntimeConfig>,
     agents: HashSet<String>,
-    graphs: HashMap<ConversationKey, TaskGraph>,
+    graphs: HashMap<ConversationKey, Box<TaskGraph>>,
     /// Settled graphs out of RAM: their keys and deadlines (`dormant`).
     dormant: dormant::Dormant,
-    orphans: HashMap<ConversationKey, TaskGraph>,
+    orphans: HashMap<ConversationKey, Box<TaskGraph>>,
     in_flight: HashMap<ConversationKey, Running>,
     /// Entries of `in_flight` not spawned yet (waiting for their write).
     awaiting: usize,
@@ -219,7 +219,7 @@ impl Scheduler {
 
     #[cfg(test)]
     pub(crate) fn graph(&self, key: &ConversationKey) -> Option<&TaskGraph> {
-        self.graphs.get(key)
+        self.graphs.get(key).map(|g| &**g)
     }
 
     pub(crate) fn safety(&self) -> &AccountSafety {
@@ -235,7 +235,7 @@ impl Scheduler {
     pub(crate) fn snapshot(&mut self, key: &ConversationKey) -> Option<TaskGraph> {
         let g = self.graphs.get_mut(key)?;
         g.seq += 1;
-        Some(g.clone())
+        Some((**g).clone())
     }
 
     /// Everything decided since the last call: aborts and other effects first, then one
@@ -276,7 +276,7 @@ impl Scheduler {
             }
             if !self.agents.contains(&graph.agent) {
                 warn!(conversation = %key, "graph kept on disk: its agent is not running");
-                self.orphans.insert(key, graph);
+                self.orphans.insert(key, Box::new(graph));
                 continue;
             }
             if let Some(message) = graph.handled_message() {
@@ -290,7 +290,7 @@ impl Scheduler {
             if !reset.is_empty() || armed {
                 self.mark_dirty(&key);
             }
-            self.graphs.insert(key.clone(), graph);
+            self.graphs.insert(key.clone(), Box::new(graph));
             self.reschedule(&key, now);
             // Read from disk as it is: a settled one leaves RAM at once.
             self.evict(&key, now);
@@ -722,7 +722,7 @@ impl Scheduler {
 }
 
 /// The conversations of `agent` among `graphs`.
-fn keys_of(graphs: &HashMap<ConversationKey, TaskGraph>, agent: &str) -> Vec<ConversationKey> {
+fn keys_of<G>(graphs: &HashMap<ConversationKey, G>, agent: &str) -> Vec<ConversationKey> {
     graphs
         .keys()
         .filter(|k| k.agent == agent)

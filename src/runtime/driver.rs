@@ -21,7 +21,7 @@ use crate::core::scheduler::{Effect, Scheduler, Start};
 use crate::ports::clock::{self, Hold};
 use crate::runtime::handlers::{self, TaskContext};
 use crate::runtime::persistence::{OnSaved, Persister, Saved, Target, Write, blocking};
-use crate::runtime::queue::Event;
+use crate::runtime::queue::{Event, PASS_EVENTS};
 use crate::runtime::startup::load_agent_state;
 use crate::runtime::{AgentHandle, RuntimeError, Services, Status, StopReport};
 
@@ -126,17 +126,15 @@ impl Driver {
         loop {
             let hold = self.svc.clock.hold();
             drop(wake.take());
-            let (events, queued_hold) = self.svc.queue.drain();
+            let (events, queued_hold, more) = self.svc.queue.drain(PASS_EVENTS);
             self.applied += events.len() as u64;
-            let touched = self.touched_by(&events);
-            self.wake(touched).await?;
+            self.wake(self.touched_by(&events)).await?;
             for event in events {
                 self.apply(event).await?;
             }
             drop(queued_hold);
             let now = self.svc.clock.now();
-            let wanted = self.sched.wanted(now);
-            self.wake(wanted).await?;
+            self.wake(self.sched.wanted(now)).await?;
             self.sched.advance(now);
             if self.sched.stopping().is_some() {
                 // Tasks not started yet are given up: their `active` mark makes them run
@@ -176,6 +174,11 @@ impl Driver {
                 (a, b) => a.or(b),
             };
             self.publish(now, next_wake);
+            if more {
+                // The rest of a burst: straight to the next pass, still holding the clock.
+                wake = Some(hold);
+                continue;
+            }
             if self.sched.stopping().is_none() && self.quiet() && !self.persister.checkpoint_owed()
             {
                 // Idle, judged here so virtual time cannot run on first.
@@ -356,7 +359,7 @@ impl Driver {
                 }
                 handlers::record_outcome(&result);
                 self.sched
-                    .on_finished(key, &graph_id, &task_id, result, now);
+                    .on_finished(key, &graph_id, &task_id, *result, now);
             }
             Event::Saved {
                 done,
@@ -723,7 +726,7 @@ impl Driver {
                 key: k,
                 graph_id: gid,
                 task_id: tid,
-                result,
+                result: Box::new(result),
             });
         }));
         self.running.insert(

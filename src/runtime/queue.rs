@@ -30,7 +30,8 @@ pub(crate) enum Event {
         key: ConversationKey,
         graph_id: String,
         task_id: String,
-        result: HandlerResult,
+        /// Boxed: it is the largest payload, and every queued event would be its size.
+        result: Box<HandlerResult>,
     },
     /// Forget the conversation's pending plan (a person took over).
     Cancel {
@@ -103,6 +104,13 @@ pub(crate) enum Event {
     UpsertAgent(Box<crate::runtime::AgentHandle>),
 }
 
+/// Events one pass of the loop takes at most: a burst is applied in slices, so what a pass
+/// builds (its effects, the graphs it snapshots for their writes) stays bounded.
+pub(crate) const PASS_EVENTS: usize = 1024;
+
+/// Room the queue keeps once a burst is over.
+const KEPT_CAPACITY: usize = 256;
+
 struct Inner {
     events: VecDeque<Event>,
     hold: Option<Hold>,
@@ -146,10 +154,21 @@ impl WorkQueue {
         self.notify.notify_one();
     }
 
-    /// Takes every queued event, and the clock hold that covered them.
-    pub(crate) fn drain(&self) -> (Vec<Event>, Option<Hold>) {
+    /// Takes up to `max` queued events, oldest first, and whether more remain. The clock
+    /// hold that covered them comes with the last ones: while events remain queued, the
+    /// queue keeps holding the clock. An emptied queue gives back what a burst made it grow
+    /// to.
+    pub(crate) fn drain(&self, max: usize) -> (Vec<Event>, Option<Hold>, bool) {
         let mut inner = self.lock();
-        (inner.events.drain(..).collect(), inner.hold.take())
+        let n = inner.events.len().min(max);
+        let events: Vec<Event> = inner.events.drain(..n).collect();
+        if !inner.events.is_empty() {
+            return (events, None, true);
+        }
+        if inner.events.capacity() > KEPT_CAPACITY {
+            inner.events.shrink_to(KEPT_CAPACITY);
+        }
+        (events, inner.hold.take(), false)
     }
 
     /// How many events were ever pushed; the loop reports how many it has applied, so a

@@ -168,7 +168,7 @@ pub const ACTIONS_KEPT: usize = 65_536;
 
 #[derive(Default)]
 struct State {
-    chats: BTreeMap<ChatId, ChatLog>,
+    chats: BTreeMap<ChatId, Box<ChatLog>>,
     /// Messages kept in RAM per chat.
     window: usize,
     /// Transcript files kept open between appends (at most [`OPEN_FILES`]).
@@ -193,6 +193,9 @@ struct State {
     voices: HashMap<(ChatId, MessageId), Arc<Vec<u8>>>,
 }
 
+/// An observer's channel and the actions it wants.
+type Observer = (mpsc::UnboundedSender<Recorded>, fn(&Action) -> bool);
+
 /// The in-memory account.
 pub struct MemoryTelegram {
     self_id: i64,
@@ -200,7 +203,8 @@ pub struct MemoryTelegram {
     dir: Option<PathBuf>,
     clock: SharedClock,
     state: Mutex<State>,
-    observer: Mutex<Option<mpsc::UnboundedSender<Recorded>>>,
+    /// Who is told of each action, and which actions they want.
+    observer: Mutex<Option<Observer>>,
     /// The world this account shares its groups and direct chats with, if any.
     world: Mutex<Weak<World>>,
 }
@@ -276,7 +280,7 @@ impl MemoryTelegram {
                 match read_transcript(&path)? {
                     Ok(folded) => {
                         let log = transcript::adopt(&path, folded, state.window)?;
-                        state.chats.insert(log.chat.id, log);
+                        state.chats.insert(log.chat.id, Box::new(log));
                     }
                     Err(reason) => {
                         let moved_to = quarantine_transcript(dir, &path)?;
@@ -294,14 +298,14 @@ impl MemoryTelegram {
         let self_id = user_id_for(self_name);
         // Saved Messages: the account's chat with itself always exists.
         state.chats.entry(ChatId(self_id)).or_insert_with(|| {
-            ChatLog::new(
+            Box::new(ChatLog::new(
                 Chat {
                     id: ChatId(self_id),
                     kind: crate::core::model::ChatKind::Direct,
                     title: "Saved Messages".into(),
                 },
                 1,
-            )
+            ))
         });
         Ok(MemoryTelegram {
             self_id,
@@ -368,8 +372,14 @@ impl MemoryTelegram {
 
     /// Receives every recorded action as it happens.
     pub fn observe(&self) -> mpsc::UnboundedReceiver<Recorded> {
+        self.observe_only(|_| true)
+    }
+
+    /// Like [`MemoryTelegram::observe`], for the actions `wanted` keeps only (the bench
+    /// watches sends: a burst's inbound messages do not queue up in its channel).
+    pub fn observe_only(&self, wanted: fn(&Action) -> bool) -> mpsc::UnboundedReceiver<Recorded> {
         let (tx, rx) = mpsc::unbounded_channel();
-        *self.observer.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx);
+        *self.observer.lock().unwrap_or_else(PoisonError::into_inner) = Some((tx, wanted));
         rx
     }
 
@@ -471,7 +481,7 @@ impl MemoryTelegram {
         let next_id = st.id_floors.get(&chat.id).copied().unwrap_or(1);
         st.chats
             .entry(chat.id)
-            .or_insert_with(|| ChatLog::new(chat, next_id));
+            .or_insert_with(|| Box::new(ChatLog::new(chat, next_id)));
     }
 
     /// Appends a message from someone else and returns it; the caller hands it to the
@@ -696,11 +706,12 @@ impl MemoryTelegram {
                 st.actions.push_back(rec.clone());
             }
         }
-        if let Some(tx) = self
+        if let Some((tx, wanted)) = self
             .observer
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .as_ref()
+            && wanted(&rec.action)
         {
             let _ = tx.send(rec);
         }

@@ -435,7 +435,7 @@ pub async fn run(state_root: &Path, args: &BenchArgs) -> Result<BenchReport, Com
     // The twin keeps no log of actions: the bench takes each chat's first send as it
     // happens ([`first_sends`]), so its own bookkeeping is not counted as the runtime's memory.
     telegram.set_actions_kept(0);
-    let sends_seen = telegram.observe();
+    let sends_seen = telegram.observe_only(|a| matches!(a, memory::Action::Send { .. }));
     let chats = bench_chats(&telegram, args);
     let rounds = args.rounds.max(1) as usize;
     let (make_planner, planner) = planner(args, &clock);

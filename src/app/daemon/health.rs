@@ -41,6 +41,7 @@ pub(crate) fn heartbeat(
         }
         ::metrics::gauge!("personad_agents").set(st.agents as f64);
         ::metrics::gauge!("personad_graphs_on_disk").set((st.graphs + st.orphaned) as f64);
+        ::metrics::gauge!("personad_graphs_dormant").set(st.dormant as f64);
         ::metrics::gauge!("personad_tasks_in_flight").set(st.in_flight as f64);
         ::metrics::gauge!("personad_queue_depth").set(queue_depth as f64);
         if st.started && last.1.is_none_or(|t| now.duration_since(t) >= STATUS_EVERY) {

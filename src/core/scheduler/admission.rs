@@ -206,7 +206,7 @@ impl Scheduler {
         // A planning step of the superseded graph is abandoned; a side effect in flight is
         // allowed to finish, but whatever it returns is discarded.
         self.abandon_cancel_safe(&key);
-        self.graphs.insert(key.clone(), graph);
+        self.graphs.insert(key.clone(), Box::new(graph));
         self.mark_dirty(&key);
         self.reschedule(&key, now);
     }
@@ -250,7 +250,7 @@ impl Scheduler {
                 let mut t = Task::new(spec, now);
                 t.not_before = Some(not_before);
                 let graph = TaskGraph::with_tasks(agent, chat, now, vec![t]);
-                self.graphs.insert(key.clone(), graph);
+                self.graphs.insert(key.clone(), Box::new(graph));
             }
         }
         self.mark_dirty(&key);

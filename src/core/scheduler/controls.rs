@@ -110,7 +110,7 @@ impl Scheduler {
                     .graphs
                     .iter()
                     .filter(|(k, _)| k.agent == agent && chat.is_none_or(|c| c == k.chat))
-                    .map(|(_, g)| g.clone())
+                    .map(|(_, g)| (**g).clone())
                     .collect();
                 plans.sort_by_key(|g| g.chat.id);
                 return OwnerReply::Plans(plans);

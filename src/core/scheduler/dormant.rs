@@ -20,18 +20,22 @@ use tracing::{debug, error};
 
 use super::Scheduler;
 use crate::core::graph::{ConversationKey, TaskGraph, TaskKind, TaskStatus};
+use crate::core::model::ChatId;
 
 /// A graph whose next deadline is nearer than this stays in RAM.
 pub(crate) const DORMANT_AFTER: Duration = Duration::from_secs(10 * 60);
 
-/// The dormant conversations.
+/// The dormant conversations, compactly: an entry names its agent by index (a few agents,
+/// thousands of chats), so it holds no copy of the name (about 100 bytes an entry in all).
 #[derive(Default)]
 pub(super) struct Dormant {
+    /// The agents' names, each once.
+    agents: Vec<String>,
     /// Each one's next deadline, and whether its agent is stopped (then it waits for the
     /// agent to come back, not for its deadline).
-    at: HashMap<ConversationKey, Sleeper>,
+    at: HashMap<(u32, ChatId), Sleeper>,
     /// The running agents' dormant conversations by deadline.
-    due: BTreeSet<(Timestamp, ConversationKey)>,
+    due: BTreeSet<(Timestamp, u32, ChatId)>,
     orphans: usize,
 }
 
@@ -42,33 +46,84 @@ struct Sleeper {
 }
 
 impl Dormant {
-    fn insert(&mut self, key: ConversationKey, at: Timestamp) {
-        self.due.insert((at, key.clone()));
-        self.at.insert(key, Sleeper { at, orphan: false });
+    fn agent(&self, name: &str) -> Option<u32> {
+        self.agents
+            .iter()
+            .position(|a| a == name)
+            .and_then(|i| u32::try_from(i).ok())
+    }
+
+    fn id(&self, key: &ConversationKey) -> Option<(u32, ChatId)> {
+        Some((self.agent(&key.agent)?, key.chat))
+    }
+
+    fn key(&self, (agent, chat): (u32, ChatId)) -> ConversationKey {
+        let name = self.agents.get(agent as usize).map_or("", String::as_str);
+        ConversationKey::new(name, chat)
+    }
+
+    fn contains(&self, key: &ConversationKey) -> bool {
+        self.id(key).is_some_and(|id| self.at.contains_key(&id))
+    }
+
+    fn is_orphan(&self, key: &ConversationKey) -> bool {
+        self.id(key)
+            .and_then(|id| self.at.get(&id))
+            .is_some_and(|s| s.orphan)
+    }
+
+    fn insert(&mut self, key: &ConversationKey, at: Timestamp) {
+        let agent = match self.agent(&key.agent) {
+            Some(i) => i,
+            None => {
+                self.agents.push(key.agent.clone());
+                u32::try_from(self.agents.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        self.remove(key);
+        self.due.insert((at, agent, key.chat));
+        self.at
+            .insert((agent, key.chat), Sleeper { at, orphan: false });
     }
 
     fn remove(&mut self, key: &ConversationKey) -> bool {
-        let Some(s) = self.at.remove(key) else {
+        let Some(id) = self.id(key) else {
+            return false;
+        };
+        let Some(s) = self.at.remove(&id) else {
             return false;
         };
         if s.orphan {
             self.orphans -= 1;
         } else {
-            self.due.remove(&(s.at, key.clone()));
+            self.due.remove(&(s.at, id.0, id.1));
         }
         true
     }
 
     fn keys_of(&self, agent: &str, orphan: bool) -> Vec<ConversationKey> {
+        let Some(a) = self.agent(agent) else {
+            return Vec::new();
+        };
         self.at
             .iter()
-            .filter(|(k, s)| k.agent == agent && s.orphan == orphan)
-            .map(|(k, _)| k.clone())
+            .filter(|(id, s)| id.0 == a && s.orphan == orphan)
+            .map(|(id, _)| self.key(*id))
             .collect()
     }
 
+    fn due_by(&self, now: Timestamp) -> impl Iterator<Item = ConversationKey> + '_ {
+        self.due
+            .iter()
+            .take_while(move |(at, _, _)| *at <= now)
+            .map(|(_, agent, chat)| self.key((*agent, *chat)))
+    }
+
     fn set_orphan(&mut self, key: &ConversationKey, orphan: bool) {
-        let Some(s) = self.at.get_mut(key) else {
+        let Some(id) = self.id(key) else {
+            return;
+        };
+        let Some(s) = self.at.get_mut(&id) else {
             return;
         };
         if s.orphan == orphan {
@@ -77,10 +132,10 @@ impl Dormant {
         s.orphan = orphan;
         if orphan {
             self.orphans += 1;
-            self.due.remove(&(s.at, key.clone()));
+            self.due.remove(&(s.at, id.0, id.1));
         } else {
             self.orphans -= 1;
-            self.due.insert((s.at, key.clone()));
+            self.due.insert((s.at, id.0, id.1));
         }
     }
 }
@@ -125,14 +180,14 @@ impl Scheduler {
         };
         self.graphs.remove(key);
         self.armed.remove(key);
-        self.dormant.insert(key.clone(), at);
+        self.dormant.insert(key, at);
         debug!(conversation = %key, until = %at, "graph dormant: out of RAM until its deadline or its chat's next event");
         true
     }
 
     /// Whether the conversation's graph is dormant (out of RAM).
     pub(crate) fn is_dormant(&self, key: &ConversationKey) -> bool {
-        self.dormant.at.contains_key(key)
+        self.dormant.contains(key)
     }
 
     /// How many graphs of running agents are dormant.
@@ -157,13 +212,7 @@ impl Scheduler {
         if self.dormant.at.is_empty() {
             return Vec::new();
         }
-        let mut keys: Vec<ConversationKey> = self
-            .dormant
-            .due
-            .iter()
-            .take_while(|(at, _)| *at <= now)
-            .map(|(_, k)| k.clone())
-            .collect();
+        let mut keys: Vec<ConversationKey> = self.dormant.due_by(now).collect();
         for (agent, p) in &self.presence {
             if p.boundary.is_none_or(|b| b > now) {
                 continue;
@@ -171,7 +220,8 @@ impl Scheduler {
             for i in &p.intents {
                 let key = ConversationKey::new(agent.as_str(), i.chat);
                 if crate::core::intents::instant(i.due, &p.tz) <= now
-                    && self.dormant.at.get(&key).is_some_and(|s| !s.orphan)
+                    && self.dormant.contains(&key)
+                    && !self.dormant.is_orphan(&key)
                 {
                     keys.push(key);
                 }
@@ -187,14 +237,14 @@ impl Scheduler {
             return;
         }
         if let Some(graph) = graph {
-            self.graphs.insert(key.clone(), graph);
+            self.graphs.insert(key.clone(), Box::new(graph));
             self.reschedule(key, now);
         }
     }
 
     /// The earliest deadline of a dormant conversation.
     pub(super) fn next_dormant(&self) -> Option<Timestamp> {
-        self.dormant.due.first().map(|(at, _)| *at)
+        self.dormant.due.first().map(|(at, _, _)| *at)
     }
 
     /// The agent stopped: its dormant conversations wait for it, not for their deadlines.
@@ -218,5 +268,114 @@ impl Scheduler {
         if self.dormant.remove(key) {
             error!(event = "dormant_graph_replaced", conversation = %key, "a dormant graph was changed without being read back first; the change replaces it");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::core::config::RuntimeConfig;
+    use crate::core::graph::{Task, TaskSpec};
+    use crate::core::model::{Chat, ChatKind};
+    use crate::core::safety::AccountSafety;
+
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + secs).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    fn sched() -> Scheduler {
+        let mut self_ids = HashMap::new();
+        self_ids.insert("a".to_string(), 1);
+        Scheduler::new(
+            Arc::new(RuntimeConfig::default()),
+            ["a".to_string()],
+            AccountSafety::new(self_ids),
+        )
+    }
+
+    /// A graph of chat `id` whose message is handled and whose next send waits `wait` seconds
+    /// from `at(0)`.
+    fn waiting(id: i64, wait: u64) -> TaskGraph {
+        let chat = Chat {
+            id: ChatId(id),
+            kind: ChatKind::Direct,
+            title: format!("c{id}"),
+        };
+        let mut g = TaskGraph::with_received("a", chat, at(0), None, at(0));
+        g.tasks[0].status = TaskStatus::Done;
+        let mut w = Task::new(TaskSpec::wait(wait as f64, false), at(0));
+        w.not_before = Some(at(wait as i64));
+        let send = Task::new(TaskSpec::send("later", None), at(0));
+        let first = g.tasks[0].id.clone();
+        g.append_chain(&first, vec![w, send]);
+        g
+    }
+
+    fn key(id: i64) -> ConversationKey {
+        ConversationKey::new("a", ChatId(id))
+    }
+
+    #[test]
+    fn only_a_graph_waiting_past_the_threshold_on_its_own_timer_goes_dormant_at_load() {
+        let mut s = sched();
+        let mut parked = waiting(4, 3 * 3600);
+        parked.parked_until = Some(at(3 * 3600));
+        s.load(vec![waiting(2, 3600), waiting(3, 60), parked], at(0));
+        assert!(s.is_dormant(&key(2)), "an hour away: out of RAM");
+        assert!(!s.is_dormant(&key(3)), "a minute away: stays");
+        assert!(!s.is_dormant(&key(4)), "a park (a hold) keeps it in RAM");
+        assert_eq!((s.graphs(), s.dormant()), (3, 1));
+        assert_eq!(s.next_wake(), Some(at(60)));
+    }
+
+    #[test]
+    fn its_deadline_makes_it_wanted_and_a_wake_puts_it_back_in_the_queues() {
+        let mut s = sched();
+        s.load(vec![waiting(2, 3600)], at(0));
+        assert_eq!(s.next_wake(), Some(at(3600)), "its deadline is the loop's");
+        assert!(s.wanted(at(3599)).is_empty());
+        assert_eq!(s.wanted(at(3600)), [key(2)]);
+        s.wake(&key(2), Some(waiting(2, 3600)), at(3600));
+        assert!(!s.is_dormant(&key(2)));
+        s.advance(at(3600));
+        s.start_ready(at(3600));
+        let started: Vec<TaskKind> = s
+            .take_effects()
+            .iter()
+            .filter_map(|e| match e {
+                super::super::Effect::Start(st) => Some(st.task.kind()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(started, [TaskKind::Wait]);
+    }
+
+    #[test]
+    fn a_stopped_agents_dormant_graphs_wait_for_it_not_for_their_deadlines() {
+        let mut s = sched();
+        s.load(vec![waiting(2, 3600)], at(0));
+        s.stop_agent("a", at(10));
+        assert_eq!((s.graphs(), s.orphans()), (0, 1));
+        assert!(s.wanted(at(7200)).is_empty(), "no agent to run it");
+        s.add_agent(
+            "a",
+            1,
+            crate::core::agent_state::AgentState::default(),
+            at(20),
+        );
+        assert_eq!((s.graphs(), s.orphans(), s.dormant()), (1, 0, 1));
+        assert_eq!(s.wanted(at(7200)), [key(2)]);
+    }
+
+    #[test]
+    fn a_graph_changed_while_dormant_is_no_longer_dormant() {
+        let mut s = sched();
+        s.load(vec![waiting(2, 3600)], at(0));
+        s.mark_dirty(&key(2));
+        assert!(!s.is_dormant(&key(2)));
+        assert_eq!(s.dormant(), 0);
     }
 }

@@ -520,7 +520,7 @@ impl Scheduler {
             None => {
                 self.graphs.insert(
                     key.clone(),
-                    TaskGraph::with_tasks(agent, chat, now, vec![task]),
+                    Box::new(TaskGraph::with_tasks(agent, chat, now, vec![task])),
                 );
             }
         }

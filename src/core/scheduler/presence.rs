@@ -494,7 +494,7 @@ impl Scheduler {
             super::admission::carry_over(old, &mut graph, now);
         }
         self.abandon_cancel_safe(&key);
-        self.graphs.insert(key.clone(), graph);
+        self.graphs.insert(key.clone(), Box::new(graph));
         self.mark_dirty(&key);
         self.reschedule(&key, now);
     }
@@ -574,7 +574,7 @@ impl Scheduler {
             }
             None => {
                 let graph = TaskGraph::with_tasks(agent, chat, now, vec![Task::new(spec, now)]);
-                self.graphs.insert(key.clone(), graph);
+                self.graphs.insert(key.clone(), Box::new(graph));
             }
         }
         self.mark_dirty(&key);
