@@ -18,9 +18,11 @@
 //!
 //! It never touches the network. Writes go through `store`, off the async threads; paths come
 //! from the state layout. The log and its journal format are in `journal`, saving and reading
-//! back in `persist`, transcript reading in `transcript`, the trait in `telegram`, voice
+//! back in `persist`, transcript reading in `transcript`, the trait in `telegram`, the action log's watchers in
+//! `actions`, voice
 //! notes (kept as files next to the transcripts) in `voice`.
 
+mod actions;
 mod journal;
 mod media_send;
 mod persist;
@@ -43,7 +45,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use jiff::Timestamp;
 use serde::Serialize;
-use tokio::sync::mpsc;
 
 use crate::adapters::store;
 use crate::core::model::{
@@ -193,9 +194,6 @@ struct State {
     voices: HashMap<(ChatId, MessageId), Arc<Vec<u8>>>,
 }
 
-/// An observer's channel and the actions it wants.
-type Observer = (mpsc::UnboundedSender<Recorded>, fn(&Action) -> bool);
-
 /// The in-memory account.
 pub struct MemoryTelegram {
     self_id: i64,
@@ -204,7 +202,7 @@ pub struct MemoryTelegram {
     clock: SharedClock,
     state: Mutex<State>,
     /// Who is told of each action, and which actions they want.
-    observer: Mutex<Option<Observer>>,
+    observer: Mutex<Option<actions::Observer>>,
     /// The world this account shares its groups and direct chats with, if any.
     world: Mutex<Weak<World>>,
 }
@@ -368,19 +366,6 @@ impl MemoryTelegram {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Receives every recorded action as it happens.
-    pub fn observe(&self) -> mpsc::UnboundedReceiver<Recorded> {
-        self.observe_only(|_| true)
-    }
-
-    /// Like [`MemoryTelegram::observe`], for the actions `wanted` keeps only (the bench
-    /// watches sends: a burst's inbound messages do not queue up in its channel).
-    pub fn observe_only(&self, wanted: fn(&Action) -> bool) -> mpsc::UnboundedReceiver<Recorded> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        *self.observer.lock().unwrap_or_else(PoisonError::into_inner) = Some((tx, wanted));
-        rx
     }
 
     /// Makes the next call of `op` fail with `error` (queued: several calls fail in order).
@@ -644,11 +629,6 @@ impl MemoryTelegram {
         Ok(removed)
     }
 
-    /// Stops sending actions to the observer (its channel closes).
-    pub fn stop_observing(&self) {
-        *self.observer.lock().unwrap_or_else(PoisonError::into_inner) = None;
-    }
-
     /// From now on every call of `op` waits at the returned gate.
     #[cfg(any(test, feature = "test-hooks"))]
     pub fn gate(&self, op: Op) -> Arc<Gate> {
@@ -689,31 +669,6 @@ impl MemoryTelegram {
         {
             Some(e) => Err(e),
             None => Ok(()),
-        }
-    }
-
-    fn record(&self, action: Action) {
-        let rec = Recorded {
-            at: self.clock.now(),
-            action,
-        };
-        {
-            let mut st = self.lock();
-            if st.actions.len() >= st.actions_kept {
-                st.actions.pop_front();
-            }
-            if st.actions_kept > 0 {
-                st.actions.push_back(rec.clone());
-            }
-        }
-        if let Some((tx, wanted)) = self
-            .observer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            && wanted(&rec.action)
-        {
-            let _ = tx.send(rec);
         }
     }
 
