@@ -174,13 +174,8 @@ impl Driver {
                 (a, b) => a.or(b),
             };
             self.publish(now, next_wake);
-            if more {
-                // The rest of a burst: straight to the next pass, still holding the clock.
-                wake = Some(hold);
-                continue;
-            }
-            if self.sched.stopping().is_none() && self.quiet() && !self.persister.checkpoint_owed()
-            {
+            let idle = !more && self.quiet() && !self.persister.checkpoint_owed();
+            if self.sched.stopping().is_none() && idle {
                 // Idle, judged here so virtual time cannot run on first.
                 for waiter in self.idle_waiters.drain(..) {
                     let _ = waiter.send(self.svc.clock.hold());
@@ -209,7 +204,12 @@ impl Driver {
                 let cap = clock::add(now, hb.every);
                 deadline = Some(deadline.map_or(cap, |d| d.min(cap)));
             }
-            wake = self.sleep(deadline, hold).await;
+            // The rest of a burst: straight to the next pass, still holding the clock.
+            wake = if more {
+                Some(hold)
+            } else {
+                self.sleep(deadline, hold).await
+            };
         }
     }
 
