@@ -177,3 +177,39 @@ async fn a_dormant_graph_whose_file_does_not_read_is_moved_aside_when_it_wakes()
     h.stop().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_crash_while_a_graph_is_dormant_loses_nothing_and_sends_nothing_twice() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let mut h = Harness::start(dir.path(), now_and_later(), config(), &[dm(5)]);
+    asleep(&mut h).await;
+    let at = h.shared_clock.now();
+    let telegram = h.telegram.clone();
+    // Killed where it stands: the dormant graph's state is only what reached the disk.
+    h.crash().await;
+
+    let mut h = Harness::start_at(dir.path(), now_and_later(), config(), &[dm(5)], at);
+    h.started().await;
+    assert_eq!(
+        h.handle.status().dormant,
+        1,
+        "read back from disk, out of RAM again"
+    );
+    h.pass(secs(3 * 3600)).await;
+    assert_eq!(
+        h.sends_to(ChatId(5)),
+        ["later"],
+        "the second run sends the rest once"
+    );
+    assert_eq!(
+        telegram
+            .actions()
+            .iter()
+            .filter(|r| matches!(r.action, personad::adapters::memory::Action::Send { .. }))
+            .count(),
+        1,
+        "the first run sent \"now\" once"
+    );
+    h.stop().await?;
+    Ok(())
+}
