@@ -43,8 +43,10 @@ fn now_and_later() -> ScriptedPlanner {
     })
 }
 
-/// The plan has sent "now" and waits three hours: it is dormant.
-async fn asleep(h: &mut Harness) {
+/// A runtime on `state` whose plan for chat 5 has sent "now" and waits three hours: it is
+/// dormant.
+async fn asleep(state: &std::path::Path) -> Harness {
+    let mut h = Harness::start(state, now_and_later(), config(), &[dm(5)]);
     h.started().await;
     h.say(&dm(5), "bob", "hello").await;
     h.pass(secs(60)).await;
@@ -55,6 +57,7 @@ async fn asleep(h: &mut Harness) {
         (1, 1),
         "the waiting plan is counted and out of RAM"
     );
+    h
 }
 
 fn never_replaced(logs: &Logs) {
@@ -69,8 +72,7 @@ fn never_replaced(logs: &Logs) {
 async fn a_dormant_graph_comes_back_when_its_deadline_comes() -> TestResult {
     let (logs, _guard) = Logs::capture();
     let dir = tempfile::tempdir()?;
-    let mut h = Harness::start(dir.path(), now_and_later(), config(), &[dm(5)]);
-    asleep(&mut h).await;
+    let mut h = asleep(dir.path()).await;
     h.pass(secs(3 * 3600)).await;
     assert_eq!(h.sends_to(ChatId(5)), ["now", "later"]);
     let status = h.handle.status();
@@ -84,8 +86,7 @@ async fn a_dormant_graph_comes_back_when_its_deadline_comes() -> TestResult {
 async fn a_message_to_a_dormant_chat_replans_over_the_graph_read_back() -> TestResult {
     let (logs, _guard) = Logs::capture();
     let dir = tempfile::tempdir()?;
-    let mut h = Harness::start(dir.path(), now_and_later(), config(), &[dm(5)]);
-    asleep(&mut h).await;
+    let mut h = asleep(dir.path()).await;
     h.say(&dm(5), "bob", "are you there?").await;
     h.pass(secs(60)).await;
     // As with the graph in RAM: the new plan replaces the one that waited.
@@ -101,8 +102,7 @@ async fn a_message_to_a_dormant_chat_replans_over_the_graph_read_back() -> TestR
 #[tokio::test]
 async fn the_owners_list_of_plans_shows_a_dormant_plan() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let mut h = Harness::start(dir.path(), now_and_later(), config(), &[dm(5)]);
-    asleep(&mut h).await;
+    let mut h = asleep(dir.path()).await;
     let reply = h
         .handle
         .owner(AGENT, OwnerRequest::Plans { chat: None })
@@ -130,8 +130,7 @@ async fn the_owners_list_of_plans_shows_a_dormant_plan() -> TestResult {
 #[tokio::test]
 async fn a_restart_keeps_a_settled_graph_out_of_ram_until_its_deadline() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let mut h = Harness::start(dir.path(), now_and_later(), config(), &[dm(5)]);
-    asleep(&mut h).await;
+    let h = asleep(dir.path()).await;
     let at = h.shared_clock.now();
     h.stop().await?;
     // The stop leaves it in its checkpoint file, which is what the store reads back.
@@ -159,8 +158,7 @@ async fn a_restart_keeps_a_settled_graph_out_of_ram_until_its_deadline() -> Test
 async fn a_dormant_graph_whose_file_does_not_read_is_moved_aside_when_it_wakes() -> TestResult {
     let (logs, _guard) = Logs::capture();
     let dir = tempfile::tempdir()?;
-    let mut h = Harness::start(dir.path(), now_and_later(), config(), &[dm(5)]);
-    asleep(&mut h).await;
+    let mut h = asleep(dir.path()).await;
     // Let the checkpoint write the file, then spoil it.
     h.pass(secs(5)).await;
     let path = StateDir::new(dir.path()).graph_path(&ConversationKey::new(AGENT, ChatId(5)));
@@ -181,8 +179,7 @@ async fn a_dormant_graph_whose_file_does_not_read_is_moved_aside_when_it_wakes()
 #[tokio::test]
 async fn a_crash_while_a_graph_is_dormant_loses_nothing_and_sends_nothing_twice() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let mut h = Harness::start(dir.path(), now_and_later(), config(), &[dm(5)]);
-    asleep(&mut h).await;
+    let h = asleep(dir.path()).await;
     let at = h.shared_clock.now();
     let telegram = h.telegram.clone();
     // Killed where it stands: the dormant graph's state is only what reached the disk.

@@ -32,7 +32,6 @@ mod presence;
 mod retrieve;
 mod xsend;
 pub(crate) use controls::answer_key;
-
 pub use controls::{OwnerReply, OwnerRequest};
 pub use owner::DraftRef;
 pub(crate) use presence::AgentPresence;
@@ -377,10 +376,11 @@ impl Scheduler {
         if let Some((_, grace_end)) = &self.stopping {
             return Some(*grace_end);
         }
-        let presence = match (self.presence_wake(), self.next_dormant()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let presence = self
+            .presence_wake()
+            .into_iter()
+            .chain(self.next_dormant())
+            .min();
         while let Some(Reverse((at, _, key))) = self.deadlines.peek() {
             if self.armed.get(key) == Some(at) {
                 return Some(presence.map_or(*at, |p| p.min(*at)));

@@ -228,14 +228,10 @@ impl Driver {
                 "removed temp files left by an interrupted save"
             );
         }
-        for q in &loaded.quarantined {
-            error!(
-                file = %q.original.display(),
-                moved_to = %q.moved_to.display(),
-                reason = %q.reason,
-                "unreadable graph file moved to quarantine"
-            );
-        }
+        loaded
+            .quarantined
+            .iter()
+            .for_each(dormancy::log_quarantined);
         let mut safety = AccountSafety::new(
             self.svc
                 .agents

@@ -18,9 +18,9 @@
 //!
 //! It never touches the network. Writes go through `store`, off the async threads; paths come
 //! from the state layout. The log and its journal format are in `journal`, saving and reading
-//! back in `persist`, transcript reading in `transcript`, the trait in `telegram`, the action log's watchers in
-//! `actions`, voice
-//! notes (kept as files next to the transcripts) in `voice`.
+//! back in `persist`, transcript reading in `transcript`, the trait in `telegram`, recording
+//! actions and their observers in `actions`, voice notes (kept as files next to the
+//! transcripts) in `voice`.
 
 mod actions;
 mod journal;

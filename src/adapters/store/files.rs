@@ -382,7 +382,8 @@ pub fn read_operator_file(path: &Path) -> Result<Option<String>, StoreError> {
     optional(read_file(path, STATE_FILE_CAP, Symlinks::Follow).and_then(|bytes| utf8(path, bytes)))
 }
 
-fn optional(read: Result<String, StoreError>) -> Result<Option<String>, StoreError> {
+/// `Ok(None)` for a file that is not there; other errors as they are.
+pub(crate) fn optional<T>(read: Result<T, StoreError>) -> Result<Option<T>, StoreError> {
     match read {
         Ok(t) => Ok(Some(t)),
         Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => Ok(None),

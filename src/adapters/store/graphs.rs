@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use jiff::Timestamp;
 
 use super::files::{
-    GRAPH_FILE_CAP, Symlinks, TEMP_PREFIX, apply_batch, ensure_private_dir, io_err, quarantine,
-    read_file, read_optional, read_to_string, remove, utf8, write_json,
+    GRAPH_FILE_CAP, Symlinks, TEMP_PREFIX, apply_batch, ensure_private_dir, io_err, optional,
+    quarantine, read_file, read_optional, read_to_string, remove, utf8, write_json,
 };
 use super::layout::{AGENT_STATE_FILE, StateDir, fs_name};
 use crate::core::agent_state::AgentState;
@@ -185,40 +185,18 @@ impl RuntimeStore for GraphStore {
         key: &ConversationKey,
         now: Timestamp,
     ) -> Result<(Option<TaskGraph>, Option<Quarantined>), StoreError> {
+        // No checkpoint moves the state from the journal to the file meanwhile.
+        let _files_still = self.journals.hold_checkpoints();
+        if let Some(pending) = self.journals.pending_graph(key) {
+            return Ok((pending, None));
+        }
         let path = self.dir.graph_path(key);
-        let read_checkpoint = || match read_file(&path, GRAPH_FILE_CAP, Symlinks::Refuse) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(StoreError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        };
-        let read = match self.journals.pending_graph_or(key, read_checkpoint) {
-            Ok(pending) => return Ok((pending, None)),
-            Err(read) => read,
-        };
-        let Some(bytes) = read? else {
+        let Some(bytes) = optional(read_file(&path, GRAPH_FILE_CAP, Symlinks::Refuse))? else {
             return Ok((None, None));
         };
-        let decoded = utf8(&path, bytes)
-            .map_err(RecordError::from)
-            .and_then(|text| self.decode_at(&path, &text, now));
-        match decoded {
+        match self.decode_bytes(&path, bytes, now) {
             Ok(graph) => Ok((Some(graph), None)),
-            Err(e) => {
-                let reason = e.to_string();
-                let moved_to = self.quarantine_path(&path);
-                self.unpack(&path)?;
-                quarantine(&path, &moved_to, &reason)?;
-                Ok((
-                    None,
-                    Some(Quarantined {
-                        original: path,
-                        moved_to,
-                        reason,
-                    }),
-                ))
-            }
+            Err(e) => Ok((None, Some(self.set_aside(path, e.to_string())?))),
         }
     }
 
@@ -543,9 +521,8 @@ impl GraphStore {
             from_journal: false,
             path: path.clone(),
             graph: read_file(path, GRAPH_FILE_CAP, Symlinks::Refuse)
-                .and_then(|bytes| utf8(path, bytes))
                 .map_err(RecordError::from)
-                .and_then(|text| self.decode_at(path, &text, now)),
+                .and_then(|bytes| self.decode_bytes(path, bytes, now)),
         })
     }
 
@@ -641,17 +618,9 @@ impl GraphStore {
             });
             match verdict {
                 Ok(g) => loaded.graphs.push(g),
-                Err(reason) => {
-                    let reason = reason.to_string();
-                    let moved_to = self.quarantine_path(&file.path);
-                    self.unpack(&file.path)?;
-                    quarantine(&file.path, &moved_to, &reason)?;
-                    loaded.quarantined.push(Quarantined {
-                        original: file.path,
-                        moved_to,
-                        reason,
-                    });
-                }
+                Err(reason) => loaded
+                    .quarantined
+                    .push(self.set_aside(file.path, reason.to_string())?),
             }
         }
         Ok(loaded)
@@ -675,6 +644,30 @@ impl GraphStore {
             }
         }
         Ok(removed)
+    }
+
+    /// A graph file's bytes decoded (UTF-8 first).
+    fn decode_bytes(
+        &self,
+        path: &Path,
+        bytes: Vec<u8>,
+        now: Timestamp,
+    ) -> Result<TaskGraph, RecordError> {
+        let text = utf8(path, bytes)?;
+        self.decode_at(path, &text, now)
+    }
+
+    /// Moves the graph file at `path` to `quarantine/` with its `reason` (its pack removed
+    /// first), and says where.
+    fn set_aside(&self, path: PathBuf, reason: String) -> Result<Quarantined, StoreError> {
+        let moved_to = self.quarantine_path(&path);
+        self.unpack(&path)?;
+        quarantine(&path, &moved_to, &reason)?;
+        Ok(Quarantined {
+            original: path,
+            moved_to,
+            reason,
+        })
     }
 
     fn decode_at(&self, path: &Path, text: &str, now: Timestamp) -> Result<TaskGraph, RecordError> {

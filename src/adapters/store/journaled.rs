@@ -653,19 +653,14 @@ impl Journals {
         synced
     }
 
-    /// The graph's newest durable state not yet checkpointed (`Some(None)`: deleted), if any,
-    /// read with no checkpoint under way, so a state is never between the two; `read_file`
-    /// reads its checkpoint file otherwise, under the same exclusion.
-    pub(crate) fn pending_graph_or<T>(
-        &self,
-        key: &ConversationKey,
-        read_file: impl FnOnce() -> T,
-    ) -> Result<Option<TaskGraph>, T> {
-        let _one = lock(&self.checkpointing);
-        match lock(&self.pending).graphs.get(key) {
-            Some(graph) => Ok(graph.as_deref().cloned()),
-            None => Err(read_file()),
-        }
+    /// The graph's newest durable state not yet checkpointed (`Some(None)`: deleted), if any.
+    /// Asked under [`Journals::hold_checkpoints`] with its file read after, a state is never
+    /// between the two.
+    pub(crate) fn pending_graph(&self, key: &ConversationKey) -> Option<Option<TaskGraph>> {
+        lock(&self.pending)
+            .graphs
+            .get(key)
+            .map(|graph| graph.as_deref().cloned())
     }
 
     /// The agent's newest durable state not yet checkpointed, if any.

@@ -66,10 +66,11 @@ impl Dormant {
         self.id(key).is_some_and(|id| self.at.contains_key(&id))
     }
 
-    fn is_orphan(&self, key: &ConversationKey) -> bool {
+    /// Dormant and waiting for its deadline (its agent runs).
+    fn waits_for_time(&self, key: &ConversationKey) -> bool {
         self.id(key)
             .and_then(|id| self.at.get(&id))
-            .is_some_and(|s| s.orphan)
+            .is_some_and(|s| !s.orphan)
     }
 
     fn insert(&mut self, key: &ConversationKey, at: Timestamp) {
@@ -101,13 +102,14 @@ impl Dormant {
         true
     }
 
-    fn keys_of(&self, agent: &str, orphan: bool) -> Vec<ConversationKey> {
+    /// The running agent's dormant conversations.
+    fn keys_of(&self, agent: &str) -> Vec<ConversationKey> {
         let Some(a) = self.agent(agent) else {
             return Vec::new();
         };
         self.at
             .iter()
-            .filter(|(id, s)| id.0 == a && s.orphan == orphan)
+            .filter(|(id, s)| id.0 == a && !s.orphan)
             .map(|(id, _)| self.key(*id))
             .collect()
     }
@@ -119,23 +121,25 @@ impl Dormant {
             .map(|(_, agent, chat)| self.key((*agent, *chat)))
     }
 
-    fn set_orphan(&mut self, key: &ConversationKey, orphan: bool) {
-        let Some(id) = self.id(key) else {
+    /// The agent stopped (`orphan`: its dormant conversations wait for it, not for their
+    /// deadlines), or is back.
+    fn set_orphans(&mut self, agent: &str, orphan: bool) {
+        let Some(a) = self.agent(agent) else {
             return;
         };
-        let Some(s) = self.at.get_mut(&id) else {
-            return;
-        };
-        if s.orphan == orphan {
-            return;
-        }
-        s.orphan = orphan;
-        if orphan {
-            self.orphans += 1;
-            self.due.remove(&(s.at, id.0, id.1));
-        } else {
-            self.orphans -= 1;
-            self.due.insert((s.at, id.0, id.1));
+        for (&(_, chat), s) in self
+            .at
+            .iter_mut()
+            .filter(|(id, s)| id.0 == a && s.orphan != orphan)
+        {
+            s.orphan = orphan;
+            if orphan {
+                self.orphans += 1;
+                self.due.remove(&(s.at, a, chat));
+            } else {
+                self.orphans -= 1;
+                self.due.insert((s.at, a, chat));
+            }
         }
     }
 }
@@ -170,7 +174,6 @@ impl Scheduler {
         if self.in_flight.contains_key(key)
             || self.queued.contains(key)
             || self.dirty_set.contains(key)
-            || !self.agents.contains(&key.agent)
             || self.is_owner_chat(&key.agent, key.chat)
         {
             return false;
@@ -203,7 +206,7 @@ impl Scheduler {
     /// The dormant conversations of `agent` (an owner's request over all its chats needs
     /// them back first).
     pub(crate) fn dormant_of(&self, agent: &str) -> Vec<ConversationKey> {
-        self.dormant.keys_of(agent, false)
+        self.dormant.keys_of(agent)
     }
 
     /// The dormant conversations an [`Scheduler::advance`] at `now` would touch: those whose
@@ -220,8 +223,7 @@ impl Scheduler {
             for i in &p.intents {
                 let key = ConversationKey::new(agent.as_str(), i.chat);
                 if crate::core::intents::instant(i.due, &p.tz) <= now
-                    && self.dormant.contains(&key)
-                    && !self.dormant.is_orphan(&key)
+                    && self.dormant.waits_for_time(&key)
                 {
                     keys.push(key);
                 }
@@ -249,16 +251,12 @@ impl Scheduler {
 
     /// The agent stopped: its dormant conversations wait for it, not for their deadlines.
     pub(super) fn orphan_dormant(&mut self, agent: &str) {
-        for key in self.dormant.keys_of(agent, false) {
-            self.dormant.set_orphan(&key, true);
-        }
+        self.dormant.set_orphans(agent, true);
     }
 
     /// The agent is back: its dormant conversations wait for their deadlines again.
     pub(super) fn adopt_dormant(&mut self, agent: &str) {
-        for key in self.dormant.keys_of(agent, true) {
-            self.dormant.set_orphan(&key, false);
-        }
+        self.dormant.set_orphans(agent, false);
     }
 
     /// A graph of `key` changed while it was dormant: the driver did not wake it first (a

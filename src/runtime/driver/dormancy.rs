@@ -10,13 +10,14 @@ use tracing::{error, warn};
 use super::Driver;
 use crate::core::graph::ConversationKey;
 use crate::core::scheduler::OwnerRequest;
+use crate::ports::store::Quarantined;
 use crate::runtime::RuntimeError;
 use crate::runtime::persistence::{Target, blocking};
 use crate::runtime::queue::Event;
 
 impl Driver {
-    /// The dormant conversations `events` will touch (an owner's request over every chat of
-    /// an agent touches all of its).
+    /// The conversations `events` will touch (an owner's request over every chat of an agent:
+    /// all of its dormant ones); [`Driver::wake`] reads back those that are dormant.
     pub(super) fn touched_by(&self, events: &[Event]) -> Vec<ConversationKey> {
         let mut keys = Vec::new();
         for event in events {
@@ -38,7 +39,6 @@ impl Driver {
                 _ => {}
             }
         }
-        keys.retain(|k| self.sched.is_dormant(k));
         keys
     }
 
@@ -71,8 +71,8 @@ impl Driver {
         for (key, result) in read {
             let graph = match result {
                 Ok((graph, quarantined)) => {
-                    if let Some(q) = quarantined {
-                        error!(file = %q.original.display(), moved_to = %q.moved_to.display(), reason = %q.reason, "unreadable graph file moved to quarantine");
+                    if let Some(q) = &quarantined {
+                        log_quarantined(q);
                     } else if graph.is_none() {
                         warn!(event = "dormant_graph_gone", conversation = %key, "a dormant graph's file is gone; the conversation goes on without it");
                     }
@@ -101,6 +101,17 @@ impl Driver {
             }
         }
     }
+}
+
+/// Says that a graph file did not read and where it went (at start, and when a dormant
+/// graph's file is read back).
+pub(super) fn log_quarantined(q: &Quarantined) {
+    error!(
+        file = %q.original.display(),
+        moved_to = %q.moved_to.display(),
+        reason = %q.reason,
+        "unreadable graph file moved to quarantine"
+    );
 }
 
 /// The one chat an owner's request is about (`None`: every chat of the agent).
